@@ -1,0 +1,1610 @@
+"""demo_rag.py: ask questions of your own notes, answered by local models through Ollama.
+
+Retrieval-augmented generation (RAG) in one readable file:
+
+    load notes -> fingerprint -> chunk -> embed & cache -> search -> prompt & answer
+
+Run it:
+
+    pip install -r requirements.txt
+    ollama pull qwen3-embedding:0.6b && ollama pull qwen3:0.6b
+    python demo_rag.py "什么是 RAG？"                 # answer from demo-data/
+    python demo_rag.py --notes ~/vault "how do I ..."  # answer from your own notes
+    python demo_rag.py --chat                         # follow-up questions
+    python demo_rag.py --explain "What is BM25?"       # narrate every step
+    python demo_rag.py --eval demo-data/eval.jsonl     # measure retrieval
+
+Or from a notebook: `from demo_rag import Settings, build_index, retrieve, answer`.
+
+What it does: reads every .md/.markdown/.txt (and .pdf with pypdf) note under a
+folder, cuts the notes into heading-aware chunks, embeds each chunk once (cached
+on disk, re-embedding only what changed), ranks chunks for a question by exact
+cosine similarity fused with BM25, and streams an answer from a local chat model
+that cites its sources as [1], [2].
+
+What it leaves out, on purpose: approximate nearest-neighbour indexes (exact
+NumPy search is fast enough up to a few hundred thousand chunks), rerankers,
+servers, frameworks, and any network service but your own Ollama.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import fnmatch
+import hashlib
+import json
+import math
+import os
+import pickle
+import re
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+import httpx  # the ollama client's HTTP layer: its connection errors surface mid-stream
+import numpy as np
+import ollama
+
+# ----------------------------------------------------------------------------
+# Configuration: every knob in one place; command-line flags override these.
+
+HERE = Path(__file__).resolve().parent
+NOTES_DIR = HERE / "demo-data"            # the notes to answer from
+CACHE_DIR = HERE / ".demo-cache"          # one pickle per notes folder
+
+EMBED_MODEL = "qwen3-embedding:0.6b"      # 1024-dim vectors, reads long inputs, multilingual
+CHAT_MODEL = "qwen3:0.6b"                 # small enough for a CPU laptop
+DEFAULT_HOST = "http://127.0.0.1:11434"   # what the ollama client uses without OLLAMA_HOST
+
+NOTE_SUFFIXES = (".md", ".markdown", ".txt")
+PDF_SUFFIX = ".pdf"                       # indexed when the optional pypdf is installed
+MIN_NOTE_CHARS = 50                       # shorter notes are stubs, not knowledge
+MAX_NOTE_MB = 5.0                         # a bigger "note" is usually an export or a log
+
+CHUNK_SIZE = 1500                         # characters; qwen3-embedding reads ~32k tokens
+CHUNK_OVERLAP = 80                        # characters shared by neighbouring chunks
+EMBED_BATCH_TEXTS = 32                    # texts per /api/embed request...
+EMBED_BATCH_CHARS = 24_000                # ...and characters, so one request stays small
+
+TOP_K = 5                                 # sources put in the prompt
+MIN_SCORE = 0.3                           # relevance floor on confidence() (README: measured)
+TEMPERATURE = 0.3                         # low: we want the notes, not creativity
+ANSWER_TOKENS = 1024                      # room left in the context for the answer
+MIN_NUM_CTX = 4096                        # Ollama's usual default context size
+
+CHAT_NUM_CTX = 8192                       # --chat: the whole prompt budget, history included
+CHAT_VERBATIM_TURNS = 3                   # --chat: recent turns kept word for word
+
+# Qwen3-Embedding is trained with an instruction on queries only (model card:
+# "Instruct: {task}\nQuery:{query}"); documents are embedded as they are.
+QUERY_INSTRUCTIONS = {
+    "qwen3-embedding": "Instruct: Given a web search query, retrieve relevant passages "
+                       "that answer the query\nQuery:{query}",
+}
+
+CACHE_FORMAT = 3                          # bump when the pickle's layout changes
+
+# ----------------------------------------------------------------------------
+# Shared values: settings, notes, chunks, hits.
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything one run can change; functions take this instead of ten parameters."""
+    notes_dir: Path = NOTES_DIR
+    cache_dir: Path = CACHE_DIR
+    embed_model: str = EMBED_MODEL
+    chat_model: str = CHAT_MODEL
+    chunk_size: int = CHUNK_SIZE
+    chunk_overlap: int = CHUNK_OVERLAP
+    top_k: int = TOP_K
+    min_score: float = MIN_SCORE
+    source: str | None = None             # only retrieve from notes whose path matches
+    query_instruction: str | None = None  # None: the model's documented one, "" for none
+    max_note_mb: float = MAX_NOTE_MB
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A piece of one note, with where it came from, ready to cite."""
+    source: str                           # path relative to the notes folder
+    heading: str                          # "# A › ## B", or "" before the first heading
+    text: str
+    page: int | None = None               # PDF page, counted from 1
+
+    @property
+    def citation(self) -> str:
+        parts = [self.source]
+        if self.page is not None:
+            parts.append(f"p.{self.page}")
+        if self.heading:
+            parts.append(self.heading)
+        return " › ".join(parts)
+
+    @property
+    def embed_text(self) -> str:
+        # The heading path gives a mid-section chunk its context; the file name is
+        # left out so that renaming a note does not change (and re-embed) its vectors.
+        return f"{self.heading}\n\n{self.text}" if self.heading else self.text
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved chunk: its rank, fused score and each ranker's own score."""
+    rank: int
+    row: int
+    chunk: Chunk
+    score: float
+    dense: float
+    lexical: float
+
+
+def host() -> str:
+    """The Ollama address the client will use, for messages."""
+    return os.environ.get("OLLAMA_HOST") or DEFAULT_HOST
+
+
+class OllamaError(Exception):
+    """Ollama could not do what we asked; the message says what the user can do."""
+
+    def __init__(self, message: str, unreachable: bool = False):
+        super().__init__(message)
+        self.unreachable = unreachable
+
+
+def explain_ollama_error(exc: Exception, model: str) -> OllamaError:
+    """Turn the client's exceptions into one line a user can act on."""
+    if isinstance(exc, ollama.ResponseError) and exc.status_code == 404:
+        return OllamaError(f"model '{model}' is not pulled: run `ollama pull {model}`")
+    if isinstance(exc, ollama.ResponseError):
+        return OllamaError(f"Ollama could not run '{model}': {exc.error}")
+    return OllamaError(f"Ollama is not reachable at {host()}: start it with `ollama serve` "
+                       f"(or point OLLAMA_HOST at it)", unreachable=True)
+
+
+OLLAMA_FAILURES = (ollama.ResponseError, ConnectionError, httpx.TransportError)
+
+# ----------------------------------------------------------------------------
+# Load: find the notes and read them as text.
+
+
+@dataclass(frozen=True)
+class NoteFile:
+    """A file that may hold a note, as the fingerprint sees it."""
+    rel: str                              # posix path relative to the notes folder
+    path: Path
+    size: int
+    mtime_ns: int
+
+
+def scan_notes(notes_dir: Path, skip: Iterable[Path] = ()) -> tuple[list[NoteFile], list[str]]:
+    """List note files under notes_dir, sorted, with warnings for what was passed over.
+
+    Hidden folders (.git, .obsidian, ...) and the `skip` folders (the cache) are not
+    entered. Symlinked folders are followed once: a link back to an ancestor is a
+    loop, reported and skipped.
+    """
+    skip_real = {os.path.realpath(p) for p in skip}
+    suffixes = NOTE_SUFFIXES + (PDF_SUFFIX,)
+    files, warnings, seen_dirs = [], [], set()
+    for folder, dirs, names in os.walk(notes_dir, followlinks=True,
+                                       onerror=lambda e: warnings.append(f"cannot read {e.filename}: {e.strerror}")):
+        real = os.path.realpath(folder)
+        if real in seen_dirs:
+            warnings.append(f"skipped {Path(folder).relative_to(notes_dir).as_posix()}/: "
+                            "a symlink loop back to a folder already read")
+            dirs[:] = []
+            continue
+        seen_dirs.add(real)
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".")
+                         and os.path.realpath(os.path.join(folder, d)) not in skip_real)
+        for name in sorted(names):
+            path = Path(folder, name)
+            if name.startswith(".") or path.suffix.lower() not in suffixes:
+                continue
+            try:
+                st = path.stat()
+            except OSError as e:
+                warnings.append(f"skipped {path.relative_to(notes_dir).as_posix()}: {e.strerror}")
+                continue
+            files.append(NoteFile(path.relative_to(notes_dir).as_posix(), path, st.st_size, st.st_mtime_ns))
+    files.sort(key=lambda f: f.rel)
+    return files, warnings
+
+
+FRONT_MATTER = re.compile(r"\A---[ \t]*\n.*?\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
+
+
+def strip_front_matter(text: str) -> str:
+    """Drop a YAML front-matter block (Obsidian, Jekyll) from the start of a note.
+
+    >>> strip_front_matter("---\\ntags: [a]\\n---\\n# Title")
+    '# Title'
+    """
+    text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    return FRONT_MATTER.sub("", text, count=1)
+
+
+def decode_note(data: bytes) -> tuple[str, str | None]:
+    """Decode bytes as UTF-8 (with or without BOM), else as GB18030; say when we fell back."""
+    try:
+        return data.decode("utf-8-sig"), None
+    except UnicodeDecodeError:
+        pass
+    try:
+        return data.decode("gb18030"), "not UTF-8; read as GB18030"
+    except UnicodeDecodeError:
+        raise ValueError("neither UTF-8 nor GB18030 text") from None
+
+
+def read_note(file: NoteFile, max_mb: float = MAX_NOTE_MB) -> tuple[list[tuple[int | None, str]], str | None]:
+    """Read one note as a list of (page, text) sections, plus a warning or None.
+
+    A text note is one section with page None; a PDF is one section per page.
+    Raises ValueError, with the reason, for a note that cannot be used.
+    """
+    if file.size > max_mb * 2**20:
+        raise ValueError(f"{file.size / 2**20:.1f} MB is over the {max_mb:g} MB limit (--max-note-mb)")
+    if file.rel.lower().endswith(PDF_SUFFIX):
+        return read_pdf(file.path), None
+    try:
+        data = file.path.read_bytes()
+    except OSError as e:
+        raise ValueError(e.strerror) from None
+    if b"\0" in data[:8192]:
+        raise ValueError("looks binary, not text")
+    text, warning = decode_note(data)
+    return [(None, strip_front_matter(text))], warning
+
+
+def read_pdf(path: Path) -> list[tuple[int | None, str]]:
+    """Extract a PDF's text page by page, cleaned for chunking (needs pypdf)."""
+    import pypdf  # optional: only PDFs need it
+    try:
+        reader = pypdf.PdfReader(path)
+        if reader.is_encrypted:
+            raise ValueError("encrypted PDF")
+        pages = [page.extract_text() or "" for page in reader.pages]
+    except ValueError:
+        raise
+    except Exception as e:  # pypdf raises many kinds of errors on malformed files
+        raise ValueError(f"malformed PDF ({type(e).__name__})") from None
+    pages = clean_pdf_pages(pages)
+    if not any(p.strip() for p in pages):
+        raise ValueError("no extractable text (a scanned PDF?)")
+    return [(number, text) for number, text in enumerate(pages, 1) if text.strip()]
+
+
+def clean_pdf_pages(pages: list[str]) -> list[str]:
+    """Undo the usual PDF extraction damage: hyphenated line breaks, runs of spaces,
+    and header/footer lines that repeat on most pages.
+
+    >>> clean_pdf_pages(["Manual\\nretriev-\\nal  works\\n1", "Manual\\nso   does\\n2", "Manual\\nthis\\n3"])
+    ['retrieval works\\n1', 'so does\\n2', 'this\\n3']
+    """
+    pages = [re.sub(r"(\w)-\n(\w)", r"\1\2", p) for p in pages]
+    pages = [re.sub(r"[ \t\u00a0]+", " ", p) for p in pages]
+    lines = [[ln.strip() for ln in p.split("\n") if ln.strip()] for p in pages]
+    if len(pages) >= 3:
+        # A header or footer is a first or last line seen on most pages; page
+        # numbers differ, so compare with digits removed, except bare numbers.
+        def key(line: str) -> str:
+            return re.sub(r"\d+", "#", line)
+        edges = Counter(key(ls[i]) for ls in lines if ls for i in {0, len(ls) - 1})
+        repeated = {k for k, n in edges.items() if n >= 0.6 * len(pages) and k != "#"}
+        lines = [[ln for j, ln in enumerate(ls) if not ((j == 0 or j == len(ls) - 1) and key(ln) in repeated)]
+                 for ls in lines]
+    return ["\n".join(ls) for ls in lines]
+
+
+def pdf_support() -> bool:
+    """True when the optional pypdf package is installed."""
+    try:
+        import pypdf  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+# ----------------------------------------------------------------------------
+# Fingerprint: one hash that changes when any note is added, removed or edited.
+
+
+def fingerprint(files: list[NoteFile]) -> str:
+    """MD5 of every note's relative path, size and modification time.
+
+    It reads no file contents, so checking "did anything change?" costs one
+    stat() per note; the cache is trusted only when this matches.
+    """
+    h = hashlib.md5()
+    for f in files:
+        h.update(f"{f.rel}\0{f.size}\0{f.mtime_ns}\n".encode())
+    return h.hexdigest()
+
+# ----------------------------------------------------------------------------
+# Chunk: cut each note at headings, then paragraphs, lines and sentences.
+
+# Regex separators, tried in order: headings first so chunks follow the note's
+# outline; zero-width look-behinds keep a sentence's final punctuation with it.
+SEPARATORS = [r"\n(?=## )", r"\n(?=### )", r"\n(?=#### )", r"\n\n", r"\n",
+              r"(?<=[。！？；])", r"(?<=[.!?])\s+", r"\s+", ""]
+HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+FENCE = re.compile(r"^(```|~~~).*?^\1", re.MULTILINE | re.DOTALL)
+
+
+def heading_outline(text: str) -> list[tuple[int, int, str]]:
+    """List (offset, level, title) of the Markdown headings, ignoring code blocks.
+
+    >>> heading_outline("# A\\ntext\\n## B\\n```\\n# not a heading\\n```")
+    [(0, 1, 'A'), (9, 2, 'B')]
+    """
+    fenced = [m.span() for m in FENCE.finditer(text)]
+    return [(m.start(), len(m.group(1)), m.group(2)) for m in HEADING.finditer(text)
+            if not any(a <= m.start() < b for a, b in fenced)]
+
+
+def heading_path(outline: list[tuple[int, int, str]], offset: int) -> str:
+    """The headings in force at `offset`, e.g. '# A › ## B'.
+
+    >>> heading_path([(0, 1, 'A'), (9, 2, 'B'), (20, 2, 'C')], 15)
+    '# A › ## B'
+    """
+    stack: list[tuple[int, str]] = []
+    for start, level, title in outline:
+        if start > offset:
+            break
+        stack = [(lv, t) for lv, t in stack if lv < level] + [(level, title)]
+    return " › ".join("#" * lv + " " + t for lv, t in stack)
+
+
+def make_splitter(chunk_size: int, chunk_overlap: int):
+    """A RecursiveCharacterTextSplitter with our heading-first separators."""
+    # Imported here, not at the top: a warm query never chunks, and this import
+    # (langchain-core underneath) costs more than the whole query.
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+    return RecursiveCharacterTextSplitter(
+        separators=SEPARATORS, is_separator_regex=True, keep_separator="start",
+        chunk_size=chunk_size, chunk_overlap=chunk_overlap, add_start_index=True)
+
+
+def chunk_note(rel: str, sections: list[tuple[int | None, str]], splitter) -> list[Chunk]:
+    """Cut one note's sections into chunks that know their file, heading and page."""
+    chunks = []
+    for page, text in sections:
+        outline = heading_outline(text)
+        for doc in splitter.create_documents([text]):
+            offset = max(doc.metadata.get("start_index", 0), 0)
+            chunks.append(Chunk(rel, heading_path(outline, offset), doc.page_content, page))
+    return chunks
+
+# ----------------------------------------------------------------------------
+# Lexicon: BM25 term statistics, so exact names, numbers and Chinese terms are
+# found even where the embedding model is weak.
+
+CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+TOKEN = re.compile(rf"[{CJK}]+|(?:(?![{CJK}])[^\W_])+")
+
+
+def tokenize(text: str) -> list[str]:
+    """Words and numbers in lower case; CJK runs as single characters plus bigrams.
+
+    Chinese has no spaces, so a whitespace tokenizer would see a whole sentence
+    as one word; characters and bigrams let "向量" match inside "用向量检索".
+
+    >>> tokenize("RAG 用向量检索 v2")
+    ['rag', '用', '向', '量', '检', '索', '用向', '向量', '量检', '检索', 'v2']
+    """
+    tokens = []
+    for run in TOKEN.findall(text.lower()):
+        if "\u3040" <= run[0] and re.match(rf"[{CJK}]", run):
+            tokens.extend(run)
+            tokens.extend(run[i:i + 2] for i in range(len(run) - 1))
+        else:
+            tokens.append(run)
+    return tokens
+
+
+@dataclass(frozen=True)
+class Lexicon:
+    """An inverted index: for each term, the chunks it occurs in and how often.
+
+    Postings of term `vocab[t]` are rows `docs[ptr[t]:ptr[t+1]]` with counts
+    `counts[ptr[t]:ptr[t+1]]`; `lengths[row]` is the chunk's token count.
+    """
+    vocab: list[str]                      # sorted, so a lookup is a binary search
+    ptr: np.ndarray                       # (len(vocab) + 1,) int64
+    docs: np.ndarray                      # (postings,) int32
+    counts: np.ndarray                    # (postings,) float32
+    lengths: np.ndarray                   # (chunks,) float32
+
+
+def build_lexicon(old: Lexicon | None, reuse: np.ndarray, new_texts: list[str]) -> Lexicon:
+    """A lexicon for a new list of chunks, tokenising only the chunks that are new.
+
+    `reuse[i]` is the row in `old` whose terms chunk i has, or -1 for a new chunk;
+    the new chunks' texts come in `new_texts`, in order of their -1 entries.
+    """
+    n = len(reuse)
+    old_vocab = np.array([], dtype=object) if old is None else np.array(old.vocab, dtype=object)
+    terms_parts, docs_parts, count_parts = [], [], []
+    rows, src = np.flatnonzero(reuse >= 0), reuse[reuse >= 0]
+    if old is not None and len(rows):
+        # Gather the reused rows' postings (a row may be reused twice: a copied note).
+        term_of = np.repeat(np.arange(len(old.vocab)), np.diff(old.ptr))
+        order = np.argsort(old.docs, kind="stable")
+        by_row = np.searchsorted(old.docs[order], np.arange(len(old.lengths) + 1))
+        starts, lens = by_row[src], by_row[src + 1] - by_row[src]
+        take = order[np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())]
+        terms_parts.append(old_vocab[term_of[take]])
+        docs_parts.append(np.repeat(rows, lens))
+        count_parts.append(old.counts[take])
+    lengths = np.zeros(n, dtype=np.float32)
+    if old is not None:
+        lengths[rows] = old.lengths[src]
+    for row, text in zip(np.flatnonzero(reuse < 0), new_texts):
+        tf = Counter(tokenize(text))
+        lengths[row] = sum(tf.values())
+        terms_parts.append(np.array(list(tf), dtype=object))
+        docs_parts.append(np.full(len(tf), row))
+        count_parts.append(np.array(list(tf.values()), dtype=np.float32))
+    if not terms_parts:
+        return Lexicon([], np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32), lengths)
+    terms = np.concatenate(terms_parts)
+    vocab, term_ids = np.unique(terms, return_inverse=True)
+    docs = np.concatenate(docs_parts).astype(np.int32)
+    order = np.lexsort((docs, term_ids))
+    ptr = np.searchsorted(term_ids[order], np.arange(len(vocab) + 1)).astype(np.int64)
+    return Lexicon(list(vocab), ptr, docs[order], np.concatenate(count_parts)[order].astype(np.float32), lengths)
+
+
+def query_postings(lex: Lexicon, query: str) -> list[tuple[float, np.ndarray, np.ndarray]]:
+    """(idf, rows, counts) for each distinct term of the query, in the order typed.
+
+    idf = ln(1 + (N - df + 0.5) / (df + 0.5)): a term in every chunk weighs ~0, a
+    term in no chunk weighs the most (and matches nothing).
+    """
+    n = len(lex.lengths)
+    out = []
+    for term in dict.fromkeys(tokenize(query)):
+        t = bisect.bisect_left(lex.vocab, term)
+        if t < len(lex.vocab) and lex.vocab[t] == term:
+            rows, counts = lex.docs[lex.ptr[t]:lex.ptr[t + 1]], lex.counts[lex.ptr[t]:lex.ptr[t + 1]]
+        else:
+            rows, counts = lex.docs[:0], lex.counts[:0]
+        out.append((math.log(1 + (n - len(rows) + 0.5) / (len(rows) + 0.5)), rows, counts))
+    return out
+
+
+def bm25_scores(lex: Lexicon, query: str, k1: float = 1.2, b: float = 0.75) -> np.ndarray:
+    """BM25 score of every chunk for a query: sum over query terms of idf × saturated tf.
+
+    A term seen f times in a chunk of length dl adds idf · f(k1+1) / (f + k1(1 - b + b·dl/avgdl)).
+    Worked example, two chunks of 2 tokens, "cat" in one: idf = ln(1 + 1.5/1.5) = 0.693,
+    and f = 1, dl = avgdl gives 0.693 · 2.2 / 2.2 = 0.693 for that chunk, 0 for the other.
+    """
+    scores = np.zeros(len(lex.lengths), dtype=np.float32)
+    if len(scores) == 0:
+        return scores
+    norm = k1 * (1 - b + b * lex.lengths / max(float(lex.lengths.mean()), 1e-9))
+    for idf, rows, f in query_postings(lex, query):
+        scores[rows] += idf * f * (k1 + 1) / (f + norm[rows])
+    return scores
+
+
+def coverage(lex: Lexicon, query: str, row: int) -> float:
+    """Share of the query's idf weight whose terms occur in chunk `row` (0 to 1).
+
+    It asks "are the question's informative words in this passage?", and does not
+    depend on the embedder or on how many chunks there are. With two chunks and
+    the query "cat dog": both words unseen weighs ln(1 + 2.5/0.5) = 1.79 each; if
+    only "cat" is in chunk 0 (idf 0.69), coverage(chunk 0) = 0.69 / (0.69 + 1.79).
+    """
+    postings = query_postings(lex, query)
+    total = sum(idf for idf, _, _ in postings)
+    found = sum(idf for idf, rows, _ in postings if np.any(rows == row))
+    return found / total if total else 0.0
+
+# ----------------------------------------------------------------------------
+# Embed & cache: vectors for every chunk, computed once and kept on disk.
+
+
+def embed_texts(client: ollama.Client, model: str, texts: list[str],
+                progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+    """Embed texts with Ollama in batches; return an (n, dim) float32 matrix of unit rows.
+
+    Batches hold at most EMBED_BATCH_TEXTS texts and EMBED_BATCH_CHARS characters,
+    so a long note never makes one huge request. Raises OllamaError.
+    """
+    rows: list[list[float]] = []
+    batch: list[str] = []
+    batch_chars = 0
+
+    def flush():
+        try:
+            rows.extend(client.embed(model=model, input=batch).embeddings)
+        except OLLAMA_FAILURES as e:
+            raise explain_ollama_error(e, model) from None
+        if progress:
+            progress(len(rows), len(texts))
+
+    for text in texts:
+        if batch and (len(batch) == EMBED_BATCH_TEXTS or batch_chars + len(text) > EMBED_BATCH_CHARS):
+            flush()
+            batch, batch_chars = [], 0
+        batch.append(text)
+        batch_chars += len(text)
+    if batch:
+        flush()
+    return normalize(np.array(rows, dtype=np.float32).reshape(len(texts), -1))
+
+
+def normalize(m: np.ndarray) -> np.ndarray:
+    """Scale each row to length 1, so a dot product is a cosine similarity.
+
+    >>> normalize(np.array([[3.0, 4.0]]))
+    array([[0.6, 0.8]])
+    """
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    return m / np.where(norms == 0, 1, norms)
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """What the index knows about one note: its stat, its content hash, its rows."""
+    size: int
+    mtime_ns: int
+    digest: str                           # MD5 of the bytes: same digest, same chunks
+    start: int                            # its chunks are rows start..stop-1
+    stop: int
+
+
+@dataclass(frozen=True)
+class Index:
+    """Everything a question needs, as one value: chunks, vectors, BM25 statistics."""
+    chunks: list[Chunk]
+    vectors: np.ndarray                   # (n, dim) float32, unit rows; zeros where missing
+    has_vector: np.ndarray                # (n,) bool: False where Ollama could not embed
+    lexicon: Lexicon
+    files: dict[str, FileRecord]
+    fingerprint: str
+    embed_model: str
+    chunking: tuple[int, int]             # (chunk_size, chunk_overlap)
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.has_vector.all())
+
+
+@dataclass
+class IndexReport:
+    """What an index update did, for one line of output."""
+    changed: int = 0
+    new: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    embedded: int = 0
+    reason: str = ""                      # why a full rebuild happened, if one did
+    warnings: list[str] = field(default_factory=list)
+    embed_error: str | None = None        # set when vectors are missing: lexical-only
+
+    def summary(self, notes: int) -> str:
+        return (f"indexed {notes} notes: {self.changed} changed, {self.new} new, "
+                f"{self.deleted} deleted, {self.unchanged} unchanged ({self.embedded} chunks embedded)")
+
+
+def cache_path(settings: Settings) -> Path:
+    """One cache file per notes folder, named after it, so two folders never clash."""
+    real = os.path.realpath(settings.notes_dir)
+    digest = hashlib.md5(real.encode()).hexdigest()[:10]
+    name = re.sub(r"[^\w.-]+", "_", Path(real).name) or "notes"
+    return settings.cache_dir / f"{name}-{digest}.pkl"
+
+
+def index_to_dict(index: Index) -> dict:
+    """The index as plain builtins only: arrays become (dtype, shape, bytes).
+
+    Vectors are stored as float16: half the disk and load time, and rankings on
+    the benchmark's vectors come out identical (bench/bench_index.py measures it).
+    """
+    def arr(a: np.ndarray, dtype=None) -> tuple:
+        a = np.ascontiguousarray(a, dtype=dtype or a.dtype)
+        return (a.dtype.str, a.shape, a.tobytes())
+    lex = index.lexicon
+    return {
+        "format": CACHE_FORMAT, "embed_model": index.embed_model, "chunking": index.chunking,
+        "fingerprint": index.fingerprint,
+        "files": {rel: tuple(asdict(r).values()) for rel, r in index.files.items()},
+        "chunks": [(c.source, c.heading, c.text, c.page) for c in index.chunks],
+        "vectors": arr(index.vectors, np.float16), "has_vector": arr(index.has_vector),
+        "lexicon": (lex.vocab, arr(lex.ptr), arr(lex.docs), arr(lex.counts), arr(lex.lengths)),
+    }
+
+
+def index_from_dict(d: dict) -> Index:
+    """Rebuild an Index from index_to_dict's output (raises on anything malformed)."""
+    def arr(t: tuple) -> np.ndarray:
+        dtype, shape, data = t
+        return np.frombuffer(data, dtype=np.dtype(dtype)).reshape(shape)
+    vocab, ptr, docs, counts, lengths = d["lexicon"]
+    chunks = [Chunk(*c) for c in d["chunks"]]
+    vectors = arr(d["vectors"]).astype(np.float32)
+    has_vector = arr(d["has_vector"])
+    assert len(vectors) == len(chunks) == len(has_vector), "cache arrays disagree in length"
+    return Index(chunks, vectors, has_vector, Lexicon(vocab, arr(ptr), arr(docs), arr(counts), arr(lengths)),
+                 {rel: FileRecord(*r) for rel, r in d["files"].items()}, d["fingerprint"],
+                 d["embed_model"], tuple(d["chunking"]))
+
+
+class BuiltinsOnlyUnpickler(pickle.Unpickler):
+    """Unpickles plain data only: any class or function reference is refused.
+
+    A pickle can name any importable callable (os.system, say) and have it called
+    on load. Our cache holds only dicts, lists, tuples, strings, numbers and
+    bytes, which need no lookup at all, so refusing every lookup loses nothing.
+    """
+
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"refusing to load {module}.{name} from a cache file")
+
+
+def save_index(index: Index, path: Path) -> None:
+    """Write the cache atomically: a temp file in the same folder, then os.replace.
+
+    A crash or Ctrl-C mid-write leaves the previous cache intact, and two
+    processes writing at once each replace the file with one complete version.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(index_to_dict(index), f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_index(path: Path) -> tuple[Index | None, str]:
+    """Load a cache file; on any problem return (None, a one-line reason)."""
+    if not path.exists():
+        return None, "no cache yet"
+    try:
+        with open(path, "rb") as f:
+            d = BuiltinsOnlyUnpickler(f).load()
+        if not isinstance(d, dict) or d.get("format") != CACHE_FORMAT:
+            return None, "cache is from another version of demo_rag"
+        return index_from_dict(d), ""
+    except pickle.UnpicklingError as e:
+        return None, f"cache refused ({e})"
+    except Exception as e:  # truncated, corrupt, foreign: never trust it, rebuild
+        return None, f"cache is damaged ({type(e).__name__})"
+
+
+def stale_reason(index: Index, settings: Settings) -> str:
+    """Why a loaded index cannot be reused with these settings ("" if it can)."""
+    if index.embed_model != settings.embed_model:
+        return f"embedding model changed ({index.embed_model} -> {settings.embed_model})"
+    if index.chunking != (settings.chunk_size, settings.chunk_overlap):
+        return (f"chunk settings changed ({index.chunking[0]}/{index.chunking[1]} -> "
+                f"{settings.chunk_size}/{settings.chunk_overlap})")
+    return ""
+
+
+def file_digest(path: Path) -> str:
+    """MD5 of a file's bytes, read in blocks so a big file never sits in memory."""
+    h = hashlib.md5()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def count_file(report: IndexReport, before: FileRecord | None, digest: str) -> None:
+    """Count a note as new (including a rename), unchanged or changed."""
+    if before is None:
+        report.new += 1
+    elif before.digest == digest:
+        report.unchanged += 1
+    else:
+        report.changed += 1
+
+
+def update_index(settings: Settings, client: ollama.Client, old: Index | None,
+                 files: list[NoteFile], progress: Callable[[str], None] = lambda s: None
+                 ) -> tuple[Index, IndexReport]:
+    """Bring the index up to date with the files, embedding only what is new.
+
+    For each file: same size and mtime as recorded -> unchanged; otherwise hash
+    its bytes, and a digest the index already holds (a touched, renamed or copied
+    note) reuses those chunks. Only new content is read, chunked and embedded, and
+    even then a chunk whose text was embedded before reuses its vector.
+    """
+    report = IndexReport()
+    old_files = old.files if old else {}
+    by_digest = {r.digest: r for r in old_files.values()}
+    chunks: list[Chunk] = []
+    reuse: list[int] = []                 # per new row: old row, or -1 if new
+    records: dict[str, FileRecord] = {}
+    splitter = None
+    for f in files:
+        rec = old_files.get(f.rel)
+        if rec and (rec.size, rec.mtime_ns) == (f.size, f.mtime_ns):
+            digest, source = rec.digest, rec
+        else:
+            try:
+                digest = file_digest(f.path)
+            except OSError as e:
+                report.warnings.append(f"skipped {f.rel}: {e.strerror}")
+                continue
+            source = by_digest.get(digest)
+        if source is not None:            # same bytes as before: reuse its chunks
+            start = len(chunks)
+            chunks.extend(replace(c, source=f.rel) for c in old.chunks[source.start:source.stop])
+            reuse.extend(range(source.start, source.stop))
+            records[f.rel] = FileRecord(f.size, f.mtime_ns, digest, start, len(chunks))
+            count_file(report, rec, digest)
+            continue
+        try:
+            sections, warning = read_note(f, settings.max_note_mb)
+        except ImportError:
+            report.warnings.append(f"skipped {f.rel}: PDF support needs `pip install pypdf`")
+            continue
+        except ValueError as e:
+            report.warnings.append(f"skipped {f.rel}: {e}")
+            continue
+        if warning:
+            report.warnings.append(f"{f.rel}: {warning}")
+        if sum(len(t.strip()) for _, t in sections) < MIN_NOTE_CHARS:
+            report.warnings.append(f"skipped {f.rel}: under {MIN_NOTE_CHARS} characters")
+            continue
+        splitter = splitter or make_splitter(settings.chunk_size, settings.chunk_overlap)
+        start = len(chunks)
+        chunks.extend(chunk_note(f.rel, sections, splitter))
+        reuse.extend([-1] * (len(chunks) - start))
+        records[f.rel] = FileRecord(f.size, f.mtime_ns, digest, start, len(chunks))
+        count_file(report, rec, digest)
+    report.deleted = len(set(old_files) - {f.rel for f in files})
+    reuse_arr = np.array(reuse, dtype=np.int64)
+    index = Index(chunks, *fill_vectors(settings, client, old, chunks, reuse_arr, report, progress),
+                  build_lexicon(old.lexicon if old else None, reuse_arr,
+                                [c.text for c, r in zip(chunks, reuse) if r < 0]),
+                  records, fingerprint(files), settings.embed_model,
+                  (settings.chunk_size, settings.chunk_overlap))
+    return index, report
+
+
+def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, chunks: list[Chunk],
+                 reuse: np.ndarray, report: IndexReport, progress: Callable[[str], None]
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Vectors for the new chunk list: reused by row or by identical text, else embedded.
+
+    If Ollama cannot embed, the missing rows stay zero and are marked missing, so
+    BM25 still works and the next run with Ollama back fills them in.
+    """
+    n = len(chunks)
+    dim = old.vectors.shape[1] if old is not None and old.vectors.size else 0
+    vectors = np.zeros((n, dim), dtype=np.float32)
+    has = np.zeros(n, dtype=bool)
+    if old is not None and dim:
+        known = reuse >= 0
+        vectors[known], has[known] = old.vectors[reuse[known]], old.has_vector[reuse[known]]
+        by_text = {c.embed_text: i for i, c in enumerate(old.chunks) if old.has_vector[i]}
+        for i in np.flatnonzero(~has):
+            j = by_text.get(chunks[i].embed_text)
+            if j is not None:
+                vectors[i], has[i] = old.vectors[j], True
+    todo = np.flatnonzero(~has)
+    if len(todo) == 0:
+        return vectors, has
+    try:
+        fresh = embed_texts(client, settings.embed_model, [chunks[i].embed_text for i in todo],
+                            lambda done, total: progress(f"embedding {done}/{total} chunks"))
+    except OllamaError as e:
+        report.embed_error = str(e)
+        return vectors, has
+    if fresh.shape[1] != dim:             # first vectors, or the model's size changed
+        if dim:
+            report.reason = f"vector size changed ({dim} -> {fresh.shape[1]}); re-embedding all"
+            return fill_vectors(settings, client, None, chunks, np.full(n, -1), report, progress)
+        vectors = np.zeros((n, fresh.shape[1]), dtype=np.float32)
+    vectors[todo], has[todo] = fresh, True
+    report.embedded += len(todo)
+    return vectors, has
+
+
+def build_index(settings: Settings, client: ollama.Client | None = None, rebuild: bool = False,
+                progress: Callable[[str], None] = lambda s: None) -> tuple[Index, IndexReport]:
+    """Load the cached index, or update it when the notes or settings changed.
+
+    The fast path: the fingerprint matches and every chunk has a vector, so the
+    cache is returned without reading a single note. Raises FileNotFoundError when
+    the notes folder does not exist.
+    """
+    if not settings.notes_dir.is_dir():
+        raise FileNotFoundError(f"notes folder not found: {settings.notes_dir}")
+    client = client or ollama.Client()
+    files, warnings = scan_notes(settings.notes_dir, skip=[settings.cache_dir])
+    path = cache_path(settings)
+    old, reason = (None, "--rebuild") if rebuild else load_index(path)
+    if old is not None:
+        reason = stale_reason(old, settings)
+        old = None if reason else old
+    if old is not None and old.fingerprint == fingerprint(files) and old.complete:
+        return old, IndexReport(unchanged=len(old.files), warnings=warnings)
+    index, report = update_index(settings, client, old, files, progress)
+    report.warnings[:0] = warnings
+    report.reason = report.reason or ("" if old is not None else reason)
+    save_index(index, path)
+    return index, report
+
+# ----------------------------------------------------------------------------
+# Search: rank chunks by meaning (dense), by words (BM25), and by both (fused).
+
+
+def top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k highest scores, best first; equal scores keep file order.
+
+    np.argpartition finds the k best in O(n) without sorting everything; only
+    those k are then sorted.
+
+    >>> top_k(np.array([0.1, 0.9, 0.5, 0.9]), 3)
+    array([1, 3, 2])
+    """
+    k = min(k, len(scores))
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    kth = scores[np.argpartition(-scores, k - 1)[:k]].min()
+    above = np.flatnonzero(scores > kth)
+    # subtle: argpartition picks arbitrarily among ties at the cut; take them in row order
+    idx = np.concatenate([above, np.flatnonzero(scores == kth)[:k - len(above)]])
+    return idx[np.lexsort((idx, -scores[idx]))]
+
+
+def standout(scores: np.ndarray) -> float:
+    """How far the best score stands above what chance would give, in standard deviations.
+
+    The best of n random scores lies about sqrt(2 ln n) standard deviations above
+    their mean; a ranker that found something relevant puts its best further out.
+    Values <= 0 mean "no better than noise".
+
+    >>> round(standout(np.array([0.0] * 99 + [1.0])), 2)
+    6.92
+    """
+    n = len(scores)
+    if n < 2:
+        return 0.0
+    sd = float(scores.std())
+    if sd == 0:
+        return 0.0
+    return (float(scores.max()) - float(scores.mean())) / sd - math.sqrt(2 * math.log(n))
+
+
+def fuse(dense: np.ndarray | None, lexical: np.ndarray) -> np.ndarray:
+    """Fuse two rankers' scores, weighting each by how much it stands out on this query.
+
+    Each ranker's scores become z-scores (so cosine and BM25 are comparable), and
+    each is weighted by its standout(): a ranker whose best match is no better
+    than noise (an English-only embedder on Chinese notes) gets weight 0, so it
+    cannot drag the other down; when neither stands out, both count equally.
+
+    >>> int(fuse(np.array([0.2, 0.1, 0.3, 0.1]), np.array([0.0, 0.0, 0.0, 3.0])).argmax())
+    3
+    """
+    parts = [s for s in (dense, lexical) if s is not None and len(s)]
+    if not parts:
+        return np.zeros(0, dtype=np.float32)
+    weights = [max(standout(s), 0.0) for s in parts]
+    if sum(weights) == 0:
+        weights = [1.0] * len(parts)
+    fused = sum(w * (s - s.mean()) / (s.std() or 1.0) for w, s in zip(weights, parts)) / sum(weights)
+    return fused.astype(np.float32)
+
+
+def confidence(index: Index, question: str, rows: list[int], dense: np.ndarray | None) -> float:
+    """How sure we are that the notes hold an answer: the best, over the given rows,
+    of the question's words found there (coverage) and of how far the row's cosine
+    stands above the average chunk's. Compared with the relevance floor, --min-score.
+    """
+    best = 0.0
+    for row in rows:
+        best = max(best, coverage(index.lexicon, question, row))
+        if dense is not None:
+            best = max(best, float(dense[row] - dense.mean()))
+    return best
+
+
+def query_text(question: str, settings: Settings) -> str:
+    """The text to embed for a question: the model's documented query instruction, if any."""
+    template = settings.query_instruction
+    if template is None:
+        family = settings.embed_model.split(":")[0].split("/")[-1]
+        template = QUERY_INSTRUCTIONS.get(family, "")
+    return template.replace("{query}", question) if template else question
+
+
+def embed_query(client: ollama.Client, question: str, settings: Settings) -> np.ndarray:
+    """One /api/embed request for the question; returns a unit vector."""
+    return embed_texts(client, settings.embed_model, [query_text(question, settings)])[0]
+
+
+def source_mask(index: Index, pattern: str | None) -> np.ndarray:
+    """Which chunks --source allows: a glob ("notes/*.md") or a plain substring."""
+    if not pattern:
+        return np.ones(len(index.chunks), dtype=bool)
+    glob = any(ch in pattern for ch in "*?[")
+    return np.array([fnmatch.fnmatch(c.source, pattern) if glob else pattern in c.source
+                     for c in index.chunks], dtype=bool)
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """The result of one search: ranked hits, and how they were found."""
+    hits: list[Hit]
+    confidence: float                     # confidence(); below the floor = not found
+    found: bool
+    lexical_only: bool                    # no usable query vector or chunk vectors
+    dense: np.ndarray | None = None       # every ranker's scores, for --explain and --eval
+    lexical: np.ndarray | None = None
+    fused: np.ndarray | None = None
+
+
+def retrieve(index: Index, question: str, qvec: np.ndarray | None, settings: Settings) -> Retrieval:
+    """Rank the chunks for a question; qvec None means lexical only (Ollama is away)."""
+    mask = source_mask(index, settings.source)
+    if qvec is not None and index.vectors.shape[1] == len(qvec):
+        mask_dense = mask & index.has_vector
+        dense = index.vectors @ qvec     # exact cosine: one matrix-vector product
+    else:
+        mask_dense, dense = None, None
+    lexical = bm25_scores(index.lexicon, question)
+    rows = np.flatnonzero(mask)
+    if mask_dense is not None and not mask_dense[rows].all():
+        dense = None                      # partly embedded: fusing would favour embedded rows
+    fused_rows = fuse(None if dense is None else dense[rows], lexical[rows])
+    fused = np.full(len(index.chunks), -np.inf, dtype=np.float32)
+    fused[rows] = fused_rows
+    best = rows[top_k(fused_rows, settings.top_k)] if len(rows) else rows
+    hits = [Hit(rank, int(i), index.chunks[i], float(fused[i]),
+                float(dense[i]) if dense is not None else float("nan"), float(lexical[i]))
+            for rank, i in enumerate(best, 1)]
+    sure = confidence(index, question, [h.row for h in hits],
+                      None if dense is None else np.where(mask_dense, dense, dense[rows].mean()))
+    return Retrieval(hits, sure, sure >= settings.min_score, dense is None, dense, lexical, fused)
+
+# ----------------------------------------------------------------------------
+# Prompt & answer: rules, numbered sources, question -> a streamed, cited answer.
+
+RULES = """You answer questions from the user's own notes.
+- Use only the numbered sources below. Do not add facts from elsewhere.
+- Cite the sources you use with their numbers in square brackets, like [1] or [2][3].
+- If the sources do not contain the answer, say plainly that the notes do not cover it.
+- Answer in the same language as the question."""
+
+
+def format_sources(hits: list[Hit]) -> str:
+    """The numbered sources block: '[1] file › heading' then the chunk's text."""
+    return "\n\n".join(f"[{i}] {h.chunk.citation}\n{h.chunk.text}" for i, h in enumerate(hits, 1))
+
+
+def build_messages(question: str, hits: list[Hit], history: str = "") -> list[dict]:
+    """The three-part prompt as chat messages: rules (system), then sources and question."""
+    user = f"Sources:\n\n{format_sources(hits)}\n\n"
+    if history:
+        user += f"Conversation so far:\n{history}\n\n"
+    return [{"role": "system", "content": RULES},
+            {"role": "user", "content": user + f"Question: {question}"}]
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough token count: one per CJK character, one per 4 other characters.
+
+    >>> estimate_tokens("RAG 检索增强生成")
+    7
+    """
+    cjk = len(re.findall(rf"[{CJK}]", text))
+    return cjk + math.ceil((len(text) - cjk) / 4)
+
+
+def context_size(messages: list[dict]) -> int:
+    """num_ctx for a prompt: its estimate plus room for the answer, in steps of 1024.
+
+    Ollama silently drops the start of a prompt longer than its context window,
+    which is exactly where our rules and first sources are, so we ask for enough.
+    """
+    need = sum(estimate_tokens(m["content"]) for m in messages) + ANSWER_TOKENS
+    return max(MIN_NUM_CTX, math.ceil(need / 1024) * 1024)
+
+
+def strip_think(pieces: Iterable[str]) -> Iterator[str]:
+    """Drop <think>...</think> from a stream of text pieces, even when a tag is split.
+
+    >>> "".join(strip_think(["<thi", "nk>hmm</think>", "\\nHello [1]"]))
+    'Hello [1]'
+    """
+    buf, inside, started = "", False, False
+    for piece in pieces:
+        buf += piece
+        while True:
+            tag = "</think>" if inside else "<think>"
+            at = buf.find(tag)
+            if at >= 0:
+                if not inside and buf[:at]:
+                    started = True
+                    yield buf[:at]
+                buf, inside = buf[at + len(tag):], not inside
+                continue
+            keep = next((k for k in range(len(tag) - 1, 0, -1) if buf.endswith(tag[:k])), 0)
+            out, buf = (buf[:len(buf) - keep], buf[len(buf) - keep:])
+            if inside:
+                out = ""
+            if not started:
+                out = out.lstrip()        # no blank lines where a think block was
+            if out:
+                started = True
+                yield out
+            break
+    if buf and not inside:
+        yield buf if started else buf.lstrip()
+
+
+def stream_chat(client: ollama.Client, model: str, messages: list[dict],
+                num_ctx: int | None = None) -> Iterator[str]:
+    """Stream the chat model's reply as text pieces, thinking stripped. Raises OllamaError."""
+    options = {"temperature": TEMPERATURE, "num_ctx": num_ctx or context_size(messages)}
+
+    def pieces():
+        try:
+            for part in client.chat(model=model, messages=messages, stream=True,
+                                    think=False, options=options):
+                yield part.message.content or ""
+        except OLLAMA_FAILURES as e:
+            raise explain_ollama_error(e, model) from None
+    return strip_think(pieces())
+
+
+def answer(client: ollama.Client, question: str, hits: list[Hit], settings: Settings) -> Iterator[str]:
+    """Stream an answer to the question from the retrieved hits."""
+    return stream_chat(client, settings.chat_model, build_messages(question, hits))
+
+# ----------------------------------------------------------------------------
+# Conversation: follow-up questions, rewritten to stand alone before retrieving.
+
+FOLLOW_UP = re.compile(
+    r"\b(it|its|this|that|these|those|they|them|their|he|she|the same|above|former|latter)\b"
+    r"|它|它们|这个|那个|这些|那些|这|那|上面|前面|上述|他|她|其|呢[？?]?$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Turn:
+    question: str
+    answer: str
+    query: str                            # what was actually searched
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """The conversation so far: recent turns verbatim, older ones as a summary."""
+    turns: tuple[Turn, ...] = ()
+    summary: str = ""
+
+
+def needs_rewrite(question: str, conv: Conversation) -> bool:
+    """A cheap check: does this question lean on earlier turns (pronouns, ellipsis)?
+
+    >>> needs_rewrite("how is it different from threads?", Conversation((Turn("q", "a", "q"),)))
+    True
+    >>> needs_rewrite("what is asyncio?", Conversation((Turn("q", "a", "q"),)))
+    False
+    """
+    if not conv.turns:
+        return False
+    q = question.strip()
+    return bool(FOLLOW_UP.search(q)) or len(tokenize(q)) <= 2   # "and threads?"
+
+
+REWRITE_PROMPT = """Rewrite the user's last question as one standalone search query, using the
+conversation to replace pronouns and fill in what is left out. Keep the question's
+language. Reply with the query only."""
+
+
+def rewrite_query(client: ollama.Client, question: str, conv: Conversation, settings: Settings) -> str:
+    """Ask the chat model (short, not streamed, no thinking) for a standalone query."""
+    recent = "\n".join(f"Q: {t.question}\nA: {first_sentence(t.answer)}" for t in conv.turns[-2:])
+    messages = [{"role": "system", "content": REWRITE_PROMPT},
+                {"role": "user", "content": f"{recent}\n\nLast question: {question}"}]
+    try:
+        reply = client.chat(model=settings.chat_model, messages=messages, stream=False, think=False,
+                            options={"temperature": 0, "num_predict": 64,
+                                     "num_ctx": context_size(messages)})
+    except OLLAMA_FAILURES as e:
+        raise explain_ollama_error(e, settings.chat_model) from None
+    text = "".join(strip_think([reply.message.content or ""])).strip().strip('"').splitlines()
+    return text[0].strip() if text and text[0].strip() else question
+
+
+def first_sentence(text: str, limit: int = 160) -> str:
+    """The first sentence of a text, cut to `limit` characters.
+
+    >>> first_sentence("One. Two.")
+    'One.'
+    """
+    m = re.match(r".+?(?:[。！？]|[.!?](?=\s|$))", text.strip(), re.DOTALL)
+    s = (m.group(0) if m else text.strip()).replace("\n", " ")
+    return s if len(s) <= limit else s[:limit - 1] + "…"
+
+
+def history_text(conv: Conversation, budget: int) -> str:
+    """The conversation as prompt text within `budget` tokens, dropping oldest first."""
+    lines = [f"(earlier: {conv.summary})"] if conv.summary else []
+    lines += [f"Q: {t.question}\nA: {t.answer}" for t in conv.turns]
+    while lines and estimate_tokens("\n".join(lines)) > budget:
+        lines.pop(0)
+    return "\n".join(lines)
+
+
+def remember(conv: Conversation, turn: Turn) -> Conversation:
+    """Add a turn; turns beyond the verbatim window fold into a one-line-each summary."""
+    turns = conv.turns + (turn,)
+    summary = conv.summary
+    while len(turns) > CHAT_VERBATIM_TURNS:
+        old, turns = turns[0], turns[1:]
+        summary = (summary + " " if summary else "") + f"Asked “{first_sentence(old.question, 80)}”: " \
+                  f"{first_sentence(old.answer, 120)}"
+        summary = summary[-600:]          # the summary itself stays short
+    return Conversation(turns, summary)
+
+
+@dataclass(frozen=True)
+class ChatStep:
+    """What one conversational question produced, before the answer streams."""
+    query: str                            # the rewritten query ("" if not rewritten)
+    retrieval: Retrieval
+    messages: list[dict]
+    num_ctx: int
+
+
+def prepare_turn(client: ollama.Client, index: Index, question: str, conv: Conversation,
+                 settings: Settings) -> ChatStep:
+    """Rewrite if needed, retrieve, and fit rules + sources + history + question in the budget."""
+    query = rewrite_query(client, question, conv, settings) if needs_rewrite(question, conv) else ""
+    search_for = query or question
+    try:
+        qvec = embed_query(client, search_for, settings)
+    except OllamaError:
+        qvec = None
+    retrieval = retrieve(index, search_for, qvec, settings)
+    base = build_messages(question, retrieval.hits)
+    fixed = sum(estimate_tokens(m["content"]) for m in base) + ANSWER_TOKENS + 50
+    num_ctx = max(CHAT_NUM_CTX, math.ceil(fixed / 1024) * 1024)  # never cut the sources
+    messages = build_messages(question, retrieval.hits, history_text(conv, num_ctx - fixed))
+    return ChatStep(query, retrieval, messages, num_ctx)
+
+
+def ask(client: ollama.Client, index: Index, question: str, conv: Conversation, settings: Settings,
+        on_token: Callable[[str], None] = lambda s: None) -> tuple[str, list[Hit], Conversation]:
+    """One conversational turn for notebooks: returns (answer, sources, updated conversation)."""
+    step = prepare_turn(client, index, question, conv, settings)
+    pieces = []
+    for piece in stream_chat(client, settings.chat_model, step.messages, step.num_ctx):
+        pieces.append(piece)
+        on_token(piece)
+    text = "".join(pieces)
+    return text, step.retrieval.hits, remember(conv, Turn(question, text, step.query or question))
+
+# ----------------------------------------------------------------------------
+# Evaluation: hit@k and MRR on a set of questions with known answers.
+
+
+def load_eval_set(path: Path) -> list[dict]:
+    """Read a JSONL file of {"question": ..., "answers": [...], "source"?: ...} lines."""
+    items = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+            assert isinstance(item["question"], str) and isinstance(item.get("answers", []), list)
+        except (ValueError, KeyError, TypeError, AssertionError):
+            raise ValueError(f"{path}:{n}: expected {{\"question\": str, \"answers\": [str, ...]}}") from None
+        items.append(item)
+    return items
+
+
+def first_hit_rank(index: Index, ranking: np.ndarray, answers: list[str]) -> int | None:
+    """1-based rank of the first chunk containing one of the answers (case-insensitive)."""
+    wanted = [a.lower() for a in answers]
+    for rank, row in enumerate(ranking, 1):
+        text = index.chunks[row].text.lower()
+        if any(a in text for a in wanted):
+            return rank
+    return None
+
+
+def metrics(ranks: list[int | None]) -> dict:
+    """hit@1/3/5 and MRR@10 from first-hit ranks.
+
+    >>> metrics([1, 3, None, 6])
+    {'hit@1': 0.25, 'hit@3': 0.5, 'hit@5': 0.5, 'mrr': 0.375, 'n': 4}
+    """
+    n = len(ranks)
+    if n == 0:
+        return {"hit@1": 0.0, "hit@3": 0.0, "hit@5": 0.0, "mrr": 0.0, "n": 0}
+    hit = lambda k: round(sum(1 for r in ranks if r is not None and r <= k) / n, 4)  # noqa: E731
+    mrr = sum(1 / r for r in ranks if r is not None and r <= 10) / n
+    return {"hit@1": hit(1), "hit@3": hit(3), "hit@5": hit(5), "mrr": round(mrr, 4), "n": n}
+
+
+def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: Settings) -> dict:
+    """Score dense, BM25 and fused retrieval on an evaluation set, and the relevance floor."""
+    ranks: dict[str, list] = {"fused": [], "dense": [], "bm25": []}
+    misses, floor = [], {"answerable_found": 0, "answerable": 0, "unanswerable_refused": 0, "unanswerable": 0}
+    confidences = []
+    for item in items:
+        try:
+            qvec = embed_query(client, item["question"], settings)
+        except OllamaError:
+            qvec = None
+        r = retrieve(index, item["question"], qvec, replace(settings, top_k=10))
+        answerable = bool(item.get("answers"))
+        confidences.append({"question": item["question"], "answerable": answerable,
+                            "confidence": round(r.confidence, 3)})
+        if not answerable:
+            floor["unanswerable"] += 1
+            floor["unanswerable_refused"] += not r.found
+            continue
+        floor["answerable"] += 1
+        floor["answerable_found"] += r.found
+        rows = np.flatnonzero(source_mask(index, settings.source))
+        for name, scores in (("fused", r.fused), ("dense", r.dense), ("bm25", r.lexical)):
+            if scores is None:
+                ranks[name].append(None)
+                continue
+            ranking = rows[top_k(scores[rows], 10)]
+            ranks[name].append(first_hit_rank(index, ranking, item["answers"]))
+        if ranks["fused"][-1] != 1:
+            misses.append({"question": item["question"], "answers": item["answers"],
+                           "rank": ranks["fused"][-1],
+                           "top": r.hits[0].chunk.citation if r.hits else None})
+    result = metrics(ranks["fused"])
+    result["by_ranker"] = {name: metrics(rs) for name, rs in ranks.items()}
+    result["floor"] = {"min_score": settings.min_score, **floor}
+    result["misses"] = misses
+    result["confidences"] = confidences
+    result["embed_model"] = settings.embed_model if not r.lexical_only else None
+    return result
+
+# ----------------------------------------------------------------------------
+# CLI: parse flags, run the pipeline, print. The only place that prints.
+
+EXIT_OK, EXIT_USAGE, EXIT_OLLAMA, EXIT_INTERRUPTED = 0, 2, 3, 130
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="demo_rag.py", description="Ask questions of your notes with local Ollama models.")
+    p.add_argument("question", nargs="?", help="what to ask (in any language)")
+    p.add_argument("--notes", type=Path, default=NOTES_DIR, help="notes folder (default: demo-data/)")
+    p.add_argument("--cache", type=Path, default=CACHE_DIR, help="cache folder (default: .demo-cache/)")
+    p.add_argument("--top-k", type=int, default=TOP_K, help=f"sources to use (default {TOP_K})")
+    p.add_argument("--embed-model", default=EMBED_MODEL, help=f"default {EMBED_MODEL}")
+    p.add_argument("--chat-model", default=CHAT_MODEL, help=f"default {CHAT_MODEL}")
+    p.add_argument("--chunk-size", type=int, default=CHUNK_SIZE, help=f"characters (default {CHUNK_SIZE})")
+    p.add_argument("--chunk-overlap", type=int, default=CHUNK_OVERLAP, help=f"characters (default {CHUNK_OVERLAP})")
+    p.add_argument("--min-score", type=float, default=MIN_SCORE,
+                   help=f"relevance floor on retrieval confidence (default {MIN_SCORE})")
+    p.add_argument("--source", metavar="PATTERN", help="only use notes whose path matches (glob or substring)")
+    p.add_argument("--query-instruction", metavar="TEMPLATE",
+                   help="query template with {query}; '' for none (default: the model's documented one)")
+    p.add_argument("--max-note-mb", type=float, default=MAX_NOTE_MB, help=f"skip bigger notes (default {MAX_NOTE_MB:g})")
+    p.add_argument("--rebuild", action="store_true", help="re-read and re-embed every note")
+    p.add_argument("--retrieve-only", action="store_true", help="show the sources, skip the chat model")
+    p.add_argument("--show-prompt", action="store_true", help="print the exact prompt sent")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.add_argument("--chat", action="store_true", help="ask follow-up questions in a conversation")
+    p.add_argument("--explain", action="store_true", help="narrate every step with this run's values")
+    p.add_argument("--eval", type=Path, metavar="JSONL", help="measure retrieval on an evaluation set")
+    args = p.parse_args(argv)
+    if not (args.question or args.chat or args.eval):
+        p.print_usage(sys.stderr)
+        p.exit(EXIT_USAGE, "demo_rag.py: error: give a question, or --chat, or --eval FILE\n")
+    if args.top_k < 1 or args.chunk_size < 50 or not 0 <= args.chunk_overlap < args.chunk_size:
+        p.error("need --top-k >= 1, --chunk-size >= 50 and 0 <= --chunk-overlap < --chunk-size")
+    return args
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    return Settings(notes_dir=args.notes.expanduser(), cache_dir=args.cache.expanduser(),
+                    embed_model=args.embed_model, chat_model=args.chat_model,
+                    chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, top_k=args.top_k,
+                    min_score=args.min_score, source=args.source,
+                    query_instruction=args.query_instruction, max_note_mb=args.max_note_mb)
+
+
+def err(*lines: str) -> None:
+    for line in lines:
+        print(line, file=sys.stderr, flush=True)
+
+
+def preview(text: str, width: int = 60) -> str:
+    """One line of a chunk for the sources table."""
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[:width - 1] + "…"
+
+
+def print_hits(hits: list[Hit], lexical_only: bool) -> None:
+    kind = "BM25 score" if lexical_only else "score"
+    print(f"Top sources ({kind}):")
+    for h in hits:
+        print(f"  [{h.rank}] {h.chunk.citation}  {h.score:.3f}  {preview(h.chunk.text)}")
+    print()
+
+
+def open_index(settings: Settings, client: ollama.Client, rebuild: bool, quiet: bool) -> tuple[Index, IndexReport, float]:
+    """build_index with the progress and the index summary on stderr."""
+    t0 = time.perf_counter()
+    last = [0.0]
+
+    def progress(msg: str) -> None:
+        if not quiet and time.perf_counter() - last[0] > 0.5:   # at most twice a second
+            last[0] = time.perf_counter()
+            err(f"  {msg}")
+    index, report = build_index(settings, client, rebuild, progress)
+    took = time.perf_counter() - t0
+    if not quiet:
+        for w in report.warnings:
+            err(f"warning: {w}")
+        if report.reason and report.reason != "no cache yet":
+            err(f"rebuilding index: {report.reason}")
+        err(f"{report.summary(len(index.files))} in {took:.2f}s")
+        if report.embed_error:
+            err(f"warning: {report.embed_error}; searching by keywords (BM25) only")
+    return index, report, took
+
+
+def run_question(args, settings: Settings, client: ollama.Client) -> int:
+    """The main job: one question -> sources -> streamed answer."""
+    quiet = args.json
+    timings = {}
+    index, report, timings["index"] = open_index(settings, client, args.rebuild, quiet)
+    if not index.chunks:
+        err(f"no usable notes in {settings.notes_dir} (looked for {', '.join(NOTE_SUFFIXES + (PDF_SUFFIX,))}, "
+            f"at least {MIN_NOTE_CHARS} characters)")
+        return EXIT_USAGE
+    t0 = time.perf_counter()
+    qvec, ollama_problem = None, report.embed_error
+    if not ollama_problem:
+        try:
+            qvec = embed_query(client, args.question, settings)
+        except OllamaError as e:
+            ollama_problem = str(e)
+    timings["embed_query"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    r = retrieve(index, args.question, qvec, settings)
+    timings["search"] = time.perf_counter() - t0
+    if ollama_problem and not report.embed_error and not quiet:
+        err(f"warning: {ollama_problem}; searching by keywords (BM25) only")
+    messages = build_messages(args.question, r.hits)
+    result = {"question": args.question, "answer": None, "found": r.found,
+              "lexical_only": r.lexical_only, "confidence": round(r.confidence, 3),
+              "sources": [{"rank": h.rank, "source": h.chunk.source, "heading": h.chunk.heading,
+                           "page": h.chunk.page, "score": round(h.score, 4), "text": h.chunk.text}
+                          for h in r.hits], "timings": timings}
+    if not quiet:
+        print_hits(r.hits, r.lexical_only)
+        if args.show_prompt:
+            print("Prompt:")
+            for m in messages:
+                print(f"--- {m['role']} ---\n{m['content']}")
+            print(f"--- options: temperature={TEMPERATURE}, num_ctx={context_size(messages)} ---\n")
+    code = EXIT_OK
+    if not r.found:
+        if not quiet:
+            print(f"Not found in your notes: no source is relevant enough "
+                  f"(confidence {r.confidence:.2f} < --min-score {settings.min_score}). Closest sources above.")
+    elif ollama_problem:
+        if not quiet:
+            print(f"Lexical-only passages above (Ollama unavailable: {ollama_problem}).")
+        code = EXIT_OK if r.hits else EXIT_OLLAMA
+    elif not args.retrieve_only:
+        t0 = time.perf_counter()
+        pieces = []
+        try:
+            if not quiet:
+                print("Answer:")
+            for piece in answer(client, args.question, r.hits, settings):
+                pieces.append(piece)
+                if not quiet:
+                    print(piece, end="", flush=True)
+            if not quiet:
+                print()
+        except OllamaError as e:
+            err(f"\nerror: {e}")
+            code = EXIT_OLLAMA
+        result["answer"] = "".join(pieces)
+        timings["answer"] = time.perf_counter() - t0
+    result["timings"] = {k: round(v, 3) for k, v in timings.items()}
+    if quiet:
+        print(json.dumps(result, ensure_ascii=False, indent=2))
+    else:
+        err("timings: " + " · ".join(f"{k} {v:.2f}s" for k, v in timings.items()))
+    return code
+
+
+def run_eval(args, settings: Settings, client: ollama.Client) -> int:
+    index, _, _ = open_index(settings, client, args.rebuild, quiet=args.json)
+    try:
+        items = load_eval_set(args.eval)
+    except (OSError, ValueError) as e:
+        err(f"error: cannot read evaluation set: {e}")
+        return EXIT_USAGE
+    result = evaluate(client, index, items, settings)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False, indent=2))
+        return EXIT_OK
+    embedder = result["embed_model"] or "none (Ollama unavailable: BM25 only)"
+    print(f"{result['n']} answerable questions, {len(items) - result['n']} unanswerable; embedder: {embedder}")
+    print(f"{'ranker':<8}{'hit@1':>8}{'hit@3':>8}{'hit@5':>8}{'MRR':>8}")
+    for name in ("dense", "bm25", "fused"):
+        m = result["by_ranker"][name]
+        print(f"{name:<8}{m['hit@1']:>8.3f}{m['hit@3']:>8.3f}{m['hit@5']:>8.3f}{m['mrr']:>8.3f}")
+    f = result["floor"]
+    print(f"relevance floor {f['min_score']}: answered {f['answerable_found']}/{f['answerable']} answerable, "
+          f"declined {f['unanswerable_refused']}/{f['unanswerable']} unanswerable")
+    for m in result["misses"]:
+        print(f"miss (rank {m['rank']}): {m['question']}  -> top: {m['top']}")
+    return EXIT_OK
+
+
+def run_chat(args, settings: Settings, client: ollama.Client) -> int:
+    """The REPL: questions in, streamed answers with sources out, until /quit or Ctrl-D."""
+    index, _, _ = open_index(settings, client, args.rebuild, quiet=False)
+    if not index.chunks:
+        err(f"no usable notes in {settings.notes_dir}")
+        return EXIT_USAGE
+    conv, last_hits = Conversation(), []
+    commands = "/sources  /clear  /stats  /quit"
+    print(f"Ask about your notes ({len(index.files)} notes). Commands: {commands}. Ctrl-D leaves.")
+    while True:
+        try:
+            line = input("> ").strip()
+        except EOFError:
+            print()
+            return EXIT_OK
+        if not line:
+            continue
+        if line.startswith("/"):
+            if line == "/quit":
+                return EXIT_OK
+            elif line == "/clear":
+                conv, last_hits = Conversation(), []
+                print("(conversation cleared)")
+            elif line == "/sources":
+                for h in last_hits:
+                    print(f"[{h.rank}] {h.chunk.citation}  {h.score:.3f}\n{h.chunk.text}\n")
+            elif line == "/stats":
+                print(f"notes {len(index.files)} · chunks {len(index.chunks)} · embed {settings.embed_model} · "
+                      f"chat {settings.chat_model} · turns kept {len(conv.turns)}"
+                      f"{' + summary' if conv.summary else ''}")
+            else:
+                print(f"unknown command {line.split()[0]}; commands: {commands}")
+            continue
+        try:
+            step = prepare_turn(client, index, line, conv, settings)
+        except OllamaError as e:
+            step = ChatStep("", retrieve(index, line, None, settings), [], 0)
+            print(f"(Ollama unavailable: {e})")
+        if step.query:
+            print(f"(searching for: {step.query})")
+        last_hits = step.retrieval.hits
+        print_hits(step.retrieval.hits, step.retrieval.lexical_only)
+        if not step.retrieval.found:
+            print("Not found in your notes.")
+            continue
+        if not step.messages:
+            continue
+        pieces = []
+        try:
+            for piece in stream_chat(client, settings.chat_model, step.messages, step.num_ctx):
+                pieces.append(piece)
+                print(piece, end="", flush=True)
+            print()
+        except OllamaError as e:
+            print(f"\n(Ollama unavailable: {e}; the sources above are the lexical best)")
+            continue
+        conv = remember(conv, Turn(line, "".join(pieces), step.query or line))
+
+
+def run_explain(args, settings: Settings, client: ollama.Client) -> int:
+    """--explain: one question, every step narrated with this run's real values."""
+    from textwrap import shorten
+    say = print
+    say("STEP 1 · LOAD: which files are notes")
+    files, warnings = scan_notes(settings.notes_dir, skip=[settings.cache_dir])
+    say(f"  {len(files)} files under {settings.notes_dir.name}/: " + ", ".join(f.rel for f in files[:6])
+        + (" …" if len(files) > 6 else ""))
+    say("\nSTEP 2 · FINGERPRINT: MD5 over names, sizes, mtimes")
+    say(f"  {fingerprint(files)}  (the cache is reused while this stays the same)")
+    index, report, took = open_index(settings, client, args.rebuild, quiet=True)
+    say(f"  index: {len(index.chunks)} chunks from {len(index.files)} notes ({took:.2f}s; "
+        f"{report.embedded} embedded now)")
+    if not index.chunks:
+        err(f"no usable notes in {settings.notes_dir}")
+        return EXIT_USAGE
+    say("\nSTEP 3 · CHUNK: how one note was cut")
+    first = next(iter(index.files))
+    rec = index.files[first]
+    for c in index.chunks[rec.start:rec.stop][:4]:
+        say(f"  {shorten(c.citation, 40):<40} {len(c.text):>5} chars  {preview(c.text, 24)}")
+    say("\nSTEP 4 · EMBED: text -> vector")
+    try:
+        qvec = embed_query(client, args.question, settings)
+        say(f"  question -> {len(qvec)} numbers, length 1: [{', '.join(f'{x:+.3f}' for x in qvec[:5])}, …]")
+    except OllamaError as e:
+        qvec = None
+        say(f"  Ollama unavailable ({e}); BM25 only")
+    r = retrieve(index, args.question, qvec, settings)
+    say("\nSTEP 5 · SEARCH: each ranker's best, then the fusion")
+    for name, scores in (("dense cosine", r.dense), ("BM25", r.lexical)):
+        if scores is None:
+            continue
+        best = top_k(scores, 3)
+        say(f"  {name:<12} standout {standout(scores):+.2f}: " +
+            "  ".join(f"{shorten(index.chunks[i].source, 18)} {scores[i]:.3f}" for i in best))
+    say(f"  fused        confidence {r.confidence:.2f} (floor {settings.min_score}): " +
+        "  ".join(f"[{h.rank}] {shorten(h.chunk.source, 18)}" for h in r.hits[:3]))
+    messages = build_messages(args.question, r.hits)
+    say("\nSTEP 6 · PROMPT: rules · numbered sources · question")
+    for m in messages:
+        say(f"  --- {m['role']} ({estimate_tokens(m['content'])} tokens est.) ---")
+        for line in m["content"].splitlines()[:12]:
+            say("  " + shorten(line, 76) if line.strip() else "")
+        say("  …" if len(m["content"].splitlines()) > 12 else "", end="")
+    say(f"  num_ctx {context_size(messages)} (estimate + {ANSWER_TOKENS} for the answer)")
+    say("\nSTEP 7 · ANSWER")
+    if not r.found:
+        say("  not found in your notes: the chat model is not called")
+        return EXIT_OK
+    if qvec is None:
+        say("  Ollama unavailable: the passages above are the answer")
+        return EXIT_OK
+    try:
+        for piece in answer(client, args.question, r.hits, settings):
+            print(piece, end="", flush=True)
+        print()
+    except OllamaError as e:
+        err(f"error: {e}")
+        return EXIT_OLLAMA
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    args = parse_args(argv)
+    settings = settings_from(args)
+    client = ollama.Client()
+    try:
+        if args.eval:
+            return run_eval(args, settings, client)
+        if args.chat:
+            return run_chat(args, settings, client)
+        if args.explain:
+            return run_explain(args, settings, client)
+        return run_question(args, settings, client)
+    except FileNotFoundError as e:
+        err(f"error: {e} (give a folder of .md/.txt notes with --notes)")
+        return EXIT_USAGE
+    except OllamaError as e:
+        err(f"error: {e}")
+        return EXIT_OLLAMA
+    except KeyboardInterrupt:
+        err("\ninterrupted; the cache on disk is unchanged or complete")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
