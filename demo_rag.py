@@ -333,6 +333,7 @@ def fingerprint(files: list[NoteFile]) -> str:
 SEPARATORS = [r"\n(?=## )", r"\n(?=### )", r"\n(?=#### )", r"\n\n", r"\n",
               r"(?<=[。！？；])", r"(?<=[.!?])\s+", r"\s+", ""]
 HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+LEADING_HEADINGS = re.compile(r"(?:[ \t]*(?:#{1,6}[ \t][^\n]*)?\n)*")
 FENCE = re.compile(r"^(```|~~~).*?^\1", re.MULTILINE | re.DOTALL)
 
 
@@ -377,7 +378,9 @@ def chunk_note(rel: str, sections: list[tuple[int | None, str]], splitter) -> li
     for page, text in sections:
         outline = heading_outline(text)
         for doc in splitter.create_documents([text]):
-            offset = max(doc.metadata.get("start_index", 0), 0)
+            # The chunk is about the section its first real line is in, so look
+            # past any headings it opens with ("# Title\n## Part 1\ntext" -> Part 1).
+            offset = max(doc.metadata.get("start_index", 0), 0) + LEADING_HEADINGS.match(doc.page_content).end()
             chunks.append(Chunk(rel, heading_path(outline, offset), doc.page_content, page))
     return chunks
 
@@ -647,8 +650,11 @@ class BuiltinsOnlyUnpickler(pickle.Unpickler):
     bytes, which need no lookup at all, so refusing every lookup loses nothing.
     """
 
+    class Refused(pickle.UnpicklingError):
+        pass
+
     def find_class(self, module, name):
-        raise pickle.UnpicklingError(f"refusing to load {module}.{name} from a cache file")
+        raise self.Refused(f"refusing to load {module}.{name} from a cache file")
 
 
 def save_index(index: Index, path: Path) -> None:
@@ -678,7 +684,7 @@ def load_index(path: Path) -> tuple[Index | None, str]:
         if not isinstance(d, dict) or d.get("format") != CACHE_FORMAT:
             return None, "cache is from another version of demo_rag"
         return index_from_dict(d), ""
-    except pickle.UnpicklingError as e:
+    except BuiltinsOnlyUnpickler.Refused as e:
         return None, f"cache refused ({e})"
     except Exception as e:  # truncated, corrupt, foreign: never trust it, rebuild
         return None, f"cache is damaged ({type(e).__name__})"
@@ -809,6 +815,7 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
     if fresh.shape[1] != dim:             # first vectors, or the model's size changed
         if dim:
             report.reason = f"vector size changed ({dim} -> {fresh.shape[1]}); re-embedding all"
+            progress(f"rebuilding index: {report.reason}")
             return fill_vectors(settings, client, None, chunks, np.full(n, -1), report, progress)
         vectors = np.zeros((n, fresh.shape[1]), dtype=np.float32)
     vectors[todo], has[todo] = fresh, True
@@ -835,6 +842,8 @@ def build_index(settings: Settings, client: ollama.Client | None = None, rebuild
         old = None if reason else old
     if old is not None and old.fingerprint == fingerprint(files) and old.complete:
         return old, IndexReport(unchanged=len(old.files), warnings=warnings)
+    if old is None and reason != "no cache yet":
+        progress(f"rebuilding index: {reason}")
     index, report = update_index(settings, client, old, files, progress)
     report.warnings[:0] = warnings
     report.reason = report.reason or ("" if old is not None else reason)
@@ -1348,16 +1357,16 @@ def open_index(settings: Settings, client: ollama.Client, rebuild: bool, quiet: 
     last = [0.0]
 
     def progress(msg: str) -> None:
-        if not quiet and time.perf_counter() - last[0] > 0.5:   # at most twice a second
-            last[0] = time.perf_counter()
-            err(f"  {msg}")
+        counting = msg.startswith("embedding ")
+        if quiet or (counting and time.perf_counter() - last[0] < 0.5):   # counts: twice a second
+            return
+        last[0] = time.perf_counter()
+        err(f"  {msg}" if counting else msg)
     index, report = build_index(settings, client, rebuild, progress)
     took = time.perf_counter() - t0
     if not quiet:
         for w in report.warnings:
             err(f"warning: {w}")
-        if report.reason and report.reason != "no cache yet":
-            err(f"rebuilding index: {report.reason}")
         err(f"{report.summary(len(index.files))} in {took:.2f}s")
         if report.embed_error:
             err(f"warning: {report.embed_error}; searching by keywords (BM25) only")

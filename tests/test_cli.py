@@ -1,0 +1,186 @@
+"""The main job end to end: `python demo_rag.py "question"` as a subprocess, against
+the stand-in Ollama server, and every row of the bad-input table."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import SCRIPT, dead_host, run_cli
+from ollama_server import FakeOllama
+
+
+def test_question_shows_index_sources_then_streamed_answer(cli, server, notes):
+    out = cli("How often should I feed my sourdough starter?", "--notes", notes)
+    assert out.returncode == 0, out.stderr
+    assert "indexed 10 notes: 0 changed, 10 new, 0 deleted, 0 unchanged (10 chunks embedded)" in out.stderr
+    assert "timings: index" in out.stderr
+    sources_at, answer_at = out.stdout.index("Top sources"), out.stdout.index("Answer:")
+    assert sources_at < answer_at
+    assert "[1] sourdough.md › # Sourdough bread › ## The starter" in out.stdout
+    assert "[1]" in out.stdout[answer_at:]
+    # the requests: batched document embeds, one query embed with the instruction, one chat
+    embeds = server.of("/api/embed")
+    assert {b["model"] for b in embeds} == {"qwen3-embedding:0.6b"}
+    assert len(embeds[0]["input"]) > 1                       # many texts per request
+    assert embeds[-1]["input"] == ["Instruct: Given a web search query, retrieve relevant passages "
+                                   "that answer the query\nQuery:How often should I feed my sourdough starter?"]
+    (chat,) = server.of("/api/chat")
+    assert chat["model"] == "qwen3:0.6b" and chat["stream"] is True and chat["think"] is False
+    assert chat["options"]["temperature"] == 0.3 and chat["options"]["num_ctx"] >= 4096
+    assert chat["messages"][0]["role"] == "system"
+    assert chat["messages"][1]["content"].startswith("Sources:\n\n[1] sourdough.md")
+
+
+def test_chinese_question_finds_the_chinese_note(cli, notes):
+    out = cli("泡龙井用多少度的水？", "--notes", notes, "--retrieve-only")
+    assert out.returncode == 0, out.stderr
+    assert "[1] 中国茶冲泡.md › # 中国茶的冲泡 › ## 绿茶" in out.stdout
+    assert "Answer:" not in out.stdout
+
+
+def test_second_run_loads_the_cache_and_embeds_only_the_question(cli, server, notes):
+    assert cli("what is BM25?", "--notes", notes, "--retrieve-only").returncode == 0
+    before = len(server.of("/api/embed"))
+    out = cli("what is BM25?", "--notes", notes, "--retrieve-only")
+    assert out.returncode == 0
+    assert len(server.of("/api/embed")) == before + 1
+    assert "(0 chunks embedded)" in out.stderr
+
+
+def test_json_output(cli, notes):
+    out = cli("Who published BM25?", "--notes", notes, "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["question"] == "Who published BM25?"
+    assert "[1]" in data["answer"]
+    first = data["sources"][0]
+    assert (first["rank"], first["source"]) == (1, "bm25.md")
+    assert set(first) >= {"rank", "source", "heading", "score", "text"}
+    assert set(data["timings"]) >= {"index", "embed_query", "search", "answer"}
+
+
+def test_show_prompt_prints_the_three_parts(cli, notes):
+    out = cli("What is asyncio?", "--notes", notes, "--show-prompt", "--retrieve-only")
+    assert "--- system ---" in out.stdout and "Use only the numbered sources" in out.stdout
+    assert "--- user ---\nSources:\n\n[1] python-asyncio.md" in out.stdout
+    assert "Question: What is asyncio?" in out.stdout and "num_ctx=" in out.stdout
+
+
+def test_thinking_model_output_is_stripped(cli, notes):
+    out = cli("What is asyncio?", "--notes", notes, "--chat-model", "thinker:1b")
+    assert out.returncode == 0
+    assert "<think>" not in out.stdout and "let me think" not in out.stdout
+    assert "Answer:\nAccording to the notes" in out.stdout
+
+
+def test_unanswerable_question_does_not_call_the_chat_model(cli, server, notes):
+    out = cli("Who won the 2018 football World Cup?", "--notes", notes)
+    assert out.returncode == 0
+    assert "Not found in your notes" in out.stdout
+    assert server.of("/api/chat") == []
+
+
+# ---- bad input -----------------------------------------------------------------
+
+def test_no_question_prints_usage(cli):
+    out = cli()
+    assert out.returncode == 2
+    assert "usage:" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_missing_notes_folder(cli, tmp_path):
+    out = cli("q", "--notes", tmp_path / "nope")
+    assert out.returncode == 2
+    assert str(tmp_path / "nope") in out.stderr and "Traceback" not in out.stderr
+
+
+def test_folder_without_usable_notes(cli, tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "stub.md").write_text("# tiny")
+    out = cli("q", "--notes", tmp_path / "empty")
+    assert out.returncode == 2
+    assert "no usable notes" in out.stderr and ".md" in out.stderr
+    assert "skipped stub.md: under 50 characters" in out.stderr
+
+
+def test_chat_model_not_pulled(cli, notes):
+    out = cli("What is asyncio?", "--notes", notes, "--chat-model", "llama9:70b")
+    assert out.returncode == 3
+    assert "ollama pull llama9:70b" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_embedding_model_not_pulled_falls_back_to_bm25(cli, notes):
+    out = cli("What is asyncio?", "--notes", notes, "--embed-model", "nomic-embed-text")
+    assert out.returncode == 0, out.stderr
+    assert "ollama pull nomic-embed-text" in out.stderr
+    assert "Top sources (BM25 score)" in out.stdout and "[1] python-asyncio.md" in out.stdout
+
+
+def test_ollama_down_first_run_gives_lexical_passages(tmp_path, notes):
+    host = dead_host()
+    out = run_cli("How do I find the commit that broke something?", "--notes", notes,
+                  "--cache", tmp_path / "c", host=host)
+    assert out.returncode == 0, out.stderr
+    assert f"Ollama is not reachable at {host}" in out.stderr and "ollama serve" in out.stderr
+    assert "[1] git-tips.md" in out.stdout and "Lexical-only" in out.stdout
+    assert "Traceback" not in out.stderr
+    # Ollama comes back: the missing vectors are embedded on the next run.
+    with FakeOllama() as s:
+        out = run_cli("How do I find the commit that broke something?", "--notes", notes,
+                      "--cache", tmp_path / "c", host=s.url)
+        assert out.returncode == 0, out.stderr
+        assert "(10 chunks embedded)" in out.stderr and "Answer:" in out.stdout
+
+
+def test_non_utf8_note_is_decoded_with_a_stated_fallback(cli, tmp_path):
+    folder = tmp_path / "n"
+    folder.mkdir()
+    (folder / "gbk.md").write_bytes("# 旧笔记\n\n这是一篇用 GBK 编码保存的旧笔记，讲的是如何冲泡乌龙茶和保存茶叶。乌龙茶要用沸水，每泡十几秒出汤。".encode("gb18030"))
+    (folder / "bad.md").write_bytes(b"\x81\x30\xff\xfe" * 40)
+    (folder / "ok.md").write_text("# Fine\n\nA perfectly ordinary UTF-8 note about watering houseplants.")
+    out = cli("乌龙茶", "--notes", folder, "--retrieve-only")
+    assert out.returncode == 0, out.stderr
+    assert "gbk.md: not UTF-8; read as GB18030" in out.stderr
+    assert "skipped bad.md" in out.stderr
+    assert "[1] gbk.md" in out.stdout
+
+
+def test_ctrl_c_during_indexing_keeps_the_previous_cache(tmp_path, notes):
+    with FakeOllama(embed_delay=0.0) as s:
+        env = {**os.environ, "OLLAMA_HOST": s.url}
+        cache = tmp_path / "cache"
+        assert run_cli("q", "--notes", notes, "--cache", cache, "--retrieve-only", host=s.url).returncode == 0
+        (pkl,) = cache.glob("*.pkl")
+        before = pkl.read_bytes()
+        (notes / "new.md").write_text("# New\n\n" + "A brand new note about kites and wind. " * 50)
+        s.embed_delay = 5.0
+        sent = len(s.of("/api/embed"))
+        p = subprocess.Popen([sys.executable, str(SCRIPT), "q", "--notes", str(notes), "--cache", str(cache),
+                              "--rebuild"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 30
+        while time.time() < deadline and len(s.requests) and len(s.of("/api/embed")) <= sent:
+            time.sleep(0.05)
+        p.send_signal(signal.SIGINT)
+        _, stderr = p.communicate(timeout=30)
+    assert p.returncode == 130
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    assert pkl.read_bytes() == before
+    assert [f.name for f in cache.iterdir()] == [pkl.name]   # no temp file left behind
+
+
+def test_ollama_host_is_honoured(notes, tmp_path):
+    with FakeOllama() as s:
+        out = run_cli("what is RAG", "--notes", notes, "--cache", tmp_path / "c", "--retrieve-only", host=s.url)
+        assert out.returncode == 0 and s.of("/api/embed")
+
+
+@pytest.mark.parametrize("args", [["q", "--top-k", "0"], ["q", "--chunk-overlap", "5000"]])
+def test_bad_numbers_are_usage_errors(cli, args):
+    out = cli(*args)
+    assert out.returncode == 2 and "Traceback" not in out.stderr

@@ -1,0 +1,216 @@
+"""The index: incremental by content, a cache that cannot hurt you, and odd files."""
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import ollama
+import pytest
+
+import demo_rag as rag
+from conftest import SCRIPT, run_cli
+from ollama_server import FakeOllama
+
+TOPICS = ["kites", "violins", "glaciers", "bees", "lighthouses", "volcanoes", "origami", "comets"]
+
+
+def make_vault(folder, n=100):
+    """n notes of three sections each, distinct enough to be three chunks at size 300."""
+    folder.mkdir(exist_ok=True)
+    for i in range(n):
+        topic = TOPICS[i % len(TOPICS)]
+        body = "".join(f"## Part {p}\n\n" + f"Note {i} part {p} explains {topic} in detail, fact {i * 10 + p}. " * 4
+                       + "\n\n" for p in range(3))
+        (folder / f"note-{i:03d}.md").write_text(f"# Note {i}: {topic}\n\n{body}")
+    return folder
+
+
+def settings(tmp_path, **kw):
+    return rag.Settings(notes_dir=tmp_path / "vault", cache_dir=tmp_path / "cache", chunk_size=300,
+                        chunk_overlap=0, **kw)
+
+
+def index_once(s, server):
+    """Build or update the index; return (index, report, texts embedded by this call)."""
+    before = len(server.embedded_texts())
+    index, report = rag.build_index(s, ollama.Client(host=server.url))
+    return index, report, server.embedded_texts()[before:]
+
+
+@pytest.fixture
+def vault(tmp_path, server):
+    make_vault(tmp_path / "vault")
+    s = settings(tmp_path)
+    index, report, texts = index_once(s, server)
+    assert report.summary(100) == "indexed 100 notes: 0 changed, 100 new, 0 deleted, 0 unchanged (300 chunks embedded)"
+    assert len(texts) == len(index.chunks) == 300
+    return s
+
+
+def test_unchanged_vault_is_loaded_without_reading_notes(vault, server):
+    index, report, texts = index_once(vault, server)
+    assert texts == [] and report.unchanged == 100 and len(index.chunks) == 300
+
+
+def test_editing_one_note_embeds_only_its_changed_chunks(vault, server):
+    note = vault.notes_dir / "note-042.md"
+    note.write_text(note.read_text().replace("part 1 explains", "part 1 now explains"))
+    index, report, texts = index_once(vault, server)
+    assert report.summary(100) == "indexed 100 notes: 1 changed, 0 new, 0 deleted, 99 unchanged (1 chunks embedded)"
+    assert len(texts) == 1 and "Note 42 part 1 now explains" in texts[0]
+    assert len(index.chunks) == 300
+
+
+def test_touching_every_note_embeds_nothing(vault, server):
+    for note in vault.notes_dir.iterdir():
+        os.utime(note, ns=(10**18, 10**18))
+    _, report, texts = index_once(vault, server)
+    assert texts == [] and report.unchanged == 100 and report.embedded == 0
+    _, report, texts = index_once(vault, server)      # the new mtimes are recorded: fast path
+    assert texts == []
+
+
+def test_renaming_or_moving_a_note_embeds_nothing(vault, server):
+    (vault.notes_dir / "sub").mkdir()
+    (vault.notes_dir / "note-007.md").rename(vault.notes_dir / "sub" / "renamed.md")
+    index, report, texts = index_once(vault, server)
+    assert texts == []
+    assert report.summary(100) == "indexed 100 notes: 0 changed, 1 new, 1 deleted, 99 unchanged (0 chunks embedded)"
+    assert {c.source for c in index.chunks if "Note 7 " in c.text} == {"sub/renamed.md"}
+
+
+def test_deleting_and_adding_notes(vault, server):
+    (vault.notes_dir / "note-000.md").unlink()
+    (vault.notes_dir / "fresh.md").write_text("# Fresh\n\nA new note about the migration of arctic terns.")
+    index, report, texts = index_once(vault, server)
+    assert (report.new, report.deleted, report.unchanged) == (1, 1, 99)
+    assert len(texts) == 1 and len(index.chunks) == 298
+    assert not any(c.source == "note-000.md" for c in index.chunks)
+    # vectors still line up with their chunks after the shuffle
+    client = ollama.Client(host=server.url)
+    fresh = rag.embed_texts(client, vault.embed_model, [c.embed_text for c in index.chunks])
+    assert np.allclose(index.vectors, fresh, atol=2e-3)
+
+
+def test_rebuild_flag_re_embeds_everything(vault, server):
+    before = len(server.embedded_texts())
+    index, report = rag.build_index(vault, ollama.Client(host=server.url), rebuild=True)
+    assert len(server.embedded_texts()) - before == 300 and report.reason == "--rebuild"
+
+
+def test_search_results_survive_the_cache_round_trip(vault, server):
+    client = ollama.Client(host=server.url)
+    fresh, _ = rag.build_index(vault, client, rebuild=True)
+    loaded, reason = rag.load_index(rag.cache_path(vault))
+    assert reason == ""
+    q = rag.embed_query(client, "glaciers fact 421", vault)
+    a, b = rag.retrieve(fresh, "glaciers fact 421", q, vault), rag.retrieve(loaded, "glaciers fact 421", q, vault)
+    assert [h.row for h in a.hits] == [h.row for h in b.hits]
+    assert a.hits[0].chunk.source == "note-042.md"
+    assert loaded.chunks == fresh.chunks and loaded.files == fresh.files
+
+
+def test_cache_holds_arrays_as_bytes_not_lists(vault):
+    with open(rag.cache_path(vault), "rb") as f:
+        d = rag.BuiltinsOnlyUnpickler(f).load()
+    dtype, shape, data = d["vectors"]
+    assert (dtype, shape) == ("<f2", (300, 256)) and isinstance(data, bytes)
+    assert d["format"] == rag.CACHE_FORMAT and d["embed_model"] == "qwen3-embedding:0.6b"
+
+
+# ---- a cache that cannot hurt you ---------------------------------------------------
+
+class Exploit:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_cache_crafted_to_run_code_is_refused_and_rebuilt(vault, server, tmp_path, capsys):
+    marker = tmp_path / "pwned"
+    rag.cache_path(vault).write_bytes(pickle.dumps({"format": rag.CACHE_FORMAT, "x": Exploit(marker)}))
+    index, reason = rag.load_index(rag.cache_path(vault))
+    assert index is None and "refusing to load posix.system" in reason
+    assert not marker.exists()
+    out = run_cli("kites", "--notes", vault.notes_dir, "--cache", vault.cache_dir, "--chunk-size", 300,
+                  "--chunk-overlap", 0, "--retrieve-only", host=server.url)
+    assert out.returncode == 0 and not marker.exists()
+    assert "rebuilding index: cache refused" in out.stderr
+    assert rag.load_index(rag.cache_path(vault))[0] is not None
+
+
+@pytest.mark.parametrize("damage, reason", [
+    (lambda b: b[: len(b) // 2], "cache is damaged"),
+    (lambda b: b"not a pickle at all", "cache is damaged"),
+    (lambda b: pickle.dumps(["a", "foreign", "pickle"]), "cache is from another version"),
+    (lambda b: pickle.dumps({"format": 1}), "cache is from another version"),
+    (lambda b: b"", "cache is damaged"),
+])
+def test_damaged_caches_are_rebuilt_with_one_line(vault, server, damage, reason):
+    path = rag.cache_path(vault)
+    path.write_bytes(damage(path.read_bytes()))
+    out = run_cli("kites", "--notes", vault.notes_dir, "--cache", vault.cache_dir, "--chunk-size", 300,
+                  "--chunk-overlap", 0, "--retrieve-only", host=server.url)
+    assert out.returncode == 0, out.stderr
+    assert "rebuilding index: " + reason in out.stderr and "Traceback" not in out.stderr
+    assert "(300 chunks embedded)" in out.stderr
+
+
+def test_two_processes_indexing_at_once_leave_one_complete_cache(tmp_path, server):
+    make_vault(tmp_path / "vault", 60)
+    args = [sys.executable, str(SCRIPT), "kites", "--notes", str(tmp_path / "vault"), "--cache",
+            str(tmp_path / "cache"), "--chunk-size", "300", "--chunk-overlap", "0", "--retrieve-only"]
+    env = {**os.environ, "OLLAMA_HOST": server.url}
+    procs = [subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0]
+    (pkl,) = (tmp_path / "cache").iterdir()
+    index, reason = rag.load_index(pkl)
+    assert reason == "" and len(index.chunks) == 180 and index.complete
+
+
+def test_settings_changes_rebuild_with_the_reason(vault, server):
+    _, report, texts = index_once(rag.Settings(**{**vars(vault), "chunk_size": 400}), server)
+    assert report.reason == "chunk settings changed (300/0 -> 400/0)" and texts
+    with FakeOllama(models=["other-embed"]) as other:
+        s = rag.Settings(**{**vars(vault), "chunk_size": 400, "embed_model": "other-embed"})
+        _, report = rag.build_index(s, ollama.Client(host=other.url))
+        assert report.reason == "embedding model changed (qwen3-embedding:0.6b -> other-embed)"
+
+
+def test_a_new_vector_size_re_embeds_everything(vault, tmp_path):
+    (vault.notes_dir / "note-001.md").write_text("# Changed\n\nSomething new about kites and string, long enough to be a note.")
+    with FakeOllama(dim=64) as small:
+        index, report = rag.build_index(vault, ollama.Client(host=small.url))
+        assert report.reason == "vector size changed (256 -> 64); re-embedding all"
+        assert index.vectors.shape == (298, 64) and len(small.embedded_texts()) == 1 + 298
+
+
+def test_odd_files_are_reported_and_the_rest_indexes(tmp_path, server):
+    folder = make_vault(tmp_path / "vault", 3)
+    (folder / "binary.md").write_bytes(bytes(range(256)) * 10)
+    with open(folder / "huge.md", "wb") as f:          # 50 MB, written sparsely
+        f.truncate(50 * 2**20)
+    os.symlink(folder, folder / "loop")
+    os.symlink(folder / "gone.md", folder / "dangling.md")
+    (folder / "empty.txt").write_text("")
+    index, report, _ = index_once(settings(tmp_path), server)
+    text = "\n".join(report.warnings)
+    assert "skipped binary.md: looks binary" in text
+    assert "skipped huge.md: 50.0 MB is over the 5 MB limit" in text
+    assert "symlink loop" in text and "dangling.md" in text
+    assert "skipped empty.txt: under 50 characters" in text
+    assert len(index.files) == 3
+
+
+def test_a_warm_query_does_not_import_the_text_splitter(vault, server):
+    code = ("import sys, demo_rag; demo_rag.main(sys.argv[1:]); "
+            "print('SPLITTER' if 'langchain_text_splitters' in sys.modules else 'LEAN')")
+    out = subprocess.run([sys.executable, "-c", code, "kites", "--notes", str(vault.notes_dir), "--cache",
+                          str(vault.cache_dir), "--chunk-size", "300", "--chunk-overlap", "0", "--retrieve-only"],
+                         capture_output=True, text=True, cwd=rag.HERE, env={**os.environ, "OLLAMA_HOST": server.url})
+    assert out.stdout.strip().endswith("LEAN"), out.stderr

@@ -1,0 +1,226 @@
+"""Each pipeline step on its own: load, fingerprint, chunk, tokenize, BM25, search, prompt."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import demo_rag as rag
+
+
+# ---- load ------------------------------------------------------------------
+
+@pytest.mark.parametrize("raw, expected", [
+    ("---\ntitle: x\n---\n# Body", "# Body"),
+    ("\ufeff---\r\ntags: [a]\r\n---\r\n# Body\r\nline", "# Body\nline"),       # BOM + CRLF
+    ("---\nkey: v\n...\nBody", "Body"),                                       # YAML end marker
+    ("# No front matter\n---\nnot yaml", "# No front matter\n---\nnot yaml"),  # rule mid-note
+    ("", ""),
+])
+def test_strip_front_matter(raw, expected):
+    assert rag.strip_front_matter(raw) == expected
+
+
+def test_decode_falls_back_to_gb18030_and_says_so():
+    assert rag.decode_note("中文".encode("utf-8")) == ("中文", None)
+    assert rag.decode_note("\ufeff中文".encode("utf-8")) == ("中文", None)
+    text, warning = rag.decode_note("中文笔记".encode("gb18030"))
+    assert text == "中文笔记" and "GB18030" in warning
+
+
+def test_scan_skips_hidden_cache_and_other_suffixes(tmp_path):
+    for rel in ["a.md", "b.markdown", "c.txt", "sub/d.MD", ".obsidian/x.md", ".git/y.md",
+                "cache/z.md", "image.png", ".hidden.md"]:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x")
+    files, warnings = rag.scan_notes(tmp_path, skip=[tmp_path / "cache"])
+    assert [f.rel for f in files] == ["a.md", "b.markdown", "c.txt", "sub/d.MD"]
+    assert warnings == []
+
+
+def test_scan_reports_symlink_loop_and_broken_link(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "n.md").write_text("x")
+    os.symlink(tmp_path, tmp_path / "sub" / "loop")
+    os.symlink(tmp_path / "missing.md", tmp_path / "broken.md")
+    files, warnings = rag.scan_notes(tmp_path)
+    assert [f.rel for f in files] == ["sub/n.md"]
+    assert any("symlink loop" in w for w in warnings)
+    assert any("broken.md" in w for w in warnings)
+
+
+# ---- fingerprint -----------------------------------------------------------
+
+def test_fingerprint_changes_with_name_size_and_mtime(tmp_path):
+    note = tmp_path / "a.md"
+    note.write_text("hello")
+    fp = lambda: rag.fingerprint(rag.scan_notes(tmp_path)[0])  # noqa: E731
+    first = fp()
+    assert fp() == first
+    os.utime(note, ns=(1, 1))
+    assert fp() != first
+    second = fp()
+    note.rename(tmp_path / "b.md")
+    assert fp() != second
+
+
+# ---- chunk -----------------------------------------------------------------
+
+def test_heading_paths_follow_the_outline():
+    text = "# Guide\nintro\n## Install\npip\n### Linux\napt\n## Use\nrun it\n"
+    outline = rag.heading_outline(text)
+    assert [(lv, t) for _, lv, t in outline] == [(1, "Guide"), (2, "Install"), (3, "Linux"), (2, "Use")]
+    assert rag.heading_path(outline, text.index("apt")) == "# Guide › ## Install › ### Linux"
+    assert rag.heading_path(outline, text.index("run it")) == "# Guide › ## Use"
+    assert rag.heading_path(outline, 0) == "# Guide"
+
+
+def test_chunks_split_at_headings_and_know_their_heading():
+    body = "# Title\n\n" + "".join(f"## Part {i}\n\n" + f"Sentence {i} is here. " * 12 + "\n\n" for i in range(4))
+    chunks = rag.chunk_note("n.md", [(None, body)], rag.make_splitter(300, 0))
+    assert len(chunks) >= 4
+    for c in chunks:
+        assert c.source == "n.md" and c.heading.startswith("# Title › ## Part ")
+        assert len(c.text) <= 300
+    assert chunks[0].citation == "n.md › # Title › ## Part 0"
+
+
+def test_chinese_text_splits_at_sentence_ends():
+    text = "。".join(f"第{i}句话讲的是一个很长的中文句子，用来测试切分" for i in range(40)) + "。"
+    chunks = rag.chunk_note("zh.md", [(None, text)], rag.make_splitter(120, 0))
+    assert len(chunks) > 5
+    assert all(c.text.endswith("。") for c in chunks[:-1]), [c.text[-5:] for c in chunks]
+
+
+# ---- tokenize & BM25 ----------------------------------------------------------
+
+@pytest.mark.parametrize("text, tokens", [
+    ("Hello, World!", ["hello", "world"]),
+    ("version 3.11 and XK-2291", ["version", "3", "11", "and", "xk", "2291"]),
+    ("向量检索", ["向", "量", "检", "索", "向量", "量检", "检索"]),
+    ("用RAG检索", ["用", "rag", "检", "索", "检索"]),
+    ("", []),
+    ("🙂 emoji_only", ["emoji", "only"]),
+])
+def test_tokenize(text, tokens):
+    assert rag.tokenize(text) == tokens
+
+
+def lexicon(texts):
+    return rag.build_lexicon(None, np.full(len(texts), -1), texts)
+
+
+def test_bm25_by_hand():
+    lex = lexicon(["cat sat", "dog sat"])
+    scores = rag.bm25_scores(lex, "cat")
+    # idf = ln(1 + (2 - 1 + 0.5) / (1 + 0.5)) = ln 2; f = 1 and dl = avgdl, so tf part = 1
+    assert scores == pytest.approx([np.log(2), 0.0])
+    assert rag.bm25_scores(lex, "sat") == pytest.approx([np.log(1 + 0.5 / 2.5)] * 2)
+    assert rag.bm25_scores(lex, "unknown").tolist() == [0.0, 0.0]
+
+
+def test_bm25_finds_chinese_terms_inside_sentences():
+    lex = lexicon(["我们用向量检索笔记", "今天天气很好", "Python asyncio event loop"])
+    assert rag.bm25_scores(lex, "向量").argmax() == 0
+    assert rag.bm25_scores(lex, "天气").argmax() == 1
+    assert rag.bm25_scores(lex, "ASYNCIO").argmax() == 2
+
+
+def test_incremental_lexicon_equals_a_fresh_one():
+    texts = ["alpha beta", "beta gamma 向量", "delta", "epsilon alpha"]
+    old = lexicon(texts)
+    # new order: row 3, a new chunk, row 1 twice (a copied note); row 0 and 2 deleted
+    new = rag.build_lexicon(old, np.array([3, -1, 1, 1]), ["zeta alpha"])
+    fresh = lexicon([texts[3], "zeta alpha", texts[1], texts[1]])
+    for q in ["alpha", "beta", "向量", "zeta", "delta"]:
+        assert rag.bm25_scores(new, q) == pytest.approx(rag.bm25_scores(fresh, q))
+    assert new.vocab == fresh.vocab
+
+
+def test_coverage_weighs_rare_words():
+    lex = lexicon(["cat sat", "dog sat"])
+    assert rag.coverage(lex, "cat", 0) == 1.0
+    assert rag.coverage(lex, "cat", 1) == 0.0
+    assert 0 < rag.coverage(lex, "cat zebra", 0) < 0.5   # the unseen word weighs more
+
+
+# ---- search ------------------------------------------------------------------
+
+def test_top_k_is_exact_and_breaks_ties_by_row():
+    scores = np.array([0.5, 0.9, 0.1, 0.9, 0.5, 0.5])
+    assert rag.top_k(scores, 3).tolist() == [1, 3, 0]
+    assert rag.top_k(scores, 4).tolist() == [1, 3, 0, 4]
+    assert rag.top_k(scores, 10).tolist() == [1, 3, 0, 4, 5, 2]
+    assert rag.top_k(np.array([]), 3).tolist() == []
+    rng = np.random.default_rng(0)
+    big = rng.standard_normal(5000)
+    assert rag.top_k(big, 7).tolist() == np.argsort(-big, kind="stable")[:7].tolist()
+
+
+def test_normalize_makes_dot_products_cosines():
+    m = rag.normalize(np.array([[3.0, 4.0], [0.0, 0.0], [1.0, 1.0]]))
+    assert np.linalg.norm(m, axis=1) == pytest.approx([1, 0, 1])
+
+
+def test_fusion_ignores_a_ranker_that_is_noise():
+    rng = np.random.default_rng(1)
+    lexical = np.zeros(200)
+    lexical[17] = 8.0
+    lexical[[3, 50]] = 1.0
+    noise = rng.standard_normal(200) * 0.05
+    fused = rag.fuse(noise, lexical)
+    assert rag.top_k(fused, 3).tolist()[0] == 17
+    assert rag.standout(noise) <= 0 < rag.standout(lexical)
+
+
+def test_query_instruction_only_for_known_models():
+    s = rag.Settings()
+    assert rag.query_text("hi", s) == ("Instruct: Given a web search query, retrieve relevant "
+                                       "passages that answer the query\nQuery:hi")
+    assert rag.query_text("hi", rag.Settings(embed_model="nomic-embed-text")) == "hi"
+    assert rag.query_text("hi", rag.Settings(query_instruction="")) == "hi"
+    assert rag.query_text("hi", rag.Settings(query_instruction="q: {query}")) == "q: hi"
+
+
+# ---- prompt & answer -----------------------------------------------------------
+
+def test_prompt_has_rules_numbered_sources_and_question():
+    hits = [rag.Hit(1, 0, rag.Chunk("a.md", "# A", "alpha text"), 1.0, 0.9, 1.0),
+            rag.Hit(2, 1, rag.Chunk("b.pdf", "", "beta text", page=3), 0.5, 0.4, 0.0)]
+    system, user = rag.build_messages("问题？", hits)
+    assert system["role"] == "system" and "[1]" in system["content"] and "same language" in system["content"]
+    assert user["content"] == ("Sources:\n\n[1] a.md › # A\nalpha text\n\n[2] b.pdf › p.3\nbeta text"
+                               "\n\nQuestion: 问题？")
+
+
+@pytest.mark.parametrize("pieces, text", [
+    (["Hello", " [1]"], "Hello [1]"),
+    (["<think>", "reasoning", "</think>", "\n\nAnswer"], "Answer"),
+    (["<thi", "nk>a</th", "ink>B"], "B"),
+    (["a < b and <thinking> is text"], "a < b and <thinking> is text"),
+    (["x<think>y</think>z"], "xz"),
+    ([], ""),
+])
+def test_strip_think(pieces, text):
+    assert "".join(rag.strip_think(pieces)) == text
+
+
+def test_context_size_counts_cjk_and_leaves_room_for_the_answer():
+    assert rag.estimate_tokens("abcd" * 10) == 10
+    assert rag.estimate_tokens("检索" * 10) == 20
+    small = [{"role": "user", "content": "hi"}]
+    assert rag.context_size(small) == rag.MIN_NUM_CTX
+    big = [{"role": "user", "content": "中" * 9000}]
+    assert rag.context_size(big) >= 9000 + rag.ANSWER_TOKENS
+    assert rag.context_size(big) % 1024 == 0
+
+
+def test_importing_has_no_side_effects():
+    import subprocess
+    import sys
+    code = ("import sys, demo_rag; assert 'langchain_text_splitters' not in sys.modules; "
+            "assert not demo_rag.CACHE_DIR.exists() or True; print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=rag.HERE, env={**os.environ, "OLLAMA_HOST": "http://127.0.0.1:9"})
+    assert out.stdout.strip() == "ok" and out.stderr == ""
