@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import contextlib
 import fnmatch
+import gc
 import hashlib
 import json
 import math
@@ -42,9 +44,9 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 import httpx  # the ollama client's HTTP layer: its connection errors surface mid-stream
 import numpy as np
@@ -87,7 +89,10 @@ QUERY_INSTRUCTIONS = {
                        "that answer the query\nQuery:{query}",
 }
 
-CACHE_FORMAT = 3                          # bump when the pickle's layout changes
+CACHE_FORMAT = 4                          # bump when the cache file's layout changes
+# On disk, vectors are float16: half the size of float32, and the benchmark
+# finds the same best match for every query (bench/bench_index.py).
+DISK_VECTORS = np.dtype("<f2")
 
 # ----------------------------------------------------------------------------
 # Shared values: settings, notes, chunks, hits.
@@ -109,9 +114,12 @@ class Settings:
     max_note_mb: float = MAX_NOTE_MB
 
 
-@dataclass(frozen=True)
-class Chunk:
-    """A piece of one note, with where it came from, ready to cite."""
+class Chunk(NamedTuple):
+    """A piece of one note, with where it came from, ready to cite.
+
+    A NamedTuple rather than a dataclass: the cache holds tens of thousands of
+    these, and a tuple is several times quicker to rebuild when the cache loads.
+    """
     source: str                           # path relative to the notes folder
     heading: str                          # "# A › ## B", or "" before the first heading
     text: str
@@ -390,25 +398,33 @@ def chunk_note(rel: str, sections: list[tuple[int | None, str]], splitter) -> li
 
 CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 TOKEN = re.compile(rf"[{CJK}]+|(?:(?![{CJK}])[^\W_])+")
+# Words that carry no topic. BM25's idf already discounts common words in a big
+# vault, but in a folder of ten notes "the" or "的" can look rare enough to matter.
+STOPWORDS = frozenset(
+    "a an and are as at be but by can did do does for from had has have how i if in into is it its "
+    "me my of on or our should so than that the their them then there these they this to was we "
+    "were what when where which who why will with would you your "
+    "的 了 是 吗 呢 吧 啊 么 什 怎 样 哪 谁 我 你 在 和 与 及 或 也 都 就 个 有 要 会 能 可 以 之 其 把 被 让 给".split())
 
 
 def tokenize(text: str) -> list[str]:
-    """Words and numbers in lower case; CJK runs as single characters plus bigrams.
+    """Words and numbers in lower case; CJK runs as single characters plus bigrams;
+    stopwords dropped (single characters only, for CJK: bigrams keep the context).
 
     Chinese has no spaces, so a whitespace tokenizer would see a whole sentence
     as one word; characters and bigrams let "向量" match inside "用向量检索".
 
-    >>> tokenize("RAG 用向量检索 v2")
+    >>> tokenize("What is RAG? 用向量检索 v2")
     ['rag', '用', '向', '量', '检', '索', '用向', '向量', '量检', '检索', 'v2']
     """
     tokens = []
     for run in TOKEN.findall(text.lower()):
-        if "\u3040" <= run[0] and re.match(rf"[{CJK}]", run):
+        if re.match(rf"[{CJK}]", run):
             tokens.extend(run)
             tokens.extend(run[i:i + 2] for i in range(len(run) - 1))
         else:
             tokens.append(run)
-    return tokens
+    return [t for t in tokens if t not in STOPWORDS]
 
 
 @dataclass(frozen=True)
@@ -555,8 +571,7 @@ def normalize(m: np.ndarray) -> np.ndarray:
     return m / np.where(norms == 0, 1, norms)
 
 
-@dataclass(frozen=True)
-class FileRecord:
+class FileRecord(NamedTuple):
     """What the index knows about one note: its stat, its content hash, its rows."""
     size: int
     mtime_ns: int
@@ -608,33 +623,28 @@ def cache_path(settings: Settings) -> Path:
 
 
 def index_to_dict(index: Index) -> dict:
-    """The index as plain builtins only: arrays become (dtype, shape, bytes).
-
-    Vectors are stored as float16: half the disk and load time, and rankings on
-    the benchmark's vectors come out identical (bench/bench_index.py measures it).
-    """
-    def arr(a: np.ndarray, dtype=None) -> tuple:
-        a = np.ascontiguousarray(a, dtype=dtype or a.dtype)
-        return (a.dtype.str, a.shape, a.tobytes())
+    """Everything but the vectors, as plain builtins: arrays become (dtype, shape, bytes)."""
+    def arr(a: np.ndarray) -> tuple:
+        return (a.dtype.str, a.shape, np.ascontiguousarray(a).tobytes())
     lex = index.lexicon
     return {
         "format": CACHE_FORMAT, "embed_model": index.embed_model, "chunking": index.chunking,
-        "fingerprint": index.fingerprint,
-        "files": {rel: tuple(asdict(r).values()) for rel, r in index.files.items()},
-        "chunks": [(c.source, c.heading, c.text, c.page) for c in index.chunks],
-        "vectors": arr(index.vectors, np.float16), "has_vector": arr(index.has_vector),
+        "fingerprint": index.fingerprint, "vectors_shape": index.vectors.shape,
+        "files": {rel: tuple(r) for rel, r in index.files.items()},
+        # column by column: four lists load faster than thousands of small tuples
+        "chunks": [list(column) for column in zip(*index.chunks)] if index.chunks else [[]] * 4,
+        "has_vector": arr(index.has_vector),
         "lexicon": (lex.vocab, arr(lex.ptr), arr(lex.docs), arr(lex.counts), arr(lex.lengths)),
     }
 
 
-def index_from_dict(d: dict) -> Index:
+def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
     """Rebuild an Index from index_to_dict's output (raises on anything malformed)."""
     def arr(t: tuple) -> np.ndarray:
         dtype, shape, data = t
         return np.frombuffer(data, dtype=np.dtype(dtype)).reshape(shape)
     vocab, ptr, docs, counts, lengths = d["lexicon"]
-    chunks = [Chunk(*c) for c in d["chunks"]]
-    vectors = arr(d["vectors"]).astype(np.float32)
+    chunks = list(map(Chunk, *d["chunks"]))
     has_vector = arr(d["has_vector"])
     assert len(vectors) == len(chunks) == len(has_vector), "cache arrays disagree in length"
     return Index(chunks, vectors, has_vector, Lexicon(vocab, arr(ptr), arr(docs), arr(counts), arr(lengths)),
@@ -660,18 +670,50 @@ class BuiltinsOnlyUnpickler(pickle.Unpickler):
 def save_index(index: Index, path: Path) -> None:
     """Write the cache atomically: a temp file in the same folder, then os.replace.
 
-    A crash or Ctrl-C mid-write leaves the previous cache intact, and two
-    processes writing at once each replace the file with one complete version.
+    The file is a pickle of everything but the vectors, followed by the vectors
+    as raw float16 bytes, which load straight into an array. A crash or Ctrl-C
+    mid-write leaves the previous cache intact, and two processes writing at
+    once each replace the file with one complete version.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             pickle.dump(index_to_dict(index), f, protocol=pickle.HIGHEST_PROTOCOL)
+            f.write(index.vectors.astype(DISK_VECTORS).tobytes())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@contextlib.contextmanager
+def gc_paused():
+    """Pause the cyclic garbage collector: loading creates ~100k tuples and strings,
+    none of them garbage, and the collector would walk them again and again."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def read_vectors(f, n: int, dim: int, rows: int = 2048) -> np.ndarray:
+    """Read n float16 rows from a file into a float32 matrix, a block at a time.
+
+    Blocks keep a small float16 buffer instead of a second full-size copy.
+    Raises EOFError when the file ends early (a truncated cache).
+    """
+    out = np.empty((n, dim), dtype=np.float32)
+    buf = np.empty((min(rows, n), dim), dtype=DISK_VECTORS)
+    for start in range(0, n, rows):
+        block = buf[:min(rows, n - start)]
+        if f.readinto(memoryview(block).cast("B")) != block.nbytes:
+            raise EOFError("vectors are cut short")
+        out[start:start + len(block)] = block
+    return out
 
 
 def load_index(path: Path) -> tuple[Index | None, str]:
@@ -679,11 +721,14 @@ def load_index(path: Path) -> tuple[Index | None, str]:
     if not path.exists():
         return None, "no cache yet"
     try:
-        with open(path, "rb") as f:
+        with open(path, "rb") as f, gc_paused():
             d = BuiltinsOnlyUnpickler(f).load()
-        if not isinstance(d, dict) or d.get("format") != CACHE_FORMAT:
-            return None, "cache is from another version of demo_rag"
-        return index_from_dict(d), ""
+            if not isinstance(d, dict) or d.get("format") != CACHE_FORMAT:
+                return None, "cache is from another version of demo_rag"
+            vectors = read_vectors(f, *d["vectors_shape"])  # right after the pickle
+            if f.read(1):
+                return None, "cache is damaged (data after the vectors)"
+            return index_from_dict(d, vectors), ""
     except BuiltinsOnlyUnpickler.Refused as e:
         return None, f"cache refused ({e})"
     except Exception as e:  # truncated, corrupt, foreign: never trust it, rebuild
@@ -749,7 +794,7 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
             source = by_digest.get(digest)
         if source is not None:            # same bytes as before: reuse its chunks
             start = len(chunks)
-            chunks.extend(replace(c, source=f.rel) for c in old.chunks[source.start:source.stop])
+            chunks.extend(c._replace(source=f.rel) for c in old.chunks[source.start:source.stop])
             reuse.extend(range(source.start, source.stop))
             records[f.rel] = FileRecord(f.size, f.mtime_ns, digest, start, len(chunks))
             count_file(report, rec, digest)
@@ -1112,7 +1157,7 @@ def needs_rewrite(question: str, conv: Conversation) -> bool:
     if not conv.turns:
         return False
     q = question.strip()
-    return bool(FOLLOW_UP.search(q)) or len(tokenize(q)) <= 2   # "and threads?"
+    return bool(FOLLOW_UP.search(q)) or len(TOKEN.findall(q)) <= 2   # "and threads?"
 
 
 REWRITE_PROMPT = """Rewrite the user's last question as one standalone search query, using the

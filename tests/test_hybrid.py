@@ -1,0 +1,138 @@
+"""Hybrid retrieval, the relevance floor, the lexical fallback and the eval command."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import ollama
+import pytest
+
+import demo_rag as rag
+from conftest import ROOT, run_cli
+from ollama_server import FakeOllama
+
+CREATURES = ["otter", "heron", "lynx", "walrus", "gecko", "ibis", "tapir", "marmot", "puffin", "okapi",
+             "quokka", "narwhal", "axolotl", "pangolin", "kiwi", "yak", "vole", "stoat", "egret", "bison"]
+HABITS = ["sleeps in burrows", "eats river fish", "climbs tall trees", "migrates every autumn",
+          "hunts at dusk", "sings at dawn"]
+
+
+def make_corpus(folder):
+    """120 short notes; each creature+habit pair is one note, so a question has one answer."""
+    folder.mkdir()
+    items = []
+    for i, creature in enumerate(CREATURES):
+        for j, habit in enumerate(HABITS):
+            code = f"ZX-{i * 10 + j:03d}"
+            (folder / f"{creature}-{j}.md").write_text(
+                f"# {creature.title()} field note {j}\n\nThe {creature} {habit}. "
+                f"Field code {code}. Observed on a walk along the valley trail near the old mill.")
+            items.append({"question": f"Which {creature} {habit}?", "answers": [code]})
+    items.append({"question": "What is the capital of Australia?", "answers": []})
+    (folder.parent / "eval.jsonl").write_text("\n".join(json.dumps(x) for x in items))
+    return folder.parent / "eval.jsonl"
+
+
+def run_eval(tmp_path, server, *extra):
+    evalset = make_corpus(tmp_path / "corpus") if not (tmp_path / "eval.jsonl").exists() else tmp_path / "eval.jsonl"
+    out = run_cli("--notes", tmp_path / "corpus", "--cache", tmp_path / "cache", "--eval", evalset, "--json",
+                  *extra, host=server.url)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("embedder", ["random", "hash"])
+def test_fusion_is_not_dragged_down_by_a_weak_ranker(tmp_path, embedder):
+    with FakeOllama(embed=embedder) as server:
+        result = run_eval(tmp_path, server)
+    dense, bm25 = result["by_ranker"]["dense"]["hit@1"], result["by_ranker"]["bm25"]["hit@1"]
+    fused = result["hit@1"]
+    assert fused >= max(dense, bm25) - 0.02, result["by_ranker"]
+    if embedder == "random":
+        assert dense < 0.2 and bm25 > 0.9     # the weak ranker really is weak
+
+
+def test_eval_json_has_the_documented_keys(tmp_path, server):
+    result = run_eval(tmp_path, server)
+    keys = {"hit@1", "hit@3", "hit@5", "mrr", "n"}
+    assert keys <= set(result)
+    assert set(result["by_ranker"]) == {"dense", "bm25", "fused"}
+    assert all(keys == set(m) for m in result["by_ranker"].values())
+    assert result["n"] == 120
+    assert result["floor"]["unanswerable"] == 1
+    assert isinstance(result["misses"], list)
+
+
+def test_eval_text_table_lists_rankers_and_misses(tmp_path, server):
+    make_corpus(tmp_path / "corpus")
+    with open(tmp_path / "eval.jsonl", "a") as f:
+        f.write("\n" + json.dumps({"question": "Which otter sleeps in burrows?", "answers": ["no such text"]}))
+    out = run_cli("--notes", tmp_path / "corpus", "--cache", tmp_path / "cache", "--eval", tmp_path / "eval.jsonl",
+                  host=server.url)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("121 answerable questions, 1 unanswerable; embedder: qwen3-embedding:0.6b")
+    assert lines[1].split() == ["ranker", "hit@1", "hit@3", "hit@5", "MRR"]
+    assert [ln.split()[0] for ln in lines[2:5]] == ["dense", "bm25", "fused"]
+    assert any(ln.startswith("miss (rank None): Which otter sleeps in burrows?") for ln in lines)
+
+
+def test_bad_eval_file_is_a_clear_error(cli, notes, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "q", "answers": ["a"]}\nnot json\n')
+    out = cli("--notes", notes, "--eval", bad)
+    assert out.returncode == 2 and "bad.jsonl:2" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_bm25_finds_an_exact_code_that_dense_misses(tmp_path):
+    make_corpus(tmp_path / "corpus")
+    with FakeOllama(embed="random") as server:
+        out = run_cli("ZX-123", "--notes", tmp_path / "corpus", "--cache", tmp_path / "cache", "--retrieve-only",
+                      host=server.url)
+    assert "[1] axolotl-3.md" in out.stdout, out.stdout      # creature 12, habit 3
+
+
+def demo_index(server, tmp_path, **kw):
+    s = rag.Settings(notes_dir=ROOT / "demo-data", cache_dir=tmp_path / "cache", **kw)
+    client = ollama.Client(host=server.url)
+    return s, client, rag.build_index(s, client)[0]
+
+
+@pytest.mark.parametrize("question, found", [
+    ("泡龙井用多少度的水？", True),
+    ("How do I undo the last commit but keep the changes?", True),
+    ("What is the capital of Australia?", False),
+    ("红烧肉怎么做？", False),
+])
+def test_relevance_floor(server, tmp_path, question, found):
+    s, client, index = demo_index(server, tmp_path)
+    r = rag.retrieve(index, question, rag.embed_query(client, question, s), s)
+    assert r.found is found, r.confidence
+
+
+def test_min_score_zero_always_answers(cli, server, notes):
+    out = cli("What is the capital of Australia?", "--notes", notes, "--min-score", "0")
+    assert out.returncode == 0 and "Answer:" in out.stdout and len(server.of("/api/chat")) == 1
+
+
+def test_source_filter_limits_retrieval(server, tmp_path):
+    s, client, index = demo_index(server, tmp_path, source="*.txt")
+    q = "How often should I water?"
+    r = rag.retrieve(index, q, rag.embed_query(client, q, s), s)
+    assert {h.chunk.source for h in r.hits} == {"houseplants.txt"}
+    r = rag.retrieve(index, q, None, rag.replace(s, source="git"))
+    assert {h.chunk.source for h in r.hits} == {"git-tips.md"}
+
+
+def test_lexical_only_retrieval_without_vectors(server, tmp_path):
+    s, _, index = demo_index(server, tmp_path)
+    r = rag.retrieve(index, "乌龙茶可以冲几泡？", None, s)
+    assert r.lexical_only and r.dense is None
+    assert r.hits[0].chunk.source == "中国茶冲泡.md"
+    assert np.isnan(r.hits[0].dense)
+
+
+def test_source_cli_flag(cli, notes):
+    out = cli("water", "--notes", notes, "--source", "houseplants*", "--retrieve-only")
+    assert out.returncode == 0
+    assert "houseplants.txt" in out.stdout and "sourdough" not in out.stdout
