@@ -170,7 +170,7 @@ def main() -> None:
             size_n = (folder / f"naive-{n}.pkl").stat().st_size / 2**20
             size_o = (folder / f"demo_rag-{n}.pkl").stat().st_size / 2**20
             print(f"| {n:,} | {naive['seconds'] * 1000:.0f} ms | {ours['seconds'] * 1000:.1f} ms "
-                  f"| {naive['seconds'] / ours['seconds']:.0f}× | {ours['search_ms']:.2f} ms vs "
+                  f"| {naive['seconds'] / ours['seconds']:.1f}× | {ours['search_ms']:.2f} ms vs "
                   f"{ours['bare_ms']:.2f} ms ({ours['search_ms'] / ours['bare_ms']:.2f}×) "
                   f"| {size_n:.0f} MB | {size_o:.0f} MB | {size_o / size_n:.2f} "
                   f"| {naive['peak_mb']:.0f} MB | {ours['peak_mb']:.0f} MB | {ours['peak_mb'] / naive['peak_mb']:.2f} |",

@@ -35,9 +35,9 @@ def notes(tmp_path) -> Path:
 
 
 def run_cli(*args, host: str, cwd: Path | None = None, stdin: str | None = None,
-            timeout: float = 60) -> subprocess.CompletedProcess:
-    """Run `python demo_rag.py ARGS` as a new user would, against `host`."""
-    env = {**os.environ, "OLLAMA_HOST": host, "PYTHONIOENCODING": "utf-8"}
+            timeout: float = 60, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run `python demo_rag.py ARGS` as a new user would, against `host` (extra `env` on top)."""
+    env = {**os.environ, "OLLAMA_HOST": host, "PYTHONIOENCODING": "utf-8", **(env or {})}
     return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True,
                           text=True, encoding="utf-8", env=env, cwd=cwd, input=stdin, timeout=timeout)
 

@@ -51,11 +51,12 @@ class FakeOllama:
     """Serve on 127.0.0.1 in a thread; use as a context manager."""
 
     def __init__(self, models=("qwen3-embedding:0.6b", "qwen3:0.6b", "thinker:1b"), embed="hash",
-                 embed_delay=0.0, dim=DIM):
+                 embed_delay=0.0, dim=DIM, answer_repeat=1):
         self.models = set(models)
         self.embed = embed                 # "hash" or "random"
         self.embed_delay = embed_delay     # seconds per embed request (for Ctrl-C tests)
         self.dim = dim
+        self.answer_repeat = answer_repeat  # >1: long answers, to fill a conversation's memory
         self.requests: list[dict] = []
         self.lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -96,7 +97,7 @@ class FakeOllama:
             return f"{prev[-1] if prev else ''} {question}".strip()
         source = re.search(r"^\[1\] .*\n(.+)$", last, re.MULTILINE)
         first = source.group(1).strip() if source else "nothing"
-        text = f"According to the notes, {first} [1]"
+        text = " ".join([f"According to the notes, {first} [1]"] * self.answer_repeat)
         if body["model"].startswith("thinker"):
             text = "<think>let me think about the sources</think>\n\n" + text
         return text
@@ -116,6 +117,8 @@ class FakeOllama:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/x-ndjson" if ndjson else "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                self.send_header("Connection", "close")   # so that stopping the server really stops it
+                self.close_connection = True
                 self.end_headers()
                 self.wfile.write(data)
 

@@ -1,0 +1,122 @@
+"""Conversation mode: the REPL driven through stdin, and ask() for notebooks."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import ollama
+
+import demo_rag as rag
+from conftest import ROOT, SCRIPT, run_cli
+from ollama_server import FakeOllama
+
+
+def chat(cli, notes, lines: list[str]):
+    return cli("--chat", "--notes", notes, stdin="\n".join(lines) + "\n")
+
+
+def answers(server):
+    """The streamed answer requests (not the rewrites), in order."""
+    return [b for b in server.of("/api/chat") if b["stream"]]
+
+
+def rewrites(server):
+    return [b for b in server.of("/api/chat") if not b["stream"]]
+
+
+def test_a_follow_up_is_rewritten_once_and_retrieved_with_the_rewrite(cli, server, notes):
+    out = chat(cli, notes, ["What is asyncio?", "How is it different from threads?"])
+    assert out.returncode == 0, out.stderr
+    (rewrite,) = rewrites(server)
+    assert rewrite["think"] is False and rewrite["options"]["temperature"] == 0
+    assert "What is asyncio?" in rewrite["messages"][1]["content"]
+    standalone = "What is asyncio? How is it different from threads?"   # the stand-in's rewrite
+    assert f"(searching for: {standalone})" in out.stdout
+    assert server.of("/api/embed")[-1]["input"] == [rag.query_text(standalone, rag.Settings())]
+    # the answer prompt keeps the user's own words and the conversation so far
+    second = answers(server)[1]["messages"][1]["content"]
+    assert second.endswith("Question: How is it different from threads?")
+    assert "Conversation so far:\nQ: What is asyncio?" in second
+
+
+def test_a_self_contained_question_is_not_rewritten(cli, server, notes):
+    out = chat(cli, notes, ["What is asyncio?", "How often should I feed my sourdough starter?"])
+    assert out.returncode == 0
+    assert rewrites(server) == [] and "searching for" not in out.stdout
+    assert "[1] sourdough.md" in out.stdout
+
+
+def test_the_first_turn_is_never_rewritten():
+    assert not rag.needs_rewrite("What is it?", rag.Conversation())
+    conv = rag.Conversation((rag.Turn("什么是 RAG？", "检索增强生成", "什么是 RAG？"),))
+    for q in ["它和微调有什么区别？", "那这个呢", "上面说的切块是什么", "why is that?", "and threads?"]:
+        assert rag.needs_rewrite(q, conv), q
+    for q in ["泡龙井用多少度的水？", "How do I undo the last commit?"]:
+        assert not rag.needs_rewrite(q, conv), q
+
+
+def test_clear_forgets_the_conversation(cli, server, notes):
+    out = chat(cli, notes, ["What is asyncio?", "/clear", "How do I undo the last commit?"])
+    assert "(conversation cleared)" in out.stdout
+    last = answers(server)[-1]["messages"][1]["content"]
+    assert "Conversation so far" not in last and "What is asyncio" not in last
+
+
+def test_commands_and_empty_lines(cli, server, notes):
+    out = chat(cli, notes, ["", "   ", "/stats", "/nope", "What is asyncio?", "/sources", "/quit", "never asked"])
+    assert out.returncode == 0
+    assert "notes 10 · chunks 10 · embed qwen3-embedding:0.6b · chat qwen3:0.6b · turns kept 0" in out.stdout
+    assert "unknown command /nope; commands: /sources  /clear  /stats  /quit" in out.stdout
+    assert "[1] python-asyncio.md › # Python asyncio › ## What asyncio is" in out.stdout
+    assert "Start a program with `asyncio.run(main())`" in out.stdout   # /sources prints chunks in full
+    assert len(answers(server)) == 1     # nothing after /quit was asked
+
+
+def test_ctrl_d_exits_cleanly(cli, notes):
+    out = cli("--chat", "--notes", notes, stdin="")
+    assert out.returncode == 0 and "Traceback" not in out.stderr
+
+
+def test_a_long_conversation_stays_within_the_budget(server, tmp_path, monkeypatch):
+    monkeypatch.setattr(rag, "CHAT_NUM_CTX", 4096)
+    server.answer_repeat = 40                                      # ~1,000-token answers
+    s = rag.Settings(notes_dir=ROOT / "demo-data", cache_dir=tmp_path / "cache")
+    client = ollama.Client(host=server.url)
+    index, _ = rag.build_index(s, client)
+    conv = rag.Conversation()
+    questions = ["What is asyncio?", "How do I undo the last commit?", "泡龙井用多少度的水？",
+                 "What is BM25?", "How often should I water a snake plant?", "全程马拉松有多少公里？"] * 2
+    for q in questions:
+        text, hits, conv = rag.ask(client, index, q, conv, s)
+        assert text.startswith("According to the notes") and hits
+    for body in answers(server):
+        sent = sum(rag.estimate_tokens(m["content"]) for m in body["messages"])
+        assert sent + rag.ANSWER_TOKENS <= body["options"]["num_ctx"], (sent, body["options"])
+    assert len(conv.turns) == rag.CHAT_VERBATIM_TURNS and conv.summary
+    # the sources of the current question are never trimmed
+    last = answers(server)[-1]["messages"][1]["content"]
+    assert last.count("\n[") >= 1 and "Question: 全程马拉松有多少公里？" in last
+
+
+def test_ollama_going_away_keeps_the_repl_alive(notes, tmp_path):
+    with FakeOllama() as server:
+        p = subprocess.Popen([sys.executable, str(SCRIPT), "--chat", "--notes", str(notes), "--cache",
+                              str(tmp_path / "c")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env={**os.environ, "OLLAMA_HOST": server.url})
+        p.stdin.write("What is asyncio?\n")
+        p.stdin.flush()
+        deadline = time.time() + 30
+        while not answers(server) and time.time() < deadline:
+            time.sleep(0.05)
+    time.sleep(0.3)                                   # the first answer finishes streaming
+    out, err = p.communicate("How do I undo the last commit?\n/stats\n", timeout=60)
+    assert p.returncode == 0, err
+    assert "Ollama unavailable" in out and "[1] git-tips.md" in out
+    assert "turns kept 1" in out and "Traceback" not in err
+
+
+def test_chat_needs_notes(tmp_path, server):
+    out = run_cli("--chat", "--notes", tmp_path / "missing", "--cache", tmp_path / "c", host=server.url, stdin="")
+    assert out.returncode == 2 and "notes folder not found" in out.stderr
