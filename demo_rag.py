@@ -619,6 +619,7 @@ class IndexReport:
     deleted: int = 0
     unchanged: int = 0
     embedded: int = 0
+    touched: list[str] = field(default_factory=list)   # the notes read again: new or changed
     reason: str = ""                      # why a full rebuild happened, if one did
     warnings: list[str] = field(default_factory=list)
     embed_error: str | None = None        # set when vectors are missing: lexical-only
@@ -770,14 +771,16 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def count_file(report: IndexReport, before: FileRecord | None, digest: str) -> None:
+def count_file(report: IndexReport, rel: str, before: FileRecord | None, digest: str) -> None:
     """Count a note as new (including a rename), unchanged or changed."""
     if before is None:
         report.new += 1
     elif before.digest == digest:
         report.unchanged += 1
+        return
     else:
         report.changed += 1
+    report.touched.append(rel)
 
 
 def update_index(settings: Settings, client: ollama.Client, old: Index | None,
@@ -813,7 +816,7 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
             chunks.extend(c._replace(source=f.rel) for c in old.chunks[source.start:source.stop])
             reuse.extend(range(source.start, source.stop))
             records[f.rel] = FileRecord(f.size, f.mtime_ns, digest, start, len(chunks))
-            count_file(report, rec, digest)
+            count_file(report, f.rel, rec, digest)
             continue
         try:
             sections, warning = read_note(f, settings.max_note_mb)
@@ -830,7 +833,7 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
         chunks.extend(chunk_note(f.rel, sections, splitter))
         reuse.extend([-1] * (len(chunks) - start))
         records[f.rel] = FileRecord(f.size, f.mtime_ns, digest, start, len(chunks))
-        count_file(report, rec, digest)
+        count_file(report, f.rel, rec, digest)
     report.deleted = len(set(old_files) - {f.rel for f in files})
     reuse_arr = np.array(reuse, dtype=np.int64)
     index = Index(chunks, *fill_vectors(settings, client, old, chunks, reuse_arr, report, progress),
@@ -1328,8 +1331,7 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
         floor["answerable_found"] += r.found
         rows = np.flatnonzero(source_mask(index, settings.source))
         for name, scores in (("fused", r.fused), ("dense", r.dense), ("bm25", r.lexical)):
-            if scores is None:
-                ranks[name].append(None)
+            if scores is None:            # no vectors (Ollama away): this ranker is not scored
                 continue
             ranking = rows[top_k(scores[rows], 10)]
             ranks[name].append(first_hit_rank(index, ranking, item["answers"]))
@@ -1396,17 +1398,17 @@ def err(*lines: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
 
-def preview(text: str, width: int = 60) -> str:
-    """One line of a chunk for the sources table."""
-    line = " ".join(text.split())
+def preview(text: str, width: int = 72) -> str:
+    """The start of a chunk's text on one line, past its headings (they are in the citation)."""
+    line = " ".join(text[LEADING_HEADINGS.match(text).end():].split())
     return line if len(line) <= width else line[:width - 1] + "…"
 
 
 def print_hits(hits: list[Hit], lexical_only: bool) -> None:
-    kind = "BM25 score" if lexical_only else "score"
-    print(f"Top sources ({kind}):")
+    print("Top sources" + (" (keywords only):" if lexical_only else ":"))
     for h in hits:
-        print(f"  [{h.rank}] {h.chunk.citation}  {h.score:.3f}  {preview(h.chunk.text)}")
+        scores = f"bm25 {h.lexical:.2f}" if lexical_only else f"cos {h.dense:.3f} · bm25 {h.lexical:.2f}"
+        print(f"  [{h.rank}] {h.chunk.citation}  ({scores})\n      {preview(h.chunk.text)}")
     print()
 
 
@@ -1427,6 +1429,9 @@ def open_index(settings: Settings, client: ollama.Client, rebuild: bool, quiet: 
         for w in report.warnings:
             err(f"warning: {w}")
         err(f"{report.summary(len(index.files))} in {took:.2f}s")
+        if report.touched:
+            names = report.touched[:8] + ([f"… {len(report.touched) - 8} more"] if len(report.touched) > 8 else [])
+            err("  (re)indexed: " + ", ".join(names))
         if report.embed_error:
             err(f"warning: {report.embed_error}; searching by keywords (BM25) only")
     return index, report, took
@@ -1517,7 +1522,8 @@ def run_eval(args, settings: Settings, client: ollama.Client) -> int:
     print(f"{'ranker':<8}{'hit@1':>8}{'hit@3':>8}{'hit@5':>8}{'MRR':>8}")
     for name in ("dense", "bm25", "fused"):
         m = result["by_ranker"][name]
-        print(f"{name:<8}{m['hit@1']:>8.3f}{m['hit@3']:>8.3f}{m['hit@5']:>8.3f}{m['mrr']:>8.3f}")
+        row = "".join(f"{m[k]:>8.3f}" for k in ("hit@1", "hit@3", "hit@5", "mrr")) if m["n"] else "     n/a"
+        print(f"{name:<8}{row}")
     f = result["floor"]
     print(f"relevance floor {f['min_score']}: answered {f['answerable_found']}/{f['answerable']} answerable, "
           f"declined {f['unanswerable_refused']}/{f['unanswerable']} unanswerable")
@@ -1586,57 +1592,65 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
 
 
 def run_explain(args, settings: Settings, client: ollama.Client) -> int:
-    """--explain: one question, every step narrated with this run's real values."""
-    from textwrap import shorten
-    say = print
-    say("STEP 1 · LOAD: which files are notes")
-    files, warnings = scan_notes(settings.notes_dir, skip=[settings.cache_dir])
-    say(f"  {len(files)} files under {settings.notes_dir.name}/: " + ", ".join(f.rel for f in files[:6])
-        + (" …" if len(files) > 6 else ""))
-    say("\nSTEP 2 · FINGERPRINT: MD5 over names, sizes, mtimes")
-    say(f"  {fingerprint(files)}  (the cache is reused while this stays the same)")
+    """--explain: one question, every step narrated with this run's real values (80 columns)."""
+    from textwrap import fill, shorten
+
+    def say(text: str = "", indent: str = "  ") -> None:
+        print(fill(text, 78, initial_indent=indent, subsequent_indent=indent + "  ") if text else "")
+
+    def cut(text: str, width: int) -> str:
+        return shorten(text, width, placeholder=" …")
+
+    print("STEP 1 · LOAD: find the notes")
+    files, _ = scan_notes(settings.notes_dir, skip=[settings.cache_dir])
+    say(f"{len(files)} files under {settings.notes_dir.name}/: " + ", ".join(f.rel for f in files))
+    print("\nSTEP 2 · FINGERPRINT: MD5 over every note's name, size and mtime")
+    say(f"{fingerprint(files)}: while it stays the same, the cache is used as it is")
     index, report, took = open_index(settings, client, args.rebuild, quiet=True)
-    say(f"  index: {len(index.chunks)} chunks from {len(index.files)} notes ({took:.2f}s; "
-        f"{report.embedded} embedded now)")
+    say(f"index: {len(index.chunks)} chunks from {len(index.files)} notes, "
+        f"{report.embedded} embedded just now ({took:.2f}s)")
     if not index.chunks:
         err(f"no usable notes in {settings.notes_dir}")
         return EXIT_USAGE
-    say("\nSTEP 3 · CHUNK: how one note was cut")
-    first = next(iter(index.files))
-    rec = index.files[first]
+    print("\nSTEP 3 · CHUNK: cut at headings, then paragraphs, lines, sentences")
+    rel, rec = max(index.files.items(), key=lambda kv: (kv[1].stop - kv[1].start, kv[1].size))
+    say(f"{rel} became {rec.stop - rec.start} chunk(s) of at most {settings.chunk_size} characters "
+        f"(notes shorter than that stay whole; try --chunk-size 300):")
     for c in index.chunks[rec.start:rec.stop][:4]:
-        say(f"  {shorten(c.citation, 40):<40} {len(c.text):>5} chars  {preview(c.text, 24)}")
-    say("\nSTEP 4 · EMBED: text -> vector")
+        say(f"{len(c.text):>5} chars  {c.heading or '(no heading)'}", indent="    ")
+    print("\nSTEP 4 · EMBED: text -> a vector of numbers; similar meaning, similar direction")
     try:
         qvec = embed_query(client, args.question, settings)
-        say(f"  question -> {len(qvec)} numbers, length 1: [{', '.join(f'{x:+.3f}' for x in qvec[:5])}, …]")
+        say(f"{settings.embed_model} turned the question into {len(qvec)} numbers of total length 1: "
+            f"[{', '.join(f'{x:+.3f}' for x in qvec[:4])}, …]")
     except OllamaError as e:
         qvec = None
-        say(f"  Ollama unavailable ({e}); BM25 only")
+        say(f"Ollama unavailable ({e}); keywords (BM25) only")
     r = retrieve(index, args.question, qvec, settings)
-    say("\nSTEP 5 · SEARCH: each ranker's best, then the fusion")
-    for name, scores in (("dense cosine", r.dense), ("BM25", r.lexical)):
-        if scores is None:
-            continue
-        best = top_k(scores, 3)
-        say(f"  {name:<12} standout {standout(scores):+.2f}: " +
-            "  ".join(f"{shorten(index.chunks[i].source, 18)} {scores[i]:.3f}" for i in best))
-    say(f"  fused        confidence {r.confidence:.2f} (floor {settings.min_score}): " +
-        "  ".join(f"[{h.rank}] {shorten(h.chunk.source, 18)}" for h in r.hits[:3]))
+    print("\nSTEP 5 · SEARCH: rank by meaning (cosine) and by words (BM25), then fuse")
+    for name, scores in (("cosine", r.dense), ("BM25", r.lexical)):
+        if scores is not None:
+            best = top_k(scores, 3)
+            say(f"{name:<6} (stands out {standout(scores):+.2f}): " +
+                ", ".join(f"{cut(index.chunks[i].source, 20)} {scores[i]:.3f}" for i in best))
+    say("fused  : " + ", ".join(f"[{h.rank}] {cut(h.chunk.source, 20)}" for h in r.hits[:3]) +
+        f"; confidence {r.confidence:.2f} against the floor {settings.min_score}")
     messages = build_messages(args.question, r.hits)
-    say("\nSTEP 6 · PROMPT: rules · numbered sources · question")
+    print("\nSTEP 6 · PROMPT: rules · numbered sources · question (--show-prompt: in full)")
     for m in messages:
-        say(f"  --- {m['role']} ({estimate_tokens(m['content'])} tokens est.) ---")
-        for line in m["content"].splitlines()[:12]:
-            say("  " + shorten(line, 76) if line.strip() else "")
-        say("  …" if len(m["content"].splitlines()) > 12 else "", end="")
-    say(f"  num_ctx {context_size(messages)} (estimate + {ANSWER_TOKENS} for the answer)")
-    say("\nSTEP 7 · ANSWER")
+        print(f"  --- {m['role']}: {estimate_tokens(m['content'])} tokens (estimated) ---")
+        lines = [ln for ln in m["content"].splitlines() if ln.strip()]
+        shown = lines if m["role"] == "system" else [ln for ln in lines if re.match(r"\[\d+\] |Sources:|Question:", ln)]
+        for line in shown:
+            print("  " + cut(line, 76))
+    say(f"num_ctx {context_size(messages)}: the estimate plus {ANSWER_TOKENS} tokens for the answer, "
+        "so Ollama cuts nothing")
+    print(f"\nSTEP 7 · ANSWER: {settings.chat_model}, streamed")
     if not r.found:
-        say("  not found in your notes: the chat model is not called")
+        say("not found in your notes: the chat model is not called")
         return EXIT_OK
     if qvec is None:
-        say("  Ollama unavailable: the passages above are the answer")
+        say("Ollama unavailable: the passages above are all there is")
         return EXIT_OK
     try:
         for piece in answer(client, args.question, r.hits, settings):

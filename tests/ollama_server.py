@@ -155,7 +155,8 @@ class FakeOllama:
         return Handler
 
 
-if __name__ == "__main__":  # handy for trying the CLI by hand: python tests/ollama_server.py
-    with FakeOllama() as s:
+if __name__ == "__main__":  # by hand: python tests/ollama_server.py [hash|random]
+    import sys
+    with FakeOllama(embed=sys.argv[1] if len(sys.argv) > 1 else "hash") as s:
         print(f"OLLAMA_HOST={s.url}", flush=True)
         threading.Event().wait()

@@ -50,7 +50,11 @@ def test_second_run_loads_the_cache_and_embeds_only_the_question(cli, server, no
     out = cli("what is BM25?", "--notes", notes, "--retrieve-only")
     assert out.returncode == 0
     assert len(server.of("/api/embed")) == before + 1
-    assert "(0 chunks embedded)" in out.stderr
+    assert "(0 chunks embedded)" in out.stderr and "(re)indexed" not in out.stderr
+    (notes / "git-tips.md").write_text((notes / "git-tips.md").read_text() + "\nOne more tip: git stash.\n")
+    out = cli("what is BM25?", "--notes", notes, "--retrieve-only")
+    assert "1 changed, 0 new, 0 deleted, 9 unchanged (1 chunks embedded)" in out.stderr
+    assert "  (re)indexed: git-tips.md\n" in out.stderr
 
 
 def test_json_output(cli, notes):
@@ -119,7 +123,7 @@ def test_embedding_model_not_pulled_falls_back_to_bm25(cli, notes):
     out = cli("What is asyncio?", "--notes", notes, "--embed-model", "nomic-embed-text")
     assert out.returncode == 0, out.stderr
     assert "ollama pull nomic-embed-text" in out.stderr
-    assert "Top sources (BM25 score)" in out.stdout and "[1] python-asyncio.md" in out.stdout
+    assert "Top sources (keywords only):" in out.stdout and "[1] python-asyncio.md" in out.stdout
 
 
 def test_ollama_down_first_run_gives_lexical_passages(tmp_path, notes):
