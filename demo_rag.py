@@ -1399,9 +1399,19 @@ def err(*lines: str) -> None:
 
 
 def preview(text: str, width: int = 72) -> str:
-    """The start of a chunk's text on one line, past its headings (they are in the citation)."""
+    """The start of a chunk's text on one line, past its headings (they are in the citation),
+    cut to `width` terminal columns (a CJK character takes two).
+
+    >>> preview("## Title\\n\\nRAG 是检索增强生成", 12)
+    'RAG 是检索…'
+    """
     line = " ".join(text[LEADING_HEADINGS.match(text).end():].split())
-    return line if len(line) <= width else line[:width - 1] + "…"
+    used = 0
+    for i, ch in enumerate(line):
+        used += 2 if re.match(rf"[{CJK}\uff00-\uffef\u3000-\u303f]", ch) else 1
+        if used > width - 1:
+            return line[:i] + "…"
+    return line
 
 
 def print_hits(hits: list[Hit], lexical_only: bool) -> None:
