@@ -471,6 +471,7 @@ def build_lexicon(old: Lexicon | None, reuse: np.ndarray, new_texts: list[str]) 
         order = np.argsort(old.docs, kind="stable")
         by_row = np.searchsorted(old.docs[order], np.arange(len(old.lengths) + 1))
         starts, lens = by_row[src], by_row[src + 1] - by_row[src]
+        # Concatenated ranges without a loop: starts [5, 0], lens [2, 3] -> [5, 6, 0, 1, 2]
         take = order[np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())]
         terms_parts.append(old_vocab[term_of[take]])
         docs_parts.append(np.repeat(rows, lens))
@@ -532,9 +533,9 @@ def coverage(lex: Lexicon, query: str, row: int) -> float:
     """Share of the query's idf weight whose terms occur in chunk `row` (0 to 1).
 
     It asks "are the question's informative words in this passage?", and does not
-    depend on the embedder or on how many chunks there are. With two chunks and
-    the query "cat dog": both words unseen weighs ln(1 + 2.5/0.5) = 1.79 each; if
-    only "cat" is in chunk 0 (idf 0.69), coverage(chunk 0) = 0.69 / (0.69 + 1.79).
+    depend on the embedder or on how many chunks there are. Worked example, two
+    chunks, "cat" in chunk 0 only, "dog" in neither: idf(cat) = ln(1 + 1.5/1.5) =
+    0.69, idf(dog) = ln(1 + 2.5/0.5) = 1.79, so coverage("cat dog", 0) = 0.69 / 2.48 = 0.28.
     """
     postings = query_postings(lex, query)
     total = sum(idf for idf, _, _ in postings)
@@ -661,7 +662,8 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
     vocab, ptr, docs, counts, lengths = d["lexicon"]
     chunks = list(map(Chunk, *d["chunks"]))
     has_vector = arr(d["has_vector"])
-    assert len(vectors) == len(chunks) == len(has_vector), "cache arrays disagree in length"
+    if not len(vectors) == len(chunks) == len(has_vector):    # user data: check, don't assert
+        raise ValueError("cache arrays disagree in length")
     return Index(chunks, vectors, has_vector, Lexicon(vocab, arr(ptr), arr(docs), arr(counts), arr(lengths)),
                  {rel: FileRecord(*r) for rel, r in d["files"].items()}, d["fingerprint"],
                  d["embed_model"], tuple(d["chunking"]))
@@ -974,25 +976,27 @@ def fuse(dense: np.ndarray | None, lexical: np.ndarray) -> np.ndarray:
     return fused.astype(np.float32)
 
 
-def confidence(index: Index, question: str, rows: list[int], dense: np.ndarray | None) -> float:
-    """How sure we are that the notes hold an answer: the best, over the given rows,
-    of the question's words found there (coverage) and of how far the row's cosine
-    stands above the average chunk's. Compared with the relevance floor, --min-score.
+def confidence(index: Index, question: str, hit_rows: list[int], dense: np.ndarray | None,
+               rows: np.ndarray) -> float:
+    """How sure we are that the notes hold an answer: the best, over the hits, of the
+    question's words found there (coverage) and of how far the hit's cosine stands
+    above the average over `rows`. Compared with the relevance floor, --min-score.
     """
+    average = float(dense[rows].mean()) if dense is not None and len(rows) else 0.0
     best = 0.0
-    for row in rows:
+    for row in hit_rows:
         best = max(best, coverage(index.lexicon, question, row))
         if dense is not None:
-            best = max(best, float(dense[row] - dense.mean()))
+            best = max(best, float(dense[row]) - average)
     return best
 
 
 def query_text(question: str, settings: Settings) -> str:
     """The text to embed for a question: the model's documented query instruction, if any."""
     template = settings.query_instruction
-    if template is None:
-        family = settings.embed_model.split(":")[0].split("/")[-1]
-        template = QUERY_INSTRUCTIONS.get(family, "")
+    if template is None:      # matches "qwen3-embedding:0.6b" and "hf.co/Qwen/Qwen3-Embedding-0.6B-GGUF"
+        name = settings.embed_model.lower()
+        template = next((t for family, t in QUERY_INSTRUCTIONS.items() if family in name), "")
     return template.replace("{query}", question) if template else question
 
 
@@ -1023,27 +1027,25 @@ class Retrieval:
 
 
 def retrieve(index: Index, question: str, qvec: np.ndarray | None, settings: Settings) -> Retrieval:
-    """Rank the chunks for a question; qvec None means lexical only (Ollama is away)."""
-    mask = source_mask(index, settings.source)
-    if qvec is not None and index.vectors.shape[1] == len(qvec):
-        mask_dense = mask & index.has_vector
-        dense = index.vectors @ qvec     # exact cosine: one matrix-vector product
-    else:
-        mask_dense, dense = None, None
+    """Rank the chunks for a question; qvec None means keywords only (Ollama is away)."""
+    rows = np.flatnonzero(source_mask(index, settings.source))      # the chunks we may return
+    dense = None
+    # A partly embedded index (Ollama left mid-way) is searched by BM25 alone:
+    # fusing would favour the rows that happen to have vectors.
+    if qvec is not None and index.vectors.shape[1] == len(qvec) and index.has_vector[rows].all():
+        dense = index.vectors @ qvec      # exact cosine: one matrix-vector product
     lexical = bm25_scores(index.lexicon, question)
-    rows = np.flatnonzero(mask)
-    if mask_dense is not None and not mask_dense[rows].all():
-        dense = None                      # partly embedded: fusing would favour embedded rows
-    fused_rows = fuse(None if dense is None else dense[rows], lexical[rows])
     fused = np.full(len(index.chunks), -np.inf, dtype=np.float32)
-    fused[rows] = fused_rows
-    best = rows[top_k(fused_rows, settings.top_k)] if len(rows) else rows
+    fused[rows] = fuse(None if dense is None else dense[rows], lexical[rows])
+    best = rows[top_k(fused[rows], settings.top_k)]
+    if dense is None:
+        best = [i for i in best if lexical[i] > 0]   # keywords only: a chunk without them is no match
     hits = [Hit(rank, int(i), index.chunks[i], float(fused[i]),
                 float(dense[i]) if dense is not None else float("nan"), float(lexical[i]))
             for rank, i in enumerate(best, 1)]
-    sure = confidence(index, question, [h.row for h in hits],
-                      None if dense is None else np.where(mask_dense, dense, dense[rows].mean()))
+    sure = confidence(index, question, [h.row for h in hits], dense, rows)
     return Retrieval(hits, sure, sure >= settings.min_score, dense is None, dense, lexical, fused)
+
 
 # ----------------------------------------------------------------------------
 # Prompt & answer: rules, numbered sources, question -> a streamed, cited answer.

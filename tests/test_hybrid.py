@@ -120,8 +120,10 @@ def test_source_filter_limits_retrieval(server, tmp_path):
     q = "How often should I water?"
     r = rag.retrieve(index, q, rag.embed_query(client, q, s), s)
     assert {h.chunk.source for h in r.hits} == {"houseplants.txt"}
-    r = rag.retrieve(index, q, None, rag.replace(s, source="git"))
+    r = rag.retrieve(index, "undo the last commit", None, rag.replace(s, source="git"))
     assert {h.chunk.source for h in r.hits} == {"git-tips.md"}
+    r = rag.retrieve(index, q, None, rag.replace(s, source="git"))   # keywords only, none match
+    assert r.hits == [] and not r.found
 
 
 def test_lexical_only_retrieval_without_vectors(server, tmp_path):
