@@ -36,6 +36,7 @@ import fnmatch
 import functools
 import gc
 import hashlib
+import itertools
 import json
 import logging
 import math
@@ -1123,6 +1124,27 @@ def strip_think(pieces: Iterable[str]) -> Iterator[str]:
         yield buf if started else buf.lstrip()
 
 
+def chat(client: ollama.Client, model: str, messages: list[dict], options: dict, stream: bool):
+    """client.chat with thinking turned off, for thinking and non-thinking models alike.
+
+    Thinking models (qwen3) are asked not to think: it would only delay the answer.
+    Some Ollama versions refuse the `think` field for models without that ability
+    ("... does not support thinking", status 400): then ask again without it.
+    """
+    def ask(**think):
+        reply = client.chat(model=model, messages=messages, stream=stream, options=options, **think)
+        if not stream:
+            return reply
+        first = next(reply, None)         # a stream's errors arrive with its first part
+        return itertools.chain([first] if first else [], reply)
+    try:
+        return ask(think=False)
+    except ollama.ResponseError as e:
+        if e.status_code != 400 or "thinking" not in str(e.error):
+            raise
+        return ask()
+
+
 def stream_chat(client: ollama.Client, model: str, messages: list[dict],
                 num_ctx: int | None = None) -> Iterator[str]:
     """Stream the chat model's reply as text pieces, thinking stripped. Raises OllamaError."""
@@ -1130,8 +1152,7 @@ def stream_chat(client: ollama.Client, model: str, messages: list[dict],
 
     def pieces():
         try:
-            for part in client.chat(model=model, messages=messages, stream=True,
-                                    think=False, options=options):
+            for part in chat(client, model, messages, options, stream=True):
                 yield part.message.content or ""
         except OLLAMA_FAILURES as e:
             raise explain_ollama_error(e, model) from None
@@ -1190,9 +1211,8 @@ def rewrite_query(client: ollama.Client, question: str, conv: Conversation, sett
     messages = [{"role": "system", "content": REWRITE_PROMPT},
                 {"role": "user", "content": f"{recent}\n\nLast question: {question}"}]
     try:
-        reply = client.chat(model=settings.chat_model, messages=messages, stream=False, think=False,
-                            options={"temperature": 0, "num_predict": 64,
-                                     "num_ctx": context_size(messages)})
+        reply = chat(client, settings.chat_model, messages, stream=False,
+                     options={"temperature": 0, "num_predict": 64, "num_ctx": context_size(messages)})
     except OLLAMA_FAILURES as e:
         raise explain_ollama_error(e, settings.chat_model) from None
     text = "".join(strip_think([reply.message.content or ""])).strip().strip('"').splitlines()

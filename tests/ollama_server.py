@@ -50,7 +50,7 @@ def random_vector(text: str, dim: int = DIM) -> list[float]:
 class FakeOllama:
     """Serve on 127.0.0.1 in a thread; use as a context manager."""
 
-    def __init__(self, models=("qwen3-embedding:0.6b", "qwen3:0.6b", "thinker:1b"), embed="hash",
+    def __init__(self, models=("qwen3-embedding:0.6b", "qwen3:0.6b", "thinker:1b", "plain:1b"), embed="hash",
                  embed_delay=0.0, dim=DIM, answer_repeat=1):
         self.models = set(models)
         self.embed = embed                 # "hash" or "random"
@@ -141,6 +141,8 @@ class FakeOllama:
                     return self.send_json(404, {"error": f'model "{model}" not found, try pulling it first'})
                 if self.path == "/api/embed":
                     return self.send_json(200, server.embed_reply(body))
+                if model.startswith("plain") and "think" in body:      # a model without thinking
+                    return self.send_json(400, {"error": f'"{model}" does not support thinking'})
                 text = server.chat_text(body)
                 if not body.get("stream", True):
                     return self.send_json(200, {"model": model, "message": {"role": "assistant", "content": text},

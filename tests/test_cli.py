@@ -83,6 +83,14 @@ def test_thinking_model_output_is_stripped(cli, notes):
     assert "Answer:\nAccording to the notes" in out.stdout
 
 
+def test_a_model_that_refuses_the_think_field_is_asked_again_without_it(cli, server, notes):
+    out = cli("What is asyncio?", "--notes", notes, "--chat-model", "plain:1b")
+    assert out.returncode == 0, out.stderr
+    assert "Answer:\nAccording to the notes" in out.stdout
+    first, second = server.of("/api/chat")
+    assert first["think"] is False and "think" not in second
+
+
 def test_unanswerable_question_does_not_call_the_chat_model(cli, server, notes):
     out = cli("Who won the 2018 football World Cup?", "--notes", notes)
     assert out.returncode == 0
