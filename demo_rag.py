@@ -463,10 +463,12 @@ def build_lexicon(old: Lexicon | None, reuse: np.ndarray, new_texts: list[str]) 
     the new chunks' texts come in `new_texts`, in order of their -1 entries.
     """
     n = len(reuse)
-    old_vocab = np.array([], dtype=object) if old is None else np.array(old.vocab, dtype=object)
-    terms_parts, docs_parts, count_parts = [], [], []
+    lengths = np.zeros(n, dtype=np.float32)
     rows, src = np.flatnonzero(reuse >= 0), reuse[reuse >= 0]
+    old_terms = np.zeros(0, np.int64)                  # postings kept: old term id, new row, count
+    old_docs, old_counts = np.zeros(0, np.int64), np.zeros(0, np.float32)
     if old is not None and len(rows):
+        lengths[rows] = old.lengths[src]
         # Gather the reused rows' postings (a row may be reused twice: a copied note).
         term_of = np.repeat(np.arange(len(old.vocab)), np.diff(old.ptr))
         order = np.argsort(old.docs, kind="stable")
@@ -474,26 +476,20 @@ def build_lexicon(old: Lexicon | None, reuse: np.ndarray, new_texts: list[str]) 
         starts, lens = by_row[src], by_row[src + 1] - by_row[src]
         # Concatenated ranges without a loop: starts [5, 0], lens [2, 3] -> [5, 6, 0, 1, 2]
         take = order[np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())]
-        terms_parts.append(old_vocab[term_of[take]])
-        docs_parts.append(np.repeat(rows, lens))
-        count_parts.append(old.counts[take])
-    lengths = np.zeros(n, dtype=np.float32)
-    if old is not None:
-        lengths[rows] = old.lengths[src]
-    for row, text in zip(np.flatnonzero(reuse < 0), new_texts):
-        tf = Counter(tokenize(text))
+        old_terms, old_docs, old_counts = term_of[take], np.repeat(rows, lens), old.counts[take]
+    new_counts = [Counter(tokenize(text)) for text in new_texts]
+    for row, tf in zip(np.flatnonzero(reuse < 0), new_counts):
         lengths[row] = sum(tf.values())
-        terms_parts.append(np.array(list(tf), dtype=object))
-        docs_parts.append(np.full(len(tf), row))
-        count_parts.append(np.array(list(tf.values()), dtype=np.float32))
-    if not terms_parts:
-        return Lexicon([], np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32), lengths)
-    terms = np.concatenate(terms_parts)
-    vocab, term_ids = np.unique(terms, return_inverse=True)
-    docs = np.concatenate(docs_parts).astype(np.int32)
-    order = np.lexsort((docs, term_ids))
-    ptr = np.searchsorted(term_ids[order], np.arange(len(vocab) + 1)).astype(np.int64)
-    return Lexicon(list(vocab), ptr, docs[order], np.concatenate(count_parts)[order].astype(np.float32), lengths)
+    # The new vocabulary: the old terms still in use plus the new chunks' terms, sorted.
+    vocab = sorted({old.vocab[t] for t in np.unique(old_terms)} | {t for tf in new_counts for t in tf})
+    term_id = {t: i for i, t in enumerate(vocab)}
+    remap = np.array([term_id.get(t, -1) for t in old.vocab] if old is not None else [], dtype=np.int64)
+    terms = np.concatenate([remap[old_terms], [term_id[t] for tf in new_counts for t in tf]]).astype(np.int64)
+    docs = np.concatenate([old_docs, [row for row, tf in zip(np.flatnonzero(reuse < 0), new_counts) for _ in tf]])
+    counts = np.concatenate([old_counts, [c for tf in new_counts for c in tf.values()]]).astype(np.float32)
+    order = np.lexsort((docs, terms))                 # postings sorted by term, then row
+    ptr = np.searchsorted(terms[order], np.arange(len(vocab) + 1)).astype(np.int64)
+    return Lexicon(vocab, ptr, docs[order].astype(np.int32), counts[order], lengths)
 
 
 def query_postings(lex: Lexicon, query: str) -> list[tuple[float, np.ndarray, np.ndarray]]:
