@@ -1047,6 +1047,8 @@ def retrieve(index: Index, question: str, qvec: np.ndarray | None, settings: Set
 # ----------------------------------------------------------------------------
 # Prompt & answer: rules, numbered sources, question -> a streamed, cited answer.
 
+NOT_FOUND = "Not found in your notes: no source is relevant enough."
+
 RULES = """You answer questions from the user's own notes.
 - Use only the numbered sources below. Do not add facts from elsewhere.
 - Cite the sources you use with their numbers in square brackets, like [1] or [2][3].
@@ -1127,18 +1129,18 @@ def chat(client: ollama.Client, model: str, messages: list[dict], options: dict,
     Some Ollama versions refuse the `think` field for models without that ability
     ("... does not support thinking", status 400): then ask again without it.
     """
-    def ask(**think):
+    def call(**think):
         reply = client.chat(model=model, messages=messages, stream=stream, options=options, **think)
         if not stream:
             return reply
         first = next(reply, None)         # a stream's errors arrive with its first part
         return itertools.chain([first] if first else [], reply)
     try:
-        return ask(think=False)
+        return call(think=False)
     except ollama.ResponseError as e:
         if e.status_code != 400 or "thinking" not in str(e.error):
             raise
-        return ask()
+        return call()
 
 
 def stream_chat(client: ollama.Client, model: str, messages: list[dict],
@@ -1267,16 +1269,24 @@ def prepare_turn(client: ollama.Client, index: Index, question: str, conv: Conve
         qvec = None
     retrieval = retrieve(index, search_for, qvec, settings)
     base = build_messages(question, retrieval.hits)
+    # Everything but the history, plus the answer's room and ~50 tokens for the
+    # history's own header. Sources are never cut: if they alone overflow the
+    # budget, num_ctx grows instead and the history gets what is left.
     fixed = sum(estimate_tokens(m["content"]) for m in base) + ANSWER_TOKENS + 50
-    num_ctx = max(CHAT_NUM_CTX, math.ceil(fixed / 1024) * 1024)  # never cut the sources
+    num_ctx = max(CHAT_NUM_CTX, math.ceil(fixed / 1024) * 1024)
     messages = build_messages(question, retrieval.hits, history_text(conv, num_ctx - fixed))
     return ChatStep(query, retrieval, messages, num_ctx)
 
 
 def ask(client: ollama.Client, index: Index, question: str, conv: Conversation, settings: Settings,
         on_token: Callable[[str], None] = lambda s: None) -> tuple[str, list[Hit], Conversation]:
-    """One conversational turn for notebooks: returns (answer, sources, updated conversation)."""
+    """One conversational turn for notebooks: returns (answer, sources, updated conversation).
+
+    Below the relevance floor the answer is NOT_FOUND and the chat model is not called.
+    """
     step = prepare_turn(client, index, question, conv, settings)
+    if not step.retrieval.found:
+        return NOT_FOUND, step.retrieval.hits, conv
     pieces = []
     for piece in stream_chat(client, settings.chat_model, step.messages, step.num_ctx):
         pieces.append(piece)
@@ -1503,8 +1513,8 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
     code = EXIT_OK
     if not r.found:
         if not quiet:
-            print(f"Not found in your notes: no source is relevant enough "
-                  f"(confidence {r.confidence:.2f} < --min-score {settings.min_score}). Closest sources above.")
+            print(f"{NOT_FOUND} (confidence {r.confidence:.2f} < --min-score {settings.min_score}; "
+                  "the closest sources are above)")
     elif ollama_problem:
         if not quiet:
             print(f"Lexical-only passages above (Ollama unavailable: {ollama_problem}).")
@@ -1603,7 +1613,7 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
         last_hits = step.retrieval.hits
         print_hits(step.retrieval.hits, step.retrieval.lexical_only)
         if not step.retrieval.found:
-            print("Not found in your notes.")
+            print(NOT_FOUND)
             continue
         if not step.messages:
             continue

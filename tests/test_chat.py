@@ -120,3 +120,11 @@ def test_ollama_going_away_keeps_the_repl_alive(notes, tmp_path):
 def test_chat_needs_notes(tmp_path, server):
     out = run_cli("--chat", "--notes", tmp_path / "missing", "--cache", tmp_path / "c", host=server.url, stdin="")
     assert out.returncode == 2 and "notes folder not found" in out.stderr
+
+
+def test_ask_does_not_call_the_chat_model_below_the_floor(server, tmp_path):
+    s = rag.Settings(notes_dir=ROOT / "demo-data", cache_dir=tmp_path / "cache")
+    client = ollama.Client(host=server.url)
+    index, _ = rag.build_index(s, client)
+    text, hits, conv = rag.ask(client, index, "Who won the 2018 football World Cup?", rag.Conversation(), s)
+    assert text == rag.NOT_FOUND and conv == rag.Conversation() and server.of("/api/chat") == []
