@@ -1475,11 +1475,30 @@ def open_index(settings: Settings, client: ollama.Client, rebuild: bool, quiet: 
     return index, report, took
 
 
+def stream_answer(client: ollama.Client, question: str, hits: list[Hit], settings: Settings,
+                  echo: bool) -> tuple[str, int]:
+    """Stream the answer to stdout (when echo) and return (its text, exit code)."""
+    pieces = []
+    try:
+        if echo:
+            print("Answer:")
+        for piece in answer(client, question, hits, settings):
+            pieces.append(piece)
+            if echo:
+                print(piece, end="", flush=True)
+        if echo:
+            print()
+    except OllamaError as e:
+        err(f"\nerror: {e}")
+        return "".join(pieces), EXIT_OLLAMA
+    return "".join(pieces), EXIT_OK
+
+
 def run_question(args, settings: Settings, client: ollama.Client) -> int:
     """The main job: one question -> sources -> streamed answer."""
-    quiet = args.json
+    echo = not args.json                  # --json prints one object at the end instead
     timings = {}
-    index, report, timings["index"] = open_index(settings, client, args.rebuild, quiet)
+    index, report, timings["index"] = open_index(settings, client, args.rebuild, quiet=not echo)
     if not index.chunks:
         err(f"no usable notes in {settings.notes_dir} (looked for {', '.join(NOTE_SUFFIXES + (PDF_SUFFIX,))}, "
             f"at least {MIN_NOTE_CHARS} characters)")
@@ -1491,56 +1510,44 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
             qvec = embed_query(client, args.question, settings)
         except OllamaError as e:
             ollama_problem = str(e)
+            if echo:
+                err(f"warning: {e}; searching by keywords (BM25) only")
     timings["embed_query"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     r = retrieve(index, args.question, qvec, settings)
     timings["search"] = time.perf_counter() - t0
-    if ollama_problem and not report.embed_error and not quiet:
-        err(f"warning: {ollama_problem}; searching by keywords (BM25) only")
-    messages = build_messages(args.question, r.hits)
-    result = {"question": args.question, "answer": None, "found": r.found,
-              "lexical_only": r.lexical_only, "confidence": round(r.confidence, 3),
-              "sources": [{"rank": h.rank, "source": h.chunk.source, "heading": h.chunk.heading,
-                           "page": h.chunk.page, "score": round(h.score, 4), "text": h.chunk.text}
-                          for h in r.hits], "timings": timings}
-    if not quiet:
+    if echo:
         print_hits(r.hits, r.lexical_only)
-        if args.show_prompt:
-            print("Prompt:")
-            for m in messages:
-                print(f"--- {m['role']} ---\n{m['content']}")
-            print(f"--- options: temperature={TEMPERATURE}, num_ctx={context_size(messages)} ---\n")
-    code = EXIT_OK
-    if not r.found:
-        if not quiet:
+    if echo and args.show_prompt:
+        messages = build_messages(args.question, r.hits)
+        print("Prompt:")
+        for m in messages:
+            print(f"--- {m['role']} ---\n{m['content']}")
+        print(f"--- options: temperature={TEMPERATURE}, num_ctx={context_size(messages)} ---\n")
+    text, code = None, EXIT_OK
+    if ollama_problem and not r.hits:
+        code = EXIT_OLLAMA                # nothing to show: the warning above says what to do
+    elif not r.found:
+        if echo:
             print(f"{NOT_FOUND} (confidence {r.confidence:.2f} < --min-score {settings.min_score}; "
                   "the closest sources are above)")
     elif ollama_problem:
-        if not quiet:
-            print(f"Lexical-only passages above (Ollama unavailable: {ollama_problem}).")
-        code = EXIT_OK if r.hits else EXIT_OLLAMA
+        if echo:
+            print(f"Keyword-only passages above (Ollama unavailable: {ollama_problem}).")
     elif not args.retrieve_only:
         t0 = time.perf_counter()
-        pieces = []
-        try:
-            if not quiet:
-                print("Answer:")
-            for piece in answer(client, args.question, r.hits, settings):
-                pieces.append(piece)
-                if not quiet:
-                    print(piece, end="", flush=True)
-            if not quiet:
-                print()
-        except OllamaError as e:
-            err(f"\nerror: {e}")
-            code = EXIT_OLLAMA
-        result["answer"] = "".join(pieces)
+        text, code = stream_answer(client, args.question, r.hits, settings, echo)
         timings["answer"] = time.perf_counter() - t0
-    result["timings"] = {k: round(v, 3) for k, v in timings.items()}
-    if quiet:
-        print(json.dumps(result, ensure_ascii=False, indent=2))
-    else:
+    if echo:
         err("timings: " + " · ".join(f"{k} {v:.2f}s" for k, v in timings.items()))
+    else:
+        print(json.dumps({
+            "question": args.question, "answer": text, "found": r.found, "lexical_only": r.lexical_only,
+            "confidence": round(r.confidence, 3),
+            "sources": [{"rank": h.rank, "source": h.chunk.source, "heading": h.chunk.heading,
+                         "page": h.chunk.page, "score": round(h.score, 4), "text": h.chunk.text}
+                        for h in r.hits],
+            "timings": {k: round(v, 3) for k, v in timings.items()}}, ensure_ascii=False, indent=2))
     return code
 
 

@@ -140,7 +140,7 @@ def test_ollama_down_first_run_gives_lexical_passages(tmp_path, notes):
                   "--cache", tmp_path / "c", host=host)
     assert out.returncode == 0, out.stderr
     assert f"Ollama is not reachable at {host}" in out.stderr and "ollama serve" in out.stderr
-    assert "[1] git-tips.md" in out.stdout and "Lexical-only" in out.stdout
+    assert "[1] git-tips.md" in out.stdout and "Keyword-only passages" in out.stdout
     assert "Traceback" not in out.stderr
     # Ollama comes back: the missing vectors are embedded on the next run.
     with FakeOllama() as s:
@@ -148,6 +148,11 @@ def test_ollama_down_first_run_gives_lexical_passages(tmp_path, notes):
                       "--cache", tmp_path / "c", host=s.url)
         assert out.returncode == 0, out.stderr
         assert "(10 chunks embedded)" in out.stderr and "Answer:" in out.stdout
+
+
+def test_ollama_down_and_no_matching_words_exits_3(tmp_path, notes):
+    out = run_cli("Zebras?", "--notes", notes, "--cache", tmp_path / "c", host=dead_host())
+    assert out.returncode == 3 and "ollama serve" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_non_utf8_note_is_decoded_with_a_stated_fallback(cli, tmp_path):
