@@ -1396,7 +1396,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--source", metavar="PATTERN", help="only use notes whose path matches (glob or substring)")
     p.add_argument("--query-instruction", metavar="TEMPLATE",
                    help="query template with {query}; '' for none (default: the model's documented one)")
-    p.add_argument("--max-note-mb", type=float, default=MAX_NOTE_MB, help=f"skip bigger notes (default {MAX_NOTE_MB:g})")
+    p.add_argument("--max-note-mb", type=float, default=MAX_NOTE_MB,
+                   help=f"skip bigger notes (default {MAX_NOTE_MB:g})")
     p.add_argument("--rebuild", action="store_true", help="re-read and re-embed every note")
     p.add_argument("--retrieve-only", action="store_true", help="show the sources, skip the chat model")
     p.add_argument("--show-prompt", action="store_true", help="print the exact prompt sent")
@@ -1450,7 +1451,8 @@ def print_hits(hits: list[Hit], lexical_only: bool) -> None:
     print()
 
 
-def open_index(settings: Settings, client: ollama.Client, rebuild: bool, quiet: bool) -> tuple[Index, IndexReport, float]:
+def open_index(settings: Settings, client: ollama.Client, rebuild: bool,
+               quiet: bool) -> tuple[Index, IndexReport, float]:
     """build_index with the progress and the index summary on stderr."""
     t0 = time.perf_counter()
     last = [0.0]

@@ -6,7 +6,7 @@ import shutil
 import subprocess
 import sys
 
-from conftest import ROOT, run_cli
+from conftest import ROOT
 
 RUN_CELLS = """
 import json, sys
