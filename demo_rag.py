@@ -93,7 +93,7 @@ QUERY_INSTRUCTIONS = {
                        "that answer the query\nQuery:{query}",
 }
 
-CACHE_FORMAT = 5                          # bump when the cache file's layout changes
+CACHE_FORMAT = 4                          # bump when the cache file's layout changes
 # On disk, vectors are float16: half the size of float32, and the benchmark
 # finds the same best match for every query (bench/bench_index.py).
 DISK_VECTORS = np.dtype("<f2")
@@ -636,13 +636,13 @@ def cache_path(settings: Settings) -> Path:
 
 
 def index_to_dict(index: Index) -> dict:
-    """The index as plain builtins: arrays become (dtype, shape, bytes), vectors as float16."""
+    """Everything but the vectors, as plain builtins: arrays become (dtype, shape, bytes)."""
     def arr(a: np.ndarray) -> tuple:
         return (a.dtype.str, a.shape, np.ascontiguousarray(a).tobytes())
     lex = index.lexicon
     return {
         "format": CACHE_FORMAT, "embed_model": index.embed_model, "chunking": index.chunking,
-        "fingerprint": index.fingerprint, "vectors": arr(index.vectors.astype(DISK_VECTORS)),
+        "fingerprint": index.fingerprint, "vectors_shape": index.vectors.shape,
         "files": {rel: tuple(r) for rel, r in index.files.items()},
         # column by column: four lists load faster than thousands of small tuples
         "chunks": [list(column) for column in zip(*index.chunks)] if index.chunks else [[]] * 4,
@@ -651,13 +651,12 @@ def index_to_dict(index: Index) -> dict:
     }
 
 
-def index_from_dict(d: dict) -> Index:
+def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
     """Rebuild an Index from index_to_dict's output (raises on anything malformed)."""
     def arr(t: tuple) -> np.ndarray:
         dtype, shape, data = t
         return np.frombuffer(data, dtype=np.dtype(dtype)).reshape(shape)
     vocab, ptr, docs, counts, lengths = d["lexicon"]
-    vectors = widen(arr(d["vectors"]))
     chunks = list(map(Chunk, *d["chunks"]))
     has_vector = arr(d["has_vector"])
     if not len(vectors) == len(chunks) == len(has_vector):    # user data: check, don't assert
@@ -685,14 +684,17 @@ class BuiltinsOnlyUnpickler(pickle.Unpickler):
 def save_index(index: Index, path: Path) -> None:
     """Write the cache atomically: a temp file in the same folder, then os.replace.
 
-    A crash or Ctrl-C mid-write leaves the previous cache intact, and two
-    processes writing at once each replace the file with one complete version.
+    The file is a pickle of everything but the vectors, followed by the vectors
+    as raw float16 bytes, which load straight into an array. A crash or Ctrl-C
+    mid-write leaves the previous cache intact, and two processes writing at
+    once each replace the file with one complete version.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             pickle.dump(index_to_dict(index), f, protocol=pickle.HIGHEST_PROTOCOL)
+            f.write(index.vectors.astype(DISK_VECTORS).tobytes())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -712,17 +714,21 @@ def gc_paused():
             gc.enable()
 
 
-def widen(half: np.ndarray) -> np.ndarray:
-    """float16 rows -> a new float32 matrix, using every core.
+def read_vectors(f, n: int, dim: int) -> np.ndarray:
+    """Read n float16 rows from a file into a float32 matrix (EOFError if cut short).
 
     NumPy widens float16 one number at a time on most CPUs, which makes this the
     slowest step of a warm query; it releases the GIL while doing so, though, so
     one thread per core divides the wait.
     """
-    out = np.empty(half.shape, dtype=np.float32)
-    step = max(1, -(-len(half) // (os.cpu_count() or 1)))
+    half = np.fromfile(f, dtype=DISK_VECTORS, count=n * dim)
+    if half.size != n * dim:
+        raise EOFError("vectors are cut short")
+    half = half.reshape(n, dim)
+    out = np.empty((n, dim), dtype=np.float32)
+    step = max(1, -(-n // (os.cpu_count() or 1)))
     with ThreadPoolExecutor() as pool:
-        list(pool.map(lambda s: np.copyto(out[s], half[s]), [slice(i, i + step) for i in range(0, len(half), step)]))
+        list(pool.map(lambda s: np.copyto(out[s], half[s]), [slice(i, i + step) for i in range(0, n, step)]))
     return out
 
 
@@ -735,7 +741,10 @@ def load_index(path: Path) -> tuple[Index | None, str]:
             d = BuiltinsOnlyUnpickler(f).load()
             if not isinstance(d, dict) or d.get("format") != CACHE_FORMAT:
                 return None, "cache is from another version of demo_rag"
-            return index_from_dict(d), ""
+            vectors = read_vectors(f, *d["vectors_shape"])  # right after the pickle
+            if f.read(1):
+                return None, "cache is damaged (data after the vectors)"
+            return index_from_dict(d, vectors), ""
     except BuiltinsOnlyUnpickler.Refused as e:
         return None, f"cache refused ({e})"
     except Exception as e:  # truncated, corrupt, foreign: never trust it, rebuild
