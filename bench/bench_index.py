@@ -98,7 +98,7 @@ def measure(kind: str, n: int, folder: Path) -> dict:
     return out
 
 
-def run_measure(kind: str, n: int, folder: Path, repeats: int = 3) -> dict:
+def run_measure(kind: str, n: int, folder: Path, repeats: int = 5) -> dict:
     """Median over fresh processes (the files stay in the OS cache: a warm query)."""
     runs = []
     for _ in range(repeats):
