@@ -164,10 +164,6 @@ def host() -> str:
 class OllamaError(Exception):
     """Ollama could not do what we asked; the message says what the user can do."""
 
-    def __init__(self, message: str, unreachable: bool = False):
-        super().__init__(message)
-        self.unreachable = unreachable
-
 
 def explain_ollama_error(exc: Exception, model: str) -> OllamaError:
     """Turn the client's exceptions into one line a user can act on."""
@@ -176,7 +172,7 @@ def explain_ollama_error(exc: Exception, model: str) -> OllamaError:
     if isinstance(exc, ollama.ResponseError):
         return OllamaError(f"Ollama could not run '{model}': {exc.error}")
     return OllamaError(f"Ollama is not reachable at {host()}: start it with `ollama serve` "
-                       f"(or point OLLAMA_HOST at it)", unreachable=True)
+                       f"(or point OLLAMA_HOST at it)")
 
 
 OLLAMA_FAILURES = (ollama.ResponseError, ConnectionError, httpx.TransportError)
@@ -526,15 +522,14 @@ def bm25_scores(lex: Lexicon, query: str, k1: float = 1.2, b: float = 0.75) -> n
     return scores
 
 
-def coverage(lex: Lexicon, query: str, row: int) -> float:
-    """Share of the query's idf weight whose terms occur in chunk `row` (0 to 1).
+def coverage(postings: list[tuple[float, np.ndarray, np.ndarray]], row: int) -> float:
+    """Share of a query's idf weight (its query_postings) whose terms occur in chunk `row`, 0 to 1.
 
     It asks "are the question's informative words in this passage?", and does not
     depend on the embedder or on how many chunks there are. Worked example, two
     chunks, "cat" in chunk 0 only, "dog" in neither: idf(cat) = ln(1 + 1.5/1.5) =
-    0.69, idf(dog) = ln(1 + 2.5/0.5) = 1.79, so coverage("cat dog", 0) = 0.69 / 2.48 = 0.28.
+    0.69, idf(dog) = ln(1 + 2.5/0.5) = 1.79, so the coverage of chunk 0 is 0.69 / 2.48 = 0.28.
     """
-    postings = query_postings(lex, query)
     total = sum(idf for idf, _, _ in postings)
     found = sum(idf for idf, rows, _ in postings if np.any(rows == row))
     return found / total if total else 0.0
@@ -859,8 +854,9 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
     if old is not None and dim:
         known = reuse >= 0
         vectors[known], has[known] = old.vectors[reuse[known]], old.has_vector[reuse[known]]
-        by_text = {c.embed_text: i for i, c in enumerate(old.chunks) if old.has_vector[i]}
-        for i in np.flatnonzero(~has):
+        missing = np.flatnonzero(~has)
+        by_text = {c.embed_text: i for i, c in enumerate(old.chunks) if old.has_vector[i]} if len(missing) else {}
+        for i in missing:
             j = by_text.get(chunks[i].embed_text)
             if j is not None:
                 vectors[i], has[i] = old.vectors[j], True
@@ -981,9 +977,10 @@ def confidence(index: Index, question: str, hit_rows: list[int], dense: np.ndarr
     above the average over `rows`. Compared with the relevance floor, --min-score.
     """
     average = float(dense[rows].mean()) if dense is not None and len(rows) else 0.0
+    postings = query_postings(index.lexicon, question)
     best = 0.0
     for row in hit_rows:
-        best = max(best, coverage(index.lexicon, question, row))
+        best = max(best, coverage(postings, row))
         if dense is not None:
             best = max(best, float(dense[row]) - average)
     return best
@@ -1343,6 +1340,7 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
     ranks: dict[str, list] = {"fused": [], "dense": [], "bm25": []}
     misses, floor = [], {"answerable_found": 0, "answerable": 0, "unanswerable_refused": 0, "unanswerable": 0}
     confidences = []
+    rows = np.flatnonzero(source_mask(index, settings.source))
     for item in items:
         try:
             qvec = embed_query(client, item["question"], settings)
@@ -1358,7 +1356,6 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
             continue
         floor["answerable"] += 1
         floor["answerable_found"] += r.found
-        rows = np.flatnonzero(source_mask(index, settings.source))
         for name, scores in (("fused", r.fused), ("dense", r.dense), ("bm25", r.lexical)):
             if scores is None:            # no vectors (Ollama away): this ranker is not scored
                 continue

@@ -142,9 +142,11 @@ def test_incremental_lexicon_equals_a_fresh_one():
 
 def test_coverage_weighs_rare_words():
     lex = lexicon(["cat sat", "dog sat"])
-    assert rag.coverage(lex, "cat", 0) == 1.0
-    assert rag.coverage(lex, "cat", 1) == 0.0
-    assert 0 < rag.coverage(lex, "cat zebra", 0) < 0.5   # the unseen word weighs more
+    cov = lambda q, row: rag.coverage(rag.query_postings(lex, q), row)  # noqa: E731
+    assert cov("cat", 0) == 1.0
+    assert cov("cat", 1) == 0.0
+    assert 0 < cov("cat zebra", 0) < 0.5                # the unseen word weighs more
+    assert cov("cat dog", 0) == pytest.approx(np.log(2) / (np.log(2) + np.log(2)))
 
 
 # ---- search ------------------------------------------------------------------
