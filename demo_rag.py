@@ -1672,14 +1672,18 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
         qvec = None
         say(f"Ollama unavailable ({e}); keywords (BM25) only")
     r = retrieve(index, args.question, qvec, settings)
+    def label(c: Chunk) -> str:          # file and innermost heading: "notes.md › ## Part"
+        return cut(" › ".join([c.source] + c.heading.split(" › ")[-1:]) if c.heading else c.source, 60)
+
     print("\nSTEP 5 · SEARCH: rank by meaning (cosine) and by words (BM25), then fuse")
-    for name, scores in (("cosine", r.dense), ("BM25", r.lexical)):
+    for name, scores in (("cosine", r.dense), ("BM25", r.lexical), ("fused", r.fused)):
         if scores is not None:
-            best = top_k(scores, 3)
-            say(f"{name:<6} (stands out {standout(scores):+.2f}): " +
-                ", ".join(f"{cut(index.chunks[i].source, 20)} {scores[i]:.3f}" for i in best))
-    say("fused  : " + ", ".join(f"[{h.rank}] {cut(h.chunk.source, 20)}" for h in r.hits[:3]) +
-        f"; confidence {r.confidence:.2f} against the floor {settings.min_score}")
+            note = f"stands out {standout(scores):+.2f}" if name != "fused" else "z-scores weighted by standing out"
+            print(f"  {name} ({note}):")
+            for i in top_k(scores, 3):
+                print(f"    {scores[i]:>7.3f}  {label(index.chunks[i])}")
+    say(f"confidence {r.confidence:.2f} against the floor {settings.min_score}: "
+        + ("answer from these sources" if r.found else "not found in your notes"))
     messages = build_messages(args.question, r.hits)
     print("\nSTEP 6 · PROMPT: rules · numbered sources · question (--show-prompt: in full)")
     for m in messages:

@@ -67,7 +67,7 @@ def test_clear_forgets_the_conversation(cli, server, notes):
 def test_commands_and_empty_lines(cli, server, notes):
     out = chat(cli, notes, ["", "   ", "/stats", "/nope", "What is asyncio?", "/sources", "/quit", "never asked"])
     assert out.returncode == 0
-    assert "notes 10 · chunks 10 · embed qwen3-embedding:0.6b · chat qwen3:0.6b · turns kept 0" in out.stdout
+    assert "notes 10 · chunks 12 · embed qwen3-embedding:0.6b · chat qwen3:0.6b · turns kept 0" in out.stdout
     assert "unknown command /nope; commands: /sources  /clear  /stats  /quit" in out.stdout
     assert "[1] python-asyncio.md › # Python asyncio › ## What asyncio is" in out.stdout
     assert "Start a program with `asyncio.run(main())`" in out.stdout   # /sources prints chunks in full

@@ -18,7 +18,7 @@ from ollama_server import FakeOllama
 def test_question_shows_index_sources_then_streamed_answer(cli, server, notes):
     out = cli("How often should I feed my sourdough starter?", "--notes", notes)
     assert out.returncode == 0, out.stderr
-    assert "indexed 10 notes: 0 changed, 10 new, 0 deleted, 0 unchanged (10 chunks embedded)" in out.stderr
+    assert "indexed 10 notes: 0 changed, 10 new, 0 deleted, 0 unchanged (12 chunks embedded)" in out.stderr
     assert "timings: index" in out.stderr
     sources_at, answer_at = out.stdout.index("Top sources"), out.stdout.index("Answer:")
     assert sources_at < answer_at
@@ -147,7 +147,7 @@ def test_ollama_down_first_run_gives_lexical_passages(tmp_path, notes):
         out = run_cli("How do I find the commit that broke something?", "--notes", notes,
                       "--cache", tmp_path / "c", host=s.url)
         assert out.returncode == 0, out.stderr
-        assert "(10 chunks embedded)" in out.stderr and "Answer:" in out.stdout
+        assert "(12 chunks embedded)" in out.stderr and "Answer:" in out.stdout
 
 
 def test_ollama_down_and_no_matching_words_exits_3(tmp_path, notes):
