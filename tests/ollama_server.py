@@ -51,12 +51,13 @@ class FakeOllama:
     """Serve on 127.0.0.1 in a thread; use as a context manager."""
 
     def __init__(self, models=("qwen3-embedding:0.6b", "qwen3:0.6b", "thinker:1b", "plain:1b"), embed="hash",
-                 embed_delay=0.0, dim=DIM, answer_repeat=1):
+                 embed_delay=0.0, dim=DIM, answer_repeat=1, chat_delay=0.0):
         self.models = set(models)
         self.embed = embed                 # "hash" or "random"
         self.embed_delay = embed_delay     # seconds per embed request (for Ctrl-C tests)
         self.dim = dim
         self.answer_repeat = answer_repeat  # >1: long answers, to fill a conversation's memory
+        self.chat_delay = chat_delay        # seconds before a streamed answer's last part
         self.requests: list[dict] = []
         self.lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -152,7 +153,27 @@ class FakeOllama:
                          for w in words]
                 parts.append({"model": model, "message": {"role": "assistant", "content": ""},
                               "done": True, "done_reason": "stop"})
+                if server.chat_delay:              # stream slowly: all but the end, a pause, the end
+                    return self.send_slowly(parts)
                 self.send_json(200, None, ndjson=parts)
+
+            def send_slowly(self, parts):
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-ndjson")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.send_header("Connection", "close")
+                self.close_connection = True
+                self.end_headers()
+                for n, part in enumerate(parts):
+                    if n == len(parts) - 1:
+                        time.sleep(server.chat_delay)
+                    data = (json.dumps(part) + "\n").encode()
+                    try:
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                        self.wfile.flush()
+                    except OSError:                  # the client went away mid-answer
+                        return
+                self.wfile.write(b"0\r\n\r\n")
 
         return Handler
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -128,3 +129,20 @@ def test_ask_does_not_call_the_chat_model_below_the_floor(server, tmp_path):
     index, _ = rag.build_index(s, client)
     text, hits, conv = rag.ask(client, index, "Who won the 2018 football World Cup?", rag.Conversation(), s)
     assert text == rag.NOT_FOUND and conv == rag.Conversation() and server.of("/api/chat") == []
+
+
+def test_ctrl_c_mid_answer_leaves_cleanly(notes, tmp_path):
+    with FakeOllama(chat_delay=10) as server:
+        p = subprocess.Popen([sys.executable, str(SCRIPT), "--chat", "--notes", str(notes), "--cache",
+                              str(tmp_path / "c")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env={**os.environ, "OLLAMA_HOST": server.url})
+        p.stdin.write("What is asyncio?\n")
+        p.stdin.flush()
+        deadline = time.time() + 30
+        while not answers(server) and time.time() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)                                   # the answer has started streaming
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+    assert p.returncode == 130 and "interrupted" in err and "Traceback" not in err
+    assert "According to the notes" in out               # it was cut off mid-answer
