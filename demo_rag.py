@@ -409,6 +409,7 @@ def chunk_note(rel: str, sections: list[tuple[int | None, str]], splitter) -> li
 
 CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 TOKEN = re.compile(rf"[{CJK}]+|(?:(?![{CJK}])[^\W_])+")
+CJK_CHAR = re.compile(rf"[{CJK}]")
 # Words that carry no topic. BM25's idf already discounts common words in a big
 # vault, but in a folder of ten notes "the" or "的" can look rare enough to matter.
 STOPWORDS = frozenset(
@@ -418,24 +419,39 @@ STOPWORDS = frozenset(
     "的 了 是 吗 呢 吧 啊 么 什 怎 样 哪 谁 我 你 在 和 与 及 或 也 都 就 个 有 要 会 能 可 以 之 其 把 被 让 给".split())
 
 
+def singular(word: str) -> str:
+    """Harman's "S" stemmer (1991): fold English plurals so "notes" matches "note".
+
+    >>> [singular(w) for w in ["notes", "queries", "boxes", "class", "status", "goes"]]
+    ['note', 'query', 'boxe', 'class', 'status', 'goe']
+    """
+    if len(word) > 3 and word.endswith("ies") and not word.endswith(("eies", "aies")):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("es") and not word.endswith(("aes", "ees", "oes")):
+        return word[:-1]
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("us", "ss")):
+        return word[:-1]
+    return word
+
+
 def tokenize(text: str) -> list[str]:
-    """Words and numbers in lower case; CJK runs as single characters plus bigrams;
-    stopwords dropped (single characters only, for CJK: bigrams keep the context).
+    """Words and numbers in lower case and singular; CJK runs as single characters plus
+    bigrams; stopwords dropped (single characters only, for CJK: bigrams keep the context).
 
     Chinese has no spaces, so a whitespace tokenizer would see a whole sentence
     as one word; characters and bigrams let "向量" match inside "用向量检索".
 
-    >>> tokenize("What is RAG? 用向量检索 v2")
+    >>> tokenize("What are RAGs? 用向量检索 v2")
     ['rag', '用', '向', '量', '检', '索', '用向', '向量', '量检', '检索', 'v2']
     """
     tokens = []
     for run in TOKEN.findall(text.lower()):
-        if re.match(rf"[{CJK}]", run):
+        if CJK_CHAR.match(run):
             tokens.extend(run)
             tokens.extend(run[i:i + 2] for i in range(len(run) - 1))
         else:
             tokens.append(run)
-    return [t for t in tokens if t not in STOPWORDS]
+    return [t if CJK_CHAR.match(t) else singular(t) for t in tokens if t not in STOPWORDS]
 
 
 @dataclass(frozen=True)
@@ -1192,7 +1208,7 @@ def needs_rewrite(question: str, conv: Conversation) -> bool:
     if not conv.turns:
         return False
     q = question.strip()
-    words = sum(len(w) if re.match(rf"[{CJK}]", w) else 1 for w in TOKEN.findall(q))  # a CJK character is a word
+    words = sum(len(w) if CJK_CHAR.match(w) else 1 for w in TOKEN.findall(q))  # a CJK character is a word
     return bool(FOLLOW_UP.search(q)) or words <= 2      # so short it must lean on context: "and threads?"
 
 
