@@ -593,6 +593,9 @@ def normalize(m: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(m, axis=1, keepdims=True)
     return m / np.where(norms == 0, 1, norms)
 
+# ----------------------------------------------------------------------------
+# Embed & cache, on disk: one cache file per notes folder, safe to load.
+
 
 class FileRecord(NamedTuple):
     """What the index knows about one note: its stat, its content hash, its rows."""
@@ -771,6 +774,9 @@ def stale_reason(index: Index, settings: Settings) -> str:
         return (f"chunk settings changed ({index.chunking[0]}/{index.chunking[1]} -> "
                 f"{settings.chunk_size}/{settings.chunk_overlap})")
     return ""
+
+# ----------------------------------------------------------------------------
+# Embed & cache, kept up to date: re-read and re-embed only what changed.
 
 
 def file_digest(path: Path) -> str:
