@@ -82,7 +82,7 @@ def test_ctrl_d_exits_cleanly(cli, notes):
 
 def test_a_long_conversation_stays_within_the_budget(server, tmp_path, monkeypatch):
     monkeypatch.setattr(rag, "CHAT_NUM_CTX", 4096)
-    server.answer_repeat = 40                                      # ~1,000-token answers
+    server.answer_repeat = 40                                      # answers of ~500 tokens
     s = rag.Settings(notes_dir=ROOT / "demo-data", cache_dir=tmp_path / "cache")
     client = ollama.Client(host=server.url)
     index, _ = rag.build_index(s, client)
