@@ -221,11 +221,13 @@ def test_context_size_counts_cjk_and_leaves_room_for_the_answer():
     assert rag.context_size(big) % 1024 == 0
 
 
-def test_importing_has_no_side_effects():
+def test_importing_has_no_side_effects(tmp_path):
+    import shutil
     import subprocess
     import sys
-    code = ("import sys, demo_rag; assert 'langchain_text_splitters' not in sys.modules; "
-            "assert not demo_rag.CACHE_DIR.exists() or True; print('ok')")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=rag.HERE, env={**os.environ, "OLLAMA_HOST": "http://127.0.0.1:9"})
-    assert out.stdout.strip() == "ok" and out.stderr == ""
+    shutil.copy(rag.HERE / "demo_rag.py", tmp_path)          # a fresh copy: nothing beside it yet
+    code = "import sys, demo_rag; print('langchain_text_splitters' in sys.modules, 'pypdf' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "OLLAMA_HOST": "http://127.0.0.1:9"})
+    assert (out.stdout, out.stderr) == ("False False\n", "")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__") == ["demo_rag.py"]
