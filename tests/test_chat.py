@@ -101,16 +101,22 @@ def test_a_long_conversation_stays_within_the_budget(server, tmp_path, monkeypat
     assert last.count("\n[") >= 1 and "Question: 全程马拉松有多少公里？" in last
 
 
+def start_repl_and_ask(server, notes, cache, question: str) -> subprocess.Popen:
+    """Start `--chat` as a process, ask one question, return once the answer was requested."""
+    p = subprocess.Popen([sys.executable, str(SCRIPT), "--chat", "--notes", str(notes), "--cache", str(cache)],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "OLLAMA_HOST": server.url})
+    p.stdin.write(question + "\n")
+    p.stdin.flush()
+    deadline = time.time() + 30
+    while not answers(server) and time.time() < deadline:
+        time.sleep(0.05)
+    return p
+
+
 def test_ollama_going_away_keeps_the_repl_alive(notes, tmp_path):
     with FakeOllama() as server:
-        p = subprocess.Popen([sys.executable, str(SCRIPT), "--chat", "--notes", str(notes), "--cache",
-                              str(tmp_path / "c")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, env={**os.environ, "OLLAMA_HOST": server.url})
-        p.stdin.write("What is asyncio?\n")
-        p.stdin.flush()
-        deadline = time.time() + 30
-        while not answers(server) and time.time() < deadline:
-            time.sleep(0.05)
+        p = start_repl_and_ask(server, notes, tmp_path / "c", "What is asyncio?")
     time.sleep(0.3)                                   # the first answer finishes streaming
     out, err = p.communicate("How do I undo the last commit?\n/stats\n", timeout=60)
     assert p.returncode == 0, err
@@ -133,14 +139,7 @@ def test_ask_does_not_call_the_chat_model_below_the_floor(server, tmp_path):
 
 def test_ctrl_c_mid_answer_leaves_cleanly(notes, tmp_path):
     with FakeOllama(chat_delay=10) as server:
-        p = subprocess.Popen([sys.executable, str(SCRIPT), "--chat", "--notes", str(notes), "--cache",
-                              str(tmp_path / "c")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, env={**os.environ, "OLLAMA_HOST": server.url})
-        p.stdin.write("What is asyncio?\n")
-        p.stdin.flush()
-        deadline = time.time() + 30
-        while not answers(server) and time.time() < deadline:
-            time.sleep(0.05)
+        p = start_repl_and_ask(server, notes, tmp_path / "c", "What is asyncio?")
         time.sleep(0.5)                                   # the answer has started streaming
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=30)
