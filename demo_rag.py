@@ -1363,12 +1363,14 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
     misses, floor = [], {"answerable_found": 0, "answerable": 0, "unanswerable_refused": 0, "unanswerable": 0}
     confidences = []
     rows = np.flatnonzero(source_mask(index, settings.source))
+    dense_used = False                    # did any question get dense scores?
     for item in items:
         try:
             qvec = embed_query(client, item["question"], settings)
         except OllamaError:
             qvec = None
         r = retrieve(index, item["question"], qvec, replace(settings, top_k=10))
+        dense_used = dense_used or r.dense is not None
         answerable = bool(item.get("answers"))
         confidences.append({"question": item["question"], "answerable": answerable,
                             "confidence": round(r.confidence, 3)})
@@ -1392,7 +1394,7 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
     result["floor"] = {"min_score": settings.min_score, **floor}
     result["misses"] = misses
     result["confidences"] = confidences
-    result["embed_model"] = settings.embed_model if not r.lexical_only else None
+    result["embed_model"] = settings.embed_model if dense_used else None
     return result
 
 # ----------------------------------------------------------------------------

@@ -84,6 +84,15 @@ def test_bad_eval_file_is_a_clear_error(cli, notes, tmp_path):
     assert out.returncode == 2 and "bad.jsonl:2" in out.stderr and "Traceback" not in out.stderr
 
 
+def test_empty_eval_file_reports_zero_questions(cli, notes, tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    out = cli("--notes", notes, "--eval", empty, "--json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["n"] == 0 and result["misses"] == [] and result["embed_model"] is None
+
+
 def test_bm25_finds_an_exact_code_that_dense_misses(tmp_path):
     make_corpus(tmp_path / "corpus")
     with FakeOllama(embed="random") as server:
