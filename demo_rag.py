@@ -1037,10 +1037,13 @@ class Retrieval:
     hits: list[Hit]
     confidence: float                     # confidence(); below the floor = not found
     found: bool
-    lexical_only: bool                    # no usable query vector or chunk vectors
-    dense: np.ndarray | None = None       # every ranker's scores, for --explain and --eval
-    lexical: np.ndarray | None = None
-    fused: np.ndarray | None = None
+    dense: np.ndarray | None              # every ranker's scores, for --explain and --eval;
+    lexical: np.ndarray                   # dense is None when there were no usable vectors
+    fused: np.ndarray
+
+    @property
+    def lexical_only(self) -> bool:
+        return self.dense is None
 
 
 def retrieve(index: Index, question: str, qvec: np.ndarray | None, settings: Settings) -> Retrieval:
@@ -1061,7 +1064,7 @@ def retrieve(index: Index, question: str, qvec: np.ndarray | None, settings: Set
                 float(dense[i]) if dense is not None else float("nan"), float(lexical[i]))
             for rank, i in enumerate(best, 1)]
     sure = confidence(index, question, [h.row for h in hits], dense, rows)
-    return Retrieval(hits, sure, sure >= settings.min_score, dense is None, dense, lexical, fused)
+    return Retrieval(hits, sure, sure >= settings.min_score, dense, lexical, fused)
 
 
 # ----------------------------------------------------------------------------
