@@ -1521,15 +1521,20 @@ def stream_answer(client: ollama.Client, question: str, hits: list[Hit], setting
     return "".join(pieces), EXIT_OK
 
 
+def no_usable_notes(settings: Settings) -> int:
+    """Say which folder had no notes and what was looked for; the exit code for it."""
+    err(f"no usable notes in {settings.notes_dir} (looked for {', '.join(NOTE_SUFFIXES + (PDF_SUFFIX,))}, "
+        f"at least {MIN_NOTE_CHARS} characters)")
+    return EXIT_USAGE
+
+
 def run_question(args, settings: Settings, client: ollama.Client) -> int:
     """The main job: one question -> sources -> streamed answer."""
     echo = not args.json                  # --json prints one object at the end instead
     timings = {}
     index, report, timings["index"] = open_index(settings, client, args.rebuild, quiet=not echo)
     if not index.chunks:
-        err(f"no usable notes in {settings.notes_dir} (looked for {', '.join(NOTE_SUFFIXES + (PDF_SUFFIX,))}, "
-            f"at least {MIN_NOTE_CHARS} characters)")
-        return EXIT_USAGE
+        return no_usable_notes(settings)
     t0 = time.perf_counter()
     qvec, ollama_problem = None, report.embed_error
     if not ollama_problem:
@@ -1608,8 +1613,7 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
     """The REPL: questions in, streamed answers with sources out, until /quit or Ctrl-D."""
     index, _, _ = open_index(settings, client, args.rebuild, quiet=False)
     if not index.chunks:
-        err(f"no usable notes in {settings.notes_dir}")
-        return EXIT_USAGE
+        return no_usable_notes(settings)
     conv, last_hits = Conversation(), []
     commands = "/sources  /clear  /stats  /quit"
     print(f"Ask about your notes ({len(index.files)} notes). Commands: {commands}. Ctrl-D leaves.")
@@ -1682,8 +1686,7 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
     say(f"index: {len(index.chunks)} chunks from {len(index.files)} notes, "
         f"{report.embedded} embedded just now ({took:.2f}s)")
     if not index.chunks:
-        err(f"no usable notes in {settings.notes_dir}")
-        return EXIT_USAGE
+        return no_usable_notes(settings)
     print("\nSTEP 3 · CHUNK: cut at headings, then paragraphs, lines, sentences")
     rel, rec = max(index.files.items(), key=lambda kv: (kv[1].stop - kv[1].start, kv[1].size))
     say(f"{rel} became {rec.stop - rec.start} chunk(s) of at most {settings.chunk_size} characters "

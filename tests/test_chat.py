@@ -145,3 +145,9 @@ def test_ctrl_c_mid_answer_leaves_cleanly(notes, tmp_path):
         out, err = p.communicate(timeout=30)
     assert p.returncode == 130 and "interrupted" in err and "Traceback" not in err
     assert "According to the notes" in out               # it was cut off mid-answer
+
+
+def test_chat_with_an_empty_folder_says_what_was_looked_for(cli, tmp_path):
+    (tmp_path / "empty").mkdir()
+    out = cli("--chat", "--notes", tmp_path / "empty", stdin="")
+    assert out.returncode == 2 and "no usable notes" in out.stderr and ".md" in out.stderr
