@@ -44,7 +44,7 @@ def synthetic_index(n: int, seed: int = 0) -> rag.Index:
     vectors = rag.normalize(rng.standard_normal((n, DIM)).astype(np.float32))
     files = {f"note-{j:05d}.md": rag.FileRecord(6000, j, f"{j:032x}", j * 10, min(n, j * 10 + 10))
              for j in range((n + 9) // 10)}
-    lex = rag.build_lexicon(None, np.full(n, -1), texts)
+    lex = rag.lexicon_from_texts(texts)
     return rag.Index(chunks, vectors, np.ones(n, bool), lex, files, "fp", rag.EMBED_MODEL, (1500, 80))
 
 

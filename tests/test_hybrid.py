@@ -125,13 +125,13 @@ def test_min_score_zero_always_answers(cli, server, notes):
 
 
 def test_source_filter_limits_retrieval(server, tmp_path):
-    s, client, index = demo_index(server, tmp_path, source="*.txt")
+    s, client, index = demo_index(server, tmp_path, source_filter="*.txt")
     q = "How often should I water?"
     r = rag.retrieve(index, q, rag.embed_query(client, q, s), s)
     assert {h.chunk.source for h in r.hits} == {"houseplants.txt"}
-    r = rag.retrieve(index, "undo the last commit", None, rag.replace(s, source="git"))
+    r = rag.retrieve(index, "undo the last commit", None, rag.replace(s, source_filter="git"))
     assert {h.chunk.source for h in r.hits} == {"git-tips.md"}
-    r = rag.retrieve(index, q, None, rag.replace(s, source="git"))   # keywords only, none match
+    r = rag.retrieve(index, q, None, rag.replace(s, source_filter="git"))   # keywords only, none match
     assert r.hits == [] and not r.found
 
 

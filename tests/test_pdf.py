@@ -37,7 +37,7 @@ def pdf_notes(tmp_path):
 
 
 def test_text_is_extracted_per_page_and_cleaned(pdf_notes):
-    sections = rag.read_pdf(pdf_notes / "manual.pdf")
+    sections, _ = rag.read_pdf(pdf_notes / "manual.pdf")
     assert [page for page, _ in sections] == [1, 2, 3]
     page2 = sections[1][1]
     assert "ACME Kettle Manual" not in page2            # a header repeated on every page

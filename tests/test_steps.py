@@ -111,23 +111,27 @@ def test_tokenize(text, tokens):
 
 
 def lexicon(texts):
-    return rag.build_lexicon(None, np.full(len(texts), -1), texts)
+    return rag.lexicon_from_texts(texts)
+
+
+def bm25(lex, query):
+    return rag.bm25_scores(lex, rag.query_postings(lex, query))
 
 
 def test_bm25_by_hand():
     lex = lexicon(["cat sat", "dog sat"])
-    scores = rag.bm25_scores(lex, "cat")
+    scores = bm25(lex, "cat")
     # idf = ln(1 + (2 - 1 + 0.5) / (1 + 0.5)) = ln 2; f = 1 and dl = avgdl, so tf part = 1
     assert scores == pytest.approx([np.log(2), 0.0])
-    assert rag.bm25_scores(lex, "sat") == pytest.approx([np.log(1 + 0.5 / 2.5)] * 2)
-    assert rag.bm25_scores(lex, "unknown").tolist() == [0.0, 0.0]
+    assert bm25(lex, "sat") == pytest.approx([np.log(1 + 0.5 / 2.5)] * 2)
+    assert bm25(lex, "unknown").tolist() == [0.0, 0.0]
 
 
 def test_bm25_finds_chinese_terms_inside_sentences():
     lex = lexicon(["我们用向量检索笔记", "今天天气很好", "Python asyncio event loop"])
-    assert rag.bm25_scores(lex, "向量").argmax() == 0
-    assert rag.bm25_scores(lex, "天气").argmax() == 1
-    assert rag.bm25_scores(lex, "ASYNCIO").argmax() == 2
+    assert bm25(lex, "向量").argmax() == 0
+    assert bm25(lex, "天气").argmax() == 1
+    assert bm25(lex, "ASYNCIO").argmax() == 2
 
 
 def test_incremental_lexicon_equals_a_fresh_one():
@@ -137,7 +141,7 @@ def test_incremental_lexicon_equals_a_fresh_one():
     new = rag.build_lexicon(old, np.array([3, -1, 1, 1]), ["zeta alpha"])
     fresh = lexicon([texts[3], "zeta alpha", texts[1], texts[1]])
     for q in ["alpha", "beta", "向量", "zeta", "delta"]:
-        assert rag.bm25_scores(new, q) == pytest.approx(rag.bm25_scores(fresh, q))
+        assert bm25(new, q) == pytest.approx(bm25(fresh, q))
     assert new.vocab == fresh.vocab
 
 
@@ -174,8 +178,8 @@ def test_fusion_ignores_a_ranker_that_is_noise():
     lexical[17] = 8.0
     lexical[[3, 50]] = 1.0
     noise = rng.standard_normal(200) * 0.05
-    fused = rag.fuse(noise, lexical)
-    assert rag.top_k(fused, 3).tolist()[0] == 17
+    fused, weights = rag.fuse(noise, lexical)
+    assert rag.top_k(fused, 3).tolist()[0] == 17 and weights["dense"] == 0
     assert rag.standout(noise) <= 0 < rag.standout(lexical)
 
 
