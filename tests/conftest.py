@@ -53,10 +53,83 @@ def cli(server, tmp_path):
     return run
 
 
+@pytest.fixture
 def dead_host() -> str:
-    """An address where nothing listens (a port we bound and released)."""
+    """An address where nothing listens: a port kept bound, never listen()ed on, for the test's
+    duration, so no other program can take it and connecting is refused at once."""
     import socket
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+@pytest.fixture
+def spawn():
+    """Popen for tests: every process started through it is killed when the test ends, pass or fail."""
+    started: list[subprocess.Popen] = []
+
+    def start(args, host: str, **kw) -> subprocess.Popen:
+        env = {**os.environ, "OLLAMA_HOST": host, "PYTHONIOENCODING": "utf-8", **kw.pop("env", {})}
+        p = subprocess.Popen([sys.executable, str(SCRIPT), *map(str, args)], env=env,
+                             stdin=kw.pop("stdin", subprocess.DEVNULL), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, **kw)
+        started.append(p)
+        return p
+    try:
+        yield start
+    finally:
+        for p in started:
+            if p.poll() is None:
+                p.kill()
+            p.wait(timeout=30)
+            for pipe in (p.stdin, p.stdout, p.stderr):
+                if pipe:
+                    pipe.close()
+
+
+def read_until(pipe, text: str, timeout: float = 10) -> str:
+    """Read a binary pipe as it arrives until `text` shows up; return what was read.
+
+    Raises TimeoutError with what was read when `text` has not shown up after `timeout` seconds.
+    """
+    import selectors
+    import time
+    got = b""
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        sel.register(pipe, selectors.EVENT_READ)
+        while text.encode() not in got:
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(left):
+                raise TimeoutError(f"{text!r} did not arrive within {timeout}s; got {got.decode(errors='replace')!r}")
+            data = os.read(pipe.fileno(), 65536)
+            if not data:
+                raise EOFError(f"{text!r} never arrived; got {got.decode(errors='replace')!r}")
+            got += data
+    return got.decode()
+
+
+# Runs demo_rag.py's command line with an audit hook that logs every file opened under
+# AUDIT_UNDER to AUDIT_LOG (one path per line), whichever way the script opens it.
+AUDIT_MAIN = r"""
+import os, runpy, sys
+under, log = os.environ["AUDIT_UNDER"], os.environ["AUDIT_LOG"]
+def hook(event, args):
+    if event != "open":
+        return
+    path = os.fspath(args[0]) if isinstance(args[0], (str, os.PathLike)) else ""
+    if isinstance(path, str) and path.startswith(under):
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(path + "\n")
+sys.addaudithook(hook)
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def run_cli_audited(*args, host: str, under: Path, log: Path, timeout: float = 60) -> subprocess.CompletedProcess:
+    """run_cli, logging to `log` every file the script opens under the folder `under`."""
+    env = {**os.environ, "OLLAMA_HOST": host, "PYTHONIOENCODING": "utf-8",
+           "AUDIT_UNDER": os.path.join(under, ""), "AUDIT_LOG": str(log)}
+    return subprocess.run([sys.executable, "-c", AUDIT_MAIN, str(SCRIPT), *map(str, args)], capture_output=True,
+                          text=True, encoding="utf-8", env=env, timeout=timeout)

@@ -2,28 +2,53 @@
 
 The tests run the real `ollama` client against it, over real HTTP on 127.0.0.1:
   POST /api/embed   {"model", "input"}        -> {"embeddings": [[...], ...]}
-  POST /api/chat    {"model", "messages", "stream", ...} -> NDJSON stream (or one object)
+  POST /api/chat    {"model", "messages", "stream", "options", "format"?, ...}
+                                               -> NDJSON stream (or one object), the last part with
+                                                  prompt_eval_count, eval_count and their durations (ns)
+  POST /api/show    {"model"}                  -> {"model_info": {"general.architecture": arch,
+                                                   "<arch>.context_length": N}, "details", ...}
   GET  /api/tags                               -> {"models": [...]}
 Unknown models answer 404 {"error": "model \"x\" not found, try pulling it first"}.
 
 Embeddings are a hashed bag of words and CJK bigrams: texts that share words get
 similar vectors, so rankings are predictable. Every request is recorded in
-`server.requests` for the tests to assert on.
+`server.requests` ({"path", "body", "done", "held", ...}); `server.wait_for(pred)`
+waits, without sleeping, until what the server received makes `pred()` true.
+
+Like Ollama, a chat prompt longer than the context window loses its start: the
+window is options.num_ctx (default DEFAULT_NUM_CTX), capped at the model's own
+limit (`context_limits`), and tokens are counted roughly (prompt_tokens()). The
+answer is made from what was kept, so a cut prompt gives a visibly worse answer.
+
+Failure switches, all off by default (set them on a running server too):
+  errors[path] = (status, message)   every request to path answers that status
+  stream_error = "message"           a streamed chat sends a 200, one piece, then {"error": message}
+  embed_fail_after = N               embed requests after the first N answer 500
+  format_junk = True                 `format` requests get text that is not JSON
+  hold(path) -> Event                replies to path wait until the test sets the Event: an embed
+                                     reply entirely, a streamed chat before its last part
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 
 DIM = 256
+DEFAULT_NUM_CTX = 4096                     # what Ollama uses when options.num_ctx is not given
+HOLD_TIMEOUT = 60                          # a held reply goes out anyway after this (a test forgot)
 STOPWORDS = {"the", "a", "an", "is", "are", "what", "how", "do", "i", "of", "to", "in", "and",
              "it", "my", "does", "which", "for", "with", "on", "at", "by", "why", "when", "much"}
+CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+MODELS = ("qwen3-embedding:0.6b", "qwen3:0.6b", "thinker:1b", "halfthink:1b", "plain:1b")
+# A model's own maximum context (Ollama's "<arch>.context_length"); num_ctx above it is capped.
+CONTEXT_LIMITS = {"qwen3:0.6b": 40960, "qwen3-embedding:0.6b": 32768}
+DEFAULT_CONTEXT_LIMIT = 32768
 
 
 def hashed_vector(text: str, dim: int = DIM) -> list[float]:
@@ -47,19 +72,77 @@ def random_vector(text: str, dim: int = DIM) -> list[float]:
     return np.random.default_rng(seed).standard_normal(dim).tolist()
 
 
+def text_tokens(text: str) -> int:
+    """A rough token count: one per CJK character, one per 4 other characters."""
+    cjk = len(CJK.findall(text))
+    return cjk + math.ceil((len(text) - cjk) / 4)
+
+
+def prompt_tokens(messages: list[dict]) -> int:
+    """The tokens a chat prompt takes: its text plus 4 per message (the template's markers)."""
+    return sum(text_tokens(m.get("content") or "") + 4 for m in messages)
+
+
+def cut_from_front(messages: list[dict], limit: int) -> tuple[list[dict], int]:
+    """Drop the start of a prompt until it fits in `limit` tokens, as Ollama does.
+
+    Returns the messages that are left (the first one possibly cut short) and their token count.
+    """
+    kept = [dict(m) for m in messages]
+    while kept and prompt_tokens(kept) > limit:
+        over = prompt_tokens(kept) - limit
+        first = kept[0]["content"] or ""
+        if text_tokens(first) + 4 <= over:
+            kept.pop(0)                         # the whole message goes
+            continue
+        lo, hi = 0, len(first)                  # the shortest cut of the front that fits
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if text_tokens(first[mid:]) + 4 + prompt_tokens(kept[1:]) <= limit:
+                hi = mid
+            else:
+                lo = mid + 1
+        kept[0]["content"] = first[lo:]
+    return kept, prompt_tokens(kept)
+
+
+def architecture(model: str) -> str:
+    """'qwen3:0.6b' -> 'qwen3', 'qwen3-embedding:0.6b' -> 'qwen3' (Ollama reports the base architecture)."""
+    return re.sub(r"[^a-z0-9]", "", model.split(":")[0].split("-")[0].lower()) or "llama"
+
+
+def sample(schema: dict, text: str):
+    """A value that matches a JSON schema's type, made from `text` (deterministic)."""
+    kind = schema.get("type")
+    if "enum" in schema:
+        return schema["enum"][0]
+    if kind == "object" or "properties" in schema:
+        return {k: sample(v, text) for k, v in schema.get("properties", {}).items()}
+    if kind == "array":
+        return [sample(schema.get("items", {"type": "string"}), text)]
+    return {"integer": 1, "number": 1.0, "boolean": True, "null": None}.get(kind, text)
+
+
 class FakeOllama:
     """Serve on 127.0.0.1 in a thread; use as a context manager."""
 
-    def __init__(self, models=("qwen3-embedding:0.6b", "qwen3:0.6b", "thinker:1b", "plain:1b"), embed="hash",
-                 embed_delay=0.0, dim=DIM, answer_repeat=1, chat_delay=0.0):
+    def __init__(self, models=MODELS, embed="hash", dim=DIM, answer_repeat=1, context_limits=None,
+                 thinkers=("thinker",), half_thinkers=("halfthink",)):
         self.models = set(models)
         self.embed = embed                 # "hash" or "random"
-        self.embed_delay = embed_delay     # seconds per embed request (for Ctrl-C tests)
         self.dim = dim
         self.answer_repeat = answer_repeat  # >1: long answers, to fill a conversation's memory
-        self.chat_delay = chat_delay        # seconds before a streamed answer's last part
+        self.context_limits = {**CONTEXT_LIMITS, **(context_limits or {})}   # model -> its own maximum
+        self.thinkers = thinkers            # model name prefixes whose replies hold <think>...</think>
+        self.half_thinkers = half_thinkers  # ...whose template opened the block: replies hold only </think>
+        self.errors: dict[str, tuple[int, str]] = {}
+        self.stream_error: str | None = None
+        self.embed_fail_after: int | None = None
+        self.format_junk = False
+        self.holds: dict[str, threading.Event] = {}
         self.requests: list[dict] = []
         self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -69,39 +152,103 @@ class FakeOllama:
         return self
 
     def __exit__(self, *exc):
+        for event in self.holds.values():   # never leave a handler thread waiting
+            event.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 
+    # -- what was received ----------------------------------------------------
     def of(self, path: str) -> list[dict]:
         """The recorded request bodies sent to one endpoint."""
-        return [r["body"] for r in self.requests if r["path"] == path]
+        with self.lock:
+            return [r["body"] for r in self.requests if r["path"] == path]
+
+    def records(self, path: str) -> list[dict]:
+        """The full records for one endpoint: body, done (reply fully sent), held, prompt_eval_count..."""
+        with self.lock:
+            return [r for r in self.requests if r["path"] == path]
 
     def embedded_texts(self) -> list[str]:
         return [t for body in self.of("/api/embed") for t in
                 ([body["input"]] if isinstance(body["input"], str) else body["input"])]
 
+    def wait_for(self, predicate, timeout: float = 30) -> None:
+        """Block until predicate() is true; it is re-checked on every request and reply.
+
+        Raises TimeoutError (with what was received) when it stays false for `timeout` seconds.
+        """
+        with self.changed:
+            if not self.changed.wait_for(lambda: self._check(predicate), timeout):
+                paths = [r["path"] for r in self.requests]
+                raise TimeoutError(f"waited {timeout}s; the server received {paths}")
+
+    def _check(self, predicate) -> bool:
+        self.lock.release()                 # the predicate may call of() / records()
+        try:
+            return bool(predicate())
+        finally:
+            self.lock.acquire()
+
+    def _note(self, record: dict, **changes) -> None:
+        with self.changed:
+            record.update(changes)
+            self.changed.notify_all()
+
+    def hold(self, path: str) -> threading.Event:
+        """Make replies to `path` wait until the returned Event is set (see the module docstring)."""
+        self.holds[path] = threading.Event()
+        return self.holds[path]
+
+    def _wait_if_held(self, path: str, record: dict) -> None:
+        event = self.holds.get(path)
+        if event is not None and not event.is_set():
+            self._note(record, held=True)
+            event.wait(HOLD_TIMEOUT)
+
     # -- replies ------------------------------------------------------------
     def embed_reply(self, body):
         texts = [body["input"]] if isinstance(body["input"], str) else body["input"]
-        if self.embed_delay:
-            time.sleep(self.embed_delay)
         make = random_vector if self.embed == "random" else hashed_vector
-        return {"model": body["model"], "embeddings": [make(t, self.dim) for t in texts]}
+        return {"model": body["model"], "embeddings": [make(t, self.dim) for t in texts],
+                "prompt_eval_count": sum(text_tokens(t) for t in texts)}
 
-    def chat_text(self, body) -> str:
-        messages = body["messages"]
-        last = messages[-1]["content"]
-        if messages[0]["content"].startswith("Rewrite"):
+    def context_window(self, body) -> int:
+        """num_ctx asked for (or the default), capped at the model's own limit."""
+        asked = (body.get("options") or {}).get("num_ctx") or DEFAULT_NUM_CTX
+        return min(int(asked), self.context_limits.get(body["model"], DEFAULT_CONTEXT_LIMIT))
+
+    def chat_text(self, body, messages) -> str:
+        """The reply, made from the messages that fit in the window."""
+        model = body["model"]
+        last = messages[-1]["content"] if messages else ""
+        if messages and messages[0]["content"].startswith("Rewrite"):
             # A standalone query: the previous question's topic words + the new question.
             prev = re.findall(r"^Q: (.*)$", last, re.MULTILINE)
             question = last.rsplit("Last question:", 1)[-1].strip()
-            return f"{prev[-1] if prev else ''} {question}".strip()
-        source = re.search(r"^\[1\] .*\n(.+)$", last, re.MULTILINE)
-        first = source.group(1).strip() if source else "nothing"
-        text = " ".join([f"According to the notes, {first} [1]"] * self.answer_repeat)
-        if body["model"].startswith("thinker"):
-            text = "<think>let me think about the sources</think>\n\n" + text
+            text = f"{prev[-1] if prev else ''} {question}".strip()
+        else:
+            source = re.search(r"^\[1\] .*\n(.+)$", last, re.MULTILINE)
+            first = source.group(1).strip() if source else "nothing"
+            text = " ".join([f"According to the notes, {first} [1]"] * self.answer_repeat)
+        if model.startswith(self.thinkers):
+            text = "<think>let me think about the sources\nand then\nanswer</think>\n\n" + text
+        elif model.startswith(self.half_thinkers):       # "<think>" was in the prompt's template
+            text = "let me think about the sources\nand then answer</think>\n\n" + text
         return text
+
+    def chat_reply(self, body) -> tuple[str, dict]:
+        """(reply text, the statistics Ollama puts in its final part)."""
+        kept, counted = cut_from_front(body["messages"], self.context_window(body))
+        text = self.chat_text(body, kept)
+        if body.get("format"):
+            schema = body["format"] if isinstance(body["format"], dict) else {"type": "object",
+                                                                              "properties": {"answer": {}}}
+            text = "Sure! {not json" if self.format_junk else json.dumps(sample(schema, text))
+        evals = len(re.findall(r"\S+\s*|\s+", text)) or 1
+        stats = {"total_duration": 1_000_000 * (counted + evals), "load_duration": 1_000_000,
+                 "prompt_eval_count": counted, "prompt_eval_duration": 500_000 * counted,
+                 "eval_count": evals, "eval_duration": 20_000_000 * evals}
+        return text, stats
 
     def _handler(self):
         server = self
@@ -121,59 +268,93 @@ class FakeOllama:
                 self.send_header("Connection", "close")   # so that stopping the server really stops it
                 self.close_connection = True
                 self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.wfile.write(data)
+                except OSError:                  # the client went away
+                    pass
 
             def do_GET(self):
-                with server.lock:
-                    server.requests.append({"path": self.path, "body": None})
+                record = {"path": self.path, "body": None, "done": False, "held": False}
+                with server.changed:
+                    server.requests.append(record)
+                    server.changed.notify_all()
                 if self.path == "/api/tags":
                     self.send_json(200, {"models": [{"name": m, "model": m} for m in sorted(server.models)]})
                 else:
                     self.send_json(404, {"error": "not found"})
+                server._note(record, done=True)
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                with server.lock:
-                    server.requests.append({"path": self.path, "body": body})
+                record = {"path": self.path, "body": body, "done": False, "held": False}
+                with server.changed:
+                    server.requests.append(record)
+                    number = sum(1 for r in server.requests if r["path"] == self.path)
+                    server.changed.notify_all()
+                try:
+                    self.reply(body, record, number)
+                finally:
+                    server._note(record, done=True)
+
+            def reply(self, body, record, number):
                 model = body.get("model", "")
-                if self.path not in ("/api/embed", "/api/chat"):
+                if self.path not in ("/api/embed", "/api/chat", "/api/show"):
                     return self.send_json(404, {"error": "not found"})
+                if self.path in server.errors:
+                    status, message = server.errors[self.path]
+                    return self.send_json(status, {"error": message})
                 if model not in server.models:
                     return self.send_json(404, {"error": f'model "{model}" not found, try pulling it first'})
+                if self.path == "/api/show":
+                    arch = architecture(model)
+                    limit = server.context_limits.get(model, DEFAULT_CONTEXT_LIMIT)
+                    return self.send_json(200, {
+                        "modelfile": f"FROM {model}\n", "parameters": "temperature 0.6", "template": "{{ .Prompt }}",
+                        "details": {"format": "gguf", "family": arch, "families": [arch],
+                                    "parameter_size": "0.6B", "quantization_level": "Q4_K_M"},
+                        "model_info": {"general.architecture": arch, f"{arch}.context_length": limit,
+                                       f"{arch}.embedding_length": server.dim},
+                        "capabilities": ["embedding"] if "embed" in model else ["completion"]})
                 if self.path == "/api/embed":
+                    if server.embed_fail_after is not None and number > server.embed_fail_after:
+                        return self.send_json(500, {"error": "embedding failed: out of memory"})
+                    server._wait_if_held(self.path, record)
                     return self.send_json(200, server.embed_reply(body))
                 if model.startswith("plain") and "think" in body:      # a model without thinking
                     return self.send_json(400, {"error": f'"{model}" does not support thinking'})
-                text = server.chat_text(body)
+                text, stats = server.chat_reply(body)
+                server._note(record, prompt_eval_count=stats["prompt_eval_count"], reply=text)
                 if not body.get("stream", True):
                     return self.send_json(200, {"model": model, "message": {"role": "assistant", "content": text},
-                                                "done": True})
+                                                "done": True, "done_reason": "stop", **stats})
                 words = re.findall(r"\S+\s*|\s+", text)
                 parts = [{"model": model, "message": {"role": "assistant", "content": w}, "done": False}
                          for w in words]
-                parts.append({"model": model, "message": {"role": "assistant", "content": ""},
-                              "done": True, "done_reason": "stop"})
-                if server.chat_delay:              # stream slowly: all but the end, a pause, the end
-                    return self.send_slowly(parts)
-                self.send_json(200, None, ndjson=parts)
+                if server.stream_error is not None:   # a 200, the first piece, then an error line
+                    parts = parts[:1] + [{"error": server.stream_error}]
+                else:
+                    parts.append({"model": model, "message": {"role": "assistant", "content": ""},
+                                  "done": True, "done_reason": "stop", **stats})
+                self.send_chunked(parts, record)
 
-            def send_slowly(self, parts):
+            def send_chunked(self, parts, record):
+                """Stream the parts one by one (chunked), waiting before the last one if held."""
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-ndjson")
                 self.send_header("Transfer-Encoding", "chunked")
                 self.send_header("Connection", "close")
                 self.close_connection = True
                 self.end_headers()
-                for n, part in enumerate(parts):
-                    if n == len(parts) - 1:
-                        time.sleep(server.chat_delay)
-                    data = (json.dumps(part) + "\n").encode()
-                    try:
+                try:
+                    for n, part in enumerate(parts):
+                        if n == len(parts) - 1:
+                            server._wait_if_held(self.path, record)
+                        data = (json.dumps(part) + "\n").encode()
                         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
                         self.wfile.flush()
-                    except OSError:                  # the client went away mid-answer
-                        return
-                self.wfile.write(b"0\r\n\r\n")
+                    self.wfile.write(b"0\r\n\r\n")
+                except OSError:                  # the client went away mid-answer
+                    return
 
         return Handler
 

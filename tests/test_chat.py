@@ -1,16 +1,13 @@
 """Conversation mode: the REPL driven through stdin, and ask() for notebooks."""
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
-import time
 
 import ollama
 
 import demo_rag as rag
-from conftest import ROOT, SCRIPT, run_cli
+from conftest import ROOT, read_until, run_cli
 from ollama_server import FakeOllama
 
 
@@ -40,6 +37,18 @@ def test_a_follow_up_is_rewritten_once_and_retrieved_with_the_rewrite(cli, serve
     second = answers(server)[1]["messages"][1]["content"]
     assert second.endswith("Question: How is it different from threads?")
     assert "Conversation so far:\nQ: What is asyncio?" in second
+
+
+def test_a_thinking_model_s_rewrite_is_searched_without_its_thinking(cli, server, notes):
+    out = cli("--chat", "--notes", notes, "--chat-model", "thinker:1b",
+              stdin="What is asyncio?\nHow is it different from threads?\n")
+    assert out.returncode == 0, out.stderr
+    (rewrite,) = rewrites(server)
+    assert "<think>" in server.records("/api/chat")[1]["reply"]       # the stand-in did think aloud
+    standalone = "What is asyncio? How is it different from threads?"
+    assert f"(searching for: {standalone})" in out.stdout
+    assert server.of("/api/embed")[-1]["input"] == [rag.query_text(standalone, rag.Settings())]
+    assert "think" not in out.stdout
 
 
 def test_a_self_contained_question_is_not_rewritten(cli, server, notes):
@@ -101,24 +110,21 @@ def test_a_long_conversation_stays_within_the_budget(server, tmp_path, monkeypat
     assert last.count("\n[") >= 1 and "Question: 全程马拉松有多少公里？" in last
 
 
-def start_repl_and_ask(server, notes, cache, question: str) -> subprocess.Popen:
+def start_repl_and_ask(spawn, server, notes, cache, question: str):
     """Start `--chat` as a process, ask one question, return once the answer was requested."""
-    p = subprocess.Popen([sys.executable, str(SCRIPT), "--chat", "--notes", str(notes), "--cache", str(cache)],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env={**os.environ, "OLLAMA_HOST": server.url})
-    p.stdin.write(question + "\n")
+    p = spawn(["--chat", "--notes", notes, "--cache", cache], host=server.url, stdin=subprocess.PIPE)
+    p.stdin.write(question.encode() + b"\n")
     p.stdin.flush()
-    deadline = time.time() + 30
-    while not answers(server) and time.time() < deadline:
-        time.sleep(0.05)
+    server.wait_for(lambda: answers(server))
     return p
 
 
-def test_ollama_going_away_keeps_the_repl_alive(notes, tmp_path):
+def test_ollama_going_away_keeps_the_repl_alive(notes, tmp_path, spawn):
     with FakeOllama() as server:
-        p = start_repl_and_ask(server, notes, tmp_path / "c", "What is asyncio?")
-    time.sleep(0.3)                                   # the first answer finishes streaming
-    out, err = p.communicate("How do I undo the last commit?\n/stats\n", timeout=60)
+        p = start_repl_and_ask(spawn, server, notes, tmp_path / "c", "What is asyncio?")
+        server.wait_for(lambda: server.records("/api/chat")[-1]["done"])   # the first answer is all sent
+    out, err = p.communicate(b"How do I undo the last commit?\n/stats\n", timeout=60)
+    out, err = out.decode(), err.decode()
     assert p.returncode == 0, err
     assert "Ollama unavailable" in out and "[1] git-tips.md" in out
     assert "turns kept 1" in out and "Traceback" not in err
@@ -137,12 +143,14 @@ def test_ask_does_not_call_the_chat_model_below_the_floor(server, tmp_path):
     assert text == rag.NOT_FOUND and conv == rag.Conversation() and server.of("/api/chat") == []
 
 
-def test_ctrl_c_mid_answer_leaves_cleanly(notes, tmp_path):
-    with FakeOllama(chat_delay=10) as server:
-        p = start_repl_and_ask(server, notes, tmp_path / "c", "What is asyncio?")
-        time.sleep(0.5)                                   # the answer has started streaming
+def test_ctrl_c_mid_answer_leaves_cleanly(notes, tmp_path, spawn):
+    with FakeOllama() as server:
+        server.hold("/api/chat")                          # all but the answer's last part is sent
+        p = start_repl_and_ask(spawn, server, notes, tmp_path / "c", "What is asyncio?")
+        shown = read_until(p.stdout, "According to the notes")    # the answer has started streaming
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=30)
+    out, err = shown + out.decode(), err.decode()
     assert p.returncode == 130 and "interrupted" in err and "Traceback" not in err
     assert "According to the notes" in out               # it was cut off mid-answer
 

@@ -3,15 +3,12 @@ the stand-in Ollama server, and every row of the bad-input table."""
 from __future__ import annotations
 
 import json
-import os
+import re
 import signal
-import subprocess
-import sys
-import time
 
 import pytest
 
-from conftest import SCRIPT, dead_host, run_cli
+from conftest import read_until, run_cli
 from ollama_server import FakeOllama
 
 
@@ -76,6 +73,18 @@ def test_show_prompt_prints_the_three_parts(cli, notes):
     assert "Question: What is asyncio?" in out.stdout and "num_ctx=" in out.stdout
 
 
+def test_show_prompt_prints_exactly_what_is_sent(cli, server, notes):
+    out = cli("What is asyncio?", "--notes", notes, "--show-prompt")
+    assert out.returncode == 0, out.stderr
+    shown = re.search(r"^Prompt:\n--- system ---\n(.*)\n--- user ---\n(.*)\n--- options: "
+                      r"temperature=([\d.]+), num_ctx=(\d+) ---$", out.stdout, re.MULTILINE | re.DOTALL)
+    assert shown, out.stdout
+    (chat,) = server.of("/api/chat")
+    assert chat["messages"] == [{"role": "system", "content": shown.group(1)},
+                                {"role": "user", "content": shown.group(2)}]
+    assert chat["options"] == {"temperature": float(shown.group(3)), "num_ctx": int(shown.group(4))}
+
+
 def test_thinking_model_output_is_stripped(cli, notes):
     out = cli("What is asyncio?", "--notes", notes, "--chat-model", "thinker:1b")
     assert out.returncode == 0
@@ -134,8 +143,8 @@ def test_embedding_model_not_pulled_falls_back_to_bm25(cli, notes):
     assert "Top sources (keywords only):" in out.stdout and "[1] python-asyncio.md" in out.stdout
 
 
-def test_ollama_down_first_run_gives_lexical_passages(tmp_path, notes):
-    host = dead_host()
+def test_ollama_down_first_run_gives_lexical_passages(tmp_path, notes, dead_host):
+    host = dead_host
     out = run_cli("How do I find the commit that broke something?", "--notes", notes,
                   "--cache", tmp_path / "c", host=host)
     assert out.returncode == 0, out.stderr
@@ -150,8 +159,8 @@ def test_ollama_down_first_run_gives_lexical_passages(tmp_path, notes):
         assert "(12 chunks embedded)" in out.stderr and "Answer:" in out.stdout
 
 
-def test_ollama_down_and_no_matching_words_exits_3(tmp_path, notes):
-    out = run_cli("Zebras?", "--notes", notes, "--cache", tmp_path / "c", host=dead_host())
+def test_ollama_down_and_no_matching_words_exits_3(tmp_path, notes, dead_host):
+    out = run_cli("Zebras?", "--notes", notes, "--cache", tmp_path / "c", host=dead_host)
     assert out.returncode == 3 and "ollama serve" in out.stderr and "Traceback" not in out.stderr
 
 
@@ -168,21 +177,16 @@ def test_non_utf8_note_is_decoded_with_a_stated_fallback(cli, tmp_path):
     assert "[1] gbk.md" in out.stdout
 
 
-def test_ctrl_c_during_indexing_keeps_the_previous_cache(tmp_path, notes):
-    with FakeOllama(embed_delay=0.0) as s:
-        env = {**os.environ, "OLLAMA_HOST": s.url}
+def test_ctrl_c_during_indexing_keeps_the_previous_cache(tmp_path, notes, spawn):
+    with FakeOllama() as s:
         cache = tmp_path / "cache"
         assert run_cli("q", "--notes", notes, "--cache", cache, "--retrieve-only", host=s.url).returncode == 0
         (pkl,) = cache.glob("*.pkl")
         before = pkl.read_bytes()
         (notes / "new.md").write_text("# New\n\n" + "A brand new note about kites and wind. " * 50)
-        s.embed_delay = 5.0
-        sent = len(s.of("/api/embed"))
-        p = subprocess.Popen([sys.executable, str(SCRIPT), "q", "--notes", str(notes), "--cache", str(cache),
-                              "--rebuild"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.time() + 30
-        while time.time() < deadline and len(s.requests) and len(s.of("/api/embed")) <= sent:
-            time.sleep(0.05)
+        s.hold("/api/embed")                  # the next embed request waits: indexing is under way
+        p = spawn(["q", "--notes", notes, "--cache", cache, "--rebuild"], host=s.url, text=True)
+        s.wait_for(lambda: any(r["held"] for r in s.records("/api/embed")))
         p.send_signal(signal.SIGINT)
         _, stderr = p.communicate(timeout=30)
     assert p.returncode == 130
@@ -201,3 +205,131 @@ def test_ollama_host_is_honoured(notes, tmp_path):
 def test_bad_numbers_are_usage_errors(cli, args):
     out = cli(*args)
     assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "need --top-k >= 1, --chunk-size >= 50 and 0 <= --chunk-overlap < --chunk-size" in out.stderr
+
+
+# ---- every flag shows its effect -------------------------------------------------
+
+def test_help_exits_0_and_lists_the_flags(cli):
+    out = cli("--help")
+    assert out.returncode == 0 and out.stderr == ""
+    assert out.stdout.startswith("usage: demo_rag.py")
+    for flag in ["--top-k", "--query-instruction", "--max-note-mb", "--rebuild", "--notes", "--chat"]:
+        assert flag in out.stdout
+
+
+def test_top_k_flag_sets_how_many_sources(cli, server, notes):
+    out = cli("What is asyncio?", "--notes", notes, "--top-k", 2)
+    assert out.returncode == 0, out.stderr
+    listed = re.findall(r"^  \[(\d+)\] ", out.stdout, re.MULTILINE)
+    assert listed == ["1", "2"]
+    (chat,) = server.of("/api/chat")
+    assert re.findall(r"^\[(\d+)\] ", chat["messages"][1]["content"], re.MULTILINE) == ["1", "2"]
+    data = json.loads(cli("What is asyncio?", "--notes", notes, "--top-k", 1, "--json").stdout)
+    assert len(data["sources"]) == 1
+
+
+def test_empty_query_instruction_sends_the_raw_question(cli, server, notes):
+    assert cli("What is asyncio?", "--notes", notes, "--query-instruction", "", "--retrieve-only").returncode == 0
+    assert server.of("/api/embed")[-1]["input"] == ["What is asyncio?"]
+    assert cli("What is asyncio?", "--notes", notes, "--query-instruction", "search: {query}!",
+               "--retrieve-only").returncode == 0
+    assert server.of("/api/embed")[-1]["input"] == ["search: What is asyncio?!"]
+
+
+def test_max_note_mb_skips_bigger_notes(cli, server, tmp_path):
+    folder = tmp_path / "n"
+    folder.mkdir()
+    (folder / "big.md").write_text("# Big\n\n" + "A long note about kites and the wind that lifts them. " * 60)
+    (folder / "small.md").write_text("# Small\n\nA short note about kites, long enough to be kept.")
+    out = cli("kites", "--notes", folder, "--max-note-mb", 0.002, "--retrieve-only")
+    assert out.returncode == 0, out.stderr
+    assert "warning: skipped big.md: 0.0 MB is over the 0.002 MB limit (--max-note-mb)" in out.stderr
+    assert "indexed 1 notes" in out.stderr and "big.md" not in out.stdout
+    assert not any("lifts them" in t for t in server.embedded_texts())
+
+
+def test_rebuild_flag_re_embeds_every_chunk(cli, server, notes):
+    assert cli("what is BM25?", "--notes", notes, "--retrieve-only").returncode == 0
+    before = len(server.embedded_texts())
+    out = cli("what is BM25?", "--notes", notes, "--retrieve-only", "--rebuild")
+    assert out.returncode == 0, out.stderr
+    assert "rebuilding index: --rebuild" in out.stderr and "(12 chunks embedded)" in out.stderr
+    assert len(server.embedded_texts()) - before == 12 + 1          # every chunk, then the question
+
+
+# ---- the answer: streamed, in a window that holds the prompt ---------------------
+
+def test_the_answer_streams_before_its_last_part_is_sent(tmp_path, notes, spawn):
+    with FakeOllama() as s:
+        release = s.hold("/api/chat")        # the server sends all but the last part, then waits
+        p = spawn(["What is asyncio?", "--notes", notes, "--cache", tmp_path / "c"], host=s.url)
+        try:
+            s.wait_for(lambda: any(r["held"] for r in s.records("/api/chat")))
+            shown = read_until(p.stdout, "According to the notes", timeout=10)
+            assert not s.records("/api/chat")[0]["done"]          # the last part is still unsent
+        finally:
+            release.set()
+        out, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err
+    assert "Answer:\nAccording to the notes" in shown + out.decode()
+
+
+def test_ctrl_c_mid_answer_exits_130_with_the_part_shown(tmp_path, notes, spawn):
+    with FakeOllama() as s:
+        s.hold("/api/chat")
+        p = spawn(["What is asyncio?", "--notes", notes, "--cache", tmp_path / "c"], host=s.url)
+        s.wait_for(lambda: any(r["held"] for r in s.records("/api/chat")))
+        shown = read_until(p.stdout, "According to the notes", timeout=10)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+    assert p.returncode == 130, err
+    assert "interrupted" in err.decode() and "Traceback" not in err.decode()
+    assert "Answer:\nAccording to the notes" in shown + out.decode()
+
+
+def test_a_long_prompt_gets_a_context_window_that_holds_it(cli, server, tmp_path):
+    from ollama_server import prompt_tokens
+    folder = tmp_path / "big"
+    folder.mkdir()
+    for i, topic in enumerate(["kites", "violins", "glaciers", "bees", "comets", "origami"]):
+        (folder / f"{topic}.md").write_text(f"# {topic}\n\n" + f"Facts about {topic} and wind, number {i}. " * 120)
+    out = cli("Tell me about kites and wind", "--notes", folder, "--chunk-size", 4000, "--chunk-overlap", 0,
+              "--top-k", 8)
+    assert out.returncode == 0, out.stderr
+    (record,) = server.records("/api/chat")
+    sent = prompt_tokens(record["body"]["messages"])
+    assert sent > 4096 and record["body"]["options"]["num_ctx"] >= sent
+    assert record["prompt_eval_count"] == sent                    # nothing was cut from the front
+    assert "According to the notes, Facts about kites" in out.stdout
+
+
+# ---- Ollama errors reported as what they are ------------------------------------
+
+def test_a_500_from_the_chat_model_is_reported_with_its_message(cli, server, notes):
+    server.errors["/api/chat"] = (500, "llama runner process has terminated: signal: killed")
+    out = cli("What is asyncio?", "--notes", notes)
+    assert out.returncode == 3
+    assert ("error: Ollama could not run 'qwen3:0.6b': llama runner process has terminated: signal: killed"
+            in out.stderr)
+    assert "not reachable" not in out.stderr and "Traceback" not in out.stderr
+
+
+def test_an_error_line_mid_stream_is_reported_after_the_part_shown(cli, server, notes):
+    server.stream_error = "an error was encountered while running the model: unexpected EOF"
+    out = cli("What is asyncio?", "--notes", notes)
+    assert out.returncode == 3
+    assert "Answer:\nAccording" in out.stdout
+    assert ("error: Ollama could not run 'qwen3:0.6b': an error was encountered while running the model: "
+            "unexpected EOF" in out.stderr)
+    assert "not reachable" not in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_500_from_the_embedder_falls_back_to_keywords_and_says_why(cli, server, notes):
+    server.errors["/api/embed"] = (500, "embedding failed: out of memory")
+    out = cli("How do I undo the last commit?", "--notes", notes)
+    assert out.returncode == 0, out.stderr
+    assert ("warning: Ollama could not run 'qwen3-embedding:0.6b': embedding failed: out of memory; "
+            "searching by keywords (BM25) only") in out.stderr
+    assert "not reachable" not in out.stderr
+    assert "Top sources (keywords only):" in out.stdout and "[1] git-tips.md" in out.stdout

@@ -61,6 +61,18 @@ def test_eval_json_has_the_documented_keys(tmp_path, server):
     assert result["n"] == 120
     assert result["floor"]["unanswerable"] == 1
     assert isinstance(result["misses"], list)
+    # the values agree with each other
+    for m in [result, *result["by_ranker"].values()]:
+        assert 0 <= m["hit@1"] <= m["hit@3"] <= m["hit@5"] <= 1 and m["hit@1"] <= m["mrr"] <= m["hit@5"] + 0.2
+    assert {k: result[k] for k in keys} == result["by_ranker"]["fused"]
+    assert result["hit@1"] >= 0.9                     # each question names its note's creature and habit
+    assert len(result["misses"]) == round(120 * (1 - result["hit@1"]))
+    assert all(m["rank"] != 1 for m in result["misses"])
+    floor = result["floor"]
+    assert floor["answerable"] == 120 and floor["unanswerable_refused"] == 1 and floor["answerable_found"] >= 110
+    assert len(result["confidences"]) == 121 and result["confidences"][-1]["answerable"] is False
+    assert result["confidences"][-1]["confidence"] < floor["min_score"]
+    assert result["embed_model"] == "qwen3-embedding:0.6b"
 
 
 def test_eval_text_table_lists_rankers_and_misses(tmp_path, server):
@@ -147,3 +159,61 @@ def test_source_cli_flag(cli, notes):
     out = cli("water", "--notes", notes, "--source", "houseplants*", "--retrieve-only")
     assert out.returncode == 0
     assert "houseplants.txt" in out.stdout and "sourdough" not in out.stdout
+
+
+BIRDS = {"kestrel": 1, "falcon": 2, "osprey": 4, "harrier": None}      # the rank the answer is put at
+
+
+def make_ranked_corpus(folder):
+    """Six notes per bird, naming it 6, 5, ... 1 times: both rankers order them by that count, so the
+    note whose tag is a bird's answer sits at a known rank (None: no note has it)."""
+    folder.mkdir()
+    items = []
+    for b, (bird, rank) in enumerate(BIRDS.items()):
+        for i in range(6):
+            (folder / f"{bird}-{i}.md").write_text(
+                f"# Log {b}{i}\n\n" + f"{bird} " * (6 - i) + f"seen near the mill pond in spring. Tag T{b}{i}x. " + "They were. " * (i // 2))
+        items.append({"question": bird, "answers": [f"T{b}{rank - 1}x" if rank else "no such tag"]})
+    # no word of these is in a note; the second shares stopwords (dropped by BM25, not by the embedder)
+    items += [{"question": "zebra quagga", "answers": []}, {"question": "Were they there?", "answers": []}]
+    (folder.parent / "ranked.jsonl").write_text("\n".join(json.dumps(x) for x in items))
+    return folder.parent / "ranked.jsonl"
+
+
+def test_eval_numbers_on_a_corpus_with_known_ranks(tmp_path, server):
+    evalset = make_ranked_corpus(tmp_path / "ranked")
+    args = ("--notes", tmp_path / "ranked", "--cache", tmp_path / "cache", "--eval", evalset,
+            "--query-instruction", "")          # the question alone is embedded: cosines follow the counts
+    out = run_cli(*args, "--json", host=server.url)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    # ranks 1, 2, 4, none
+    expected = {"hit@1": 0.25, "hit@3": 0.5, "hit@5": 0.75, "mrr": round((1 + 1 / 2 + 1 / 4) / 4, 4), "n": 4}
+    assert {k: result[k] for k in expected} == expected
+    assert result["by_ranker"] == {"dense": expected, "bm25": expected, "fused": expected}
+    assert [(m["question"], m["rank"]) for m in result["misses"]] == [("falcon", 2), ("osprey", 4), ("harrier", None)]
+    assert result["floor"] == {"min_score": 0.3, "answerable_found": 4, "answerable": 4,
+                               "unanswerable_refused": 2, "unanswerable": 2}
+    # confidence: each bird's word is in its top note (coverage 1); the unanswerable questions share no
+    # word with any note, so theirs is the best cosine minus the average cosine, as embedded by the server
+    from ollama_server import hashed_vector
+    texts = server.embedded_texts()
+    docs = np.array([hashed_vector(t) for t in texts[:24]])
+    confidences = []
+    for item, qtext in zip(json.loads("[" + ",".join(evalset.read_text().splitlines()) + "]"), texts[24:]):
+        cos = docs @ np.array(hashed_vector(qtext))
+        confidences.append(1.0 if item["answers"] else cos.max() - cos.mean())
+    assert [(c["question"], c["answerable"]) for c in result["confidences"]] == \
+        [(q, q in BIRDS) for q in [*BIRDS, "zebra quagga", "Were they there?"]]
+    assert [c["confidence"] for c in result["confidences"]] == pytest.approx(confidences, abs=2e-3)
+    assert confidences[-2] == pytest.approx(0) and 0.1 < confidences[-1] < 0.3
+    # the text table shows the same numbers
+    out = run_cli(*args, host=server.url)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[:6] == [
+        "4 answerable questions, 2 unanswerable; embedder: qwen3-embedding:0.6b",
+        "ranker     hit@1   hit@3   hit@5     MRR",
+        "dense      0.250   0.500   0.750   0.438",
+        "bm25       0.250   0.500   0.750   0.438",
+        "fused      0.250   0.500   0.750   0.438",
+        "relevance floor 0.3: answered 4/4 answerable, declined 2/2 unanswerable"]

@@ -11,7 +11,7 @@ import ollama
 import pytest
 
 import demo_rag as rag
-from conftest import SCRIPT, run_cli
+from conftest import ROOT, run_cli, run_cli_audited
 from ollama_server import FakeOllama
 
 TOPICS = ["kites", "violins", "glaciers", "bees", "lighthouses", "volcanoes", "origami", "comets"]
@@ -165,12 +165,11 @@ def test_damaged_caches_are_rebuilt_with_one_line(vault, server, damage, reason)
     assert "(300 chunks embedded)" in out.stderr
 
 
-def test_two_processes_indexing_at_once_leave_one_complete_cache(tmp_path, server):
+def test_two_processes_indexing_at_once_leave_one_complete_cache(tmp_path, server, spawn):
     make_vault(tmp_path / "vault", 60)
-    args = [sys.executable, str(SCRIPT), "kites", "--notes", str(tmp_path / "vault"), "--cache",
-            str(tmp_path / "cache"), "--chunk-size", "300", "--chunk-overlap", "0", "--retrieve-only"]
-    env = {**os.environ, "OLLAMA_HOST": server.url}
-    procs = [subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    args = ["kites", "--notes", tmp_path / "vault", "--cache", tmp_path / "cache", "--chunk-size", "300",
+            "--chunk-overlap", "0", "--retrieve-only"]
+    procs = [spawn(args, host=server.url) for _ in range(2)]
     assert [p.wait(timeout=60) for p in procs] == [0, 0]
     (pkl,) = (tmp_path / "cache").iterdir()
     index, reason = rag.load_index(pkl)
@@ -218,3 +217,107 @@ def test_a_warm_query_does_not_import_the_text_splitter(vault, server):
                           str(vault.cache_dir), "--chunk-size", "300", "--chunk-overlap", "0", "--retrieve-only"],
                          capture_output=True, text=True, cwd=rag.HERE, env={**os.environ, "OLLAMA_HOST": server.url})
     assert out.stdout.strip().endswith("LEAN"), out.stderr
+
+
+def glob(module, name):
+    return f"c{module}\n{name}\n".encode()
+
+
+def text(s):
+    return b"V" + s.encode("raw_unicode_escape") + b"\n"
+
+
+def gadgets(marker) -> dict[str, bytes]:
+    """Hand-written pickles (protocol 0) that run code on load; each maps from the first global it names."""
+    code = text(f"open({str(marker)!r}, 'w').close()")
+    return {
+        "builtins.exec": glob("builtins", "exec") + b"(" + code + b"tR.",
+        "builtins.eval": glob("builtins", "eval") + b"(" + code + b"tR.",
+        # getattr(__import__("os"), "system")("touch marker")
+        "builtins.getattr": glob("builtins", "getattr") + b"(" + glob("builtins", "__import__") + b"(" + text("os")
+        + b"tR" + text("system") + b"tR(" + text(f"touch {marker}") + b"tR.",
+        # copyreg._reconstructor(Popen, Popen, ["touch", marker]) calls Popen(["touch", marker])
+        "copyreg._reconstructor": glob("copyreg", "_reconstructor") + b"(" + glob("subprocess", "Popen")
+        + glob("subprocess", "Popen") + b"(" + text("touch") + text(str(marker)) + b"ltR.",
+        "os.system": glob("os", "system") + b"(" + text(f"touch {marker}") + b"tR.",
+        "posix.system": pickle.dumps({"format": rag.CACHE_FORMAT, "x": Exploit(marker)}),
+    }
+
+
+@pytest.mark.parametrize("name", list(gadgets("m")))
+def test_cache_gadgets_are_refused_at_their_first_reference(tmp_path, name):
+    marker = tmp_path / "pwned"
+    path = tmp_path / "cache.pkl"
+    path.write_bytes(gadgets(marker)[name])
+    index, reason = rag.load_index(path)
+    assert index is None and f"refusing to load {name}" in reason, reason
+    assert not marker.exists()
+
+
+def test_a_warm_run_opens_no_note_and_leaves_the_cache_alone(tmp_path, server, notes):
+    cache, log = tmp_path / "cache", tmp_path / "opened.log"
+    args = ("what is BM25?", "--notes", notes, "--cache", cache, "--retrieve-only")
+    assert run_cli(*args, host=server.url).returncode == 0
+    (pkl,) = cache.glob("*.pkl")
+    before = pkl.stat()
+    out = run_cli_audited(*args, host=server.url, under=notes, log=log)
+    assert out.returncode == 0, out.stderr
+    assert not log.exists(), log.read_text()                       # not one note was opened
+    after = pkl.stat()
+    assert (after.st_ino, after.st_mtime_ns, after.st_size) == (before.st_ino, before.st_mtime_ns, before.st_size)
+    # one note edited: it alone is read; the others are known by size and mtime
+    (notes / "git-tips.md").write_text((notes / "git-tips.md").read_text() + "\nOne more tip: git stash.\n")
+    out = run_cli_audited(*args, host=server.url, under=notes, log=log)
+    assert out.returncode == 0, out.stderr
+    assert set(log.read_text().splitlines()) == {str(notes / "git-tips.md")}
+
+
+SAVE_WITH_A_FILE_SIZE_LIMIT = """
+import resource, signal, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import demo_rag as rag
+index, reason = rag.load_index(Path(sys.argv[2]))
+assert index is not None, reason
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)        # writing past the limit fails with EFBIG instead
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[4]), resource.RLIM_INFINITY))
+try:
+    rag.save_index(index, Path(sys.argv[3]))
+except OSError as e:
+    print("save failed:", e.strerror)
+"""
+
+
+def test_a_save_that_fails_part_way_leaves_the_previous_cache_whole(vault, notes, server, tmp_path):
+    small = rag.Settings(notes_dir=notes, cache_dir=tmp_path / "small")
+    rag.build_index(small, ollama.Client(host=server.url))
+    path, big = rag.cache_path(small), rag.cache_path(vault)
+    before = path.read_bytes()
+    # Another process saves the vault's (bigger) index over it, and the disk fills half-way through.
+    out = subprocess.run([sys.executable, "-c", SAVE_WITH_A_FILE_SIZE_LIMIT, str(ROOT), str(big), str(path),
+                          str(big.stat().st_size // 2)], capture_output=True, text=True, timeout=60)
+    assert "save failed: File too large" in out.stdout, out.stderr
+    assert path.read_bytes() == before
+    assert [p.name for p in path.parent.iterdir()] == [path.name]      # no temp file left behind
+
+
+def test_a_partly_embedded_index_is_searched_by_keywords_only(vault, server):
+    (vault.notes_dir / "zephyr.md").write_text("# Zephyr\n\n" + "The zephyr kite festival opens in May. " * 5)
+    server.embed_fail_after = len(server.of("/api/embed"))          # from now on, embedding fails
+    client = ollama.Client(host=server.url)
+    index, report = rag.build_index(vault, client)
+    assert report.embed_error and not index.complete
+    server.embed_fail_after = None                                   # back, for the question only
+    question = "zephyr kite festival"
+    r = rag.retrieve(index, question, rag.embed_query(client, question, vault), vault)
+    assert r.lexical_only and r.dense is None
+    assert r.hits[0].chunk.source == "zephyr.md"
+
+
+def test_embedding_requests_stay_under_the_character_limit(server, tmp_path, monkeypatch):
+    monkeypatch.setattr(rag, "EMBED_BATCH_CHARS", 2000)
+    s = rag.Settings(notes_dir=ROOT / "demo-data", cache_dir=tmp_path / "cache", chunk_size=300, chunk_overlap=0)
+    index, _ = rag.build_index(s, ollama.Client(host=server.url))
+    sizes = [sum(map(len, body["input"])) for body in server.of("/api/embed")]
+    assert len(sizes) >= 5 and max(sizes) <= 2000, sizes
+    assert len(server.embedded_texts()) == len(index.chunks)

@@ -11,7 +11,11 @@ import demo_rag as rag
 from conftest import run_cli
 from pdfs import make_pdf
 
-pypdf = pytest.importorskip("pypdf")
+try:
+    import pypdf
+except ImportError:                       # optional: the tests that read PDFs skip, one by one
+    pypdf = None
+needs_pypdf = pytest.mark.skipif(pypdf is None, reason="reading PDFs needs `pip install pypdf`")
 
 MANUAL = [
     ["ACME Kettle Manual", "Safety", "Never fill the kettle above the MAX line.", "1"],
@@ -27,15 +31,19 @@ def pdf_notes(tmp_path):
     make_pdf(folder / "manual.pdf", MANUAL)
     make_pdf(folder / "scan.pdf", [[], []])
     (folder / "broken.pdf").write_bytes(b"%PDF-1.4\nthis is not really a pdf\n%%EOF")
-    writer = pypdf.PdfWriter()
-    writer.add_blank_page(200, 200)
-    writer.encrypt("secret")
-    with open(folder / "locked.pdf", "wb") as f:
-        writer.write(f)
+    if pypdf is not None:
+        writer = pypdf.PdfWriter()
+        writer.add_blank_page(200, 200)
+        writer.encrypt("secret")
+        with open(folder / "locked.pdf", "wb") as f:
+            writer.write(f)
+    else:                                 # only its name matters to the test without pypdf
+        make_pdf(folder / "locked.pdf", [["stand-in for an encrypted PDF"]])
     (folder / "note.md").write_text("# Tea\n\nGreen tea wants water at about 80 degrees, never boiling.")
     return folder
 
 
+@needs_pypdf
 def test_text_is_extracted_per_page_and_cleaned(pdf_notes):
     sections, _ = rag.read_pdf(pdf_notes / "manual.pdf")
     assert [page for page, _ in sections] == [1, 2, 3]
@@ -46,6 +54,7 @@ def test_text_is_extracted_per_page_and_cleaned(pdf_notes):
     assert not sections[2][1].endswith("3")              # the page number footer dropped
 
 
+@needs_pypdf
 def test_pdf_chunks_cite_their_page(pdf_notes, cli, server):
     out = cli("How do I descale it with citric acid?", "--notes", pdf_notes, "--retrieve-only")
     assert out.returncode == 0, out.stderr
@@ -54,6 +63,7 @@ def test_pdf_chunks_cite_their_page(pdf_notes, cli, server):
     assert (data["sources"][0]["source"], data["sources"][0]["page"]) == ("manual.pdf", 3)
 
 
+@needs_pypdf
 def test_unusable_pdfs_are_reported_by_name_and_skipped(pdf_notes, cli):
     out = cli("descale", "--notes", pdf_notes, "--retrieve-only")
     assert "skipped scan.pdf: no extractable text (a scanned PDF?)" in out.stderr
@@ -62,6 +72,7 @@ def test_unusable_pdfs_are_reported_by_name_and_skipped(pdf_notes, cli):
     assert "indexed 2 notes" in out.stderr and "Traceback" not in out.stderr
 
 
+@needs_pypdf
 def test_an_unchanged_pdf_is_not_re_embedded(pdf_notes, server, tmp_path):
     s = rag.Settings(notes_dir=pdf_notes, cache_dir=tmp_path / "cache")
     client = ollama.Client(host=server.url)

@@ -235,3 +235,32 @@ def test_importing_has_no_side_effects(tmp_path):
                          env={**os.environ, "OLLAMA_HOST": "http://127.0.0.1:9"})
     assert (out.stdout, out.stderr) == ("False False\n", "")
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__") == ["demo_rag.py"]
+
+
+def test_confidence_is_the_best_of_coverage_and_the_cosine_above_average(tmp_path, server):
+    import ollama
+    for name, text in [("a.md", "cat sat on the mat"), ("b.md", "dog sat by the door"), ("c.md", "emu ran far away")]:
+        (tmp_path / "n").mkdir(exist_ok=True)
+        (tmp_path / "n" / name).write_text(f"{text}. " * 5)
+    index, _ = rag.build_index(rag.Settings(notes_dir=tmp_path / "n", cache_dir=tmp_path / "c"),
+                               ollama.Client(host=server.url))
+    assert [c.source for c in index.chunks] == ["a.md", "b.md", "c.md"]
+    rows = np.arange(3)
+    dense = np.array([0.2, 0.9, 0.1])
+    # no query word in the notes: only the cosine term counts, 0.9 - mean(0.2, 0.9, 0.1) = 0.5
+    assert rag.confidence(index, "zebra", [1], dense, rows) == pytest.approx(0.5)
+    assert rag.confidence(index, "zebra", [0, 1], dense, rows) == pytest.approx(0.5)
+    assert rag.confidence(index, "zebra", [1], dense, np.array([0, 1])) == pytest.approx(0.9 - 0.55)
+    # the query word is in chunk 0: coverage 1 beats any cosine
+    assert rag.confidence(index, "cat", [0], dense, rows) == pytest.approx(1.0)
+    # keywords only: coverage alone
+    assert rag.confidence(index, "zebra", [1], None, rows) == 0.0
+    assert 0 < rag.confidence(index, "cat zebra", [0], None, rows) < 1
+
+
+def test_metrics_by_hand():
+    # first-hit ranks 1, 2, 4, 7, none, 12 (beyond MRR@10)
+    m = rag.metrics([1, 2, 4, 7, None, 12])
+    assert m == {"hit@1": round(1 / 6, 4), "hit@3": round(2 / 6, 4), "hit@5": round(3 / 6, 4),
+                 "mrr": round((1 + 1 / 2 + 1 / 4 + 1 / 7) / 6, 4), "n": 6}
+    assert rag.metrics([]) == {"hit@1": 0.0, "hit@3": 0.0, "hit@5": 0.0, "mrr": 0.0, "n": 0}

@@ -1,0 +1,170 @@
+"""Mutation check (a development tool, not collected by pytest, not run in CI).
+
+Applies each break below to a scratch copy of the project, runs the tests that reach it
+(stopping at the first failure) and prints which breaks the suite caught:
+
+    python tests/mutate.py                 # every break
+    python tests/mutate.py cache mrr       # only the breaks whose description contains a word
+
+A break whose `old` snippet is not found exactly once in demo_rag.py is reported as
+NOT FOUND / AMBIGUOUS, never as caught: demo_rag.py is being restructured, so update
+the snippets in MUTATIONS (the only list to keep up to date) when that happens.
+Exit status: 0 when every break was caught, 1 otherwise.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET = "demo_rag.py"
+
+# (description, old snippet, new snippet, pytest arguments selecting the tests that reach it)
+MUTATIONS: list[tuple[str, str, str, list[str]]] = [
+    ("unpickler accepts builtins (exec, eval, getattr gadgets)",
+     '        raise self.Refused(f"refusing to load {module}.{name} from a cache file")',
+     '        if module == "builtins":\n            return super().find_class(module, name)\n'
+     '        raise self.Refused(f"refusing to load {module}.{name} from a cache file")',
+     ["tests/test_index.py", "-k", "gadgets or crafted"]),
+    ("unpickler accepts copyreg and subprocess",
+     '        raise self.Refused(f"refusing to load {module}.{name} from a cache file")',
+     '        if module in ("copyreg", "subprocess"):\n            return super().find_class(module, name)\n'
+     '        raise self.Refused(f"refusing to load {module}.{name} from a cache file")',
+     ["tests/test_index.py", "-k", "gadgets or crafted"]),
+    ("unpickler accepts os.system",
+     '        raise self.Refused(f"refusing to load {module}.{name} from a cache file")',
+     '        if module in ("os", "posix", "nt"):\n            return super().find_class(module, name)\n'
+     '        raise self.Refused(f"refusing to load {module}.{name} from a cache file")',
+     ["tests/test_index.py", "-k", "gadgets or crafted"]),
+    ("fingerprint fast path removed (every run rewrites the cache)",
+     "    if old is not None and old.fingerprint == fingerprint(files) and old.complete:",
+     "    if False:",
+     ["tests/test_index.py", "-k", "warm_run or unchanged_vault"]),
+    ("size/mtime check removed (every changed run hashes every note)",
+     "        if rec and (rec.size, rec.mtime_ns) == (f.size, f.mtime_ns):",
+     "        if False:",
+     ["tests/test_index.py", "-k", "warm_run or unchanged_vault"]),
+    ("confidence() ignores its cosine term",
+     "            best = max(best, float(dense[row]) - average)",
+     "            pass",
+     ["tests/test_steps.py", "tests/test_hybrid.py", "-k", "confidence or known_ranks"]),
+    ("query rewrites keep <think>...</think>",
+     "    text = \"\".join(strip_think([reply.message.content or \"\"])).strip().strip('\"').splitlines()",
+     "    text = (reply.message.content or \"\").strip().strip('\"').splitlines()",
+     ["tests/test_chat.py", "-k", "rewrite"]),
+    ("single answers always send num_ctx 4096",
+     '    options = {"temperature": TEMPERATURE, "num_ctx": num_ctx or context_size(messages)}',
+     '    options = {"temperature": TEMPERATURE, "num_ctx": num_ctx or 4096}',
+     ["tests/test_cli.py", "-k", "long_prompt or show_prompt"]),
+    ("dense search runs on a partly embedded index",
+     "    if qvec is not None and index.vectors.shape[1] == len(qvec) and index.has_vector[rows].all():",
+     "    if qvec is not None and index.vectors.shape[1] == len(qvec):",
+     ["tests/test_index.py", "tests/test_hybrid.py", "-k", "partly or lexical"]),
+    ("cache written in place instead of temp file + os.replace",
+     '    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")',
+     "    fd, tmp = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), str(path)",
+     ["tests/test_index.py", "tests/test_cli.py", "-k", "fails_part_way or two_processes or ctrl_c_during"]),
+    ("MRR computed as hit@10",
+     "    mrr = sum(1 / r for r in ranks if r is not None and r <= 10) / n",
+     "    mrr = sum(1 for r in ranks if r is not None and r <= 10) / n",
+     ["tests/test_steps.py", "tests/test_hybrid.py", "-k", "metrics or known_ranks or documented"]),
+    ("hit@3 and hit@5 equal to hit@1",
+     '"hit@3": hit(3), "hit@5": hit(5),',
+     '"hit@3": hit(1), "hit@5": hit(1),',
+     ["tests/test_steps.py", "tests/test_hybrid.py", "-k", "metrics or known_ranks or documented"]),
+    ("the floor's declined count inverted",
+     '            floor["unanswerable_refused"] += not r.found',
+     '            floor["unanswerable_refused"] += r.found',
+     ["tests/test_hybrid.py", "-k", "known_ranks or documented"]),
+    ("single answer buffered and printed at the end",
+     "            pieces.append(piece)\n            if echo:\n                print(piece, end=\"\", flush=True)\n"
+     "        if echo:\n            print()\n",
+     "            pieces.append(piece)\n        if echo:\n            print(\"\".join(pieces), flush=True)\n",
+     ["tests/test_cli.py", "-k", "streams or ctrl_c_mid"]),
+    ("per-request character limit for embedding ignored",
+     "        if batch and (len(batch) == EMBED_BATCH_TEXTS or batch_chars + len(text) > EMBED_BATCH_CHARS):",
+     "        if batch and len(batch) == EMBED_BATCH_TEXTS:",
+     ["tests/test_index.py", "-k", "character_limit"]),
+    ("CLI ignores --top-k",
+     "chunk_overlap=args.chunk_overlap, top_k=args.top_k,",
+     "chunk_overlap=args.chunk_overlap, top_k=TOP_K,",
+     ["tests/test_cli.py", "-k", "top_k"]),
+    ("CLI ignores --query-instruction",
+     "query_instruction=args.query_instruction, max_note_mb=args.max_note_mb)",
+     "query_instruction=None, max_note_mb=args.max_note_mb)",
+     ["tests/test_cli.py", "-k", "query_instruction"]),
+    ("CLI ignores --max-note-mb",
+     "query_instruction=args.query_instruction, max_note_mb=args.max_note_mb)",
+     "query_instruction=args.query_instruction, max_note_mb=MAX_NOTE_MB)",
+     ["tests/test_cli.py", "-k", "max_note_mb"]),
+    ("CLI ignores --rebuild",
+     "    index, report = build_index(settings, client, rebuild, progress)",
+     "    index, report = build_index(settings, client, False, progress)",
+     ["tests/test_cli.py", "-k", "rebuild"]),
+    ("--help does not exit 0",
+     'p = argparse.ArgumentParser(prog="demo_rag.py", ',
+     'p = argparse.ArgumentParser(add_help=False, prog="demo_rag.py", ',
+     ["tests/test_cli.py", "-k", "help"]),
+    ("non-404 Ollama errors (500, error line mid-stream) reported as not reachable",
+     "    if isinstance(exc, ollama.ResponseError):\n"
+     "        return OllamaError(f\"Ollama could not run '{model}': {exc.error}\")\n",
+     "",
+     ["tests/test_cli.py", "-k", "500 or error_line"]),
+]
+
+
+def scratch_copy() -> Path:
+    """The project tree in a temp folder (without git data, caches and bytecode)."""
+    dst = Path(tempfile.mkdtemp(prefix="demo-rag-mutate-")) / "project"
+    shutil.copytree(ROOT, dst, ignore=shutil.ignore_patterns(".git", ".demo-cache", "__pycache__", ".pytest_cache"))
+    return dst
+
+
+def run_tests(project: Path, args: list[str]) -> tuple[int, str, float]:
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *args],
+                         cwd=project, capture_output=True, text=True)
+    failed = [ln[len("FAILED "):] for ln in out.stdout.splitlines() if ln.startswith("FAILED ")]
+    last = out.stdout.strip().splitlines()[-1:] or [out.stderr.strip()[-200:]]
+    return out.returncode, (failed or last)[0], time.perf_counter() - t0
+
+
+def main(words: list[str]) -> int:
+    project = scratch_copy()
+    target = project / TARGET
+    original = target.read_text(encoding="utf-8")
+    chosen = [m for m in MUTATIONS if not words or any(w.lower() in m[0].lower() for w in words)]
+    rows = []
+    try:
+        for description, old, new, args in chosen:
+            count = original.count(old)
+            if count != 1:
+                rows.append((description, "NOT FOUND" if count == 0 else f"AMBIGUOUS ({count} matches)", "", 0.0))
+                print(f"  {rows[-1][1]:<10} {description}", flush=True)
+                continue
+            target.write_text(original.replace(old, new), encoding="utf-8")
+            try:
+                code, detail, took = run_tests(project, args)
+            finally:
+                target.write_text(original, encoding="utf-8")
+            verdict = {0: "MISSED", 1: "caught", 5: "NO TESTS"}.get(code, f"ERROR {code}")
+            rows.append((description, verdict, detail, took))
+            print(f"  {verdict:<10} {description}  ({took:.0f}s)", flush=True)
+    finally:
+        shutil.rmtree(project.parent, ignore_errors=True)
+    width = max(len(r[0]) for r in rows) if rows else 10
+    print(f"\n| {'break':<{width}} | result | first failing test |")
+    print(f"|{'-' * (width + 2)}|--------|--------------------|")
+    for description, verdict, detail, _ in rows:
+        print(f"| {description:<{width}} | {verdict} | {detail} |")
+    caught = sum(1 for r in rows if r[1] == "caught")
+    print(f"\n{caught}/{len(rows)} breaks caught")
+    return 0 if caught == len(rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
