@@ -247,15 +247,18 @@ def test_confidence_is_the_best_of_coverage_and_the_cosine_above_average(tmp_pat
     assert [c.source for c in index.chunks] == ["a.md", "b.md", "c.md"]
     rows = np.arange(3)
     dense = np.array([0.2, 0.9, 0.1])
+
+    def conf(question, hit_rows, dense, rows):
+        return rag.confidence(rag.query_postings(index.lexicon, question), hit_rows, dense, rows)
     # no query word in the notes: only the cosine term counts, 0.9 - mean(0.2, 0.9, 0.1) = 0.5
-    assert rag.confidence(index, "zebra", [1], dense, rows) == pytest.approx(0.5)
-    assert rag.confidence(index, "zebra", [0, 1], dense, rows) == pytest.approx(0.5)
-    assert rag.confidence(index, "zebra", [1], dense, np.array([0, 1])) == pytest.approx(0.9 - 0.55)
+    assert conf("zebra", [1], dense, rows) == pytest.approx(0.5)
+    assert conf("zebra", [0, 1], dense, rows) == pytest.approx(0.5)
+    assert conf("zebra", [1], dense, np.array([0, 1])) == pytest.approx(0.9 - 0.55)
     # the query word is in chunk 0: coverage 1 beats any cosine
-    assert rag.confidence(index, "cat", [0], dense, rows) == pytest.approx(1.0)
+    assert conf("cat", [0], dense, rows) == pytest.approx(1.0)
     # keywords only: coverage alone
-    assert rag.confidence(index, "zebra", [1], None, rows) == 0.0
-    assert 0 < rag.confidence(index, "cat zebra", [0], None, rows) < 1
+    assert conf("zebra", [1], None, rows) == 0.0
+    assert 0 < conf("cat zebra", [0], None, rows) < 1
 
 
 def test_metrics_by_hand():
