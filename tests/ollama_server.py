@@ -4,6 +4,11 @@ The tests run the real `ollama` client against it, over real HTTP on 127.0.0.1:
   POST /api/embed   {"model", "input"}        -> {"embeddings": [[...], ...]}
   POST /api/chat    {"model", "messages", "stream", ...} -> NDJSON stream (or one object)
   GET  /api/tags                               -> {"models": [...]}
+  POST /api/show    {"model"}                  -> {"model_info": {"<arch>.context_length": n}, "template", ...}
+A chat's final part carries prompt_eval_count and eval_count as Ollama's does; a
+model given a context limit (`ctx_limits`) has a longer prompt cut from the front
+and reports the smaller count. "opener" models have a template that opens the think
+block in the prompt: their reply holds only the closing </think>.
 Unknown models answer 404 {"error": "model \"x\" not found, try pulling it first"}.
 
 Embeddings are a hashed bag of words and CJK bigrams: texts that share words get
@@ -51,13 +56,15 @@ class FakeOllama:
     """Serve on 127.0.0.1 in a thread; use as a context manager."""
 
     def __init__(self, models=("qwen3-embedding:0.6b", "qwen3:0.6b", "thinker:1b", "plain:1b"), embed="hash",
-                 embed_delay=0.0, dim=DIM, answer_repeat=1, chat_delay=0.0):
+                 embed_delay=0.0, dim=DIM, answer_repeat=1, chat_delay=0.0, ctx_limits=None, show=True):
         self.models = set(models)
         self.embed = embed                 # "hash" or "random"
         self.embed_delay = embed_delay     # seconds per embed request (for Ctrl-C tests)
         self.dim = dim
         self.answer_repeat = answer_repeat  # >1: long answers, to fill a conversation's memory
         self.chat_delay = chat_delay        # seconds before a streamed answer's last part
+        self.ctx_limits = dict(ctx_limits or {})  # model -> context length (/api/show; chats cut to it)
+        self.show = show                    # False: an Ollama too old for /api/show (404)
         self.requests: list[dict] = []
         self.lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -101,7 +108,25 @@ class FakeOllama:
         text = " ".join([f"According to the notes, {first} [1]"] * self.answer_repeat)
         if body["model"].startswith("thinker"):
             text = "<think>let me think about the sources</think>\n\n" + text
+        if body["model"].startswith("opener"):        # the template opened <think> in the prompt
+            text = "let me think about the sources\n</think>\n\n" + text
         return text
+
+    def prompt_tokens(self, body) -> int:
+        """Tokens the model reads, counted as the stand-in does (one per CJK character, one
+        per 4 others, 4 per message), cut to the smaller of num_ctx and the model's limit."""
+        count = sum(4 + len(re.findall(r"[\u4e00-\u9fff]", m["content"]))
+                    + len(re.sub(r"[\u4e00-\u9fff]", "", m["content"])) // 4 for m in body["messages"])
+        window = min(body.get("options", {}).get("num_ctx") or 2048, self.ctx_limits.get(body["model"], 1 << 30))
+        return min(count, window)
+
+    def show_reply(self, model):
+        limit = self.ctx_limits.get(model, 32768)
+        template = "{{ .Prompt }}<think>\n" if model.startswith("opener") else \
+            "{{ if .Think }}<think>{{ end }}{{ .Prompt }}" if model.startswith("thinker") else "{{ .Prompt }}"
+        caps = ["completion", "thinking"] if model.startswith("thinker") else ["completion"]
+        return {"template": template, "capabilities": caps, "parameters": "",
+                "details": {"family": "fake"}, "model_info": {"fake.context_length": limit}}
 
     def _handler(self):
         server = self
@@ -136,23 +161,27 @@ class FakeOllama:
                 with server.lock:
                     server.requests.append({"path": self.path, "body": body})
                 model = body.get("model", "")
+                if self.path == "/api/show" and server.show and model in server.models:
+                    return self.send_json(200, server.show_reply(model))
                 if self.path not in ("/api/embed", "/api/chat"):
                     return self.send_json(404, {"error": "not found"})
                 if model not in server.models:
                     return self.send_json(404, {"error": f'model "{model}" not found, try pulling it first'})
                 if self.path == "/api/embed":
                     return self.send_json(200, server.embed_reply(body))
-                if model.startswith("plain") and "think" in body:      # a model without thinking
+                if model.startswith(("plain", "opener")) and "think" in body:   # a model without thinking
                     return self.send_json(400, {"error": f'"{model}" does not support thinking'})
                 text = server.chat_text(body)
+                counts = {"prompt_eval_count": server.prompt_tokens(body), "eval_count": len(text.split()),
+                          "eval_duration": 10_000_000 * len(text.split())}     # 100 tokens/s
                 if not body.get("stream", True):
                     return self.send_json(200, {"model": model, "message": {"role": "assistant", "content": text},
-                                                "done": True})
+                                                "done": True, **counts})
                 words = re.findall(r"\S+\s*|\s+", text)
                 parts = [{"model": model, "message": {"role": "assistant", "content": w}, "done": False}
                          for w in words]
                 parts.append({"model": model, "message": {"role": "assistant", "content": ""},
-                              "done": True, "done_reason": "stop"})
+                              "done": True, "done_reason": "stop", **counts})
                 if server.chat_delay:              # stream slowly: all but the end, a pause, the end
                     return self.send_slowly(parts)
                 self.send_json(200, None, ndjson=parts)
