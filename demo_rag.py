@@ -1336,8 +1336,9 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
     print(f"Ask about your notes ({len(index.files)} notes). Commands: {commands}. Ctrl-D leaves.")
 
     def warn_once(text: str) -> None:     # a cut prompt is said once a session, not every turn
-        if text not in warned:
-            warned.add(text)
+        kind = text.split(":")[0]         # the numbers after it change from turn to turn
+        if kind not in warned:
+            warned.add(kind)
             err(f"\nwarning: {text}")
 
     def show_sources(step: ChatStep) -> None:
