@@ -44,6 +44,7 @@ import functools
 import gc
 import hashlib
 import importlib
+import inspect
 import itertools
 import json
 import logging
@@ -97,12 +98,33 @@ TEMPERATURE = 0.3                         # low: we want the notes, not creativi
 ANSWER_TOKENS = 1024                      # room left in the context for the answer
 MIN_NUM_CTX = 4096                        # Ollama's usual default context size
 
-# Qwen3-Embedding is trained with an instruction on queries only (model card:
-# "Instruct: {task}\nQuery:{query}"); documents are embedded as they are.
-QUERY_INSTRUCTIONS = {
-    "qwen3-embedding": "Instruct: Given a web search query, retrieve relevant passages "
-                       "that answer the query\nQuery:{query}",
-}
+# Embedding prompts per model family: many embedders were trained with a fixed
+# prefix on queries, on documents or on both, Ollama does not add it, and without
+# it retrieval quietly gets worse. Each row: a pattern searched for in the
+# lower-cased model name (so "nomic-embed-text:v1.5", "hf.co/nomic-ai/nomic-embed-
+# text-v1.5-GGUF" and "me/nomic-embed-text:mine" all match), the query template
+# ({query}), the document template ({text}), and the model card it comes from.
+# The first row that matches wins; a model no row matches gets no prompts.
+# --query-instruction and --doc-instruction override the row.
+EMBED_PROMPTS = [
+    (r"qwen3-embedding",
+     "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:{query}", "",
+     "https://huggingface.co/Qwen/Qwen3-Embedding-0.6B"),
+    (r"nomic-embed-text", "search_query: {query}", "search_document: {text}",
+     "https://huggingface.co/nomic-ai/nomic-embed-text-v1.5"),
+    (r"mxbai-embed-large", "Represent this sentence for searching relevant passages: {query}", "",
+     "https://huggingface.co/mixedbread-ai/mxbai-embed-large-v1"),
+    (r"snowflake-arctic-embed(2|.*v2)", "query: {query}", "",            # v2: "snowflake-arctic-embed2"
+     "https://huggingface.co/Snowflake/snowflake-arctic-embed-l-v2.0"),
+    (r"snowflake-arctic-embed", "Represent this sentence for searching relevant passages: {query}", "",
+     "https://huggingface.co/Snowflake/snowflake-arctic-embed-m-v1.5"),
+    (r"embeddinggemma", "task: search result | query: {query}", "title: none | text: {text}",
+     "https://huggingface.co/google/embeddinggemma-300m"),
+    (r"bge-m3", "", "", "https://huggingface.co/BAAI/bge-m3"),
+    (r"all-minilm", "", "", "https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2"),
+    (r"multilingual-e5-(small|base|large)(?!-instruct)", "query: {query}", "passage: {text}",
+     "https://huggingface.co/intfloat/multilingual-e5-small"),
+]
 
 # Conversation (--chat and ask()): what is remembered, and how follow-ups are rewritten.
 CHAT_NUM_CTX = 8192                       # the whole prompt budget, history included
@@ -142,6 +164,7 @@ class Settings:
     source_filter: str | None = None      # --source: only notes whose path matches
     query_instruction: str | None = None  # None: the model's documented one, "" for none
     max_note_mb: float = MAX_NOTE_MB
+    doc_instruction: str | None = None    # None: the model's documented one, "" for none
 
 
 class Chunk(NamedTuple):
@@ -373,6 +396,7 @@ class Index:
     fingerprint: str
     embed_model: str
     chunking: tuple[int, int]             # (chunk_size, chunk_overlap)
+    doc_template: str = ""                # the document template the vectors were embedded with
 
     @property
     def complete(self) -> bool:
@@ -436,7 +460,7 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
                   build_lexicon(old.lexicon if old else None, reuse_arr,
                                 [c.text for c, r in zip(chunks, reuse) if r < 0]),
                   records, fingerprint(files), settings.embed_model,
-                  (settings.chunk_size, settings.chunk_overlap))
+                  (settings.chunk_size, settings.chunk_overlap), embed_templates(settings).document)
     return index, report
 
 
@@ -464,8 +488,12 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
     todo = np.flatnonzero(~has_vector)
     if len(todo) == 0:
         return vectors, has_vector
+    texts = [document_text(chunks[i], settings) for i in todo]
+    too_long = embed_context_warning(client, settings, texts)      # Part II: Ollama would cut them
+    if too_long and too_long not in report.warnings:
+        report.warnings.append(too_long)
     try:
-        fresh = embed_texts(client, settings.embed_model, [chunks[i].embed_text for i in todo],
+        fresh = embed_texts(client, settings.embed_model, texts,
                             lambda done, total: progress(f"embedding {done}/{total} chunks"))
     except OllamaError as e:
         report.embed_error = str(e)
@@ -593,12 +621,51 @@ def embed_query(client: ollama.Client, question: str, settings: Settings) -> np.
 
 
 def query_text(question: str, settings: Settings) -> str:
-    """The text to embed for a question: the model's documented query instruction, if any."""
-    template = settings.query_instruction
-    if template is None:      # matches "qwen3-embedding:0.6b" and "hf.co/Qwen/Qwen3-Embedding-0.6B-GGUF"
-        name = settings.embed_model.lower()
-        template = next((t for family, t in QUERY_INSTRUCTIONS.items() if family in name), "")
-    return template.replace("{query}", question) if template else question
+    """The text to embed for a question: the model's documented query template, if any."""
+    return fill_template(embed_templates(settings).query, "{query}", question)
+
+
+def document_text(chunk: Chunk, settings: Settings) -> str:
+    """The text to embed for a chunk: the model's documented document template, if any."""
+    return fill_template(embed_templates(settings).document, "{text}", chunk.embed_text)
+
+
+class Templates(NamedTuple):
+    """The embedding prompts in force, and where they come from (for --explain and --json)."""
+    query: str
+    document: str
+    source: str                           # a model card, "--query-instruction", or "none known"
+
+
+def embed_templates(settings: Settings) -> Templates:
+    """The query and document templates for the embedding model: EMBED_PROMPTS' first
+    matching row, overridden by --query-instruction / --doc-instruction.
+
+    >>> embed_templates(Settings(embed_model="hf.co/nomic-ai/nomic-embed-text-v1.5-GGUF"))[:2]
+    ('search_query: {query}', 'search_document: {text}')
+    >>> embed_templates(Settings(embed_model="my-own-embedder:latest"))
+    Templates(query='', document='', source='none known for this model')
+    """
+    name = settings.embed_model.lower()
+    query, document, source = next(((q, d, card) for pattern, q, d, card in EMBED_PROMPTS
+                                    if re.search(pattern, name)), ("", "", "none known for this model"))
+    overrides = [flag for flag, value in (("--query-instruction", settings.query_instruction),
+                                          ("--doc-instruction", settings.doc_instruction)) if value is not None]
+    if overrides:
+        source = " and ".join(overrides) + ("" if len(overrides) == 2 else f"; the other from {source}")
+    return Templates(query if settings.query_instruction is None else settings.query_instruction,
+                     document if settings.doc_instruction is None else settings.doc_instruction, source)
+
+
+def fill_template(template: str, slot: str, text: str) -> str:
+    """Put text in the template's slot; a template without the slot is a prefix.
+
+    >>> fill_template("query: ", "{query}", "tea"), fill_template("", "{query}", "tea")
+    ('query: tea', 'tea')
+    """
+    if not template:
+        return text
+    return template.replace(slot, text) if slot in template else template + text
 
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:
@@ -834,17 +901,15 @@ def estimate_tokens(text: str) -> int:
 
 
 def stream_chat(client: ollama.Client, model: str, messages: list[dict],
-                num_ctx: int | None = None) -> Iterator[str]:
-    """Stream the chat model's reply as text pieces, thinking stripped. Raises OllamaError."""
-    options = {"temperature": TEMPERATURE, "num_ctx": num_ctx or context_size(messages)}
+                num_ctx: int | None = None) -> ChatStream:
+    """Stream the chat model's reply as text pieces, thinking stripped. Raises OllamaError.
 
-    def pieces():
-        try:
-            for part in ollama_chat(client, model, messages, options, stream=True):
-                yield part.message.content or ""
-        except OLLAMA_FAILURES as e:
-            raise explain_ollama_error(e, model) from None
-    return strip_think(pieces())
+    Iterate over the result for the text; once it ends, its .usage holds Ollama's
+    token counts and its .warnings what went wrong on the way (a prompt that did
+    not fit, thinking that could not be turned off). See ChatStream in Part II.
+    """
+    options = {"temperature": TEMPERATURE, "num_ctx": num_ctx or context_size(messages)}
+    return ChatStream(client, model, messages, options)
 
 
 def ollama_chat(client: ollama.Client, model: str, messages: list[dict], options: dict, stream: bool):
@@ -860,6 +925,8 @@ def ollama_chat(client: ollama.Client, model: str, messages: list[dict], options
             return reply
         first = next(reply, None)         # a stream's errors arrive with its first part
         return itertools.chain([first] if first else [], reply)
+    if not client_knows_think(client):    # ollama < 0.5 has no `think`: ChatStream says so
+        return call()
     try:
         return call(think=False)
     except ollama.ResponseError as e:
@@ -910,17 +977,25 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
     r = search(client, index, args.question, settings)
     timings.update(r.timings)
     ollama_problem = report.embed_error or r.keywords_only_because
-    if echo and r.keywords_only_because and not report.embed_error:   # that one was said already
-        err(f"warning: {r.keywords_only_because}; searching by keywords (BM25) only")
+    warnings = list(report.warnings)      # for --json; stderr has them already, unless --json
+    if ollama_problem:
+        warnings.append(f"{ollama_problem}; searching by keywords (BM25) only")
+    if not echo:                          # open_index was quiet: say them all here
+        err(*(f"warning: {w}" for w in warnings))
+    elif r.keywords_only_because and not report.embed_error:   # the others were said while indexing
+        err(f"warning: {warnings[-1]}")
+    templates = embed_templates(settings)
     if echo:
-        print_hits(r.hits, r.lexical_only)
+        print_hits(r.hits, r.lexical_only, preview_terms(index, args.question))
     if echo and args.show_prompt:
         messages = build_messages(args.question, r.hits)
         print("Prompt:")
         for m in messages:
             print(f"--- {m['role']} ---\n{m['content']}")
-        print(f"--- options: temperature={TEMPERATURE}, num_ctx={context_size(messages)} ---\n")
-    text, code = None, EXIT_OK
+        print(f"--- options: temperature={TEMPERATURE}, num_ctx={context_size(messages)} ---")
+        print(f"--- embedding prompts ({templates.source}): query {templates.query or 'none'!r}, "
+              f"document {templates.document or 'none'!r} ---\n")
+    text, code, usage = None, EXIT_OK, None
     if ollama_problem and not r.hits:
         code = EXIT_OLLAMA                # nothing to show: the warning above says what to do
     elif not r.found:
@@ -932,10 +1007,20 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
             print(f"Keyword-only passages above (Ollama unavailable: {ollama_problem}).")
     elif not args.retrieve_only:
         t0 = time.perf_counter()
-        text, code = stream_answer(answer(client, args.question, r.hits, settings), echo)
+        stream = answer(client, args.question, r.hits, settings)
+        text, code = stream_answer(stream, echo)
         timings["answer"] = time.perf_counter() - t0
+        usage = stream.usage
+        warnings += stream.warnings
+        err(*(f"warning: {w}" for w in stream.warnings))
+    tokens = {} if usage is None else {"prompt": usage.prompt_tokens, "answer": usage.answer_tokens,
+                                       "per_second": round(usage.tokens_per_second, 1)}
     if echo:
-        err("timings: " + " · ".join(f"{k} {v:.2f}s" for k, v in timings.items()))
+        line = " · ".join(f"{k} {v:.2f}s" for k, v in timings.items())
+        if tokens:
+            line += f" · {tokens['prompt']} prompt tokens · {tokens['answer']} answer tokens " \
+                    f"({tokens['per_second']} tokens/s)"
+        err("timings: " + line)
     else:
         print(json.dumps({
             "question": args.question, "answer": text, "found": r.found, "lexical_only": r.lexical_only,
@@ -943,7 +1028,9 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
             "sources": [{"rank": h.rank, "source": h.chunk.source, "heading": h.chunk.heading,
                          "page": h.chunk.page, "score": round(h.score, 4), "text": h.chunk.text}
                         for h in r.hits],
-            "timings": {k: round(v, 3) for k, v in timings.items()}}, ensure_ascii=False, indent=2))
+            "timings": {k: round(v, 3) for k, v in timings.items()},
+            "tokens": tokens, "warnings": warnings,
+            "embedding_prompts": templates._asdict()}, ensure_ascii=False, indent=2))
     return code
 
 
@@ -973,11 +1060,12 @@ def open_index(settings: Settings, client: ollama.Client, rebuild: bool,
     return index, report, took
 
 
-def print_hits(hits: list[Hit], lexical_only: bool) -> None:
+def print_hits(hits: list[Hit], lexical_only: bool, terms: list[tuple[str, float]] = ()) -> None:
+    """The sources, each with a one-line preview of where the question's rarest `terms` occur."""
     print("Top sources" + (" (keywords only):" if lexical_only else ":"))
     for h in hits:
         scores = f"bm25 {h.lexical:.2f}" if lexical_only else f"cos {h.dense:.3f} · bm25 {h.lexical:.2f}"
-        print(f"  [{h.rank}] {h.chunk.citation}  ({scores})\n      {preview(h.chunk.text)}")
+        print(f"  [{h.rank}] {h.chunk.citation}  ({scores})\n      {preview(h.chunk.text, terms=terms)}")
     print()
 
 
@@ -1038,11 +1126,13 @@ class ChatStep:
 
 def ask(client: ollama.Client, index: Index, question: str, conv: Conversation, settings: Settings,
         on_sources: Callable[[ChatStep], None] = lambda step: None,
-        on_token: Callable[[str], None] = lambda piece: None) -> tuple[str, list[Hit], Conversation]:
+        on_token: Callable[[str], None] = lambda piece: None,
+        on_warning: Callable[[str], None] = lambda line: None) -> tuple[str, list[Hit], Conversation]:
     """One conversational turn: returns (answer, sources, the conversation with this turn added).
 
     For notebooks as it is; the --chat REPL passes callbacks to print the sources
-    before the answer (on_sources) and the answer as it streams (on_token). Below
+    before the answer (on_sources), the answer as it streams (on_token) and what went
+    wrong on the way, such as a prompt Ollama had to cut (on_warning). Below
     the relevance floor the answer is NOT_FOUND and the chat model is not called.
     Raises OllamaError when the chat model cannot answer.
     """
@@ -1051,9 +1141,12 @@ def ask(client: ollama.Client, index: Index, question: str, conv: Conversation, 
     if not step.retrieval.found:
         return NOT_FOUND, step.retrieval.hits, conv
     pieces = []
-    for piece in stream_chat(client, settings.chat_model, step.messages, step.num_ctx):
+    stream = stream_chat(client, settings.chat_model, step.messages, step.num_ctx)
+    for piece in stream:
         pieces.append(piece)
         on_token(piece)
+    for line in stream.warnings:
+        on_warning(line)
     text = "".join(pieces)
     return text, step.retrieval.hits, remember(conv, Turn(question, text, step.query or question))
 
@@ -1238,16 +1331,22 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
     index, _, _ = open_index(settings, client, args.rebuild, quiet=False)
     if not index.chunks:
         return no_usable_notes(settings)
-    conv, last_hits = Conversation(), []
+    conv, last_hits, warned = Conversation(), [], set()
     commands = "/sources  /clear  /stats  /quit"
     print(f"Ask about your notes ({len(index.files)} notes). Commands: {commands}. Ctrl-D leaves.")
+
+    def warn_once(text: str) -> None:     # a cut prompt is said once a session, not every turn
+        kind = text.split(":")[0]         # the numbers after it change from turn to turn
+        if kind not in warned:
+            warned.add(kind)
+            err(f"\nwarning: {text}")
 
     def show_sources(step: ChatStep) -> None:
         nonlocal last_hits
         if step.query:
             print(f"(searching for: {step.query})")
         last_hits = step.retrieval.hits
-        print_hits(step.retrieval.hits, step.retrieval.lexical_only)
+        print_hits(step.retrieval.hits, step.retrieval.lexical_only, preview_terms(index, step.query or line))
         if not step.retrieval.found:
             print(NOT_FOUND)
 
@@ -1277,7 +1376,7 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
             continue
         try:
             text, _, conv = ask(client, index, line, conv, settings, on_sources=show_sources,
-                                on_token=lambda piece: print(piece, end="", flush=True))
+                                on_token=lambda piece: print(piece, end="", flush=True), on_warning=warn_once)
             if text != NOT_FOUND:
                 print()                   # end the streamed answer's last line
         except OllamaError as e:
@@ -1351,6 +1450,10 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
             f"[{', '.join(f'{x:+.3f}' for x in qvec[:4])}, …]")
     else:
         say(f"Ollama unavailable ({r.keywords_only_because}); keywords (BM25) only")
+    templates = embed_templates(settings)
+    say(f"embedding prompts ({templates.source}): query {templates.query or 'none'!r}, "
+        f"document {templates.document or 'none'!r}" + ("" if templates.query or templates.document
+                                                       else ": none applied"))
 
     print("\nSTEP 5 · SEARCH: rank by meaning (cosine) and by words (BM25), then fuse")
     for name, key, scores in (("cosine", "dense", r.dense), ("BM25", "bm25", r.lexical), ("fused", "", r.fused)):
@@ -1378,7 +1481,10 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
     if r.lexical_only:
         say("Ollama unavailable: the passages above are all there is")
         return EXIT_OK
-    return stream_answer(answer(client, args.question, r.hits, settings))[1]
+    stream = answer(client, args.question, r.hits, settings)
+    code = stream_answer(stream)[1]
+    err(*(f"warning: {w}" for w in stream.warnings))
+    return code
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -1405,6 +1511,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--chat", action="store_true", help="ask follow-up questions in a conversation")
     p.add_argument("--explain", action="store_true", help="narrate every step with this run's values")
     p.add_argument("--eval", type=Path, metavar="JSONL", help="measure retrieval on an evaluation set")
+    p.add_argument("--doc-instruction", metavar="TEMPLATE",
+                   help="document template with {text}; '' for none (default: the model's documented one)")
     args = p.parse_args(argv)
     if not (args.question or args.chat or args.eval):
         p.print_usage(sys.stderr)
@@ -1419,7 +1527,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
                     embed_model=args.embed_model, chat_model=args.chat_model,
                     chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, top_k=args.top_k,
                     min_score=args.min_score, source_filter=args.source,
-                    query_instruction=args.query_instruction, max_note_mb=args.max_note_mb)
+                    query_instruction=args.query_instruction, max_note_mb=args.max_note_mb,
+                    doc_instruction=args.doc_instruction)
 
 
 def err(*lines: str) -> None:
@@ -1427,14 +1536,20 @@ def err(*lines: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
 
-def preview(text: str, width: int = 72) -> str:
-    """The start of a chunk's text on one line, past its headings (they are in the citation),
-    cut to `width` terminal columns (a CJK character takes two).
+def preview(text: str, width: int = 72, terms: Iterable[tuple[str, float]] = ()) -> str:
+    """One line of a chunk, cut to `width` terminal columns (a CJK character takes two):
+    the part where the rarest of `terms` (term, idf) occur, as search engines show, or
+    else its start past its headings (they are in the citation).
 
     >>> preview("## Title\\n\\nRAG 是检索增强生成", 12)
     'RAG 是检索…'
+    >>> preview("Intro words here. Later the starter needs feeding twice a day.", 30, [("starter", 2.0)])
+    '… Later the starter needs fee…'
     """
     line = " ".join(text[LEADING_HEADINGS.match(text).end():].split())
+    at = keyword_in_context(line, terms)
+    if at > 0:
+        line = "… " + line[at:]
     used = 0
     for i, ch in enumerate(line):
         used += 2 if re.match(rf"[{CJK}\uff00-\uffef\u3000-\u303f]", ch) else 1
@@ -1617,6 +1732,44 @@ def singular(word: str) -> str:
     return word
 
 # ----------------------------------------------------------------------------
+# Previews that show why a passage matched (keyword in context).
+
+KWIC_LEAD = 12                            # characters of context kept before the first match
+
+
+def preview_terms(index: Index, question: str) -> list[tuple[str, float]]:
+    """The question's distinct terms with their idf in this index, rarest first."""
+    terms = list(dict.fromkeys(tokenize(question)))
+    weights = [t.idf for t in query_postings(index.lexicon, question)]
+    return sorted(zip(terms, weights), key=lambda tw: -tw[1])
+
+
+def keyword_in_context(line: str, terms: Iterable[tuple[str, float]], span: int = 60) -> int:
+    """Where a preview of `line` should start: a little before an occurrence of the
+    rarest term found in it (of several, the one with the most other terms within
+    `span` characters, then the earliest); 0 when that is near the start anyway.
+
+    >>> line = "Tea notes. " * 8 + "The marathon is 42.195 km."
+    >>> line[keyword_in_context(line, [("marathon", 2.0), ("tea", 0.1)]):]
+    'notes. The marathon is 42.195 km.'
+    """
+    lowered = line.lower()
+    found = [(m.start(), term, w) for term, w in terms if w > 0
+             for m in re.finditer(re.escape(term), lowered)]
+    if not found:
+        return 0
+    rarest = max(w for _, _, w in found)
+
+    def nearby(at: int) -> float:
+        return sum({term: w for s, term, w in found if abs(s - at) < span}.values())
+    best = max((s for s, _, w in found if w == rarest), key=lambda at: (nearby(at), -at))
+    if best <= KWIC_LEAD:
+        return 0
+    cut = line.rfind(" ", 0, best - KWIC_LEAD // 2)       # start at a word boundary if there is one nearby
+    return cut + 1 if best - KWIC_LEAD <= cut else best - KWIC_LEAD // 2
+
+
+# ----------------------------------------------------------------------------
 # The lexicon: BM25's inverted index, updated without re-reading old chunks.
 
 
@@ -1725,6 +1878,9 @@ def stale_reason(index: Index, settings: Settings) -> str:
     if index.chunking != (settings.chunk_size, settings.chunk_overlap):
         return (f"chunk settings changed ({index.chunking[0]}/{index.chunking[1]} -> "
                 f"{settings.chunk_size}/{settings.chunk_overlap})")
+    if index.doc_template != embed_templates(settings).document:
+        return (f"document template changed ({index.doc_template or 'none'!r} -> "
+                f"{embed_templates(settings).document or 'none'!r})")
     return ""
 
 
@@ -1781,6 +1937,7 @@ def index_to_dict(index: Index) -> dict:
         "chunks": [list(column) for column in zip(*index.chunks)] if index.chunks else [[]] * 4,
         "has_vector": arr(index.has_vector),
         "lexicon": (lex.vocab, arr(lex.ptr), arr(lex.docs), arr(lex.counts), arr(lex.lengths)),
+        "doc_template": index.doc_template,
     }
 
 
@@ -1796,7 +1953,8 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
         raise ValueError("cache arrays disagree in length")
     return Index(chunks, vectors, has_vector, Lexicon(vocab, arr(ptr), arr(docs), arr(counts), arr(lengths)),
                  {rel: FileRecord(*r) for rel, r in d["files"].items()}, d["fingerprint"],
-                 d["embed_model"], tuple(d["chunking"]))
+                 d["embed_model"], tuple(d["chunking"]),
+                 d.get("doc_template", ""))      # caches from before document templates had none
 
 
 class BuiltinsOnlyUnpickler(pickle.Unpickler):
@@ -1872,36 +2030,211 @@ def count_file(report: IndexReport, rel: str, before: FileRecord | None, digest:
 # Thinking models: their reasoning is not part of the answer.
 
 
-def strip_think(pieces: Iterable[str]) -> Iterator[str]:
-    """Drop <think>...</think> from a stream of text pieces, even when a tag is split.
+THINK_TAGS = ("<think>", "</think>")
+
+
+def strip_think(pieces: Iterable[str], opened_in_prompt: bool = False) -> Iterator[str]:
+    """Drop the think block a reply opens with from a stream of text pieces, even when a tag is split.
+
+    Only a block at the very start is reasoning: a "<think>" later in an answer (one
+    that explains how models reason, say) is text. When the model's template opened
+    the block in the prompt (opened_in_prompt, see think_opens_in_prompt), the reply
+    holds only the closing "</think>": everything up to it is held back and dropped,
+    and a reply that never closes it is given whole at its end.
 
     >>> "".join(strip_think(["<thi", "nk>hmm</think>", "\\nHello [1]"]))
     'Hello [1]'
+    >>> "".join(strip_think(["Models wrap reasoning in <think> tags [1]."]))
+    'Models wrap reasoning in <think> tags [1].'
+    >>> "".join(strip_think(["reasoning...</th", "ink>\\n\\nHello [1]"], opened_in_prompt=True))
+    'Hello [1]'
     """
-    buf, inside, started = "", False, False
+    buf, state = "", "start"              # start -> think | held -> after -> text
     for piece in pieces:
         buf += piece
-        while True:
-            tag = "</think>" if inside else "<think>"
-            at = buf.find(tag)
-            if at >= 0:
-                if not inside and buf[:at]:
-                    started = True
-                    yield buf[:at]
-                buf, inside = buf[at + len(tag):], not inside
+        if state == "start":
+            head = buf.lstrip()
+            if not head or any(tag.startswith(head) and tag != head for tag in THINK_TAGS):
+                continue                  # it may still become a tag
+            opener = next((tag for tag in THINK_TAGS if head.startswith(tag)), None)
+            if opener == "<think>":
+                state, buf = "think", head[len(opener):]
+            elif opener == "</think>":    # the block was opened in the prompt and is empty
+                state, buf = "after", head[len(opener):]
+            else:
+                state, buf = ("held" if opened_in_prompt else "text"), head
+        if state in ("think", "held"):
+            at = buf.find("</think>")
+            if at < 0:
                 continue
-            keep = next((k for k in range(len(tag) - 1, 0, -1) if buf.endswith(tag[:k])), 0)
-            out, buf = (buf[:len(buf) - keep], buf[len(buf) - keep:])
-            if inside:
-                out = ""
-            if not started:
-                out = out.lstrip()        # no blank lines where a think block was
-            if out:
-                started = True
-                yield out
-            break
-    if buf and not inside:
-        yield buf if started else buf.lstrip()
+            state, buf = "after", buf[at + len("</think>"):]
+        if state == "after":
+            buf = buf.lstrip()            # no blank lines where the think block was
+            if not buf:
+                continue
+            state = "text"
+        if state == "text" and buf:
+            yield buf
+            buf = ""
+    if state in ("start", "held") and buf.strip():
+        yield buf.lstrip()                # a reply that was never a think block after all
+
+
+def client_knows_think(client: ollama.Client) -> bool:
+    """Whether this ollama client can send `think` (older ones raise TypeError on it)."""
+    return "think" in inspect.signature(client.chat).parameters
+
+
+def think_opens_in_prompt(client: ollama.Client, model: str) -> bool:
+    """Whether the chat model's template may open a think block in the prompt that
+    Ollama cannot turn off: its template mentions <think> and Ollama does not list
+    "thinking" among the model's abilities (or this client cannot ask not to think).
+    Then the reply holds only the closing </think>. One /api/show request; an Ollama
+    that cannot answer it gets False, the streaming default."""
+    try:
+        info = client.show(model)
+    except OLLAMA_FAILURES:
+        return False
+    capable = "thinking" in (getattr(info, "capabilities", None) or []) and client_knows_think(client)
+    return "<think>" in (getattr(info, "template", None) or "") and not capable
+
+# ----------------------------------------------------------------------------
+# Token counts: what Ollama read and wrote, and what it silently cut.
+
+
+class ChatUsage(NamedTuple):
+    """Ollama's counts for one answer (from the stream's final part)."""
+    prompt_tokens: int                    # prompt_eval_count: what the model actually read
+    answer_tokens: int                    # eval_count
+    answer_seconds: float                 # eval_duration
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.answer_tokens / self.answer_seconds if self.answer_seconds > 0 else 0.0
+
+
+class ChatStream:
+    """A streamed answer: iterate for its text pieces, thinking stripped. Once the
+    stream has ended, .usage holds Ollama's token counts (None if it sent none)
+    and .warnings one line per problem: the prompt was cut, or the client cannot
+    ask the model not to think. Raises OllamaError while iterating.
+    """
+
+    def __init__(self, client: ollama.Client, model: str, messages: list[dict], options: dict):
+        self.client, self.model, self.messages, self.options = client, model, messages, options
+        self.usage: ChatUsage | None = None
+        self.warnings: list[str] = []
+
+    def __iter__(self) -> Iterator[str]:
+        if not client_knows_think(self.client):
+            self.warnings.append(f"this ollama client ({package_version('ollama')}) cannot ask models not to "
+                                 "think, so thinking models answer more slowly: pip install -U ollama")
+        hold = think_opens_in_prompt(self.client, self.model)
+        return strip_think(self.pieces(), opened_in_prompt=hold)
+
+    def pieces(self) -> Iterator[str]:
+        try:
+            for part in ollama_chat(self.client, self.model, self.messages, self.options, stream=True):
+                if part.done:
+                    self.finish(part)
+                yield part.message.content or ""
+        except OLLAMA_FAILURES as e:
+            raise explain_ollama_error(e, self.model) from None
+
+    def finish(self, part) -> None:
+        """Read the token counts from the final part, and warn when the prompt was cut."""
+        if part.prompt_eval_count is None:
+            return
+        self.usage = ChatUsage(part.prompt_eval_count, part.eval_count or 0, (part.eval_duration or 0) / 1e9)
+        cut = prompt_cut_warning(part.prompt_eval_count, self.messages, self.options["num_ctx"])
+        if cut:
+            self.warnings.append(cut)
+
+
+# A prompt that reads this share of num_ctx filled the window: we asked for room
+# for the answer besides, so Ollama must have cut it to fit.
+PROMPT_FILLED_SHARE = 0.95
+
+
+def prompt_cut_warning(read: int, messages: list[dict], num_ctx: int) -> str | None:
+    """A warning when Ollama read fewer prompt tokens than were sent (it cuts from the front).
+
+    Two signs: the count fills the window, or it is below the least the prompt can be
+    (least_tokens: our estimate can be off either way, so only a clear margin counts).
+
+    >>> print(prompt_cut_warning(900, [{"content": "x" * 8000}], 4096))  # 8000 characters are >= 1333 tokens
+    the prompt did not fit the chat model's context: Ollama read 900 tokens of about 2000 sent (num_ctx 4096), cutting its start (rules, first sources); try a smaller --top-k or --chunk-size, or a model with a longer context
+    >>> prompt_cut_warning(1900, [{"content": "x" * 8000}], 4096) is None
+    True
+    """
+    sent = sum(estimate_tokens(m["content"]) for m in messages)
+    least = sum(least_tokens(m["content"]) for m in messages)
+    if read < PROMPT_FILLED_SHARE * num_ctx and read >= least:
+        return None
+    return (f"the prompt did not fit the chat model's context: Ollama read {read} tokens of about {sent} sent "
+            f"(num_ctx {num_ctx}), cutting its start (rules, first sources); try a smaller --top-k or "
+            "--chunk-size, or a model with a longer context")
+
+
+def least_tokens(text: str) -> int:
+    """The fewest tokens a tokenizer plausibly makes of a text: a token per 2 CJK characters,
+    per 6 other characters (every real tokenizer does at least this badly).
+
+    >>> least_tokens("RAG 检索增强生成")
+    3
+    """
+    cjk = len(re.findall(rf"[{CJK}]", text))
+    return cjk // 2 + (len(text) - cjk) // 6
+
+
+def embed_tokens(text: str) -> int:
+    """A pessimistic token count for an embedder: one per CJK (or other non-ASCII)
+    character, as BERT-style tokenizers give them, and one per 4 ASCII characters.
+
+    >>> embed_tokens("RAG 检索增强生成"), embed_tokens("a" * 400)
+    (7, 100)
+    """
+    wide = sum(1 for ch in text if ord(ch) > 127)
+    return wide + math.ceil((len(text) - wide) / 4)
+
+
+def embed_context_length(client: ollama.Client, model: str) -> int | None:
+    """Where Ollama cuts an embedding input, from /api/show: the model's trained context
+    ("<arch>.context_length") or a smaller num_ctx its Modelfile sets. None if not told."""
+    try:
+        info = client.show(model)
+    except OLLAMA_FAILURES:
+        return None
+    model_info = dict(getattr(info, "modelinfo", None) or getattr(info, "model_info", None) or {})
+    limits = [v for k, v in model_info.items() if k.endswith(".context_length") and isinstance(v, int)]
+    num_ctx = re.search(r"^\s*num_ctx\s+(\d+)", getattr(info, "parameters", None) or "", re.MULTILINE)
+    limits += [int(num_ctx.group(1))] if num_ctx else []
+    return min(limits) if limits else None
+
+
+def embed_context_warning(client: ollama.Client, settings: Settings, texts: list[str]) -> str | None:
+    """A warning when texts about to be embedded may be longer than the embedder reads
+    (Ollama would silently embed only their start), with the chunk size that would fit."""
+    limit = embed_context_length(client, settings.embed_model)
+    if limit is None:
+        return (f"Ollama did not say {settings.embed_model}'s context length (/api/show), "
+                "so chunks were not checked against it")
+    over = [(embed_tokens(t), len(t)) for t in texts if embed_tokens(t) > limit]
+    if not over:
+        return None
+    density = max(tokens / chars for tokens, chars in over)          # tokens per character, worst case
+    fit = max(50, int(limit * 0.9 / density) // 50 * 50)              # 10% for headings and templates
+    return (f"{len(over)} of {len(texts)} chunks may be longer than {settings.embed_model}'s {limit}-token "
+            f"context, and Ollama would embed only their start: use --chunk-size {fit} (or smaller)")
+
+
+def package_version(name: str) -> str:
+    """The installed version of a package, for messages."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "unknown version"
 
 
 if __name__ == "__main__":

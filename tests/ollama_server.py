@@ -8,6 +8,9 @@ The tests run the real `ollama` client against it, over real HTTP on 127.0.0.1:
   POST /api/show    {"model"}                  -> {"model_info": {"general.architecture": arch,
                                                    "<arch>.context_length": N}, "details", ...}
   GET  /api/tags                               -> {"models": [...]}
+"opener" models refuse the `think` field and report a template that opens the think
+block in the prompt: their replies hold only the closing </think>. show=False makes
+/api/show answer 404, as an Ollama too old for it does.
 Unknown models answer 404 {"error": "model \"x\" not found, try pulling it first"}.
 
 Embeddings are a hashed bag of words and CJK bigrams: texts that share words get
@@ -106,6 +109,19 @@ def cut_from_front(messages: list[dict], limit: int) -> tuple[list[dict], int]:
     return kept, prompt_tokens(kept)
 
 
+def template(model: str) -> str:
+    """The chat template /api/show reports: an "opener" opens the think block in the prompt."""
+    if model.startswith(("opener", "halfthink")):
+        return "{{ .Prompt }}<think>\n"
+    return "{{ if .Think }}<think>{{ end }}{{ .Prompt }}" if model.startswith("thinker") else "{{ .Prompt }}"
+
+
+def capabilities(model: str) -> list[str]:
+    if "embed" in model:
+        return ["embedding"]
+    return ["completion", "thinking"] if model.startswith("thinker") else ["completion"]
+
+
 def architecture(model: str) -> str:
     """'qwen3:0.6b' -> 'qwen3', 'qwen3-embedding:0.6b' -> 'qwen3' (Ollama reports the base architecture)."""
     return re.sub(r"[^a-z0-9]", "", model.split(":")[0].split("-")[0].lower()) or "llama"
@@ -127,7 +143,7 @@ class FakeOllama:
     """Serve on 127.0.0.1 in a thread; use as a context manager."""
 
     def __init__(self, models=MODELS, embed="hash", dim=DIM, answer_repeat=1, context_limits=None,
-                 thinkers=("thinker",), half_thinkers=("halfthink",)):
+                 thinkers=("thinker",), half_thinkers=("halfthink", "opener"), show=True):
         self.models = set(models)
         self.embed = embed                 # "hash" or "random"
         self.dim = dim
@@ -135,6 +151,7 @@ class FakeOllama:
         self.context_limits = {**CONTEXT_LIMITS, **(context_limits or {})}   # model -> its own maximum
         self.thinkers = thinkers            # model name prefixes whose replies hold <think>...</think>
         self.half_thinkers = half_thinkers  # ...whose template opened the block: replies hold only </think>
+        self.show = show                    # False: an Ollama too old for /api/show (404)
         self.errors: dict[str, tuple[int, str]] = {}
         self.stream_error: str | None = None
         self.embed_fail_after: int | None = None
@@ -247,7 +264,7 @@ class FakeOllama:
         evals = len(re.findall(r"\S+\s*|\s+", text)) or 1
         stats = {"total_duration": 1_000_000 * (counted + evals), "load_duration": 1_000_000,
                  "prompt_eval_count": counted, "prompt_eval_duration": 500_000 * counted,
-                 "eval_count": evals, "eval_duration": 20_000_000 * evals}
+                 "eval_count": evals, "eval_duration": 10_000_000 * evals}      # 100 tokens/s
         return text, stats
 
     def _handler(self):
@@ -298,7 +315,8 @@ class FakeOllama:
 
             def reply(self, body, record, number):
                 model = body.get("model", "")
-                if self.path not in ("/api/embed", "/api/chat", "/api/show"):
+                if self.path not in ("/api/embed", "/api/chat", "/api/show") or \
+                        (self.path == "/api/show" and not server.show):
                     return self.send_json(404, {"error": "not found"})
                 if self.path in server.errors:
                     status, message = server.errors[self.path]
@@ -309,18 +327,18 @@ class FakeOllama:
                     arch = architecture(model)
                     limit = server.context_limits.get(model, DEFAULT_CONTEXT_LIMIT)
                     return self.send_json(200, {
-                        "modelfile": f"FROM {model}\n", "parameters": "temperature 0.6", "template": "{{ .Prompt }}",
+                        "modelfile": f"FROM {model}\n", "parameters": "temperature 0.6",
                         "details": {"format": "gguf", "family": arch, "families": [arch],
                                     "parameter_size": "0.6B", "quantization_level": "Q4_K_M"},
                         "model_info": {"general.architecture": arch, f"{arch}.context_length": limit,
                                        f"{arch}.embedding_length": server.dim},
-                        "capabilities": ["embedding"] if "embed" in model else ["completion"]})
+                        "template": template(model), "capabilities": capabilities(model)})
                 if self.path == "/api/embed":
                     if server.embed_fail_after is not None and number > server.embed_fail_after:
                         return self.send_json(500, {"error": "embedding failed: out of memory"})
                     server._wait_if_held(self.path, record)
                     return self.send_json(200, server.embed_reply(body))
-                if model.startswith("plain") and "think" in body:      # a model without thinking
+                if model.startswith(("plain", "opener")) and "think" in body:   # a model without thinking
                     return self.send_json(400, {"error": f'"{model}" does not support thinking'})
                 text, stats = server.chat_reply(body)
                 server._note(record, prompt_eval_count=stats["prompt_eval_count"], reply=text)

@@ -187,9 +187,37 @@ def test_query_instruction_only_for_known_models():
     s = rag.Settings()
     assert rag.query_text("hi", s) == ("Instruct: Given a web search query, retrieve relevant "
                                        "passages that answer the query\nQuery:hi")
-    assert rag.query_text("hi", rag.Settings(embed_model="nomic-embed-text")) == "hi"
+    assert rag.query_text("hi", rag.Settings(embed_model="my-embedder:latest")) == "hi"
     assert rag.query_text("hi", rag.Settings(query_instruction="")) == "hi"
     assert rag.query_text("hi", rag.Settings(query_instruction="q: {query}")) == "q: hi"
+
+
+@pytest.mark.parametrize("model, query, document", [
+    ("nomic-embed-text:v1.5", "search_query: q", "search_document: d"),
+    ("hf.co/nomic-ai/nomic-embed-text-v1.5-GGUF:Q4_K_M", "search_query: q", "search_document: d"),
+    ("me/nomic-embed-text:mine", "search_query: q", "search_document: d"),
+    ("mxbai-embed-large:335m", "Represent this sentence for searching relevant passages: q", "d"),
+    ("snowflake-arctic-embed:22m", "Represent this sentence for searching relevant passages: q", "d"),
+    ("snowflake-arctic-embed2:568m", "query: q", "d"),
+    ("hf.co/Snowflake/snowflake-arctic-embed-l-v2.0-GGUF", "query: q", "d"),
+    ("embeddinggemma:300m", "task: search result | query: q", "title: none | text: d"),
+    ("bge-m3:567m", "q", "d"),
+    ("all-minilm:l6-v2", "q", "d"),
+    ("hf.co/intfloat/multilingual-e5-small-GGUF", "query: q", "passage: d"),
+    ("multilingual-e5-large-instruct", "q", "d"),          # another prompt format: not in the table
+    ("my-own-embedder", "q", "d"),
+])
+def test_embedding_prompts_per_model_family(model, query, document):
+    s = rag.Settings(embed_model=model)
+    assert rag.query_text("q", s) == query
+    assert rag.document_text(rag.Chunk("a.md", "", "d"), s) == document
+
+
+def test_doc_instruction_overrides_the_table():
+    s = rag.Settings(embed_model="nomic-embed-text", doc_instruction="doc: ")
+    assert rag.document_text(rag.Chunk("a.md", "# H", "d"), s) == "doc: # H\n\nd"
+    assert rag.query_text("q", s) == "search_query: q"
+    assert "--doc-instruction" in rag.embed_templates(s).source
 
 
 # ---- prompt & answer -----------------------------------------------------------
@@ -208,11 +236,22 @@ def test_prompt_has_rules_numbered_sources_and_question():
     (["<think>", "reasoning", "</think>", "\n\nAnswer"], "Answer"),
     (["<thi", "nk>a</th", "ink>B"], "B"),
     (["a < b and <thinking> is text"], "a < b and <thinking> is text"),
-    (["x<think>y</think>z"], "xz"),
+    (["x<think>y</think>z"], "x<think>y</think>z"),          # only a block the reply opens with
+    (["A model wraps reasoning in a <think>", " block [1]."], "A model wraps reasoning in a <think> block [1]."),
+    (["  </think>\n\nAnswer"], "Answer"),                    # an empty block opened in the prompt
     ([], ""),
 ])
 def test_strip_think(pieces, text):
     assert "".join(rag.strip_think(pieces)) == text
+
+
+@pytest.mark.parametrize("pieces, text", [
+    (["reasoning about", " the sources\n</thi", "nk>\n\nAnswer [1]"], "Answer [1]"),
+    (["An answer without any", " reasoning [1]"], "An answer without any reasoning [1]"),
+    (["<think>r</think>A"], "A"),
+])
+def test_strip_think_when_the_template_opened_the_block(pieces, text):
+    assert "".join(rag.strip_think(pieces, opened_in_prompt=True)) == text
 
 
 def test_context_size_counts_cjk_and_leaves_room_for_the_answer():
