@@ -51,6 +51,7 @@ import math
 import os
 import pickle
 import re
+import stat
 import sys
 import tempfile
 import time
@@ -231,7 +232,8 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = ()) -> tuple[list[NoteFil
 
     Hidden folders (.git, .obsidian, ...) and the `skip` folders (the cache) are not
     entered. Symlinked folders are followed once: a link back to an ancestor is a
-    loop, reported and skipped.
+    loop, reported and skipped. Only regular files are notes (never a FIFO or a
+    device), and `rel` is readable_name(): a name that is not UTF-8 shows its bytes.
     """
     skip_real = {os.path.realpath(p) for p in skip}
     files, warnings, seen_dirs = [], [], set()
@@ -240,7 +242,7 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = ()) -> tuple[list[NoteFil
                                        onerror=lambda e: warnings.append(f"cannot read {e.filename}: {e.strerror}")):
         real = os.path.realpath(folder)
         if real in seen_dirs:
-            warnings.append(f"skipped {Path(folder).relative_to(notes_dir).as_posix()}/: "
+            warnings.append(f"skipped {readable_name(Path(folder).relative_to(notes_dir).as_posix())}/: "
                             "a symlink loop back to a folder already read")
             dirs[:] = []
             continue
@@ -252,7 +254,7 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = ()) -> tuple[list[NoteFil
             suffix = path.suffix.lower()
             if name.startswith(".") or suffix not in NOTE_TYPES:
                 continue
-            rel = path.relative_to(notes_dir).as_posix()
+            rel = readable_name(path.relative_to(notes_dir).as_posix())
             needs = NOTE_TYPES[suffix][1]
             if needs and not importable(needs):
                 unreadable.setdefault(suffix, []).append(rel)
@@ -261,6 +263,9 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = ()) -> tuple[list[NoteFil
                 st = path.stat()
             except OSError as e:
                 warnings.append(f"skipped {rel}: {e.strerror}")
+                continue
+            if not stat.S_ISREG(st.st_mode):  # a FIFO or /dev/zero: opening it would wait forever
+                warnings.append(f"skipped {rel}: not a regular file")
                 continue
             files.append(NoteFile(rel, path, st.st_size, st.st_mtime_ns))
     for suffix, rels in unreadable.items():
@@ -1329,7 +1334,7 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
 
     print("STEP 1 · LOAD: find the notes")
     files, _ = scan_notes(settings.notes_dir, skip=[settings.cache_dir])
-    say(f"{len(files)} files under {settings.notes_dir.name}/: " + ", ".join(f.rel for f in files))
+    say(f"{len(files)} files under {readable_name(settings.notes_dir.name)}/: " + ", ".join(f.rel for f in files))
     print("\nSTEP 2 · FINGERPRINT: MD5 over every note's name, size and mtime")
     say(f"{fingerprint(files)}: while it stays the same, the cache is used as it is")
     index, report, took = open_index(settings, client, args.rebuild, quiet=True)
@@ -1483,6 +1488,16 @@ def decode_note(data: bytes) -> tuple[str, str | None]:
         return data.decode("gb18030"), "not UTF-8; read as GB18030"
     except UnicodeDecodeError:
         raise ValueError("neither UTF-8 nor GB18030 text") from None
+
+
+def readable_name(name: str) -> str:
+    """A file name as text any terminal, JSON or pickle can take: bytes that are not
+    UTF-8 (os.walk hands them over as surrogates) are shown as \\x escapes.
+
+    >>> readable_name("caf\\udce9.md"), readable_name("café.md")
+    ('caf\\\\xe9.md', 'café.md')
+    """
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
 FRONT_MATTER = re.compile(r"\A---[ \t]*\n.*?\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
@@ -1686,7 +1701,7 @@ def build_lexicon(old: Lexicon | None, reuse: np.ndarray, new_texts: list[str]) 
 def cache_path(settings: Settings) -> Path:
     """One cache file per notes folder, named after it, so two folders never clash."""
     real = os.path.realpath(settings.notes_dir)
-    digest = hashlib.md5(real.encode()).hexdigest()[:10]
+    digest = hashlib.md5(os.fsencode(real)).hexdigest()[:10]   # a folder name need not be UTF-8
     name = re.sub(r"[^\w.-]+", "_", Path(real).name) or "notes"
     return settings.cache_dir / f"{name}-{digest}.pkl"
 
