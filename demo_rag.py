@@ -287,7 +287,10 @@ def read_note(file: NoteFile, max_mb: float = MAX_NOTE_MB) -> tuple[list[tuple[i
     if file.size > max_mb * 2**20:
         raise ValueError(f"{file.size / 2**20:.1f} MB is over the {max_mb:g} MB limit (--max-note-mb)")
     reader, _ = NOTE_TYPES[file.path.suffix.lower()]
-    return reader(file.path)
+    sections, warning = reader(file.path)
+    if sum(len(t.strip()) for _, t in sections) < MIN_NOTE_CHARS:
+        raise ValueError(f"under {MIN_NOTE_CHARS} characters")
+    return sections, warning
 
 # ----------------------------------------------------------------------------
 # 2 · Fingerprint: one hash that changes when any note is added, removed or edited.
@@ -357,7 +360,9 @@ def build_index(settings: Settings, client: ollama.Client | None = None, rebuild
         reason = stale_reason(old, settings)
         old = None if reason else old
     if old is not None and old.fingerprint == fingerprint(files) and old.complete:
-        return old, IndexReport(unchanged=len(old.files), warnings=warnings)
+        again = repeat_warnings(old, files, settings)   # None: a skipped note may be usable now
+        if again is not None:
+            return old, IndexReport(unchanged=len(old.files), warnings=warnings + again)
     if old is None and reason != "no cache yet":
         progress(f"rebuilding index: {reason}")
     index, report = update_index(settings, client, old, files, progress)
@@ -378,6 +383,8 @@ class Index:
     fingerprint: str
     embed_model: str
     chunking: tuple[int, int]             # (chunk_size, chunk_overlap)
+    note_warnings: dict[str, str] = field(default_factory=dict)   # digest -> how it was read (a guess)
+    skipped: dict[str, str] = field(default_factory=dict)         # rel -> why it was left out
 
     @property
     def complete(self) -> bool:
@@ -409,7 +416,7 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
             try:
                 digest = file_digest(f.path)
             except OSError as e:
-                report.warnings.append(f"skipped {f.rel}: {e.strerror}")
+                report.skip(f.rel, e.strerror)
                 continue
             source = by_digest.get(digest)
         if source is not None:            # same bytes as before: reuse its chunks
@@ -418,17 +425,16 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
             reuse.extend(range(source.start, source.stop))
             records[f.rel] = FileRecord(f.size, f.mtime_ns, digest, start, len(chunks))
             count_file(report, f.rel, rec, digest)
+            if digest in old.note_warnings:   # read with a guess: said on every run, not just the first
+                report.warn(f.rel, digest, old.note_warnings[digest])
             continue
         try:
             sections, warning = read_note(f, settings.max_note_mb)
         except ValueError as e:
-            report.warnings.append(f"skipped {f.rel}: {e}")
+            report.skip(f.rel, str(e))
             continue
         if warning:
-            report.warnings.append(f"{f.rel}: {warning}")
-        if sum(len(t.strip()) for _, t in sections) < MIN_NOTE_CHARS:
-            report.warnings.append(f"skipped {f.rel}: under {MIN_NOTE_CHARS} characters")
-            continue
+            report.warn(f.rel, digest, warning)
         splitter = splitter or make_splitter(settings.chunk_size, settings.chunk_overlap)
         start = len(chunks)
         chunks.extend(chunk_note(f.rel, sections, splitter))
@@ -441,7 +447,8 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
                   build_lexicon(old.lexicon if old else None, reuse_arr,
                                 [c.text for c, r in zip(chunks, reuse) if r < 0]),
                   records, fingerprint(files), settings.embed_model,
-                  (settings.chunk_size, settings.chunk_overlap))
+                  (settings.chunk_size, settings.chunk_overlap),
+                  note_warnings=report.note_warnings, skipped=report.skipped)
     return index, report
 
 
@@ -1472,22 +1479,71 @@ def read_text(path: Path) -> tuple[list[tuple[int | None, str]], str | None]:
         data = path.read_bytes()
     except OSError as e:
         raise ValueError(e.strerror) from None
-    if b"\0" in data[:8192]:
-        raise ValueError("looks binary, not text")
     text, warning = decode_note(data)
     return [(None, strip_front_matter(text))], warning
 
 
+# A byte-order mark names the encoding outright: Notepad writes one for UTF-8 and
+# UTF-16, and PowerShell's `>` writes UTF-16 with one.
+BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
+# The legacy encodings notes come in, each with the company its characters keep:
+# an accented Latin letter sits inside a word of plain letters ("Müller"), a
+# Chinese character beside other Chinese characters or full-width punctuation.
+LEGACY_ENCODINGS = {"GB18030": ("gb18030", re.compile("[\u2e80-\uffff]")),
+                    "Windows-1252": ("cp1252", re.compile("[A-Za-z]"))}   # Latin-1 plus Word's “quotes”
+
+
 def decode_note(data: bytes) -> tuple[str, str | None]:
-    """Decode bytes as UTF-8 (with or without BOM), else as GB18030; say when we fell back."""
+    """Decode a text note's bytes, plus a warning when the encoding was a guess.
+
+    A byte-order mark decides; else UTF-8, which other encodings almost never pass
+    by accident; else GB18030 or Windows-1252, chosen by evidence, not by order:
+    the same bytes often decode in both (Latin-1 "Müller" is GB18030 "M黮ler"), and
+    the right reading is the one whose characters keep their own company
+    (script_evidence). Raises ValueError for binary data or text in neither.
+
+    >>> decode_note("Grüße".encode("cp1252"))
+    ('Grüße', 'not UTF-8; read as Windows-1252 (a guess: save it as UTF-8 to be sure)')
+    """
+    for bom, codec in BOMS:
+        if data.startswith(bom):
+            try:
+                return data.decode(codec), None
+            except UnicodeDecodeError:
+                raise ValueError(f"starts like {codec.upper()} but is not") from None
+    if b"\0" in data[:8192]:
+        raise ValueError("looks binary, not text")
     try:
-        return data.decode("utf-8-sig"), None
+        return data.decode("utf-8"), None
     except UnicodeDecodeError:
         pass
-    try:
-        return data.decode("gb18030"), "not UTF-8; read as GB18030"
-    except UnicodeDecodeError:
-        raise ValueError("neither UTF-8 nor GB18030 text") from None
+    readings = {}
+    for name, (codec, kin) in LEGACY_ENCODINGS.items():
+        with contextlib.suppress(UnicodeDecodeError):
+            text = data.decode(codec)
+            readings[name] = (script_evidence(text, kin), text)
+    if not readings:
+        raise ValueError(f"not text in UTF-8, UTF-16 or {' or '.join(LEGACY_ENCODINGS)}")
+    name = max(readings, key=lambda n: readings[n][0])      # a tie goes to the first
+    return readings[name][1], f"not UTF-8; read as {name} (a guess: save it as UTF-8 to be sure)"
+
+
+def script_evidence(text: str, kin: re.Pattern, sample: int = 20_000) -> float:
+    """Share of the non-ASCII characters with a neighbour of their kind (`kin`), 0 to 1.
+
+    The first `sample` non-ASCII characters are plenty of evidence. Worked
+    example: in "M黮ler" the one non-ASCII character sits among Latin letters.
+
+    >>> latin, chinese = LEGACY_ENCODINGS["Windows-1252"][1], LEGACY_ENCODINGS["GB18030"][1]
+    >>> script_evidence("Müller", latin), script_evidence("M黮ler", chinese), script_evidence("乌龙茶", chinese)
+    (1.0, 0.0, 1.0)
+    """
+    near = seen = 0
+    for m in itertools.islice(re.finditer(r"[^\x00-\x7f]", text), sample):
+        i = m.start()
+        seen += 1
+        near += any(kin.match(text, j) for j in (i - 1, i + 1) if 0 <= j < len(text))
+    return near / seen if seen else 0.0
 
 
 def readable_name(name: str) -> str:
@@ -1727,6 +1783,18 @@ class IndexReport:
     reason: str = ""                      # why a full rebuild happened, if one did
     warnings: list[str] = field(default_factory=list)
     embed_error: str | None = None        # set when vectors are missing: lexical-only
+    note_warnings: dict[str, str] = field(default_factory=dict)   # Index.note_warnings of the update
+    skipped: dict[str, str] = field(default_factory=dict)         # Index.skipped of the update
+
+    def warn(self, rel: str, digest: str, warning: str) -> None:
+        """Say how a note was read (a guessed encoding) and keep it, to say again next run."""
+        self.warnings.append(f"{rel}: {warning}")
+        self.note_warnings[digest] = warning
+
+    def skip(self, rel: str, why: str) -> None:
+        """Say why a note was left out and keep it, so the next run looks at it again."""
+        self.warnings.append(f"skipped {rel}: {why}")
+        self.skipped[rel] = why
 
     def summary(self, notes: int) -> str:
         return (f"indexed {notes} notes: {self.changed} changed, {self.new} new, "
@@ -1796,6 +1864,7 @@ def index_to_dict(index: Index) -> dict:
         "chunks": [list(column) for column in zip(*index.chunks)] if index.chunks else [[]] * 4,
         "has_vector": arr(index.has_vector),
         "lexicon": (lex.vocab, arr(lex.ptr), arr(lex.docs), arr(lex.counts), arr(lex.lengths)),
+        "note_warnings": index.note_warnings, "skipped": index.skipped,
     }
 
 
@@ -1811,7 +1880,10 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
         raise ValueError("cache arrays disagree in length")
     return Index(chunks, vectors, has_vector, Lexicon(vocab, arr(ptr), arr(docs), arr(counts), arr(lengths)),
                  {rel: FileRecord(*r) for rel, r in d["files"].items()}, d["fingerprint"],
-                 d["embed_model"], tuple(d["chunking"]))
+                 d["embed_model"], tuple(d["chunking"]),
+                 # .get: a cache written before these were kept loads as "none"
+                 note_warnings={str(k): str(v) for k, v in d.get("note_warnings", {}).items()},
+                 skipped={str(k): str(v) for k, v in d.get("skipped", {}).items()})
 
 
 class BuiltinsOnlyUnpickler(pickle.Unpickler):
@@ -1870,6 +1942,30 @@ def file_digest(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def repeat_warnings(index: Index, files: list[NoteFile], settings: Settings) -> list[str] | None:
+    """The warnings an unchanged index still owes: notes read with a guessed encoding,
+    and skipped notes, read again; None when a skipped note is usable now.
+
+    A skip's cause can go away while the note's size and mtime stay the same (a
+    higher --max-note-mb, permissions fixed), so skipped notes, which are few, are
+    tried on every run instead of being trusted; the caller updates the index
+    when one of them reads.
+    """
+    out = [f"{rel}: {index.note_warnings[r.digest]}" for rel, r in index.files.items()
+           if r.digest in index.note_warnings]
+    by_rel = {f.rel: f for f in files}
+    for rel in index.skipped:
+        if rel not in by_rel:
+            return None
+        try:
+            read_note(by_rel[rel], settings.max_note_mb)
+        except ValueError as e:
+            out.append(f"skipped {rel}: {e}")
+            continue
+        return None
+    return out
 
 
 def count_file(report: IndexReport, rel: str, before: FileRecord | None, digest: str) -> None:

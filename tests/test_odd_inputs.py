@@ -69,3 +69,90 @@ def test_a_notes_folder_whose_name_is_not_utf8(cli, tmp_path):
 def test_readable_name():
     assert rag.readable_name("café.md") == "café.md"
     assert rag.readable_name(os.fsdecode(b"sub/caf\xe9.md")) == "sub/caf\\xe9.md"
+
+
+# ---- item 5: a note skipped once is looked at again -----------------------------
+
+BIG = "# Big\n\n" + "Glaciers move slowly downhill under their own weight. " * 60   # ~3.3 KB
+
+
+def test_a_note_skipped_for_size_comes_back_when_the_limit_is_raised(cli, tmp_path):
+    folder = folder_with(tmp_path, **{"big.md": BIG})
+    for _ in range(2):                              # every run says so, not just the first
+        out = cli("glaciers", "--notes", folder, "--retrieve-only", "--max-note-mb", "0.002")
+        assert out.returncode == 0, out.stderr
+        assert "skipped big.md" in out.stderr and "0.002 MB limit" in out.stderr
+        assert "big.md" not in out.stdout
+    out = cli("glaciers", "--notes", folder, "--retrieve-only", "--max-note-mb", "50")
+    assert out.returncode == 0, out.stderr
+    assert "skipped" not in out.stderr and "[1] big.md" in out.stdout
+    out = cli("glaciers", "--notes", folder, "--retrieve-only", "--max-note-mb", "50")
+    assert "(0 chunks embedded)" in out.stderr
+    assert "[1] big.md" in out.stdout
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their permissions")
+def test_a_note_skipped_for_permissions_comes_back_when_they_are_fixed(cli, tmp_path):
+    folder = folder_with(tmp_path, **{"big.md": BIG})
+    (folder / "big.md").chmod(0)
+    out = cli("glaciers", "--notes", folder, "--retrieve-only")
+    assert "skipped big.md: Permission denied" in out.stderr
+    (folder / "big.md").chmod(0o644)
+    out = cli("glaciers", "--notes", folder, "--retrieve-only")
+    assert out.returncode == 0 and "[1] big.md" in out.stdout
+
+
+def test_a_skipped_note_that_stays_unusable_keeps_the_fast_path(server, tmp_path):
+    folder = folder_with(tmp_path, **{"binary.md": bytes(range(256)) * 4})
+    s = rag.Settings(notes_dir=folder, cache_dir=tmp_path / "cache")
+    rag.build_index(s)
+    (cache,) = s.cache_dir.glob("*.pkl")
+    written = cache.stat().st_ino
+    index, report = rag.build_index(s)
+    assert report.unchanged == 1 and any("skipped binary.md: looks binary" in w for w in report.warnings)
+    assert cache.stat().st_ino == written             # loaded as it was: not updated, not saved again
+
+
+# ---- item 7: encodings people's editors write ------------------------------------
+
+GERMAN = "# Bäckerei\n\nMüller backt Brötchen in jeder Größe, für Frühstück und Abendbrot.\n"
+CHINESE = "# 旧笔记\n\n这是一篇用 GBK 编码保存的旧笔记，讲的是如何冲泡乌龙茶和保存茶叶。乌龙茶要用沸水，每泡十几秒出汤。\n"
+
+
+@pytest.mark.parametrize("data, text, guessed", [
+    (GERMAN.encode("utf-8"), GERMAN, None),
+    (b"\xef\xbb\xbf" + GERMAN.encode("utf-8"), GERMAN, None),          # UTF-8 with BOM (Notepad)
+    (GERMAN.encode("utf-16"), GERMAN, None),                             # UTF-16 with BOM (PowerShell >)
+    (b"\xfe\xff" + GERMAN.encode("utf-16-be"), GERMAN, None),
+    (GERMAN.encode("cp1252"), GERMAN, "Windows-1252"),                   # also decodes as GB18030: "M黮ler"
+    ("“Smart quotes” – Word’s favourite.".encode("cp1252"), "“Smart quotes” – Word’s favourite.", "Windows-1252"),
+    ("À côté de l'église, où l'on dîne.".encode("latin-1"), "À côté de l'église, où l'on dîne.", "Windows-1252"),
+    (CHINESE.encode("gb18030"), CHINESE, "GB18030"),
+    ("繁體中文筆記，講的是烏龍茶。".encode("gbk"), "繁體中文筆記，講的是烏龍茶。", "GB18030"),
+])
+def test_decode_note_chooses_the_encoding_by_evidence(data, text, guessed):
+    got, warning = rag.decode_note(data)
+    assert got.lstrip("\ufeff") == text
+    assert (warning is None) if guessed is None else (guessed in warning)
+
+
+@pytest.mark.parametrize("data", [b"\x00\x01\x02binary" * 20, b"\x81\x30\xff\xfe" * 40])
+def test_decode_note_refuses_what_is_not_text(data):
+    with pytest.raises(ValueError):
+        rag.decode_note(data)
+
+
+def test_old_encodings_are_indexed_and_the_guess_is_said_on_every_run(cli, tmp_path):
+    folder = folder_with(tmp_path, **{"baecker.md": GERMAN.encode("cp1252"),
+                                      "notepad.txt": ("# Notepad\n\n" + GERMAN).encode("utf-16"),
+                                      "tee.md": CHINESE.encode("gb18030")})
+    for _ in range(3):
+        out = cli("Größe Brötchen", "--notes", folder, "--retrieve-only")
+        assert out.returncode == 0, out.stderr
+        assert "baecker.md: not UTF-8; read as Windows-1252" in out.stderr
+        assert "tee.md: not UTF-8; read as GB18030" in out.stderr
+        assert not [w for w in out.stderr.splitlines() if w.startswith("warning") and "notepad.txt" in w]  # a BOM is no guess
+        assert "Müller backt Brötchen" in out.stdout and "黮" not in out.stdout
+        assert {"baecker.md", "notepad.txt"} <= {line.split()[1] for line in out.stdout.splitlines()
+                                                 if line.strip().startswith("[")}
+        (folder / "kites.md").write_text(NOTE + "Edited.\n")   # the next run updates, reusing the others
