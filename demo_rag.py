@@ -63,7 +63,19 @@ from typing import Callable, Iterable, Iterator, NamedTuple
 
 import httpx  # the ollama client's HTTP layer: its connection errors surface mid-stream
 import numpy as np
-import ollama
+
+try:
+    import ollama
+except ValueError:
+    # The ollama package makes a client as it is imported, which raises on a malformed
+    # OLLAMA_HOST ("http://localhost:abc"); import it without one, so that main() can
+    # say what is wrong in one line (ollama_client) instead of a traceback.
+    _host = os.environ.pop("OLLAMA_HOST", None)
+    if _host is None:
+        raise
+    import ollama
+    os.environ["OLLAMA_HOST"] = _host
+    del _host
 # ----------------------------------------------------------------------------
 # Configuration: every knob in one place; command-line flags override these.
 
@@ -124,6 +136,16 @@ CACHE_FORMAT = 4                          # bump when the cache file's layout ch
 # On disk, vectors are float16: half the size of float32, and the benchmark
 # finds the same best match for every query (bench/bench_index.py).
 DISK_VECTORS = np.dtype("<f2")
+
+# The command line's limits (a notebook's client waits as long as its user does).
+OLLAMA_TIMEOUT = 300.0                    # seconds of silence before giving up on Ollama (--timeout):
+                                          # a cold start loads the model, and a CPU laptop reads a long
+                                          # prompt for minutes before the first word; a hung server
+                                          # still gets a message instead of an endless wait
+OLLAMA_CONNECT_TIMEOUT = 10.0             # seconds to connect: Ollama runs here or on the LAN, so a
+                                          # connection that takes longer goes to a wrong address
+MAX_NUM_CTX = 32768                       # the largest context to ask for (qwen3's native window);
+                                          # --top-k is capped so that its sources fit (top_k_limit)
 
 # ----------------------------------------------------------------------------
 # Shared values: settings, chunks, hits, and Ollama's errors in words a user can act on.
@@ -198,8 +220,19 @@ def explain_ollama_error(exc: Exception, model: str) -> OllamaError:
         return OllamaError(f"model '{model}' is not pulled: run `ollama pull {model}`")
     if isinstance(exc, ollama.ResponseError):
         return OllamaError(f"Ollama could not run '{model}': {exc.error}")
+    if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
+        return OllamaError(f"Ollama at {host()} did not answer within {seconds_waited(exc)}: it may still be "
+                           f"loading '{model}' (try again, or wait longer with --timeout) or be stuck")
     return OllamaError(f"Ollama is not reachable at {host()}: start it with `ollama serve` "
                        f"(or point OLLAMA_HOST at it)")
+
+
+def seconds_waited(exc: httpx.TimeoutException) -> str:
+    """How long the client waited before this timeout, as "300 s" (httpx keeps it on the request)."""
+    try:
+        return f"{exc.request.extensions['timeout']['read']:g} s"
+    except (RuntimeError, KeyError, TypeError):   # no request attached, or no read timeout
+        return "the time allowed"
 
 
 OLLAMA_FAILURES = (ollama.ResponseError, ConnectionError, httpx.TransportError)
@@ -890,7 +923,14 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = parse_args(argv)
     settings = settings_from(args)
-    client = ollama.Client()
+    if settings.top_k > (cap := top_k_limit(settings.chunk_size)):
+        err(f"note: --top-k {settings.top_k} is more sources than fit in a {MAX_NUM_CTX}-token context; using {cap}")
+        settings = replace(settings, top_k=cap)
+    try:
+        client = ollama_client(args.timeout)
+    except ValueError as e:
+        err(f"error: {e}")
+        return EXIT_USAGE
     try:
         if args.eval:
             return run_eval(args, settings, client)
@@ -919,6 +959,8 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
     index, report, timings["index"] = open_index(settings, client, args.rebuild, quiet=not echo)
     if not index.chunks:
         return no_usable_notes(settings)
+    if not source_mask(index, settings.source_filter).any():
+        return no_matching_source(settings)
     r = search(client, index, args.question, settings)
     timings.update(r.timings)
     ollama_problem = report.embed_error or r.keywords_only_because
@@ -1250,6 +1292,10 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
     index, _, _ = open_index(settings, client, args.rebuild, quiet=False)
     if not index.chunks:
         return no_usable_notes(settings)
+    if not source_mask(index, settings.source_filter).any():
+        return no_matching_source(settings)
+    with contextlib.suppress(AttributeError):     # a line that is not UTF-8 is then said, not fatal
+        sys.stdin.reconfigure(errors="surrogateescape")
     conv, last_hits = Conversation(), []
     commands = "/sources  /clear  /stats  /quit"
     print(f"Ask about your notes ({len(index.files)} notes). Commands: {commands}. Ctrl-D leaves.")
@@ -1270,6 +1316,9 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
             print()
             return EXIT_OK
         if not line:
+            continue
+        if not is_text(line):
+            print(f"({NOT_TEXT}; ask again)")
             continue
         if line.startswith("/"):
             if line == "/quit":
@@ -1298,6 +1347,8 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
 
 def run_eval(args, settings: Settings, client: ollama.Client) -> int:
     index, _, _ = open_index(settings, client, args.rebuild, quiet=args.json)
+    if index.chunks and not source_mask(index, settings.source_filter).any():
+        return no_matching_source(settings)
     try:
         items = load_eval_set(args.eval)
     except (OSError, ValueError) as e:
@@ -1349,6 +1400,8 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
         f"{report.embedded} embedded just now ({took:.2f}s)")
     if not index.chunks:
         return no_usable_notes(settings)
+    if not (allowed := source_mask(index, settings.source_filter)).any():
+        return no_matching_source(settings)
     print("\nSTEP 3 · CHUNK: cut at headings, then paragraphs, lines, sentences")
     rel, rec = max(index.files.items(), key=lambda kv: (kv[1].stop - kv[1].start, kv[1].size))
     say(f"{rel} became {rec.stop - rec.start} chunk(s) of at most {settings.chunk_size} characters "
@@ -1369,7 +1422,8 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
         if scores is not None:
             note = f"weight {r.weights.get(key, 0.0):.2f}" if key else FUSION
             print(f"  {name} ({cut(note, 60)}):")
-            for i in top_k(scores, 3):
+            rows = np.flatnonzero(allowed)    # what --source excluded is not part of the ranking
+            for i in rows[top_k(scores[rows], 3)]:
                 print(f"    {scores[i]:>7.3f}  {label(index.chunks[i])}")
     say(f"confidence {r.confidence:.2f} against the floor {settings.min_score}: "
         + ("answer from these sources" if r.found else "not found in your notes"))
@@ -1417,12 +1471,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--chat", action="store_true", help="ask follow-up questions in a conversation")
     p.add_argument("--explain", action="store_true", help="narrate every step with this run's values")
     p.add_argument("--eval", type=Path, metavar="JSONL", help="measure retrieval on an evaluation set")
+    p.add_argument("--timeout", type=float, default=OLLAMA_TIMEOUT, metavar="SECONDS",
+                   help=f"give up when Ollama is silent this long (default {OLLAMA_TIMEOUT:g})")
     args = p.parse_args(argv)
     if not (args.question or args.chat or args.eval):
         p.print_usage(sys.stderr)
         p.exit(EXIT_USAGE, "demo_rag.py: error: give a question, or --chat, or --eval FILE\n")
     if args.top_k < 1 or args.chunk_size < 50 or not 0 <= args.chunk_overlap < args.chunk_size:
         p.error("need --top-k >= 1, --chunk-size >= 50 and 0 <= --chunk-overlap < --chunk-size")
+    if not math.isfinite(args.min_score):
+        p.error(f"--min-score must be a number like 0.3, not {args.min_score}")
+    for flag, value in (("--max-note-mb", args.max_note_mb), ("--timeout", args.timeout)):
+        if not 0 < value < math.inf:      # nan fails every comparison too
+            p.error(f"{flag} must be a positive number, not {value}")
+    if args.question and not is_text(args.question):
+        p.error(f"the question: {NOT_TEXT}")
     return args
 
 
@@ -1460,6 +1523,49 @@ def no_usable_notes(settings: Settings) -> int:
     err(f"no usable notes in {settings.notes_dir} (looked for {', '.join(NOTE_TYPES)}, "
         f"at least {MIN_NOTE_CHARS} characters)")
     return EXIT_USAGE
+
+
+def no_matching_source(settings: Settings) -> int:
+    """Say that --source left nothing to search, and how it matches; the exit code for it."""
+    err(f"no note matches --source '{settings.source_filter}' (a glob like 'work/*.md', or a part of "
+        f"a note's path relative to {readable_name(str(settings.notes_dir))})")
+    return EXIT_USAGE
+
+
+def ollama_client(timeout: float) -> ollama.Client:
+    """The command line's Ollama client, which gives up on a server silent for `timeout`
+    seconds. Raises ValueError, in words, when OLLAMA_HOST is not an address."""
+    try:
+        return ollama.Client(timeout=httpx.Timeout(timeout, connect=min(timeout, OLLAMA_CONNECT_TIMEOUT)))
+    except (ValueError, httpx.InvalidURL) as e:
+        raise ValueError(f"OLLAMA_HOST={host()} is not an address like {DEFAULT_HOST} ({e})") from None
+
+
+def top_k_limit(chunk_size: int) -> int:
+    """The most sources of chunk_size characters that fit in a MAX_NUM_CTX context, even
+    when every character is a token (Chinese): room is kept for the answer, and 1024
+    tokens for the rules and the question; each citation line counts 32.
+
+    >>> top_k_limit(1500)
+    20
+    """
+    return max(1, (MAX_NUM_CTX - ANSWER_TOKENS - 1024) // (chunk_size + 32))
+
+
+NOT_TEXT = "not valid UTF-8 text (check the terminal's encoding, e.g. the locale)"
+
+
+def is_text(s: str) -> bool:
+    """False for a string that carries undecodable bytes (surrogates) from argv or stdin.
+
+    >>> is_text("café"), is_text("caf\\udce9")
+    (True, False)
+    """
+    try:
+        s.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
 
 # ============================================================================
 # PART II · HARDENING AND SPEED
@@ -1523,7 +1629,7 @@ def decode_note(data: bytes) -> tuple[str, str | None]:
             text = data.decode(codec)
             readings[name] = (script_evidence(text, kin), text)
     if not readings:
-        raise ValueError(f"not text in UTF-8, UTF-16 or {' or '.join(LEGACY_ENCODINGS)}")
+        raise ValueError(f"not text in any of UTF-8, UTF-16, {', '.join(LEGACY_ENCODINGS)}")
     name = max(readings, key=lambda n: readings[n][0])      # a tie goes to the first
     return readings[name][1], f"not UTF-8; read as {name} (a guess: save it as UTF-8 to be sure)"
 

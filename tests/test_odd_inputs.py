@@ -156,3 +156,106 @@ def test_old_encodings_are_indexed_and_the_guess_is_said_on_every_run(cli, tmp_p
         assert {"baecker.md", "notepad.txt"} <= {line.split()[1] for line in out.stdout.splitlines()
                                                  if line.strip().startswith("[")}
         (folder / "kites.md").write_text(NOTE + "Edited.\n")   # the next run updates, reusing the others
+
+
+# ---- item 9: bad flags and a broken environment ---------------------------------
+
+@pytest.mark.parametrize("flag, value", [("--min-score", "nan"), ("--min-score", "inf"), ("--max-note-mb", "nan"),
+                                         ("--max-note-mb", "inf"), ("--max-note-mb", "-1"), ("--max-note-mb", "0"),
+                                         ("--timeout", "0"), ("--timeout", "nan")])
+def test_meaningless_numbers_are_usage_errors(cli, flag, value):
+    out = cli("q", flag, value)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert flag in out.stderr.splitlines()[-1]
+
+
+def test_a_huge_top_k_is_capped_at_what_a_context_holds(cli, server, tmp_path):
+    folder = tmp_path / "n"
+    folder.mkdir()
+    for i in range(40):                             # 40 notes of 3,000 Chinese characters: 400 chunks
+        (folder / f"笔记{i:02d}.md").write_text(f"# 第{i}篇\n\n" + f"风筝需要稳定的风和长线，第{i}篇。" * 200)
+    out = cli("风筝", "--notes", folder, "--top-k", "100000", "--chunk-size", "300", "--chunk-overlap", "0",
+              "--min-score", "0")
+    assert out.returncode == 0, out.stderr
+    cap = rag.top_k_limit(300)
+    assert f"--top-k 100000 is more sources than fit in a {rag.MAX_NUM_CTX}-token context; using {cap}" in out.stderr
+    (request,) = server.of("/api/chat")
+    assert request["messages"][1]["content"].count("\n[") == cap     # each source starts a line with [n]
+    assert request["options"]["num_ctx"] <= rag.MAX_NUM_CTX
+
+
+def test_a_question_that_is_not_utf8_is_a_usage_error(cli, notes):
+    out = cli(os.fsdecode(b"caf\xe9?"), "--notes", notes)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "not valid UTF-8" in out.stderr
+
+
+def test_a_chat_line_that_is_not_utf8_does_not_end_the_session(server, notes, tmp_path):
+    p = subprocess.run([sys.executable, str(SCRIPT), "--chat", "--notes", str(notes), "--cache", str(tmp_path / "c")],
+                       input=b"caf\xe9?\nWhat is asyncio?\n/stats\n", capture_output=True, timeout=60,
+                       env={**os.environ, "OLLAMA_HOST": server.url, "PYTHONIOENCODING": "utf-8"})
+    out, err = p.stdout.decode(), p.stderr.decode()
+    assert p.returncode == 0, err
+    assert "not valid UTF-8" in out and "Traceback" not in err
+    assert "[1] python-asyncio.md" in out and "turns kept 1" in out
+
+
+def test_a_malformed_ollama_host_is_one_line(notes, tmp_path):
+    out = run_cli("q", "--notes", notes, "--cache", tmp_path / "c", host="http://localhost:abc")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "OLLAMA_HOST" in out.stderr and "http://localhost:abc" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+@pytest.fixture
+def silent_host():
+    """An address that accepts connections and never answers a byte."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    held = []
+
+    def accept():
+        while True:
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                return
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    listener.close()
+    for conn in held:
+        conn.close()
+
+
+def test_a_silent_server_is_given_up_on_with_a_clear_message(tmp_path, silent_host):
+    folder = folder_with(tmp_path)
+    out = run_cli("kite wind", "--notes", folder, "--cache", tmp_path / "c", "--timeout", "1",
+                  host=silent_host, timeout=30)
+    assert out.returncode == 0, out.stderr            # keyword passages, as when Ollama is down
+    assert f"Ollama at {silent_host} did not answer within 1 s" in out.stderr and "--timeout" in out.stderr
+    assert "[1] kites.md" in out.stdout and "Traceback" not in out.stderr
+
+
+def test_a_chat_model_that_falls_silent_mid_answer_times_out(notes, tmp_path):
+    with FakeOllama(chat_delay=10) as server:
+        out = run_cli("What is asyncio?", "--notes", notes, "--cache", tmp_path / "c", "--timeout", "1",
+                      host=server.url, timeout=15)
+    assert out.returncode == 3 and "did not answer within 1 s" in out.stderr
+    assert "According to the notes" in out.stdout       # what had arrived is kept
+
+
+def test_a_source_pattern_that_matches_nothing_says_so(cli, notes):
+    out = cli("water", "--notes", notes, "--source", "recipes/*.md")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "no note matches --source 'recipes/*.md'" in out.stderr
+    assert "closest sources" not in out.stdout
+
+
+def test_explain_lists_only_the_notes_source_allows(cli, notes):
+    out = cli("--explain", "How often should I water?", "--notes", notes, "--source", "houseplants*")
+    assert out.returncode == 0, out.stderr
+    step5 = out.stdout.split("STEP 5")[1].split("STEP 6")[0]
+    assert "inf" not in step5
+    listed = [line.split()[1] for line in step5.splitlines() if re.match(r" +-?\d+\.\d{3}  ", line)]
+    assert listed and set(listed) == {"houseplants.txt"}
