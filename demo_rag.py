@@ -380,7 +380,8 @@ def build_index(settings: Settings, client: ollama.Client | None = None, rebuild
     """Load the cached index, or update it when the notes or settings changed.
 
     The fast path: the fingerprint matches and every chunk has a vector, so the
-    cache is returned without reading a single note. Raises FileNotFoundError when
+    cache is returned without reading a single note (but for the few it skipped,
+    which repeat_warnings tries again). Raises FileNotFoundError when
     the notes folder does not exist.
     """
     if not settings.notes_dir.is_dir():
@@ -924,7 +925,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     settings = settings_from(args)
     if settings.top_k > (cap := top_k_limit(settings.chunk_size)):
-        err(f"note: --top-k {settings.top_k} is more sources than fit in a {MAX_NUM_CTX}-token context; using {cap}")
+        err(f"note: --top-k {settings.top_k} is more sources than fit in a {MAX_NUM_CTX}-token context; "
+            f"using {cap}")
         settings = replace(settings, top_k=cap)
     try:
         client = ollama_client(args.timeout)
