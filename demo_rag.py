@@ -52,6 +52,7 @@ import math
 import os
 import pickle
 import re
+import stat
 import sys
 import tempfile
 import time
@@ -63,7 +64,19 @@ from typing import Callable, Iterable, Iterator, NamedTuple
 
 import httpx  # the ollama client's HTTP layer: its connection errors surface mid-stream
 import numpy as np
-import ollama
+
+try:
+    import ollama
+except ValueError:
+    # The ollama package makes a client as it is imported, which raises on a malformed
+    # OLLAMA_HOST ("http://localhost:abc"); import it without one, so that main() can
+    # say what is wrong in one line (ollama_client) instead of a traceback.
+    _host = os.environ.pop("OLLAMA_HOST", None)
+    if _host is None:
+        raise
+    import ollama
+    os.environ["OLLAMA_HOST"] = _host
+    del _host
 # ----------------------------------------------------------------------------
 # Configuration: every knob in one place; command-line flags override these.
 
@@ -146,6 +159,16 @@ CACHE_FORMAT = 4                          # bump when the cache file's layout ch
 # finds the same best match for every query (bench/bench_index.py).
 DISK_VECTORS = np.dtype("<f2")
 
+# The command line's limits (a notebook's client waits as long as its user does).
+OLLAMA_TIMEOUT = 300.0                    # seconds of silence before giving up on Ollama (--timeout):
+                                          # a cold start loads the model, and a CPU laptop reads a long
+                                          # prompt for minutes before the first word; a hung server
+                                          # still gets a message instead of an endless wait
+OLLAMA_CONNECT_TIMEOUT = 10.0             # seconds to connect: Ollama runs here or on the LAN, so a
+                                          # connection that takes longer goes to a wrong address
+MAX_NUM_CTX = 32768                       # the largest context to ask for (qwen3's native window);
+                                          # --top-k is capped so that its sources fit (top_k_limit)
+
 # ----------------------------------------------------------------------------
 # Shared values: settings, chunks, hits, and Ollama's errors in words a user can act on.
 
@@ -220,8 +243,19 @@ def explain_ollama_error(exc: Exception, model: str) -> OllamaError:
         return OllamaError(f"model '{model}' is not pulled: run `ollama pull {model}`")
     if isinstance(exc, ollama.ResponseError):
         return OllamaError(f"Ollama could not run '{model}': {exc.error}")
+    if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
+        return OllamaError(f"Ollama at {host()} did not answer within {seconds_waited(exc)}: it may still be "
+                           f"loading '{model}' (try again, or wait longer with --timeout) or be stuck")
     return OllamaError(f"Ollama is not reachable at {host()}: start it with `ollama serve` "
                        f"(or point OLLAMA_HOST at it)")
+
+
+def seconds_waited(exc: httpx.TimeoutException) -> str:
+    """How long the client waited before this timeout, as "300 s" (httpx keeps it on the request)."""
+    try:
+        return f"{exc.request.extensions['timeout']['read']:g} s"
+    except (RuntimeError, KeyError, TypeError):   # no request attached, or no read timeout
+        return "the time allowed"
 
 
 OLLAMA_FAILURES = (ollama.ResponseError, ConnectionError, httpx.TransportError)
@@ -254,7 +288,8 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = ()) -> tuple[list[NoteFil
 
     Hidden folders (.git, .obsidian, ...) and the `skip` folders (the cache) are not
     entered. Symlinked folders are followed once: a link back to an ancestor is a
-    loop, reported and skipped.
+    loop, reported and skipped. Only regular files are notes (never a FIFO or a
+    device), and `rel` is readable_name(): a name that is not UTF-8 shows its bytes.
     """
     skip_real = {os.path.realpath(p) for p in skip}
     files, warnings, seen_dirs = [], [], set()
@@ -263,7 +298,7 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = ()) -> tuple[list[NoteFil
                                        onerror=lambda e: warnings.append(f"cannot read {e.filename}: {e.strerror}")):
         real = os.path.realpath(folder)
         if real in seen_dirs:
-            warnings.append(f"skipped {Path(folder).relative_to(notes_dir).as_posix()}/: "
+            warnings.append(f"skipped {readable_name(Path(folder).relative_to(notes_dir).as_posix())}/: "
                             "a symlink loop back to a folder already read")
             dirs[:] = []
             continue
@@ -275,7 +310,7 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = ()) -> tuple[list[NoteFil
             suffix = path.suffix.lower()
             if name.startswith(".") or suffix not in NOTE_TYPES:
                 continue
-            rel = path.relative_to(notes_dir).as_posix()
+            rel = readable_name(path.relative_to(notes_dir).as_posix())
             needs = NOTE_TYPES[suffix][1]
             if needs and not importable(needs):
                 unreadable.setdefault(suffix, []).append(rel)
@@ -284,6 +319,9 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = ()) -> tuple[list[NoteFil
                 st = path.stat()
             except OSError as e:
                 warnings.append(f"skipped {rel}: {e.strerror}")
+                continue
+            if not stat.S_ISREG(st.st_mode):  # a FIFO or /dev/zero: opening it would wait forever
+                warnings.append(f"skipped {rel}: not a regular file")
                 continue
             files.append(NoteFile(rel, path, st.st_size, st.st_mtime_ns))
     for suffix, rels in unreadable.items():
@@ -305,7 +343,10 @@ def read_note(file: NoteFile, max_mb: float = MAX_NOTE_MB) -> tuple[list[tuple[i
     if file.size > max_mb * 2**20:
         raise ValueError(f"{file.size / 2**20:.1f} MB is over the {max_mb:g} MB limit (--max-note-mb)")
     reader, _ = NOTE_TYPES[file.path.suffix.lower()]
-    return reader(file.path)
+    sections, warning = reader(file.path)
+    if sum(len(t.strip()) for _, t in sections) < MIN_NOTE_CHARS:
+        raise ValueError(f"under {MIN_NOTE_CHARS} characters")
+    return sections, warning
 
 # ----------------------------------------------------------------------------
 # 2 · Fingerprint: one hash that changes when any note is added, removed or edited.
@@ -362,7 +403,8 @@ def build_index(settings: Settings, client: ollama.Client | None = None, rebuild
     """Load the cached index, or update it when the notes or settings changed.
 
     The fast path: the fingerprint matches and every chunk has a vector, so the
-    cache is returned without reading a single note. Raises FileNotFoundError when
+    cache is returned without reading a single note (but for the few it skipped,
+    which repeat_warnings tries again). Raises FileNotFoundError when
     the notes folder does not exist.
     """
     if not settings.notes_dir.is_dir():
@@ -375,7 +417,9 @@ def build_index(settings: Settings, client: ollama.Client | None = None, rebuild
         reason = stale_reason(old, settings)
         old = None if reason else old
     if old is not None and old.fingerprint == fingerprint(files) and old.complete:
-        return old, IndexReport(unchanged=len(old.files), warnings=warnings)
+        again = repeat_warnings(old, files, settings)   # None: a skipped note may be usable now
+        if again is not None:
+            return old, IndexReport(unchanged=len(old.files), warnings=warnings + again)
     if old is None and reason != "no cache yet":
         progress(f"rebuilding index: {reason}")
     index, report = update_index(settings, client, old, files, progress)
@@ -397,6 +441,8 @@ class Index:
     embed_model: str
     chunking: tuple[int, int]             # (chunk_size, chunk_overlap)
     doc_template: str = ""                # the document template the vectors were embedded with
+    note_warnings: dict[str, str] = field(default_factory=dict)   # digest -> how it was read (a guess)
+    skipped: dict[str, str] = field(default_factory=dict)         # rel -> why it was left out
 
     @property
     def complete(self) -> bool:
@@ -428,7 +474,7 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
             try:
                 digest = file_digest(f.path)
             except OSError as e:
-                report.warnings.append(f"skipped {f.rel}: {e.strerror}")
+                report.skip(f.rel, e.strerror)
                 continue
             source = by_digest.get(digest)
         if source is not None:            # same bytes as before: reuse its chunks
@@ -437,17 +483,16 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
             reuse.extend(range(source.start, source.stop))
             records[f.rel] = FileRecord(f.size, f.mtime_ns, digest, start, len(chunks))
             count_file(report, f.rel, rec, digest)
+            if digest in old.note_warnings:   # read with a guess: said on every run, not just the first
+                report.warn(f.rel, digest, old.note_warnings[digest])
             continue
         try:
             sections, warning = read_note(f, settings.max_note_mb)
         except ValueError as e:
-            report.warnings.append(f"skipped {f.rel}: {e}")
+            report.skip(f.rel, str(e))
             continue
         if warning:
-            report.warnings.append(f"{f.rel}: {warning}")
-        if sum(len(t.strip()) for _, t in sections) < MIN_NOTE_CHARS:
-            report.warnings.append(f"skipped {f.rel}: under {MIN_NOTE_CHARS} characters")
-            continue
+            report.warn(f.rel, digest, warning)
         splitter = splitter or make_splitter(settings.chunk_size, settings.chunk_overlap)
         start = len(chunks)
         chunks.extend(chunk_note(f.rel, sections, splitter))
@@ -460,7 +505,8 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
                   build_lexicon(old.lexicon if old else None, reuse_arr,
                                 [c.text for c, r in zip(chunks, reuse) if r < 0]),
                   records, fingerprint(files), settings.embed_model,
-                  (settings.chunk_size, settings.chunk_overlap), embed_templates(settings).document)
+                  (settings.chunk_size, settings.chunk_overlap), embed_templates(settings).document,
+                  note_warnings=report.note_warnings, skipped=report.skipped)
     return index, report
 
 
@@ -945,7 +991,15 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = parse_args(argv)
     settings = settings_from(args)
-    client = ollama.Client()
+    if settings.top_k > (cap := top_k_limit(settings.chunk_size)):
+        err(f"note: --top-k {settings.top_k} is more sources than fit in a {MAX_NUM_CTX}-token context; "
+            f"using {cap}")
+        settings = replace(settings, top_k=cap)
+    try:
+        client = ollama_client(args.timeout)
+    except ValueError as e:
+        err(f"error: {e}")
+        return EXIT_USAGE
     try:
         if args.eval:
             return run_eval(args, settings, client)
@@ -974,6 +1028,8 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
     index, report, timings["index"] = open_index(settings, client, args.rebuild, quiet=not echo)
     if not index.chunks:
         return no_usable_notes(settings)
+    if not source_mask(index, settings.source_filter).any():
+        return no_matching_source(settings)
     r = search(client, index, args.question, settings)
     timings.update(r.timings)
     ollama_problem = report.embed_error or r.keywords_only_because
@@ -1331,6 +1387,10 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
     index, _, _ = open_index(settings, client, args.rebuild, quiet=False)
     if not index.chunks:
         return no_usable_notes(settings)
+    if not source_mask(index, settings.source_filter).any():
+        return no_matching_source(settings)
+    with contextlib.suppress(AttributeError):     # a line that is not UTF-8 is then said, not fatal
+        sys.stdin.reconfigure(errors="surrogateescape")
     conv, last_hits, warned = Conversation(), [], set()
     commands = "/sources  /clear  /stats  /quit"
     print(f"Ask about your notes ({len(index.files)} notes). Commands: {commands}. Ctrl-D leaves.")
@@ -1357,6 +1417,9 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
             print()
             return EXIT_OK
         if not line:
+            continue
+        if not is_text(line):
+            print(f"({NOT_TEXT}; ask again)")
             continue
         if line.startswith("/"):
             if line == "/quit":
@@ -1385,6 +1448,8 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
 
 def run_eval(args, settings: Settings, client: ollama.Client) -> int:
     index, _, _ = open_index(settings, client, args.rebuild, quiet=args.json)
+    if index.chunks and not source_mask(index, settings.source_filter).any():
+        return no_matching_source(settings)
     try:
         items = load_eval_set(args.eval)
     except (OSError, ValueError) as e:
@@ -1428,7 +1493,7 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
 
     print("STEP 1 · LOAD: find the notes")
     files, _ = scan_notes(settings.notes_dir, skip=[settings.cache_dir])
-    say(f"{len(files)} files under {settings.notes_dir.name}/: " + ", ".join(f.rel for f in files))
+    say(f"{len(files)} files under {readable_name(settings.notes_dir.name)}/: " + ", ".join(f.rel for f in files))
     print("\nSTEP 2 · FINGERPRINT: MD5 over every note's name, size and mtime")
     say(f"{fingerprint(files)}: while it stays the same, the cache is used as it is")
     index, report, took = open_index(settings, client, args.rebuild, quiet=True)
@@ -1436,6 +1501,8 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
         f"{report.embedded} embedded just now ({took:.2f}s)")
     if not index.chunks:
         return no_usable_notes(settings)
+    if not (allowed := source_mask(index, settings.source_filter)).any():
+        return no_matching_source(settings)
     print("\nSTEP 3 · CHUNK: cut at headings, then paragraphs, lines, sentences")
     rel, rec = max(index.files.items(), key=lambda kv: (kv[1].stop - kv[1].start, kv[1].size))
     say(f"{rel} became {rec.stop - rec.start} chunk(s) of at most {settings.chunk_size} characters "
@@ -1460,7 +1527,8 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
         if scores is not None:
             note = f"weight {r.weights.get(key, 0.0):.2f}" if key else FUSION
             print(f"  {name} ({cut(note, 60)}):")
-            for i in top_k(scores, 3):
+            rows = np.flatnonzero(allowed)    # what --source excluded is not part of the ranking
+            for i in rows[top_k(scores[rows], 3)]:
                 print(f"    {scores[i]:>7.3f}  {label(index.chunks[i])}")
     say(f"confidence {r.confidence:.2f} against the floor {settings.min_score}: "
         + ("answer from these sources" if r.found else "not found in your notes"))
@@ -1513,12 +1581,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--eval", type=Path, metavar="JSONL", help="measure retrieval on an evaluation set")
     p.add_argument("--doc-instruction", metavar="TEMPLATE",
                    help="document template with {text}; '' for none (default: the model's documented one)")
+    p.add_argument("--timeout", type=float, default=OLLAMA_TIMEOUT, metavar="SECONDS",
+                   help=f"give up when Ollama is silent this long (default {OLLAMA_TIMEOUT:g})")
     args = p.parse_args(argv)
     if not (args.question or args.chat or args.eval):
         p.print_usage(sys.stderr)
         p.exit(EXIT_USAGE, "demo_rag.py: error: give a question, or --chat, or --eval FILE\n")
     if args.top_k < 1 or args.chunk_size < 50 or not 0 <= args.chunk_overlap < args.chunk_size:
         p.error("need --top-k >= 1, --chunk-size >= 50 and 0 <= --chunk-overlap < --chunk-size")
+    if not math.isfinite(args.min_score):
+        p.error(f"--min-score must be a number like 0.3, not {args.min_score}")
+    for flag, value in (("--max-note-mb", args.max_note_mb), ("--timeout", args.timeout)):
+        if not 0 < value < math.inf:      # nan fails every comparison too
+            p.error(f"{flag} must be a positive number, not {value}")
+    if args.question and not is_text(args.question):
+        p.error(f"the question: {NOT_TEXT}")
     return args
 
 
@@ -1564,6 +1641,49 @@ def no_usable_notes(settings: Settings) -> int:
         f"at least {MIN_NOTE_CHARS} characters)")
     return EXIT_USAGE
 
+
+def no_matching_source(settings: Settings) -> int:
+    """Say that --source left nothing to search, and how it matches; the exit code for it."""
+    err(f"no note matches --source '{settings.source_filter}' (a glob like 'work/*.md', or a part of "
+        f"a note's path relative to {readable_name(str(settings.notes_dir))})")
+    return EXIT_USAGE
+
+
+def ollama_client(timeout: float) -> ollama.Client:
+    """The command line's Ollama client, which gives up on a server silent for `timeout`
+    seconds. Raises ValueError, in words, when OLLAMA_HOST is not an address."""
+    try:
+        return ollama.Client(timeout=httpx.Timeout(timeout, connect=min(timeout, OLLAMA_CONNECT_TIMEOUT)))
+    except (ValueError, httpx.InvalidURL) as e:
+        raise ValueError(f"OLLAMA_HOST={host()} is not an address like {DEFAULT_HOST} ({e})") from None
+
+
+def top_k_limit(chunk_size: int) -> int:
+    """The most sources of chunk_size characters that fit in a MAX_NUM_CTX context, even
+    when every character is a token (Chinese): room is kept for the answer, and 1024
+    tokens for the rules and the question; each citation line counts 32.
+
+    >>> top_k_limit(1500)
+    20
+    """
+    return max(1, (MAX_NUM_CTX - ANSWER_TOKENS - 1024) // (chunk_size + 32))
+
+
+NOT_TEXT = "not valid UTF-8 text (check the terminal's encoding, e.g. the locale)"
+
+
+def is_text(s: str) -> bool:
+    """False for a string that carries undecodable bytes (surrogates) from argv or stdin.
+
+    >>> is_text("café"), is_text("caf\\udce9")
+    (True, False)
+    """
+    try:
+        s.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
 # ============================================================================
 # PART II · HARDENING AND SPEED
 #
@@ -1582,22 +1702,81 @@ def read_text(path: Path) -> tuple[list[tuple[int | None, str]], str | None]:
         data = path.read_bytes()
     except OSError as e:
         raise ValueError(e.strerror) from None
-    if b"\0" in data[:8192]:
-        raise ValueError("looks binary, not text")
     text, warning = decode_note(data)
     return [(None, strip_front_matter(text))], warning
 
 
+# A byte-order mark names the encoding outright: Notepad writes one for UTF-8 and
+# UTF-16, and PowerShell's `>` writes UTF-16 with one.
+BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
+# The legacy encodings notes come in, each with the company its characters keep:
+# an accented Latin letter sits inside a word of plain letters ("Müller"), a
+# Chinese character beside other Chinese characters or full-width punctuation.
+LEGACY_ENCODINGS = {"GB18030": ("gb18030", re.compile("[\u2e80-\uffff]")),
+                    "Windows-1252": ("cp1252", re.compile("[A-Za-z]"))}   # Latin-1 plus Word's “quotes”
+
+
 def decode_note(data: bytes) -> tuple[str, str | None]:
-    """Decode bytes as UTF-8 (with or without BOM), else as GB18030; say when we fell back."""
+    """Decode a text note's bytes, plus a warning when the encoding was a guess.
+
+    A byte-order mark decides; else UTF-8, which other encodings almost never pass
+    by accident; else GB18030 or Windows-1252, chosen by evidence, not by order:
+    the same bytes often decode in both (Latin-1 "Müller" is GB18030 "M黮ler"), and
+    the right reading is the one whose characters keep their own company
+    (script_evidence). Raises ValueError for binary data or text in neither.
+
+    >>> decode_note("Grüße".encode("cp1252"))
+    ('Grüße', 'not UTF-8; read as Windows-1252 (a guess: save it as UTF-8 to be sure)')
+    """
+    for bom, codec in BOMS:
+        if data.startswith(bom):
+            try:
+                return data.decode(codec), None
+            except UnicodeDecodeError:
+                raise ValueError(f"starts like {codec.upper()} but is not") from None
+    if b"\0" in data[:8192]:
+        raise ValueError("looks binary, not text")
     try:
-        return data.decode("utf-8-sig"), None
+        return data.decode("utf-8"), None
     except UnicodeDecodeError:
         pass
-    try:
-        return data.decode("gb18030"), "not UTF-8; read as GB18030"
-    except UnicodeDecodeError:
-        raise ValueError("neither UTF-8 nor GB18030 text") from None
+    readings = {}
+    for name, (codec, kin) in LEGACY_ENCODINGS.items():
+        with contextlib.suppress(UnicodeDecodeError):
+            text = data.decode(codec)
+            readings[name] = (script_evidence(text, kin), text)
+    if not readings:
+        raise ValueError(f"not text in any of UTF-8, UTF-16, {', '.join(LEGACY_ENCODINGS)}")
+    name = max(readings, key=lambda n: readings[n][0])      # a tie goes to the first
+    return readings[name][1], f"not UTF-8; read as {name} (a guess: save it as UTF-8 to be sure)"
+
+
+def script_evidence(text: str, kin: re.Pattern, sample: int = 20_000) -> float:
+    """Share of the non-ASCII characters with a neighbour of their kind (`kin`), 0 to 1.
+
+    The first `sample` non-ASCII characters are plenty of evidence. Worked
+    example: in "M黮ler" the one non-ASCII character sits among Latin letters.
+
+    >>> latin, chinese = LEGACY_ENCODINGS["Windows-1252"][1], LEGACY_ENCODINGS["GB18030"][1]
+    >>> script_evidence("Müller", latin), script_evidence("M黮ler", chinese), script_evidence("乌龙茶", chinese)
+    (1.0, 0.0, 1.0)
+    """
+    near = seen = 0
+    for m in itertools.islice(re.finditer(r"[^\x00-\x7f]", text), sample):
+        i = m.start()
+        seen += 1
+        near += any(kin.match(text, j) for j in (i - 1, i + 1) if 0 <= j < len(text))
+    return near / seen if seen else 0.0
+
+
+def readable_name(name: str) -> str:
+    """A file name as text any terminal, JSON or pickle can take: bytes that are not
+    UTF-8 (os.walk hands them over as surrogates) are shown as \\x escapes.
+
+    >>> readable_name("caf\\udce9.md"), readable_name("café.md")
+    ('caf\\\\xe9.md', 'café.md')
+    """
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
 FRONT_MATTER = re.compile(r"\A---[ \t]*\n.*?\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
@@ -1839,7 +2018,7 @@ def build_lexicon(old: Lexicon | None, reuse: np.ndarray, new_texts: list[str]) 
 def cache_path(settings: Settings) -> Path:
     """One cache file per notes folder, named after it, so two folders never clash."""
     real = os.path.realpath(settings.notes_dir)
-    digest = hashlib.md5(real.encode()).hexdigest()[:10]
+    digest = hashlib.md5(os.fsencode(real)).hexdigest()[:10]   # a folder name need not be UTF-8
     name = re.sub(r"[^\w.-]+", "_", Path(real).name) or "notes"
     return settings.cache_dir / f"{name}-{digest}.pkl"
 
@@ -1865,6 +2044,18 @@ class IndexReport:
     reason: str = ""                      # why a full rebuild happened, if one did
     warnings: list[str] = field(default_factory=list)
     embed_error: str | None = None        # set when vectors are missing: lexical-only
+    note_warnings: dict[str, str] = field(default_factory=dict)   # Index.note_warnings of the update
+    skipped: dict[str, str] = field(default_factory=dict)         # Index.skipped of the update
+
+    def warn(self, rel: str, digest: str, warning: str) -> None:
+        """Say how a note was read (a guessed encoding) and keep it, to say again next run."""
+        self.warnings.append(f"{rel}: {warning}")
+        self.note_warnings[digest] = warning
+
+    def skip(self, rel: str, why: str) -> None:
+        """Say why a note was left out and keep it, so the next run looks at it again."""
+        self.warnings.append(f"skipped {rel}: {why}")
+        self.skipped[rel] = why
 
     def summary(self, notes: int) -> str:
         return (f"indexed {notes} notes: {self.changed} changed, {self.new} new, "
@@ -1938,6 +2129,7 @@ def index_to_dict(index: Index) -> dict:
         "has_vector": arr(index.has_vector),
         "lexicon": (lex.vocab, arr(lex.ptr), arr(lex.docs), arr(lex.counts), arr(lex.lengths)),
         "doc_template": index.doc_template,
+        "note_warnings": index.note_warnings, "skipped": index.skipped,
     }
 
 
@@ -1954,7 +2146,10 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
     return Index(chunks, vectors, has_vector, Lexicon(vocab, arr(ptr), arr(docs), arr(counts), arr(lengths)),
                  {rel: FileRecord(*r) for rel, r in d["files"].items()}, d["fingerprint"],
                  d["embed_model"], tuple(d["chunking"]),
-                 d.get("doc_template", ""))      # caches from before document templates had none
+                 # .get: a cache written before these were kept loads as "none"
+                 d.get("doc_template", ""),
+                 note_warnings={str(k): str(v) for k, v in d.get("note_warnings", {}).items()},
+                 skipped={str(k): str(v) for k, v in d.get("skipped", {}).items()})
 
 
 class BuiltinsOnlyUnpickler(pickle.Unpickler):
@@ -2013,6 +2208,30 @@ def file_digest(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def repeat_warnings(index: Index, files: list[NoteFile], settings: Settings) -> list[str] | None:
+    """The warnings an unchanged index still owes: notes read with a guessed encoding,
+    and skipped notes, read again; None when a skipped note is usable now.
+
+    A skip's cause can go away while the note's size and mtime stay the same (a
+    higher --max-note-mb, permissions fixed), so skipped notes, which are few, are
+    tried on every run instead of being trusted; the caller updates the index
+    when one of them reads.
+    """
+    out = [f"{rel}: {index.note_warnings[r.digest]}" for rel, r in index.files.items()
+           if r.digest in index.note_warnings]
+    by_rel = {f.rel: f for f in files}
+    for rel in index.skipped:
+        if rel not in by_rel:
+            return None
+        try:
+            read_note(by_rel[rel], settings.max_note_mb)
+        except ValueError as e:
+            out.append(f"skipped {rel}: {e}")
+            continue
+        return None
+    return out
 
 
 def count_file(report: IndexReport, rel: str, before: FileRecord | None, digest: str) -> None:

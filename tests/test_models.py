@@ -3,13 +3,10 @@ blocks opened in the prompt, warnings in --json, and previews that show the matc
 from __future__ import annotations
 
 import json
-import shutil
 
-import ollama
 import pytest
 
-import demo_rag as rag
-from conftest import ROOT, run_cli
+from conftest import run_cli
 from ollama_server import FakeOllama
 
 NOMIC = "nomic-embed-text:v1.5"

@@ -1,0 +1,266 @@
+"""Issue 15: what real folders and users throw at the script (odd files, odd names,
+old encodings, bad flags, a broken environment). Each case as a user meets it: the
+script as a subprocess, in a temporary folder, against the stand-in Ollama server."""
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+
+import pytest
+
+import demo_rag as rag
+from conftest import SCRIPT, run_cli
+from ollama_server import FakeOllama
+
+NOTE = "# Kites\n\nA kite needs steady wind and a long string; launch it with your back to the wind.\n"
+
+
+def folder_with(tmp_path, **files) -> os.PathLike:
+    """A notes folder holding one ordinary note plus `files` (name -> text or bytes)."""
+    folder = tmp_path / "n"
+    folder.mkdir()
+    (folder / "kites.md").write_text(NOTE)
+    for name, data in files.items():
+        (folder / name).write_bytes(data if isinstance(data, bytes) else data.encode())
+    return folder
+
+
+# ---- item 3: FIFOs and devices named like notes --------------------------------
+
+def test_a_fifo_or_device_named_like_a_note_is_skipped_not_waited_on(cli, tmp_path):
+    folder = folder_with(tmp_path)
+    os.mkfifo(folder / "note.md")
+    os.symlink("/dev/zero", folder / "zero.md")
+    out = cli("kite wind", "--notes", folder, "--retrieve-only", timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert "skipped note.md: not a regular file" in out.stderr
+    assert "skipped zero.md: not a regular file" in out.stderr
+    assert "[1] kites.md" in out.stdout
+
+
+# ---- item 4: file names that are not UTF-8 --------------------------------------
+
+def test_a_file_name_that_is_not_utf8_is_indexed_cited_and_printed(cli, tmp_path):
+    folder = folder_with(tmp_path)
+    name = os.fsdecode(b"caf\xe9.md")               # Latin-1 bytes, as old disks hold them
+    (folder / name).write_text("# Café\n\nEspresso wants a fine grind and 25 seconds of extraction.\n")
+    for _ in range(2):                              # the first run indexes, the second loads the cache
+        out = cli("espresso grind", "--notes", folder, "--retrieve-only")
+        assert out.returncode == 0, out.stderr
+        assert "[1] caf\\xe9.md" in out.stdout and "Traceback" not in out.stderr
+    out = cli("espresso grind", "--notes", folder, "--json")
+    assert out.returncode == 0, out.stderr
+    assert '"source": "caf\\\\xe9.md"' in out.stdout
+
+
+def test_a_notes_folder_whose_name_is_not_utf8(cli, tmp_path):
+    folder = tmp_path / os.fsdecode(b"notizen-\xfc")
+    folder.mkdir()
+    (folder / "kites.md").write_text(NOTE)
+    out = cli("kite wind", "--notes", folder, "--retrieve-only")
+    assert out.returncode == 0, out.stderr
+    assert "[1] kites.md" in out.stdout
+
+
+def test_readable_name():
+    assert rag.readable_name("café.md") == "café.md"
+    assert rag.readable_name(os.fsdecode(b"sub/caf\xe9.md")) == "sub/caf\\xe9.md"
+
+
+# ---- item 5: a note skipped once is looked at again -----------------------------
+
+BIG = "# Big\n\n" + "Glaciers move slowly downhill under their own weight. " * 60   # ~3.3 KB
+
+
+def test_a_note_skipped_for_size_comes_back_when_the_limit_is_raised(cli, tmp_path):
+    folder = folder_with(tmp_path, **{"big.md": BIG})
+    for _ in range(2):                              # every run says so, not just the first
+        out = cli("glaciers", "--notes", folder, "--retrieve-only", "--max-note-mb", "0.002")
+        assert out.returncode == 0, out.stderr
+        assert "skipped big.md" in out.stderr and "0.002 MB limit" in out.stderr
+        assert "big.md" not in out.stdout
+    out = cli("glaciers", "--notes", folder, "--retrieve-only", "--max-note-mb", "50")
+    assert out.returncode == 0, out.stderr
+    assert "skipped" not in out.stderr and "[1] big.md" in out.stdout
+    out = cli("glaciers", "--notes", folder, "--retrieve-only", "--max-note-mb", "50")
+    assert "(0 chunks embedded)" in out.stderr
+    assert "[1] big.md" in out.stdout
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their permissions")
+def test_a_note_skipped_for_permissions_comes_back_when_they_are_fixed(cli, tmp_path):
+    folder = folder_with(tmp_path, **{"big.md": BIG})
+    (folder / "big.md").chmod(0)
+    out = cli("glaciers", "--notes", folder, "--retrieve-only")
+    assert "skipped big.md: Permission denied" in out.stderr
+    (folder / "big.md").chmod(0o644)
+    out = cli("glaciers", "--notes", folder, "--retrieve-only")
+    assert out.returncode == 0 and "[1] big.md" in out.stdout
+
+
+def test_a_skipped_note_that_stays_unusable_keeps_the_fast_path(server, tmp_path):
+    folder = folder_with(tmp_path, **{"binary.md": bytes(range(256)) * 4})
+    s = rag.Settings(notes_dir=folder, cache_dir=tmp_path / "cache")
+    rag.build_index(s)
+    (cache,) = s.cache_dir.glob("*.pkl")
+    written = cache.stat().st_ino
+    index, report = rag.build_index(s)
+    assert report.unchanged == 1 and any("skipped binary.md: looks binary" in w for w in report.warnings)
+    assert cache.stat().st_ino == written             # loaded as it was: not updated, not saved again
+
+
+# ---- item 7: encodings people's editors write ------------------------------------
+
+GERMAN = "# Bäckerei\n\nMüller backt Brötchen in jeder Größe, für Frühstück und Abendbrot.\n"
+CHINESE = "# 旧笔记\n\n这是一篇用 GBK 编码保存的旧笔记，讲的是如何冲泡乌龙茶和保存茶叶。乌龙茶要用沸水，每泡十几秒出汤。\n"
+
+
+@pytest.mark.parametrize("data, text, guessed", [
+    (GERMAN.encode("utf-8"), GERMAN, None),
+    (b"\xef\xbb\xbf" + GERMAN.encode("utf-8"), GERMAN, None),          # UTF-8 with BOM (Notepad)
+    (GERMAN.encode("utf-16"), GERMAN, None),                             # UTF-16 with BOM (PowerShell >)
+    (b"\xfe\xff" + GERMAN.encode("utf-16-be"), GERMAN, None),
+    (GERMAN.encode("cp1252"), GERMAN, "Windows-1252"),                   # also decodes as GB18030: "M黮ler"
+    ("“Smart quotes” – Word’s favourite.".encode("cp1252"), "“Smart quotes” – Word’s favourite.", "Windows-1252"),
+    ("À côté de l'église, où l'on dîne.".encode("latin-1"), "À côté de l'église, où l'on dîne.", "Windows-1252"),
+    (CHINESE.encode("gb18030"), CHINESE, "GB18030"),
+    ("繁體中文筆記，講的是烏龍茶。".encode("gbk"), "繁體中文筆記，講的是烏龍茶。", "GB18030"),
+])
+def test_decode_note_chooses_the_encoding_by_evidence(data, text, guessed):
+    got, warning = rag.decode_note(data)
+    assert got.lstrip("\ufeff") == text
+    assert (warning is None) if guessed is None else (guessed in warning)
+
+
+@pytest.mark.parametrize("data", [b"\x00\x01\x02binary" * 20, b"\x81\x30\xff\xfe" * 40])
+def test_decode_note_refuses_what_is_not_text(data):
+    with pytest.raises(ValueError):
+        rag.decode_note(data)
+
+
+def test_old_encodings_are_indexed_and_the_guess_is_said_on_every_run(cli, tmp_path):
+    folder = folder_with(tmp_path, **{"baecker.md": GERMAN.encode("cp1252"),
+                                      "notepad.txt": ("# Notepad\n\n" + GERMAN).encode("utf-16"),
+                                      "tee.md": CHINESE.encode("gb18030")})
+    for _ in range(3):
+        out = cli("Größe Brötchen", "--notes", folder, "--retrieve-only")
+        assert out.returncode == 0, out.stderr
+        assert "baecker.md: not UTF-8; read as Windows-1252" in out.stderr
+        assert "tee.md: not UTF-8; read as GB18030" in out.stderr
+        assert not [w for w in out.stderr.splitlines() if w.startswith("warning") and "notepad.txt" in w]  # a BOM is no guess
+        # the preview shows where the question's words are, decoded right (not "M黮ller")
+        assert "backt Brötchen in jeder Größe" in out.stdout and "黮" not in out.stdout
+        assert {"baecker.md", "notepad.txt"} <= {line.split()[1] for line in out.stdout.splitlines()
+                                                 if line.strip().startswith("[")}
+        (folder / "kites.md").write_text(NOTE + "Edited.\n")   # the next run updates, reusing the others
+
+
+# ---- item 9: bad flags and a broken environment ---------------------------------
+
+@pytest.mark.parametrize("flag, value", [("--min-score", "nan"), ("--min-score", "inf"), ("--max-note-mb", "nan"),
+                                         ("--max-note-mb", "inf"), ("--max-note-mb", "-1"), ("--max-note-mb", "0"),
+                                         ("--timeout", "0"), ("--timeout", "nan")])
+def test_meaningless_numbers_are_usage_errors(cli, flag, value):
+    out = cli("q", flag, value)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert flag in out.stderr.splitlines()[-1]
+
+
+def test_a_huge_top_k_is_capped_at_what_a_context_holds(cli, server, tmp_path):
+    folder = tmp_path / "n"
+    folder.mkdir()
+    for i in range(40):                             # 40 notes of 3,000 Chinese characters: 400 chunks
+        (folder / f"笔记{i:02d}.md").write_text(f"# 第{i}篇\n\n" + f"风筝需要稳定的风和长线，第{i}篇。" * 200)
+    out = cli("风筝", "--notes", folder, "--top-k", "100000", "--chunk-size", "300", "--chunk-overlap", "0",
+              "--min-score", "0")
+    assert out.returncode == 0, out.stderr
+    cap = rag.top_k_limit(300)
+    assert f"--top-k 100000 is more sources than fit in a {rag.MAX_NUM_CTX}-token context; using {cap}" in out.stderr
+    (request,) = server.of("/api/chat")
+    assert request["messages"][1]["content"].count("\n[") == cap     # each source starts a line with [n]
+    assert request["options"]["num_ctx"] <= rag.MAX_NUM_CTX
+
+
+def test_a_question_that_is_not_utf8_is_a_usage_error(cli, notes):
+    out = cli(os.fsdecode(b"caf\xe9?"), "--notes", notes)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "not valid UTF-8" in out.stderr
+
+
+def test_a_chat_line_that_is_not_utf8_does_not_end_the_session(server, notes, tmp_path):
+    p = subprocess.run([sys.executable, str(SCRIPT), "--chat", "--notes", str(notes), "--cache", str(tmp_path / "c")],
+                       input=b"caf\xe9?\nWhat is asyncio?\n/stats\n", capture_output=True, timeout=60,
+                       env={**os.environ, "OLLAMA_HOST": server.url, "PYTHONIOENCODING": "utf-8"})
+    out, err = p.stdout.decode(), p.stderr.decode()
+    assert p.returncode == 0, err
+    assert "not valid UTF-8" in out and "Traceback" not in err
+    assert "[1] python-asyncio.md" in out and "turns kept 1" in out
+
+
+def test_a_malformed_ollama_host_is_one_line(notes, tmp_path):
+    out = run_cli("q", "--notes", notes, "--cache", tmp_path / "c", host="http://localhost:abc")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "OLLAMA_HOST" in out.stderr and "http://localhost:abc" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+@pytest.fixture
+def silent_host():
+    """An address that accepts connections and never answers a byte."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    held = []
+
+    def accept():
+        while True:
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                return
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    listener.close()
+    for conn in held:
+        conn.close()
+
+
+def test_a_silent_server_is_given_up_on_with_a_clear_message(tmp_path, silent_host):
+    folder = folder_with(tmp_path)
+    out = run_cli("kite wind", "--notes", folder, "--cache", tmp_path / "c", "--timeout", "1",
+                  host=silent_host, timeout=30)
+    assert out.returncode == 0, out.stderr            # keyword passages, as when Ollama is down
+    assert f"Ollama at {silent_host} did not answer within 1 s" in out.stderr and "--timeout" in out.stderr
+    assert "[1] kites.md" in out.stdout and "Traceback" not in out.stderr
+
+
+def test_a_chat_model_that_falls_silent_mid_answer_times_out(notes, tmp_path):
+    with FakeOllama() as server:
+        release = server.hold("/api/chat")          # the answer stops before its last part
+        try:
+            out = run_cli("What is asyncio?", "--notes", notes, "--cache", tmp_path / "c", "--timeout", "1",
+                          host=server.url, timeout=15)
+        finally:
+            release.set()
+    assert out.returncode == 3 and "did not answer within 1 s" in out.stderr
+    assert "According to the notes" in out.stdout       # what had arrived is kept
+
+
+def test_a_source_pattern_that_matches_nothing_says_so(cli, notes):
+    out = cli("water", "--notes", notes, "--source", "recipes/*.md")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "no note matches --source 'recipes/*.md'" in out.stderr
+    assert "closest sources" not in out.stdout
+
+
+def test_explain_lists_only_the_notes_source_allows(cli, notes):
+    out = cli("--explain", "How often should I water?", "--notes", notes, "--source", "houseplants*")
+    assert out.returncode == 0, out.stderr
+    step5 = out.stdout.split("STEP 5")[1].split("STEP 6")[0]
+    assert "inf" not in step5
+    listed = [line.split()[1] for line in step5.splitlines() if re.match(r" +-?\d+\.\d{3}  ", line)]
+    assert listed and set(listed) == {"houseplants.txt"}
