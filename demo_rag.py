@@ -124,6 +124,12 @@ CACHE_FORMAT = 4                          # bump when the cache file's layout ch
 # finds the same best match for every query (bench/bench_index.py).
 DISK_VECTORS = np.dtype("<f2")
 
+# Fusion (--fusion): how the two rankers' scores become one ranking. "zscore" is the
+# default (see fuse()); --tune compares the others on your own questions.
+FUSION_METHODS = ("zscore", "rrf", "dense", "bm25")
+FUSION_METHOD = "zscore"
+RRF_K = 60                                # reciprocal rank fusion's constant (Cormack et al. 2009)
+
 # ----------------------------------------------------------------------------
 # Shared values: settings, chunks, hits, and Ollama's errors in words a user can act on.
 
@@ -142,6 +148,7 @@ class Settings:
     source_filter: str | None = None      # --source: only notes whose path matches
     query_instruction: str | None = None  # None: the model's documented one, "" for none
     max_note_mb: float = MAX_NOTE_MB
+    fusion: str = FUSION_METHOD           # one of FUSION_METHODS
 
 
 class Chunk(NamedTuple):
@@ -576,7 +583,7 @@ def retrieve(index: Index, question: str, qvec: np.ndarray | None, settings: Set
     terms = query_postings(index.lexicon, question)    # the question is tokenized once, here
     lexical = bm25_scores(index.lexicon, terms)
     fused = np.full(len(index.chunks), -np.inf, dtype=np.float32)
-    fused[rows], weights = fuse(None if dense is None else dense[rows], lexical[rows])
+    fused[rows], weights = fuse(None if dense is None else dense[rows], lexical[rows], settings.fusion)
     best = rows[top_k(fused[rows], settings.top_k)]
     if dense is None:
         best = [i for i in best if lexical[i] > 0]   # keywords only: a chunk without them is no match
@@ -710,10 +717,15 @@ def standout(scores: np.ndarray) -> float:
 
 
 FUSION = "z-scores weighted by how far each ranker stands out"
+FUSION_NOTES = {"zscore": FUSION, "rrf": f"reciprocal rank fusion, k={RRF_K}",
+                "dense": "cosine alone", "bm25": "BM25 alone"}
 
 
-def fuse(dense: np.ndarray | None, lexical: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
+def fuse(dense: np.ndarray | None, lexical: np.ndarray,
+         method: str = FUSION_METHOD) -> tuple[np.ndarray, dict[str, float]]:
     """Fuse two rankers' scores into one; returns the fused scores and each ranker's weight.
+
+    `method` (--fusion) picks another fusion for comparison; see fuse_other().
 
     Each ranker's scores become z-scores (so cosine and BM25 are comparable), and
     each is weighted by its standout(): a ranker whose best match is no better
@@ -728,12 +740,44 @@ def fuse(dense: np.ndarray | None, lexical: np.ndarray) -> tuple[np.ndarray, dic
     parts = {name: s for name, s in (("dense", dense), ("bm25", lexical)) if s is not None and len(s)}
     if not parts:
         return np.zeros(0, dtype=np.float32), {}
+    if method != "zscore":
+        return fuse_other(parts, method)
     weights = {name: max(standout(s), 0.0) for name, s in parts.items()}
     if sum(weights.values()) == 0:
         weights = dict.fromkeys(parts, 1.0)
     total = sum(weights.values())
     fused = sum(weights[name] * (s - s.mean()) / (s.std() or 1.0) for name, s in parts.items()) / total
     return fused.astype(np.float32), weights
+
+
+def fuse_other(parts: dict[str, np.ndarray], method: str) -> tuple[np.ndarray, dict[str, float]]:
+    """The alternatives to z-score fusion: one ranker alone, or reciprocal rank fusion.
+
+    "dense" or "bm25" alone falls back to the other ranker when it is missing
+    (no vectors). RRF adds 1 / (RRF_K + rank) per ranker; a chunk without any of
+    the question's words gets nothing from BM25 (it was not retrieved by it).
+
+    Worked example: dense ranks the rows 1, 2, 3, 4; BM25 ranks row 1 first, row 2
+    second and has no word in rows 0 and 3; row 1 gets 1/62 + 1/61 = 0.0325.
+
+    >>> fused, _ = fuse_other({"dense": np.array([0.9, 0.7, 0.5, 0.1]),
+    ...                        "bm25": np.array([0.0, 3.0, 2.0, 0.0])}, "rrf")
+    >>> [round(float(x), 4) for x in fused], top_k(fused, 4).tolist()
+    ([0.0164, 0.0325, 0.032, 0.0156], [1, 2, 0, 3])
+    """
+    assert method in FUSION_METHODS, method
+    if method in parts:
+        return parts[method].astype(np.float32), {method: 1.0}
+    if method != "rrf":                   # the ranker asked for is missing: use the other
+        (name, s), = parts.items()
+        return s.astype(np.float32), {name: 1.0}
+    fused = np.zeros(len(next(iter(parts.values()))), dtype=np.float64)
+    for name, s in parts.items():
+        order = np.argsort(-s, kind="stable")
+        ranks = np.empty(len(s), dtype=np.float64)
+        ranks[order] = np.arange(1, len(s) + 1)
+        fused += np.where(s > 0, 1.0, 0.0 if name == "bm25" else 1.0) / (RRF_K + ranks)
+    return fused.astype(np.float32), dict.fromkeys(parts, 1.0)
 
 
 def confidence(terms: list[Term], hit_rows: list[int], dense: np.ndarray | None, rows: np.ndarray) -> float:
@@ -1158,11 +1202,14 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
     misses, floor = [], {"answerable_found": 0, "answerable": 0, "unanswerable_refused": 0, "unanswerable": 0}
     confidences = []
     rows = np.flatnonzero(source_mask(index, settings.source_filter))
-    dense_used = False                    # did any question get dense scores?
+    dense_used, dense_missing = 0, None   # how many answerable questions got dense scores, and why not all
     for item in items:
         r = search(client, index, item["question"], replace(settings, top_k=EVAL_DEPTH))
-        dense_used = dense_used or r.dense is not None
         answerable = bool(item.get("answers"))
+        if answerable and r.dense is not None:
+            dense_used += 1
+        elif answerable:
+            dense_missing = dense_missing or r.keywords_only_because
         confidences.append({"question": item["question"], "answerable": answerable,
                             "confidence": round(r.confidence, 3)})
         if not answerable:
@@ -1175,7 +1222,7 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
             if scores is None:            # no vectors (Ollama away): this ranker is not scored
                 continue
             ranking = rows[top_k(scores[rows], EVAL_DEPTH)]
-            ranks[name].append(first_hit_rank(index, ranking, item["answers"]))
+            ranks[name].append(first_hit_rank(index, ranking, item))
         if ranks["fused"][-1] != 1:
             misses.append({"question": item["question"], "answers": item["answers"],
                            "rank": ranks["fused"][-1],
@@ -1186,6 +1233,8 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
     result["misses"] = misses
     result["confidences"] = confidences
     result["embed_model"] = settings.embed_model if dense_used else None
+    # Ollama may go away mid-run: then the dense row covers only some questions, and says so.
+    result["dense_coverage"] = {"questions": dense_used, "of": floor["answerable"], "missing_because": dense_missing}
     return result
 
 
@@ -1202,17 +1251,59 @@ def load_eval_set(path: Path) -> list[dict]:
         if not (isinstance(item, dict) and isinstance(item.get("question"), str)
                 and isinstance(item.get("answers", []), list)):
             raise ValueError(f"{path}:{n}: expected {{\"question\": str, \"answers\": [str, ...]}}")
+        # subtle: "" occurs in every chunk, so [""] would score a perfect hit@1.
+        if not all(isinstance(a, str) and a.strip() for a in item.get("answers", [])):
+            raise ValueError(f"{path}:{n}: \"answers\" must hold non-empty strings "
+                             f"([] marks a question the notes cannot answer), not {item['answers']!r}")
+        if not all(isinstance(item.get(k, ""), str) for k in ("source", "heading")):
+            raise ValueError(f"{path}:{n}: \"source\" and \"heading\" must be strings")
         items.append(item)
     return items
 
 
-def first_hit_rank(index: Index, ranking: np.ndarray, answers: list[str]) -> int | None:
-    """1-based rank of the first chunk containing one of the answers (case-insensitive)."""
-    wanted = [a.lower() for a in answers]
+def first_hit_rank(index: Index, ranking: np.ndarray, item: dict) -> int | None:
+    """1-based rank of the first chunk that answers the item (see is_hit), None if none does."""
     for rank, row in enumerate(ranking, 1):
-        text = index.chunks[row].text.lower()
-        if any(a in text for a in wanted):
+        if is_hit(index.chunks[row], item):
             return rank
+    return None
+
+
+def is_hit(chunk: Chunk, item: dict) -> bool:
+    """Does this chunk answer the item? By where it came from when the item says, else by its text.
+
+    An item with a `source` is judged by note, and with a `heading` too by section:
+    the chunk lies in that section (or a subsection), or the section starts inside
+    it (a big chunk can hold several sections). Otherwise a chunk containing one of
+    the answer strings is a hit; strings overcount (a short answer such as "12人"
+    occurs in many chunks), which is why generated sets carry their source.
+
+    >>> c = Chunk("tea.md", "# Tea › ## Green", "## Green\\nUse 80 °C water.")
+    >>> is_hit(c, {"answers": ["80 °C"]}), is_hit(c, {"answers": ["x"], "source": "tea.md"})
+    (True, True)
+    >>> is_hit(c, {"answers": ["80 °C"], "source": "tea.md", "heading": "# Tea › ## Black"})
+    False
+    """
+    if not item.get("source"):
+        return any(a.lower() in chunk.text.lower() for a in item.get("answers", []) if a.strip())
+    if chunk.source != item["source"]:
+        return False
+    heading = item.get("heading") or ""
+    if not heading or chunk.heading == heading or chunk.heading.startswith(heading + " › "):
+        return True
+    innermost = heading.split(" › ")[-1]
+    return re.search(rf"^{re.escape(innermost)}[ \t#]*$", chunk.text, re.MULTILINE) is not None
+
+
+def eval_set_problem(index: Index, items: list[dict]) -> str | None:
+    """Why an evaluation set cannot be scored on this index (a message naming the items), or None."""
+    if not items:
+        return "it holds no questions"
+    unknown = sorted({it["source"] for it in items if it.get("source") and it["source"] not in index.files})
+    if unknown:
+        shown = ", ".join(unknown[:5]) + (f", … {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        return (f"{len(unknown)} source(s) are not among the {len(index.files)} indexed notes: {shown} "
+                "(another --notes folder, or notes renamed since the set was made?)")
     return None
 
 
@@ -1291,17 +1382,25 @@ def run_eval(args, settings: Settings, client: ollama.Client) -> int:
     except (OSError, ValueError) as e:
         err(f"error: cannot read evaluation set: {e}")
         return EXIT_USAGE
+    problem = eval_set_problem(index, items)
+    if problem:
+        err(f"error: cannot use evaluation set {args.eval}: {problem}")
+        return EXIT_USAGE
     result = evaluate(client, index, items, settings)
     if args.json:
         print(json.dumps(result, ensure_ascii=False, indent=2))
         return EXIT_OK
     embedder = result["embed_model"] or "none (Ollama unavailable: BM25 only)"
+    cover = result["dense_coverage"]
+    if result["embed_model"] and cover["questions"] < cover["of"]:
+        embedder += (f" (partial: dense scores for {cover['questions']} of {cover['of']} answerable questions, "
+                     f"then {cover['missing_because']})")
     print(f"{result['n']} answerable questions, {len(items) - result['n']} unanswerable; embedder: {embedder}")
     print(f"{'ranker':<8}{'hit@1':>8}{'hit@3':>8}{'hit@5':>8}{'MRR':>8}")
     for name in ("dense", "bm25", "fused"):
         m = result["by_ranker"][name]
         row = "".join(f"{m[k]:>8.3f}" for k in ("hit@1", "hit@3", "hit@5", "mrr")) if m["n"] else "     n/a"
-        print(f"{name:<8}{row}")
+        print(f"{name:<8}{row}" + (f"   (over {m['n']} of {result['n']})" if 0 < m["n"] < result["n"] else ""))
     f = result["floor"]
     print(f"relevance floor {f['min_score']}: answered {f['answerable_found']}/{f['answerable']} answerable, "
           f"declined {f['unanswerable_refused']}/{f['unanswerable']} unanswerable")
@@ -1355,7 +1454,7 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
     print("\nSTEP 5 · SEARCH: rank by meaning (cosine) and by words (BM25), then fuse")
     for name, key, scores in (("cosine", "dense", r.dense), ("BM25", "bm25", r.lexical), ("fused", "", r.fused)):
         if scores is not None:
-            note = f"weight {r.weights.get(key, 0.0):.2f}" if key else FUSION
+            note = f"weight {r.weights.get(key, 0.0):.2f}" if key else FUSION_NOTES[settings.fusion]
             print(f"  {name} ({cut(note, 60)}):")
             for i in top_k(scores, 3):
                 print(f"    {scores[i]:>7.3f}  {label(index.chunks[i])}")
@@ -1405,6 +1504,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--chat", action="store_true", help="ask follow-up questions in a conversation")
     p.add_argument("--explain", action="store_true", help="narrate every step with this run's values")
     p.add_argument("--eval", type=Path, metavar="JSONL", help="measure retrieval on an evaluation set")
+    p.add_argument("--fusion", choices=FUSION_METHODS, default=FUSION_METHOD,
+                   help=f"how dense and BM25 scores are combined (default {FUSION_METHOD}; --tune compares)")
     args = p.parse_args(argv)
     if not (args.question or args.chat or args.eval):
         p.print_usage(sys.stderr)
@@ -1419,7 +1520,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
                     embed_model=args.embed_model, chat_model=args.chat_model,
                     chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, top_k=args.top_k,
                     min_score=args.min_score, source_filter=args.source,
-                    query_instruction=args.query_instruction, max_note_mb=args.max_note_mb)
+                    query_instruction=args.query_instruction, max_note_mb=args.max_note_mb,
+                    fusion=args.fusion)
 
 
 def err(*lines: str) -> None:
