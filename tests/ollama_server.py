@@ -51,13 +51,19 @@ class FakeOllama:
     """Serve on 127.0.0.1 in a thread; use as a context manager."""
 
     def __init__(self, models=("qwen3-embedding:0.6b", "qwen3:0.6b", "thinker:1b", "plain:1b"), embed="hash",
-                 embed_delay=0.0, dim=DIM, answer_repeat=1, chat_delay=0.0):
+                 embed_delay=0.0, dim=DIM, answer_repeat=1, chat_delay=0.0, format_reply="question",
+                 die_after_embeds=None):
         self.models = set(models)
         self.embed = embed                 # "hash" or "random"
         self.embed_delay = embed_delay     # seconds per embed request (for Ctrl-C tests)
         self.dim = dim
         self.answer_repeat = answer_repeat  # >1: long answers, to fill a conversation's memory
         self.chat_delay = chat_delay        # seconds before a streamed answer's last part
+        # Replies to chat requests with a `format`: "question" (valid JSON: a question about the
+        # passage's longest word), "junk" (not JSON), or "mixed" (valid, junk, an answer not in
+        # the passage, a copied question, in turn).
+        self.format_reply = format_reply
+        self.die_after_embeds = die_after_embeds   # after this many embed requests, drop every connection
         self.requests: list[dict] = []
         self.lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -103,6 +109,21 @@ class FakeOllama:
             text = "<think>let me think about the sources</think>\n\n" + text
         return text
 
+    def format_text(self, body) -> str:
+        """A JSON question for a `format` request, built from the passage (the last message)."""
+        passage = body["messages"][-1]["content"]
+        words = re.findall(r"[A-Za-z][A-Za-z-]{3,}", passage) or re.findall(r"[\u4e00-\u9fff]{4}", passage)
+        word = max(words, key=len) if words else passage[:4]
+        good = {"question": f"Where did I write about {word.lower()}?", "answer": word}
+        turn = len(self.of("/api/chat")) % 4 if self.format_reply == "mixed" else 0
+        if self.format_reply == "junk" or turn == 1:
+            return "Sure! Here is a question: what is it about"
+        if turn == 2:
+            return json.dumps({"question": good["question"], "answer": "words from nowhere"})
+        if turn == 3:
+            return json.dumps({"question": passage[:200], "answer": word}, ensure_ascii=False)
+        return json.dumps(good, ensure_ascii=False)
+
     def _handler(self):
         server = self
 
@@ -135,6 +156,9 @@ class FakeOllama:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 with server.lock:
                     server.requests.append({"path": self.path, "body": body})
+                if server.die_after_embeds is not None and len(server.of("/api/embed")) > server.die_after_embeds:
+                    self.close_connection = True        # Ollama has died: no answer at all
+                    return
                 model = body.get("model", "")
                 if self.path not in ("/api/embed", "/api/chat"):
                     return self.send_json(404, {"error": "not found"})
@@ -144,7 +168,12 @@ class FakeOllama:
                     return self.send_json(200, server.embed_reply(body))
                 if model.startswith("plain") and "think" in body:      # a model without thinking
                     return self.send_json(400, {"error": f'"{model}" does not support thinking'})
-                text = server.chat_text(body)
+                if body.get("format"):
+                    if server.chat_delay:
+                        time.sleep(server.chat_delay)
+                    text = server.format_text(body)
+                else:
+                    text = server.chat_text(body)
                 if not body.get("stream", True):
                     return self.send_json(200, {"model": model, "message": {"role": "assistant", "content": text},
                                                 "done": True})
