@@ -143,8 +143,8 @@ EVAL_UNANSWERABLE_COVERAGE = 0.5          # a built-in unanswerable question who
 EVAL_REPLY_TOKENS = 200                   # one question and a short answer, in JSON
 TUNE_TOP_KS = (3, 5, 8)                   # --top-k values compared; the smallest that finds as much wins
 TUNE_ANSWERED = 0.95                      # the recommended floor still answers this share of answerable ones
-TUNE_MIN_GAIN = 0.01                      # MRR a variant must gain over the defaults to be recommended:
-                                          # less than one question moving down one rank in 40
+TUNE_MIN_GAIN = 0.02                      # MRR a variant must gain over the defaults to be recommended: one
+                                          # question moving from rank 1 to 2 is 0.5/n (0.0125 at 40), noise
 
 # ----------------------------------------------------------------------------
 # Shared values: settings, chunks, hits, and Ollama's errors in words a user can act on.
@@ -1574,9 +1574,8 @@ def tune(client: ollama.Client, indexes: dict[int, Index], items: list[dict], se
     BM25 is tuned, and `missing` says why.
     """
     on = replace(settings, query_instruction=None if settings.query_instruction == "" else settings.query_instruction)
-    templates = {False: replace(settings, query_instruction="")}
-    if query_text("q", on) != "q":
-        templates[True] = on
+    templates = {True: on} if query_text("q", on) != "q" else {}
+    templates[False] = replace(settings, query_instruction="")
     questions = [it["question"] for it in items]
     qvecs, missing = {}, None
     try:
@@ -1601,7 +1600,7 @@ def tune(client: ollama.Client, indexes: dict[int, Index], items: list[dict], se
     default = Variant(settings.chunk_size, query_text("q", settings) != "q" and not missing,
                       settings.fusion if not missing else "bm25")
     base = next((x for x in scored if x["variant"] == default), scored[0])
-    best = max(scored, key=lambda x: (x["mrr"], x["hit@1"]))
+    best = rival = max(scored, key=lambda x: (x["mrr"], x["hit@1"]))
     if best["mrr"] - base["mrr"] < TUNE_MIN_GAIN:
         best = base                       # not measurably better: keep what is set
     win = best["variant"]
@@ -1622,6 +1621,8 @@ def tune(client: ollama.Client, indexes: dict[int, Index], items: list[dict], se
             "variants": [{**asdict_variant(x["variant"]), **{k: v for k, v in x.items() if k != "variant"}}
                          for x in scored],
             "defaults": asdict_variant(default), "winner": asdict_variant(win),
+            "not_measurably_better": None if rival is best else {**asdict_variant(rival["variant"]),
+                                                                 "mrr": rival["mrr"]},
             "top_k": {"hit@k": hit_at, "chosen": top_k_}, "floor": floor, "flags": " ".join(flags)}
 
 
@@ -1715,6 +1716,10 @@ def run_tune(args, settings: Settings, client: ollama.Client) -> int:
         print(f"{x['chunk_size']:>6} {x['query_instruction']:<6}{x['fusion']:<8}{x['hit@1']:>7.3f}"
               f"{x['hit@5']:>7.3f}{x['mrr']:>7.3f}{x['answered']:>6}/{result['answerable']:<3}"
               f"{x['declined']:>6}/{result['unanswerable']:<3}{mark}")
+    rival = result["not_measurably_better"]
+    if rival:
+        print(f"kept the defaults: the best MRR, {rival['mrr']:.3f} ({rival['chunk_size']} {rival['query_instruction']} "
+              f"{rival['fusion']}), is less than {TUNE_MIN_GAIN} above theirs")
     k = result["top_k"]
     print("top-k: " + ", ".join(f"hit@{n} {h:.3f}" for n, h in k["hit@k"].items())
           + f" -> --top-k {k['chosen']} (the smallest that finds as much)")
@@ -1730,7 +1735,7 @@ def chunk_size_cost(client: ollama.Client, index: Index, settings: Settings) -> 
     """One line: how many chunks a chunk size needs embedded, and roughly how long that takes."""
     chars = sum(len(c.embed_text) for c in index.chunks)
     chunks = math.ceil(chars / (settings.chunk_size - settings.chunk_overlap))
-    line = f"chunk size {settings.chunk_size}: about {chunks} chunks ({chars:,} characters) to index"
+    line = f"chunk size {settings.chunk_size}: about {chunks} chunks ({chars:,} characters) to embed"
     if cache_path(settings).exists():
         return line + f"; its cache in {settings.cache_dir} is reused, so only changes are embedded"
     try:
@@ -1739,7 +1744,8 @@ def chunk_size_cost(client: ollama.Client, index: Index, settings: Settings) -> 
         per_chunk = time.perf_counter() - t0
     except OllamaError as e:
         return line + f" (cannot embed: {e})"
-    return line + f", about {chunks * per_chunk:.0f}s at one chunk per {per_chunk:.2f}s; kept in {settings.cache_dir}"
+    return line + (f", at most {chunks * per_chunk:.0f}s at the {per_chunk:.2f}s one chunk took alone (batches are "
+                   f"faster); kept in {settings.cache_dir}")
 
 # ----------------------------------------------------------------------------
 # The other command-line modes: --chat, --eval, --explain, and the flags.

@@ -221,7 +221,11 @@ def test_fusion_methods_rank_as_named(server, tmp_path):
         [h.row for h in rag.retrieve(index, q, None, s).hits]
 
 
-def test_unknown_fusion_is_a_usage_error(cli):
+def test_fusion_flag_reaches_the_ranking(cli, notes):
+    q = ("How do I cancel an asyncio task?", "--notes", notes, "--retrieve-only", "--json")
+    default, bm25 = (json.loads(cli(*q, *extra).stdout)["sources"] for extra in ([], ["--fusion", "bm25"]))
+    assert [s["score"] for s in bm25] != [s["score"] for s in default]
+    assert bm25[0]["score"] > 5          # a raw BM25 score, not a z-score
     out = cli("q", "--fusion", "magic")
     assert out.returncode == 2 and "invalid choice: 'magic'" in out.stderr
 
