@@ -169,6 +169,28 @@ OLLAMA_CONNECT_TIMEOUT = 10.0             # seconds to connect: Ollama runs here
 MAX_NUM_CTX = 32768                       # the largest context to ask for (qwen3's native window);
                                           # --top-k is capped so that its sources fit (top_k_limit)
 
+# Fusion (--fusion): how the two rankers' scores become one ranking. "zscore" is the
+# default (see fuse()); --tune compares the others on your own questions.
+FUSION_METHODS = ("zscore", "rrf", "dense", "bm25")
+FUSION_METHOD = "zscore"
+RRF_K = 60                                # reciprocal rank fusion's constant (Cormack et al. 2009)
+
+# Tuning on your own notes (--make-eval, then --tune).
+EVAL_QUESTIONS = 40                       # questions per generated set: enough to tell variants apart
+EVAL_PASSAGE_CHARS = 300                  # questions are asked about passages this long (not chunks, so
+                                          # the set does not depend on the chunk size it will judge)
+EVAL_MIN_PASSAGE_CHARS = 100              # shorter passages (a title, a one-liner) make trivial questions
+EVAL_MAX_COPIED = 0.75                    # drop a question when more than 3/4 of its words (CJK: bigrams)
+                                          # occur in its passage: it copies rather than asks
+EVAL_UNANSWERABLE_SHARE = 1 / 8           # of the questions, this share have no answer: they calibrate the floor
+EVAL_UNANSWERABLE_COVERAGE = 0.5          # a built-in unanswerable question whose words the notes cover
+                                          # this much might be answerable after all: it is left out
+EVAL_REPLY_TOKENS = 200                   # one question and a short answer, in JSON
+TUNE_TOP_KS = (3, 5, 8)                   # --top-k values compared; the smallest that finds as much wins
+TUNE_ANSWERED = 0.95                      # the recommended floor still answers this share of answerable ones
+TUNE_MIN_GAIN = 0.02                      # MRR a variant must gain over the defaults to be recommended: one
+                                          # question moving from rank 1 to 2 is 0.5/n (0.0125 at 40), noise
+
 # ----------------------------------------------------------------------------
 # Shared values: settings, chunks, hits, and Ollama's errors in words a user can act on.
 
@@ -188,6 +210,7 @@ class Settings:
     query_instruction: str | None = None  # None: the model's documented one, "" for none
     max_note_mb: float = MAX_NOTE_MB
     doc_instruction: str | None = None    # None: the model's documented one, "" for none
+    fusion: str = FUSION_METHOD           # one of FUSION_METHODS
 
 
 class Chunk(NamedTuple):
@@ -650,7 +673,7 @@ def retrieve(index: Index, question: str, qvec: np.ndarray | None, settings: Set
     terms = query_postings(index.lexicon, question)    # the question is tokenized once, here
     lexical = bm25_scores(index.lexicon, terms)
     fused = np.full(len(index.chunks), -np.inf, dtype=np.float32)
-    fused[rows], weights = fuse(None if dense is None else dense[rows], lexical[rows])
+    fused[rows], weights = fuse(None if dense is None else dense[rows], lexical[rows], settings.fusion)
     best = rows[top_k(fused[rows], settings.top_k)]
     if dense is None:
         best = [i for i in best if lexical[i] > 0]   # keywords only: a chunk without them is no match
@@ -823,10 +846,15 @@ def standout(scores: np.ndarray) -> float:
 
 
 FUSION = "z-scores weighted by how far each ranker stands out"
+FUSION_NOTES = {"zscore": FUSION, "rrf": f"reciprocal rank fusion, k={RRF_K}",
+                "dense": "cosine alone", "bm25": "BM25 alone"}
 
 
-def fuse(dense: np.ndarray | None, lexical: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
+def fuse(dense: np.ndarray | None, lexical: np.ndarray,
+         method: str = FUSION_METHOD) -> tuple[np.ndarray, dict[str, float]]:
     """Fuse two rankers' scores into one; returns the fused scores and each ranker's weight.
+
+    `method` (--fusion) picks another fusion for comparison; see fuse_other().
 
     Each ranker's scores become z-scores (so cosine and BM25 are comparable), and
     each is weighted by its standout(): a ranker whose best match is no better
@@ -841,12 +869,44 @@ def fuse(dense: np.ndarray | None, lexical: np.ndarray) -> tuple[np.ndarray, dic
     parts = {name: s for name, s in (("dense", dense), ("bm25", lexical)) if s is not None and len(s)}
     if not parts:
         return np.zeros(0, dtype=np.float32), {}
+    if method != "zscore":
+        return fuse_other(parts, method)
     weights = {name: max(standout(s), 0.0) for name, s in parts.items()}
     if sum(weights.values()) == 0:
         weights = dict.fromkeys(parts, 1.0)
     total = sum(weights.values())
     fused = sum(weights[name] * (s - s.mean()) / (s.std() or 1.0) for name, s in parts.items()) / total
     return fused.astype(np.float32), weights
+
+
+def fuse_other(parts: dict[str, np.ndarray], method: str) -> tuple[np.ndarray, dict[str, float]]:
+    """The alternatives to z-score fusion: one ranker alone, or reciprocal rank fusion.
+
+    "dense" or "bm25" alone falls back to the other ranker when it is missing
+    (no vectors). RRF adds 1 / (RRF_K + rank) per ranker; a chunk without any of
+    the question's words gets nothing from BM25 (it was not retrieved by it).
+
+    Worked example: dense ranks the rows 1, 2, 3, 4; BM25 ranks row 1 first, row 2
+    second and has no word in rows 0 and 3; row 1 gets 1/62 + 1/61 = 0.0325.
+
+    >>> fused, _ = fuse_other({"dense": np.array([0.9, 0.7, 0.5, 0.1]),
+    ...                        "bm25": np.array([0.0, 3.0, 2.0, 0.0])}, "rrf")
+    >>> [round(float(x), 4) for x in fused], top_k(fused, 4).tolist()
+    ([0.0164, 0.0325, 0.032, 0.0156], [1, 2, 0, 3])
+    """
+    assert method in FUSION_METHODS, method
+    if method in parts:
+        return parts[method].astype(np.float32), {method: 1.0}
+    if method != "rrf":                   # the ranker asked for is missing: use the other
+        (name, s), = parts.items()
+        return s.astype(np.float32), {name: 1.0}
+    fused = np.zeros(len(next(iter(parts.values()))), dtype=np.float64)
+    for name, s in parts.items():
+        order = np.argsort(-s, kind="stable")
+        ranks = np.empty(len(s), dtype=np.float64)
+        ranks[order] = np.arange(1, len(s) + 1)
+        fused += np.where(s > 0, 1.0, 0.0 if name == "bm25" else 1.0) / (RRF_K + ranks)
+    return fused.astype(np.float32), dict.fromkeys(parts, 1.0)
 
 
 def confidence(terms: list[Term], hit_rows: list[int], dense: np.ndarray | None, rows: np.ndarray) -> float:
@@ -958,15 +1018,18 @@ def stream_chat(client: ollama.Client, model: str, messages: list[dict],
     return ChatStream(client, model, messages, options)
 
 
-def ollama_chat(client: ollama.Client, model: str, messages: list[dict], options: dict, stream: bool):
+def ollama_chat(client: ollama.Client, model: str, messages: list[dict], options: dict, stream: bool,
+                **request):
     """client.chat with thinking turned off, for thinking and non-thinking models alike.
+
+    `request` passes more of the chat API's fields (format=..., for --make-eval).
 
     Thinking models (qwen3) are asked not to think: it would only delay the answer.
     Some Ollama versions refuse the `think` field for models without that ability
     ("... does not support thinking", status 400): then ask again without it.
     """
     def call(**think):
-        reply = client.chat(model=model, messages=messages, stream=stream, options=options, **think)
+        reply = client.chat(model=model, messages=messages, stream=stream, options=options, **request, **think)
         if not stream:
             return reply
         first = next(reply, None)         # a stream's errors arrive with its first part
@@ -1003,6 +1066,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.eval:
             return run_eval(args, settings, client)
+        if args.make_eval:
+            return run_make_eval(args, settings, client)
+        if args.tune:
+            return run_tune(args, settings, client)
         if args.chat:
             return run_chat(args, settings, client)
         if args.explain:
@@ -1307,11 +1374,14 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
     misses, floor = [], {"answerable_found": 0, "answerable": 0, "unanswerable_refused": 0, "unanswerable": 0}
     confidences = []
     rows = np.flatnonzero(source_mask(index, settings.source_filter))
-    dense_used = False                    # did any question get dense scores?
+    dense_used, dense_missing = 0, None   # how many answerable questions got dense scores, and why not all
     for item in items:
         r = search(client, index, item["question"], replace(settings, top_k=EVAL_DEPTH))
-        dense_used = dense_used or r.dense is not None
         answerable = bool(item.get("answers"))
+        if answerable and r.dense is not None:
+            dense_used += 1
+        elif answerable:
+            dense_missing = dense_missing or r.keywords_only_because
         confidences.append({"question": item["question"], "answerable": answerable,
                             "confidence": round(r.confidence, 3)})
         if not answerable:
@@ -1324,7 +1394,7 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
             if scores is None:            # no vectors (Ollama away): this ranker is not scored
                 continue
             ranking = rows[top_k(scores[rows], EVAL_DEPTH)]
-            ranks[name].append(first_hit_rank(index, ranking, item["answers"]))
+            ranks[name].append(first_hit_rank(index, ranking, item))
         if ranks["fused"][-1] != 1:
             misses.append({"question": item["question"], "answers": item["answers"],
                            "rank": ranks["fused"][-1],
@@ -1335,6 +1405,8 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
     result["misses"] = misses
     result["confidences"] = confidences
     result["embed_model"] = settings.embed_model if dense_used else None
+    # Ollama may go away mid-run: then the dense row covers only some questions, and says so.
+    result["dense_coverage"] = {"questions": dense_used, "of": floor["answerable"], "missing_because": dense_missing}
     return result
 
 
@@ -1351,17 +1423,59 @@ def load_eval_set(path: Path) -> list[dict]:
         if not (isinstance(item, dict) and isinstance(item.get("question"), str)
                 and isinstance(item.get("answers", []), list)):
             raise ValueError(f"{path}:{n}: expected {{\"question\": str, \"answers\": [str, ...]}}")
+        # subtle: "" occurs in every chunk, so [""] would score a perfect hit@1.
+        if not all(isinstance(a, str) and a.strip() for a in item.get("answers", [])):
+            raise ValueError(f"{path}:{n}: \"answers\" must hold non-empty strings "
+                             f"([] marks a question the notes cannot answer), not {item['answers']!r}")
+        if not all(isinstance(item.get(k, ""), str) for k in ("source", "heading")):
+            raise ValueError(f"{path}:{n}: \"source\" and \"heading\" must be strings")
         items.append(item)
     return items
 
 
-def first_hit_rank(index: Index, ranking: np.ndarray, answers: list[str]) -> int | None:
-    """1-based rank of the first chunk containing one of the answers (case-insensitive)."""
-    wanted = [a.lower() for a in answers]
+def first_hit_rank(index: Index, ranking: np.ndarray, item: dict) -> int | None:
+    """1-based rank of the first chunk that answers the item (see is_hit), None if none does."""
     for rank, row in enumerate(ranking, 1):
-        text = index.chunks[row].text.lower()
-        if any(a in text for a in wanted):
+        if is_hit(index.chunks[row], item):
             return rank
+    return None
+
+
+def is_hit(chunk: Chunk, item: dict) -> bool:
+    """Does this chunk answer the item? By where it came from when the item says, else by its text.
+
+    An item with a `source` is judged by note, and with a `heading` too by section:
+    the chunk lies in that section (or a subsection), or the section starts inside
+    it (a big chunk can hold several sections). Otherwise a chunk containing one of
+    the answer strings is a hit; strings overcount (a short answer such as "12人"
+    occurs in many chunks), which is why generated sets carry their source.
+
+    >>> c = Chunk("tea.md", "# Tea › ## Green", "## Green\\nUse 80 °C water.")
+    >>> is_hit(c, {"answers": ["80 °C"]}), is_hit(c, {"answers": ["x"], "source": "tea.md"})
+    (True, True)
+    >>> is_hit(c, {"answers": ["80 °C"], "source": "tea.md", "heading": "# Tea › ## Black"})
+    False
+    """
+    if not item.get("source"):
+        return any(a.lower() in chunk.text.lower() for a in item.get("answers", []) if a.strip())
+    if chunk.source != item["source"]:
+        return False
+    heading = item.get("heading") or ""
+    if not heading or chunk.heading == heading or chunk.heading.startswith(heading + " › "):
+        return True
+    innermost = heading.split(" › ")[-1]
+    return re.search(rf"^{re.escape(innermost)}[ \t#]*$", chunk.text, re.MULTILINE) is not None
+
+
+def eval_set_problem(index: Index, items: list[dict]) -> str | None:
+    """Why an evaluation set cannot be scored on this index (a message naming the items), or None."""
+    if not items:
+        return "it holds no questions"
+    unknown = sorted({it["source"] for it in items if it.get("source") and it["source"] not in index.files})
+    if unknown:
+        shown = ", ".join(unknown[:5]) + (f", … {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        return (f"{len(unknown)} source(s) are not among the {len(index.files)} indexed notes: {shown} "
+                "(another --notes folder, or notes renamed since the set was made?)")
     return None
 
 
@@ -1377,6 +1491,410 @@ def metrics(ranks: list[int | None]) -> dict:
     hit = lambda k: round(sum(1 for r in ranks if r is not None and r <= k) / n, 4)  # noqa: E731
     mrr = sum(1 / r for r in ranks if r is not None and r <= EVAL_DEPTH) / n
     return {"hit@1": hit(1), "hit@3": hit(3), "hit@5": hit(5), "mrr": round(mrr, 4), "n": n}
+
+# ----------------------------------------------------------------------------
+# Tuning: an evaluation set generated from your notes, and a sweep that recommends flags.
+#
+# --make-eval asks the chat model for one question per passage of your notes and
+# keeps only the ones that pass three checks; --tune then measures every setting
+# that needs no re-embedding on that set and names the flags that did best.
+
+EVAL_PROMPT = """You write one test question for a search engine over someone's notes.
+From the passage the user sends, reply with a JSON object:
+- "question": one question that the passage answers, asked the way a person would ask it
+  without the note open. Use your own words: do not reuse the passage's wording.
+  Write it in the passage's language.
+- "answer": the answer, a few words copied exactly from the passage."""
+
+EVAL_SCHEMA = {"type": "object", "required": ["question", "answer"],
+               "properties": {"question": {"type": "string"}, "answer": {"type": "string"}}}
+
+# Questions no note is likely to answer, in the languages the notes are written in;
+# any the notes do seem to cover (EVAL_UNANSWERABLE_COVERAGE) are left out.
+UNANSWERABLE = {
+    "en": ["What is the boiling point of ethanol?", "Who won the 1998 football World Cup?",
+           "How many moons does Neptune have?", "What is the capital of Mongolia?",
+           "How do I replace a bicycle's brake cable?", "When did the Berlin Wall fall?"],
+    "zh": ["红烧肉怎么做？", "珠穆朗玛峰有多高？", "唐朝的首都在哪里？", "怎么给自行车补胎？"],
+}
+
+DROP_REASONS = {"junk": "no JSON question and answer", "answer": "answer not found in the passage",
+                "copied": f"mostly copied (over {EVAL_MAX_COPIED:.0%} of its words are the passage's)"}
+
+
+def generate_eval_set(client: ollama.Client, index: Index, settings: Settings, n: int,
+                      have: list[dict]) -> Iterator[tuple[dict | None, str]]:
+    """Yield (item, "") for every question kept and (None, a DROP_REASONS key) for every one dropped.
+
+    Stops when the set (with `have`, what an earlier run wrote) holds n questions,
+    or the passages run out. Passages already asked about are skipped. The built-in
+    unanswerable questions come right after the chat model's first reply, so a run
+    without a working chat model yields nothing. Raises OllamaError.
+    """
+    unanswerable = [q for q in unanswerable_questions(index, settings, math.ceil(n * EVAL_UNANSWERABLE_SHARE))
+                    if q not in {it["question"] for it in have}]
+    wanted = n - len(have) - len(unanswerable)
+    done = {it.get("passage") for it in have}
+    for pid, passage in eval_passages(settings, index):
+        if wanted <= 0:
+            break
+        if pid in done:
+            continue
+        item, why = generate_question(client, passage, settings)
+        if item:
+            item["passage"] = pid         # lets a second run skip it
+            wanted -= 1
+        yield item, why
+        for q in unanswerable:
+            yield {"question": q, "answers": []}, ""
+        unanswerable = []
+    for q in unanswerable:                # when no model call was needed
+        yield {"question": q, "answers": []}, ""
+
+
+def eval_passages(settings: Settings, index: Index) -> list[tuple[str, Chunk]]:
+    """The passages to ask about, as ("note.md#3", passage), in a fixed order spread over the notes.
+
+    Each indexed note is cut again into EVAL_PASSAGE_CHARS pieces; too-short ones
+    are skipped. The order takes one passage from each note in turn, and within a
+    note the first passage of every section before the second of any, so even a
+    few questions cover many notes and headings. No randomness: the same notes
+    give the same order, which is what lets a second run continue.
+    """
+    splitter = make_splitter(EVAL_PASSAGE_CHARS, 0)
+    per_note = []
+    for rel in sorted(index.files):
+        path = settings.notes_dir / rel
+        try:
+            st = path.stat()
+            sections, _ = read_note(NoteFile(rel, path, st.st_size, st.st_mtime_ns), settings.max_note_mb)
+        except (OSError, ValueError):
+            continue                      # changed since it was indexed: indexing will say so
+        pieces = chunk_note(rel, sections, splitter)
+        nth_in_section = Counter()
+        keyed = []
+        for i, c in enumerate(pieces):
+            nth_in_section[c.heading] += 1
+            if len(c.text) - LEADING_HEADINGS.match(c.text).end() >= EVAL_MIN_PASSAGE_CHARS:
+                keyed.append((nth_in_section[c.heading], i, f"{rel}#{i + 1}", c))
+        per_note.append([(pid, c) for _, _, pid, c in sorted(keyed, key=lambda k: k[:2])])
+    return [p for turn in itertools.zip_longest(*per_note) for p in turn if p is not None]
+
+
+def generate_question(client: ollama.Client, passage: Chunk, settings: Settings) -> tuple[dict | None, str]:
+    """Ask the chat model (not streamed, no thinking, temperature 0, JSON schema) about one passage."""
+    messages = [{"role": "system", "content": EVAL_PROMPT}, {"role": "user", "content": passage.text}]
+    try:
+        reply = ollama_chat(client, settings.chat_model, messages, stream=False, format=EVAL_SCHEMA,
+                            options={"temperature": 0, "num_predict": EVAL_REPLY_TOKENS,
+                                     "num_ctx": context_size(messages)})
+    except OLLAMA_FAILURES as e:
+        raise explain_ollama_error(e, settings.chat_model) from None
+    return judge_question("".join(strip_think([reply.message.content or ""])), passage)
+
+
+def judge_question(reply: str, passage: Chunk) -> tuple[dict | None, str]:
+    """Keep a generated question only if its JSON parses, its answer is in the passage, and it
+    is not mostly copied; returns (item, "") or (None, the DROP_REASONS key).
+
+    >>> p = Chunk("tea.md", "# Tea", "Green tea wants water at 80 degrees, never boiling.")
+    >>> judge_question('{"question": "How hot should water for green tea be?", "answer": "80 degrees"}', p)[0]
+    {'question': 'How hot should water for green tea be?', 'answers': ['80 degrees'], 'source': 'tea.md', 'heading': '# Tea'}
+    >>> [judge_question(r, p)[1] for r in ['{"question": "Q?"', '{"question": "Q?", "answer": "99 degrees"}',
+    ...                                    '{"question": "Green tea wants water at what?", "answer": "80 degrees"}']]
+    ['junk', 'answer', 'copied']
+    """
+    try:
+        data = json.loads(reply)
+    except ValueError:
+        return None, "junk"
+    question, answer_ = (data.get("question"), data.get("answer")) if isinstance(data, dict) else (None, None)
+    if not (isinstance(question, str) and question.strip() and isinstance(answer_, str) and answer_.strip()):
+        return None, "junk"
+    squash = lambda text: " ".join(text.lower().split())  # noqa: E731
+    if squash(answer_) not in squash(passage.text):
+        return None, "answer"
+    if copied_share(question, passage.text) > EVAL_MAX_COPIED:
+        return None, "copied"
+    return {"question": question.strip(), "answers": [answer_.strip()],
+            "source": passage.source, "heading": passage.heading}, ""
+
+
+def copied_share(question: str, passage: str) -> float:
+    """Share of the question's words (CJK: bigrams) that occur in the passage, 0 to 1.
+
+    Words are tokenize()'s (lower case, singular, no stopwords); for CJK only the
+    bigrams count, bar those made of two stopword characters ("怎么").
+    Worked example: "starter", "fed" and "often" -> 2 of 3 in the passage.
+
+    >>> copied_share("How often is the starter fed?", "The starter is fed twice a day.")
+    0.6666666666666666
+    >>> copied_share("酵种多久喂一次？", "酵种每天喂两次。")   # 酵种 of 酵种 种多 多久 久喂 喂一 一次
+    0.16666666666666666
+    """
+    def terms(text: str) -> set[str]:
+        return {t for t in tokenize(text) if not CJK_CHAR.match(t) or
+                (len(t) == 2 and not (t[0] in STOPWORDS and t[1] in STOPWORDS))}
+    asked = terms(question)
+    return len(asked & terms(passage)) / len(asked) if asked else 0.0
+
+
+def unanswerable_questions(index: Index, settings: Settings, n: int) -> list[str]:
+    """Up to n built-in questions the notes do not seem to answer, in the notes' languages."""
+    texts = " ".join(c.text for c in index.chunks[:200])
+    langs = [lang for lang, present in (("en", re.search(r"[A-Za-z]{3}", texts)),
+                                        ("zh", CJK_CHAR.search(texts))) if present]
+    candidates = [q for group in itertools.zip_longest(*(UNANSWERABLE[lang] for lang in langs))
+                  for q in group if q]
+    plain = replace(settings, source_filter=None)
+    return [q for q in candidates
+            if retrieve(index, q, None, plain).confidence < EVAL_UNANSWERABLE_COVERAGE][:n]
+
+
+def run_make_eval(args, settings: Settings, client: ollama.Client) -> int:
+    """--make-eval FILE: generate questions from the notes, appending each kept one as it comes."""
+    path = args.make_eval
+    have = []
+    if path.exists():
+        try:
+            have = load_eval_set(path)
+        except (OSError, ValueError) as e:
+            err(f"error: {path} exists and is not an evaluation set ({e}); give a new file name")
+            return EXIT_USAGE
+    index, _, _ = open_index(settings, client, args.rebuild, quiet=args.json)
+    if not index.chunks:
+        return no_usable_notes(settings)
+    written = Counter()
+    dropped: Counter[str] = Counter()
+    failure, code = None, EXIT_OK
+    try:
+        for item, why in generate_eval_set(client, index, settings, args.questions, have):
+            if item is None:
+                dropped[why] += 1
+            else:
+                with open(path, "a", encoding="utf-8") as f:    # one whole line at a time
+                    f.write(json.dumps(item, ensure_ascii=False) + "\n")
+                written["answerable" if item["answers"] else "unanswerable"] += 1
+            if not args.json:
+                err(f"  {len(have) + sum(written.values())}/{args.questions} questions, "
+                    f"{sum(dropped.values())} dropped")
+    except OllamaError as e:
+        failure, code = str(e), EXIT_OLLAMA
+    except KeyboardInterrupt:
+        failure, code = "interrupted", EXIT_INTERRUPTED
+    total = len(have) + sum(written.values())
+    summary = {"file": str(path), "questions": total, "written_now": dict(written), "from_before": len(have),
+               "dropped": {DROP_REASONS[k]: v for k, v in dropped.items()}, "chat_model": settings.chat_model,
+               "error": failure}
+    if args.json:
+        print(json.dumps(summary, ensure_ascii=False, indent=2))
+    else:
+        print(f"{path}: {total} questions ({written['answerable']} answerable and {written['unanswerable']} "
+              f"unanswerable written now, {len(have)} from before), by {settings.chat_model}")
+        if dropped:
+            print(f"dropped {sum(dropped.values())}: " +
+                  ", ".join(f"{v} {DROP_REASONS[k]}" for k, v in dropped.most_common()))
+        if not failure and total < args.questions:
+            print(f"the notes gave no more passages to ask about (passages of {EVAL_PASSAGE_CHARS} characters)")
+    if failure:
+        err(f"error: {failure}; " + (f"{total} questions are in {path}: run the same command to continue"
+                                     if total else "nothing was written"))
+    elif not args.json:
+        err(f"next: python demo_rag.py --tune {path}" + ("" if settings.notes_dir == NOTES_DIR
+                                                           else f" --notes {settings.notes_dir}"))
+    return code
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One combination of settings that --tune measures."""
+    chunk_size: int
+    template: bool                        # the query instruction on
+    fusion: str
+
+
+def tune(client: ollama.Client, indexes: dict[int, Index], items: list[dict], settings: Settings) -> dict:
+    """Evaluate every variant that needs no re-embedding, on each index (one per chunk size).
+
+    Variants: fusion x query template on/off x chunk size; for the best of them,
+    --top-k (TUNE_TOP_KS) and the floor (the highest --min-score that still answers
+    TUNE_ANSWERED of the answerable questions). Each question is embedded once per
+    template; everything else is NumPy on the loaded indexes. Without vectors only
+    BM25 is tuned, and `missing` says why.
+    """
+    on = replace(settings, query_instruction=None if settings.query_instruction == "" else settings.query_instruction)
+    templates = {True: on} if query_text("q", on) != "q" else {}
+    templates[False] = replace(settings, query_instruction="")
+    questions = [it["question"] for it in items]
+    qvecs, missing = {}, None
+    try:
+        for t, s in templates.items():
+            qvecs[t] = embed_texts(client, s.embed_model, [query_text(q, s) for q in questions])
+    except OllamaError as e:
+        missing = str(e)
+    for size, ix in indexes.items():
+        if not missing and not ix.complete:
+            missing = f"{int((~ix.has_vector).sum())} of {len(ix.chunks)} chunks at chunk size {size} have no vector"
+    fusions = FUSION_METHODS if not missing else ("bm25",)
+    variants = [Variant(size, t, f) for size in indexes for t in (templates if not missing else [False])
+                for f in fusions]
+    rows_of = {}
+    for v in variants:
+        index = indexes[v.chunk_size]
+        s = replace(templates.get(v.template, settings), fusion=v.fusion, top_k=EVAL_DEPTH)
+        mask = np.flatnonzero(source_mask(index, s.source_filter))
+        rows_of[v] = [(item, *tune_one(index, item, qvecs[v.template][i] if not missing else None, s, mask))
+                      for i, item in enumerate(items)]
+    scored = [tune_scores(v, rows_of[v], settings.top_k, settings.min_score) for v in variants]
+    default = Variant(settings.chunk_size, query_text("q", settings) != "q" and not missing,
+                      settings.fusion if not missing else "bm25")
+    base = next((x for x in scored if x["variant"] == default), scored[0])
+    best = rival = max(scored, key=lambda x: (x["mrr"], x["hit@1"]))
+    if best["mrr"] - base["mrr"] < TUNE_MIN_GAIN:
+        best = base                       # not measurably better: keep what is set
+    win = best["variant"]
+    ks = sorted(set(TUNE_TOP_KS) | {settings.top_k})
+    hit_at = {k: hit_at_k(rows_of[win], k) for k in ks}
+    top_k_ = min(k for k in ks if hit_at[k] >= max(hit_at.values()))
+    floor = recommend_floor(rows_of[win], top_k_)
+    flags = [f"--fusion {win.fusion}", f"--top-k {top_k_}"]
+    if floor["min_score"] is not None:
+        flags.append(f"--min-score {floor['min_score']}")
+    if not win.template and query_text("q", settings) != "q":
+        flags.append("--query-instruction ''")
+    if win.chunk_size != settings.chunk_size:
+        flags.append(f"--chunk-size {win.chunk_size}")
+    return {"answerable": sum(1 for it in items if it.get("answers")),
+            "unanswerable": sum(1 for it in items if not it.get("answers")),
+            "embed_model": None if missing else settings.embed_model, "missing": missing,
+            "variants": [{**asdict_variant(x["variant"]), **{k: v for k, v in x.items() if k != "variant"}}
+                         for x in scored],
+            "defaults": asdict_variant(default), "winner": asdict_variant(win),
+            "not_measurably_better": None if rival is best else {**asdict_variant(rival["variant"]),
+                                                                 "mrr": rival["mrr"]},
+            "top_k": {"hit@k": hit_at, "chosen": top_k_}, "floor": floor, "flags": " ".join(flags)}
+
+
+def asdict_variant(v: Variant) -> dict:
+    return {"chunk_size": v.chunk_size, "query_instruction": "on" if v.template else "off", "fusion": v.fusion}
+
+
+def tune_one(index: Index, item: dict, qvec: np.ndarray | None, settings: Settings,
+             rows: np.ndarray) -> tuple[int | None, list[float]]:
+    """One question under one variant: the rank of its first hit, and its confidence at each top-k (1..10)."""
+    r = retrieve(index, item["question"], qvec, settings)
+    ranking = np.array([h.row for h in r.hits], dtype=np.int64)
+    terms = query_postings(index.lexicon, item["question"])
+    confs = [confidence(terms, ranking[:k].tolist(), r.dense, rows) for k in range(1, EVAL_DEPTH + 1)]
+    return (first_hit_rank(index, ranking, item) if item.get("answers") else None), confs
+
+
+def tune_scores(v: Variant, rows: list[tuple[dict, int | None, list[float]]], top_k_: int,
+                min_score: float) -> dict:
+    """hit@k and MRR of one variant, and what the current floor answers and declines with it."""
+    answerable = [(rank, confs) for item, rank, confs in rows if item.get("answers")]
+    others = [confs for item, _, confs in rows if not item.get("answers")]
+    k = min(top_k_, EVAL_DEPTH) - 1
+    return {"variant": v, **metrics([rank for rank, _ in answerable]),
+            "answered": sum(c[k] >= min_score for _, c in answerable),
+            "declined": sum(c[k] < min_score for c in others)}
+
+
+def hit_at_k(rows: list[tuple[dict, int | None, list[float]]], k: int) -> float:
+    """Share of answerable questions with a hit in the top k."""
+    ranks = [rank for item, rank, _ in rows if item.get("answers")]
+    return round(sum(1 for r in ranks if r is not None and r <= k) / len(ranks), 4) if ranks else 0.0
+
+
+def recommend_floor(rows: list[tuple[dict, int | None, list[float]]], top_k_: int) -> dict:
+    """The highest --min-score (2 decimals) that still answers TUNE_ANSWERED of the answerable
+    questions, and how many answerable and unanswerable ones it answers and declines.
+
+    >>> rows = [({"answers": ["a"]}, 1, [c] * 10) for c in (0.9, 0.8, 0.7, 0.45)] + [({"answers": []}, None, [0.5] * 10)]
+    >>> recommend_floor(rows, 5)    # 95% of 4 questions is all 4: the floor sits at the lowest, 0.45
+    {'min_score': 0.45, 'answered': 4, 'answerable': 4, 'declined': 0, 'unanswerable': 1}
+    """
+    k = min(top_k_, EVAL_DEPTH) - 1
+    sure = sorted((c[k] for item, _, c in rows if item.get("answers")), reverse=True)
+    unsure = [c[k] for item, _, c in rows if not item.get("answers")]
+    if not sure:
+        return {"min_score": None, "answered": 0, "answerable": 0, "declined": 0, "unanswerable": len(unsure)}
+    floor = math.floor(sure[math.ceil(TUNE_ANSWERED * len(sure)) - 1] * 100) / 100
+    return {"min_score": floor, "answered": sum(c >= floor for c in sure), "answerable": len(sure),
+            "declined": sum(c < floor for c in unsure), "unanswerable": len(unsure)}
+
+
+def run_tune(args, settings: Settings, client: ollama.Client) -> int:
+    """--tune FILE: the sweep, a table, the winner and the exact flags (or --json: one object)."""
+    try:
+        items = load_eval_set(args.tune)
+    except (OSError, ValueError) as e:
+        err(f"error: cannot read evaluation set: {e}")
+        return EXIT_USAGE
+    index, _, _ = open_index(settings, client, args.rebuild, quiet=args.json)
+    if not index.chunks:
+        return no_usable_notes(settings)
+    problem = eval_set_problem(index, items)
+    if problem:
+        err(f"error: cannot use evaluation set {args.tune}: {problem}")
+        return EXIT_USAGE
+    indexes = {settings.chunk_size: index}
+    for size in args.tune_chunk_sizes or ():
+        if size in indexes:
+            continue
+        # Each size keeps its own cache, in a folder of its own, so the main one is never replaced.
+        sized = replace(settings, chunk_size=size, cache_dir=settings.cache_dir / f"chunk-{size}")
+        if not args.json:
+            err(chunk_size_cost(client, index, sized))
+        indexes[size], _, _ = open_index(sized, client, False, quiet=args.json)
+    result = tune(client, indexes, items, settings)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False, indent=2))
+        return EXIT_OK
+    print(f"{len(items)} questions ({result['answerable']} answerable, {result['unanswerable']} unanswerable); "
+          f"embedder: {result['embed_model'] or 'none'}; floor --min-score {settings.min_score}, "
+          f"--top-k {settings.top_k}")
+    if result["missing"]:
+        print(f"tuned BM25, --top-k and the floor only: dense, fused and query-template variants "
+              f"need vectors ({result['missing']})")
+    print(f"{'chunk':>6} {'query':<6}{'fusion':<8}{'hit@1':>7}{'hit@5':>7}{'MRR':>7}{'answered':>10}{'declined':>10}")
+    for x in result["variants"]:
+        v = (x["chunk_size"], x["query_instruction"], x["fusion"])
+        mark = "  default" if v == tuple(result["defaults"].values()) else ""
+        mark += "  <- best" if v == tuple(result["winner"].values()) else ""
+        print(f"{x['chunk_size']:>6} {x['query_instruction']:<6}{x['fusion']:<8}{x['hit@1']:>7.3f}"
+              f"{x['hit@5']:>7.3f}{x['mrr']:>7.3f}{x['answered']:>6}/{result['answerable']:<3}"
+              f"{x['declined']:>6}/{result['unanswerable']:<3}{mark}")
+    rival = result["not_measurably_better"]
+    if rival:
+        print(f"kept the defaults: the best MRR, {rival['mrr']:.3f} ({rival['chunk_size']} {rival['query_instruction']} "
+              f"{rival['fusion']}), is less than {TUNE_MIN_GAIN} above theirs")
+    k = result["top_k"]
+    print("top-k: " + ", ".join(f"hit@{n} {h:.3f}" for n, h in k["hit@k"].items())
+          + f" -> --top-k {k['chosen']} (the smallest that finds as much)")
+    f = result["floor"]
+    if f["min_score"] is not None:
+        print(f"floor: --min-score {f['min_score']} answers {f['answered']}/{f['answerable']} answerable "
+              f"(at least {TUNE_ANSWERED:.0%}) and declines {f['declined']}/{f['unanswerable']} unanswerable")
+    print(f"recommended: python demo_rag.py {result['flags']}")
+    return EXIT_OK
+
+
+def chunk_size_cost(client: ollama.Client, index: Index, settings: Settings) -> str:
+    """One line: how many chunks a chunk size needs embedded, and roughly how long that takes."""
+    chars = sum(len(c.embed_text) for c in index.chunks)
+    chunks = math.ceil(chars / (settings.chunk_size - settings.chunk_overlap))
+    line = f"chunk size {settings.chunk_size}: about {chunks} chunks ({chars:,} characters) to embed"
+    if cache_path(settings).exists():
+        return line + f"; its cache in {settings.cache_dir} is reused, so only changes are embedded"
+    try:
+        t0 = time.perf_counter()
+        embed_texts(client, settings.embed_model, ["x " * (settings.chunk_size // 2)])
+        per_chunk = time.perf_counter() - t0
+    except OllamaError as e:
+        return line + f" (cannot embed: {e})"
+    return line + (f", at most {chunks * per_chunk:.0f}s at the {per_chunk:.2f}s one chunk took alone (batches are "
+                   f"faster); kept in {settings.cache_dir}")
 
 # ----------------------------------------------------------------------------
 # The other command-line modes: --chat, --eval, --explain, and the flags.
@@ -1455,17 +1973,25 @@ def run_eval(args, settings: Settings, client: ollama.Client) -> int:
     except (OSError, ValueError) as e:
         err(f"error: cannot read evaluation set: {e}")
         return EXIT_USAGE
+    problem = eval_set_problem(index, items)
+    if problem:
+        err(f"error: cannot use evaluation set {args.eval}: {problem}")
+        return EXIT_USAGE
     result = evaluate(client, index, items, settings)
     if args.json:
         print(json.dumps(result, ensure_ascii=False, indent=2))
         return EXIT_OK
     embedder = result["embed_model"] or "none (Ollama unavailable: BM25 only)"
+    cover = result["dense_coverage"]
+    if result["embed_model"] and cover["questions"] < cover["of"]:
+        embedder += (f" (partial: dense scores for {cover['questions']} of {cover['of']} answerable questions, "
+                     f"then {cover['missing_because']})")
     print(f"{result['n']} answerable questions, {len(items) - result['n']} unanswerable; embedder: {embedder}")
     print(f"{'ranker':<8}{'hit@1':>8}{'hit@3':>8}{'hit@5':>8}{'MRR':>8}")
     for name in ("dense", "bm25", "fused"):
         m = result["by_ranker"][name]
         row = "".join(f"{m[k]:>8.3f}" for k in ("hit@1", "hit@3", "hit@5", "mrr")) if m["n"] else "     n/a"
-        print(f"{name:<8}{row}")
+        print(f"{name:<8}{row}" + (f"   (over {m['n']} of {result['n']})" if 0 < m["n"] < result["n"] else ""))
     f = result["floor"]
     print(f"relevance floor {f['min_score']}: answered {f['answerable_found']}/{f['answerable']} answerable, "
           f"declined {f['unanswerable_refused']}/{f['unanswerable']} unanswerable")
@@ -1525,7 +2051,7 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
     print("\nSTEP 5 · SEARCH: rank by meaning (cosine) and by words (BM25), then fuse")
     for name, key, scores in (("cosine", "dense", r.dense), ("BM25", "bm25", r.lexical), ("fused", "", r.fused)):
         if scores is not None:
-            note = f"weight {r.weights.get(key, 0.0):.2f}" if key else FUSION
+            note = f"weight {r.weights.get(key, 0.0):.2f}" if key else FUSION_NOTES[settings.fusion]
             print(f"  {name} ({cut(note, 60)}):")
             rows = np.flatnonzero(allowed)    # what --source excluded is not part of the ranking
             for i in rows[top_k(scores[rows], 3)]:
@@ -1583,10 +2109,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="document template with {text}; '' for none (default: the model's documented one)")
     p.add_argument("--timeout", type=float, default=OLLAMA_TIMEOUT, metavar="SECONDS",
                    help=f"give up when Ollama is silent this long (default {OLLAMA_TIMEOUT:g})")
+    p.add_argument("--fusion", choices=FUSION_METHODS, default=FUSION_METHOD,
+                   help=f"how dense and BM25 scores are combined (default {FUSION_METHOD}; --tune compares)")
+    p.add_argument("--make-eval", type=Path, metavar="JSONL",
+                   help="write an evaluation set of questions generated from the notes (appends; run again to continue)")
+    p.add_argument("--questions", type=int, default=EVAL_QUESTIONS,
+                   help=f"how many questions --make-eval writes (default {EVAL_QUESTIONS})")
+    p.add_argument("--tune", type=Path, metavar="JSONL", help="compare retrieval settings on an evaluation set "
+                   "and recommend flags")
+    p.add_argument("--tune-chunk-sizes", type=chunk_sizes, metavar="N,N",
+                   help="with --tune: also try these chunk sizes (each embeds the notes once and keeps its cache)")
     args = p.parse_args(argv)
-    if not (args.question or args.chat or args.eval):
+    if not (args.question or args.chat or args.eval or args.make_eval or args.tune):
         p.print_usage(sys.stderr)
-        p.exit(EXIT_USAGE, "demo_rag.py: error: give a question, or --chat, or --eval FILE\n")
+        p.exit(EXIT_USAGE, "demo_rag.py: error: give a question, or --chat, --eval FILE, --make-eval FILE "
+                           "or --tune FILE\n")
+    if args.questions < 1 or any(n < 50 or n <= args.chunk_overlap for n in args.tune_chunk_sizes or ()):
+        p.error("need --questions >= 1, and every --tune-chunk-sizes value >= 50 and above --chunk-overlap")
     if args.top_k < 1 or args.chunk_size < 50 or not 0 <= args.chunk_overlap < args.chunk_size:
         p.error("need --top-k >= 1, --chunk-size >= 50 and 0 <= --chunk-overlap < --chunk-size")
     if not math.isfinite(args.min_score):
@@ -1599,13 +2138,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def chunk_sizes(text: str) -> list[int]:
+    """--tune-chunk-sizes "800,1500" -> [800, 1500]."""
+    try:
+        return [int(n) for n in text.split(",") if n.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected sizes like 800,1500, not {text!r}") from None
+
+
 def settings_from(args: argparse.Namespace) -> Settings:
     return Settings(notes_dir=args.notes.expanduser(), cache_dir=args.cache.expanduser(),
                     embed_model=args.embed_model, chat_model=args.chat_model,
                     chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, top_k=args.top_k,
                     min_score=args.min_score, source_filter=args.source,
                     query_instruction=args.query_instruction, max_note_mb=args.max_note_mb,
-                    doc_instruction=args.doc_instruction)
+                    doc_instruction=args.doc_instruction,
+                    fusion=args.fusion)
 
 
 def err(*lines: str) -> None:

@@ -143,7 +143,8 @@ class FakeOllama:
     """Serve on 127.0.0.1 in a thread; use as a context manager."""
 
     def __init__(self, models=MODELS, embed="hash", dim=DIM, answer_repeat=1, context_limits=None,
-                 thinkers=("thinker",), half_thinkers=("halfthink", "opener"), show=True):
+                 thinkers=("thinker",), half_thinkers=("halfthink", "opener"), show=True,
+                 format_reply="question", die_after_embeds=None):
         self.models = set(models)
         self.embed = embed                 # "hash" or "random"
         self.dim = dim
@@ -152,11 +153,17 @@ class FakeOllama:
         self.thinkers = thinkers            # model name prefixes whose replies hold <think>...</think>
         self.half_thinkers = half_thinkers  # ...whose template opened the block: replies hold only </think>
         self.show = show                    # False: an Ollama too old for /api/show (404)
+        # Replies to --make-eval's requests (a `format` asking for a question): "question" (valid
+        # JSON: a question about the passage's longest word), "junk" (not JSON), or "mixed"
+        # (valid, junk, an answer not in the passage, a copied question, in turn).
+        self.format_reply = format_reply
+        self.die_after_embeds = die_after_embeds   # after this many embed requests, drop every connection
         self.errors: dict[str, tuple[int, str]] = {}
         self.stream_error: str | None = None
         self.embed_fail_after: int | None = None
         self.format_junk = False
         self.holds: dict[str, threading.Event] = {}
+        self.hold_after: dict[str, int] = {}
         self.requests: list[dict] = []
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
@@ -211,14 +218,16 @@ class FakeOllama:
             record.update(changes)
             self.changed.notify_all()
 
-    def hold(self, path: str) -> threading.Event:
-        """Make replies to `path` wait until the returned Event is set (see the module docstring)."""
+    def hold(self, path: str, after: int = 0) -> threading.Event:
+        """Make replies to `path` wait until the returned Event is set (see the module docstring);
+        the first `after` requests to it are answered as usual."""
         self.holds[path] = threading.Event()
+        self.hold_after[path] = after
         return self.holds[path]
 
     def _wait_if_held(self, path: str, record: dict) -> None:
         event = self.holds.get(path)
-        if event is not None and not event.is_set():
+        if event is not None and not event.is_set() and record["number"] > self.hold_after[path]:
             self._note(record, held=True)
             event.wait(HOLD_TIMEOUT)
 
@@ -260,12 +269,32 @@ class FakeOllama:
         if body.get("format"):
             schema = body["format"] if isinstance(body["format"], dict) else {"type": "object",
                                                                               "properties": {"answer": {}}}
-            text = "Sure! {not json" if self.format_junk else json.dumps(sample(schema, text))
+            if self.format_junk:
+                text = "Sure! {not json"
+            elif "question" in schema.get("properties", {}):
+                text = self.format_text(body)
+            else:
+                text = json.dumps(sample(schema, text))
         evals = len(re.findall(r"\S+\s*|\s+", text)) or 1
         stats = {"total_duration": 1_000_000 * (counted + evals), "load_duration": 1_000_000,
                  "prompt_eval_count": counted, "prompt_eval_duration": 500_000 * counted,
                  "eval_count": evals, "eval_duration": 10_000_000 * evals}      # 100 tokens/s
         return text, stats
+
+    def format_text(self, body) -> str:
+        """A JSON question for a --make-eval request, built from the passage (the last message)."""
+        passage = body["messages"][-1]["content"]
+        words = re.findall(r"[A-Za-z][A-Za-z-]{3,}", passage) or re.findall(r"[\u4e00-\u9fff]{4}", passage)
+        word = max(words, key=len) if words else passage[:4]
+        good = {"question": f"Where did I write about {word.lower()}?", "answer": word}
+        turn = len(self.of("/api/chat")) % 4 if self.format_reply == "mixed" else 0
+        if self.format_reply == "junk" or turn == 1:
+            return "Sure! Here is a question: what is it about"
+        if turn == 2:
+            return json.dumps({"question": good["question"], "answer": "words from nowhere"})
+        if turn == 3:
+            return json.dumps({"question": passage[:200], "answer": word}, ensure_ascii=False)
+        return json.dumps(good, ensure_ascii=False)
 
     def _handler(self):
         server = self
@@ -307,6 +336,7 @@ class FakeOllama:
                 with server.changed:
                     server.requests.append(record)
                     number = sum(1 for r in server.requests if r["path"] == self.path)
+                    record["number"] = number
                     server.changed.notify_all()
                 try:
                     self.reply(body, record, number)
@@ -314,6 +344,9 @@ class FakeOllama:
                     server._note(record, done=True)
 
             def reply(self, body, record, number):
+                if server.die_after_embeds is not None and len(server.of("/api/embed")) > server.die_after_embeds:
+                    self.close_connection = True        # Ollama has died: no answer at all
+                    return
                 model = body.get("model", "")
                 if self.path not in ("/api/embed", "/api/chat", "/api/show") or \
                         (self.path == "/api/show" and not server.show):
@@ -343,6 +376,7 @@ class FakeOllama:
                 text, stats = server.chat_reply(body)
                 server._note(record, prompt_eval_count=stats["prompt_eval_count"], reply=text)
                 if not body.get("stream", True):
+                    server._wait_if_held(self.path, record)
                     return self.send_json(200, {"model": model, "message": {"role": "assistant", "content": text},
                                                 "done": True, "done_reason": "stop", **stats})
                 words = re.findall(r"\S+\s*|\s+", text)

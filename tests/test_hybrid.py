@@ -96,12 +96,10 @@ def test_bad_eval_file_is_a_clear_error(cli, notes, tmp_path):
     assert out.returncode == 2 and "bad.jsonl:2" in out.stderr and "Traceback" not in out.stderr
 
 
-def test_empty_eval_file_reports_zero_questions(cli, notes, tmp_path):
-    empty = tmp_path / "empty.jsonl"
-    empty.write_text("\n")
-    out = cli("--notes", notes, "--eval", empty, "--json")
-    assert out.returncode == 0, out.stderr
-    result = json.loads(out.stdout)
+def test_empty_eval_set_reports_zero_questions(server, tmp_path):
+    # From a notebook; the command line refuses an empty file (test_tuning.py).
+    s, client, index = demo_index(server, tmp_path)
+    result = rag.evaluate(client, index, [], s)
     assert result["n"] == 0 and result["misses"] == [] and result["embed_model"] is None
 
 
