@@ -106,7 +106,7 @@ EMBED_BATCH_TEXTS = 32                    # texts per /api/embed request...
 EMBED_BATCH_CHARS = 24_000                # ...and characters, so one request stays small
 
 TOP_K = 5                                 # sources put in the prompt
-MIN_SCORE = 0.3                           # relevance floor on confidence() (README: measured)
+MIN_SCORE = 0.4                           # relevance floor on confidence() (README: measured)
 TEMPERATURE = 0.3                         # low: we want the notes, not creativity
 ANSWER_TOKENS = 1024                      # room left in the context for the answer
 MIN_NUM_CTX = 4096                        # Ollama's usual default context size
@@ -169,10 +169,11 @@ OLLAMA_CONNECT_TIMEOUT = 10.0             # seconds to connect: Ollama runs here
 MAX_NUM_CTX = 32768                       # the largest context to ask for (qwen3's native window);
                                           # --top-k is capped so that its sources fit (top_k_limit)
 
-# Fusion (--fusion): how the two rankers' scores become one ranking. "zscore" is the
-# default (see fuse()); --tune compares the others on your own questions.
-FUSION_METHODS = ("zscore", "rrf", "dense", "bm25")
-FUSION_METHOD = "zscore"
+# Fusion (--fusion): how the two rankers' scores become one ranking. "evidence" is the
+# default (see fuse(); measured in bench/fusion-study.md); "zscore" was the default
+# before it; --tune compares them all on your own questions.
+FUSION_METHODS = ("evidence", "zscore", "rrf", "dense", "bm25")
+FUSION_METHOD = "evidence"
 RRF_K = 60                                # reciprocal rank fusion's constant (Cormack et al. 2009)
 
 # Tuning on your own notes (--make-eval, then --tune).
@@ -673,7 +674,9 @@ def retrieve(index: Index, question: str, qvec: np.ndarray | None, settings: Set
     terms = query_postings(index.lexicon, question)    # the question is tokenized once, here
     lexical = bm25_scores(index.lexicon, terms)
     fused = np.full(len(index.chunks), -np.inf, dtype=np.float32)
-    fused[rows], weights = fuse(None if dense is None else dense[rows], lexical[rows], settings.fusion)
+    words_found = coverage(terms, int(rows[lexical[rows].argmax()])) if len(rows) else 0.0
+    fused[rows], weights = fuse(None if dense is None else dense[rows], lexical[rows], words_found,
+                                settings.fusion)
     best = rows[top_k(fused[rows], settings.top_k)]
     if dense is None:
         best = [i for i in best if lexical[i] > 0]   # keywords only: a chunk without them is no match
@@ -845,34 +848,41 @@ def standout(scores: np.ndarray) -> float:
     return (float(scores.max()) - float(scores.mean())) / sd - math.sqrt(2 * math.log(n))
 
 
-FUSION = "z-scores weighted by how far each ranker stands out"
-FUSION_NOTES = {"zscore": FUSION, "rrf": f"reciprocal rank fusion, k={RRF_K}",
-                "dense": "cosine alone", "bm25": "BM25 alone"}
+FUSION_NOTES = {"evidence": "z-scores weighted by each ranker's evidence on this question",
+                "zscore": "z-scores weighted by how far each ranker stands out",
+                "rrf": f"reciprocal rank fusion, k={RRF_K}", "dense": "cosine alone", "bm25": "BM25 alone"}
 
 
-def fuse(dense: np.ndarray | None, lexical: np.ndarray,
+def fuse(dense: np.ndarray | None, lexical: np.ndarray, words_found: float,
          method: str = FUSION_METHOD) -> tuple[np.ndarray, dict[str, float]]:
     """Fuse two rankers' scores into one; returns the fused scores and each ranker's weight.
 
-    `method` (--fusion) picks another fusion for comparison; see fuse_other().
+    Each ranker's scores become z-scores, so cosines and BM25 are comparable, and
+    each is weighted by its own evidence on this question. BM25's is `words_found`
+    (c): how much of the question's informative words its best chunk holds, from
+    coverage(). Meaning gets the rest, (1 - c), discounted by the chance that the
+    best cosine is more than noise (Φ of standout()). Both are squared, so the
+    clearer ranker leads: a question worded like the note is ranked by its words,
+    a paraphrase by its meaning, and an embedder that is noise on these notes (an
+    English-only one on Chinese) cannot drag good keyword hits down. `method`
+    (--fusion) picks an alternative; see fuse_other().
 
-    Each ranker's scores become z-scores (so cosine and BM25 are comparable), and
-    each is weighted by its standout(): a ranker whose best match is no better
-    than noise (an English-only embedder on Chinese notes) gets weight 0, so it
-    cannot drag the other down; when neither stands out, both count equally.
-    Worked example: the cosines barely differ, BM25 finds one chunk, so BM25 decides.
+    Worked example: BM25's best chunk holds 90% of the question's words, so words
+    lead (0.81 against 0.004) and row 3 wins although its cosine is low.
 
-    >>> fused, weights = fuse(np.array([0.2, 0.1, 0.3, 0.1]), np.array([0.0, 0.0, 0.0, 3.0]))
-    >>> int(fused.argmax()), {name: round(w, 2) for name, w in weights.items()}
-    (3, {'dense': 0.0, 'bm25': 0.07})
+    >>> fused, weights = fuse(np.array([0.2, 0.1, 0.3, 0.1]), np.array([0.0, 0.0, 0.0, 3.0]), 0.9)
+    >>> int(fused.argmax()), {name: round(w, 3) for name, w in weights.items()}
+    (3, {'dense': 0.004, 'bm25': 0.81})
     """
     parts = {name: s for name, s in (("dense", dense), ("bm25", lexical)) if s is not None and len(s)}
     if not parts:
         return np.zeros(0, dtype=np.float32), {}
-    if method != "zscore":
+    if method != "evidence":
         return fuse_other(parts, method)
-    weights = {name: max(standout(s), 0.0) for name, s in parts.items()}
-    if sum(weights.values()) == 0:
+    chance_not_noise = 0.5 * (1 + math.erf(standout(dense) / math.sqrt(2))) if dense is not None else 0.0
+    weights = {"dense": chance_not_noise * (1 - words_found) ** 2, "bm25": words_found ** 2}
+    weights = {name: w for name, w in weights.items() if name in parts}
+    if sum(weights.values()) == 0:        # no evidence either way: both count the same
         weights = dict.fromkeys(parts, 1.0)
     total = sum(weights.values())
     fused = sum(weights[name] * (s - s.mean()) / (s.std() or 1.0) for name, s in parts.items()) / total
@@ -880,11 +890,14 @@ def fuse(dense: np.ndarray | None, lexical: np.ndarray,
 
 
 def fuse_other(parts: dict[str, np.ndarray], method: str) -> tuple[np.ndarray, dict[str, float]]:
-    """The alternatives to z-score fusion: one ranker alone, or reciprocal rank fusion.
+    """The alternatives to the default fusion: the earlier z-score fusion, one ranker alone,
+    or reciprocal rank fusion.
 
-    "dense" or "bm25" alone falls back to the other ranker when it is missing
-    (no vectors). RRF adds 1 / (RRF_K + rank) per ranker; a chunk without any of
-    the question's words gets nothing from BM25 (it was not retrieved by it).
+    "zscore" weights each ranker by its standout() alone: a ranker no better than
+    noise gets 0; when neither stands out, both count equally. "dense" or "bm25"
+    alone falls back to the other ranker when it is missing (no vectors). RRF adds
+    1 / (RRF_K + rank) per ranker; a chunk without any of the question's words gets
+    nothing from BM25 (it was not retrieved by it).
 
     Worked example: dense ranks the rows 1, 2, 3, 4; BM25 ranks row 1 first, row 2
     second and has no word in rows 0 and 3; row 1 gets 1/62 + 1/61 = 0.0325.
@@ -893,8 +906,19 @@ def fuse_other(parts: dict[str, np.ndarray], method: str) -> tuple[np.ndarray, d
     ...                        "bm25": np.array([0.0, 3.0, 2.0, 0.0])}, "rrf")
     >>> [round(float(x), 4) for x in fused], top_k(fused, 4).tolist()
     ([0.0164, 0.0325, 0.032, 0.0156], [1, 2, 0, 3])
+    >>> fused, weights = fuse_other({"dense": np.array([0.2, 0.1, 0.3, 0.1]),
+    ...                              "bm25": np.array([0.0, 0.0, 0.0, 3.0])}, "zscore")
+    >>> int(fused.argmax()), {name: round(w, 2) for name, w in weights.items()}
+    (3, {'dense': 0.0, 'bm25': 0.07})
     """
     assert method in FUSION_METHODS, method
+    if method == "zscore":
+        weights = {name: max(standout(s), 0.0) for name, s in parts.items()}
+        if sum(weights.values()) == 0:
+            weights = dict.fromkeys(parts, 1.0)
+        total = sum(weights.values())
+        fused = sum(weights[name] * (s - s.mean()) / (s.std() or 1.0) for name, s in parts.items()) / total
+        return fused.astype(np.float32), weights
     if method in parts:
         return parts[method].astype(np.float32), {method: 1.0}
     if method != "rrf":                   # the ranker asked for is missing: use the other
@@ -910,24 +934,29 @@ def fuse_other(parts: dict[str, np.ndarray], method: str) -> tuple[np.ndarray, d
 
 
 def confidence(terms: list[Term], hit_rows: list[int], dense: np.ndarray | None, rows: np.ndarray) -> float:
-    """How sure we are that the notes hold an answer, 0 to 1 (compared with --min-score).
+    """How sure we are that the notes hold an answer (compared with --min-score): the
+    evidence of words plus the evidence of meaning, each 0 to 1.
 
-    The best, over the hits, of two signals: the question's words found in the hit
-    (coverage), and how far the hit's cosine stands above the average over `rows`.
+    Words: the most of the question's informative words one hit holds (coverage).
+    Meaning: how far the best hit's cosine moved from the typical chunk's (the
+    median over `rows`) towards a perfect 1.0. That is judged on each embedder's own
+    scale: e5's cosines all sit near 0.8, MiniLM's near 0.1, and a fixed offset
+    would suit only one of them. A paraphrase scores on meaning, a question worded
+    like the note on words, an unanswerable one on neither. Keywords only: words alone.
 
     >>> lex = lexicon_from_texts(["black cat", "black dog"])
     >>> round(confidence(query_postings(lex, "cat"), [0, 1], None, np.arange(2)), 2)
     1.0
     >>> round(confidence(query_postings(lex, "fish"), [0], np.array([0.9, 0.5]), np.arange(2)), 2)
-    0.2
+    0.67
     """
-    average = float(dense[rows].mean()) if dense is not None and len(rows) else 0.0
-    best = 0.0
-    for row in hit_rows:
-        best = max(best, coverage(terms, row))
-        if dense is not None:
-            best = max(best, float(dense[row]) - average)
-    return best
+    words = max((coverage(terms, row) for row in hit_rows), default=0.0)
+    if dense is None or not len(rows) or not hit_rows:
+        return words
+    typical = float(np.median(dense[rows]))
+    best = max(float(dense[row]) for row in hit_rows)
+    meaning = (best - typical) / (1 - typical) if typical < 1 else 0.0
+    return words + max(meaning, 0.0)
 
 
 def coverage(terms: list[Term], row: int) -> float:

@@ -190,21 +190,23 @@ def test_eval_numbers_on_a_corpus_with_known_ranks(tmp_path, server):
     assert {k: result[k] for k in expected} == expected
     assert result["by_ranker"] == {"dense": expected, "bm25": expected, "fused": expected}
     assert [(m["question"], m["rank"]) for m in result["misses"]] == [("falcon", 2), ("osprey", 4), ("harrier", None)]
-    assert result["floor"] == {"min_score": 0.3, "answerable_found": 4, "answerable": 4,
+    assert result["floor"] == {"min_score": rag.MIN_SCORE, "answerable_found": 4, "answerable": 4,
                                "unanswerable_refused": 2, "unanswerable": 2}
-    # confidence: each bird's word is in its top note (coverage 1); the unanswerable questions share no
-    # word with any note, so theirs is the best cosine minus the average cosine, as embedded by the server
+    # confidence: each bird's word is in its top note (words 1.0), plus the meaning: how far the best
+    # cosine moved from the median towards 1.0, as embedded by the server; the unanswerable questions
+    # share no word with any note, so theirs is the meaning alone
     from ollama_server import hashed_vector
     texts = server.embedded_texts()
     docs = np.array([hashed_vector(t) for t in texts[:24]])
     confidences = []
     for item, qtext in zip(json.loads("[" + ",".join(evalset.read_text().splitlines()) + "]"), texts[24:]):
         cos = docs @ np.array(hashed_vector(qtext))
-        confidences.append(1.0 if item["answers"] else cos.max() - cos.mean())
+        meaning = max(0.0, (cos.max() - np.median(cos)) / (1 - np.median(cos)))
+        confidences.append((1.0 if item["answers"] else 0.0) + meaning)
     assert [(c["question"], c["answerable"]) for c in result["confidences"]] == \
         [(q, q in BIRDS) for q in [*BIRDS, "zebra quagga", "Were they there?"]]
     assert [c["confidence"] for c in result["confidences"]] == pytest.approx(confidences, abs=2e-3)
-    assert confidences[-2] == pytest.approx(0) and 0.1 < confidences[-1] < 0.3
+    assert confidences[-2] == pytest.approx(0) and 0.1 < confidences[-1] < rag.MIN_SCORE   # some meaning, declined
     # the text table shows the same numbers
     out = run_cli(*args, host=server.url)
     assert out.returncode == 0, out.stderr
@@ -214,4 +216,4 @@ def test_eval_numbers_on_a_corpus_with_known_ranks(tmp_path, server):
         "dense      0.250   0.500   0.750   0.438",
         "bm25       0.250   0.500   0.750   0.438",
         "fused      0.250   0.500   0.750   0.438",
-        "relevance floor 0.3: answered 4/4 answerable, declined 2/2 unanswerable"]
+        f"relevance floor {rag.MIN_SCORE}: answered 4/4 answerable, declined 2/2 unanswerable"]

@@ -178,9 +178,26 @@ def test_fusion_ignores_a_ranker_that_is_noise():
     lexical[17] = 8.0
     lexical[[3, 50]] = 1.0
     noise = rng.standard_normal(200) * 0.05
-    fused, weights = rag.fuse(noise, lexical)
-    assert rag.top_k(fused, 3).tolist()[0] == 17 and weights["dense"] == 0
     assert rag.standout(noise) <= 0 < rag.standout(lexical)
+    # the default: even with only half the question's words in BM25's best chunk, noise
+    # counts for less than the words, and the words' best chunk stays first
+    fused, weights = rag.fuse(noise, lexical, 0.5)
+    assert rag.top_k(fused, 3).tolist()[0] == 17 and weights["dense"] < weights["bm25"]
+    fused, weights = rag.fuse(noise, lexical, 0.5, "zscore")     # the earlier default drops it
+    assert rag.top_k(fused, 3).tolist()[0] == 17 and weights["dense"] == 0
+
+
+def test_fusion_follows_meaning_when_the_words_are_not_there():
+    """A paraphrase: BM25's best chunk holds few of the question's words, and the
+    embedder's best clearly stands out, so meaning decides."""
+    dense = np.full(200, 0.1)
+    dense[42] = 0.9
+    lexical = np.zeros(200)
+    lexical[7] = 2.0
+    fused, weights = rag.fuse(dense, lexical, 0.1)
+    assert rag.top_k(fused, 1).tolist() == [42] and weights["dense"] > 0.5 > weights["bm25"]
+    fused, _ = rag.fuse(dense, lexical, 0.9)                       # worded like the note: words decide
+    assert rag.top_k(fused, 1).tolist() == [7]
 
 
 def test_query_instruction_only_for_known_models():
@@ -276,7 +293,7 @@ def test_importing_has_no_side_effects(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__") == ["demo_rag.py"]
 
 
-def test_confidence_is_the_best_of_coverage_and_the_cosine_above_average(tmp_path, server):
+def test_confidence_adds_the_words_found_and_the_meaning_on_the_embedders_scale(tmp_path, server):
     import ollama
     for name, text in [("a.md", "cat sat on the mat"), ("b.md", "dog sat by the door"), ("c.md", "emu ran far away")]:
         (tmp_path / "n").mkdir(exist_ok=True)
@@ -289,12 +306,14 @@ def test_confidence_is_the_best_of_coverage_and_the_cosine_above_average(tmp_pat
 
     def conf(question, hit_rows, dense, rows):
         return rag.confidence(rag.query_postings(index.lexicon, question), hit_rows, dense, rows)
-    # no query word in the notes: only the cosine term counts, 0.9 - mean(0.2, 0.9, 0.1) = 0.5
-    assert conf("zebra", [1], dense, rows) == pytest.approx(0.5)
-    assert conf("zebra", [0, 1], dense, rows) == pytest.approx(0.5)
-    assert conf("zebra", [1], dense, np.array([0, 1])) == pytest.approx(0.9 - 0.55)
-    # the query word is in chunk 0: coverage 1 beats any cosine
+    # no query word in the notes: only meaning counts, the best hit's cosine 0.9 moved from the
+    # median 0.2 towards 1.0: (0.9 - 0.2) / (1 - 0.2) = 0.875
+    assert conf("zebra", [1], dense, rows) == pytest.approx(0.875)
+    assert conf("zebra", [0, 1], dense, rows) == pytest.approx(0.875)
+    assert conf("zebra", [1], dense, np.array([0, 1])) == pytest.approx((0.9 - 0.55) / (1 - 0.55))
+    # the query word is in chunk 0 (words 1.0), whose cosine is the median (meaning 0)
     assert conf("cat", [0], dense, rows) == pytest.approx(1.0)
+    assert conf("cat", [0, 1], dense, rows) == pytest.approx(1.875)      # both kinds of evidence add
     # keywords only: coverage alone
     assert conf("zebra", [1], None, rows) == 0.0
     assert 0 < conf("cat zebra", [0], None, rows) < 1
