@@ -167,9 +167,9 @@ def prepare(notes: Path, items: list[dict], chunking: str, embedder: str, url: s
     template = EMBEDDERS[embedder][1]
     queries = [template.replace("{query}", it["question"]) if template else it["question"] for it in items]
     qvecs = d.normalize(cache.get(queries, url))
-    lex = d.build_lexicon(None, np.full(len(chunks), -1), [c.text for c in chunks])
+    lex = d.lexicon_from_texts([c.text for c in chunks])
     dense = qvecs @ vectors.T
-    bm25 = np.stack([d.bm25_scores(lex, it["question"]) for it in items])
+    bm25 = np.stack([d.bm25_scores(lex, d.query_postings(lex, it["question"])) for it in items])
     return {"chunks": chunks, "items": items, "dense": dense, "bm25": bm25, "lex": lex,
             "embedder": embedder, "chunking": chunking}
 
@@ -212,8 +212,8 @@ def rrf(parts, k=60.0):
     return sum(w / (k + r) for w, r in parts if w > 0)
 
 
-def f_today(dense, bm25):
-    return d.fuse(dense, bm25)
+def f_today(dense, bm25):                     # the default before issue 16: --fusion zscore
+    return d.fuse(dense, bm25, 0.0, "zscore")[0]
 
 
 def f_dense(dense, bm25):
