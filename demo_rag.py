@@ -1484,16 +1484,26 @@ def is_hit(chunk: Chunk, item: dict) -> bool:
     (True, True)
     >>> is_hit(c, {"answers": ["80 °C"], "source": "tea.md", "heading": "# Tea › ## Black"})
     False
+    >>> is_hit(c, {"answers": [], "source": "tea.md", "heading": "Green"})   # a title without its #s
+    True
     """
     if not item.get("source"):
         return any(a.lower() in chunk.text.lower() for a in item.get("answers", []) if a.strip())
     if chunk.source != item["source"]:
         return False
-    heading = item.get("heading") or ""
-    if not heading or chunk.heading == heading or chunk.heading.startswith(heading + " › "):
+    want = heading_titles(item.get("heading") or "")
+    if not want:
         return True
-    innermost = heading.split(" › ")[-1]
-    return re.search(rf"^{re.escape(innermost)}[ \t#]*$", chunk.text, re.MULTILINE) is not None
+    have = heading_titles(chunk.heading)
+    if any(have[i:i + len(want)] == want for i in range(len(have) - len(want) + 1)):
+        return True                       # in that section, or a subsection of it
+    # or the section starts inside the chunk (a big chunk can hold several sections)
+    return re.search(rf"^#{{1,6}}[ \t]+{re.escape(want[-1])}[ \t#]*$", chunk.text, re.MULTILINE) is not None
+
+
+def heading_titles(path: str) -> list[str]:
+    """A heading path's titles without their #s: '# Tea › ## Green' -> ['Tea', 'Green']."""
+    return [part.lstrip("#").strip() for part in path.split(" › ") if part.strip()]
 
 
 def eval_set_problem(index: Index, items: list[dict]) -> str | None:
