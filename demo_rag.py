@@ -1457,7 +1457,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--progress-seconds", type=float, default=PROGRESS_SECONDS, metavar="S",
                    help=f"when stderr is not a terminal, a progress line every S seconds (default {PROGRESS_SECONDS:g})")
     p.add_argument("--checkpoint-seconds", type=float, default=CHECKPOINT_SECONDS, metavar="S",
-                   help=f"save the embedding done so far every S seconds (default {CHECKPOINT_SECONDS:g})")
+                   help=f"save the embedding done so far every S seconds, 0 after every batch (default {CHECKPOINT_SECONDS:g})")
     args = p.parse_args(argv)
     if not (args.question or args.chat or args.eval):
         p.print_usage(sys.stderr)
@@ -1961,7 +1961,8 @@ class CacheWriter:
 
     def checkpoint(self, index: Index, force: bool, progress: Callable[[str], None]) -> int:
         """Save if one is due (or forced); return the vectors now on disk."""
-        due = force or time.perf_counter() - self.last >= max(self.seconds, self.cost / CHECKPOINT_MAX_SHARE)
+        wait = max(self.seconds, self.cost / CHECKPOINT_MAX_SHARE) if self.seconds else 0   # 0: every batch
+        due = force or time.perf_counter() - self.last >= wait
         if due and not self.save(index) and self.problem and not self.warned:
             self.warned = True
             progress(f"warning: {self.problem}")

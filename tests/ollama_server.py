@@ -51,7 +51,7 @@ class FakeOllama:
     """Serve on 127.0.0.1 in a thread; use as a context manager."""
 
     def __init__(self, models=("qwen3-embedding:0.6b", "qwen3:0.6b", "thinker:1b", "plain:1b"), embed="hash",
-                 embed_delay=0.0, dim=DIM, answer_repeat=1, chat_delay=0.0):
+                 embed_delay=0.0, dim=DIM, answer_repeat=1, chat_delay=0.0, hold_at=None, fail_after=None):
         self.models = set(models)
         self.embed = embed                 # "hash" or "random"
         self.embed_delay = embed_delay     # seconds per embed request (for Ctrl-C tests)
@@ -59,6 +59,13 @@ class FakeOllama:
         self.answer_repeat = answer_repeat  # >1: long answers, to fill a conversation's memory
         self.chat_delay = chat_delay        # seconds before a streamed answer's last part
         self.requests: list[dict] = []
+        # Interrupting a build at a known point, without sleeping: the hold_at-th embed request
+        # (counted from 1) and every later one wait until release(); wait_for_embeds(n) returns
+        # once n embed requests have arrived. After fail_after embed requests, the rest fail (500).
+        self.hold_at, self.fail_after = hold_at, fail_after
+        self.embed_calls = 0
+        self.embed_seen = threading.Condition()
+        self.gate = threading.Event()
         self.lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
@@ -75,6 +82,22 @@ class FakeOllama:
     def of(self, path: str) -> list[dict]:
         """The recorded request bodies sent to one endpoint."""
         return [r["body"] for r in self.requests if r["path"] == path]
+
+    def wait_for_embeds(self, n: int, timeout: float = 30) -> None:
+        """Block until n embed requests have arrived (AssertionError after `timeout` seconds)."""
+        with self.embed_seen:
+            assert self.embed_seen.wait_for(lambda: self.embed_calls >= n, timeout), \
+                f"only {self.embed_calls} of {n} embed requests arrived"
+
+    def release(self) -> None:
+        """Let held embed requests (hold_at) go on."""
+        self.gate.set()
+
+    def count_embed(self) -> int:
+        with self.embed_seen:
+            self.embed_calls += 1
+            self.embed_seen.notify_all()
+            return self.embed_calls
 
     def embedded_texts(self) -> list[str]:
         return [t for body in self.of("/api/embed") for t in
@@ -141,6 +164,11 @@ class FakeOllama:
                 if model not in server.models:
                     return self.send_json(404, {"error": f'model "{model}" not found, try pulling it first'})
                 if self.path == "/api/embed":
+                    n = server.count_embed()
+                    if server.hold_at is not None and n >= server.hold_at:
+                        server.gate.wait(60)
+                    if server.fail_after is not None and n > server.fail_after:
+                        return self.send_json(500, {"error": "llama runner process has terminated"})
                     return self.send_json(200, server.embed_reply(body))
                 if model.startswith("plain") and "think" in body:      # a model without thinking
                     return self.send_json(400, {"error": f'"{model}" does not support thinking'})
