@@ -49,6 +49,7 @@ import json
 import logging
 import math
 import mmap
+import operator
 import os
 import pickle
 import re
@@ -57,6 +58,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, NamedTuple
@@ -192,6 +194,13 @@ class Hit:
 def host() -> str:
     """The Ollama address the client will use, for messages."""
     return os.environ.get("OLLAMA_HOST") or DEFAULT_HOST
+
+
+def ollama_client() -> ollama.Client:
+    """The Ollama client for host(). Over plain http it skips loading the system's TLS
+    certificates, which it would never use: ~0.2 s of a warm query's ~0.7 s."""
+    plain = not host().lower().startswith("https:")
+    return ollama.Client(verify=False) if plain else ollama.Client()
 
 
 class OllamaError(Exception):
@@ -355,7 +364,7 @@ def build_index(settings: Settings, client: ollama.Client | None = None, rebuild
     """
     if not settings.notes_dir.is_dir():
         raise FileNotFoundError(f"notes folder not found: {settings.notes_dir}")
-    client = client or ollama.Client()
+    client = client or ollama_client()
     files, warnings = scan_notes(settings.notes_dir, skip=[settings.cache_dir])
     path = cache_path(settings)
     old, reason = load_index(path)
@@ -381,7 +390,7 @@ def build_index(settings: Settings, client: ollama.Client | None = None, rebuild
 @dataclass(frozen=True)
 class Index:
     """Everything a question needs, as one value: chunks, vectors, BM25 statistics."""
-    chunks: list[Chunk]
+    chunks: Sequence[Chunk]               # a list; a ChunkTable (decoded on demand) when loaded
     vectors: np.ndarray                   # (n, dim) float32, unit rows; zeros where missing
     has_vector: np.ndarray                # (n,) bool: False where Ollama could not embed
     lexicon: Lexicon
@@ -916,7 +925,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = parse_args(argv)
     settings = settings_from(args)
-    client = ollama.Client()
+    client = ollama_client()
     with contextlib.suppress(ValueError):     # not the main thread (a notebook's worker): leave it be
         signal.signal(signal.SIGTERM, raise_keyboard_interrupt)
     try:
@@ -1848,6 +1857,90 @@ class CacheDamaged(ValueError):
     """A cache file that unpickles but does not hold together."""
 
 
+class ChunkTable(Sequence):
+    """A loaded index's chunks, kept as columns and made into a Chunk only when asked for.
+
+    A warm query shows five hits of perhaps 50,000 chunks: storing each text
+    column as one UTF-8 blob with offsets loads in one copy instead of 50,000
+    string objects (and their tuples), and the few hits are decoded on demand.
+    """
+
+    def __init__(self, names: list[str], source_ids: np.ndarray, headings: tuple, texts: tuple,
+                 pages: np.ndarray):
+        self.names, self.source_ids, self.pages = names, source_ids, pages
+        self.headings, self.texts = headings, texts      # each (blob, offsets)
+
+    def __len__(self) -> int:
+        return len(self.source_ids)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        i = range(len(self))[i]                          # negative indices; IndexError past the end
+        page = int(self.pages[i])
+        return Chunk(self.names[self.source_ids[i]], text_at(self.headings, i), text_at(self.texts, i),
+                     None if page < 0 else page)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and len(self) == len(other) and all(map(operator.eq, self, other))
+
+    @staticmethod
+    def pack(chunks: Sequence[Chunk]) -> dict:
+        """Chunks as plain data: distinct source names, blobs of headings and texts, pages (-1: none)."""
+        names = sorted({c.source for c in chunks})
+        ids = {name: k for k, name in enumerate(names)}
+        return {"names": names,
+                "source_ids": arr_data(np.array([ids[c.source] for c in chunks], dtype="<i4")),
+                "headings": blob_data([c.heading for c in chunks]), "texts": blob_data([c.text for c in chunks]),
+                "pages": arr_data(np.array([-1 if c.page is None else c.page for c in chunks], dtype="<i8"))}
+
+    @classmethod
+    def unpack(cls, d: dict, arr: Callable) -> ChunkTable:
+        """pack()'s output back, every column checked (CacheDamaged) so a hit never fails to decode."""
+        names, source_ids, pages = check(d["names"], list, "names"), arr(d["source_ids"], "<i4", "source ids"), \
+            arr(d["pages"], "<i8", "pages")
+        headings, texts = (check_blob(d[k], arr, len(source_ids), k) for k in ("headings", "texts"))
+        if not (set(map(type, names)) <= {str} and pages.shape == source_ids.shape
+                and (len(source_ids) == 0 or 0 <= source_ids.min() <= source_ids.max() < len(names))
+                and (len(pages) == 0 or pages.min() >= -1)):
+            raise CacheDamaged("chunk columns disagree")
+        return cls(names, source_ids, headings, texts, pages)
+
+
+def arr_data(a: np.ndarray) -> tuple:
+    """An array as plain builtins: (dtype, shape, bytes)."""
+    return (a.dtype.str, a.shape, np.ascontiguousarray(a).tobytes())
+
+
+def blob_data(strings: list[str]) -> tuple:
+    """Strings as one UTF-8 blob and their offsets: ["ab", "ç"] -> (b"ab\\xc3\\xa7", offsets [0, 2, 4])."""
+    encoded = [t.encode("utf-8", "surrogatepass") for t in strings]
+    return b"".join(encoded), arr_data(np.cumsum([0] + [len(b) for b in encoded], dtype=np.int64))
+
+
+def check_blob(t, arr: Callable, n: int, what: str) -> tuple:
+    """A blob_data() tuple, checked: n + 1 rising offsets that cut the blob only between characters."""
+    blob, offsets = check(t, tuple, what)
+    offsets = arr(offsets, "<i8", what)
+    raw = np.frombuffer(check(blob, bytes, what), dtype=np.uint8)
+    starts = offsets[:-1][offsets[:-1] < len(raw)]
+    if not (offsets.shape == (n + 1,) and offsets[0] == 0 and offsets[-1] == len(raw)
+            and (np.diff(offsets) >= 0).all() and ((raw[starts] & 0xC0) != 0x80).all()):
+        raise CacheDamaged(f"{what} offsets do not match their text")
+    return blob, offsets
+
+
+def text_at(column: tuple, i: int) -> str:
+    """The i-th string of a blob_data() column. Bytes damaged inside a text (which no
+    check short of a checksum would catch) read as U+FFFD instead of failing the query."""
+    blob, offsets = column
+    raw = blob[offsets[i]:offsets[i + 1]]
+    try:
+        return raw.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", "replace")
+
+
 def map_vectors(f, start: int, shape) -> np.ndarray:
     """The (n, dim) float32 rows stored from byte `start` to the end of file f, memory-mapped."""
     n, dim = check(shape, tuple, "vectors_shape")
@@ -1871,15 +1964,13 @@ def check(value, kind: type, what: str):
 
 def index_to_dict(index: Index) -> dict:
     """Everything but the vectors, as plain builtins: arrays become (dtype, shape, bytes)."""
-    def arr(a: np.ndarray) -> tuple:
-        return (a.dtype.str, a.shape, np.ascontiguousarray(a).tobytes())
+    arr = arr_data
     lex = index.lexicon
     return {
         "format": CACHE_FORMAT, "embed_model": index.embed_model, "chunking": index.chunking,
         "fingerprint": index.fingerprint, "vectors_shape": index.vectors.shape,
         "files": {rel: tuple(r) for rel, r in index.files.items()},
-        # column by column: four lists load faster than thousands of small tuples
-        "chunks": [list(column) for column in zip(*index.chunks)] if index.chunks else [[]] * 4,
+        "chunks": ChunkTable.pack(index.chunks),
         "has_vector": arr(index.has_vector),
         "lexicon": (lex.vocab, arr(lex.ptr), arr(lex.docs), arr(lex.counts), arr(lex.lengths)),
     }
@@ -1892,16 +1983,14 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
     end, a NaN vector (which would make every query "not found"). Anything that
     does not hold together raises CacheDamaged, and the index is rebuilt.
     """
-    def arr(t, dtype: str, what: str) -> np.ndarray:
+    def arr(t, dtype: str, what: str) -> np.ndarray:   # (dtype, shape, bytes) -> a read-only array
         kind, shape, data = check(t, tuple, what)
         if kind != dtype or type(shape) is not tuple or type(data) is not bytes:
             raise CacheDamaged(f"{what} is not {dtype}")
         return np.frombuffer(data, dtype=np.dtype(dtype)).reshape(shape)
     n = len(vectors)
-    sources, headings, texts, pages = check(d["chunks"], list, "chunks")
-    if not (len(sources) == len(headings) == len(texts) == len(pages) == n
-            and all(type(x) is str for column in (sources, headings, texts) for x in column)
-            and all(p is None or type(p) is int for p in pages)):
+    chunks = ChunkTable.unpack(check(d["chunks"], dict, "chunks"), arr)
+    if len(chunks) != n:
         raise CacheDamaged("chunks do not match the vectors")
     has_vector = arr(d["has_vector"], "|b1", "has_vector")
     vocab, ptr, docs, counts, lengths = check(d["lexicon"], tuple, "lexicon")
@@ -1922,7 +2011,7 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
     if n and vectors.shape[1] and not np.isfinite(vectors @ np.ones(vectors.shape[1], np.float32)).all():
         raise CacheDamaged("a vector is not a number")
     chunking = tuple(check(d["chunking"], tuple, "chunking"))
-    return Index(list(map(Chunk, sources, headings, texts, pages)), vectors, has_vector, lex, files,
+    return Index(chunks, vectors, has_vector, lex, files,
                  check(d["fingerprint"], str, "fingerprint"), check(d["embed_model"], str, "embed_model"),
                  chunking)
 

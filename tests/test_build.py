@@ -17,12 +17,13 @@ import threading
 import time
 
 import numpy as np
+import ollama
 import pytest
-
-import demo_rag as rag
 from conftest import SCRIPT, dead_host, run_cli
 from ollama_server import FakeOllama
 from test_index import make_vault
+
+import demo_rag as rag
 
 CHUNKS, PER_REQUEST = 300, 32
 
@@ -179,9 +180,23 @@ def set_row(d, rel, field, value):
     d["files"][rel] = tuple(value if i == field else x for i, x in enumerate(d["files"][rel]))
 
 
+def replace_array(d, key, dtype, values):
+    d[key] = (dtype, (len(values),), np.asarray(values, dtype=dtype).tobytes())
+
+
+def offsets(d, key):
+    return np.frombuffer(d["chunks"][key][1][2], "<i8").copy()
+
+
 DAMAGE = {
-    "a text that is a number": (lambda d: d["chunks"][2].__setitem__(0, 5), None),
-    "a page that is a string": (lambda d: d["chunks"][3].__setitem__(0, "7"), None),
+    "texts that are not text": (lambda d: d["chunks"].__setitem__("texts", (12345, d["chunks"]["texts"][1])), None),
+    "a page column one short": (lambda d: replace_array(d["chunks"], "pages", "<i8", [-1] * 299), None),
+    "a text cut mid-character": (lambda d: d["chunks"].__setitem__("texts", (
+        "é".encode() + d["chunks"]["texts"][0][2:],
+        ("<i8", (301,), np.r_[0, 1, offsets(d, "texts")[2:]].astype("<i8").tobytes()))), None),
+    "a source name that is a number": (lambda d: d["chunks"]["names"].__setitem__(0, 7), None),
+    "a source past the names": (lambda d: replace_array(d["chunks"], "source_ids", "<i4", [10**6] * 300), None),
+    "a page below -1": (lambda d: replace_array(d["chunks"], "pages", "<i8", [-5] * 300), None),
     "rows past the end": (lambda d: set_row(d, "note-003.md", 4, 10**6), None),
     "rows before the start": (lambda d: set_row(d, "note-003.md", 3, -5), None),
     "files not a dict": (lambda d: d.__setitem__("files", [1, 2]), None),
@@ -194,14 +209,24 @@ DAMAGE = {
 }
 
 
+@pytest.fixture
+def built(vault, server):
+    """The vault indexed once (in-process), and its cache file."""
+    s = rag.Settings(notes_dir=vault, cache_dir=vault.parent / "cache", chunk_size=300, chunk_overlap=0)
+    rag.build_index(s, ollama.Client(host=server.url))
+    return rag.cache_path(s)
+
+
 @pytest.mark.parametrize("damage", DAMAGE)
-def test_an_inconsistent_cache_is_rebuilt_never_trusted(vault, server, damage):
-    assert run_cli(*args_for(vault), host=server.url).returncode == 0
-    (path,) = (vault.parent / "cache").iterdir()
+def test_an_inconsistent_cache_is_refused(built, damage):
     change_dict, change_vectors = DAMAGE[damage]
-    rewrite_cache(path, change_dict or (lambda d: None), change_vectors or (lambda v: None))
-    index, reason = rag.load_index(path)
-    assert index is None and reason.startswith("cache is damaged")
+    rewrite_cache(built, change_dict or (lambda d: None), change_vectors or (lambda v: None))
+    index, reason = rag.load_index(built)
+    assert index is None and reason.startswith("cache is damaged"), reason
+
+
+def test_a_nan_vector_makes_a_rebuild_not_a_silent_not_found(vault, server, built):
+    rewrite_cache(built, change_vectors=lambda v: v.__setitem__((7, 3), np.nan))
     out = run_cli(*args_for(vault), host=server.url)
     assert out.returncode == 0 and "Traceback" not in out.stderr
     assert "rebuilding index: cache is damaged" in out.stderr and "(300 chunks embedded)" in out.stderr
