@@ -26,8 +26,8 @@ How to read this file: Part I is the pipeline, in the order above, then the
 command line's main path; it is the whole idea and reads alone. After it come
 the conversation (--chat), the evaluation (--eval) and the narrated run
 (--explain). Part II is what makes Part I robust and fast (encodings, PDFs, the
-safe cache format, the incremental BM25 index, thinking models); Part I calls it
-by name, and a first reading may skip it.
+safe cache format, checkpoints and progress, the incremental BM25 index,
+thinking models); Part I calls it by name, and a first reading may skip it.
 
 What it leaves out, on purpose: approximate nearest-neighbour indexes (exact
 NumPy search is fast enough up to a few hundred thousand chunks), rerankers,

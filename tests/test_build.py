@@ -58,7 +58,7 @@ def texts_the_next_run_embeds(vault) -> int:
 
 # ---- resumable builds -------------------------------------------------------------------
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_an_interrupted_build_keeps_what_arrived_and_the_next_run_embeds_the_rest(vault, sig):
     with FakeOllama(hold_at=5) as server:
         # checkpoints far apart: only the save on the interrupt itself can keep the 128 vectors
