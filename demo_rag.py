@@ -926,8 +926,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     settings = settings_from(args)
     client = ollama_client()
-    with contextlib.suppress(ValueError):     # not the main thread (a notebook's worker): leave it be
-        signal.signal(signal.SIGTERM, raise_keyboard_interrupt)
+    previous = sigterm_as_interrupt()
     try:
         if args.eval:
             return run_eval(args, settings, client)
@@ -950,6 +949,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
+    finally:
+        restore_sigterm(previous)
 
 
 def run_question(args, settings: Settings, client: ollama.Client) -> int:
@@ -2082,9 +2083,20 @@ class BuildInterrupted(KeyboardInterrupt):
         super().__init__(f"kept {kept:,} of {total:,} vectors; run again to continue")
 
 
-def raise_keyboard_interrupt(signum, frame):
-    """A signal handler that makes SIGTERM stop a run the way Ctrl-C does."""
-    raise KeyboardInterrupt
+def sigterm_as_interrupt():
+    """Make SIGTERM stop a run the way Ctrl-C does (what was embedded is kept); return the
+    previous handler for restore_sigterm, or None off the main thread (a notebook's worker)."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+    try:
+        return signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:
+        return None
+
+
+def restore_sigterm(previous) -> None:
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @contextlib.contextmanager
