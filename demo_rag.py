@@ -500,7 +500,7 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
         return vectors, has_vector
     t0, done = time.perf_counter(), 0
     try:
-        for fresh in embed_batches(client, settings.embed_model, [chunks[i].embed_text for i in todo]):
+        for fresh in embed_batches(client, settings.embed_model, (chunks[i].embed_text for i in todo)):
             if fresh.shape[1] != dim:     # first vectors, or the model's size changed
                 if dim:
                     report.reason = f"vector size changed ({dim} -> {fresh.shape[1]}); re-embedding all"
@@ -529,25 +529,27 @@ def embed_texts(client: ollama.Client, model: str, texts: list[str]) -> np.ndarr
     return np.concatenate(list(embed_batches(client, model, texts)) or [np.zeros((0, 0), np.float32)])
 
 
-def embed_batches(client: ollama.Client, model: str, texts: list[str]) -> Iterator[np.ndarray]:
+def embed_batches(client: ollama.Client, model: str, texts: Iterable[str]) -> Iterator[np.ndarray]:
     """Embed texts in batches, yielding each batch's unit rows as float32 as it arrives.
 
     Batches hold at most EMBED_BATCH_TEXTS texts and EMBED_BATCH_CHARS characters,
-    so a long note never makes one huge request. Raises OllamaError.
+    so a long note never makes one huge request; `texts` may be a generator, so
+    a big build never holds every text at once. Raises OllamaError.
     """
     batch: list[str] = []
     batch_chars = 0
-    for i, text in enumerate(texts):
-        batch.append(text)
-        batch_chars += len(text)
-        last = i + 1 == len(texts)
-        if last or len(batch) == EMBED_BATCH_TEXTS or batch_chars + len(texts[i + 1]) > EMBED_BATCH_CHARS:
+    for text in itertools.chain(texts, [None]):       # None: the end, send what is left
+        if batch and (text is None or len(batch) == EMBED_BATCH_TEXTS
+                      or batch_chars + len(text) > EMBED_BATCH_CHARS):
             try:
                 rows = client.embed(model=model, input=batch).embeddings
             except OLLAMA_FAILURES as e:
                 raise explain_ollama_error(e, model) from None
             yield normalize(np.array(rows, dtype=np.float32).reshape(len(batch), -1))
             batch, batch_chars = [], 0
+        if text is not None:
+            batch.append(text)
+            batch_chars += len(text)
 
 
 def normalize(m: np.ndarray) -> np.ndarray:
