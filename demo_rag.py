@@ -473,7 +473,7 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
 
 def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, chunks: list[Chunk],
                  reuse: np.ndarray, report: IndexReport, progress: Callable[[str | EmbedProgress], None],
-                 checkpoint: Callable[..., None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                 checkpoint: Callable[..., int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Vectors for the new chunk list: reused by row or by identical text, else embedded.
 
     Each batch goes into one float32 matrix as it arrives (never a Python float
@@ -518,6 +518,8 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
                 checkpoint(vectors, has_vector)
     except OllamaError as e:
         report.embed_error = str(e)
+    except BuildInterrupted:              # from the re-embedding call above: already saved
+        raise
     except KeyboardInterrupt:             # Ctrl-C or SIGTERM: keep what arrived, then stop
         kept = checkpoint(vectors, has_vector, force=True) if checkpoint else 0
         raise BuildInterrupted(kept, n) from None
@@ -581,7 +583,7 @@ def search(client: ollama.Client, index: Index, question: str, settings: Setting
             qvec = embed_query(client, question, settings)
         except OllamaError as e:
             why = str(e)
-        if qvec is not None and len(qvec) != index.vectors.shape[1]:   # a re-pulled model, same name
+        if qvec is not None and len(qvec) != index.vectors.shape[1] and index.has_vector.any():  # re-pulled
             why = vector_size_changed(index, qvec)
     t1 = time.perf_counter()
     r = retrieve(index, question, qvec, settings)
