@@ -26,8 +26,8 @@ How to read this file: Part I is the pipeline, in the order above, then the
 command line's main path; it is the whole idea and reads alone. After it come
 the conversation (--chat), the evaluation (--eval) and the narrated run
 (--explain). Part II is what makes Part I robust and fast (encodings, PDFs, the
-safe cache format, the incremental BM25 index, thinking models); Part I calls it
-by name, and a first reading may skip it.
+safe cache format, checkpoints and progress, the incremental BM25 index,
+thinking models); Part I calls it by name, and a first reading may skip it.
 
 What it leaves out, on purpose: approximate nearest-neighbour indexes (exact
 NumPy search is fast enough up to a few hundred thousand chunks), rerankers,
@@ -49,15 +49,18 @@ import itertools
 import json
 import logging
 import math
+import mmap
+import operator
 import os
 import pickle
 import re
+import signal
 import stat
 import sys
 import tempfile
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, NamedTuple
@@ -106,7 +109,9 @@ EMBED_BATCH_TEXTS = 32                    # texts per /api/embed request...
 EMBED_BATCH_CHARS = 24_000                # ...and characters, so one request stays small
 
 TOP_K = 5                                 # sources put in the prompt
-MIN_SCORE = 0.4                           # relevance floor on confidence() (README: measured)
+MIN_SCORE = 0.4                           # relevance floor on confidence(), 0 to 2: about half the
+                                          # question's words, or a hit clearly above the typical chunk
+                                          # (measured on two embedders: bench/fusion-study.md, README)
 TEMPERATURE = 0.3                         # low: we want the notes, not creativity
 ANSWER_TOKENS = 1024                      # room left in the context for the answer
 MIN_NUM_CTX = 4096                        # Ollama's usual default context size
@@ -154,10 +159,15 @@ REWRITE_TOKENS = 64                       # a standalone query is one short line
 # retrieval benchmarks); a hit below it counts as a miss.
 EVAL_DEPTH = 10
 
-CACHE_FORMAT = 4                          # bump when the cache file's layout changes
-# On disk, vectors are float16: half the size of float32, and the benchmark
-# finds the same best match for every query (bench/bench_index.py).
-DISK_VECTORS = np.dtype("<f2")
+CACHE_FORMAT = 5                          # bump when the cache file's layout changes
+# On disk, vectors are float32, memory-mapped straight from the cache file: no
+# widening and no copy on load, which made a warm query at 50k chunks ~4x faster
+# than float16 at twice the size (bench/bench_index.py, README).
+DISK_VECTORS = np.dtype("<f4")
+VECTOR_ALIGN = 4096                       # the vectors start on a page boundary, so they map cleanly
+CHECKPOINT_SECONDS = 20.0                 # a hard kill loses at most this much embedding (issue: ~30 s)
+CHECKPOINT_MAX_SHARE = 0.03               # ...unless writing one would cost more than 3% of the build
+PROGRESS_SECONDS = 10.0                   # not on a terminal: one progress line this often, so logs stay short
 
 # The command line's limits (a notebook's client waits as long as its user does).
 OLLAMA_TIMEOUT = 300.0                    # seconds of silence before giving up on Ollama (--timeout):
@@ -212,6 +222,7 @@ class Settings:
     max_note_mb: float = MAX_NOTE_MB
     doc_instruction: str | None = None    # None: the model's documented one, "" for none
     fusion: str = FUSION_METHOD           # one of FUSION_METHODS
+    checkpoint_seconds: float = CHECKPOINT_SECONDS   # how often a build saves what it embedded
 
 
 class Chunk(NamedTuple):
@@ -422,41 +433,50 @@ def chunk_note(rel: str, sections: list[tuple[int | None, str]], splitter) -> li
 # 4 · Embed & cache: a vector for every chunk, computed once and kept on disk.
 
 
-def build_index(settings: Settings, client: ollama.Client | None = None, rebuild: bool = False,
-                progress: Callable[[str], None] = lambda s: None) -> tuple[Index, IndexReport]:
+def build_index(settings: Settings, client: ollama.Client | None = None, rebuild: bool | str = False,
+                progress: Callable[[str | EmbedProgress], None] = lambda s: None) -> tuple[Index, IndexReport]:
     """Load the cached index, or update it when the notes or settings changed.
 
     The fast path: the fingerprint matches and every chunk has a vector, so the
     cache is returned without reading a single note (but for the few it skipped,
-    which repeat_warnings tries again). Raises FileNotFoundError when
-    the notes folder does not exist.
+    which repeat_warnings tries again). Otherwise what is embedded is saved as it
+    goes (CacheWriter, Part II): Ctrl-C (BuildInterrupted), a kill or Ollama
+    failing mid-way keeps it, and the next run embeds only what is missing.
+    `rebuild` (True, or the reason as a string) re-embeds everything, but never
+    replaces the cache with one holding fewer vectors until it is done.
+    Raises FileNotFoundError when the notes folder does not exist.
     """
     if not settings.notes_dir.is_dir():
         raise FileNotFoundError(f"notes folder not found: {settings.notes_dir}")
-    client = client or ollama.Client()
+    client = client or ollama_client()
     files, warnings = scan_notes(settings.notes_dir, skip=[settings.cache_dir])
     path = cache_path(settings)
-    old, reason = (None, "--rebuild") if rebuild else load_index(path)
+    old, reason = load_index(path)
     if old is not None:
         reason = stale_reason(old, settings)
         old = None if reason else old
+    on_disk = int(old.has_vector.sum()) if old else 0
+    writer = CacheWriter(path, settings.checkpoint_seconds, on_disk, floor=on_disk if rebuild else 0)
+    if rebuild:
+        old, reason = None, rebuild if isinstance(rebuild, str) else "--rebuild"
     if old is not None and old.fingerprint == fingerprint(files) and old.complete:
         again = repeat_warnings(old, files, settings)   # None: a skipped note may be usable now
         if again is not None:
             return old, IndexReport(unchanged=len(old.files), warnings=warnings + again)
     if old is None and reason != "no cache yet":
         progress(f"rebuilding index: {reason}")
-    index, report = update_index(settings, client, old, files, progress)
+    index, report = update_index(settings, client, old, files, progress, writer)
     report.warnings[:0] = warnings
     report.reason = report.reason or ("" if old is not None else reason)
-    save_index(index, path)
+    if not writer.save(index) and writer.problem and not writer.warned:
+        report.warnings.append(writer.problem)
     return index, report
 
 
 @dataclass(frozen=True)
 class Index:
     """Everything a question needs, as one value: chunks, vectors, BM25 statistics."""
-    chunks: list[Chunk]
+    chunks: Sequence[Chunk]               # a list; a ChunkTable (decoded on demand) when loaded
     vectors: np.ndarray                   # (n, dim) float32, unit rows; zeros where missing
     has_vector: np.ndarray                # (n,) bool: False where Ollama could not embed
     lexicon: Lexicon
@@ -474,14 +494,15 @@ class Index:
 
 
 def update_index(settings: Settings, client: ollama.Client, old: Index | None,
-                 files: list[NoteFile], progress: Callable[[str], None] = lambda s: None
-                 ) -> tuple[Index, IndexReport]:
+                 files: list[NoteFile], progress: Callable[[str | EmbedProgress], None] = lambda s: None,
+                 writer: CacheWriter | None = None) -> tuple[Index, IndexReport]:
     """Bring the index up to date with the files, embedding only what is new.
 
     For each file: same size and mtime as recorded -> unchanged; otherwise hash
     its bytes, and a digest the index already holds (a touched, renamed or copied
     note) reuses those chunks. Only new content is read, chunked and embedded, and
-    even then a chunk whose text was embedded before reuses its vector.
+    even then a chunk whose text was embedded before reuses its vector. The
+    `writer`, if given, checkpoints the index while its vectors are filled in.
     """
     report = IndexReport()
     old_files = old.files if old else {}
@@ -525,22 +546,31 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
         count_file(report, f.rel, rec, digest)
     report.deleted = len(set(old_files) - {f.rel for f in files})
     reuse_arr = np.array(reuse, dtype=np.int64)
-    index = Index(chunks, *fill_vectors(settings, client, old, chunks, reuse_arr, report, progress),
-                  build_lexicon(old.lexicon if old else None, reuse_arr,
-                                [c.text for c, r in zip(chunks, reuse) if r < 0]),
-                  records, fingerprint(files), settings.embed_model,
-                  (settings.chunk_size, settings.chunk_overlap), embed_templates(settings).document,
-                  note_warnings=report.note_warnings, skipped=report.skipped)
-    return index, report
+    lexicon = build_lexicon(old.lexicon if old else None, reuse_arr,
+                            [c.text for c, r in zip(chunks, reuse) if r < 0])
+
+    def with_vectors(vectors: np.ndarray, has_vector: np.ndarray) -> Index:
+        return Index(chunks, vectors, has_vector, lexicon, records, fingerprint(files),
+                     settings.embed_model, (settings.chunk_size, settings.chunk_overlap),
+                     embed_templates(settings).document,
+                     note_warnings=report.note_warnings, skipped=report.skipped)
+
+    checkpoint = (lambda v, h, force=False: writer.checkpoint(with_vectors(v, h), force, progress)) \
+        if writer else None
+    return with_vectors(*fill_vectors(settings, client, old, chunks, reuse_arr, report, progress,
+                                      checkpoint)), report
 
 
 def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, chunks: list[Chunk],
-                 reuse: np.ndarray, report: IndexReport, progress: Callable[[str], None]
-                 ) -> tuple[np.ndarray, np.ndarray]:
+                 reuse: np.ndarray, report: IndexReport, progress: Callable[[str | EmbedProgress], None],
+                 checkpoint: Callable[..., int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Vectors for the new chunk list: reused by row or by identical text, else embedded.
 
-    If Ollama cannot embed, the missing rows stay zero and are marked missing, so
-    BM25 still works and the next run with Ollama back fills them in.
+    Each batch goes into one float32 matrix as it arrives (never a Python float
+    per number), and `checkpoint(vectors, has_vector)` may save it. If Ollama
+    stops, the rows embedded so far are kept, the rest stay zero and marked
+    missing, so BM25 still works and the next run fills them in. Ctrl-C saves
+    what arrived and raises BuildInterrupted.
     """
     n = len(chunks)
     dim = old.vectors.shape[1] if old is not None and old.vectors.size else 0
@@ -558,55 +588,64 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
     todo = np.flatnonzero(~has_vector)
     if len(todo) == 0:
         return vectors, has_vector
-    texts = [document_text(chunks[i], settings) for i in todo]
-    too_long = embed_context_warning(client, settings, texts)      # Part II: Ollama would cut them
-    if too_long and too_long not in report.warnings:
+    too_long = embed_context_warning(client, settings, (document_text(chunks[i], settings) for i in todo))
+    if too_long and too_long not in report.warnings:   # Part II: Ollama would cut them
         report.warnings.append(too_long)
+    t0, done = time.perf_counter(), 0
     try:
-        fresh = embed_texts(client, settings.embed_model, texts,
-                            lambda done, total: progress(f"embedding {done}/{total} chunks"))
+        texts = (document_text(chunks[i], settings) for i in todo)     # made batch by batch: memory
+        for fresh in embed_batches(client, settings.embed_model, texts):
+            if fresh.shape[1] != dim:     # first vectors, or the model's size changed
+                if dim:
+                    report.reason = f"vector size changed ({dim} -> {fresh.shape[1]}); re-embedding all"
+                    progress(f"rebuilding index: {report.reason}")
+                    return fill_vectors(settings, client, None, chunks, np.full(n, -1), report, progress,
+                                        checkpoint)
+                dim, vectors = fresh.shape[1], np.zeros((n, fresh.shape[1]), dtype=np.float32)
+            rows = todo[done:done + len(fresh)]
+            vectors[rows], has_vector[rows] = fresh, True
+            done += len(fresh)
+            report.embedded += len(fresh)
+            progress(EmbedProgress(int(has_vector.sum()), n, done, time.perf_counter() - t0,
+                                   chunks[rows[-1]].source))
+            if checkpoint:
+                checkpoint(vectors, has_vector)
     except OllamaError as e:
         report.embed_error = str(e)
-        return vectors, has_vector
-    if fresh.shape[1] != dim:             # first vectors, or the model's size changed
-        if dim:
-            report.reason = f"vector size changed ({dim} -> {fresh.shape[1]}); re-embedding all"
-            progress(f"rebuilding index: {report.reason}")
-            return fill_vectors(settings, client, None, chunks, np.full(n, -1), report, progress)
-        vectors = np.zeros((n, fresh.shape[1]), dtype=np.float32)
-    vectors[todo], has_vector[todo] = fresh, True
-    report.embedded += len(todo)
+    except BuildInterrupted:              # from the re-embedding call above: already saved
+        raise
+    except KeyboardInterrupt:             # Ctrl-C or SIGTERM: keep what arrived, then stop
+        kept = checkpoint(vectors, has_vector, force=True) if checkpoint else 0
+        raise BuildInterrupted(kept, n) from None
     return vectors, has_vector
 
 
-def embed_texts(client: ollama.Client, model: str, texts: list[str],
-                progress: Callable[[int, int], None] | None = None) -> np.ndarray:
-    """Embed texts with Ollama in batches; return an (n, dim) float32 matrix of unit rows.
+def embed_texts(client: ollama.Client, model: str, texts: list[str]) -> np.ndarray:
+    """Embed texts with Ollama; return an (n, dim) float32 matrix of unit rows. Raises OllamaError."""
+    return np.concatenate(list(embed_batches(client, model, texts)) or [np.zeros((0, 0), np.float32)])
+
+
+def embed_batches(client: ollama.Client, model: str, texts: Iterable[str]) -> Iterator[np.ndarray]:
+    """Embed texts in batches, yielding each batch's unit rows as float32 as it arrives.
 
     Batches hold at most EMBED_BATCH_TEXTS texts and EMBED_BATCH_CHARS characters,
-    so a long note never makes one huge request. Raises OllamaError.
+    so a long note never makes one huge request; `texts` may be a generator, so
+    a big build never holds every text at once. Raises OllamaError.
     """
-    rows: list[list[float]] = []
     batch: list[str] = []
     batch_chars = 0
-
-    def flush():
-        try:
-            rows.extend(client.embed(model=model, input=batch).embeddings)
-        except OLLAMA_FAILURES as e:
-            raise explain_ollama_error(e, model) from None
-        if progress:
-            progress(len(rows), len(texts))
-
-    for text in texts:
-        if batch and (len(batch) == EMBED_BATCH_TEXTS or batch_chars + len(text) > EMBED_BATCH_CHARS):
-            flush()
+    for text in itertools.chain(texts, [None]):       # None: the end, send what is left
+        if batch and (text is None or len(batch) == EMBED_BATCH_TEXTS
+                      or batch_chars + len(text) > EMBED_BATCH_CHARS):
+            try:
+                rows = client.embed(model=model, input=batch).embeddings
+            except OLLAMA_FAILURES as e:
+                raise explain_ollama_error(e, model) from None
+            yield normalize(np.array(rows, dtype=np.float32).reshape(len(batch), -1))
             batch, batch_chars = [], 0
-        batch.append(text)
-        batch_chars += len(text)
-    if batch:
-        flush()
-    return normalize(np.array(rows, dtype=np.float32).reshape(len(texts), -1))
+        if text is not None:
+            batch.append(text)
+            batch_chars += len(text)
 
 
 def normalize(m: np.ndarray) -> np.ndarray:
@@ -638,6 +677,8 @@ def search(client: ollama.Client, index: Index, question: str, settings: Setting
             qvec = embed_query(client, question, settings)
         except OllamaError as e:
             why = str(e)
+        if qvec is not None and len(qvec) != index.vectors.shape[1] and index.has_vector.any():  # re-pulled
+            why = vector_size_changed(index, qvec)
     t1 = time.perf_counter()
     r = retrieve(index, question, qvec, settings)
     return replace(r, keywords_only_because=why,
@@ -671,7 +712,7 @@ def retrieve(index: Index, question: str, qvec: np.ndarray | None, settings: Set
     # fusing would favour the rows that happen to have vectors.
     if qvec is not None and index.vectors.shape[1] == len(qvec) and index.has_vector[rows].all():
         dense = index.vectors @ qvec      # exact cosine: one matrix-vector product
-    terms = query_postings(index.lexicon, question)    # the question is tokenized once, here
+    terms = query_postings(index.lexicon, question)    # tokenized once: BM25, fusion, confidence
     lexical = bm25_scores(index.lexicon, terms)
     fused = np.full(len(index.chunks), -np.inf, dtype=np.float32)
     words_found = coverage(terms, int(rows[lexical[rows].argmax()])) if len(rows) else 0.0
@@ -685,6 +726,12 @@ def retrieve(index: Index, question: str, qvec: np.ndarray | None, settings: Set
             for rank, i in enumerate(best, 1)]
     conf = confidence(terms, [h.row for h in hits], dense, rows)
     return Retrieval(hits, conf, conf >= settings.min_score, qvec, dense, lexical, fused, weights)
+
+
+def vector_size_changed(index: Index, qvec: np.ndarray) -> str:
+    """The reason to re-embed when the model now returns vectors of another size."""
+    return (f"vector size changed ({index.vectors.shape[1]} -> {len(qvec)}) under the same model name "
+            f"'{index.embed_model}'; re-embedding all")
 
 
 def embed_query(client: ollama.Client, question: str, settings: Settings) -> np.ndarray:
@@ -935,7 +982,7 @@ def fuse_other(parts: dict[str, np.ndarray], method: str) -> tuple[np.ndarray, d
 
 def confidence(terms: list[Term], hit_rows: list[int], dense: np.ndarray | None, rows: np.ndarray) -> float:
     """How sure we are that the notes hold an answer (compared with --min-score): the
-    evidence of words plus the evidence of meaning, each 0 to 1.
+    evidence of words plus the evidence of meaning, each 0 to 1, so 0 to 2 in all.
 
     Words: the most of the question's informative words one hit holds (coverage).
     Meaning: how far the best hit's cosine moved from the typical chunk's (the
@@ -1092,6 +1139,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         err(f"error: {e}")
         return EXIT_USAGE
+    previous = sigterm_as_interrupt()
     try:
         if args.eval:
             return run_eval(args, settings, client)
@@ -1110,23 +1158,33 @@ def main(argv: list[str] | None = None) -> int:
     except OllamaError as e:
         err(f"error: {e}")
         return EXIT_OLLAMA
+    except BuildInterrupted as e:
+        err(f"\n{e}")
+        return EXIT_INTERRUPTED
     except KeyboardInterrupt:
         err("\ninterrupted; the cache on disk is unchanged or complete")
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
+    finally:
+        restore_sigterm(previous)
 
 
 def run_question(args, settings: Settings, client: ollama.Client) -> int:
     """The main job: one question -> sources -> streamed answer."""
     echo = not args.json                  # --json prints one object at the end instead
     timings = {}
-    index, report, timings["index"] = open_index(settings, client, args.rebuild, quiet=not echo)
+    index, report, timings["index"] = open_index(settings, client, args.rebuild, quiet=not echo,
+                                                 progress_seconds=args.progress_seconds)
     if not index.chunks:
         return no_usable_notes(settings)
     if not source_mask(index, settings.source_filter).any():
         return no_matching_source(settings)
     r = search(client, index, args.question, settings)
+    if r.query_vector is not None and r.keywords_only_because == vector_size_changed(index, r.query_vector):
+        index, report, timings["index"] = open_index(settings, client, r.keywords_only_because, quiet=not echo,
+                                                     progress_seconds=args.progress_seconds)
+        r = search(client, index, args.question, settings)
     timings.update(r.timings)
     ollama_problem = report.embed_error or r.keywords_only_because
     warnings = list(report.warnings)      # for --json; stderr has them already, unless --json
@@ -1186,19 +1244,20 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
     return code
 
 
-def open_index(settings: Settings, client: ollama.Client, rebuild: bool,
-               quiet: bool) -> tuple[Index, IndexReport, float]:
-    """build_index with the progress and the index summary on stderr."""
-    t0 = time.perf_counter()
-    last = [0.0]
+def open_index(settings: Settings, client: ollama.Client, rebuild: bool | str,
+               quiet: bool, progress_seconds: float = PROGRESS_SECONDS) -> tuple[Index, IndexReport, float]:
+    """build_index with the progress and the index summary on stderr.
 
-    def progress(msg: str) -> None:
-        counting = msg.startswith("embedding ")
-        if quiet or (counting and time.perf_counter() - last[0] < 0.5):   # counts: twice a second
-            return
-        last[0] = time.perf_counter()
-        err(f"  {msg}" if counting else msg)
-    index, report = build_index(settings, client, rebuild, progress)
+    Embedding progress is shown even when quiet (it is on stderr, and a long
+    build needs it): one line rewritten in place on a terminal, else a line
+    every `progress_seconds` (ProgressLine, Part II).
+    """
+    t0 = time.perf_counter()
+    line = ProgressLine(sys.stderr, progress_seconds, quiet)
+    try:
+        index, report = build_index(settings, client, rebuild, line)
+    finally:
+        line.finish()
     took = time.perf_counter() - t0
     if not quiet:
         for w in report.warnings:
@@ -1941,7 +2000,7 @@ def chunk_size_cost(client: ollama.Client, index: Index, settings: Settings) -> 
 
 def run_chat(args, settings: Settings, client: ollama.Client) -> int:
     """The REPL: questions in, streamed answers with sources out, until /quit or Ctrl-D."""
-    index, _, _ = open_index(settings, client, args.rebuild, quiet=False)
+    index, _, _ = open_index(settings, client, args.rebuild, quiet=False, progress_seconds=args.progress_seconds)
     if not index.chunks:
         return no_usable_notes(settings)
     if not source_mask(index, settings.source_filter).any():
@@ -2004,7 +2063,7 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
 
 
 def run_eval(args, settings: Settings, client: ollama.Client) -> int:
-    index, _, _ = open_index(settings, client, args.rebuild, quiet=args.json)
+    index, _, _ = open_index(settings, client, args.rebuild, quiet=args.json, progress_seconds=args.progress_seconds)
     if index.chunks and not source_mask(index, settings.source_filter).any():
         return no_matching_source(settings)
     try:
@@ -2061,7 +2120,7 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
     say(f"{len(files)} files under {readable_name(settings.notes_dir.name)}/: " + ", ".join(f.rel for f in files))
     print("\nSTEP 2 · FINGERPRINT: MD5 over every note's name, size and mtime")
     say(f"{fingerprint(files)}: while it stays the same, the cache is used as it is")
-    index, report, took = open_index(settings, client, args.rebuild, quiet=True)
+    index, report, took = open_index(settings, client, args.rebuild, quiet=True, progress_seconds=args.progress_seconds)
     say(f"index: {len(index.chunks)} chunks from {len(index.files)} notes, "
         f"{report.embedded} embedded just now ({took:.2f}s)")
     if not index.chunks:
@@ -2158,6 +2217,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    "and recommend flags")
     p.add_argument("--tune-chunk-sizes", type=chunk_sizes, metavar="N,N",
                    help="with --tune: also try these chunk sizes (each embeds the notes once and keeps its cache)")
+    p.add_argument("--progress-seconds", type=float, default=PROGRESS_SECONDS, metavar="S",
+                   help=f"when stderr is not a terminal, a progress line every S seconds (default {PROGRESS_SECONDS:g})")
+    p.add_argument("--checkpoint-seconds", type=float, default=CHECKPOINT_SECONDS, metavar="S",
+                   help=f"save the embedding done so far every S seconds, 0 after every batch (default {CHECKPOINT_SECONDS:g})")
     args = p.parse_args(argv)
     if not (args.question or args.chat or args.eval or args.make_eval or args.tune):
         p.print_usage(sys.stderr)
@@ -2192,7 +2255,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
                     min_score=args.min_score, source_filter=args.source,
                     query_instruction=args.query_instruction, max_note_mb=args.max_note_mb,
                     doc_instruction=args.doc_instruction,
-                    fusion=args.fusion)
+                    fusion=args.fusion,
+                    checkpoint_seconds=args.checkpoint_seconds)
 
 
 def err(*lines: str) -> None:
@@ -2236,11 +2300,17 @@ def no_matching_source(settings: Settings) -> int:
     return EXIT_USAGE
 
 
-def ollama_client(timeout: float) -> ollama.Client:
-    """The command line's Ollama client, which gives up on a server silent for `timeout`
-    seconds. Raises ValueError, in words, when OLLAMA_HOST is not an address."""
+def ollama_client(timeout: float | None = None) -> ollama.Client:
+    """The command line's Ollama client: it gives up on a server silent for `timeout`
+    seconds (None: waits as long as it takes), and over plain http skips loading the
+    system's TLS certificates, which it would never use (~0.2 s of a warm query's
+    ~0.7 s). Raises ValueError, in words, when OLLAMA_HOST is not an address."""
+    options = {} if timeout is None else \
+        {"timeout": httpx.Timeout(timeout, connect=min(timeout, OLLAMA_CONNECT_TIMEOUT))}
+    if not host().lower().startswith("https:"):
+        options["verify"] = False
     try:
-        return ollama.Client(timeout=httpx.Timeout(timeout, connect=min(timeout, OLLAMA_CONNECT_TIMEOUT)))
+        return ollama.Client(**options)
     except (ValueError, httpx.InvalidURL) as e:
         raise ValueError(f"OLLAMA_HOST={host()} is not an address like {DEFAULT_HOST} ({e})") from None
 
@@ -2599,15 +2669,23 @@ def build_lexicon(old: Lexicon | None, reuse: np.ndarray, new_texts: list[str]) 
     return Lexicon(vocab, ptr, docs[order].astype(np.int32), counts[order], lengths)
 
 # ----------------------------------------------------------------------------
-# The cache on disk: one file per notes folder, written atomically, loaded safely and fast.
+# The cache on disk: one file per notes folder, embedding model and chunking,
+# written atomically, checkpointed while embedding, loaded safely and fast.
 
 
 def cache_path(settings: Settings) -> Path:
-    """One cache file per notes folder, named after it, so two folders never clash."""
+    """One cache file per notes folder, embedding model and chunking.
+
+    So two folders never clash, and trying another model or --chunk-size and
+    coming back costs no re-embedding: the first cache is still there.
+    """
     real = os.path.realpath(settings.notes_dir)
-    digest = hashlib.md5(os.fsencode(real)).hexdigest()[:10]   # a folder name need not be UTF-8
-    name = re.sub(r"[^\w.-]+", "_", Path(real).name) or "notes"
-    return settings.cache_dir / f"{name}-{digest}.pkl"
+    key = f"{real}\0{settings.embed_model}\0{settings.chunk_size}/{settings.chunk_overlap}"
+    digest = hashlib.md5(key.encode("utf-8", "surrogateescape")).hexdigest()[:10]
+    # subtle: names are cut short, as a file name may hold only 255 bytes (a CJK character is 3)
+    name = re.sub(r"[^\w.-]+", "_", Path(real).name)[:40] or "notes"
+    model = re.sub(r"[^\w.-]+", "_", settings.embed_model)[-40:]
+    return settings.cache_dir / f"{name}-{model}-{settings.chunk_size}-{digest}.pkl"
 
 
 class FileRecord(NamedTuple):
@@ -2665,26 +2743,40 @@ def stale_reason(index: Index, settings: Settings) -> str:
 def save_index(index: Index, path: Path) -> None:
     """Write the cache atomically: a temp file in the same folder, then os.replace.
 
-    The file is a pickle of everything but the vectors, followed by the vectors
-    as one raw float16 matrix: read straight into an array, that loads ~35 ms
-    faster at 50k chunks than the same bytes inside the pickle. A crash or Ctrl-C
-    mid-write leaves the previous cache intact, and two processes writing at
-    once each replace the file with one complete version.
+    The file is a pickle of everything but the vectors, zeros up to the next
+    4 KB boundary, then the vectors as raw float32 rows, which load_index maps
+    into memory instead of reading them. A crash, a kill or Ctrl-C mid-write
+    leaves the previous cache intact, and two processes writing at once each
+    replace the file with one complete version. Raises OSError (disk full...).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             pickle.dump(index_to_dict(index), f, protocol=pickle.HIGHEST_PROTOCOL)
-            f.write(index.vectors.astype(DISK_VECTORS).tobytes())
+            f.write(bytes(-f.tell() % VECTOR_ALIGN))
+            f.write(np.ascontiguousarray(index.vectors, dtype=DISK_VECTORS).data)  # no copy if float32
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    # A process killed mid-write leaves its temp file behind; none lives an hour.
+    for old in path.parent.glob(glob_escape(path.name) + "*.tmp"):
+        with contextlib.suppress(OSError):
+            if time.time() - old.stat().st_mtime > 3600:
+                old.unlink()
+
+
+def glob_escape(name: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", name)
 
 
 def load_index(path: Path) -> tuple[Index | None, str]:
-    """Load a cache file; on any problem return (None, a one-line reason)."""
+    """Load a cache file; on any problem return (None, a one-line reason).
+
+    The vectors are not read but memory-mapped (read-only): the OS pages them in
+    as the first search touches them, and a warm query pays no copy at all.
+    """
     if not path.exists():
         return None, "no cache yet"
     try:
@@ -2692,27 +2784,134 @@ def load_index(path: Path) -> tuple[Index | None, str]:
             d = BuiltinsOnlyUnpickler(f).load()
             if not isinstance(d, dict) or d.get("format") != CACHE_FORMAT:
                 return None, "cache is from another version of demo_rag"
-            vectors = read_vectors(f, *d["vectors_shape"])  # right after the pickle
-            if f.read(1):
-                return None, "cache is damaged (data after the vectors)"
+            vectors = map_vectors(f, f.tell() + (-f.tell() % VECTOR_ALIGN), d["vectors_shape"])
             return index_from_dict(d, vectors), ""
     except BuiltinsOnlyUnpickler.Refused as e:
         return None, f"cache refused ({e})"
+    except CacheDamaged as e:
+        return None, f"cache is damaged ({e})"
     except Exception as e:  # truncated, corrupt, foreign: never trust it, rebuild
         return None, f"cache is damaged ({type(e).__name__})"
 
 
+class CacheDamaged(ValueError):
+    """A cache file that unpickles but does not hold together."""
+
+
+class ChunkTable(Sequence):
+    """A loaded index's chunks, kept as columns and made into a Chunk only when asked for.
+
+    A warm query shows five hits of perhaps 50,000 chunks: storing each text
+    column as one UTF-8 blob with offsets loads in one copy instead of 50,000
+    string objects (and their tuples), and the few hits are decoded on demand.
+    """
+
+    def __init__(self, names: list[str], source_ids: np.ndarray, headings: tuple, texts: tuple,
+                 pages: np.ndarray):
+        self.names, self.source_ids, self.pages = names, source_ids, pages
+        self.headings, self.texts = headings, texts      # each (blob, offsets)
+
+    def __len__(self) -> int:
+        return len(self.source_ids)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        i = range(len(self))[i]                          # negative indices; IndexError past the end
+        page = int(self.pages[i])
+        return Chunk(self.names[self.source_ids[i]], text_at(self.headings, i), text_at(self.texts, i),
+                     None if page < 0 else page)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and len(self) == len(other) and all(map(operator.eq, self, other))
+
+    @staticmethod
+    def pack(chunks: Sequence[Chunk]) -> dict:
+        """Chunks as plain data: distinct source names, blobs of headings and texts, pages (-1: none)."""
+        names = sorted({c.source for c in chunks})
+        ids = {name: k for k, name in enumerate(names)}
+        return {"names": names,
+                "source_ids": arr_data(np.array([ids[c.source] for c in chunks], dtype="<i4")),
+                "headings": blob_data([c.heading for c in chunks]), "texts": blob_data([c.text for c in chunks]),
+                "pages": arr_data(np.array([-1 if c.page is None else c.page for c in chunks], dtype="<i8"))}
+
+    @classmethod
+    def unpack(cls, d: dict, arr: Callable) -> ChunkTable:
+        """pack()'s output back, every column checked (CacheDamaged) so a hit never fails to decode."""
+        names, source_ids, pages = check(d["names"], list, "names"), arr(d["source_ids"], "<i4", "source ids"), \
+            arr(d["pages"], "<i8", "pages")
+        headings, texts = (check_blob(d[k], arr, len(source_ids), k) for k in ("headings", "texts"))
+        if not (set(map(type, names)) <= {str} and pages.shape == source_ids.shape
+                and (len(source_ids) == 0 or 0 <= source_ids.min() <= source_ids.max() < len(names))
+                and (len(pages) == 0 or pages.min() >= -1)):
+            raise CacheDamaged("chunk columns disagree")
+        return cls(names, source_ids, headings, texts, pages)
+
+
+def arr_data(a: np.ndarray) -> tuple:
+    """An array as plain builtins: (dtype, shape, bytes)."""
+    return (a.dtype.str, a.shape, np.ascontiguousarray(a).tobytes())
+
+
+def blob_data(strings: list[str]) -> tuple:
+    """Strings as one UTF-8 blob and their offsets: ["ab", "ç"] -> (b"ab\\xc3\\xa7", offsets [0, 2, 4])."""
+    encoded = [t.encode("utf-8", "surrogatepass") for t in strings]
+    return b"".join(encoded), arr_data(np.cumsum([0] + [len(b) for b in encoded], dtype=np.int64))
+
+
+def check_blob(t, arr: Callable, n: int, what: str) -> tuple:
+    """A blob_data() tuple, checked: n + 1 rising offsets that cut the blob only between characters."""
+    blob, offsets = check(t, tuple, what)
+    offsets = arr(offsets, "<i8", what)
+    raw = np.frombuffer(check(blob, bytes, what), dtype=np.uint8)
+    starts = offsets[:-1][offsets[:-1] < len(raw)]
+    if not (offsets.shape == (n + 1,) and offsets[0] == 0 and offsets[-1] == len(raw)
+            and (np.diff(offsets) >= 0).all() and ((raw[starts] & 0xC0) != 0x80).all()):
+        raise CacheDamaged(f"{what} offsets do not match their text")
+    return blob, offsets
+
+
+def text_at(column: tuple, i: int) -> str:
+    """The i-th string of a blob_data() column. Bytes damaged inside a text (which no
+    check short of a checksum would catch) read as U+FFFD instead of failing the query."""
+    blob, offsets = column
+    raw = blob[offsets[i]:offsets[i + 1]]
+    try:
+        return raw.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", "replace")
+
+
+def map_vectors(f, start: int, shape) -> np.ndarray:
+    """The (n, dim) float32 rows stored from byte `start` to the end of file f, memory-mapped."""
+    n, dim = check(shape, tuple, "vectors_shape")
+    if not all(type(x) is int and x >= 0 for x in (n, dim)):
+        raise CacheDamaged("bad vectors_shape")
+    size = n * dim * DISK_VECTORS.itemsize
+    if os.fstat(f.fileno()).st_size != start + size:
+        raise CacheDamaged("vectors are cut short or followed by other data")
+    if size == 0:
+        return np.zeros((n, dim), dtype=np.float32)
+    whole = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)   # stays valid after f closes
+    return np.frombuffer(whole, dtype=DISK_VECTORS, count=n * dim, offset=start).reshape(n, dim)
+
+
+def check(value, kind: type, what: str):
+    """value if it is a `kind`, else CacheDamaged naming `what`."""
+    if type(value) is not kind:
+        raise CacheDamaged(f"{what} is a {type(value).__name__}, not a {kind.__name__}")
+    return value
+
+
 def index_to_dict(index: Index) -> dict:
     """Everything but the vectors, as plain builtins: arrays become (dtype, shape, bytes)."""
-    def arr(a: np.ndarray) -> tuple:
-        return (a.dtype.str, a.shape, np.ascontiguousarray(a).tobytes())
+    arr = arr_data
     lex = index.lexicon
     return {
         "format": CACHE_FORMAT, "embed_model": index.embed_model, "chunking": index.chunking,
         "fingerprint": index.fingerprint, "vectors_shape": index.vectors.shape,
         "files": {rel: tuple(r) for rel, r in index.files.items()},
-        # column by column: four lists load faster than thousands of small tuples
-        "chunks": [list(column) for column in zip(*index.chunks)] if index.chunks else [[]] * 4,
+        "chunks": ChunkTable.pack(index.chunks),
         "has_vector": arr(index.has_vector),
         "lexicon": (lex.vocab, arr(lex.ptr), arr(lex.docs), arr(lex.counts), arr(lex.lengths)),
         "doc_template": index.doc_template,
@@ -2721,22 +2920,46 @@ def index_to_dict(index: Index) -> dict:
 
 
 def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
-    """Rebuild an Index from index_to_dict's output (raises on anything malformed)."""
-    def arr(t: tuple) -> np.ndarray:
-        dtype, shape, data = t
+    """Rebuild an Index from index_to_dict's output, checking it as strictly as the unpickler.
+
+    A file can unpickle and still lie: a text that is a number, rows past the
+    end, a NaN vector (which would make every query "not found"). Anything that
+    does not hold together raises CacheDamaged, and the index is rebuilt.
+    """
+    def arr(t, dtype: str, what: str) -> np.ndarray:   # (dtype, shape, bytes) -> a read-only array
+        kind, shape, data = check(t, tuple, what)
+        if kind != dtype or type(shape) is not tuple or type(data) is not bytes:
+            raise CacheDamaged(f"{what} is not {dtype}")
         return np.frombuffer(data, dtype=np.dtype(dtype)).reshape(shape)
-    vocab, ptr, docs, counts, lengths = d["lexicon"]
-    chunks = list(map(Chunk, *d["chunks"]))
-    has_vector = arr(d["has_vector"])
-    if not len(vectors) == len(chunks) == len(has_vector):    # user data: check, don't assert
-        raise ValueError("cache arrays disagree in length")
-    return Index(chunks, vectors, has_vector, Lexicon(vocab, arr(ptr), arr(docs), arr(counts), arr(lengths)),
-                 {rel: FileRecord(*r) for rel, r in d["files"].items()}, d["fingerprint"],
-                 d["embed_model"], tuple(d["chunking"]),
-                 # .get: a cache written before these were kept loads as "none"
-                 d.get("doc_template", ""),
-                 note_warnings={str(k): str(v) for k, v in d.get("note_warnings", {}).items()},
-                 skipped={str(k): str(v) for k, v in d.get("skipped", {}).items()})
+    n = len(vectors)
+    chunks = ChunkTable.unpack(check(d["chunks"], dict, "chunks"), arr)
+    if len(chunks) != n:
+        raise CacheDamaged("chunks do not match the vectors")
+    has_vector = arr(d["has_vector"], "|b1", "has_vector")
+    vocab, ptr, docs, counts, lengths = check(d["lexicon"], tuple, "lexicon")
+    lex = Lexicon(check(vocab, list, "vocabulary"), arr(ptr, "<i8", "postings"), arr(docs, "<i4", "postings"),
+                  arr(counts, "<f4", "counts"), arr(lengths, "<f4", "lengths"))
+    files = {check(rel, str, "file name"): FileRecord(*check(r, tuple, "file record"))
+             for rel, r in check(d["files"], dict, "files").items()}
+    if not (has_vector.shape == lex.lengths.shape == (n,) and lex.ptr.shape == (len(vocab) + 1,)
+            and all(type(t) is str for t in vocab) and lex.ptr[0] == 0 and lex.ptr[-1] == len(lex.docs)
+            and (np.diff(lex.ptr) >= 0).all() and len(lex.counts) == len(lex.docs)
+            and (len(lex.docs) == 0 or 0 <= lex.docs.min() <= lex.docs.max() < n)
+            and np.isfinite(lex.counts).all() and np.isfinite(lex.lengths).all()):
+        raise CacheDamaged("BM25 postings do not match the chunks")
+    if not all(type(a) is int and type(b) is int and type(c) is str and type(e) is int and type(f) is int
+               and 0 <= e <= f <= n for a, b, c, e, f in files.values()):
+        raise CacheDamaged("a file record points outside the chunks")
+    # One matrix-vector product (as long as a search) finds any NaN or infinity.
+    if n and vectors.shape[1] and not np.isfinite(vectors @ np.ones(vectors.shape[1], np.float32)).all():
+        raise CacheDamaged("a vector is not a number")
+    chunking = tuple(check(d["chunking"], tuple, "chunking"))
+    note_warnings, skipped = check(d["note_warnings"], dict, "note_warnings"), check(d["skipped"], dict, "skipped")
+    if not all(type(k) is str and type(v) is str for k, v in [*note_warnings.items(), *skipped.items()]):
+        raise CacheDamaged("a note's warning is not text")
+    return Index(chunks, vectors, has_vector, lex, files,
+                 check(d["fingerprint"], str, "fingerprint"), check(d["embed_model"], str, "embed_model"),
+                 chunking, check(d["doc_template"], str, "doc_template"), note_warnings, skipped)
 
 
 class BuiltinsOnlyUnpickler(pickle.Unpickler):
@@ -2754,22 +2977,71 @@ class BuiltinsOnlyUnpickler(pickle.Unpickler):
         raise self.Refused(f"refusing to load {module}.{name} from a cache file")
 
 
-def read_vectors(f, n: int, dim: int) -> np.ndarray:
-    """Read n float16 rows from a file into a float32 matrix (EOFError if cut short).
+class CacheWriter:
+    """Saves an index being built: every `seconds` while embedding, and at the end.
 
-    NumPy widens float16 one number at a time on most CPUs, which makes this the
-    slowest step of a warm query; it releases the GIL while doing so, though, so
-    one thread per core divides the wait.
+    A checkpoint costs a full write, so on a big index it waits long enough to
+    stay under CHECKPOINT_MAX_SHARE of the build. It never replaces the cache
+    with an incomplete one holding fewer than `floor` vectors (a --rebuild with
+    Ollama away keeps the old vectors). A cache that cannot be written (disk
+    full, read-only) costs one warning, not the run: the build carries on.
     """
-    half = np.fromfile(f, dtype=DISK_VECTORS, count=n * dim)
-    if half.size != n * dim:
-        raise EOFError("vectors are cut short")
-    half = half.reshape(n, dim)
-    out = np.empty((n, dim), dtype=np.float32)
-    step = max(1, -(-n // (os.cpu_count() or 1)))
-    with ThreadPoolExecutor() as pool:
-        list(pool.map(lambda s: np.copyto(out[s], half[s]), [slice(i, i + step) for i in range(0, n, step)]))
-    return out
+
+    def __init__(self, path: Path, seconds: float, on_disk: int = 0, floor: int = 0):
+        self.path, self.seconds, self.floor = path, seconds, floor
+        self.on_disk = on_disk            # vectors in the cache file now
+        self.last, self.cost = time.perf_counter(), 0.0
+        self.problem: str | None = None   # why the last write failed
+        self.warned = False
+
+    def checkpoint(self, index: Index, force: bool, progress: Callable[[str], None]) -> int:
+        """Save if one is due (or forced); return the vectors now on disk."""
+        wait = max(self.seconds, self.cost / CHECKPOINT_MAX_SHARE) if self.seconds else 0   # 0: every batch
+        due = force or time.perf_counter() - self.last >= wait
+        if due and not self.save(index) and self.problem and not self.warned:
+            self.warned = True
+            progress(f"warning: {self.problem}")
+        return self.on_disk
+
+    def save(self, index: Index) -> bool:
+        """Write the index unless that would lose vectors; False if not written."""
+        kept = int(index.has_vector.sum())
+        if kept < self.floor and not index.complete:
+            return False
+        t0 = time.perf_counter()
+        try:
+            save_index(index, self.path)
+        except OSError as e:
+            self.problem = f"cache not saved ({e.strerror or e}); this run carries on, the next one embeds again"
+            return False
+        finally:
+            self.last = time.perf_counter()
+            self.cost = self.last - t0
+        self.on_disk, self.problem = kept, None
+        return True
+
+
+class BuildInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) during a build, after what was embedded was saved."""
+
+    def __init__(self, kept: int, total: int):
+        super().__init__(f"kept {kept:,} of {total:,} vectors; run again to continue")
+
+
+def sigterm_as_interrupt():
+    """Make SIGTERM stop a run the way Ctrl-C does (what was embedded is kept); return the
+    previous handler for restore_sigterm, or None off the main thread (a notebook's worker)."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+    try:
+        return signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:
+        return None
+
+
+def restore_sigterm(previous) -> None:
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @contextlib.contextmanager
@@ -2831,6 +3103,86 @@ def count_file(report: IndexReport, rel: str, before: FileRecord | None, digest:
     else:
         report.changed += 1
     report.touched.append(rel)
+
+# ----------------------------------------------------------------------------
+# Progress on stderr: numbers a long first build can be planned by.
+
+
+class EmbedProgress(NamedTuple):
+    """Where a build's embedding stands, reported after every batch."""
+    done: int                             # chunks with a vector, of
+    total: int                            # all chunks in the index
+    embedded: int                         # embedded by this run, in
+    seconds: float                        # this long
+    note: str                             # the note the last batch came from
+
+
+class ProgressLine:
+    """Shows build_index's progress on a stream (stderr), as a callable.
+
+    On a terminal: one line rewritten in place, at most 10 times a second. Not
+    on a terminal (a pipe, a log, CI): a line every `every` seconds, so a long
+    build's log stays readable. Either way finish() ends with a summary line.
+    Plain messages (str) are printed as they come, unless quiet.
+    """
+
+    def __init__(self, stream, every: float = PROGRESS_SECONDS, quiet: bool = False):
+        self.stream, self.quiet = stream, quiet
+        self.tty = stream.isatty()
+        self.every = 0.1 if self.tty else every
+        self.shown = time.monotonic()
+        self.latest: EmbedProgress | None = None
+        self.open = False                 # a line on the terminal still waits for its newline
+
+    def __call__(self, event: str | EmbedProgress) -> None:
+        if isinstance(event, str):
+            if not self.quiet:
+                self.write(event + "\n")
+            return
+        self.latest = event
+        if time.monotonic() - self.shown >= self.every:
+            self.shown = time.monotonic()
+            self.write("  " + progress_text(event) + ("" if self.tty else "\n"))
+
+    def finish(self) -> None:
+        e, self.latest = self.latest, None
+        if e is not None:
+            rate = e.embedded / max(e.seconds, 1e-9)
+            self.write(f"  embedded {e.embedded:,} chunks in {duration(e.seconds)} ({rate:.1f} chunks/s)\n")
+
+    def write(self, text: str) -> None:
+        if self.tty:
+            with contextlib.suppress(OSError):
+                width = os.get_terminal_size(self.stream.fileno()).columns
+                text = text if text.endswith("\n") else text[:width - 1]
+            text = ("\r\x1b[K" if self.open else "") + text
+            self.open = not text.endswith("\n")
+        self.stream.write(text)
+        self.stream.flush()
+
+
+def progress_text(e: EmbedProgress) -> str:
+    """One progress line.
+
+    >>> progress_text(EmbedProgress(3200, 10000, 1200, 400.0, "notes/rag.md"))
+    'embedding 3,200/10,000 chunks · 3.0 chunks/s · 6m40s elapsed · 37m47s left · notes/rag.md'
+    """
+    rate = e.embedded / max(e.seconds, 1e-9)
+    left = (e.total - e.done) / rate if rate else float("inf")
+    return (f"embedding {e.done:,}/{e.total:,} chunks · {rate:.1f} chunks/s · {duration(e.seconds)} elapsed"
+            f" · {duration(left)} left · {e.note}")
+
+
+def duration(seconds: float) -> str:
+    """A short human duration.
+
+    >>> duration(9.4), duration(400), duration(4000), duration(float("inf"))
+    ('9s', '6m40s', '1h06m', '?')
+    """
+    if not math.isfinite(seconds):
+        return "?"
+    s = round(seconds)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
 
 # ----------------------------------------------------------------------------
 # Thinking models: their reasoning is not part of the answer.
@@ -3018,19 +3370,23 @@ def embed_context_length(client: ollama.Client, model: str) -> int | None:
     return min(limits) if limits else None
 
 
-def embed_context_warning(client: ollama.Client, settings: Settings, texts: list[str]) -> str | None:
+def embed_context_warning(client: ollama.Client, settings: Settings, texts: Iterable[str]) -> str | None:
     """A warning when texts about to be embedded may be longer than the embedder reads
     (Ollama would silently embed only their start), with the chunk size that would fit."""
     limit = embed_context_length(client, settings.embed_model)
     if limit is None:
         return (f"Ollama did not say {settings.embed_model}'s context length (/api/show), "
                 "so chunks were not checked against it")
-    over = [(embed_tokens(t), len(t)) for t in texts if embed_tokens(t) > limit]
+    total, over = 0, []                   # (tokens, characters) of each text that is too long
+    for text in texts:
+        total, tokens = total + 1, embed_tokens(text)
+        if tokens > limit:
+            over.append((tokens, len(text)))
     if not over:
         return None
     density = max(tokens / chars for tokens, chars in over)          # tokens per character, worst case
     fit = max(50, int(limit * 0.9 / density) // 50 * 50)              # 10% for headings and templates
-    return (f"{len(over)} of {len(texts)} chunks may be longer than {settings.embed_model}'s {limit}-token "
+    return (f"{len(over)} of {total} chunks may be longer than {settings.embed_model}'s {limit}-token "
             f"context, and Ollama would embed only their start: use --chunk-size {fit} (or smaller)")
 
 

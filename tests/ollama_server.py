@@ -38,6 +38,7 @@ import json
 import math
 import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
@@ -144,7 +145,8 @@ class FakeOllama:
 
     def __init__(self, models=MODELS, embed="hash", dim=DIM, answer_repeat=1, context_limits=None,
                  thinkers=("thinker",), half_thinkers=("halfthink", "opener"), show=True,
-                 format_reply="question", die_after_embeds=None):
+                 format_reply="question", die_after_embeds=None, hold_at=None, fail_after=None,
+                 embed_delay=0.0):
         self.models = set(models)
         self.embed = embed                 # "hash" or "random"
         self.dim = dim
@@ -160,13 +162,21 @@ class FakeOllama:
         self.die_after_embeds = die_after_embeds   # after this many embed requests, drop every connection
         self.errors: dict[str, tuple[int, str]] = {}
         self.stream_error: str | None = None
-        self.embed_fail_after: int | None = None
         self.format_junk = False
         self.holds: dict[str, threading.Event] = {}
         self.hold_after: dict[str, int] = {}
         self.requests: list[dict] = []
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
+        # Shorthands for interrupting a build at a known point, without sleeping: the hold_at-th
+        # embed request (counted from 1) and every later one wait until release(); after
+        # fail_after embed requests, the rest answer 500.
+        if hold_at is not None:
+            self.hold("/api/embed", after=hold_at - 1)
+        self.embed_fail_after = fail_after
+        # Seconds each embed request takes, as a real embedder's would: for progress lines that
+        # need time to pass and for builds that overlap. Never used to order a test's steps.
+        self.embed_delay = embed_delay
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -191,6 +201,14 @@ class FakeOllama:
         """The full records for one endpoint: body, done (reply fully sent), held, prompt_eval_count..."""
         with self.lock:
             return [r for r in self.requests if r["path"] == path]
+
+    def wait_for_embeds(self, n: int, timeout: float = 30) -> None:
+        """Block until n embed requests have arrived."""
+        self.wait_for(lambda: len(self.of("/api/embed")) >= n, timeout)
+
+    def release(self) -> None:
+        """Let held embed requests (hold_at) go on."""
+        self.holds["/api/embed"].set()
 
     def embedded_texts(self) -> list[str]:
         return [t for body in self.of("/api/embed") for t in
@@ -234,6 +252,8 @@ class FakeOllama:
     # -- replies ------------------------------------------------------------
     def embed_reply(self, body):
         texts = [body["input"]] if isinstance(body["input"], str) else body["input"]
+        if self.embed_delay:
+            time.sleep(self.embed_delay)
         make = random_vector if self.embed == "random" else hashed_vector
         return {"model": body["model"], "embeddings": [make(t, self.dim) for t in texts],
                 "prompt_eval_count": sum(text_tokens(t) for t in texts)}

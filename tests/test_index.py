@@ -113,16 +113,16 @@ def test_search_results_survive_the_cache_round_trip(vault, server):
     assert loaded.chunks == fresh.chunks and loaded.files == fresh.files
 
 
-def test_cache_holds_plain_data_then_float16_vectors(vault):
+def test_cache_holds_plain_data_then_page_aligned_float32_vectors(vault):
     with open(rag.cache_path(vault), "rb") as f:
         d = rag.BuiltinsOnlyUnpickler(f).load()
-
-        vectors = np.fromfile(f, dtype="<f2")
+        f.seek(-f.tell() % 4096, 1)
+        vectors = np.fromfile(f, dtype="<f4")
     assert d["vectors_shape"] == (300, 256) and vectors.size == 300 * 256
     assert d["format"] == rag.CACHE_FORMAT and d["embed_model"] == "qwen3-embedding:0.6b"
     index, _ = rag.load_index(rag.cache_path(vault))
-    assert index.vectors.dtype == np.float32
-    assert np.allclose(index.vectors, vectors.reshape(300, 256), atol=1e-7)
+    assert index.vectors.dtype == np.float32 and not index.vectors.flags.writeable   # memory-mapped
+    assert np.array_equal(index.vectors, vectors.reshape(300, 256))
 
 
 # ---- a cache that cannot hurt you ---------------------------------------------------
@@ -176,13 +176,17 @@ def test_two_processes_indexing_at_once_leave_one_complete_cache(tmp_path, serve
     assert reason == "" and len(index.chunks) == 180 and index.complete
 
 
-def test_settings_changes_rebuild_with_the_reason(vault, server):
+def test_settings_tried_and_reverted_cost_no_re_embedding(vault, server):
+    """One cache per model and chunking: trying --chunk-size 400 or another model keeps the first."""
     _, report, texts = index_once(rag.Settings(**{**vars(vault), "chunk_size": 400}), server)
-    assert report.reason == "chunk settings changed (300/0 -> 400/0)" and texts
+    assert texts and report.reason == "no cache yet"
     with FakeOllama(models=["other-embed"]) as other:
-        s = rag.Settings(**{**vars(vault), "chunk_size": 400, "embed_model": "other-embed"})
+        s = rag.Settings(**{**vars(vault), "embed_model": "other-embed"})
         _, report = rag.build_index(s, ollama.Client(host=other.url))
-        assert report.reason == "embedding model changed (qwen3-embedding:0.6b -> other-embed)"
+        assert len(other.embedded_texts()) == 300
+    _, report, texts = index_once(vault, server)
+    assert texts == [] and report.unchanged == 100
+    assert len(list(vault.cache_dir.iterdir())) == 3
 
 
 def test_a_new_vector_size_re_embeds_everything(vault, tmp_path):

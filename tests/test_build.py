@@ -1,0 +1,298 @@
+"""The first build: it never loses work, shows honest progress, and survives a cache it cannot write.
+
+Interruptions are driven by the stand-in server's request count (hold_at, fail_after), not by
+sleeping: 100 notes of three chunks at --chunk-size 300 are 300 chunks, sent in ten requests of at
+most 32 texts, so holding the 5th request interrupts the build with 4 x 32 = 128 vectors embedded.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import pickle
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import ollama
+import pytest
+from conftest import SCRIPT, run_cli
+from ollama_server import FakeOllama
+from test_index import make_vault
+
+import demo_rag as rag
+
+CHUNKS, PER_REQUEST = 300, 32
+
+
+@pytest.fixture
+def vault(tmp_path):
+    return make_vault(tmp_path / "vault")
+
+
+def args_for(vault, *extra):
+    return ["kites", "--notes", vault, "--cache", vault.parent / "cache", "--chunk-size", 300,
+            "--chunk-overlap", 0, "--retrieve-only", *extra]
+
+
+def start(vault, host, *extra, **kw):
+    env = {**os.environ, "OLLAMA_HOST": host, "PYTHONIOENCODING": "utf-8"}
+    return subprocess.Popen([sys.executable, str(SCRIPT), *map(str, args_for(vault, *extra))], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def chunk_texts_sent(server) -> int:
+    """Chunk texts the server was asked to embed (the question, with its instruction, left out)."""
+    return sum("Query:" not in t for t in server.embedded_texts())
+
+
+def texts_the_next_run_embeds(vault) -> int:
+    with FakeOllama() as server:
+        out = run_cli(*args_for(vault), host=server.url)
+        assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+        return chunk_texts_sent(server)
+
+
+# ---- resumable builds -------------------------------------------------------------------
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_build_keeps_what_arrived_and_the_next_run_embeds_the_rest(vault, sig):
+    with FakeOllama(hold_at=5) as server:
+        # checkpoints far apart: only the save on the interrupt itself can keep the 128 vectors
+        p = start(vault, server.url, "--checkpoint-seconds", 1000)
+        server.wait_for_embeds(5)
+        p.send_signal(sig)
+        _, err = p.communicate(timeout=30)
+        server.release()
+    assert p.returncode == 130, err
+    assert "kept 128 of 300 vectors; run again to continue" in err and "Traceback" not in err
+    assert texts_the_next_run_embeds(vault) == CHUNKS - 4 * PER_REQUEST
+    assert texts_the_next_run_embeds(vault) == 0
+
+
+def test_a_killed_build_loses_only_what_came_after_the_last_checkpoint(vault):
+    with FakeOllama(hold_at=5) as server:
+        p = start(vault, server.url, "--checkpoint-seconds", 0)     # a checkpoint after every batch
+        server.wait_for_embeds(5)
+        p.kill()
+        p.communicate(timeout=30)
+        server.release()
+    (cache,) = (vault.parent / "cache").iterdir()                 # no temp file left behind
+    index, reason = rag.load_index(cache)
+    assert reason == "" and int(index.has_vector.sum()) == 4 * PER_REQUEST
+    assert texts_the_next_run_embeds(vault) == CHUNKS - 4 * PER_REQUEST
+
+
+def test_ollama_failing_mid_build_keeps_the_batches_that_arrived(vault):
+    with FakeOllama(fail_after=4) as server:
+        out = run_cli(*args_for(vault), host=server.url)
+    assert out.returncode == 0 and "Traceback" not in out.stderr
+    assert "searching by keywords (BM25) only" in out.stderr and "Top sources (keywords only)" in out.stdout
+    assert texts_the_next_run_embeds(vault) == CHUNKS - 4 * PER_REQUEST
+
+
+def test_two_processes_building_at_once_both_finish_and_nothing_is_embedded_again(vault):
+    with FakeOllama(embed_delay=0.02) as server:
+        procs = [start(vault, server.url, "--checkpoint-seconds", 0) for _ in range(2)]
+        results = [p.communicate(timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], results
+    assert texts_the_next_run_embeds(vault) == 0
+
+
+# ---- a cache that cannot be written -----------------------------------------------------
+
+def file_size_limit(limit):
+    """A file system that refuses bigger files, as a full disk would (Python ignores SIGXFSZ)."""
+    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+@pytest.mark.parametrize("case", ["parent is a file", "writes refused", "long folder name"])
+def test_a_cache_that_cannot_be_written_costs_a_warning_not_the_answer(tmp_path, server, case):
+    name = "长" * 80 if case == "long folder name" else "vault"        # 240 bytes of UTF-8
+    vault = make_vault(tmp_path / name, 20)
+    cache, kw = tmp_path / "cache", {}
+    if case == "parent is a file":
+        cache.write_text("not a folder")
+        cache = cache / "sub"
+    if case == "writes refused":
+        kw = {"preexec_fn": file_size_limit(20_000)}
+    cmd = [sys.executable, str(SCRIPT), "kites", "--notes", str(vault), "--cache", str(cache),
+           "--chunk-size", "300", "--chunk-overlap", "0", "--checkpoint-seconds", "0"]
+    out = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "OLLAMA_HOST": server.url}, **kw)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    assert "Answer:" in out.stdout
+    warnings = [line for line in out.stderr.splitlines() if "cache not saved" in line]
+    if case == "long folder name":                # the name is cut to fit: saved, and reused
+        assert warnings == []
+        again = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=60,
+                               env={**os.environ, "OLLAMA_HOST": server.url})
+        assert "(0 chunks embedded)" in again.stderr
+    else:
+        assert len(warnings) == 1 and warnings[0].startswith("warning: cache not saved ("), out.stderr
+
+
+# ---- no run destroys vectors it cannot replace (issue 15, item 1) -------------------------
+
+@pytest.mark.parametrize("bad", [["--embed-model", "qwen3-embedding:0.6bb"], ["--rebuild", "dead host"]])
+def test_a_run_that_embeds_nothing_keeps_the_vectors(vault, server, bad, dead_host):
+    assert run_cli(*args_for(vault), host=server.url).returncode == 0
+    host = dead_host if "dead host" in bad else server.url
+    out = run_cli(*args_for(vault, *[b for b in bad if b != "dead host"]), host=host)
+    assert out.returncode == 0 and "Traceback" not in out.stderr and "keywords" in out.stderr
+    assert texts_the_next_run_embeds(vault) == 0
+
+
+# ---- the embedder's vector size changes under the same name (issue 15, item 10) -------------
+
+def test_a_new_vector_size_under_the_same_name_is_re_embedded_with_the_reason(vault):
+    with FakeOllama(dim=256) as server:
+        assert run_cli(*args_for(vault), host=server.url).returncode == 0
+    with FakeOllama(dim=128) as server:
+        out = run_cli(*args_for(vault), host=server.url)
+        assert out.returncode == 0, out.stderr
+        assert ("rebuilding index: vector size changed (256 -> 128) under the same model name "
+                "'qwen3-embedding:0.6b'; re-embedding all") in out.stderr
+        assert "Top sources:" in out.stdout and "keywords only" not in out.stdout
+        assert chunk_texts_sent(server) == CHUNKS
+        assert run_cli(*args_for(vault), host=server.url).returncode == 0
+        assert chunk_texts_sent(server) == CHUNKS        # and the next run embeds nothing
+
+
+# ---- a loaded cache is checked as strictly as it is unpickled (issue 15, item 11) -----------
+
+def rewrite_cache(path, change_dict=lambda d: None, change_vectors=lambda v: None):
+    with open(path, "rb") as f:
+        d = rag.BuiltinsOnlyUnpickler(f).load()
+    vectors = np.array(rag.load_index(path)[0].vectors)
+    change_dict(d)
+    change_vectors(vectors)
+    with open(path, "wb") as f:
+        pickle.dump(d, f)
+        f.write(bytes(-f.tell() % rag.VECTOR_ALIGN))
+        vectors.astype("<f4").tofile(f)
+
+
+def set_row(d, rel, field, value):
+    d["files"][rel] = tuple(value if i == field else x for i, x in enumerate(d["files"][rel]))
+
+
+def replace_array(d, key, dtype, values):
+    d[key] = (dtype, (len(values),), np.asarray(values, dtype=dtype).tobytes())
+
+
+def offsets(d, key):
+    return np.frombuffer(d["chunks"][key][1][2], "<i8").copy()
+
+
+DAMAGE = {
+    "texts that are not text": (lambda d: d["chunks"].__setitem__("texts", (12345, d["chunks"]["texts"][1])), None),
+    "a page column one short": (lambda d: replace_array(d["chunks"], "pages", "<i8", [-1] * 299), None),
+    "a text cut mid-character": (lambda d: d["chunks"].__setitem__("texts", (
+        "é".encode() + d["chunks"]["texts"][0][2:],
+        ("<i8", (301,), np.r_[0, 1, offsets(d, "texts")[2:]].astype("<i8").tobytes()))), None),
+    "a source name that is a number": (lambda d: d["chunks"]["names"].__setitem__(0, 7), None),
+    "a source past the names": (lambda d: replace_array(d["chunks"], "source_ids", "<i4", [10**6] * 300), None),
+    "a page below -1": (lambda d: replace_array(d["chunks"], "pages", "<i8", [-5] * 300), None),
+    "rows past the end": (lambda d: set_row(d, "note-003.md", 4, 10**6), None),
+    "rows before the start": (lambda d: set_row(d, "note-003.md", 3, -5), None),
+    "files not a dict": (lambda d: d.__setitem__("files", [1, 2]), None),
+    "postings past the end": (lambda d: d.__setitem__("lexicon", d["lexicon"][:2] + (
+        ("<i4", (len(np.frombuffer(d["lexicon"][2][2], "<i4")),),
+         np.full(len(np.frombuffer(d["lexicon"][2][2], "<i4")), 10**6, "<i4").tobytes()),) + d["lexicon"][3:]), None),
+    "has_vector as floats": (lambda d: d.__setitem__("has_vector", ("<f4", (300,), bytes(1200))), None),
+    "a NaN vector": (None, lambda v: v.__setitem__((7, 3), np.nan)),
+    "an infinite vector": (None, lambda v: v.__setitem__((0, 0), np.inf)),
+}
+
+
+@pytest.fixture
+def built(vault, server):
+    """The vault indexed once (in-process), and its cache file."""
+    s = rag.Settings(notes_dir=vault, cache_dir=vault.parent / "cache", chunk_size=300, chunk_overlap=0)
+    rag.build_index(s, ollama.Client(host=server.url))
+    return rag.cache_path(s)
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_an_inconsistent_cache_is_refused(built, damage):
+    change_dict, change_vectors = DAMAGE[damage]
+    rewrite_cache(built, change_dict or (lambda d: None), change_vectors or (lambda v: None))
+    index, reason = rag.load_index(built)
+    assert index is None and reason.startswith("cache is damaged"), reason
+
+
+def test_a_nan_vector_makes_a_rebuild_not_a_silent_not_found(vault, server, built):
+    rewrite_cache(built, change_vectors=lambda v: v.__setitem__((7, 3), np.nan))
+    out = run_cli(*args_for(vault), host=server.url)
+    assert out.returncode == 0 and "Traceback" not in out.stderr
+    assert "rebuilding index: cache is damaged" in out.stderr and "(300 chunks embedded)" in out.stderr
+    assert "Top sources:" in out.stdout and "note-" in out.stdout
+
+
+# ---- progress --------------------------------------------------------------------------------
+
+def stderr_lines_with_times(p) -> list[tuple[float, str]]:
+    lines = []
+    for line in p.stderr:
+        lines.append((time.monotonic(), line.rstrip("\n")))
+    return lines
+
+
+def test_progress_off_a_terminal_is_a_line_every_interval_and_a_summary(vault):
+    with FakeOllama(embed_delay=0.15) as server:      # ten requests: about 1.5 s of embedding
+        p = start(vault, server.url, "--progress-seconds", 0.4, "--json")
+        got = []
+        reader = threading.Thread(target=lambda: got.extend(stderr_lines_with_times(p)))
+        reader.start()
+        stdout = p.stdout.read()
+        p.wait(timeout=60)
+        reader.join()
+    assert p.returncode == 0
+    json.loads(stdout)                               # --json: stdout holds the object alone
+    progress = [(t, line) for t, line in got if line.startswith("  embedding ")]
+    assert 2 <= len(progress) <= 5, got
+    assert all(b - a >= 0.3 for (a, _), (b, _) in itertools.pairwise(progress))
+    assert "chunks/s" in progress[0][1] and " left · note-" in progress[0][1]
+    assert got[-1][1].startswith("  embedded 300 chunks in") and "\r" not in "".join(line for _, line in got)
+    # with a long interval, a short build prints the summary alone
+    with FakeOllama() as server:
+        (vault.parent / "cache").rename(vault.parent / "old-cache")
+        out = run_cli(*args_for(vault, "--progress-seconds", 1000), host=server.url)
+    lines = [line for line in out.stderr.splitlines() if line.startswith("  embedd")]
+    assert len(lines) == 1 and lines[0].startswith("  embedded 300 chunks in"), out.stderr
+
+
+def test_progress_on_a_terminal_is_one_line_rewritten_in_place(vault):
+    import pty
+    with FakeOllama(embed_delay=0.15) as server:
+        leader, follower = pty.openpty()            # stderr is a terminal, as in a user's shell
+        p = subprocess.Popen([sys.executable, str(SCRIPT), *map(str, args_for(vault))],
+                             stdin=follower, stdout=follower, stderr=follower,
+                             env={**os.environ, "OLLAMA_HOST": server.url, "COLUMNS": "200"})
+        os.close(follower)
+        received = []
+        try:
+            while True:
+                try:
+                    data = os.read(leader, 65536)
+                except OSError:                      # EIO: the child closed the terminal
+                    break
+                if not data:
+                    break
+                received.append(data)
+            p.wait(timeout=60)
+        finally:
+            p.kill()
+            os.close(leader)
+    out = b"".join(received).decode("utf-8", "replace")
+    assert p.returncode == 0, out
+    rewrites = out.count("\r\x1b[K  embedding ")
+    assert rewrites >= 2 and "chunks/s" in out and " left · note-" in out
+    assert "\r\x1b[K  embedded 300 chunks in" in out              # the summary replaces the line
+    summary_line = out[out.index("  embedded 300 chunks in"):].split("\n")[0]
+    assert "embedding" not in summary_line
