@@ -1093,32 +1093,6 @@ def stream_chat(client: ollama.Client, model: str, messages: list[dict],
     options = {"temperature": TEMPERATURE, "num_ctx": num_ctx or context_size(messages)}
     return ChatStream(client, model, messages, options)
 
-
-def ollama_chat(client: ollama.Client, model: str, messages: list[dict], options: dict, stream: bool,
-                **request):
-    """client.chat with thinking turned off, for thinking and non-thinking models alike.
-
-    `request` passes more of the chat API's fields (format=..., for --make-eval).
-
-    Thinking models (qwen3) are asked not to think: it would only delay the answer.
-    Some Ollama versions refuse the `think` field for models without that ability
-    ("... does not support thinking", status 400): then ask again without it.
-    """
-    def call(**think):
-        reply = client.chat(model=model, messages=messages, stream=stream, options=options, **request, **think)
-        if not stream:
-            return reply
-        first = next(reply, None)         # a stream's errors arrive with its first part
-        return itertools.chain([first] if first else [], reply)
-    if not client_knows_think(client):    # ollama < 0.5 has no `think`: ChatStream says so
-        return call()
-    try:
-        return call(think=False)
-    except ollama.ResponseError as e:
-        if e.status_code != 400 or "thinking" not in str(e.error):
-            raise
-        return call()
-
 # ----------------------------------------------------------------------------
 # 7 · The command line's main path: a question in, sources and a streamed answer out.
 # Only main() and the run_* functions print.
@@ -3269,6 +3243,32 @@ class ChatUsage(NamedTuple):
     @property
     def tokens_per_second(self) -> float:
         return self.answer_tokens / self.answer_seconds if self.answer_seconds > 0 else 0.0
+
+
+def ollama_chat(client: ollama.Client, model: str, messages: list[dict], options: dict, stream: bool,
+                **request):
+    """client.chat with thinking turned off, for thinking and non-thinking models alike.
+
+    `request` passes more of the chat API's fields (format=..., for --make-eval).
+
+    Thinking models (qwen3) are asked not to think: it would only delay the answer.
+    Some Ollama versions refuse the `think` field for models without that ability
+    ("... does not support thinking", status 400): then ask again without it.
+    """
+    def call(**think):
+        reply = client.chat(model=model, messages=messages, stream=stream, options=options, **request, **think)
+        if not stream:
+            return reply
+        first = next(reply, None)         # a stream's errors arrive with its first part
+        return itertools.chain([first] if first else [], reply)
+    if not client_knows_think(client):    # ollama < 0.5 has no `think`: ChatStream says so
+        return call()
+    try:
+        return call(think=False)
+    except ollama.ResponseError as e:
+        if e.status_code != 400 or "thinking" not in str(e.error):
+            raise
+        return call()
 
 
 class ChatStream:
