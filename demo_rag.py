@@ -928,8 +928,17 @@ def fuse(dense: np.ndarray | None, lexical: np.ndarray, words_found: float,
         return fuse_other(parts, method)
     chance_not_noise = 0.5 * (1 + math.erf(standout(dense) / math.sqrt(2))) if dense is not None else 0.0
     weights = {"dense": chance_not_noise * (1 - words_found) ** 2, "bm25": words_found ** 2}
-    weights = {name: w for name, w in weights.items() if name in parts}
-    if sum(weights.values()) == 0:        # no evidence either way: both count the same
+    return weighted_z_scores(parts, {name: w for name, w in weights.items() if name in parts})
+
+
+def weighted_z_scores(parts: dict[str, np.ndarray], weights: dict[str, float]) -> tuple[np.ndarray, dict[str, float]]:
+    """The weighted mean of the rankers' z-scores (each ranker's scores minus their mean, over
+    their standard deviation, so that cosines and BM25 are comparable); equal weights when all are 0.
+
+    >>> weighted_z_scores({"a": np.array([1.0, 3.0]), "b": np.array([0.0, 0.0])}, {"a": 1.0, "b": 0.0})
+    (array([-1.,  1.], dtype=float32), {'a': 1.0, 'b': 0.0})
+    """
+    if sum(weights.values()) == 0:        # no evidence either way: all count the same
         weights = dict.fromkeys(parts, 1.0)
     total = sum(weights.values())
     fused = sum(weights[name] * (s - s.mean()) / (s.std() or 1.0) for name, s in parts.items()) / total
@@ -960,12 +969,7 @@ def fuse_other(parts: dict[str, np.ndarray], method: str) -> tuple[np.ndarray, d
     """
     assert method in FUSION_METHODS, method
     if method == "zscore":
-        weights = {name: max(standout(s), 0.0) for name, s in parts.items()}
-        if sum(weights.values()) == 0:
-            weights = dict.fromkeys(parts, 1.0)
-        total = sum(weights.values())
-        fused = sum(weights[name] * (s - s.mean()) / (s.std() or 1.0) for name, s in parts.items()) / total
-        return fused.astype(np.float32), weights
+        return weighted_z_scores(parts, {name: max(standout(s), 0.0) for name, s in parts.items()})
     if method in parts:
         return parts[method].astype(np.float32), {method: 1.0}
     if method != "rrf":                   # the ranker asked for is missing: use the other
