@@ -27,7 +27,8 @@ command line's main path; it is the whole idea and reads alone. After it come
 the conversation (--chat), the evaluation (--eval) and the narrated run
 (--explain). Part II is what makes Part I robust and fast (encodings, PDFs, the
 safe cache format, checkpoints and progress, the incremental BM25 index,
-thinking models); Part I calls it by name, and a first reading may skip it.
+embedding prompts per model, the other fusions, thinking models); Part I calls
+it by name, and a first reading may skip it.
 
 What it leaves out, on purpose: approximate nearest-neighbour indexes (exact
 NumPy search is fast enough up to a few hundred thousand chunks), rerankers,
@@ -728,12 +729,6 @@ def retrieve(index: Index, question: str, qvec: np.ndarray | None, settings: Set
     return Retrieval(hits, conf, conf >= settings.min_score, qvec, dense, lexical, fused, weights)
 
 
-def vector_size_changed(index: Index, qvec: np.ndarray) -> str:
-    """The reason to re-embed when the model now returns vectors of another size."""
-    return (f"vector size changed ({index.vectors.shape[1]} -> {len(qvec)}) under the same model name "
-            f"'{index.embed_model}'; re-embedding all")
-
-
 def embed_query(client: ollama.Client, question: str, settings: Settings) -> np.ndarray:
     """One /api/embed request for the question; returns a unit vector."""
     return embed_texts(client, settings.embed_model, [query_text(question, settings)])[0]
@@ -747,44 +742,6 @@ def query_text(question: str, settings: Settings) -> str:
 def document_text(chunk: Chunk, settings: Settings) -> str:
     """The text to embed for a chunk: the model's documented document template, if any."""
     return fill_template(embed_templates(settings).document, "{text}", chunk.embed_text)
-
-
-class Templates(NamedTuple):
-    """The embedding prompts in force, and where they come from (for --explain and --json)."""
-    query: str
-    document: str
-    source: str                           # a model card, "--query-instruction", or "none known"
-
-
-def embed_templates(settings: Settings) -> Templates:
-    """The query and document templates for the embedding model: EMBED_PROMPTS' first
-    matching row, overridden by --query-instruction / --doc-instruction.
-
-    >>> embed_templates(Settings(embed_model="hf.co/nomic-ai/nomic-embed-text-v1.5-GGUF"))[:2]
-    ('search_query: {query}', 'search_document: {text}')
-    >>> embed_templates(Settings(embed_model="my-own-embedder:latest"))
-    Templates(query='', document='', source='none known for this model')
-    """
-    name = settings.embed_model.lower()
-    query, document, source = next(((q, d, card) for pattern, q, d, card in EMBED_PROMPTS
-                                    if re.search(pattern, name)), ("", "", "none known for this model"))
-    overrides = [flag for flag, value in (("--query-instruction", settings.query_instruction),
-                                          ("--doc-instruction", settings.doc_instruction)) if value is not None]
-    if overrides:
-        source = " and ".join(overrides) + ("" if len(overrides) == 2 else f"; the other from {source}")
-    return Templates(query if settings.query_instruction is None else settings.query_instruction,
-                     document if settings.doc_instruction is None else settings.doc_instruction, source)
-
-
-def fill_template(template: str, slot: str, text: str) -> str:
-    """Put text in the template's slot; a template without the slot is a prefix.
-
-    >>> fill_template("query: ", "{query}", "tea"), fill_template("", "{query}", "tea")
-    ('query: tea', 'tea')
-    """
-    if not template:
-        return text
-    return template.replace(slot, text) if slot in template else template + text
 
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:
@@ -943,45 +900,6 @@ def weighted_z_scores(parts: dict[str, np.ndarray], weights: dict[str, float]) -
     total = sum(weights.values())
     fused = sum(weights[name] * (s - s.mean()) / (s.std() or 1.0) for name, s in parts.items()) / total
     return fused.astype(np.float32), weights
-
-
-def fuse_other(parts: dict[str, np.ndarray], method: str) -> tuple[np.ndarray, dict[str, float]]:
-    """The alternatives to the default fusion: the earlier z-score fusion, one ranker alone,
-    or reciprocal rank fusion.
-
-    "zscore" weights each ranker by its standout() alone: a ranker no better than
-    noise gets 0; when neither stands out, both count equally. "dense" or "bm25"
-    alone falls back to the other ranker when it is missing (no vectors). RRF adds
-    1 / (RRF_K + rank) per ranker; a chunk without any of the question's words gets
-    nothing from BM25 (it was not retrieved by it).
-
-    Worked example: dense ranks the rows 1, 2, 3, 4; BM25 ranks row 1 first, row 2
-    second and has no word in rows 0 and 3; row 1 gets 1/62 + 1/61 = 0.0325.
-
-    >>> fused, _ = fuse_other({"dense": np.array([0.9, 0.7, 0.5, 0.1]),
-    ...                        "bm25": np.array([0.0, 3.0, 2.0, 0.0])}, "rrf")
-    >>> [round(float(x), 4) for x in fused], top_k(fused, 4).tolist()
-    ([0.0164, 0.0325, 0.032, 0.0156], [1, 2, 0, 3])
-    >>> fused, weights = fuse_other({"dense": np.array([0.2, 0.1, 0.3, 0.1]),
-    ...                              "bm25": np.array([0.0, 0.0, 0.0, 3.0])}, "zscore")
-    >>> int(fused.argmax()), {name: round(w, 2) for name, w in weights.items()}
-    (3, {'dense': 0.0, 'bm25': 0.07})
-    """
-    assert method in FUSION_METHODS, method
-    if method == "zscore":
-        return weighted_z_scores(parts, {name: max(standout(s), 0.0) for name, s in parts.items()})
-    if method in parts:
-        return parts[method].astype(np.float32), {method: 1.0}
-    if method != "rrf":                   # the ranker asked for is missing: use the other
-        (name, s), = parts.items()
-        return s.astype(np.float32), {name: 1.0}
-    fused = np.zeros(len(next(iter(parts.values()))), dtype=np.float64)
-    for name, s in parts.items():
-        order = np.argsort(-s, kind="stable")
-        ranks = np.empty(len(s), dtype=np.float64)
-        ranks[order] = np.arange(1, len(s) + 1)
-        fused += np.where(s > 0, 1.0, 0.0 if name == "bm25" else 1.0) / (RRF_K + ranks)
-    return fused.astype(np.float32), dict.fromkeys(parts, 1.0)
 
 
 def confidence(terms: list[Term], hit_rows: list[int], dense: np.ndarray | None, rows: np.ndarray) -> float:
@@ -3082,6 +3000,12 @@ def count_file(report: IndexReport, rel: str, before: FileRecord | None, digest:
         report.changed += 1
     report.touched.append(rel)
 
+
+def vector_size_changed(index: Index, qvec: np.ndarray) -> str:
+    """The reason to re-embed when the model now returns vectors of another size."""
+    return (f"vector size changed ({index.vectors.shape[1]} -> {len(qvec)}) under the same model name "
+            f"'{index.embed_model}'; re-embedding all")
+
 # ----------------------------------------------------------------------------
 # Progress on stderr: numbers a long first build can be planned by.
 
@@ -3161,6 +3085,89 @@ def duration(seconds: float) -> str:
         return "?"
     s = round(seconds)
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+# ----------------------------------------------------------------------------
+# Embedding prompts: the templates each model family was trained with (EMBED_PROMPTS).
+
+
+class Templates(NamedTuple):
+    """The embedding prompts in force, and where they come from (for --explain and --json)."""
+    query: str
+    document: str
+    source: str                           # a model card, "--query-instruction", or "none known"
+
+
+def embed_templates(settings: Settings) -> Templates:
+    """The query and document templates for the embedding model: EMBED_PROMPTS' first
+    matching row, overridden by --query-instruction / --doc-instruction.
+
+    >>> embed_templates(Settings(embed_model="hf.co/nomic-ai/nomic-embed-text-v1.5-GGUF"))[:2]
+    ('search_query: {query}', 'search_document: {text}')
+    >>> embed_templates(Settings(embed_model="my-own-embedder:latest"))
+    Templates(query='', document='', source='none known for this model')
+    """
+    name = settings.embed_model.lower()
+    query, document, source = next(((q, d, card) for pattern, q, d, card in EMBED_PROMPTS
+                                    if re.search(pattern, name)), ("", "", "none known for this model"))
+    overrides = [flag for flag, value in (("--query-instruction", settings.query_instruction),
+                                          ("--doc-instruction", settings.doc_instruction)) if value is not None]
+    if overrides:
+        source = " and ".join(overrides) + ("" if len(overrides) == 2 else f"; the other from {source}")
+    return Templates(query if settings.query_instruction is None else settings.query_instruction,
+                     document if settings.doc_instruction is None else settings.doc_instruction, source)
+
+
+def fill_template(template: str, slot: str, text: str) -> str:
+    """Put text in the template's slot; a template without the slot is a prefix.
+
+    >>> fill_template("query: ", "{query}", "tea"), fill_template("", "{query}", "tea")
+    ('query: tea', 'tea')
+    """
+    if not template:
+        return text
+    return template.replace(slot, text) if slot in template else template + text
+
+# ----------------------------------------------------------------------------
+# The other fusions (--fusion), for comparison and for --tune.
+
+
+def fuse_other(parts: dict[str, np.ndarray], method: str) -> tuple[np.ndarray, dict[str, float]]:
+    """The alternatives to the default fusion: the earlier z-score fusion, one ranker alone,
+    or reciprocal rank fusion.
+
+    "zscore" weights each ranker by its standout() alone: a ranker no better than
+    noise gets 0; when neither stands out, both count equally. "dense" or "bm25"
+    alone falls back to the other ranker when it is missing (no vectors). RRF adds
+    1 / (RRF_K + rank) per ranker; a chunk without any of the question's words gets
+    nothing from BM25 (it was not retrieved by it).
+
+    Worked example: dense ranks the rows 1, 2, 3, 4; BM25 ranks row 1 first, row 2
+    second and has no word in rows 0 and 3; row 1 gets 1/62 + 1/61 = 0.0325.
+
+    >>> fused, _ = fuse_other({"dense": np.array([0.9, 0.7, 0.5, 0.1]),
+    ...                        "bm25": np.array([0.0, 3.0, 2.0, 0.0])}, "rrf")
+    >>> [round(float(x), 4) for x in fused], top_k(fused, 4).tolist()
+    ([0.0164, 0.0325, 0.032, 0.0156], [1, 2, 0, 3])
+    >>> fused, weights = fuse_other({"dense": np.array([0.2, 0.1, 0.3, 0.1]),
+    ...                              "bm25": np.array([0.0, 0.0, 0.0, 3.0])}, "zscore")
+    >>> int(fused.argmax()), {name: round(w, 2) for name, w in weights.items()}
+    (3, {'dense': 0.0, 'bm25': 0.07})
+    """
+    assert method in FUSION_METHODS, method
+    if method == "zscore":
+        return weighted_z_scores(parts, {name: max(standout(s), 0.0) for name, s in parts.items()})
+    if method in parts:
+        return parts[method].astype(np.float32), {method: 1.0}
+    if method != "rrf":                   # the ranker asked for is missing: use the other
+        (name, s), = parts.items()
+        return s.astype(np.float32), {name: 1.0}
+    fused = np.zeros(len(next(iter(parts.values()))), dtype=np.float64)
+    for name, s in parts.items():
+        order = np.argsort(-s, kind="stable")
+        ranks = np.empty(len(s), dtype=np.float64)
+        ranks[order] = np.arange(1, len(s) + 1)
+        fused += np.where(s > 0, 1.0, 0.0 if name == "bm25" else 1.0) / (RRF_K + ranks)
+    return fused.astype(np.float32), dict.fromkeys(parts, 1.0)
 
 # ----------------------------------------------------------------------------
 # Thinking models: their reasoning is not part of the answer.
