@@ -678,8 +678,8 @@ def search(client: ollama.Client, index: Index, question: str, settings: Setting
             qvec = embed_query(client, question, settings)
         except OllamaError as e:
             why = str(e)
-        if qvec is not None and len(qvec) != index.vectors.shape[1] and index.has_vector.any():  # re-pulled
-            why = vector_size_changed(index, qvec)
+        if qvec is not None:
+            why = vector_size_changed(index, qvec) or None      # a re-pulled model, say
     t1 = time.perf_counter()
     r = retrieve(index, question, qvec, settings)
     return replace(r, keywords_only_because=why,
@@ -1077,8 +1077,8 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
     if not source_mask(index, settings.source_filter).any():
         return no_matching_source(settings)
     r = search(client, index, args.question, settings)
-    if r.query_vector is not None and r.keywords_only_because == vector_size_changed(index, r.query_vector):
-        index, report, timings["index"] = open_index(settings, client, r.keywords_only_because, quiet=not echo,
+    if r.query_vector is not None and (reason := vector_size_changed(index, r.query_vector)):
+        index, report, timings["index"] = open_index(settings, client, reason, quiet=not echo,
                                                      progress_seconds=args.progress_seconds)
         r = search(client, index, args.question, settings)
     timings.update(r.timings)
@@ -3002,7 +3002,10 @@ def count_file(report: IndexReport, rel: str, before: FileRecord | None, digest:
 
 
 def vector_size_changed(index: Index, qvec: np.ndarray) -> str:
-    """The reason to re-embed when the model now returns vectors of another size."""
+    """Why the index must be re-embedded when the model now returns vectors of another
+    size than the ones it holds ("" when they match, or when it holds none yet)."""
+    if len(qvec) == index.vectors.shape[1] or not index.has_vector.any():
+        return ""
     return (f"vector size changed ({index.vectors.shape[1]} -> {len(qvec)}) under the same model name "
             f"'{index.embed_model}'; re-embedding all")
 
