@@ -2131,6 +2131,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for flag, value in (("--max-note-mb", args.max_note_mb), ("--timeout", args.timeout)):
         if not 0 < value < math.inf:      # nan fails every comparison too
             p.error(f"{flag} must be a positive number, not {value}")
+    for flag, value in (("--checkpoint-seconds", args.checkpoint_seconds),
+                        ("--progress-seconds", args.progress_seconds)):
+        if not 0 <= value < math.inf:     # nan would never save, or never report
+            p.error(f"{flag} must be 0 or more seconds, not {value}")
     if args.question and not is_text(args.question):
         p.error(f"the question: {NOT_TEXT}")
     return args

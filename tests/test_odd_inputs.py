@@ -163,7 +163,9 @@ def test_old_encodings_are_indexed_and_the_guess_is_said_on_every_run(cli, tmp_p
 
 @pytest.mark.parametrize("flag, value", [("--min-score", "nan"), ("--min-score", "inf"), ("--max-note-mb", "nan"),
                                          ("--max-note-mb", "inf"), ("--max-note-mb", "-1"), ("--max-note-mb", "0"),
-                                         ("--timeout", "0"), ("--timeout", "nan")])
+                                         ("--timeout", "0"), ("--timeout", "nan"), ("--checkpoint-seconds", "nan"),
+                                         ("--checkpoint-seconds", "-1"), ("--progress-seconds", "nan"),
+                                         ("--progress-seconds", "inf")])
 def test_meaningless_numbers_are_usage_errors(cli, flag, value):
     out = cli("q", flag, value)
     assert out.returncode == 2 and "Traceback" not in out.stderr
