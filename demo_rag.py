@@ -928,7 +928,7 @@ def confidence(terms: list[Term], hit_rows: list[int], dense: np.ndarray | None,
     words = max((coverage(terms, row) for row in hit_rows), default=0.0)
     if dense is None or not len(rows) or not hit_rows:
         return words
-    typical = float(np.median(dense[rows]))
+    typical = median(dense[rows])
     best = max(float(dense[row]) for row in hit_rows)
     meaning = (best - typical) / (1 - typical) if typical < 1 else 0.0
     return words + max(meaning, 0.0)
@@ -2675,6 +2675,18 @@ def save_index(index: Index, path: Path) -> None:
 
 def glob_escape(name: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", name)
+
+
+def median(values: np.ndarray) -> float:
+    """The median, as np.median gives it, without np.median's first-call cost: that
+    imports numpy.ma, about 70 ms of a warm query.
+
+    >>> median(np.array([3.0, 1.0, 2.0])), median(np.array([4.0, 1.0, 2.0, 3.0]))
+    (2.0, 2.5)
+    """
+    n = len(values)
+    middle = np.partition(values, [(n - 1) // 2, n // 2])
+    return float(middle[(n - 1) // 2] + middle[n // 2]) / 2
 
 
 def load_index(path: Path) -> tuple[Index | None, str]:
