@@ -223,6 +223,16 @@ def test_a_warm_query_does_not_import_the_text_splitter(vault, server):
     assert out.stdout.strip().endswith("LEAN"), out.stderr
 
 
+@pytest.mark.parametrize("then, out", [("", "kept"), ("os.close(1); ", "")])
+def test_the_quick_exit_flushes_what_was_printed_and_keeps_the_exit_code(then, out):
+    # exit_now() skips the interpreter's teardown, which is what would flush a pipe's
+    # buffer; a reader gone away (here: stdout closed) is not an error either.
+    code = f"import os, demo_rag; print('kept', end=''); {then}demo_rag.exit_now(3)"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}     # a pipe is buffered
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=rag.HERE, env=env)
+    assert (done.returncode, done.stdout, done.stderr) == (3, out, "")
+
+
 def glob(module, name):
     return f"c{module}\n{name}\n".encode()
 
