@@ -186,6 +186,8 @@ MAX_NUM_CTX = 32768                       # the largest context to ask for (qwen
 FUSION_METHODS = ("evidence", "zscore", "rrf", "dense", "bm25")
 FUSION_METHOD = "evidence"
 RRF_K = 60                                # reciprocal rank fusion's constant (Cormack et al. 2009)
+EVIDENCE_POWER = 6                        # fusion weight = evidence ** this: the ranker with clearly
+                                          # more evidence leads (5 to 8 measured alike: bench/fusion-study.md)
 
 # Tuning on your own notes (--make-eval, then --tune).
 EVAL_QUESTIONS = 40                       # questions per generated set: enough to tell variants apart
@@ -702,7 +704,7 @@ class Retrieval:
     dense: np.ndarray | None              # each ranker's scores over all chunks, for --explain
     lexical: np.ndarray                   # and --eval; dense is None without usable vectors
     fused: np.ndarray
-    weights: dict[str, float]             # how much each ranker counted in the fusion
+    weights: dict[str, float]             # each ranker's share of the fusion (sum 1)
     keywords_only_because: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -839,25 +841,6 @@ def bm25_scores(lex: Lexicon, terms: list[Term], k1: float = 1.2, b: float = 0.7
     return scores
 
 
-def standout(scores: np.ndarray) -> float:
-    """How far the best score stands above what chance would give, in standard deviations.
-
-    The best of n random scores lies about sqrt(2 ln n) standard deviations above
-    their mean; a ranker that found something relevant puts its best further out.
-    Values <= 0 mean "no better than noise".
-
-    >>> round(standout(np.array([0.0] * 99 + [1.0])), 2)
-    6.92
-    """
-    n = len(scores)
-    if n < 2:
-        return 0.0
-    sd = float(scores.std())
-    if sd == 0:
-        return 0.0
-    return (float(scores.max()) - float(scores.mean())) / sd - math.sqrt(2 * math.log(n))
-
-
 FUSION_NOTES = {"evidence": "z-scores weighted by each ranker's evidence on this question",
                 "zscore": "z-scores weighted by how far each ranker stands out",
                 "rrf": f"reciprocal rank fusion, k={RRF_K}", "dense": "cosine alone", "bm25": "BM25 alone"}
@@ -865,47 +848,51 @@ FUSION_NOTES = {"evidence": "z-scores weighted by each ranker's evidence on this
 
 def fuse(dense: np.ndarray | None, lexical: np.ndarray, words_found: float,
          method: str = FUSION_METHOD) -> tuple[np.ndarray, dict[str, float]]:
-    """Fuse two rankers' scores into one; returns the fused scores and each ranker's weight.
+    """Fuse two rankers' scores into one; returns the fused scores and each ranker's share.
 
     Each ranker's scores become z-scores, so cosines and BM25 are comparable, and
-    each is weighted by its own evidence on this question. BM25's is `words_found`
-    (c): how much of the question's informative words its best chunk holds, from
-    coverage(). Meaning gets the rest, (1 - c), discounted by the chance that the
-    best cosine is more than noise (Φ of standout()). Both are squared, so the
-    clearer ranker leads: a question worded like the note is ranked by its words,
-    a paraphrase by its meaning, and an embedder that is noise on these notes (an
-    English-only one on Chinese) cannot drag good keyword hits down. `method`
-    (--fusion) picks an alternative; see fuse_other().
+    each counts by the evidence it found on this question, the two halves of
+    confidence(): BM25 by `words_found`, how much of the question's informative
+    words its best chunk holds (coverage()); dense by meaning_found(), how far its
+    best cosine moved from the typical chunk's towards a perfect match. Raised to
+    EVIDENCE_POWER, so the ranker with clearly more evidence leads and the other
+    only breaks its near-ties: a question worded like the note is ranked by its
+    words, a paraphrase by its meaning, and an embedder that is noise on these notes
+    (an English-only one on Chinese) cannot drag good keyword hits down.
+    `method` (--fusion) picks an alternative; see fuse_other().
 
-    Worked example: BM25's best chunk holds 90% of the question's words, so words
-    lead (0.81 against 0.004) and row 3 wins although its cosine is low.
+    Worked example: BM25's best chunk holds 90% of the question's words, the best
+    cosine moved 0.4 of the way from the typical chunk's to 1.0: the words count
+    (0.9 / 0.4) ** 6, about 130 times as much, and row 3 wins although its cosine is low.
 
-    >>> fused, weights = fuse(np.array([0.2, 0.1, 0.3, 0.1]), np.array([0.0, 0.0, 0.0, 3.0]), 0.9)
+    >>> fused, weights = fuse(np.array([0.0, -0.1, 0.4, 0.0]), np.array([0.0, 0.0, 0.0, 3.0]), 0.9)
     >>> int(fused.argmax()), {name: round(w, 3) for name, w in weights.items()}
-    (3, {'dense': 0.004, 'bm25': 0.81})
+    (3, {'dense': 0.008, 'bm25': 0.992})
     """
     parts = {name: s for name, s in (("dense", dense), ("bm25", lexical)) if s is not None and len(s)}
     if not parts:
         return np.zeros(0, dtype=np.float32), {}
     if method != "evidence":
         return fuse_other(parts, method)
-    chance_not_noise = 0.5 * (1 + math.erf(standout(dense) / math.sqrt(2))) if dense is not None else 0.0
-    weights = {"dense": chance_not_noise * (1 - words_found) ** 2, "bm25": words_found ** 2}
-    return weighted_z_scores(parts, {name: w for name, w in weights.items() if name in parts})
+    evidence = {"dense": meaning_found(float(dense.max()), median(dense)) if dense is not None else 0.0,
+                "bm25": words_found}
+    return weighted_z_scores(parts, {name: evidence[name] ** EVIDENCE_POWER for name in parts})
 
 
 def weighted_z_scores(parts: dict[str, np.ndarray], weights: dict[str, float]) -> tuple[np.ndarray, dict[str, float]]:
     """The weighted mean of the rankers' z-scores (each ranker's scores minus their mean, over
-    their standard deviation, so that cosines and BM25 are comparable); equal weights when all are 0.
+    their standard deviation, so that cosines and BM25 are comparable), and each ranker's
+    share of the weight; equal shares when all weights are 0.
 
-    >>> weighted_z_scores({"a": np.array([1.0, 3.0]), "b": np.array([0.0, 0.0])}, {"a": 1.0, "b": 0.0})
-    (array([-1.,  1.], dtype=float32), {'a': 1.0, 'b': 0.0})
+    >>> weighted_z_scores({"a": np.array([1.0, 3.0]), "b": np.array([0.0, 0.0])}, {"a": 3.0, "b": 1.0})
+    (array([-0.75,  0.75], dtype=float32), {'a': 0.75, 'b': 0.25})
     """
     if sum(weights.values()) == 0:        # no evidence either way: all count the same
         weights = dict.fromkeys(parts, 1.0)
     total = sum(weights.values())
-    fused = sum(weights[name] * (s - s.mean()) / (s.std() or 1.0) for name, s in parts.items()) / total
-    return fused.astype(np.float32), weights
+    shares = {name: w / total for name, w in weights.items()}
+    fused = sum(shares[name] * (s - s.mean()) / (s.std() or 1.0) for name, s in parts.items())
+    return np.asarray(fused, dtype=np.float32), shares
 
 
 def confidence(terms: list[Term], hit_rows: list[int], dense: np.ndarray | None, rows: np.ndarray) -> float:
@@ -928,10 +915,17 @@ def confidence(terms: list[Term], hit_rows: list[int], dense: np.ndarray | None,
     words = max((coverage(terms, row) for row in hit_rows), default=0.0)
     if dense is None or not len(rows) or not hit_rows:
         return words
-    typical = median(dense[rows])
-    best = max(float(dense[row]) for row in hit_rows)
-    meaning = (best - typical) / (1 - typical) if typical < 1 else 0.0
-    return words + max(meaning, 0.0)
+    return words + meaning_found(max(float(dense[row]) for row in hit_rows), median(dense[rows]))
+
+
+def meaning_found(best: float, typical: float) -> float:
+    """How far the `best` cosine moved from the `typical` chunk's towards a perfect 1.0,
+    0 to 1: the evidence of meaning, on each embedder's own scale.
+
+    >>> meaning_found(0.5, 0.0), meaning_found(0.9, 0.8), meaning_found(0.7, 0.8)
+    (0.5, 0.5, 0.0)
+    """
+    return max(0.0, (best - typical) / (1 - typical)) if typical < 1 else 0.0
 
 
 def coverage(terms: list[Term], row: int) -> float:
@@ -3176,7 +3170,7 @@ def fuse_other(parts: dict[str, np.ndarray], method: str) -> tuple[np.ndarray, d
     >>> fused, weights = fuse_other({"dense": np.array([0.2, 0.1, 0.3, 0.1]),
     ...                              "bm25": np.array([0.0, 0.0, 0.0, 3.0])}, "zscore")
     >>> int(fused.argmax()), {name: round(w, 2) for name, w in weights.items()}
-    (3, {'dense': 0.0, 'bm25': 0.07})
+    (3, {'dense': 0.0, 'bm25': 1.0})
     """
     assert method in FUSION_METHODS, method
     if method == "zscore":
@@ -3193,6 +3187,25 @@ def fuse_other(parts: dict[str, np.ndarray], method: str) -> tuple[np.ndarray, d
         ranks[order] = np.arange(1, len(s) + 1)
         fused += np.where(s > 0, 1.0, 0.0 if name == "bm25" else 1.0) / (RRF_K + ranks)
     return fused.astype(np.float32), dict.fromkeys(parts, 1.0)
+
+
+def standout(scores: np.ndarray) -> float:
+    """How far the best score stands above what chance would give, in standard deviations.
+
+    The best of n random scores lies about sqrt(2 ln n) standard deviations above
+    their mean; a ranker that found something relevant puts its best further out.
+    Values <= 0 mean "no better than noise".
+
+    >>> round(standout(np.array([0.0] * 99 + [1.0])), 2)
+    6.92
+    """
+    n = len(scores)
+    if n < 2:
+        return 0.0
+    sd = float(scores.std())
+    if sd == 0:
+        return 0.0
+    return (float(scores.max()) - float(scores.mean())) / sd - math.sqrt(2 * math.log(n))
 
 # ----------------------------------------------------------------------------
 # Thinking models: their reasoning is not part of the answer.

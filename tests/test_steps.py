@@ -187,6 +187,17 @@ def test_fusion_ignores_a_ranker_that_is_noise():
     assert rag.top_k(fused, 3).tolist()[0] == 17 and weights["dense"] == 0
 
 
+def test_a_weak_embedder_does_not_flip_a_close_keyword_call_on_a_small_folder():
+    """12 chunks, half the question's words in BM25's best chunk, a near-tie for second,
+    and an embedder whose best match is barely above the typical chunk (hashed or random
+    vectors): the first `evidence` fusion let it reorder the two; BM25's order must hold."""
+    lexical = np.zeros(12)
+    lexical[[0, 1]] = [2.31, 2.16]
+    dense = np.array([0.0, 0.12, 0.02, -0.01, 0.03, 0.0, 0.01, -0.02, 0.02, 0.0, -0.01, 0.01])
+    fused, shares = rag.fuse(dense, lexical, 0.5)
+    assert rag.top_k(fused, 2).tolist() == [0, 1] and shares["bm25"] > 0.99
+
+
 def test_fusion_follows_meaning_when_the_words_are_not_there():
     """A paraphrase: BM25's best chunk holds few of the question's words, and the
     embedder's best clearly stands out, so meaning decides."""
