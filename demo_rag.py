@@ -773,7 +773,7 @@ def top_k(scores: np.ndarray, k: int) -> np.ndarray:
 
 def tokenize(text: str) -> list[str]:
     """Words and numbers in lower case and singular; CJK runs as single characters plus
-    bigrams; stopwords dropped (single characters only, for CJK: bigrams keep the context).
+    bigrams; stopwords dropped (for CJK, single characters and question-word bigrams).
 
     Chinese has no spaces, so a whitespace tokenizer would see a whole sentence
     as one word; characters and bigrams let "向量" match inside "用向量检索".
@@ -2446,11 +2446,15 @@ TOKEN = re.compile(rf"[{CJK}]+|(?:(?![{CJK}])[^\W_])+")
 CJK_CHAR = re.compile(rf"[{CJK}]")
 # Words that carry no topic. BM25's idf already discounts common words in a big
 # vault, but in a folder of ten notes "the" or "的" can look rare enough to matter.
+# Chinese question words are bigrams (什么 what, 怎么 how, 为什么 why, ...): as
+# stopwords like their English twins, they no longer find "为什么" in a passage
+# for "什么是 RAG？", nor count as words an unanswerable question shares with the notes.
 STOPWORDS = frozenset(
     "a an and are as at be but by can did do does for from had has have how i if in into is it its "
     "me my of on or our should so than that the their them then there these they this to was we "
     "were what when where which who why will with would you your "
-    "的 了 是 吗 呢 吧 啊 么 什 怎 样 哪 谁 我 你 在 和 与 及 或 也 都 就 个 有 要 会 能 可 以 之 其 把 被 让 给".split())
+    "的 了 是 吗 呢 吧 啊 么 什 怎 样 哪 谁 我 你 在 和 与 及 或 也 都 就 个 有 要 会 能 可 以 之 其 把 被 让 给 "
+    "什么 怎么 怎样 如何 为什 哪些 哪里 哪个 是否 可以".split())
 
 
 def singular(word: str) -> str:
