@@ -48,3 +48,10 @@ def test_explain_narrates_every_step(cli, notes):
     assert "[1] bm25.md" in out.stdout and "num_ctx 4096" in out.stdout
     assert "According to the notes" in out.stdout
     assert max(len(line) for line in out.stdout.splitlines()) <= 80
+
+
+def test_importing_the_module_leaves_a_notebook_s_garbage_collector_as_it_was():
+    # The command line freezes what its imports built (gc.freeze); an import must not.
+    code = "import gc, demo_rag; print(gc.isenabled(), gc.get_freeze_count())"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert out.stdout.split() == ["True", "0"], out.stderr
