@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -53,6 +54,26 @@ def wait_ready(url: str, proc: subprocess.Popen, seconds: float = 120) -> None:
     raise SystemExit("the stand-in did not answer within two minutes")
 
 
+@contextmanager
+def standin(embedder: str, model: str):
+    """Run the shared stand-in on a free port, embedding with `embedder` (minilm, e5, hash)
+    under the name `model` (and qwen3:0.6b for chat); yield its URL, stop it after."""
+    port = free_port()
+    env = dict(os.environ, STANDIN_PORT=str(port), STANDIN_EMBED=embedder, STANDIN_MODELS=f"{model},qwen3:0.6b")
+    server = subprocess.Popen([sys.executable, str(STANDIN)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url, server)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("corpus", type=Path, help="the Ollama documentation folder")
@@ -67,28 +88,12 @@ def main() -> int:
     if not STANDIN.is_file():
         p.error(f"stand-in not found: {STANDIN} (set STANDIN=path)")
     model, flags = EMBEDDERS[args.embedder]
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = dict(os.environ, STANDIN_PORT=str(port), STANDIN_EMBED=args.embedder,
-               STANDIN_MODELS=f"{model},qwen3:0.6b")
-    with tempfile.TemporaryDirectory(prefix="eval-paraphrase-") as tmp:
-        cache = args.cache or Path(tmp)
-        server = subprocess.Popen([sys.executable, str(STANDIN)], env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            wait_ready(url, server)
-            cmd = [sys.executable, str(PROJECT / "demo_rag.py"), "--notes", str(args.corpus),
-                   "--cache", str(cache), "--embed-model", model, *flags,
-                   "--eval", str(args.eval_set), *rest]
-            print(f"embedder: {args.embedder} (stand-in, served as {model!r}); corpus: {args.corpus}",
-                  flush=True)
-            return subprocess.run(cmd, env=dict(os.environ, OLLAMA_HOST=url)).returncode
-        finally:
-            server.terminate()
-            try:
-                server.wait(10)
-            except subprocess.TimeoutExpired:
-                server.kill()
+    with tempfile.TemporaryDirectory(prefix="eval-paraphrase-") as tmp, standin(args.embedder, model) as url:
+        cmd = [sys.executable, str(PROJECT / "demo_rag.py"), "--notes", str(args.corpus),
+               "--cache", str(args.cache or Path(tmp)), "--embed-model", model, *flags,
+               "--eval", str(args.eval_set), *rest]
+        print(f"embedder: {args.embedder} (stand-in, served as {model!r}); corpus: {args.corpus}", flush=True)
+        return subprocess.run(cmd, env=dict(os.environ, OLLAMA_HOST=url)).returncode
 
 
 if __name__ == "__main__":

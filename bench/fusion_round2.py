@@ -16,10 +16,7 @@ the test suite's FakeOllama. None of these numbers are for qwen3-embedding.
 """
 import argparse
 import math
-import os
-import subprocess
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -28,33 +25,14 @@ import ollama
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests"), str(HERE)]
 import demo_rag as d  # noqa: E402
-from eval_paraphrase import EVAL_SET, STANDIN, free_port, wait_ready  # noqa: E402
+from eval_paraphrase import EVAL_SET  # noqa: E402
+from fusion_study import server  # noqa: E402  (FakeOllama or the stand-in)
 
 DEMO_SET = HERE.parent / "demo-data" / "eval.jsonl"
 # embedder -> (model name served, --query-instruction); hash and random keep Qwen's template, as --eval does
 EMBEDDERS = {"minilm": ("all-minilm", None), "e5": ("multilingual-e5-small", "query: {query}"),
              "hash": ("qwen3-embedding:0.6b", None), "random": ("qwen3-embedding:0.6b", None)}
 POWERS = (1, 2, 3, 4, 5, 6, 8)
-
-
-@contextmanager
-def serve(embedder: str):
-    """Yield the URL of a server that embeds with `embedder`."""
-    if embedder in ("hash", "random"):
-        from ollama_server import FakeOllama
-        with FakeOllama(embed=embedder) as fake:
-            yield fake.url
-        return
-    port, model = free_port(), EMBEDDERS[embedder][0]
-    env = dict(os.environ, STANDIN_PORT=str(port), STANDIN_EMBED=embedder, STANDIN_MODELS=f"{model},qwen3:0.6b")
-    proc = subprocess.Popen([sys.executable, str(STANDIN)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_ready(f"http://127.0.0.1:{port}", proc)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def questions(notes: Path, items: list[dict], embedder: str, url: str, name: str) -> tuple[d.Index, list[dict]]:
@@ -113,7 +91,7 @@ def main() -> None:
     args = p.parse_args()
     cells, sets = {}, (("paraphrase", args.docs, EVAL_SET), ("demo", HERE.parent / "demo-data", DEMO_SET))
     for embedder in args.embedders:
-        with serve(embedder) as url:
+        with server(embedder) as url:
             for name, notes, path in sets:
                 if name == "paraphrase" and embedder in ("hash", "random"):
                     continue              # the issue's cells: paraphrase with real embedders only

@@ -17,13 +17,8 @@ FakeOllama. None of these numbers are for qwen3-embedding.
 import argparse
 import json
 import math
-import os
 import pickle
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -34,9 +29,9 @@ PROJECT = HERE.parent
 sys.path.insert(0, str(PROJECT))
 sys.path.insert(0, str(PROJECT / "tests"))
 import demo_rag as d  # noqa: E402
+from eval_paraphrase import standin  # noqa: E402
 
 RESULTS = HERE / "results"
-STANDIN = Path(os.environ.get("STANDIN", PROJECT.parent / "shared" / "tools" / "ollama_standin.py"))
 # embedder -> (model name served, query template)
 EMBEDDERS = {"minilm": ("all-minilm", ""), "e5": ("multilingual-e5-small", "query: {query}"),
              "hash": ("qwen3-embedding:0.6b", ""), "random": ("qwen3-embedding:0.6b", "")}
@@ -98,37 +93,16 @@ def load_chunks(notes: Path, chunking: str) -> list:
 # Embedding, through a server that speaks Ollama's API, cached by text
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def server(embedder: str):
     """Yield the URL of a server embedding with `embedder`; stop it afterwards."""
     if embedder in ("hash", "random"):
         from ollama_server import FakeOllama
         with FakeOllama(embed=embedder) as fake:
-            yield fake.url if hasattr(fake, "url") else f"http://127.0.0.1:{fake.port}"
+            yield fake.url
         return
-    port = free_port()
-    env = dict(os.environ, STANDIN_PORT=str(port), STANDIN_EMBED=embedder,
-               STANDIN_MODELS=EMBEDDERS[embedder][0])
-    proc = subprocess.Popen([sys.executable, str(STANDIN)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(400):
-            try:
-                urllib.request.urlopen(url + "/api/version", timeout=2).read()
-                break
-            except OSError:
-                time.sleep(0.3)
+    with standin(embedder, EMBEDDERS[embedder][0]) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 class VectorCache:
@@ -347,7 +321,7 @@ def floor_features(cell: dict, fusion=None, top=5) -> list[dict]:
     feats = []
     lex = cell["lex"]
     for qi, it in enumerate(cell["items"]):
-        dense, bm25 = cell["dense"][qi], cell["bm25"][qi]
+        dense = cell["dense"][qi]
         fused = np.asarray(run_fusion(fusion or RECOMMENDED, cell, qi), dtype=np.float64)
         hits = np.lexsort((np.arange(len(fused)), -fused))[:top]
         postings = d.query_postings(lex, it["question"])
