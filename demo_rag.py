@@ -347,16 +347,15 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = ()) -> tuple[list[NoteFil
     unreadable: dict[str, list[str]] = {}     # suffix -> notes whose optional package is missing
     for folder, dirs, names in os.walk(notes_dir, followlinks=True,
                                        onerror=lambda e: warnings.append(f"cannot read {e.filename}: {e.strerror}")):
+        base = os.path.relpath(folder, notes_dir).replace(os.sep, "/")   # this folder, as rel's start
         real = os.path.realpath(folder)
         if real in seen_dirs:
-            warnings.append(f"skipped {readable_name(Path(folder).relative_to(notes_dir).as_posix())}/: "
-                            "a symlink loop back to a folder already read")
+            warnings.append(f"skipped {readable_name(base)}/: a symlink loop back to a folder already read")
             dirs[:] = []
             continue
         seen_dirs.add(real)
         dirs[:] = sorted(d for d in dirs if not d.startswith(".")
                          and os.path.realpath(os.path.join(folder, d)) not in skip_real)
-        base = os.path.relpath(folder, notes_dir).replace(os.sep, "/")
         prefix = "" if base == "." else base + "/"
         for name in sorted(names):
             suffix = os.path.splitext(name)[1].lower()
