@@ -94,7 +94,7 @@ def main() -> None:
         with server(embedder) as url:
             for name, notes, path in sets:
                 if name == "paraphrase" and embedder in ("hash", "random"):
-                    continue              # the cells: paraphrase with real embedders only
+                    continue              # the study's cells: paraphrase with real embedders only
                 print(f"  {name} x {embedder}", file=sys.stderr, flush=True)
                 cells[f"{name} x {embedder}"] = questions(notes, d.load_eval_set(path), embedder, url, name)
     print("hit@1 / hit@5 / MRR@10; paraphrase cells judged by section, then (in brackets) by answer string\n")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Measure fusion rules, relevance floors and chunkings without re-embedding (issue 16).
+"""Measure fusion rules, relevance floors and chunkings without re-embedding.
 
 For each evaluation set x embedder x chunking it embeds every chunk and question once
 (vectors cached by text in bench/results/vectors-<embedder>.pkl), then ranks with
@@ -186,7 +186,7 @@ def rrf(parts, k=60.0):
     return sum(w / (k + r) for w, r in parts if w > 0)
 
 
-def f_today(dense, bm25):                     # the default before issue 16: --fusion zscore
+def f_today(dense, bm25):                     # the default before this study: --fusion zscore
     return d.fuse(dense, bm25, 0.0, "zscore")[0]
 
 

@@ -136,7 +136,7 @@ def test_a_cache_that_cannot_be_written_costs_a_warning_not_the_answer(tmp_path,
         assert len(warnings) == 1 and warnings[0].startswith("warning: cache not saved ("), out.stderr
 
 
-# ---- no run destroys vectors it cannot replace (issue 15, item 1) -------------------------
+# ---- no run destroys vectors it cannot replace ------------------------------------------
 
 @pytest.mark.parametrize("bad", [["--embed-model", "qwen3-embedding:0.6bb"], ["--rebuild", "dead host"]])
 def test_a_run_that_embeds_nothing_keeps_the_vectors(vault, server, bad, dead_host):
@@ -147,7 +147,7 @@ def test_a_run_that_embeds_nothing_keeps_the_vectors(vault, server, bad, dead_ho
     assert texts_the_next_run_embeds(vault) == 0
 
 
-# ---- the embedder's vector size changes under the same name (issue 15, item 10) -------------
+# ---- the embedder's vector size changes under the same name -----------------------------
 
 def test_a_new_vector_size_under_the_same_name_is_re_embedded_with_the_reason(vault):
     with FakeOllama(dim=256) as server:
@@ -163,7 +163,7 @@ def test_a_new_vector_size_under_the_same_name_is_re_embedded_with_the_reason(va
         assert chunk_texts_sent(server) == CHUNKS        # and the next run embeds nothing
 
 
-# ---- a loaded cache is checked as strictly as it is unpickled (issue 15, item 11) -----------
+# ---- a loaded cache is checked as strictly as it is unpickled ---------------------------
 
 def rewrite_cache(path, change_dict=lambda d: None, change_vectors=lambda v: None):
     with open(path, "rb") as f:

@@ -1,4 +1,4 @@
-"""Issue 15: what real folders and users throw at the script (odd files, odd names,
+"""What real folders and users throw at the script (odd files, odd names,
 old encodings, bad flags, a broken environment). Each case as a user meets it: the
 script as a subprocess, in a temporary folder, against the stand-in Ollama server."""
 from __future__ import annotations
@@ -29,7 +29,7 @@ def folder_with(tmp_path, **files) -> os.PathLike:
     return folder
 
 
-# ---- item 3: FIFOs and devices named like notes --------------------------------
+# ---- FIFOs and devices named like notes -----------------------------------------
 
 def test_a_fifo_or_device_named_like_a_note_is_skipped_not_waited_on(cli, tmp_path):
     folder = folder_with(tmp_path)
@@ -42,7 +42,7 @@ def test_a_fifo_or_device_named_like_a_note_is_skipped_not_waited_on(cli, tmp_pa
     assert "[1] kites.md" in out.stdout
 
 
-# ---- item 4: file names that are not UTF-8 --------------------------------------
+# ---- file names that are not UTF-8 ----------------------------------------------
 
 def test_a_file_name_that_is_not_utf8_is_indexed_cited_and_printed(cli, tmp_path):
     folder = folder_with(tmp_path)
@@ -71,7 +71,7 @@ def test_readable_name():
     assert rag.readable_name(os.fsdecode(b"sub/caf\xe9.md")) == "sub/caf\\xe9.md"
 
 
-# ---- item 5: a note skipped once is looked at again -----------------------------
+# ---- a note skipped once is looked at again -------------------------------------
 
 BIG = "# Big\n\n" + "Glaciers move slowly downhill under their own weight. " * 60   # ~3.3 KB
 
@@ -113,7 +113,7 @@ def test_a_skipped_note_that_stays_unusable_keeps_the_fast_path(server, tmp_path
     assert cache.stat().st_ino == written             # loaded as it was: not updated, not saved again
 
 
-# ---- item 7: encodings people's editors write ------------------------------------
+# ---- encodings people's editors write -------------------------------------------
 
 GERMAN = "# Bäckerei\n\nMüller backt Brötchen in jeder Größe, für Frühstück und Abendbrot.\n"
 CHINESE = "# 旧笔记\n\n这是一篇用 GBK 编码保存的旧笔记，讲的是如何冲泡乌龙茶和保存茶叶。乌龙茶要用沸水，每泡十几秒出汤。\n"
@@ -159,7 +159,7 @@ def test_old_encodings_are_indexed_and_the_guess_is_said_on_every_run(cli, tmp_p
         (folder / "kites.md").write_text(NOTE + "Edited.\n")   # the next run updates, reusing the others
 
 
-# ---- item 9: bad flags and a broken environment ---------------------------------
+# ---- bad flags and a broken environment -----------------------------------------
 
 @pytest.mark.parametrize("flag, value", [("--min-score", "nan"), ("--min-score", "inf"), ("--max-note-mb", "nan"),
                                          ("--max-note-mb", "inf"), ("--max-note-mb", "-1"), ("--max-note-mb", "0"),
