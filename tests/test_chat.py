@@ -85,9 +85,19 @@ def test_commands_and_empty_lines(cli, server, notes):
     assert len(answers(server)) == 1     # nothing after /quit was asked
 
 
-def test_ctrl_d_exits_cleanly(cli, notes):
+def test_ctrl_d_exits_cleanly(cli, server, notes):
     out = cli("--chat", "--notes", notes, stdin="")
-    assert out.returncode == 0 and "Traceback" not in out.stderr
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    assert out.stdout.startswith("Ask about your notes (10 notes).")
+    assert out.stdout.endswith("Ctrl-D leaves.\n> \n")   # the prompt was shown, and Ctrl-D ends its line
+    assert server.of("/api/chat") == []          # nothing was asked
+    # Ctrl-D after a question: that question is answered once, then the REPL leaves the same way
+    out = cli("--chat", "--notes", notes, stdin="What is asyncio?\n")
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    assert out.stdout.count("\n> ") == 2 and out.stdout.endswith("\n> \n")   # asked again, then EOF
+    assert out.stdout.count("According to the notes") == 1
+    assert len(answers(server)) == 1 and rewrites(server) == []
+    assert answers(server)[0]["messages"][1]["content"].endswith("Question: What is asyncio?")
 
 
 def test_a_long_conversation_stays_within_the_budget(server, tmp_path, monkeypatch):

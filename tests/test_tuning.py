@@ -289,10 +289,16 @@ def test_tune_chunk_sizes_estimates_first_and_keeps_each_cache(cli, server, note
     assert len(server.embedded_texts()) - embeds == 2 * questions   # only the questions, with and without template
 
 
-def test_bad_chunk_sizes_are_usage_errors(cli, tmp_path):
-    for sizes in ("800,abc", "40", "80"):
-        out = cli("--tune", tmp_path / "x.jsonl", "--tune-chunk-sizes", sizes)
-        assert out.returncode == 2 and "Traceback" not in out.stderr
+def test_bad_chunk_sizes_are_usage_errors(cli, notes, tmp_path):
+    # a valid evaluation set, so only the sizes can make the run a usage error
+    eval_set = tmp_path / "q.jsonl"
+    eval_set.write_text(json.dumps({"question": "What is asyncio?", "answers": ["asyncio"]}) + "\n")
+    for sizes, why in [("800,abc", "expected sizes like 800,1500, not '800,abc'"),
+                       ("40", "every --tune-chunk-sizes value >= 50"),            # too small
+                       ("80", "every --tune-chunk-sizes value >= 50 and above --chunk-overlap")]:  # = overlap
+        out = cli("--notes", notes, "--tune", eval_set, "--tune-chunk-sizes", sizes)
+        assert out.returncode == 2 and "Traceback" not in out.stderr, (sizes, out.stderr)
+        assert out.stderr.startswith("usage:") and why in out.stderr, (sizes, out.stderr)
 
 
 def test_recommend_floor_answers_95_percent():
