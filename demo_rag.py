@@ -1,10 +1,6 @@
 """demo_rag.py: ask questions of your own notes, answered by local models through Ollama.
 
-Retrieval-augmented generation (RAG) in one readable file:
-
-    load notes -> fingerprint -> chunk -> embed & cache -> search -> prompt & answer
-
-Run it:
+Retrieval-augmented generation (RAG) in one readable file. Run it:
 
     pip install -r requirements.txt
     ollama pull qwen3-embedding:0.6b && ollama pull qwen3:0.6b
@@ -14,21 +10,33 @@ Run it:
     python demo_rag.py --explain "What is BM25?"       # narrate every step
     python demo_rag.py --eval demo-data/eval.jsonl     # measure retrieval
 
-Or from a notebook: `from demo_rag import Settings, build_index, search, answer, ask`.
+Or from a notebook: `from demo_rag import answer_question` (Part I, the whole
+idea), or `from demo_rag import Settings, open_index, search, answer_stream, ask`
+(Part II, what the command line runs).
 
-What it does: reads every .md/.markdown/.txt (and .pdf with pypdf) note under a
-folder, cuts the notes into heading-aware chunks, embeds each chunk once (cached
-on disk, re-embedding only what changed), ranks chunks for a question by exact
-cosine similarity fused with BM25, and streams an answer from a local chat model
-that cites its sources as [1], [2].
+A question's trip, as Part I makes it (each step is a function of Part I):
 
-How to read this file: Part I is the pipeline, in the order above, then the
-command line's main path; it is the whole idea and reads alone. After it come
-the conversation (--chat), the evaluation (--eval) and the narrated run
-(--explain). Part II is what makes Part I robust and fast (encodings, PDFs, the
-safe cache format, checkpoints and progress, the incremental BM25 index,
-embedding prompts per model, the other fusions, thinking models); Part I calls
-it by name, and a first reading may skip it.
+    answer_question(question)
+    ├─ index_notes(notes_dir)            the notes as chunks with vectors
+    │  ├─ list_notes, fingerprint        which notes; did any change since last time?
+    │  ├─ load_cache                     unchanged: reuse the vectors on disk, done
+    │  └─ read_note, chunk_note,         changed: read, cut into chunks, turn each
+    │     embed_texts, save_cache        chunk into a vector, keep them on disk
+    ├─ search_notes(index, question)     the chunks most likely to hold the answer
+    │  ├─ embed_texts([question])        the question as a vector too
+    │  ├─ vectors @ question, bm25       two rankings: by meaning and by words
+    │  ├─ reciprocal_rank_fusion         one ranking from both
+    │  └─ confidence >= MIN_SCORE?       below the floor: "not found", no answer
+    └─ stream_answer(question, hits)     rules, numbered sources and the question
+                                         to the chat model; its answer, as it comes
+
+How to read this file. Part I is that pipeline, complete and small; it calls
+nothing below it. Part II is the pipeline the command line runs, built from Part
+I's pieces: what makes it robust on real folders (encodings, PDFs, symlinks, the
+safe cache format, Ctrl-C) and fast on big ones (re-embedding only what changed,
+a memory-mapped cache, an inverted index for BM25), and the finer points of
+ranking and answering. Part III holds the modes (--chat, --eval, --tune,
+--explain) and the command line. A first reading can stop after Part I.
 
 What it leaves out, on purpose: approximate nearest-neighbour indexes (exact
 NumPy search is fast enough up to a few hundred thousand chunks), rerankers,
@@ -66,20 +74,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, NamedTuple
 
-# These imports build a few hundred thousand objects (ollama's pydantic models, NumPy)
-# that live until the process ends. Left alone, the garbage collector would scan them
-# again and again, about 0.04 s of a warm query: it waits until they are all in, and
-# the command line then exempts them for good (gc.freeze). An importing notebook
-# keeps its collector as it was.
+# Start-up speed: these imports build a few hundred thousand long-lived objects, so the
+# garbage collector waits until they are in and the command line then exempts them
+# (gc.freeze in main's guard below); an importing notebook keeps its collector as it was.
 gc.disable()
 try:
     import httpx  # the ollama client's HTTP layer: its connection errors surface mid-stream
     import numpy as np
     import ollama
 except ValueError:
-    # The ollama package makes a client as it is imported, which raises on a malformed
-    # OLLAMA_HOST ("http://localhost:abc"); import it without one, so that main() can
-    # say what is wrong in one line (ollama_client) instead of a traceback.
+    # ollama makes a client as it is imported, which raises on a malformed OLLAMA_HOST;
+    # import it without one, so that main() can say what is wrong in one line.
     _host = os.environ.pop("OLLAMA_HOST", None)
     if _host is None:
         raise
@@ -90,20 +95,472 @@ finally:
     if __name__ == "__main__":
         gc.freeze()
     gc.enable()
-# ----------------------------------------------------------------------------
-# Configuration: every knob in one place; command-line flags override these.
+# ============================================================================
+# PART I · RAG IN ONE SITTING
+# The whole idea, in the order a question meets it: load the notes, fingerprint
+# them, cut them into chunks, embed and cache the chunks, search, then prompt the
+# chat model and stream its cited answer. Nothing here calls Part II.
+# ============================================================================
 
 HERE = Path(__file__).resolve().parent
 NOTES_DIR = HERE / "demo-data"            # the notes to answer from
-CACHE_DIR = HERE / ".demo-cache"          # one pickle per notes folder
+CACHE_DIR = HERE / ".demo-cache"          # vectors kept between runs
+EMBED_MODEL = "qwen3-embedding:0.6b"      # text -> vector (1,024 numbers); multilingual
+CHAT_MODEL = "qwen3:0.6b"                 # writes the answer; small enough for a CPU laptop
+NOTE_SUFFIXES = (".md", ".markdown", ".txt")
+CHUNK_SIZE = 1500                         # characters per chunk, at most
+CHUNK_OVERLAP = 80                        # characters neighbouring chunks share
+EMBED_BATCH_TEXTS = 32                    # texts per /api/embed request...
+EMBED_BATCH_CHARS = 24_000                # ...and characters, so one request stays small
+TOP_K = 5                                 # sources put in the prompt
+RRF_K = 60                                # damps reciprocal rank fusion (Cormack et al. 2009)
+MIN_SCORE = 0.4                           # relevance floor on confidence(), 0 to 2
+TEMPERATURE = 0.3                         # low: we want the notes, not creativity
+NUM_CTX = 8192                            # tokens the chat model may read (Part II sizes it)
 
-EMBED_MODEL = "qwen3-embedding:0.6b"      # 1024-dim vectors, reads long inputs, multilingual
-CHAT_MODEL = "qwen3:0.6b"                 # small enough for a CPU laptop
+# ----------------------------------------------------------------------------
+# 1 · Load: find the notes and read them as text.
+
+
+class NoteFile(NamedTuple):
+    """A file that may hold a note, as the fingerprint sees it."""
+    rel: str                              # posix path relative to the notes folder
+    path: str                             # where to open it
+    size: int
+    mtime_ns: int
+
+
+def list_notes(notes_dir: Path) -> list[NoteFile]:
+    """Every .md/.markdown/.txt file under notes_dir, sorted; hidden folders (.git, .obsidian) passed over."""
+    return [NoteFile(p.relative_to(notes_dir).as_posix(), str(p), p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(notes_dir.rglob("*")) if p.suffix.lower() in NOTE_SUFFIXES and p.is_file()
+            and not any(part.startswith(".") for part in p.relative_to(notes_dir).parts)]
+
+
+FRONT_MATTER = re.compile(r"\A---[ \t]*\n.*?\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
+
+
+def strip_front_matter(text: str) -> str:
+    """Drop a YAML front-matter block (Obsidian, Jekyll): it is metadata, not knowledge.
+
+    >>> strip_front_matter("---\\ntags: [a]\\n---\\n# Title")
+    '# Title'
+    """
+    text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    return FRONT_MATTER.sub("", text, count=1)
+
+# ----------------------------------------------------------------------------
+# 2 · Fingerprint: one hash that changes when any note is added, removed or edited.
+
+
+def fingerprint(files: list[NoteFile]) -> str:
+    """MD5 of every note's relative path, size and modification time. It reads no file's
+    contents, so "did anything change?" costs one stat() per note."""
+    h = hashlib.md5()
+    for f in files:
+        h.update(f"{f.rel}\0{f.size}\0{f.mtime_ns}\n".encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
+
+# ----------------------------------------------------------------------------
+# 3 · Chunk: cut each note into pieces small enough to embed and to quote.
+#
+# A whole note is too coarse to retrieve (one vector for ten topics) and too long
+# to put in a prompt five times; a sentence is too little to answer from. So notes
+# are cut at headings first, then paragraphs, lines and sentences, into chunks of
+# at most CHUNK_SIZE characters, and each chunk remembers its heading path.
+
+# Regex separators, tried in order: headings first so chunks follow the note's
+# outline; zero-width look-behinds keep a sentence's final punctuation with it.
+SEPARATORS = [r"\n(?=## )", r"\n(?=### )", r"\n(?=#### )", r"\n\n", r"\n",
+              r"(?<=[。！？；])", r"(?<=[.!?])\s+", r"\s+", ""]
+HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+LEADING_HEADINGS = re.compile(r"(?:[ \t]*(?:#{1,6}[ \t][^\n]*)?\n)*")
+FENCE = re.compile(r"^(```|~~~).*?^\1", re.MULTILINE | re.DOTALL)
+
+
+class Chunk(NamedTuple):
+    """A piece of one note, with where it came from, ready to cite."""
+    source: str                           # path relative to the notes folder
+    heading: str                          # "# A › ## B", or "" before the first heading
+    text: str
+    page: int | None = None               # PDF page, counted from 1 (Part II reads PDFs)
+
+    @property
+    def citation(self) -> str:                                    # "notes.md › p.3 › # A › ## B"
+        page = [] if self.page is None else [f"p.{self.page}"]
+        return " › ".join([self.source] + page + ([self.heading] if self.heading else []))
+
+    @property
+    def embed_text(self) -> str:
+        # The heading path gives a mid-section chunk its context; the file name is
+        # left out so that renaming a note does not change (and re-embed) its vectors.
+        return f"{self.heading}\n\n{self.text}" if self.heading else self.text
+
+
+def make_splitter(chunk_size: int = CHUNK_SIZE, chunk_overlap: int = CHUNK_OVERLAP):
+    """A RecursiveCharacterTextSplitter with our heading-first separators."""
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+    return RecursiveCharacterTextSplitter(
+        separators=SEPARATORS, is_separator_regex=True, keep_separator="start",
+        chunk_size=chunk_size, chunk_overlap=chunk_overlap, add_start_index=True)
+
+
+def chunk_note(rel: str, text: str, splitter, page: int | None = None) -> list[Chunk]:
+    """Cut one note's text into chunks that know their file, heading path and page."""
+    outline = heading_outline(text)
+    chunks = []
+    for doc in splitter.create_documents([text]):
+        # The chunk is about the section its first real line is in, so look
+        # past any headings it opens with ("# Title\n## Part 1\ntext" -> Part 1).
+        offset = max(doc.metadata.get("start_index", 0), 0) + LEADING_HEADINGS.match(doc.page_content).end()
+        chunks.append(Chunk(rel, heading_path(outline, offset), doc.page_content, page))
+    return chunks
+
+
+def heading_outline(text: str) -> list[tuple[int, int, str]]:
+    """List (offset, level, title) of the Markdown headings, ignoring code blocks.
+
+    >>> heading_outline("# A\\ntext\\n## B\\n```\\n# not a heading\\n```")
+    [(0, 1, 'A'), (9, 2, 'B')]
+    """
+    fenced = [m.span() for m in FENCE.finditer(text)]
+    return [(m.start(), len(m.group(1)), m.group(2)) for m in HEADING.finditer(text)
+            if not any(a <= m.start() < b for a, b in fenced)]
+
+
+def heading_path(outline: list[tuple[int, int, str]], offset: int) -> str:
+    """The headings in force at `offset`, e.g. '# A › ## B'.
+
+    >>> heading_path([(0, 1, 'A'), (9, 2, 'B'), (20, 2, 'C')], 15)
+    '# A › ## B'
+    """
+    stack: list[tuple[int, str]] = []
+    for start, level, title in outline:
+        if start > offset:
+            break
+        stack = [(lv, t) for lv, t in stack if lv < level] + [(level, title)]
+    return " › ".join("#" * lv + " " + t for lv, t in stack)
+
+# ----------------------------------------------------------------------------
+# 4 · Embed & cache: a vector for every chunk, computed once and kept on disk.
+#
+# An embedding model turns a text into a vector, a list of numbers (1,024 for
+# qwen3-embedding), trained so that texts with similar meaning point in similar
+# directions: "how do I water a cactus" lands near a note on succulents even
+# though they share no word. Embedding is the slow part, so the vectors are saved
+# with the chunks, and used again while the fingerprint says nothing changed.
+
+
+def embed_batches(client: ollama.Client, model: str, texts: Iterable[str]) -> Iterator[np.ndarray]:
+    """Embed texts with Ollama, yielding each batch's rows scaled to length 1. A batch holds
+    at most EMBED_BATCH_TEXTS texts and EMBED_BATCH_CHARS characters: no request is huge."""
+    batch: list[str] = []
+    for text in itertools.chain(texts, [None]):       # None: the end, send what is left
+        if batch and (text is None or len(batch) == EMBED_BATCH_TEXTS
+                      or sum(map(len, batch)) + len(text) > EMBED_BATCH_CHARS):
+            rows = client.embed(model=model, input=batch).embeddings
+            yield normalize(np.array(rows, dtype=np.float32).reshape(len(batch), -1))
+            batch = []
+        if text is not None:
+            batch.append(text)
+
+
+def embed_texts(client: ollama.Client, model: str, texts: Iterable[str]) -> np.ndarray:
+    """Embed texts; an (n, dim) float32 matrix of unit rows."""
+    return np.concatenate(list(embed_batches(client, model, texts)) or [np.zeros((0, 0), np.float32)])
+
+
+def normalize(m: np.ndarray) -> np.ndarray:
+    """Scale each row to length 1, so that a dot product is a cosine similarity.
+
+    >>> normalize(np.array([[3.0, 4.0]]))
+    array([[0.6, 0.8]])
+    """
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    return m / np.where(norms == 0, 1, norms)
+
+
+class BuiltinsOnlyUnpickler(pickle.Unpickler):
+    """Unpickles plain data only: any class or function reference is refused.
+
+    A pickle can name any importable callable (os.system, say) and have it called
+    on load, so a crafted cache file could run code. Our cache holds only dicts,
+    lists, tuples, strings, numbers and bytes, which need no lookup at all.
+    """
+    class Refused(pickle.UnpicklingError):
+        pass
+
+    def find_class(self, module, name):
+        raise self.Refused(f"refusing to load {module}.{name} from a cache file")
+
+
+def save_cache(path: Path, data: dict, then: Callable | None = None) -> None:
+    """Pickle plain data to `path` atomically (a temp file, then os.replace): a crash mid-write
+    keeps the old one. then(file), if given, writes more after the pickle (Part II: vectors)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(data, f, protocol=pickle.HIGHEST_PROTOCOL)
+            if then:
+                then(f)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_cache(path: Path) -> dict | None:
+    """The data save_cache wrote, or None when there is none or it cannot be trusted."""
+    try:
+        with open(path, "rb") as f:
+            data = BuiltinsOnlyUnpickler(f).load()
+    except Exception:                     # missing, cut short, foreign or refused: rebuild
+        return None
+    return data if isinstance(data, dict) else None
+
+
+@dataclass(frozen=True)
+class NotesIndex:
+    """Part I's index: the chunks, one unit vector per chunk, and each chunk's words."""
+    chunks: list[Chunk]
+    vectors: np.ndarray                   # (n, dim) float32, row i is chunks[i]'s meaning
+    words: list[Counter]                  # tokenize() of each chunk, counted, for BM25
+
+
+def index_notes(notes_dir: Path = NOTES_DIR, client: ollama.Client | None = None,
+                embed_model: str = EMBED_MODEL, cache_dir: Path = CACHE_DIR) -> NotesIndex:
+    """The notes as chunks with vectors: from the cache while the fingerprint matches,
+    else read, chunked and embedded again, every chunk, and saved."""
+    client = client or ollama.Client()
+    files = list_notes(notes_dir)
+    key = hashlib.md5(f"{notes_dir.resolve()}\0{embed_model}".encode()).hexdigest()[:10]
+    path = cache_dir / f"part1-{key}.pkl"
+    cached, fp = load_cache(path), fingerprint(files)
+    try:
+        assert cached["fingerprint"] == fp and cached["embed_model"] == embed_model
+        chunks = [Chunk(*c) for c in cached["chunks"]]
+        vectors = np.frombuffer(cached["vectors"], dtype="<f4").reshape(len(chunks), -1)
+    except (AssertionError, KeyError, TypeError, ValueError):
+        splitter = make_splitter()
+        texts = [(f.rel, Path(f.path).read_text(encoding="utf-8", errors="replace")) for f in files]
+        chunks = [c for rel, text in texts for c in chunk_note(rel, strip_front_matter(text), splitter)]
+        vectors = embed_texts(client, embed_model, [c.embed_text for c in chunks])
+        save_cache(path, {"fingerprint": fp, "embed_model": embed_model,
+                          "chunks": [tuple(c) for c in chunks], "vectors": vectors.astype("<f4").tobytes()})
+    return NotesIndex(chunks, vectors, [Counter(tokenize(c.text)) for c in chunks])
+
+# ----------------------------------------------------------------------------
+# 5 · Search: rank every chunk by meaning and by words, then fuse the two.
+#
+# By meaning: the question is embedded too, and each chunk scores the cosine of
+# the angle between its vector and the question's (1: same direction, 0:
+# unrelated). With unit vectors that is a dot product, so scoring every chunk is
+# one matrix-vector product: exact, and fast enough for a few hundred thousand.
+# By words: BM25 scores a chunk by the question's words it contains, rare words
+# counting most. Meaning catches paraphrases; words catch names, codes and numbers
+# an embedder blurs. Reciprocal rank fusion merges the two rankings by rank alone,
+# so it needs no common scale for cosines and BM25 scores.
+
+CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+TOKEN = re.compile(rf"[{CJK}]+|(?:(?![{CJK}])[^\W_])+")
+CJK_CHAR = re.compile(rf"[{CJK}]")
+# Words that carry no topic. BM25's idf discounts common words in a big vault, but
+# in a folder of ten notes "the" or "的" can look rare enough to matter. Chinese
+# question words (什么 what, 怎么 how, 为什么 why, ...) are stopwords like their twins.
+STOPWORDS = frozenset(
+    "a an and are as at be but by can did do does for from had has have how i if in into is it its "
+    "me my of on or our should so than that the their them then there these they this to was we "
+    "were what when where which who why will with would you your "
+    "的 了 是 吗 呢 吧 啊 么 什 怎 样 哪 谁 我 你 在 和 与 及 或 也 都 就 个 有 要 会 能 可 以 之 其 把 被 让 给 "
+    "什么 怎么 怎样 如何 为什 哪些 哪里 哪个 是否 可以".split())
+BM25_K1 = 1.2                             # how fast repeats of a word stop counting
+BM25_B = 0.75                             # how much long chunks are discounted
+
+
+def tokenize(text: str) -> list[str]:
+    """Words and numbers in lower case and singular; CJK runs as single characters plus
+    bigrams; stopwords dropped. Chinese has no spaces, so a whitespace tokenizer would
+    see a sentence as one word; characters and bigrams let "向量" match inside "用向量检索".
+
+    >>> tokenize("What are RAGs? 用向量检索 v2")
+    ['rag', '用', '向', '量', '检', '索', '用向', '向量', '量检', '检索', 'v2']
+    """
+    tokens = []
+    for run in TOKEN.findall(text.lower()):
+        if CJK_CHAR.match(run):
+            tokens.extend(run)
+            tokens.extend(run[i:i + 2] for i in range(len(run) - 1))
+        else:
+            tokens.append(run)
+    return [t if CJK_CHAR.match(t) else singular(t) for t in tokens if t not in STOPWORDS]
+
+
+def singular(word: str) -> str:
+    """Harman's "S" stemmer (1991): fold English plurals so "notes" matches "note".
+
+    >>> [singular(w) for w in ["notes", "queries", "boxes", "class", "status", "goes"]]
+    ['note', 'query', 'boxe', 'class', 'status', 'goe']
+    """
+    if len(word) > 3 and word.endswith("ies") and not word.endswith(("eies", "aies")):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("es") and not word.endswith(("aes", "ees", "oes")):
+        return word[:-1]
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("us", "ss")):
+        return word[:-1]
+    return word
+
+
+def idf(df: int, n: int) -> float:
+    """How rare a word in df of n chunks is: one in every chunk weighs about 0, one in few the most."""
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+
+def saturated(f: np.ndarray, length: np.ndarray, mean_length: float) -> np.ndarray:
+    """BM25's weight for a word seen f times in a chunk of `length` words: a second
+    mention counts less than the first, and a long chunk is not favoured for its length."""
+    return f * (BM25_K1 + 1) / (f + BM25_K1 * (1 - BM25_B + BM25_B * length / max(mean_length, 1e-9)))
+
+
+def bm25(words: list[Counter], question: str) -> np.ndarray:
+    """Every chunk's BM25 score for the question: the sum over its words of idf x saturated(f).
+    Worked example: "cat" is in 1 of 2 chunks, so idf = ln(1 + 1.5/1.5) = 0.693; f = 1 and
+    an average length give saturated = 2.2 / 2.2 = 1.
+
+    >>> bm25([Counter(tokenize("black cat")), Counter(tokenize("black dog"))], "cat").round(3)
+    array([0.693, 0.   ], dtype=float32)
+    """
+    lengths = np.array([sum(w.values()) for w in words], dtype=np.float32)
+    scores = np.zeros(len(words), dtype=np.float32)
+    for term in dict.fromkeys(tokenize(question)):
+        f = np.array([w[term] for w in words], dtype=np.float32)
+        rows = np.flatnonzero(f)
+        if len(rows):
+            scores[rows] += idf(len(rows), len(words)) * saturated(f[rows], lengths[rows], float(lengths.mean()))
+    return scores
+
+
+def reciprocal_rank_fusion(rankings: list[np.ndarray], n: int) -> np.ndarray:
+    """Fuse ranked lists of rows into one score per row: the sum, over the lists a row is
+    in, of 1 / (RRF_K + its rank there). A row both rankers like beats one only one loves.
+    Worked example: cosine ranks rows 0, 1, 2, 3; BM25 finds words in rows 1 and 2 only.
+    Row 1 gets 1/(60+2) + 1/(60+1) = 0.0325, row 0 only 1/61 = 0.0164.
+
+    >>> reciprocal_rank_fusion([np.array([0, 1, 2, 3]), np.array([1, 2])], 4).round(4)
+    array([0.0164, 0.0325, 0.032 , 0.0156])
+    """
+    fused = np.zeros(n)
+    for ranking in rankings:
+        fused[ranking] += 1 / (RRF_K + np.arange(1, len(ranking) + 1))
+    return fused
+
+
+def meaning_found(best: float, typical: float) -> float:
+    """How far the `best` cosine moved from the `typical` chunk's towards a perfect 1.0, 0 to 1:
+    on each embedder's own scale (one's cosines sit near 0.8, another's near 0.1).
+
+    >>> meaning_found(0.5, 0.0), meaning_found(0.9, 0.8), meaning_found(0.7, 0.8)
+    (0.5, 0.5, 0.0)
+    """
+    return max(0.0, (best - typical) / (1 - typical)) if typical < 1 else 0.0
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved chunk: its rank, fused score and each ranker's own score."""
+    rank: int
+    row: int
+    chunk: Chunk
+    score: float
+    dense: float                          # the cosine (nan when searched by words only)
+    lexical: float                        # the BM25 score
+
+
+def search_notes(index: NotesIndex, question: str, client: ollama.Client | None = None,
+                 embed_model: str = EMBED_MODEL, top_k: int = TOP_K) -> tuple[list[Hit], float]:
+    """The top_k chunks for the question, best first, and the confidence that they answer it.
+
+    Some chunk is always "closest", even for a question the notes know nothing about:
+    the confidence lets the caller say "not found" instead of having the chat model
+    answer from unrelated text. It adds two pieces of evidence, 0 to 1 each: the most
+    of the question's words (by idf) one hit holds, and meaning_found() of the best.
+    """
+    if not index.chunks:
+        return [], 0.0
+    qvec = embed_texts(client or ollama.Client(), embed_model, [question])[0]
+    cosine = index.vectors @ qvec
+    lexical = bm25(index.words, question)
+    by_words = np.flatnonzero(lexical > 0)            # only chunks holding a question word
+    by_words = by_words[np.argsort(-lexical[by_words], kind="stable")]
+    fused = reciprocal_rank_fusion([np.argsort(-cosine, kind="stable"), by_words], len(cosine))
+    hits = [Hit(rank, int(i), index.chunks[i], float(fused[i]), float(cosine[i]), float(lexical[i]))
+            for rank, i in enumerate(np.argsort(-fused, kind="stable")[:top_k], 1)]
+    weights = {t: idf(sum(1 for w in index.words if w[t]), len(index.words)) for t in set(tokenize(question))}
+    total = sum(weights.values()) or 1.0
+    words = max((sum(v for t, v in weights.items() if index.words[h.row][t]) / total for h in hits), default=0.0)
+    best = max((h.dense for h in hits), default=0.0)
+    return hits, words + meaning_found(best, float(np.median(cosine)))
+
+# ----------------------------------------------------------------------------
+# 6 · Prompt & answer: rules, numbered sources, question -> a streamed, cited answer.
+
+NOT_FOUND = "Not found in your notes: no source is relevant enough."
+
+RULES = """You answer questions from the user's own notes.
+- Use only the numbered sources below. Do not add facts from elsewhere.
+- Cite the sources you use with their numbers in square brackets, like [1] or [2][3].
+- If the sources do not contain the answer, say plainly that the notes do not cover it.
+- Answer in the same language as the question."""
+
+
+def build_messages(question: str, hits: list[Hit], history: str = "") -> list[dict]:
+    """The three-part prompt as chat messages: the rules (system), then the numbered
+    sources and the question. The numbers are what the answer cites."""
+    user = f"Sources:\n\n{format_sources(hits)}\n\n"
+    if history:
+        user += f"Conversation so far:\n{history}\n\n"
+    return [{"role": "system", "content": RULES},
+            {"role": "user", "content": user + f"Question: {question}"}]
+
+
+def format_sources(hits: list[Hit]) -> str:
+    """The numbered sources block: '[1] file › heading' then the chunk's text."""
+    return "\n\n".join(f"[{i}] {h.chunk.citation}\n{h.chunk.text}" for i, h in enumerate(hits, 1))
+
+
+def stream_answer(client: ollama.Client, question: str, hits: list[Hit], model: str = CHAT_MODEL) -> Iterator[str]:
+    """Ask the chat model; yield its answer in pieces as it writes them. (NUM_CTX: Ollama
+    silently drops the start of a prompt longer than its context, where the rules are.)"""
+    for part in client.chat(model=model, messages=build_messages(question, hits), stream=True,
+                            options={"temperature": TEMPERATURE, "num_ctx": NUM_CTX}):
+        yield part.message.content or ""
+
+
+def answer_question(question: str, notes_dir: Path = NOTES_DIR,
+                    client: ollama.Client | None = None) -> tuple[list[Hit], Iterator[str]]:
+    """The whole trip: the sources for a question, and its answer as a stream of pieces."""
+    client = client or ollama.Client()
+    hits, confidence = search_notes(index_notes(notes_dir, client), question, client)
+    if confidence < MIN_SCORE:
+        return hits, iter([NOT_FOUND])
+    return hits, stream_answer(client, question, hits)
+
+# ============================================================================
+# PART II · THE PIPELINE THE COMMAND LINE RUNS
+# Part I's steps, made robust on folders strangers wrote and fast on big ones,
+# built from Part I's pieces (Chunk, chunk_note, fingerprint, embed_batches,
+# tokenize, bm25's idf and saturated, reciprocal_rank_fusion, build_messages).
+# Each section says which Part I step it replaces, and why.
+# ============================================================================
+
+# ----------------------------------------------------------------------------
+# Settings of Part II; Part I's (NOTES_DIR, CHUNK_SIZE, TOP_K, ...) still hold.
+
 DEFAULT_HOST = "http://127.0.0.1:11434"   # what the ollama client uses without OLLAMA_HOST
 
 # Which files are notes, and how each kind is read: suffix -> (reader, the optional
-# package it needs). The readers live in Part II; each lambda looks its reader up
-# when called, so the table can sit up here. To add a file type, add a line.
+# package it needs). Each lambda looks its reader up when called, so the table can
+# sit up here with the other settings. To add a file type, add a line.
 NOTE_TYPES = {
     ".md": (lambda path: read_text(path), None),
     ".markdown": (lambda path: read_text(path), None),
@@ -113,16 +570,6 @@ NOTE_TYPES = {
 MIN_NOTE_CHARS = 50                       # shorter notes are stubs, not knowledge
 MAX_NOTE_MB = 5.0                         # a bigger "note" is usually an export or a log
 
-CHUNK_SIZE = 1500                         # characters; qwen3-embedding reads ~32k tokens
-CHUNK_OVERLAP = 80                        # characters shared by neighbouring chunks
-EMBED_BATCH_TEXTS = 32                    # texts per /api/embed request...
-EMBED_BATCH_CHARS = 24_000                # ...and characters, so one request stays small
-
-TOP_K = 5                                 # sources put in the prompt
-MIN_SCORE = 0.4                           # relevance floor on confidence(), 0 to 2: about half the
-                                          # question's words, or a hit clearly above the typical chunk
-                                          # (measured on two embedders: bench/fusion-study.md, README)
-TEMPERATURE = 0.3                         # low: we want the notes, not creativity
 ANSWER_TOKENS = 1024                      # room left in the context for the answer
 MIN_NUM_CTX = 4096                        # Ollama's usual default context size
 
@@ -154,28 +601,12 @@ EMBED_PROMPTS = [
      "https://huggingface.co/intfloat/multilingual-e5-small"),
 ]
 
-# Conversation (--chat and ask()): what is remembered, and how follow-ups are rewritten.
-CHAT_NUM_CTX = 8192                       # the whole prompt budget, history included
-CHAT_VERBATIM_TURNS = 3                   # recent turns kept word for word; older ones summarised
-SUMMARY_CHARS = 600                       # the summary of older turns stays under ~150 tokens
-SUMMARY_QUESTION_CHARS = 80               # per summarised turn: enough of the question to recall it,
-SUMMARY_ANSWER_CHARS = 120                # and of the answer's first sentence
-HISTORY_HEADER_TOKENS = 50                # "Conversation so far:" and line breaks, with a margin
-REWRITE_TURNS = 2                         # a follow-up leans on the last turn or two, not on all
-REWRITE_ANSWER_CHARS = 160                # each of those answers, shown to the rewriter: its first sentence
-REWRITE_TOKENS = 64                       # a standalone query is one short line; stop a rambling model
-
-# Evaluation (--eval): rankings are judged down to this rank (MRR@10, as in most
-# retrieval benchmarks); a hit below it counts as a miss.
-EVAL_DEPTH = 10
-
 CACHE_FORMAT = 5                          # bump when the cache file's layout changes
 # On disk, vectors are float32, memory-mapped straight from the cache file: no
-# widening and no copy on load, which made a warm query at 50k chunks ~4x faster
-# than float16 at twice the size (bench/bench_index.py, README).
+# widening and no copy on load (bench/bench_index.py compares the formats).
 DISK_VECTORS = np.dtype("<f4")
 VECTOR_ALIGN = 4096                       # the vectors start on a page boundary, so they map cleanly
-CHECKPOINT_SECONDS = 20.0                 # a hard kill loses at most this much embedding (issue: ~30 s)
+CHECKPOINT_SECONDS = 20.0                 # a hard kill loses at most this much embedding
 CHECKPOINT_MAX_SHARE = 0.03               # ...unless writing one would cost more than 3% of the build
 PROGRESS_SECONDS = 10.0                   # not on a terminal: one progress line this often, so logs stay short
 
@@ -190,32 +621,16 @@ MAX_NUM_CTX = 32768                       # the largest context to ask for (qwen
                                           # --top-k is capped so that its sources fit (top_k_limit)
 
 # Fusion (--fusion): how the two rankers' scores become one ranking. "evidence" is the
-# default (see fuse(); measured in bench/fusion-study.md); "zscore" was the default
-# before it; --tune compares them all on your own questions.
+# default (see fuse(); how it was chosen: bench/fusion-study.md); "rrf" is Part I's
+# reciprocal rank fusion; --tune compares them all on your own questions.
 FUSION_METHODS = ("evidence", "zscore", "rrf", "dense", "bm25")
 FUSION_METHOD = "evidence"
-RRF_K = 60                                # reciprocal rank fusion's constant (Cormack et al. 2009)
 EVIDENCE_POWER = 6                        # fusion weight = evidence ** this: the ranker with clearly
-                                          # more evidence leads (5 to 8 measured alike: bench/fusion-study.md)
-
-# Tuning on your own notes (--make-eval, then --tune).
-EVAL_QUESTIONS = 40                       # questions per generated set: enough to tell variants apart
-EVAL_PASSAGE_CHARS = 300                  # questions are asked about passages this long (not chunks, so
-                                          # the set does not depend on the chunk size it will judge)
-EVAL_MIN_PASSAGE_CHARS = 100              # shorter passages (a title, a one-liner) make trivial questions
-EVAL_MAX_COPIED = 0.75                    # drop a question when more than 3/4 of its words (CJK: bigrams)
-                                          # occur in its passage: it copies rather than asks
-EVAL_UNANSWERABLE_SHARE = 1 / 8           # of the questions, this share have no answer: they calibrate the floor
-EVAL_UNANSWERABLE_COVERAGE = 0.5          # a built-in unanswerable question whose words the notes cover
-                                          # this much might be answerable after all: it is left out
-EVAL_REPLY_TOKENS = 200                   # one question and a short answer, in JSON
-TUNE_TOP_KS = (3, 5, 8)                   # --top-k values compared; the smallest that finds as much wins
-TUNE_ANSWERED = 0.95                      # the recommended floor still answers this share of answerable ones
-TUNE_MIN_GAIN = 0.02                      # MRR a variant must gain over the defaults to be recommended: one
-                                          # question moving from rank 1 to 2 is 0.5/n (0.0125 at 40), noise
+                                          # more evidence leads (how it was chosen: bench/fusion-study.md)
 
 # ----------------------------------------------------------------------------
-# Shared values: settings, chunks, hits, and Ollama's errors in words a user can act on.
+# One run's settings, and Ollama's errors in words a user can act on. Part I lets
+# the client's exceptions through; Part II says what to do about them.
 
 
 @dataclass(frozen=True)
@@ -235,44 +650,6 @@ class Settings:
     doc_instruction: str | None = None    # None: the model's documented one, "" for none
     fusion: str = FUSION_METHOD           # one of FUSION_METHODS
     checkpoint_seconds: float = CHECKPOINT_SECONDS   # how often a build saves what it embedded
-
-
-class Chunk(NamedTuple):
-    """A piece of one note, with where it came from, ready to cite.
-
-    A NamedTuple rather than a dataclass: the cache holds tens of thousands of
-    these, and a tuple is several times quicker to rebuild when the cache loads.
-    """
-    source: str                           # path relative to the notes folder
-    heading: str                          # "# A › ## B", or "" before the first heading
-    text: str
-    page: int | None = None               # PDF page, counted from 1
-
-    @property
-    def citation(self) -> str:
-        parts = [self.source]
-        if self.page is not None:
-            parts.append(f"p.{self.page}")
-        if self.heading:
-            parts.append(self.heading)
-        return " › ".join(parts)
-
-    @property
-    def embed_text(self) -> str:
-        # The heading path gives a mid-section chunk its context; the file name is
-        # left out so that renaming a note does not change (and re-embed) its vectors.
-        return f"{self.heading}\n\n{self.text}" if self.heading else self.text
-
-
-@dataclass(frozen=True)
-class Hit:
-    """One retrieved chunk: its rank, fused score and each ranker's own score."""
-    rank: int
-    row: int
-    chunk: Chunk
-    score: float
-    dense: float
-    lexical: float
 
 
 def host() -> str:
@@ -307,31 +684,9 @@ def seconds_waited(exc: httpx.TimeoutException) -> str:
 
 OLLAMA_FAILURES = (ollama.ResponseError, ConnectionError, httpx.TransportError)
 
-# ============================================================================
-# PART I · THE PIPELINE
-#
-# One question, from notes on disk to a cited answer, in the order it happens:
-# load -> fingerprint -> chunk -> embed & cache -> search -> prompt & answer,
-# then the command line's main path. Read alone, this part is the whole idea.
-# It calls the hardening and speed-ups of Part II by name (read_pdf, load_index,
-# build_lexicon, strip_think, ...); a first reading can take those on trust.
-# ============================================================================
-
 # ----------------------------------------------------------------------------
-# 1 · Load: find the notes and read them as text.
-
-
-@dataclass(frozen=True)
-class NoteFile:
-    """A file that may hold a note, as the fingerprint sees it."""
-    rel: str                              # posix path relative to the notes folder
-    os_path: str                          # where to open it (a str: a Path per note costs a
-    size: int                             # warm query over 5,000 notes a tenth of a second)
-    mtime_ns: int
-
-    @property
-    def path(self) -> Path:
-        return Path(self.os_path)
+# Reading real folders: replaces Part I's list_notes and read_text, which trust every file
+# and file name they meet and read UTF-8 text only.
 
 
 def scan_notes(notes_dir: Path, skip: Iterable[Path] = ()) -> tuple[list[NoteFile], list[str]]:
@@ -394,1883 +749,17 @@ def read_note(file: NoteFile, max_mb: float = MAX_NOTE_MB) -> tuple[list[tuple[i
     """
     if file.size > max_mb * 2**20:
         raise ValueError(f"{file.size / 2**20:.1f} MB is over the {max_mb:g} MB limit (--max-note-mb)")
-    reader, _ = NOTE_TYPES[file.path.suffix.lower()]
-    sections, warning = reader(file.path)
+    path = Path(file.path)
+    reader, _ = NOTE_TYPES[path.suffix.lower()]
+    sections, warning = reader(path)
     if sum(len(t.strip()) for _, t in sections) < MIN_NOTE_CHARS:
         raise ValueError(f"under {MIN_NOTE_CHARS} characters")
     return sections, warning
 
-# ----------------------------------------------------------------------------
-# 2 · Fingerprint: one hash that changes when any note is added, removed or edited.
 
-
-def fingerprint(files: list[NoteFile]) -> str:
-    """MD5 of every note's relative path, size and modification time.
-
-    It reads no file contents, so checking "did anything change?" costs one
-    stat() per note; the cache is trusted only when this matches.
-    """
-    h = hashlib.md5()
-    for f in files:
-        h.update(f"{f.rel}\0{f.size}\0{f.mtime_ns}\n".encode())
-    return h.hexdigest()
-
-# ----------------------------------------------------------------------------
-# 3 · Chunk: cut each note at headings, then paragraphs, lines and sentences.
-
-# Regex separators, tried in order: headings first so chunks follow the note's
-# outline; zero-width look-behinds keep a sentence's final punctuation with it.
-SEPARATORS = [r"\n(?=## )", r"\n(?=### )", r"\n(?=#### )", r"\n\n", r"\n",
-              r"(?<=[。！？；])", r"(?<=[.!?])\s+", r"\s+", ""]
-
-
-def make_splitter(chunk_size: int, chunk_overlap: int):
-    """A RecursiveCharacterTextSplitter with our heading-first separators."""
-    # Imported here, not at the top: a warm query never chunks, and this import
-    # (langchain-core underneath) costs more than the whole query.
-    from langchain_text_splitters import RecursiveCharacterTextSplitter
-    return RecursiveCharacterTextSplitter(
-        separators=SEPARATORS, is_separator_regex=True, keep_separator="start",
-        chunk_size=chunk_size, chunk_overlap=chunk_overlap, add_start_index=True)
-
-
-def chunk_note(rel: str, sections: list[tuple[int | None, str]], splitter) -> list[Chunk]:
-    """Cut one note's sections into chunks that know their file, heading and page."""
-    chunks = []
-    for page, text in sections:
-        outline = heading_outline(text)
-        for doc in splitter.create_documents([text]):
-            # The chunk is about the section its first real line is in, so look
-            # past any headings it opens with ("# Title\n## Part 1\ntext" -> Part 1).
-            offset = max(doc.metadata.get("start_index", 0), 0) + LEADING_HEADINGS.match(doc.page_content).end()
-            chunks.append(Chunk(rel, heading_path(outline, offset), doc.page_content, page))
-    return chunks
-
-# ----------------------------------------------------------------------------
-# 4 · Embed & cache: a vector for every chunk, computed once and kept on disk.
-
-
-def build_index(settings: Settings, client: ollama.Client | None = None, rebuild: bool | str = False,
-                progress: Callable[[str | EmbedProgress], None] = lambda s: None) -> tuple[Index, IndexReport]:
-    """Load the cached index, or update it when the notes or settings changed.
-
-    The fast path: the fingerprint matches and every chunk has a vector, so the
-    cache is returned without reading a single note (but for the few it skipped,
-    which repeat_warnings tries again). Otherwise what is embedded is saved as it
-    goes (CacheWriter, Part II): Ctrl-C (BuildInterrupted), a kill or Ollama
-    failing mid-way keeps it, and the next run embeds only what is missing.
-    `rebuild` (True, or the reason as a string) re-embeds everything, but never
-    replaces the cache with one holding fewer vectors until it is done.
-    Raises FileNotFoundError when the notes folder does not exist.
-    """
-    if not settings.notes_dir.is_dir():
-        raise FileNotFoundError(f"notes folder not found: {settings.notes_dir}")
-    client = client or ollama_client()
-    files, warnings = scan_notes(settings.notes_dir, skip=[settings.cache_dir])
-    path = cache_path(settings)
-    old, reason = load_index(path)
-    if old is not None:
-        reason = stale_reason(old, settings)
-        old = None if reason else old
-    on_disk = int(old.has_vector.sum()) if old else 0
-    writer = CacheWriter(path, settings.checkpoint_seconds, on_disk, floor=on_disk if rebuild else 0)
-    if rebuild:
-        old, reason = None, rebuild if isinstance(rebuild, str) else "--rebuild"
-    if old is not None and old.fingerprint == fingerprint(files) and old.complete:
-        again = repeat_warnings(old, files, settings)   # None: a skipped note may be usable now
-        if again is not None:
-            return old, IndexReport(unchanged=len(old.files), warnings=warnings + again)
-    if old is None and reason != "no cache yet":
-        progress(f"rebuilding index: {reason}")
-    index, report = update_index(settings, client, old, files, progress, writer)
-    report.warnings[:0] = warnings
-    report.reason = report.reason or ("" if old is not None else reason)
-    if not writer.save(index) and writer.problem and not writer.warned:
-        report.warnings.append(writer.problem)
-    return index, report
-
-
-@dataclass(frozen=True)
-class Index:
-    """Everything a question needs, as one value: chunks, vectors, BM25 statistics."""
-    chunks: Sequence[Chunk]               # a list; a ChunkTable (decoded on demand) when loaded
-    vectors: np.ndarray                   # (n, dim) float32, unit rows; zeros where missing
-    has_vector: np.ndarray                # (n,) bool: False where Ollama could not embed
-    lexicon: Lexicon
-    files: dict[str, FileRecord]
-    fingerprint: str
-    embed_model: str
-    chunking: tuple[int, int]             # (chunk_size, chunk_overlap)
-    doc_template: str = ""                # the document template the vectors were embedded with
-    note_warnings: dict[str, str] = field(default_factory=dict)   # digest -> how it was read (a guess)
-    skipped: dict[str, str] = field(default_factory=dict)         # rel -> why it was left out
-
-    @property
-    def complete(self) -> bool:
-        return bool(self.has_vector.all())
-
-
-def update_index(settings: Settings, client: ollama.Client, old: Index | None,
-                 files: list[NoteFile], progress: Callable[[str | EmbedProgress], None] = lambda s: None,
-                 writer: CacheWriter | None = None) -> tuple[Index, IndexReport]:
-    """Bring the index up to date with the files, embedding only what is new.
-
-    For each file: same size and mtime as recorded -> unchanged; otherwise hash
-    its bytes, and a digest the index already holds (a touched, renamed or copied
-    note) reuses those chunks. Only new content is read, chunked and embedded, and
-    even then a chunk whose text was embedded before reuses its vector. The
-    `writer`, if given, checkpoints the index while its vectors are filled in.
-    """
-    report = IndexReport()
-    old_files = old.files if old else {}
-    by_digest = {r.digest: r for r in old_files.values()}
-    chunks: list[Chunk] = []
-    reuse: list[int] = []                 # per new row: old row, or -1 if new
-    records: dict[str, FileRecord] = {}
-    splitter = None
-    for f in files:
-        rec = old_files.get(f.rel)
-        if rec and (rec.size, rec.mtime_ns) == (f.size, f.mtime_ns):
-            digest, source = rec.digest, rec
-        else:
-            try:
-                digest = file_digest(f.path)
-            except OSError as e:
-                report.skip(f.rel, e.strerror)
-                continue
-            source = by_digest.get(digest)
-        if source is not None:            # same bytes as before: reuse its chunks
-            start = len(chunks)
-            chunks.extend(c._replace(source=f.rel) for c in old.chunks[source.start:source.stop])
-            reuse.extend(range(source.start, source.stop))
-            records[f.rel] = FileRecord(f.size, f.mtime_ns, digest, start, len(chunks))
-            count_file(report, f.rel, rec, digest)
-            if digest in old.note_warnings:   # read with a guess: said on every run, not just the first
-                report.warn(f.rel, digest, old.note_warnings[digest])
-            continue
-        try:
-            sections, warning = read_note(f, settings.max_note_mb)
-        except ValueError as e:
-            report.skip(f.rel, str(e))
-            continue
-        if warning:
-            report.warn(f.rel, digest, warning)
-        splitter = splitter or make_splitter(settings.chunk_size, settings.chunk_overlap)
-        start = len(chunks)
-        chunks.extend(chunk_note(f.rel, sections, splitter))
-        reuse.extend([-1] * (len(chunks) - start))
-        records[f.rel] = FileRecord(f.size, f.mtime_ns, digest, start, len(chunks))
-        count_file(report, f.rel, rec, digest)
-    report.deleted = len(set(old_files) - {f.rel for f in files})
-    reuse_arr = np.array(reuse, dtype=np.int64)
-    lexicon = build_lexicon(old.lexicon if old else None, reuse_arr,
-                            [c.text for c, r in zip(chunks, reuse) if r < 0])
-
-    def with_vectors(vectors: np.ndarray, has_vector: np.ndarray) -> Index:
-        return Index(chunks, vectors, has_vector, lexicon, records, fingerprint(files),
-                     settings.embed_model, (settings.chunk_size, settings.chunk_overlap),
-                     embed_templates(settings).document,
-                     note_warnings=report.note_warnings, skipped=report.skipped)
-
-    checkpoint = (lambda v, h, force=False: writer.checkpoint(with_vectors(v, h), force, progress)) \
-        if writer else None
-    return with_vectors(*fill_vectors(settings, client, old, chunks, reuse_arr, report, progress,
-                                      checkpoint)), report
-
-
-def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, chunks: list[Chunk],
-                 reuse: np.ndarray, report: IndexReport, progress: Callable[[str | EmbedProgress], None],
-                 checkpoint: Callable[..., int] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Vectors for the new chunk list: reused by row or by identical text, else embedded.
-
-    Each batch goes into one float32 matrix as it arrives (never a Python float
-    per number), and `checkpoint(vectors, has_vector)` may save it. If Ollama
-    stops, the rows embedded so far are kept, the rest stay zero and marked
-    missing, so BM25 still works and the next run fills them in. Ctrl-C saves
-    what arrived and raises BuildInterrupted.
-    """
-    n = len(chunks)
-    dim = old.vectors.shape[1] if old is not None and old.vectors.size else 0
-    vectors = np.zeros((n, dim), dtype=np.float32)
-    has_vector = np.zeros(n, dtype=bool)
-    if old is not None and dim:
-        known = reuse >= 0
-        vectors[known], has_vector[known] = old.vectors[reuse[known]], old.has_vector[reuse[known]]
-        missing = np.flatnonzero(~has_vector)
-        by_text = {c.embed_text: i for i, c in enumerate(old.chunks) if old.has_vector[i]} if len(missing) else {}
-        for i in missing:
-            j = by_text.get(chunks[i].embed_text)
-            if j is not None:
-                vectors[i], has_vector[i] = old.vectors[j], True
-    todo = np.flatnonzero(~has_vector)
-    if len(todo) == 0:
-        return vectors, has_vector
-    too_long = embed_context_warning(client, settings, (document_text(chunks[i], settings) for i in todo))
-    if too_long and too_long not in report.warnings:   # Part II: Ollama would cut them
-        report.warnings.append(too_long)
-    t0, done = time.perf_counter(), 0
-    try:
-        texts = (document_text(chunks[i], settings) for i in todo)     # made batch by batch: memory
-        for fresh in embed_batches(client, settings.embed_model, texts):
-            if fresh.shape[1] != dim:     # first vectors, or the model's size changed
-                if dim:
-                    report.reason = f"vector size changed ({dim} -> {fresh.shape[1]}); re-embedding all"
-                    progress(f"rebuilding index: {report.reason}")
-                    return fill_vectors(settings, client, None, chunks, np.full(n, -1), report, progress,
-                                        checkpoint)
-                dim, vectors = fresh.shape[1], np.zeros((n, fresh.shape[1]), dtype=np.float32)
-            rows = todo[done:done + len(fresh)]
-            vectors[rows], has_vector[rows] = fresh, True
-            done += len(fresh)
-            report.embedded += len(fresh)
-            progress(EmbedProgress(int(has_vector.sum()), n, done, time.perf_counter() - t0,
-                                   chunks[rows[-1]].source))
-            if checkpoint:
-                checkpoint(vectors, has_vector)
-    except OllamaError as e:
-        report.embed_error = str(e)
-    except BuildInterrupted:              # from the re-embedding call above: already saved
-        raise
-    except KeyboardInterrupt:             # Ctrl-C or SIGTERM: keep what arrived, then stop
-        kept = checkpoint(vectors, has_vector, force=True) if checkpoint else 0
-        raise BuildInterrupted(kept, n) from None
-    return vectors, has_vector
-
-
-def embed_texts(client: ollama.Client, model: str, texts: list[str]) -> np.ndarray:
-    """Embed texts with Ollama; return an (n, dim) float32 matrix of unit rows. Raises OllamaError."""
-    return np.concatenate(list(embed_batches(client, model, texts)) or [np.zeros((0, 0), np.float32)])
-
-
-def embed_batches(client: ollama.Client, model: str, texts: Iterable[str]) -> Iterator[np.ndarray]:
-    """Embed texts in batches, yielding each batch's unit rows as float32 as it arrives.
-
-    Batches hold at most EMBED_BATCH_TEXTS texts and EMBED_BATCH_CHARS characters,
-    so a long note never makes one huge request; `texts` may be a generator, so
-    a big build never holds every text at once. Raises OllamaError.
-    """
-    batch: list[str] = []
-    batch_chars = 0
-    for text in itertools.chain(texts, [None]):       # None: the end, send what is left
-        if batch and (text is None or len(batch) == EMBED_BATCH_TEXTS
-                      or batch_chars + len(text) > EMBED_BATCH_CHARS):
-            try:
-                rows = client.embed(model=model, input=batch).embeddings
-            except OLLAMA_FAILURES as e:
-                raise explain_ollama_error(e, model) from None
-            yield normalize(np.array(rows, dtype=np.float32).reshape(len(batch), -1))
-            batch, batch_chars = [], 0
-        if text is not None:
-            batch.append(text)
-            batch_chars += len(text)
-
-
-def normalize(m: np.ndarray) -> np.ndarray:
-    """Scale each row to length 1, so a dot product is a cosine similarity.
-
-    >>> normalize(np.array([[3.0, 4.0]]))
-    array([[0.6, 0.8]])
-    """
-    norms = np.linalg.norm(m, axis=1, keepdims=True)
-    return m / np.where(norms == 0, 1, norms)
-
-# ----------------------------------------------------------------------------
-# 5 · Search: rank chunks by meaning (cosine), by words (BM25), and by both (fused).
-
-
-def search(client: ollama.Client, index: Index, question: str, settings: Settings) -> Retrieval:
-    """The one search path every caller takes: embed the question, rank, say how it went.
-
-    When the question cannot be embedded (Ollama away, the model not pulled) or
-    some chunks have no vector yet, it ranks by keywords alone and records why
-    in `keywords_only_because`. A later step (a reranker, say) belongs here.
-    """
-    t0 = time.perf_counter()
-    qvec, why = None, None
-    if not index.complete:
-        why = f"{int((~index.has_vector).sum())} of {len(index.chunks)} chunks have no vector yet"
-    else:
-        try:
-            qvec = embed_query(client, question, settings)
-        except OllamaError as e:
-            why = str(e)
-        if qvec is not None:
-            why = vector_size_changed(index, qvec) or None      # a re-pulled model, say
-    t1 = time.perf_counter()
-    r = retrieve(index, question, qvec, settings)
-    return replace(r, keywords_only_because=why,
-                   timings={"embed_query": t1 - t0, "search": time.perf_counter() - t1})
-
-
-@dataclass(frozen=True)
-class Retrieval:
-    """The result of one search: ranked hits, how sure we are, and how they were found."""
-    hits: list[Hit]
-    confidence: float                     # confidence(); below the floor = not found
-    found: bool
-    query_vector: np.ndarray | None       # None: searched by keywords only
-    dense: np.ndarray | None              # each ranker's scores over all chunks, for --explain
-    lexical: np.ndarray                   # and --eval; dense is None without usable vectors
-    fused: np.ndarray
-    weights: dict[str, float]             # each ranker's share of the fusion (sum 1)
-    keywords_only_because: str | None = None
-    timings: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def lexical_only(self) -> bool:
-        return self.dense is None
-
-
-def retrieve(index: Index, question: str, qvec: np.ndarray | None, settings: Settings) -> Retrieval:
-    """Rank the chunks for an embedded question; qvec None means keywords only."""
-    rows = np.flatnonzero(source_mask(index, settings.source_filter))   # the chunks we may return
-    dense = None
-    # A partly embedded index (Ollama left mid-way) is searched by BM25 alone:
-    # fusing would favour the rows that happen to have vectors.
-    if qvec is not None and index.vectors.shape[1] == len(qvec) and index.has_vector[rows].all():
-        dense = index.vectors @ qvec      # exact cosine: one matrix-vector product
-    terms = query_postings(index.lexicon, question)    # tokenized once: BM25, fusion, confidence
-    lexical = bm25_scores(index.lexicon, terms)
-    fused = np.full(len(index.chunks), -np.inf, dtype=np.float32)
-    words_found = coverage(terms, int(rows[lexical[rows].argmax()])) if len(rows) else 0.0
-    fused[rows], weights = fuse(None if dense is None else dense[rows], lexical[rows], words_found,
-                                settings.fusion)
-    best = rows[top_k(fused[rows], settings.top_k)]
-    if dense is None:
-        best = [i for i in best if lexical[i] > 0]   # keywords only: a chunk without them is no match
-    hits = [Hit(rank, int(i), index.chunks[i], float(fused[i]),
-                float(dense[i]) if dense is not None else float("nan"), float(lexical[i]))
-            for rank, i in enumerate(best, 1)]
-    conf = confidence(terms, [h.row for h in hits], dense, rows)
-    return Retrieval(hits, conf, conf >= settings.min_score, qvec, dense, lexical, fused, weights)
-
-
-def embed_query(client: ollama.Client, question: str, settings: Settings) -> np.ndarray:
-    """One /api/embed request for the question; returns a unit vector."""
-    return embed_texts(client, settings.embed_model, [query_text(question, settings)])[0]
-
-
-def query_text(question: str, settings: Settings) -> str:
-    """The text to embed for a question: the model's documented query template, if any."""
-    return fill_template(embed_templates(settings).query, "{query}", question)
-
-
-def document_text(chunk: Chunk, settings: Settings) -> str:
-    """The text to embed for a chunk: the model's documented document template, if any."""
-    return fill_template(embed_templates(settings).document, "{text}", chunk.embed_text)
-
-
-def top_k(scores: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the k highest scores, best first; equal scores keep file order.
-
-    np.argpartition finds the k best in O(n) without sorting everything; only
-    those k are then sorted.
-
-    >>> top_k(np.array([0.1, 0.9, 0.5, 0.9]), 3)
-    array([1, 3, 2])
-    """
-    k = min(k, len(scores))
-    if k <= 0:
-        return np.zeros(0, dtype=np.int64)
-    kth = scores[np.argpartition(-scores, k - 1)[:k]].min()
-    above = np.flatnonzero(scores > kth)
-    # subtle: argpartition picks arbitrarily among ties at the cut; take them in row order
-    idx = np.concatenate([above, np.flatnonzero(scores == kth)[:k - len(above)]])
-    return idx[np.lexsort((idx, -scores[idx]))]
-
-
-def tokenize(text: str) -> list[str]:
-    """Words and numbers in lower case and singular; CJK runs as single characters plus
-    bigrams; stopwords dropped (for CJK, single characters and question-word bigrams).
-
-    Chinese has no spaces, so a whitespace tokenizer would see a whole sentence
-    as one word; characters and bigrams let "向量" match inside "用向量检索".
-
-    >>> tokenize("What are RAGs? 用向量检索 v2")
-    ['rag', '用', '向', '量', '检', '索', '用向', '向量', '量检', '检索', 'v2']
-    """
-    tokens = []
-    for run in TOKEN.findall(text.lower()):
-        if CJK_CHAR.match(run):
-            tokens.extend(run)
-            tokens.extend(run[i:i + 2] for i in range(len(run) - 1))
-        else:
-            tokens.append(run)
-    return [t if CJK_CHAR.match(t) else singular(t) for t in tokens if t not in STOPWORDS]
-
-
-class Term(NamedTuple):
-    """One distinct term of a query, looked up in the lexicon (see Lexicon in Part II)."""
-    idf: float                            # how rare the term is: rarer terms weigh more
-    rows: np.ndarray                      # the chunks it occurs in
-    counts: np.ndarray                    # how often, in each of them
-
-
-def query_postings(lex: Lexicon, query: str) -> list[Term]:
-    """Each distinct term of the query with its idf and the chunks it occurs in, in the order typed.
-
-    idf = ln(1 + (N - df + 0.5) / (df + 0.5)) for a term in df of N chunks: a term
-    in every chunk weighs ~0, a term in no chunk weighs the most (and matches nothing).
-
-    >>> lex = lexicon_from_texts(["the cat sat", "a dog sat"])
-    >>> [(round(t.idf, 3), t.rows.tolist()) for t in query_postings(lex, "cat sat fish")]
-    [(0.693, [0]), (0.182, [0, 1]), (1.792, [])]
-    """
-    n = len(lex.lengths)
-    out = []
-    for term in dict.fromkeys(tokenize(query)):
-        t = bisect.bisect_left(lex.vocab, term)
-        if t < len(lex.vocab) and lex.vocab[t] == term:
-            rows, counts = lex.docs[lex.ptr[t]:lex.ptr[t + 1]], lex.counts[lex.ptr[t]:lex.ptr[t + 1]]
-        else:
-            rows, counts = lex.docs[:0], lex.counts[:0]
-        out.append(Term(math.log(1 + (n - len(rows) + 0.5) / (len(rows) + 0.5)), rows, counts))
-    return out
-
-
-def bm25_scores(lex: Lexicon, terms: list[Term], k1: float = 1.2, b: float = 0.75) -> np.ndarray:
-    """BM25 score of every chunk for a query's terms: the sum of idf × saturated term frequency.
-
-    A term seen f times in a chunk of length dl adds idf · f(k1+1) / (f + k1(1 - b + b·dl/avgdl)):
-    a second mention counts less than the first, and long chunks are not favoured for
-    being long. Worked example, two chunks of 2 tokens, "cat" once in the first: idf =
-    ln(1 + 1.5/1.5) = 0.693, and f = 1, dl = avgdl gives 0.693 · 2.2 / 2.2 = 0.693.
-
-    >>> lex = lexicon_from_texts(["black cat", "black dog"])
-    >>> bm25_scores(lex, query_postings(lex, "cat")).round(3)
-    array([0.693, 0.   ], dtype=float32)
-    """
-    scores = np.zeros(len(lex.lengths), dtype=np.float32)
-    if len(scores) == 0:
-        return scores
-    norm = k1 * (1 - b + b * lex.lengths / max(float(lex.lengths.mean()), 1e-9))
-    for idf, rows, f in terms:
-        scores[rows] += idf * f * (k1 + 1) / (f + norm[rows])
-    return scores
-
-
-FUSION_NOTES = {"evidence": "z-scores weighted by each ranker's evidence on this question",
-                "zscore": "z-scores weighted by how far each ranker stands out",
-                "rrf": f"reciprocal rank fusion, k={RRF_K}", "dense": "cosine alone", "bm25": "BM25 alone"}
-
-
-def fuse(dense: np.ndarray | None, lexical: np.ndarray, words_found: float,
-         method: str = FUSION_METHOD) -> tuple[np.ndarray, dict[str, float]]:
-    """Fuse two rankers' scores into one; returns the fused scores and each ranker's share.
-
-    Each ranker's scores become z-scores, so cosines and BM25 are comparable, and
-    each counts by the evidence it found on this question, the two halves of
-    confidence(): BM25 by `words_found`, how much of the question's informative
-    words its best chunk holds (coverage()); dense by meaning_found(), how far its
-    best cosine moved from the typical chunk's towards a perfect match. Raised to
-    EVIDENCE_POWER, so the ranker with clearly more evidence leads and the other
-    only breaks its near-ties: a question worded like the note is ranked by its
-    words, a paraphrase by its meaning, and an embedder that is noise on these notes
-    (an English-only one on Chinese) cannot drag good keyword hits down.
-    `method` (--fusion) picks an alternative; see fuse_other().
-
-    Worked example: BM25's best chunk holds 90% of the question's words, the best
-    cosine moved 0.4 of the way from the typical chunk's to 1.0: the words count
-    (0.9 / 0.4) ** 6, about 130 times as much, and row 3 wins although its cosine is low.
-
-    >>> fused, weights = fuse(np.array([0.0, -0.1, 0.4, 0.0]), np.array([0.0, 0.0, 0.0, 3.0]), 0.9)
-    >>> int(fused.argmax()), {name: round(w, 3) for name, w in weights.items()}
-    (3, {'dense': 0.008, 'bm25': 0.992})
-    """
-    parts = {name: s for name, s in (("dense", dense), ("bm25", lexical)) if s is not None and len(s)}
-    if not parts:
-        return np.zeros(0, dtype=np.float32), {}
-    if method != "evidence":
-        return fuse_other(parts, method)
-    evidence = {"dense": meaning_found(float(dense.max()), median(dense)) if dense is not None else 0.0,
-                "bm25": words_found}
-    return weighted_z_scores(parts, {name: evidence[name] ** EVIDENCE_POWER for name in parts})
-
-
-def weighted_z_scores(parts: dict[str, np.ndarray], weights: dict[str, float]) -> tuple[np.ndarray, dict[str, float]]:
-    """The weighted mean of the rankers' z-scores (each ranker's scores minus their mean, over
-    their standard deviation, so that cosines and BM25 are comparable), and each ranker's
-    share of the weight; equal shares when all weights are 0.
-
-    >>> weighted_z_scores({"a": np.array([1.0, 3.0]), "b": np.array([0.0, 0.0])}, {"a": 3.0, "b": 1.0})
-    (array([-0.75,  0.75], dtype=float32), {'a': 0.75, 'b': 0.25})
-    """
-    if sum(weights.values()) == 0:        # no evidence either way: all count the same
-        weights = dict.fromkeys(parts, 1.0)
-    total = sum(weights.values())
-    shares = {name: w / total for name, w in weights.items()}
-    fused = sum(shares[name] * (s - s.mean()) / (s.std() or 1.0) for name, s in parts.items())
-    return np.asarray(fused, dtype=np.float32), shares
-
-
-def confidence(terms: list[Term], hit_rows: list[int], dense: np.ndarray | None, rows: np.ndarray) -> float:
-    """How sure we are that the notes hold an answer (compared with --min-score): the
-    evidence of words plus the evidence of meaning, each 0 to 1, so 0 to 2 in all.
-
-    Words: the most of the question's informative words one hit holds (coverage).
-    Meaning: how far the best hit's cosine moved from the typical chunk's (the
-    median over `rows`) towards a perfect 1.0. That is judged on each embedder's own
-    scale: e5's cosines all sit near 0.8, MiniLM's near 0.1, and a fixed offset
-    would suit only one of them. A paraphrase scores on meaning, a question worded
-    like the note on words, an unanswerable one on neither. Keywords only: words alone.
-
-    >>> lex = lexicon_from_texts(["black cat", "black dog"])
-    >>> round(confidence(query_postings(lex, "cat"), [0, 1], None, np.arange(2)), 2)
-    1.0
-    >>> round(confidence(query_postings(lex, "fish"), [0], np.array([0.9, 0.5]), np.arange(2)), 2)
-    0.67
-    """
-    words = max((coverage(terms, row) for row in hit_rows), default=0.0)
-    if dense is None or not len(rows) or not hit_rows:
-        return words
-    return words + meaning_found(max(float(dense[row]) for row in hit_rows), median(dense[rows]))
-
-
-def meaning_found(best: float, typical: float) -> float:
-    """How far the `best` cosine moved from the `typical` chunk's towards a perfect 1.0,
-    0 to 1: the evidence of meaning, on each embedder's own scale.
-
-    >>> meaning_found(0.5, 0.0), meaning_found(0.9, 0.8), meaning_found(0.7, 0.8)
-    (0.5, 0.5, 0.0)
-    """
-    return max(0.0, (best - typical) / (1 - typical)) if typical < 1 else 0.0
-
-
-def median(values: np.ndarray) -> float:
-    """The median, as np.median gives it, without np.median's first-call cost: that
-    imports numpy.ma, about 70 ms of a warm query.
-
-    >>> median(np.array([3.0, 1.0, 2.0])), median(np.array([4.0, 1.0, 2.0, 3.0]))
-    (2.0, 2.5)
-    """
-    n = len(values)
-    middle = np.partition(values, [(n - 1) // 2, n // 2])
-    return float(middle[(n - 1) // 2] + middle[n // 2]) / 2
-
-
-def coverage(terms: list[Term], row: int) -> float:
-    """Share of a query's idf weight whose terms occur in chunk `row`, 0 to 1.
-
-    It asks "are the question's informative words in this passage?", and does not
-    depend on the embedder or on how many chunks there are. Worked example, "cat"
-    in chunk 0 only, "fish" in neither: idf(cat) = ln(1 + 1.5/1.5) = 0.69, idf(fish)
-    = ln(1 + 2.5/0.5) = 1.79, so chunk 0 covers 0.69 / (0.69 + 1.79) = 0.28.
-
-    >>> lex = lexicon_from_texts(["black cat", "black dog"])
-    >>> round(coverage(query_postings(lex, "cat fish"), 0), 2)
-    0.28
-    """
-    total = sum(t.idf for t in terms)
-    found = sum(t.idf for t in terms if np.any(t.rows == row))
-    return found / total if total else 0.0
-
-
-def source_mask(index: Index, pattern: str | None) -> np.ndarray:
-    """Which chunks --source allows: a glob ("notes/*.md") or a plain substring."""
-    if not pattern:
-        return np.ones(len(index.chunks), dtype=bool)
-    glob = any(ch in pattern for ch in "*?[")
-    return np.array([fnmatch.fnmatch(c.source, pattern) if glob else pattern in c.source
-                     for c in index.chunks], dtype=bool)
-
-# ----------------------------------------------------------------------------
-# 6 · Prompt & answer: rules, numbered sources, question -> a streamed, cited answer.
-
-NOT_FOUND = "Not found in your notes: no source is relevant enough."
-
-RULES = """You answer questions from the user's own notes.
-- Use only the numbered sources below. Do not add facts from elsewhere.
-- Cite the sources you use with their numbers in square brackets, like [1] or [2][3].
-- If the sources do not contain the answer, say plainly that the notes do not cover it.
-- Answer in the same language as the question."""
-
-
-def answer(client: ollama.Client, question: str, hits: list[Hit], settings: Settings) -> Iterator[str]:
-    """Stream an answer to the question from the retrieved hits."""
-    return stream_chat(client, settings.chat_model, build_messages(question, hits))
-
-
-def build_messages(question: str, hits: list[Hit], history: str = "") -> list[dict]:
-    """The three-part prompt as chat messages: rules (system), then sources and question."""
-    user = f"Sources:\n\n{format_sources(hits)}\n\n"
-    if history:
-        user += f"Conversation so far:\n{history}\n\n"
-    return [{"role": "system", "content": RULES},
-            {"role": "user", "content": user + f"Question: {question}"}]
-
-
-def format_sources(hits: list[Hit]) -> str:
-    """The numbered sources block: '[1] file › heading' then the chunk's text."""
-    return "\n\n".join(f"[{i}] {h.chunk.citation}\n{h.chunk.text}" for i, h in enumerate(hits, 1))
-
-
-def context_size(messages: list[dict]) -> int:
-    """num_ctx for a prompt: its estimate plus room for the answer, in steps of 1024.
-
-    Ollama silently drops the start of a prompt longer than its context window,
-    which is exactly where our rules and first sources are, so we ask for enough.
-    """
-    need = sum(estimate_tokens(m["content"]) for m in messages) + ANSWER_TOKENS
-    return max(MIN_NUM_CTX, math.ceil(need / 1024) * 1024)
-
-
-def estimate_tokens(text: str) -> int:
-    """A rough token count: one per CJK character, one per 4 other characters.
-
-    >>> estimate_tokens("RAG 检索增强生成")
-    7
-    """
-    cjk = len(re.findall(rf"[{CJK}]", text))
-    return cjk + math.ceil((len(text) - cjk) / 4)
-
-
-def stream_chat(client: ollama.Client, model: str, messages: list[dict],
-                num_ctx: int | None = None) -> ChatStream:
-    """Stream the chat model's reply as text pieces, thinking stripped. Raises OllamaError.
-
-    Iterate over the result for the text; once it ends, its .usage holds Ollama's
-    token counts and its .warnings what went wrong on the way (a prompt that did
-    not fit, thinking that could not be turned off). See ChatStream in Part II.
-    """
-    options = {"temperature": TEMPERATURE, "num_ctx": num_ctx or context_size(messages)}
-    return ChatStream(client, model, messages, options)
-
-# ----------------------------------------------------------------------------
-# 7 · The command line's main path: a question in, sources and a streamed answer out.
-# Only main() and the run_* functions print.
-
-EXIT_OK, EXIT_USAGE, EXIT_OLLAMA, EXIT_INTERRUPTED = 0, 2, 3, 130
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit code."""
-    args = parse_args(argv)
-    settings = settings_from(args)
-    if settings.top_k > (cap := top_k_limit(settings.chunk_size)):
-        err(f"note: --top-k {settings.top_k} is more sources than fit in a {MAX_NUM_CTX}-token context; "
-            f"using {cap}")
-        settings = replace(settings, top_k=cap)
-    try:
-        client = ollama_client(args.timeout)
-    except ValueError as e:
-        err(f"error: {e}")
-        return EXIT_USAGE
-    previous = sigterm_as_interrupt()
-    try:
-        if args.eval:
-            return run_eval(args, settings, client)
-        if args.make_eval:
-            return run_make_eval(args, settings, client)
-        if args.tune:
-            return run_tune(args, settings, client)
-        if args.chat:
-            return run_chat(args, settings, client)
-        if args.explain:
-            return run_explain(args, settings, client)
-        return run_question(args, settings, client)
-    except FileNotFoundError as e:
-        err(f"error: {e} (give a folder of .md/.txt notes with --notes)")
-        return EXIT_USAGE
-    except OllamaError as e:
-        err(f"error: {e}")
-        return EXIT_OLLAMA
-    except BuildInterrupted as e:
-        err(f"\n{e}")
-        return EXIT_INTERRUPTED
-    except KeyboardInterrupt:
-        err("\ninterrupted; the cache on disk is unchanged or complete")
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        return EXIT_OK
-    finally:
-        restore_sigterm(previous)
-
-
-def run_question(args, settings: Settings, client: ollama.Client) -> int:
-    """The main job: one question -> sources -> streamed answer."""
-    echo = not args.json                  # --json prints one object at the end instead
-    timings = {}
-    index, report, timings["index"] = open_index(settings, client, args.rebuild, quiet=not echo,
-                                                 progress_seconds=args.progress_seconds)
-    if not index.chunks:
-        return no_usable_notes(settings)
-    if not source_mask(index, settings.source_filter).any():
-        return no_matching_source(settings)
-    r = search(client, index, args.question, settings)
-    if r.query_vector is not None and (reason := vector_size_changed(index, r.query_vector)):
-        index, report, timings["index"] = open_index(settings, client, reason, quiet=not echo,
-                                                     progress_seconds=args.progress_seconds)
-        r = search(client, index, args.question, settings)
-    timings.update(r.timings)
-    ollama_problem = report.embed_error or r.keywords_only_because
-    warnings = list(report.warnings)      # for --json; stderr has them already, unless --json
-    if ollama_problem:
-        warnings.append(f"{ollama_problem}; searching by keywords (BM25) only")
-    if not echo:                          # open_index was quiet: say them all here
-        err(*(f"warning: {w}" for w in warnings))
-    elif r.keywords_only_because and not report.embed_error:   # the others were said while indexing
-        err(f"warning: {warnings[-1]}")
-    templates = embed_templates(settings)
-    if echo:
-        print_hits(r.hits, r.lexical_only, preview_terms(index, args.question))
-    if echo and args.show_prompt:
-        messages = build_messages(args.question, r.hits)
-        print("Prompt:")
-        for m in messages:
-            print(f"--- {m['role']} ---\n{m['content']}")
-        print(f"--- options: temperature={TEMPERATURE}, num_ctx={context_size(messages)} ---")
-        print(f"--- embedding prompts ({templates.source}): query {templates.query or 'none'!r}, "
-              f"document {templates.document or 'none'!r} ---\n")
-    text, code, usage = None, EXIT_OK, None
-    if ollama_problem and not r.hits:
-        code = EXIT_OLLAMA                # nothing to show: the warning above says what to do
-    elif not r.found:
-        if echo:
-            print(f"{NOT_FOUND} (confidence {r.confidence:.2f} < --min-score {settings.min_score}; "
-                  "the closest sources are above)")
-    elif ollama_problem:
-        if echo:
-            print(f"Keyword-only passages above (Ollama unavailable: {ollama_problem}).")
-    elif not args.retrieve_only:
-        t0 = time.perf_counter()
-        stream = answer(client, args.question, r.hits, settings)
-        text, code = stream_answer(stream, echo)
-        timings["answer"] = time.perf_counter() - t0
-        usage = stream.usage
-        warnings += stream.warnings
-        err(*(f"warning: {w}" for w in stream.warnings))
-    tokens = {} if usage is None else {"prompt": usage.prompt_tokens, "answer": usage.answer_tokens,
-                                       "per_second": round(usage.tokens_per_second, 1)}
-    if echo:
-        line = " · ".join(f"{k} {v:.2f}s" for k, v in timings.items())
-        if tokens:
-            line += f" · {tokens['prompt']} prompt tokens · {tokens['answer']} answer tokens " \
-                    f"({tokens['per_second']} tokens/s)"
-        err("timings: " + line)
-    else:
-        print(json.dumps({
-            "question": args.question, "answer": text, "found": r.found, "lexical_only": r.lexical_only,
-            "confidence": round(r.confidence, 3),
-            "sources": [{"rank": h.rank, "source": h.chunk.source, "heading": h.chunk.heading,
-                         "page": h.chunk.page, "score": round(h.score, 4), "text": h.chunk.text}
-                        for h in r.hits],
-            "timings": {k: round(v, 3) for k, v in timings.items()},
-            "tokens": tokens, "warnings": warnings,
-            "embedding_prompts": templates._asdict()}, ensure_ascii=False, indent=2))
-    return code
-
-
-def open_index(settings: Settings, client: ollama.Client, rebuild: bool | str,
-               quiet: bool, progress_seconds: float = PROGRESS_SECONDS) -> tuple[Index, IndexReport, float]:
-    """build_index with the progress and the index summary on stderr.
-
-    Embedding progress is shown even when quiet (it is on stderr, and a long
-    build needs it): one line rewritten in place on a terminal, else a line
-    every `progress_seconds` (ProgressLine, Part II).
-    """
-    t0 = time.perf_counter()
-    line = ProgressLine(sys.stderr, progress_seconds, quiet)
-    try:
-        index, report = build_index(settings, client, rebuild, line)
-    finally:
-        line.finish()
-    took = time.perf_counter() - t0
-    if not quiet:
-        for w in report.warnings:
-            err(f"warning: {w}")
-        err(f"{report.summary(len(index.files))} in {took:.2f}s")
-        if report.touched:
-            names = report.touched[:8] + ([f"… {len(report.touched) - 8} more"] if len(report.touched) > 8 else [])
-            err("  (re)indexed: " + ", ".join(names))
-        if report.embed_error:
-            err(f"warning: {report.embed_error}; searching by keywords (BM25) only")
-    return index, report, took
-
-
-def print_hits(hits: list[Hit], lexical_only: bool, terms: list[tuple[str, float]] = ()) -> None:
-    """The sources, each with a one-line preview of where the question's rarest `terms` occur."""
-    print("Top sources" + (" (keywords only):" if lexical_only else ":"))
-    for h in hits:
-        scores = f"bm25 {h.lexical:.2f}" if lexical_only else f"cos {h.dense:.3f} · bm25 {h.lexical:.2f}"
-        print(f"  [{h.rank}] {h.chunk.citation}  ({scores})\n      {preview(h.chunk.text, terms=terms)}")
-    print()
-
-
-def stream_answer(pieces: Iterable[str], echo: bool = True) -> tuple[str, int]:
-    """Print a streamed answer as it arrives (when echo); return (its text, exit code).
-
-    The one place the command line streams an answer (--chat streams through ask()).
-    """
-    shown = []
-    try:
-        if echo:
-            print("Answer:")
-        for piece in pieces:
-            shown.append(piece)
-            if echo:
-                print(piece, end="", flush=True)
-        if echo:
-            print()
-    except OllamaError as e:
-        err(f"\nerror: {e}")
-        return "".join(shown), EXIT_OLLAMA
-    return "".join(shown), EXIT_OK
-
-# ============================================================================
-# More ways to use the pipeline: a conversation, an evaluation, a narrated run.
-# ============================================================================
-
-# ----------------------------------------------------------------------------
-# Conversation: follow-up questions, rewritten to stand alone before retrieving.
-
-FOLLOW_UP = re.compile(
-    r"\b(it|its|this|that|these|those|they|them|their|he|she|the same|above|former|latter)\b"
-    r"|它|它们|这个|那个|这些|那些|这|那|上面|前面|上述|他|她|其|呢[？?]?$", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class Turn:
-    question: str
-    answer: str
-    query: str                            # what was actually searched
-
-
-@dataclass(frozen=True)
-class Conversation:
-    """The conversation so far: recent turns verbatim, older ones as a summary."""
-    turns: tuple[Turn, ...] = ()
-    summary: str = ""
-
-
-@dataclass(frozen=True)
-class ChatStep:
-    """What one conversational question produced, before the answer streams."""
-    query: str                            # the rewritten query ("" if not rewritten)
-    retrieval: Retrieval
-    messages: list[dict]
-    num_ctx: int
-
-
-def ask(client: ollama.Client, index: Index, question: str, conv: Conversation, settings: Settings,
-        on_sources: Callable[[ChatStep], None] = lambda step: None,
-        on_token: Callable[[str], None] = lambda piece: None,
-        on_warning: Callable[[str], None] = lambda line: None) -> tuple[str, list[Hit], Conversation]:
-    """One conversational turn: returns (answer, sources, the conversation with this turn added).
-
-    For notebooks as it is; the --chat REPL passes callbacks to print the sources
-    before the answer (on_sources), the answer as it streams (on_token) and what went
-    wrong on the way, such as a prompt Ollama had to cut (on_warning). Below
-    the relevance floor the answer is NOT_FOUND and the chat model is not called.
-    Raises OllamaError when the chat model cannot answer.
-    """
-    step = prepare_turn(client, index, question, conv, settings)
-    on_sources(step)
-    if not step.retrieval.found:
-        return NOT_FOUND, step.retrieval.hits, conv
-    pieces = []
-    stream = stream_chat(client, settings.chat_model, step.messages, step.num_ctx)
-    for piece in stream:
-        pieces.append(piece)
-        on_token(piece)
-    for line in stream.warnings:
-        on_warning(line)
-    text = "".join(pieces)
-    return text, step.retrieval.hits, remember(conv, Turn(question, text, step.query or question))
-
-
-def prepare_turn(client: ollama.Client, index: Index, question: str, conv: Conversation,
-                 settings: Settings) -> ChatStep:
-    """Rewrite if needed, search, and fit rules + sources + history + question in the budget."""
-    query = ""
-    if needs_rewrite(question, conv):
-        try:
-            query = rewrite_query(client, question, conv, settings)
-        except OllamaError:
-            pass                          # search as typed: search() falls back and says why
-    retrieval = search(client, index, query or question, settings)
-    base = build_messages(question, retrieval.hits)
-    # Everything but the history, plus the answer's room and the history's own
-    # header. Sources are never cut: if they alone overflow the budget, num_ctx
-    # grows instead and the history gets what is left.
-    fixed = sum(estimate_tokens(m["content"]) for m in base) + ANSWER_TOKENS + HISTORY_HEADER_TOKENS
-    num_ctx = max(CHAT_NUM_CTX, math.ceil(fixed / 1024) * 1024)
-    messages = build_messages(question, retrieval.hits, history_text(conv, num_ctx - fixed))
-    return ChatStep(query, retrieval, messages, num_ctx)
-
-
-def needs_rewrite(question: str, conv: Conversation) -> bool:
-    """A cheap check: does this question lean on earlier turns (pronouns, ellipsis)?
-
-    >>> needs_rewrite("how is it different from threads?", Conversation((Turn("q", "a", "q"),)))
-    True
-    >>> needs_rewrite("what is asyncio?", Conversation((Turn("q", "a", "q"),)))
-    False
-    """
-    if not conv.turns:
-        return False
-    q = question.strip()
-    words = sum(len(w) if CJK_CHAR.match(w) else 1 for w in TOKEN.findall(q))  # a CJK character is a word
-    return bool(FOLLOW_UP.search(q)) or words <= 2      # so short it must lean on context: "and threads?"
-
-
-REWRITE_PROMPT = """Rewrite the user's last question as one standalone search query, using the
-conversation to replace pronouns and fill in what is left out. Keep the question's
-language. Reply with the query only."""
-
-
-def rewrite_query(client: ollama.Client, question: str, conv: Conversation, settings: Settings) -> str:
-    """Ask the chat model (short, not streamed, no thinking) for a standalone query."""
-    recent = "\n".join(f"Q: {t.question}\nA: {first_sentence(t.answer, REWRITE_ANSWER_CHARS)}"
-                       for t in conv.turns[-REWRITE_TURNS:])
-    messages = [{"role": "system", "content": REWRITE_PROMPT},
-                {"role": "user", "content": f"{recent}\n\nLast question: {question}"}]
-    try:
-        reply = ollama_chat(client, settings.chat_model, messages, stream=False,
-                            options={"temperature": 0, "num_predict": REWRITE_TOKENS,
-                                     "num_ctx": context_size(messages)})
-    except OLLAMA_FAILURES as e:
-        raise explain_ollama_error(e, settings.chat_model) from None
-    text = "".join(strip_think([reply.message.content or ""])).strip().strip('"').splitlines()
-    return text[0].strip() if text and text[0].strip() else question
-
-
-def history_text(conv: Conversation, budget: int) -> str:
-    """The conversation as prompt text within `budget` tokens, dropping oldest first."""
-    lines = [f"(earlier: {conv.summary})"] if conv.summary else []
-    lines += [f"Q: {t.question}\nA: {t.answer}" for t in conv.turns]
-    while lines and estimate_tokens("\n".join(lines)) > budget:
-        lines.pop(0)
-    return "\n".join(lines)
-
-
-def remember(conv: Conversation, turn: Turn) -> Conversation:
-    """Add a turn; turns beyond the verbatim window fold into a one-line-each summary."""
-    turns = conv.turns + (turn,)
-    summary = conv.summary
-    while len(turns) > CHAT_VERBATIM_TURNS:
-        old, turns = turns[0], turns[1:]
-        summary = (summary + " " if summary else "") + \
-            f"Asked “{first_sentence(old.question, SUMMARY_QUESTION_CHARS)}”: " \
-            f"{first_sentence(old.answer, SUMMARY_ANSWER_CHARS)}"
-        summary = summary[-SUMMARY_CHARS:]    # the oldest part goes first
-    return Conversation(turns, summary)
-
-
-def first_sentence(text: str, limit: int) -> str:
-    """The first sentence of a text, cut to `limit` characters.
-
-    >>> first_sentence("One. Two.", 80)
-    'One.'
-    >>> first_sentence("A long first sentence.", 8)
-    'A long …'
-    """
-    m = re.match(r".+?(?:[。！？]|[.!?](?=\s|$))", text.strip(), re.DOTALL)
-    s = (m.group(0) if m else text.strip()).replace("\n", " ")
-    return s if len(s) <= limit else s[:limit - 1] + "…"
-
-# ----------------------------------------------------------------------------
-# Evaluation: hit@k and MRR on a set of questions with known answers.
-
-
-def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: Settings) -> dict:
-    """Score dense, BM25 and fused retrieval on an evaluation set, and the relevance floor."""
-    ranks: dict[str, list] = {"fused": [], "dense": [], "bm25": []}
-    misses, floor = [], {"answerable_found": 0, "answerable": 0, "unanswerable_refused": 0, "unanswerable": 0}
-    confidences = []
-    rows = np.flatnonzero(source_mask(index, settings.source_filter))
-    dense_used, dense_missing = 0, None   # how many answerable questions got dense scores, and why not all
-    for item in items:
-        r = search(client, index, item["question"], replace(settings, top_k=EVAL_DEPTH))
-        answerable = bool(item.get("answers"))
-        if answerable and r.dense is not None:
-            dense_used += 1
-        elif answerable:
-            dense_missing = dense_missing or r.keywords_only_because
-        confidences.append({"question": item["question"], "answerable": answerable,
-                            "confidence": round(r.confidence, 3)})
-        if not answerable:
-            floor["unanswerable"] += 1
-            floor["unanswerable_refused"] += not r.found
-            continue
-        floor["answerable"] += 1
-        floor["answerable_found"] += r.found
-        for name, scores in (("fused", r.fused), ("dense", r.dense), ("bm25", r.lexical)):
-            if scores is None:            # no vectors (Ollama away): this ranker is not scored
-                continue
-            ranking = rows[top_k(scores[rows], EVAL_DEPTH)]
-            ranks[name].append(first_hit_rank(index, ranking, item))
-        if ranks["fused"][-1] != 1:
-            misses.append({"question": item["question"], "answers": item["answers"],
-                           "rank": ranks["fused"][-1],
-                           "top": r.hits[0].chunk.citation if r.hits else None})
-    result = metrics(ranks["fused"])
-    result["by_ranker"] = {name: metrics(rs) for name, rs in ranks.items()}
-    result["floor"] = {"min_score": settings.min_score, **floor}
-    result["misses"] = misses
-    result["confidences"] = confidences
-    result["embed_model"] = settings.embed_model if dense_used else None
-    # Ollama may go away mid-run: then the dense row covers only some questions, and says so.
-    result["dense_coverage"] = {"questions": dense_used, "of": floor["answerable"], "missing_because": dense_missing}
-    return result
-
-
-def load_eval_set(path: Path) -> list[dict]:
-    """Read a JSONL file of {"question": ..., "answers": [...], "source"?: ...} lines."""
-    items = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except ValueError:
-            item = None
-        if not (isinstance(item, dict) and isinstance(item.get("question"), str)
-                and isinstance(item.get("answers", []), list)):
-            raise ValueError(f"{path}:{n}: expected {{\"question\": str, \"answers\": [str, ...]}}")
-        # subtle: "" occurs in every chunk, so [""] would score a perfect hit@1.
-        if not all(isinstance(a, str) and a.strip() for a in item.get("answers", [])):
-            raise ValueError(f"{path}:{n}: \"answers\" must hold non-empty strings "
-                             f"([] marks a question the notes cannot answer), not {item['answers']!r}")
-        if not all(isinstance(item.get(k, ""), str) for k in ("source", "heading")):
-            raise ValueError(f"{path}:{n}: \"source\" and \"heading\" must be strings")
-        items.append(item)
-    return items
-
-
-def first_hit_rank(index: Index, ranking: np.ndarray, item: dict) -> int | None:
-    """1-based rank of the first chunk that answers the item (see is_hit), None if none does."""
-    for rank, row in enumerate(ranking, 1):
-        if is_hit(index.chunks[row], item):
-            return rank
-    return None
-
-
-def is_hit(chunk: Chunk, item: dict) -> bool:
-    """Does this chunk answer the item? By where it came from when the item says, else by its text.
-
-    An item with a `source` is judged by note, and with a `heading` too by section:
-    the chunk lies in that section (or a subsection), or the section starts inside
-    it (a big chunk can hold several sections). Otherwise a chunk containing one of
-    the answer strings is a hit; strings overcount (a short answer such as "12人"
-    occurs in many chunks), which is why generated sets carry their source.
-
-    >>> c = Chunk("tea.md", "# Tea › ## Green", "## Green\\nUse 80 °C water.")
-    >>> is_hit(c, {"answers": ["80 °C"]}), is_hit(c, {"answers": ["x"], "source": "tea.md"})
-    (True, True)
-    >>> is_hit(c, {"answers": ["80 °C"], "source": "tea.md", "heading": "# Tea › ## Black"})
-    False
-    >>> is_hit(c, {"answers": [], "source": "tea.md", "heading": "Green"})   # a title without its #s
-    True
-    """
-    if not item.get("source"):
-        return any(a.lower() in chunk.text.lower() for a in item.get("answers", []) if a.strip())
-    if chunk.source != item["source"]:
-        return False
-    want = heading_titles(item.get("heading") or "")
-    if not want:
-        return True
-    have = heading_titles(chunk.heading)
-    if any(have[i:i + len(want)] == want for i in range(len(have) - len(want) + 1)):
-        return True                       # in that section, or a subsection of it
-    # or the section starts inside the chunk (a big chunk can hold several sections)
-    return re.search(rf"^#{{1,6}}[ \t]+{re.escape(want[-1])}[ \t#]*$", chunk.text, re.MULTILINE) is not None
-
-
-def heading_titles(path: str) -> list[str]:
-    """A heading path's titles without their #s: '# Tea › ## Green' -> ['Tea', 'Green']."""
-    return [part.lstrip("#").strip() for part in path.split(" › ") if part.strip()]
-
-
-def eval_set_problem(index: Index, items: list[dict]) -> str | None:
-    """Why an evaluation set cannot be scored on this index (a message naming the items), or None."""
-    if not items:
-        return "it holds no questions"
-    unknown = sorted({it["source"] for it in items if it.get("source") and it["source"] not in index.files})
-    if unknown:
-        shown = ", ".join(unknown[:5]) + (f", … {len(unknown) - 5} more" if len(unknown) > 5 else "")
-        return (f"{len(unknown)} source(s) are not among the {len(index.files)} indexed notes: {shown} "
-                "(another --notes folder, or notes renamed since the set was made?)")
-    return None
-
-
-def metrics(ranks: list[int | None]) -> dict:
-    """hit@1/3/5 and MRR@10 (EVAL_DEPTH) from each question's first-hit rank (None: missed).
-
-    >>> metrics([1, 3, None, 6])
-    {'hit@1': 0.25, 'hit@3': 0.5, 'hit@5': 0.5, 'mrr': 0.375, 'n': 4}
-    """
-    n = len(ranks)
-    if n == 0:
-        return {"hit@1": 0.0, "hit@3": 0.0, "hit@5": 0.0, "mrr": 0.0, "n": 0}
-    hit = lambda k: round(sum(1 for r in ranks if r is not None and r <= k) / n, 4)  # noqa: E731
-    mrr = sum(1 / r for r in ranks if r is not None and r <= EVAL_DEPTH) / n
-    return {"hit@1": hit(1), "hit@3": hit(3), "hit@5": hit(5), "mrr": round(mrr, 4), "n": n}
-
-# ----------------------------------------------------------------------------
-# Tuning: an evaluation set generated from your notes, and a sweep that recommends flags.
-#
-# --make-eval asks the chat model for one question per passage of your notes and
-# keeps only the ones that pass three checks; --tune then measures every setting
-# that needs no re-embedding on that set and names the flags that did best.
-
-EVAL_PROMPT = """You write one test question for a search engine over someone's notes.
-From the passage the user sends, reply with a JSON object:
-- "question": one question that the passage answers, asked the way a person would ask it
-  without the note open. Use your own words: do not reuse the passage's wording.
-  Write it in the passage's language.
-- "answer": the answer, a few words copied exactly from the passage."""
-
-EVAL_SCHEMA = {"type": "object", "required": ["question", "answer"],
-               "properties": {"question": {"type": "string"}, "answer": {"type": "string"}}}
-
-# Questions no note is likely to answer, in the languages the notes are written in;
-# any the notes do seem to cover (EVAL_UNANSWERABLE_COVERAGE) are left out.
-UNANSWERABLE = {
-    "en": ["What is the boiling point of ethanol?", "Who won the 1998 football World Cup?",
-           "How many moons does Neptune have?", "What is the capital of Mongolia?",
-           "How do I replace a bicycle's brake cable?", "When did the Berlin Wall fall?"],
-    "zh": ["红烧肉怎么做？", "珠穆朗玛峰有多高？", "唐朝的首都在哪里？", "怎么给自行车补胎？"],
-}
-
-DROP_REASONS = {"junk": "no JSON question and answer", "answer": "answer not found in the passage",
-                "copied": f"mostly copied (over {EVAL_MAX_COPIED:.0%} of its words are the passage's)"}
-
-
-def generate_eval_set(client: ollama.Client, index: Index, settings: Settings, n: int,
-                      have: list[dict]) -> Iterator[tuple[dict | None, str]]:
-    """Yield (item, "") for every question kept and (None, a DROP_REASONS key) for every one dropped.
-
-    Stops when the set (with `have`, what an earlier run wrote) holds n questions,
-    or the passages run out. Passages already asked about are skipped. The built-in
-    unanswerable questions come right after the chat model's first reply, so a run
-    without a working chat model yields nothing. Raises OllamaError.
-    """
-    unanswerable = [q for q in unanswerable_questions(index, settings, math.ceil(n * EVAL_UNANSWERABLE_SHARE))
-                    if q not in {it["question"] for it in have}]
-    wanted = n - len(have) - len(unanswerable)
-    done = {it.get("passage") for it in have}
-    for pid, passage in eval_passages(settings, index):
-        if wanted <= 0:
-            break
-        if pid in done:
-            continue
-        item, why = generate_question(client, passage, settings)
-        if item:
-            item["passage"] = pid         # lets a second run skip it
-            wanted -= 1
-        yield item, why
-        for q in unanswerable:
-            yield {"question": q, "answers": []}, ""
-        unanswerable = []
-    for q in unanswerable:                # when no model call was needed
-        yield {"question": q, "answers": []}, ""
-
-
-def eval_passages(settings: Settings, index: Index) -> list[tuple[str, Chunk]]:
-    """The passages to ask about, as ("note.md#3", passage), in a fixed order spread over the notes.
-
-    Each indexed note is cut again into EVAL_PASSAGE_CHARS pieces; too-short ones
-    are skipped. The order takes one passage from each note in turn, and within a
-    note the first passage of every section before the second of any, so even a
-    few questions cover many notes and headings. No randomness: the same notes
-    give the same order, which is what lets a second run continue.
-    """
-    splitter = make_splitter(EVAL_PASSAGE_CHARS, 0)
-    per_note = []
-    for rel in sorted(index.files):
-        path = settings.notes_dir / rel
-        try:
-            st = path.stat()
-            sections, _ = read_note(NoteFile(rel, str(path), st.st_size, st.st_mtime_ns), settings.max_note_mb)
-        except (OSError, ValueError):
-            continue                      # changed since it was indexed: indexing will say so
-        pieces = chunk_note(rel, sections, splitter)
-        nth_in_section = Counter()
-        keyed = []
-        for i, c in enumerate(pieces):
-            nth_in_section[c.heading] += 1
-            if len(c.text) - LEADING_HEADINGS.match(c.text).end() >= EVAL_MIN_PASSAGE_CHARS:
-                keyed.append((nth_in_section[c.heading], i, f"{rel}#{i + 1}", c))
-        per_note.append([(pid, c) for _, _, pid, c in sorted(keyed, key=lambda k: k[:2])])
-    return [p for turn in itertools.zip_longest(*per_note) for p in turn if p is not None]
-
-
-def generate_question(client: ollama.Client, passage: Chunk, settings: Settings) -> tuple[dict | None, str]:
-    """Ask the chat model (not streamed, no thinking, temperature 0, JSON schema) about one passage."""
-    messages = [{"role": "system", "content": EVAL_PROMPT}, {"role": "user", "content": passage.text}]
-    try:
-        reply = ollama_chat(client, settings.chat_model, messages, stream=False, format=EVAL_SCHEMA,
-                            options={"temperature": 0, "num_predict": EVAL_REPLY_TOKENS,
-                                     "num_ctx": context_size(messages)})
-    except OLLAMA_FAILURES as e:
-        raise explain_ollama_error(e, settings.chat_model) from None
-    return judge_question("".join(strip_think([reply.message.content or ""])), passage)
-
-
-def judge_question(reply: str, passage: Chunk) -> tuple[dict | None, str]:
-    """Keep a generated question only if its JSON parses, its answer is in the passage, and it
-    is not mostly copied; returns (item, "") or (None, the DROP_REASONS key).
-
-    >>> p = Chunk("tea.md", "# Tea", "Green tea wants water at 80 degrees, never boiling.")
-    >>> judge_question('{"question": "How hot should water for green tea be?", "answer": "80 degrees"}', p)[0]
-    {'question': 'How hot should water for green tea be?', 'answers': ['80 degrees'], 'source': 'tea.md', 'heading': '# Tea'}
-    >>> [judge_question(r, p)[1] for r in ['{"question": "Q?"', '{"question": "Q?", "answer": "99 degrees"}',
-    ...                                    '{"question": "Green tea wants water at what?", "answer": "80 degrees"}']]
-    ['junk', 'answer', 'copied']
-    """
-    try:
-        data = json.loads(reply)
-    except ValueError:
-        return None, "junk"
-    question, answer_ = (data.get("question"), data.get("answer")) if isinstance(data, dict) else (None, None)
-    if not (isinstance(question, str) and question.strip() and isinstance(answer_, str) and answer_.strip()):
-        return None, "junk"
-    squash = lambda text: " ".join(text.lower().split())  # noqa: E731
-    if squash(answer_) not in squash(passage.text):
-        return None, "answer"
-    if copied_share(question, passage.text) > EVAL_MAX_COPIED:
-        return None, "copied"
-    return {"question": question.strip(), "answers": [answer_.strip()],
-            "source": passage.source, "heading": passage.heading}, ""
-
-
-def copied_share(question: str, passage: str) -> float:
-    """Share of the question's words (CJK: bigrams) that occur in the passage, 0 to 1.
-
-    Words are tokenize()'s (lower case, singular, no stopwords); for CJK only the
-    bigrams count, bar those made of two stopword characters ("怎么").
-    Worked example: "starter", "fed" and "often" -> 2 of 3 in the passage.
-
-    >>> copied_share("How often is the starter fed?", "The starter is fed twice a day.")
-    0.6666666666666666
-    >>> copied_share("酵种多久喂一次？", "酵种每天喂两次。")   # 酵种 of 酵种 种多 多久 久喂 喂一 一次
-    0.16666666666666666
-    """
-    def terms(text: str) -> set[str]:
-        return {t for t in tokenize(text) if not CJK_CHAR.match(t) or
-                (len(t) == 2 and not (t[0] in STOPWORDS and t[1] in STOPWORDS))}
-    asked = terms(question)
-    return len(asked & terms(passage)) / len(asked) if asked else 0.0
-
-
-def unanswerable_questions(index: Index, settings: Settings, n: int) -> list[str]:
-    """Up to n built-in questions the notes do not seem to answer, in the notes' languages."""
-    texts = " ".join(c.text for c in index.chunks[:200])
-    langs = [lang for lang, present in (("en", re.search(r"[A-Za-z]{3}", texts)),
-                                        ("zh", CJK_CHAR.search(texts))) if present]
-    candidates = [q for group in itertools.zip_longest(*(UNANSWERABLE[lang] for lang in langs))
-                  for q in group if q]
-    plain = replace(settings, source_filter=None)
-    return [q for q in candidates
-            if retrieve(index, q, None, plain).confidence < EVAL_UNANSWERABLE_COVERAGE][:n]
-
-
-def run_make_eval(args, settings: Settings, client: ollama.Client) -> int:
-    """--make-eval FILE: generate questions from the notes, appending each kept one as it comes."""
-    path = args.make_eval
-    have = []
-    if path.exists():
-        try:
-            have = load_eval_set(path)
-        except (OSError, ValueError) as e:
-            err(f"error: {path} exists and is not an evaluation set ({e}); give a new file name")
-            return EXIT_USAGE
-    index, _, _ = open_index(settings, client, args.rebuild, quiet=args.json)
-    if not index.chunks:
-        return no_usable_notes(settings)
-    written = Counter()
-    dropped: Counter[str] = Counter()
-    failure, code = None, EXIT_OK
-    try:
-        for item, why in generate_eval_set(client, index, settings, args.questions, have):
-            if item is None:
-                dropped[why] += 1
-            else:
-                with open(path, "a", encoding="utf-8") as f:    # one whole line at a time
-                    f.write(json.dumps(item, ensure_ascii=False) + "\n")
-                written["answerable" if item["answers"] else "unanswerable"] += 1
-            if not args.json:
-                err(f"  {len(have) + sum(written.values())}/{args.questions} questions, "
-                    f"{sum(dropped.values())} dropped")
-    except OllamaError as e:
-        failure, code = str(e), EXIT_OLLAMA
-    except KeyboardInterrupt:
-        failure, code = "interrupted", EXIT_INTERRUPTED
-    total = len(have) + sum(written.values())
-    summary = {"file": str(path), "questions": total, "written_now": dict(written), "from_before": len(have),
-               "dropped": {DROP_REASONS[k]: v for k, v in dropped.items()}, "chat_model": settings.chat_model,
-               "error": failure}
-    if args.json:
-        print(json.dumps(summary, ensure_ascii=False, indent=2))
-    else:
-        print(f"{path}: {total} questions ({written['answerable']} answerable and {written['unanswerable']} "
-              f"unanswerable written now, {len(have)} from before), by {settings.chat_model}")
-        if dropped:
-            print(f"dropped {sum(dropped.values())}: " +
-                  ", ".join(f"{v} {DROP_REASONS[k]}" for k, v in dropped.most_common()))
-        if not failure and total < args.questions:
-            print(f"the notes gave no more passages to ask about (passages of {EVAL_PASSAGE_CHARS} characters)")
-    if failure:
-        err(f"error: {failure}; " + (f"{total} questions are in {path}: run the same command to continue"
-                                     if total else "nothing was written"))
-    elif not args.json:
-        err(f"next: python demo_rag.py --tune {path}" + ("" if settings.notes_dir == NOTES_DIR
-                                                           else f" --notes {settings.notes_dir}"))
-    return code
-
-
-@dataclass(frozen=True)
-class Variant:
-    """One combination of settings that --tune measures."""
-    chunk_size: int
-    template: bool                        # the query instruction on
-    fusion: str
-
-
-def tune(client: ollama.Client, indexes: dict[int, Index], items: list[dict], settings: Settings) -> dict:
-    """Evaluate every variant that needs no re-embedding, on each index (one per chunk size).
-
-    Variants: fusion x query template on/off x chunk size; for the best of them,
-    --top-k (TUNE_TOP_KS) and the floor (the highest --min-score that still answers
-    TUNE_ANSWERED of the answerable questions). Each question is embedded once per
-    template; everything else is NumPy on the loaded indexes. Without vectors only
-    BM25 is tuned, and `missing` says why.
-    """
-    on = replace(settings, query_instruction=None if settings.query_instruction == "" else settings.query_instruction)
-    templates = {True: on} if query_text("q", on) != "q" else {}
-    templates[False] = replace(settings, query_instruction="")
-    questions = [it["question"] for it in items]
-    qvecs, missing = {}, None
-    try:
-        for t, s in templates.items():
-            qvecs[t] = embed_texts(client, s.embed_model, [query_text(q, s) for q in questions])
-    except OllamaError as e:
-        missing = str(e)
-    for size, ix in indexes.items():
-        if not missing and not ix.complete:
-            missing = f"{int((~ix.has_vector).sum())} of {len(ix.chunks)} chunks at chunk size {size} have no vector"
-    fusions = FUSION_METHODS if not missing else ("bm25",)
-    variants = [Variant(size, t, f) for size in indexes for t in (templates if not missing else [False])
-                for f in fusions]
-    rows_of = {}
-    for v in variants:
-        index = indexes[v.chunk_size]
-        s = replace(templates.get(v.template, settings), fusion=v.fusion, top_k=EVAL_DEPTH)
-        mask = np.flatnonzero(source_mask(index, s.source_filter))
-        rows_of[v] = [(item, *tune_one(index, item, qvecs[v.template][i] if not missing else None, s, mask))
-                      for i, item in enumerate(items)]
-    scored = [tune_scores(v, rows_of[v], settings.top_k, settings.min_score) for v in variants]
-    default = Variant(settings.chunk_size, query_text("q", settings) != "q" and not missing,
-                      settings.fusion if not missing else "bm25")
-    base = next((x for x in scored if x["variant"] == default), scored[0])
-    best = rival = max(scored, key=lambda x: (x["mrr"], x["hit@1"]))
-    if best["mrr"] - base["mrr"] < TUNE_MIN_GAIN:
-        best = base                       # not measurably better: keep what is set
-    win = best["variant"]
-    ks = sorted(set(TUNE_TOP_KS) | {settings.top_k})
-    hit_at = {k: hit_at_k(rows_of[win], k) for k in ks}
-    top_k_ = min(k for k in ks if hit_at[k] >= max(hit_at.values()))
-    floor = recommend_floor(rows_of[win], top_k_)
-    flags = [f"--fusion {win.fusion}", f"--top-k {top_k_}"]
-    if floor["min_score"] is not None:
-        flags.append(f"--min-score {floor['min_score']}")
-    if not win.template and query_text("q", settings) != "q":
-        flags.append("--query-instruction ''")
-    if win.chunk_size != settings.chunk_size:
-        flags.append(f"--chunk-size {win.chunk_size}")
-    return {"answerable": sum(1 for it in items if it.get("answers")),
-            "unanswerable": sum(1 for it in items if not it.get("answers")),
-            "embed_model": None if missing else settings.embed_model, "missing": missing,
-            "variants": [{**asdict_variant(x["variant"]), **{k: v for k, v in x.items() if k != "variant"}}
-                         for x in scored],
-            "defaults": asdict_variant(default), "winner": asdict_variant(win),
-            "not_measurably_better": None if rival is best else {**asdict_variant(rival["variant"]),
-                                                                 "mrr": rival["mrr"]},
-            "top_k": {"hit@k": hit_at, "chosen": top_k_}, "floor": floor, "flags": " ".join(flags)}
-
-
-def asdict_variant(v: Variant) -> dict:
-    return {"chunk_size": v.chunk_size, "query_instruction": "on" if v.template else "off", "fusion": v.fusion}
-
-
-def tune_one(index: Index, item: dict, qvec: np.ndarray | None, settings: Settings,
-             rows: np.ndarray) -> tuple[int | None, list[float]]:
-    """One question under one variant: the rank of its first hit, and its confidence at each top-k (1..10)."""
-    r = retrieve(index, item["question"], qvec, settings)
-    ranking = np.array([h.row for h in r.hits], dtype=np.int64)
-    terms = query_postings(index.lexicon, item["question"])
-    confs = [confidence(terms, ranking[:k].tolist(), r.dense, rows) for k in range(1, EVAL_DEPTH + 1)]
-    return (first_hit_rank(index, ranking, item) if item.get("answers") else None), confs
-
-
-def tune_scores(v: Variant, rows: list[tuple[dict, int | None, list[float]]], top_k_: int,
-                min_score: float) -> dict:
-    """hit@k and MRR of one variant, and what the current floor answers and declines with it."""
-    answerable = [(rank, confs) for item, rank, confs in rows if item.get("answers")]
-    others = [confs for item, _, confs in rows if not item.get("answers")]
-    k = min(top_k_, EVAL_DEPTH) - 1
-    return {"variant": v, **metrics([rank for rank, _ in answerable]),
-            "answered": sum(c[k] >= min_score for _, c in answerable),
-            "declined": sum(c[k] < min_score for c in others)}
-
-
-def hit_at_k(rows: list[tuple[dict, int | None, list[float]]], k: int) -> float:
-    """Share of answerable questions with a hit in the top k."""
-    ranks = [rank for item, rank, _ in rows if item.get("answers")]
-    return round(sum(1 for r in ranks if r is not None and r <= k) / len(ranks), 4) if ranks else 0.0
-
-
-def recommend_floor(rows: list[tuple[dict, int | None, list[float]]], top_k_: int) -> dict:
-    """The highest --min-score (2 decimals) that still answers TUNE_ANSWERED of the answerable
-    questions, and how many answerable and unanswerable ones it answers and declines.
-
-    >>> rows = [({"answers": ["a"]}, 1, [c] * 10) for c in (0.9, 0.8, 0.7, 0.45)] + [({"answers": []}, None, [0.5] * 10)]
-    >>> recommend_floor(rows, 5)    # 95% of 4 questions is all 4: the floor sits at the lowest, 0.45
-    {'min_score': 0.45, 'answered': 4, 'answerable': 4, 'declined': 0, 'unanswerable': 1}
-    """
-    k = min(top_k_, EVAL_DEPTH) - 1
-    sure = sorted((c[k] for item, _, c in rows if item.get("answers")), reverse=True)
-    unsure = [c[k] for item, _, c in rows if not item.get("answers")]
-    if not sure:
-        return {"min_score": None, "answered": 0, "answerable": 0, "declined": 0, "unanswerable": len(unsure)}
-    floor = math.floor(sure[math.ceil(TUNE_ANSWERED * len(sure)) - 1] * 100) / 100
-    return {"min_score": floor, "answered": sum(c >= floor for c in sure), "answerable": len(sure),
-            "declined": sum(c < floor for c in unsure), "unanswerable": len(unsure)}
-
-
-def run_tune(args, settings: Settings, client: ollama.Client) -> int:
-    """--tune FILE: the sweep, a table, the winner and the exact flags (or --json: one object)."""
-    try:
-        items = load_eval_set(args.tune)
-    except (OSError, ValueError) as e:
-        err(f"error: cannot read evaluation set: {e}")
-        return EXIT_USAGE
-    index, _, _ = open_index(settings, client, args.rebuild, quiet=args.json)
-    if not index.chunks:
-        return no_usable_notes(settings)
-    problem = eval_set_problem(index, items)
-    if problem:
-        err(f"error: cannot use evaluation set {args.tune}: {problem}")
-        return EXIT_USAGE
-    indexes = {settings.chunk_size: index}
-    for size in args.tune_chunk_sizes or ():
-        if size in indexes:
-            continue
-        # Each size keeps its own cache, in a folder of its own, so the main one is never replaced.
-        sized = replace(settings, chunk_size=size, cache_dir=settings.cache_dir / f"chunk-{size}")
-        if not args.json:
-            err(chunk_size_cost(client, index, sized))
-        indexes[size], _, _ = open_index(sized, client, False, quiet=args.json)
-    result = tune(client, indexes, items, settings)
-    if args.json:
-        print(json.dumps(result, ensure_ascii=False, indent=2))
-        return EXIT_OK
-    print(f"{len(items)} questions ({result['answerable']} answerable, {result['unanswerable']} unanswerable); "
-          f"embedder: {result['embed_model'] or 'none'}; floor --min-score {settings.min_score}, "
-          f"--top-k {settings.top_k}")
-    if result["missing"]:
-        print(f"tuned BM25, --top-k and the floor only: dense, fused and query-template variants "
-              f"need vectors ({result['missing']})")
-    print(f"{'chunk':>6} {'query':<6}{'fusion':<8}{'hit@1':>7}{'hit@5':>7}{'MRR':>7}{'answered':>10}{'declined':>10}")
-    for x in result["variants"]:
-        v = (x["chunk_size"], x["query_instruction"], x["fusion"])
-        mark = "  default" if v == tuple(result["defaults"].values()) else ""
-        mark += "  <- best" if v == tuple(result["winner"].values()) else ""
-        print(f"{x['chunk_size']:>6} {x['query_instruction']:<6}{x['fusion']:<8}{x['hit@1']:>7.3f}"
-              f"{x['hit@5']:>7.3f}{x['mrr']:>7.3f}{x['answered']:>6}/{result['answerable']:<3}"
-              f"{x['declined']:>6}/{result['unanswerable']:<3}{mark}")
-    rival = result["not_measurably_better"]
-    if rival:
-        print(f"kept the defaults: the best MRR, {rival['mrr']:.3f} ({rival['chunk_size']} {rival['query_instruction']} "
-              f"{rival['fusion']}), is less than {TUNE_MIN_GAIN} above theirs")
-    k = result["top_k"]
-    print("top-k: " + ", ".join(f"hit@{n} {h:.3f}" for n, h in k["hit@k"].items())
-          + f" -> --top-k {k['chosen']} (the smallest that finds as much)")
-    f = result["floor"]
-    if f["min_score"] is not None:
-        print(f"floor: --min-score {f['min_score']} answers {f['answered']}/{f['answerable']} answerable "
-              f"(at least {TUNE_ANSWERED:.0%}) and declines {f['declined']}/{f['unanswerable']} unanswerable")
-    print(f"recommended: python demo_rag.py {result['flags']}")
-    return EXIT_OK
-
-
-def chunk_size_cost(client: ollama.Client, index: Index, settings: Settings) -> str:
-    """One line: how many chunks a chunk size needs embedded, and roughly how long that takes."""
-    chars = sum(len(c.embed_text) for c in index.chunks)
-    chunks = math.ceil(chars / (settings.chunk_size - settings.chunk_overlap))
-    line = f"chunk size {settings.chunk_size}: about {chunks} chunks ({chars:,} characters) to embed"
-    if cache_path(settings).exists():
-        return line + f"; its cache in {settings.cache_dir} is reused, so only changes are embedded"
-    try:
-        t0 = time.perf_counter()
-        embed_texts(client, settings.embed_model, ["x " * (settings.chunk_size // 2)])
-        per_chunk = time.perf_counter() - t0
-    except OllamaError as e:
-        return line + f" (cannot embed: {e})"
-    return line + (f", at most {chunks * per_chunk:.0f}s at the {per_chunk:.2f}s one chunk took alone (batches are "
-                   f"faster); kept in {settings.cache_dir}")
-
-# ----------------------------------------------------------------------------
-# The other command-line modes: --chat, --eval, --explain, and the flags.
-
-
-def run_chat(args, settings: Settings, client: ollama.Client) -> int:
-    """The REPL: questions in, streamed answers with sources out, until /quit or Ctrl-D."""
-    index, _, _ = open_index(settings, client, args.rebuild, quiet=False, progress_seconds=args.progress_seconds)
-    if not index.chunks:
-        return no_usable_notes(settings)
-    if not source_mask(index, settings.source_filter).any():
-        return no_matching_source(settings)
-    with contextlib.suppress(AttributeError):     # a line that is not UTF-8 is then said, not fatal
-        sys.stdin.reconfigure(errors="surrogateescape")
-    conv, last_hits, warned = Conversation(), [], set()
-    commands = "/sources  /clear  /stats  /quit"
-    print(f"Ask about your notes ({len(index.files)} notes). Commands: {commands}. Ctrl-D leaves.")
-
-    def warn_once(text: str) -> None:     # a cut prompt is said once a session, not every turn
-        kind = text.split(":")[0]         # the numbers after it change from turn to turn
-        if kind not in warned:
-            warned.add(kind)
-            err(f"\nwarning: {text}")
-
-    def show_sources(step: ChatStep) -> None:
-        nonlocal last_hits
-        if step.query:
-            print(f"(searching for: {step.query})")
-        last_hits = step.retrieval.hits
-        print_hits(step.retrieval.hits, step.retrieval.lexical_only, preview_terms(index, step.query or line))
-        if not step.retrieval.found:
-            print(NOT_FOUND)
-
-    while True:
-        try:
-            line = input("> ").strip()
-        except EOFError:
-            print()
-            return EXIT_OK
-        if not line:
-            continue
-        if not is_text(line):
-            print(f"({NOT_TEXT}; ask again)")
-            continue
-        if line.startswith("/"):
-            if line == "/quit":
-                return EXIT_OK
-            elif line == "/clear":
-                conv, last_hits = Conversation(), []
-                print("(conversation cleared)")
-            elif line == "/sources":
-                for h in last_hits:
-                    print(f"[{h.rank}] {h.chunk.citation}  {h.score:.3f}\n{h.chunk.text}\n")
-            elif line == "/stats":
-                print(f"notes {len(index.files)} · chunks {len(index.chunks)} · embed {settings.embed_model} · "
-                      f"chat {settings.chat_model} · turns kept {len(conv.turns)}"
-                      f"{' + summary' if conv.summary else ''}")
-            else:
-                print(f"unknown command {line.split()[0]}; commands: {commands}")
-            continue
-        try:
-            text, _, conv = ask(client, index, line, conv, settings, on_sources=show_sources,
-                                on_token=lambda piece: print(piece, end="", flush=True), on_warning=warn_once)
-            if text != NOT_FOUND:
-                print()                   # end the streamed answer's last line
-        except OllamaError as e:
-            print(f"\n(Ollama unavailable: {e}; the sources above are the lexical best)")
-
-
-def run_eval(args, settings: Settings, client: ollama.Client) -> int:
-    index, _, _ = open_index(settings, client, args.rebuild, quiet=args.json, progress_seconds=args.progress_seconds)
-    if index.chunks and not source_mask(index, settings.source_filter).any():
-        return no_matching_source(settings)
-    try:
-        items = load_eval_set(args.eval)
-    except (OSError, ValueError) as e:
-        err(f"error: cannot read evaluation set: {e}")
-        return EXIT_USAGE
-    problem = eval_set_problem(index, items)
-    if problem:
-        err(f"error: cannot use evaluation set {args.eval}: {problem}")
-        return EXIT_USAGE
-    result = evaluate(client, index, items, settings)
-    if args.json:
-        print(json.dumps(result, ensure_ascii=False, indent=2))
-        return EXIT_OK
-    embedder = result["embed_model"] or "none (Ollama unavailable: BM25 only)"
-    cover = result["dense_coverage"]
-    if result["embed_model"] and cover["questions"] < cover["of"]:
-        embedder += (f" (partial: dense scores for {cover['questions']} of {cover['of']} answerable questions, "
-                     f"then {cover['missing_because']})")
-    print(f"{result['n']} answerable questions, {len(items) - result['n']} unanswerable; embedder: {embedder}")
-    print(f"{'ranker':<8}{'hit@1':>8}{'hit@3':>8}{'hit@5':>8}{'MRR':>8}")
-    for name in ("dense", "bm25", "fused"):
-        m = result["by_ranker"][name]
-        row = "".join(f"{m[k]:>8.3f}" for k in ("hit@1", "hit@3", "hit@5", "mrr")) if m["n"] else "     n/a"
-        print(f"{name:<8}{row}" + (f"   (over {m['n']} of {result['n']})" if 0 < m["n"] < result["n"] else ""))
-    f = result["floor"]
-    print(f"relevance floor {f['min_score']}: answered {f['answerable_found']}/{f['answerable']} answerable, "
-          f"declined {f['unanswerable_refused']}/{f['unanswerable']} unanswerable")
-    for m in result["misses"]:
-        print(f"miss (rank {m['rank']}): {m['question']}  -> top: {m['top']}")
-    return EXIT_OK
-
-
-def run_explain(args, settings: Settings, client: ollama.Client) -> int:
-    """--explain: one question, every step narrated with this run's real values (80 columns).
-
-    Steps 4 to 7 narrate what search() and the answer functions returned, so the
-    narration cannot drift from what the pipeline does.
-    """
-    from textwrap import fill, shorten
-
-    def say(text: str = "", indent: str = "  ") -> None:
-        print(fill(text, 78, initial_indent=indent, subsequent_indent=indent + "  ") if text else "")
-
-    def cut(text: str, width: int) -> str:
-        return shorten(text, width, placeholder=" …")
-
-    def label(c: Chunk) -> str:          # file and innermost heading: "notes.md › ## Part"
-        return cut(" › ".join([c.source] + c.heading.split(" › ")[-1:]) if c.heading else c.source, 60)
-
-    print("STEP 1 · LOAD: find the notes")
-    files, _ = scan_notes(settings.notes_dir, skip=[settings.cache_dir])
-    say(f"{len(files)} files under {readable_name(settings.notes_dir.name)}/: " + ", ".join(f.rel for f in files))
-    print("\nSTEP 2 · FINGERPRINT: MD5 over every note's name, size and mtime")
-    say(f"{fingerprint(files)}: while it stays the same, the cache is used as it is")
-    index, report, took = open_index(settings, client, args.rebuild, quiet=True, progress_seconds=args.progress_seconds)
-    say(f"index: {len(index.chunks)} chunks from {len(index.files)} notes, "
-        f"{report.embedded} embedded just now ({took:.2f}s)")
-    if not index.chunks:
-        return no_usable_notes(settings)
-    if not (allowed := source_mask(index, settings.source_filter)).any():
-        return no_matching_source(settings)
-    print("\nSTEP 3 · CHUNK: cut at headings, then paragraphs, lines, sentences")
-    rel, rec = max(index.files.items(), key=lambda kv: (kv[1].stop - kv[1].start, kv[1].size))
-    say(f"{rel} became {rec.stop - rec.start} chunk(s) of at most {settings.chunk_size} characters "
-        f"(notes shorter than that stay whole; try --chunk-size 300):")
-    for c in index.chunks[rec.start:rec.stop][:4]:
-        say(f"{len(c.text):>5} chars  {c.heading or '(no heading)'}", indent="    ")
-    print("\nSTEP 4 · EMBED: text -> a vector of numbers; similar meaning, similar direction")
-    r = search(client, index, args.question, settings)
-    if r.query_vector is not None:
-        qvec = r.query_vector
-        say(f"{settings.embed_model} turned the question into {len(qvec)} numbers of total length 1: "
-            f"[{', '.join(f'{x:+.3f}' for x in qvec[:4])}, …]")
-    else:
-        say(f"Ollama unavailable ({r.keywords_only_because}); keywords (BM25) only")
-    templates = embed_templates(settings)
-    say(f"embedding prompts ({templates.source}): query {templates.query or 'none'!r}, "
-        f"document {templates.document or 'none'!r}" + ("" if templates.query or templates.document
-                                                       else ": none applied"))
-
-    print("\nSTEP 5 · SEARCH: rank by meaning (cosine) and by words (BM25), then fuse")
-    for name, key, scores in (("cosine", "dense", r.dense), ("BM25", "bm25", r.lexical), ("fused", "", r.fused)):
-        if scores is not None:
-            note = f"weight {r.weights.get(key, 0.0):.2f}" if key else FUSION_NOTES[settings.fusion]
-            print(f"  {name} ({cut(note, 60)}):")
-            rows = np.flatnonzero(allowed)    # what --source excluded is not part of the ranking
-            for i in rows[top_k(scores[rows], 3)]:
-                print(f"    {scores[i]:>7.3f}  {label(index.chunks[i])}")
-    say(f"confidence {r.confidence:.2f} against the floor {settings.min_score}: "
-        + ("answer from these sources" if r.found else "not found in your notes"))
-    messages = build_messages(args.question, r.hits)
-    print("\nSTEP 6 · PROMPT: rules · numbered sources · question (--show-prompt: in full)")
-    for m in messages:
-        print(f"  --- {m['role']}: {estimate_tokens(m['content'])} tokens (estimated) ---")
-        lines = [ln for ln in m["content"].splitlines() if ln.strip()]
-        shown = lines if m["role"] == "system" else [ln for ln in lines if re.match(r"\[\d+\] |Sources:|Question:", ln)]
-        for line in shown:
-            print("  " + cut(line, 76))
-    say(f"num_ctx {context_size(messages)}: the estimate plus {ANSWER_TOKENS} tokens for the answer, "
-        "so Ollama cuts nothing")
-    print(f"\nSTEP 7 · ANSWER: {settings.chat_model}, streamed")
-    if not r.found:
-        say("not found in your notes: the chat model is not called")
-        return EXIT_OK
-    if r.lexical_only:
-        say("Ollama unavailable: the passages above are all there is")
-        return EXIT_OK
-    stream = answer(client, args.question, r.hits, settings)
-    code = stream_answer(stream)[1]
-    err(*(f"warning: {w}" for w in stream.warnings))
-    return code
-
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="demo_rag.py", description="Ask questions of your notes with local Ollama models.")
-    p.add_argument("question", nargs="?", help="what to ask (in any language)")
-    p.add_argument("--notes", type=Path, default=NOTES_DIR, help="notes folder (default: demo-data/)")
-    p.add_argument("--cache", type=Path, default=CACHE_DIR, help="cache folder (default: .demo-cache/)")
-    p.add_argument("--top-k", type=int, default=TOP_K, help=f"sources to use (default {TOP_K})")
-    p.add_argument("--embed-model", default=EMBED_MODEL, help=f"default {EMBED_MODEL}")
-    p.add_argument("--chat-model", default=CHAT_MODEL, help=f"default {CHAT_MODEL}")
-    p.add_argument("--chunk-size", type=int, default=CHUNK_SIZE, help=f"characters (default {CHUNK_SIZE})")
-    p.add_argument("--chunk-overlap", type=int, default=CHUNK_OVERLAP, help=f"characters (default {CHUNK_OVERLAP})")
-    p.add_argument("--min-score", type=float, default=MIN_SCORE,
-                   help=f"relevance floor on retrieval confidence (default {MIN_SCORE})")
-    p.add_argument("--source", metavar="PATTERN", help="only use notes whose path matches (glob or substring)")
-    p.add_argument("--query-instruction", metavar="TEMPLATE",
-                   help="query template with {query}; '' for none (default: the model's documented one)")
-    p.add_argument("--max-note-mb", type=float, default=MAX_NOTE_MB,
-                   help=f"skip bigger notes (default {MAX_NOTE_MB:g})")
-    p.add_argument("--rebuild", action="store_true", help="re-read and re-embed every note")
-    p.add_argument("--retrieve-only", action="store_true", help="show the sources, skip the chat model")
-    p.add_argument("--show-prompt", action="store_true", help="print the exact prompt sent")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    p.add_argument("--chat", action="store_true", help="ask follow-up questions in a conversation")
-    p.add_argument("--explain", action="store_true", help="narrate every step with this run's values")
-    p.add_argument("--eval", type=Path, metavar="JSONL", help="measure retrieval on an evaluation set")
-    p.add_argument("--doc-instruction", metavar="TEMPLATE",
-                   help="document template with {text}; '' for none (default: the model's documented one)")
-    p.add_argument("--timeout", type=float, default=OLLAMA_TIMEOUT, metavar="SECONDS",
-                   help=f"give up when Ollama is silent this long (default {OLLAMA_TIMEOUT:g})")
-    p.add_argument("--fusion", choices=FUSION_METHODS, default=FUSION_METHOD,
-                   help=f"how dense and BM25 scores are combined (default {FUSION_METHOD}; --tune compares)")
-    p.add_argument("--make-eval", type=Path, metavar="JSONL",
-                   help="write an evaluation set of questions generated from the notes (appends; run again to continue)")
-    p.add_argument("--questions", type=int, default=EVAL_QUESTIONS,
-                   help=f"how many questions --make-eval writes (default {EVAL_QUESTIONS})")
-    p.add_argument("--tune", type=Path, metavar="JSONL", help="compare retrieval settings on an evaluation set "
-                   "and recommend flags")
-    p.add_argument("--tune-chunk-sizes", type=chunk_sizes, metavar="N,N",
-                   help="with --tune: also try these chunk sizes (each embeds the notes once and keeps its cache)")
-    p.add_argument("--progress-seconds", type=float, default=PROGRESS_SECONDS, metavar="S",
-                   help=f"when stderr is not a terminal, a progress line every S seconds (default {PROGRESS_SECONDS:g})")
-    p.add_argument("--checkpoint-seconds", type=float, default=CHECKPOINT_SECONDS, metavar="S",
-                   help=f"save the embedding done so far every S seconds, 0 after every batch (default {CHECKPOINT_SECONDS:g})")
-    args = p.parse_args(argv)
-    if not (args.question or args.chat or args.eval or args.make_eval or args.tune):
-        p.print_usage(sys.stderr)
-        p.exit(EXIT_USAGE, "demo_rag.py: error: give a question, or --chat, --eval FILE, --make-eval FILE "
-                           "or --tune FILE\n")
-    if args.questions < 1 or any(n < 50 or n <= args.chunk_overlap for n in args.tune_chunk_sizes or ()):
-        p.error("need --questions >= 1, and every --tune-chunk-sizes value >= 50 and above --chunk-overlap")
-    if args.top_k < 1 or args.chunk_size < 50 or not 0 <= args.chunk_overlap < args.chunk_size:
-        p.error("need --top-k >= 1, --chunk-size >= 50 and 0 <= --chunk-overlap < --chunk-size")
-    if not math.isfinite(args.min_score):
-        p.error(f"--min-score must be a number like 0.3, not {args.min_score}")
-    for flag, value in (("--max-note-mb", args.max_note_mb), ("--timeout", args.timeout)):
-        if not 0 < value < math.inf:      # nan fails every comparison too
-            p.error(f"{flag} must be a positive number, not {value}")
-    for flag, value in (("--checkpoint-seconds", args.checkpoint_seconds),
-                        ("--progress-seconds", args.progress_seconds)):
-        if not 0 <= value < math.inf:     # nan would never save, or never report
-            p.error(f"{flag} must be 0 or more seconds, not {value}")
-    if args.question and not is_text(args.question):
-        p.error(f"the question: {NOT_TEXT}")
-    return args
-
-
-def chunk_sizes(text: str) -> list[int]:
-    """--tune-chunk-sizes "800,1500" -> [800, 1500]."""
-    try:
-        return [int(n) for n in text.split(",") if n.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected sizes like 800,1500, not {text!r}") from None
-
-
-def settings_from(args: argparse.Namespace) -> Settings:
-    return Settings(notes_dir=args.notes.expanduser(), cache_dir=args.cache.expanduser(),
-                    embed_model=args.embed_model, chat_model=args.chat_model,
-                    chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, top_k=args.top_k,
-                    min_score=args.min_score, source_filter=args.source,
-                    query_instruction=args.query_instruction, max_note_mb=args.max_note_mb,
-                    doc_instruction=args.doc_instruction,
-                    fusion=args.fusion,
-                    checkpoint_seconds=args.checkpoint_seconds)
-
-
-def err(*lines: str) -> None:
-    for line in lines:
-        print(line, file=sys.stderr, flush=True)
-
-
-def preview(text: str, width: int = 72, terms: Iterable[tuple[str, float]] = ()) -> str:
-    """One line of a chunk, cut to `width` terminal columns (a CJK character takes two):
-    the part where the rarest of `terms` (term, idf) occur, as search engines show, or
-    else its start past its headings (they are in the citation).
-
-    >>> preview("## Title\\n\\nRAG 是检索增强生成", 12)
-    'RAG 是检索…'
-    >>> preview("Intro words here. Later the starter needs feeding twice a day.", 30, [("starter", 2.0)])
-    '… Later the starter needs fee…'
-    """
-    line = " ".join(text[LEADING_HEADINGS.match(text).end():].split())
-    at = keyword_in_context(line, terms)
-    if at > 0:
-        line = "… " + line[at:]
-    used = 0
-    for i, ch in enumerate(line):
-        used += 2 if re.match(rf"[{CJK}\uff00-\uffef\u3000-\u303f]", ch) else 1
-        if used > width - 1:
-            return line[:i] + "…"
-    return line
-
-
-def no_usable_notes(settings: Settings) -> int:
-    """Say which folder had no notes and what was looked for; the exit code for it."""
-    err(f"no usable notes in {settings.notes_dir} (looked for {', '.join(NOTE_TYPES)}, "
-        f"at least {MIN_NOTE_CHARS} characters)")
-    return EXIT_USAGE
-
-
-def no_matching_source(settings: Settings) -> int:
-    """Say that --source left nothing to search, and how it matches; the exit code for it."""
-    err(f"no note matches --source '{settings.source_filter}' (a glob like 'work/*.md', or a part of "
-        f"a note's path relative to {readable_name(str(settings.notes_dir))})")
-    return EXIT_USAGE
-
-
-def ollama_client(timeout: float | None = None) -> ollama.Client:
-    """The command line's Ollama client: it gives up on a server silent for `timeout`
-    seconds (None: waits as long as it takes), and over plain http skips loading the
-    system's TLS certificates, which it would never use (~0.2 s of a warm query's
-    ~0.7 s). Raises ValueError, in words, when OLLAMA_HOST is not an address."""
-    options = {} if timeout is None else \
-        {"timeout": httpx.Timeout(timeout, connect=min(timeout, OLLAMA_CONNECT_TIMEOUT))}
-    if not host().lower().startswith("https:"):
-        options["verify"] = False
-    try:
-        return ollama.Client(**options)
-    except (ValueError, httpx.InvalidURL) as e:
-        raise ValueError(f"OLLAMA_HOST={host()} is not an address like {DEFAULT_HOST} ({e})") from None
-
-
-def top_k_limit(chunk_size: int) -> int:
-    """The most sources of chunk_size characters that fit in a MAX_NUM_CTX context, even
-    when every character is a token (Chinese): room is kept for the answer, and 1024
-    tokens for the rules and the question; each citation line counts 32.
-
-    >>> top_k_limit(1500)
-    20
-    """
-    return max(1, (MAX_NUM_CTX - ANSWER_TOKENS - 1024) // (chunk_size + 32))
-
-
-NOT_TEXT = "not valid UTF-8 text (check the terminal's encoding, e.g. the locale)"
-
-
-def is_text(s: str) -> bool:
-    """False for a string that carries undecodable bytes (surrogates) from argv or stdin.
-
-    >>> is_text("café"), is_text("caf\\udce9")
-    (True, False)
-    """
-    try:
-        s.encode("utf-8")
-        return True
-    except UnicodeEncodeError:
-        return False
-
-# ============================================================================
-# PART II · HARDENING AND SPEED
-#
-# What makes Part I robust on real folders and fast on big ones. A first
-# reading may stop here: every function below is called from Part I by a name
-# that says what it does, and the tests pin down how.
-# ============================================================================
-
-# ----------------------------------------------------------------------------
-# Reading files: encodings, front matter, PDFs.
+def chunk_sections(rel: str, sections: list[tuple[int | None, str]], splitter) -> list[Chunk]:
+    """Part I's chunk_note over each (page, text) section of a note."""
+    return [c for page, text in sections for c in chunk_note(rel, text, splitter, page)]
 
 
 def read_text(path: Path) -> tuple[list[tuple[int | None, str]], str | None]:
@@ -2356,17 +845,6 @@ def readable_name(name: str) -> str:
     return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
-FRONT_MATTER = re.compile(r"\A---[ \t]*\n.*?\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
-
-
-def strip_front_matter(text: str) -> str:
-    """Drop a YAML front-matter block (Obsidian, Jekyll) from the start of a note.
-
-    >>> strip_front_matter("---\\ntags: [a]\\n---\\n# Title")
-    '# Title'
-    """
-    text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
-    return FRONT_MATTER.sub("", text, count=1)
 
 
 def read_pdf(path: Path) -> tuple[list[tuple[int | None, str]], str | None]:
@@ -2426,111 +904,425 @@ def importable(module: str) -> bool:
     except ImportError:
         return False
 
-# ----------------------------------------------------------------------------
-# Headings: where each chunk sits in its note's outline, for citations.
-
-HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
-LEADING_HEADINGS = re.compile(r"(?:[ \t]*(?:#{1,6}[ \t][^\n]*)?\n)*")
-FENCE = re.compile(r"^(```|~~~).*?^\1", re.MULTILINE | re.DOTALL)
-
-
-def heading_outline(text: str) -> list[tuple[int, int, str]]:
-    """List (offset, level, title) of the Markdown headings, ignoring code blocks.
-
-    >>> heading_outline("# A\\ntext\\n## B\\n```\\n# not a heading\\n```")
-    [(0, 1, 'A'), (9, 2, 'B')]
-    """
-    fenced = [m.span() for m in FENCE.finditer(text)]
-    return [(m.start(), len(m.group(1)), m.group(2)) for m in HEADING.finditer(text)
-            if not any(a <= m.start() < b for a, b in fenced)]
-
-
-def heading_path(outline: list[tuple[int, int, str]], offset: int) -> str:
-    """The headings in force at `offset`, e.g. '# A › ## B'.
-
-    >>> heading_path([(0, 1, 'A'), (9, 2, 'B'), (20, 2, 'C')], 15)
-    '# A › ## B'
-    """
-    stack: list[tuple[int, str]] = []
-    for start, level, title in outline:
-        if start > offset:
-            break
-        stack = [(lv, t) for lv, t in stack if lv < level] + [(level, title)]
-    return " › ".join("#" * lv + " " + t for lv, t in stack)
 
 # ----------------------------------------------------------------------------
-# Words for BM25: CJK-aware tokens, stopwords, plurals.
-
-CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-TOKEN = re.compile(rf"[{CJK}]+|(?:(?![{CJK}])[^\W_])+")
-CJK_CHAR = re.compile(rf"[{CJK}]")
-# Words that carry no topic. BM25's idf already discounts common words in a big
-# vault, but in a folder of ten notes "the" or "的" can look rare enough to matter.
-# Chinese question words are bigrams (什么 what, 怎么 how, 为什么 why, ...): as
-# stopwords like their English twins, they no longer find "为什么" in a passage
-# for "什么是 RAG？", nor count as words an unanswerable question shares with the notes.
-STOPWORDS = frozenset(
-    "a an and are as at be but by can did do does for from had has have how i if in into is it its "
-    "me my of on or our should so than that the their them then there these they this to was we "
-    "were what when where which who why will with would you your "
-    "的 了 是 吗 呢 吧 啊 么 什 怎 样 哪 谁 我 你 在 和 与 及 或 也 都 就 个 有 要 会 能 可 以 之 其 把 被 让 给 "
-    "什么 怎么 怎样 如何 为什 哪些 哪里 哪个 是否 可以".split())
+# Embedding: replaces Part I's embed_texts calls with the prompts each embedder was trained
+# with, and Ollama's failures in words a user can act on.
 
 
-def singular(word: str) -> str:
-    """Harman's "S" stemmer (1991): fold English plurals so "notes" matches "note".
+class Templates(NamedTuple):
+    """The embedding prompts in force, and where they come from (for --explain and --json)."""
+    query: str
+    document: str
+    source: str                           # a model card, "--query-instruction", or "none known"
 
-    >>> [singular(w) for w in ["notes", "queries", "boxes", "class", "status", "goes"]]
-    ['note', 'query', 'boxe', 'class', 'status', 'goe']
+
+def embed_templates(settings: Settings) -> Templates:
+    """The query and document templates for the embedding model: EMBED_PROMPTS' first
+    matching row, overridden by --query-instruction / --doc-instruction.
+
+    >>> embed_templates(Settings(embed_model="hf.co/nomic-ai/nomic-embed-text-v1.5-GGUF"))[:2]
+    ('search_query: {query}', 'search_document: {text}')
+    >>> embed_templates(Settings(embed_model="my-own-embedder:latest"))
+    Templates(query='', document='', source='none known for this model')
     """
-    if len(word) > 3 and word.endswith("ies") and not word.endswith(("eies", "aies")):
-        return word[:-3] + "y"
-    if len(word) > 3 and word.endswith("es") and not word.endswith(("aes", "ees", "oes")):
-        return word[:-1]
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("us", "ss")):
-        return word[:-1]
-    return word
+    name = settings.embed_model.lower()
+    query, document, source = next(((q, d, card) for pattern, q, d, card in EMBED_PROMPTS
+                                    if re.search(pattern, name)), ("", "", "none known for this model"))
+    overrides = [flag for flag, value in (("--query-instruction", settings.query_instruction),
+                                          ("--doc-instruction", settings.doc_instruction)) if value is not None]
+    if overrides:
+        source = " and ".join(overrides) + ("" if len(overrides) == 2 else f"; the other from {source}")
+    return Templates(query if settings.query_instruction is None else settings.query_instruction,
+                     document if settings.doc_instruction is None else settings.doc_instruction, source)
+
+
+def fill_template(template: str, slot: str, text: str) -> str:
+    """Put text in the template's slot; a template without the slot is a prefix.
+
+    >>> fill_template("query: ", "{query}", "tea"), fill_template("", "{query}", "tea")
+    ('query: tea', 'tea')
+    """
+    if not template:
+        return text
+    return template.replace(slot, text) if slot in template else template + text
+
+
+def checked_batches(client: ollama.Client, model: str, texts: Iterable[str]) -> Iterator[np.ndarray]:
+    """Part I's embed_batches, with Ollama's failures raised as an OllamaError that says what to do."""
+    try:
+        yield from embed_batches(client, model, texts)
+    except OLLAMA_FAILURES as e:
+        raise explain_ollama_error(e, model) from None
+
+
+def embed_checked(client: ollama.Client, model: str, texts: Iterable[str]) -> np.ndarray:
+    """Part I's embed_texts, with Ollama's failures raised as an OllamaError that says what to do."""
+    try:
+        return embed_texts(client, model, texts)
+    except OLLAMA_FAILURES as e:
+        raise explain_ollama_error(e, model) from None
+
+
+def embed_query(client: ollama.Client, question: str, settings: Settings) -> np.ndarray:
+    """One /api/embed request for the question, with its template; returns a unit vector."""
+    return embed_checked(client, settings.embed_model, [query_text(question, settings)])[0]
+
+
+def query_text(question: str, settings: Settings) -> str:
+    """The text to embed for a question: the model's documented query template, if any."""
+    return fill_template(embed_templates(settings).query, "{query}", question)
+
+
+def document_text(chunk: Chunk, settings: Settings) -> str:
+    """The text to embed for a chunk: the model's documented document template, if any."""
+    return fill_template(embed_templates(settings).document, "{text}", chunk.embed_text)
+
+
+def embed_tokens(text: str) -> int:
+    """A pessimistic token count for an embedder: one per CJK (or other non-ASCII)
+    character, as BERT-style tokenizers give them, and one per 4 ASCII characters.
+
+    >>> embed_tokens("RAG 检索增强生成"), embed_tokens("a" * 400)
+    (7, 100)
+    """
+    wide = sum(1 for ch in text if ord(ch) > 127)
+    return wide + math.ceil((len(text) - wide) / 4)
+
+
+def embed_context_length(client: ollama.Client, model: str) -> int | None:
+    """Where Ollama cuts an embedding input, from /api/show: the model's trained context
+    ("<arch>.context_length") or a smaller num_ctx its Modelfile sets. None if not told."""
+    try:
+        info = client.show(model)
+    except OLLAMA_FAILURES:
+        return None
+    model_info = dict(getattr(info, "modelinfo", None) or getattr(info, "model_info", None) or {})
+    limits = [v for k, v in model_info.items() if k.endswith(".context_length") and isinstance(v, int)]
+    num_ctx = re.search(r"^\s*num_ctx\s+(\d+)", getattr(info, "parameters", None) or "", re.MULTILINE)
+    limits += [int(num_ctx.group(1))] if num_ctx else []
+    return min(limits) if limits else None
+
+
+def embed_context_warning(client: ollama.Client, settings: Settings, texts: Iterable[str]) -> str | None:
+    """A warning when texts about to be embedded may be longer than the embedder reads
+    (Ollama would silently embed only their start), with the chunk size that would fit."""
+    limit = embed_context_length(client, settings.embed_model)
+    if limit is None:
+        return (f"Ollama did not say {settings.embed_model}'s context length (/api/show), "
+                "so chunks were not checked against it")
+    total, over = 0, []                   # (tokens, characters) of each text that is too long
+    for text in texts:
+        total, tokens = total + 1, embed_tokens(text)
+        if tokens > limit:
+            over.append((tokens, len(text)))
+    if not over:
+        return None
+    density = max(tokens / chars for tokens, chars in over)          # tokens per character, worst case
+    fit = max(50, int(limit * 0.9 / density) // 50 * 50)              # 10% for headings and templates
+    return (f"{len(over)} of {total} chunks may be longer than {settings.embed_model}'s {limit}-token "
+            f"context, and Ollama would embed only their start: use --chunk-size {fit} (or smaller)")
 
 # ----------------------------------------------------------------------------
-# Previews that show why a passage matched (keyword in context).
-
-KWIC_LEAD = 12                            # characters of context kept before the first match
-
-
-def preview_terms(index: Index, question: str) -> list[tuple[str, float]]:
-    """The question's distinct terms with their idf in this index, rarest first."""
-    terms = list(dict.fromkeys(tokenize(question)))
-    weights = [t.idf for t in query_postings(index.lexicon, question)]
-    return sorted(zip(terms, weights), key=lambda tw: -tw[1])
+# The incremental index: replaces Part I's index_notes, which re-embeds every chunk when
+# one note changes and loses all of it to one Ctrl-C.
 
 
-def keyword_in_context(line: str, terms: Iterable[tuple[str, float]], span: int = 60) -> int:
-    """Where a preview of `line` should start: a little before an occurrence of the
-    rarest term found in it (of several, the one with the most other terms within
-    `span` characters, then the earliest); 0 when that is near the start anyway.
+def open_index(settings: Settings, client: ollama.Client | None = None, rebuild: str = "",
+               progress: Callable[[str | EmbedProgress], None] = lambda s: None) -> tuple[Index, IndexReport]:
+    """The notes' index: the cache as it is, or brought up to date when the notes or settings changed.
 
-    >>> line = "Tea notes. " * 8 + "The marathon is 42.195 km."
-    >>> line[keyword_in_context(line, [("marathon", 2.0), ("tea", 0.1)]):]
-    'notes. The marathon is 42.195 km.'
+    The fast path: the fingerprint matches and every chunk has a vector, so the
+    cache is returned without reading a single note (but for the few it skipped,
+    which repeat_warnings tries again). Otherwise what is embedded is saved as it
+    goes (CacheWriter): Ctrl-C (BuildInterrupted), a kill or Ollama failing
+    mid-way keeps it, and the next run embeds only what is missing. A `rebuild`
+    reason ("--rebuild", say) re-embeds everything, but never replaces the cache
+    with one holding fewer vectors until it is done.
+    Raises FileNotFoundError when the notes folder does not exist.
     """
-    lowered = line.lower()
-    found = [(m.start(), term, w) for term, w in terms if w > 0
-             for m in re.finditer(re.escape(term), lowered)]
-    if not found:
-        return 0
-    rarest = max(w for _, _, w in found)
+    if not settings.notes_dir.is_dir():
+        raise FileNotFoundError(f"notes folder not found: {settings.notes_dir}")
+    client = client or ollama_client()
+    files, warnings = scan_notes(settings.notes_dir, skip=[settings.cache_dir])
+    path = cache_path(settings)
+    old, reason = load_index(path)
+    if old is not None:
+        reason = stale_reason(old, settings)
+        old = None if reason else old
+    on_disk = int(old.has_vector.sum()) if old else 0
+    writer = CacheWriter(path, settings.checkpoint_seconds, on_disk, floor=on_disk if rebuild else 0)
+    if rebuild:
+        old, reason = None, rebuild
+    if old is not None and old.fingerprint == fingerprint(files) and old.complete:
+        again = repeat_warnings(old, files, settings)   # None: a skipped note may be usable now
+        if again is not None:
+            return old, IndexReport(unchanged=len(old.files), warnings=warnings + again)
+    if old is None and reason != "no cache yet":
+        progress(f"rebuilding index: {reason}")
+    index, report = update_index(settings, client, old, files, progress, writer)
+    report.warnings[:0] = warnings
+    report.reason = report.reason or ("" if old is not None else reason)
+    if not writer.save(index) and writer.problem and not writer.warned:
+        report.warnings.append(writer.problem)
+    return index, report
 
-    def nearby(at: int) -> float:
-        return sum({term: w for s, term, w in found if abs(s - at) < span}.values())
-    best = max((s for s, _, w in found if w == rarest), key=lambda at: (nearby(at), -at))
-    if best <= KWIC_LEAD:
-        return 0
-    cut = line.rfind(" ", 0, best - KWIC_LEAD // 2)       # start at a word boundary if there is one nearby
-    return cut + 1 if best - KWIC_LEAD <= cut else best - KWIC_LEAD // 2
 
+@dataclass(frozen=True)
+class Index:
+    """Everything a question needs, as one value: chunks, vectors, BM25 statistics."""
+    chunks: Sequence[Chunk]               # a list; a ChunkTable (decoded on demand) when loaded
+    vectors: np.ndarray                   # (n, dim) float32, unit rows; zeros where missing
+    has_vector: np.ndarray                # (n,) bool: False where Ollama could not embed
+    lexicon: Lexicon
+    files: dict[str, FileRecord]
+    fingerprint: str
+    embed_model: str
+    chunking: tuple[int, int]             # (chunk_size, chunk_overlap)
+    doc_template: str = ""                # the document template the vectors were embedded with
+    note_warnings: dict[str, str] = field(default_factory=dict)   # digest -> how it was read (a guess)
+    skipped: dict[str, str] = field(default_factory=dict)         # rel -> why it was left out
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.has_vector.all())
+
+
+def update_index(settings: Settings, client: ollama.Client, old: Index | None,
+                 files: list[NoteFile], progress: Callable[[str | EmbedProgress], None] = lambda s: None,
+                 writer: CacheWriter | None = None) -> tuple[Index, IndexReport]:
+    """Bring the index up to date with the files, embedding only what is new.
+
+    For each file: same size and mtime as recorded -> unchanged; otherwise hash
+    its bytes, and a digest the index already holds (a touched, renamed or copied
+    note) reuses those chunks. Only new content is read, chunked and embedded, and
+    even then a chunk whose text was embedded before reuses its vector. The
+    `writer`, if given, checkpoints the index while its vectors are filled in.
+    """
+    report = IndexReport()
+    old_files = old.files if old else {}
+    by_digest = {r.digest: r for r in old_files.values()}
+    chunks: list[Chunk] = []
+    reuse: list[int] = []                 # per new row: old row, or -1 if new
+    records: dict[str, FileRecord] = {}
+    splitter = None
+    for f in files:
+        rec = old_files.get(f.rel)
+        if rec and (rec.size, rec.mtime_ns) == (f.size, f.mtime_ns):
+            digest, source = rec.digest, rec
+        else:
+            try:
+                digest = file_digest(f.path)
+            except OSError as e:
+                report.skip(f.rel, e.strerror)
+                continue
+            source = by_digest.get(digest)
+        if source is not None:            # same bytes as before: reuse its chunks
+            start = len(chunks)
+            chunks.extend(c._replace(source=f.rel) for c in old.chunks[source.start:source.stop])
+            reuse.extend(range(source.start, source.stop))
+            records[f.rel] = FileRecord(f.size, f.mtime_ns, digest, start, len(chunks))
+            count_file(report, f.rel, rec, digest)
+            if digest in old.note_warnings:   # read with a guess: said on every run, not just the first
+                report.warn(f.rel, digest, old.note_warnings[digest])
+            continue
+        try:
+            sections, warning = read_note(f, settings.max_note_mb)
+        except ValueError as e:
+            report.skip(f.rel, str(e))
+            continue
+        if warning:
+            report.warn(f.rel, digest, warning)
+        splitter = splitter or make_splitter(settings.chunk_size, settings.chunk_overlap)
+        start = len(chunks)
+        chunks.extend(chunk_sections(f.rel, sections, splitter))
+        reuse.extend([-1] * (len(chunks) - start))
+        records[f.rel] = FileRecord(f.size, f.mtime_ns, digest, start, len(chunks))
+        count_file(report, f.rel, rec, digest)
+    report.deleted = len(set(old_files) - {f.rel for f in files})
+    reuse_arr = np.array(reuse, dtype=np.int64)
+    lexicon = build_lexicon(old.lexicon if old else None, reuse_arr,
+                            [c.text for c, r in zip(chunks, reuse) if r < 0])
+
+    stamp = fingerprint(files)
+
+    def with_vectors(vectors: np.ndarray, has_vector: np.ndarray) -> Index:
+        return Index(chunks, vectors, has_vector, lexicon, records, stamp,
+                     settings.embed_model, (settings.chunk_size, settings.chunk_overlap),
+                     embed_templates(settings).document,
+                     note_warnings=report.note_warnings, skipped=report.skipped)
+
+    checkpoint = (lambda v, h, force=False: writer.checkpoint(lambda: with_vectors(v, h), force, progress)) \
+        if writer else None
+    return with_vectors(*fill_vectors(settings, client, old, chunks, reuse_arr, report, progress,
+                                      checkpoint)), report
+
+
+def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, chunks: list[Chunk],
+                 reuse: np.ndarray, report: IndexReport, progress: Callable[[str | EmbedProgress], None],
+                 checkpoint: Callable[..., int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Vectors for the new chunk list: reused by row or by identical text, else embedded.
+
+    Each batch goes into one float32 matrix as it arrives (never a Python float
+    per number), and `checkpoint(vectors, has_vector)` may save it. If Ollama
+    stops, the rows embedded so far are kept, the rest stay zero and marked
+    missing, so BM25 still works and the next run fills them in. Ctrl-C saves
+    what arrived and raises BuildInterrupted.
+    """
+    n = len(chunks)
+    dim = old.vectors.shape[1] if old is not None and old.vectors.size else 0
+    vectors = np.zeros((n, dim), dtype=np.float32)
+    has_vector = np.zeros(n, dtype=bool)
+    if old is not None and dim:
+        known = reuse >= 0
+        vectors[known], has_vector[known] = old.vectors[reuse[known]], old.has_vector[reuse[known]]
+        missing = np.flatnonzero(~has_vector)
+        by_text = {c.embed_text: i for i, c in enumerate(old.chunks) if old.has_vector[i]} if len(missing) else {}
+        for i in missing:
+            j = by_text.get(chunks[i].embed_text)
+            if j is not None:
+                vectors[i], has_vector[i] = old.vectors[j], True
+    todo = np.flatnonzero(~has_vector)
+    if len(todo) == 0:
+        return vectors, has_vector
+    too_long = embed_context_warning(client, settings, (document_text(chunks[i], settings) for i in todo))
+    if too_long and too_long not in report.warnings:   # Ollama would cut them
+        report.warnings.append(too_long)
+    t0, done = time.perf_counter(), 0
+    try:
+        texts = (document_text(chunks[i], settings) for i in todo)     # made batch by batch: memory
+        for fresh in checked_batches(client, settings.embed_model, texts):
+            if fresh.shape[1] != dim:     # first vectors, or the model's size changed
+                if dim:
+                    report.reason = vector_size_changed(dim, fresh.shape[1], settings.embed_model)
+                    progress(f"rebuilding index: {report.reason}")
+                    return fill_vectors(settings, client, None, chunks, np.full(n, -1), report, progress,
+                                        checkpoint)
+                dim, vectors = fresh.shape[1], np.zeros((n, fresh.shape[1]), dtype=np.float32)
+            rows = todo[done:done + len(fresh)]
+            vectors[rows], has_vector[rows] = fresh, True
+            done += len(fresh)
+            report.embedded += len(fresh)
+            progress(EmbedProgress(int(has_vector.sum()), n, done, time.perf_counter() - t0,
+                                   chunks[rows[-1]].source))
+            if checkpoint:
+                checkpoint(vectors, has_vector)
+    except OllamaError as e:
+        report.embed_error = str(e)
+    except BuildInterrupted:              # from the re-embedding call above: already saved
+        raise
+    except KeyboardInterrupt:             # Ctrl-C or SIGTERM: keep what arrived, then stop
+        kept = checkpoint(vectors, has_vector, force=True) if checkpoint else 0
+        raise BuildInterrupted(kept, n) from None
+    return vectors, has_vector
+
+
+def file_digest(path: Path) -> str:
+    """MD5 of a file's bytes, read in blocks so a big file never sits in memory."""
+    h = hashlib.md5()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def repeat_warnings(index: Index, files: list[NoteFile], settings: Settings) -> list[str] | None:
+    """The warnings an unchanged index still owes: notes read with a guessed encoding,
+    and skipped notes, read again; None when a skipped note is usable now.
+
+    A skip's cause can go away while the note's size and mtime stay the same (a
+    higher --max-note-mb, permissions fixed), so skipped notes, which are few, are
+    tried on every run instead of being trusted; the caller updates the index
+    when one of them reads.
+    """
+    out = [f"{rel}: {index.note_warnings[r.digest]}" for rel, r in index.files.items()
+           if r.digest in index.note_warnings]
+    by_rel = {f.rel: f for f in files}
+    for rel in index.skipped:
+        if rel not in by_rel:
+            return None
+        try:
+            read_note(by_rel[rel], settings.max_note_mb)
+        except ValueError as e:
+            out.append(f"skipped {rel}: {e}")
+            continue
+        return None
+    return out
+
+
+def count_file(report: IndexReport, rel: str, before: FileRecord | None, digest: str) -> None:
+    """Count a note as new (including a rename), unchanged or changed."""
+    if before is None:
+        report.new += 1
+    elif before.digest == digest:
+        report.unchanged += 1
+        return
+    else:
+        report.changed += 1
+    report.touched.append(rel)
+
+
+def vector_size_changed(held: int, returned: int, model: str) -> str:
+    """Why an index holding vectors of size `held` must be re-embedded now that the model returns
+    `returned` numbers ("" when they match, or when it holds none yet): a re-pulled model, say."""
+    if held in (0, returned):
+        return ""
+    return f"vector size changed ({held} -> {returned}) under the same model name '{model}'; re-embedding all"
+
+
+class FileRecord(NamedTuple):
+    """What the index knows about one note: its stat, its content hash, its rows."""
+    size: int
+    mtime_ns: int
+    digest: str                           # MD5 of the bytes: same digest, same chunks
+    start: int                            # its chunks are rows start..stop-1
+    stop: int
+
+
+@dataclass
+class IndexReport:
+    """What an index update did, for one line of output."""
+    changed: int = 0
+    new: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    embedded: int = 0
+    touched: list[str] = field(default_factory=list)   # the notes read again: new or changed
+    reason: str = ""                      # why a full rebuild happened, if one did
+    warnings: list[str] = field(default_factory=list)
+    embed_error: str | None = None        # set when vectors are missing: lexical-only
+    note_warnings: dict[str, str] = field(default_factory=dict)   # Index.note_warnings of the update
+    skipped: dict[str, str] = field(default_factory=dict)         # Index.skipped of the update
+
+    def warn(self, rel: str, digest: str, warning: str) -> None:
+        """Say how a note was read (a guessed encoding) and keep it, to say again next run."""
+        self.warnings.append(f"{rel}: {warning}")
+        self.note_warnings[digest] = warning
+
+    def skip(self, rel: str, why: str) -> None:
+        """Say why a note was left out and keep it, so the next run looks at it again."""
+        self.warnings.append(f"skipped {rel}: {why}")
+        self.skipped[rel] = why
+
+    def summary(self, notes: int) -> str:
+        return (f"indexed {notes} notes: {self.changed} changed, {self.new} new, "
+                f"{self.deleted} deleted, {self.unchanged} unchanged ({self.embedded} chunks embedded)")
+
+
+def stale_reason(index: Index, settings: Settings) -> str:
+    """Why a loaded index cannot be reused with these settings ("" if it can)."""
+    if index.embed_model != settings.embed_model:
+        return f"embedding model changed ({index.embed_model} -> {settings.embed_model})"
+    if index.chunking != (settings.chunk_size, settings.chunk_overlap):
+        return (f"chunk settings changed ({index.chunking[0]}/{index.chunking[1]} -> "
+                f"{settings.chunk_size}/{settings.chunk_overlap})")
+    if index.doc_template != embed_templates(settings).document:
+        return (f"document template changed ({index.doc_template or 'none'!r} -> "
+                f"{embed_templates(settings).document or 'none'!r})")
+    return ""
 
 # ----------------------------------------------------------------------------
-# The lexicon: BM25's inverted index, updated without re-reading old chunks.
+# BM25's inverted index: replaces Part I's Counter per chunk, which a big vault cannot hold.
 
 
 @dataclass(frozen=True)
@@ -2592,9 +1384,53 @@ def build_lexicon(old: Lexicon | None, reuse: np.ndarray, new_texts: list[str]) 
     ptr = np.searchsorted(terms[order], np.arange(len(vocab) + 1)).astype(np.int64)
     return Lexicon(vocab, ptr, docs[order].astype(np.int32), counts[order], lengths)
 
+
+
+class Term(NamedTuple):
+    """One distinct term of a query, looked up in the lexicon."""
+    text: str
+    idf: float                            # Part I's idf(): rarer terms weigh more
+    rows: np.ndarray                      # the chunks it occurs in
+    counts: np.ndarray                    # how often, in each of them
+
+
+def query_postings(lex: Lexicon, query: str) -> list[Term]:
+    """Each distinct term of the query with its idf and the chunks it occurs in, in the order
+    typed: Part I's bm25() reads every chunk's Counter per term, this one binary search.
+
+    >>> lex = lexicon_from_texts(["the cat sat", "a dog sat"])
+    >>> [(t.text, round(t.idf, 3), t.rows.tolist()) for t in query_postings(lex, "cat sat fish")]
+    [('cat', 0.693, [0]), ('sat', 0.182, [0, 1]), ('fish', 1.792, [])]
+    """
+    out = []
+    for term in dict.fromkeys(tokenize(query)):
+        t = bisect.bisect_left(lex.vocab, term)
+        if t < len(lex.vocab) and lex.vocab[t] == term:
+            rows, counts = lex.docs[lex.ptr[t]:lex.ptr[t + 1]], lex.counts[lex.ptr[t]:lex.ptr[t + 1]]
+        else:
+            rows, counts = lex.docs[:0], lex.counts[:0]
+        out.append(Term(term, idf(len(rows), len(lex.lengths)), rows, counts))
+    return out
+
+
+def bm25_scores(lex: Lexicon, terms: list[Term]) -> np.ndarray:
+    """Part I's bm25() from the postings: every chunk's score, the sum over the query's
+    terms of idf x saturated(f), touching only the chunks that hold a term.
+
+    >>> lex = lexicon_from_texts(["black cat", "black dog"])
+    >>> bm25_scores(lex, query_postings(lex, "cat")).round(3)
+    array([0.693, 0.   ], dtype=float32)
+    """
+    scores = np.zeros(len(lex.lengths), dtype=np.float32)
+    mean_length = float(lex.lengths.mean()) if len(scores) else 0.0
+    for term in terms:
+        scores[term.rows] += term.idf * saturated(term.counts, lex.lengths[term.rows], mean_length)
+    return scores
+
 # ----------------------------------------------------------------------------
-# The cache on disk: one file per notes folder, embedding model and chunking,
-# written atomically, checkpointed while embedding, loaded safely and fast.
+# The cache on disk: replaces Part I's save_cache and load_cache, whose one pickle must be
+# read whole before a query, is written only at the end, and is trusted once it unpickles.
+# Here the vectors are memory-mapped, the build is checkpointed, and every field is checked.
 
 
 def cache_path(settings: Settings) -> Path:
@@ -2612,78 +1448,18 @@ def cache_path(settings: Settings) -> Path:
     return settings.cache_dir / f"{name}-{model}-{settings.chunk_size}-{digest}.pkl"
 
 
-class FileRecord(NamedTuple):
-    """What the index knows about one note: its stat, its content hash, its rows."""
-    size: int
-    mtime_ns: int
-    digest: str                           # MD5 of the bytes: same digest, same chunks
-    start: int                            # its chunks are rows start..stop-1
-    stop: int
-
-
-@dataclass
-class IndexReport:
-    """What an index update did, for one line of output."""
-    changed: int = 0
-    new: int = 0
-    deleted: int = 0
-    unchanged: int = 0
-    embedded: int = 0
-    touched: list[str] = field(default_factory=list)   # the notes read again: new or changed
-    reason: str = ""                      # why a full rebuild happened, if one did
-    warnings: list[str] = field(default_factory=list)
-    embed_error: str | None = None        # set when vectors are missing: lexical-only
-    note_warnings: dict[str, str] = field(default_factory=dict)   # Index.note_warnings of the update
-    skipped: dict[str, str] = field(default_factory=dict)         # Index.skipped of the update
-
-    def warn(self, rel: str, digest: str, warning: str) -> None:
-        """Say how a note was read (a guessed encoding) and keep it, to say again next run."""
-        self.warnings.append(f"{rel}: {warning}")
-        self.note_warnings[digest] = warning
-
-    def skip(self, rel: str, why: str) -> None:
-        """Say why a note was left out and keep it, so the next run looks at it again."""
-        self.warnings.append(f"skipped {rel}: {why}")
-        self.skipped[rel] = why
-
-    def summary(self, notes: int) -> str:
-        return (f"indexed {notes} notes: {self.changed} changed, {self.new} new, "
-                f"{self.deleted} deleted, {self.unchanged} unchanged ({self.embedded} chunks embedded)")
-
-
-def stale_reason(index: Index, settings: Settings) -> str:
-    """Why a loaded index cannot be reused with these settings ("" if it can)."""
-    if index.embed_model != settings.embed_model:
-        return f"embedding model changed ({index.embed_model} -> {settings.embed_model})"
-    if index.chunking != (settings.chunk_size, settings.chunk_overlap):
-        return (f"chunk settings changed ({index.chunking[0]}/{index.chunking[1]} -> "
-                f"{settings.chunk_size}/{settings.chunk_overlap})")
-    if index.doc_template != embed_templates(settings).document:
-        return (f"document template changed ({index.doc_template or 'none'!r} -> "
-                f"{embed_templates(settings).document or 'none'!r})")
-    return ""
-
 
 def save_index(index: Index, path: Path) -> None:
-    """Write the cache atomically: a temp file in the same folder, then os.replace.
-
-    The file is a pickle of everything but the vectors, zeros up to the next
-    4 KB boundary, then the vectors as raw float32 rows, which load_index maps
-    into memory instead of reading them. A crash, a kill or Ctrl-C mid-write
-    leaves the previous cache intact, and two processes writing at once each
-    replace the file with one complete version. Raises OSError (disk full...).
+    """Write the cache atomically with Part I's save_cache: a pickle of everything but
+    the vectors, zeros up to the next 4 KB boundary, then the vectors as raw float32
+    rows, which load_index maps into memory instead of reading them. A crash, a kill
+    or Ctrl-C mid-write leaves the previous cache intact, and two processes writing at
+    once each replace the file with one complete version. Raises OSError (disk full...).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            pickle.dump(index_to_dict(index), f, protocol=pickle.HIGHEST_PROTOCOL)
-            f.write(bytes(-f.tell() % VECTOR_ALIGN))
-            f.write(np.ascontiguousarray(index.vectors, dtype=DISK_VECTORS).data)  # no copy if float32
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    def vectors_after(f) -> None:
+        f.write(bytes(-f.tell() % VECTOR_ALIGN))
+        f.write(np.ascontiguousarray(index.vectors, dtype=DISK_VECTORS).data)  # no copy if float32
+    save_cache(path, index_to_dict(index), then=vectors_after)
     # A process killed mid-write leaves its temp file behind; none lives an hour.
     for old in path.parent.glob(glob_escape(path.name) + "*.tmp"):
         with contextlib.suppress(OSError):
@@ -2886,19 +1662,6 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
                  chunking, check(d["doc_template"], str, "doc_template"), note_warnings, skipped)
 
 
-class BuiltinsOnlyUnpickler(pickle.Unpickler):
-    """Unpickles plain data only: any class or function reference is refused.
-
-    A pickle can name any importable callable (os.system, say) and have it called
-    on load. Our cache holds only dicts, lists, tuples, strings, numbers and
-    bytes, which need no lookup at all, so refusing every lookup loses nothing.
-    """
-
-    class Refused(pickle.UnpicklingError):
-        pass
-
-    def find_class(self, module, name):
-        raise self.Refused(f"refusing to load {module}.{name} from a cache file")
 
 
 class CacheWriter:
@@ -2918,11 +1681,11 @@ class CacheWriter:
         self.problem: str | None = None   # why the last write failed
         self.warned = False
 
-    def checkpoint(self, index: Index, force: bool, progress: Callable[[str], None]) -> int:
-        """Save if one is due (or forced); return the vectors now on disk."""
+    def checkpoint(self, make_index: Callable[[], Index], force: bool, progress: Callable[[str], None]) -> int:
+        """Save make_index() if a save is due (or forced); return the vectors now on disk."""
         wait = max(self.seconds, self.cost / CHECKPOINT_MAX_SHARE) if self.seconds else 0   # 0: every batch
         due = force or time.perf_counter() - self.last >= wait
-        if due and not self.save(index) and self.problem and not self.warned:
+        if due and not self.save(make_index()) and self.problem and not self.warned:
             self.warned = True
             progress(f"warning: {self.problem}")
         return self.on_disk
@@ -2980,62 +1743,6 @@ def gc_paused():
         if was_enabled:
             gc.enable()
 
-# ----------------------------------------------------------------------------
-# Keeping the index up to date: which notes changed.
-
-
-def file_digest(path: Path) -> str:
-    """MD5 of a file's bytes, read in blocks so a big file never sits in memory."""
-    h = hashlib.md5()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def repeat_warnings(index: Index, files: list[NoteFile], settings: Settings) -> list[str] | None:
-    """The warnings an unchanged index still owes: notes read with a guessed encoding,
-    and skipped notes, read again; None when a skipped note is usable now.
-
-    A skip's cause can go away while the note's size and mtime stay the same (a
-    higher --max-note-mb, permissions fixed), so skipped notes, which are few, are
-    tried on every run instead of being trusted; the caller updates the index
-    when one of them reads.
-    """
-    out = [f"{rel}: {index.note_warnings[r.digest]}" for rel, r in index.files.items()
-           if r.digest in index.note_warnings]
-    by_rel = {f.rel: f for f in files}
-    for rel in index.skipped:
-        if rel not in by_rel:
-            return None
-        try:
-            read_note(by_rel[rel], settings.max_note_mb)
-        except ValueError as e:
-            out.append(f"skipped {rel}: {e}")
-            continue
-        return None
-    return out
-
-
-def count_file(report: IndexReport, rel: str, before: FileRecord | None, digest: str) -> None:
-    """Count a note as new (including a rename), unchanged or changed."""
-    if before is None:
-        report.new += 1
-    elif before.digest == digest:
-        report.unchanged += 1
-        return
-    else:
-        report.changed += 1
-    report.touched.append(rel)
-
-
-def vector_size_changed(index: Index, qvec: np.ndarray) -> str:
-    """Why the index must be re-embedded when the model now returns vectors of another
-    size than the ones it holds ("" when they match, or when it holds none yet)."""
-    if len(qvec) == index.vectors.shape[1] or not index.has_vector.any():
-        return ""
-    return (f"vector size changed ({index.vectors.shape[1]} -> {len(qvec)}) under the same model name "
-            f"'{index.embed_model}'; re-embedding all")
 
 # ----------------------------------------------------------------------------
 # Progress on stderr: numbers a long first build can be planned by.
@@ -3051,7 +1758,7 @@ class EmbedProgress(NamedTuple):
 
 
 class ProgressLine:
-    """Shows build_index's progress on a stream (stderr), as a callable.
+    """Shows open_index's progress on a stream (stderr), as a callable.
 
     On a terminal: one line rewritten in place, at most 10 times a second. Not
     on a terminal (a pipe, a log, CI): a line every `every` seconds, so a long
@@ -3118,66 +1825,239 @@ def duration(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
 
 # ----------------------------------------------------------------------------
-# Embedding prompts: the templates each model family was trained with (EMBED_PROMPTS).
+# Search: replaces Part I's search_notes. One path for every caller (the command line, the
+# modes, notebooks): the question embedded with its template, rankings restricted by
+# --source, a fusion that weighs each ranker by its evidence, and keywords alone when
+# Ollama is away, with the reason.
 
 
-class Templates(NamedTuple):
-    """The embedding prompts in force, and where they come from (for --explain and --json)."""
-    query: str
-    document: str
-    source: str                           # a model card, "--query-instruction", or "none known"
+def search(client: ollama.Client, index: Index, question: str, settings: Settings) -> Retrieval:
+    """The one search path every caller takes: embed the question, rank, say how it went.
 
-
-def embed_templates(settings: Settings) -> Templates:
-    """The query and document templates for the embedding model: EMBED_PROMPTS' first
-    matching row, overridden by --query-instruction / --doc-instruction.
-
-    >>> embed_templates(Settings(embed_model="hf.co/nomic-ai/nomic-embed-text-v1.5-GGUF"))[:2]
-    ('search_query: {query}', 'search_document: {text}')
-    >>> embed_templates(Settings(embed_model="my-own-embedder:latest"))
-    Templates(query='', document='', source='none known for this model')
+    When the question cannot be embedded (Ollama away, the model not pulled) or
+    some chunks have no vector yet, it ranks by keywords alone and records why
+    in `keywords_only_because`. A later step (a reranker, say) belongs here.
     """
-    name = settings.embed_model.lower()
-    query, document, source = next(((q, d, card) for pattern, q, d, card in EMBED_PROMPTS
-                                    if re.search(pattern, name)), ("", "", "none known for this model"))
-    overrides = [flag for flag, value in (("--query-instruction", settings.query_instruction),
-                                          ("--doc-instruction", settings.doc_instruction)) if value is not None]
-    if overrides:
-        source = " and ".join(overrides) + ("" if len(overrides) == 2 else f"; the other from {source}")
-    return Templates(query if settings.query_instruction is None else settings.query_instruction,
-                     document if settings.doc_instruction is None else settings.doc_instruction, source)
+    t0 = time.perf_counter()
+    qvec, why, changed = None, None, ""
+    if not index.complete:
+        why = f"{int((~index.has_vector).sum())} of {len(index.chunks)} chunks have no vector yet"
+    else:
+        try:
+            qvec = embed_query(client, question, settings)
+        except OllamaError as e:
+            why = str(e)
+        if qvec is not None:
+            changed = vector_size_changed(index.vectors.shape[1], len(qvec), index.embed_model)
+            why = changed or None
+    t1 = time.perf_counter()
+    r = rank_chunks(index, question, qvec, settings)
+    return replace(r, keywords_only_because=why, reembed_because=changed,
+                   timings={"embed_query": t1 - t0, "search": time.perf_counter() - t1})
 
 
-def fill_template(template: str, slot: str, text: str) -> str:
-    """Put text in the template's slot; a template without the slot is a prefix.
+@dataclass(frozen=True)
+class Retrieval:
+    """The result of one search: ranked hits, how sure we are, and how they were found."""
+    hits: list[Hit]
+    confidence: float                     # confidence(); below the floor = not found
+    found: bool
+    query_vector: np.ndarray | None       # None: searched by keywords only
+    dense: np.ndarray | None              # each ranker's scores over all chunks, for --explain
+    lexical: np.ndarray                   # and --eval; dense is None without usable vectors
+    fused: np.ndarray
+    weights: dict[str, float]             # each ranker's share of the fusion (sum 1)
+    terms: list[Term]                     # the question's terms, tokenized once
+    keywords_only_because: str | None = None
+    reembed_because: str = ""             # the model's vectors changed size: the index must be rebuilt
+    timings: dict[str, float] = field(default_factory=dict)
 
-    >>> fill_template("query: ", "{query}", "tea"), fill_template("", "{query}", "tea")
-    ('query: tea', 'tea')
+    @property
+    def lexical_only(self) -> bool:
+        return self.dense is None
+
+
+def rank_chunks(index: Index, question: str, qvec: np.ndarray | None, settings: Settings) -> Retrieval:
+    """Rank the chunks for an embedded question (qvec None: keywords only), at most
+    top_k_limit() of them however high settings.top_k is."""
+    rows = np.flatnonzero(source_mask(index, settings.source_filter))   # the chunks we may return
+    dense = None
+    # A partly embedded index (Ollama left mid-way) is searched by BM25 alone:
+    # fusing would favour the rows that happen to have vectors.
+    if qvec is not None and index.vectors.shape[1] == len(qvec) and index.has_vector[rows].all():
+        dense = index.vectors @ qvec      # exact cosine: one matrix-vector product
+    terms = query_postings(index.lexicon, question)    # tokenized once: BM25, fusion, confidence
+    lexical = bm25_scores(index.lexicon, terms)
+    fused = np.full(len(index.chunks), -np.inf, dtype=np.float32)
+    words_found = coverage(terms, int(rows[lexical[rows].argmax()])) if len(rows) else 0.0
+    fused[rows], weights = fuse(None if dense is None else dense[rows], lexical[rows], words_found,
+                                settings.fusion)
+    best = rows[top_rows(fused[rows], min(settings.top_k, top_k_limit(settings.chunk_size)))]
+    if dense is None:
+        best = [i for i in best if lexical[i] > 0]   # keywords only: a chunk without them is no match
+    hits = [Hit(rank, int(i), index.chunks[i], float(fused[i]),
+                float(dense[i]) if dense is not None else float("nan"), float(lexical[i]))
+            for rank, i in enumerate(best, 1)]
+    conf = confidence(terms, [h.row for h in hits], dense, rows)
+    return Retrieval(hits, conf, conf >= settings.min_score, qvec, dense, lexical, fused, weights, terms)
+
+
+def top_k_limit(chunk_size: int) -> int:
+    """The most sources of chunk_size characters that fit in a MAX_NUM_CTX context, even
+    when every character is a token (Chinese): room is kept for the answer, and 1024
+    tokens for the rules and the question; each citation line counts 32.
+
+    >>> top_k_limit(1500)
+    20
     """
-    if not template:
-        return text
-    return template.replace(slot, text) if slot in template else template + text
+    return max(1, (MAX_NUM_CTX - ANSWER_TOKENS - 1024) // (chunk_size + 32))
 
-# ----------------------------------------------------------------------------
-# The other fusions (--fusion), for comparison and for --tune.
+
+def top_rows(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k highest scores, best first; equal scores keep file order. Replaces
+    Part I's full sort: only the k best are sorted, which matters at a million chunks.
+
+    >>> top_rows(np.array([0.1, 0.9, 0.5, 0.9]), 3)
+    array([1, 3, 2])
+    """
+    k = min(k, len(scores))
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    kth = scores[np.argpartition(-scores, k - 1)[:k]].min()    # the k best in O(n), unsorted
+    above = np.flatnonzero(scores > kth)
+    # subtle: argpartition picks arbitrarily among ties at the cut; take them in row order
+    idx = np.concatenate([above, np.flatnonzero(scores == kth)[:k - len(above)]])
+    return idx[np.lexsort((idx, -scores[idx]))]
+
+
+FUSION_NOTES = {"evidence": "z-scores weighted by each ranker's evidence on this question",
+                "zscore": "z-scores weighted by how far each ranker stands out",
+                "rrf": f"reciprocal rank fusion, k={RRF_K}", "dense": "cosine alone", "bm25": "BM25 alone"}
+
+
+def fuse(dense: np.ndarray | None, lexical: np.ndarray, words_found: float,
+         method: str = FUSION_METHOD) -> tuple[np.ndarray, dict[str, float]]:
+    """Fuse two rankers' scores into one; returns the fused scores and each ranker's share.
+
+    Each ranker's scores become z-scores, so cosines and BM25 are comparable, and
+    each counts by the evidence it found on this question, the two halves of
+    confidence(): BM25 by `words_found`, how much of the question's informative
+    words its best chunk holds (coverage()); dense by meaning_found(), how far its
+    best cosine moved from the typical chunk's towards a perfect match. Raised to
+    EVIDENCE_POWER, so the ranker with clearly more evidence leads and the other
+    only breaks its near-ties: a question worded like the note is ranked by its
+    words, a paraphrase by its meaning, and an embedder that is noise on these notes
+    (an English-only one on Chinese) cannot drag good keyword hits down.
+    `method` (--fusion) picks an alternative; see fuse_other().
+
+    Worked example: BM25's best chunk holds 90% of the question's words, the best
+    cosine moved 0.4 of the way from the typical chunk's to 1.0: the words count
+    (0.9 / 0.4) ** 6, about 130 times as much, and row 3 wins although its cosine is low.
+
+    >>> fused, weights = fuse(np.array([0.0, -0.1, 0.4, 0.0]), np.array([0.0, 0.0, 0.0, 3.0]), 0.9)
+    >>> int(fused.argmax()), {name: round(w, 3) for name, w in weights.items()}
+    (3, {'dense': 0.008, 'bm25': 0.992})
+    """
+    parts = {name: s for name, s in (("dense", dense), ("bm25", lexical)) if s is not None and len(s)}
+    if not parts:
+        return np.zeros(0, dtype=np.float32), {}
+    if method != "evidence":
+        return fuse_other(parts, method)
+    evidence = {"dense": meaning_found(float(dense.max()), median(dense)) if dense is not None else 0.0,
+                "bm25": words_found}
+    return weighted_z_scores(parts, {name: evidence[name] ** EVIDENCE_POWER for name in parts})
+
+
+def weighted_z_scores(parts: dict[str, np.ndarray], weights: dict[str, float]) -> tuple[np.ndarray, dict[str, float]]:
+    """The weighted mean of the rankers' z-scores (each ranker's scores minus their mean, over
+    their standard deviation, so that cosines and BM25 are comparable), and each ranker's
+    share of the weight; equal shares when all weights are 0.
+
+    >>> weighted_z_scores({"a": np.array([1.0, 3.0]), "b": np.array([0.0, 0.0])}, {"a": 3.0, "b": 1.0})
+    (array([-0.75,  0.75], dtype=float32), {'a': 0.75, 'b': 0.25})
+    """
+    if sum(weights.values()) == 0:        # no evidence either way: all count the same
+        weights = dict.fromkeys(parts, 1.0)
+    total = sum(weights.values())
+    shares = {name: w / total for name, w in weights.items()}
+    fused = sum(shares[name] * (s - s.mean()) / (s.std() or 1.0) for name, s in parts.items())
+    return np.asarray(fused, dtype=np.float32), shares
+
+
+def confidence(terms: list[Term], hit_rows: list[int], dense: np.ndarray | None, rows: np.ndarray) -> float:
+    """How sure we are that the notes hold an answer (compared with --min-score): the
+    evidence of words plus the evidence of meaning, each 0 to 1, so 0 to 2 in all.
+
+    Words: the most of the question's informative words one hit holds (coverage).
+    Meaning: how far the best hit's cosine moved from the typical chunk's (the
+    median over `rows`) towards a perfect 1.0. That is judged on each embedder's own
+    scale: e5's cosines all sit near 0.8, MiniLM's near 0.1, and a fixed offset
+    would suit only one of them. A paraphrase scores on meaning, a question worded
+    like the note on words, an unanswerable one on neither. Keywords only: words alone.
+
+    >>> lex = lexicon_from_texts(["black cat", "black dog"])
+    >>> round(confidence(query_postings(lex, "cat"), [0, 1], None, np.arange(2)), 2)
+    1.0
+    >>> round(confidence(query_postings(lex, "fish"), [0], np.array([0.9, 0.5]), np.arange(2)), 2)
+    0.67
+    """
+    words = max((coverage(terms, row) for row in hit_rows), default=0.0)
+    if dense is None or not len(rows) or not hit_rows:
+        return words
+    return words + meaning_found(max(float(dense[row]) for row in hit_rows), median(dense[rows]))
+
+
+def median(values: np.ndarray) -> float:
+    """The median, as np.median gives it, without np.median's first-call cost (it imports
+    numpy.ma, slower than the rest of a warm query).
+
+    >>> median(np.array([3.0, 1.0, 2.0])), median(np.array([4.0, 1.0, 2.0, 3.0]))
+    (2.0, 2.5)
+    """
+    n = len(values)
+    middle = np.partition(values, [(n - 1) // 2, n // 2])
+    return float(middle[(n - 1) // 2] + middle[n // 2]) / 2
+
+
+def coverage(terms: list[Term], row: int) -> float:
+    """Share of a query's idf weight whose terms occur in chunk `row`, 0 to 1.
+
+    It asks "are the question's informative words in this passage?", and does not
+    depend on the embedder or on how many chunks there are. Worked example, "cat"
+    in chunk 0 only, "fish" in neither: idf(cat) = ln(1 + 1.5/1.5) = 0.69, idf(fish)
+    = ln(1 + 2.5/0.5) = 1.79, so chunk 0 covers 0.69 / (0.69 + 1.79) = 0.28.
+
+    >>> lex = lexicon_from_texts(["black cat", "black dog"])
+    >>> round(coverage(query_postings(lex, "cat fish"), 0), 2)
+    0.28
+    """
+    total = sum(t.idf for t in terms)
+    found = sum(t.idf for t in terms if np.any(t.rows == row))
+    return found / total if total else 0.0
+
+
+def source_mask(index: Index, pattern: str | None) -> np.ndarray:
+    """Which chunks --source allows: a glob ("notes/*.md") or a plain substring."""
+    if not pattern:
+        return np.ones(len(index.chunks), dtype=bool)
+    glob = any(ch in pattern for ch in "*?[")
+    return np.array([fnmatch.fnmatch(c.source, pattern) if glob else pattern in c.source
+                     for c in index.chunks], dtype=bool)
 
 
 def fuse_other(parts: dict[str, np.ndarray], method: str) -> tuple[np.ndarray, dict[str, float]]:
-    """The alternatives to the default fusion: the earlier z-score fusion, one ranker alone,
-    or reciprocal rank fusion.
+    """The alternatives to the default fusion: z-scores weighted by standout, one ranker
+    alone, or Part I's reciprocal rank fusion.
 
     "zscore" weights each ranker by its standout() alone: a ranker no better than
     noise gets 0; when neither stands out, both count equally. "dense" or "bm25"
-    alone falls back to the other ranker when it is missing (no vectors). RRF adds
-    1 / (RRF_K + rank) per ranker; a chunk without any of the question's words gets
-    nothing from BM25 (it was not retrieved by it).
-
-    Worked example: dense ranks the rows 1, 2, 3, 4; BM25 ranks row 1 first, row 2
-    second and has no word in rows 0 and 3; row 1 gets 1/62 + 1/61 = 0.0325.
+    alone falls back to the other ranker when it is missing (no vectors). "rrf" is
+    reciprocal_rank_fusion() of the two rankings, BM25's holding only the chunks
+    with a question word (as in Part I's search_notes).
 
     >>> fused, _ = fuse_other({"dense": np.array([0.9, 0.7, 0.5, 0.1]),
     ...                        "bm25": np.array([0.0, 3.0, 2.0, 0.0])}, "rrf")
-    >>> [round(float(x), 4) for x in fused], top_k(fused, 4).tolist()
+    >>> [round(float(x), 4) for x in fused], top_rows(fused, 4).tolist()
     ([0.0164, 0.0325, 0.032, 0.0156], [1, 2, 0, 3])
     >>> fused, weights = fuse_other({"dense": np.array([0.2, 0.1, 0.3, 0.1]),
     ...                              "bm25": np.array([0.0, 0.0, 0.0, 3.0])}, "zscore")
@@ -3192,12 +2072,11 @@ def fuse_other(parts: dict[str, np.ndarray], method: str) -> tuple[np.ndarray, d
     if method != "rrf":                   # the ranker asked for is missing: use the other
         (name, s), = parts.items()
         return s.astype(np.float32), {name: 1.0}
-    fused = np.zeros(len(next(iter(parts.values()))), dtype=np.float64)
+    rankings = []
     for name, s in parts.items():
         order = np.argsort(-s, kind="stable")
-        ranks = np.empty(len(s), dtype=np.float64)
-        ranks[order] = np.arange(1, len(s) + 1)
-        fused += np.where(s > 0, 1.0, 0.0 if name == "bm25" else 1.0) / (RRF_K + ranks)
+        rankings.append(order[s[order] > 0] if name == "bm25" else order)
+    fused = reciprocal_rank_fusion(rankings, len(next(iter(parts.values()))))
     return fused.astype(np.float32), dict.fromkeys(parts, 1.0)
 
 
@@ -3220,7 +2099,46 @@ def standout(scores: np.ndarray) -> float:
     return (float(scores.max()) - float(scores.mean())) / sd - math.sqrt(2 * math.log(n))
 
 # ----------------------------------------------------------------------------
-# Thinking models: their reasoning is not part of the answer.
+# Answering: replaces Part I's stream_answer: the context sized to the prompt, thinking
+# models, and what Ollama read and cut.
+
+
+def answer_stream(client: ollama.Client, question: str, hits: list[Hit], settings: Settings) -> Iterator[str]:
+    """Stream an answer to the question from the retrieved hits."""
+    return stream_chat(client, settings.chat_model, build_messages(question, hits))
+
+
+
+def context_size(messages: list[dict]) -> int:
+    """num_ctx for a prompt: its estimate plus room for the answer, in steps of 1024.
+
+    Ollama silently drops the start of a prompt longer than its context window,
+    which is exactly where our rules and first sources are, so we ask for enough.
+    """
+    need = sum(estimate_tokens(m["content"]) for m in messages) + ANSWER_TOKENS
+    return max(MIN_NUM_CTX, math.ceil(need / 1024) * 1024)
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough token count: one per CJK character, one per 4 other characters.
+
+    >>> estimate_tokens("RAG 检索增强生成")
+    7
+    """
+    cjk = len(re.findall(rf"[{CJK}]", text))
+    return cjk + math.ceil((len(text) - cjk) / 4)
+
+
+def stream_chat(client: ollama.Client, model: str, messages: list[dict],
+                num_ctx: int | None = None) -> ChatStream:
+    """Stream the chat model's reply as text pieces, thinking stripped. Raises OllamaError.
+
+    Iterate over the result for the text; once it ends, its .usage holds Ollama's
+    token counts and its .warnings what went wrong on the way (a prompt that did
+    not fit, thinking that could not be turned off). See ChatStream in Part II.
+    """
+    options = {"temperature": TEMPERATURE, "num_ctx": num_ctx or context_size(messages)}
+    return ChatStream(client, model, messages, options)
 
 
 THINK_TAGS = ("<think>", "</think>")
@@ -3291,8 +2209,6 @@ def think_opens_in_prompt(client: ollama.Client, model: str) -> bool:
     capable = "thinking" in (getattr(info, "capabilities", None) or []) and client_knows_think(client)
     return "<think>" in (getattr(info, "template", None) or "") and not capable
 
-# ----------------------------------------------------------------------------
-# Token counts: what Ollama read and wrote, and what it silently cut.
 
 
 class ChatUsage(NamedTuple):
@@ -3406,50 +2322,6 @@ def least_tokens(text: str) -> int:
     return cjk // 2 + (len(text) - cjk) // 6
 
 
-def embed_tokens(text: str) -> int:
-    """A pessimistic token count for an embedder: one per CJK (or other non-ASCII)
-    character, as BERT-style tokenizers give them, and one per 4 ASCII characters.
-
-    >>> embed_tokens("RAG 检索增强生成"), embed_tokens("a" * 400)
-    (7, 100)
-    """
-    wide = sum(1 for ch in text if ord(ch) > 127)
-    return wide + math.ceil((len(text) - wide) / 4)
-
-
-def embed_context_length(client: ollama.Client, model: str) -> int | None:
-    """Where Ollama cuts an embedding input, from /api/show: the model's trained context
-    ("<arch>.context_length") or a smaller num_ctx its Modelfile sets. None if not told."""
-    try:
-        info = client.show(model)
-    except OLLAMA_FAILURES:
-        return None
-    model_info = dict(getattr(info, "modelinfo", None) or getattr(info, "model_info", None) or {})
-    limits = [v for k, v in model_info.items() if k.endswith(".context_length") and isinstance(v, int)]
-    num_ctx = re.search(r"^\s*num_ctx\s+(\d+)", getattr(info, "parameters", None) or "", re.MULTILINE)
-    limits += [int(num_ctx.group(1))] if num_ctx else []
-    return min(limits) if limits else None
-
-
-def embed_context_warning(client: ollama.Client, settings: Settings, texts: Iterable[str]) -> str | None:
-    """A warning when texts about to be embedded may be longer than the embedder reads
-    (Ollama would silently embed only their start), with the chunk size that would fit."""
-    limit = embed_context_length(client, settings.embed_model)
-    if limit is None:
-        return (f"Ollama did not say {settings.embed_model}'s context length (/api/show), "
-                "so chunks were not checked against it")
-    total, over = 0, []                   # (tokens, characters) of each text that is too long
-    for text in texts:
-        total, tokens = total + 1, embed_tokens(text)
-        if tokens > limit:
-            over.append((tokens, len(text)))
-    if not over:
-        return None
-    density = max(tokens / chars for tokens, chars in over)          # tokens per character, worst case
-    fit = max(50, int(limit * 0.9 / density) // 50 * 50)              # 10% for headings and templates
-    return (f"{len(over)} of {total} chunks may be longer than {settings.embed_model}'s {limit}-token "
-            f"context, and Ollama would embed only their start: use --chunk-size {fit} (or smaller)")
-
 
 def package_version(name: str) -> str:
     """The installed version of a package, for messages."""
@@ -3459,6 +2331,1284 @@ def package_version(name: str) -> str:
     except PackageNotFoundError:
         return "unknown version"
 
+
+
+# ============================================================================
+# PART III · THE MODES AND THE COMMAND LINE
+# One question (the default), a conversation (--chat), an evaluation (--eval,
+# --make-eval, --tune) and a narrated run (--explain), all opening the index
+# through one set-up (open_for_mode) and searching through Part II's search().
+# Only main() and the run_* functions print.
+# ============================================================================
+
+# ----------------------------------------------------------------------------
+# Settings of Part III.
+
+# Conversation (--chat and ask()): what is remembered, and how follow-ups are rewritten.
+CHAT_NUM_CTX = 8192                       # the whole prompt budget, history included
+CHAT_VERBATIM_TURNS = 3                   # recent turns kept word for word; older ones summarised
+SUMMARY_CHARS = 600                       # the summary of older turns stays under ~150 tokens
+SUMMARY_QUESTION_CHARS = 80               # per summarised turn: enough of the question to recall it,
+SUMMARY_ANSWER_CHARS = 120                # and of the answer's first sentence
+HISTORY_HEADER_TOKENS = 50                # "Conversation so far:" and line breaks, with a margin
+REWRITE_TURNS = 2                         # a follow-up leans on the last turn or two, not on all
+REWRITE_ANSWER_CHARS = 160                # each of those answers, shown to the rewriter: its first sentence
+REWRITE_TOKENS = 64                       # a standalone query is one short line; stop a rambling model
+
+# Evaluation (--eval): rankings are judged down to this rank (MRR@10, as in most
+# retrieval benchmarks); a hit below it counts as a miss.
+EVAL_DEPTH = 10
+
+# Tuning on your own notes (--make-eval, then --tune).
+EVAL_QUESTIONS = 40                       # questions per generated set: enough to tell variants apart
+EVAL_PASSAGE_CHARS = 300                  # questions are asked about passages this long (not chunks, so
+                                          # the set does not depend on the chunk size it will judge)
+EVAL_MIN_PASSAGE_CHARS = 100              # shorter passages (a title, a one-liner) make trivial questions
+EVAL_MAX_COPIED = 0.75                    # drop a question when more than 3/4 of its words (CJK: bigrams)
+                                          # occur in its passage: it copies rather than asks
+EVAL_UNANSWERABLE_SHARE = 1 / 8           # of the questions, this share have no answer: they calibrate the floor
+EVAL_UNANSWERABLE_COVERAGE = 0.5          # a built-in unanswerable question whose words the notes cover
+                                          # this much might be answerable after all: it is left out
+EVAL_REPLY_TOKENS = 200                   # one question and a short answer, in JSON
+TUNE_TOP_KS = (3, 5, 8)                   # --top-k values compared; the smallest that finds as much wins
+TUNE_ANSWERED = 0.95                      # the recommended floor still answers this share of answerable ones
+TUNE_MIN_GAIN = 0.02                      # MRR a variant must gain over the defaults to be recommended: one
+                                          # question moving from rank 1 to 2 is 0.5/n (0.0125 at 40), noise
+
+# ----------------------------------------------------------------------------
+# The main path: a question in, sources and a streamed answer out.
+
+EXIT_OK, EXIT_USAGE, EXIT_OLLAMA, EXIT_INTERRUPTED = 0, 2, 3, 130
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    args = parse_args(argv)
+    settings = settings_from(args)
+    if settings.top_k > (cap := top_k_limit(settings.chunk_size)):
+        err(f"note: --top-k {settings.top_k} is more sources than fit in a {MAX_NUM_CTX}-token context; "
+            f"using {cap}")
+        settings = replace(settings, top_k=cap)
+    try:
+        client = ollama_client(args.timeout)
+    except ValueError as e:
+        err(f"error: {e}")
+        return EXIT_USAGE
+    previous = sigterm_as_interrupt()
+    try:
+        if args.eval:
+            return run_eval(args, settings, client)
+        if args.make_eval:
+            return run_make_eval(args, settings, client)
+        if args.tune:
+            return run_tune(args, settings, client)
+        if args.chat:
+            return run_chat(args, settings, client)
+        if args.explain:
+            return run_explain(args, settings, client)
+        return run_question(args, settings, client)
+    except FileNotFoundError as e:
+        err(f"error: {e} (give a folder of .md/.txt notes with --notes)")
+        return EXIT_USAGE
+    except UsageError as e:
+        err(str(e))
+        return EXIT_USAGE
+    except OllamaError as e:
+        err(f"error: {e}")
+        return EXIT_OLLAMA
+    except BuildInterrupted as e:
+        err(f"\n{e}")
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        err("\ninterrupted; the cache on disk is unchanged or complete")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_OK
+    finally:
+        restore_sigterm(previous)
+
+
+def run_question(args, settings: Settings, client: ollama.Client) -> int:
+    """The main job: one question -> sources -> streamed answer."""
+    echo = not args.json                  # --json prints one object at the end instead
+    timings = {}
+    index, report, timings["index"] = open_for_mode(args, settings, client, quiet=not echo)
+    r = search(client, index, args.question, settings)
+    if r.reembed_because:
+        index, report, timings["index"] = open_for_mode(args, settings, client, quiet=not echo,
+                                                        rebuild=r.reembed_because)
+        r = search(client, index, args.question, settings)
+    timings.update(r.timings)
+    ollama_problem = report.embed_error or r.keywords_only_because
+    warnings = list(report.warnings)      # for --json; stderr has them already, unless --json
+    if ollama_problem:
+        warnings.append(f"{ollama_problem}; searching by keywords (BM25) only")
+    if not echo:                          # open_index was quiet: say them all here
+        err(*(f"warning: {w}" for w in warnings))
+    elif r.keywords_only_because and not report.embed_error:   # the others were said while indexing
+        err(f"warning: {warnings[-1]}")
+    templates = embed_templates(settings)
+    if echo:
+        print_hits(r.hits, r.lexical_only, preview_terms(r.terms))
+    if echo and args.show_prompt:
+        messages = build_messages(args.question, r.hits)
+        print("Prompt:")
+        for m in messages:
+            print(f"--- {m['role']} ---\n{m['content']}")
+        print(f"--- options: temperature={TEMPERATURE}, num_ctx={context_size(messages)} ---")
+        print(f"--- embedding prompts ({templates.source}): query {templates.query or 'none'!r}, "
+              f"document {templates.document or 'none'!r} ---\n")
+    text, code, usage = None, EXIT_OK, None
+    if ollama_problem and not r.hits:
+        code = EXIT_OLLAMA                # nothing to show: the warning above says what to do
+    elif not r.found:
+        if echo:
+            print(f"{NOT_FOUND} (confidence {r.confidence:.2f} < --min-score {settings.min_score}; "
+                  "the closest sources are above)")
+    elif ollama_problem:
+        if echo:
+            print(f"Keyword-only passages above (Ollama unavailable: {ollama_problem}).")
+    elif not args.retrieve_only:
+        t0 = time.perf_counter()
+        stream = answer_stream(client, args.question, r.hits, settings)
+        text, code = print_answer(stream, echo)
+        timings["answer"] = time.perf_counter() - t0
+        usage = stream.usage
+        warnings += stream.warnings
+        err(*(f"warning: {w}" for w in stream.warnings))
+    tokens = {} if usage is None else {"prompt": usage.prompt_tokens, "answer": usage.answer_tokens,
+                                       "per_second": round(usage.tokens_per_second, 1)}
+    if echo:
+        line = " · ".join(f"{k} {v:.2f}s" for k, v in timings.items())
+        if tokens:
+            line += f" · {tokens['prompt']} prompt tokens · {tokens['answer']} answer tokens " \
+                    f"({tokens['per_second']} tokens/s)"
+        err("timings: " + line)
+    else:
+        print(json.dumps({
+            "question": args.question, "answer": text, "found": r.found, "lexical_only": r.lexical_only,
+            "confidence": round(r.confidence, 3),
+            "sources": [{"rank": h.rank, "source": h.chunk.source, "heading": h.chunk.heading,
+                         "page": h.chunk.page, "score": round(h.score, 4), "text": h.chunk.text}
+                        for h in r.hits],
+            "timings": {k: round(v, 3) for k, v in timings.items()},
+            "tokens": tokens, "warnings": warnings,
+            "embedding_prompts": templates._asdict()}, ensure_ascii=False, indent=2))
+    return code
+
+
+class UsageError(Exception):
+    """The user's mistake, in one line that says what to do; main() prints it and exits 2."""
+
+
+def open_for_mode(args: argparse.Namespace, settings: Settings, client: ollama.Client, quiet: bool,
+                  rebuild: str | None = None) -> tuple[Index, IndexReport, float]:
+    """Every mode's set-up: the index, opened with this run's --rebuild and --progress-seconds,
+    then checked to hold notes and some that --source matches. Raises UsageError."""
+    rebuild = ("--rebuild" if args.rebuild else "") if rebuild is None else rebuild
+    index, report, took = index_with_progress(settings, client, rebuild, quiet, args.progress_seconds)
+    if not index.chunks:
+        raise UsageError(f"no usable notes in {settings.notes_dir} (looked for {', '.join(NOTE_TYPES)}, "
+                         f"at least {MIN_NOTE_CHARS} characters)")
+    if not source_mask(index, settings.source_filter).any():
+        raise UsageError(f"no note matches --source '{settings.source_filter}' (a glob like 'work/*.md', or a "
+                         f"part of a note's path relative to {readable_name(str(settings.notes_dir))})")
+    return index, report, took
+
+
+def index_with_progress(settings: Settings, client: ollama.Client, rebuild: str, quiet: bool,
+                        progress_seconds: float = PROGRESS_SECONDS) -> tuple[Index, IndexReport, float]:
+    """open_index with the progress and the index summary on stderr.
+
+    Embedding progress is shown even when quiet (it is on stderr, and a long
+    build needs it): one line rewritten in place on a terminal, else a line
+    every `progress_seconds` (ProgressLine).
+    """
+    t0 = time.perf_counter()
+    line = ProgressLine(sys.stderr, progress_seconds, quiet)
+    try:
+        index, report = open_index(settings, client, rebuild, line)
+    finally:
+        line.finish()
+    took = time.perf_counter() - t0
+    if not quiet:
+        for w in report.warnings:
+            err(f"warning: {w}")
+        err(f"{report.summary(len(index.files))} in {took:.2f}s")
+        if report.touched:
+            names = report.touched[:8] + ([f"… {len(report.touched) - 8} more"] if len(report.touched) > 8 else [])
+            err("  (re)indexed: " + ", ".join(names))
+        if report.embed_error:
+            err(f"warning: {report.embed_error}; searching by keywords (BM25) only")
+    return index, report, took
+
+
+def print_hits(hits: list[Hit], lexical_only: bool, terms: list[tuple[str, float]] = ()) -> None:
+    """The sources, each with a one-line preview of where the question's rarest `terms` occur."""
+    print("Top sources" + (" (keywords only):" if lexical_only else ":"))
+    for h in hits:
+        scores = f"bm25 {h.lexical:.2f}" if lexical_only else f"cos {h.dense:.3f} · bm25 {h.lexical:.2f}"
+        print(f"  [{h.rank}] {h.chunk.citation}  ({scores})\n      {preview(h.chunk.text, terms=terms)}")
+    print()
+
+
+def print_answer(pieces: Iterable[str], echo: bool = True) -> tuple[str, int]:
+    """Print a streamed answer as it arrives (when echo); return (its text, exit code).
+
+    The one place the command line streams an answer (--chat streams through ask()).
+    """
+    shown = []
+    try:
+        if echo:
+            print("Answer:")
+        for piece in pieces:
+            shown.append(piece)
+            if echo:
+                print(piece, end="", flush=True)
+        if echo:
+            print()
+    except OllamaError as e:
+        err(f"\nerror: {e}")
+        return "".join(shown), EXIT_OLLAMA
+    return "".join(shown), EXIT_OK
+
+# ----------------------------------------------------------------------------
+# Previews that show why a passage matched (keyword in context).
+
+KWIC_LEAD = 12                            # characters of context kept before the first match
+
+
+def preview_terms(terms: list[Term]) -> list[tuple[str, float]]:
+    """A search's terms (Retrieval.terms) as (term, idf), rarest first."""
+    return sorted(((t.text, t.idf) for t in terms), key=lambda tw: -tw[1])
+
+
+def keyword_in_context(line: str, terms: Iterable[tuple[str, float]], span: int = 60) -> int:
+    """Where a preview of `line` should start: a little before an occurrence of the
+    rarest term found in it (of several, the one with the most other terms within
+    `span` characters, then the earliest); 0 when that is near the start anyway.
+
+    >>> line = "Tea notes. " * 8 + "The marathon is 42.195 km."
+    >>> line[keyword_in_context(line, [("marathon", 2.0), ("tea", 0.1)]):]
+    'notes. The marathon is 42.195 km.'
+    """
+    lowered = line.lower()
+    found = [(m.start(), term, w) for term, w in terms if w > 0
+             for m in re.finditer(re.escape(term), lowered)]
+    if not found:
+        return 0
+    rarest = max(w for _, _, w in found)
+
+    def nearby(at: int) -> float:
+        return sum({term: w for s, term, w in found if abs(s - at) < span}.values())
+    best = max((s for s, _, w in found if w == rarest), key=lambda at: (nearby(at), -at))
+    if best <= KWIC_LEAD:
+        return 0
+    cut = line.rfind(" ", 0, best - KWIC_LEAD // 2)       # start at a word boundary if there is one nearby
+    return cut + 1 if best - KWIC_LEAD <= cut else best - KWIC_LEAD // 2
+
+
+# ----------------------------------------------------------------------------
+# Conversation: follow-up questions, rewritten to stand alone before retrieving.
+
+FOLLOW_UP = re.compile(
+    r"\b(it|its|this|that|these|those|they|them|their|he|she|the same|above|former|latter)\b"
+    r"|它|它们|这个|那个|这些|那些|这|那|上面|前面|上述|他|她|其|呢[？?]?$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Turn:
+    question: str
+    answer: str
+    query: str                            # what was actually searched
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """The conversation so far: recent turns verbatim, older ones as a summary."""
+    turns: tuple[Turn, ...] = ()
+    summary: str = ""
+
+
+@dataclass(frozen=True)
+class ChatStep:
+    """What one conversational question produced, before the answer streams."""
+    query: str                            # the rewritten query ("" if not rewritten)
+    retrieval: Retrieval
+    messages: list[dict]
+    num_ctx: int
+
+
+def ask(client: ollama.Client, index: Index, question: str, conv: Conversation, settings: Settings,
+        on_sources: Callable[[ChatStep], None] = lambda step: None,
+        on_token: Callable[[str], None] = lambda piece: None,
+        on_warning: Callable[[str], None] = lambda line: None) -> tuple[str, list[Hit], Conversation]:
+    """One conversational turn: returns (answer, sources, the conversation with this turn added).
+
+    For notebooks as it is; the --chat REPL passes callbacks to print the sources
+    before the answer (on_sources), the answer as it streams (on_token) and what went
+    wrong on the way, such as a prompt Ollama had to cut (on_warning). Below
+    the relevance floor the answer is NOT_FOUND and the chat model is not called.
+    Raises OllamaError when the chat model cannot answer.
+    """
+    step = prepare_turn(client, index, question, conv, settings)
+    on_sources(step)
+    if not step.retrieval.found:
+        return NOT_FOUND, step.retrieval.hits, conv
+    pieces = []
+    stream = stream_chat(client, settings.chat_model, step.messages, step.num_ctx)
+    for piece in stream:
+        pieces.append(piece)
+        on_token(piece)
+    for line in stream.warnings:
+        on_warning(line)
+    text = "".join(pieces)
+    return text, step.retrieval.hits, remember(conv, Turn(question, text, step.query or question))
+
+
+def prepare_turn(client: ollama.Client, index: Index, question: str, conv: Conversation,
+                 settings: Settings) -> ChatStep:
+    """Rewrite if needed, search, and fit rules + sources + history + question in the budget."""
+    query = ""
+    if needs_rewrite(question, conv):
+        try:
+            query = rewrite_query(client, question, conv, settings)
+        except OllamaError:
+            pass                          # search as typed: search() falls back and says why
+    retrieval = search(client, index, query or question, settings)
+    base = build_messages(question, retrieval.hits)
+    # Everything but the history, plus the answer's room and the history's own
+    # header. Sources are never cut: if they alone overflow the budget, num_ctx
+    # grows instead and the history gets what is left.
+    fixed = sum(estimate_tokens(m["content"]) for m in base) + ANSWER_TOKENS + HISTORY_HEADER_TOKENS
+    num_ctx = max(CHAT_NUM_CTX, math.ceil(fixed / 1024) * 1024)
+    messages = build_messages(question, retrieval.hits, history_text(conv, num_ctx - fixed))
+    return ChatStep(query, retrieval, messages, num_ctx)
+
+
+def needs_rewrite(question: str, conv: Conversation) -> bool:
+    """A cheap check: does this question lean on earlier turns (pronouns, ellipsis)?
+
+    >>> needs_rewrite("how is it different from threads?", Conversation((Turn("q", "a", "q"),)))
+    True
+    >>> needs_rewrite("what is asyncio?", Conversation((Turn("q", "a", "q"),)))
+    False
+    """
+    if not conv.turns:
+        return False
+    q = question.strip()
+    words = sum(len(w) if CJK_CHAR.match(w) else 1 for w in TOKEN.findall(q))  # a CJK character is a word
+    return bool(FOLLOW_UP.search(q)) or words <= 2      # so short it must lean on context: "and threads?"
+
+
+REWRITE_PROMPT = """Rewrite the user's last question as one standalone search query, using the
+conversation to replace pronouns and fill in what is left out. Keep the question's
+language. Reply with the query only."""
+
+
+def rewrite_query(client: ollama.Client, question: str, conv: Conversation, settings: Settings) -> str:
+    """Ask the chat model (short, not streamed, no thinking) for a standalone query."""
+    recent = "\n".join(f"Q: {t.question}\nA: {first_sentence(t.answer, REWRITE_ANSWER_CHARS)}"
+                       for t in conv.turns[-REWRITE_TURNS:])
+    messages = [{"role": "system", "content": REWRITE_PROMPT},
+                {"role": "user", "content": f"{recent}\n\nLast question: {question}"}]
+    try:
+        reply = ollama_chat(client, settings.chat_model, messages, stream=False,
+                            options={"temperature": 0, "num_predict": REWRITE_TOKENS,
+                                     "num_ctx": context_size(messages)})
+    except OLLAMA_FAILURES as e:
+        raise explain_ollama_error(e, settings.chat_model) from None
+    text = "".join(strip_think([reply.message.content or ""])).strip().strip('"').splitlines()
+    return text[0].strip() if text and text[0].strip() else question
+
+
+def history_text(conv: Conversation, budget: int) -> str:
+    """The conversation as prompt text within `budget` tokens, dropping oldest first."""
+    lines = [f"(earlier: {conv.summary})"] if conv.summary else []
+    lines += [f"Q: {t.question}\nA: {t.answer}" for t in conv.turns]
+    while lines and estimate_tokens("\n".join(lines)) > budget:
+        lines.pop(0)
+    return "\n".join(lines)
+
+
+def remember(conv: Conversation, turn: Turn) -> Conversation:
+    """Add a turn; turns beyond the verbatim window fold into a one-line-each summary."""
+    turns = conv.turns + (turn,)
+    summary = conv.summary
+    while len(turns) > CHAT_VERBATIM_TURNS:
+        old, turns = turns[0], turns[1:]
+        summary = (summary + " " if summary else "") + \
+            f"Asked “{first_sentence(old.question, SUMMARY_QUESTION_CHARS)}”: " \
+            f"{first_sentence(old.answer, SUMMARY_ANSWER_CHARS)}"
+        summary = summary[-SUMMARY_CHARS:]    # the oldest part goes first
+    return Conversation(turns, summary)
+
+
+def first_sentence(text: str, limit: int) -> str:
+    """The first sentence of a text, cut to `limit` characters.
+
+    >>> first_sentence("One. Two.", 80)
+    'One.'
+    >>> first_sentence("A long first sentence.", 8)
+    'A long …'
+    """
+    m = re.match(r".+?(?:[。！？]|[.!?](?=\s|$))", text.strip(), re.DOTALL)
+    s = (m.group(0) if m else text.strip()).replace("\n", " ")
+    return s if len(s) <= limit else s[:limit - 1] + "…"
+
+# ----------------------------------------------------------------------------
+# Evaluation: hit@k and MRR on a set of questions with known answers.
+
+
+def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: Settings) -> dict:
+    """Score dense, BM25 and fused retrieval on an evaluation set, and the relevance floor."""
+    ranks: dict[str, list] = {"fused": [], "dense": [], "bm25": []}
+    misses, floor = [], {"answerable_found": 0, "answerable": 0, "unanswerable_refused": 0, "unanswerable": 0}
+    confidences = []
+    rows = np.flatnonzero(source_mask(index, settings.source_filter))
+    dense_used, dense_missing = 0, None   # how many answerable questions got dense scores, and why not all
+    for item in items:
+        r = search(client, index, item["question"], replace(settings, top_k=EVAL_DEPTH))
+        answerable = bool(item.get("answers"))
+        if answerable and r.dense is not None:
+            dense_used += 1
+        elif answerable:
+            dense_missing = dense_missing or r.keywords_only_because
+        confidences.append({"question": item["question"], "answerable": answerable,
+                            "confidence": round(r.confidence, 3)})
+        if not answerable:
+            floor["unanswerable"] += 1
+            floor["unanswerable_refused"] += not r.found
+            continue
+        floor["answerable"] += 1
+        floor["answerable_found"] += r.found
+        for name, scores in (("fused", r.fused), ("dense", r.dense), ("bm25", r.lexical)):
+            if scores is None:            # no vectors (Ollama away): this ranker is not scored
+                continue
+            ranking = rows[top_rows(scores[rows], EVAL_DEPTH)]
+            ranks[name].append(first_hit_rank(index, ranking, item))
+        if ranks["fused"][-1] != 1:
+            misses.append({"question": item["question"], "answers": item["answers"],
+                           "rank": ranks["fused"][-1],
+                           "top": r.hits[0].chunk.citation if r.hits else None})
+    result = metrics(ranks["fused"])
+    result["by_ranker"] = {name: metrics(rs) for name, rs in ranks.items()}
+    result["floor"] = {"min_score": settings.min_score, **floor}
+    result["misses"] = misses
+    result["confidences"] = confidences
+    result["embed_model"] = settings.embed_model if dense_used else None
+    # Ollama may go away mid-run: then the dense row covers only some questions, and says so.
+    result["dense_coverage"] = {"questions": dense_used, "of": floor["answerable"], "missing_because": dense_missing}
+    return result
+
+
+def load_eval_set(path: Path) -> list[dict]:
+    """Read a JSONL file of {"question": ..., "answers": [...], "source"?: ...} lines."""
+    items = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError:
+            item = None
+        if not (isinstance(item, dict) and isinstance(item.get("question"), str)
+                and isinstance(item.get("answers", []), list)):
+            raise ValueError(f"{path}:{n}: expected {{\"question\": str, \"answers\": [str, ...]}}")
+        # subtle: "" occurs in every chunk, so [""] would score a perfect hit@1.
+        if not all(isinstance(a, str) and a.strip() for a in item.get("answers", [])):
+            raise ValueError(f"{path}:{n}: \"answers\" must hold non-empty strings "
+                             f"([] marks a question the notes cannot answer), not {item['answers']!r}")
+        if not all(isinstance(item.get(k, ""), str) for k in ("source", "heading")):
+            raise ValueError(f"{path}:{n}: \"source\" and \"heading\" must be strings")
+        items.append(item)
+    return items
+
+
+def first_hit_rank(index: Index, ranking: np.ndarray, item: dict) -> int | None:
+    """1-based rank of the first chunk that answers the item (see is_hit), None if none does."""
+    for rank, row in enumerate(ranking, 1):
+        if is_hit(index.chunks[row], item):
+            return rank
+    return None
+
+
+def is_hit(chunk: Chunk, item: dict) -> bool:
+    """Does this chunk answer the item? By where it came from when the item says, else by its text.
+
+    An item with a `source` is judged by note, and with a `heading` too by section:
+    the chunk lies in that section (or a subsection), or the section starts inside
+    it (a big chunk can hold several sections). Otherwise a chunk containing one of
+    the answer strings is a hit; strings overcount (a short answer such as "12人"
+    occurs in many chunks), which is why generated sets carry their source.
+
+    >>> c = Chunk("tea.md", "# Tea › ## Green", "## Green\\nUse 80 °C water.")
+    >>> is_hit(c, {"answers": ["80 °C"]}), is_hit(c, {"answers": ["x"], "source": "tea.md"})
+    (True, True)
+    >>> is_hit(c, {"answers": ["80 °C"], "source": "tea.md", "heading": "# Tea › ## Black"})
+    False
+    >>> is_hit(c, {"answers": [], "source": "tea.md", "heading": "Green"})   # a title without its #s
+    True
+    """
+    if not item.get("source"):
+        return any(a.lower() in chunk.text.lower() for a in item.get("answers", []) if a.strip())
+    if chunk.source != item["source"]:
+        return False
+    want = heading_titles(item.get("heading") or "")
+    if not want:
+        return True
+    have = heading_titles(chunk.heading)
+    if any(have[i:i + len(want)] == want for i in range(len(have) - len(want) + 1)):
+        return True                       # in that section, or a subsection of it
+    # or the section starts inside the chunk (a big chunk can hold several sections)
+    return re.search(rf"^#{{1,6}}[ \t]+{re.escape(want[-1])}[ \t#]*$", chunk.text, re.MULTILINE) is not None
+
+
+def heading_titles(path: str) -> list[str]:
+    """A heading path's titles without their #s: '# Tea › ## Green' -> ['Tea', 'Green']."""
+    return [part.lstrip("#").strip() for part in path.split(" › ") if part.strip()]
+
+
+def eval_set_problem(index: Index, items: list[dict]) -> str | None:
+    """Why an evaluation set cannot be scored on this index (a message naming the items), or None."""
+    if not items:
+        return "it holds no questions"
+    unknown = sorted({it["source"] for it in items if it.get("source") and it["source"] not in index.files})
+    if unknown:
+        shown = ", ".join(unknown[:5]) + (f", … {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        return (f"{len(unknown)} source(s) are not among the {len(index.files)} indexed notes: {shown} "
+                "(another --notes folder, or notes renamed since the set was made?)")
+    return None
+
+
+def metrics(ranks: list[int | None]) -> dict:
+    """hit@1/3/5 and MRR@10 (EVAL_DEPTH) from each question's first-hit rank (None: missed).
+
+    >>> metrics([1, 3, None, 6])
+    {'hit@1': 0.25, 'hit@3': 0.5, 'hit@5': 0.5, 'mrr': 0.375, 'n': 4}
+    """
+    n = len(ranks)
+    if n == 0:
+        return {"hit@1": 0.0, "hit@3": 0.0, "hit@5": 0.0, "mrr": 0.0, "n": 0}
+    hit = lambda k: round(sum(1 for r in ranks if r is not None and r <= k) / n, 4)  # noqa: E731
+    mrr = sum(1 / r for r in ranks if r is not None and r <= EVAL_DEPTH) / n
+    return {"hit@1": hit(1), "hit@3": hit(3), "hit@5": hit(5), "mrr": round(mrr, 4), "n": n}
+
+# ----------------------------------------------------------------------------
+# Tuning: an evaluation set generated from your notes, and a sweep that recommends flags.
+#
+# --make-eval asks the chat model for one question per passage of your notes and
+# keeps only the ones that pass three checks; --tune then measures every setting
+# that needs no re-embedding on that set and names the flags that did best.
+
+EVAL_PROMPT = """You write one test question for a search engine over someone's notes.
+From the passage the user sends, reply with a JSON object:
+- "question": one question that the passage answers, asked the way a person would ask it
+  without the note open. Use your own words: do not reuse the passage's wording.
+  Write it in the passage's language.
+- "answer": the answer, a few words copied exactly from the passage."""
+
+EVAL_SCHEMA = {"type": "object", "required": ["question", "answer"],
+               "properties": {"question": {"type": "string"}, "answer": {"type": "string"}}}
+
+# Questions no note is likely to answer, in the languages the notes are written in;
+# any the notes do seem to cover (EVAL_UNANSWERABLE_COVERAGE) are left out.
+UNANSWERABLE = {
+    "en": ["What is the boiling point of ethanol?", "Who won the 1998 football World Cup?",
+           "How many moons does Neptune have?", "What is the capital of Mongolia?",
+           "How do I replace a bicycle's brake cable?", "When did the Berlin Wall fall?"],
+    "zh": ["红烧肉怎么做？", "珠穆朗玛峰有多高？", "唐朝的首都在哪里？", "怎么给自行车补胎？"],
+}
+
+DROP_REASONS = {"junk": "no JSON question and answer", "answer": "answer not found in the passage",
+                "copied": f"mostly copied (over {EVAL_MAX_COPIED:.0%} of its words are the passage's)"}
+
+
+def generate_eval_set(client: ollama.Client, index: Index, settings: Settings, n: int,
+                      have: list[dict]) -> Iterator[tuple[dict | None, str]]:
+    """Yield (item, "") for every question kept and (None, a DROP_REASONS key) for every one dropped.
+
+    Stops when the set (with `have`, what an earlier run wrote) holds n questions,
+    or the passages run out. Passages already asked about are skipped. The built-in
+    unanswerable questions come right after the chat model's first reply, so a run
+    without a working chat model yields nothing. Raises OllamaError.
+    """
+    unanswerable = [q for q in unanswerable_questions(index, settings, math.ceil(n * EVAL_UNANSWERABLE_SHARE))
+                    if q not in {it["question"] for it in have}]
+    wanted = n - len(have) - len(unanswerable)
+    done = {it.get("passage") for it in have}
+    for pid, passage in eval_passages(settings, index):
+        if wanted <= 0:
+            break
+        if pid in done:
+            continue
+        item, why = generate_question(client, passage, settings)
+        if item:
+            item["passage"] = pid         # lets a second run skip it
+            wanted -= 1
+        yield item, why
+        for q in unanswerable:
+            yield {"question": q, "answers": []}, ""
+        unanswerable = []
+    for q in unanswerable:                # when no model call was needed
+        yield {"question": q, "answers": []}, ""
+
+
+def eval_passages(settings: Settings, index: Index) -> list[tuple[str, Chunk]]:
+    """The passages to ask about, as ("note.md#3", passage), in a fixed order spread over the notes.
+
+    Each indexed note is cut again into EVAL_PASSAGE_CHARS pieces; too-short ones
+    are skipped. The order takes one passage from each note in turn, and within a
+    note the first passage of every section before the second of any, so even a
+    few questions cover many notes and headings. No randomness: the same notes
+    give the same order, which is what lets a second run continue.
+    """
+    splitter = make_splitter(EVAL_PASSAGE_CHARS, 0)
+    per_note = []
+    for rel in sorted(index.files):
+        path = settings.notes_dir / rel
+        try:
+            st = path.stat()
+            sections, _ = read_note(NoteFile(rel, str(path), st.st_size, st.st_mtime_ns), settings.max_note_mb)
+        except (OSError, ValueError):
+            continue                      # changed since it was indexed: indexing will say so
+        pieces = chunk_sections(rel, sections, splitter)
+        nth_in_section = Counter()
+        keyed = []
+        for i, c in enumerate(pieces):
+            nth_in_section[c.heading] += 1
+            if len(c.text) - LEADING_HEADINGS.match(c.text).end() >= EVAL_MIN_PASSAGE_CHARS:
+                keyed.append((nth_in_section[c.heading], i, f"{rel}#{i + 1}", c))
+        per_note.append([(pid, c) for _, _, pid, c in sorted(keyed, key=lambda k: k[:2])])
+    return [p for turn in itertools.zip_longest(*per_note) for p in turn if p is not None]
+
+
+def generate_question(client: ollama.Client, passage: Chunk, settings: Settings) -> tuple[dict | None, str]:
+    """Ask the chat model (not streamed, no thinking, temperature 0, JSON schema) about one passage."""
+    messages = [{"role": "system", "content": EVAL_PROMPT}, {"role": "user", "content": passage.text}]
+    try:
+        reply = ollama_chat(client, settings.chat_model, messages, stream=False, format=EVAL_SCHEMA,
+                            options={"temperature": 0, "num_predict": EVAL_REPLY_TOKENS,
+                                     "num_ctx": context_size(messages)})
+    except OLLAMA_FAILURES as e:
+        raise explain_ollama_error(e, settings.chat_model) from None
+    return judge_question("".join(strip_think([reply.message.content or ""])), passage)
+
+
+def judge_question(reply: str, passage: Chunk) -> tuple[dict | None, str]:
+    """Keep a generated question only if its JSON parses, its answer is in the passage, and it
+    is not mostly copied; returns (item, "") or (None, the DROP_REASONS key).
+
+    >>> p = Chunk("tea.md", "# Tea", "Green tea wants water at 80 degrees, never boiling.")
+    >>> judge_question('{"question": "How hot should water for green tea be?", "answer": "80 degrees"}', p)[0]
+    {'question': 'How hot should water for green tea be?', 'answers': ['80 degrees'], 'source': 'tea.md', 'heading': '# Tea'}
+    >>> [judge_question(r, p)[1] for r in ['{"question": "Q?"', '{"question": "Q?", "answer": "99 degrees"}',
+    ...                                    '{"question": "Green tea wants water at what?", "answer": "80 degrees"}']]
+    ['junk', 'answer', 'copied']
+    """
+    try:
+        data = json.loads(reply)
+    except ValueError:
+        return None, "junk"
+    question, answer_ = (data.get("question"), data.get("answer")) if isinstance(data, dict) else (None, None)
+    if not (isinstance(question, str) and question.strip() and isinstance(answer_, str) and answer_.strip()):
+        return None, "junk"
+    squash = lambda text: " ".join(text.lower().split())  # noqa: E731
+    if squash(answer_) not in squash(passage.text):
+        return None, "answer"
+    if copied_share(question, passage.text) > EVAL_MAX_COPIED:
+        return None, "copied"
+    return {"question": question.strip(), "answers": [answer_.strip()],
+            "source": passage.source, "heading": passage.heading}, ""
+
+
+def copied_share(question: str, passage: str) -> float:
+    """Share of the question's words (CJK: bigrams) that occur in the passage, 0 to 1.
+
+    Words are tokenize()'s (lower case, singular, no stopwords); for CJK only the
+    bigrams count, bar those made of two stopword characters ("怎么").
+    Worked example: "starter", "fed" and "often" -> 2 of 3 in the passage.
+
+    >>> copied_share("How often is the starter fed?", "The starter is fed twice a day.")
+    0.6666666666666666
+    >>> copied_share("酵种多久喂一次？", "酵种每天喂两次。")   # 酵种 of 酵种 种多 多久 久喂 喂一 一次
+    0.16666666666666666
+    """
+    def terms(text: str) -> set[str]:
+        return {t for t in tokenize(text) if not CJK_CHAR.match(t) or
+                (len(t) == 2 and not (t[0] in STOPWORDS and t[1] in STOPWORDS))}
+    asked = terms(question)
+    return len(asked & terms(passage)) / len(asked) if asked else 0.0
+
+
+def unanswerable_questions(index: Index, settings: Settings, n: int) -> list[str]:
+    """Up to n built-in questions the notes do not seem to answer, in the notes' languages."""
+    texts = " ".join(c.text for c in index.chunks[:200])
+    langs = [lang for lang, present in (("en", re.search(r"[A-Za-z]{3}", texts)),
+                                        ("zh", CJK_CHAR.search(texts))) if present]
+    candidates = [q for group in itertools.zip_longest(*(UNANSWERABLE[lang] for lang in langs))
+                  for q in group if q]
+    plain = replace(settings, source_filter=None)
+    return [q for q in candidates
+            if rank_chunks(index, q, None, plain).confidence < EVAL_UNANSWERABLE_COVERAGE][:n]
+
+
+def run_make_eval(args, settings: Settings, client: ollama.Client) -> int:
+    """--make-eval FILE: generate questions from the notes, appending each kept one as it comes."""
+    path = args.make_eval
+    have = []
+    if path.exists():
+        try:
+            have = load_eval_set(path)
+        except (OSError, ValueError) as e:
+            err(f"error: {path} exists and is not an evaluation set ({e}); give a new file name")
+            return EXIT_USAGE
+    index, _, _ = open_for_mode(args, settings, client, quiet=args.json)
+    written = Counter()
+    dropped: Counter[str] = Counter()
+    failure, code = None, EXIT_OK
+    try:
+        for item, why in generate_eval_set(client, index, settings, args.questions, have):
+            if item is None:
+                dropped[why] += 1
+            else:
+                with open(path, "a", encoding="utf-8") as f:    # one whole line at a time
+                    f.write(json.dumps(item, ensure_ascii=False) + "\n")
+                written["answerable" if item["answers"] else "unanswerable"] += 1
+            if not args.json:
+                err(f"  {len(have) + sum(written.values())}/{args.questions} questions, "
+                    f"{sum(dropped.values())} dropped")
+    except OllamaError as e:
+        failure, code = str(e), EXIT_OLLAMA
+    except KeyboardInterrupt:
+        failure, code = "interrupted", EXIT_INTERRUPTED
+    total = len(have) + sum(written.values())
+    summary = {"file": str(path), "questions": total, "written_now": dict(written), "from_before": len(have),
+               "dropped": {DROP_REASONS[k]: v for k, v in dropped.items()}, "chat_model": settings.chat_model,
+               "error": failure}
+    if args.json:
+        print(json.dumps(summary, ensure_ascii=False, indent=2))
+    else:
+        print(f"{path}: {total} questions ({written['answerable']} answerable and {written['unanswerable']} "
+              f"unanswerable written now, {len(have)} from before), by {settings.chat_model}")
+        if dropped:
+            print(f"dropped {sum(dropped.values())}: " +
+                  ", ".join(f"{v} {DROP_REASONS[k]}" for k, v in dropped.most_common()))
+        if not failure and total < args.questions:
+            print(f"the notes gave no more passages to ask about (passages of {EVAL_PASSAGE_CHARS} characters)")
+    if failure:
+        err(f"error: {failure}; " + (f"{total} questions are in {path}: run the same command to continue"
+                                     if total else "nothing was written"))
+    elif not args.json:
+        err(f"next: python demo_rag.py --tune {path}" + ("" if settings.notes_dir == NOTES_DIR
+                                                           else f" --notes {settings.notes_dir}"))
+    return code
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One combination of settings that --tune measures."""
+    chunk_size: int
+    template: bool                        # the query instruction on
+    fusion: str
+
+
+def tune(client: ollama.Client, indexes: dict[int, Index], items: list[dict], settings: Settings) -> dict:
+    """Evaluate every variant that needs no re-embedding, on each index (one per chunk size).
+
+    Variants: fusion x query template on/off x chunk size; for the best of them,
+    --top-k (TUNE_TOP_KS) and the floor (the highest --min-score that still answers
+    TUNE_ANSWERED of the answerable questions). Each question is embedded once per
+    template; everything else is NumPy on the loaded indexes. Without vectors only
+    BM25 is tuned, and `missing` says why.
+    """
+    on = replace(settings, query_instruction=None if settings.query_instruction == "" else settings.query_instruction)
+    templates = {True: on} if query_text("q", on) != "q" else {}
+    templates[False] = replace(settings, query_instruction="")
+    questions = [it["question"] for it in items]
+    qvecs, missing = {}, None
+    try:
+        for t, s in templates.items():
+            qvecs[t] = embed_checked(client, s.embed_model, [query_text(q, s) for q in questions])
+    except OllamaError as e:
+        missing = str(e)
+    for size, ix in indexes.items():
+        if not missing and not ix.complete:
+            missing = f"{int((~ix.has_vector).sum())} of {len(ix.chunks)} chunks at chunk size {size} have no vector"
+    fusions = FUSION_METHODS if not missing else ("bm25",)
+    variants = [Variant(size, t, f) for size in indexes for t in (templates if not missing else [False])
+                for f in fusions]
+    rows_of = {}
+    for v in variants:
+        index = indexes[v.chunk_size]
+        s = replace(templates.get(v.template, settings), fusion=v.fusion, top_k=EVAL_DEPTH)
+        mask = np.flatnonzero(source_mask(index, s.source_filter))
+        rows_of[v] = [(item, *tune_one(index, item, qvecs[v.template][i] if not missing else None, s, mask))
+                      for i, item in enumerate(items)]
+    scored = [tune_scores(v, rows_of[v], settings.top_k, settings.min_score) for v in variants]
+    default = Variant(settings.chunk_size, query_text("q", settings) != "q" and not missing,
+                      settings.fusion if not missing else "bm25")
+    base = next((x for x in scored if x["variant"] == default), scored[0])
+    best = rival = max(scored, key=lambda x: (x["mrr"], x["hit@1"]))
+    if best["mrr"] - base["mrr"] < TUNE_MIN_GAIN:
+        best = base                       # not measurably better: keep what is set
+    win = best["variant"]
+    ks = sorted(set(TUNE_TOP_KS) | {settings.top_k})
+    hit_at = {k: hit_at_k(rows_of[win], k) for k in ks}
+    top_k_ = min(k for k in ks if hit_at[k] >= max(hit_at.values()))
+    floor = recommend_floor(rows_of[win], top_k_)
+    flags = [f"--fusion {win.fusion}", f"--top-k {top_k_}"]
+    if floor["min_score"] is not None:
+        flags.append(f"--min-score {floor['min_score']}")
+    if not win.template and query_text("q", settings) != "q":
+        flags.append("--query-instruction ''")
+    if win.chunk_size != settings.chunk_size:
+        flags.append(f"--chunk-size {win.chunk_size}")
+    return {"answerable": sum(1 for it in items if it.get("answers")),
+            "unanswerable": sum(1 for it in items if not it.get("answers")),
+            "embed_model": None if missing else settings.embed_model, "missing": missing,
+            "variants": [{**asdict_variant(x["variant"]), **{k: v for k, v in x.items() if k != "variant"}}
+                         for x in scored],
+            "defaults": asdict_variant(default), "winner": asdict_variant(win),
+            "not_measurably_better": None if rival is best else {**asdict_variant(rival["variant"]),
+                                                                 "mrr": rival["mrr"]},
+            "top_k": {"hit@k": hit_at, "chosen": top_k_}, "floor": floor, "flags": " ".join(flags)}
+
+
+def asdict_variant(v: Variant) -> dict:
+    return {"chunk_size": v.chunk_size, "query_instruction": "on" if v.template else "off", "fusion": v.fusion}
+
+
+def tune_one(index: Index, item: dict, qvec: np.ndarray | None, settings: Settings,
+             rows: np.ndarray) -> tuple[int | None, list[float]]:
+    """One question under one variant: the rank of its first hit, and its confidence at each top-k (1..10)."""
+    r = rank_chunks(index, item["question"], qvec, settings)
+    ranking = np.array([h.row for h in r.hits], dtype=np.int64)
+    confs = [confidence(r.terms, ranking[:k].tolist(), r.dense, rows) for k in range(1, EVAL_DEPTH + 1)]
+    return (first_hit_rank(index, ranking, item) if item.get("answers") else None), confs
+
+
+def tune_scores(v: Variant, rows: list[tuple[dict, int | None, list[float]]], top_k_: int,
+                min_score: float) -> dict:
+    """hit@k and MRR of one variant, and what the current floor answers and declines with it."""
+    answerable = [(rank, confs) for item, rank, confs in rows if item.get("answers")]
+    others = [confs for item, _, confs in rows if not item.get("answers")]
+    k = min(top_k_, EVAL_DEPTH) - 1
+    return {"variant": v, **metrics([rank for rank, _ in answerable]),
+            "answered": sum(c[k] >= min_score for _, c in answerable),
+            "declined": sum(c[k] < min_score for c in others)}
+
+
+def hit_at_k(rows: list[tuple[dict, int | None, list[float]]], k: int) -> float:
+    """Share of answerable questions with a hit in the top k."""
+    ranks = [rank for item, rank, _ in rows if item.get("answers")]
+    return round(sum(1 for r in ranks if r is not None and r <= k) / len(ranks), 4) if ranks else 0.0
+
+
+def recommend_floor(rows: list[tuple[dict, int | None, list[float]]], top_k_: int) -> dict:
+    """The highest --min-score (2 decimals) that still answers TUNE_ANSWERED of the answerable
+    questions, and how many answerable and unanswerable ones it answers and declines.
+
+    >>> rows = [({"answers": ["a"]}, 1, [c] * 10) for c in (0.9, 0.8, 0.7, 0.45)] + [({"answers": []}, None, [0.5] * 10)]
+    >>> recommend_floor(rows, 5)    # 95% of 4 questions is all 4: the floor sits at the lowest, 0.45
+    {'min_score': 0.45, 'answered': 4, 'answerable': 4, 'declined': 0, 'unanswerable': 1}
+    """
+    k = min(top_k_, EVAL_DEPTH) - 1
+    sure = sorted((c[k] for item, _, c in rows if item.get("answers")), reverse=True)
+    unsure = [c[k] for item, _, c in rows if not item.get("answers")]
+    if not sure:
+        return {"min_score": None, "answered": 0, "answerable": 0, "declined": 0, "unanswerable": len(unsure)}
+    floor = math.floor(sure[math.ceil(TUNE_ANSWERED * len(sure)) - 1] * 100) / 100
+    return {"min_score": floor, "answered": sum(c >= floor for c in sure), "answerable": len(sure),
+            "declined": sum(c < floor for c in unsure), "unanswerable": len(unsure)}
+
+
+def run_tune(args, settings: Settings, client: ollama.Client) -> int:
+    """--tune FILE: the sweep, a table, the winner and the exact flags (or --json: one object)."""
+    try:
+        items = load_eval_set(args.tune)
+    except (OSError, ValueError) as e:
+        err(f"error: cannot read evaluation set: {e}")
+        return EXIT_USAGE
+    index, _, _ = open_for_mode(args, settings, client, quiet=args.json)
+    problem = eval_set_problem(index, items)
+    if problem:
+        err(f"error: cannot use evaluation set {args.tune}: {problem}")
+        return EXIT_USAGE
+    indexes = {settings.chunk_size: index}
+    for size in args.tune_chunk_sizes or ():
+        if size in indexes:
+            continue
+        # Each size keeps its own cache, in a folder of its own, so the main one is never replaced.
+        sized = replace(settings, chunk_size=size, cache_dir=settings.cache_dir / f"chunk-{size}")
+        if not args.json:
+            err(chunk_size_cost(client, index, sized))
+        indexes[size], _, _ = open_for_mode(args, sized, client, quiet=args.json, rebuild="")
+    result = tune(client, indexes, items, settings)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False, indent=2))
+        return EXIT_OK
+    print(f"{len(items)} questions ({result['answerable']} answerable, {result['unanswerable']} unanswerable); "
+          f"embedder: {result['embed_model'] or 'none'}; floor --min-score {settings.min_score}, "
+          f"--top-k {settings.top_k}")
+    if result["missing"]:
+        print(f"tuned BM25, --top-k and the floor only: dense, fused and query-template variants "
+              f"need vectors ({result['missing']})")
+    print(f"{'chunk':>6} {'query':<6}{'fusion':<8}{'hit@1':>7}{'hit@5':>7}{'MRR':>7}{'answered':>10}{'declined':>10}")
+    for x in result["variants"]:
+        v = (x["chunk_size"], x["query_instruction"], x["fusion"])
+        mark = "  default" if v == tuple(result["defaults"].values()) else ""
+        mark += "  <- best" if v == tuple(result["winner"].values()) else ""
+        print(f"{x['chunk_size']:>6} {x['query_instruction']:<6}{x['fusion']:<8}{x['hit@1']:>7.3f}"
+              f"{x['hit@5']:>7.3f}{x['mrr']:>7.3f}{x['answered']:>6}/{result['answerable']:<3}"
+              f"{x['declined']:>6}/{result['unanswerable']:<3}{mark}")
+    rival = result["not_measurably_better"]
+    if rival:
+        print(f"kept the defaults: the best MRR, {rival['mrr']:.3f} ({rival['chunk_size']} {rival['query_instruction']} "
+              f"{rival['fusion']}), is less than {TUNE_MIN_GAIN} above theirs")
+    k = result["top_k"]
+    print("top-k: " + ", ".join(f"hit@{n} {h:.3f}" for n, h in k["hit@k"].items())
+          + f" -> --top-k {k['chosen']} (the smallest that finds as much)")
+    f = result["floor"]
+    if f["min_score"] is not None:
+        print(f"floor: --min-score {f['min_score']} answers {f['answered']}/{f['answerable']} answerable "
+              f"(at least {TUNE_ANSWERED:.0%}) and declines {f['declined']}/{f['unanswerable']} unanswerable")
+    print(f"recommended: python demo_rag.py {result['flags']}")
+    return EXIT_OK
+
+
+def chunk_size_cost(client: ollama.Client, index: Index, settings: Settings) -> str:
+    """One line: how many chunks a chunk size needs embedded, and roughly how long that takes."""
+    chars = sum(len(c.embed_text) for c in index.chunks)
+    chunks = math.ceil(chars / (settings.chunk_size - settings.chunk_overlap))
+    line = f"chunk size {settings.chunk_size}: about {chunks} chunks ({chars:,} characters) to embed"
+    if cache_path(settings).exists():
+        return line + f"; its cache in {settings.cache_dir} is reused, so only changes are embedded"
+    try:
+        t0 = time.perf_counter()
+        embed_checked(client, settings.embed_model, ["x " * (settings.chunk_size // 2)])
+        per_chunk = time.perf_counter() - t0
+    except OllamaError as e:
+        return line + f" (cannot embed: {e})"
+    return line + (f", at most {chunks * per_chunk:.0f}s at the {per_chunk:.2f}s one chunk took alone (batches are "
+                   f"faster); kept in {settings.cache_dir}")
+
+# ----------------------------------------------------------------------------
+# The other command-line modes: --chat, --eval, --explain, and the flags.
+
+
+def run_chat(args, settings: Settings, client: ollama.Client) -> int:
+    """The REPL: questions in, streamed answers with sources out, until /quit or Ctrl-D."""
+    index, _, _ = open_for_mode(args, settings, client, quiet=False)
+    with contextlib.suppress(AttributeError):     # a line that is not UTF-8 is then said, not fatal
+        sys.stdin.reconfigure(errors="surrogateescape")
+    conv, last_hits, warned = Conversation(), [], set()
+    commands = "/sources  /clear  /stats  /quit"
+    print(f"Ask about your notes ({len(index.files)} notes). Commands: {commands}. Ctrl-D leaves.")
+
+    def warn_once(text: str) -> None:     # a cut prompt is said once a session, not every turn
+        kind = text.split(":")[0]         # the numbers after it change from turn to turn
+        if kind not in warned:
+            warned.add(kind)
+            err(f"\nwarning: {text}")
+
+    def show_sources(step: ChatStep) -> None:
+        nonlocal last_hits
+        if step.query:
+            print(f"(searching for: {step.query})")
+        last_hits = step.retrieval.hits
+        print_hits(step.retrieval.hits, step.retrieval.lexical_only, preview_terms(step.retrieval.terms))
+        if not step.retrieval.found:
+            print(NOT_FOUND)
+
+    while True:
+        try:
+            line = input("> ").strip()
+        except EOFError:
+            print()
+            return EXIT_OK
+        if not line:
+            continue
+        if not is_text(line):
+            print(f"({NOT_TEXT}; ask again)")
+            continue
+        if line.startswith("/"):
+            if line == "/quit":
+                return EXIT_OK
+            elif line == "/clear":
+                conv, last_hits = Conversation(), []
+                print("(conversation cleared)")
+            elif line == "/sources":
+                for h in last_hits:
+                    print(f"[{h.rank}] {h.chunk.citation}  {h.score:.3f}\n{h.chunk.text}\n")
+            elif line == "/stats":
+                print(f"notes {len(index.files)} · chunks {len(index.chunks)} · embed {settings.embed_model} · "
+                      f"chat {settings.chat_model} · turns kept {len(conv.turns)}"
+                      f"{' + summary' if conv.summary else ''}")
+            else:
+                print(f"unknown command {line.split()[0]}; commands: {commands}")
+            continue
+        try:
+            text, _, conv = ask(client, index, line, conv, settings, on_sources=show_sources,
+                                on_token=lambda piece: print(piece, end="", flush=True), on_warning=warn_once)
+            if text != NOT_FOUND:
+                print()                   # end the streamed answer's last line
+        except OllamaError as e:
+            print(f"\n(Ollama unavailable: {e}; the sources above are the lexical best)")
+
+
+def run_eval(args, settings: Settings, client: ollama.Client) -> int:
+    index, _, _ = open_for_mode(args, settings, client, quiet=args.json)
+    try:
+        items = load_eval_set(args.eval)
+    except (OSError, ValueError) as e:
+        err(f"error: cannot read evaluation set: {e}")
+        return EXIT_USAGE
+    problem = eval_set_problem(index, items)
+    if problem:
+        err(f"error: cannot use evaluation set {args.eval}: {problem}")
+        return EXIT_USAGE
+    result = evaluate(client, index, items, settings)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False, indent=2))
+        return EXIT_OK
+    embedder = result["embed_model"] or "none (Ollama unavailable: BM25 only)"
+    cover = result["dense_coverage"]
+    if result["embed_model"] and cover["questions"] < cover["of"]:
+        embedder += (f" (partial: dense scores for {cover['questions']} of {cover['of']} answerable questions, "
+                     f"then {cover['missing_because']})")
+    print(f"{result['n']} answerable questions, {len(items) - result['n']} unanswerable; embedder: {embedder}")
+    print(f"{'ranker':<8}{'hit@1':>8}{'hit@3':>8}{'hit@5':>8}{'MRR':>8}")
+    for name in ("dense", "bm25", "fused"):
+        m = result["by_ranker"][name]
+        row = "".join(f"{m[k]:>8.3f}" for k in ("hit@1", "hit@3", "hit@5", "mrr")) if m["n"] else "     n/a"
+        print(f"{name:<8}{row}" + (f"   (over {m['n']} of {result['n']})" if 0 < m["n"] < result["n"] else ""))
+    f = result["floor"]
+    print(f"relevance floor {f['min_score']}: answered {f['answerable_found']}/{f['answerable']} answerable, "
+          f"declined {f['unanswerable_refused']}/{f['unanswerable']} unanswerable")
+    for m in result["misses"]:
+        print(f"miss (rank {m['rank']}): {m['question']}  -> top: {m['top']}")
+    return EXIT_OK
+
+
+def run_explain(args, settings: Settings, client: ollama.Client) -> int:
+    """--explain: one question, every step narrated with this run's real values (80 columns).
+
+    Steps 4 to 7 narrate what search() and the answer functions returned, so the
+    narration cannot drift from what the pipeline does.
+    """
+    from textwrap import fill, shorten
+
+    def say(text: str = "", indent: str = "  ") -> None:
+        print(fill(text, 78, initial_indent=indent, subsequent_indent=indent + "  ") if text else "")
+
+    def cut(text: str, width: int) -> str:
+        return shorten(text, width, placeholder=" …")
+
+    def label(c: Chunk) -> str:          # file and innermost heading: "notes.md › ## Part"
+        return cut(" › ".join([c.source] + c.heading.split(" › ")[-1:]) if c.heading else c.source, 60)
+
+    print("STEP 1 · LOAD: find the notes")
+    files, _ = scan_notes(settings.notes_dir, skip=[settings.cache_dir])
+    say(f"{len(files)} files under {readable_name(settings.notes_dir.name)}/: " + ", ".join(f.rel for f in files))
+    print("\nSTEP 2 · FINGERPRINT: MD5 over every note's name, size and mtime")
+    say(f"{fingerprint(files)}: while it stays the same, the cache is used as it is")
+    index, report, took = open_for_mode(args, settings, client, quiet=True)
+    say(f"index: {len(index.chunks)} chunks from {len(index.files)} notes, "
+        f"{report.embedded} embedded just now ({took:.2f}s)")
+    allowed = source_mask(index, settings.source_filter)
+    print("\nSTEP 3 · CHUNK: cut at headings, then paragraphs, lines, sentences")
+    rel, rec = max(index.files.items(), key=lambda kv: (kv[1].stop - kv[1].start, kv[1].size))
+    say(f"{rel} became {rec.stop - rec.start} chunk(s) of at most {settings.chunk_size} characters "
+        f"(notes shorter than that stay whole; try --chunk-size 300):")
+    for c in index.chunks[rec.start:rec.stop][:4]:
+        say(f"{len(c.text):>5} chars  {c.heading or '(no heading)'}", indent="    ")
+    print("\nSTEP 4 · EMBED: text -> a vector of numbers; similar meaning, similar direction")
+    r = search(client, index, args.question, settings)
+    if r.query_vector is not None:
+        qvec = r.query_vector
+        say(f"{settings.embed_model} turned the question into {len(qvec)} numbers of total length 1: "
+            f"[{', '.join(f'{x:+.3f}' for x in qvec[:4])}, …]")
+    else:
+        say(f"Ollama unavailable ({r.keywords_only_because}); keywords (BM25) only")
+    templates = embed_templates(settings)
+    say(f"embedding prompts ({templates.source}): query {templates.query or 'none'!r}, "
+        f"document {templates.document or 'none'!r}" + ("" if templates.query or templates.document
+                                                       else ": none applied"))
+
+    print("\nSTEP 5 · SEARCH: rank by meaning (cosine) and by words (BM25), then fuse")
+    for name, key, scores in (("cosine", "dense", r.dense), ("BM25", "bm25", r.lexical), ("fused", "", r.fused)):
+        if scores is not None:
+            note = f"weight {r.weights.get(key, 0.0):.2f}" if key else FUSION_NOTES[settings.fusion]
+            print(f"  {name} ({cut(note, 60)}):")
+            rows = np.flatnonzero(allowed)    # what --source excluded is not part of the ranking
+            for i in rows[top_rows(scores[rows], 3)]:
+                print(f"    {scores[i]:>7.3f}  {label(index.chunks[i])}")
+    say(f"confidence {r.confidence:.2f} against the floor {settings.min_score}: "
+        + ("answer from these sources" if r.found else "not found in your notes"))
+    messages = build_messages(args.question, r.hits)
+    print("\nSTEP 6 · PROMPT: rules · numbered sources · question (--show-prompt: in full)")
+    for m in messages:
+        print(f"  --- {m['role']}: {estimate_tokens(m['content'])} tokens (estimated) ---")
+        lines = [ln for ln in m["content"].splitlines() if ln.strip()]
+        shown = lines if m["role"] == "system" else [ln for ln in lines if re.match(r"\[\d+\] |Sources:|Question:", ln)]
+        for line in shown:
+            print("  " + cut(line, 76))
+    say(f"num_ctx {context_size(messages)}: the estimate plus {ANSWER_TOKENS} tokens for the answer, "
+        "so Ollama cuts nothing")
+    print(f"\nSTEP 7 · ANSWER: {settings.chat_model}, streamed")
+    if not r.found:
+        say("not found in your notes: the chat model is not called")
+        return EXIT_OK
+    if r.lexical_only:
+        say("Ollama unavailable: the passages above are all there is")
+        return EXIT_OK
+    stream = answer_stream(client, args.question, r.hits, settings)
+    code = print_answer(stream)[1]
+    err(*(f"warning: {w}" for w in stream.warnings))
+    return code
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="demo_rag.py", description="Ask questions of your notes with local Ollama models.")
+    p.add_argument("question", nargs="?", help="what to ask (in any language)")
+    p.add_argument("--notes", type=Path, default=NOTES_DIR, help="notes folder (default: demo-data/)")
+    p.add_argument("--cache", type=Path, default=CACHE_DIR, help="cache folder (default: .demo-cache/)")
+    p.add_argument("--top-k", type=int, default=TOP_K, help=f"sources to use (default {TOP_K})")
+    p.add_argument("--embed-model", default=EMBED_MODEL, help=f"default {EMBED_MODEL}")
+    p.add_argument("--chat-model", default=CHAT_MODEL, help=f"default {CHAT_MODEL}")
+    p.add_argument("--chunk-size", type=int, default=CHUNK_SIZE, help=f"characters (default {CHUNK_SIZE})")
+    p.add_argument("--chunk-overlap", type=int, default=CHUNK_OVERLAP, help=f"characters (default {CHUNK_OVERLAP})")
+    p.add_argument("--min-score", type=float, default=MIN_SCORE,
+                   help=f"relevance floor on retrieval confidence (default {MIN_SCORE})")
+    p.add_argument("--source", metavar="PATTERN", help="only use notes whose path matches (glob or substring)")
+    p.add_argument("--query-instruction", metavar="TEMPLATE",
+                   help="query template with {query}; '' for none (default: the model's documented one)")
+    p.add_argument("--max-note-mb", type=float, default=MAX_NOTE_MB,
+                   help=f"skip bigger notes (default {MAX_NOTE_MB:g})")
+    p.add_argument("--rebuild", action="store_true", help="re-read and re-embed every note")
+    p.add_argument("--retrieve-only", action="store_true", help="show the sources, skip the chat model")
+    p.add_argument("--show-prompt", action="store_true", help="print the exact prompt sent")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.add_argument("--chat", action="store_true", help="ask follow-up questions in a conversation")
+    p.add_argument("--explain", action="store_true", help="narrate every step with this run's values")
+    p.add_argument("--eval", type=Path, metavar="JSONL", help="measure retrieval on an evaluation set")
+    p.add_argument("--doc-instruction", metavar="TEMPLATE",
+                   help="document template with {text}; '' for none (default: the model's documented one)")
+    p.add_argument("--timeout", type=float, default=OLLAMA_TIMEOUT, metavar="SECONDS",
+                   help=f"give up when Ollama is silent this long (default {OLLAMA_TIMEOUT:g})")
+    p.add_argument("--fusion", choices=FUSION_METHODS, default=FUSION_METHOD,
+                   help=f"how dense and BM25 scores are combined (default {FUSION_METHOD}; --tune compares)")
+    p.add_argument("--make-eval", type=Path, metavar="JSONL",
+                   help="write an evaluation set of questions generated from the notes (appends; run again to continue)")
+    p.add_argument("--questions", type=int, default=EVAL_QUESTIONS,
+                   help=f"how many questions --make-eval writes (default {EVAL_QUESTIONS})")
+    p.add_argument("--tune", type=Path, metavar="JSONL", help="compare retrieval settings on an evaluation set "
+                   "and recommend flags")
+    p.add_argument("--tune-chunk-sizes", type=chunk_sizes, metavar="N,N",
+                   help="with --tune: also try these chunk sizes (each embeds the notes once and keeps its cache)")
+    p.add_argument("--progress-seconds", type=float, default=PROGRESS_SECONDS, metavar="S",
+                   help=f"when stderr is not a terminal, a progress line every S seconds (default {PROGRESS_SECONDS:g})")
+    p.add_argument("--checkpoint-seconds", type=float, default=CHECKPOINT_SECONDS, metavar="S",
+                   help=f"save the embedding done so far every S seconds, 0 after every batch (default {CHECKPOINT_SECONDS:g})")
+    args = p.parse_args(argv)
+    if not (args.question or args.chat or args.eval or args.make_eval or args.tune):
+        p.print_usage(sys.stderr)
+        p.exit(EXIT_USAGE, "demo_rag.py: error: give a question, or --chat, --eval FILE, --make-eval FILE "
+                           "or --tune FILE\n")
+    if args.questions < 1 or any(n < 50 or n <= args.chunk_overlap for n in args.tune_chunk_sizes or ()):
+        p.error("need --questions >= 1, and every --tune-chunk-sizes value >= 50 and above --chunk-overlap")
+    if args.top_k < 1 or args.chunk_size < 50 or not 0 <= args.chunk_overlap < args.chunk_size:
+        p.error("need --top-k >= 1, --chunk-size >= 50 and 0 <= --chunk-overlap < --chunk-size")
+    if not math.isfinite(args.min_score):
+        p.error(f"--min-score must be a number like 0.3, not {args.min_score}")
+    for flag, value in (("--max-note-mb", args.max_note_mb), ("--timeout", args.timeout)):
+        if not 0 < value < math.inf:      # nan fails every comparison too
+            p.error(f"{flag} must be a positive number, not {value}")
+    for flag, value in (("--checkpoint-seconds", args.checkpoint_seconds),
+                        ("--progress-seconds", args.progress_seconds)):
+        if not 0 <= value < math.inf:     # nan would never save, or never report
+            p.error(f"{flag} must be 0 or more seconds, not {value}")
+    if args.question and not is_text(args.question):
+        p.error(f"the question: {NOT_TEXT}")
+    return args
+
+
+def chunk_sizes(text: str) -> list[int]:
+    """--tune-chunk-sizes "800,1500" -> [800, 1500]."""
+    try:
+        return [int(n) for n in text.split(",") if n.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected sizes like 800,1500, not {text!r}") from None
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    return Settings(notes_dir=args.notes.expanduser(), cache_dir=args.cache.expanduser(),
+                    embed_model=args.embed_model, chat_model=args.chat_model,
+                    chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, top_k=args.top_k,
+                    min_score=args.min_score, source_filter=args.source,
+                    query_instruction=args.query_instruction, max_note_mb=args.max_note_mb,
+                    doc_instruction=args.doc_instruction,
+                    fusion=args.fusion,
+                    checkpoint_seconds=args.checkpoint_seconds)
+
+
+def err(*lines: str) -> None:
+    for line in lines:
+        print(line, file=sys.stderr, flush=True)
+
+
+def preview(text: str, width: int = 72, terms: Iterable[tuple[str, float]] = ()) -> str:
+    """One line of a chunk, cut to `width` terminal columns (a CJK character takes two):
+    the part where the rarest of `terms` (term, idf) occur, as search engines show, or
+    else its start past its headings (they are in the citation).
+
+    >>> preview("## Title\\n\\nRAG 是检索增强生成", 12)
+    'RAG 是检索…'
+    >>> preview("Intro words here. Later the starter needs feeding twice a day.", 30, [("starter", 2.0)])
+    '… Later the starter needs fee…'
+    """
+    line = " ".join(text[LEADING_HEADINGS.match(text).end():].split())
+    at = keyword_in_context(line, terms)
+    if at > 0:
+        line = "… " + line[at:]
+    used = 0
+    for i, ch in enumerate(line):
+        used += 2 if re.match(rf"[{CJK}\uff00-\uffef\u3000-\u303f]", ch) else 1
+        if used > width - 1:
+            return line[:i] + "…"
+    return line
+
+
+def ollama_client(timeout: float | None = None) -> ollama.Client:
+    """The command line's Ollama client: it gives up on a server silent for `timeout`
+    seconds (None: waits as long as it takes), and over plain http skips loading the
+    system's TLS certificates, which it would never use (~0.2 s of a warm query's
+    ~0.7 s). Raises ValueError, in words, when OLLAMA_HOST is not an address."""
+    options = {} if timeout is None else \
+        {"timeout": httpx.Timeout(timeout, connect=min(timeout, OLLAMA_CONNECT_TIMEOUT))}
+    if not host().lower().startswith("https:"):
+        options["verify"] = False
+    try:
+        return ollama.Client(**options)
+    except (ValueError, httpx.InvalidURL) as e:
+        raise ValueError(f"OLLAMA_HOST={host()} is not an address like {DEFAULT_HOST} ({e})") from None
+
+
+NOT_TEXT = "not valid UTF-8 text (check the terminal's encoding, e.g. the locale)"
+
+
+def is_text(s: str) -> bool:
+    """False for a string that carries undecodable bytes (surrogates) from argv or stdin.
+
+    >>> is_text("café"), is_text("caf\\udce9")
+    (True, False)
+    """
+    try:
+        s.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
 
 # ----------------------------------------------------------------------------
 # Leaving: the command line's last step.

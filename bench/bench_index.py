@@ -94,7 +94,7 @@ def measure(kind: str, n: int, folder: Path) -> dict:
     else:
         index, _ = rag.load_index(folder / f"demo_rag-{n}.pkl")
         t_load = time.perf_counter() - t0
-        best = rag.top_k(index.vectors @ q, 5)
+        best = rag.top_rows(index.vectors @ q, 5)
         m = index.vectors
     took = time.perf_counter() - t0
     out = {"seconds": took, "peak_mb": peak_rss_mb() - base,
@@ -104,10 +104,10 @@ def measure(kind: str, n: int, folder: Path) -> dict:
         def best_of(f):
             return min((lambda t: (f(), time.perf_counter() - t)[1])(time.perf_counter()) for _ in range(20))
         out["load_seconds"] = t_load
-        out["search_ms"] = best_of(lambda: rag.top_k(m @ q, 5)) * 1000
+        out["search_ms"] = best_of(lambda: rag.top_rows(m @ q, 5)) * 1000
         out["bare_ms"] = best_of(lambda: m @ q) * 1000
         t1 = time.perf_counter()
-        rag.retrieve(index, "vector search id42", q, rag.Settings())
+        rag.rank_chunks(index, "vector search id42", q, rag.Settings())
         out["hybrid_ms"] = (time.perf_counter() - t1) * 1000
     return out
 
@@ -146,7 +146,7 @@ def reindex_counts() -> dict:
                 "".join(f"## Section {s}\n\n" + f"Note {i} section {s} says something. " * 20 + "\n\n" for s in range(3)))
         s = rag.Settings(notes_dir=notes, cache_dir=Path(tmp, "cache"), chunk_size=800, chunk_overlap=0)
         emb = CountingEmbedder()
-        rag.build_index(s, emb)
+        rag.open_index(s, emb)
         total, out = emb.texts, {}
         steps = {
             "edit 1 note of 100": lambda: (notes / "n042.md").write_text((notes / "n042.md").read_text()
@@ -157,7 +157,7 @@ def reindex_counts() -> dict:
         for name, change in steps.items():
             change()
             before = emb.texts
-            index, _ = rag.build_index(s, emb)
+            index, _ = rag.open_index(s, emb)
             out[name] = emb.texts - before
         out["chunks per note"] = total // 100
         return out
@@ -266,7 +266,7 @@ def cold_build(notes: Path, cache: Path, delay: float, checkpoint_seconds: float
         saves.append(time.perf_counter() - t0)
     rag.save_index = timed_save
     t0 = time.perf_counter()
-    index, _ = rag.build_index(s, emb)
+    index, _ = rag.open_index(s, emb)
     took = time.perf_counter() - t0
     assert index.complete and emb.texts == len(index.chunks)
     return {"chunks": len(index.chunks), "seconds": took, "own_seconds": took - emb.seconds,

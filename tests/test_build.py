@@ -214,7 +214,7 @@ DAMAGE = {
 def built(vault, server):
     """The vault indexed once (in-process), and its cache file."""
     s = rag.Settings(notes_dir=vault, cache_dir=vault.parent / "cache", chunk_size=300, chunk_overlap=0)
-    rag.build_index(s, ollama.Client(host=server.url))
+    rag.open_index(s, ollama.Client(host=server.url))
     return rag.cache_path(s)
 
 

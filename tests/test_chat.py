@@ -105,7 +105,7 @@ def test_a_long_conversation_stays_within_the_budget(server, tmp_path, monkeypat
     server.answer_repeat = 40                                      # answers of ~500 tokens
     s = rag.Settings(notes_dir=ROOT / "demo-data", cache_dir=tmp_path / "cache")
     client = ollama.Client(host=server.url)
-    index, _ = rag.build_index(s, client)
+    index, _ = rag.open_index(s, client)
     conv = rag.Conversation()
     questions = ["What is asyncio?", "How do I undo the last commit?", "泡龙井用多少度的水？",
                  "What is BM25?", "How often should I water a snake plant?", "全程马拉松有多少公里？"] * 2
@@ -149,7 +149,7 @@ def test_chat_needs_notes(tmp_path, server):
 def test_ask_does_not_call_the_chat_model_below_the_floor(server, tmp_path):
     s = rag.Settings(notes_dir=ROOT / "demo-data", cache_dir=tmp_path / "cache")
     client = ollama.Client(host=server.url)
-    index, _ = rag.build_index(s, client)
+    index, _ = rag.open_index(s, client)
     text, hits, conv = rag.ask(client, index, "Who won the 2018 football World Cup?", rag.Conversation(), s)
     assert text == rag.NOT_FOUND and conv == rag.Conversation() and server.of("/api/chat") == []
 

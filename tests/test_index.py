@@ -36,7 +36,7 @@ def settings(tmp_path, **kw):
 def index_once(s, server):
     """Build or update the index; return (index, report, texts embedded by this call)."""
     before = len(server.embedded_texts())
-    index, report = rag.build_index(s, ollama.Client(host=server.url))
+    index, report = rag.open_index(s, ollama.Client(host=server.url))
     return index, report, server.embedded_texts()[before:]
 
 
@@ -97,17 +97,17 @@ def test_deleting_and_adding_notes(vault, server):
 
 def test_rebuild_flag_re_embeds_everything(vault, server):
     before = len(server.embedded_texts())
-    index, report = rag.build_index(vault, ollama.Client(host=server.url), rebuild=True)
+    index, report = rag.open_index(vault, ollama.Client(host=server.url), rebuild="--rebuild")
     assert len(server.embedded_texts()) - before == 300 and report.reason == "--rebuild"
 
 
 def test_search_results_survive_the_cache_round_trip(vault, server):
     client = ollama.Client(host=server.url)
-    fresh, _ = rag.build_index(vault, client, rebuild=True)
+    fresh, _ = rag.open_index(vault, client, rebuild="--rebuild")
     loaded, reason = rag.load_index(rag.cache_path(vault))
     assert reason == ""
     q = rag.embed_query(client, "glaciers fact 421", vault)
-    a, b = rag.retrieve(fresh, "glaciers fact 421", q, vault), rag.retrieve(loaded, "glaciers fact 421", q, vault)
+    a, b = rag.rank_chunks(fresh, "glaciers fact 421", q, vault), rag.rank_chunks(loaded, "glaciers fact 421", q, vault)
     assert [h.row for h in a.hits] == [h.row for h in b.hits]
     assert a.hits[0].chunk.source == "note-042.md"
     assert loaded.chunks == fresh.chunks and loaded.files == fresh.files
@@ -182,7 +182,7 @@ def test_settings_tried_and_reverted_cost_no_re_embedding(vault, server):
     assert texts and report.reason == "no cache yet"
     with FakeOllama(models=["other-embed"]) as other:
         s = rag.Settings(**{**vars(vault), "embed_model": "other-embed"})
-        _, report = rag.build_index(s, ollama.Client(host=other.url))
+        _, report = rag.open_index(s, ollama.Client(host=other.url))
         assert len(other.embedded_texts()) == 300
     _, report, texts = index_once(vault, server)
     assert texts == [] and report.unchanged == 100
@@ -192,8 +192,8 @@ def test_settings_tried_and_reverted_cost_no_re_embedding(vault, server):
 def test_a_new_vector_size_re_embeds_everything(vault, tmp_path):
     (vault.notes_dir / "note-001.md").write_text("# Changed\n\nSomething new about kites and string, long enough to be a note.")
     with FakeOllama(dim=64) as small:
-        index, report = rag.build_index(vault, ollama.Client(host=small.url))
-        assert report.reason == "vector size changed (256 -> 64); re-embedding all"
+        index, report = rag.open_index(vault, ollama.Client(host=small.url))
+        assert report.reason == "vector size changed (256 -> 64) under the same model name 'qwen3-embedding:0.6b'; re-embedding all"
         assert index.vectors.shape == (298, 64) and len(small.embedded_texts()) == 1 + 298
 
 
@@ -304,7 +304,7 @@ except OSError as e:
 
 def test_a_save_that_fails_part_way_leaves_the_previous_cache_whole(vault, notes, server, tmp_path):
     small = rag.Settings(notes_dir=notes, cache_dir=tmp_path / "small")
-    rag.build_index(small, ollama.Client(host=server.url))
+    rag.open_index(small, ollama.Client(host=server.url))
     path, big = rag.cache_path(small), rag.cache_path(vault)
     before = path.read_bytes()
     # Another process saves the vault's (bigger) index over it, and the disk fills half-way through.
@@ -319,11 +319,11 @@ def test_a_partly_embedded_index_is_searched_by_keywords_only(vault, server):
     (vault.notes_dir / "zephyr.md").write_text("# Zephyr\n\n" + "The zephyr kite festival opens in May. " * 5)
     server.embed_fail_after = len(server.of("/api/embed"))          # from now on, embedding fails
     client = ollama.Client(host=server.url)
-    index, report = rag.build_index(vault, client)
+    index, report = rag.open_index(vault, client)
     assert report.embed_error and not index.complete
     server.embed_fail_after = None                                   # back, for the question only
     question = "zephyr kite festival"
-    r = rag.retrieve(index, question, rag.embed_query(client, question, vault), vault)
+    r = rag.rank_chunks(index, question, rag.embed_query(client, question, vault), vault)
     assert r.lexical_only and r.dense is None
     assert r.hits[0].chunk.source == "zephyr.md"
 
@@ -331,7 +331,7 @@ def test_a_partly_embedded_index_is_searched_by_keywords_only(vault, server):
 def test_embedding_requests_stay_under_the_character_limit(server, tmp_path, monkeypatch):
     monkeypatch.setattr(rag, "EMBED_BATCH_CHARS", 2000)
     s = rag.Settings(notes_dir=ROOT / "demo-data", cache_dir=tmp_path / "cache", chunk_size=300, chunk_overlap=0)
-    index, _ = rag.build_index(s, ollama.Client(host=server.url))
+    index, _ = rag.open_index(s, ollama.Client(host=server.url))
     sizes = [sum(map(len, body["input"])) for body in server.of("/api/embed")]
     assert len(sizes) >= 5 and max(sizes) <= 2000, sizes
     assert len(server.embedded_texts()) == len(index.chunks)

@@ -105,10 +105,10 @@ def test_a_note_skipped_for_permissions_comes_back_when_they_are_fixed(cli, tmp_
 def test_a_skipped_note_that_stays_unusable_keeps_the_fast_path(server, tmp_path):
     folder = folder_with(tmp_path, **{"binary.md": bytes(range(256)) * 4})
     s = rag.Settings(notes_dir=folder, cache_dir=tmp_path / "cache")
-    rag.build_index(s)
+    rag.open_index(s)
     (cache,) = s.cache_dir.glob("*.pkl")
     written = cache.stat().st_ino
-    index, report = rag.build_index(s)
+    index, report = rag.open_index(s)
     assert report.unchanged == 1 and any("skipped binary.md: looks binary" in w for w in report.warnings)
     assert cache.stat().st_ino == written             # loaded as it was: not updated, not saved again
 

@@ -76,11 +76,11 @@ def test_unusable_pdfs_are_reported_by_name_and_skipped(pdf_notes, cli):
 def test_an_unchanged_pdf_is_not_re_embedded(pdf_notes, server, tmp_path):
     s = rag.Settings(notes_dir=pdf_notes, cache_dir=tmp_path / "cache")
     client = ollama.Client(host=server.url)
-    rag.build_index(s, client)
+    rag.open_index(s, client)
     before = len(server.embedded_texts())
     os.utime(pdf_notes / "manual.pdf", ns=(10**18, 10**18))
     (pdf_notes / "manual.pdf").rename(pdf_notes / "kettle.pdf")
-    index, report = rag.build_index(s, client)
+    index, report = rag.open_index(s, client)
     assert len(server.embedded_texts()) == before
     assert {c.citation for c in index.chunks if c.page == 2} == {"kettle.pdf › p.2"}
 

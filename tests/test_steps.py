@@ -78,7 +78,7 @@ def test_heading_paths_follow_the_outline():
 
 def test_chunks_split_at_headings_and_know_their_heading():
     body = "# Title\n\n" + "".join(f"## Part {i}\n\n" + f"Sentence {i} is here. " * 12 + "\n\n" for i in range(4))
-    chunks = rag.chunk_note("n.md", [(None, body)], rag.make_splitter(300, 0))
+    chunks = rag.chunk_note("n.md", body, rag.make_splitter(300, 0))
     assert len(chunks) >= 4
     for c in chunks:
         assert c.source == "n.md" and c.heading.startswith("# Title › ## Part ")
@@ -88,7 +88,7 @@ def test_chunks_split_at_headings_and_know_their_heading():
 
 def test_chinese_text_splits_at_sentence_ends():
     text = "。".join(f"第{i}句话讲的是一个很长的中文句子，用来测试切分" for i in range(40)) + "。"
-    chunks = rag.chunk_note("zh.md", [(None, text)], rag.make_splitter(120, 0))
+    chunks = rag.chunk_note("zh.md", text, rag.make_splitter(120, 0))
     assert len(chunks) > 5
     assert all(c.text.endswith("。") for c in chunks[:-1]), [c.text[-5:] for c in chunks]
 
@@ -158,13 +158,13 @@ def test_coverage_weighs_rare_words():
 
 def test_top_k_is_exact_and_breaks_ties_by_row():
     scores = np.array([0.5, 0.9, 0.1, 0.9, 0.5, 0.5])
-    assert rag.top_k(scores, 3).tolist() == [1, 3, 0]
-    assert rag.top_k(scores, 4).tolist() == [1, 3, 0, 4]
-    assert rag.top_k(scores, 10).tolist() == [1, 3, 0, 4, 5, 2]
-    assert rag.top_k(np.array([]), 3).tolist() == []
+    assert rag.top_rows(scores, 3).tolist() == [1, 3, 0]
+    assert rag.top_rows(scores, 4).tolist() == [1, 3, 0, 4]
+    assert rag.top_rows(scores, 10).tolist() == [1, 3, 0, 4, 5, 2]
+    assert rag.top_rows(np.array([]), 3).tolist() == []
     rng = np.random.default_rng(0)
     big = rng.standard_normal(5000)
-    assert rag.top_k(big, 7).tolist() == np.argsort(-big, kind="stable")[:7].tolist()
+    assert rag.top_rows(big, 7).tolist() == np.argsort(-big, kind="stable")[:7].tolist()
 
 
 def test_normalize_makes_dot_products_cosines():
@@ -182,9 +182,9 @@ def test_fusion_ignores_a_ranker_that_is_noise():
     # the default: even with only half the question's words in BM25's best chunk, noise
     # counts for less than the words, and the words' best chunk stays first
     fused, weights = rag.fuse(noise, lexical, 0.5)
-    assert rag.top_k(fused, 3).tolist()[0] == 17 and weights["dense"] < weights["bm25"]
+    assert rag.top_rows(fused, 3).tolist()[0] == 17 and weights["dense"] < weights["bm25"]
     fused, weights = rag.fuse(noise, lexical, 0.5, "zscore")     # the earlier default drops it
-    assert rag.top_k(fused, 3).tolist()[0] == 17 and weights["dense"] == 0
+    assert rag.top_rows(fused, 3).tolist()[0] == 17 and weights["dense"] == 0
 
 
 def test_a_weak_embedder_does_not_flip_a_close_keyword_call_on_a_small_folder():
@@ -195,7 +195,7 @@ def test_a_weak_embedder_does_not_flip_a_close_keyword_call_on_a_small_folder():
     lexical[[0, 1]] = [2.31, 2.16]
     dense = np.array([0.0, 0.12, 0.02, -0.01, 0.03, 0.0, 0.01, -0.02, 0.02, 0.0, -0.01, 0.01])
     fused, shares = rag.fuse(dense, lexical, 0.5)
-    assert rag.top_k(fused, 2).tolist() == [0, 1] and shares["bm25"] > 0.99
+    assert rag.top_rows(fused, 2).tolist() == [0, 1] and shares["bm25"] > 0.99
 
 
 def test_fusion_follows_meaning_when_the_words_are_not_there():
@@ -206,9 +206,9 @@ def test_fusion_follows_meaning_when_the_words_are_not_there():
     lexical = np.zeros(200)
     lexical[7] = 2.0
     fused, weights = rag.fuse(dense, lexical, 0.1)
-    assert rag.top_k(fused, 1).tolist() == [42] and weights["dense"] > 0.5 > weights["bm25"]
+    assert rag.top_rows(fused, 1).tolist() == [42] and weights["dense"] > 0.5 > weights["bm25"]
     fused, _ = rag.fuse(dense, lexical, 0.9)                       # worded like the note: words decide
-    assert rag.top_k(fused, 1).tolist() == [7]
+    assert rag.top_rows(fused, 1).tolist() == [7]
 
 
 def test_query_instruction_only_for_known_models():
@@ -309,7 +309,7 @@ def test_confidence_adds_the_words_found_and_the_meaning_on_the_embedders_scale(
     for name, text in [("a.md", "cat sat on the mat"), ("b.md", "dog sat by the door"), ("c.md", "emu ran far away")]:
         (tmp_path / "n").mkdir(exist_ok=True)
         (tmp_path / "n" / name).write_text(f"{text}. " * 5)
-    index, _ = rag.build_index(rag.Settings(notes_dir=tmp_path / "n", cache_dir=tmp_path / "c"),
+    index, _ = rag.open_index(rag.Settings(notes_dir=tmp_path / "n", cache_dir=tmp_path / "c"),
                                ollama.Client(host=server.url))
     assert [c.source for c in index.chunks] == ["a.md", "b.md", "c.md"]
     rows = np.arange(3)

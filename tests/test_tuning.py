@@ -207,20 +207,20 @@ def test_eval_says_when_ollama_died_part_way(notes, tmp_path):
 def test_fusion_methods_rank_as_named(server, tmp_path):
     s = rag.Settings(notes_dir=ROOT / "demo-data", cache_dir=tmp_path / "cache")
     client = ollama.Client(host=server.url)
-    index = rag.build_index(s, client)[0]
+    index = rag.open_index(s, client)[0]
     q = "How do I cancel an asyncio task?"
     qvec = rag.embed_query(client, q, s)
     dense = index.vectors @ qvec
-    lexical = rag.retrieve(index, q, qvec, s).lexical
+    lexical = rag.rank_chunks(index, q, qvec, s).lexical
     for method, scores in (("dense", dense), ("bm25", lexical)):
-        r = rag.retrieve(index, q, qvec, rag.replace(s, fusion=method))
-        assert [h.row for h in r.hits] == rag.top_k(scores, s.top_k).tolist()
+        r = rag.rank_chunks(index, q, qvec, rag.replace(s, fusion=method))
+        assert [h.row for h in r.hits] == rag.top_rows(scores, s.top_k).tolist()
         assert r.weights == {method: 1.0}
-    r = rag.retrieve(index, q, qvec, rag.replace(s, fusion="rrf"))
+    r = rag.rank_chunks(index, q, qvec, rag.replace(s, fusion="rrf"))
     assert r.hits[0].chunk.heading.endswith("## Tasks and cancellation") and r.weights == {"dense": 1.0, "bm25": 1.0}
     # without vectors, every method ranks by BM25
-    assert [h.row for h in rag.retrieve(index, q, None, rag.replace(s, fusion="dense")).hits] == \
-        [h.row for h in rag.retrieve(index, q, None, s).hits]
+    assert [h.row for h in rag.rank_chunks(index, q, None, rag.replace(s, fusion="dense")).hits] == \
+        [h.row for h in rag.rank_chunks(index, q, None, s).hits]
 
 
 def test_fusion_flag_reaches_the_ranking(cli, notes):
