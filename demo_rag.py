@@ -684,6 +684,21 @@ def seconds_waited(exc: httpx.TimeoutException) -> str:
 
 OLLAMA_FAILURES = (ollama.ResponseError, ConnectionError, httpx.TransportError)
 
+
+def ollama_client(timeout: float | None = None) -> ollama.Client:
+    """The command line's Ollama client: it gives up on a server silent for `timeout`
+    seconds (None: waits as long as it takes), and over plain http skips loading the
+    system's TLS certificates, which it would never use (~0.2 s of a warm query's
+    ~0.7 s). Raises ValueError, in words, when OLLAMA_HOST is not an address."""
+    options = {} if timeout is None else \
+        {"timeout": httpx.Timeout(timeout, connect=min(timeout, OLLAMA_CONNECT_TIMEOUT))}
+    if not host().lower().startswith("https:"):
+        options["verify"] = False
+    try:
+        return ollama.Client(**options)
+    except (ValueError, httpx.InvalidURL) as e:
+        raise ValueError(f"OLLAMA_HOST={host()} is not an address like {DEFAULT_HOST} ({e})") from None
+
 # ----------------------------------------------------------------------------
 # Reading real folders: replaces Part I's list_notes and read_text, which trust every file
 # and file name they meet and read UTF-8 text only.
@@ -3578,21 +3593,6 @@ def preview(text: str, width: int = 72, terms: Iterable[tuple[str, float]] = ())
         if used > width - 1:
             return line[:i] + "…"
     return line
-
-
-def ollama_client(timeout: float | None = None) -> ollama.Client:
-    """The command line's Ollama client: it gives up on a server silent for `timeout`
-    seconds (None: waits as long as it takes), and over plain http skips loading the
-    system's TLS certificates, which it would never use (~0.2 s of a warm query's
-    ~0.7 s). Raises ValueError, in words, when OLLAMA_HOST is not an address."""
-    options = {} if timeout is None else \
-        {"timeout": httpx.Timeout(timeout, connect=min(timeout, OLLAMA_CONNECT_TIMEOUT))}
-    if not host().lower().startswith("https:"):
-        options["verify"] = False
-    try:
-        return ollama.Client(**options)
-    except (ValueError, httpx.InvalidURL) as e:
-        raise ValueError(f"OLLAMA_HOST={host()} is not an address like {DEFAULT_HOST} ({e})") from None
 
 
 NOT_TEXT = "not valid UTF-8 text (check the terminal's encoding, e.g. the locale)"

@@ -7,11 +7,26 @@ Run from the project root (offline; the tests' stand-in Ollama answers over HTTP
     python bench/bench_memory.py --mb 66 --against /path/to/old/checkout
     python bench/bench_memory.py --mb 5 --trace       # also: the largest allocations before embedding
 
-It writes a vault of 200 notes that reads like natural text as far as an index can
-tell: about half of the characters Chinese, half English, words drawn with Zipf-like
-frequencies from a large vocabulary (so a chunk holds hundreds of distinct CJK
-bigrams, as real text does), markdown headings every few paragraphs. The vault is
-the same on every run (a fixed seed) and is generated once per run of this script.
+It writes a vault of 200 notes, about half of the characters Chinese, half English,
+markdown headings every few paragraphs; the same on every run (a fixed seed). The text:
+
+- English: sentences of 6 to 25 words from a fixed 30,000-word vocabulary (the common
+  function words, then pseudo-words; /usr/share/dict/words where present), Zipf s 1.05.
+- Chinese: words from a fixed lexicon of 30,000 words of 1 to 4 characters (mostly 2)
+  made of 3,500 characters with Zipf-Mandelbrot weights; words drawn with Zipf s 1.1,
+  70% of them one of the previous word's 4 usual next words (collocations), clauses of
+  2 to 8 words joined by ，、； and ended by 。？！.
+- Each section is about something: 40% of its words come from 150 words per language
+  picked at its heading.
+
+Checked against real Chinese found on the build machine (Rust by Example's Chinese
+translation and vim's zh_CN tutor, 55,000 Han characters of prose; with the zh_CN
+gettext catalogues, 482,000): in 50,000 Han characters the real prose has 1,056
+distinct characters and 11,300 distinct bigrams, this text about 2,000 and 17,000
+(random pairs of characters, as an earlier version made, give 37,500); per 1,500-character
+chunk tokenize() finds about 900 distinct terms in the real text, about 1,340 here. The
+top 1,000 characters carry 95% of this text (real Chinese: about 90%). So the vault is
+somewhat richer than real technical Chinese: memory measured on it errs high.
 
 Then, for this checkout and for each --against checkout, a fresh process imports
 demo_rag from that folder and runs one cold build (demo_rag.build_index with an
@@ -64,6 +79,10 @@ ONSETS = ["", "b", "c", "d", "f", "g", "h", "j", "k", "l", "m", "n", "p", "r", "
           "bl", "br", "ch", "cl", "cr", "dr", "fl", "fr", "gr", "pl", "pr", "sc", "sh", "sl", "sp", "st",
           "str", "th", "tr"]
 VOWELS = ["a", "e", "i", "o", "u", "ai", "ea", "ee", "io", "ou", "y"]
+TOPIC_WORDS = 150        # words a section is about, per language
+TOPIC_SHARE = 0.4        # share of a section's words drawn from them
+NEXT_WORDS = 4           # usual next words per Chinese word
+FOLLOW_SHARE = 0.7       # share of Chinese words that are the previous word's usual next word
 CODAS = ["", "", "", "n", "r", "s", "t", "l", "m", "nd", "nt", "ng", "st", "rt", "ck", "sh", "x"]
 
 
@@ -102,13 +121,20 @@ def english_vocabulary(rng: np.random.Generator, n: int) -> list[str]:
 
 
 def chinese_vocabulary(rng: np.random.Generator, n: int, characters: int = 3500) -> list[str]:
-    """n words of 1 to 4 characters (mostly 2, as in Chinese), made of `characters` common
-    CJK characters (a fixed choice from U+4E00..U+9FA5) drawn with Zipf-like frequencies."""
+    """n words of 1 to 4 characters (mostly 2, as in Chinese), the most frequent first.
+
+    The `characters` are a fixed choice from U+4E00..U+9FA5 with Zipf-Mandelbrot weights
+    (s 1.3, q 10: the top 1,000 carry about 90% of the weight, the top 2,500 about 98%,
+    the usual figures for Chinese). The single-character words are the most frequent
+    characters themselves (the function words of real text: 的 是 在 了 ...); the longer
+    words draw their characters by those weights. Shorter words get the frequent ranks.
+    """
     pool = rng.permutation(np.arange(0x4E00, 0x9FA6))[:characters]
-    char_p = zipf_weights(characters, s=1.0, q=10.0)
-    lengths = rng.choice([1, 2, 3, 4], size=4 * n, p=[0.15, 0.65, 0.12, 0.08])
+    char_p = zipf_weights(characters, s=1.3, q=10.0)
+    singles = ["".join(chr(c)) for c in pool[:int(0.06 * n)]]      # the top characters, alone
+    lengths = rng.choice([2, 3, 4], size=2 * n, p=[0.78, 0.14, 0.08])
     codes = pool[rng.choice(characters, size=int(lengths.sum()), p=char_p)]
-    words, seen, at = [], set(), 0
+    words, seen, at = list(singles), set(singles), 0
     for k in lengths:
         w = "".join(map(chr, codes[at:at + k]))
         at += k
@@ -117,23 +143,43 @@ def chinese_vocabulary(rng: np.random.Generator, n: int, characters: int = 3500)
             words.append(w)
             if len(words) == n:
                 break
-    words.sort(key=lambda w: (len(w) + rng.random() * 3))     # short words tend to be frequent
-    return words
+    head, tail = words[:200], words[200:]                     # the 200 commonest characters lead
+    tail.sort(key=lambda w: (len(w) + rng.random() * 3))        # then short words tend to be frequent
+    return head + tail
 
 
 class TextMaker:
     """Sentences, paragraphs and notes from the two vocabularies, with Zipf word frequencies."""
 
-    def __init__(self, seed: int = SEED, english_words: int = 40_000, chinese_words: int = 60_000):
+    def __init__(self, seed: int = SEED, english_words: int = 30_000, chinese_words: int = 30_000):
         rng = np.random.default_rng(seed)
         self.en = english_vocabulary(rng, english_words)
         self.zh = chinese_vocabulary(rng, chinese_words)
         self.en_p = zipf_weights(len(self.en), s=1.05)
-        self.zh_p = zipf_weights(len(self.zh), s=1.0)
+        self.zh_p = zipf_weights(len(self.zh), s=1.1)
+        # Chinese word order is not free: each word has a few usual next words (collocations).
+        self.zh_next = rng.choice(len(self.zh), size=(len(self.zh), NEXT_WORDS), p=self.zh_p)
+        self.new_topic(rng)
+
+    def new_topic(self, rng: np.random.Generator, size: int = TOPIC_WORDS) -> None:
+        """Pick the current section's topic: `size` words of each language, drawn by frequency
+        from past the 200 commonest (which are function words). A share TOPIC_SHARE of the
+        words written from now on come from it: real text repeats its subject's words."""
+        def pick(p: np.ndarray) -> np.ndarray:
+            q = p[200:] / p[200:].sum()
+            return 200 + rng.choice(len(q), size=size, replace=False, p=q)
+        self.en_topic, self.zh_topic = pick(self.en_p), pick(self.zh_p)
+
+    def words(self, rng: np.random.Generator, n: int, p: np.ndarray, topic: np.ndarray) -> np.ndarray:
+        """n word ranks: by Zipf frequency, a TOPIC_SHARE of them from the topic instead."""
+        ids = rng.choice(len(p), size=n, p=p)
+        on_topic = rng.random(n) < TOPIC_SHARE
+        ids[on_topic] = topic[rng.integers(len(topic), size=int(on_topic.sum()))]
+        return ids
 
     def english(self, rng: np.random.Generator, chars: int) -> str:
         """A paragraph of English sentences, about `chars` characters."""
-        ids = rng.choice(len(self.en), size=chars // 5 + 20, p=self.en_p)
+        ids = self.words(rng, chars // 5 + 20, self.en_p, self.en_topic)
         out, used, at = [], 0, 0
         while used < chars and at < len(ids):
             k = int(rng.integers(6, 26))
@@ -149,18 +195,31 @@ class TextMaker:
         return " ".join(out)
 
     def chinese(self, rng: np.random.Generator, chars: int) -> str:
-        """A paragraph of Chinese sentences, about `chars` characters."""
-        ids = rng.choice(len(self.zh), size=chars + 20, p=self.zh_p)
+        """A paragraph of Chinese sentences, about `chars` characters: sentences of 1 to 4
+        clauses of 2 to 8 words, clauses joined by ， (sometimes ； or 、), ending in 。 ？ or ！."""
+        ids = self.words(rng, chars + 20, self.zh_p, self.zh_topic)
+        follow = rng.random(len(ids)) < FOLLOW_SHARE      # these take one of the previous word's usual next words
+        pick = rng.integers(NEXT_WORDS, size=len(ids))
+        nxt = self.zh_next
+        ids = ids.tolist()
+        for i in np.flatnonzero(follow[1:]).tolist():
+            ids[i + 1] = int(nxt[ids[i], pick[i + 1]])
         out, used, at = [], 0, 0
         while used < chars and at < len(ids):
-            k = int(rng.integers(5, 18))
-            words = [self.zh[i] for i in ids[at:at + k]]
-            at += k
-            if not words:
+            clauses = []
+            for _ in range(int(rng.integers(1, 5))):
+                k = int(rng.integers(2, 9))
+                clauses.append("".join(self.zh[i] for i in ids[at:at + k]))
+                at += k
+            clauses = [c for c in clauses if c]
+            if not clauses:
                 break
-            if len(words) > 9:
-                words[len(words) // 2] = "，" + words[len(words) // 2]
-            sentence = "".join(words) + ("？" if rng.random() < 0.05 else "。")
+            text = clauses[0]
+            for c in clauses[1:]:
+                u = rng.random()
+                text += ("；" if u < 0.06 else "、" if u < 0.16 else "，") + c
+            u = rng.random()
+            sentence = text + ("？" if u < 0.05 else "！" if u < 0.08 else "。")
             out.append(sentence)
             used += len(sentence)
         return "".join(out)
@@ -177,6 +236,7 @@ class TextMaker:
         while size < target_bytes:
             if paragraphs_left == 0:          # a heading every few paragraphs
                 level = "##" if rng.random() < 0.6 else "###"
+                self.new_topic(rng)
                 parts.append(f"{level} {self.heading(rng)}\n")
                 paragraphs_left = int(rng.integers(4, 13))
             chars = int(rng.integers(80, 800))
@@ -370,13 +430,13 @@ def main() -> None:
               f"{vault['cjk_share']:.0%} CJK (written in {time.perf_counter() - t0:.0f} s)")
         print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, NumPy {np.__version__}; "
               f"stand-in embedder: {args.embed} vectors of {args.dim} numbers over HTTP\n")
-        print("| checkout | chunks | postings | peak before embedding | peak while embedding | ru_maxrss "
+        print("| checkout | chunks | postings | distinct terms | peak before embedding | peak while embedding | ru_maxrss "
               "| after import | time before embedding | wall time | cache file |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         with FakeOllama(embed=args.embed, dim=args.dim) as server:
             for d in checkouts:
                 r = run_build(d, notes, Path(tmp, "cache"), server.url, args.trace)
-                print(f"| {d} | {r['chunks']:,} | {r['postings']:,} | {r['peak_prepare_mb']:,.0f} MB "
+                print(f"| {d} | {r['chunks']:,} | {r['postings']:,} | {r['vocab']:,} | {r['peak_prepare_mb']:,.0f} MB "
                       f"| {r['peak_embed_mb']:,.0f} MB | {r['maxrss_mb']:,.0f} MB | {r['imported_mb']:.0f} MB "
                       f"| {r['prepare_seconds'] or 0:.1f} s | {r['seconds']:.1f} s | {r['cache_mb']:,.0f} MB |",
                       flush=True)

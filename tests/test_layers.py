@@ -1,0 +1,184 @@
+"""The file's layers: Part I is a complete pipeline that calls nothing below it, and it
+ranks as the command line does when the command line is set to Part I's choices."""
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+
+import ollama
+import pytest
+
+from conftest import ROOT, SCRIPT
+
+import demo_rag as rag
+
+SOURCE = SCRIPT.read_text(encoding="utf-8")
+LINES = SOURCE.splitlines()
+
+
+def banner(title: str) -> int:
+    """1-based line number of the `# ====` line that opens the part titled `title`."""
+    at = next(i for i, line in enumerate(LINES) if re.match(rf"# {title} · ", line))
+    assert LINES[at - 1].startswith("# ====="), f"{title} has no banner"
+    return at                             # the 0-based index of the title is the banner's 1-based number
+
+
+PART_I, PART_II, PART_III = banner("PART I"), banner("PART II"), banner("PART III")
+
+
+def defined(stmt: ast.stmt) -> set[str]:
+    """The module-level names a top-level statement defines."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {stmt.name}
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] \
+        if isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) else []
+    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def globals_read(node: ast.AST, local: frozenset[str] = frozenset()) -> set[str]:
+    """The names `node` reads that are not local to a function around them: module-level names."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        args = node.args
+        params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs + [args.vararg, args.kwarg] if a}
+        body = node.body if isinstance(node.body, list) else [node.body]
+        stored = {n.id for stmt in body for n in ast.walk(stmt) if isinstance(n, ast.Name)
+                  and isinstance(n.ctx, ast.Store)}
+        outside = [*getattr(node, "decorator_list", []), *args.defaults, *args.kw_defaults,
+                   *([node.returns] if getattr(node, "returns", None) else [])]
+        inner = local | params | stored
+        return {name for n in outside if n for name in globals_read(n, local)} | \
+            {name for stmt in body for name in globals_read(stmt, inner)}
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+        return set() if node.id in local else {node.id}
+    return {name for child in ast.iter_child_nodes(node) for name in globals_read(child, local)}
+
+
+def names_by_part() -> dict[str, tuple[set[str], set[str]]]:
+    """For each part: (the module-level names it defines, the module-level names its code reads)."""
+    parts = {"preamble": (0, PART_I), "I": (PART_I, PART_II), "II": (PART_II, PART_III), "III": (PART_III, 10**9)}
+    out = {name: (set(), set()) for name in parts}
+    for stmt in ast.parse(SOURCE).body:
+        part = next(name for name, (a, b) in parts.items() if a <= stmt.lineno < b)
+        out[part][0].update(defined(stmt))
+        out[part][1].update(globals_read(stmt))
+    return out
+
+
+def test_part_one_uses_no_name_defined_below_it():
+    parts = names_by_part()
+    below = parts["II"][0] | parts["III"][0]
+    assert not parts["I"][1] & below, f"Part I uses names defined below it: {sorted(parts['I'][1] & below)}"
+
+
+def test_part_two_uses_no_name_of_part_three():
+    parts = names_by_part()
+    assert not parts["II"][1] & parts["III"][0], sorted(parts["II"][1] & parts["III"][0])
+
+
+def test_no_part_redefines_a_name_of_another():
+    parts = names_by_part()
+    seen: dict[str, str] = {}
+    for part, (names, _) in parts.items():
+        for name in names:
+            assert name not in seen, f"{name} is defined in Part {seen[name]} and again in Part {part}"
+            seen[name] = part
+
+
+def test_the_check_itself_catches_a_forward_reference(monkeypatch):
+    # The same parse over a file whose Part I calls a Part II function must fail.
+    broken = SOURCE.replace("    client = client or ollama.Client()\n    files = list_notes(notes_dir)",
+                            "    client = client or ollama_client()\n    files = list_notes(notes_dir)", 1)
+    assert broken != SOURCE
+    monkeypatch.setattr(sys.modules[__name__], "SOURCE", broken)
+    parts = names_by_part()
+    assert "ollama_client" in parts["I"][1] & parts["II"][0]
+
+
+def test_part_one_reads_in_one_sitting():
+    assert PART_II - PART_I <= 450, f"Part I is {PART_II - PART_I} lines"
+    assert PART_I - 1 <= 120, f"{PART_I - 1} lines come before Part I"
+
+
+def test_part_one_answers_a_question_end_to_end(server, notes, tmp_path):
+    client = ollama.Client(host=server.url)
+    hits, pieces = rag.answer_question("How many grams of coffee for 240 g of water?", notes, client)
+    assert hits[0].chunk.source == "coffee-brewing.md"
+    assert "".join(pieces).startswith("According to the notes")
+    chat = [r["body"] for r in server.requests if r["path"] == "/api/chat"][-1]
+    assert chat["messages"][0]["content"] == rag.RULES and "[1] coffee-brewing.md" in chat["messages"][1]["content"]
+
+
+def test_part_one_caches_its_vectors_and_notices_an_edit(server, notes, tmp_path):
+    client = ollama.Client(host=server.url)
+    first = rag.index_notes(notes, client, cache_dir=tmp_path / "c")
+    embedded = len(server.embedded_texts())
+    again = rag.index_notes(notes, client, cache_dir=tmp_path / "c")
+    assert len(server.embedded_texts()) == embedded                       # the fingerprint matched
+    assert again.chunks == first.chunks and (again.vectors == first.vectors).all()
+    (notes / "bm25.md").write_text("# BM25\n\nRewritten: k1 and b are the two knobs of BM25 ranking.")
+    edited = rag.index_notes(notes, client, cache_dir=tmp_path / "c")
+    assert len(server.embedded_texts()) == embedded + len(edited.chunks)   # Part I re-embeds everything
+    assert any("Rewritten" in c.text for c in edited.chunks)
+
+
+def test_part_one_declines_what_the_notes_do_not_hold(server, notes):
+    client = ollama.Client(host=server.url)
+    hits, pieces = rag.answer_question("Who won the 1998 football World Cup?", notes, client)
+    assert list(pieces) == [rag.NOT_FOUND]
+    assert not [r for r in server.requests if r["path"] == "/api/chat"]
+
+
+def test_part_one_never_unpickles_code(server, notes, tmp_path):
+    client = ollama.Client(host=server.url)
+    rag.index_notes(notes, client, cache_dir=tmp_path)
+    cache = next(tmp_path.glob("part1-*.pkl"))
+    marker = tmp_path / "ran"
+    cache.write_bytes(b"cos\nsystem\n(V touch " + str(marker).encode() + b"\ntR.")
+    index = rag.index_notes(notes, client, cache_dir=tmp_path)          # refused, so rebuilt
+    assert not marker.exists() and index.chunks
+
+
+def test_part_one_and_the_command_line_rank_the_same_top_source(server, notes, tmp_path):
+    """Part I and `--fusion rrf` with Part II's additions turned off (the embedding prompts)
+    must agree on the top source of every question of demo-data/eval.jsonl."""
+    client = ollama.Client(host=server.url)
+    index = rag.index_notes(notes, client, cache_dir=tmp_path / "part1")
+    questions = [json.loads(line)["question"] for line in (ROOT / "demo-data" / "eval.jsonl").read_text().splitlines()
+                 if line.strip()]
+    part_one = [rag.search_notes(index, q, client)[0][0].chunk.citation for q in questions]
+    flags = ["--notes", notes, "--cache", tmp_path / "cli", "--fusion", "rrf", "--query-instruction", "",
+             "--doc-instruction", "", "--retrieve-only", "--json"]
+    first = subprocess.run([sys.executable, SCRIPT, questions[0], *map(str, flags)], capture_output=True,
+                           text=True, env={"OLLAMA_HOST": server.url, "PATH": ""})
+    assert first.returncode == 0, first.stderr             # builds the cache; the rest run warm, side by side
+    runs = [subprocess.Popen([sys.executable, SCRIPT, q, *map(str, flags)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env={"OLLAMA_HOST": server.url, "PATH": ""})
+            for q in questions]
+    cli = []
+    for run in runs:
+        out, errors = run.communicate(timeout=120)
+        assert run.returncode == 0, errors
+        top = json.loads(out)["sources"][0]
+        cli.append(" › ".join(part for part in (top["source"], top["heading"]) if part))
+    disagree = [(q, a, b) for q, a, b in zip(questions, part_one, cli) if a != b]
+    assert not disagree, disagree
+    assert len(set(part_one)) >= 8                          # the questions reach most notes: not a trivial match
+
+
+@pytest.mark.parametrize("question", ["What is BM25?", "泡龙井用多少度的水？"])
+def test_part_two_replaces_part_one_s_ranking_only_where_it_says(server, notes, tmp_path, question):
+    # With Part I's choices, the command line's own search() gives Part I's scores too.
+    client = ollama.Client(host=server.url)
+    index = rag.index_notes(notes, client, cache_dir=tmp_path / "part1")
+    hits, confidence = rag.search_notes(index, question, client)
+    s = rag.Settings(notes_dir=notes, cache_dir=tmp_path / "cli", fusion="rrf", query_instruction="",
+                     doc_instruction="")
+    big, _ = rag.open_index(s, client)
+    r = rag.search(client, big, question, s)
+    assert [h.chunk for h in r.hits] == [h.chunk for h in hits]
+    assert [round(h.score, 6) for h in r.hits] == [round(h.score, 6) for h in hits]
+    assert [round(h.lexical, 5) for h in r.hits] == [round(h.lexical, 5) for h in hits]
+    assert round(r.confidence, 5) == round(confidence, 5)
