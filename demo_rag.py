@@ -10,9 +10,15 @@ Retrieval-augmented generation (RAG) in one readable file. Run it:
     python demo_rag.py --explain "What is BM25?"       # narrate every step
     python demo_rag.py --eval demo-data/eval.jsonl     # measure retrieval
 
-Or from a notebook: `from demo_rag import answer_question` (Part I, the whole
-idea), or `from demo_rag import Settings, open_index, search, answer_stream, ask`
-(Part II, what the command line runs).
+Or from a notebook, Part I's whole idea in one call:
+
+    from demo_rag import answer_question
+    hits, answer = answer_question("How hot should the water be for green tea?")
+    for piece in answer:
+        print(piece, end="")      # "[2]" in the answer cites hits[1].chunk.citation
+
+and what the command line runs: `from demo_rag import Settings, open_index,
+search, answer_stream, ask` (Part II; examples/walkthrough.ipynb shows both).
 
 A question's trip, as Part I makes it (each step is a function of Part I):
 
@@ -26,7 +32,8 @@ A question's trip, as Part I makes it (each step is a function of Part I):
     │  ├─ embed_texts([question])        the question as a vector too
     │  ├─ vectors @ question, bm25       two rankings: by meaning and by words
     │  ├─ reciprocal_rank_fusion         one ranking from both
-    │  └─ confidence >= MIN_SCORE?       below the floor: "not found", no answer
+    │  └─ confidence                     how sure we are that the hits hold an answer
+    ├─ confidence < MIN_SCORE?           below the floor: "not found", no answer
     └─ stream_answer(question, hits)     rules, numbered sources and the question
                                          to the chat model; its answer, as it comes
 
@@ -68,13 +75,14 @@ import stat
 import sys
 import tempfile
 import time
+from array import array
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, NamedTuple
 
-# Start-up speed: these imports build a few hundred thousand long-lived objects, so the
+# Start-up details; a first reading can skip to Part I. These imports build a few hundred thousand long-lived objects, so the
 # garbage collector waits until they are in and the command line then exempts them
 # (gc.freeze in main's guard below); an importing notebook keeps its collector as it was.
 gc.disable()
@@ -105,18 +113,18 @@ finally:
 HERE = Path(__file__).resolve().parent
 NOTES_DIR = HERE / "demo-data"            # the notes to answer from
 CACHE_DIR = HERE / ".demo-cache"          # vectors kept between runs
-EMBED_MODEL = "qwen3-embedding:0.6b"      # text -> vector (1,024 numbers); multilingual
+EMBED_MODEL = "qwen3-embedding:0.6b"      # text -> vector (step 4); multilingual
 CHAT_MODEL = "qwen3:0.6b"                 # writes the answer; small enough for a CPU laptop
 NOTE_SUFFIXES = (".md", ".markdown", ".txt")
-CHUNK_SIZE = 1500                         # characters per chunk, at most
-CHUNK_OVERLAP = 80                        # characters neighbouring chunks share
-EMBED_BATCH_TEXTS = 32                    # texts per /api/embed request...
+CHUNK_SIZE = 1500                         # characters per chunk, at most (step 3)
+CHUNK_OVERLAP = 80                        # characters neighbours share: a sentence cut in two is whole in one
+EMBED_BATCH_TEXTS = 32                    # texts per request to Ollama's /api/embed...
 EMBED_BATCH_CHARS = 24_000                # ...and characters, so one request stays small
 TOP_K = 5                                 # sources put in the prompt
-RRF_K = 60                                # damps reciprocal rank fusion (Cormack et al. 2009)
-MIN_SCORE = 0.4                           # relevance floor on confidence(), 0 to 2
+RRF_K = 60                                # rank fusion's damping (step 5): higher, ranks matter less
+MIN_SCORE = 0.4                           # the relevance floor on search_notes' confidence, 0 to 2 (step 5)
 TEMPERATURE = 0.3                         # low: we want the notes, not creativity
-NUM_CTX = 8192                            # tokens the chat model may read (Part II sizes it)
+NUM_CTX = 8192                            # the model tokens (word pieces) the chat model may read (step 6)
 
 # ----------------------------------------------------------------------------
 # 1 · Load: find the notes and read them as text.
@@ -131,21 +139,18 @@ class NoteFile(NamedTuple):
 
 
 def list_notes(notes_dir: Path) -> list[NoteFile]:
-    """Every .md/.markdown/.txt file under notes_dir, sorted; hidden folders (.git, .obsidian) passed over."""
-    return [NoteFile(p.relative_to(notes_dir).as_posix(), str(p), p.stat().st_size, p.stat().st_mtime_ns)
-            for p in sorted(notes_dir.rglob("*")) if p.suffix.lower() in NOTE_SUFFIXES and p.is_file()
-            and not any(part.startswith(".") for part in p.relative_to(notes_dir).parts)]
+    """Every .md/.markdown/.txt file under notes_dir, sorted; hidden ones (.git/, .obsidian/) passed over."""
+    paths = [p for p in sorted(notes_dir.rglob("*")) if p.suffix.lower() in NOTE_SUFFIXES and p.is_file()
+             and not any(part.startswith(".") for part in p.relative_to(notes_dir).parts)]
+    return [NoteFile(p.relative_to(notes_dir).as_posix(), str(p), st.st_size, st.st_mtime_ns)
+            for p, st in zip(paths, map(Path.stat, paths))]
 
 
 FRONT_MATTER = re.compile(r"\A---[ \t]*\n.*?\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
 
 
 def strip_front_matter(text: str) -> str:
-    """Drop a YAML front-matter block (Obsidian, Jekyll): it is metadata, not knowledge.
-
-    >>> strip_front_matter("---\\ntags: [a]\\n---\\n# Title")
-    '# Title'
-    """
+    """Drop a YAML front-matter block (Obsidian, Jekyll, "---" lines around it): metadata, not knowledge."""
     text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     return FRONT_MATTER.sub("", text, count=1)
 
@@ -169,8 +174,9 @@ def fingerprint(files: list[NoteFile]) -> str:
 # are cut at headings first, then paragraphs, lines and sentences, into chunks of
 # at most CHUNK_SIZE characters, and each chunk remembers its heading path.
 
-# Regex separators, tried in order: headings first so chunks follow the note's
-# outline; zero-width look-behinds keep a sentence's final punctuation with it.
+# Regex separators, tried in order: headings first so chunks follow the note's outline
+# ("# " titles the whole note, so there is nothing to cut there); zero-width look-behinds
+# keep a sentence's final punctuation with it; "" cuts anywhere, the last resort.
 SEPARATORS = [r"\n(?=## )", r"\n(?=### )", r"\n(?=#### )", r"\n\n", r"\n",
               r"(?<=[。！？；])", r"(?<=[.!?])\s+", r"\s+", ""]
 HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
@@ -198,7 +204,8 @@ class Chunk(NamedTuple):
 
 
 def make_splitter(chunk_size: int = CHUNK_SIZE, chunk_overlap: int = CHUNK_OVERLAP):
-    """A RecursiveCharacterTextSplitter with our heading-first separators."""
+    """A splitter that cuts at the first separator, then cuts again, with the next one, only
+    the pieces still over chunk_size; keep_separator="start" keeps a heading with its text."""
     from langchain_text_splitters import RecursiveCharacterTextSplitter
     return RecursiveCharacterTextSplitter(
         separators=SEPARATORS, is_separator_regex=True, keep_separator="start",
@@ -281,12 +288,9 @@ def normalize(m: np.ndarray) -> np.ndarray:
 
 
 class BuiltinsOnlyUnpickler(pickle.Unpickler):
-    """Unpickles plain data only: any class or function reference is refused.
-
-    A pickle can name any importable callable (os.system, say) and have it called
-    on load, so a crafted cache file could run code. Our cache holds only dicts,
-    lists, tuples, strings, numbers and bytes, which need no lookup at all.
-    """
+    """Unpickles plain data only. A pickle can name any function (os.system, say) to be called
+    on load, so a crafted cache file could run code; ours holds only dicts, lists, tuples,
+    strings, numbers and bytes, which need no lookup, so every lookup is refused."""
     class Refused(pickle.UnpicklingError):
         pass
 
@@ -310,14 +314,18 @@ def save_cache(path: Path, data: dict, then: Callable | None = None) -> None:
         raise
 
 
-def load_cache(path: Path) -> dict | None:
-    """The data save_cache wrote, or None when there is none or it cannot be trusted."""
+def load_cache(path: Path, stamp: str) -> tuple[list[Chunk], np.ndarray] | None:
+    """The chunks and vectors save_cache wrote with this stamp (fingerprint and model), or None:
+    no cache, another stamp (something changed), or a file that cannot be trusted."""
     try:
         with open(path, "rb") as f:
             data = BuiltinsOnlyUnpickler(f).load()
+        if data["stamp"] != stamp:
+            return None
+        chunks = [Chunk(*c) for c in data["chunks"]]       # kept as plain tuples: no class to look up
+        return chunks, np.frombuffer(data["vectors"], dtype="<f4").reshape(len(chunks), -1)
     except Exception:                     # missing, cut short, foreign or refused: rebuild
         return None
-    return data if isinstance(data, dict) else None
 
 
 @dataclass(frozen=True)
@@ -325,7 +333,7 @@ class NotesIndex:
     """Part I's index: the chunks, one unit vector per chunk, and each chunk's words."""
     chunks: list[Chunk]
     vectors: np.ndarray                   # (n, dim) float32, row i is chunks[i]'s meaning
-    words: list[Counter]                  # tokenize() of each chunk, counted, for BM25
+    words: list[Counter]                  # each chunk's text in words, counted, for BM25 (step 5)
 
 
 def index_notes(notes_dir: Path = NOTES_DIR, client: ollama.Client | None = None,
@@ -336,18 +344,16 @@ def index_notes(notes_dir: Path = NOTES_DIR, client: ollama.Client | None = None
     files = list_notes(notes_dir)
     key = hashlib.md5(f"{notes_dir.resolve()}\0{embed_model}".encode()).hexdigest()[:10]
     path = cache_dir / f"part1-{key}.pkl"
-    cached, fp = load_cache(path), fingerprint(files)
-    try:
-        assert cached["fingerprint"] == fp and cached["embed_model"] == embed_model
-        chunks = [Chunk(*c) for c in cached["chunks"]]
-        vectors = np.frombuffer(cached["vectors"], dtype="<f4").reshape(len(chunks), -1)
-    except (AssertionError, KeyError, TypeError, ValueError):
+    stamp = f"{fingerprint(files)} {embed_model}"
+    if cached := load_cache(path, stamp):
+        chunks, vectors = cached
+    else:
         splitter = make_splitter()
         texts = [(f.rel, Path(f.path).read_text(encoding="utf-8", errors="replace")) for f in files]
         chunks = [c for rel, text in texts for c in chunk_note(rel, strip_front_matter(text), splitter)]
         vectors = embed_texts(client, embed_model, [c.embed_text for c in chunks])
-        save_cache(path, {"fingerprint": fp, "embed_model": embed_model,
-                          "chunks": [tuple(c) for c in chunks], "vectors": vectors.astype("<f4").tobytes()})
+        save_cache(path, {"stamp": stamp, "chunks": [tuple(c) for c in chunks],
+                          "vectors": vectors.astype("<f4").tobytes()})
     return NotesIndex(chunks, vectors, [Counter(tokenize(c.text)) for c in chunks])
 
 # ----------------------------------------------------------------------------
@@ -362,12 +368,12 @@ def index_notes(notes_dir: Path = NOTES_DIR, client: ollama.Client | None = None
 # an embedder blurs. Reciprocal rank fusion merges the two rankings by rank alone,
 # so it needs no common scale for cosines and BM25 scores.
 
-CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-TOKEN = re.compile(rf"[{CJK}]+|(?:(?![{CJK}])[^\W_])+")
+CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"   # Japanese, Chinese, Korean
+TOKEN = re.compile(rf"[{CJK}]+|(?:(?![{CJK}])[^\W_])+")   # a run of CJK, or of other letters and digits
 CJK_CHAR = re.compile(rf"[{CJK}]")
-# Words that carry no topic. BM25's idf discounts common words in a big vault, but
-# in a folder of ten notes "the" or "的" can look rare enough to matter. Chinese
-# question words (什么 what, 怎么 how, 为什么 why, ...) are stopwords like their twins.
+# Words that carry no topic. BM25 discounts common words in a big vault, but in a
+# folder of ten notes "the" or "的" can look rare enough to matter. Chinese question
+# words (什么 what, 怎么 how, ...; 为什 starts 为什么 why) are dropped as what/how/why are.
 STOPWORDS = frozenset(
     "a an and are as at be but by can did do does for from had has have how i if in into is it its "
     "me my of on or our should so than that the their them then there these they this to was we "
@@ -379,9 +385,9 @@ BM25_B = 0.75                             # how much long chunks are discounted
 
 
 def tokenize(text: str) -> list[str]:
-    """Words and numbers in lower case and singular; CJK runs as single characters plus
-    bigrams; stopwords dropped. Chinese has no spaces, so a whitespace tokenizer would
-    see a sentence as one word; characters and bigrams let "向量" match inside "用向量检索".
+    """A text as BM25's words (not the chat model's tokens): lower case, singular, stopwords
+    dropped; CJK runs as single characters plus pairs. Chinese has no spaces, so splitting
+    at spaces would see a sentence as one word; pairs let "向量" match inside "用向量检索".
 
     >>> tokenize("What are RAGs? 用向量检索 v2")
     ['rag', '用', '向', '量', '检', '索', '用向', '向量', '量检', '检索', 'v2']
@@ -397,7 +403,8 @@ def tokenize(text: str) -> list[str]:
 
 
 def singular(word: str) -> str:
-    """Harman's "S" stemmer (1991): fold English plurals so "notes" matches "note".
+    """Harman's "S" stemmer (1991): fold English plurals so "notes" matches "note" ("boxe" is
+    no word, but notes and questions are folded alike, so they still match).
 
     >>> [singular(w) for w in ["notes", "queries", "boxes", "class", "status", "goes"]]
     ['note', 'query', 'boxe', 'class', 'status', 'goe']
@@ -412,7 +419,8 @@ def singular(word: str) -> str:
 
 
 def idf(df: int, n: int) -> float:
-    """How rare a word in df of n chunks is: one in every chunk weighs about 0, one in few the most."""
+    """Inverse document frequency: how rare a word held by df of n chunks is. One in every chunk
+    weighs about 0, one in few chunks the most: "the" says little, "sourdough" a lot."""
     return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
 
@@ -472,8 +480,8 @@ class Hit:
     row: int
     chunk: Chunk
     score: float
-    dense: float                          # the cosine (nan when searched by words only)
-    lexical: float                        # the BM25 score
+    dense: float                          # by meaning: the cosine ("dense": every number counts)
+    lexical: float                        # by words: the BM25 score
 
 
 def search_notes(index: NotesIndex, question: str, client: ollama.Client | None = None,
@@ -482,8 +490,8 @@ def search_notes(index: NotesIndex, question: str, client: ollama.Client | None 
 
     Some chunk is always "closest", even for a question the notes know nothing about:
     the confidence lets the caller say "not found" instead of having the chat model
-    answer from unrelated text. It adds two pieces of evidence, 0 to 1 each: the most
-    of the question's words (by idf) one hit holds, and meaning_found() of the best.
+    answer from unrelated text. It adds two pieces of evidence, 0 to 1 each: the share
+    of the question's words (weighted by idf) in the hit that holds most, and meaning_found().
     """
     if not index.chunks:
         return [], 0.0
@@ -609,6 +617,7 @@ VECTOR_ALIGN = 4096                       # the vectors start on a page boundary
 CHECKPOINT_SECONDS = 20.0                 # a hard kill loses at most this much embedding
 CHECKPOINT_MAX_SHARE = 0.03               # ...unless writing one would cost more than 3% of the build
 PROGRESS_SECONDS = 10.0                   # not on a terminal: one progress line this often, so logs stay short
+LEXICON_BLOCK = 1 << 20                   # postings put in order at a time by build_lexicon: memory
 
 # The command line's limits (a notebook's client waits as long as its user does).
 OLLAMA_TIMEOUT = 300.0                    # seconds of silence before giving up on Ollama (--timeout):
@@ -1364,40 +1373,155 @@ def lexicon_from_texts(texts: list[str]) -> Lexicon:
     return build_lexicon(None, np.full(len(texts), -1), texts)
 
 
-def build_lexicon(old: Lexicon | None, reuse: np.ndarray, new_texts: list[str]) -> Lexicon:
+def build_lexicon(old: Lexicon | None, reuse: np.ndarray, new_texts: Iterable[str]) -> Lexicon:
     """A lexicon for a new list of chunks, tokenising only the chunks that are new.
 
     `reuse[i]` is the row in `old` whose terms chunk i has, or -1 for a new chunk;
-    the new chunks' texts come in `new_texts`, in order of their -1 entries.
+    the new chunks' texts come in `new_texts` (any iterable: each is tokenised and
+    let go), in order of their -1 entries.
+
+    Memory stays a few bytes per posting: each term gets an int id from one dict
+    (which keeps one copy of its string), postings live in flat arrays of ids and
+    counts, and they are put in term order by a counting sort.
     """
-    n = len(reuse)
-    lengths = np.zeros(n, dtype=np.float32)
+    lengths = np.zeros(len(reuse), dtype=np.float32)
+    term_id: dict[str, int] = {}                       # term -> id, in order of first sight
+    parts = [tokenize_rows(new_texts, np.flatnonzero(reuse < 0), term_id, lengths)]
     rows, src = np.flatnonzero(reuse >= 0), reuse[reuse >= 0]
-    old_terms = np.zeros(0, np.int64)                  # postings kept: old term id, new row, count
-    old_docs, old_counts = np.zeros(0, np.int64), np.zeros(0, np.float32)
     if old is not None and len(rows):
         lengths[rows] = old.lengths[src]
-        # Gather the reused rows' postings (a row may be reused twice: a copied note).
-        term_of = np.repeat(np.arange(len(old.vocab)), np.diff(old.ptr))
-        order = np.argsort(old.docs, kind="stable")
-        by_row = np.searchsorted(old.docs[order], np.arange(len(old.lengths) + 1))
-        starts, lens = by_row[src], by_row[src + 1] - by_row[src]
-        # Concatenated ranges without a loop: starts [5, 0], lens [2, 3] -> [5, 6, 0, 1, 2]
-        take = order[np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())]
-        old_terms, old_docs, old_counts = term_of[take], np.repeat(rows, lens), old.counts[take]
-    new_counts = [Counter(tokenize(text)) for text in new_texts]
-    for row, tf in zip(np.flatnonzero(reuse < 0), new_counts):
+        parts.append(reused_postings(old, rows, src, term_id))
+    vocab, place = sorted_vocabulary(term_id)
+    del term_id
+    terms, counts, seg_rows, seg_sizes = in_row_order(parts)
+    del parts
+    renumber(terms, place)
+    del place
+    ptr, docs, counts = sort_by_term(terms, counts, seg_rows, seg_sizes, len(vocab))
+    return Lexicon(vocab, ptr, docs, counts, lengths)
+
+
+def tokenize_rows(texts: Iterable[str], rows: np.ndarray, term_id: dict[str, int],
+                  lengths: np.ndarray) -> tuple:
+    """Tokenise each new chunk into flat arrays of (term id, count), ids from `term_id`.
+
+    Returns (ids, counts, rows, sizes): chunk rows[k] has sizes[k] distinct terms, whose
+    postings come k-th; lengths[rows[k]] becomes its number of tokens.
+
+    >>> term_id, lengths = {}, np.zeros(2, dtype=np.float32)
+    >>> ids, counts, rows, sizes = tokenize_rows(["cats cats dogs", "dogs"], np.array([0, 1]), term_id, lengths)
+    >>> ids.tolist(), counts.tolist(), sizes.tolist(), lengths.tolist(), term_id
+    ([0, 1, 1], [2, 1, 1], [2, 1], [3.0, 1.0], {'cat': 0, 'dog': 1})
+    """
+    ids, tfs = array("i"), array("H")                # counts: 2 bytes, 4 if one is ever over 65,535
+    sizes = np.zeros(len(rows), dtype=np.int64)
+    for k, (row, text) in enumerate(zip(rows, texts)):
+        tf = Counter(tokenize(text))
         lengths[row] = sum(tf.values())
-    # The new vocabulary: the old terms still in use plus the new chunks' terms, sorted.
-    vocab = sorted({old.vocab[t] for t in np.unique(old_terms)} | {t for tf in new_counts for t in tf})
-    term_id = {t: i for i, t in enumerate(vocab)}
-    remap = np.array([term_id.get(t, -1) for t in old.vocab] if old is not None else [], dtype=np.int64)
-    terms = np.concatenate([remap[old_terms], [term_id[t] for tf in new_counts for t in tf]]).astype(np.int64)
-    docs = np.concatenate([old_docs, [row for row, tf in zip(np.flatnonzero(reuse < 0), new_counts) for _ in tf]])
-    counts = np.concatenate([old_counts, [c for tf in new_counts for c in tf.values()]]).astype(np.float32)
-    order = np.lexsort((docs, terms))                 # postings sorted by term, then row
-    ptr = np.searchsorted(terms[order], np.arange(len(vocab) + 1)).astype(np.int64)
-    return Lexicon(vocab, ptr, docs[order].astype(np.int32), counts[order], lengths)
+        sizes[k] = len(tf)
+        ids.extend([term_id.setdefault(t, len(term_id)) for t in tf])
+        if tfs.typecode == "H" and tf and max(tf.values()) > 0xFFFF:
+            tfs = array("f", tfs)
+        tfs.extend(tf.values())
+    return (np.frombuffer(ids, dtype=np.int32) if ids else np.zeros(0, np.int32),
+            np.frombuffer(tfs, dtype=tfs.typecode) if tfs else np.zeros(0, np.float32), rows, sizes)
+
+
+def reused_postings(old: Lexicon, rows: np.ndarray, src: np.ndarray, term_id: dict[str, int]) -> tuple:
+    """The postings of old rows `src`, given to new rows `rows`, with term ids from `term_id`.
+
+    Returns (ids, counts, rows, sizes) like tokenize_rows; an old row may be reused twice.
+    """
+    order = np.argsort(old.docs, kind="stable")        # old postings by row
+    by_row = np.searchsorted(old.docs[order], np.arange(len(old.lengths) + 1))
+    starts, lens = by_row[src], by_row[src + 1] - by_row[src]
+    take = order[concat_ranges(starts, lens)]
+    del order, by_row
+    old_terms = np.searchsorted(old.ptr, take, side="right") - 1     # the term each posting is of
+    used = np.unique(old_terms)
+    remap = np.zeros(len(old.vocab), dtype=np.int32)
+    remap[used] = [term_id.setdefault(old.vocab[t], len(term_id)) for t in used.tolist()]
+    return remap[old_terms], old.counts[take], rows, lens
+
+
+def sorted_vocabulary(term_id: dict[str, int]) -> tuple[list[str], np.ndarray]:
+    """The terms in sorted order, and for each id the place of its term in that order.
+
+    >>> sorted_vocabulary({"b": 0, "c": 1, "a": 2})
+    (['a', 'b', 'c'], array([1, 2, 0], dtype=int32))
+    """
+    vocab = sorted(term_id)
+    place = np.empty(len(vocab), dtype=np.int32)
+    place[np.fromiter(map(term_id.__getitem__, vocab), dtype=np.int64, count=len(vocab))] = \
+        np.arange(len(vocab), dtype=np.int32)
+    return vocab, place
+
+
+def in_row_order(parts: list[tuple]) -> tuple:
+    """Groups of postings (ids, counts, rows, sizes), each in row order, merged into row order.
+
+    >>> new = (np.array([7, 8, 9]), np.array([1, 1, 1]), np.array([0, 2]), np.array([1, 2]))
+    >>> reused = (np.array([5]), np.array([4]), np.array([1]), np.array([1]))
+    >>> [a.tolist() for a in in_row_order([new, reused])]
+    [[7, 5, 8, 9], [1, 4, 1, 1], [0, 1, 2], [1, 1, 2]]
+    """
+    if len(parts) == 1 or len(parts[1][0]) == 0:
+        return parts[0]
+    terms, counts = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+    rows, sizes = np.concatenate([p[2] for p in parts]), np.concatenate([p[3] for p in parts])
+    by = np.argsort(rows, kind="stable")
+    pick = concat_ranges((np.cumsum(sizes) - sizes)[by], sizes[by])
+    return terms[pick], counts[pick], rows[by], sizes[by]
+
+
+def renumber(ids: np.ndarray, new_id: np.ndarray) -> None:
+    """Replace each id by new_id[id], in place, a block at a time (no big temporary).
+
+    >>> ids = np.array([2, 0, 2])
+    >>> renumber(ids, np.array([1, 2, 0]))
+    >>> ids.tolist()
+    [0, 1, 0]
+    """
+    for a in range(0, len(ids), LEXICON_BLOCK):
+        ids[a:a + LEXICON_BLOCK] = new_id[ids[a:a + LEXICON_BLOCK]]
+
+
+def sort_by_term(terms: np.ndarray, counts_in: np.ndarray, rows: np.ndarray, sizes: np.ndarray,
+                 n_terms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Postings in row order (row rows[k] has the next sizes[k]) put in term order by a counting sort.
+
+    Term t's postings end up at ptr[t]:ptr[t + 1] of (docs, counts), still in row order.
+    Rows 3 (terms 1, 0) and 4 (term 1):
+
+    >>> ptr, docs, counts = sort_by_term(np.array([1, 0, 1]), np.array([5, 6, 7]), np.array([3, 4]), np.array([2, 1]), 2)
+    >>> ptr.tolist(), docs.tolist(), counts.tolist()
+    ([0, 1, 3], [3, 3, 4], [6.0, 5.0, 7.0])
+    """
+    ptr = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(np.bincount(terms, minlength=n_terms), out=ptr[1:])
+    free = ptr[:-1].copy()                             # per term: its next free slot
+    docs = np.empty(len(terms), dtype=np.int32)
+    counts = np.empty(len(terms), dtype=np.float32)
+    row_end = np.cumsum(sizes)                         # posting i is of rows[searchsorted(row_end, i)]
+    for a in range(0, len(terms), LEXICON_BLOCK):
+        at = a + np.argsort(terms[a:a + LEXICON_BLOCK], kind="stable")   # this block's postings by term
+        t = terms[at]
+        first = np.flatnonzero(np.concatenate([[True], t[1:] != t[:-1]]))   # where each term's run starts
+        run = np.diff(np.append(first, len(t)))
+        slot = free[t] + np.arange(len(t)) - np.repeat(first, run)
+        free[t[first]] += run
+        docs[slot] = rows[np.searchsorted(row_end, at, side="right")]
+        counts[slot] = counts_in[at]
+    return ptr, docs, counts
+
+
+def concat_ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """The ranges start..start+len-1 one after another, without a loop.
+
+    >>> concat_ranges(np.array([5, 0]), np.array([2, 3])).tolist()
+    [5, 6, 0, 1, 2]
+    """
+    return np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())
 
 
 
@@ -1564,8 +1688,12 @@ class ChunkTable(Sequence):
 
 
 def arr_data(a: np.ndarray) -> tuple:
-    """An array as plain builtins: (dtype, shape, bytes)."""
-    return (a.dtype.str, a.shape, np.ascontiguousarray(a).tobytes())
+    """An array as plain builtins: (dtype, shape, bytes).
+
+    The bytes are a read-only PickleBuffer over the array, which pickle (protocol 5)
+    writes as plain bytes: saving a big index copies none of its arrays.
+    """
+    return (a.dtype.str, a.shape, pickle.PickleBuffer(memoryview(np.ascontiguousarray(a)).toreadonly()))
 
 
 def blob_data(strings: list[str]) -> tuple:

@@ -16,7 +16,7 @@ Two more tables:
   against the original naive script (import ollama and NumPy, unpickle, stack,
   embed the question, rank), both asking the tests' stand-in server for the
   question's 1,024-dim vector; median of 7 runs each, alternated.
-- the cold build: build_index() over real note files with an in-process
+- the cold build: open_index() over real note files with an in-process
   embedder (random 1,024-dim vectors handed over as Python floats, as the
   ollama client does); the script's own time (embedder time left out), peak
   memory of the whole process, and what checkpointing costs.
@@ -43,6 +43,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, os.environ.get("BENCH_DEMO_RAG_DIR", str(ROOT)))   # --against: an older checkout
 sys.path.insert(1, str(ROOT / "tests"))
 import demo_rag as rag  # noqa: E402
+
+# The index builder: open_index here, build_index in checkouts from before the rename (--against).
+open_index = getattr(rag, "build_index", None) or rag.open_index
 
 DIM = 1024                                # qwen3-embedding:0.6b's vector size
 WORDS = ("alpha beta gamma delta notes vector search chunk cache model python asyncio bread tea "
@@ -146,7 +149,7 @@ def reindex_counts() -> dict:
                 "".join(f"## Section {s}\n\n" + f"Note {i} section {s} says something. " * 20 + "\n\n" for s in range(3)))
         s = rag.Settings(notes_dir=notes, cache_dir=Path(tmp, "cache"), chunk_size=800, chunk_overlap=0)
         emb = CountingEmbedder()
-        rag.open_index(s, emb)
+        open_index(s, emb)
         total, out = emb.texts, {}
         steps = {
             "edit 1 note of 100": lambda: (notes / "n042.md").write_text((notes / "n042.md").read_text()
@@ -157,7 +160,7 @@ def reindex_counts() -> dict:
         for name, change in steps.items():
             change()
             before = emb.texts
-            index, _ = rag.open_index(s, emb)
+            index, _ = open_index(s, emb)
             out[name] = emb.texts - before
         out["chunks per note"] = total // 100
         return out
@@ -266,7 +269,7 @@ def cold_build(notes: Path, cache: Path, delay: float, checkpoint_seconds: float
         saves.append(time.perf_counter() - t0)
     rag.save_index = timed_save
     t0 = time.perf_counter()
-    index, _ = rag.open_index(s, emb)
+    index, _ = open_index(s, emb)
     took = time.perf_counter() - t0
     assert index.complete and emb.texts == len(index.chunks)
     return {"chunks": len(index.chunks), "seconds": took, "own_seconds": took - emb.seconds,

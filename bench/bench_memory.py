@@ -29,8 +29,8 @@ top 1,000 characters carry 95% of this text (real Chinese: about 90%). So the va
 somewhat richer than real technical Chinese: memory measured on it errs high.
 
 Then, for this checkout and for each --against checkout, a fresh process imports
-demo_rag from that folder and runs one cold build (demo_rag.build_index with an
-empty cache folder) against tests/ollama_server.py's FakeOllama, started by this
+demo_rag from that folder and runs one cold build (demo_rag.open_index, or build_index in older
+checkouts, with an empty cache folder) against tests/ollama_server.py's FakeOllama, started by this
 script on 127.0.0.1. The building process reports:
 
 - peak memory before the first embed request (reading, chunking, BM25 statistics),
@@ -360,7 +360,8 @@ def cold_build(checkout: Path, notes: Path, cache: Path, host: str, trace: bool)
 
     settings = demo_rag.Settings(notes_dir=notes, cache_dir=cache)
     t0 = time.perf_counter()
-    index, report = demo_rag.build_index(settings, Client(host=host))
+    open_index = getattr(demo_rag, "build_index", None) or demo_rag.open_index   # renamed since
+    index, report = open_index(settings, Client(host=host))
     seconds = time.perf_counter() - t0
     out = meter.finish()
     path = demo_rag.cache_path(settings)

@@ -3,7 +3,7 @@
 by its evidence to the power p, for several p, against the single rankers, plain RRF and
 round 1's weights, on the paraphrase set and on demo-data/eval.jsonl.
 
-Every score is demo_rag.py's own: the index comes from build_index() (cached in
+Every score is demo_rag.py's own: the index comes from open_index() (cached in
 bench/results/round2-<set>-<embedder>/), the question from embed_query(), BM25, coverage(),
 meaning_found() and the judging (first_hit_rank) are the ones --eval uses, so the p = 6
 row is what `--eval` prints as "fused".
@@ -41,7 +41,7 @@ def questions(notes: Path, items: list[dict], embedder: str, url: str, name: str
     s = d.Settings(notes_dir=notes, cache_dir=HERE / "results" / f"round2-{name}-{embedder}",
                    embed_model=model, query_instruction=template)
     client = ollama.Client(host=url)
-    index, _ = d.build_index(s, client)
+    index, _ = d.open_index(s, client)
     out = []
     for item in items:
         terms = d.query_postings(index.lexicon, item["question"])
