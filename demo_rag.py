@@ -697,8 +697,8 @@ OLLAMA_FAILURES = (ollama.ResponseError, ConnectionError, httpx.TransportError)
 def ollama_client(timeout: float | None = None) -> ollama.Client:
     """The command line's Ollama client: it gives up on a server silent for `timeout`
     seconds (None: waits as long as it takes), and over plain http skips loading the
-    system's TLS certificates, which it would never use (~0.2 s of a warm query's
-    ~0.7 s). Raises ValueError, in words, when OLLAMA_HOST is not an address."""
+    system's TLS certificates, which it would never use and which take a good part of
+    a warm query's start-up. Raises ValueError, in words, when OLLAMA_HOST is not an address."""
     options = {} if timeout is None else \
         {"timeout": httpx.Timeout(timeout, connect=min(timeout, OLLAMA_CONNECT_TIMEOUT))}
     if not host().lower().startswith("https:"):
@@ -1671,7 +1671,7 @@ class ChunkTable(Sequence):
         ids = {name: k for k, name in enumerate(names)}
         return {"names": names,
                 "source_ids": arr_data(np.array([ids[c.source] for c in chunks], dtype="<i4")),
-                "headings": blob_data([c.heading for c in chunks]), "texts": blob_data([c.text for c in chunks]),
+                "headings": blob_data(c.heading for c in chunks), "texts": blob_data(c.text for c in chunks),
                 "pages": arr_data(np.array([-1 if c.page is None else c.page for c in chunks], dtype="<i8"))}
 
     @classmethod
@@ -1696,10 +1696,19 @@ def arr_data(a: np.ndarray) -> tuple:
     return (a.dtype.str, a.shape, pickle.PickleBuffer(memoryview(np.ascontiguousarray(a)).toreadonly()))
 
 
-def blob_data(strings: list[str]) -> tuple:
-    """Strings as one UTF-8 blob and their offsets: ["ab", "ç"] -> (b"ab\\xc3\\xa7", offsets [0, 2, 4])."""
-    encoded = [t.encode("utf-8", "surrogatepass") for t in strings]
-    return b"".join(encoded), arr_data(np.cumsum([0] + [len(b) for b in encoded], dtype=np.int64))
+def blob_data(strings: Iterable[str]) -> tuple:
+    """Strings as one UTF-8 blob and their offsets: ["ab", "ç"] -> (b"ab\\xc3\\xa7", offsets [0, 2, 4]).
+    The blob grows string by string and pickles as bytes without a copy (see arr_data).
+
+    >>> blob, (_, _, offsets) = blob_data(["ab", "ç"])
+    >>> bytes(blob.raw()), np.frombuffer(offsets.raw(), dtype=np.int64).tolist()
+    (b'ab\\xc3\\xa7', [0, 2, 4])
+    """
+    blob, ends = bytearray(), [0]
+    for text in strings:
+        blob += text.encode("utf-8", "surrogatepass")
+        ends.append(len(blob))
+    return pickle.PickleBuffer(memoryview(blob).toreadonly()), arr_data(np.array(ends, dtype=np.int64))
 
 
 def check_blob(t, arr: Callable, n: int, what: str) -> tuple:
@@ -1876,7 +1885,7 @@ def restore_sigterm(previous) -> None:
 
 @contextlib.contextmanager
 def gc_paused():
-    """Pause the cyclic garbage collector: loading creates ~100k tuples and strings,
+    """Pause the cyclic garbage collector: loading creates many tuples and strings,
     none of them garbage, and the collector would walk them again and again."""
     was_enabled = gc.isenabled()
     gc.disable()
@@ -3747,7 +3756,7 @@ def exit_now(code: int) -> None:
 
     By now everything is written: the cache atomically, the answer streamed. What
     teardown would add is freeing numpy, pydantic and the index object by object,
-    0.1-0.2 s here, longer than the search itself. Only the buffered output is left
+    which takes longer than the search itself. Only the buffered output is left
     to flush, and a reader that went away (`| head`) is no error.
     """
     for stream in (sys.stdout, sys.stderr):

@@ -133,6 +133,9 @@ class CountingEmbedder:
     def __init__(self):
         self.texts = 0
 
+    def show(self, model):
+        raise ConnectionError("no /api/show here")   # the build then skips its context-length check
+
     def embed(self, model, input):
         self.texts += len(input)
         vecs = [np.random.default_rng(abs(hash(t)) % 2**32).standard_normal(64).tolist() for t in input]
@@ -233,6 +236,9 @@ class TimedEmbedder:
     def __init__(self, delay: float = 0.0):
         self.delay, self.seconds, self.texts = delay, 0.0, 0
         self.rng = np.random.default_rng(0)
+
+    def show(self, model):
+        raise ConnectionError("no /api/show here")   # the build then skips its context-length check
 
     def embed(self, model, input):
         t0 = time.perf_counter()
