@@ -2603,13 +2603,7 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
     if echo:
         print_hits(r.hits, r.lexical_only, preview_terms(r.terms))
     if echo and args.show_prompt:
-        messages = build_messages(args.question, r.hits)
-        print("Prompt:")
-        for m in messages:
-            print(f"--- {m['role']} ---\n{m['content']}")
-        print(f"--- options: temperature={TEMPERATURE}, num_ctx={context_size(messages)} ---")
-        print(f"--- embedding prompts ({templates.source}): query {templates.query or 'none'!r}, "
-              f"document {templates.document or 'none'!r} ---\n")
+        print_prompt(build_messages(args.question, r.hits), templates)
     text, code, usage = None, EXIT_OK, None
     if ollama_problem and not r.hits:
         code = EXIT_OLLAMA                # nothing to show: the warning above says what to do
@@ -2639,14 +2633,27 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
     else:
         print(json.dumps({
             "question": args.question, "answer": text, "found": r.found, "lexical_only": r.lexical_only,
-            "confidence": round(r.confidence, 3),
-            "sources": [{"rank": h.rank, "source": h.chunk.source, "heading": h.chunk.heading,
-                         "page": h.chunk.page, "score": round(h.score, 4), "text": h.chunk.text}
-                        for h in r.hits],
+            "confidence": round(r.confidence, 3), "sources": [hit_json(h) for h in r.hits],
             "timings": {k: round(v, 3) for k, v in timings.items()},
             "tokens": tokens, "warnings": warnings,
             "embedding_prompts": templates._asdict()}, ensure_ascii=False, indent=2))
     return code
+
+
+def print_prompt(messages: list[dict], templates: Templates) -> None:
+    """--show-prompt: the messages as sent, their options, and the embedding prompts used."""
+    print("Prompt:")
+    for m in messages:
+        print(f"--- {m['role']} ---\n{m['content']}")
+    print(f"--- options: temperature={TEMPERATURE}, num_ctx={context_size(messages)} ---")
+    print(f"--- embedding prompts ({templates.source}): query {templates.query or 'none'!r}, "
+          f"document {templates.document or 'none'!r} ---\n")
+
+
+def hit_json(h: Hit) -> dict:
+    """One source as --json shows it."""
+    return {"rank": h.rank, "source": h.chunk.source, "heading": h.chunk.heading, "page": h.chunk.page,
+            "score": round(h.score, 4), "text": h.chunk.text}
 
 
 class UsageError(Exception):
