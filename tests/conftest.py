@@ -16,6 +16,16 @@ from ollama_server import FakeOllama  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "demo_rag.py"
+# Set in this machine's environment but not in a user's: with it, a print() the script forgets to
+# flush=True still shows up at once, so the CLI's children run without it (unless a test's `env` sets it).
+NOT_A_USERS = ("PYTHONUNBUFFERED",)
+
+
+def user_env(host: str, extra: dict | None = None) -> dict:
+    """The environment a user's `python demo_rag.py` runs in: ours without NOT_A_USERS, OLLAMA_HOST
+    set to `host`, then `extra` on top (which may set NOT_A_USERS variables back explicitly)."""
+    env = {k: v for k, v in os.environ.items() if k not in NOT_A_USERS}
+    return {**env, "OLLAMA_HOST": host, "PYTHONIOENCODING": "utf-8", **(extra or {})}
 
 
 @pytest.fixture
@@ -36,8 +46,8 @@ def notes(tmp_path) -> Path:
 
 def run_cli(*args, host: str, cwd: Path | None = None, stdin: str | None = None,
             timeout: float = 60, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run `python demo_rag.py ARGS` as a new user would, against `host` (extra `env` on top)."""
-    env = {**os.environ, "OLLAMA_HOST": host, "PYTHONIOENCODING": "utf-8", **(env or {})}
+    """Run `python demo_rag.py ARGS` as a new user would, against `host` (extra `env` on top; see user_env)."""
+    env = user_env(host, env)
     return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True,
                           text=True, encoding="utf-8", env=env, cwd=cwd, input=stdin, timeout=timeout)
 
@@ -65,11 +75,12 @@ def dead_host() -> str:
 
 @pytest.fixture
 def spawn():
-    """Popen for tests: every process started through it is killed when the test ends, pass or fail."""
+    """Popen for tests: every process started through it is killed when the test ends, pass or fail.
+    The child gets user_env(host, env): no PYTHONUNBUFFERED unless `env` sets it."""
     started: list[subprocess.Popen] = []
 
     def start(args, host: str, **kw) -> subprocess.Popen:
-        env = {**os.environ, "OLLAMA_HOST": host, "PYTHONIOENCODING": "utf-8", **kw.pop("env", {})}
+        env = user_env(host, kw.pop("env", None))
         p = subprocess.Popen([sys.executable, str(SCRIPT), *map(str, args)], env=env,
                              stdin=kw.pop("stdin", subprocess.DEVNULL), stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, **kw)
@@ -129,7 +140,6 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 
 def run_cli_audited(*args, host: str, under: Path, log: Path, timeout: float = 60) -> subprocess.CompletedProcess:
     """run_cli, logging to `log` every file the script opens under the folder `under`."""
-    env = {**os.environ, "OLLAMA_HOST": host, "PYTHONIOENCODING": "utf-8",
-           "AUDIT_UNDER": os.path.join(under, ""), "AUDIT_LOG": str(log)}
+    env = user_env(host, {"AUDIT_UNDER": os.path.join(under, ""), "AUDIT_LOG": str(log)})
     return subprocess.run([sys.executable, "-c", AUDIT_MAIN, str(SCRIPT), *map(str, args)], capture_output=True,
                           text=True, encoding="utf-8", env=env, timeout=timeout)

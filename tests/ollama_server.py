@@ -26,7 +26,24 @@ answer is made from what was kept, so a cut prompt gives a visibly worse answer.
 Failure switches, all off by default (set them on a running server too):
   errors[path] = (status, message)   every request to path answers that status
   stream_error = "message"           a streamed chat sends a 200, one piece, then {"error": message}
+  stream_junk = True                 a streamed chat sends a 200, one piece, then the line `<html>oops`
+                                     (not JSON), then ends the response properly
+  stream_close = True                a streamed chat sends a 200, one piece, then closes the connection
+                                     without the final zero-length chunk (the body is cut short)
+                                     (stream_error wins over stream_junk, which wins over stream_close;
+                                     replies with "stream": false are not affected by the three)
   embed_fail_after = N               embed requests after the first N answer 500
+  embed_mangle = "kind"              embed replies (200) that do not fit the request; after the first
+  embed_mangle_after = N             N embed requests (default 0: all of them), kind is one of
+                                       "half"      half as many vectors as inputs, rounded down (1 input: none)
+                                       "one_short" one vector fewer than inputs (the last one missing)
+                                       "double"    twice as many: each vector twice in a row
+                                       "ragged"    every second vector (the 2nd, 4th...) one number short
+                                                   (needs 2 inputs or more to show)
+                                       "no_field"  no "embeddings" key at all: {"model": ...} only
+                                       "nan"       the first vector's first number is NaN (the bare JSON
+                                                   literal NaN, as Python's json.dumps writes it)
+                                     (errors and embed_fail_after win over it; a held reply is mangled too)
   format_junk = True                 `format` requests get text that is not JSON
   hold(path) -> Event                replies to path wait until the test sets the Event: an embed
                                      reply entirely, a streamed chat before its last part
@@ -53,6 +70,8 @@ MODELS = ("qwen3-embedding:0.6b", "qwen3:0.6b", "thinker:1b", "halfthink:1b", "p
 # A model's own maximum context (Ollama's "<arch>.context_length"); num_ctx above it is capped.
 CONTEXT_LIMITS = {"qwen3:0.6b": 40960, "qwen3-embedding:0.6b": 32768}
 DEFAULT_CONTEXT_LIMIT = 32768
+# The kinds of embed_mangle (see the module docstring).
+EMBED_MANGLES = ("half", "one_short", "double", "ragged", "no_field", "nan")
 
 
 def hashed_vector(text: str, dim: int = DIM) -> list[float]:
@@ -162,6 +181,10 @@ class FakeOllama:
         self.die_after_embeds = die_after_embeds   # after this many embed requests, drop every connection
         self.errors: dict[str, tuple[int, str]] = {}
         self.stream_error: str | None = None
+        self.stream_junk = False
+        self.stream_close = False
+        self.embed_mangle: str | None = None   # see EMBED_MANGLES
+        self.embed_mangle_after = 0
         self.format_junk = False
         self.holds: dict[str, threading.Event] = {}
         self.hold_after: dict[str, int] = {}
@@ -257,6 +280,25 @@ class FakeOllama:
         make = random_vector if self.embed == "random" else hashed_vector
         return {"model": body["model"], "embeddings": [make(t, self.dim) for t in texts],
                 "prompt_eval_count": sum(text_tokens(t) for t in texts)}
+
+    def mangle_embeddings(self, reply: dict) -> dict:
+        """An embed reply spoilt the embed_mangle way (see the module docstring)."""
+        kind, vectors = self.embed_mangle, reply["embeddings"]
+        if kind not in EMBED_MANGLES:
+            raise ValueError(f"embed_mangle must be one of {EMBED_MANGLES} or None, not {kind!r}")
+        if kind == "no_field":
+            return {"model": reply["model"]}
+        if kind == "half":
+            vectors = vectors[:len(vectors) // 2]
+        elif kind == "one_short":
+            vectors = vectors[:-1]
+        elif kind == "double":
+            vectors = [v for v in vectors for _ in (0, 1)]
+        elif kind == "ragged":
+            vectors = [v[:-1] if i % 2 else v for i, v in enumerate(vectors)]
+        elif kind == "nan" and vectors:
+            vectors = [[float("nan"), *vectors[0][1:]], *vectors[1:]]
+        return {**reply, "embeddings": vectors}
 
     def context_window(self, body) -> int:
         """num_ctx asked for (or the default), capped at the model's own limit."""
@@ -390,7 +432,10 @@ class FakeOllama:
                     if server.embed_fail_after is not None and number > server.embed_fail_after:
                         return self.send_json(500, {"error": "embedding failed: out of memory"})
                     server._wait_if_held(self.path, record)
-                    return self.send_json(200, server.embed_reply(body))
+                    reply = server.embed_reply(body)
+                    if server.embed_mangle is not None and number > server.embed_mangle_after:
+                        reply = server.mangle_embeddings(reply)
+                    return self.send_json(200, reply)
                 if model.startswith(("plain", "opener")) and "think" in body:   # a model without thinking
                     return self.send_json(400, {"error": f'"{model}" does not support thinking'})
                 text, stats = server.chat_reply(body)
@@ -402,15 +447,24 @@ class FakeOllama:
                 words = re.findall(r"\S+\s*|\s+", text)
                 parts = [{"model": model, "message": {"role": "assistant", "content": w}, "done": False}
                          for w in words]
+                cut = False
                 if server.stream_error is not None:   # a 200, the first piece, then an error line
                     parts = parts[:1] + [{"error": server.stream_error}]
+                elif server.stream_junk:              # a 200, the first piece, then a line that is not JSON
+                    parts = parts[:1] + ["<html>oops"]
+                elif server.stream_close:             # a 200, the first piece, then the body is cut short
+                    parts, cut = parts[:1], True
                 else:
                     parts.append({"model": model, "message": {"role": "assistant", "content": ""},
                                   "done": True, "done_reason": "stop", **stats})
-                self.send_chunked(parts, record)
+                self.send_chunked(parts, record, cut=cut)
 
-            def send_chunked(self, parts, record):
-                """Stream the parts one by one (chunked), waiting before the last one if held."""
+            def send_chunked(self, parts, record, cut=False):
+                """Stream the parts one by one (chunked), waiting before the last one if held.
+
+                A part that is a str goes out as that line, verbatim (not JSON). cut=True: no
+                terminating zero-length chunk, the connection just closes (a body cut short).
+                """
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-ndjson")
                 self.send_header("Transfer-Encoding", "chunked")
@@ -421,9 +475,11 @@ class FakeOllama:
                     for n, part in enumerate(parts):
                         if n == len(parts) - 1:
                             server._wait_if_held(self.path, record)
-                        data = (json.dumps(part) + "\n").encode()
+                        data = ((part if isinstance(part, str) else json.dumps(part)) + "\n").encode()
                         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
                         self.wfile.flush()
+                    if cut:                      # close_connection is set: the socket closes after this
+                        return
                     self.wfile.write(b"0\r\n\r\n")
                 except OSError:                  # the client went away mid-answer
                     return

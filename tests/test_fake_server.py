@@ -91,3 +91,65 @@ def test_wait_for_and_hold(server):
     assert result == ["According to the notes, fact [1]"]
     with pytest.raises(TimeoutError):
         server.wait_for(lambda: server.of("/api/embed"), timeout=0.1)
+
+
+EMBED = "qwen3-embedding:0.6b"
+
+
+@pytest.mark.parametrize("kind, sizes", [
+    ("half", [256, 256]),                           # 4 inputs -> 2 vectors
+    ("one_short", [256, 256, 256]),
+    ("double", [256] * 8),
+    ("ragged", [256, 255, 256, 255]),              # the 2nd and 4th one number short: the client takes it
+    ("nan", [256] * 4),
+])
+def test_embed_mangle_after_the_first_n(server, kind, sizes):
+    import math
+    client = ollama.Client(host=server.url)
+    server.embed_mangle, server.embed_mangle_after = kind, 1
+    normal = client.embed(model=EMBED, input=["a", "b", "c", "d"]).embeddings      # the first: as usual
+    assert [len(v) for v in normal] == [256] * 4
+    mangled = client.embed(model=EMBED, input=["a", "b", "c", "d"]).embeddings
+    assert [len(v) for v in mangled] == sizes
+    if kind == "double":
+        assert mangled[0::2] == mangled[1::2] == normal
+    assert [any(map(math.isnan, v)) for v in mangled] == [kind == "nan"] + [False] * (len(mangled) - 1)
+    assert [len(v) for v in client.embed(model=EMBED, input=["a"]).embeddings] == \
+        {"half": [], "one_short": [], "double": [256, 256]}.get(kind, [256])     # one input
+    server.embed_mangle = None
+    assert len(client.embed(model=EMBED, input=["a", "b"]).embeddings) == 2
+
+
+def test_embed_mangle_nan_is_the_bare_json_literal_and_no_field_fails_validation(server):
+    import urllib.request
+    server.embed_mangle = "nan"
+    request = urllib.request.Request(server.url + "/api/embed", json.dumps({"model": EMBED, "input": ["a"]}).encode(),
+                                     {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as r:
+        assert r.read().decode().startswith('{"model": "qwen3-embedding:0.6b", "embeddings": [[NaN, ')
+    server.embed_mangle = "no_field"
+    with urllib.request.urlopen(request, timeout=10) as r:
+        assert json.loads(r.read()) == {"model": EMBED}
+    import pydantic
+    with pytest.raises(pydantic.ValidationError, match="embeddings"):     # what ollama 0.6 raises
+        ollama.Client(host=server.url).embed(model=EMBED, input=["a", "b"])
+
+
+@pytest.mark.parametrize("switch, raised", [
+    ("stream_junk", json.JSONDecodeError),          # ollama's _stream json.loads()es every line
+    ("stream_close", __import__("httpx").RemoteProtocolError),   # "incomplete chunked read"
+])
+def test_stream_junk_and_stream_close(server, switch, raised):
+    client = ollama.Client(host=server.url)
+    messages = [{"role": "user", "content": "[1] a.md\nfact"}]
+    setattr(server, switch, True)
+    stream = client.chat(model="qwen3:0.6b", messages=messages, stream=True)
+    assert next(stream).message.content == "According "
+    with pytest.raises(raised) as e:
+        next(stream)
+    assert type(e.value) is raised
+    # a reply that is not streamed is not affected
+    assert client.chat(model="qwen3:0.6b", messages=messages).message.content == "According to the notes, fact [1]"
+    setattr(server, switch, False)
+    assert "".join(p.message.content for p in client.chat(model="qwen3:0.6b", messages=messages, stream=True)) \
+        == "According to the notes, fact [1]"
