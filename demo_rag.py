@@ -265,8 +265,10 @@ def embed_batches(client: ollama.Client, model: str, texts: Iterable[str]) -> It
     for text in itertools.chain(texts, [None]):       # None: the end, send what is left
         if batch and (text is None or len(batch) == EMBED_BATCH_TEXTS
                       or sum(map(len, batch)) + len(text) > EMBED_BATCH_CHARS):
-            rows = client.embed(model=model, input=batch).embeddings
-            yield normalize(np.array(rows, dtype=np.float32).reshape(len(batch), -1))
+            rows = np.array(client.embed(model=model, input=batch).embeddings, dtype=np.float32)
+            if rows.ndim != 2 or len(rows) != len(batch):         # a server may send anything
+                raise ValueError(f"{len(rows)} vectors came back for {len(batch)} texts")
+            yield normalize(rows)
             batch = []
         if text is not None:
             batch.append(text)
@@ -498,16 +500,14 @@ def search_notes(index: NotesIndex, question: str, client: ollama.Client | None 
     qvec = embed_texts(client or ollama.Client(), embed_model, [question])[0]
     cosine = index.vectors @ qvec
     lexical = bm25(index.words, question)
-    by_words = np.flatnonzero(lexical > 0)            # only chunks holding a question word
-    by_words = by_words[np.argsort(-lexical[by_words], kind="stable")]
+    by_words = np.argsort(-lexical, kind="stable")[:np.count_nonzero(lexical)]   # chunks with a question word
     fused = reciprocal_rank_fusion([np.argsort(-cosine, kind="stable"), by_words], len(cosine))
     hits = [Hit(rank, int(i), index.chunks[i], float(fused[i]), float(cosine[i]), float(lexical[i]))
             for rank, i in enumerate(np.argsort(-fused, kind="stable")[:top_k], 1)]
     weights = {t: idf(sum(1 for w in index.words if w[t]), len(index.words)) for t in set(tokenize(question))}
     total = sum(weights.values()) or 1.0
     words = max((sum(v for t, v in weights.items() if index.words[h.row][t]) / total for h in hits), default=0.0)
-    best = max((h.dense for h in hits), default=0.0)
-    return hits, words + meaning_found(best, float(np.median(cosine)))
+    return hits, words + meaning_found(max(h.dense for h in hits), float(np.median(cosine)))
 
 # ----------------------------------------------------------------------------
 # 6 · Prompt & answer: rules, numbered sources, question -> a streamed, cited answer.
@@ -659,6 +659,7 @@ class Settings:
     doc_instruction: str | None = None    # None: the model's documented one, "" for none
     fusion: str = FUSION_METHOD           # one of FUSION_METHODS
     checkpoint_seconds: float = CHECKPOINT_SECONDS   # how often a build saves what it embedded
+    follow_links: bool = False            # --follow-links: also symlinks that lead outside the folder
 
 
 def host() -> str:
@@ -670,12 +671,18 @@ class OllamaError(Exception):
     """Ollama could not do what we asked; the message says what the user can do."""
 
 
-def explain_ollama_error(exc: Exception, model: str) -> OllamaError:
-    """Turn the client's exceptions into one line a user can act on."""
+def explain_ollama_error(exc: Exception, model: str, mid_reply: bool = False) -> OllamaError:
+    """Turn the client's exceptions into one line a user can act on; `mid_reply`: part of
+    a streamed reply had come (then a broken connection is not an unreachable server)."""
     if isinstance(exc, ollama.ResponseError) and exc.status_code == 404:
         return OllamaError(f"model '{model}' is not pulled: run `ollama pull {model}`")
     if isinstance(exc, ollama.ResponseError):
         return OllamaError(f"Ollama could not run '{model}': {exc.error}")
+    if isinstance(exc, ValueError):       # JSON that does not parse, or not the shape the API promises
+        return OllamaError(f"Ollama's reply for '{model}' could not be used: {exc}")
+    if mid_reply and isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
+        return OllamaError(f"Ollama at {host()} closed the connection mid-answer, so the answer is cut "
+                           "short (did it stop or restart?)")
     if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
         return OllamaError(f"Ollama at {host()} did not answer within {seconds_waited(exc)}: it may still be "
                            f"loading '{model}' (try again, or wait longer with --timeout) or be stuck")
@@ -691,7 +698,10 @@ def seconds_waited(exc: httpx.TimeoutException) -> str:
         return "the time allowed"
 
 
-OLLAMA_FAILURES = (ollama.ResponseError, ConnectionError, httpx.TransportError)
+# What a call to Ollama can raise that is Ollama's doing, not ours: an error status, a
+# connection that fails or breaks, and a reply that is not what the API promises (the
+# client's JSON and pydantic errors are ValueErrors, and so is embed_batches' check).
+OLLAMA_FAILURES = (ollama.ResponseError, ConnectionError, httpx.TransportError, ValueError)
 
 
 def ollama_client(timeout: float | None = None) -> ollama.Client:
@@ -713,15 +723,25 @@ def ollama_client(timeout: float | None = None) -> ollama.Client:
 # and file name they meet and read UTF-8 text only.
 
 
-def scan_notes(notes_dir: Path, skip: Iterable[Path] = ()) -> tuple[list[NoteFile], list[str]]:
+def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
+               follow_links: bool = False) -> tuple[list[NoteFile], list[str]]:
     """List note files under notes_dir, sorted, with warnings for what was passed over.
 
     Hidden folders (.git, .obsidian, ...) and the `skip` folders (the cache) are not
-    entered. Symlinked folders are followed once: a link back to an ancestor is a
-    loop, reported and skipped. Only regular files are notes (never a FIFO or a
-    device), and `rel` is readable_name(): a name that is not UTF-8 shows its bytes.
+    entered. A symlink whose target lies outside the notes folder is skipped, with one
+    warning naming them all, unless follow_links (--follow-links): a shared folder must
+    not make /etc/shadow a source, nor walk the whole disk. Links within the folder
+    are followed, once: a link back to an ancestor is a loop, reported and skipped.
+    Only regular files are notes (never a FIFO or a device), and `rel` is
+    readable_name(): a name that is not UTF-8 shows its bytes, a control character its code.
     """
     skip_real = {os.path.realpath(p) for p in skip}
+    root = os.path.realpath(notes_dir)
+    leaves = []                               # links that lead outside the folder, not followed
+
+    def inside(path: str) -> bool:
+        return follow_links or not os.path.islink(path) or \
+            os.path.commonpath([root, os.path.realpath(path)]) == root
     files, warnings, seen_dirs = [], [], set()
     unreadable: dict[str, list[str]] = {}     # suffix -> notes whose optional package is missing
     for folder, dirs, names in os.walk(notes_dir, followlinks=True,
@@ -733,14 +753,19 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = ()) -> tuple[list[NoteFil
             dirs[:] = []
             continue
         seen_dirs.add(real)
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".")
-                         and os.path.realpath(os.path.join(folder, d)) not in skip_real)
         prefix = "" if base == "." else base + "/"
+        leaves += [readable_name(prefix + d) + "/" for d in sorted(dirs)
+                   if not d.startswith(".") and not inside(os.path.join(folder, d))]
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and inside(os.path.join(folder, d))
+                         and os.path.realpath(os.path.join(folder, d)) not in skip_real)
         for name in sorted(names):
             suffix = os.path.splitext(name)[1].lower()
             if name.startswith(".") or suffix not in NOTE_TYPES:
                 continue
             rel = readable_name(prefix + name)
+            if not inside(os.path.join(folder, name)):
+                leaves.append(rel)
+                continue
             needs = NOTE_TYPES[suffix][1]
             if needs and not importable(needs):
                 unreadable.setdefault(suffix, []).append(rel)
@@ -760,6 +785,10 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = ()) -> tuple[list[NoteFil
         kind = suffix.lstrip(".").upper()
         warnings.append(f"skipped {len(rels)} {kind}s ({', '.join(sorted(rels))}): "
                         f"{kind} support needs `pip install {NOTE_TYPES[suffix][1]}`")
+    if leaves:
+        shown = ", ".join(leaves[:5]) + (f", … {len(leaves) - 5} more" if len(leaves) > 5 else "")
+        warnings.append(f"skipped {len(leaves)} symlink(s) to outside the notes folder ({shown}): "
+                        "--follow-links follows them")
     files.sort(key=lambda f: f.rel)
     return files, warnings
 
@@ -859,14 +888,41 @@ def script_evidence(text: str, kin: re.Pattern, sample: int = 20_000) -> float:
     return near / seen if seen else 0.0
 
 
-def readable_name(name: str) -> str:
-    """A file name as text any terminal, JSON or pickle can take: bytes that are not
-    UTF-8 (os.walk hands them over as surrogates) are shown as \\x escapes.
+# Characters a terminal obeys instead of showing: C0 controls but tab and line feed (ESC
+# starts the sequences that move the cursor, set the title or the clipboard, clear the
+# screen; CR overwrites a line), DEL, the C1 controls (0x9b is ESC [ on some terminals),
+# and the bidirectional overrides that reorder what is shown ("Trojan source").
+CONTROL_ESCAPES = {c: f"\\u{c:04x}" for c in [*range(0x20), *range(0x7f, 0xa0), *range(0x202a, 0x202f),
+                                                *range(0x2066, 0x206a)] if chr(c) not in "\t\n"}
+NAME_ESCAPES = {**CONTROL_ESCAPES, ord("\t"): "\\u0009", ord("\n"): "\\u000a"}   # a name is one line
 
-    >>> readable_name("caf\\udce9.md"), readable_name("café.md")
-    ('caf\\\\xe9.md', 'café.md')
+
+def readable_name(name: str) -> str:
+    """A file name as text any terminal, JSON, pickle or prompt can take: bytes that are
+    not UTF-8 (os.walk hands them over as surrogates) are shown as \\x escapes, and
+    control characters as \\u escapes, so a name holding a line break cannot forge a
+    line of output or a source in the prompt.
+
+    >>> readable_name("caf\\udce9.md"), readable_name("café.md"), readable_name("a\\nb.md")
+    ('caf\\\\xe9.md', 'café.md', 'a\\\\u000ab.md')
     """
-    return os.fsencode(name).decode("utf-8", "backslashreplace")
+    return os.fsencode(name).decode("utf-8", "backslashreplace").translate(NAME_ESCAPES)
+
+
+class EscapedControls:
+    """A text stream (stdout, stderr) that shows control characters as \\u001b and the like
+    instead of passing them on: what a note, a file name, the chat model or a server says
+    cannot move the cursor, retitle or clear the terminal, or write to its clipboard. The
+    escapes are JSON's own, so --json output stays valid and reads back the same."""
+
+    def __init__(self, stream):
+        self.raw = stream                 # ProgressLine writes its own "\r\x1b[K" here
+
+    def write(self, text: str) -> int:
+        return self.raw.write(text.translate(CONTROL_ESCAPES))
+
+    def __getattr__(self, name):
+        return getattr(self.raw, name)
 
 
 
@@ -1065,10 +1121,12 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     with one holding fewer vectors until it is done.
     Raises FileNotFoundError when the notes folder does not exist.
     """
+    if settings.notes_dir.exists() and not settings.notes_dir.is_dir():
+        raise NotADirectoryError(f"--notes {settings.notes_dir} is a file, not a folder")
     if not settings.notes_dir.is_dir():
         raise FileNotFoundError(f"notes folder not found: {settings.notes_dir}")
     client = client or ollama_client()
-    files, warnings = scan_notes(settings.notes_dir, skip=[settings.cache_dir])
+    files, warnings = scan_notes(settings.notes_dir, [settings.cache_dir], settings.follow_links)
     path = cache_path(settings)
     old, reason = load_index(path)
     if old is not None:
@@ -1176,8 +1234,8 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
                      embed_templates(settings).document,
                      note_warnings=report.note_warnings, skipped=report.skipped)
 
-    checkpoint = (lambda v, h, force=False: writer.checkpoint(lambda: with_vectors(v, h), force, progress)) \
-        if writer else None
+    checkpoint = (lambda v, h, interrupted=False: writer.checkpoint(lambda: with_vectors(v, h), interrupted,
+                                                                    progress)) if writer else None
     return with_vectors(*fill_vectors(settings, client, old, chunks, reuse_arr, report, progress,
                                       checkpoint)), report
 
@@ -1209,10 +1267,7 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
     todo = np.flatnonzero(~has_vector)
     if len(todo) == 0:
         return vectors, has_vector
-    too_long = embed_context_warning(client, settings, (document_text(chunks[i], settings) for i in todo))
-    if too_long and too_long not in report.warnings:   # Ollama would cut them
-        report.warnings.append(too_long)
-    t0, done = time.perf_counter(), 0
+    t0, done, not_numbers = time.perf_counter(), 0, 0
     try:
         texts = (document_text(chunks[i], settings) for i in todo)     # made batch by batch: memory
         for fresh in checked_batches(client, settings.embed_model, texts):
@@ -1223,10 +1278,18 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
                     return fill_vectors(settings, client, None, chunks, np.full(n, -1), report, progress,
                                         checkpoint)
                 dim, vectors = fresh.shape[1], np.zeros((n, fresh.shape[1]), dtype=np.float32)
+            if done == 0:                 # asked once Ollama embeds: if it cannot, that is the news
+                too_long = embed_context_warning(client, settings, (document_text(chunks[i], settings)
+                                                                    for i in todo))
+                if too_long and too_long not in report.warnings:   # Ollama would cut them
+                    report.warnings.append(too_long)
             rows = todo[done:done + len(fresh)]
-            vectors[rows], has_vector[rows] = fresh, True
+            # subtle: one vector that is not a number makes every cosine NaN; its chunk stays missing
+            finite = np.isfinite(fresh).all(axis=1)
+            vectors[rows[finite]], has_vector[rows[finite]] = fresh[finite], True
+            not_numbers += int((~finite).sum())
             done += len(fresh)
-            report.embedded += len(fresh)
+            report.embedded += int(finite.sum())
             progress(EmbedProgress(int(has_vector.sum()), n, done, time.perf_counter() - t0,
                                    chunks[rows[-1]].source))
             if checkpoint:
@@ -1236,8 +1299,11 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
     except BuildInterrupted:              # from the re-embedding call above: already saved
         raise
     except KeyboardInterrupt:             # Ctrl-C or SIGTERM: keep what arrived, then stop
-        kept = checkpoint(vectors, has_vector, force=True) if checkpoint else 0
+        kept = checkpoint(vectors, has_vector, interrupted=True) if checkpoint else 0
         raise BuildInterrupted(kept, n) from None
+    if not_numbers:
+        report.warnings.append(f"{settings.embed_model} returned {not_numbers} vector(s) that are not numbers; "
+                               "those chunks are found by keywords only, and the next run asks again")
     return vectors, has_vector
 
 
@@ -1823,7 +1889,8 @@ class CacheWriter:
     stay under CHECKPOINT_MAX_SHARE of the build. It never replaces the cache
     with an incomplete one holding fewer than `floor` vectors (a --rebuild with
     Ollama away keeps the old vectors). A cache that cannot be written (disk
-    full, read-only) costs one warning, not the run: the build carries on.
+    full, read-only) costs one warning, not the run: the build carries on. Ctrl-C
+    or SIGTERM during a write waits for it to finish (interrupts_deferred).
     """
 
     def __init__(self, path: Path, seconds: float, on_disk: int = 0, floor: int = 0):
@@ -1833,31 +1900,40 @@ class CacheWriter:
         self.problem: str | None = None   # why the last write failed
         self.warned = False
 
-    def checkpoint(self, make_index: Callable[[], Index], force: bool, progress: Callable[[str], None]) -> int:
-        """Save make_index() if a save is due (or forced); return the vectors now on disk."""
+    def checkpoint(self, make_index: Callable[[], Index], interrupted: bool,
+                   progress: Callable[[str], None]) -> int:
+        """Save make_index() if a save is due, or at once when the build was interrupted;
+        return the vectors now on disk."""
         wait = max(self.seconds, self.cost / CHECKPOINT_MAX_SHARE) if self.seconds else 0   # 0: every batch
-        due = force or time.perf_counter() - self.last >= wait
-        if due and not self.save(make_index()) and self.problem and not self.warned:
+        due = interrupted or time.perf_counter() - self.last >= wait
+        if due and not self.save(make_index(), interrupted) and self.problem and not self.warned:
             self.warned = True
             progress(f"warning: {self.problem}")
         return self.on_disk
 
-    def save(self, index: Index) -> bool:
-        """Write the index unless that would lose vectors; False if not written."""
+    def save(self, index: Index, interrupted: bool = False) -> bool:
+        """Write the index unless that would lose vectors; False if not written.
+
+        A Ctrl-C or SIGTERM that comes during the write is held until the file is
+        whole, then raised as KeyboardInterrupt, unless this is the save that an
+        interrupt asked for (`interrupted`): then more signals only say to wait.
+        """
         kept = int(index.has_vector.sum())
         if kept < self.floor and not index.complete:
             return False
+        notice = f"\nsaving the {kept:,} vectors embedded so far; a moment\n" if interrupted else ""
         t0 = time.perf_counter()
-        try:
-            save_index(index, self.path)
-        except OSError as e:
-            self.problem = f"cache not saved ({e.strerror or e}); this run carries on, the next one embeds again"
-            return False
-        finally:
+        with interrupts_deferred(notice) as came:
+            try:
+                save_index(index, self.path)
+                self.on_disk, self.problem = kept, None
+            except OSError as e:
+                self.problem = f"cache not saved ({e.strerror or e}); this run carries on, the next one embeds again"
             self.last = time.perf_counter()
             self.cost = self.last - t0
-        self.on_disk, self.problem = kept, None
-        return True
+        if came and not interrupted:
+            raise KeyboardInterrupt
+        return self.problem is None
 
 
 class BuildInterrupted(KeyboardInterrupt):
@@ -1865,6 +1941,29 @@ class BuildInterrupted(KeyboardInterrupt):
 
     def __init__(self, kept: int, total: int):
         super().__init__(f"kept {kept:,} of {total:,} vectors; run again to continue")
+
+
+@contextlib.contextmanager
+def interrupts_deferred(notice: str = "") -> Iterator[list[int]]:
+    """Hold Ctrl-C and SIGTERM while the block runs, writing `notice` (if any) to stderr when
+    one comes; yields the list of signals held. Off the main thread (a notebook's worker)
+    signals cannot be caught, and nothing is held."""
+    came: list[int] = []
+
+    def hold(signum, frame) -> None:
+        came.append(signum)
+        if notice:
+            with contextlib.suppress(OSError):
+                os.write(2, notice.encode())
+    try:
+        previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:
+        previous = {}
+    try:
+        yield came
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def sigterm_as_interrupt():
@@ -1947,7 +2046,8 @@ class ProgressLine:
             with contextlib.suppress(OSError):
                 width = os.get_terminal_size(self.stream.fileno()).columns
                 text = text if text.endswith("\n") else text[:width - 1]
-            text = ("\r\x1b[K" if self.open else "") + text
+            if self.open:                 # back to the start of the line, and clear it
+                getattr(self.stream, "raw", self.stream).write("\r\x1b[K")
             self.open = not text.endswith("\n")
         self.stream.write(text)
         self.stream.flush()
@@ -1999,6 +2099,8 @@ def search(client: ollama.Client, index: Index, question: str, settings: Setting
             qvec = embed_query(client, question, settings)
         except OllamaError as e:
             why = str(e)
+        if qvec is not None and not np.isfinite(qvec).all():
+            qvec, why = None, f"{settings.embed_model} returned a vector for the question that is not a number"
         if qvec is not None:
             changed = vector_size_changed(index.vectors.shape[1], len(qvec), index.embed_model)
             why = changed or None
@@ -2262,13 +2364,14 @@ def answer_stream(client: ollama.Client, question: str, hits: list[Hit], setting
 
 
 def context_size(messages: list[dict]) -> int:
-    """num_ctx for a prompt: its estimate plus room for the answer, in steps of 1024.
+    """num_ctx for a prompt: its estimate plus room for the answer, in steps of 1024, and at
+    most MAX_NUM_CTX (a longer prompt is cut, and prompt_cut_warning says so).
 
     Ollama silently drops the start of a prompt longer than its context window,
     which is exactly where our rules and first sources are, so we ask for enough.
     """
     need = sum(estimate_tokens(m["content"]) for m in messages) + ANSWER_TOKENS
-    return max(MIN_NUM_CTX, math.ceil(need / 1024) * 1024)
+    return min(MAX_NUM_CTX, max(MIN_NUM_CTX, math.ceil(need / 1024) * 1024))
 
 
 def estimate_tokens(text: str) -> int:
@@ -2420,13 +2523,15 @@ class ChatStream:
         return strip_think(self.pieces(), opened_in_prompt=hold)
 
     def pieces(self) -> Iterator[str]:
+        started = False
         try:
             for part in ollama_chat(self.client, self.model, self.messages, self.options, stream=True):
+                started = True
                 if part.done:
                     self.finish(part)
                 yield part.message.content or ""
         except OLLAMA_FAILURES as e:
-            raise explain_ollama_error(e, self.model) from None
+            raise explain_ollama_error(e, self.model, mid_reply=started) from None
 
     def finish(self, part) -> None:
         """Read the token counts from the final part, and warn when the prompt was cut."""
@@ -2534,20 +2639,30 @@ EXIT_OK, EXIT_USAGE, EXIT_OLLAMA, EXIT_INTERRUPTED = 0, 2, 3, 130
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit code."""
+    """Run the command line; returns the exit code. Everything it prints shows control
+    characters instead of obeying them (EscapedControls): notes come from strangers."""
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = EscapedControls(sys.stdout), EscapedControls(sys.stderr)
+    try:
+        return run_mode(argv)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def run_mode(argv: list[str] | None) -> int:
+    """Parse the flags, set up, and run the mode they ask for; returns the exit code."""
     args = parse_args(argv)
     settings = settings_from(args)
     if settings.top_k > (cap := top_k_limit(settings.chunk_size)):
         err(f"note: --top-k {settings.top_k} is more sources than fit in a {MAX_NUM_CTX}-token context; "
             f"using {cap}")
         settings = replace(settings, top_k=cap)
-    try:
-        client = ollama_client(args.timeout)
-    except ValueError as e:
-        err(f"error: {e}")
-        return EXIT_USAGE
     previous = sigterm_as_interrupt()
     try:
+        try:
+            client = ollama_client(args.timeout)
+        except ValueError as e:
+            raise UsageError(f"error: {e}") from None
         if args.eval:
             return run_eval(args, settings, client)
         if args.make_eval:
@@ -2559,25 +2674,29 @@ def main(argv: list[str] | None = None) -> int:
         if args.explain:
             return run_explain(args, settings, client)
         return run_question(args, settings, client)
-    except FileNotFoundError as e:
-        err(f"error: {e} (give a folder of .md/.txt notes with --notes)")
-        return EXIT_USAGE
-    except UsageError as e:
-        err(str(e))
-        return EXIT_USAGE
-    except OllamaError as e:
-        err(f"error: {e}")
-        return EXIT_OLLAMA
-    except BuildInterrupted as e:
-        err(f"\n{e}")
-        return EXIT_INTERRUPTED
-    except KeyboardInterrupt:
-        err("\ninterrupted; the cache on disk is unchanged or complete")
-        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
+    except (FileNotFoundError, NotADirectoryError, UsageError, OllamaError, KeyboardInterrupt) as e:
+        message, code = failure(e)
+        err(message)
+        if args.json:                     # a script reading stdout learns what happened too
+            print(json.dumps({"error": message.strip(), "exit_code": code}, ensure_ascii=False))
+        return code
     finally:
         restore_sigterm(previous)
+
+
+def failure(e: BaseException) -> tuple[str, int]:
+    """What to say about an error that ends a run, and the exit code for it."""
+    if isinstance(e, (FileNotFoundError, NotADirectoryError)):
+        return f"error: {e} (give a folder of .md/.txt notes with --notes)", EXIT_USAGE
+    if isinstance(e, UsageError):
+        return str(e), EXIT_USAGE
+    if isinstance(e, OllamaError):
+        return f"error: {e}", EXIT_OLLAMA
+    if isinstance(e, BuildInterrupted):
+        return f"\n{e}", EXIT_INTERRUPTED
+    return "\ninterrupted; the cache on disk is unchanged or complete", EXIT_INTERRUPTED
 
 
 def run_question(args, settings: Settings, client: ollama.Client) -> int:
@@ -2604,9 +2723,9 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
         print_hits(r.hits, r.lexical_only, preview_terms(r.terms))
     if echo and args.show_prompt:
         print_prompt(build_messages(args.question, r.hits), templates)
-    text, code, usage = None, EXIT_OK, None
+    text, error, usage = None, None, None
     if ollama_problem and not r.hits:
-        code = EXIT_OLLAMA                # nothing to show: the warning above says what to do
+        error = ollama_problem            # nothing to show: the warning above says what to do
     elif not r.found:
         if echo:
             print(f"{NOT_FOUND} (confidence {r.confidence:.2f} < --min-score {settings.min_score}; "
@@ -2617,7 +2736,7 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
     elif not args.retrieve_only:
         t0 = time.perf_counter()
         stream = answer_stream(client, args.question, r.hits, settings)
-        text, code = print_answer(stream, echo)
+        text, error = print_answer(stream, echo)
         timings["answer"] = time.perf_counter() - t0
         usage = stream.usage
         warnings += stream.warnings
@@ -2635,9 +2754,9 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
             "question": args.question, "answer": text, "found": r.found, "lexical_only": r.lexical_only,
             "confidence": round(r.confidence, 3), "sources": [hit_json(h) for h in r.hits],
             "timings": {k: round(v, 3) for k, v in timings.items()},
-            "tokens": tokens, "warnings": warnings,
+            "tokens": tokens, "warnings": warnings, "error": error,
             "embedding_prompts": templates._asdict()}, ensure_ascii=False, indent=2))
-    return code
+    return EXIT_OLLAMA if error else EXIT_OK
 
 
 def print_prompt(messages: list[dict], templates: Templates) -> None:
@@ -2711,8 +2830,9 @@ def print_hits(hits: list[Hit], lexical_only: bool, terms: list[tuple[str, float
     print()
 
 
-def print_answer(pieces: Iterable[str], echo: bool = True) -> tuple[str, int]:
-    """Print a streamed answer as it arrives (when echo); return (its text, exit code).
+def print_answer(pieces: Iterable[str], echo: bool = True) -> tuple[str, str | None]:
+    """Print a streamed answer as it arrives (when echo); return its text (what came, if
+    it broke off) and the error that stopped it, or None.
 
     The one place the command line streams an answer (--chat streams through ask()).
     """
@@ -2728,8 +2848,8 @@ def print_answer(pieces: Iterable[str], echo: bool = True) -> tuple[str, int]:
             print()
     except OllamaError as e:
         err(f"\nerror: {e}")
-        return "".join(shown), EXIT_OLLAMA
-    return "".join(shown), EXIT_OK
+        return "".join(shown), str(e)
+    return "".join(shown), None
 
 # ----------------------------------------------------------------------------
 # Previews that show why a passage matched (keyword in context).
@@ -2840,7 +2960,7 @@ def prepare_turn(client: ollama.Client, index: Index, question: str, conv: Conve
     # header. Sources are never cut: if they alone overflow the budget, num_ctx
     # grows instead and the history gets what is left.
     fixed = sum(estimate_tokens(m["content"]) for m in base) + ANSWER_TOKENS + HISTORY_HEADER_TOKENS
-    num_ctx = max(CHAT_NUM_CTX, math.ceil(fixed / 1024) * 1024)
+    num_ctx = min(MAX_NUM_CTX, max(CHAT_NUM_CTX, math.ceil(fixed / 1024) * 1024))
     messages = build_messages(question, retrieval.hits, history_text(conv, num_ctx - fixed))
     return ChatStep(query, retrieval, messages, num_ctx)
 
@@ -2926,9 +3046,11 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
     confidences = []
     rows = np.flatnonzero(source_mask(index, settings.source_filter))
     dense_used, dense_missing = 0, None   # how many answerable questions got dense scores, and why not all
+    embedded = False                      # did any question, answerable or not, get dense scores?
     for item in items:
         r = search(client, index, item["question"], replace(settings, top_k=EVAL_DEPTH))
         answerable = bool(item.get("answers"))
+        embedded = embedded or r.dense is not None
         if answerable and r.dense is not None:
             dense_used += 1
         elif answerable:
@@ -2955,10 +3077,18 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
     result["floor"] = {"min_score": settings.min_score, **floor}
     result["misses"] = misses
     result["confidences"] = confidences
-    result["embed_model"] = settings.embed_model if dense_used else None
+    result["embed_model"] = settings.embed_model if embedded else None
     # Ollama may go away mid-run: then the dense row covers only some questions, and says so.
     result["dense_coverage"] = {"questions": dense_used, "of": floor["answerable"], "missing_because": dense_missing}
     return result
+
+
+def read_eval_set(path: Path) -> list[dict]:
+    """load_eval_set for the command line: a file that cannot be read is a UsageError."""
+    try:
+        return load_eval_set(path)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"error: cannot read evaluation set: {e}") from None
 
 
 def load_eval_set(path: Path) -> list[dict]:
@@ -3220,9 +3350,11 @@ def run_make_eval(args, settings: Settings, client: ollama.Client) -> int:
         try:
             have = load_eval_set(path)
         except (OSError, ValueError) as e:
-            err(f"error: {path} exists and is not an evaluation set ({e}); give a new file name")
-            return EXIT_USAGE
+            raise UsageError(f"error: {path} exists and is not an evaluation set ({e}); give a new file name")
     index, _, _ = open_for_mode(args, settings, client, quiet=args.json)
+    if path.exists() and path.stat().st_size and not path.read_bytes().endswith(b"\n"):
+        with open(path, "ab") as f:       # a set edited by hand: don't glue the first new line onto its last
+            f.write(b"\n")
     written = Counter()
     dropped: Counter[str] = Counter()
     failure, code = None, EXIT_OK
@@ -3255,9 +3387,13 @@ def run_make_eval(args, settings: Settings, client: ollama.Client) -> int:
                   ", ".join(f"{v} {DROP_REASONS[k]}" for k, v in dropped.most_common()))
         if not failure and total < args.questions:
             print(f"the notes gave no more passages to ask about (passages of {EVAL_PASSAGE_CHARS} characters)")
+    answerable = written["answerable"] + sum(1 for it in have if it["answers"])
     if failure:
         err(f"error: {failure}; " + (f"{total} questions are in {path}: run the same command to continue"
                                      if total else "nothing was written"))
+    elif not answerable:
+        err(f"note: {settings.chat_model} wrote no question that could be kept, so {path} holds nothing "
+            "to tune on yet; try a larger --chat-model")
     elif not args.json:
         err(f"next: python demo_rag.py --tune {path}" + ("" if settings.notes_dir == NOTES_DIR
                                                            else f" --notes {settings.notes_dir}"))
@@ -3384,16 +3520,13 @@ def recommend_floor(rows: list[tuple[dict, int | None, list[float]]], top_k_: in
 
 def run_tune(args, settings: Settings, client: ollama.Client) -> int:
     """--tune FILE: the sweep, a table, the winner and the exact flags (or --json: one object)."""
-    try:
-        items = load_eval_set(args.tune)
-    except (OSError, ValueError) as e:
-        err(f"error: cannot read evaluation set: {e}")
-        return EXIT_USAGE
+    items = read_eval_set(args.tune)
     index, _, _ = open_for_mode(args, settings, client, quiet=args.json)
-    problem = eval_set_problem(index, items)
-    if problem:
-        err(f"error: cannot use evaluation set {args.tune}: {problem}")
-        return EXIT_USAGE
+    if problem := eval_set_problem(index, items):
+        raise UsageError(f"error: cannot use evaluation set {args.tune}: {problem}")
+    if not any(it.get("answers") for it in items):
+        raise UsageError(f"error: {args.tune} holds no answerable question (every \"answers\" is empty), so "
+                         "there is nothing to tune on: --make-eval writes some")
     indexes = {settings.chunk_size: index}
     for size in args.tune_chunk_sizes or ():
         if size in indexes:
@@ -3492,20 +3625,21 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
             print(f"({NOT_TEXT}; ask again)")
             continue
         if line.startswith("/"):
-            if line == "/quit":
+            command = line.split()[0]     # "/quit now" is /quit
+            if command == "/quit":
                 return EXIT_OK
-            elif line == "/clear":
+            elif command == "/clear":
                 conv, last_hits = Conversation(), []
                 print("(conversation cleared)")
-            elif line == "/sources":
+            elif command == "/sources":
                 for h in last_hits:
                     print(f"[{h.rank}] {h.chunk.citation}  {h.score:.3f}\n{h.chunk.text}\n")
-            elif line == "/stats":
+            elif command == "/stats":
                 print(f"notes {len(index.files)} · chunks {len(index.chunks)} · embed {settings.embed_model} · "
                       f"chat {settings.chat_model} · turns kept {len(conv.turns)}"
                       f"{' + summary' if conv.summary else ''}")
             else:
-                print(f"unknown command {line.split()[0]}; commands: {commands}")
+                print(f"unknown command {command}; commands: {commands}")
             continue
         try:
             text, _, conv = ask(client, index, line, conv, settings, on_sources=show_sources,
@@ -3518,15 +3652,9 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
 
 def run_eval(args, settings: Settings, client: ollama.Client) -> int:
     index, _, _ = open_for_mode(args, settings, client, quiet=args.json)
-    try:
-        items = load_eval_set(args.eval)
-    except (OSError, ValueError) as e:
-        err(f"error: cannot read evaluation set: {e}")
-        return EXIT_USAGE
-    problem = eval_set_problem(index, items)
-    if problem:
-        err(f"error: cannot use evaluation set {args.eval}: {problem}")
-        return EXIT_USAGE
+    items = read_eval_set(args.eval)
+    if problem := eval_set_problem(index, items):
+        raise UsageError(f"error: cannot use evaluation set {args.eval}: {problem}")
     result = evaluate(client, index, items, settings)
     if args.json:
         print(json.dumps(result, ensure_ascii=False, indent=2))
@@ -3568,7 +3696,7 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
         return cut(" › ".join([c.source] + c.heading.split(" › ")[-1:]) if c.heading else c.source, 60)
 
     print("STEP 1 · LOAD: find the notes")
-    files, _ = scan_notes(settings.notes_dir, skip=[settings.cache_dir])
+    files, _ = scan_notes(settings.notes_dir, [settings.cache_dir], settings.follow_links)
     say(f"{len(files)} files under {readable_name(settings.notes_dir.name)}/: " + ", ".join(f.rel for f in files))
     print("\nSTEP 2 · FINGERPRINT: MD5 over every note's name, size and mtime")
     say(f"{fingerprint(files)}: while it stays the same, the cache is used as it is")
@@ -3623,7 +3751,7 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
         say("Ollama unavailable: the passages above are all there is")
         return EXIT_OK
     stream = answer_stream(client, args.question, r.hits, settings)
-    code = print_answer(stream)[1]
+    code = EXIT_OLLAMA if print_answer(stream)[1] else EXIT_OK
     err(*(f"warning: {w}" for w in stream.warnings))
     return code
 
@@ -3646,6 +3774,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-note-mb", type=float, default=MAX_NOTE_MB,
                    help=f"skip bigger notes (default {MAX_NOTE_MB:g})")
     p.add_argument("--rebuild", action="store_true", help="re-read and re-embed every note")
+    p.add_argument("--follow-links", action="store_true",
+                   help="also read notes through symlinks that lead outside the notes folder")
     p.add_argument("--retrieve-only", action="store_true", help="show the sources, skip the chat model")
     p.add_argument("--show-prompt", action="store_true", help="print the exact prompt sent")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
@@ -3679,6 +3809,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("need --questions >= 1, and every --tune-chunk-sizes value >= 50 and above --chunk-overlap")
     if args.top_k < 1 or args.chunk_size < 50 or not 0 <= args.chunk_overlap < args.chunk_size:
         p.error("need --top-k >= 1, --chunk-size >= 50 and 0 <= --chunk-overlap < --chunk-size")
+    if args.json and (args.chat or args.explain):
+        p.error("--json prints one object for a question, --eval, --make-eval or --tune; "
+                "--chat and --explain are for people to read")
     if not math.isfinite(args.min_score):
         p.error(f"--min-score must be a number like 0.3, not {args.min_score}")
     for flag, value in (("--max-note-mb", args.max_note_mb), ("--timeout", args.timeout)):
@@ -3708,8 +3841,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
                     min_score=args.min_score, source_filter=args.source,
                     query_instruction=args.query_instruction, max_note_mb=args.max_note_mb,
                     doc_instruction=args.doc_instruction,
-                    fusion=args.fusion,
-                    checkpoint_seconds=args.checkpoint_seconds)
+                    fusion=args.fusion, checkpoint_seconds=args.checkpoint_seconds,
+                    follow_links=args.follow_links)
 
 
 def err(*lines: str) -> None:

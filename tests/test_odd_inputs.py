@@ -38,8 +38,11 @@ def test_a_fifo_or_device_named_like_a_note_is_skipped_not_waited_on(cli, tmp_pa
     out = cli("kite wind", "--notes", folder, "--retrieve-only", timeout=30)
     assert out.returncode == 0, out.stderr
     assert "skipped note.md: not a regular file" in out.stderr
-    assert "skipped zero.md: not a regular file" in out.stderr
+    assert "skipped 1 symlink(s) to outside the notes folder (zero.md)" in out.stderr
     assert "[1] kites.md" in out.stdout
+    out = cli("kite wind", "--notes", folder, "--retrieve-only", "--follow-links", timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert "skipped zero.md: not a regular file" in out.stderr and "[1] kites.md" in out.stdout
 
 
 # ---- file names that are not UTF-8 ----------------------------------------------

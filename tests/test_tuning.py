@@ -64,6 +64,7 @@ def test_make_eval_with_a_model_that_only_writes_junk_keeps_nothing_but_does_not
     assert out.returncode == 0, out.stderr
     assert "dropped 37: 37 no JSON question and answer" in out.stdout
     assert all(not it["answers"] for it in lines(tmp_path / "q.jsonl"))    # only the built-in unanswerable
+    assert "holds nothing to tune on yet" in out.stderr and "next:" not in out.stderr   # --tune would refuse it
 
 
 def test_make_eval_continues_after_ctrl_c_without_repeating_itself(notes, tmp_path):
