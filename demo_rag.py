@@ -1,8 +1,16 @@
+# /// script
+# requires-python = ">=3.10"
+# dependencies = [
+#     "ollama>=0.4",
+#     "numpy>=1.24",
+#     "langchain-text-splitters>=0.3",
+# ]
+# ///
 """demo_rag.py: ask questions of your own notes, answered by local models through Ollama.
 
 Retrieval-augmented generation (RAG) in one readable file. Run it:
 
-    pip install -r requirements.txt
+    pip install -r requirements.txt                   # or: uv run demo_rag.py "..." (the block above)
     ollama pull qwen3-embedding:0.6b && ollama pull qwen3:0.6b
     python demo_rag.py "什么是 RAG？"                 # answer from demo-data/
     python demo_rag.py --notes ~/vault "how do I ..."  # answer from your own notes

@@ -20,7 +20,7 @@ import time
 import numpy as np
 import ollama
 import pytest
-from conftest import SCRIPT, run_cli
+from conftest import SCRIPT, run_cli, user_env
 from ollama_server import FakeOllama
 from test_index import make_vault
 
@@ -40,7 +40,7 @@ def args_for(vault, *extra):
 
 
 def start(vault, host, *extra, **kw):
-    env = {**os.environ, "OLLAMA_HOST": host, "PYTHONIOENCODING": "utf-8"}
+    env = user_env(host)
     return subprocess.Popen([sys.executable, str(SCRIPT), *map(str, args_for(vault, *extra))], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
@@ -123,14 +123,14 @@ def test_a_cache_that_cannot_be_written_costs_a_warning_not_the_answer(tmp_path,
     cmd = [sys.executable, str(SCRIPT), "kites", "--notes", str(vault), "--cache", str(cache),
            "--chunk-size", "300", "--chunk-overlap", "0", "--checkpoint-seconds", "0"]
     out = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "OLLAMA_HOST": server.url}, **kw)
+                         env=user_env(server.url), **kw)
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
     assert "Answer:" in out.stdout
     warnings = [line for line in out.stderr.splitlines() if "cache not saved" in line]
     if case == "long folder name":                # the name is cut to fit: saved, and reused
         assert warnings == []
         again = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=60,
-                               env={**os.environ, "OLLAMA_HOST": server.url})
+                               env=user_env(server.url))
         assert "(0 chunks embedded)" in again.stderr
     else:
         assert len(warnings) == 1 and warnings[0].startswith("warning: cache not saved ("), out.stderr
@@ -273,7 +273,7 @@ def test_progress_on_a_terminal_is_one_line_rewritten_in_place(vault):
         leader, follower = pty.openpty()            # stderr is a terminal, as in a user's shell
         p = subprocess.Popen([sys.executable, str(SCRIPT), *map(str, args_for(vault))],
                              stdin=follower, stdout=follower, stderr=follower,
-                             env={**os.environ, "OLLAMA_HOST": server.url, "COLUMNS": "200"})
+                             env=user_env(server.url, {"COLUMNS": "200"}))
         os.close(follower)
         received = []
         try:

@@ -11,7 +11,7 @@ import ollama
 import pytest
 
 import demo_rag as rag
-from conftest import ROOT, run_cli, run_cli_audited
+from conftest import ROOT, run_cli, run_cli_audited, user_env
 from ollama_server import FakeOllama
 
 TOPICS = ["kites", "violins", "glaciers", "bees", "lighthouses", "volcanoes", "origami", "comets"]
@@ -219,7 +219,7 @@ def test_a_warm_query_does_not_import_the_text_splitter(vault, server):
             "print('SPLITTER' if 'langchain_text_splitters' in sys.modules else 'LEAN')")
     out = subprocess.run([sys.executable, "-c", code, "kites", "--notes", str(vault.notes_dir), "--cache",
                           str(vault.cache_dir), "--chunk-size", "300", "--chunk-overlap", "0", "--retrieve-only"],
-                         capture_output=True, text=True, cwd=rag.HERE, env={**os.environ, "OLLAMA_HOST": server.url})
+                         capture_output=True, text=True, cwd=rag.HERE, env=user_env(server.url))
     assert out.stdout.strip().endswith("LEAN"), out.stderr
 
 

@@ -182,3 +182,16 @@ def test_part_two_replaces_part_one_s_ranking_only_where_it_says(server, notes, 
     assert [round(h.score, 6) for h in r.hits] == [round(h.score, 6) for h in hits]
     assert [round(h.lexical, 5) for h in r.hits] == [round(h.lexical, 5) for h in hits]
     assert round(r.confidence, 5) == round(confidence, 5)
+
+
+def test_the_inline_script_metadata_lists_what_requirements_txt_does():
+    # PEP 723's reference regex; `uv run demo_rag.py` installs what this block names.
+    block = re.search(r"(?m)^# /// script$\s(?P<content>(^#(| .*)$\s)+)^# ///$", SOURCE)
+    assert block, "no '# /// script' block"
+    tomllib = pytest.importorskip("tomllib")
+    meta = tomllib.loads("".join(line[2:] if line.startswith("# ") else line[1:]
+                                 for line in block["content"].splitlines(keepends=True)))
+    required = [line.strip() for line in (ROOT / "requirements.txt").read_text().splitlines()
+                if line.strip() and not line.startswith("#")]
+    assert sorted(meta["dependencies"]) == sorted(r for r in required if not r.startswith("pytest"))
+    assert meta["requires-python"] == ">=3.10"

@@ -13,7 +13,7 @@ import threading
 import pytest
 
 import demo_rag as rag
-from conftest import SCRIPT, run_cli
+from conftest import SCRIPT, run_cli, user_env
 from ollama_server import FakeOllama
 
 NOTE = "# Kites\n\nA kite needs steady wind and a long string; launch it with your back to the wind.\n"
@@ -199,7 +199,7 @@ def test_a_question_that_is_not_utf8_is_a_usage_error(cli, notes):
 def test_a_chat_line_that_is_not_utf8_does_not_end_the_session(server, notes, tmp_path):
     p = subprocess.run([sys.executable, str(SCRIPT), "--chat", "--notes", str(notes), "--cache", str(tmp_path / "c")],
                        input=b"caf\xe9?\nWhat is asyncio?\n/stats\n", capture_output=True, timeout=60,
-                       env={**os.environ, "OLLAMA_HOST": server.url, "PYTHONIOENCODING": "utf-8"})
+                       env=user_env(server.url))
     out, err = p.stdout.decode(), p.stderr.decode()
     assert p.returncode == 0, err
     assert "not valid UTF-8" in out and "Traceback" not in err

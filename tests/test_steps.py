@@ -6,6 +6,8 @@ import os
 import numpy as np
 import pytest
 
+from conftest import user_env
+
 import demo_rag as rag
 
 
@@ -299,7 +301,7 @@ def test_importing_has_no_side_effects(tmp_path):
     shutil.copy(rag.HERE / "demo_rag.py", tmp_path)          # a fresh copy: nothing beside it yet
     code = "import sys, demo_rag; print('langchain_text_splitters' in sys.modules, 'pypdf' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
-                         env={**os.environ, "OLLAMA_HOST": "http://127.0.0.1:9"})
+                         env=user_env("http://127.0.0.1:9"))
     assert (out.stdout, out.stderr) == ("False False\n", "")
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__") == ["demo_rag.py"]
 
