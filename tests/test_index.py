@@ -64,6 +64,25 @@ def test_editing_one_note_embeds_only_its_changed_chunks(vault, server):
     assert len(index.chunks) == 300
 
 
+def test_an_incremental_update_keeps_the_bm25_index_of_the_notes_it_did_not_read(vault, server):
+    # Edit one note, delete one, copy one, add one: the postings carried over for the rest
+    # must be those a build from scratch would make, row for row.
+    notes = vault.notes_dir
+    (notes / "note-042.md").write_text((notes / "note-042.md").read_text().replace("part 1", "part one"))
+    (notes / "note-007.md").unlink()
+    (notes / "copy-of-003.md").write_text((notes / "note-003.md").read_text())
+    (notes / "new.md").write_text("# New\n\n## Part 0\n\nA brand new note about zeppelins and kites.\n")
+    index, report, _ = index_once(vault, server)
+    assert (report.changed, report.new, report.deleted) == (1, 2, 1)
+    fresh = rag.lexicon_from_texts([c.text for c in index.chunks])
+    lex = index.lexicon
+    assert lex.vocab == fresh.vocab
+    for name in ("ptr", "docs", "counts", "lengths"):
+        assert np.array_equal(getattr(lex, name), getattr(fresh, name)), name
+    hits = rag.rank_chunks(index, "fact 901", None, vault).hits      # words of a note that was not read again
+    assert hits[0].chunk.source == "note-090.md" and "fact 901" in hits[0].chunk.text
+
+
 def test_touching_every_note_embeds_nothing(vault, server):
     for note in vault.notes_dir.iterdir():
         os.utime(note, ns=(10**18, 10**18))
