@@ -78,6 +78,7 @@ import operator
 import os
 import pickle
 import re
+import shlex
 import signal
 import stat
 import sys
@@ -90,9 +91,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, NamedTuple
 
-# Start-up details; a first reading can skip to Part I. These imports build a few hundred thousand long-lived objects, so the
-# garbage collector waits until they are in and the command line then exempts them
-# (gc.freeze in main's guard below); an importing notebook keeps its collector as it was.
+# Start-up details; a first reading can skip to Part I. These imports build a few hundred
+# thousand long-lived objects, so the garbage collector waits until they are in and the
+# command line then exempts them (gc.freeze); an importing notebook keeps its collector.
 gc.disable()
 try:
     import httpx  # the ollama client's HTTP layer: its connection errors surface mid-stream
@@ -113,9 +114,8 @@ finally:
     gc.enable()
 # ============================================================================
 # PART I · RAG IN ONE SITTING
-# The whole idea, in the order a question meets it: load the notes, fingerprint
-# them, cut them into chunks, embed and cache the chunks, search, then prompt the
-# chat model and stream its cited answer. Nothing here calls Part II.
+# The whole idea, in the order a question meets it: load, fingerprint, chunk, embed &
+# cache, search, then prompt the chat model and stream its cited answer. Calls no Part II.
 # ============================================================================
 
 HERE = Path(__file__).resolve().parent
@@ -132,7 +132,7 @@ TOP_K = 5                                 # sources put in the prompt
 RRF_K = 60                                # rank fusion's damping (step 5): higher, ranks matter less
 MIN_SCORE = 0.4                           # the relevance floor on search_notes' confidence, 0 to 2 (step 5)
 TEMPERATURE = 0.3                         # low: we want the notes, not creativity
-NUM_CTX = 8192                            # the model tokens (word pieces) the chat model may read (step 6)
+NUM_CTX = 8192                            # model tokens the chat model reads; Ollama cuts a longer prompt's start
 
 # ----------------------------------------------------------------------------
 # 1 · Load: find the notes and read them as text.
@@ -540,13 +540,14 @@ def build_messages(question: str, hits: list[Hit], history: str = "") -> list[di
 
 
 def format_sources(hits: list[Hit]) -> str:
-    """The numbered sources block: '[1] file › heading' then the chunk's text."""
-    return "\n\n".join(f"[{i}] {h.chunk.citation}\n{h.chunk.text}" for i, h in enumerate(hits, 1))
+    """The numbered sources block: '[1] file › heading' then the chunk's text, where a line that
+    starts like a source ("[2] x.md") is written "(2) x.md": a note cannot forge another source."""
+    return "\n\n".join(f"[{i}] {h.chunk.citation}\n" + re.sub(r"(?m)^\[(\d+)\]", r"(\1)", h.chunk.text)
+                       for i, h in enumerate(hits, 1))
 
 
 def stream_answer(client: ollama.Client, question: str, hits: list[Hit], model: str = CHAT_MODEL) -> Iterator[str]:
-    """Ask the chat model; yield its answer in pieces as it writes them. (NUM_CTX: Ollama
-    silently drops the start of a prompt longer than its context, where the rules are.)"""
+    """Ask the chat model; yield its answer in pieces as it writes them."""
     for part in client.chat(model=model, messages=build_messages(question, hits), stream=True,
                             options={"temperature": TEMPERATURE, "num_ctx": NUM_CTX}):
         yield part.message.content or ""
@@ -687,7 +688,7 @@ def explain_ollama_error(exc: Exception, model: str, mid_reply: bool = False) ->
     if isinstance(exc, ollama.ResponseError):
         return OllamaError(f"Ollama could not run '{model}': {exc.error}")
     if isinstance(exc, ValueError):       # JSON that does not parse, or not the shape the API promises
-        return OllamaError(f"Ollama's reply for '{model}' could not be used: {exc}")
+        return OllamaError(f"Ollama's reply for '{model}' could not be used: {' '.join(str(exc).split())}")
     if mid_reply and isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
         return OllamaError(f"Ollama at {host()} closed the connection mid-answer, so the answer is cut "
                            "short (did it stop or restart?)")
@@ -902,7 +903,8 @@ def script_evidence(text: str, kin: re.Pattern, sample: int = 20_000) -> float:
 # and the bidirectional overrides that reorder what is shown ("Trojan source").
 CONTROL_ESCAPES = {c: f"\\u{c:04x}" for c in [*range(0x20), *range(0x7f, 0xa0), *range(0x202a, 0x202f),
                                                 *range(0x2066, 0x206a)] if chr(c) not in "\t\n"}
-NAME_ESCAPES = {**CONTROL_ESCAPES, ord("\t"): "\\u0009", ord("\n"): "\\u000a"}   # a name is one line
+# A name is one line, and its escapes are told apart from the same text typed (a backslash doubles).
+NAME_ESCAPES = {**CONTROL_ESCAPES, ord("\t"): "\\u0009", ord("\n"): "\\u000a", ord("\\"): "\\\\"}
 
 
 def readable_name(name: str) -> str:
@@ -914,7 +916,7 @@ def readable_name(name: str) -> str:
     >>> readable_name("caf\\udce9.md"), readable_name("café.md"), readable_name("a\\nb.md")
     ('caf\\\\xe9.md', 'café.md', 'a\\\\u000ab.md')
     """
-    return os.fsencode(name).decode("utf-8", "backslashreplace").translate(NAME_ESCAPES)
+    return os.fsencode(name.translate(NAME_ESCAPES)).decode("utf-8", "backslashreplace")
 
 
 class EscapedControls:
@@ -2650,7 +2652,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code. Everything it prints shows control
     characters instead of obeying them (EscapedControls): notes come from strangers."""
     streams = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = EscapedControls(sys.stdout), EscapedControls(sys.stderr)
+    if not isinstance(sys.stdout, EscapedControls):       # the script's own run wraps them for good
+        sys.stdout, sys.stderr = EscapedControls(sys.stdout), EscapedControls(sys.stderr)
     try:
         return run_mode(argv)
     finally:
@@ -2740,7 +2743,7 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
                   "the closest sources are above)")
     elif ollama_problem:
         if echo:
-            print(f"Keyword-only passages above (Ollama unavailable: {ollama_problem}).")
+            print(f"Keyword-only passages above ({ollama_problem}).")
     elif not args.retrieve_only:
         t0 = time.perf_counter()
         stream = answer_stream(client, args.question, r.hits, settings)
@@ -3110,10 +3113,11 @@ def load_eval_set(path: Path) -> list[dict]:
         except ValueError:
             item = None
         if not (isinstance(item, dict) and isinstance(item.get("question"), str)
-                and isinstance(item.get("answers", []), list)):
-            raise ValueError(f"{path}:{n}: expected {{\"question\": str, \"answers\": [str, ...]}}")
+                and isinstance(item.get("answers"), list)):    # a missing "answers" is no [] by default
+            raise ValueError(f"{path}:{n}: expected {{\"question\": str, \"answers\": [str, ...]}} "
+                             "([] marks a question the notes cannot answer)")
         # subtle: "" occurs in every chunk, so [""] would score a perfect hit@1.
-        if not all(isinstance(a, str) and a.strip() for a in item.get("answers", [])):
+        if not all(isinstance(a, str) and a.strip() for a in item["answers"]):
             raise ValueError(f"{path}:{n}: \"answers\" must hold non-empty strings "
                              f"([] marks a question the notes cannot answer), not {item['answers']!r}")
         if not all(isinstance(item.get(k, ""), str) for k in ("source", "heading")):
@@ -3172,7 +3176,8 @@ def eval_set_problem(index: Index, items: list[dict]) -> str | None:
         return "it holds no questions"
     unknown = sorted({it["source"] for it in items if it.get("source") and it["source"] not in index.files})
     if unknown:
-        shown = ", ".join(unknown[:5]) + (f", … {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        shown = ", ".join(u.translate(NAME_ESCAPES) for u in unknown[:5]) + \
+            (f", … {len(unknown) - 5} more" if len(unknown) > 5 else "")
         return (f"{len(unknown)} source(s) are not among the {len(index.files)} indexed notes: {shown} "
                 "(another --notes folder, or notes renamed since the set was made?)")
     return None
@@ -3403,8 +3408,7 @@ def run_make_eval(args, settings: Settings, client: ollama.Client) -> int:
         err(f"note: {settings.chat_model} wrote no question that could be kept, so {path} holds nothing "
             "to tune on yet; try a larger --chat-model")
     elif not args.json:
-        err(f"next: python demo_rag.py --tune {path}" + ("" if settings.notes_dir == NOTES_DIR
-                                                           else f" --notes {settings.notes_dir}"))
+        err(f"next: python demo_rag.py --tune {shlex.quote(str(path))}" + notes_flag(settings))
     return code
 
 
@@ -3467,6 +3471,8 @@ def tune(client: ollama.Client, indexes: dict[int, Index], items: list[dict], se
         flags.append("--query-instruction ''")
     if win.chunk_size != settings.chunk_size:
         flags.append(f"--chunk-size {win.chunk_size}")
+    if notes := notes_flag(settings):     # the command must search the notes it was tuned on
+        flags.append(notes.strip())
     return {"answerable": sum(1 for it in items if it.get("answers")),
             "unanswerable": sum(1 for it in items if not it.get("answers")),
             "embed_model": None if missing else settings.embed_model, "missing": missing,
@@ -3767,8 +3773,8 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="demo_rag.py", description="Ask questions of your notes with local Ollama models.")
     p.add_argument("question", nargs="?", help="what to ask (in any language)")
-    p.add_argument("--notes", type=Path, default=NOTES_DIR, help="notes folder (default: demo-data/)")
-    p.add_argument("--cache", type=Path, default=CACHE_DIR, help="cache folder (default: .demo-cache/)")
+    p.add_argument("--notes", type=folder, default=NOTES_DIR, help="notes folder (default: demo-data/)")
+    p.add_argument("--cache", type=folder, default=CACHE_DIR, help="cache folder (default: .demo-cache/)")
     p.add_argument("--top-k", type=int, default=TOP_K, help=f"sources to use (default {TOP_K})")
     p.add_argument("--embed-model", default=EMBED_MODEL, help=f"default {EMBED_MODEL}")
     p.add_argument("--chat-model", default=CHAT_MODEL, help=f"default {CHAT_MODEL}")
@@ -3834,6 +3840,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def folder(text: str) -> Path:
+    """--notes and --cache: a path, never "" (an unset variable would mean the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path (an unset shell variable?); give a folder, or . for this one")
+    return Path(text)
+
+
 def chunk_sizes(text: str) -> list[int]:
     """--tune-chunk-sizes "800,1500" -> [800, 1500]."""
     try:
@@ -3851,6 +3864,11 @@ def settings_from(args: argparse.Namespace) -> Settings:
                     doc_instruction=args.doc_instruction,
                     fusion=args.fusion, checkpoint_seconds=args.checkpoint_seconds,
                     follow_links=args.follow_links)
+
+
+def notes_flag(settings: Settings) -> str:
+    """' --notes DIR', quoted for a shell, for a command to copy; '' for the default folder."""
+    return "" if settings.notes_dir == NOTES_DIR else f" --notes {shlex.quote(str(settings.notes_dir))}"
 
 
 def err(*lines: str) -> None:
@@ -3914,4 +3932,6 @@ def exit_now(code: int) -> None:
 
 
 if __name__ == "__main__":
+    # Escaped for the whole run, so that even a traceback cannot pass a note's control characters on.
+    sys.stdout, sys.stderr = EscapedControls(sys.stdout), EscapedControls(sys.stderr)
     exit_now(main())
