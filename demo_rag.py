@@ -94,7 +94,11 @@ from typing import Callable, Iterable, Iterator, NamedTuple
 # Start-up details; a first reading can skip to Part I. These imports build a few hundred
 # thousand long-lived objects, so the garbage collector waits until they are in and the
 # command line then exempts them (gc.freeze); an importing notebook keeps its collector.
+# NumPy's BLAS starts helper threads as it is imported: they are made blind to Ctrl-C and
+# SIGTERM, or the kernel may hand one of those to them and the main thread never wakes.
 gc.disable()
+_signals = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM}) \
+    if hasattr(signal, "pthread_sigmask") else None
 try:
     import httpx  # the ollama client's HTTP layer: its connection errors surface mid-stream
     import numpy as np
@@ -109,6 +113,8 @@ except ValueError:
     os.environ["OLLAMA_HOST"] = _host
     del _host
 finally:
+    if _signals is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, _signals)
     if __name__ == "__main__":
         gc.freeze()
     gc.enable()
@@ -588,7 +594,12 @@ MIN_NOTE_CHARS = 50                       # shorter notes are stubs, not knowled
 MAX_NOTE_MB = 5.0                         # a bigger "note" is usually an export or a log
 
 ANSWER_TOKENS = 1024                      # room left in the context for the answer
-MIN_NUM_CTX = 4096                        # Ollama's usual default context size
+# The context sizes asked for (num_ctx). Ollama restarts a model's runner whenever a request's
+# num_ctx differs from the one it was loaded with (needsReload in its server/sched.go), so a few
+# rungs, not a size per prompt: consecutive questions, a conversation's rewrites and answers,
+# and --make-eval's questions then share one value and the model stays loaded.
+NUM_CTX_LADDER = (4096, 8192, 16384, 32768)
+MIN_NUM_CTX = NUM_CTX_LADDER[0]           # Ollama's usual default context size
 
 # Embedding prompts per model family: many embedders were trained with a fixed
 # prefix on queries, on documents or on both, Ollama does not add it, and without
@@ -2373,15 +2384,26 @@ def answer_stream(client: ollama.Client, question: str, hits: list[Hit], setting
 
 
 
-def context_size(messages: list[dict]) -> int:
-    """num_ctx for a prompt: its estimate plus room for the answer, in steps of 1024, and at
-    most MAX_NUM_CTX (a longer prompt is cut, and prompt_cut_warning says so).
+def context_size(messages: list[dict], at_least: int = 0) -> int:
+    """num_ctx for a prompt: its estimate plus room for the answer, as a rung (and `at_least`).
 
     Ollama silently drops the start of a prompt longer than its context window,
     which is exactly where our rules and first sources are, so we ask for enough.
+
+    >>> context_size([{"content": "x" * 4000}]), context_size([{"content": "x" * 14000}])
+    (4096, 8192)
     """
-    need = sum(estimate_tokens(m["content"]) for m in messages) + ANSWER_TOKENS
-    return min(MAX_NUM_CTX, max(MIN_NUM_CTX, math.ceil(need / 1024) * 1024))
+    return rung(max(sum(estimate_tokens(m["content"]) for m in messages) + ANSWER_TOKENS, at_least))
+
+
+def rung(tokens: int) -> int:
+    """The smallest context size of NUM_CTX_LADDER that holds `tokens`; MAX_NUM_CTX at most
+    (a longer prompt is cut, and prompt_cut_warning says so).
+
+    >>> rung(10), rung(4097), rung(10**6)
+    (4096, 8192, 32768)
+    """
+    return min(MAX_NUM_CTX, next((size for size in NUM_CTX_LADDER if size >= tokens), MAX_NUM_CTX))
 
 
 def estimate_tokens(text: str) -> int:
@@ -2915,9 +2937,11 @@ class Turn:
 
 @dataclass(frozen=True)
 class Conversation:
-    """The conversation so far: recent turns verbatim, older ones as a summary."""
+    """The conversation so far: recent turns verbatim, older ones as a summary, and the
+    context size its requests share (it only grows: each change would reload the model)."""
     turns: tuple[Turn, ...] = ()
     summary: str = ""
+    num_ctx: int = CHAT_NUM_CTX
 
 
 @dataclass(frozen=True)
@@ -2953,7 +2977,8 @@ def ask(client: ollama.Client, index: Index, question: str, conv: Conversation, 
     for line in stream.warnings:
         on_warning(line)
     text = "".join(pieces)
-    return text, step.retrieval.hits, remember(conv, Turn(question, text, step.query or question))
+    return text, step.retrieval.hits, remember(replace(conv, num_ctx=step.num_ctx),
+                                               Turn(question, text, step.query or question))
 
 
 def prepare_turn(client: ollama.Client, index: Index, question: str, conv: Conversation,
@@ -2971,7 +2996,7 @@ def prepare_turn(client: ollama.Client, index: Index, question: str, conv: Conve
     # header. Sources are never cut: if they alone overflow the budget, num_ctx
     # grows instead and the history gets what is left.
     fixed = sum(estimate_tokens(m["content"]) for m in base) + ANSWER_TOKENS + HISTORY_HEADER_TOKENS
-    num_ctx = min(MAX_NUM_CTX, max(CHAT_NUM_CTX, math.ceil(fixed / 1024) * 1024))
+    num_ctx = rung(max(fixed, conv.num_ctx))   # the session's size, grown once if these sources need it
     messages = build_messages(question, retrieval.hits, history_text(conv, num_ctx - fixed))
     return ChatStep(query, retrieval, messages, num_ctx)
 
@@ -3005,7 +3030,7 @@ def rewrite_query(client: ollama.Client, question: str, conv: Conversation, sett
     try:
         reply = ollama_chat(client, settings.chat_model, messages, stream=False,
                             options={"temperature": 0, "num_predict": REWRITE_TOKENS,
-                                     "num_ctx": context_size(messages)})
+                                     "num_ctx": context_size(messages, at_least=conv.num_ctx)})
     except OLLAMA_FAILURES as e:
         raise explain_ollama_error(e, settings.chat_model) from None
     text = "".join(strip_think([reply.message.content or ""])).strip().strip('"').splitlines()
@@ -3031,7 +3056,7 @@ def remember(conv: Conversation, turn: Turn) -> Conversation:
             f"Asked “{first_sentence(old.question, SUMMARY_QUESTION_CHARS)}”: " \
             f"{first_sentence(old.answer, SUMMARY_ANSWER_CHARS)}"
         summary = summary[-SUMMARY_CHARS:]    # the oldest part goes first
-    return Conversation(turns, summary)
+    return Conversation(turns, summary, conv.num_ctx)
 
 
 def first_sentence(text: str, limit: int) -> str:
@@ -3756,7 +3781,8 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
         for line in shown:
             print("  " + cut(line, 76))
     say(f"num_ctx {context_size(messages)}: the estimate plus {ANSWER_TOKENS} tokens for the answer, "
-        "so Ollama cuts nothing")
+        f"rounded up to one of {'/'.join(map(str, NUM_CTX_LADDER))}, so Ollama cuts nothing and "
+        "questions of other lengths do not make it reload the model")
     print(f"\nSTEP 7 · ANSWER: {settings.chat_model}, streamed")
     if not r.found:
         say("not found in your notes: the chat model is not called")

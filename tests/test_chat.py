@@ -1,6 +1,7 @@
 """Conversation mode: the REPL driven through stdin, and ask() for notebooks."""
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
 
@@ -170,3 +171,29 @@ def test_chat_with_an_empty_folder_says_what_was_looked_for(cli, tmp_path):
     (tmp_path / "empty").mkdir()
     out = cli("--chat", "--notes", tmp_path / "empty", stdin="")
     assert out.returncode == 2 and "no usable notes" in out.stderr and ".md" in out.stderr
+
+
+def test_a_conversation_asks_with_one_context_size_so_the_model_is_not_reloaded(cli, server, notes):
+    # Ollama reloads a model whose num_ctx changes; rewrites and answers share the session's.
+    out = chat(cli, notes, ["What is asyncio?", "How is it different from threads?", "泡龙井用多少度的水？",
+                            "And what about it for green tea?"])
+    assert out.returncode == 0, out.stderr
+    bodies = server.of("/api/chat")
+    rewrites = [b for b in bodies if not b.get("stream")]
+    assert rewrites and len(bodies) > len(rewrites)
+    assert {b["options"]["num_ctx"] for b in bodies} == {rag.CHAT_NUM_CTX}, [b["options"]["num_ctx"] for b in bodies]
+
+
+def test_a_conversation_grows_its_context_once_and_keeps_it(server, tmp_path):
+    notes = tmp_path / "notes"
+    shutil.copytree(ROOT / "demo-data", notes)
+    (notes / "龙井.md").write_text("# 龙井\n\n" + "".join(f"## 第{i}节\n\n" + "龙井茶用八十度的水冲泡，" * 110 + "\n\n"
+                                                      for i in range(3)), encoding="utf-8")
+    s = rag.Settings(notes_dir=notes, cache_dir=tmp_path / "cache")
+    client = ollama.Client(host=server.url)
+    index, _ = rag.open_index(s, client)
+    conv = rag.Conversation(num_ctx=4096)                  # the first answer's sources need more
+    for q in ["龙井茶用多少度的水？", "What is asyncio?", "How is it different from threads?"]:
+        _, _, conv = rag.ask(client, index, q, conv, s)
+    sizes = [b["options"]["num_ctx"] for b in server.of("/api/chat")]
+    assert sizes == [8192] * len(sizes) and len(sizes) == 4 and conv.num_ctx == 8192, sizes

@@ -342,3 +342,15 @@ def test_a_500_from_the_embedder_falls_back_to_keywords_and_says_why(cli, server
             "searching by keywords (BM25) only") in out.stderr
     assert "not reachable" not in out.stderr
     assert "Top sources (keywords only):" in out.stdout and "[1] git-tips.md" in out.stdout
+
+
+def test_questions_of_different_lengths_ask_for_the_same_context_size(cli, server, notes):
+    # Each new num_ctx would make Ollama reload the chat model (needsReload in server/sched.go):
+    # prompts of about 3,900 and 5,100 tokens both ask for 8,192, not for 5,120 and 6,144.
+    (notes / "龙井.md").write_text("# 龙井\n\n" + "".join(f"## 第{i}节\n\n" + "龙井茶用八十度的水冲泡，" * 110 + "\n\n"
+                                                      for i in range(4)), encoding="utf-8")
+    for top_k in (3, 4):
+        assert cli("--notes", notes, "龙井茶用多少度的水？", "--top-k", top_k).returncode == 0
+    sizes = [body["options"]["num_ctx"] for body in server.of("/api/chat")]
+    sent = [sum(rag.estimate_tokens(m["content"]) for m in body["messages"]) for body in server.of("/api/chat")]
+    assert sent[0] + 1000 < sent[1] and sizes == [8192, 8192], (sent, sizes)

@@ -338,3 +338,17 @@ def test_an_evaluation_set_s_odd_source_names_stay_on_one_line(cli, notes, tmp_p
 def test_an_empty_notes_path_is_refused_not_read_as_this_folder(cli, tmp_path):
     out = cli("--notes", "", "q", cwd=tmp_path)
     assert out.returncode == 2 and "an empty path" in out.stderr
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="reads Linux's /proc")
+def test_ctrl_c_always_reaches_the_main_thread(tmp_path):
+    # A process-wide signal goes to any thread that does not block it; if one of BLAS's helper
+    # threads took it, the main thread would sleep on in its HTTP read (a build ignoring Ctrl-C).
+    code = ("import os, demo_rag\n"
+            "for t in os.listdir('/proc/self/task'):\n"
+            "    if int(t) != os.getpid():\n"
+            "        line = [ln for ln in open(f'/proc/self/task/{t}/status') if ln.startswith('SigBlk')][0]\n"
+            "        print(int(line.split()[1], 16) & 0x4002)\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=SCRIPT.parent, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert set(out.stdout.split()) <= {str(0x4002)}, out.stdout     # (no helper thread: nothing to check)
