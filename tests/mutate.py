@@ -158,7 +158,7 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      "        return self.raw.write(text)",
      ["tests/test_hostile.py", "-k", "escape or json_output"]),
     ("file names keep their line breaks",
-     "    return os.fsencode(name).decode(\"utf-8\", \"backslashreplace\").translate(NAME_ESCAPES)",
+     "    return os.fsencode(name.translate(NAME_ESCAPES)).decode(\"utf-8\", \"backslashreplace\")",
      "    return os.fsencode(name).decode(\"utf-8\", \"backslashreplace\")",
      ["tests/test_hostile.py", "-k", "forges"]),
     ("symlinks out of the notes folder are followed",
