@@ -743,6 +743,11 @@ def ollama_client(timeout: float | None = None) -> ollama.Client:
 # and file name they meet and read UTF-8 text only.
 
 
+# Where a followed link never leads: the whole disk, and the kernel's own trees (files that
+# never end, devices that block, every process's root).
+SYSTEM_TREES = ("/proc", "/sys", "/dev")
+
+
 def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
                follow_links: bool = False) -> tuple[list[NoteFile], list[str]]:
     """List note files under notes_dir, sorted, with warnings for what was passed over.
@@ -759,9 +764,12 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
     root = os.path.realpath(notes_dir)
     leaves = []                               # links that lead outside the folder, not followed
 
-    def inside(path: str) -> bool:
-        return follow_links or not os.path.islink(path) or \
-            os.path.commonpath([root, os.path.realpath(path)]) == root
+    def inside(path: str) -> bool:         # or followed: --follow-links, but never to / or /proc
+        if not os.path.islink(path):
+            return True
+        real = os.path.realpath(path)
+        return os.path.commonpath([root, real]) == root or \
+            follow_links and real != "/" and not any(os.path.commonpath([real, top]) == top for top in SYSTEM_TREES)
     files, warnings, seen_dirs = [], [], set()
     unreadable: dict[str, list[str]] = {}     # suffix -> notes whose optional package is missing
     for folder, dirs, names in os.walk(notes_dir, followlinks=True,
@@ -807,8 +815,9 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
                         f"{kind} support needs `pip install {NOTE_TYPES[suffix][1]}`")
     if leaves:
         shown = ", ".join(leaves[:5]) + (f", … {len(leaves) - 5} more" if len(leaves) > 5 else "")
-        warnings.append(f"skipped {len(leaves)} symlink(s) to outside the notes folder ({shown}): "
-                        "--follow-links follows them")
+        warnings.append(f"skipped {len(leaves)} symlink(s) to outside the notes folder ({shown}): " +
+                        ("links to / or to a system folder are never followed" if follow_links
+                         else "--follow-links follows them"))
     files.sort(key=lambda f: f.rel)
     return files, warnings
 

@@ -90,10 +90,13 @@ def test_links_out_of_the_folder_are_skipped_and_named(cli, server, folder, tmp_
     sources = {s["source"] for s in json.loads(out.stdout)["sources"]}
     assert "passwords.md" not in sources and {"linked.md", "inside/real.md", "kites.md"} <= sources
     assert not any("hashedpassword" in t for t in server.embedded_texts())
-    (folder / "everything").unlink()       # followed, it would be the whole disk
+    os.symlink("/proc", folder / "kernel")
     out = cli("--notes", folder, "server password", "--json", "--retrieve-only", "--follow-links",
               "--rebuild", timeout=60)
     assert "passwords.md" in {s["source"] for s in json.loads(out.stdout)["sources"]}
+    # even followed, a link never leads to the whole disk or the kernel's trees
+    assert "skipped 2 symlink(s) to outside the notes folder (everything/, kernel/): links to / or to a " \
+           "system folder are never followed" in out.stderr
 
 
 # ---- 4 · a second signal during the save the first one started ---------------------------

@@ -40,9 +40,12 @@ def test_a_fifo_or_device_named_like_a_note_is_skipped_not_waited_on(cli, tmp_pa
     assert "skipped note.md: not a regular file" in out.stderr
     assert "skipped 1 symlink(s) to outside the notes folder (zero.md)" in out.stderr
     assert "[1] kites.md" in out.stdout
+    os.mkfifo(tmp_path / "pipe")
+    os.symlink(tmp_path / "pipe", folder / "outside-pipe.md")
     out = cli("kite wind", "--notes", folder, "--retrieve-only", "--follow-links", timeout=30)
     assert out.returncode == 0, out.stderr
-    assert "skipped zero.md: not a regular file" in out.stderr and "[1] kites.md" in out.stdout
+    assert "skipped outside-pipe.md: not a regular file" in out.stderr and "[1] kites.md" in out.stdout
+    assert "(zero.md): links to / or to a system folder are never followed" in out.stderr
 
 
 # ---- file names that are not UTF-8 ----------------------------------------------
