@@ -791,18 +791,20 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
             if name.startswith(".") or suffix not in NOTE_TYPES:
                 continue
             rel = readable_name(prefix + name)
-            if not inside(os.path.join(folder, name)):
-                leaves.append(rel)
+            path = os.path.join(folder, name)
+            try:
+                st = os.lstat(path)           # one system call a note; only a link costs more
+                if stat.S_ISLNK(st.st_mode):
+                    if not inside(path):
+                        leaves.append(rel)
+                        continue
+                    st = os.stat(path)
+            except OSError as e:
+                warnings.append(f"skipped {rel}: {e.strerror}")
                 continue
             needs = NOTE_TYPES[suffix][1]
             if needs and not importable(needs):
                 unreadable.setdefault(suffix, []).append(rel)
-                continue
-            path = os.path.join(folder, name)
-            try:
-                st = os.stat(path)
-            except OSError as e:
-                warnings.append(f"skipped {rel}: {e.strerror}")
                 continue
             if not stat.S_ISREG(st.st_mode):  # a FIFO or /dev/zero: opening it would wait forever
                 warnings.append(f"skipped {rel}: not a regular file")
