@@ -656,6 +656,9 @@ FUSION_METHODS = ("evidence", "zscore", "rrf", "dense", "bm25")
 FUSION_METHOD = "evidence"
 EVIDENCE_POWER = 6                        # fusion weight = evidence ** this: the ranker with clearly
                                           # more evidence leads (how it was chosen: bench/fusion-study.md)
+SOURCE_CUT = 0.5                          # a source goes to the chat model only if its fused score stands
+                                          # at least this share as far above the average chunk's as the
+                                          # best one's: fewer prompt tokens, same evidence (bench/prompt_budget.py)
 
 # ----------------------------------------------------------------------------
 # One run's settings, and Ollama's errors in words a user can act on. Part I lets
@@ -2144,8 +2147,8 @@ def search(client: ollama.Client, index: Index, question: str, settings: Setting
 
 @dataclass(frozen=True)
 class Retrieval:
-    """The result of one search: ranked hits, how sure we are, and how they were found."""
-    hits: list[Hit]
+    """The result of one search: the hits for the prompt, how sure we are, and how they were found."""
+    hits: list[Hit]                       # what the chat model gets: the candidates close to the best
     confidence: float                     # confidence(); below the floor = not found
     found: bool
     query_vector: np.ndarray | None       # None: searched by keywords only
@@ -2157,6 +2160,7 @@ class Retrieval:
     keywords_only_because: str | None = None
     reembed_because: str = ""             # the model's vectors changed size: the index must be rebuilt
     timings: dict[str, float] = field(default_factory=dict)
+    candidates: list[Hit] = field(default_factory=list)   # the top-k before close_to_best()
 
     @property
     def lexical_only(self) -> bool:
@@ -2185,7 +2189,24 @@ def rank_chunks(index: Index, question: str, qvec: np.ndarray | None, settings: 
                 float(dense[i]) if dense is not None else float("nan"), float(lexical[i]))
             for rank, i in enumerate(best, 1)]
     conf = confidence(terms, [h.row for h in hits], dense, rows)
-    return Retrieval(hits, conf, conf >= settings.min_score, qvec, dense, lexical, fused, weights, terms)
+    return Retrieval(close_to_best(hits, fused[rows]), conf, conf >= settings.min_score,
+                     qvec, dense, lexical, fused, weights, terms, candidates=hits)
+
+
+def close_to_best(hits: list[Hit], scores: np.ndarray) -> list[Hit]:
+    """The hits worth the chat model's time: those whose score stands at least SOURCE_CUT as
+    far above the average of all `scores` as the best hit's does. A question worded like
+    one note gets that note alone; when several score alike, all of them go. With few
+    chunks the average is no "unrelated chunk" (of two, one is always below it): all go.
+
+    >>> hits = [Hit(i + 1, i, Chunk("n.md", "", ""), score, 0.0, 0.0) for i, score in enumerate([4.0, 2.5, 1.0])]
+    >>> [h.rank for h in close_to_best(hits, np.array([4.0, 2.5, 1.0] + [-1.0] * 7))]   # average 0.0
+    [1, 2]
+    """
+    average = float(scores.mean()) if len(scores) else 0.0
+    if len(scores) < 2 * len(hits) or not hits or hits[0].score <= average:
+        return hits
+    return [h for h in hits if h.score - average >= SOURCE_CUT * (hits[0].score - average)]
 
 
 def top_k_limit(chunk_size: int) -> int:
@@ -3528,7 +3549,7 @@ def tune_one(index: Index, item: dict, qvec: np.ndarray | None, settings: Settin
              rows: np.ndarray) -> tuple[int | None, list[float]]:
     """One question under one variant: the rank of its first hit, and its confidence at each top-k (1..10)."""
     r = rank_chunks(index, item["question"], qvec, settings)
-    ranking = np.array([h.row for h in r.hits], dtype=np.int64)
+    ranking = np.array([h.row for h in r.candidates], dtype=np.int64)
     confs = [confidence(r.terms, ranking[:k].tolist(), r.dense, rows) for k in range(1, EVAL_DEPTH + 1)]
     return (first_hit_rank(index, ranking, item) if item.get("answers") else None), confs
 

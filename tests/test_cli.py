@@ -297,20 +297,34 @@ def test_ctrl_c_mid_answer_exits_130_with_the_part_shown(tmp_path, notes, spawn)
     assert "Answer:\nAccording to the notes" in shown + out.decode()
 
 
+def test_only_the_sources_close_to_the_best_are_sent_and_shown(cli, server, notes):
+    # A question worded like one note: that note's chunk stands far above the rest, and the
+    # others would only cost the chat model time. --json and the printed list show what was sent.
+    out = cli("How do I cancel an asyncio task?", "--notes", notes, "--json")
+    assert out.returncode == 0, out.stderr
+    sources = json.loads(out.stdout)["sources"]
+    prompt = server.of("/api/chat")[-1]["messages"][-1]["content"]
+    headers = [line for line in prompt.splitlines() if line[:1] == "["]
+    assert 1 <= len(sources) < rag.TOP_K and len(headers) == len(sources), (sources, headers)
+    assert sources[0]["source"] == "python-asyncio.md"
+    out = cli("How do I cancel an asyncio task?", "--notes", notes)
+    assert out.stdout.count("\n  [") == len(sources)
+
+
 def test_a_long_prompt_gets_a_context_window_that_holds_it(cli, server, tmp_path):
     from ollama_server import prompt_tokens
     folder = tmp_path / "big"
     folder.mkdir()
     for i, topic in enumerate(["kites", "violins", "glaciers", "bees", "comets", "origami"]):
         (folder / f"{topic}.md").write_text(f"# {topic}\n\n" + f"Facts about {topic} and wind, number {i}. " * 120)
-    out = cli("Tell me about kites and wind", "--notes", folder, "--chunk-size", 4000, "--chunk-overlap", 0,
-              "--top-k", 8)
+    out = cli("Facts about wind", "--notes", folder, "--chunk-size", 4000, "--chunk-overlap", 0,
+              "--top-k", 8)                                   # every chunk is about wind: all are sent
     assert out.returncode == 0, out.stderr
     (record,) = server.records("/api/chat")
     sent = prompt_tokens(record["body"]["messages"])
     assert sent > 4096 and record["body"]["options"]["num_ctx"] >= sent
     assert record["prompt_eval_count"] == sent                    # nothing was cut from the front
-    assert "According to the notes, Facts about kites" in out.stdout
+    assert "According to the notes, Facts about" in out.stdout
 
 
 # ---- Ollama errors reported as what they are ------------------------------------

@@ -74,6 +74,7 @@ def test_an_ollama_without_api_show_is_checked_no_further(notes, tmp_path):
 
 
 def test_a_cut_prompt_is_reported_in_stderr_and_json(fake, notes, tmp_path):
+    (notes / "tasks.md").write_text("# Tasks\n\n" + "To cancel an asyncio task, call task.cancel() and await it. " * 60)
     out = run_cli("How do I cancel an asyncio task?", "--notes", notes, "--cache", tmp_path / "c",
                   "--chat-model", "small:1b", "--json", host=fake.url)
     assert out.returncode == 0, out.stderr

@@ -215,7 +215,7 @@ def test_fusion_methods_rank_as_named(server, tmp_path):
     lexical = rag.rank_chunks(index, q, qvec, s).lexical
     for method, scores in (("dense", dense), ("bm25", lexical)):
         r = rag.rank_chunks(index, q, qvec, rag.replace(s, fusion=method))
-        assert [h.row for h in r.hits] == rag.top_rows(scores, s.top_k).tolist()
+        assert [h.row for h in r.candidates] == rag.top_rows(scores, s.top_k).tolist()
         assert r.weights == {method: 1.0}
     r = rag.rank_chunks(index, q, qvec, rag.replace(s, fusion="rrf"))
     assert r.hits[0].chunk.heading.endswith("## Tasks and cancellation") and r.weights == {"dense": 1.0, "bm25": 1.0}
