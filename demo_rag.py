@@ -50,12 +50,11 @@ nothing below it. Part II is the pipeline the command line runs, built from Part
 I's pieces: what makes it robust on real folders (encodings, PDFs, symlinks, the
 safe cache format, Ctrl-C) and fast on big ones (re-embedding only what changed,
 a memory-mapped cache, an inverted index for BM25), and the finer points of
-ranking and answering. Part III holds the modes (--chat, --eval, --tune,
---explain) and the command line. A first reading can stop after Part I.
+ranking and answering. Part III: the modes (--chat, --eval, --tune, --explain)
+and the command line. A first reading can stop after Part I.
 
-What it leaves out, on purpose: approximate nearest-neighbour indexes (exact
-NumPy search is fast enough up to a few hundred thousand chunks), rerankers,
-servers, frameworks, and any network service but your own Ollama.
+Left out on purpose: approximate nearest-neighbour indexes (exact NumPy search
+copes with a few hundred thousand chunks), rerankers, servers, frameworks.
 """
 
 from __future__ import annotations
@@ -83,6 +82,7 @@ import signal
 import stat
 import sys
 import tempfile
+import threading
 import time
 from array import array
 from collections import Counter
@@ -595,11 +595,12 @@ MAX_NOTE_MB = 5.0                         # a bigger "note" is usually an export
 
 ANSWER_TOKENS = 1024                      # room left in the context for the answer
 # The context sizes asked for (num_ctx). Ollama restarts a model's runner whenever a request's
-# num_ctx differs from the one it was loaded with (needsReload in its server/sched.go), so a few
-# rungs, not a size per prompt: consecutive questions, a conversation's rewrites and answers,
-# and --make-eval's questions then share one value and the model stays loaded.
-NUM_CTX_LADDER = (4096, 8192, 16384, 32768)
-MIN_NUM_CTX = NUM_CTX_LADDER[0]           # Ollama's usual default context size
+# num_ctx differs from the one it was loaded with (needsReload in its server/sched.go), so every
+# chat request asks for Part I's NUM_CTX, or the next rung when its prompt needs more: questions
+# in a row, a conversation's rewrites and answers, --make-eval's questions and the preload
+# share one value and the model stays loaded. (A model trained on a shorter context runs with
+# that instead: Ollama caps num_ctx at it, llm/server.go.)
+NUM_CTX_LADDER = (NUM_CTX, 2 * NUM_CTX, 4 * NUM_CTX)    # 8,192 / 16,384 / 32,768
 
 # Embedding prompts per model family: many embedders were trained with a fixed
 # prefix on queries, on documents or on both, Ollama does not add it, and without
@@ -683,6 +684,7 @@ class Settings:
     fusion: str = FUSION_METHOD           # one of FUSION_METHODS
     checkpoint_seconds: float = CHECKPOINT_SECONDS   # how often a build saves what it embedded
     follow_links: bool = False            # --follow-links: also symlinks that lead outside the folder
+    keep_alive: str | float | None = None  # --keep-alive: how long Ollama keeps the chat model loaded
 
 
 def host() -> str:
@@ -2410,9 +2412,24 @@ def standout(scores: np.ndarray) -> float:
 # models, and what Ollama read and cut.
 
 
-def answer_stream(client: ollama.Client, question: str, hits: list[Hit], settings: Settings) -> Iterator[str]:
+def answer_stream(client: ollama.Client, question: str, hits: list[Hit], settings: Settings) -> ChatStream:
     """Stream an answer to the question from the retrieved hits."""
-    return stream_chat(client, settings.chat_model, build_messages(question, hits))
+    return stream_chat(client, settings.chat_model, build_messages(question, hits), keep_alive=settings.keep_alive)
+
+
+def start_loading(settings: Settings, num_ctx: int = NUM_CTX) -> None:
+    """Ask Ollama to load the chat model now, in the background, so that it is ready when
+    the sources are: a chat request with no messages only loads the model (Ollama
+    answers done_reason "load"). It asks with the num_ctx the answer will use, or Ollama
+    would load the model again for the answer. Nothing waits for it, and a failure
+    here changes nothing: the answer's own request reports what is wrong."""
+    def load():
+        try:
+            ollama_chat(ollama_client(OLLAMA_CONNECT_TIMEOUT), settings.chat_model, [], {"num_ctx": num_ctx},
+                        stream=False, keep_alive=settings.keep_alive)
+        except Exception:                 # deliberately silent: see above
+            pass
+    threading.Thread(target=load, name="load the chat model", daemon=True).start()
 
 
 
@@ -2422,8 +2439,8 @@ def context_size(messages: list[dict], at_least: int = 0) -> int:
     Ollama silently drops the start of a prompt longer than its context window,
     which is exactly where our rules and first sources are, so we ask for enough.
 
-    >>> context_size([{"content": "x" * 4000}]), context_size([{"content": "x" * 14000}])
-    (4096, 8192)
+    >>> context_size([{"content": "x" * 4000}]), context_size([{"content": "x" * 40000}])
+    (8192, 16384)
     """
     return rung(max(sum(estimate_tokens(m["content"]) for m in messages) + ANSWER_TOKENS, at_least))
 
@@ -2432,8 +2449,8 @@ def rung(tokens: int) -> int:
     """The smallest context size of NUM_CTX_LADDER that holds `tokens`; MAX_NUM_CTX at most
     (a longer prompt is cut, and prompt_cut_warning says so).
 
-    >>> rung(10), rung(4097), rung(10**6)
-    (4096, 8192, 32768)
+    >>> rung(10), rung(8193), rung(10**6)
+    (8192, 16384, 32768)
     """
     return min(MAX_NUM_CTX, next((size for size in NUM_CTX_LADDER if size >= tokens), MAX_NUM_CTX))
 
@@ -2449,7 +2466,7 @@ def estimate_tokens(text: str) -> int:
 
 
 def stream_chat(client: ollama.Client, model: str, messages: list[dict],
-                num_ctx: int | None = None) -> ChatStream:
+                num_ctx: int | None = None, keep_alive: str | float | None = None) -> ChatStream:
     """Stream the chat model's reply as text pieces, thinking stripped. Raises OllamaError.
 
     Iterate over the result for the text; once it ends, its .usage holds Ollama's
@@ -2457,7 +2474,7 @@ def stream_chat(client: ollama.Client, model: str, messages: list[dict],
     not fit, thinking that could not be turned off). See ChatStream in Part II.
     """
     options = {"temperature": TEMPERATURE, "num_ctx": num_ctx or context_size(messages)}
-    return ChatStream(client, model, messages, options)
+    return ChatStream(client, model, messages, options, keep_alive)
 
 
 THINK_TAGS = ("<think>", "</think>")
@@ -2542,15 +2559,18 @@ class ChatUsage(NamedTuple):
 
 
 def ollama_chat(client: ollama.Client, model: str, messages: list[dict], options: dict, stream: bool,
-                **request):
+                keep_alive: str | float | None = None, **request):
     """client.chat with thinking turned off, for thinking and non-thinking models alike.
 
+    `keep_alive` (--keep-alive) is sent only when set: Ollama's own default otherwise.
     `request` passes more of the chat API's fields (format=..., for --make-eval).
 
     Thinking models (qwen3) are asked not to think: it would only delay the answer.
     Some Ollama versions refuse the `think` field for models without that ability
     ("... does not support thinking", status 400): then ask again without it.
     """
+    if keep_alive is not None:
+        request["keep_alive"] = keep_alive
     def call(**think):
         reply = client.chat(model=model, messages=messages, stream=stream, options=options, **request, **think)
         if not stream:
@@ -2574,8 +2594,10 @@ class ChatStream:
     ask the model not to think. Raises OllamaError while iterating.
     """
 
-    def __init__(self, client: ollama.Client, model: str, messages: list[dict], options: dict):
+    def __init__(self, client: ollama.Client, model: str, messages: list[dict], options: dict,
+                 keep_alive: str | float | None = None):
         self.client, self.model, self.messages, self.options = client, model, messages, options
+        self.keep_alive = keep_alive
         self.usage: ChatUsage | None = None
         self.warnings: list[str] = []
 
@@ -2589,7 +2611,8 @@ class ChatStream:
     def pieces(self) -> Iterator[str]:
         started = False
         try:
-            for part in ollama_chat(self.client, self.model, self.messages, self.options, stream=True):
+            for part in ollama_chat(self.client, self.model, self.messages, self.options, stream=True,
+                                    keep_alive=self.keep_alive):
                 started = True
                 if part.done:
                     self.finish(part)
@@ -2666,7 +2689,6 @@ def package_version(name: str) -> str:
 # Settings of Part III.
 
 # Conversation (--chat and ask()): what is remembered, and how follow-ups are rewritten.
-CHAT_NUM_CTX = 8192                       # the whole prompt budget, history included
 CHAT_VERBATIM_TURNS = 3                   # recent turns kept word for word; older ones summarised
 SUMMARY_CHARS = 600                       # the summary of older turns stays under ~150 tokens
 SUMMARY_QUESTION_CHARS = 80               # per summarised turn: enough of the question to recall it,
@@ -2768,6 +2790,8 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
     """The main job: one question -> sources -> streamed answer."""
     echo = not args.json                  # --json prints one object at the end instead
     timings = {}
+    if not args.retrieve_only:
+        start_loading(settings)           # the chat model loads while we search
     index, report, timings["index"] = open_for_mode(args, settings, client, quiet=not echo)
     r = search(client, index, args.question, settings)
     if r.reembed_because:
@@ -2973,7 +2997,7 @@ class Conversation:
     context size its requests share (it only grows: each change would reload the model)."""
     turns: tuple[Turn, ...] = ()
     summary: str = ""
-    num_ctx: int = CHAT_NUM_CTX
+    num_ctx: int = NUM_CTX                # the whole prompt budget, history included
 
 
 @dataclass(frozen=True)
@@ -3002,7 +3026,7 @@ def ask(client: ollama.Client, index: Index, question: str, conv: Conversation, 
     if not step.retrieval.found:
         return NOT_FOUND, step.retrieval.hits, conv
     pieces = []
-    stream = stream_chat(client, settings.chat_model, step.messages, step.num_ctx)
+    stream = stream_chat(client, settings.chat_model, step.messages, step.num_ctx, settings.keep_alive)
     for piece in stream:
         pieces.append(piece)
         on_token(piece)
@@ -3060,7 +3084,7 @@ def rewrite_query(client: ollama.Client, question: str, conv: Conversation, sett
     messages = [{"role": "system", "content": REWRITE_PROMPT},
                 {"role": "user", "content": f"{recent}\n\nLast question: {question}"}]
     try:
-        reply = ollama_chat(client, settings.chat_model, messages, stream=False,
+        reply = ollama_chat(client, settings.chat_model, messages, stream=False, keep_alive=settings.keep_alive,
                             options={"temperature": 0, "num_predict": REWRITE_TOKENS,
                                      "num_ctx": context_size(messages, at_least=conv.num_ctx)})
     except OLLAMA_FAILURES as e:
@@ -3347,6 +3371,7 @@ def generate_question(client: ollama.Client, passage: Chunk, settings: Settings)
     messages = [{"role": "system", "content": EVAL_PROMPT}, {"role": "user", "content": passage.text}]
     try:
         reply = ollama_chat(client, settings.chat_model, messages, stream=False, format=EVAL_SCHEMA,
+                            keep_alive=settings.keep_alive,
                             options={"temperature": 0, "num_predict": EVAL_REPLY_TOKENS,
                                      "num_ctx": context_size(messages)})
     except OLLAMA_FAILURES as e:
@@ -3662,6 +3687,7 @@ def chunk_size_cost(client: ollama.Client, index: Index, settings: Settings) -> 
 
 def run_chat(args, settings: Settings, client: ollama.Client) -> int:
     """The REPL: questions in, streamed answers with sources out, until /quit or Ctrl-D."""
+    start_loading(settings, Conversation().num_ctx)   # ready by the first question
     index, _, _ = open_for_mode(args, settings, client, quiet=False)
     with contextlib.suppress(AttributeError):     # a line that is not UTF-8 is then said, not fatal
         sys.stdin.reconfigure(errors="surrogateescape")
@@ -3804,6 +3830,8 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
                 print(f"    {scores[i]:>7.3f}  {label(index.chunks[i])}")
     say(f"confidence {r.confidence:.2f} against the floor {settings.min_score}: "
         + ("answer from these sources" if r.found else "not found in your notes"))
+    say(f"the prompt gets {len(r.hits)} of the top {len(r.candidates)}: those whose fused score stands at "
+        f"least {SOURCE_CUT:.0%} as far above the average chunk's as the best one's")
     messages = build_messages(args.question, r.hits)
     print("\nSTEP 6 · PROMPT: rules · numbered sources · question (--show-prompt: in full)")
     for m in messages:
@@ -3812,9 +3840,9 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
         shown = lines if m["role"] == "system" else [ln for ln in lines if re.match(r"\[\d+\] |Sources:|Question:", ln)]
         for line in shown:
             print("  " + cut(line, 76))
-    say(f"num_ctx {context_size(messages)}: the estimate plus {ANSWER_TOKENS} tokens for the answer, "
-        f"rounded up to one of {'/'.join(map(str, NUM_CTX_LADDER))}, so Ollama cuts nothing and "
-        "questions of other lengths do not make it reload the model")
+    say(f"num_ctx {context_size(messages)}: the first of {'/'.join(map(str, NUM_CTX_LADDER))} that holds the "
+        f"estimate plus {ANSWER_TOKENS} tokens for the answer, so Ollama cuts nothing, and every question "
+        "asks for the same size unless it needs more: Ollama keeps the model loaded")
     print(f"\nSTEP 7 · ANSWER: {settings.chat_model}, streamed")
     if not r.found:
         say("not found in your notes: the chat model is not called")
@@ -3856,6 +3884,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--eval", type=Path, metavar="JSONL", help="measure retrieval on an evaluation set")
     p.add_argument("--doc-instruction", metavar="TEMPLATE",
                    help="document template with {text}; '' for none (default: the model's documented one)")
+    p.add_argument("--keep-alive", type=keep_alive, metavar="DURATION",
+                   help="how long Ollama keeps the chat model loaded after a request: 10m, 1h, 0 (unload "
+                        "at once) or -1 (for ever); default: Ollama's own (5m, or its OLLAMA_KEEP_ALIVE)")
     p.add_argument("--timeout", type=float, default=OLLAMA_TIMEOUT, metavar="SECONDS",
                    help=f"give up when Ollama is silent this long (default {OLLAMA_TIMEOUT:g})")
     p.add_argument("--fusion", choices=FUSION_METHODS, default=FUSION_METHOD,
@@ -3905,6 +3936,23 @@ def folder(text: str) -> Path:
     return Path(text)
 
 
+def keep_alive(text: str) -> str | float:
+    """--keep-alive as Ollama reads it: a duration such as "10m" or "1h30m", or seconds ("-1": for ever).
+
+    >>> keep_alive("10m"), keep_alive("-1"), keep_alive("90")
+    ('10m', -1.0, 90.0)
+    """
+    if re.fullmatch(r"-?(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+", text):
+        return text                       # Go's duration syntax, which Ollama parses
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds):
+        raise argparse.ArgumentTypeError(f"expected a duration like 10m, 1h, 0 or -1, not {text!r}")
+    return seconds
+
+
 def chunk_sizes(text: str) -> list[int]:
     """--tune-chunk-sizes "800,1500" -> [800, 1500]."""
     try:
@@ -3921,7 +3969,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
                     query_instruction=args.query_instruction, max_note_mb=args.max_note_mb,
                     doc_instruction=args.doc_instruction,
                     fusion=args.fusion, checkpoint_seconds=args.checkpoint_seconds,
-                    follow_links=args.follow_links)
+                    follow_links=args.follow_links, keep_alive=args.keep_alive)
 
 
 def notes_flag(settings: Settings) -> str:

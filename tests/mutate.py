@@ -207,7 +207,7 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      ["tests/test_hostile.py", "-k", "huge"]),
     ("num_ctx in steps of 1024 instead of the ladder's rungs (a reload per prompt length)",
      "    return min(MAX_NUM_CTX, next((size for size in NUM_CTX_LADDER if size >= tokens), MAX_NUM_CTX))",
-     "    return min(MAX_NUM_CTX, max(MIN_NUM_CTX, math.ceil(tokens / 1024) * 1024))",
+     "    return min(MAX_NUM_CTX, max(NUM_CTX // 2, math.ceil(tokens / 1024) * 1024))",
      ["tests/test_cli.py", "tests/test_chat.py", "-k", "context_size or one_context or grows"]),
     ("a conversation's rewrite asks with its own context size",
      "                                     \"num_ctx\": context_size(messages, at_least=conv.num_ctx)})",

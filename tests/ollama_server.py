@@ -18,6 +18,13 @@ similar vectors, so rankings are predictable. Every request is recorded in
 `server.requests` ({"path", "body", "done", "held", ...}); `server.wait_for(pred)`
 waits, without sleeping, until what the server received makes `pred()` true.
 
+Chat models are loaded as Ollama's scheduler decides (server/sched.go, needsReload, which
+compares the runner options NumCtx among them): on first use, and again whenever a request's
+num_ctx (capped at the model's own limit, as Ollama caps it) differs from the one the model was
+loaded with. `server.loads` lists each load as {"model", "num_ctx", "reason"}. A chat request
+with no messages only loads the model and answers done_reason "load", as Ollama's ChatHandler
+does; it is recorded under the path "/api/chat#load", so "/api/chat" holds only real questions.
+
 Like Ollama, a chat prompt longer than the context window loses its start: the
 window is options.num_ctx (default DEFAULT_NUM_CTX), capped at the model's own
 limit (`context_limits`), and tokens are counted roughly (prompt_tokens()). The
@@ -45,6 +52,7 @@ Failure switches, all off by default (set them on a running server too):
                                                    literal NaN, as Python's json.dumps writes it)
                                      (errors and embed_fail_after win over it; a held reply is mangled too)
   format_junk = True                 `format` requests get text that is not JSON
+  load_error = (status, message)     chat requests with no messages (a preload) answer that status
   hold(path) -> Event                replies to path wait until the test sets the Event: an embed
                                      reply entirely, a streamed chat before its last part
 """
@@ -186,6 +194,9 @@ class FakeOllama:
         self.embed_mangle: str | None = None   # see EMBED_MANGLES
         self.embed_mangle_after = 0
         self.format_junk = False
+        self.load_error: tuple[int, str] | None = None
+        self.loads: list[dict] = []
+        self.loaded: dict[str, int] = {}      # chat model -> the num_ctx it is loaded with
         self.holds: dict[str, threading.Event] = {}
         self.hold_after: dict[str, int] = {}
         self.requests: list[dict] = []
@@ -300,6 +311,16 @@ class FakeOllama:
             vectors = [[float("nan"), *vectors[0][1:]], *vectors[1:]]
         return {**reply, "embeddings": vectors}
 
+    def load(self, body) -> None:
+        """Load the chat model if Ollama would (see the module docstring)."""
+        model, window = body["model"], self.context_window(body)
+        with self.lock:
+            held = self.loaded.get(model)
+            if held != window:
+                self.loads.append({"model": model, "num_ctx": window,
+                                   "reason": "first use" if held is None else f"num_ctx {held} -> {window}"})
+                self.loaded[model] = window
+
     def context_window(self, body) -> int:
         """num_ctx asked for (or the default), capped at the model's own limit."""
         asked = (body.get("options") or {}).get("num_ctx") or DEFAULT_NUM_CTX
@@ -394,6 +415,8 @@ class FakeOllama:
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                if self.path == "/api/chat" and not body.get("messages"):
+                    self.path = "/api/chat#load"          # a preload: recorded apart from questions
                 record = {"path": self.path, "body": body, "done": False, "held": False}
                 with server.changed:
                     server.requests.append(record)
@@ -410,7 +433,7 @@ class FakeOllama:
                     self.close_connection = True        # Ollama has died: no answer at all
                     return
                 model = body.get("model", "")
-                if self.path not in ("/api/embed", "/api/chat", "/api/show") or \
+                if self.path not in ("/api/embed", "/api/chat", "/api/chat#load", "/api/show") or \
                         (self.path == "/api/show" and not server.show):
                     return self.send_json(404, {"error": "not found"})
                 if self.path in server.errors:
@@ -436,8 +459,16 @@ class FakeOllama:
                     if server.embed_mangle is not None and number > server.embed_mangle_after:
                         reply = server.mangle_embeddings(reply)
                     return self.send_json(200, reply)
+                if self.path == "/api/chat#load":
+                    server._wait_if_held(self.path, record)
+                    if server.load_error:
+                        return self.send_json(server.load_error[0], {"error": server.load_error[1]})
+                    server.load(body)
+                    return self.send_json(200, {"model": model, "message": {"role": "assistant", "content": ""},
+                                                "done": True, "done_reason": "load"})
                 if model.startswith(("plain", "opener")) and "think" in body:   # a model without thinking
                     return self.send_json(400, {"error": f'"{model}" does not support thinking'})
+                server.load(body)
                 text, stats = server.chat_reply(body)
                 server._note(record, prompt_eval_count=stats["prompt_eval_count"], reply=text)
                 if not body.get("stream", True):

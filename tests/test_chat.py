@@ -102,7 +102,6 @@ def test_ctrl_d_exits_cleanly(cli, server, notes):
 
 
 def test_a_long_conversation_stays_within_the_budget(server, tmp_path, monkeypatch):
-    monkeypatch.setattr(rag, "CHAT_NUM_CTX", 4096)
     server.answer_repeat = 40                                      # answers of ~500 tokens
     s = rag.Settings(notes_dir=ROOT / "demo-data", cache_dir=tmp_path / "cache")
     client = ollama.Client(host=server.url)
@@ -181,7 +180,7 @@ def test_a_conversation_asks_with_one_context_size_so_the_model_is_not_reloaded(
     bodies = server.of("/api/chat")
     rewrites = [b for b in bodies if not b.get("stream")]
     assert rewrites and len(bodies) > len(rewrites)
-    assert {b["options"]["num_ctx"] for b in bodies} == {rag.CHAT_NUM_CTX}, [b["options"]["num_ctx"] for b in bodies]
+    assert {b["options"]["num_ctx"] for b in bodies} == {rag.NUM_CTX}, [b["options"]["num_ctx"] for b in bodies]
 
 
 def test_a_conversation_grows_its_context_once_and_keeps_it(server, tmp_path):

@@ -288,7 +288,7 @@ def test_context_size_counts_cjk_and_leaves_room_for_the_answer():
     assert rag.estimate_tokens("abcd" * 10) == 10
     assert rag.estimate_tokens("检索" * 10) == 20
     small = [{"role": "user", "content": "hi"}]
-    assert rag.context_size(small) == rag.MIN_NUM_CTX
+    assert rag.context_size(small) == rag.NUM_CTX
     big = [{"role": "user", "content": "中" * 9000}]
     assert rag.context_size(big) >= 9000 + rag.ANSWER_TOKENS
     assert rag.context_size(big) in rag.NUM_CTX_LADDER

@@ -45,7 +45,7 @@ def test_explain_narrates_every_step(cli, notes):
         assert step in out.stdout
     assert "turned the question into 256 numbers" in out.stdout
     assert "cosine" in out.stdout and "BM25" in out.stdout and "fused" in out.stdout
-    assert "[1] bm25.md" in out.stdout and "num_ctx 4096" in out.stdout
+    assert "[1] bm25.md" in out.stdout and "num_ctx 8192" in out.stdout
     assert "According to the notes" in out.stdout
     assert max(len(line) for line in out.stdout.splitlines()) <= 80
 
