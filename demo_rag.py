@@ -395,7 +395,7 @@ STOPWORDS = frozenset(
     "me my of on or our should so than that the their them then there these they this to was we "
     "were what when where which who why will with would you your "
     "的 了 是 吗 呢 吧 啊 么 什 怎 样 哪 谁 我 你 在 和 与 及 或 也 都 就 个 有 要 会 能 可 以 之 其 把 被 让 给 "
-    "什么 怎么 怎样 如何 为什 哪些 哪里 哪个 是否 可以".split())
+    "什么 怎么 怎样 如何 为什 哪些 哪里 哪个 是否 可以 多少 多久 多长 哪儿 为何 几个".split())
 BM25_K1 = 1.2                             # how fast repeats of a word stop counting
 BM25_B = 0.75                             # how much long chunks are discounted
 
@@ -676,7 +676,7 @@ class Settings:
     chunk_size: int = CHUNK_SIZE
     chunk_overlap: int = CHUNK_OVERLAP
     top_k: int = TOP_K
-    min_score: float = MIN_SCORE
+    min_score: float | None = None        # --min-score; None: the floor calibrated on the index
     source_filter: str | None = None      # --source: only notes whose path matches
     query_instruction: str | None = None  # None: the model's documented one, "" for none
     max_note_mb: float = MAX_NOTE_MB
@@ -1176,10 +1176,17 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     if old is not None and old.fingerprint == fingerprint(files) and old.complete:
         again = repeat_warnings(old, files, settings)   # None: a skipped note may be usable now
         if again is not None:
-            return old, IndexReport(unchanged=len(old.files), warnings=warnings + again)
+            report = IndexReport(unchanged=len(old.files), warnings=warnings + again)
+            if not calibration_current(old, settings):   # an older cache, or Ollama was away
+                old = calibrated(old, client, settings)
+                if old.calibration and not writer.save(old) and writer.problem:
+                    report.warnings.append(writer.problem)
+            return old, report
     if old is None and reason != "no cache yet":
         progress(f"rebuilding index: {reason}")
     index, report = update_index(settings, client, old, files, progress, writer)
+    if index.complete:
+        index = calibrated(index, client, settings)
     report.warnings[:0] = warnings
     report.reason = report.reason or ("" if old is not None else reason)
     if not writer.save(index) and writer.problem and not writer.warned:
@@ -1201,6 +1208,7 @@ class Index:
     doc_template: str = ""                # the document template the vectors were embedded with
     note_warnings: dict[str, str] = field(default_factory=dict)   # digest -> how it was read (a guess)
     skipped: dict[str, str] = field(default_factory=dict)         # rel -> why it was left out
+    calibration: dict | None = None       # the relevance floor measured on this index (calibrate())
 
     @property
     def complete(self) -> bool:
@@ -1871,6 +1879,7 @@ def index_to_dict(index: Index) -> dict:
         "lexicon": (lex.vocab, arr(lex.ptr), arr(lex.docs), arr(lex.counts), arr(lex.lengths)),
         "doc_template": index.doc_template,
         "note_warnings": index.note_warnings, "skipped": index.skipped,
+        "calibration": index.calibration,
     }
 
 
@@ -1914,7 +1923,23 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
         raise CacheDamaged("a note's warning is not text")
     return Index(chunks, vectors, has_vector, lex, files,
                  check(d["fingerprint"], str, "fingerprint"), check(d["embed_model"], str, "embed_model"),
-                 chunking, check(d["doc_template"], str, "doc_template"), note_warnings, skipped)
+                 chunking, check(d["doc_template"], str, "doc_template"), note_warnings, skipped,
+                 checked_calibration(d.get("calibration")))   # caches written before it have none
+
+
+def checked_calibration(c) -> dict | None:
+    """A cached calibration as calibrate() writes it, or CacheDamaged."""
+    if c is None:
+        return None
+    floors = check(c, dict, "calibration").get("floors")
+    meaning = c.get("meaning", {})
+    if not (isinstance(floors, dict) and type(c.get("key")) is str and type(c.get("note")) is str
+            and all(type(k) is str and type(v) is float and 0 <= v <= 2 for k, v in floors.items())
+            and isinstance(meaning, dict) and all(type(k) is str and type(v) is list and len(v) == 2 and
+                                                  all(type(x) is float and 0 <= x <= 1 for x in v)
+                                                  for k, v in meaning.items())):
+        raise CacheDamaged("the calibration is not a floor per language")
+    return c
 
 
 
@@ -2151,7 +2176,7 @@ def search(client: ollama.Client, index: Index, question: str, settings: Setting
 class Retrieval:
     """The result of one search: the hits for the prompt, how sure we are, and how they were found."""
     hits: list[Hit]                       # what the chat model gets: the candidates close to the best
-    confidence: float                     # confidence(); below the floor = not found
+    confidence: float                     # confidence(); below `floor` = not found
     found: bool
     query_vector: np.ndarray | None       # None: searched by keywords only
     dense: np.ndarray | None              # each ranker's scores over all chunks, for --explain
@@ -2163,6 +2188,8 @@ class Retrieval:
     reembed_because: str = ""             # the model's vectors changed size: the index must be rebuilt
     timings: dict[str, float] = field(default_factory=dict)
     candidates: list[Hit] = field(default_factory=list)   # the top-k before close_to_best()
+    floor: float = MIN_SCORE              # what `confidence` had to reach (relevance_floor())
+    floor_source: str = ""
 
     @property
     def lexical_only(self) -> bool:
@@ -2183,7 +2210,7 @@ def rank_chunks(index: Index, question: str, qvec: np.ndarray | None, settings: 
     fused = np.full(len(index.chunks), -np.inf, dtype=np.float32)
     words_found = coverage(terms, int(rows[lexical[rows].argmax()])) if len(rows) else 0.0
     fused[rows], weights = fuse(None if dense is None else dense[rows], lexical[rows], words_found,
-                                settings.fusion)
+                                settings.fusion, off_topic_meaning(index, question))
     best = rows[top_rows(fused[rows], min(settings.top_k, top_k_limit(settings.chunk_size)))]
     if dense is None:
         best = [i for i in best if lexical[i] > 0]   # keywords only: a chunk without them is no match
@@ -2191,8 +2218,9 @@ def rank_chunks(index: Index, question: str, qvec: np.ndarray | None, settings: 
                 float(dense[i]) if dense is not None else float("nan"), float(lexical[i]))
             for rank, i in enumerate(best, 1)]
     conf = confidence(terms, [h.row for h in hits], dense, rows)
-    return Retrieval(close_to_best(hits, fused[rows]), conf, conf >= settings.min_score,
-                     qvec, dense, lexical, fused, weights, terms, candidates=hits)
+    floor, floor_source = relevance_floor(index, question, settings)
+    return Retrieval(close_to_best(hits, fused[rows]), conf, conf >= floor, qvec, dense, lexical, fused,
+                     weights, terms, candidates=hits, floor=floor, floor_source=floor_source)
 
 
 def close_to_best(hits: list[Hit], scores: np.ndarray) -> list[Hit]:
@@ -2245,7 +2273,7 @@ FUSION_NOTES = {"evidence": "z-scores weighted by each ranker's evidence on this
 
 
 def fuse(dense: np.ndarray | None, lexical: np.ndarray, words_found: float,
-         method: str = FUSION_METHOD) -> tuple[np.ndarray, dict[str, float]]:
+         method: str = FUSION_METHOD, off_topic: tuple[float, float] | None = None) -> tuple[np.ndarray, dict[str, float]]:
     """Fuse two rankers' scores into one; returns the fused scores and each ranker's share.
 
     Each ranker's scores become z-scores, so cosines and BM25 are comparable, and
@@ -2257,6 +2285,8 @@ def fuse(dense: np.ndarray | None, lexical: np.ndarray, words_found: float,
     only breaks its near-ties: a question worded like the note is ranked by its
     words, a paraphrase by its meaning, and an embedder that is noise on these notes
     (an English-only one on Chinese) cannot drag good keyword hits down.
+    On a calibrated index, `off_topic` holds how much meaning its off-topic probes found
+    (typical, highest), and the cosine counts by meaning_weight() instead.
     `method` (--fusion) picks an alternative; see fuse_other().
 
     Worked example: BM25's best chunk holds 90% of the question's words, the best
@@ -2272,8 +2302,8 @@ def fuse(dense: np.ndarray | None, lexical: np.ndarray, words_found: float,
         return np.zeros(0, dtype=np.float32), {}
     if method != "evidence":
         return fuse_other(parts, method)
-    evidence = {"dense": meaning_found(float(dense.max()), median(dense)) if dense is not None else 0.0,
-                "bm25": words_found}
+    meaning = meaning_found(float(dense.max()), median(dense)) if dense is not None else 0.0
+    evidence = {"dense": meaning_weight(meaning, *off_topic) if off_topic else meaning, "bm25": words_found}
     return weighted_z_scores(parts, {name: evidence[name] ** EVIDENCE_POWER for name in parts})
 
 
@@ -2291,6 +2321,20 @@ def weighted_z_scores(parts: dict[str, np.ndarray], weights: dict[str, float]) -
     shares = {name: w / total for name, w in weights.items()}
     fused = sum(shares[name] * (s - s.mean()) / (s.std() or 1.0) for name, s in parts.items())
     return np.asarray(fused, dtype=np.float32), shares
+
+
+def meaning_weight(meaning: float, typical: float, highest: float) -> float:
+    """The cosine's evidence for the fusion on a calibrated index: meaning_found() in full once
+    it exceeds the most any off-topic probe found (`highest`), none when it is no more than
+    the typical probe's, linearly between. An embedder that cannot read a language finds as
+    much "meaning" in any question of it as in an answerable one: then the words decide.
+
+    >>> meaning_weight(0.6, 0.4, 0.5), meaning_weight(0.45, 0.4, 0.5), meaning_weight(0.3, 0.4, 0.5)
+    (0.6, 0.225, 0.0)
+    """
+    if highest <= typical:
+        return meaning if meaning > highest else 0.0
+    return meaning * min(1.0, max(0.0, (meaning - typical) / (highest - typical)))
 
 
 def confidence(terms: list[Term], hit_rows: list[int], dense: np.ndarray | None, rows: np.ndarray) -> float:
@@ -2406,6 +2450,138 @@ def standout(scores: np.ndarray) -> float:
     if sd == 0:
         return 0.0
     return (float(scores.max()) - float(scores.mean())) / sd - math.sqrt(2 * math.log(n))
+
+# ----------------------------------------------------------------------------
+# The relevance floor, measured on each index: replaces Part I's fixed MIN_SCORE. What
+# confidence() gives a question the notes cannot answer depends on the embedder, the
+# language and the notes (an English-only embedder finds "meaning" in any Chinese question,
+# and a large Chinese corpus holds the common words of any Chinese question), so each index
+# asks itself some off-topic questions once, in the languages of its notes, and sets the
+# floor just above what they typically score.
+
+# Everyday questions no notes are expected to answer (not those --make-eval writes, so that
+# --tune measures the floor on questions it was not set with).
+FLOOR_PROBES = {
+    "en": ["How many minutes should I cook spaghetti?", "What is the tallest mountain in Africa?",
+           "How often should I water an orchid?", "Who painted the Mona Lisa?",
+           "How do I get chewing gum out of hair?", "At what temperature does seawater freeze?",
+           "How many players are on a rugby team?", "When was the printing press invented?",
+           "How do I descale a kettle?", "Which vaccines does a kitten need?",
+           "How often should a car's oil be changed?", "Which planet has the most moons?",
+           "How do I make a paper airplane fly farther?", "What is the difference between a crocodile and an alligator?",
+           "How long is a flight from London to Tokyo?", "What should I pack for a week of camping?",
+           "How do I tie a bow tie?", "What is the population of Canada?",
+           "How can I lower my heating bill in winter?", "Why do cats purr?", "How is cheese made?",
+           "What are the rules for castling in chess?", "How should I treat a bee sting?",
+           "How often should an electric toothbrush head be replaced?"],
+    "zh": ["意大利面要煮几分钟？", "非洲最高的山是哪座？", "兰花多久浇一次水？", "《蒙娜丽莎》是谁画的？",
+           "头发上粘了口香糖怎么弄掉？", "海水在几度结冰？", "橄榄球队一队有几个人？", "印刷术是什么时候发明的？",
+           "水壶里的水垢怎么去除？", "小猫需要打哪些疫苗？", "汽车多久换一次机油？", "哪颗行星的卫星最多？",
+           "鳄鱼和短吻鳄有什么区别？", "从北京飞伦敦要多长时间？", "露营一周要带哪些东西？", "领结怎么系？",
+           "加拿大有多少人口？", "冬天怎样省电费？", "蜂蜜为什么不会变质？", "奶酪是怎么做出来的？",
+           "国际象棋的王车易位有什么规则？", "被蜜蜂蜇了怎么处理？", "怎样让纸飞机飞得更远？", "电动牙刷的刷头多久换一次？"],
+}
+FLOOR_MARGIN = 0.05                       # the floor: the probes' median confidence plus this, at least
+                                          # MIN_SCORE (how they were chosen: bench/floor_eval.py)
+MIN_CALIBRATION_CHUNKS = 20               # fewer chunks say too little about an off-topic question
+MIN_CALIBRATION_PROBES = 8                # per language, after dropping those the notes do cover
+OFF_TOPIC_COVERAGE = 0.5                  # a probe whose words one chunk mostly holds is not off-topic here
+
+
+def relevance_floor(index: Index, question: str, settings: Settings) -> tuple[float, str]:
+    """The floor a question's confidence must reach, and where it comes from: --min-score,
+    else this index's calibration for the question's language, else MIN_SCORE."""
+    if settings.min_score is not None:
+        return settings.min_score, "--min-score"
+    lang, cal = question_language(question), index.calibration
+    if cal and lang in cal["floors"]:
+        return cal["floors"][lang], f"calibrated on this index: {cal['note']}"
+    if cal is None:
+        return MIN_SCORE, "not calibrated yet: Ollama could not embed the off-topic questions"
+    if cal["floors"]:
+        return MIN_SCORE, f"not calibrated for {lang}: the notes are not in that language"
+    return MIN_SCORE, f"not calibrated: {cal['note']}"
+
+
+def off_topic_meaning(index: Index, question: str) -> tuple[float, float] | None:
+    """How much meaning the off-topic probes in the question's language found on this index
+    (their median and their most), or None when it is not calibrated for that language."""
+    meaning = (index.calibration or {}).get("meaning", {}).get(question_language(question))
+    return tuple(meaning) if meaning else None
+
+
+def question_language(text: str) -> str:
+    """"zh" for a text that is mostly CJK (Chinese, Japanese, Korean), else "en".
+
+    >>> question_language("泡龙井用多少度的水？"), question_language("What is BM25?")
+    ('zh', 'en')
+    """
+    return "zh" if len(CJK_CHAR.findall(text)) * 4 > len(text) else "en"
+
+
+def notes_languages(index: Index, sample: int = 200) -> list[str]:
+    """The languages of FLOOR_PROBES the notes are written in, judged on their first chunks."""
+    texts = " ".join(index.chunks[i].text for i in range(min(sample, len(index.chunks))))
+    return [lang for lang, present in (("en", re.search(r"[A-Za-z]{3}", texts)), ("zh", CJK_CHAR.search(texts)))
+            if present]
+
+
+def calibration_key(settings: Settings) -> str:
+    """What a calibration depends on besides the index: the query template its probes were embedded
+    with. (--fusion and --top-k move the probes' scores a little; recalibrating and rewriting the
+    cache whenever they change would cost more than that.)"""
+    return query_text("{question}", settings)
+
+
+def calibration_current(index: Index, settings: Settings) -> bool:
+    return index.calibration is not None and index.calibration["key"] == calibration_key(settings)
+
+
+def calibrated(index: Index, client: ollama.Client, settings: Settings) -> Index:
+    """The index with calibrate()'s floors; unchanged when Ollama cannot embed the probes."""
+    calibration = calibrate(index, client, settings)
+    return replace(index, calibration=calibration) if calibration else index
+
+
+def calibrate(index: Index, client: ollama.Client, settings: Settings) -> dict | None:
+    """Score FLOOR_PROBES (in the notes' languages) against the index and set a floor per
+    language: the median probe's confidence plus FLOOR_MARGIN, at least MIN_SCORE. A
+    probe whose words the notes do hold (OFF_TOPIC_COVERAGE) is left out: the notes may
+    be about cheese. One embedding request; None when Ollama cannot answer it.
+
+    >>> index = Index([Chunk("a.md", "", "x")], np.zeros((1, 2), np.float32), np.ones(1, bool),
+    ...               lexicon_from_texts(["x"]), {}, "", "m", (1500, 80))
+    >>> calibrate(index, None, Settings())["note"]
+    '1 chunks are too few to calibrate on'
+    """
+    key = calibration_key(settings)
+    if len(index.chunks) < MIN_CALIBRATION_CHUNKS:
+        return {"key": key, "floors": {}, "note": f"{len(index.chunks)} chunks are too few to calibrate on"}
+    probes = [(lang, q) for lang in notes_languages(index) for q in FLOOR_PROBES[lang]]
+    try:
+        qvecs = embed_checked(client, settings.embed_model, [query_text(q, settings) for _, q in probes])
+    except OllamaError:
+        return None
+    if not np.isfinite(qvecs).all() or qvecs.shape[1] != index.vectors.shape[1]:
+        return None
+    # First how much meaning each probe finds (the fusion's scale, below), then their confidence.
+    found: dict[str, list[float]] = {}
+    for (lang, _), cosines in zip(probes, (index.vectors @ qvecs.T).T):
+        found.setdefault(lang, []).append(meaning_found(float(cosines.max()), median(cosines)))
+    meaning = {lang: [median(np.array(m)), max(m)] for lang, m in found.items()}
+    scale = replace(index, calibration={"key": key, "floors": {}, "meaning": meaning, "note": ""})
+    plain = replace(settings, source_filter=None, min_score=MIN_SCORE)
+    scores: dict[str, list[float]] = {}
+    for (lang, q), qvec in zip(probes, qvecs):
+        r = rank_chunks(scale, q, qvec, plain)
+        if max((coverage(r.terms, h.row) for h in r.candidates), default=0.0) < OFF_TOPIC_COVERAGE:
+            scores.setdefault(lang, []).append(r.confidence)
+    floors = {lang: round(max(MIN_SCORE, median(np.array(c)) + FLOOR_MARGIN), 2)
+              for lang, c in scores.items() if len(c) >= MIN_CALIBRATION_PROBES}
+    note = ", ".join(f"{lang} {floors[lang]:.2f} from {len(scores[lang])} off-topic questions "
+                     f"(median {median(np.array(scores[lang])):.2f})" for lang in floors)
+    return {"key": key, "floors": floors, "meaning": {lang: meaning[lang] for lang in floors},
+            "note": note or "too few off-topic questions the notes do not cover"}
 
 # ----------------------------------------------------------------------------
 # Answering: replaces Part I's stream_answer: the context sized to the prompt, thinking
@@ -2710,7 +2886,6 @@ EVAL_MIN_PASSAGE_CHARS = 100              # shorter passages (a title, a one-lin
 EVAL_MAX_COPIED = 0.75                    # drop a question when more than 3/4 of its words (CJK: bigrams)
                                           # occur in its passage: it copies rather than asks
 EVAL_UNANSWERABLE_SHARE = 1 / 8           # of the questions, this share have no answer: they calibrate the floor
-EVAL_UNANSWERABLE_COVERAGE = 0.5          # a built-in unanswerable question whose words the notes cover
                                           # this much might be answerable after all: it is left out
 EVAL_REPLY_TOKENS = 200                   # one question and a short answer, in JSON
 TUNE_TOP_KS = (3, 5, 8)                   # --top-k values compared; the smallest that finds as much wins
@@ -2817,7 +2992,7 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
         error = ollama_problem            # nothing to show: the warning above says what to do
     elif not r.found:
         if echo:
-            print(f"{NOT_FOUND} (confidence {r.confidence:.2f} < --min-score {settings.min_score}; "
+            print(f"{NOT_FOUND} (confidence {r.confidence:.2f} < the floor {r.floor:.2f}, {r.floor_source}; "
                   "the closest sources are above)")
     elif ollama_problem:
         if echo:
@@ -2841,7 +3016,8 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
     else:
         print(json.dumps({
             "question": args.question, "answer": text, "found": r.found, "lexical_only": r.lexical_only,
-            "confidence": round(r.confidence, 3), "sources": [hit_json(h) for h in r.hits],
+            "confidence": round(r.confidence, 3), "floor": {"value": r.floor, "source": r.floor_source},
+            "sources": [hit_json(h) for h in r.hits],
             "timings": {k: round(v, 3) for k, v in timings.items()},
             "tokens": tokens, "warnings": warnings, "error": error,
             "embedding_prompts": templates._asdict()}, ensure_ascii=False, indent=2))
@@ -3148,7 +3324,7 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
         elif answerable:
             dense_missing = dense_missing or r.keywords_only_because
         confidences.append({"question": item["question"], "answerable": answerable,
-                            "confidence": round(r.confidence, 3)})
+                            "confidence": round(r.confidence, 3), "floor": r.floor})
         if not answerable:
             floor["unanswerable"] += 1
             floor["unanswerable_refused"] += not r.found
@@ -3166,13 +3342,24 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
                            "top": r.hits[0].chunk.citation if r.hits else None})
     result = metrics(ranks["fused"])
     result["by_ranker"] = {name: metrics(rs) for name, rs in ranks.items()}
-    result["floor"] = {"min_score": settings.min_score, **floor}
+    result["floor"] = {"min_score": settings.min_score, "calibration": index.calibration, **floor}
     result["misses"] = misses
     result["confidences"] = confidences
     result["embed_model"] = settings.embed_model if embedded else None
     # Ollama may go away mid-run: then the dense row covers only some questions, and says so.
     result["dense_coverage"] = {"questions": dense_used, "of": floor["answerable"], "missing_because": dense_missing}
     return result
+
+
+def floor_words(index: Index, settings: Settings) -> str:
+    """The floor in force, for a line of --eval or --tune: "--min-score 0.5" or the calibration."""
+    if settings.min_score is not None:
+        return f"--min-score {settings.min_score}"
+    floors = (index.calibration or {}).get("floors")
+    if floors:
+        return "calibrated on these notes (" + ", ".join(f"{lang} {f:.2f}" for lang, f in floors.items()) + ")"
+    floor, source = relevance_floor(index, "", settings)
+    return f"{floor} ({source})"
 
 
 def read_eval_set(path: Path) -> list[dict]:
@@ -3295,7 +3482,7 @@ EVAL_SCHEMA = {"type": "object", "required": ["question", "answer"],
                "properties": {"question": {"type": "string"}, "answer": {"type": "string"}}}
 
 # Questions no note is likely to answer, in the languages the notes are written in;
-# any the notes do seem to cover (EVAL_UNANSWERABLE_COVERAGE) are left out.
+# any the notes do seem to cover (OFF_TOPIC_COVERAGE) are left out.
 UNANSWERABLE = {
     "en": ["What is the boiling point of ethanol?", "Who won the 1998 football World Cup?",
            "How many moons does Neptune have?", "What is the capital of Mongolia?",
@@ -3415,8 +3602,8 @@ def copied_share(question: str, passage: str) -> float:
 
     >>> copied_share("How often is the starter fed?", "The starter is fed twice a day.")
     0.6666666666666666
-    >>> copied_share("酵种多久喂一次？", "酵种每天喂两次。")   # 酵种 of 酵种 种多 多久 久喂 喂一 一次
-    0.16666666666666666
+    >>> copied_share("酵种多久喂一次？", "酵种每天喂两次。")   # 酵种 of 酵种 种多 久喂 喂一 一次
+    0.2
     """
     def terms(text: str) -> set[str]:
         return {t for t in tokenize(text) if not CJK_CHAR.match(t) or
@@ -3434,7 +3621,7 @@ def unanswerable_questions(index: Index, settings: Settings, n: int) -> list[str
                   for q in group if q]
     plain = replace(settings, source_filter=None)
     return [q for q in candidates
-            if rank_chunks(index, q, None, plain).confidence < EVAL_UNANSWERABLE_COVERAGE][:n]
+            if rank_chunks(index, q, None, plain).confidence < OFF_TOPIC_COVERAGE][:n]
 
 
 def run_make_eval(args, settings: Settings, client: ollama.Client) -> int:
@@ -3534,7 +3721,8 @@ def tune(client: ollama.Client, indexes: dict[int, Index], items: list[dict], se
         mask = np.flatnonzero(source_mask(index, s.source_filter))
         rows_of[v] = [(item, *tune_one(index, item, qvecs[v.template][i] if not missing else None, s, mask))
                       for i, item in enumerate(items)]
-    scored = [tune_scores(v, rows_of[v], settings.top_k, settings.min_score) for v in variants]
+    scored = [tune_scores(v, rows_of[v], settings.top_k,
+                          lambda q, ix=indexes[v.chunk_size]: relevance_floor(ix, q, settings)[0]) for v in variants]
     default = Variant(settings.chunk_size, query_text("q", settings) != "q" and not missing,
                       settings.fusion if not missing else "bm25")
     base = next((x for x in scored if x["variant"] == default), scored[0])
@@ -3580,14 +3768,14 @@ def tune_one(index: Index, item: dict, qvec: np.ndarray | None, settings: Settin
 
 
 def tune_scores(v: Variant, rows: list[tuple[dict, int | None, list[float]]], top_k_: int,
-                min_score: float) -> dict:
-    """hit@k and MRR of one variant, and what the current floor answers and declines with it."""
-    answerable = [(rank, confs) for item, rank, confs in rows if item.get("answers")]
-    others = [confs for item, _, confs in rows if not item.get("answers")]
+                floor: Callable[[str], float]) -> dict:
+    """hit@k and MRR of one variant, and what the current floor (of a question) answers and declines."""
+    answerable = [(rank, confs, floor(item["question"])) for item, rank, confs in rows if item.get("answers")]
+    others = [(confs, floor(item["question"])) for item, _, confs in rows if not item.get("answers")]
     k = min(top_k_, EVAL_DEPTH) - 1
-    return {"variant": v, **metrics([rank for rank, _ in answerable]),
-            "answered": sum(c[k] >= min_score for _, c in answerable),
-            "declined": sum(c[k] < min_score for c in others)}
+    return {"variant": v, **metrics([rank for rank, _, _ in answerable]),
+            "answered": sum(c[k] >= f for _, c, f in answerable),
+            "declined": sum(c[k] < f for c, f in others)}
 
 
 def hit_at_k(rows: list[tuple[dict, int | None, list[float]]], k: int) -> float:
@@ -3637,7 +3825,7 @@ def run_tune(args, settings: Settings, client: ollama.Client) -> int:
         print(json.dumps(result, ensure_ascii=False, indent=2))
         return EXIT_OK
     print(f"{len(items)} questions ({result['answerable']} answerable, {result['unanswerable']} unanswerable); "
-          f"embedder: {result['embed_model'] or 'none'}; floor --min-score {settings.min_score}, "
+          f"embedder: {result['embed_model'] or 'none'}; floor {floor_words(indexes[settings.chunk_size], settings)}, "
           f"--top-k {settings.top_k}")
     if result["missing"]:
         print(f"tuned BM25, --top-k and the floor only: dense, fused and query-template variants "
@@ -3768,7 +3956,7 @@ def run_eval(args, settings: Settings, client: ollama.Client) -> int:
         row = "".join(f"{m[k]:>8.3f}" for k in ("hit@1", "hit@3", "hit@5", "mrr")) if m["n"] else "     n/a"
         print(f"{name:<8}{row}" + (f"   (over {m['n']} of {result['n']})" if 0 < m["n"] < result["n"] else ""))
     f = result["floor"]
-    print(f"relevance floor {f['min_score']}: answered {f['answerable_found']}/{f['answerable']} answerable, "
+    print(f"relevance floor {floor_words(index, settings)}: answered {f['answerable_found']}/{f['answerable']} answerable, "
           f"declined {f['unanswerable_refused']}/{f['unanswerable']} unanswerable")
     for m in result["misses"]:
         print(f"miss (rank {m['rank']}): {m['question']}  -> top: {m['top']}")
@@ -3828,7 +4016,7 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
             rows = np.flatnonzero(allowed)    # what --source excluded is not part of the ranking
             for i in rows[top_rows(scores[rows], 3)]:
                 print(f"    {scores[i]:>7.3f}  {label(index.chunks[i])}")
-    say(f"confidence {r.confidence:.2f} against the floor {settings.min_score}: "
+    say(f"confidence {r.confidence:.2f} against the floor {r.floor:.2f} ({r.floor_source}): "
         + ("answer from these sources" if r.found else "not found in your notes"))
     say(f"the prompt gets {len(r.hits)} of the top {len(r.candidates)}: those whose fused score stands at "
         f"least {SOURCE_CUT:.0%} as far above the average chunk's as the best one's")
@@ -3866,8 +4054,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--chat-model", default=CHAT_MODEL, help=f"default {CHAT_MODEL}")
     p.add_argument("--chunk-size", type=int, default=CHUNK_SIZE, help=f"characters (default {CHUNK_SIZE})")
     p.add_argument("--chunk-overlap", type=int, default=CHUNK_OVERLAP, help=f"characters (default {CHUNK_OVERLAP})")
-    p.add_argument("--min-score", type=float, default=MIN_SCORE,
-                   help=f"relevance floor on retrieval confidence (default {MIN_SCORE})")
+    p.add_argument("--min-score", type=float,
+                   help="relevance floor on retrieval confidence, 0 to 2 (default: calibrated on each "
+                        f"index with off-topic questions, at least {MIN_SCORE})")
     p.add_argument("--source", metavar="PATTERN", help="only use notes whose path matches (glob or substring)")
     p.add_argument("--query-instruction", metavar="TEMPLATE",
                    help="query template with {query}; '' for none (default: the model's documented one)")
@@ -3915,7 +4104,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.json and (args.chat or args.explain):
         p.error("--json prints one object for a question, --eval, --make-eval or --tune; "
                 "--chat and --explain are for people to read")
-    if not math.isfinite(args.min_score):
+    if args.min_score is not None and not math.isfinite(args.min_score):
         p.error(f"--min-score must be a number like 0.3, not {args.min_score}")
     for flag, value in (("--max-note-mb", args.max_note_mb), ("--timeout", args.timeout)):
         if not 0 < value < math.inf:      # nan fails every comparison too

@@ -12,6 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import demo_rag as rag  # noqa: E402
 from ollama_server import FakeOllama  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -143,3 +144,12 @@ def run_cli_audited(*args, host: str, under: Path, log: Path, timeout: float = 6
     env = user_env(host, {"AUDIT_UNDER": os.path.join(under, ""), "AUDIT_LOG": str(log)})
     return subprocess.run([sys.executable, "-c", AUDIT_MAIN, str(SCRIPT), *map(str, args)], capture_output=True,
                           text=True, encoding="utf-8", env=env, timeout=timeout)
+
+
+PROBES = tuple(q for qs in rag.FLOOR_PROBES.values() for q in qs)
+
+
+def note_texts(texts: list[str]) -> list[str]:
+    """The embedded texts that came from notes: without the off-topic questions each build asks
+    to calibrate the relevance floor (embedded with whatever query template the model has)."""
+    return [t for t in texts if not t.endswith(PROBES)]

@@ -82,12 +82,14 @@ DEFAULT_CONTEXT_LIMIT = 32768
 EMBED_MANGLES = ("half", "one_short", "double", "ragged", "no_field", "nan")
 
 
-def hashed_vector(text: str, dim: int = DIM) -> list[float]:
-    """Bag of words (Latin) and bigrams (CJK), each word hashed into one of `dim` slots."""
+def hashed_vector(text: str, dim: int = DIM, cjk: bool = True) -> list[float]:
+    """Bag of words (Latin) and bigrams (CJK), each word hashed into one of `dim` slots.
+    cjk=False reads no CJK at all, like an English-only embedder: a text without Latin words
+    gets the same vector as every other (the cosine then says nothing)."""
     v = np.zeros(dim)
     lowered = text.lower()
     words = [w for w in re.findall(r"[a-z0-9]+", lowered) if w not in STOPWORDS]
-    for run in re.findall(r"[\u4e00-\u9fff]+", lowered):
+    for run in re.findall(r"[\u4e00-\u9fff]+", lowered) if cjk else []:
         words.extend(run[i:i + 2] for i in range(len(run) - 1))
     for w in words:
         h = int(hashlib.md5(w.encode()).hexdigest(), 16)
@@ -175,7 +177,7 @@ class FakeOllama:
                  format_reply="question", die_after_embeds=None, hold_at=None, fail_after=None,
                  embed_delay=0.0):
         self.models = set(models)
-        self.embed = embed                 # "hash" or "random"
+        self.embed = embed                 # "hash", "random" or "latin" (blind to CJK, see hashed_vector)
         self.dim = dim
         self.answer_repeat = answer_repeat  # >1: long answers, to fill a conversation's memory
         self.context_limits = {**CONTEXT_LIMITS, **(context_limits or {})}   # model -> its own maximum
@@ -288,7 +290,7 @@ class FakeOllama:
         texts = [body["input"]] if isinstance(body["input"], str) else body["input"]
         if self.embed_delay:
             time.sleep(self.embed_delay)
-        make = random_vector if self.embed == "random" else hashed_vector
+        make = {"random": random_vector, "latin": lambda t, d: hashed_vector(t, d, cjk=False)}.get(self.embed, hashed_vector)
         return {"model": body["model"], "embeddings": [make(t, self.dim) for t in texts],
                 "prompt_eval_count": sum(text_tokens(t) for t in texts)}
 

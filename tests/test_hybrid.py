@@ -8,7 +8,7 @@ import ollama
 import pytest
 
 import demo_rag as rag
-from conftest import ROOT, run_cli
+from conftest import ROOT, note_texts, run_cli
 from ollama_server import FakeOllama
 
 CREATURES = ["otter", "heron", "lynx", "walrus", "gecko", "ibis", "tapir", "marmot", "puffin", "okapi",
@@ -71,7 +71,7 @@ def test_eval_json_has_the_documented_keys(tmp_path, server):
     floor = result["floor"]
     assert floor["answerable"] == 120 and floor["unanswerable_refused"] == 1 and floor["answerable_found"] >= 110
     assert len(result["confidences"]) == 121 and result["confidences"][-1]["answerable"] is False
-    assert result["confidences"][-1]["confidence"] < floor["min_score"]
+    assert result["confidences"][-1]["confidence"] < result["confidences"][-1]["floor"]
     assert result["embed_model"] == "qwen3-embedding:0.6b"
 
 
@@ -190,13 +190,14 @@ def test_eval_numbers_on_a_corpus_with_known_ranks(tmp_path, server):
     assert {k: result[k] for k in expected} == expected
     assert result["by_ranker"] == {"dense": expected, "bm25": expected, "fused": expected}
     assert [(m["question"], m["rank"]) for m in result["misses"]] == [("falcon", 2), ("osprey", 4), ("harrier", None)]
-    assert result["floor"] == {"min_score": rag.MIN_SCORE, "answerable_found": 4, "answerable": 4,
-                               "unanswerable_refused": 2, "unanswerable": 2}
+    assert result["floor"] == {"min_score": None, "calibration": result["floor"]["calibration"],
+                               "answerable_found": 4, "answerable": 4, "unanswerable_refused": 2, "unanswerable": 2}
+    assert {c["floor"] for c in result["confidences"]} == {result["floor"]["calibration"]["floors"]["en"]}
     # confidence: each bird's word is in its top note (words 1.0), plus the meaning: how far the best
     # cosine moved from the median towards 1.0, as embedded by the server; the unanswerable questions
     # share no word with any note, so theirs is the meaning alone
     from ollama_server import hashed_vector
-    texts = server.embedded_texts()
+    texts = note_texts(server.embedded_texts())
     docs = np.array([hashed_vector(t) for t in texts[:24]])
     confidences = []
     for item, qtext in zip(json.loads("[" + ",".join(evalset.read_text().splitlines()) + "]"), texts[24:]):
@@ -216,4 +217,4 @@ def test_eval_numbers_on_a_corpus_with_known_ranks(tmp_path, server):
         "dense      0.250   0.500   0.750   0.438",
         "bm25       0.250   0.500   0.750   0.438",
         "fused      0.250   0.500   0.750   0.438",
-        f"relevance floor {rag.MIN_SCORE}: answered 4/4 answerable, declined 2/2 unanswerable"]
+        "relevance floor calibrated on these notes (en 0.40): answered 4/4 answerable, declined 2/2 unanswerable"]

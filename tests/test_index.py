@@ -11,7 +11,7 @@ import ollama
 import pytest
 
 import demo_rag as rag
-from conftest import ROOT, run_cli, run_cli_audited, user_env
+from conftest import ROOT, note_texts, run_cli, run_cli_audited, user_env
 from ollama_server import FakeOllama
 
 TOPICS = ["kites", "violins", "glaciers", "bees", "lighthouses", "volcanoes", "origami", "comets"]
@@ -35,9 +35,9 @@ def settings(tmp_path, **kw):
 
 def index_once(s, server):
     """Build or update the index; return (index, report, texts embedded by this call)."""
-    before = len(server.embedded_texts())
+    before = len(note_texts(server.embedded_texts()))
     index, report = rag.open_index(s, ollama.Client(host=server.url))
-    return index, report, server.embedded_texts()[before:]
+    return index, report, note_texts(server.embedded_texts())[before:]
 
 
 @pytest.fixture
@@ -115,9 +115,9 @@ def test_deleting_and_adding_notes(vault, server):
 
 
 def test_rebuild_flag_re_embeds_everything(vault, server):
-    before = len(server.embedded_texts())
+    before = len(note_texts(server.embedded_texts()))
     index, report = rag.open_index(vault, ollama.Client(host=server.url), rebuild="--rebuild")
-    assert len(server.embedded_texts()) - before == 300 and report.reason == "--rebuild"
+    assert len(note_texts(server.embedded_texts())) - before == 300 and report.reason == "--rebuild"
 
 
 def test_search_results_survive_the_cache_round_trip(vault, server):
@@ -202,7 +202,7 @@ def test_settings_tried_and_reverted_cost_no_re_embedding(vault, server):
     with FakeOllama(models=["other-embed"]) as other:
         s = rag.Settings(**{**vars(vault), "embed_model": "other-embed"})
         _, report = rag.open_index(s, ollama.Client(host=other.url))
-        assert len(other.embedded_texts()) == 300
+        assert len(note_texts(other.embedded_texts())) == 300
     _, report, texts = index_once(vault, server)
     assert texts == [] and report.unchanged == 100
     assert len(list(vault.cache_dir.iterdir())) == 3
@@ -213,7 +213,7 @@ def test_a_new_vector_size_re_embeds_everything(vault, tmp_path):
     with FakeOllama(dim=64) as small:
         index, report = rag.open_index(vault, ollama.Client(host=small.url))
         assert report.reason == "vector size changed (256 -> 64) under the same model name 'qwen3-embedding:0.6b'; re-embedding all"
-        assert index.vectors.shape == (298, 64) and len(small.embedded_texts()) == 1 + 298
+        assert index.vectors.shape == (298, 64) and len(note_texts(small.embedded_texts())) == 1 + 298
 
 
 def test_odd_files_are_reported_and_the_rest_indexes(tmp_path, server):
@@ -353,4 +353,4 @@ def test_embedding_requests_stay_under_the_character_limit(server, tmp_path, mon
     index, _ = rag.open_index(s, ollama.Client(host=server.url))
     sizes = [sum(map(len, body["input"])) for body in server.of("/api/embed")]
     assert len(sizes) >= 5 and max(sizes) <= 2000, sizes
-    assert len(server.embedded_texts()) == len(index.chunks)
+    assert len(note_texts(server.embedded_texts())) == len(index.chunks)
