@@ -3317,6 +3317,9 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
     embedded = False                      # did any question, answerable or not, get dense scores?
     for item in items:
         r = search(client, index, item["question"], replace(settings, top_k=EVAL_DEPTH))
+        # the floor judged as a run judges it: on the --top-k best, not on the EVAL_DEPTH ranked
+        conf = confidence(r.terms, [h.row for h in r.candidates[:settings.top_k]], r.dense, rows)
+        found = conf >= r.floor
         answerable = bool(item.get("answers"))
         embedded = embedded or r.dense is not None
         if answerable and r.dense is not None:
@@ -3324,13 +3327,13 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
         elif answerable:
             dense_missing = dense_missing or r.keywords_only_because
         confidences.append({"question": item["question"], "answerable": answerable,
-                            "confidence": round(r.confidence, 3), "floor": r.floor})
+                            "confidence": round(conf, 3), "floor": r.floor})
         if not answerable:
             floor["unanswerable"] += 1
-            floor["unanswerable_refused"] += not r.found
+            floor["unanswerable_refused"] += not found
             continue
         floor["answerable"] += 1
-        floor["answerable_found"] += r.found
+        floor["answerable_found"] += found
         for name, scores in (("fused", r.fused), ("dense", r.dense), ("bm25", r.lexical)):
             if scores is None:            # no vectors (Ollama away): this ranker is not scored
                 continue

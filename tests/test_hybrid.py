@@ -218,3 +218,16 @@ def test_eval_numbers_on_a_corpus_with_known_ranks(tmp_path, server):
         "bm25       0.250   0.500   0.750   0.438",
         "fused      0.250   0.500   0.750   0.438",
         "relevance floor calibrated on these notes (en 0.40): answered 4/4 answerable, declined 2/2 unanswerable"]
+
+
+def test_eval_judges_the_floor_on_the_top_k_a_run_uses(server, notes, tmp_path):
+    # --eval ranks 10 deep for hit@k and MRR, but a run's confidence looks at its --top-k sources only.
+    s = rag.Settings(notes_dir=notes, cache_dir=tmp_path / "cache")
+    client = ollama.Client(host=server.url)
+    index, _ = rag.open_index(s, client)
+    items = rag.load_eval_set(ROOT / "demo-data" / "eval.jsonl")
+    result = rag.evaluate(client, index, items, s)
+    runs = [rag.search(client, index, it["question"], s) for it in items]
+    assert [c["confidence"] for c in result["confidences"]] == [round(r.confidence, 3) for r in runs]
+    deep = [rag.search(client, index, it["question"], rag.replace(s, top_k=rag.EVAL_DEPTH)) for it in items]
+    assert any(round(d.confidence, 3) != round(r.confidence, 3) for d, r in zip(deep, runs))   # it matters here
