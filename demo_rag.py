@@ -486,7 +486,7 @@ def meaning_found(best: float, typical: float) -> float:
     >>> meaning_found(0.5, 0.0), meaning_found(0.9, 0.8), meaning_found(0.7, 0.8)
     (0.5, 0.5, 0.0)
     """
-    return max(0.0, (best - typical) / (1 - typical)) if typical < 1 else 0.0
+    return min(1.0, max(0.0, (best - typical) / (1 - typical))) if typical < 1 else 0.0   # 1: float32 rounding
 
 
 @dataclass(frozen=True)
@@ -1928,7 +1928,15 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
 
 
 def checked_calibration(c) -> dict | None:
-    """A cached calibration as calibrate() writes it, or CacheDamaged."""
+    """A cached calibration as calibrate() writes it; None (calibrate again, no re-embedding) if
+    it is not one."""
+    try:
+        return calibration_as_written(c)
+    except CacheDamaged:
+        return None
+
+
+def calibration_as_written(c) -> dict | None:
     if c is None:
         return None
     floors = check(c, dict, "calibration").get("floors")
@@ -2519,9 +2527,11 @@ def question_language(text: str) -> str:
     return "zh" if len(CJK_CHAR.findall(text)) * 4 > len(text) else "en"
 
 
-def notes_languages(index: Index, sample: int = 200) -> list[str]:
-    """The languages of FLOOR_PROBES the notes are written in, judged on their first chunks."""
-    texts = " ".join(index.chunks[i].text for i in range(min(sample, len(index.chunks))))
+def notes_languages(index: Index, sample: int = 400) -> list[str]:
+    """The languages of FLOOR_PROBES the notes are written in, judged on chunks spread over all
+    of them (notes are in file-name order, and Chinese names sort after Latin ones)."""
+    rows = np.unique(np.linspace(0, len(index.chunks) - 1, min(sample, len(index.chunks))).astype(int))
+    texts = " ".join(index.chunks[i].text for i in rows)
     return [lang for lang, present in (("en", re.search(r"[A-Za-z]{3}", texts)), ("zh", CJK_CHAR.search(texts)))
             if present]
 
@@ -2588,24 +2598,62 @@ def calibrate(index: Index, client: ollama.Client, settings: Settings) -> dict |
 # models, and what Ollama read and cut.
 
 
-def answer_stream(client: ollama.Client, question: str, hits: list[Hit], settings: Settings) -> ChatStream:
-    """Stream an answer to the question from the retrieved hits."""
-    return stream_chat(client, settings.chat_model, build_messages(question, hits), keep_alive=settings.keep_alive)
+def answer_stream(client: ollama.Client, question: str, hits: list[Hit], settings: Settings,
+                  num_ctx: int = NUM_CTX) -> ChatStream:
+    """Stream an answer to the question from the retrieved hits, with a context of at least
+    `num_ctx` (chat_context(): the size the chat model is loaded with)."""
+    messages = build_messages(question, hits)
+    return stream_chat(client, settings.chat_model, messages, context_size(messages, num_ctx), settings.keep_alive)
 
 
-def start_loading(settings: Settings, num_ctx: int = NUM_CTX) -> None:
-    """Ask Ollama to load the chat model now, in the background, so that it is ready when
-    the sources are: a chat request with no messages only loads the model (Ollama
-    answers done_reason "load"). It asks with the num_ctx the answer will use, or Ollama
-    would load the model again for the answer. Nothing waits for it, and a failure
-    here changes nothing: the answer's own request reports what is wrong."""
+def chat_context(client: ollama.Client, settings: Settings, timeout: float | None = None) -> int:
+    """The context size this run's chat requests start from, and the chat model loading
+    meanwhile: if Ollama has it loaded with NUM_CTX or more (/api/ps), that size, since
+    asking for less would make it load the model again; otherwise NUM_CTX, and a chat
+    request with no messages asks Ollama to load it now, in the background, so that it
+    is ready when the sources are (Ollama answers it done_reason "load"). Nothing waits
+    for that, and a failure changes nothing: the answer's own request says what is wrong."""
+    loaded = loaded_context(client, settings.chat_model)
+    if loaded and loaded >= NUM_CTX:
+        return loaded
+    if keep_alive_seconds(settings.keep_alive) < 1:
+        return NUM_CTX                    # Ollama takes a load request that keeps nothing as "unload"
+
     def load():
         try:
-            ollama_chat(ollama_client(OLLAMA_CONNECT_TIMEOUT), settings.chat_model, [], {"num_ctx": num_ctx},
+            ollama_chat(ollama_client(timeout), settings.chat_model, [], {"num_ctx": NUM_CTX},
                         stream=False, keep_alive=settings.keep_alive)
         except Exception:                 # deliberately silent: see above
             pass
     threading.Thread(target=load, name="load the chat model", daemon=True).start()
+    return NUM_CTX
+
+
+def loaded_context(client: ollama.Client, model: str) -> int | None:
+    """The context the chat model is loaded with, if Ollama has it loaded and says so (/api/ps)."""
+    try:
+        running = client.ps().models
+    except Exception:                     # an Ollama too old for /api/ps, or away: the answer will say
+        return None
+    names = {model, model if ":" in model else model + ":latest"}
+    sizes = [getattr(m, "context_length", None) for m in running if {m.model, m.name} & names]
+    return next((n for n in sizes if isinstance(n, int) and n > 0), None)
+
+
+def keep_alive_seconds(value: str | float | None, signed: bool = False) -> float:
+    """--keep-alive in seconds: inf when unset or negative (Ollama's default, or for ever), unless
+    `signed` asks for the number itself.
+
+    >>> keep_alive_seconds("1h30m"), keep_alive_seconds("500ms"), keep_alive_seconds(0.0), keep_alive_seconds(-1.0)
+    (5400.0, 0.5, 0.0, inf)
+    """
+    if value is None:
+        return math.inf
+    if isinstance(value, str):
+        units = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
+        magnitude = sum(float(n) * units[u] for n, u in re.findall(r"(\d+\.?\d*|\.\d+)(ns|us|µs|ms|s|m|h)", value))
+        value = -magnitude if value.startswith("-") else magnitude
+    return float(value) if signed or value >= 0 else math.inf
 
 
 
@@ -2965,8 +3013,7 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
     """The main job: one question -> sources -> streamed answer."""
     echo = not args.json                  # --json prints one object at the end instead
     timings = {}
-    if not args.retrieve_only:
-        start_loading(settings)           # the chat model loads while we search
+    num_ctx = NUM_CTX if args.retrieve_only else chat_context(client, settings, args.timeout)   # loads meanwhile
     index, report, timings["index"] = open_for_mode(args, settings, client, quiet=not echo)
     r = search(client, index, args.question, settings)
     if r.reembed_because:
@@ -2986,7 +3033,9 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
     if echo:
         print_hits(r.hits, r.lexical_only, preview_terms(r.terms))
     if echo and args.show_prompt:
-        print_prompt(build_messages(args.question, r.hits), templates)
+        unsent = ("below the relevance floor" if not r.found else "Ollama unavailable" if ollama_problem
+                  else "--retrieve-only" if args.retrieve_only else "")
+        print_prompt(build_messages(args.question, r.hits), templates, num_ctx, unsent)
     text, error, usage = None, None, None
     if ollama_problem and not r.hits:
         error = ollama_problem            # nothing to show: the warning above says what to do
@@ -2999,7 +3048,7 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
             print(f"Keyword-only passages above ({ollama_problem}).")
     elif not args.retrieve_only:
         t0 = time.perf_counter()
-        stream = answer_stream(client, args.question, r.hits, settings)
+        stream = answer_stream(client, args.question, r.hits, settings, num_ctx)
         text, error = print_answer(stream, echo)
         timings["answer"] = time.perf_counter() - t0
         usage = stream.usage
@@ -3024,12 +3073,12 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
     return EXIT_OLLAMA if error else EXIT_OK
 
 
-def print_prompt(messages: list[dict], templates: Templates) -> None:
-    """--show-prompt: the messages as sent, their options, and the embedding prompts used."""
-    print("Prompt:")
+def print_prompt(messages: list[dict], templates: Templates, num_ctx: int = NUM_CTX, unsent: str = "") -> None:
+    """--show-prompt: the messages as sent (or why they are not), their options, and the embedding prompts."""
+    print(f"Prompt (not sent: {unsent}):" if unsent else "Prompt:")
     for m in messages:
         print(f"--- {m['role']} ---\n{m['content']}")
-    print(f"--- options: temperature={TEMPERATURE}, num_ctx={context_size(messages)} ---")
+    print(f"--- options: temperature={TEMPERATURE}, num_ctx={context_size(messages, num_ctx)} ---")
     print(f"--- embedding prompts ({templates.source}): query {templates.query or 'none'!r}, "
           f"document {templates.document or 'none'!r} ---\n")
 
@@ -3617,9 +3666,7 @@ def copied_share(question: str, passage: str) -> float:
 
 def unanswerable_questions(index: Index, settings: Settings, n: int) -> list[str]:
     """Up to n built-in questions the notes do not seem to answer, in the notes' languages."""
-    texts = " ".join(c.text for c in index.chunks[:200])
-    langs = [lang for lang, present in (("en", re.search(r"[A-Za-z]{3}", texts)),
-                                        ("zh", CJK_CHAR.search(texts))) if present]
+    langs = notes_languages(index)
     candidates = [q for group in itertools.zip_longest(*(UNANSWERABLE[lang] for lang in langs))
                   for q in group if q]
     plain = replace(settings, source_filter=None)
@@ -3878,11 +3925,11 @@ def chunk_size_cost(client: ollama.Client, index: Index, settings: Settings) -> 
 
 def run_chat(args, settings: Settings, client: ollama.Client) -> int:
     """The REPL: questions in, streamed answers with sources out, until /quit or Ctrl-D."""
-    start_loading(settings, Conversation().num_ctx)   # ready by the first question
+    num_ctx = chat_context(client, settings, args.timeout)   # the chat model loads meanwhile
     index, _, _ = open_for_mode(args, settings, client, quiet=False)
     with contextlib.suppress(AttributeError):     # a line that is not UTF-8 is then said, not fatal
         sys.stdin.reconfigure(errors="surrogateescape")
-    conv, last_hits, warned = Conversation(), [], set()
+    conv, last_hits, warned = Conversation(num_ctx=num_ctx), [], set()
     commands = "/sources  /clear  /stats  /quit"
     print(f"Ask about your notes ({len(index.files)} notes). Commands: {commands}. Ctrl-D leaves.")
 
@@ -3917,7 +3964,7 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
             if command == "/quit":
                 return EXIT_OK
             elif command == "/clear":
-                conv, last_hits = Conversation(), []
+                conv, last_hits = Conversation(num_ctx=conv.num_ctx), []
                 print("(conversation cleared)")
             elif command == "/sources":
                 for h in last_hits:
@@ -4128,21 +4175,25 @@ def folder(text: str) -> Path:
     return Path(text)
 
 
+KEEP_ALIVE_MAX_HOURS = 2_562_047           # Go's time.Duration (int64 nanoseconds) holds no more
+
+
 def keep_alive(text: str) -> str | float:
     """--keep-alive as Ollama reads it: a duration such as "10m" or "1h30m", or seconds ("-1": for ever).
 
-    >>> keep_alive("10m"), keep_alive("-1"), keep_alive("90")
-    ('10m', -1.0, 90.0)
+    >>> keep_alive("10m"), keep_alive("-1"), keep_alive("90"), keep_alive(".5s")
+    ('10m', -1.0, 90.0, '.5s')
     """
-    if re.fullmatch(r"-?(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+", text):
-        return text                       # Go's duration syntax, which Ollama parses
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = math.nan
-    if not math.isfinite(seconds):
-        raise argparse.ArgumentTypeError(f"expected a duration like 10m, 1h, 0 or -1, not {text!r}")
-    return seconds
+    value: str | float = math.nan
+    if re.fullmatch(r"[-+]?((\d+\.?\d*|\.\d+)(ns|us|µs|ms|s|m|h))+", text):
+        value = text                      # Go's duration syntax, which Ollama parses
+    else:
+        with contextlib.suppress(ValueError):
+            value = float(text)
+    if not abs(keep_alive_seconds(value, signed=True)) < KEEP_ALIVE_MAX_HOURS * 3600:   # nan fails too
+        raise argparse.ArgumentTypeError(f"expected a duration like 10m, 1h, 0 or -1 (at most "
+                                         f"{KEEP_ALIVE_MAX_HOURS:,}h), not {text!r}")
+    return value
 
 
 def chunk_sizes(text: str) -> list[int]:

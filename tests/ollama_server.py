@@ -8,6 +8,7 @@ The tests run the real `ollama` client against it, over real HTTP on 127.0.0.1:
   POST /api/show    {"model"}                  -> {"model_info": {"general.architecture": arch,
                                                    "<arch>.context_length": N}, "details", ...}
   GET  /api/tags                               -> {"models": [...]}
+  GET  /api/ps                                 -> {"models": [{"name", "context_length"}]}: loaded chat models
 "opener" models refuse the `think` field and report a template that opens the think
 block in the prompt: their replies hold only the closing </think>. show=False makes
 /api/show answer 404, as an Ollama too old for it does.
@@ -411,6 +412,11 @@ class FakeOllama:
                     server.changed.notify_all()
                 if self.path == "/api/tags":
                     self.send_json(200, {"models": [{"name": m, "model": m} for m in sorted(server.models)]})
+                elif self.path == "/api/ps":              # the loaded chat models and their context
+                    with server.lock:
+                        loaded = dict(server.loaded)
+                    self.send_json(200, {"models": [{"name": m, "model": m, "context_length": n}
+                                                    for m, n in loaded.items()]})
                 else:
                     self.send_json(404, {"error": "not found"})
                 server._note(record, done=True)

@@ -140,3 +140,28 @@ def test_probes_whose_words_the_notes_hold_are_left_out_of_the_calibration(serve
     index, _ = rag.open_index(s, ollama.Client(host=server.url))
     assert len(index.chunks) >= rag.MIN_CALIBRATION_CHUNKS
     assert f"from {len(rag.FLOOR_PROBES['en']) - 2} off-topic questions" in index.calibration["note"]
+
+
+def test_chinese_notes_after_many_english_ones_are_calibrated_too(server, tmp_path):
+    # Notes are read in file-name order, and Chinese names sort after Latin ones.
+    from test_index import make_vault
+    notes = make_vault(tmp_path / "notes", 80)                    # 240 English chunks first
+    for i, topic in enumerate(TOPICS[:6]):
+        (notes / f"新闻{i}.md").write_text(f"# {topic}\n\n" + f"{topic}的消息：工作进展顺利，有关部门介绍了具体情况。" * 3,
+                                         encoding="utf-8")
+    s = rag.Settings(notes_dir=notes, cache_dir=tmp_path / "cache", chunk_size=300, chunk_overlap=0)
+    index, _ = rag.open_index(s, ollama.Client(host=server.url))
+    assert set(index.calibration["floors"]) == {"en", "zh"}, index.calibration
+
+
+def test_a_calibration_that_does_not_hold_together_is_measured_again_not_the_notes(latin, tmp_path):
+    notes, cache = write_vault(tmp_path / "notes"), tmp_path / "cache"
+    s = rag.Settings(notes_dir=notes, cache_dir=cache, query_instruction="")
+    index, _ = rag.open_index(s, ollama.Client(host=latin.url))
+    good = index.calibration
+    for bad in ({**good, "floors": {"zh": 5.0}}, {**good, "meaning": {"zh": [0.1]}}, {**good, "key": None}, "junk"):
+        rag.save_index(replace(index, calibration=bad), rag.cache_path(s))
+        embedded = len(latin.embedded_texts())
+        assert not ask(latin, notes, cache, OFF_TOPIC)["found"]
+        assert note_texts(latin.embedded_texts()[embedded:]) == [OFF_TOPIC]      # probes and the question only
+        assert rag.load_index(rag.cache_path(s))[0].calibration == good

@@ -57,9 +57,11 @@ def test_the_chat_model_is_asked_to_load_while_the_question_is_embedded(cli, ser
 
 def test_a_failing_or_hanging_preload_changes_nothing_but_the_time(cli, server, notes):
     normal = cli("What is asyncio?", "--notes", notes, "--json")
+    server.loaded.clear()                                       # each run finds the model unloaded
     server.load_error = (500, "llama runner process has terminated")
     failed = cli("What is asyncio?", "--notes", notes, "--json")
     server.load_error = None
+    server.loaded.clear()
     server.hold("/api/chat#load")                               # never answered while the run lasts
     hanging = cli("What is asyncio?", "--notes", notes, "--json")
     assert len(server.of("/api/chat#load")) == 3
@@ -73,10 +75,33 @@ def test_a_failing_or_hanging_preload_changes_nothing_but_the_time(cli, server, 
 def test_keep_alive_goes_with_every_chat_request_only_when_asked(cli, server, notes):
     assert cli("What is asyncio?", "--notes", notes).returncode == 0
     assert all("keep_alive" not in b for b in server.of("/api/chat") + server.of("/api/chat#load"))
+    server.loaded.clear()                                       # unloaded since: each run preloads
     assert cli("What is asyncio?", "--notes", notes, "--keep-alive", "30m").returncode == 0
+    server.loaded.clear()
     out = cli("--chat", "--notes", notes, "--keep-alive", "-1", stdin="What is asyncio?\nAnd it?\n")
     assert out.returncode == 0, out.stderr
     sent = [b.get("keep_alive") for b in server.of("/api/chat") + server.of("/api/chat#load")]
     assert sent.count("30m") == 2 and sent.count(-1.0) == 4, sent     # preload, answer; preload, 2 answers, rewrite
     bad = cli("What is asyncio?", "--notes", notes, "--keep-alive", "soon")
-    assert bad.returncode == 2 and "expected a duration like 10m, 1h, 0 or -1, not 'soon'" in bad.stderr
+    assert bad.returncode == 2 and "expected a duration like 10m, 1h, 0 or -1 (at most 2,562,047h), not 'soon'" in bad.stderr
+
+
+def test_a_model_loaded_with_a_larger_context_is_not_shrunk_by_the_next_run(cli, server, notes):
+    # Eight long Chinese sources need 16,384: the first run loads twice (the preload cannot know);
+    # later runs find it loaded with 16,384 (/api/ps), send no preload and ask for that size again.
+    (notes / "龙井.md").write_text("# 龙井\n\n" + "".join(f"## 第{i}节\n\n" + "龙井茶用八十度的水冲泡，" * 110 + "\n\n"
+                                                      for i in range(8)), encoding="utf-8")
+    for q in ["龙井茶用多少度的水？", "龙井茶用多少度的水？", "What is asyncio?"]:
+        assert cli(q, "--notes", notes, "--top-k", 8).returncode == 0
+    assert [b["options"]["num_ctx"] for b in server.of("/api/chat")] == [16384] * 3
+    assert len(server.of("/api/chat#load")) == 1 and len(server.loads) == 2, server.loads
+
+
+def test_keep_alive_zero_sends_no_preload_and_odd_durations_are_refused(cli, server, notes):
+    # Ollama takes a load request with keep_alive 0 as "unload now" (ChatHandler in server/routes.go).
+    assert cli("What is asyncio?", "--notes", notes, "--keep-alive", "0").returncode == 0
+    assert server.of("/api/chat#load") == [] and server.of("/api/chat")[0]["keep_alive"] == 0
+    for bad in ("1e10", "3000000h", "nan", "10 m"):                 # Go's Duration overflows, or not a duration
+        out = cli("What is asyncio?", "--notes", notes, "--keep-alive", bad)
+        assert out.returncode == 2 and "expected a duration like 10m" in out.stderr, (bad, out.stderr)
+    assert cli("What is asyncio?", "--notes", notes, "--keep-alive", ".5s").returncode == 0   # Go reads it
