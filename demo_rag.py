@@ -2568,6 +2568,8 @@ def calibrate(index: Index, client: ollama.Client, settings: Settings) -> dict |
     if len(index.chunks) < MIN_CALIBRATION_CHUNKS:
         return {"key": key, "floors": {}, "note": f"{len(index.chunks)} chunks are too few to calibrate on"}
     probes = [(lang, q) for lang in notes_languages(index) for q in FLOOR_PROBES[lang]]
+    if not probes:
+        return {"key": key, "floors": {}, "note": "the notes are in none of the languages of its off-topic questions"}
     try:
         qvecs = embed_checked(client, settings.embed_model, [query_text(q, settings) for _, q in probes])
     except OllamaError:
@@ -3764,15 +3766,19 @@ def tune(client: ollama.Client, indexes: dict[int, Index], items: list[dict], se
     fusions = FUSION_METHODS if not missing else ("bm25",)
     variants = [Variant(size, t, f) for size in indexes for t in (templates if not missing else [False])
                 for f in fusions]
+    # Each template is judged by a floor calibrated with it (its probes embedded the same way).
+    index_for = {(size, t): ix if missing or calibration_current(ix, s) else calibrated(ix, client, s)
+                 for size, ix in indexes.items() for t, s in templates.items()}
     rows_of = {}
     for v in variants:
-        index = indexes[v.chunk_size]
+        index = index_for.get((v.chunk_size, v.template), indexes[v.chunk_size])
         s = replace(templates.get(v.template, settings), fusion=v.fusion, top_k=EVAL_DEPTH)
         mask = np.flatnonzero(source_mask(index, s.source_filter))
         rows_of[v] = [(item, *tune_one(index, item, qvecs[v.template][i] if not missing else None, s, mask))
                       for i, item in enumerate(items)]
     scored = [tune_scores(v, rows_of[v], settings.top_k,
-                          lambda q, ix=indexes[v.chunk_size]: relevance_floor(ix, q, settings)[0]) for v in variants]
+                          lambda q, ix=index_for.get((v.chunk_size, v.template), indexes[v.chunk_size]):
+                          relevance_floor(ix, q, settings)[0]) for v in variants]
     default = Variant(settings.chunk_size, query_text("q", settings) != "q" and not missing,
                       settings.fusion if not missing else "bm25")
     base = next((x for x in scored if x["variant"] == default), scored[0])
@@ -4094,8 +4100,21 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
     return code
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser, but with --json on the command line a usage error is also one JSON
+    object on stdout, like every other error that ends a --json run."""
+    json_requested = False
+
+    def error(self, message: str):
+        if self.json_requested:
+            print(json.dumps({"error": f"{self.prog}: error: {message}", "exit_code": EXIT_USAGE},
+                             ensure_ascii=False), flush=True)
+        super().error(message)            # usage and message on stderr, exit 2
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="demo_rag.py", description="Ask questions of your notes with local Ollama models.")
+    p = ArgumentParser(prog="demo_rag.py", description="Ask questions of your notes with local Ollama models.")
+    p.json_requested = "--json" in (sys.argv[1:] if argv is None else argv)
     p.add_argument("question", nargs="?", help="what to ask (in any language)")
     p.add_argument("--notes", type=folder, default=NOTES_DIR, help="notes folder (default: demo-data/)")
     p.add_argument("--cache", type=folder, default=CACHE_DIR, help="cache folder (default: .demo-cache/)")
@@ -4144,9 +4163,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help=f"save the embedding done so far every S seconds, 0 after every batch (default {CHECKPOINT_SECONDS:g})")
     args = p.parse_args(argv)
     if not (args.question or args.chat or args.eval or args.make_eval or args.tune):
-        p.print_usage(sys.stderr)
-        p.exit(EXIT_USAGE, "demo_rag.py: error: give a question, or --chat, --eval FILE, --make-eval FILE "
-                           "or --tune FILE\n")
+        p.error("give a question, or --chat, --eval FILE, --make-eval FILE or --tune FILE")
     if args.questions < 1 or any(n < 50 or n <= args.chunk_overlap for n in args.tune_chunk_sizes or ()):
         p.error("need --questions >= 1, and every --tune-chunk-sizes value >= 50 and above --chunk-overlap")
     if args.top_k < 1 or args.chunk_size < 50 or not 0 <= args.chunk_overlap < args.chunk_size:

@@ -165,3 +165,35 @@ def test_a_calibration_that_does_not_hold_together_is_measured_again_not_the_not
         assert not ask(latin, notes, cache, OFF_TOPIC)["found"]
         assert note_texts(latin.embedded_texts()[embedded:]) == [OFF_TOPIC]      # probes and the question only
         assert rag.load_index(rag.cache_path(s))[0].calibration == good
+
+
+def test_tune_judges_each_query_template_by_a_floor_calibrated_with_it(latin, tmp_path):
+    notes, cache = write_vault(tmp_path / "notes"), tmp_path / "cache"
+    evalset = tmp_path / "eval.jsonl"
+    evalset.write_text("".join(json.dumps(it, ensure_ascii=False) + "\n" for it in
+                               [{"question": OFF_TOPIC, "answers": []}, {"question": ON_TOPIC, "answers": ["古城墙"]}]))
+    out = run_cli("--notes", notes, "--cache", cache, "--tune", evalset, "--json", host=latin.url)
+    assert out.returncode == 0, out.stderr
+    off = [v for v in json.loads(out.stdout)["variants"] if v["query_instruction"] == "off"]
+    # without the template the blind embedder finds "meaning" everywhere: only its own floor declines
+    assert off and all(v["declined"] == 1 for v in off), off
+
+
+def test_a_usage_error_under_json_is_one_json_object_too(latin, tmp_path):
+    for flags in (["--keep-alive", "soon"], ["--min-score", "nan"], []):
+        out = run_cli(*flags, "--json", host=latin.url)
+        assert out.returncode == 2 and "usage:" in out.stderr
+        data = json.loads(out.stdout)
+        assert data["exit_code"] == 2 and data["error"].startswith("demo_rag.py: error: "), data
+
+
+def test_notes_in_no_probe_language_keep_the_fixed_floor(server, tmp_path):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for i in range(24):
+        (notes / f"{i:02d}.md").write_text(f"# Заметка {i}\n\n" + f"Это заметка номер {i} о погоде, реках и горах. " * 4,
+                                          encoding="utf-8")
+    out = run_cli("Какая погода в горах?", "--notes", notes, "--cache", tmp_path / "cache", "--json", host=server.url)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["floor"] == {
+        "value": rag.MIN_SCORE, "source": "not calibrated: the notes are in none of the languages of its off-topic questions"}

@@ -13,7 +13,7 @@ import ollama
 import pytest
 
 import demo_rag as rag
-from conftest import ROOT, SCRIPT, run_cli
+from conftest import ROOT, SCRIPT, note_texts, run_cli
 from ollama_server import FakeOllama
 
 
@@ -287,7 +287,8 @@ def test_tune_chunk_sizes_estimates_first_and_keeps_each_cache(cli, server, note
     out = cli("--notes", notes, "--tune", generated, "--tune-chunk-sizes", "300")
     assert "its cache in" in out.stderr and "is reused" in out.stderr
     questions = len(lines(generated))
-    assert len(server.embedded_texts()) - embeds == 2 * questions   # only the questions, with and without template
+    # only the questions, with and without template (and the floor's probes without it), no note again
+    assert len(note_texts(server.embedded_texts()[embeds:])) == 2 * questions
 
 
 def test_bad_chunk_sizes_are_usage_errors(cli, notes, tmp_path):
