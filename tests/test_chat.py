@@ -187,12 +187,12 @@ def test_a_conversation_grows_its_context_once_and_keeps_it(server, tmp_path):
     notes = tmp_path / "notes"
     shutil.copytree(ROOT / "demo-data", notes)
     (notes / "龙井.md").write_text("# 龙井\n\n" + "".join(f"## 第{i}节\n\n" + "龙井茶用八十度的水冲泡，" * 110 + "\n\n"
-                                                      for i in range(3)), encoding="utf-8")
-    s = rag.Settings(notes_dir=notes, cache_dir=tmp_path / "cache")
+                                                      for i in range(8)), encoding="utf-8")
+    s = rag.Settings(notes_dir=notes, cache_dir=tmp_path / "cache", top_k=8)
     client = ollama.Client(host=server.url)
     index, _ = rag.open_index(s, client)
-    conv = rag.Conversation(num_ctx=4096)                  # the first answer's sources need more
+    conv = rag.Conversation()                              # 8,192, but the first answer's sources need more
     for q in ["龙井茶用多少度的水？", "What is asyncio?", "How is it different from threads?"]:
         _, _, conv = rag.ask(client, index, q, conv, s)
     sizes = [b["options"]["num_ctx"] for b in server.of("/api/chat")]
-    assert sizes == [8192] * len(sizes) and len(sizes) == 4 and conv.num_ctx == 8192, sizes
+    assert sizes == [16384] * len(sizes) and len(sizes) == 4 and conv.num_ctx == 16384, sizes   # the rewrite too

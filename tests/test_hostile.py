@@ -272,7 +272,7 @@ def test_quit_with_words_after_it_quits(cli, server, notes):
 
 
 def test_a_huge_question_never_asks_for_more_than_the_largest_context(cli, server, notes):
-    out = cli("--notes", notes, "BM25 ranking " * 9_600)   # 124,800 characters: about what one argument may hold
+    out = cli("--notes", notes, "BM25 ranking " * 10_000)  # 130,000 characters: about what one argument may hold
     assert "Traceback" not in out.stderr
     asked = [body["options"]["num_ctx"] for body in server.of("/api/chat")]
     assert asked == [rag.MAX_NUM_CTX], asked
