@@ -787,9 +787,9 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
             continue
         seen_dirs.add(real)
         prefix = "" if base == "." else base + "/"
-        leaves += [readable_name(prefix + d) + "/" for d in sorted(dirs)
-                   if not d.startswith(".") and not inside(os.path.join(folder, d))]
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and inside(os.path.join(folder, d))
+        outside = {d for d in dirs if not d.startswith(".") and not inside(os.path.join(folder, d))}
+        leaves += [readable_name(prefix + d) + "/" for d in sorted(outside)]
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in outside
                          and os.path.realpath(os.path.join(folder, d)) not in skip_real)
         for name in sorted(names):
             suffix = os.path.splitext(name)[1].lower()
@@ -1930,24 +1930,15 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
 def checked_calibration(c) -> dict | None:
     """A cached calibration as calibrate() writes it; None (calibrate again, no re-embedding) if
     it is not one."""
-    try:
-        return calibration_as_written(c)
-    except CacheDamaged:
+    if not isinstance(c, dict):
         return None
-
-
-def calibration_as_written(c) -> dict | None:
-    if c is None:
-        return None
-    floors = check(c, dict, "calibration").get("floors")
-    meaning = c.get("meaning", {})
-    if not (isinstance(floors, dict) and type(c.get("key")) is str and type(c.get("note")) is str
-            and all(type(k) is str and type(v) is float and 0 <= v <= 2 for k, v in floors.items())
-            and isinstance(meaning, dict) and all(type(k) is str and type(v) is list and len(v) == 2 and
-                                                  all(type(x) is float and 0 <= x <= 1 for x in v)
-                                                  for k, v in meaning.items())):
-        raise CacheDamaged("the calibration is not a floor per language")
-    return c
+    floors, meaning = c.get("floors"), c.get("meaning", {})
+    ok = (isinstance(floors, dict) and type(c.get("key")) is str and type(c.get("note")) is str
+          and all(type(k) is str and type(v) is float and 0 <= v <= 2 for k, v in floors.items())
+          and isinstance(meaning, dict) and all(type(k) is str and type(v) is list and len(v) == 2
+                                                and all(type(x) is float and 0 <= x <= 1 for x in v)
+                                                for k, v in meaning.items()))
+    return c if ok else None
 
 
 
@@ -2642,6 +2633,9 @@ def loaded_context(client: ollama.Client, model: str) -> int | None:
     return next((n for n in sizes if isinstance(n, int) and n > 0), None)
 
 
+DURATION_PART = r"(\d+\.?\d*|\.\d+)(ns|us|µs|ms|s|m|h)"   # one number and unit of a Go duration ("1h30m": two)
+
+
 def keep_alive_seconds(value: str | float | None, signed: bool = False) -> float:
     """--keep-alive in seconds: inf when unset or negative (Ollama's default, or for ever), unless
     `signed` asks for the number itself.
@@ -2653,7 +2647,7 @@ def keep_alive_seconds(value: str | float | None, signed: bool = False) -> float
         return math.inf
     if isinstance(value, str):
         units = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
-        magnitude = sum(float(n) * units[u] for n, u in re.findall(r"(\d+\.?\d*|\.\d+)(ns|us|µs|ms|s|m|h)", value))
+        magnitude = sum(float(n) * units[u] for n, u in re.findall(DURATION_PART, value))
         value = -magnitude if value.startswith("-") else magnitude
     return float(value) if signed or value >= 0 else math.inf
 
@@ -3771,14 +3765,14 @@ def tune(client: ollama.Client, indexes: dict[int, Index], items: list[dict], se
                  for size, ix in indexes.items() for t, s in templates.items()}
     rows_of = {}
     for v in variants:
-        index = index_for.get((v.chunk_size, v.template), indexes[v.chunk_size])
+        index = index_for[v.chunk_size, v.template]
         s = replace(templates.get(v.template, settings), fusion=v.fusion, top_k=EVAL_DEPTH)
         mask = np.flatnonzero(source_mask(index, s.source_filter))
         rows_of[v] = [(item, *tune_one(index, item, qvecs[v.template][i] if not missing else None, s, mask))
                       for i, item in enumerate(items)]
     scored = [tune_scores(v, rows_of[v], settings.top_k,
-                          lambda q, ix=index_for.get((v.chunk_size, v.template), indexes[v.chunk_size]):
-                          relevance_floor(ix, q, settings)[0]) for v in variants]
+                          lambda q, ix=index_for[v.chunk_size, v.template]: relevance_floor(ix, q, settings)[0])
+              for v in variants]
     default = Variant(settings.chunk_size, query_text("q", settings) != "q" and not missing,
                       settings.fusion if not missing else "bm25")
     base = next((x for x in scored if x["variant"] == default), scored[0])
@@ -4202,7 +4196,7 @@ def keep_alive(text: str) -> str | float:
     ('10m', -1.0, 90.0, '.5s')
     """
     value: str | float = math.nan
-    if re.fullmatch(r"[-+]?((\d+\.?\d*|\.\d+)(ns|us|µs|ms|s|m|h))+", text):
+    if re.fullmatch(rf"[-+]?({DURATION_PART})+", text):
         value = text                      # Go's duration syntax, which Ollama parses
     else:
         with contextlib.suppress(ValueError):
