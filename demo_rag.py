@@ -2599,14 +2599,14 @@ def answer_stream(client: ollama.Client, question: str, hits: list[Hit], setting
     return stream_chat(client, settings.chat_model, messages, context_size(messages, num_ctx), settings.keep_alive)
 
 
-def chat_context(client: ollama.Client, settings: Settings, timeout: float | None = None) -> int:
+def chat_context(settings: Settings, timeout: float | None = None) -> int:
     """The context size this run's chat requests start from, and the chat model loading
     meanwhile: if Ollama has it loaded with NUM_CTX or more (/api/ps), that size, since
     asking for less would make it load the model again; otherwise NUM_CTX, and a chat
     request with no messages asks Ollama to load it now, in the background, so that it
     is ready when the sources are (Ollama answers it done_reason "load"). Nothing waits
     for that, and a failure changes nothing: the answer's own request says what is wrong."""
-    loaded = loaded_context(client, settings.chat_model)
+    loaded = loaded_context(settings.chat_model, timeout)
     if loaded and loaded >= NUM_CTX:
         return loaded
     if keep_alive_seconds(settings.keep_alive) < 1:
@@ -2622,10 +2622,12 @@ def chat_context(client: ollama.Client, settings: Settings, timeout: float | Non
     return NUM_CTX
 
 
-def loaded_context(client: ollama.Client, model: str) -> int | None:
-    """The context the chat model is loaded with, if Ollama has it loaded and says so (/api/ps)."""
+def loaded_context(model: str, timeout: float | None = None) -> int | None:
+    """The context the chat model is loaded with, if Ollama has it loaded and says so (/api/ps).
+    It asks with at most OLLAMA_CONNECT_TIMEOUT: Ollama answers this at once, and a stuck one
+    must not hold the question up for --timeout before the search has even begun."""
     try:
-        running = client.ps().models
+        running = ollama_client(min(timeout or OLLAMA_CONNECT_TIMEOUT, OLLAMA_CONNECT_TIMEOUT)).ps().models
     except Exception:                     # an Ollama too old for /api/ps, or away: the answer will say
         return None
     names = {model, model if ":" in model else model + ":latest"}
@@ -3009,7 +3011,7 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
     """The main job: one question -> sources -> streamed answer."""
     echo = not args.json                  # --json prints one object at the end instead
     timings = {}
-    num_ctx = NUM_CTX if args.retrieve_only else chat_context(client, settings, args.timeout)   # loads meanwhile
+    num_ctx = NUM_CTX if args.retrieve_only else chat_context(settings, args.timeout)   # loads meanwhile
     index, report, timings["index"] = open_for_mode(args, settings, client, quiet=not echo)
     r = search(client, index, args.question, settings)
     if r.reembed_because:
@@ -3925,7 +3927,7 @@ def chunk_size_cost(client: ollama.Client, index: Index, settings: Settings) -> 
 
 def run_chat(args, settings: Settings, client: ollama.Client) -> int:
     """The REPL: questions in, streamed answers with sources out, until /quit or Ctrl-D."""
-    num_ctx = chat_context(client, settings, args.timeout)   # the chat model loads meanwhile
+    num_ctx = chat_context(settings, args.timeout)   # the chat model loads meanwhile
     index, _, _ = open_for_mode(args, settings, client, quiet=False)
     with contextlib.suppress(AttributeError):     # a line that is not UTF-8 is then said, not fatal
         sys.stdin.reconfigure(errors="surrogateescape")

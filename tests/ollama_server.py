@@ -55,7 +55,7 @@ Failure switches, all off by default (set them on a running server too):
   format_junk = True                 `format` requests get text that is not JSON
   load_error = (status, message)     chat requests with no messages (a preload) answer that status
   hold(path) -> Event                replies to path wait until the test sets the Event: an embed
-                                     reply entirely, a streamed chat before its last part
+                                     reply or a GET (/api/ps) entirely, a streamed chat before its last part
 """
 from __future__ import annotations
 
@@ -409,7 +409,9 @@ class FakeOllama:
                 record = {"path": self.path, "body": None, "done": False, "held": False}
                 with server.changed:
                     server.requests.append(record)
+                    record["number"] = sum(1 for r in server.requests if r["path"] == self.path)
                     server.changed.notify_all()
+                server._wait_if_held(self.path, record)
                 if self.path == "/api/tags":
                     self.send_json(200, {"models": [{"name": m, "model": m} for m in sorted(server.models)]})
                 elif self.path == "/api/ps":              # the loaded chat models and their context

@@ -105,3 +105,12 @@ def test_keep_alive_zero_sends_no_preload_and_odd_durations_are_refused(cli, ser
         out = cli("What is asyncio?", "--notes", notes, "--keep-alive", bad)
         assert out.returncode == 2 and "expected a duration like 10m" in out.stderr, (bad, out.stderr)
     assert cli("What is asyncio?", "--notes", notes, "--keep-alive", ".5s").returncode == 0   # Go reads it
+
+
+def test_an_ollama_stuck_on_api_ps_holds_the_question_up_seconds_not_the_whole_timeout(cli, server, notes):
+    # /api/ps is answered at once by a healthy Ollama; one that never answers costs at most
+    # OLLAMA_CONNECT_TIMEOUT before the search begins, not --timeout (here longer than the hold).
+    assert cli("What is asyncio?", "--notes", notes, "--retrieve-only").returncode == 0    # the index is built
+    server.hold("/api/ps")                                      # held for HOLD_TIMEOUT (60 s), then answered
+    out = cli("What is asyncio?", "--notes", notes, "--timeout", 120, timeout=45)
+    assert out.returncode == 0 and "According to the notes" in out.stdout, out.stderr
