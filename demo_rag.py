@@ -4032,6 +4032,7 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
     def label(c: Chunk) -> str:          # file and innermost heading: "notes.md › ## Part"
         return cut(" › ".join([c.source] + c.heading.split(" › ")[-1:]) if c.heading else c.source, 60)
 
+    num_ctx = chat_context(settings, args.timeout)   # as a question's run: the chat model loads meanwhile
     print("STEP 1 · LOAD: find the notes")
     files, _ = scan_notes(settings.notes_dir, [settings.cache_dir], settings.follow_links)
     say(f"{len(files)} files under {readable_name(settings.notes_dir.name)}/: " + ", ".join(f.rel for f in files))
@@ -4080,9 +4081,9 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
         shown = lines if m["role"] == "system" else [ln for ln in lines if re.match(r"\[\d+\] |Sources:|Question:", ln)]
         for line in shown:
             print("  " + cut(line, 76))
-    say(f"num_ctx {context_size(messages)}: the first of {'/'.join(map(str, NUM_CTX_LADDER))} that holds the "
-        f"estimate plus {ANSWER_TOKENS} tokens for the answer, so Ollama cuts nothing, and every question "
-        "asks for the same size unless it needs more: Ollama keeps the model loaded")
+    say(f"num_ctx {context_size(messages, num_ctx)}: the first of {'/'.join(map(str, NUM_CTX_LADDER))} that "
+        f"holds the estimate plus {ANSWER_TOKENS} tokens for the answer, so Ollama cuts nothing, and at least the "
+        f"size the chat model is loaded with ({num_ctx}), so Ollama does not load it again")
     print(f"\nSTEP 7 · ANSWER: {settings.chat_model}, streamed")
     if not r.found:
         say("not found in your notes: the chat model is not called")
@@ -4090,7 +4091,7 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
     if r.lexical_only:
         say("Ollama unavailable: the passages above are all there is")
         return EXIT_OK
-    stream = answer_stream(client, args.question, r.hits, settings)
+    stream = answer_stream(client, args.question, r.hits, settings, num_ctx)
     code = EXIT_OLLAMA if print_answer(stream)[1] else EXIT_OK
     err(*(f"warning: {w}" for w in stream.warnings))
     return code

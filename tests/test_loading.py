@@ -114,3 +114,23 @@ def test_an_ollama_stuck_on_api_ps_holds_the_question_up_seconds_not_the_whole_t
     server.hold("/api/ps")                                      # held for HOLD_TIMEOUT (60 s), then answered
     out = cli("What is asyncio?", "--notes", notes, "--timeout", 120, timeout=45)
     assert out.returncode == 0 and "According to the notes" in out.stdout, out.stderr
+
+
+def test_explain_asks_for_the_size_the_chat_model_is_loaded_with(cli, server, notes):
+    # A Chinese question with eight long sources loads the model at 16,384; --explain then
+    # narrates and answers with that size rather than loading it again at 8,192.
+    (notes / "龙井.md").write_text("# 龙井\n\n" + "".join(f"## 第{i}节\n\n" + "龙井茶用八十度的水冲泡，" * 110 + "\n\n"
+                                                      for i in range(8)), encoding="utf-8")
+    assert cli("龙井茶用多少度的水？", "--notes", notes, "--top-k", 8).returncode == 0
+    loads = len(server.loads)
+    out = cli("--explain", "What is asyncio?", "--notes", notes)
+    assert out.returncode == 0, out.stderr
+    assert "num_ctx 16384" in out.stdout and "loaded with (16384)" in out.stdout, out.stdout
+    assert server.of("/api/chat")[-1]["options"]["num_ctx"] == 16384
+    assert len(server.loads) == loads, server.loads
+
+
+def test_explain_asks_for_the_chat_model_to_load_while_it_searches(cli, server, notes):
+    out = cli("--explain", "What is asyncio?", "--notes", notes)
+    assert out.returncode == 0, out.stderr
+    assert len(server.of("/api/chat#load")) == 1 and len(server.loads) == 1, server.loads
