@@ -1185,13 +1185,20 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     if old is None and reason != "no cache yet":
         progress(f"rebuilding index: {reason}")
     index, report = update_index(settings, client, old, files, progress, writer)
-    if index.complete:
+    if old is not None and calibration_current(old, settings) and same_notes(old, index):
+        index = replace(index, calibration=old.calibration)    # notes touched or renamed: still valid
+    elif index.complete:
         index = calibrated(index, client, settings)
     report.warnings[:0] = warnings
     report.reason = report.reason or ("" if old is not None else reason)
     if not writer.save(index) and writer.problem and not writer.warned:
         report.warnings.append(writer.problem)
     return index, report
+
+
+def same_notes(old: Index, new: Index) -> bool:
+    """Do two indexes hold the same bytes in the same order (notes touched or renamed, no more)?"""
+    return new.complete and [r.digest for r in old.files.values()] == [r.digest for r in new.files.values()]
 
 
 @dataclass(frozen=True)

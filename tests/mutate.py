@@ -266,6 +266,14 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      "        if max((coverage(r.terms, h.row) for h in r.candidates), default=0.0) < OFF_TOPIC_COVERAGE:",
      "        if True:",
      ["tests/test_floor.py"]),
+    ("an edited folder keeps the old calibration",
+     "    return new.complete and [r.digest for r in old.files.values()] == [r.digest for r in new.files.values()]",
+     "    return new.complete",
+     ["tests/test_floor.py", "-k", "touched"]),
+    ("--explain answers with 8,192 whatever the model is loaded with",
+     "    stream = answer_stream(client, args.question, r.hits, settings, num_ctx)\n    code = EXIT_OLLAMA if",
+     "    stream = answer_stream(client, args.question, r.hits, settings)\n    code = EXIT_OLLAMA if",
+     ["tests/test_loading.py", "-k", "explain"]),
 ]
 
 

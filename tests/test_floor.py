@@ -4,6 +4,7 @@ question whose words the notes hold is never declined for it."""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import replace
 
 import ollama
@@ -197,3 +198,19 @@ def test_notes_in_no_probe_language_keep_the_fixed_floor(server, tmp_path):
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["floor"] == {
         "value": rag.MIN_SCORE, "source": "not calibrated: the notes are in none of the languages of its off-topic questions"}
+
+
+def test_touched_or_renamed_notes_keep_their_calibration_and_an_edit_measures_it_again(latin, tmp_path):
+    notes, cache = write_vault(tmp_path / "notes"), tmp_path / "cache"
+    first = ask(latin, notes, cache, OFF_TOPIC)
+    probes = len(rag.FLOOR_PROBES["zh"])
+    embedded = len(latin.embedded_texts())
+    for f in notes.iterdir():                                      # the fingerprint changes, the bytes do not
+        os.utime(f, ns=(f.stat().st_mtime_ns + 10**9,) * 2)
+    (notes / "00.md").rename(notes / "00-renamed.md")
+    again = ask(latin, notes, cache, OFF_TOPIC)
+    assert latin.embedded_texts()[embedded:] == [OFF_TOPIC] and again["floor"] == first["floor"]
+    (notes / "01.md").write_text((notes / "01.md").read_text(encoding="utf-8") + "\n补充：新的消息。\n", encoding="utf-8")
+    embedded = len(latin.embedded_texts())
+    ask(latin, notes, cache, OFF_TOPIC)
+    assert len(latin.embedded_texts()[embedded:]) - len(note_texts(latin.embedded_texts()[embedded:])) == probes
