@@ -1355,7 +1355,8 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
         raise BuildInterrupted(kept, n) from None
     if not_numbers:
         report.warnings.append(f"{settings.embed_model} returned {not_numbers} vector(s) that are not numbers; "
-                               "those chunks are found by keywords only, and the next run asks again")
+                               "until those chunks have vectors every search uses keywords (BM25) only, "
+                               "and the next run asks again")
     return vectors, has_vector
 
 

@@ -180,11 +180,11 @@ def test_an_embed_reply_that_does_not_fit_is_refused_whole(cli, server, notes, m
 
 # ---- 7 · a vector that is not a number -----------------------------------------------------
 
-def test_a_nan_chunk_vector_leaves_that_chunk_to_keywords_and_is_asked_again(cli, server, notes):
+def test_a_nan_chunk_vector_leaves_the_search_to_keywords_until_it_is_asked_again(cli, server, notes):
     server.embed_mangle = "nan"           # the first vector of every reply
     out = cli("--notes", notes, "How many grams of coffee for 240 g of water?", "--retrieve-only")
     assert out.returncode == 0, out.stderr
-    assert "returned 1 vector(s) that are not numbers" in out.stderr
+    assert "returned 1 vector(s) that are not numbers" in out.stderr and "keywords (BM25) only" in out.stderr
     assert "[1] coffee-brewing.md" in out.stdout                   # exact keywords still find it
     server.embed_mangle = None
     embedded = len(server.embedded_texts())
