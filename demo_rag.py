@@ -1081,6 +1081,35 @@ def embed_checked(client: ollama.Client, model: str, texts: Iterable[str]) -> np
         raise explain_ollama_error(e, model) from None
 
 
+# How Ollama refuses a batch in which one text's vector is not a number: the whole request
+# fails (server/routes.go: EmbedHandler's normalize(); before it, encoding the reply failed
+# with "json: unsupported value: NaN"). Some models do it for a few texts, every time.
+NOT_A_NUMBER = re.compile(r"\bNaN\b")
+
+
+def embed_refusing(client: ollama.Client, model: str, texts: Iterable[str]) -> Iterator[np.ndarray | None]:
+    """checked_batches(), but a batch Ollama refuses because a vector is not a number is sent
+    again one text at a time, and each text it still refuses comes back as None: one such
+    text must not cost the vectors of all the others."""
+    texts = iter(texts)
+    while group := list(itertools.islice(texts, EMBED_BATCH_TEXTS)):
+        sent = 0
+        try:
+            for rows in checked_batches(client, model, group):
+                sent += len(rows)
+                yield rows
+        except OllamaError as e:
+            if not NOT_A_NUMBER.search(str(e)):
+                raise
+            for text in group[sent:]:
+                try:
+                    yield embed_checked(client, model, [text])
+                except OllamaError as e:
+                    if not NOT_A_NUMBER.search(str(e)):
+                        raise
+                    yield None
+
+
 def embed_query(client: ollama.Client, question: str, settings: Settings) -> np.ndarray:
     """One /api/embed request for the question, with its template; returns a unit vector."""
     return embed_checked(client, settings.embed_model, [query_text(question, settings)])[0]
@@ -1288,8 +1317,11 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
 
     checkpoint = (lambda v, h, interrupted=False: writer.checkpoint(lambda: with_vectors(v, h), interrupted,
                                                                     progress)) if writer else None
-    return with_vectors(*fill_vectors(settings, client, old, chunks, reuse_arr, report, progress,
-                                      checkpoint)), report
+    vectors, has_vector = fill_vectors(settings, client, old, chunks, reuse_arr, report, progress, checkpoint)
+    for rel, count in Counter(chunks[i].source for i in report.refused if has_vector[i]).items():
+        report.warn(rel, records[rel].digest, f"{settings.embed_model} returns no number for {count} of its "
+                    "chunks (a fault of the model): they are found by their words only; --rebuild asks again")
+    return with_vectors(vectors, has_vector), report
 
 
 def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, chunks: list[Chunk],
@@ -1311,7 +1343,9 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
         known = reuse >= 0
         vectors[known], has_vector[known] = old.vectors[reuse[known]], old.has_vector[reuse[known]]
         missing = np.flatnonzero(~has_vector)
-        by_text = {c.embed_text: i for i, c in enumerate(old.chunks) if old.has_vector[i]} if len(missing) else {}
+        # not a refused chunk's zero vector: its note changed, so it is asked (and said) again
+        usable = old.has_vector & old.vectors.any(axis=1) if len(missing) else None
+        by_text = {c.embed_text: i for i, c in enumerate(old.chunks) if usable[i]} if len(missing) else {}
         for i in missing:
             j = by_text.get(chunks[i].embed_text)
             if j is not None:
@@ -1319,10 +1353,14 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
     todo = np.flatnonzero(~has_vector)
     if len(todo) == 0:
         return vectors, has_vector
-    t0, done, not_numbers = time.perf_counter(), 0, 0
+    t0, done, first = time.perf_counter(), 0, True
     try:
         texts = (document_text(chunks[i], settings) for i in todo)     # made batch by batch: memory
-        for fresh in checked_batches(client, settings.embed_model, texts):
+        for fresh in embed_refusing(client, settings.embed_model, texts):
+            if fresh is None:             # a text the model returns no number for: see below
+                report.refused.append(int(todo[done]))
+                done += 1
+                continue
             if fresh.shape[1] != dim:     # first vectors, or the model's size changed
                 if dim:
                     report.reason = vector_size_changed(dim, fresh.shape[1], settings.embed_model)
@@ -1330,16 +1368,17 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
                     return fill_vectors(settings, client, None, chunks, np.full(n, -1), report, progress,
                                         checkpoint)
                 dim, vectors = fresh.shape[1], np.zeros((n, fresh.shape[1]), dtype=np.float32)
-            if done == 0:                 # asked once Ollama embeds: if it cannot, that is the news
+            if first:                     # asked once Ollama embeds: if it cannot, that is the news
+                first = False
                 too_long = embed_context_warning(client, settings, (document_text(chunks[i], settings)
                                                                     for i in todo))
                 if too_long and too_long not in report.warnings:   # Ollama would cut them
                     report.warnings.append(too_long)
             rows = todo[done:done + len(fresh)]
-            # subtle: one vector that is not a number makes every cosine NaN; its chunk stays missing
+            # subtle: one vector that is not a number would make every cosine NaN: refused as well
             finite = np.isfinite(fresh).all(axis=1)
             vectors[rows[finite]], has_vector[rows[finite]] = fresh[finite], True
-            not_numbers += int((~finite).sum())
+            report.refused.extend(rows[~finite].tolist())
             done += len(fresh)
             report.embedded += int(finite.sum())
             progress(EmbedProgress(int(has_vector.sum()), n, done, time.perf_counter() - t0,
@@ -1353,10 +1392,11 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
     except KeyboardInterrupt:             # Ctrl-C or SIGTERM: keep what arrived, then stop
         kept = checkpoint(vectors, has_vector, interrupted=True) if checkpoint else 0
         raise BuildInterrupted(kept, n) from None
-    if not_numbers:
-        report.warnings.append(f"{settings.embed_model} returned {not_numbers} vector(s) that are not numbers; "
-                               "until those chunks have vectors every search uses keywords (BM25) only, "
-                               "and the next run asks again")
+    # A refused chunk keeps a zero vector, so the index is complete and searched by meaning:
+    # its cosine is 0 for every question, and its words find it. (With no vector at all
+    # there is no size to give it: it stays missing, and the next run asks again.)
+    if dim:
+        has_vector[report.refused] = True
     return vectors, has_vector
 
 
@@ -1434,13 +1474,15 @@ class IndexReport:
     reason: str = ""                      # why a full rebuild happened, if one did
     warnings: list[str] = field(default_factory=list)
     embed_error: str | None = None        # set when vectors are missing: lexical-only
+    refused: list[int] = field(default_factory=list)   # rows the embedding model returned no number for
     note_warnings: dict[str, str] = field(default_factory=dict)   # Index.note_warnings of the update
     skipped: dict[str, str] = field(default_factory=dict)         # Index.skipped of the update
 
     def warn(self, rel: str, digest: str, warning: str) -> None:
         """Say how a note was read (a guessed encoding) and keep it, to say again next run."""
         self.warnings.append(f"{rel}: {warning}")
-        self.note_warnings[digest] = warning
+        kept = self.note_warnings.get(digest)            # the same note may have two things to say
+        self.note_warnings[digest] = warning if not kept or warning in kept else f"{kept}; {warning}"
 
     def skip(self, rel: str, why: str) -> None:
         """Say why a note was left out and keep it, so the next run looks at it again."""

@@ -52,6 +52,11 @@ Failure switches, all off by default (set them on a running server too):
                                        "nan"       the first vector's first number is NaN (the bare JSON
                                                    literal NaN, as Python's json.dumps writes it)
                                      (errors and embed_fail_after win over it; a held reply is mangled too)
+  embed_refuse = "text"              an embed request with an input containing it fails whole, as
+  embed_refuse_reply = (status, msg) Ollama fails a batch one of whose vectors is not a number:
+                                     400 "embedding contains NaN or Inf values" (server/routes.go,
+                                     EmbedHandler's normalize()); older versions sent
+                                     500 "failed to encode response: json: unsupported value: NaN"
   format_junk = True                 `format` requests get text that is not JSON
   load_error = (status, message)     chat requests with no messages (a preload) answer that status
   hold(path) -> Event                replies to path wait until the test sets the Event: an embed
@@ -196,6 +201,8 @@ class FakeOllama:
         self.stream_close = False
         self.embed_mangle: str | None = None   # see EMBED_MANGLES
         self.embed_mangle_after = 0
+        self.embed_refuse: str | None = None
+        self.embed_refuse_reply = (400, "embedding contains NaN or Inf values")
         self.format_junk = False
         self.load_error: tuple[int, str] | None = None
         self.loads: list[dict] = []
@@ -465,6 +472,9 @@ class FakeOllama:
                     if server.embed_fail_after is not None and number > server.embed_fail_after:
                         return self.send_json(500, {"error": "embedding failed: out of memory"})
                     server._wait_if_held(self.path, record)
+                    texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+                    if server.embed_refuse and any(server.embed_refuse in t for t in texts):
+                        return self.send_json(server.embed_refuse_reply[0], {"error": server.embed_refuse_reply[1]})
                     reply = server.embed_reply(body)
                     if server.embed_mangle is not None and number > server.embed_mangle_after:
                         reply = server.mangle_embeddings(reply)
