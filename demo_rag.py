@@ -4082,7 +4082,7 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
     def label(c: Chunk) -> str:          # file and innermost heading: "notes.md › ## Part"
         return cut(" › ".join([c.source] + c.heading.split(" › ")[-1:]) if c.heading else c.source, 60)
 
-    num_ctx = chat_context(settings, args.timeout)   # as a question's run: the chat model loads meanwhile
+    num_ctx = NUM_CTX if args.retrieve_only else chat_context(settings, args.timeout)   # as run_question
     print("STEP 1 · LOAD: find the notes")
     files, _ = scan_notes(settings.notes_dir, [settings.cache_dir], settings.follow_links)
     say(f"{len(files)} files under {readable_name(settings.notes_dir.name)}/: " + ", ".join(f.rel for f in files))
@@ -4131,15 +4131,20 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
         shown = lines if m["role"] == "system" else [ln for ln in lines if re.match(r"\[\d+\] |Sources:|Question:", ln)]
         for line in shown:
             print("  " + cut(line, 76))
-    say(f"num_ctx {context_size(messages, num_ctx)}: the first of {'/'.join(map(str, NUM_CTX_LADDER))} that "
-        f"holds the estimate plus {ANSWER_TOKENS} tokens for the answer, so Ollama cuts nothing, and at least the "
-        f"size the chat model is loaded with ({num_ctx}), so Ollama does not load it again")
+    size = context_size(messages, num_ctx)
+    say(f"num_ctx {size}: the first of {'/'.join(map(str, NUM_CTX_LADDER))} that holds the estimate plus "
+        f"{ANSWER_TOKENS} tokens for the answer, so Ollama cuts nothing, "
+        + (f"and no less than {num_ctx}, the size this run's chat requests keep to, so Ollama loads the model once"
+           if size == num_ctx else f"more than the {num_ctx} this run started from: Ollama loads the model again"))
     print(f"\nSTEP 7 · ANSWER: {settings.chat_model}, streamed")
     if not r.found:
         say("not found in your notes: the chat model is not called")
         return EXIT_OK
     if r.lexical_only:
         say("Ollama unavailable: the passages above are all there is")
+        return EXIT_OK
+    if args.retrieve_only:
+        say("--retrieve-only: the chat model is not called")
         return EXIT_OK
     stream = answer_stream(client, args.question, r.hits, settings, num_ctx)
     code = EXIT_OLLAMA if print_answer(stream)[1] else EXIT_OK

@@ -125,7 +125,7 @@ def test_explain_asks_for_the_size_the_chat_model_is_loaded_with(cli, server, no
     loads = len(server.loads)
     out = cli("--explain", "What is asyncio?", "--notes", notes)
     assert out.returncode == 0, out.stderr
-    assert "num_ctx 16384" in out.stdout and "loaded with (16384)" in out.stdout, out.stdout
+    assert "num_ctx 16384" in out.stdout and "no less than 16384, the size" in out.stdout.replace("\n    ", " ")
     assert server.of("/api/chat")[-1]["options"]["num_ctx"] == 16384
     assert len(server.loads) == loads, server.loads
 
@@ -134,3 +134,16 @@ def test_explain_asks_for_the_chat_model_to_load_while_it_searches(cli, server, 
     out = cli("--explain", "What is asyncio?", "--notes", notes)
     assert out.returncode == 0, out.stderr
     assert len(server.of("/api/chat#load")) == 1 and len(server.loads) == 1, server.loads
+    out = cli("--explain", "What is asyncio?", "--notes", notes, "--retrieve-only")    # as a question's run
+    assert out.returncode == 0 and "--retrieve-only: the chat model is not called" in out.stdout, out.stderr
+    assert len(server.of("/api/chat#load")) == 1 and len(server.of("/api/chat")) == 1
+
+
+def test_explain_says_when_the_prompt_needs_more_than_the_loaded_size(cli, server, notes):
+    assert cli("What is asyncio?", "--notes", notes).returncode == 0              # loaded with 8,192
+    (notes / "龙井.md").write_text("# 龙井\n\n" + "".join(f"## 第{i}节\n\n" + "龙井茶用八十度的水冲泡，" * 110 + "\n\n"
+                                                      for i in range(8)), encoding="utf-8")
+    out = cli("--explain", "龙井茶用多少度的水？", "--notes", notes, "--top-k", 8)
+    assert out.returncode == 0, out.stderr
+    assert "more than the 8192 this run started from: Ollama loads the model again" in out.stdout.replace("\n    ", " ")
+    assert len(server.loads) == 2, server.loads
