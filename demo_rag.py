@@ -2579,9 +2579,11 @@ def notes_languages(index: Index, sample: int = 400) -> list[str]:
 
 def calibration_key(settings: Settings) -> str:
     """What a calibration depends on besides the index: the query template its probes were embedded
-    with. (--fusion and --top-k move the probes' scores a little; recalibrating and rewriting the
-    cache whenever they change would cost more than that.)"""
-    return query_text("{question}", settings)
+    with, and the probes and the rule (a version that changes them measures again). (--fusion and
+    --top-k move the probes' scores a little; recalibrating and rewriting the cache whenever they
+    change would cost more than that.)"""
+    rule = repr((FLOOR_PROBES, FLOOR_MARGIN, MIN_SCORE, OFF_TOPIC_COVERAGE, MIN_CALIBRATION_PROBES))
+    return f"{query_text('{question}', settings)} · {hashlib.md5(rule.encode()).hexdigest()[:8]}"
 
 
 def calibration_current(index: Index, settings: Settings) -> bool:

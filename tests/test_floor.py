@@ -214,3 +214,17 @@ def test_touched_or_renamed_notes_keep_their_calibration_and_an_edit_measures_it
     embedded = len(latin.embedded_texts())
     ask(latin, notes, cache, OFF_TOPIC)
     assert len(latin.embedded_texts()[embedded:]) - len(note_texts(latin.embedded_texts()[embedded:])) == probes
+
+
+def test_a_version_with_other_probes_measures_the_calibration_again(latin, tmp_path, monkeypatch):
+    # Touches keep a calibration now, so it must say which probes and rule it was measured with.
+    notes, cache = write_vault(tmp_path / "notes"), tmp_path / "cache"
+    s = rag.Settings(notes_dir=notes, cache_dir=cache, query_instruction="")
+    client = ollama.Client(host=latin.url)
+    first, _ = rag.open_index(s, client)
+    monkeypatch.setitem(rag.FLOOR_PROBES, "zh", rag.FLOOR_PROBES["zh"][:-1])
+    assert not rag.calibration_current(first, s)
+    embedded = len(latin.embedded_texts())
+    again, _ = rag.open_index(s, client)
+    assert rag.calibration_current(again, s) and again.calibration["key"] != first.calibration["key"]
+    assert len(latin.embedded_texts()) - embedded == len(rag.FLOOR_PROBES["zh"])   # the probes, no note
