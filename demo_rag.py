@@ -2374,16 +2374,18 @@ def weighted_z_scores(parts: dict[str, np.ndarray], weights: dict[str, float]) -
 
 def meaning_weight(meaning: float, typical: float, highest: float) -> float:
     """The cosine's evidence for the fusion on a calibrated index: meaning_found() in full once
-    it exceeds the most any off-topic probe found (`highest`), none when it is no more than
-    the typical probe's, linearly between. An embedder that cannot read a language finds as
-    much "meaning" in any question of it as in an answerable one: then the words decide.
+    it exceeds the most any off-topic probe found (`highest`) by PROBE_REACH of the probes'
+    spread, none when it is no more than the typical probe's, linearly between. An embedder
+    that cannot read a language finds as much "meaning" in any question of it as in an
+    answerable one: then the words decide.
 
-    >>> meaning_weight(0.6, 0.4, 0.5), meaning_weight(0.45, 0.4, 0.5), meaning_weight(0.3, 0.4, 0.5)
-    (0.6, 0.225, 0.0)
+    >>> meaning_weight(0.6, 0.4, 0.5), round(meaning_weight(0.45, 0.4, 0.5), 3), meaning_weight(0.3, 0.4, 0.5)
+    (0.6, 0.18, 0.0)
     """
     if highest <= typical:
         return meaning if meaning > highest else 0.0
-    return meaning * min(1.0, max(0.0, (meaning - typical) / (highest - typical)))
+    top = highest + PROBE_REACH * (highest - typical)
+    return meaning * min(1.0, max(0.0, (meaning - typical) / (top - typical)))
 
 
 def confidence(terms: list[Term], hit_rows: list[int], dense: np.ndarray | None, rows: np.ndarray) -> float:
@@ -2535,6 +2537,9 @@ FLOOR_MARGIN = 0.05                       # the floor: the probes' median confid
 MIN_CALIBRATION_CHUNKS = 20               # fewer chunks say too little about an off-topic question
 MIN_CALIBRATION_PROBES = 8                # per language, after dropping those the notes do cover
 OFF_TOPIC_COVERAGE = 0.5                  # a probe whose words one chunk mostly holds is not off-topic here
+PROBE_REACH = 0.25                        # the most of 24 probes is about what 1 off-topic question in 25
+                                          # exceeds: the cosine counts in full only a quarter of their spread
+                                          # above it (0, 0.25, 0.5 tried: bench/floor_eval.py)
 
 
 def relevance_floor(index: Index, question: str, settings: Settings) -> tuple[float, str]:
