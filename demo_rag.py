@@ -2619,10 +2619,14 @@ def calibrate(index: Index, client: ollama.Client, settings: Settings) -> dict |
     if not probes:
         return {"key": key, "floors": {}, "note": "the notes are in none of the languages of its off-topic questions"}
     try:
-        qvecs = embed_checked(client, settings.embed_model, [query_text(q, settings) for _, q in probes])
+        got = [*embed_refusing(client, settings.embed_model, [query_text(q, settings) for _, q in probes])]
     except OllamaError:
         return None
-    if not np.isfinite(qvecs).all() or qvecs.shape[1] != index.vectors.shape[1]:
+    # A probe the model returns no number for is left out, as a chunk would be.
+    rows = [row for g in got for row in ([None] if g is None else g)]
+    kept = [i for i, row in enumerate(rows) if row is not None and np.isfinite(row).all()]
+    probes, qvecs = [probes[i] for i in kept], np.array([rows[i] for i in kept], dtype=np.float32)
+    if not kept or qvecs.shape[1] != index.vectors.shape[1]:
         return None
     # First how much meaning each probe finds (the fusion's scale, below), then their confidence.
     found: dict[str, list[float]] = {}

@@ -228,3 +228,12 @@ def test_a_version_with_other_probes_measures_the_calibration_again(latin, tmp_p
     again, _ = rag.open_index(s, client)
     assert rag.calibration_current(again, s) and again.calibration["key"] != first.calibration["key"]
     assert len(latin.embedded_texts()) - embedded == len(rag.FLOOR_PROBES["zh"])   # the probes, no note
+
+
+def test_a_probe_the_model_cannot_embed_is_left_out_not_every_calibration(latin, tmp_path):
+    # Ollama fails a whole request for one text whose vector is not a number; the other probes count.
+    notes, cache = write_vault(tmp_path / "notes"), tmp_path / "cache"
+    latin.embed_refuse = rag.FLOOR_PROBES["zh"][3]
+    data = ask(latin, notes, cache, OFF_TOPIC)
+    assert not data["found"] and data["floor"]["source"].startswith("calibrated on this index: zh ")
+    assert f"from {len(rag.FLOOR_PROBES['zh']) - 1} off-topic questions" in data["floor"]["source"]
