@@ -1084,30 +1084,38 @@ def embed_checked(client: ollama.Client, model: str, texts: Iterable[str]) -> np
 # How Ollama refuses a batch in which one text's vector is not a number: the whole request
 # fails (server/routes.go: EmbedHandler's normalize(); before it, encoding the reply failed
 # with "json: unsupported value: NaN"). Some models do it for a few texts, every time.
-NOT_A_NUMBER = re.compile(r"\bNaN\b")
+NOT_A_NUMBER = re.compile(r"NaN or Inf values|unsupported value: NaN")
 
 
 def embed_refusing(client: ollama.Client, model: str, texts: Iterable[str]) -> Iterator[np.ndarray | None]:
     """checked_batches(), but a batch Ollama refuses because a vector is not a number is sent
     again one text at a time, and each text it still refuses comes back as None: one such
-    text must not cost the vectors of all the others."""
-    texts = iter(texts)
-    while group := list(itertools.islice(texts, EMBED_BATCH_TEXTS)):
-        sent = 0
+    text must not cost the vectors of all the others. A model that refuses the first three
+    texts alone, before any vector came back, embeds nothing: its error is raised."""
+    texts, any_vector = iter(texts), False
+    while True:
+        drawn: list[str] = []             # the texts this pass took, in order
+        sent = 0                          # ...and how many of them came back as vectors
         try:
-            for rows in checked_batches(client, model, group):
-                sent += len(rows)
+            for rows in checked_batches(client, model, (drawn.append(t) or t for t in texts)):
+                sent, any_vector = sent + len(rows), True
                 yield rows
+            return
         except OllamaError as e:
             if not NOT_A_NUMBER.search(str(e)):
                 raise
-            for text in group[sent:]:
-                try:
-                    yield embed_checked(client, model, [text])
-                except OllamaError as e:
-                    if not NOT_A_NUMBER.search(str(e)):
-                        raise
-                    yield None
+            refusal = e
+        for n, text in enumerate(drawn[sent:], 1):   # the refused batch (and the next text drawn)
+            try:
+                rows = embed_checked(client, model, [text])
+            except OllamaError as e:
+                if not NOT_A_NUMBER.search(str(e)):
+                    raise
+                if not any_vector and n == 3:
+                    raise refusal from None
+                rows = None
+            any_vector = any_vector or rows is not None
+            yield rows
 
 
 def embed_query(client: ollama.Client, question: str, settings: Settings) -> np.ndarray:
@@ -1365,6 +1373,7 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
                 if dim:
                     report.reason = vector_size_changed(dim, fresh.shape[1], settings.embed_model)
                     progress(f"rebuilding index: {report.reason}")
+                    report.refused.clear()    # asked again in the rebuild
                     return fill_vectors(settings, client, None, chunks, np.full(n, -1), report, progress,
                                         checkpoint)
                 dim, vectors = fresh.shape[1], np.zeros((n, fresh.shape[1]), dtype=np.float32)
@@ -1393,8 +1402,9 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
         kept = checkpoint(vectors, has_vector, interrupted=True) if checkpoint else 0
         raise BuildInterrupted(kept, n) from None
     # A refused chunk keeps a zero vector, so the index is complete and searched by meaning:
-    # its cosine is 0 for every question, and its words find it. (With no vector at all
-    # there is no size to give it: it stays missing, and the next run asks again.)
+    # ranking gives it the typical chunk's cosine (typical_for_refused), and its words find it.
+    # (With no vector at all there is no size to give it: it stays missing, and the next run
+    # asks again.)
     if dim:
         has_vector[report.refused] = True
     return vectors, has_vector
@@ -2253,7 +2263,7 @@ def rank_chunks(index: Index, question: str, qvec: np.ndarray | None, settings: 
     # A partly embedded index (Ollama left mid-way) is searched by BM25 alone:
     # fusing would favour the rows that happen to have vectors.
     if qvec is not None and index.vectors.shape[1] == len(qvec) and index.has_vector[rows].all():
-        dense = index.vectors @ qvec      # exact cosine: one matrix-vector product
+        dense = typical_for_refused(index, index.vectors @ qvec, rows)   # exact cosine: one matrix-vector product
     terms = query_postings(index.lexicon, question)    # tokenized once: BM25, fusion, confidence
     lexical = bm25_scores(index.lexicon, terms)
     fused = np.full(len(index.chunks), -np.inf, dtype=np.float32)
@@ -2270,6 +2280,18 @@ def rank_chunks(index: Index, question: str, qvec: np.ndarray | None, settings: 
     floor, floor_source = relevance_floor(index, question, settings)
     return Retrieval(close_to_best(hits, fused[rows]), conf, conf >= floor, qvec, dense, lexical, fused,
                      weights, terms, candidates=hits, floor=floor, floor_source=floor_source)
+
+
+def typical_for_refused(index: Index, dense: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The cosines, with the typical one (the median over `rows`) for each chunk the model
+    returned no number for (fill_vectors() gave it a zero vector, whose cosine is exactly 0):
+    0 would sink it below every other chunk when cosines sit near 0.8 (e5), and spread the
+    z-scores of all; at the typical one its words decide."""
+    zero = rows[dense[rows] == 0]
+    zero = zero[~index.vectors[zero].any(axis=1)] if len(zero) else zero
+    if len(zero) and len(zero) < len(rows):
+        dense[zero] = median(dense[np.setdiff1d(rows, zero)])
+    return dense
 
 
 def close_to_best(hits: list[Hit], scores: np.ndarray) -> list[Hit]:

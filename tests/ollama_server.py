@@ -105,6 +105,14 @@ def hashed_vector(text: str, dim: int = DIM, cjk: bool = True) -> list[float]:
     return (v / np.linalg.norm(v)).tolist()
 
 
+def crowded_vector(text: str, dim: int = DIM) -> list[float]:
+    """hashed_vector() plus one direction every text shares, so that any two texts' cosine
+    sits near 0.8, as multilingual-e5's do (MiniLM's sit near 0.1, the hashed ones near 0)."""
+    v = np.array(hashed_vector(text, dim)) * 0.45
+    v[-1] += 0.9
+    return (v / np.linalg.norm(v)).tolist()
+
+
 def random_vector(text: str, dim: int = DIM) -> list[float]:
     """A deterministic vector that carries no meaning at all: the weakest embedder."""
     seed = int(hashlib.md5(text.encode()).hexdigest()[:8], 16)
@@ -183,7 +191,8 @@ class FakeOllama:
                  format_reply="question", die_after_embeds=None, hold_at=None, fail_after=None,
                  embed_delay=0.0):
         self.models = set(models)
-        self.embed = embed                 # "hash", "random" or "latin" (blind to CJK, see hashed_vector)
+        self.embed = embed                 # "hash", "random", "latin" (blind to CJK, see hashed_vector) or
+                                           # "crowded" (cosines near 0.8, see crowded_vector)
         self.dim = dim
         self.answer_repeat = answer_repeat  # >1: long answers, to fill a conversation's memory
         self.context_limits = {**CONTEXT_LIMITS, **(context_limits or {})}   # model -> its own maximum
@@ -298,7 +307,8 @@ class FakeOllama:
         texts = [body["input"]] if isinstance(body["input"], str) else body["input"]
         if self.embed_delay:
             time.sleep(self.embed_delay)
-        make = {"random": random_vector, "latin": lambda t, d: hashed_vector(t, d, cjk=False)}.get(self.embed, hashed_vector)
+        make = {"random": random_vector, "latin": lambda t, d: hashed_vector(t, d, cjk=False),
+                "crowded": crowded_vector}.get(self.embed, hashed_vector)
         return {"model": body["model"], "embeddings": [make(t, self.dim) for t in texts],
                 "prompt_eval_count": sum(text_tokens(t) for t in texts)}
 

@@ -9,9 +9,10 @@ import signal
 import subprocess
 import sys
 
+import numpy as np
 import ollama
 import pytest
-from conftest import SCRIPT, user_env
+from conftest import SCRIPT, run_cli, user_env
 from ollama_server import FakeOllama
 from test_index import make_vault
 
@@ -199,7 +200,6 @@ def test_a_chunk_the_model_cannot_embed_costs_no_other_chunk_its_vector(cli, ser
     refused = [i for i, c in enumerate(index.chunks) if "like table salt" in c.text]
     assert index.complete and len(refused) == 1 and not index.vectors[refused[0]].any()
     assert all(index.vectors[i].any() for i in range(len(index.chunks)) if i not in refused)
-    assert index.calibration is not None                         # measured on the complete index
     embedded = len(server.embedded_texts())
     out = cli("--notes", notes, COFFEE)                            # the next run asks nothing again...
     assert out.returncode == 0 and "[1] coffee-brewing.md" in out.stdout, out.stderr
@@ -208,6 +208,38 @@ def test_a_chunk_the_model_cannot_embed_costs_no_other_chunk_its_vector(cli, ser
     embedded = len(server.embedded_texts())
     assert cli("--notes", notes, COFFEE, "--rebuild", "--retrieve-only").returncode == 0   # --rebuild asks again
     assert sum("like table salt" in t for t in server.embedded_texts()[embedded:]) >= 1
+
+
+def test_a_refused_chunk_gets_the_typical_cosine_where_cosines_sit_near_0_8(tmp_path, notes):
+    # Its zero vector's cosine, 0, would sink it below every other chunk and spread every z-score.
+    with FakeOllama(embed="crowded") as crowded:
+        crowded.embed_refuse = "like table salt"
+        settings = rag.Settings(notes_dir=notes, cache_dir=tmp_path / "c", query_instruction="")
+        client = ollama.Client(host=crowded.url)
+        index, _ = rag.open_index(settings, client)
+        question = "How long should the bloom take?"
+        r = rag.search(client, index, question, settings)
+    row = next(i for i, c in enumerate(index.chunks) if "like table salt" in c.text)
+    others = np.delete(r.dense, row)
+    assert index.complete and not index.vectors[row].any() and others.min() > 0.5      # cosines near 0.8
+    assert r.dense[row] == pytest.approx(np.median(others))
+    assert r.dense.std() == pytest.approx(others.std(), rel=0.1)
+
+
+def test_a_model_that_refuses_every_text_costs_a_few_requests_and_says_why(cli, server, notes):
+    server.embed_refuse = " "             # in every text
+    for _ in range(2):
+        embedded = len(server.of("/api/embed"))
+        out = cli("--notes", notes, COFFEE, "--retrieve-only")
+        assert out.returncode == 0 and "[1] coffee-brewing.md" in out.stdout, out.stderr
+        assert "embedding contains NaN or Inf values" in out.stderr, out.stderr
+        assert len(server.of("/api/embed")) - embedded <= 1 + 3 + 1   # the batch, three alone, the question
+
+
+def test_an_error_that_only_names_a_model_nan_is_not_taken_for_a_refusal(cli, server, notes):
+    out = cli("--notes", notes, COFFEE, "--retrieve-only", "--embed-model", "NaN")
+    assert out.returncode == 0 and "model 'NaN' is not pulled" in out.stderr, out.stderr
+    assert len(server.of("/api/embed")) <= 2                       # the batch and the question, not one by one
 
 
 def test_a_bare_nan_in_a_chunk_vector_is_refused_the_same_way(cli, server, notes):
