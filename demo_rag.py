@@ -4124,6 +4124,7 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
     index, report, took = open_for_mode(args, settings, client, quiet=True)
     say(f"index: {len(index.chunks)} chunks from {len(index.files)} notes, "
         f"{report.embedded} embedded just now ({took:.2f}s)")
+    err(*(f"warning: {w}" for w in report.warnings))   # what a question's run would say too
     allowed = source_mask(index, settings.source_filter)
     print("\nSTEP 3 · CHUNK: cut at headings, then paragraphs, lines, sentences")
     rel, rec = max(index.files.items(), key=lambda kv: (kv[1].stop - kv[1].start, kv[1].size))

@@ -205,6 +205,8 @@ def test_a_chunk_the_model_cannot_embed_costs_no_other_chunk_its_vector(cli, ser
     assert out.returncode == 0 and "[1] coffee-brewing.md" in out.stdout, out.stderr
     assert f"warning: {REFUSED}" in out.stderr                     # ...and still says it
     assert len(server.embedded_texts()) - embedded == 1            # the question only
+    out = cli("--notes", notes, "--explain", COFFEE, "--retrieve-only")   # --explain says it too
+    assert out.returncode == 0 and f"warning: {REFUSED}" in out.stderr, out.stderr
     embedded = len(server.embedded_texts())
     assert cli("--notes", notes, COFFEE, "--rebuild", "--retrieve-only").returncode == 0   # --rebuild asks again
     assert sum("like table salt" in t for t in server.embedded_texts()[embedded:]) >= 1
