@@ -153,3 +153,10 @@ def note_texts(texts: list[str]) -> list[str]:
     """The embedded texts that came from notes: without the off-topic questions each build asks
     to calibrate the relevance floor (embedded with whatever query template the model has)."""
     return [t for t in texts if not t.endswith(PROBES)]
+
+
+def write_long_chinese_note(notes: Path, sections: int = 8) -> None:
+    """龙井.md: `sections` Chinese sections of about 1,300 characters, each a full chunk and about
+    as many tokens: eight of them as sources need a 16,384 context, four fit in 8,192."""
+    (notes / "龙井.md").write_text("# 龙井\n\n" + "".join(f"## 第{i}节\n\n" + "龙井茶用八十度的水冲泡，" * 110 + "\n\n"
+                                                      for i in range(sections)), encoding="utf-8")

@@ -8,7 +8,7 @@ import subprocess
 import ollama
 
 import demo_rag as rag
-from conftest import ROOT, read_until, run_cli
+from conftest import ROOT, read_until, run_cli, write_long_chinese_note
 from ollama_server import FakeOllama
 
 
@@ -186,8 +186,7 @@ def test_a_conversation_asks_with_one_context_size_so_the_model_is_not_reloaded(
 def test_a_conversation_grows_its_context_once_and_keeps_it(server, tmp_path):
     notes = tmp_path / "notes"
     shutil.copytree(ROOT / "demo-data", notes)
-    (notes / "龙井.md").write_text("# 龙井\n\n" + "".join(f"## 第{i}节\n\n" + "龙井茶用八十度的水冲泡，" * 110 + "\n\n"
-                                                      for i in range(8)), encoding="utf-8")
+    write_long_chinese_note(notes)
     s = rag.Settings(notes_dir=notes, cache_dir=tmp_path / "cache", top_k=8)
     client = ollama.Client(host=server.url)
     index, _ = rag.open_index(s, client)

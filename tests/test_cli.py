@@ -10,7 +10,7 @@ import ollama
 import pytest
 
 import demo_rag as rag
-from conftest import read_until, run_cli
+from conftest import read_until, run_cli, write_long_chinese_note
 from ollama_server import FakeOllama
 
 
@@ -361,8 +361,7 @@ def test_a_500_from_the_embedder_falls_back_to_keywords_and_says_why(cli, server
 def test_questions_of_different_lengths_ask_for_the_same_context_size(cli, server, notes):
     # Each new num_ctx would make Ollama reload the chat model (needsReload in server/sched.go):
     # prompts of about 3,900 and 5,100 tokens both ask for 8,192, not for 5,120 and 6,144.
-    (notes / "龙井.md").write_text("# 龙井\n\n" + "".join(f"## 第{i}节\n\n" + "龙井茶用八十度的水冲泡，" * 110 + "\n\n"
-                                                      for i in range(4)), encoding="utf-8")
+    write_long_chinese_note(notes, 4)
     for top_k in (3, 4):
         assert cli("--notes", notes, "龙井茶用多少度的水？", "--top-k", top_k).returncode == 0
     sizes = [body["options"]["num_ctx"] for body in server.of("/api/chat")]

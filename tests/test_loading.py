@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from conftest import write_long_chinese_note
 from test_chat import chat
 
 import demo_rag as rag
@@ -89,8 +90,7 @@ def test_keep_alive_goes_with_every_chat_request_only_when_asked(cli, server, no
 def test_a_model_loaded_with_a_larger_context_is_not_shrunk_by_the_next_run(cli, server, notes):
     # Eight long Chinese sources need 16,384: the first run loads twice (the preload cannot know);
     # later runs find it loaded with 16,384 (/api/ps), send no preload and ask for that size again.
-    (notes / "龙井.md").write_text("# 龙井\n\n" + "".join(f"## 第{i}节\n\n" + "龙井茶用八十度的水冲泡，" * 110 + "\n\n"
-                                                      for i in range(8)), encoding="utf-8")
+    write_long_chinese_note(notes)
     for q in ["龙井茶用多少度的水？", "龙井茶用多少度的水？", "What is asyncio?"]:
         assert cli(q, "--notes", notes, "--top-k", 8).returncode == 0
     assert [b["options"]["num_ctx"] for b in server.of("/api/chat")] == [16384] * 3
@@ -119,8 +119,7 @@ def test_an_ollama_stuck_on_api_ps_holds_the_question_up_seconds_not_the_whole_t
 def test_explain_asks_for_the_size_the_chat_model_is_loaded_with(cli, server, notes):
     # A Chinese question with eight long sources loads the model at 16,384; --explain then
     # narrates and answers with that size rather than loading it again at 8,192.
-    (notes / "龙井.md").write_text("# 龙井\n\n" + "".join(f"## 第{i}节\n\n" + "龙井茶用八十度的水冲泡，" * 110 + "\n\n"
-                                                      for i in range(8)), encoding="utf-8")
+    write_long_chinese_note(notes)
     assert cli("龙井茶用多少度的水？", "--notes", notes, "--top-k", 8).returncode == 0
     loads = len(server.loads)
     out = cli("--explain", "What is asyncio?", "--notes", notes)
@@ -141,8 +140,7 @@ def test_explain_asks_for_the_chat_model_to_load_while_it_searches(cli, server, 
 
 def test_explain_says_when_the_prompt_needs_more_than_the_loaded_size(cli, server, notes):
     assert cli("What is asyncio?", "--notes", notes).returncode == 0              # loaded with 8,192
-    (notes / "龙井.md").write_text("# 龙井\n\n" + "".join(f"## 第{i}节\n\n" + "龙井茶用八十度的水冲泡，" * 110 + "\n\n"
-                                                      for i in range(8)), encoding="utf-8")
+    write_long_chinese_note(notes)
     out = cli("--explain", "龙井茶用多少度的水？", "--notes", notes, "--top-k", 8)
     assert out.returncode == 0, out.stderr
     assert "more than the 8192 this run started from: Ollama loads the model again" in out.stdout.replace("\n    ", " ")
