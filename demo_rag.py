@@ -1250,7 +1250,7 @@ class Index:
     embed_model: str
     chunking: tuple[int, int]             # (chunk_size, chunk_overlap)
     doc_template: str = ""                # the document template the vectors were embedded with
-    note_warnings: dict[str, str] = field(default_factory=dict)   # digest -> how it was read (a guess)
+    note_warnings: dict[str, str] = field(default_factory=dict)   # digest -> what to say of it each run
     skipped: dict[str, str] = field(default_factory=dict)         # rel -> why it was left out
     calibration: dict | None = None       # the relevance floor measured on this index (calibrate())
 
@@ -1351,13 +1351,14 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
         known = reuse >= 0
         vectors[known], has_vector[known] = old.vectors[reuse[known]], old.has_vector[reuse[known]]
         missing = np.flatnonzero(~has_vector)
-        # not a refused chunk's zero vector: its note changed, so it is asked (and said) again
-        usable = old.has_vector & old.vectors.any(axis=1) if len(missing) else None
-        by_text = {c.embed_text: i for i, c in enumerate(old.chunks) if usable[i]} if len(missing) else {}
-        for i in missing:
-            j = by_text.get(chunks[i].embed_text)
-            if j is not None:
-                vectors[i], has_vector[i] = old.vectors[j], True
+        if len(missing):
+            # not a refused chunk's zero vector: its note changed, so it is asked (and said) again
+            usable = old.has_vector & old.vectors.any(axis=1)
+            by_text = {c.embed_text: i for i, c in enumerate(old.chunks) if usable[i]}
+            for i in missing:
+                j = by_text.get(chunks[i].embed_text)
+                if j is not None:
+                    vectors[i], has_vector[i] = old.vectors[j], True
     todo = np.flatnonzero(~has_vector)
     if len(todo) == 0:
         return vectors, has_vector
@@ -1489,7 +1490,8 @@ class IndexReport:
     skipped: dict[str, str] = field(default_factory=dict)         # Index.skipped of the update
 
     def warn(self, rel: str, digest: str, warning: str) -> None:
-        """Say how a note was read (a guessed encoding) and keep it, to say again next run."""
+        """Say what a note needs said (a guessed encoding, chunks the model refused) and keep it,
+        to say again next run."""
         self.warnings.append(f"{rel}: {warning}")
         kept = self.note_warnings.get(digest)            # the same note may have two things to say
         self.note_warnings[digest] = warning if not kept or warning in kept else f"{kept}; {warning}"
@@ -3015,7 +3017,6 @@ EVAL_MIN_PASSAGE_CHARS = 100              # shorter passages (a title, a one-lin
 EVAL_MAX_COPIED = 0.75                    # drop a question when more than 3/4 of its words (CJK: bigrams)
                                           # occur in its passage: it copies rather than asks
 EVAL_UNANSWERABLE_SHARE = 1 / 8           # of the questions, this share have no answer: they calibrate the floor
-                                          # this much might be answerable after all: it is left out
 EVAL_REPLY_TOKENS = 200                   # one question and a short answer, in JSON
 TUNE_TOP_KS = (3, 5, 8)                   # --top-k values compared; the smallest that finds as much wins
 TUNE_ANSWERED = 0.95                      # the recommended floor still answers this share of answerable ones
