@@ -26,7 +26,6 @@ Numbers are for the stand-in's embedder (all-MiniLM-L6-v2 or multilingual-e5-sma
 """
 import argparse
 import itertools
-import json
 import os
 import sys
 import tempfile
@@ -35,13 +34,10 @@ from pathlib import Path
 import numpy as np
 
 from eval_paraphrase import EMBEDDERS, HERE, PROJECT, standin
+from floor_eval import language, read
 
 sys.path.insert(0, str(PROJECT))
 ALLOWED_ANSWERABLE = 1 / 20
-
-
-def read(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def evidence(rag, client, settings, questions: list[str]) -> list[tuple[float, float, bool]]:
@@ -115,7 +111,7 @@ def main() -> int:
     p.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "floor-eval-cache")
     args = p.parse_args()
     model, flags = EMBEDDERS[args.embedder]
-    english = [it for it in read(HERE / "paraphrase-eval.jsonl") if it["answers"] and not any("\u4e00" <= ch <= "\u9fff" for ch in it["question"])]
+    english = [it for it in read(HERE / "paraphrase-eval.jsonl") if it["answers"] and language(it["question"]) == "en"]
     sets = {"docs": (args.docs, english, read(HERE / "offtopic-en.jsonl")),
             "zh-news": (args.zh_news, read(HERE / "zh-news-eval.jsonl"), read(HERE / "offtopic-zh.jsonl"))}
     print(f"embedder: {args.embedder} (stand-in, served as {model!r})\n")

@@ -33,6 +33,11 @@ from eval_paraphrase import EMBEDDERS, HERE, PROJECT, standin
 CJK = re.compile(r"[\u3400-\u9fff]")
 
 
+def read(path: Path) -> list[dict]:
+    """A JSON Lines question set."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
 def language(question: str) -> str:
     return "zh" if len(CJK.findall(question)) > len(question) / 4 else "en"
 
@@ -77,8 +82,6 @@ def main() -> int:
     args, rest = p.parse_args(argv[:cut]), argv[cut + 1:]
     model, flags = EMBEDDERS[args.embedder]
 
-    def read(path: Path) -> list[dict]:
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     sets = {"demo": (PROJECT / "demo-data", read(PROJECT / "demo-data" / "eval.jsonl")),
             "docs": (args.docs, read(HERE / "paraphrase-eval.jsonl") + read(HERE / "offtopic-en.jsonl")),
             "zh-news": (args.zh_news, read(HERE / "zh-news-eval.jsonl") + read(HERE / "offtopic-zh.jsonl"))}
