@@ -2201,17 +2201,27 @@ def duration(seconds: float) -> str:
 
 # ----------------------------------------------------------------------------
 # Search: replaces Part I's search_notes. One path for every caller (the command line, the
-# modes, notebooks): the question embedded with its template, rankings restricted by
-# --source, a fusion that weighs each ranker by its evidence, and keywords alone when
-# Ollama is away, with the reason.
+# modes, notebooks): the question embedded with its template, then ranked in four stages,
+# each a function of its own so that a new step can sit between two of them:
+#
+#     score   every chunk by meaning and by words, fused          -> Scores
+#     select  the best CANDIDATE_DEPTH of them, best first         -> the ranked Hits
+#             (a step that reorders candidates, a reranker, goes here)
+#     judge   the first --top-k: do they answer? (confidence, floor) -> Verdict
+#     trim    of those, the sources close to the best: the prompt's -> hits
+#
+# rank() composes them; search() embeds the question and calls it, and so do the
+# calibration, --eval and --tune, so that what is measured is what a run does.
+
+CANDIDATE_DEPTH = 10                      # candidates select() keeps: --eval's MRR@10 and --tune look this deep
 
 
 def search(client: ollama.Client, index: Index, question: str, settings: Settings) -> Retrieval:
-    """The one search path every caller takes: embed the question, rank, say how it went.
+    """The one search path every caller takes: embed the question, rank(), say how it went.
 
     When the question cannot be embedded (Ollama away, the model not pulled) or
     some chunks have no vector yet, it ranks by keywords alone and records why
-    in `keywords_only_because`. A later step (a reranker, say) belongs here.
+    in `keywords_only_because`.
     """
     t0 = time.perf_counter()
     qvec, why, changed = None, None, ""
@@ -2224,64 +2234,115 @@ def search(client: ollama.Client, index: Index, question: str, settings: Setting
             why = str(e)
         if qvec is not None and not np.isfinite(qvec).all():
             qvec, why = None, f"{settings.embed_model} returned a vector for the question that is not a number"
-        if qvec is not None:
-            changed = vector_size_changed(index.vectors.shape[1], len(qvec), index.embed_model)
-            why = changed or None
+        held = index.vectors.shape[1]
+        if qvec is not None and held and len(qvec) != held:
+            changed = (f"{settings.embed_model} returned {len(qvec)} numbers for the question where the index's "
+                       f"vectors have {held}: another model answers under that name now (re-pulled, or another "
+                       "server at this address?); --rebuild re-embeds the notes with it")
+            why = changed
     t1 = time.perf_counter()
-    r = rank_chunks(index, question, qvec, settings)
+    r = rank(index, question, qvec, settings)
     return replace(r, keywords_only_because=why, reembed_because=changed,
                    timings={"embed_query": t1 - t0, "search": time.perf_counter() - t1})
 
 
-@dataclass(frozen=True)
-class Retrieval:
-    """The result of one search: the hits for the prompt, how sure we are, and how they were found."""
-    hits: list[Hit]                       # what the chat model gets: the candidates close to the best
-    confidence: float                     # confidence(); below `floor` = not found
-    found: bool
-    query_vector: np.ndarray | None       # None: searched by keywords only
-    dense: np.ndarray | None              # each ranker's scores over all chunks, for --explain
-    lexical: np.ndarray                   # and --eval; dense is None without usable vectors
-    fused: np.ndarray
+def rank(index: Index, question: str, qvec: np.ndarray | None, settings: Settings) -> Retrieval:
+    """Rank the chunks for an embedded question (qvec None: keywords only): score, select,
+    judge and trim, as the banner above draws them. At most top_k_limit() sources are
+    judged and sent, however high settings.top_k is."""
+    scores = score(index, question, qvec, settings)
+    ranked = select(index, scores, max(CANDIDATE_DEPTH, settings.top_k))
+    # A reranker would reorder `ranked` here: judge and trim take what it puts first.
+    judged = ranked[:min(settings.top_k, top_k_limit(settings.chunk_size))]
+    verdict = judge(index, question, scores, judged, settings)
+    return Retrieval(trim(judged, scores), judged, ranked, qvec, *scores, *verdict, found=verdict.found)
+
+
+class Scores(NamedTuple):
+    """Stage 1, score(): every chunk's scores for one question."""
+    rows: np.ndarray                      # the chunks --source allows; `fused` is -inf elsewhere
+    dense: np.ndarray | None              # by meaning, the cosines; None: keywords only
+    lexical: np.ndarray                   # by words, BM25
+    fused: np.ndarray                     # the two made one (fuse())
     weights: dict[str, float]             # each ranker's share of the fusion (sum 1)
     terms: list[Term]                     # the question's terms, tokenized once
-    keywords_only_because: str | None = None
-    reembed_because: str = ""             # the model's vectors changed size: the index must be rebuilt
-    timings: dict[str, float] = field(default_factory=dict)
-    candidates: list[Hit] = field(default_factory=list)   # the top-k before close_to_best()
-    floor: float = MIN_SCORE              # what `confidence` had to reach (relevance_floor())
+
+
+class Verdict(NamedTuple):
+    """Stage 3, judge(): how sure we are that the candidates hold an answer."""
+    confidence: float                     # confidence(); below `floor` = not found
+    floor: float                          # what it had to reach (relevance_floor())
+    floor_source: str                     # where the floor comes from, in words
+
+    @property
+    def found(self) -> bool:
+        return self.confidence >= self.floor
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """The result of one search: every stage's output, flat, so a caller reads r.hits or r.dense."""
+    hits: list[Hit]                       # trim(): what the chat model gets
+    candidates: list[Hit]                 # the first --top-k of `ranked`: what judge() looked at
+    ranked: list[Hit]                     # select(): the best CANDIDATE_DEPTH (or --top-k), best first
+    query_vector: np.ndarray | None       # None: searched by keywords only
+    rows: np.ndarray                      # score()'s Scores, field by field: each ranker's scores
+    dense: np.ndarray | None              # over all chunks (for --explain and --eval); dense is
+    lexical: np.ndarray                   # None without usable vectors
+    fused: np.ndarray
+    weights: dict[str, float]
+    terms: list[Term]
+    confidence: float                     # judge()'s Verdict, field by field
+    floor: float = MIN_SCORE
     floor_source: str = ""
+    found: bool = False
+    keywords_only_because: str | None = None
+    reembed_because: str = ""             # the question's vector has another size than the index's
+    timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def lexical_only(self) -> bool:
         return self.dense is None
 
 
-def rank_chunks(index: Index, question: str, qvec: np.ndarray | None, settings: Settings) -> Retrieval:
-    """Rank the chunks for an embedded question (qvec None: keywords only), at most
-    top_k_limit() of them however high settings.top_k is."""
-    rows = np.flatnonzero(source_mask(index, settings.source_filter))   # the chunks we may return
+def score(index: Index, question: str, qvec: np.ndarray | None, settings: Settings) -> Scores:
+    """Stage 1: score every chunk --source allows by meaning (exact cosine: one matrix-vector
+    product) and by words (BM25), and fuse the two (--fusion)."""
+    rows = np.flatnonzero(source_mask(index, settings.source_filter))
     dense = None
     # A partly embedded index (Ollama left mid-way) is searched by BM25 alone:
     # fusing would favour the rows that happen to have vectors.
     if qvec is not None and index.vectors.shape[1] == len(qvec) and index.has_vector[rows].all():
-        dense = typical_for_refused(index, index.vectors @ qvec, rows)   # exact cosine: one matrix-vector product
+        dense = typical_for_refused(index, index.vectors @ qvec, rows)
     terms = query_postings(index.lexicon, question)    # tokenized once: BM25, fusion, confidence
     lexical = bm25_scores(index.lexicon, terms)
     fused = np.full(len(index.chunks), -np.inf, dtype=np.float32)
     words_found = coverage(terms, int(rows[lexical[rows].argmax()])) if len(rows) else 0.0
     fused[rows], weights = fuse(None if dense is None else dense[rows], lexical[rows], words_found,
                                 settings.fusion, off_topic_meaning(index, question))
-    best = rows[top_rows(fused[rows], min(settings.top_k, top_k_limit(settings.chunk_size)))]
-    if dense is None:
-        best = [i for i in best if lexical[i] > 0]   # keywords only: a chunk without them is no match
-    hits = [Hit(rank, int(i), index.chunks[i], float(fused[i]),
-                float(dense[i]) if dense is not None else float("nan"), float(lexical[i]))
+    return Scores(rows, dense, lexical, fused, weights, terms)
+
+
+def select(index: Index, scores: Scores, depth: int) -> list[Hit]:
+    """Stage 2: the `depth` best chunks by fused score, best first. By keywords only, a chunk
+    without any of the question's words is no match, however it ranks."""
+    best = scores.rows[top_rows(scores.fused[scores.rows], depth)]
+    if scores.dense is None:
+        best = [i for i in best if scores.lexical[i] > 0]
+    return [Hit(rank, int(i), index.chunks[i], float(scores.fused[i]),
+                float(scores.dense[i]) if scores.dense is not None else float("nan"), float(scores.lexical[i]))
             for rank, i in enumerate(best, 1)]
-    conf = confidence(terms, [h.row for h in hits], dense, rows)
-    floor, floor_source = relevance_floor(index, question, settings)
-    return Retrieval(close_to_best(hits, fused[rows]), conf, conf >= floor, qvec, dense, lexical, fused,
-                     weights, terms, candidates=hits, floor=floor, floor_source=floor_source)
+
+
+def judge(index: Index, question: str, scores: Scores, candidates: list[Hit], settings: Settings) -> Verdict:
+    """Stage 3: the candidates' confidence against the relevance floor of this index and language."""
+    conf = confidence(scores.terms, [h.row for h in candidates], scores.dense, scores.rows)
+    return Verdict(conf, *relevance_floor(index, question, settings))
+
+
+def trim(candidates: list[Hit], scores: Scores) -> list[Hit]:
+    """Stage 4: the candidates the prompt gets, those close to the best (close_to_best())."""
+    return close_to_best(candidates, scores.fused[scores.rows])
 
 
 def typical_for_refused(index: Index, dense: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -2661,7 +2722,7 @@ def calibrate(index: Index, client: ollama.Client, settings: Settings) -> dict |
     plain = replace(settings, source_filter=None, min_score=MIN_SCORE)
     scores: dict[str, list[float]] = {}
     for (lang, q), qvec in zip(probes, qvecs):
-        r = rank_chunks(scale, q, qvec, plain)
+        r = rank(scale, q, qvec, plain)
         if max((coverage(r.terms, h.row) for h in r.candidates), default=0.0) < OFF_TOPIC_COVERAGE:
             scores.setdefault(lang, []).append(r.confidence)
     floors = {lang: round(max(MIN_SCORE, median(np.array(c)) + FLOOR_MARGIN), 2)
@@ -2674,14 +2735,6 @@ def calibrate(index: Index, client: ollama.Client, settings: Settings) -> dict |
 # ----------------------------------------------------------------------------
 # Answering: replaces Part I's stream_answer: the context sized to the prompt, thinking
 # models, and what Ollama read and cut.
-
-
-def answer_stream(client: ollama.Client, question: str, hits: list[Hit], settings: Settings,
-                  num_ctx: int = NUM_CTX) -> ChatStream:
-    """Stream an answer to the question from the retrieved hits, with a context of at least
-    `num_ctx` (chat_context(): the size the chat model is loaded with)."""
-    messages = build_messages(question, hits)
-    return stream_chat(client, settings.chat_model, messages, context_size(messages, num_ctx), settings.keep_alive)
 
 
 def chat_context(settings: Settings, timeout: float | None = None) -> int:
@@ -2983,6 +3036,240 @@ def package_version(name: str) -> str:
         return "unknown version"
 
 
+# ----------------------------------------------------------------------------
+# One question, one outcome: replaces Part I's answer_question. answer() searches, applies
+# the one rule that decides whether the chat model is called (decide()), fits the prompt to
+# its budget, streams the answer, and returns all of it as an Outcome that every front end
+# (a question, --chat, --explain, --eval, a notebook) only prints. A conversation is the same
+# step with earlier turns: a follow-up is rewritten to stand alone before it is searched.
+
+# A conversation (--chat, or answer() with a Conversation): what is remembered, and how
+# follow-ups are rewritten.
+CHAT_VERBATIM_TURNS = 3                   # recent turns kept word for word; older ones summarised
+SUMMARY_CHARS = 600                       # the summary of older turns stays under ~150 tokens
+SUMMARY_QUESTION_CHARS = 80               # per summarised turn: enough of the question to recall it,
+SUMMARY_ANSWER_CHARS = 120                # and of the answer's first sentence
+HISTORY_HEADER_TOKENS = 50                # "Conversation so far:" and line breaks, with a margin
+REWRITE_TURNS = 2                         # a follow-up leans on the last turn or two, not on all
+REWRITE_ANSWER_CHARS = 160                # each of those answers, shown to the rewriter: its first sentence
+REWRITE_TOKENS = 64                       # a standalone query is one short line; stop a rambling model
+
+FOLLOW_UP = re.compile(
+    r"\b(it|its|this|that|these|those|they|them|their|he|she|the same|above|former|latter)\b"
+    r"|它|它们|这个|那个|这些|那些|这|那|上面|前面|上述|他|她|其|呢[？?]?$", re.IGNORECASE)
+
+
+
+ANSWERED, DECLINED, KEYWORDS_ONLY, FAILED, RETRIEVAL_ONLY = (
+    "answered", "declined", "keywords only", "failed", "retrieval only")
+ANSWERING = "answering"                   # the status on_plan sees when the chat model is about to be called
+
+
+@dataclass(frozen=True)
+class Turn:
+    question: str
+    answer: str
+    query: str                            # what was actually searched
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """The conversation so far: recent turns verbatim, older ones as a summary, and the
+    context size its requests share (it only grows: each change would reload the model)."""
+    turns: tuple[Turn, ...] = ()
+    summary: str = ""
+    num_ctx: int = NUM_CTX                # the whole prompt budget, history included
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one question came to, as one value. Its `status`:
+
+    answered        the chat model answered from the sources: `text`
+    declined        the sources are below the relevance floor (`why`): NOT_FOUND, no chat model
+    keywords only   the question could not be searched by meaning (`why`): the sources, no chat model
+    failed          nothing was found to show, or the chat model failed (`why`; `text` is what came)
+    retrieval only  asked for the sources alone (--retrieve-only)
+    """
+    question: str
+    query: str                            # the standalone rewrite that was searched, "" if none
+    retrieval: Retrieval
+    messages: list[dict]                  # the prompt: sent, or as it would have been
+    num_ctx: int
+    status: str
+    why: str = ""
+    text: str | None = None               # the answer as it came; None: the chat model was not called
+    usage: ChatUsage | None = None        # Ollama's token counts, when answered
+    warnings: list[str] = field(default_factory=list)   # from the chat model's reply (a cut prompt, ...)
+    conversation: Conversation = Conversation()          # with this turn added when answered
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def answer(client: ollama.Client, index: Index, question: str, settings: Settings,
+           conversation: Conversation | None = None, retrieve_only: bool = False,
+           keywords_because: str | None = None,
+           on_plan: Callable[[Outcome], None] = lambda plan: None,
+           on_token: Callable[[str], None] = lambda piece: None) -> Outcome:
+    """Answer one question, in a conversation if one is given: search, decide, prompt, stream.
+
+    on_plan(outcome) is called once the sources are known and before the chat model
+    is (status ANSWERING if it will be): a front end prints the sources there, so that
+    they show before the answer. on_token(piece) gets the answer as it streams. The
+    chat model failing mid-way is an outcome (FAILED, with what came), not an
+    exception. `keywords_because` says why the index lacks vectors, when its build
+    knows better than search() does (Ollama's error rather than a count); search()'s
+    own reason is replaced with it.
+    In a notebook: `outcome = answer(ollama.Client(), index, "What is BM25?", settings)`,
+    then outcome.status, outcome.text and outcome.retrieval.hits.
+    """
+    conv = conversation or Conversation()
+    query = ""
+    if needs_rewrite(question, conv):
+        try:
+            query = rewrite_query(client, question, conv, settings)
+        except OllamaError:
+            pass                          # search as typed: search() falls back and says why
+    r = search(client, index, query or question, settings)
+    if r.keywords_only_because and keywords_because:
+        r = replace(r, keywords_only_because=keywords_because)
+    status, why = decide(r, retrieve_only)
+    messages, num_ctx = prompt_within(question, r.hits, conv)
+    plan = Outcome(question, query, r, messages, num_ctx, status, why, conversation=conv,
+                   timings=dict(r.timings))
+    on_plan(plan)
+    if status != ANSWERING:
+        return plan
+    t0, pieces = time.perf_counter(), []
+    stream = stream_chat(client, settings.chat_model, messages, num_ctx, settings.keep_alive)
+    try:
+        for piece in stream:
+            pieces.append(piece)
+            on_token(piece)
+    except OllamaError as e:
+        return replace(plan, status=FAILED, why=str(e), text="".join(pieces), warnings=stream.warnings,
+                       timings={**plan.timings, "answer": time.perf_counter() - t0})
+    text = "".join(pieces)
+    return replace(plan, status=ANSWERED, text=text, usage=stream.usage, warnings=stream.warnings,
+                   conversation=remember(replace(conv, num_ctx=num_ctx), Turn(question, text, query or question)),
+                   timings={**plan.timings, "answer": time.perf_counter() - t0})
+
+
+def decide(r: Retrieval, retrieve_only: bool = False) -> tuple[str, str]:
+    """The one rule for whether the chat model is called: (ANSWERING, "") or (status, why not).
+
+    Sources below the floor are declined. Sources found by keywords alone are shown
+    but not answered from: the question could not be embedded (Ollama or the
+    embedding model is away, or the index lacks vectors), so the ranking lacks its
+    meaning half, and the chat model is most often just as unreachable.
+    """
+    keywords = r.keywords_only_because
+    if r.reembed_because:
+        return FAILED, r.reembed_because
+    if keywords and not r.hits:
+        return FAILED, keywords           # nothing to show: the reason says what to do
+    if not r.found:
+        return DECLINED, f"confidence {r.confidence:.2f} < the floor {r.floor:.2f}, {r.floor_source}"
+    if keywords:
+        return KEYWORDS_ONLY, keywords
+    if retrieve_only:
+        return RETRIEVAL_ONLY, "--retrieve-only"
+    return ANSWERING, ""
+
+
+def prompt_within(question: str, hits: list[Hit], conv: Conversation) -> tuple[list[dict], int]:
+    """The prompt (rules, sources, the conversation so far, the question) and its num_ctx.
+
+    Sources are never cut: if they alone overflow the conversation's context, it grows
+    (to the next rung: Ollama reloads the model for every new size) and the history
+    gets what is left, oldest turns dropped first.
+    """
+    base = build_messages(question, hits)
+    fixed = sum(estimate_tokens(m["content"]) for m in base) + ANSWER_TOKENS
+    if not conv.turns and not conv.summary:
+        return base, rung(max(fixed, conv.num_ctx))
+    fixed += HISTORY_HEADER_TOKENS
+    num_ctx = rung(max(fixed, conv.num_ctx))
+    return build_messages(question, hits, history_text(conv, num_ctx - fixed)), num_ctx
+
+
+def chat_once(client: ollama.Client, settings: Settings, messages: list[dict], num_predict: int,
+              num_ctx: int, **request) -> str:
+    """One short reply from the chat model, not streamed: temperature 0, no thinking, at most
+    num_predict tokens, think block dropped. `request` adds chat API fields (format=...).
+    The query rewrite and --make-eval's questions ask through it. Raises OllamaError."""
+    try:
+        reply = ollama_chat(client, settings.chat_model, messages, stream=False, keep_alive=settings.keep_alive,
+                            options={"temperature": 0, "num_predict": num_predict, "num_ctx": num_ctx}, **request)
+    except OLLAMA_FAILURES as e:
+        raise explain_ollama_error(e, settings.chat_model) from None
+    return "".join(strip_think([reply.message.content or ""]))
+
+
+def needs_rewrite(question: str, conv: Conversation) -> bool:
+    """A cheap check: does this question lean on earlier turns (pronouns, ellipsis)?
+
+    >>> needs_rewrite("how is it different from threads?", Conversation((Turn("q", "a", "q"),)))
+    True
+    >>> needs_rewrite("what is asyncio?", Conversation((Turn("q", "a", "q"),)))
+    False
+    """
+    if not conv.turns:
+        return False
+    q = question.strip()
+    words = sum(len(w) if CJK_CHAR.match(w) else 1 for w in TOKEN.findall(q))  # a CJK character is a word
+    return bool(FOLLOW_UP.search(q)) or words <= 2      # so short it must lean on context: "and threads?"
+
+
+REWRITE_PROMPT = """Rewrite the user's last question as one standalone search query, using the
+conversation to replace pronouns and fill in what is left out. Keep the question's
+language. Reply with the query only."""
+
+
+def rewrite_query(client: ollama.Client, question: str, conv: Conversation, settings: Settings) -> str:
+    """Ask the chat model for a standalone version of a follow-up question (chat_once)."""
+    recent = "\n".join(f"Q: {t.question}\nA: {first_sentence(t.answer, REWRITE_ANSWER_CHARS)}"
+                       for t in conv.turns[-REWRITE_TURNS:])
+    messages = [{"role": "system", "content": REWRITE_PROMPT},
+                {"role": "user", "content": f"{recent}\n\nLast question: {question}"}]
+    reply = chat_once(client, settings, messages, REWRITE_TOKENS, context_size(messages, at_least=conv.num_ctx))
+    text = reply.strip().strip('"').splitlines()
+    return text[0].strip() if text and text[0].strip() else question
+
+
+def history_text(conv: Conversation, budget: int) -> str:
+    """The conversation as prompt text within `budget` tokens, dropping oldest first."""
+    lines = [f"(earlier: {conv.summary})"] if conv.summary else []
+    lines += [f"Q: {t.question}\nA: {t.answer}" for t in conv.turns]
+    while lines and estimate_tokens("\n".join(lines)) > budget:
+        lines.pop(0)
+    return "\n".join(lines)
+
+
+def remember(conv: Conversation, turn: Turn) -> Conversation:
+    """Add a turn; turns beyond the verbatim window fold into a one-line-each summary."""
+    turns = conv.turns + (turn,)
+    summary = conv.summary
+    while len(turns) > CHAT_VERBATIM_TURNS:
+        old, turns = turns[0], turns[1:]
+        summary = (summary + " " if summary else "") + \
+            f"Asked “{first_sentence(old.question, SUMMARY_QUESTION_CHARS)}”: " \
+            f"{first_sentence(old.answer, SUMMARY_ANSWER_CHARS)}"
+        summary = summary[-SUMMARY_CHARS:]    # the oldest part goes first
+    return Conversation(turns, summary, conv.num_ctx)
+
+
+def first_sentence(text: str, limit: int) -> str:
+    """The first sentence of a text, cut to `limit` characters.
+
+    >>> first_sentence("One. Two.", 80)
+    'One.'
+    >>> first_sentence("A long first sentence.", 8)
+    'A long …'
+    """
+    m = re.match(r".+?(?:[。！？]|[.!?](?=\s|$))", text.strip(), re.DOTALL)
+    s = (m.group(0) if m else text.strip()).replace("\n", " ")
+    return s if len(s) <= limit else s[:limit - 1] + "…"
+
 
 # ============================================================================
 # PART III · THE MODES AND THE COMMAND LINE
@@ -2995,19 +3282,9 @@ def package_version(name: str) -> str:
 # ----------------------------------------------------------------------------
 # Settings of Part III.
 
-# Conversation (--chat and ask()): what is remembered, and how follow-ups are rewritten.
-CHAT_VERBATIM_TURNS = 3                   # recent turns kept word for word; older ones summarised
-SUMMARY_CHARS = 600                       # the summary of older turns stays under ~150 tokens
-SUMMARY_QUESTION_CHARS = 80               # per summarised turn: enough of the question to recall it,
-SUMMARY_ANSWER_CHARS = 120                # and of the answer's first sentence
-HISTORY_HEADER_TOKENS = 50                # "Conversation so far:" and line breaks, with a margin
-REWRITE_TURNS = 2                         # a follow-up leans on the last turn or two, not on all
-REWRITE_ANSWER_CHARS = 160                # each of those answers, shown to the rewriter: its first sentence
-REWRITE_TOKENS = 64                       # a standalone query is one short line; stop a rambling model
-
 # Evaluation (--eval): rankings are judged down to this rank (MRR@10, as in most
 # retrieval benchmarks); a hit below it counts as a miss.
-EVAL_DEPTH = 10
+EVAL_DEPTH = CANDIDATE_DEPTH
 
 # Tuning on your own notes (--make-eval, then --tune).
 EVAL_QUESTIONS = 40                       # questions per generated set: enough to tell variants apart
@@ -3092,75 +3369,90 @@ def failure(e: BaseException) -> tuple[str, int]:
 
 
 def run_question(args, settings: Settings, client: ollama.Client) -> int:
-    """The main job: one question -> sources -> streamed answer."""
+    """The main job: one question -> sources -> streamed answer, or with --json one object."""
     echo = not args.json                  # --json prints one object at the end instead
-    timings = {}
     num_ctx = NUM_CTX if args.retrieve_only else chat_context(settings, args.timeout)   # loads meanwhile
-    index, report, timings["index"] = open_for_mode(args, settings, client, quiet=not echo)
-    r = search(client, index, args.question, settings)
-    if r.reembed_because:
-        index, report, timings["index"] = open_for_mode(args, settings, client, quiet=not echo,
-                                                        rebuild=r.reembed_because)
-        r = search(client, index, args.question, settings)
-    timings.update(r.timings)
-    ollama_problem = report.embed_error or r.keywords_only_because
-    warnings = list(report.warnings)      # for --json; stderr has them already, unless --json
-    if ollama_problem:
-        warnings.append(f"{ollama_problem}; searching by keywords (BM25) only")
-    if not echo:                          # open_index was quiet: say them all here
-        err(*(f"warning: {w}" for w in warnings))
-    elif r.keywords_only_because and not report.embed_error:   # the others were said while indexing
-        err(f"warning: {warnings[-1]}")
+    index, report, took = open_for_mode(args, settings, client, quiet=not echo)
     templates = embed_templates(settings)
+
+    def show(plan: Outcome) -> None:      # before the chat model is called
+        if not echo:                      # open_index was quiet: say them all here
+            err(*(f"warning: {w}" for w in run_warnings(report, plan)))
+            return
+        if plan.retrieval.keywords_only_because and not report.embed_error:   # the rest were said while indexing
+            err(f"warning: {run_warnings(report, plan)[-1]}")
+        print_hits(plan.retrieval.hits, plan.retrieval.lexical_only, preview_terms(plan.retrieval.terms))
+        if args.show_prompt:
+            print_prompt(plan.messages, templates, plan.num_ctx, UNSENT.get(plan.status, ""))
+        if plan.status == ANSWERING:
+            print("Answer:")
+
+    outcome = answer(client, index, args.question, settings, Conversation(num_ctx=num_ctx),
+                     retrieve_only=args.retrieve_only, keywords_because=report.embed_error, on_plan=show,
+                     on_token=(lambda piece: print(piece, end="", flush=True)) if echo else lambda piece: None)
+    err(*(f"warning: {w}" for w in outcome.warnings))
     if echo:
-        print_hits(r.hits, r.lexical_only, preview_terms(r.terms))
-    if echo and args.show_prompt:
-        unsent = ("below the relevance floor" if not r.found else "Ollama unavailable" if ollama_problem
-                  else "--retrieve-only" if args.retrieve_only else "")
-        print_prompt(build_messages(args.question, r.hits), templates, num_ctx, unsent)
-    text, error, usage = None, None, None
-    if ollama_problem and not r.hits:
-        error = ollama_problem            # nothing to show: the warning above says what to do
-    elif not r.found:
-        if echo:
-            print(f"{NOT_FOUND} (confidence {r.confidence:.2f} < the floor {r.floor:.2f}, {r.floor_source}; "
-                  "the closest sources are above)")
-    elif ollama_problem:
-        if echo:
-            print(f"Keyword-only passages above ({ollama_problem}).")
-    elif not args.retrieve_only:
-        t0 = time.perf_counter()
-        stream = answer_stream(client, args.question, r.hits, settings, num_ctx)
-        text, error = print_answer(stream, echo)
-        timings["answer"] = time.perf_counter() - t0
-        usage = stream.usage
-        warnings += stream.warnings
-        err(*(f"warning: {w}" for w in stream.warnings))
-    tokens = {} if usage is None else {"prompt": usage.prompt_tokens, "answer": usage.answer_tokens,
-                                       "per_second": round(usage.tokens_per_second, 1)}
-    if echo:
-        line = " · ".join(f"{k} {v:.2f}s" for k, v in timings.items())
-        if tokens:
-            line += f" · {tokens['prompt']} prompt tokens · {tokens['answer']} answer tokens " \
-                    f"({tokens['per_second']} tokens/s)"
-        err("timings: " + line)
+        print_outcome(outcome)
+        err("timings: " + timings_line(outcome, took))
     else:
-        print(json.dumps({
-            "question": args.question, "answer": text, "found": r.found, "lexical_only": r.lexical_only,
-            "confidence": round(r.confidence, 3), "floor": {"value": r.floor, "source": r.floor_source},
-            "sources": [hit_json(h) for h in r.hits],
-            "timings": {k: round(v, 3) for k, v in timings.items()},
-            "tokens": tokens, "warnings": warnings, "error": error,
-            "embedding_prompts": templates._asdict()}, ensure_ascii=False, indent=2))
-    return EXIT_OLLAMA if error else EXIT_OK
+        print(json.dumps(outcome_json(outcome, report, took, templates), ensure_ascii=False, indent=2))
+    return EXIT_OLLAMA if outcome.status == FAILED else EXIT_OK
 
 
-def print_prompt(messages: list[dict], templates: Templates, num_ctx: int = NUM_CTX, unsent: str = "") -> None:
+# Why the prompt --show-prompt prints was not sent.
+UNSENT = {DECLINED: "below the relevance floor", KEYWORDS_ONLY: "Ollama unavailable", FAILED: "Ollama unavailable",
+          RETRIEVAL_ONLY: "--retrieve-only"}
+
+
+def run_warnings(report: IndexReport, outcome: Outcome) -> list[str]:
+    """What a run has to warn of before the answer: the index's warnings, and a search by keywords only."""
+    why = outcome.retrieval.keywords_only_because
+    return report.warnings + ([f"{why}; searching by keywords (BM25) only"] if why else [])
+
+
+def print_outcome(outcome: Outcome) -> None:
+    """What follows the sources (and the streamed answer) on a terminal: how the question ended."""
+    if outcome.status == ANSWERED:
+        print()                           # end the streamed answer's last line
+    elif outcome.status == FAILED and outcome.text is not None:
+        err(f"\nerror: {outcome.why}")    # the chat model broke off mid-answer
+    elif outcome.status == DECLINED:
+        print(f"{NOT_FOUND} ({outcome.why}; the closest sources are above)")
+    elif outcome.status == KEYWORDS_ONLY:
+        print(f"Keyword-only passages above ({outcome.why}).")
+    elif outcome.status == FAILED:
+        err(f"error: {outcome.why}")
+
+
+def timings_line(outcome: Outcome, index_seconds: float) -> str:
+    """'index 0.12s · embed_query 0.05s · ...', with Ollama's token counts when it answered."""
+    line = " · ".join(f"{k} {v:.2f}s" for k, v in {"index": index_seconds, **outcome.timings}.items())
+    if u := outcome.usage:
+        line += (f" · {u.prompt_tokens} prompt tokens · {u.answer_tokens} answer tokens "
+                 f"({round(u.tokens_per_second, 1)} tokens/s)")
+    return line
+
+
+def outcome_json(outcome: Outcome, report: IndexReport, index_seconds: float, templates: Templates) -> dict:
+    """The one object --json prints for a question."""
+    r, u = outcome.retrieval, outcome.usage
+    return {"question": outcome.question, "status": outcome.status, "answer": outcome.text, "found": r.found,
+            "lexical_only": r.lexical_only, "confidence": round(r.confidence, 3),
+            "floor": {"value": r.floor, "source": r.floor_source}, "sources": [hit_json(h) for h in r.hits],
+            "timings": {k: round(v, 3) for k, v in {"index": index_seconds, **outcome.timings}.items()},
+            "tokens": {} if u is None else {"prompt": u.prompt_tokens, "answer": u.answer_tokens,
+                                            "per_second": round(u.tokens_per_second, 1)},
+            "warnings": run_warnings(report, outcome) + outcome.warnings,
+            "error": outcome.why if outcome.status == FAILED else None,
+            "embedding_prompts": templates._asdict()}
+
+
+def print_prompt(messages: list[dict], templates: Templates, num_ctx: int, unsent: str = "") -> None:
     """--show-prompt: the messages as sent (or why they are not), their options, and the embedding prompts."""
     print(f"Prompt (not sent: {unsent}):" if unsent else "Prompt:")
     for m in messages:
         print(f"--- {m['role']} ---\n{m['content']}")
-    print(f"--- options: temperature={TEMPERATURE}, num_ctx={context_size(messages, num_ctx)} ---")
+    print(f"--- options: temperature={TEMPERATURE}, num_ctx={num_ctx} ---")
     print(f"--- embedding prompts ({templates.source}): query {templates.query or 'none'!r}, "
           f"document {templates.document or 'none'!r} ---\n")
 
@@ -3226,27 +3518,6 @@ def print_hits(hits: list[Hit], lexical_only: bool, terms: list[tuple[str, float
     print()
 
 
-def print_answer(pieces: Iterable[str], echo: bool = True) -> tuple[str, str | None]:
-    """Print a streamed answer as it arrives (when echo); return its text (what came, if
-    it broke off) and the error that stopped it, or None.
-
-    The one place the command line streams an answer (--chat streams through ask()).
-    """
-    shown = []
-    try:
-        if echo:
-            print("Answer:")
-        for piece in pieces:
-            shown.append(piece)
-            if echo:
-                print(piece, end="", flush=True)
-        if echo:
-            print()
-    except OllamaError as e:
-        err(f"\nerror: {e}")
-        return "".join(shown), str(e)
-    return "".join(shown), None
-
 # ----------------------------------------------------------------------------
 # Previews that show why a passage matched (keyword in context).
 
@@ -3284,157 +3555,6 @@ def keyword_in_context(line: str, terms: Iterable[tuple[str, float]], span: int 
 
 
 # ----------------------------------------------------------------------------
-# Conversation: follow-up questions, rewritten to stand alone before retrieving.
-
-FOLLOW_UP = re.compile(
-    r"\b(it|its|this|that|these|those|they|them|their|he|she|the same|above|former|latter)\b"
-    r"|它|它们|这个|那个|这些|那些|这|那|上面|前面|上述|他|她|其|呢[？?]?$", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class Turn:
-    question: str
-    answer: str
-    query: str                            # what was actually searched
-
-
-@dataclass(frozen=True)
-class Conversation:
-    """The conversation so far: recent turns verbatim, older ones as a summary, and the
-    context size its requests share (it only grows: each change would reload the model)."""
-    turns: tuple[Turn, ...] = ()
-    summary: str = ""
-    num_ctx: int = NUM_CTX                # the whole prompt budget, history included
-
-
-@dataclass(frozen=True)
-class ChatStep:
-    """What one conversational question produced, before the answer streams."""
-    query: str                            # the rewritten query ("" if not rewritten)
-    retrieval: Retrieval
-    messages: list[dict]
-    num_ctx: int
-
-
-def ask(client: ollama.Client, index: Index, question: str, conv: Conversation, settings: Settings,
-        on_sources: Callable[[ChatStep], None] = lambda step: None,
-        on_token: Callable[[str], None] = lambda piece: None,
-        on_warning: Callable[[str], None] = lambda line: None) -> tuple[str, list[Hit], Conversation]:
-    """One conversational turn: returns (answer, sources, the conversation with this turn added).
-
-    For notebooks as it is; the --chat REPL passes callbacks to print the sources
-    before the answer (on_sources), the answer as it streams (on_token) and what went
-    wrong on the way, such as a prompt Ollama had to cut (on_warning). Below
-    the relevance floor the answer is NOT_FOUND and the chat model is not called.
-    Raises OllamaError when the chat model cannot answer.
-    """
-    step = prepare_turn(client, index, question, conv, settings)
-    on_sources(step)
-    if not step.retrieval.found:
-        return NOT_FOUND, step.retrieval.hits, conv
-    pieces = []
-    stream = stream_chat(client, settings.chat_model, step.messages, step.num_ctx, settings.keep_alive)
-    for piece in stream:
-        pieces.append(piece)
-        on_token(piece)
-    for line in stream.warnings:
-        on_warning(line)
-    text = "".join(pieces)
-    return text, step.retrieval.hits, remember(replace(conv, num_ctx=step.num_ctx),
-                                               Turn(question, text, step.query or question))
-
-
-def prepare_turn(client: ollama.Client, index: Index, question: str, conv: Conversation,
-                 settings: Settings) -> ChatStep:
-    """Rewrite if needed, search, and fit rules + sources + history + question in the budget."""
-    query = ""
-    if needs_rewrite(question, conv):
-        try:
-            query = rewrite_query(client, question, conv, settings)
-        except OllamaError:
-            pass                          # search as typed: search() falls back and says why
-    retrieval = search(client, index, query or question, settings)
-    base = build_messages(question, retrieval.hits)
-    # Everything but the history, plus the answer's room and the history's own
-    # header. Sources are never cut: if they alone overflow the budget, num_ctx
-    # grows instead and the history gets what is left.
-    fixed = sum(estimate_tokens(m["content"]) for m in base) + ANSWER_TOKENS + HISTORY_HEADER_TOKENS
-    num_ctx = rung(max(fixed, conv.num_ctx))   # the session's size, grown once if these sources need it
-    messages = build_messages(question, retrieval.hits, history_text(conv, num_ctx - fixed))
-    return ChatStep(query, retrieval, messages, num_ctx)
-
-
-def needs_rewrite(question: str, conv: Conversation) -> bool:
-    """A cheap check: does this question lean on earlier turns (pronouns, ellipsis)?
-
-    >>> needs_rewrite("how is it different from threads?", Conversation((Turn("q", "a", "q"),)))
-    True
-    >>> needs_rewrite("what is asyncio?", Conversation((Turn("q", "a", "q"),)))
-    False
-    """
-    if not conv.turns:
-        return False
-    q = question.strip()
-    words = sum(len(w) if CJK_CHAR.match(w) else 1 for w in TOKEN.findall(q))  # a CJK character is a word
-    return bool(FOLLOW_UP.search(q)) or words <= 2      # so short it must lean on context: "and threads?"
-
-
-REWRITE_PROMPT = """Rewrite the user's last question as one standalone search query, using the
-conversation to replace pronouns and fill in what is left out. Keep the question's
-language. Reply with the query only."""
-
-
-def rewrite_query(client: ollama.Client, question: str, conv: Conversation, settings: Settings) -> str:
-    """Ask the chat model (short, not streamed, no thinking) for a standalone query."""
-    recent = "\n".join(f"Q: {t.question}\nA: {first_sentence(t.answer, REWRITE_ANSWER_CHARS)}"
-                       for t in conv.turns[-REWRITE_TURNS:])
-    messages = [{"role": "system", "content": REWRITE_PROMPT},
-                {"role": "user", "content": f"{recent}\n\nLast question: {question}"}]
-    try:
-        reply = ollama_chat(client, settings.chat_model, messages, stream=False, keep_alive=settings.keep_alive,
-                            options={"temperature": 0, "num_predict": REWRITE_TOKENS,
-                                     "num_ctx": context_size(messages, at_least=conv.num_ctx)})
-    except OLLAMA_FAILURES as e:
-        raise explain_ollama_error(e, settings.chat_model) from None
-    text = "".join(strip_think([reply.message.content or ""])).strip().strip('"').splitlines()
-    return text[0].strip() if text and text[0].strip() else question
-
-
-def history_text(conv: Conversation, budget: int) -> str:
-    """The conversation as prompt text within `budget` tokens, dropping oldest first."""
-    lines = [f"(earlier: {conv.summary})"] if conv.summary else []
-    lines += [f"Q: {t.question}\nA: {t.answer}" for t in conv.turns]
-    while lines and estimate_tokens("\n".join(lines)) > budget:
-        lines.pop(0)
-    return "\n".join(lines)
-
-
-def remember(conv: Conversation, turn: Turn) -> Conversation:
-    """Add a turn; turns beyond the verbatim window fold into a one-line-each summary."""
-    turns = conv.turns + (turn,)
-    summary = conv.summary
-    while len(turns) > CHAT_VERBATIM_TURNS:
-        old, turns = turns[0], turns[1:]
-        summary = (summary + " " if summary else "") + \
-            f"Asked “{first_sentence(old.question, SUMMARY_QUESTION_CHARS)}”: " \
-            f"{first_sentence(old.answer, SUMMARY_ANSWER_CHARS)}"
-        summary = summary[-SUMMARY_CHARS:]    # the oldest part goes first
-    return Conversation(turns, summary, conv.num_ctx)
-
-
-def first_sentence(text: str, limit: int) -> str:
-    """The first sentence of a text, cut to `limit` characters.
-
-    >>> first_sentence("One. Two.", 80)
-    'One.'
-    >>> first_sentence("A long first sentence.", 8)
-    'A long …'
-    """
-    m = re.match(r".+?(?:[。！？]|[.!?](?=\s|$))", text.strip(), re.DOTALL)
-    s = (m.group(0) if m else text.strip()).replace("\n", " ")
-    return s if len(s) <= limit else s[:limit - 1] + "…"
-
-# ----------------------------------------------------------------------------
 # Evaluation: hit@k and MRR on a set of questions with known answers.
 
 
@@ -3443,14 +3563,11 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
     ranks: dict[str, list] = {"fused": [], "dense": [], "bm25": []}
     misses, floor = [], {"answerable_found": 0, "answerable": 0, "unanswerable_refused": 0, "unanswerable": 0}
     confidences = []
-    rows = np.flatnonzero(source_mask(index, settings.source_filter))
     dense_used, dense_missing = 0, None   # how many answerable questions got dense scores, and why not all
     embedded = False                      # did any question, answerable or not, get dense scores?
     for item in items:
-        r = search(client, index, item["question"], replace(settings, top_k=EVAL_DEPTH))
-        # the floor judged as a run judges it: on the --top-k best, not on the EVAL_DEPTH ranked
-        conf = confidence(r.terms, [h.row for h in r.candidates[:settings.top_k]], r.dense, rows)
-        found = conf >= r.floor
+        r = answer(client, index, item["question"], settings, retrieve_only=True).retrieval
+        conf, found = r.confidence, r.found   # judged as a run judges it, on its --top-k best
         answerable = bool(item.get("answers"))
         embedded = embedded or r.dense is not None
         if answerable and r.dense is not None:
@@ -3465,11 +3582,11 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
             continue
         floor["answerable"] += 1
         floor["answerable_found"] += found
-        for name, scores in (("fused", r.fused), ("dense", r.dense), ("bm25", r.lexical)):
+        ranks["fused"].append(first_hit_rank(index, [h.row for h in r.ranked[:EVAL_DEPTH]], item))
+        for name, scores in (("dense", r.dense), ("bm25", r.lexical)):
             if scores is None:            # no vectors (Ollama away): this ranker is not scored
                 continue
-            ranking = rows[top_rows(scores[rows], EVAL_DEPTH)]
-            ranks[name].append(first_hit_rank(index, ranking, item))
+            ranks[name].append(first_hit_rank(index, r.rows[top_rows(scores[r.rows], EVAL_DEPTH)], item))
         if ranks["fused"][-1] != 1:
             misses.append({"question": item["question"], "answers": item["answers"],
                            "rank": ranks["fused"][-1],
@@ -3528,7 +3645,7 @@ def load_eval_set(path: Path) -> list[dict]:
     return items
 
 
-def first_hit_rank(index: Index, ranking: np.ndarray, item: dict) -> int | None:
+def first_hit_rank(index: Index, ranking: Iterable[int], item: dict) -> int | None:
     """1-based rank of the first chunk that answers the item (see is_hit), None if none does."""
     for rank, row in enumerate(ranking, 1):
         if is_hit(index.chunks[row], item):
@@ -3688,16 +3805,10 @@ def eval_passages(settings: Settings, index: Index) -> list[tuple[str, Chunk]]:
 
 
 def generate_question(client: ollama.Client, passage: Chunk, settings: Settings) -> tuple[dict | None, str]:
-    """Ask the chat model (not streamed, no thinking, temperature 0, JSON schema) about one passage."""
+    """Ask the chat model for one question about a passage, in JSON (chat_once), and judge it."""
     messages = [{"role": "system", "content": EVAL_PROMPT}, {"role": "user", "content": passage.text}]
-    try:
-        reply = ollama_chat(client, settings.chat_model, messages, stream=False, format=EVAL_SCHEMA,
-                            keep_alive=settings.keep_alive,
-                            options={"temperature": 0, "num_predict": EVAL_REPLY_TOKENS,
-                                     "num_ctx": context_size(messages)})
-    except OLLAMA_FAILURES as e:
-        raise explain_ollama_error(e, settings.chat_model) from None
-    return judge_question("".join(strip_think([reply.message.content or ""])), passage)
+    reply = chat_once(client, settings, messages, EVAL_REPLY_TOKENS, context_size(messages), format=EVAL_SCHEMA)
+    return judge_question(reply, passage)
 
 
 def judge_question(reply: str, passage: Chunk) -> tuple[dict | None, str]:
@@ -3753,7 +3864,7 @@ def unanswerable_questions(index: Index, settings: Settings, n: int) -> list[str
                   for q in group if q]
     plain = replace(settings, source_filter=None)
     return [q for q in candidates
-            if rank_chunks(index, q, None, plain).confidence < OFF_TOPIC_COVERAGE][:n]
+            if rank(index, q, None, plain).confidence < OFF_TOPIC_COVERAGE][:n]
 
 
 def run_make_eval(args, settings: Settings, client: ollama.Client) -> int:
@@ -3852,9 +3963,8 @@ def tune(client: ollama.Client, indexes: dict[int, Index], items: list[dict], se
     rows_of = {}
     for v in variants:
         index = index_for[v.chunk_size, v.template]
-        s = replace(templates.get(v.template, settings), fusion=v.fusion, top_k=EVAL_DEPTH)
-        mask = np.flatnonzero(source_mask(index, s.source_filter))
-        rows_of[v] = [(item, *tune_one(index, item, qvecs[v.template][i] if not missing else None, s, mask))
+        s = replace(templates.get(v.template, settings), fusion=v.fusion)
+        rows_of[v] = [(item, *tune_one(index, item, qvecs[v.template][i] if not missing else None, s))
                       for i, item in enumerate(items)]
     scored = [tune_scores(v, rows_of[v], settings.top_k,
                           lambda q, ix=index_for[v.chunk_size, v.template]: relevance_floor(ix, q, settings)[0])
@@ -3894,12 +4004,12 @@ def asdict_variant(v: Variant) -> dict:
     return {"chunk_size": v.chunk_size, "query_instruction": "on" if v.template else "off", "fusion": v.fusion}
 
 
-def tune_one(index: Index, item: dict, qvec: np.ndarray | None, settings: Settings,
-             rows: np.ndarray) -> tuple[int | None, list[float]]:
-    """One question under one variant: the rank of its first hit, and its confidence at each top-k (1..10)."""
-    r = rank_chunks(index, item["question"], qvec, settings)
-    ranking = np.array([h.row for h in r.candidates], dtype=np.int64)
-    confs = [confidence(r.terms, ranking[:k].tolist(), r.dense, rows) for k in range(1, EVAL_DEPTH + 1)]
+def tune_one(index: Index, item: dict, qvec: np.ndarray | None, settings: Settings) -> tuple[int | None, list[float]]:
+    """One question under one variant: the rank of its first hit, and the confidence a run's
+    judge() would give at each --top-k from 1 to EVAL_DEPTH."""
+    r = rank(index, item["question"], qvec, settings)
+    ranking = [h.row for h in r.ranked[:EVAL_DEPTH]]
+    confs = [confidence(r.terms, ranking[:k], r.dense, r.rows) for k in range(1, EVAL_DEPTH + 1)]
     return (first_hit_rank(index, ranking, item) if item.get("answers") else None), confs
 
 
@@ -4012,7 +4122,7 @@ def chunk_size_cost(client: ollama.Client, index: Index, settings: Settings) -> 
 def run_chat(args, settings: Settings, client: ollama.Client) -> int:
     """The REPL: questions in, streamed answers with sources out, until /quit or Ctrl-D."""
     num_ctx = chat_context(settings, args.timeout)   # the chat model loads meanwhile
-    index, _, _ = open_for_mode(args, settings, client, quiet=False)
+    index, report, _ = open_for_mode(args, settings, client, quiet=False)
     with contextlib.suppress(AttributeError):     # a line that is not UTF-8 is then said, not fatal
         sys.stdin.reconfigure(errors="surrogateescape")
     conv, last_hits, warned = Conversation(num_ctx=num_ctx), [], set()
@@ -4025,14 +4135,10 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
             warned.add(kind)
             err(f"\nwarning: {text}")
 
-    def show_sources(step: ChatStep) -> None:
-        nonlocal last_hits
-        if step.query:
-            print(f"(searching for: {step.query})")
-        last_hits = step.retrieval.hits
-        print_hits(step.retrieval.hits, step.retrieval.lexical_only, preview_terms(step.retrieval.terms))
-        if not step.retrieval.found:
-            print(NOT_FOUND)
+    def show_sources(plan: Outcome) -> None:
+        if plan.query:
+            print(f"(searching for: {plan.query})")
+        print_hits(plan.retrieval.hits, plan.retrieval.lexical_only, preview_terms(plan.retrieval.terms))
 
     while True:
         try:
@@ -4062,13 +4168,12 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
             else:
                 print(f"unknown command {command}; commands: {commands}")
             continue
-        try:
-            text, _, conv = ask(client, index, line, conv, settings, on_sources=show_sources,
-                                on_token=lambda piece: print(piece, end="", flush=True), on_warning=warn_once)
-            if text != NOT_FOUND:
-                print()                   # end the streamed answer's last line
-        except OllamaError as e:
-            print(f"\n(Ollama unavailable: {e}; the sources above are the lexical best)")
+        outcome = answer(client, index, line, settings, conv, keywords_because=report.embed_error,
+                         on_plan=show_sources, on_token=lambda piece: print(piece, end="", flush=True))
+        for w in outcome.warnings:
+            warn_once(w)
+        print_outcome(outcome)
+        conv, last_hits = outcome.conversation, outcome.retrieval.hits
 
 
 def run_eval(args, settings: Settings, client: ollama.Client) -> int:
@@ -4126,65 +4231,70 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
     say(f"index: {len(index.chunks)} chunks from {len(index.files)} notes, "
         f"{report.embedded} embedded just now ({took:.2f}s)")
     err(*(f"warning: {w}" for w in report.warnings))   # what a question's run would say too
-    allowed = source_mask(index, settings.source_filter)
     print("\nSTEP 3 · CHUNK: cut at headings, then paragraphs, lines, sentences")
     rel, rec = max(index.files.items(), key=lambda kv: (kv[1].stop - kv[1].start, kv[1].size))
     say(f"{rel} became {rec.stop - rec.start} chunk(s) of at most {settings.chunk_size} characters "
         f"(notes shorter than that stay whole; try --chunk-size 300):")
     for c in index.chunks[rec.start:rec.stop][:4]:
         say(f"{len(c.text):>5} chars  {c.heading or '(no heading)'}", indent="    ")
-    print("\nSTEP 4 · EMBED: text -> a vector of numbers; similar meaning, similar direction")
-    r = search(client, index, args.question, settings)
-    if r.query_vector is not None:
-        qvec = r.query_vector
-        say(f"{settings.embed_model} turned the question into {len(qvec)} numbers of total length 1: "
-            f"[{', '.join(f'{x:+.3f}' for x in qvec[:4])}, …]")
-    else:
-        say(f"Ollama unavailable ({r.keywords_only_because}); keywords (BM25) only")
-    templates = embed_templates(settings)
-    say(f"embedding prompts ({templates.source}): query {templates.query or 'none'!r}, "
-        f"document {templates.document or 'none'!r}" + ("" if templates.query or templates.document
-                                                       else ": none applied"))
 
-    print("\nSTEP 5 · SEARCH: rank by meaning (cosine) and by words (BM25), then fuse")
-    for name, key, scores in (("cosine", "dense", r.dense), ("BM25", "bm25", r.lexical), ("fused", "", r.fused)):
-        if scores is not None:
-            note = f"weight {r.weights.get(key, 0.0):.2f}" if key else FUSION_NOTES[settings.fusion]
-            print(f"  {name} ({cut(note, 60)}):")
-            rows = np.flatnonzero(allowed)    # what --source excluded is not part of the ranking
-            for i in rows[top_rows(scores[rows], 3)]:
-                print(f"    {scores[i]:>7.3f}  {label(index.chunks[i])}")
-    say(f"confidence {r.confidence:.2f} against the floor {r.floor:.2f} ({r.floor_source}): "
-        + ("answer from these sources" if r.found else "not found in your notes"))
-    say(f"the prompt gets {len(r.hits)} of the top {len(r.candidates)}: those whose fused score stands at "
-        f"least {SOURCE_CUT:.0%} as far above the average chunk's as the best one's")
-    messages = build_messages(args.question, r.hits)
-    print("\nSTEP 6 · PROMPT: rules · numbered sources · question (--show-prompt: in full)")
-    for m in messages:
-        print(f"  --- {m['role']}: {estimate_tokens(m['content'])} tokens (estimated) ---")
-        lines = [ln for ln in m["content"].splitlines() if ln.strip()]
-        shown = lines if m["role"] == "system" else [ln for ln in lines if re.match(r"\[\d+\] |Sources:|Question:", ln)]
-        for line in shown:
-            print("  " + cut(line, 76))
-    size = context_size(messages, num_ctx)
-    say(f"num_ctx {size}: the first of {'/'.join(map(str, NUM_CTX_LADDER))} that holds the estimate plus "
-        f"{ANSWER_TOKENS} tokens for the answer, so Ollama cuts nothing, "
-        + (f"and no less than {num_ctx}, the size this run's chat requests keep to, so Ollama loads the model once"
-           if size == num_ctx else f"more than the {num_ctx} this run started from: Ollama loads the model again"))
-    print(f"\nSTEP 7 · ANSWER: {settings.chat_model}, streamed")
-    if not r.found:
-        say("not found in your notes: the chat model is not called")
-        return EXIT_OK
-    if r.lexical_only:
-        say("Ollama unavailable: the passages above are all there is")
-        return EXIT_OK
-    if args.retrieve_only:
-        say("--retrieve-only: the chat model is not called")
-        return EXIT_OK
-    stream = answer_stream(client, args.question, r.hits, settings, num_ctx)
-    code = EXIT_OLLAMA if print_answer(stream)[1] else EXIT_OK
-    err(*(f"warning: {w}" for w in stream.warnings))
-    return code
+    def narrate(plan: Outcome) -> None:   # steps 4 to 7, from what answer() found, before it answers
+        r = plan.retrieval
+        print("\nSTEP 4 · EMBED: text -> a vector of numbers; similar meaning, similar direction")
+        if r.query_vector is not None:
+            qvec = r.query_vector
+            say(f"{settings.embed_model} turned the question into {len(qvec)} numbers of total length 1: "
+                f"[{', '.join(f'{x:+.3f}' for x in qvec[:4])}, …]")
+        else:
+            say(f"Ollama unavailable ({r.keywords_only_because}); keywords (BM25) only")
+        templates = embed_templates(settings)
+        say(f"embedding prompts ({templates.source}): query {templates.query or 'none'!r}, "
+            f"document {templates.document or 'none'!r}" + ("" if templates.query or templates.document
+                                                           else ": none applied"))
+
+        print("\nSTEP 5 · SEARCH: rank by meaning (cosine) and by words (BM25), then fuse")
+        for name, key, scores in (("cosine", "dense", r.dense), ("BM25", "bm25", r.lexical), ("fused", "", r.fused)):
+            if scores is not None:
+                note = f"weight {r.weights.get(key, 0.0):.2f}" if key else FUSION_NOTES[settings.fusion]
+                print(f"  {name} ({cut(note, 60)}):")
+                for i in r.rows[top_rows(scores[r.rows], 3)]:   # what --source excluded is not ranked
+                    print(f"    {scores[i]:>7.3f}  {label(index.chunks[i])}")
+        say(f"confidence {r.confidence:.2f} against the floor {r.floor:.2f} ({r.floor_source}): "
+            + ("answer from these sources" if r.found else "not found in your notes"))
+        say(f"the prompt gets {len(r.hits)} of the top {len(r.candidates)}: those whose fused score stands at "
+            f"least {SOURCE_CUT:.0%} as far above the average chunk's as the best one's")
+        print("\nSTEP 6 · PROMPT: rules · numbered sources · question (--show-prompt: in full)")
+        for m in plan.messages:
+            print(f"  --- {m['role']}: {estimate_tokens(m['content'])} tokens (estimated) ---")
+            lines = [ln for ln in m["content"].splitlines() if ln.strip()]
+            shown = lines if m["role"] == "system" else [ln for ln in lines
+                                                         if re.match(r"\[\d+\] |Sources:|Question:", ln)]
+            for line in shown:
+                print("  " + cut(line, 76))
+        say(f"num_ctx {plan.num_ctx}: the first of {'/'.join(map(str, NUM_CTX_LADDER))} that holds the estimate "
+            f"plus {ANSWER_TOKENS} tokens for the answer, so Ollama cuts nothing, "
+            + (f"and no less than {num_ctx}, the size this run's chat requests keep to, so Ollama loads the model "
+               "once" if plan.num_ctx == num_ctx else
+               f"more than the {num_ctx} this run started from: Ollama loads the model again"))
+        print(f"\nSTEP 7 · ANSWER: {settings.chat_model}, streamed")
+        if plan.status == ANSWERING:
+            print("Answer:")
+        else:
+            say(STEP_7.get(plan.status, f"{plan.why}: the chat model is not called"))
+
+    outcome = answer(client, index, args.question, settings, Conversation(num_ctx=num_ctx),
+                     retrieve_only=args.retrieve_only, keywords_because=report.embed_error, on_plan=narrate,
+                     on_token=lambda piece: print(piece, end="", flush=True))
+    if outcome.status in (ANSWERED, FAILED) and outcome.text is not None:
+        print_outcome(outcome)
+    err(*(f"warning: {w}" for w in outcome.warnings))
+    return EXIT_OLLAMA if outcome.status == FAILED else EXIT_OK
+
+
+# What --explain's step 7 says when the chat model is not called.
+STEP_7 = {DECLINED: "not found in your notes: the chat model is not called",
+          KEYWORDS_ONLY: "Ollama unavailable: the passages above are all there is",
+          RETRIEVAL_ONLY: "--retrieve-only: the chat model is not called"}
 
 
 class ArgumentParser(argparse.ArgumentParser):

@@ -110,7 +110,7 @@ def measure(kind: str, n: int, folder: Path) -> dict:
         out["search_ms"] = best_of(lambda: rag.top_rows(m @ q, 5)) * 1000
         out["bare_ms"] = best_of(lambda: m @ q) * 1000
         t1 = time.perf_counter()
-        rag.rank_chunks(index, "vector search id42", q, rag.Settings())
+        rag.rank(index, "vector search id42", q, rag.Settings())
         out["hybrid_ms"] = (time.perf_counter() - t1) * 1000
     return out
 

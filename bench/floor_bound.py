@@ -47,7 +47,7 @@ def evidence(rag, client, settings, questions: list[str]) -> list[tuple[float, f
     qvecs = rag.embed_checked(client, settings.embed_model, [rag.query_text(q, settings) for q in questions])
     rows = []
     for q, qvec in zip(questions, qvecs):
-        r = rag.rank_chunks(index, q, qvec, settings)
+        r = rag.rank(index, q, qvec, settings)
         words = max((rag.coverage(r.terms, h.row) for h in r.candidates), default=0.0)
         meaning = r.confidence - words if r.dense is not None else float("nan")   # NaN: keywords only
         rows.append((words, meaning, not r.found))

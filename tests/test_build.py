@@ -149,15 +149,18 @@ def test_a_run_that_embeds_nothing_keeps_the_vectors(vault, server, bad, dead_ho
 
 # ---- the embedder's vector size changes under the same name -----------------------------
 
-def test_a_new_vector_size_under_the_same_name_is_re_embedded_with_the_reason(vault):
+def test_a_question_vector_of_another_size_is_an_error_that_says_rebuild(vault):
+    # Two servers behind one address would make every run re-embed everything: one error instead.
     with FakeOllama(dim=256) as server:
         assert run_cli(*args_for(vault), host=server.url).returncode == 0
     with FakeOllama(dim=128) as server:
         out = run_cli(*args_for(vault), host=server.url)
-        assert out.returncode == 0, out.stderr
-        assert ("rebuilding index: vector size changed (256 -> 128) under the same model name "
-                "'qwen3-embedding:0.6b'; re-embedding all") in out.stderr
-        assert "Top sources:" in out.stdout and "keywords only" not in out.stdout
+        assert out.returncode == 3 and "Traceback" not in out.stderr, out.stderr
+        assert ("error: qwen3-embedding:0.6b returned 128 numbers for the question where the index's vectors "
+                "have 256") in out.stderr and "--rebuild re-embeds the notes" in out.stderr
+        assert chunk_texts_sent(server) == 0             # nothing re-embedded behind the user's back
+        out = run_cli(*args_for(vault), "--rebuild", host=server.url)
+        assert out.returncode == 0 and "Top sources:" in out.stdout and "keywords only" not in out.stdout
         assert chunk_texts_sent(server) == CHUNKS
         assert run_cli(*args_for(vault), host=server.url).returncode == 0
         assert chunk_texts_sent(server) == CHUNKS        # and the next run embeds nothing

@@ -110,7 +110,8 @@ def test_a_long_conversation_stays_within_the_budget(server, tmp_path, monkeypat
     questions = ["What is asyncio?", "How do I undo the last commit?", "泡龙井用多少度的水？",
                  "What is BM25?", "How often should I water a snake plant?", "全程马拉松有多少公里？"] * 2
     for q in questions:
-        text, hits, conv = rag.ask(client, index, q, conv, s)
+        o = rag.answer(client, index, q, s, conv)
+        text, hits, conv = o.text, o.retrieval.hits, o.conversation
         assert text.startswith("According to the notes") and hits
     for body in answers(server):
         sent = sum(rag.estimate_tokens(m["content"]) for m in body["messages"])
@@ -137,7 +138,8 @@ def test_ollama_going_away_keeps_the_repl_alive(notes, tmp_path, spawn):
     out, err = p.communicate(b"How do I undo the last commit?\n/stats\n", timeout=60)
     out, err = out.decode(), err.decode()
     assert p.returncode == 0, err
-    assert "Ollama unavailable" in out and "[1] git-tips.md" in out
+    # searched by keywords alone, the chat model is not asked, as for a single question
+    assert "Keyword-only passages above (Ollama is not reachable" in out and "[1] git-tips.md" in out
     assert "turns kept 1" in out and "Traceback" not in err
 
 
@@ -150,8 +152,9 @@ def test_ask_does_not_call_the_chat_model_below_the_floor(server, tmp_path):
     s = rag.Settings(notes_dir=ROOT / "demo-data", cache_dir=tmp_path / "cache")
     client = ollama.Client(host=server.url)
     index, _ = rag.open_index(s, client)
-    text, hits, conv = rag.ask(client, index, "Who won the 2018 football World Cup?", rag.Conversation(), s)
-    assert text == rag.NOT_FOUND and conv == rag.Conversation() and server.of("/api/chat") == []
+    o = rag.answer(client, index, "Who won the 2018 football World Cup?", s, rag.Conversation())
+    assert o.status == rag.DECLINED and o.text is None and o.conversation == rag.Conversation()
+    assert server.of("/api/chat") == []
 
 
 def test_ctrl_c_mid_answer_leaves_cleanly(notes, tmp_path, spawn):
@@ -192,6 +195,6 @@ def test_a_conversation_grows_its_context_once_and_keeps_it(server, tmp_path):
     index, _ = rag.open_index(s, client)
     conv = rag.Conversation()                              # 8,192, but the first answer's sources need more
     for q in ["龙井茶用多少度的水？", "What is asyncio?", "How is it different from threads?"]:
-        _, _, conv = rag.ask(client, index, q, conv, s)
+        conv = rag.answer(client, index, q, s, conv).conversation
     sizes = [b["options"]["num_ctx"] for b in server.of("/api/chat")]
     assert sizes == [16384] * len(sizes) and len(sizes) == 4 and conv.num_ctx == 16384, sizes   # the rewrite too

@@ -125,7 +125,7 @@ def demo_index(server, tmp_path, **kw):
 ])
 def test_relevance_floor(server, tmp_path, question, found):
     s, client, index = demo_index(server, tmp_path)
-    r = rag.rank_chunks(index, question, rag.embed_query(client, question, s), s)
+    r = rag.rank(index, question, rag.embed_query(client, question, s), s)
     assert r.found is found, r.confidence
 
 
@@ -137,17 +137,17 @@ def test_min_score_zero_always_answers(cli, server, notes):
 def test_source_filter_limits_retrieval(server, tmp_path):
     s, client, index = demo_index(server, tmp_path, source_filter="*.txt")
     q = "How often should I water?"
-    r = rag.rank_chunks(index, q, rag.embed_query(client, q, s), s)
+    r = rag.rank(index, q, rag.embed_query(client, q, s), s)
     assert {h.chunk.source for h in r.hits} == {"houseplants.txt"}
-    r = rag.rank_chunks(index, "undo the last commit", None, rag.replace(s, source_filter="git"))
+    r = rag.rank(index, "undo the last commit", None, rag.replace(s, source_filter="git"))
     assert {h.chunk.source for h in r.hits} == {"git-tips.md"}
-    r = rag.rank_chunks(index, q, None, rag.replace(s, source_filter="git"))   # keywords only, none match
+    r = rag.rank(index, q, None, rag.replace(s, source_filter="git"))   # keywords only, none match
     assert r.hits == [] and not r.found
 
 
 def test_lexical_only_retrieval_without_vectors(server, tmp_path):
     s, _, index = demo_index(server, tmp_path)
-    r = rag.rank_chunks(index, "乌龙茶可以冲几泡？", None, s)
+    r = rag.rank(index, "乌龙茶可以冲几泡？", None, s)
     assert r.lexical_only and r.dense is None
     assert r.hits[0].chunk.source == "中国茶冲泡.md"
     assert np.isnan(r.hits[0].dense)

@@ -79,7 +79,7 @@ def test_an_incremental_update_keeps_the_bm25_index_of_the_notes_it_did_not_read
     assert lex.vocab == fresh.vocab
     for name in ("ptr", "docs", "counts", "lengths"):
         assert np.array_equal(getattr(lex, name), getattr(fresh, name)), name
-    hits = rag.rank_chunks(index, "fact 901", None, vault).hits      # words of a note that was not read again
+    hits = rag.rank(index, "fact 901", None, vault).hits      # words of a note that was not read again
     assert hits[0].chunk.source == "note-090.md" and "fact 901" in hits[0].chunk.text
 
 
@@ -126,7 +126,7 @@ def test_search_results_survive_the_cache_round_trip(vault, server):
     loaded, reason = rag.load_index(rag.cache_path(vault))
     assert reason == ""
     q = rag.embed_query(client, "glaciers fact 421", vault)
-    a, b = rag.rank_chunks(fresh, "glaciers fact 421", q, vault), rag.rank_chunks(loaded, "glaciers fact 421", q, vault)
+    a, b = rag.rank(fresh, "glaciers fact 421", q, vault), rag.rank(loaded, "glaciers fact 421", q, vault)
     assert [h.row for h in a.hits] == [h.row for h in b.hits]
     assert a.hits[0].chunk.source == "note-042.md"
     assert loaded.chunks == fresh.chunks and loaded.files == fresh.files
@@ -342,7 +342,7 @@ def test_a_partly_embedded_index_is_searched_by_keywords_only(vault, server):
     assert report.embed_error and not index.complete
     server.embed_fail_after = None                                   # back, for the question only
     question = "zephyr kite festival"
-    r = rag.rank_chunks(index, question, rag.embed_query(client, question, vault), vault)
+    r = rag.rank(index, question, rag.embed_query(client, question, vault), vault)
     assert r.lexical_only and r.dense is None
     assert r.hits[0].chunk.source == "zephyr.md"
 

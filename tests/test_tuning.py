@@ -212,16 +212,16 @@ def test_fusion_methods_rank_as_named(server, tmp_path):
     q = "How do I cancel an asyncio task?"
     qvec = rag.embed_query(client, q, s)
     dense = index.vectors @ qvec
-    lexical = rag.rank_chunks(index, q, qvec, s).lexical
+    lexical = rag.rank(index, q, qvec, s).lexical
     for method, scores in (("dense", dense), ("bm25", lexical)):
-        r = rag.rank_chunks(index, q, qvec, rag.replace(s, fusion=method))
+        r = rag.rank(index, q, qvec, rag.replace(s, fusion=method))
         assert [h.row for h in r.candidates] == rag.top_rows(scores, s.top_k).tolist()
         assert r.weights == {method: 1.0}
-    r = rag.rank_chunks(index, q, qvec, rag.replace(s, fusion="rrf"))
+    r = rag.rank(index, q, qvec, rag.replace(s, fusion="rrf"))
     assert r.hits[0].chunk.heading.endswith("## Tasks and cancellation") and r.weights == {"dense": 1.0, "bm25": 1.0}
     # without vectors, every method ranks by BM25
-    assert [h.row for h in rag.rank_chunks(index, q, None, rag.replace(s, fusion="dense")).hits] == \
-        [h.row for h in rag.rank_chunks(index, q, None, s).hits]
+    assert [h.row for h in rag.rank(index, q, None, rag.replace(s, fusion="dense")).hits] == \
+        [h.row for h in rag.rank(index, q, None, s).hits]
 
 
 def test_fusion_flag_reaches_the_ranking(cli, notes):
