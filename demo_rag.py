@@ -87,7 +87,7 @@ import time
 from array import array
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, NamedTuple
 
@@ -666,25 +666,93 @@ SOURCE_CUT = 0.5                          # a source goes to the chat model only
 # the client's exceptions through; Part II says what to do about them.
 
 
+def option(default, flag: str, group: str, help: str, check: tuple[Callable, str] | None = None, **argparse):
+    """A Settings field that is also a command-line flag, declared once: its default, its flag,
+    its --help group and text, a (test, "must be ...") its value must pass, and argparse's
+    own arguments (type=, metavar=, choices=, action=). parse_args() builds the parser from it."""
+    return field(default=default, metadata={"flag": flag, "group": group, "help": help, "check": check,
+                                            "argparse": argparse})
+
+
+POSITIVE = (lambda v: 0 < v < math.inf, "must be a positive number")     # nan fails every comparison too
+SECONDS = (lambda v: 0 <= v < math.inf, "must be 0 or more seconds")     # nan would never save or report
+FINITE = (math.isfinite, "must be a number like 0.3")
+
+
+def folder(text: str) -> Path:
+    """--notes and --cache: a path, never "" (an unset variable would mean the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path (an unset shell variable?); give a folder, or . for this one")
+    return Path(text).expanduser()
+
+
+KEEP_ALIVE_MAX_HOURS = 2_562_047           # Go's time.Duration (int64 nanoseconds) holds no more
+
+
+def go_duration(text: str) -> str | float:
+    """--keep-alive as Ollama reads it: a duration such as "10m" or "1h30m", or seconds ("-1": for ever).
+
+    >>> go_duration("10m"), go_duration("-1"), go_duration("90"), go_duration(".5s")
+    ('10m', -1.0, 90.0, '.5s')
+    """
+    value: str | float = math.nan
+    if re.fullmatch(rf"[-+]?({DURATION_PART})+", text):
+        value = text                      # Go's duration syntax, which Ollama parses
+    else:
+        with contextlib.suppress(ValueError):
+            value = float(text)
+    if not abs(keep_alive_seconds(value, signed=True)) < KEEP_ALIVE_MAX_HOURS * 3600:   # nan fails too
+        raise argparse.ArgumentTypeError(f"expected a duration like 10m, 1h, 0 or -1 (at most "
+                                         f"{KEEP_ALIVE_MAX_HOURS:,}h), not {text!r}")
+    return value
+
+
+NOTES_GROUP, RETRIEVAL_GROUP, MODELS_GROUP = "notes and index", "retrieval", "models"
+
+
 @dataclass(frozen=True)
 class Settings:
-    """Everything one run can change; functions take this instead of ten parameters."""
-    notes_dir: Path = NOTES_DIR
-    cache_dir: Path = CACHE_DIR
-    embed_model: str = EMBED_MODEL
-    chat_model: str = CHAT_MODEL
-    chunk_size: int = CHUNK_SIZE
-    chunk_overlap: int = CHUNK_OVERLAP
-    top_k: int = TOP_K
-    min_score: float | None = None        # --min-score; None: the floor calibrated on the index
-    source_filter: str | None = None      # --source: only notes whose path matches
-    query_instruction: str | None = None  # None: the model's documented one, "" for none
-    max_note_mb: float = MAX_NOTE_MB
-    doc_instruction: str | None = None    # None: the model's documented one, "" for none
-    fusion: str = FUSION_METHOD           # one of FUSION_METHODS
-    checkpoint_seconds: float = CHECKPOINT_SECONDS   # how often a build saves what it embedded
-    follow_links: bool = False            # --follow-links: also symlinks that lead outside the folder
-    keep_alive: str | float | None = None  # --keep-alive: how long Ollama keeps the chat model loaded
+    """Everything one run can change; functions take this instead of ten parameters. Each field
+    is declared once, here, with its command-line flag (option())."""
+    notes_dir: Path = option(NOTES_DIR, "--notes", NOTES_GROUP, "notes folder (default: demo-data/)", type=folder,
+                             metavar="DIR")
+    cache_dir: Path = option(CACHE_DIR, "--cache", NOTES_GROUP, "cache folder (default: .demo-cache/)", type=folder,
+                             metavar="DIR")
+    source_filter: str | None = option(None, "--source", NOTES_GROUP,
+                                       "only use notes whose path matches (glob or substring)", metavar="PATTERN")
+    max_note_mb: float = option(MAX_NOTE_MB, "--max-note-mb", NOTES_GROUP,
+                                f"skip bigger notes (default {MAX_NOTE_MB:g})", POSITIVE, type=float, metavar="MB")
+    follow_links: bool = option(False, "--follow-links", NOTES_GROUP,
+                                "also read notes through symlinks that lead outside the notes folder",
+                                action="store_true")
+    chunk_size: int = option(CHUNK_SIZE, "--chunk-size", NOTES_GROUP, f"characters (default {CHUNK_SIZE})", type=int,
+                             metavar="N")
+    chunk_overlap: int = option(CHUNK_OVERLAP, "--chunk-overlap", NOTES_GROUP,
+                                f"characters (default {CHUNK_OVERLAP})", type=int, metavar="N")
+    checkpoint_seconds: float = option(CHECKPOINT_SECONDS, "--checkpoint-seconds", NOTES_GROUP,
+                                       "save the embedding done so far every S seconds, 0 after every batch "
+                                       f"(default {CHECKPOINT_SECONDS:g})", SECONDS, type=float, metavar="S")
+    top_k: int = option(TOP_K, "--top-k", RETRIEVAL_GROUP, f"sources to use (default {TOP_K})", type=int,
+                        metavar="N")
+    min_score: float | None = option(None, "--min-score", RETRIEVAL_GROUP,
+                                     "relevance floor on retrieval confidence, 0 to 2 (default: calibrated on each "
+                                     f"index with off-topic questions, at least {MIN_SCORE})", FINITE, type=float,
+                                     metavar="X")
+    fusion: str = option(FUSION_METHOD, "--fusion", RETRIEVAL_GROUP,
+                         f"how dense and BM25 scores are combined (default {FUSION_METHOD}; --tune compares)",
+                         choices=FUSION_METHODS)
+    embed_model: str = option(EMBED_MODEL, "--embed-model", MODELS_GROUP, f"default {EMBED_MODEL}", metavar="MODEL")
+    chat_model: str = option(CHAT_MODEL, "--chat-model", MODELS_GROUP, f"default {CHAT_MODEL}", metavar="MODEL")
+    query_instruction: str | None = option(None, "--query-instruction", MODELS_GROUP,
+                                           "query template with {query}; '' for none (default: the model's "
+                                           "documented one)", metavar="TEMPLATE")
+    doc_instruction: str | None = option(None, "--doc-instruction", MODELS_GROUP,
+                                         "document template with {text}; '' for none (default: the model's "
+                                         "documented one)", metavar="TEMPLATE")
+    keep_alive: str | float | None = option(None, "--keep-alive", MODELS_GROUP,
+                                            "how long Ollama keeps the chat model loaded after a request: 10m, 1h, "
+                                            "0 (unload at once) or -1 (for ever); default: Ollama's own (5m, or "
+                                            "its OLLAMA_KEEP_ALIVE)", type=go_duration, metavar="DURATION")
 
 
 def host() -> str:
@@ -3332,17 +3400,7 @@ def run_mode(argv: list[str] | None) -> int:
             client = ollama_client(args.timeout)
         except ValueError as e:
             raise UsageError(f"error: {e}") from None
-        if args.eval:
-            return run_eval(args, settings, client)
-        if args.make_eval:
-            return run_make_eval(args, settings, client)
-        if args.tune:
-            return run_tune(args, settings, client)
-        if args.chat:
-            return run_chat(args, settings, client)
-        if args.explain:
-            return run_explain(args, settings, client)
-        return run_question(args, settings, client)
+        return chosen_mode(args).run(args, settings, client)
     except BrokenPipeError:
         return EXIT_OK
     except (FileNotFoundError, NotADirectoryError, UsageError, OllamaError, KeyboardInterrupt) as e:
@@ -4297,6 +4355,67 @@ STEP_7 = {DECLINED: "not found in your notes: the chat model is not called",
           RETRIEVAL_ONLY: "--retrieve-only: the chat model is not called"}
 
 
+@dataclass(frozen=True)
+class Mode:
+    """One way to run the script: its flag, what runs, and what goes with it."""
+    flag: str                             # "" for the default: one question
+    run: Callable[[argparse.Namespace, Settings, ollama.Client], int]
+    question: bool                        # needs the question argument (the others refuse it)
+    json: bool                            # --json prints one object for it
+    takes: tuple[str, ...] = ()           # the flags that go with this mode and no other
+
+
+MODES = (Mode("", run_question, question=True, json=True, takes=("--retrieve-only", "--show-prompt")),
+         Mode("--chat", run_chat, question=False, json=False),
+         Mode("--explain", run_explain, question=True, json=False, takes=("--retrieve-only",)),
+         Mode("--eval", run_eval, question=False, json=True),
+         Mode("--make-eval", run_make_eval, question=False, json=True, takes=("--questions",)),
+         Mode("--tune", run_tune, question=False, json=True, takes=("--tune-chunk-sizes",)))
+
+MODES_GROUP, OUTPUT_GROUP = "modes (one at a time; the default answers the question)", "output"
+GROUPS = (MODES_GROUP, NOTES_GROUP, RETRIEVAL_GROUP, MODELS_GROUP, OUTPUT_GROUP)
+
+# The flags that are not Settings: which mode runs, and how a run reports. Each is declared as a
+# Settings field is (option()), with the dest argparse gives it.
+RUN_OPTIONS = {
+    "chat": option(False, "--chat", MODES_GROUP, "ask follow-up questions in a conversation", action="store_true"),
+    "explain": option(False, "--explain", MODES_GROUP, "narrate every step with this run's values",
+                      action="store_true"),
+    "eval": option(None, "--eval", MODES_GROUP, "measure retrieval on an evaluation set", type=Path,
+                   metavar="JSONL"),
+    "make_eval": option(None, "--make-eval", MODES_GROUP, "write an evaluation set of questions generated "
+                        "from the notes (appends; run again to continue)", type=Path, metavar="JSONL"),
+    "questions": option(None, "--questions", MODES_GROUP,
+                        f"with --make-eval: how many questions to write (default {EVAL_QUESTIONS})", type=int,
+                        metavar="N"),
+    "tune": option(None, "--tune", MODES_GROUP, "compare retrieval settings on an evaluation set and "
+                   "recommend flags", type=Path, metavar="JSONL"),
+    "tune_chunk_sizes": option(None, "--tune-chunk-sizes", MODES_GROUP, "with --tune: also try these chunk "
+                               "sizes (each embeds the notes once and keeps its cache)", type=lambda text:
+                               chunk_sizes(text), metavar="N,N"),
+    "rebuild": option(False, "--rebuild", NOTES_GROUP, "re-read and re-embed every note", action="store_true"),
+    "timeout": option(OLLAMA_TIMEOUT, "--timeout", MODELS_GROUP, "give up when Ollama is silent this long "
+                      f"(default {OLLAMA_TIMEOUT:g})", POSITIVE, type=float, metavar="SECONDS"),
+    "retrieve_only": option(False, "--retrieve-only", OUTPUT_GROUP, "show the sources, skip the chat model",
+                            action="store_true"),
+    "show_prompt": option(False, "--show-prompt", OUTPUT_GROUP, "print the exact prompt sent", action="store_true"),
+    "json": option(False, "--json", OUTPUT_GROUP, "print one JSON object instead of text", action="store_true"),
+    "progress_seconds": option(PROGRESS_SECONDS, "--progress-seconds", OUTPUT_GROUP, "when stderr is not a "
+                               f"terminal, a progress line every S seconds (default {PROGRESS_SECONDS:g})",
+                               SECONDS, type=float, metavar="S"),
+}
+
+USAGE = "demo_rag.py [options] QUESTION | --chat | --explain QUESTION | --eval/--make-eval/--tune FILE"
+EXAMPLES = """examples:
+  python demo_rag.py "How do I undo the last commit?"        answer from demo-data/
+  python demo_rag.py --notes ~/vault "what did we decide?"   answer from your own notes
+  python demo_rag.py --notes ~/vault --chat                  follow-up questions
+  python demo_rag.py --explain "What is BM25?"               every step, with this run's values
+  python demo_rag.py --eval demo-data/eval.jsonl             measure retrieval
+  python demo_rag.py --notes ~/vault --make-eval set.jsonl   questions from your notes, then:
+  python demo_rag.py --notes ~/vault --tune set.jsonl        the flags that do best on them"""
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse's parser, but with --json on the command line a usage error is also one JSON
     object on stdout, like every other error that ends a --json run."""
@@ -4309,105 +4428,70 @@ class ArgumentParser(argparse.ArgumentParser):
         super().error(message)            # usage and message on stderr, exit 2
 
 
+def all_options() -> dict[str, dict]:
+    """Every flag's declaration (option()'s metadata), by the dest it parses into."""
+    return {**{f.name: dict(f.metadata, default=f.default) for f in fields(Settings)},
+            **{dest: dict(f.metadata, default=f.default) for dest, f in RUN_OPTIONS.items()}}
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = ArgumentParser(prog="demo_rag.py", description="Ask questions of your notes with local Ollama models.")
+    """The command line, parsed and checked: the parser is built from the declarations
+    (Settings' fields and RUN_OPTIONS), in --help's groups, and MODES says what goes together."""
+    p = ArgumentParser(prog="demo_rag.py", usage=USAGE, epilog=EXAMPLES,
+                       description="Ask questions of your notes with local Ollama models.",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.json_requested = "--json" in (sys.argv[1:] if argv is None else argv)
-    p.add_argument("question", nargs="?", help="what to ask (in any language)")
-    p.add_argument("--notes", type=folder, default=NOTES_DIR, help="notes folder (default: demo-data/)")
-    p.add_argument("--cache", type=folder, default=CACHE_DIR, help="cache folder (default: .demo-cache/)")
-    p.add_argument("--top-k", type=int, default=TOP_K, help=f"sources to use (default {TOP_K})")
-    p.add_argument("--embed-model", default=EMBED_MODEL, help=f"default {EMBED_MODEL}")
-    p.add_argument("--chat-model", default=CHAT_MODEL, help=f"default {CHAT_MODEL}")
-    p.add_argument("--chunk-size", type=int, default=CHUNK_SIZE, help=f"characters (default {CHUNK_SIZE})")
-    p.add_argument("--chunk-overlap", type=int, default=CHUNK_OVERLAP, help=f"characters (default {CHUNK_OVERLAP})")
-    p.add_argument("--min-score", type=float,
-                   help="relevance floor on retrieval confidence, 0 to 2 (default: calibrated on each "
-                        f"index with off-topic questions, at least {MIN_SCORE})")
-    p.add_argument("--source", metavar="PATTERN", help="only use notes whose path matches (glob or substring)")
-    p.add_argument("--query-instruction", metavar="TEMPLATE",
-                   help="query template with {query}; '' for none (default: the model's documented one)")
-    p.add_argument("--max-note-mb", type=float, default=MAX_NOTE_MB,
-                   help=f"skip bigger notes (default {MAX_NOTE_MB:g})")
-    p.add_argument("--rebuild", action="store_true", help="re-read and re-embed every note")
-    p.add_argument("--follow-links", action="store_true",
-                   help="also read notes through symlinks that lead outside the notes folder")
-    p.add_argument("--retrieve-only", action="store_true", help="show the sources, skip the chat model")
-    p.add_argument("--show-prompt", action="store_true", help="print the exact prompt sent")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    p.add_argument("--chat", action="store_true", help="ask follow-up questions in a conversation")
-    p.add_argument("--explain", action="store_true", help="narrate every step with this run's values")
-    p.add_argument("--eval", type=Path, metavar="JSONL", help="measure retrieval on an evaluation set")
-    p.add_argument("--doc-instruction", metavar="TEMPLATE",
-                   help="document template with {text}; '' for none (default: the model's documented one)")
-    p.add_argument("--keep-alive", type=keep_alive, metavar="DURATION",
-                   help="how long Ollama keeps the chat model loaded after a request: 10m, 1h, 0 (unload "
-                        "at once) or -1 (for ever); default: Ollama's own (5m, or its OLLAMA_KEEP_ALIVE)")
-    p.add_argument("--timeout", type=float, default=OLLAMA_TIMEOUT, metavar="SECONDS",
-                   help=f"give up when Ollama is silent this long (default {OLLAMA_TIMEOUT:g})")
-    p.add_argument("--fusion", choices=FUSION_METHODS, default=FUSION_METHOD,
-                   help=f"how dense and BM25 scores are combined (default {FUSION_METHOD}; --tune compares)")
-    p.add_argument("--make-eval", type=Path, metavar="JSONL",
-                   help="write an evaluation set of questions generated from the notes (appends; run again to continue)")
-    p.add_argument("--questions", type=int, default=EVAL_QUESTIONS,
-                   help=f"how many questions --make-eval writes (default {EVAL_QUESTIONS})")
-    p.add_argument("--tune", type=Path, metavar="JSONL", help="compare retrieval settings on an evaluation set "
-                   "and recommend flags")
-    p.add_argument("--tune-chunk-sizes", type=chunk_sizes, metavar="N,N",
-                   help="with --tune: also try these chunk sizes (each embeds the notes once and keeps its cache)")
-    p.add_argument("--progress-seconds", type=float, default=PROGRESS_SECONDS, metavar="S",
-                   help=f"when stderr is not a terminal, a progress line every S seconds (default {PROGRESS_SECONDS:g})")
-    p.add_argument("--checkpoint-seconds", type=float, default=CHECKPOINT_SECONDS, metavar="S",
-                   help=f"save the embedding done so far every S seconds, 0 after every batch (default {CHECKPOINT_SECONDS:g})")
+    groups = {name: p.add_argument_group(name) for name in GROUPS}
+    groups[MODES_GROUP].add_argument("question", nargs="?", help="what to ask (in any language)")
+    options = all_options()
+    for name in GROUPS:
+        for dest, o in options.items():
+            if o["group"] == name:
+                groups[name].add_argument(o["flag"], dest=dest, default=o["default"], help=o["help"],
+                                          **o["argparse"])
     args = p.parse_args(argv)
-    if not (args.question or args.chat or args.eval or args.make_eval or args.tune):
-        p.error("give a question, or --chat, --eval FILE, --make-eval FILE or --tune FILE")
-    if args.questions < 1 or any(n < 50 or n <= args.chunk_overlap for n in args.tune_chunk_sizes or ()):
+    for dest, o in options.items():
+        value = getattr(args, dest)
+        if o["check"] and value is not None and not o["check"][0](value):
+            p.error(f"{o['flag']} {o['check'][1]}, not {value}")
+    mode = chosen_mode(args, p.error)
+    if args.questions is not None and args.questions < 1 or \
+            any(n < 50 or n <= args.chunk_overlap for n in args.tune_chunk_sizes or ()):
         p.error("need --questions >= 1, and every --tune-chunk-sizes value >= 50 and above --chunk-overlap")
     if args.top_k < 1 or args.chunk_size < 50 or not 0 <= args.chunk_overlap < args.chunk_size:
         p.error("need --top-k >= 1, --chunk-size >= 50 and 0 <= --chunk-overlap < --chunk-size")
-    if args.json and (args.chat or args.explain):
+    if args.json and not mode.json:
         p.error("--json prints one object for a question, --eval, --make-eval or --tune; "
                 "--chat and --explain are for people to read")
-    if args.min_score is not None and not math.isfinite(args.min_score):
-        p.error(f"--min-score must be a number like 0.3, not {args.min_score}")
-    for flag, value in (("--max-note-mb", args.max_note_mb), ("--timeout", args.timeout)):
-        if not 0 < value < math.inf:      # nan fails every comparison too
-            p.error(f"{flag} must be a positive number, not {value}")
-    for flag, value in (("--checkpoint-seconds", args.checkpoint_seconds),
-                        ("--progress-seconds", args.progress_seconds)):
-        if not 0 <= value < math.inf:     # nan would never save, or never report
-            p.error(f"{flag} must be 0 or more seconds, not {value}")
     if args.question and not is_text(args.question):
         p.error(f"the question: {NOT_TEXT}")
+    args.questions = EVAL_QUESTIONS if args.questions is None else args.questions
     return args
 
 
-def folder(text: str) -> Path:
-    """--notes and --cache: a path, never "" (an unset variable would mean the current folder)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("an empty path (an unset shell variable?); give a folder, or . for this one")
-    return Path(text)
-
-
-KEEP_ALIVE_MAX_HOURS = 2_562_047           # Go's time.Duration (int64 nanoseconds) holds no more
-
-
-def keep_alive(text: str) -> str | float:
-    """--keep-alive as Ollama reads it: a duration such as "10m" or "1h30m", or seconds ("-1": for ever).
-
-    >>> keep_alive("10m"), keep_alive("-1"), keep_alive("90"), keep_alive(".5s")
-    ('10m', -1.0, 90.0, '.5s')
-    """
-    value: str | float = math.nan
-    if re.fullmatch(rf"[-+]?({DURATION_PART})+", text):
-        value = text                      # Go's duration syntax, which Ollama parses
-    else:
-        with contextlib.suppress(ValueError):
-            value = float(text)
-    if not abs(keep_alive_seconds(value, signed=True)) < KEEP_ALIVE_MAX_HOURS * 3600:   # nan fails too
-        raise argparse.ArgumentTypeError(f"expected a duration like 10m, 1h, 0 or -1 (at most "
-                                         f"{KEEP_ALIVE_MAX_HOURS:,}h), not {text!r}")
-    return value
+def chosen_mode(args: argparse.Namespace, error: Callable[[str], None] | None = None) -> Mode:
+    """The mode the flags ask for; with `error`, any flag combination MODES does not allow is
+    reported through it (the parser's error: a usage message and exit 2)."""
+    asked = [m for m in MODES if m.flag and getattr(args, m.flag.lstrip("-").replace("-", "_"))]
+    mode = asked[0] if asked else MODES[0]
+    if error is None:
+        return mode
+    if len(asked) > 1:
+        error(f"choose one mode, not {' and '.join(m.flag for m in asked)}")
+    if mode.question and not args.question:
+        error(f"{mode.flag} needs a question to narrate" if mode.flag else
+              "give a question, or --chat, --eval FILE, --make-eval FILE or --tune FILE")
+    if not mode.question and args.question:
+        error(f"{mode.flag} takes no question (got {args.question!r}); ask it without {mode.flag}, "
+              "or inside --chat")
+    options = all_options()
+    for other in MODES:
+        for flag in other.takes:
+            dest = next(d for d, o in options.items() if o["flag"] == flag)
+            if flag not in mode.takes and getattr(args, dest) not in (None, False):
+                owners = " or ".join(m.flag or "a question" for m in MODES if flag in m.takes)
+                error(f"{flag} goes with {owners}")
+    return mode
 
 
 def chunk_sizes(text: str) -> list[int]:
@@ -4419,14 +4503,8 @@ def chunk_sizes(text: str) -> list[int]:
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
-    return Settings(notes_dir=args.notes.expanduser(), cache_dir=args.cache.expanduser(),
-                    embed_model=args.embed_model, chat_model=args.chat_model,
-                    chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, top_k=args.top_k,
-                    min_score=args.min_score, source_filter=args.source,
-                    query_instruction=args.query_instruction, max_note_mb=args.max_note_mb,
-                    doc_instruction=args.doc_instruction,
-                    fusion=args.fusion, checkpoint_seconds=args.checkpoint_seconds,
-                    follow_links=args.follow_links, keep_alive=args.keep_alive)
+    """The Settings the parsed flags ask for (each field parses into the dest of its own name)."""
+    return Settings(**{f.name: getattr(args, f.name) for f in fields(Settings)})
 
 
 def notes_flag(settings: Settings) -> str:

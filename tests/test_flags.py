@@ -1,0 +1,53 @@
+"""A setting is declared once (a Settings field with its flag), the modes are a table, and
+--help is grouped: what the parser builds from them, and what it refuses."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from conftest import run_cli
+
+import demo_rag as rag
+
+
+def test_every_setting_is_a_flag_whose_default_is_the_setting_s():
+    args = rag.parse_args(["a question"])
+    assert rag.settings_from(args) == rag.Settings()
+    flags = [f.metadata["flag"] for f in dataclasses.fields(rag.Settings)]
+    assert len(flags) == len(set(flags)) == len(dataclasses.fields(rag.Settings))
+
+
+def test_a_flag_sets_its_field():
+    args = rag.parse_args(["q", "--notes", "~/vault", "--top-k", "3", "--fusion", "rrf", "--keep-alive", "10m",
+                           "--min-score", "0.5", "--follow-links", "--source", "work/*"])
+    s = rag.settings_from(args)
+    assert (s.top_k, s.fusion, s.keep_alive, s.min_score, s.follow_links, s.source_filter) == \
+        (3, "rrf", "10m", 0.5, True, "work/*")
+    assert s.notes_dir == rag.Path("~/vault").expanduser()
+
+
+def test_help_is_grouped_with_examples(server):
+    out = run_cli("--help", host=server.url)
+    assert out.returncode == 0
+    starts = [out.stdout.index(g + ":\n") for g in rag.GROUPS]
+    assert starts == sorted(starts)                          # in the order GROUPS gives
+    assert "examples:\n  python demo_rag.py" in out.stdout and out.stdout.count("\n  --") >= 28
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--chat", "--eval", "set.jsonl"], "choose one mode, not --chat and --eval"),
+    (["--eval", "set.jsonl", "what?"], "--eval takes no question"),
+    (["--explain"], "--explain needs a question to narrate"),
+    (["--questions", "5", "what?"], "--questions goes with --make-eval"),
+    (["--tune-chunk-sizes", "800", "--eval", "set.jsonl"], "--tune-chunk-sizes goes with --tune"),
+    (["--chat", "--retrieve-only"], "--retrieve-only goes with a question or --explain"),
+    (["--explain", "--show-prompt", "what?"], "--show-prompt goes with a question"),
+    (["--chat", "--json"], "--chat and --explain are for people to read"),
+    ([], "give a question, or --chat"),
+])
+def test_flags_that_do_not_go_together_are_one_line_and_exit_2(server, args, says):
+    out = run_cli(*args, "--json", host=server.url) if "--json" not in args else run_cli(*args, host=server.url)
+    assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert json.loads(out.stdout.splitlines()[-1])["exit_code"] == 2      # --json: one object says it too
