@@ -581,15 +581,27 @@ def answer_question(question: str, notes_dir: Path = NOTES_DIR,
 
 DEFAULT_HOST = "http://127.0.0.1:11434"   # what the ollama client uses without OLLAMA_HOST
 
-# Which files are notes, and how each kind is read: suffix -> (reader, the optional
-# package it needs). Each lambda looks its reader up when called, so the table can
-# sit up here with the other settings. To add a file type, add a line.
-NOTE_TYPES = {
-    ".md": (lambda path: read_text(path), None),
-    ".markdown": (lambda path: read_text(path), None),
-    ".txt": (lambda path: read_text(path), None),
-    ".pdf": (lambda path: read_pdf(path), "pypdf"),       # optional: pip install pypdf
-}
+
+
+class Section(NamedTuple):
+    """A piece of a note's text, as its reader returns it, and where it sits in the file."""
+    text: str
+    page: int | None = None               # a PDF's page, counted from 1
+    line: int = 1                         # the file's line where `text` starts (front matter before it counts)
+
+
+class NoteType(NamedTuple):
+    """How one kind of file becomes a note: its reader (path -> sections and a warning or None)
+    and the optional package the reader needs."""
+    read: Callable[[Path], tuple[list[Section], str | None]]
+    needs: str | None = None
+
+
+# Which files are notes, and how each kind is read: the one table the scanner, the messages
+# and --explain go by. Part I's suffixes are read as text; each lambda looks its reader up
+# when called, so the table can sit up here with the other settings. To add a type, add a line.
+NOTE_TYPES = {**{suffix: NoteType(lambda path: read_text(path)) for suffix in NOTE_SUFFIXES},
+              ".pdf": NoteType(lambda path: read_pdf(path), "pypdf")}      # optional: pip install pypdf
 MIN_NOTE_CHARS = 50                       # shorter notes are stubs, not knowledge
 MAX_NOTE_MB = 5.0                         # a bigger "note" is usually an export or a log
 
@@ -875,7 +887,7 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
             except OSError as e:
                 warnings.append(f"skipped {rel}: {e.strerror}")
                 continue
-            needs = NOTE_TYPES[suffix][1]
+            needs = NOTE_TYPES[suffix].needs
             if needs and not importable(needs):
                 unreadable.setdefault(suffix, []).append(rel)
                 continue
@@ -887,7 +899,7 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
         # Left out of the fingerprint too, so installing the package later indexes them.
         kind = suffix.lstrip(".").upper()
         warnings.append(f"skipped {len(rels)} {kind}s ({', '.join(sorted(rels))}): "
-                        f"{kind} support needs `pip install {NOTE_TYPES[suffix][1]}`")
+                        f"{kind} support needs `pip install {NOTE_TYPES[suffix].needs}`")
     if leaves:
         shown = ", ".join(leaves[:5]) + (f", … {len(leaves) - 5} more" if len(leaves) > 5 else "")
         warnings.append(f"skipped {len(leaves)} symlink(s) to outside the notes folder ({shown}): " +
@@ -897,36 +909,40 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
     return files, warnings
 
 
-def read_note(file: NoteFile, max_mb: float = MAX_NOTE_MB) -> tuple[list[tuple[int | None, str]], str | None]:
-    """Read one note as a list of (page, text) sections, plus a warning or None.
+def read_note(file: NoteFile, max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
+    """Read one note as a list of Sections, plus a warning or None.
 
-    A text note is one section with page None; a PDF is one section per page.
-    The reader comes from NOTE_TYPES. Raises ValueError, with the reason, for a
+    A text note is one section; a PDF is one section per page. The reader comes
+    from NOTE_TYPES. Raises ValueError, with the reason, for a
     note that cannot be used.
     """
     if file.size > max_mb * 2**20:
         raise ValueError(f"{file.size / 2**20:.1f} MB is over the {max_mb:g} MB limit (--max-note-mb)")
     path = Path(file.path)
-    reader, _ = NOTE_TYPES[path.suffix.lower()]
-    sections, warning = reader(path)
-    if sum(len(t.strip()) for _, t in sections) < MIN_NOTE_CHARS:
+    sections, warning = NOTE_TYPES[path.suffix.lower()].read(path)
+    if sum(len(s.text.strip()) for s in sections) < MIN_NOTE_CHARS:
         raise ValueError(f"under {MIN_NOTE_CHARS} characters")
     return sections, warning
 
 
-def chunk_sections(rel: str, sections: list[tuple[int | None, str]], splitter) -> list[Chunk]:
-    """Part I's chunk_note over each (page, text) section of a note."""
-    return [c for page, text in sections for c in chunk_note(rel, text, splitter, page)]
+def chunk_sections(rel: str, sections: list[Section], splitter) -> list[Chunk]:
+    """Part I's chunk_note over each section of a note."""
+    return [c for s in sections for c in chunk_note(rel, s.text, splitter, s.page)]
 
 
-def read_text(path: Path) -> tuple[list[tuple[int | None, str]], str | None]:
-    """Read a Markdown or text note: one section, front matter dropped, plus a warning or None."""
+def read_text(path: Path) -> tuple[list[Section], str | None]:
+    """Read a Markdown or text note: one section, front matter dropped, plus a warning or None.
+    The section starts on the line after the front matter: strip_front_matter() turns every
+    line break (CRLF, CR) into one "\n" and then cuts from the top, so the lines it cut are
+    the difference in line breaks."""
     try:
         data = path.read_bytes()
     except OSError as e:
         raise ValueError(e.strerror) from None
     text, warning = decode_note(data)
-    return [(None, strip_front_matter(text))], warning
+    body = strip_front_matter(text)
+    breaks = text.count("\n") + text.count("\r") - text.count("\r\n")
+    return [Section(body, line=1 + breaks - body.count("\n"))], warning
 
 
 # A byte-order mark names the encoding outright: Notepad writes one for UTF-8 and
@@ -1032,7 +1048,7 @@ class EscapedControls:
 
 
 
-def read_pdf(path: Path) -> tuple[list[tuple[int | None, str]], str | None]:
+def read_pdf(path: Path) -> tuple[list[Section], str | None]:
     """Extract a PDF's text page by page, cleaned for chunking (needs pypdf); no warning."""
     import pypdf  # optional: only PDFs need it
     logging.getLogger("pypdf").setLevel(logging.ERROR)   # we report a bad PDF in one line ourselves
@@ -1048,7 +1064,7 @@ def read_pdf(path: Path) -> tuple[list[tuple[int | None, str]], str | None]:
     pages = clean_pdf_pages(pages)
     if not any(p.strip() for p in pages):
         raise ValueError("no extractable text (a scanned PDF?)")
-    return [(number, text) for number, text in enumerate(pages, 1) if text.strip()], None
+    return [Section(text, number) for number, text in enumerate(pages, 1) if text.strip()], None
 
 
 # A line is a running header or footer when it starts or ends at least this share
@@ -3416,7 +3432,7 @@ def run_mode(argv: list[str] | None) -> int:
 def failure(e: BaseException) -> tuple[str, int]:
     """What to say about an error that ends a run, and the exit code for it."""
     if isinstance(e, (FileNotFoundError, NotADirectoryError)):
-        return f"error: {e} (give a folder of .md/.txt notes with --notes)", EXIT_USAGE
+        return f"error: {e} (give a folder of {'/'.join(NOTE_TYPES)} notes with --notes)", EXIT_USAGE
     if isinstance(e, UsageError):
         return str(e), EXIT_USAGE
     if isinstance(e, OllamaError):

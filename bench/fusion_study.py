@@ -41,7 +41,7 @@ EMBEDDERS = {"minilm": ("all-minilm", ""), "e5": ("multilingual-e5-small", "quer
 
 
 def chunks_today(rel, sections, size=d.CHUNK_SIZE, overlap=d.CHUNK_OVERLAP):
-    return d.chunk_note(rel, sections, d.make_splitter(size, overlap))
+    return d.chunk_sections(rel, sections, d.make_splitter(size, overlap))
 
 
 def chunks_heading_first(rel, sections, size=d.CHUNK_SIZE, overlap=d.CHUNK_OVERLAP, min_size=200):
@@ -50,7 +50,7 @@ def chunks_heading_first(rel, sections, size=d.CHUNK_SIZE, overlap=d.CHUNK_OVERL
     while the result still fits; a section longer than size is cut by today's splitter."""
     splitter = d.make_splitter(size, overlap)
     out = []
-    for page, text in sections:
+    for text, page, _ in sections:
         outline = d.heading_outline(text)
         cuts = sorted({0, len(text)} | {off for off, _, _ in outline})
         pieces = [(a, text[a:b]) for a, b in zip(cuts, cuts[1:]) if text[a:b].strip()]

@@ -46,12 +46,12 @@ def pdf_notes(tmp_path):
 @needs_pypdf
 def test_text_is_extracted_per_page_and_cleaned(pdf_notes):
     sections, _ = rag.read_pdf(pdf_notes / "manual.pdf")
-    assert [page for page, _ in sections] == [1, 2, 3]
-    page2 = sections[1][1]
+    assert [s.page for s in sections] == [1, 2, 3]
+    page2 = sections[1].text
     assert "ACME Kettle Manual" not in page2            # a header repeated on every page
     assert "rinse three times" in page2                  # a hyphenated line break joined
-    assert "lasts 24 months" in sections[2][1]           # runs of spaces collapsed
-    assert not sections[2][1].endswith("3")              # the page number footer dropped
+    assert "lasts 24 months" in sections[2].text           # runs of spaces collapsed
+    assert not sections[2].text.endswith("3")              # the page number footer dropped
 
 
 @needs_pypdf

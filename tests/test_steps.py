@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import user_env
+from conftest import run_cli, user_env
 
 import demo_rag as rag
 
@@ -338,3 +338,29 @@ def test_metrics_by_hand():
     assert m == {"hit@1": round(1 / 6, 4), "hit@3": round(2 / 6, 4), "hit@5": round(3 / 6, 4),
                  "mrr": round((1 + 1 / 2 + 1 / 4 + 1 / 7) / 6, 4), "n": 6}
     assert rag.metrics([]) == {"hit@1": 0.0, "hit@3": 0.0, "hit@5": 0.0, "mrr": 0.0, "n": 0}
+
+
+@pytest.mark.parametrize("raw, first_line", [
+    ("# Title\nbody text here, long enough to be kept as a note of its own.\n", 1),
+    ("---\ntags: [a]\ndate: 2026-01-01\n---\n# Title\nbody text here, long enough to be kept as a note.\n", 5),
+    ("\ufeff---\r\ntags: [a]\r\n---\r\n\r\n# Title\r\nbody text here, long enough to be kept as a note.\r\n", 4),
+    ("---\rtitle: x\r---\rbody text here, long enough to be kept as a note of its own, yes.\r", 4),
+])
+def test_a_text_note_s_section_knows_the_file_line_it_starts_on(tmp_path, raw, first_line):
+    # Line numbers count the file as it is on disk: front matter, CRLF, CR and a BOM included.
+    path = tmp_path / "note.md"
+    path.write_bytes(raw.encode("utf-8"))
+    (section,), _ = rag.NOTE_TYPES[".md"].read(path)
+    assert section.line == first_line
+    on_disk = path.read_bytes().decode("utf-8-sig").replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    assert on_disk[first_line - 1:][:len(section.text.split("\n"))] == section.text.split("\n")
+
+
+def test_the_note_types_table_is_what_the_scanner_and_messages_go_by(tmp_path, server):
+    for name in ["a.md", "b.markdown", "c.txt", "d.pdf", "e.rst", "f.html"]:
+        (tmp_path / name).write_text("x")
+    files, _ = rag.scan_notes(tmp_path)
+    assert {f.rel.rsplit(".", 1)[1] for f in files} <= {s.lstrip(".") for s in rag.NOTE_TYPES}
+    assert set(rag.NOTE_SUFFIXES) <= set(rag.NOTE_TYPES)                 # Part I's suffixes are among them
+    out = run_cli("q", "--notes", tmp_path, "--cache", tmp_path / ".c", host=server.url)
+    assert out.returncode == 2 and f"looked for {', '.join(rag.NOTE_TYPES)}" in out.stderr
