@@ -21,37 +21,37 @@ Retrieval-augmented generation (RAG) in one readable file. Run it:
 Or from a notebook, Part I's whole idea in one call:
 
     from demo_rag import answer_question
-    hits, answer = answer_question("How hot should the water be for green tea?")
+    hits, answer = answer_question("How many grams of coffee for 240 g of water?")
     for piece in answer:
         print(piece, end="")      # "[2]" in the answer cites hits[1].chunk.citation
 
-and what the command line runs: `from demo_rag import Settings, open_index,
-search, answer_stream, ask` (Part II; examples/walkthrough.ipynb shows both).
+and Part II's, what the command line runs: Settings, open_index, search, answer -> Outcome.
 
-A question's trip, as Part I makes it (each step is a function of Part I):
+A question's trip, as Part I makes it (every function of Part I, in the order it runs):
 
     answer_question(question)
-    ├─ index_notes(notes_dir)            the notes as chunks with vectors
-    │  ├─ list_notes, fingerprint        which notes; did any change since last time?
-    │  ├─ load_cache                     unchanged: reuse the vectors on disk, done
-    │  └─ read_note, chunk_note,         changed: read, cut into chunks, turn each
-    │     embed_texts, save_cache        chunk into a vector, keep them on disk
-    ├─ search_notes(index, question)     the chunks most likely to hold the answer
-    │  ├─ embed_texts([question])        the question as a vector too
-    │  ├─ vectors @ question, bm25       two rankings: by meaning and by words
-    │  ├─ reciprocal_rank_fusion         one ranking from both
-    │  └─ confidence                     how sure we are that the hits hold an answer
-    ├─ confidence < MIN_SCORE?           below the floor: "not found", no answer
-    └─ stream_answer(question, hits)     rules, numbered sources and the question
-                                         to the chat model; its answer, as it comes
+    ├─ index_notes(notes_dir)                        the notes as chunks with vectors
+    │  ├─ list_notes, fingerprint                    which notes; did any change since last time?
+    │  ├─ load_cache                                 unchanged: reuse the vectors on disk, done
+    │  ├─ strip_front_matter, make_splitter,         changed: read each note, cut it into chunks
+    │  │  chunk_note (heading_outline, heading_path) that know their headings,
+    │  ├─ embed_texts (normalize)                    turn each into a vector of length 1,
+    │  ├─ save_cache; tokenize (singular)            keep them on disk; count each chunk's words
+    ├─ search_notes(index, question)                 the chunks most likely to hold the answer
+    │  ├─ embed_texts([question])                    the question as a vector too
+    │  ├─ vectors @ question, bm25 (idf, saturated)  two rankings: by meaning and by words
+    │  ├─ reciprocal_rank_fusion                     one ranking from both
+    │  └─ words_found + meaning_found                how sure we are that the hits hold an answer
+    ├─ confidence < MIN_SCORE?                       below the floor: "not found", no answer
+    └─ stream_answer(question, hits)                 rules, numbered sources and the question to
+       (build_messages, format_sources)              the chat model; its answer, as it comes
 
-How to read this file. Part I is that pipeline, complete and small; it calls
-nothing below it. Part II is the pipeline the command line runs, built from Part
-I's pieces: what makes it robust on real folders (encodings, PDFs, symlinks, the
-safe cache format, Ctrl-C) and fast on big ones (re-embedding only what changed,
-a memory-mapped cache, an inverted index for BM25), and the finer points of
-ranking and answering. Part III: the modes (--chat, --eval, --tune, --explain)
-and the command line. A first reading can stop after Part I.
+How to read this file. Part I is that pipeline, complete and small; it calls nothing
+below it. Part II, built from Part I's pieces, is what the command line runs: robust on
+real folders (encodings, PDFs, symlinks, a safe cache, Ctrl-C), fast on big ones (only
+what changed is embedded, a memory-mapped cache, an inverted index for BM25), and the
+finer points of ranking and answering. Part III: the modes (--chat, --eval, --tune,
+--explain) and the command line. A first reading can stop after Part I.
 
 Left out on purpose: approximate nearest-neighbour indexes (exact NumPy search
 copes with a few hundred thousand chunks), rerankers, servers, frameworks.
@@ -132,8 +132,7 @@ CHAT_MODEL = "qwen3:0.6b"                 # writes the answer; small enough for 
 NOTE_SUFFIXES = (".md", ".markdown", ".txt")
 CHUNK_SIZE = 1500                         # characters per chunk, at most (step 3)
 CHUNK_OVERLAP = 80                        # characters neighbours share: a sentence cut in two is whole in one
-EMBED_BATCH_TEXTS = 32                    # texts per request to Ollama's /api/embed...
-EMBED_BATCH_CHARS = 24_000                # ...and characters, so one request stays small
+EMBED_BATCH = 32                          # texts per request to Ollama's /api/embed
 TOP_K = 5                                 # sources put in the prompt
 RRF_K = 60                                # rank fusion's damping (step 5): higher, ranks matter less
 MIN_SCORE = 0.4                           # the relevance floor on search_notes' confidence, 0 to 2 (step 5)
@@ -183,14 +182,11 @@ def fingerprint(files: list[NoteFile]) -> str:
 # ----------------------------------------------------------------------------
 # 3 · Chunk: cut each note into pieces small enough to embed and to quote.
 #
-# A whole note is too coarse to retrieve (one vector for ten topics) and too long
-# to put in a prompt five times; a sentence is too little to answer from. So notes
-# are cut at headings first, then paragraphs, lines and sentences, into chunks of
-# at most CHUNK_SIZE characters, and each chunk remembers its heading path.
-
-# Regex separators, tried in order: headings first so chunks follow the note's outline
-# ("# " titles the whole note, so there is nothing to cut there); zero-width look-behinds
-# keep a sentence's final punctuation with it; "" cuts anywhere, the last resort.
+# A whole note is too coarse to retrieve (one vector for ten topics) and too long to put
+# in a prompt five times; a sentence is too little to answer from. So notes are cut at
+# headings ("# " titles the whole note: nothing to cut there), then paragraphs, lines and
+# sentences (look-behinds keep a sentence's final punctuation with it), and "" anywhere as
+# the last resort, into chunks of at most CHUNK_SIZE characters that know their headings.
 SEPARATORS = [r"\n(?=## )", r"\n(?=### )", r"\n(?=#### )", r"\n\n", r"\n",
               r"(?<=[。！？；])", r"(?<=[.!?])\s+", r"\s+", ""]
 HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
@@ -265,32 +261,19 @@ def heading_path(outline: list[tuple[int, int, str]], offset: int) -> str:
 # ----------------------------------------------------------------------------
 # 4 · Embed & cache: a vector for every chunk, computed once and kept on disk.
 #
-# An embedding model turns a text into a vector, a list of numbers (1,024 for
-# qwen3-embedding), trained so that texts with similar meaning point in similar
-# directions: "how do I water a cactus" lands near a note on succulents even
-# though they share no word. Embedding is the slow part, so the vectors are saved
-# with the chunks, and used again while the fingerprint says nothing changed.
+# An embedding model turns a text into a vector (1,024 numbers for qwen3-embedding),
+# trained so that texts of similar meaning point in similar directions: "how do I water a
+# cactus" lands near a note on succulents though they share no word. Embedding is the slow
+# part, so the vectors are saved with the chunks and reused while the fingerprint holds.
 
 
-def embed_batches(client: ollama.Client, model: str, texts: Iterable[str]) -> Iterator[np.ndarray]:
-    """Embed texts with Ollama, yielding each batch's rows scaled to length 1. A batch holds
-    at most EMBED_BATCH_TEXTS texts and EMBED_BATCH_CHARS characters: no request is huge."""
-    batch: list[str] = []
-    for text in itertools.chain(texts, [None]):       # None: the end, send what is left
-        if batch and (text is None or len(batch) == EMBED_BATCH_TEXTS
-                      or sum(map(len, batch)) + len(text) > EMBED_BATCH_CHARS):
-            rows = np.array(client.embed(model=model, input=batch).embeddings, dtype=np.float32)
-            if rows.ndim != 2 or len(rows) != len(batch):         # a server may send anything
-                raise ValueError(f"{len(rows)} vectors came back for {len(batch)} texts")
-            yield normalize(rows)
-            batch = []
-        if text is not None:
-            batch.append(text)
-
-
-def embed_texts(client: ollama.Client, model: str, texts: Iterable[str]) -> np.ndarray:
-    """Embed texts; an (n, dim) float32 matrix of unit rows."""
-    return np.concatenate(list(embed_batches(client, model, texts)) or [np.zeros((0, 0), np.float32)])
+def embed_texts(client: ollama.Client, model: str, texts: list[str]) -> np.ndarray:
+    """Embed texts with Ollama, EMBED_BATCH texts a request: an (n, dim) float32 matrix of unit rows."""
+    rows = [row for i in range(0, len(texts), EMBED_BATCH)
+            for row in client.embed(model=model, input=texts[i:i + EMBED_BATCH]).embeddings]
+    if len(rows) != len(texts):                               # a server may send anything
+        raise ValueError(f"{len(rows)} vectors came back for {len(texts)} texts")
+    return normalize(np.array(rows, dtype=np.float32).reshape(len(texts), -1)) if texts else np.zeros((0, 0), np.float32)
 
 
 def normalize(m: np.ndarray) -> np.ndarray:
@@ -304,9 +287,8 @@ def normalize(m: np.ndarray) -> np.ndarray:
 
 
 class BuiltinsOnlyUnpickler(pickle.Unpickler):
-    """Unpickles plain data only. A pickle can name any function (os.system, say) to be called
-    on load, so a crafted cache file could run code; ours holds only dicts, lists, tuples,
-    strings, numbers and bytes, which need no lookup, so every lookup is refused."""
+    """Unpickles plain data only. A pickle can name any function (os.system, say) to call on
+    load, so a crafted cache could run code; ours holds only plain data, so every lookup is refused."""
     class Refused(pickle.UnpicklingError):
         pass
 
@@ -379,10 +361,9 @@ def index_notes(notes_dir: Path = NOTES_DIR, client: ollama.Client | None = None
 # the angle between its vector and the question's (1: same direction, 0:
 # unrelated). With unit vectors that is a dot product, so scoring every chunk is
 # one matrix-vector product: exact, and fast enough for a few hundred thousand.
-# By words: BM25 scores a chunk by the question's words it contains, rare words
-# counting most. Meaning catches paraphrases; words catch names, codes and numbers
-# an embedder blurs. Reciprocal rank fusion merges the two rankings by rank alone,
-# so it needs no common scale for cosines and BM25 scores.
+# By words: BM25 scores a chunk by the question's words it contains, rare words counting
+# most. Meaning catches paraphrases; words catch names, codes and numbers an embedder
+# blurs. Reciprocal rank fusion merges the two rankings by rank alone (no common scale).
 
 CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"   # Japanese, Chinese, Korean
 TOKEN = re.compile(rf"[{CJK}]+|(?:(?![{CJK}])[^\W_])+")   # a run of CJK, or of other letters and digits
@@ -418,19 +399,20 @@ def tokenize(text: str) -> list[str]:
     return [t if CJK_CHAR.match(t) else singular(t) for t in tokens if t not in STOPWORDS]
 
 
+# Harman's "S" stemmer (1991), rule by rule: (ending, unless it ends in one of these, replacement).
+PLURALS = (("ies", ("eies", "aies"), "y"), ("es", ("aes", "ees", "oes"), "e"), ("s", ("us", "ss"), ""))
+
+
 def singular(word: str) -> str:
-    """Harman's "S" stemmer (1991): fold English plurals so "notes" matches "note" ("boxe" is
-    no word, but notes and questions are folded alike, so they still match).
+    """Fold an English plural with the first rule of PLURALS that fits, so that "notes" matches
+    "note" ("boxe" is no word, but notes and questions are folded alike, so they still match).
 
     >>> [singular(w) for w in ["notes", "queries", "boxes", "class", "status", "goes"]]
     ['note', 'query', 'boxe', 'class', 'status', 'goe']
     """
-    if len(word) > 3 and word.endswith("ies") and not word.endswith(("eies", "aies")):
-        return word[:-3] + "y"
-    if len(word) > 3 and word.endswith("es") and not word.endswith(("aes", "ees", "oes")):
-        return word[:-1]
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("us", "ss")):
-        return word[:-1]
+    for ending, unless, replacement in PLURALS:
+        if len(word) > 3 and word.endswith(ending) and not word.endswith(unless):
+            return word[:-len(ending)] + replacement
     return word
 
 
@@ -489,8 +471,7 @@ def meaning_found(best: float, typical: float) -> float:
     return min(1.0, max(0.0, (best - typical) / (1 - typical))) if typical < 1 else 0.0   # 1: float32 rounding
 
 
-@dataclass(frozen=True)
-class Hit:
+class Hit(NamedTuple):
     """One retrieved chunk: its rank, fused score and each ranker's own score."""
     rank: int
     row: int
@@ -500,27 +481,39 @@ class Hit:
     lexical: float                        # by words: the BM25 score
 
 
+def words_found(words: list[Counter], question: str, rows: list[int]) -> float:
+    """The most of the question's informative words one chunk of `rows` holds, 0 to 1, each word
+    weighed by its idf ("sourdough" a lot, "make" little). Worked example: "cat" (idf 0.69) is
+    in chunk 0, "fish" (idf 1.79) in none, so chunk 0 holds 0.69 / (0.69 + 1.79) = 0.28.
+
+    >>> round(words_found([Counter(tokenize("black cat")), Counter(tokenize("black dog"))], "cat fish", [0]), 2)
+    0.28
+    """
+    weights = {t: idf(sum(1 for w in words if w[t]), len(words)) for t in set(tokenize(question))}
+    total = sum(weights.values()) or 1.0
+    return max((sum(v for t, v in weights.items() if words[row][t]) / total for row in rows), default=0.0)
+
+
 def search_notes(index: NotesIndex, question: str, client: ollama.Client | None = None,
                  embed_model: str = EMBED_MODEL, top_k: int = TOP_K) -> tuple[list[Hit], float]:
     """The top_k chunks for the question, best first, and the confidence that they answer it.
 
-    Some chunk is always "closest", even for a question the notes know nothing about:
-    the confidence lets the caller say "not found" instead of having the chat model
-    answer from unrelated text. It adds two pieces of evidence, 0 to 1 each: the share
-    of the question's words (weighted by idf) in the hit that holds most, and meaning_found().
+    Some chunk is always "closest", even to a question the notes know nothing about, so the
+    confidence asks the hits for two kinds of evidence and adds them up (0 to 2): their
+    words (words_found) and their meaning (meaning_found: the best cosine against the median
+    chunk's). A question worded like a note scores on words, a paraphrase on meaning, and an
+    off-topic question on neither: below MIN_SCORE the caller says "not found".
     """
     if not index.chunks:
         return [], 0.0
     qvec = embed_texts(client or ollama.Client(), embed_model, [question])[0]
-    cosine = index.vectors @ qvec
-    lexical = bm25(index.words, question)
+    cosine = index.vectors @ qvec                              # by meaning, every chunk at once
+    lexical = bm25(index.words, question)                      # by words
     by_words = np.argsort(-lexical, kind="stable")[:np.count_nonzero(lexical)]   # chunks with a question word
     fused = reciprocal_rank_fusion([np.argsort(-cosine, kind="stable"), by_words], len(cosine))
     hits = [Hit(rank, int(i), index.chunks[i], float(fused[i]), float(cosine[i]), float(lexical[i]))
             for rank, i in enumerate(np.argsort(-fused, kind="stable")[:top_k], 1)]
-    weights = {t: idf(sum(1 for w in index.words if w[t]), len(index.words)) for t in set(tokenize(question))}
-    total = sum(weights.values()) or 1.0
-    words = max((sum(v for t, v in weights.items() if index.words[h.row][t]) / total for h in hits), default=0.0)
+    words = words_found(index.words, question, [h.row for h in hits])
     return hits, words + meaning_found(max(h.dense for h in hits), float(np.median(cosine)))
 
 # ----------------------------------------------------------------------------
@@ -559,11 +552,11 @@ def stream_answer(client: ollama.Client, question: str, hits: list[Hit], model: 
         yield part.message.content or ""
 
 
-def answer_question(question: str, notes_dir: Path = NOTES_DIR,
-                    client: ollama.Client | None = None) -> tuple[list[Hit], Iterator[str]]:
+def answer_question(question: str, notes_dir: Path = NOTES_DIR, client: ollama.Client | None = None,
+                    cache_dir: Path = CACHE_DIR) -> tuple[list[Hit], Iterator[str]]:
     """The whole trip: the sources for a question, and its answer as a stream of pieces."""
     client = client or ollama.Client()
-    hits, confidence = search_notes(index_notes(notes_dir, client), question, client)
+    hits, confidence = search_notes(index_notes(notes_dir, client, cache_dir=cache_dir), question, client)
     if confidence < MIN_SCORE:
         return hits, iter([NOT_FOUND])
     return hits, stream_answer(client, question, hits)
@@ -571,7 +564,7 @@ def answer_question(question: str, notes_dir: Path = NOTES_DIR,
 # ============================================================================
 # PART II · THE PIPELINE THE COMMAND LINE RUNS
 # Part I's steps, made robust on folders strangers wrote and fast on big ones,
-# built from Part I's pieces (Chunk, chunk_note, fingerprint, embed_batches,
+# built from Part I's pieces (Chunk, chunk_note, fingerprint, embed_texts,
 # tokenize, bm25's idf and saturated, reciprocal_rank_fusion, build_messages).
 # Each section says which Part I step it replaces, and why.
 # ============================================================================
@@ -604,6 +597,7 @@ NOTE_TYPES = {**{suffix: NoteType(lambda path: read_text(path)) for suffix in NO
               ".pdf": NoteType(lambda path: read_pdf(path), "pypdf")}      # optional: pip install pypdf
 MIN_NOTE_CHARS = 50                       # shorter notes are stubs, not knowledge
 MAX_NOTE_MB = 5.0                         # a bigger "note" is usually an export or a log
+EMBED_BATCH_CHARS = 24_000                # characters per embedding request, so that one stays small
 
 ANSWER_TOKENS = 1024                      # room left in the context for the answer
 # The context sizes asked for (num_ctx). Ollama restarts a model's runner whenever a request's
@@ -805,7 +799,7 @@ def seconds_waited(exc: httpx.TimeoutException) -> str:
 
 # What a call to Ollama can raise that is Ollama's doing, not ours: an error status, a
 # connection that fails or breaks, and a reply that is not what the API promises (the
-# client's JSON and pydantic errors are ValueErrors, and so is embed_batches' check).
+# client's JSON and pydantic errors are ValueErrors, and so are embed_texts' and embed_batches' checks).
 OLLAMA_FAILURES = (ollama.ResponseError, ConnectionError, httpx.TransportError, ValueError)
 
 
@@ -1107,8 +1101,9 @@ def importable(module: str) -> bool:
 
 
 # ----------------------------------------------------------------------------
-# Embedding: replaces Part I's embed_texts calls with the prompts each embedder was trained
-# with, and Ollama's failures in words a user can act on.
+# Embedding: replaces Part I's embed_texts calls with batches saved as they come, bounded in
+# characters too, the prompts each embedder was trained with, and Ollama's failures in words
+# a user can act on.
 
 
 class Templates(NamedTuple):
@@ -1149,8 +1144,25 @@ def fill_template(template: str, slot: str, text: str) -> str:
     return template.replace(slot, text) if slot in template else template + text
 
 
+def embed_batches(client: ollama.Client, model: str, texts: Iterable[str]) -> Iterator[np.ndarray]:
+    """Part I's embed_texts, batch by batch as each arrives, so that a build can save what came
+    (CacheWriter). A batch holds at most EMBED_BATCH texts and EMBED_BATCH_CHARS characters:
+    a folder of long chunks makes no huge request."""
+    batch: list[str] = []
+    for text in itertools.chain(texts, [None]):       # None: the end, send what is left
+        if batch and (text is None or len(batch) == EMBED_BATCH
+                      or sum(map(len, batch)) + len(text) > EMBED_BATCH_CHARS):
+            rows = np.array(client.embed(model=model, input=batch).embeddings, dtype=np.float32)
+            if rows.ndim != 2 or len(rows) != len(batch):         # a server may send anything
+                raise ValueError(f"{len(rows)} vectors came back for {len(batch)} texts")
+            yield normalize(rows)
+            batch = []
+        if text is not None:
+            batch.append(text)
+
+
 def checked_batches(client: ollama.Client, model: str, texts: Iterable[str]) -> Iterator[np.ndarray]:
-    """Part I's embed_batches, with Ollama's failures raised as an OllamaError that says what to do."""
+    """embed_batches, with Ollama's failures raised as an OllamaError that says what to do."""
     try:
         yield from embed_batches(client, model, texts)
     except OLLAMA_FAILURES as e:

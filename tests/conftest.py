@@ -29,6 +29,16 @@ def user_env(host: str, extra: dict | None = None) -> dict:
     return {**env, "OLLAMA_HOST": host, "PYTHONIOENCODING": "utf-8", **(extra or {})}
 
 
+@pytest.fixture(autouse=True, scope="session")
+def checkout_stays_clean():
+    """Tests write under tmp_path only: the checkout's own cache folder is left as it was."""
+    def listing():
+        return sorted(p.name for p in (ROOT / ".demo-cache").glob("*")) if (ROOT / ".demo-cache").exists() else []
+    before = listing()
+    yield
+    assert listing() == before, "a test wrote into the checkout's .demo-cache/"
+
+
 @pytest.fixture
 def server(monkeypatch):
     """A running stand-in Ollama; OLLAMA_HOST points at it for in-process clients."""

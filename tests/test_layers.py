@@ -104,7 +104,8 @@ def test_part_one_reads_in_one_sitting():
 
 def test_part_one_answers_a_question_end_to_end(server, notes, tmp_path):
     client = ollama.Client(host=server.url)
-    hits, pieces = rag.answer_question("How many grams of coffee for 240 g of water?", notes, client)
+    hits, pieces = rag.answer_question("How many grams of coffee for 240 g of water?", notes, client,
+                                       cache_dir=tmp_path / "c")
     assert hits[0].chunk.source == "coffee-brewing.md"
     assert "".join(pieces).startswith("According to the notes")
     chat = [r["body"] for r in server.requests if r["path"] == "/api/chat"][-1]
@@ -124,9 +125,9 @@ def test_part_one_caches_its_vectors_and_notices_an_edit(server, notes, tmp_path
     assert any("Rewritten" in c.text for c in edited.chunks)
 
 
-def test_part_one_declines_what_the_notes_do_not_hold(server, notes):
+def test_part_one_declines_what_the_notes_do_not_hold(server, notes, tmp_path):
     client = ollama.Client(host=server.url)
-    hits, pieces = rag.answer_question("Who won the 1998 football World Cup?", notes, client)
+    hits, pieces = rag.answer_question("Who won the 1998 football World Cup?", notes, client, cache_dir=tmp_path)
     assert list(pieces) == [rag.NOT_FOUND]
     assert not [r for r in server.requests if r["path"] == "/api/chat"]
 
@@ -196,3 +197,24 @@ def test_the_inline_script_metadata_lists_what_requirements_txt_does():
                 if line.strip() and not line.startswith("#")]
     assert sorted(meta["dependencies"]) == sorted(r for r in required if not r.startswith("pytest"))
     assert meta["requires-python"] == ">=3.10"
+
+
+def test_the_docstring_s_map_names_exactly_part_one_s_functions():
+    tree = rag.__doc__[rag.__doc__.index("answer_question(question)"):rag.__doc__.index("How to read this file")]
+    lines = tree.splitlines()
+    column = lines[1].index("the notes as chunks")          # where the descriptions start
+    left = [line[:column] for line in lines]
+    arguments = {"question", "notes_dir", "index", "hits", "vectors", "confidence"}
+    named = {name for part in left for name in re.findall(r"[a-z_][a-z_0-9]{2,}", part)} - arguments
+    functions = {stmt.name for stmt in ast.parse(SOURCE).body if isinstance(stmt, ast.FunctionDef)
+                 and PART_I <= stmt.lineno < PART_II}
+    assert named == functions, (sorted(named - functions), sorted(functions - named))
+
+
+def test_the_docstring_s_notebook_question_is_answered_from_its_own_language(server, tmp_path):
+    # Part I's example must not need a multilingual embedder: its note is in the question's language.
+    question = re.search(r'answer_question\("([^"]+)"\)', rag.__doc__).group(1)
+    client = ollama.Client(host=server.url)
+    hits, _ = rag.answer_question(question, ROOT / "demo-data", client, cache_dir=tmp_path)
+    source = (ROOT / "demo-data" / hits[0].chunk.source).read_text(encoding="utf-8")
+    assert rag.question_language(question) == rag.question_language(source) == "en"
