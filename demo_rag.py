@@ -134,8 +134,8 @@ CHUNK_SIZE = 1500                         # characters per chunk, at most (step 
 CHUNK_OVERLAP = 80                        # characters neighbours share: a sentence cut in two is whole in one
 EMBED_BATCH = 32                          # texts per request to Ollama's /api/embed
 TOP_K = 5                                 # sources put in the prompt
-RRF_K = 60                                # rank fusion's damping (step 5): higher, ranks matter less
-MIN_SCORE = 0.4                           # the relevance floor on search_notes' confidence, 0 to 2 (step 5)
+RRF_K = 60                                # step 5's damping: higher, ranks matter less; 60 is what RRF's authors used
+MIN_SCORE = 0.4                           # step 5's floor on the confidence, 0 to 2 (chosen in bench/fusion-study.md)
 TEMPERATURE = 0.3                         # low: we want the notes, not creativity
 NUM_CTX = 8192                            # model tokens the chat model reads; Ollama cuts a longer prompt's start
 
@@ -377,7 +377,7 @@ STOPWORDS = frozenset(
     "were what when where which who why will with would you your "
     "的 了 是 吗 呢 吧 啊 么 什 怎 样 哪 谁 我 你 在 和 与 及 或 也 都 就 个 有 要 会 能 可 以 之 其 把 被 让 给 "
     "什么 怎么 怎样 如何 为什 哪些 哪里 哪个 是否 可以 多少 多久 多长 哪儿 为何 几个".split())
-BM25_K1 = 1.2                             # how fast repeats of a word stop counting
+BM25_K1 = 1.2                             # how fast repeats of a word stop counting (1.2, 0.75: the usual values)
 BM25_B = 0.75                             # how much long chunks are discounted
 
 
@@ -2716,7 +2716,9 @@ FLOOR_PROBES = {
 FLOOR_MARGIN = 0.05                       # the floor: the probes' median confidence plus this, at least
                                           # MIN_SCORE (how they were chosen: bench/floor_eval.py)
 MIN_CALIBRATION_CHUNKS = 20               # fewer chunks say too little about an off-topic question
-MIN_CALIBRATION_PROBES = 8                # per language, after dropping those the notes do cover
+MIN_CALIBRATION_PROBES = 8                # per language, after dropping those the notes do cover;
+                                          # notes that hold two thirds of these everyday questions
+                                          # leave too few off-topic ones to set a floor by
 OFF_TOPIC_COVERAGE = 0.5                  # a probe whose words one chunk mostly holds is not off-topic here
 PROBE_REACH = 0.25                        # the most of 24 probes is about what 1 off-topic question in 25
                                           # exceeds: the cosine counts in full only a quarter of their spread
@@ -2745,13 +2747,18 @@ def off_topic_meaning(index: Index, question: str) -> tuple[float, float] | None
     return tuple(meaning) if meaning else None
 
 
+ZH_CJK_SHARE = 0.25                       # a text is "zh" once more than this share of its characters is CJK:
+                                          # a Chinese word takes about 2 characters, an English one about 6
+                                          # with its space, so above a quarter most of its words are Chinese
+
+
 def question_language(text: str) -> str:
     """"zh" for a text that is mostly CJK (Chinese, Japanese, Korean), else "en".
 
     >>> question_language("泡龙井用多少度的水？"), question_language("What is BM25?")
     ('zh', 'en')
     """
-    return "zh" if len(CJK_CHAR.findall(text)) * 4 > len(text) else "en"
+    return "zh" if len(CJK_CHAR.findall(text)) > ZH_CJK_SHARE * len(text) else "en"
 
 
 def notes_languages(index: Index, sample: int = 400) -> list[str]:
@@ -3392,7 +3399,8 @@ EVAL_MAX_COPIED = 0.75                    # drop a question when more than 3/4 o
 EVAL_UNANSWERABLE_SHARE = 1 / 8           # of the questions, this share have no answer: they calibrate the floor
 EVAL_REPLY_TOKENS = 200                   # one question and a short answer, in JSON
 TUNE_TOP_KS = (3, 5, 8)                   # --top-k values compared; the smallest that finds as much wins
-TUNE_ANSWERED = 0.95                      # the recommended floor still answers this share of answerable ones
+TUNE_ANSWERED = 0.95                      # the recommended floor still answers this share of answerable ones: giving
+                                          # up the odd weak one lets it sit above what the unanswerable ones score
 TUNE_MIN_GAIN = 0.02                      # MRR a variant must gain over the defaults to be recommended: one
                                           # question moving from rank 1 to 2 is 0.5/n (0.0125 at 40), noise
 
