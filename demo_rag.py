@@ -746,6 +746,16 @@ def without_password(url: str) -> str:
     return re.sub(r"//[^/@]*@", "//", url, count=1)
 
 
+def without_path(address: str) -> str:
+    """An address as written, up to its path.
+
+    >>> without_path("http://127.0.0.1:11434/api"), without_path("localhost:11434/v1/")
+    ('http://127.0.0.1:11434', 'localhost:11434')
+    """
+    head, sep, rest = address.partition("://")
+    return head + sep + rest.split("/", 1)[0] if sep else address.split("/", 1)[0]
+
+
 def destination_note() -> str | None:
     """One line for stderr when the notes and questions leave this machine: where they go,
     and through which proxy. None when Ollama is here (or OLLAMA_HOST is no address)."""
@@ -780,6 +790,12 @@ def refuse_redirect(response: httpx.Response) -> None:
         raise Redirected(response.status_code, response.headers.get("location", ""))
 
 
+# Ollama's own 404 for a model it does not have, in each of its wordings (server/routes.go):
+# "model 'x' not found" and "model \"x\" not found, try pulling it first". Any other 404 came
+# from a route this Ollama lacks (it is too old) or from a server that is not Ollama.
+MODEL_NOT_FOUND = re.compile(r"\bmodel\b.*\bnot found\b", re.IGNORECASE)
+
+
 def explain_ollama_error(exc: Exception, model: str, mid_reply: bool = False) -> OllamaError:
     """Turn the client's exceptions into one line a user can act on; `mid_reply`: part of
     a streamed reply had come (then a broken connection is not an unreachable server)."""
@@ -787,7 +803,7 @@ def explain_ollama_error(exc: Exception, model: str, mid_reply: bool = False) ->
         return OllamaError(f"Ollama at {host()} answered with a redirect ({exc.status_code}) to "
                            f"{exc.location[:200] or 'nowhere'}; not followed: point OLLAMA_HOST at Ollama itself")
     if isinstance(exc, ollama.ResponseError) and exc.status_code == 404:
-        return OllamaError(f"model '{model}' is not pulled: run `ollama pull {model}`")
+        return OllamaError(explain_404(str(exc.error), model))
     if isinstance(exc, ollama.ResponseError):
         return OllamaError(f"Ollama could not run '{model}': {exc.error}")
     if isinstance(exc, ValueError):       # JSON that does not parse, or not the shape the API promises
@@ -795,11 +811,28 @@ def explain_ollama_error(exc: Exception, model: str, mid_reply: bool = False) ->
     if mid_reply and isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
         return OllamaError(f"Ollama at {host()} closed the connection mid-answer, so the answer is cut "
                            "short (did it stop or restart?)")
+    if mid_reply and isinstance(exc, httpx.TimeoutException):
+        return OllamaError(f"Ollama at {host()} stopped answering mid-way: nothing more came within "
+                           f"{seconds_waited(exc)}, so the answer is cut short (try again, or wait longer "
+                           "with --timeout)")
     if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
         return OllamaError(f"Ollama at {host()} did not answer within {seconds_waited(exc)}: it may still be "
                            f"loading '{model}' (try again, or wait longer with --timeout) or be stuck")
     return OllamaError(f"Ollama is not reachable at {host()}: start it with `ollama serve` "
                        f"(or point OLLAMA_HOST at it)")
+
+
+def explain_404(said: str, model: str) -> str:
+    """What a 404 with the text `said` means: the model is not pulled, if Ollama says so;
+    otherwise OLLAMA_HOST does not lead to Ollama's API, and the line says what it leads to."""
+    if MODEL_NOT_FOUND.search(said):
+        return f"model '{model}' is not pulled: run `ollama pull {model}`"
+    said = " ".join(said.split())[:80] or "no text"
+    if path := ollama_url().path.strip("/"):          # it parses: the client was made from it
+        return (f"Ollama at {host()} answered 404 ({said}): OLLAMA_HOST has a path, /{path}, and Ollama's "
+                f"address has none: try OLLAMA_HOST={without_path(host())}")
+    return (f"the server at {host()} answered 404 ({said}) where Ollama's API should be: it is not "
+            "Ollama, or an Ollama too old for this script (update it: https://ollama.com/download)")
 
 
 def seconds_waited(exc: httpx.TimeoutException) -> str:

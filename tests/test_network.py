@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from conftest import run_cli
+from ollama_server import FakeOllama
 
 import demo_rag as rag
 
@@ -194,3 +195,44 @@ def test_a_redirected_answer_is_not_followed_and_ends_the_run_with_why(cli, serv
     assert out.returncode == 3, out.stderr
     assert listener.connections == 0, listener.requests[:1]        # the prompt, sources and all, stayed
     assert f"answered with a redirect (307) to {listener.url}/api/chat; not followed" in out.stderr
+
+
+# ---- a 404 is "not pulled" only when Ollama says so -------------------------------
+
+@pytest.mark.parametrize("path", ["/api", "/v1"])
+def test_an_ollama_host_with_a_path_is_told_to_drop_it(cli, server, notes, path):
+    out = cli("What is asyncio?", "--notes", notes, "--retrieve-only", host=server.url + path)
+    assert "ollama pull" not in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert f"Ollama at {server.url}{path} answered 404 (404 page not found): OLLAMA_HOST has a path, " \
+           f"{path}, and Ollama's address has none: try OLLAMA_HOST={server.url}" in out.stderr
+
+
+def test_a_server_without_api_embed_is_not_called_a_missing_model(notes, tmp_path):
+    with FakeOllama() as old:
+        old.absent.add("/api/embed")
+        out = run_cli("What is asyncio?", "--notes", notes, "--retrieve-only", "--cache", tmp_path / "c",
+                      host=old.url)
+    assert "ollama pull" not in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert f"the server at {old.url} answered 404 (404 page not found) where Ollama's API should be: " \
+           "it is not Ollama, or an Ollama too old for this script" in out.stderr
+
+
+def test_a_model_ollama_does_not_have_is_still_not_pulled(cli, notes):
+    out = cli("What is asyncio?", "--notes", notes, "--chat-model", "llama9:70b")
+    assert out.returncode == 3 and "model 'llama9:70b' is not pulled: run `ollama pull llama9:70b`" in out.stderr
+
+
+# ---- a stall mid-answer is not a model still loading --------------------------------
+
+def test_an_answer_that_stalls_mid_way_says_it_stopped(notes, tmp_path):
+    with FakeOllama() as server:
+        release = server.hold("/api/chat")          # all but the last part is sent, then nothing
+        try:
+            out = run_cli("What is asyncio?", "--notes", notes, "--cache", tmp_path / "c", "--timeout", "1",
+                          host=server.url, timeout=30)
+        finally:
+            release.set()
+    assert out.returncode == 3 and "According to the notes" in out.stdout, out.stderr
+    assert f"Ollama at {server.url} stopped answering mid-way: nothing more came within 1 s, so the answer " \
+           "is cut short" in out.stderr
+    assert "may still be loading" not in out.stderr
