@@ -314,6 +314,27 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      "    stream = answer_stream(client, args.question, r.hits, settings, num_ctx)\n    code = EXIT_OLLAMA if",
      "    stream = answer_stream(client, args.question, r.hits, settings)\n    code = EXIT_OLLAMA if",
      ["tests/test_loading.py", "-k", "explain"]),
+    ("a proxy setting takes this machine's Ollama traffic (the notes)",
+     '    if where_is(url.host) != "elsewhere":\n        return None\n    proxies = urllib.request.getproxies()',
+     '    proxies = urllib.request.getproxies()',
+     ["tests/test_network.py", "-k", "this_machines"]),
+    ("no note when the notes go to an Ollama elsewhere (proxy or not)",
+     '    if where_is(url.host) == "this machine":\n        return None\n    proxy = ollama_proxy(url)\n',
+     '    return None\n',
+     ["tests/test_network.py", "-k", "remote or no_proxy"]),
+    ("a redirect followed to the host it names",
+     '        return ollama.Client(transport=transport, follow_redirects=False,\n'
+     '                             event_hooks={"response": [refuse_redirect]}, **options)',
+     '        return ollama.Client(transport=transport, follow_redirects=True, **options)',
+     ["tests/test_network.py", "-k", "redirect"]),
+    ("every 404 called a model not pulled",
+     "    if MODEL_NOT_FOUND.search(said):",
+     "    if True:",
+     ["tests/test_network.py", "-k", "path or without_api_embed"]),
+    ("a stall mid-answer called a model that may still be loading",
+     "    if mid_reply and isinstance(exc, httpx.TimeoutException):",
+     "    if False:",
+     ["tests/test_network.py", "-k", "stalls"]),
 ]
 
 
