@@ -68,6 +68,7 @@ import gc
 import hashlib
 import importlib
 import inspect
+import ipaddress
 import itertools
 import json
 import logging
@@ -84,6 +85,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from array import array
 from collections import Counter
 from collections.abc import Sequence
@@ -102,16 +104,16 @@ _signals = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTE
 try:
     import httpx  # the ollama client's HTTP layer: its connection errors surface mid-stream
     import numpy as np
-    import ollama
-except ValueError:
-    # ollama makes a client as it is imported, which raises on a malformed OLLAMA_HOST;
-    # import it without one, so that main() can say what is wrong in one line.
-    _host = os.environ.pop("OLLAMA_HOST", None)
-    if _host is None:
-        raise
-    import ollama
-    os.environ["OLLAMA_HOST"] = _host
-    del _host
+    try:
+        import ollama
+    except (ValueError, ImportError, httpx.InvalidURL):
+        # ollama makes a client as it is imported, which fails on a malformed OLLAMA_HOST or a proxy
+        # setting httpx cannot use (socks5://): import it without them, and ollama_client() says why.
+        _hidden = {k: os.environ.pop(k) for k in list(os.environ) if re.fullmatch(r"ollama_host|(https?|all)_proxy", k, re.I)}
+        try:
+            import ollama                 # the same error again if they were not the cause
+        finally:
+            os.environ.update(_hidden)
 finally:
     if _signals is not None:
         signal.pthread_sigmask(signal.SIG_SETMASK, _signals)
@@ -338,7 +340,7 @@ def index_notes(notes_dir: Path = NOTES_DIR, client: ollama.Client | None = None
                 embed_model: str = EMBED_MODEL, cache_dir: Path = CACHE_DIR) -> NotesIndex:
     """The notes as chunks with vectors: from the cache while the fingerprint matches,
     else read, chunked and embedded again, every chunk, and saved."""
-    client = client or ollama.Client()
+    client = client or ollama.Client(trust_env=False, follow_redirects=False)  # the notes go to OLLAMA_HOST only: no HTTP_PROXY, no redirect
     files = list_notes(notes_dir)
     key = hashlib.md5(f"{notes_dir.resolve()}\0{embed_model}".encode()).hexdigest()[:10]
     path = cache_dir / f"part1-{key}.pkl"
@@ -506,7 +508,7 @@ def search_notes(index: NotesIndex, question: str, client: ollama.Client | None 
     """
     if not index.chunks:
         return [], 0.0
-    qvec = embed_texts(client or ollama.Client(), embed_model, [question])[0]
+    qvec = embed_texts(client or ollama.Client(trust_env=False, follow_redirects=False), embed_model, [question])[0]
     cosine = index.vectors @ qvec                              # by meaning, every chunk at once
     lexical = bm25(index.words, question)                      # by words
     by_words = np.argsort(-lexical, kind="stable")[:np.count_nonzero(lexical)]   # chunks with a question word
@@ -555,7 +557,7 @@ def stream_answer(client: ollama.Client, question: str, hits: list[Hit], model: 
 def answer_question(question: str, notes_dir: Path = NOTES_DIR, client: ollama.Client | None = None,
                     cache_dir: Path = CACHE_DIR) -> tuple[list[Hit], Iterator[str]]:
     """The whole trip: the sources for a question, and its answer as a stream of pieces."""
-    client = client or ollama.Client()
+    client = client or ollama.Client(trust_env=False, follow_redirects=False)
     hits, confidence = search_notes(index_notes(notes_dir, client, cache_dir=cache_dir), question, client)
     if confidence < MIN_SCORE:
         return hits, iter([NOT_FOUND])
@@ -766,15 +768,116 @@ def host() -> str:
     return os.environ.get("OLLAMA_HOST") or DEFAULT_HOST
 
 
+def ollama_url() -> httpx.URL:
+    """host() in parts, as the ollama client reads it (an address without a scheme is http).
+    Raises httpx.InvalidURL for one that is not an address, such as an unclosed "[::1"."""
+    return httpx.URL(host() if "://" in host() else f"http://{host()}")
+
+
+def where_is(hostname: str | None) -> str:
+    """Where a host is, told from its name or address alone (nothing is looked up): "this
+    machine" (localhost, a loopback address, or 0.0.0.0 and ::, which connect here), "this link"
+    (a link-local address: 169.254.x.x, fe80::) or "elsewhere". None is the client's default.
+
+    >>> [where_is(h) for h in ("localhost", "127.0.0.2", "::ffff:127.0.0.1", "fe80::1%eth0", "ollama.lan")]
+    ['this machine', 'this machine', 'this machine', 'this link', 'elsewhere']
+    """
+    name = (hostname or "127.0.0.1").lower().rstrip(".")
+    if name == "localhost":
+        return "this machine"
+    try:
+        ip = ipaddress.ip_address(name)
+    except ValueError:
+        return "elsewhere"
+    ip = getattr(ip, "ipv4_mapped", None) or ip
+    if ip.is_loopback or ip.is_unspecified:
+        return "this machine"
+    return "this link" if ip.is_link_local else "elsewhere"
+
+
+def ollama_proxy(url: httpx.URL) -> str | None:
+    """The proxy that requests to Ollama at `url` go through, or None. Never one for this machine
+    or its network link, as Go's ProxyFromEnvironment (which the ollama CLI uses) never proxies
+    loopback; httpx left to itself would send even 127.0.0.1's requests, the notes in them, to
+    HTTP_PROXY. Elsewhere, the user's settings as Python's urllib reads them: HTTP_PROXY or
+    HTTPS_PROXY by the scheme, else ALL_PROXY, in either case, unless NO_PROXY names the host
+    (on macOS and Windows, the system's settings when the environment has none)."""
+    if where_is(url.host) != "elsewhere":
+        return None
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(url.scheme) or proxies.get("all")
+    if not proxy or urllib.request.proxy_bypass(url.host):
+        return None
+    return proxy if "://" in proxy else f"http://{proxy}"
+
+
+def without_password(url: str) -> str:
+    """A URL fit to print: its user name and password left out.
+
+    >>> without_password("http://me:secret@proxy.lan:3128")
+    'http://proxy.lan:3128'
+    """
+    return re.sub(r"//[^/@]*@", "//", url, count=1)
+
+
+def without_path(address: str) -> str:
+    """An address as written, up to its path.
+
+    >>> without_path("http://127.0.0.1:11434/api"), without_path("localhost:11434/v1/")
+    ('http://127.0.0.1:11434', 'localhost:11434')
+    """
+    head, sep, rest = address.partition("://")
+    return head + sep + rest.split("/", 1)[0] if sep else address.split("/", 1)[0]
+
+
+def destination_note() -> str | None:
+    """One line for stderr when the notes and questions leave this machine: where they go,
+    and through which proxy. None when Ollama is here (or OLLAMA_HOST is no address)."""
+    try:
+        url = ollama_url()
+    except httpx.InvalidURL:
+        return None
+    if where_is(url.host) == "this machine":
+        return None
+    proxy = ollama_proxy(url)
+    return (f"note: the notes and questions go to Ollama at {without_password(host())}, not on this machine"
+            + (f", through the proxy {without_password(proxy)}" if proxy else ""))
+
+
 class OllamaError(Exception):
     """Ollama could not do what we asked; the message says what the user can do."""
+
+
+class Redirected(ollama.ResponseError):
+    """Ollama's address answered with a redirect (3xx), which the client does not follow: a 307
+    would send the notes on to whatever host it names. `location` is where it pointed."""
+
+    def __init__(self, status: int, location: str):
+        super().__init__(f"redirect to {location}", status)
+        self.location = location
+
+
+def refuse_redirect(response: httpx.Response) -> None:
+    """The client's response hook: a redirect ends the request, saying where it pointed
+    (without the hook, httpx would give the status alone)."""
+    if response.is_redirect:
+        raise Redirected(response.status_code, response.headers.get("location", ""))
+
+
+# Ollama's own 404 for a model it does not have, in each of its wordings (server/routes.go):
+# "model 'x' not found" and "model \"x\" not found, try pulling it first". Any other 404 came
+# from a route this Ollama lacks (it is too old) or from a server that is not Ollama.
+MODEL_NOT_FOUND = re.compile(r"\bmodel\b.*\bnot found\b", re.IGNORECASE)
 
 
 def explain_ollama_error(exc: Exception, model: str, mid_reply: bool = False) -> OllamaError:
     """Turn the client's exceptions into one line a user can act on; `mid_reply`: part of
     a streamed reply had come (then a broken connection is not an unreachable server)."""
+    if isinstance(exc, Redirected):
+        return OllamaError(f"Ollama at {host()} answered with a redirect ({exc.status_code}) to "
+                           f"{exc.location[:200] or 'nowhere'}; not followed: point OLLAMA_HOST at Ollama itself")
     if isinstance(exc, ollama.ResponseError) and exc.status_code == 404:
-        return OllamaError(f"model '{model}' is not pulled: run `ollama pull {model}`")
+        return OllamaError(explain_404(str(exc.error), model))
     if isinstance(exc, ollama.ResponseError):
         return OllamaError(f"Ollama could not run '{model}': {exc.error}")
     if isinstance(exc, ValueError):       # JSON that does not parse, or not the shape the API promises
@@ -782,11 +885,28 @@ def explain_ollama_error(exc: Exception, model: str, mid_reply: bool = False) ->
     if mid_reply and isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
         return OllamaError(f"Ollama at {host()} closed the connection mid-answer, so the answer is cut "
                            "short (did it stop or restart?)")
+    if mid_reply and isinstance(exc, httpx.TimeoutException):
+        return OllamaError(f"Ollama at {host()} stopped answering mid-way: nothing more came within "
+                           f"{seconds_waited(exc)}, so the answer is cut short (try again, or wait longer "
+                           "with --timeout)")
     if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
         return OllamaError(f"Ollama at {host()} did not answer within {seconds_waited(exc)}: it may still be "
                            f"loading '{model}' (try again, or wait longer with --timeout) or be stuck")
     return OllamaError(f"Ollama is not reachable at {host()}: start it with `ollama serve` "
                        f"(or point OLLAMA_HOST at it)")
+
+
+def explain_404(said: str, model: str) -> str:
+    """What a 404 with the text `said` means: the model is not pulled, if Ollama says so;
+    otherwise OLLAMA_HOST does not lead to Ollama's API, and the line says what it leads to."""
+    if MODEL_NOT_FOUND.search(said):
+        return f"model '{model}' is not pulled: run `ollama pull {model}`"
+    said = " ".join(said.split())[:80] or "no text"
+    if path := ollama_url().path.strip("/"):          # it parses: the client was made from it
+        return (f"Ollama at {host()} answered 404 ({said}): OLLAMA_HOST has a path, /{path}, and Ollama's "
+                f"address has none: try OLLAMA_HOST={without_path(host())}")
+    return (f"the server at {host()} answered 404 ({said}) where Ollama's API should be: it is not "
+            "Ollama, or an Ollama too old for this script (update it: https://ollama.com/download)")
 
 
 def seconds_waited(exc: httpx.TimeoutException) -> str:
@@ -797,23 +917,37 @@ def seconds_waited(exc: httpx.TimeoutException) -> str:
         return "the time allowed"
 
 
-# What a call to Ollama can raise that is Ollama's doing, not ours: an error status, a
-# connection that fails or breaks, and a reply that is not what the API promises (the
-# client's JSON and pydantic errors are ValueErrors, and so are embed_texts' and embed_batches' checks).
+# What a call to Ollama can raise that is Ollama's doing, not ours: an error status (a
+# redirect among them), a connection that fails or breaks, and a reply that is not what the
+# API promises (the client's JSON and pydantic errors are ValueErrors, and so are the checks
+# of embed_texts and embed_batches).
 OLLAMA_FAILURES = (ollama.ResponseError, ConnectionError, httpx.TransportError, ValueError)
 
 
 def ollama_client(timeout: float | None = None) -> ollama.Client:
-    """The command line's Ollama client: it gives up on a server silent for `timeout`
-    seconds (None: waits as long as it takes), and over plain http skips loading the
-    system's TLS certificates, which it would never use and which take a good part of
-    a warm query's start-up. Raises ValueError, in words, when OLLAMA_HOST is not an address."""
+    """The command line's Ollama client, the only one Part II makes. It sends nothing anywhere
+    but OLLAMA_HOST: no proxy for this machine or its link (ollama_proxy), no redirect followed
+    (refuse_redirect). It gives up on a server silent for `timeout` seconds (None: waits as long
+    as it takes), and when nothing on the way is https it skips loading the system's TLS
+    certificates, which it would never use and which take a good part of a warm query's
+    start-up. Raises ValueError, in words, when OLLAMA_HOST is not an address or its proxy
+    cannot be used."""
+    try:
+        url = ollama_url()
+    except httpx.InvalidURL as e:
+        raise ValueError(f"OLLAMA_HOST={host()} is not an address like {DEFAULT_HOST} ({e})") from None
+    proxy = ollama_proxy(url)
+    tls = url.scheme == "https" or (proxy or "").lower().startswith("https:")
+    try:                                  # given a transport, httpx reads no proxy setting of its own
+        transport = httpx.HTTPTransport(verify=tls, proxy=proxy)
+    except (ValueError, ImportError, httpx.InvalidURL) as e:
+        raise ValueError(f"the proxy settings send Ollama's requests to {without_password(proxy)}, which cannot "
+                         f"be used ({e}); or list {url.host} in NO_PROXY") from None
     options = {} if timeout is None else \
         {"timeout": httpx.Timeout(timeout, connect=min(timeout, OLLAMA_CONNECT_TIMEOUT))}
-    if not host().lower().startswith("https:"):
-        options["verify"] = False
     try:
-        return ollama.Client(**options)
+        return ollama.Client(transport=transport, follow_redirects=False,
+                             event_hooks={"response": [refuse_redirect]}, **options)
     except (ValueError, httpx.InvalidURL) as e:
         raise ValueError(f"OLLAMA_HOST={host()} is not an address like {DEFAULT_HOST} ({e})") from None
 
@@ -3436,6 +3570,8 @@ def run_mode(argv: list[str] | None) -> int:
             client = ollama_client(args.timeout)
         except ValueError as e:
             raise UsageError(f"error: {e}") from None
+        if note := destination_note():
+            err(note)
         return chosen_mode(args).run(args, settings, client)
     except BrokenPipeError:
         return EXIT_OK

@@ -12,7 +12,8 @@ The tests run the real `ollama` client against it, over real HTTP on 127.0.0.1:
 "opener" models refuse the `think` field and report a template that opens the think
 block in the prompt: their replies hold only the closing </think>. show=False makes
 /api/show answer 404, as an Ollama too old for it does.
-Unknown models answer 404 {"error": "model \"x\" not found, try pulling it first"}.
+Unknown models answer 404 {"error": "model \"x\" not found, try pulling it first"}; a path the
+server lacks answers as Ollama's router (gin) does: 404 with the plain text "404 page not found".
 
 Embeddings are a hashed bag of words and CJK bigrams: texts that share words get
 similar vectors, so rankings are predictable. Every request is recorded in
@@ -59,6 +60,10 @@ Failure switches, all off by default (set them on a running server too):
                                      500 "failed to encode response: json: unsupported value: NaN"
   format_junk = True                 `format` requests get text that is not JSON
   load_error = (status, message)     chat requests with no messages (a preload) answer that status
+  absent = {path, ...}               those paths are missing, as in an Ollama too old for them
+                                     (show=False is absent={"/api/show"}): the plain-text 404
+  redirects[path] = (status, url)    every request to path answers that status (a 3xx) with
+                                     Location: url, and an empty body
   hold(path) -> Event                replies to path wait until the test sets the Event: an embed
                                      reply or a GET (/api/ps) entirely, a streamed chat before its last part
 """
@@ -198,7 +203,8 @@ class FakeOllama:
         self.context_limits = {**CONTEXT_LIMITS, **(context_limits or {})}   # model -> its own maximum
         self.thinkers = thinkers            # model name prefixes whose replies hold <think>...</think>
         self.half_thinkers = half_thinkers  # ...whose template opened the block: replies hold only </think>
-        self.show = show                    # False: an Ollama too old for /api/show (404)
+        self.absent: set[str] = set() if show else {"/api/show"}   # paths this "Ollama" lacks
+        self.redirects: dict[str, tuple[int, str]] = {}
         # Replies to --make-eval's requests (a `format` asking for a question): "question" (valid
         # JSON: a question about the passage's longest word), "junk" (not JSON), or "mixed"
         # (valid, junk, an answer not in the passage, a copied question, in turn).
@@ -422,6 +428,28 @@ class FakeOllama:
                 except OSError:                  # the client went away
                     pass
 
+            def send_missing(self):
+                """The reply of Ollama's router to a path it has no route for."""
+                data = b"404 page not found"
+                self.send_response(404)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(data)))
+                self.send_header("Connection", "close")
+                self.close_connection = True
+                self.end_headers()
+                try:
+                    self.wfile.write(data)
+                except OSError:                  # the client went away
+                    pass
+
+            def send_redirect(self, status, location):
+                self.send_response(status)
+                self.send_header("Location", location)
+                self.send_header("Content-Length", "0")
+                self.send_header("Connection", "close")
+                self.close_connection = True
+                self.end_headers()
+
             def do_GET(self):
                 record = {"path": self.path, "body": None, "done": False, "held": False}
                 with server.changed:
@@ -429,7 +457,11 @@ class FakeOllama:
                     record["number"] = sum(1 for r in server.requests if r["path"] == self.path)
                     server.changed.notify_all()
                 server._wait_if_held(self.path, record)
-                if self.path == "/api/tags":
+                if self.path in server.redirects:
+                    self.send_redirect(*server.redirects[self.path])
+                elif self.path in server.absent:
+                    self.send_missing()
+                elif self.path == "/api/tags":
                     self.send_json(200, {"models": [{"name": m, "model": m} for m in sorted(server.models)]})
                 elif self.path == "/api/ps":              # the loaded chat models and their context
                     with server.lock:
@@ -437,7 +469,7 @@ class FakeOllama:
                     self.send_json(200, {"models": [{"name": m, "model": m, "context_length": n}
                                                     for m, n in loaded.items()]})
                 else:
-                    self.send_json(404, {"error": "not found"})
+                    self.send_missing()
                 server._note(record, done=True)
 
             def do_POST(self):
@@ -460,9 +492,11 @@ class FakeOllama:
                     self.close_connection = True        # Ollama has died: no answer at all
                     return
                 model = body.get("model", "")
-                if self.path not in ("/api/embed", "/api/chat", "/api/chat#load", "/api/show") or \
-                        (self.path == "/api/show" and not server.show):
-                    return self.send_json(404, {"error": "not found"})
+                route = self.path.split("#")[0]
+                if route in server.redirects:
+                    return self.send_redirect(*server.redirects[route])
+                if route not in ("/api/embed", "/api/chat", "/api/show") or route in server.absent:
+                    return self.send_missing()
                 if self.path in server.errors:
                     status, message = server.errors[self.path]
                     return self.send_json(status, {"error": message})
