@@ -410,11 +410,7 @@ def tokenize(text: str) -> list[str]:
     """
     tokens = []
     for run in TOKEN.findall(text.lower()):
-        if CJK_CHAR.match(run):
-            tokens.extend(run)
-            tokens.extend(run[i:i + 2] for i in range(len(run) - 1))
-        else:
-            tokens.append(run)
+        tokens += [*run, *(a + b for a, b in zip(run, run[1:]))] if CJK_CHAR.match(run) else [run]
     return [t if CJK_CHAR.match(t) else singular(t) for t in tokens if t not in STOPWORDS]
 
 
