@@ -314,6 +314,18 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      "    stream = answer_stream(client, args.question, r.hits, settings, num_ctx)\n    code = EXIT_OLLAMA if",
      "    stream = answer_stream(client, args.question, r.hits, settings)\n    code = EXIT_OLLAMA if",
      ["tests/test_loading.py", "-k", "explain"]),
+    ("a note's lines reach the prompt unquoted",
+     '    return "\\n".join("> " + line for line in text.splitlines())',
+     "    return text",
+     ["tests/test_hostile.py", "-k", "prompt_s_own_lines"]),
+    ("quoting splits lines at \\n only",
+     '    return "\\n".join("> " + line for line in text.splitlines())',
+     '    return "\\n".join("> " + line for line in text.split("\\n"))',
+     ["tests/test_hostile.py", "-k", "prompt_s_own_lines"]),
+    ("an answer in the history can write a turn of its own",
+     '        return "\\n   ".join(text.splitlines())',
+     "        return text",
+     ["tests/test_chat.py", "-k", "prompt_s_own_lines"]),
 ]
 
 

@@ -356,7 +356,7 @@ class FakeOllama:
             question = last.rsplit("Last question:", 1)[-1].strip()
             text = f"{prev[-1] if prev else ''} {question}".strip()
         else:
-            source = re.search(r"^\[1\] .*\n(.+)$", last, re.MULTILINE)
+            source = re.search(r"^\[1\] .*\n(?:> )?(.+)$", last, re.MULTILINE)   # its text, unquoted
             first = source.group(1).strip() if source else "nothing"
             text = " ".join([f"According to the notes, {first} [1]"] * self.answer_repeat)
         if model.startswith(self.thinkers):
