@@ -84,6 +84,7 @@ import sys
 import tempfile
 import threading
 import time
+import unicodedata
 from array import array
 from collections import Counter
 from collections.abc import Sequence
@@ -401,15 +402,15 @@ BM25_B = 0.75                             # how much long chunks are discounted
 
 
 def tokenize(text: str) -> list[str]:
-    """A text as BM25's words (not the chat model's tokens): lower case, singular, stopwords
-    dropped; CJK runs as single characters plus pairs. Chinese has no spaces, so splitting
-    at spaces would see a sentence as one word; pairs let "向量" match inside "用向量检索".
+    """A text as BM25's words (not the chat model's tokens): NFKC-normalised, so a decomposed
+    "u" + "¨" is "ü" and a full-width "ＡＩ" is "AI"; lower case, singular, stopwords dropped;
+    CJK runs as characters plus pairs (Chinese has no spaces: "向量" matches inside "用向量检索").
 
-    >>> tokenize("What are RAGs? 用向量检索 v2")
-    ['rag', '用', '向', '量', '检', '索', '用向', '向量', '量检', '检索', 'v2']
+    >>> tokenize("What are RAGs? 用向量检索 ｖ２ Mu\\u0308ller")
+    ['rag', '用', '向', '量', '检', '索', '用向', '向量', '量检', '检索', 'v2', 'müller']
     """
     tokens = []
-    for run in TOKEN.findall(text.lower()):
+    for run in TOKEN.findall(unicodedata.normalize("NFKC", text).lower()):
         tokens += [*run, *(a + b for a, b in zip(run, run[1:]))] if CJK_CHAR.match(run) else [run]
     return [t if CJK_CHAR.match(t) else singular(t) for t in tokens if t not in STOPWORDS]
 
@@ -631,6 +632,7 @@ EMBED_PROMPTS = [
 ]
 
 CACHE_FORMAT = 5                          # bump when the cache file's layout changes
+TOKENIZER_VERSION = 2                     # bump when tokenize() changes: a cache's BM25 words are counted again
 # On disk, vectors are float32, memory-mapped straight from the cache file: no
 # widening and no copy on load (bench/bench_index.py compares the formats).
 DISK_VECTORS = np.dtype("<f4")
@@ -825,6 +827,10 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
         warnings.append(f"skipped {len(leaves)} symlink(s) to outside the notes folder ({shown}): " +
                         ("links to / or to a system folder are never followed" if follow_links
                          else "--follow-links follows them"))
+    # Two names that differ only in how their accents are written (Linux keeps both) keep their own forms.
+    twins = {rel for rel, n in Counter(f.rel for f in files).items() if n > 1}
+    files = [f._replace(rel=readable_name(os.path.relpath(f.path, notes_dir).replace(os.sep, "/"), composed=False))
+             if f.rel in twins else f for f in files]
     files.sort(key=lambda f: f.rel)
     return files, warnings
 
@@ -934,15 +940,17 @@ CONTROL_ESCAPES = {c: f"\\u{c:04x}" for c in [*range(0x20), *range(0x7f, 0xa0), 
 NAME_ESCAPES = {**CONTROL_ESCAPES, ord("\t"): "\\u0009", ord("\n"): "\\u000a", ord("\\"): "\\\\"}
 
 
-def readable_name(name: str) -> str:
+def readable_name(name: str, composed: bool = True) -> str:
     """A file name as text any terminal, JSON, pickle or prompt can take: bytes that are
     not UTF-8 (os.walk hands them over as surrogates) are shown as \\x escapes, and
     control characters as \\u escapes, so a name holding a line break cannot forge a
-    line of output or a source in the prompt.
+    line of output or a source in the prompt. Its accents are composed (NFC) unless not
+    `composed`: macOS, zip archives and some editors write "é" as "e" + "´".
 
-    >>> readable_name("caf\\udce9.md"), readable_name("café.md"), readable_name("a\\nb.md")
+    >>> readable_name("caf\\udce9.md"), readable_name("cafe\\u0301.md"), readable_name("a\\nb.md")
     ('caf\\\\xe9.md', 'café.md', 'a\\\\u000ab.md')
     """
+    name = unicodedata.normalize("NFC", name) if composed else name
     return os.fsencode(name.translate(NAME_ESCAPES)).decode("utf-8", "backslashreplace")
 
 
@@ -1779,6 +1787,14 @@ def save_index(index: Index, path: Path) -> None:
                 old.unlink()
 
 
+def recounted(index: Index) -> Index:
+    """A loaded index whose BM25 words another tokenize() counted, counted again from its chunks'
+    texts (no embedding), with its floor to measure again. Its empty fingerprint matches no
+    folder, so open_index brings it up to date and writes the cache again."""
+    return replace(index, lexicon=lexicon_from_texts([c.text for c in index.chunks]), fingerprint="",
+                   calibration=None)
+
+
 def glob_escape(name: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", name)
 
@@ -1797,7 +1813,8 @@ def load_index(path: Path) -> tuple[Index | None, str]:
             if not isinstance(d, dict) or d.get("format") != CACHE_FORMAT:
                 return None, "cache is from another version of demo_rag"
             vectors = map_vectors(f, f.tell() + (-f.tell() % VECTOR_ALIGN), d["vectors_shape"])
-            return index_from_dict(d, vectors), ""
+            index = index_from_dict(d, vectors)
+            return (index if d.get("tokenizer") == TOKENIZER_VERSION else recounted(index)), ""
     except BuiltinsOnlyUnpickler.Refused as e:
         return None, f"cache refused ({e})"
     except CacheDamaged as e:
@@ -1933,7 +1950,8 @@ def index_to_dict(index: Index) -> dict:
     arr = arr_data
     lex = index.lexicon
     return {
-        "format": CACHE_FORMAT, "embed_model": index.embed_model, "chunking": index.chunking,
+        "format": CACHE_FORMAT, "tokenizer": TOKENIZER_VERSION, "embed_model": index.embed_model,
+        "chunking": index.chunking,
         "fingerprint": index.fingerprint, "vectors_shape": index.vectors.shape,
         "files": {rel: tuple(r) for rel, r in index.files.items()},
         "chunks": ChunkTable.pack(index.chunks),
@@ -2468,6 +2486,7 @@ def source_mask(index: Index, pattern: str | None) -> np.ndarray:
     """Which chunks --source allows: a glob ("notes/*.md") or a plain substring."""
     if not pattern:
         return np.ones(len(index.chunks), dtype=bool)
+    pattern = unicodedata.normalize("NFC", pattern)   # as readable_name() writes the names
     glob = any(ch in pattern for ch in "*?[")
     return np.array([fnmatch.fnmatch(c.source, pattern) if glob else pattern in c.source
                      for c in index.chunks], dtype=bool)

@@ -3,12 +3,14 @@ old encodings, bad flags, a broken environment). Each case as a user meets it: t
 script as a subprocess, in a temporary folder, against the stand-in Ollama server."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
 import subprocess
 import sys
 import threading
+import unicodedata
 
 import pytest
 
@@ -73,8 +75,46 @@ def test_a_notes_folder_whose_name_is_not_utf8(cli, tmp_path):
 
 
 def test_readable_name():
-    assert rag.readable_name("café.md") == "café.md"
+    assert rag.readable_name("café.md") == rag.readable_name(nfd("café.md")) == "café.md"
+    assert rag.readable_name(nfd("café.md"), composed=False) == nfd("café.md")
     assert rag.readable_name(os.fsdecode(b"sub/caf\xe9.md")) == "sub/caf\\xe9.md"
+
+
+# ---- the same letters written two ways (Unicode forms) ------------------------------
+
+def nfd(text: str) -> str:
+    """Accents as separate marks ("u" + "¨"), as macOS file names, zip archives and some editors write them."""
+    return unicodedata.normalize("NFD", text)
+
+
+def bm25_of(out, name: str) -> float:
+    """The BM25 score --retrieve-only printed for the source `name`."""
+    return float(re.search(rf"\] {re.escape(name)} ›[^\n]*· bm25 ([\d.]+)\)", out.stdout).group(1))
+
+
+def test_decomposed_accents_and_full_width_letters_are_found_by_their_words_and_names(cli, tmp_path):
+    folder = folder_with(tmp_path, **{nfd("café-notes.md"): nfd("# Café\n\nMüller and Schäfer roast beans on Tuesdays.\n"),
+                                      "预算.md": "# 预算\n\n用ＲＡＧ检索家庭预算的笔记：每月第１２天结账，房租、水电和伙食各记一行，月底再对一次账。\n"})
+    for question in ["Müller Schäfer", nfd("Müller Schäfer")]:     # typed, or pasted from a decomposed name
+        out = cli(question, "--notes", folder, "--retrieve-only")
+        assert out.returncode == 0, out.stderr
+        assert bm25_of(out, "café-notes.md") > 0, out.stdout             # its name is shown composed, too
+    out = cli("RAG 12", "--notes", folder, "--retrieve-only")
+    assert bm25_of(out, "预算.md") > 0, out.stdout                        # "ＲＡＧ", "１２" in the note
+    for pattern in ["café", nfd("café*")]:
+        out = cli("beans", "--notes", folder, "--source", pattern, "--json", "--retrieve-only")
+        assert out.returncode == 0, out.stderr
+        assert {s["source"] for s in json.loads(out.stdout)["sources"]} == {"café-notes.md"}
+
+
+def test_two_names_that_differ_only_in_how_accents_are_written_stay_two_notes(cli, tmp_path):
+    folder = folder_with(tmp_path, **{"café.md": "# Espresso\n\nEspresso wants a fine grind, 25 seconds.\n",
+                                      nfd("café.md"): "# Filter\n\nFilter coffee wants a coarse grind, 4 minutes.\n"})
+    out = cli("grind", "--notes", folder, "--retrieve-only")
+    assert "indexed 3 notes: 0 changed, 3 new" in out.stderr, out.stderr
+    out = cli("grind", "--notes", folder, "--json", "--retrieve-only")
+    assert out.returncode == 0, out.stderr
+    assert {s["source"] for s in json.loads(out.stdout)["sources"]} >= {"café.md", nfd("café.md")}
 
 
 # ---- a note skipped once is looked at again -------------------------------------
