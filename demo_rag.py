@@ -649,6 +649,7 @@ OLLAMA_TIMEOUT = 300.0                    # seconds of silence before giving up 
                                           # still gets a message instead of an endless wait
 OLLAMA_CONNECT_TIMEOUT = 10.0             # seconds to connect: Ollama runs here or on the LAN, so a
                                           # connection that takes longer goes to a wrong address
+MAX_CONTEXT_LENGTH = 1 << 24              # tokens, 16.7M: /api/show saying a model reads more is nonsense
 MAX_NUM_CTX = 32768                       # the largest context to ask for (qwen3's native window);
                                           # --top-k is capped so that its sources fit (top_k_limit)
 
@@ -1154,15 +1155,18 @@ def embed_tokens(text: str) -> int:
 
 def embed_context_length(client: ollama.Client, model: str) -> int | None:
     """Where Ollama cuts an embedding input, from /api/show: the model's trained context
-    ("<arch>.context_length") or a smaller num_ctx its Modelfile sets. None if not told."""
+    ("<arch>.context_length") or a smaller num_ctx its Modelfile sets. None if not told, or
+    if what it says is no context size (0, -5, "8192", True, 10**30): no advice beats nonsense."""
     try:
         info = client.show(model)
     except OLLAMA_FAILURES:
         return None
     model_info = dict(getattr(info, "modelinfo", None) or getattr(info, "model_info", None) or {})
-    limits = [v for k, v in model_info.items() if k.endswith(".context_length") and isinstance(v, int)]
-    num_ctx = re.search(r"^\s*num_ctx\s+(\d+)", getattr(info, "parameters", None) or "", re.MULTILINE)
+    limits = [v for k, v in model_info.items() if k.endswith(".context_length")]
+    # subtle: at most 12 digits, as int() refuses a string of over 4,300 (CPython's guard)
+    num_ctx = re.search(r"^\s*num_ctx\s+(\d{1,12})\s*$", getattr(info, "parameters", None) or "", re.MULTILINE)
     limits += [int(num_ctx.group(1))] if num_ctx else []
+    limits = [n for n in limits if type(n) is int and 0 < n <= MAX_CONTEXT_LENGTH]
     return min(limits) if limits else None
 
 
@@ -4233,7 +4237,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--chat-model", default=CHAT_MODEL, help=f"default {CHAT_MODEL}")
     p.add_argument("--chunk-size", type=int, default=CHUNK_SIZE, help=f"characters (default {CHUNK_SIZE})")
     p.add_argument("--chunk-overlap", type=int, default=CHUNK_OVERLAP, help=f"characters (default {CHUNK_OVERLAP})")
-    p.add_argument("--min-score", type=float,
+    p.add_argument("--min-score", type=min_score,
                    help="relevance floor on retrieval confidence, 0 to 2 (default: calibrated on each "
                         f"index with off-topic questions, at least {MIN_SCORE})")
     p.add_argument("--source", metavar="PATTERN", help="only use notes whose path matches (glob or substring)")
@@ -4300,6 +4304,19 @@ def folder(text: str) -> Path:
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty path (an unset shell variable?); give a folder, or . for this one")
     return Path(text)
+
+
+def min_score(text: str) -> float:
+    """--min-score: a floor on the confidence, which adds two pieces of evidence of 0 to 1 each.
+
+    >>> min_score("0.45"), min_score("2"), min_score("-0")
+    (0.45, 2.0, 0.0)
+    """
+    with contextlib.suppress(ValueError):
+        value = float(text)
+        if 0 <= value <= 2:               # nan fails too
+            return value or 0.0           # "-0" is 0
+    raise argparse.ArgumentTypeError(f"expected a number from 0 to 2, like 0.4, not {text!r}")
 
 
 KEEP_ALIVE_MAX_HOURS = 2_562_047           # Go's time.Duration (int64 nanoseconds) holds no more

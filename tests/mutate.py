@@ -350,6 +350,14 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '            return (index if d.get("tokenizer") == TOKENIZER_VERSION else recounted(index)), ""',
      '            return index, ""',
      ["tests/test_index.py", "-k", "older_tokenizer"]),
+    ("--min-score takes any number",
+     "        if 0 <= value <= 2:               # nan fails too",
+     "        if True:",
+     ["tests/test_odd_inputs.py", "-k", "meaningless or min_score"]),
+    ("/api/show's context length is taken whatever it says",
+     "    limits = [n for n in limits if type(n) is int and 0 < n <= MAX_CONTEXT_LENGTH]",
+     "    limits = [n for n in limits if isinstance(n, int)]",
+     ["tests/test_odd_inputs.py", "-k", "no_size"]),
 ]
 
 

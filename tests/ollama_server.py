@@ -199,6 +199,7 @@ class FakeOllama:
         self.thinkers = thinkers            # model name prefixes whose replies hold <think>...</think>
         self.half_thinkers = half_thinkers  # ...whose template opened the block: replies hold only </think>
         self.show = show                    # False: an Ollama too old for /api/show (404)
+        self.show_parameters = "temperature 0.6"   # /api/show's "parameters": the Modelfile's PARAMETER lines
         # Replies to --make-eval's requests (a `format` asking for a question): "question" (valid
         # JSON: a question about the passage's longest word), "junk" (not JSON), or "mixed"
         # (valid, junk, an answer not in the passage, a copied question, in turn).
@@ -472,7 +473,7 @@ class FakeOllama:
                     arch = architecture(model)
                     limit = server.context_limits.get(model, DEFAULT_CONTEXT_LIMIT)
                     return self.send_json(200, {
-                        "modelfile": f"FROM {model}\n", "parameters": "temperature 0.6",
+                        "modelfile": f"FROM {model}\n", "parameters": server.show_parameters,
                         "details": {"format": "gguf", "family": arch, "families": [arch],
                                     "parameter_size": "0.6B", "quantization_level": "Q4_K_M"},
                         "model_info": {"general.architecture": arch, f"{arch}.context_length": limit,

@@ -4,6 +4,7 @@ script as a subprocess, in a temporary folder, against the stand-in Ollama serve
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import socket
@@ -207,7 +208,8 @@ def test_old_encodings_are_indexed_and_the_guess_is_said_on_every_run(cli, tmp_p
 
 # ---- bad flags and a broken environment -----------------------------------------
 
-@pytest.mark.parametrize("flag, value", [("--min-score", "nan"), ("--min-score", "inf"), ("--max-note-mb", "nan"),
+@pytest.mark.parametrize("flag, value", [("--min-score", "nan"), ("--min-score", "inf"), ("--min-score", "-5"),
+                                         ("--min-score", "1e308"), ("--min-score", "2.5"), ("--max-note-mb", "nan"),
                                          ("--max-note-mb", "inf"), ("--max-note-mb", "-1"), ("--max-note-mb", "0"),
                                          ("--timeout", "0"), ("--timeout", "nan"), ("--checkpoint-seconds", "nan"),
                                          ("--checkpoint-seconds", "-1"), ("--progress-seconds", "nan"),
@@ -216,6 +218,31 @@ def test_meaningless_numbers_are_usage_errors(cli, flag, value):
     out = cli("q", flag, value)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert flag in out.stderr.splitlines()[-1]
+
+
+def test_min_score_takes_0_to_2_as_its_help_says(cli, tmp_path):
+    folder = folder_with(tmp_path)
+    for value, floor in (("0", 0.0), ("2", 2.0), ("-0", 0.0)):
+        out = cli("kite wind", "--notes", folder, "--min-score", value, "--json", "--retrieve-only")
+        assert out.returncode == 0, out.stderr
+        said = json.loads(out.stdout)["floor"]
+        assert said == {"value": floor, "source": "--min-score"} and math.copysign(1, said["value"]) == 1
+    out = cli("kite wind", "--notes", folder, "--min-score", "1e308", "--retrieve-only")
+    assert out.returncode == 2
+    assert out.stderr.splitlines()[-1] == ("demo_rag.py: error: argument --min-score: expected a number from 0 "
+                                           "to 2, like 0.4, not '1e308'")
+
+
+@pytest.mark.parametrize("limit, parameters", [(-5, ""), (0, ""), ("8192", ""), (True, ""), (10**30, ""),
+                                               (None, "num_ctx 0"), (None, "num_ctx " + "9" * 5000)])
+def test_a_context_length_that_is_no_size_gives_no_advice(tmp_path, limit, parameters):
+    folder = folder_with(tmp_path)
+    with FakeOllama(context_limits={"qwen3-embedding:0.6b": limit}) as fake:
+        fake.show_parameters = parameters
+        out = run_cli("kite wind", "--notes", folder, "--cache", tmp_path / "c", "--retrieve-only", host=fake.url)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    assert "--chunk-size" not in out.stderr, out.stderr
+    assert out.stderr.count("did not say qwen3-embedding:0.6b's context length") == 1, out.stderr
 
 
 def test_a_huge_top_k_is_capped_at_what_a_context_holds(cli, server, tmp_path):
