@@ -205,6 +205,7 @@ class FakeOllama:
         self.half_thinkers = half_thinkers  # ...whose template opened the block: replies hold only </think>
         self.absent: set[str] = set() if show else {"/api/show"}   # paths this "Ollama" lacks
         self.redirects: dict[str, tuple[int, str]] = {}
+        self.show_parameters = "temperature 0.6"   # /api/show's "parameters": the Modelfile's PARAMETER lines
         # Replies to --make-eval's requests (a `format` asking for a question): "question" (valid
         # JSON: a question about the passage's longest word), "junk" (not JSON), or "mixed"
         # (valid, junk, an answer not in the passage, a copied question, in turn).
@@ -362,7 +363,7 @@ class FakeOllama:
             question = last.rsplit("Last question:", 1)[-1].strip()
             text = f"{prev[-1] if prev else ''} {question}".strip()
         else:
-            source = re.search(r"^\[1\] .*\n(.+)$", last, re.MULTILINE)
+            source = re.search(r"^\[1\] .*\n(?:> )?(.+)$", last, re.MULTILINE)   # its text, unquoted
             first = source.group(1).strip() if source else "nothing"
             text = " ".join([f"According to the notes, {first} [1]"] * self.answer_repeat)
         if model.startswith(self.thinkers):
@@ -506,7 +507,7 @@ class FakeOllama:
                     arch = architecture(model)
                     limit = server.context_limits.get(model, DEFAULT_CONTEXT_LIMIT)
                     return self.send_json(200, {
-                        "modelfile": f"FROM {model}\n", "parameters": "temperature 0.6",
+                        "modelfile": f"FROM {model}\n", "parameters": server.show_parameters,
                         "details": {"format": "gguf", "family": arch, "families": [arch],
                                     "parameter_size": "0.6B", "quantization_level": "Q4_K_M"},
                         "model_info": {"general.architecture": arch, f"{arch}.context_length": limit,

@@ -1,10 +1,12 @@
 """The index: incremental by content, a cache that cannot hurt you, and odd files."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import subprocess
 import sys
+import unicodedata
 
 import numpy as np
 import ollama
@@ -142,6 +144,30 @@ def test_cache_holds_plain_data_then_page_aligned_float32_vectors(vault):
     index, _ = rag.load_index(rag.cache_path(vault))
     assert index.vectors.dtype == np.float32 and not index.vectors.flags.writeable   # memory-mapped
     assert np.array_equal(index.vectors, vectors.reshape(300, 256))
+
+
+def test_a_cache_whose_words_an_older_tokenizer_counted_is_counted_again_not_embedded(server, tmp_path, monkeypatch):
+    notes = tmp_path / "vault"
+    notes.mkdir()
+    (notes / "cafe.md").write_text(unicodedata.normalize("NFD", "# Café\n\nMüller and Schäfer roast beans on Tuesdays.\n"))
+    (notes / "kites.md").write_text("# Kites\n\nA kite needs steady wind and a long string to fly well.\n")
+    s = rag.Settings(notes_dir=notes, cache_dir=tmp_path / "cache")
+    index, _, _ = index_once(s, server)
+    # The cache as a version before TOKENIZER_VERSION wrote it: no stamp, its words counted unnormalised.
+    with monkeypatch.context() as m:
+        m.setattr(rag.unicodedata, "normalize", lambda form, text: text)
+        old = dataclasses.replace(index, lexicon=rag.lexicon_from_texts([c.text for c in index.chunks]))
+    assert not rag.query_postings(old.lexicon, "Müller")[0].rows.size     # "mu", "ller": not found
+    d = rag.index_to_dict(old)
+    del d["tokenizer"]
+    rag.save_cache(rag.cache_path(s), d, then=lambda f: (f.write(bytes(-f.tell() % rag.VECTOR_ALIGN)),
+                                                         f.write(np.asarray(index.vectors, "<f4").tobytes())))
+    out = run_cli("Müller Schäfer", "--notes", notes, "--cache", s.cache_dir, "--retrieve-only", host=server.url)
+    assert out.returncode == 0, out.stderr
+    assert "(0 chunks embedded)" in out.stderr and "[1] cafe.md › " in out.stdout
+    assert " · bm25 0.00)" not in out.stdout.split("\n  [2]")[0], out.stdout     # found by its words
+    loaded, _ = rag.load_index(rag.cache_path(s))
+    assert loaded.fingerprint and rag.query_postings(loaded.lexicon, "Müller")[0].rows.size   # written again
 
 
 # ---- a cache that cannot hurt you ---------------------------------------------------

@@ -3,12 +3,15 @@ old encodings, bad flags, a broken environment). Each case as a user meets it: t
 script as a subprocess, in a temporary folder, against the stand-in Ollama server."""
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 import socket
 import subprocess
 import sys
 import threading
+import unicodedata
 
 import pytest
 
@@ -73,8 +76,46 @@ def test_a_notes_folder_whose_name_is_not_utf8(cli, tmp_path):
 
 
 def test_readable_name():
-    assert rag.readable_name("café.md") == "café.md"
+    assert rag.readable_name("café.md") == rag.readable_name(nfd("café.md")) == "café.md"
+    assert rag.readable_name(nfd("café.md"), composed=False) == nfd("café.md")
     assert rag.readable_name(os.fsdecode(b"sub/caf\xe9.md")) == "sub/caf\\xe9.md"
+
+
+# ---- the same letters written two ways (Unicode forms) ------------------------------
+
+def nfd(text: str) -> str:
+    """Accents as separate marks ("u" + "¨"), as macOS file names, zip archives and some editors write them."""
+    return unicodedata.normalize("NFD", text)
+
+
+def bm25_of(out, name: str) -> float:
+    """The BM25 score --retrieve-only printed for the source `name`."""
+    return float(re.search(rf"\] {re.escape(name)} ›[^\n]*· bm25 ([\d.]+)\)", out.stdout).group(1))
+
+
+def test_decomposed_accents_and_full_width_letters_are_found_by_their_words_and_names(cli, tmp_path):
+    folder = folder_with(tmp_path, **{nfd("café-notes.md"): nfd("# Café\n\nMüller and Schäfer roast beans on Tuesdays.\n"),
+                                      "预算.md": "# 预算\n\n用ＲＡＧ检索家庭预算的笔记：每月第１２天结账，房租、水电和伙食各记一行，月底再对一次账。\n"})
+    for question in ["Müller Schäfer", nfd("Müller Schäfer")]:     # typed, or pasted from a decomposed name
+        out = cli(question, "--notes", folder, "--retrieve-only")
+        assert out.returncode == 0, out.stderr
+        assert bm25_of(out, "café-notes.md") > 0, out.stdout             # its name is shown composed, too
+    out = cli("RAG 12", "--notes", folder, "--retrieve-only")
+    assert bm25_of(out, "预算.md") > 0, out.stdout                        # "ＲＡＧ", "１２" in the note
+    for pattern in ["café", nfd("café*")]:
+        out = cli("beans", "--notes", folder, "--source", pattern, "--json", "--retrieve-only")
+        assert out.returncode == 0, out.stderr
+        assert {s["source"] for s in json.loads(out.stdout)["sources"]} == {"café-notes.md"}
+
+
+def test_two_names_that_differ_only_in_how_accents_are_written_stay_two_notes(cli, tmp_path):
+    folder = folder_with(tmp_path, **{"café.md": "# Espresso\n\nEspresso wants a fine grind, 25 seconds.\n",
+                                      nfd("café.md"): "# Filter\n\nFilter coffee wants a coarse grind, 4 minutes.\n"})
+    out = cli("grind", "--notes", folder, "--retrieve-only")
+    assert "indexed 3 notes: 0 changed, 3 new" in out.stderr, out.stderr
+    out = cli("grind", "--notes", folder, "--json", "--retrieve-only")
+    assert out.returncode == 0, out.stderr
+    assert {s["source"] for s in json.loads(out.stdout)["sources"]} >= {"café.md", nfd("café.md")}
 
 
 # ---- a note skipped once is looked at again -------------------------------------
@@ -167,7 +208,8 @@ def test_old_encodings_are_indexed_and_the_guess_is_said_on_every_run(cli, tmp_p
 
 # ---- bad flags and a broken environment -----------------------------------------
 
-@pytest.mark.parametrize("flag, value", [("--min-score", "nan"), ("--min-score", "inf"), ("--max-note-mb", "nan"),
+@pytest.mark.parametrize("flag, value", [("--min-score", "nan"), ("--min-score", "inf"), ("--min-score", "-5"),
+                                         ("--min-score", "1e308"), ("--min-score", "2.5"), ("--max-note-mb", "nan"),
                                          ("--max-note-mb", "inf"), ("--max-note-mb", "-1"), ("--max-note-mb", "0"),
                                          ("--timeout", "0"), ("--timeout", "nan"), ("--checkpoint-seconds", "nan"),
                                          ("--checkpoint-seconds", "-1"), ("--progress-seconds", "nan"),
@@ -176,6 +218,31 @@ def test_meaningless_numbers_are_usage_errors(cli, flag, value):
     out = cli("q", flag, value)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert flag in out.stderr.splitlines()[-1]
+
+
+def test_min_score_takes_0_to_2_as_its_help_says(cli, tmp_path):
+    folder = folder_with(tmp_path)
+    for value, floor in (("0", 0.0), ("2", 2.0), ("-0", 0.0)):
+        out = cli("kite wind", "--notes", folder, "--min-score", value, "--json", "--retrieve-only")
+        assert out.returncode == 0, out.stderr
+        said = json.loads(out.stdout)["floor"]
+        assert said == {"value": floor, "source": "--min-score"} and math.copysign(1, said["value"]) == 1
+    out = cli("kite wind", "--notes", folder, "--min-score", "1e308", "--retrieve-only")
+    assert out.returncode == 2
+    assert out.stderr.splitlines()[-1] == ("demo_rag.py: error: argument --min-score: expected a number from 0 "
+                                           "to 2, like 0.4, not '1e308'")
+
+
+@pytest.mark.parametrize("limit, parameters", [(-5, ""), (0, ""), ("8192", ""), (True, ""), (10**30, ""),
+                                               (None, "num_ctx 0"), (None, "num_ctx " + "9" * 5000)])
+def test_a_context_length_that_is_no_size_gives_no_advice(tmp_path, limit, parameters):
+    folder = folder_with(tmp_path)
+    with FakeOllama(context_limits={"qwen3-embedding:0.6b": limit}) as fake:
+        fake.show_parameters = parameters
+        out = run_cli("kite wind", "--notes", folder, "--cache", tmp_path / "c", "--retrieve-only", host=fake.url)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    assert "--chunk-size" not in out.stderr, out.stderr
+    assert out.stderr.count("did not say qwen3-embedding:0.6b's context length") == 1, out.stderr
 
 
 def test_a_huge_top_k_is_capped_at_what_a_context_holds(cli, server, tmp_path):

@@ -257,7 +257,7 @@ def test_prompt_has_rules_numbered_sources_and_question():
             rag.Hit(2, 1, rag.Chunk("b.pdf", "", "beta text", page=3), 0.5, 0.4, 0.0)]
     system, user = rag.build_messages("问题？", hits)
     assert system["role"] == "system" and "[1]" in system["content"] and "same language" in system["content"]
-    assert user["content"] == ("Sources:\n\n[1] a.md › # A\nalpha text\n\n[2] b.pdf › p.3\nbeta text"
+    assert user["content"] == ("Sources:\n\n[1] a.md › # A\n> alpha text\n\n[2] b.pdf › p.3\n> beta text"
                                "\n\nQuestion: 问题？")
 
 
