@@ -30,11 +30,11 @@ A question's trip, as Part I makes it (every function of Part I, in the order it
     answer_question(question)
     ├─ index_notes(notes_dir)                        the notes as chunks with vectors
     │  ├─ list_notes, fingerprint                    which notes; did any change since last time?
-    │  ├─ load_cache                                 unchanged: reuse the vectors on disk, done
-    │  ├─ strip_front_matter, make_splitter,         changed: read each note, cut it into chunks
+    │  ├─ load_cache                                 unchanged: reuse the vectors on disk
+    │  ├─ make_splitter, strip_front_matter,         changed: read each note, cut it into chunks
     │  │  chunk_note (heading_outline, heading_path) that know their headings,
-    │  ├─ embed_texts (normalize)                    turn each into a vector of length 1,
-    │  ├─ save_cache; tokenize (singular)            keep them on disk; count each chunk's words
+    │  ├─ embed_texts (normalize), save_cache        turn each into a vector of length 1, on disk
+    │  └─ tokenize (singular)                        either way: count each chunk's words
     ├─ search_notes(index, question)                 the chunks most likely to hold the answer
     │  ├─ embed_texts([question])                    the question as a vector too
     │  ├─ vectors @ question, bm25 (idf, saturated)  two rankings: by meaning and by words
@@ -120,8 +120,8 @@ finally:
     gc.enable()
 # ============================================================================
 # PART I · RAG IN ONE SITTING
-# The whole idea, in the order a question meets it: load, fingerprint, chunk, embed &
-# cache, search, then prompt the chat model and stream its cited answer. Calls no Part II.
+# The whole idea, in the order a question meets it: 1 load, 2 fingerprint, 3 chunk, 4 embed &
+# cache, 5 search, then 6 prompt the chat model and stream its cited answer. Calls no Part II.
 # ============================================================================
 
 HERE = Path(__file__).resolve().parent
@@ -131,11 +131,12 @@ EMBED_MODEL = "qwen3-embedding:0.6b"      # text -> vector (step 4); multilingua
 CHAT_MODEL = "qwen3:0.6b"                 # writes the answer; small enough for a CPU laptop
 NOTE_SUFFIXES = (".md", ".markdown", ".txt")
 CHUNK_SIZE = 1500                         # characters per chunk, at most (step 3)
-CHUNK_OVERLAP = 80                        # characters neighbours share: a sentence cut in two is whole in one
+CHUNK_OVERLAP = 80                        # at most this many characters of a chunk's last pieces start the next too
 EMBED_BATCH = 32                          # texts per request to Ollama's /api/embed
 TOP_K = 5                                 # sources put in the prompt
-RRF_K = 60                                # step 5's damping: higher, ranks matter less; 60 is what RRF's authors used
-MIN_SCORE = 0.4                           # step 5's floor on the confidence, 0 to 2 (chosen in bench/fusion-study.md)
+RRF_K = 60                                # reciprocal rank fusion (step 5) adds 1/(RRF_K + rank); 60: its authors' choice
+MIN_SCORE = 0.4                           # "not found" below this confidence (words + meaning, 0 to 2, step 5;
+                                          # chosen in bench/fusion-study.md)
 TEMPERATURE = 0.3                         # low: we want the notes, not creativity
 NUM_CTX = 8192                            # model tokens the chat model reads; Ollama cuts a longer prompt's start
 
@@ -163,7 +164,7 @@ FRONT_MATTER = re.compile(r"\A---[ \t]*\n.*?\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re
 
 
 def strip_front_matter(text: str) -> str:
-    """Drop a YAML front-matter block (Obsidian, Jekyll, "---" lines around it): metadata, not knowledge."""
+    """Drop a BOM, make every line end "\n", and drop a YAML front-matter block ("---" lines around metadata)."""
     text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     return FRONT_MATTER.sub("", text, count=1)
 
@@ -277,7 +278,7 @@ def embed_texts(client: ollama.Client, model: str, texts: list[str]) -> np.ndarr
 
 
 def normalize(m: np.ndarray) -> np.ndarray:
-    """Scale each row to length 1, so that a dot product is a cosine similarity.
+    """Scale each row to length 1: a dot product of two rows is then the cosine of their angle (step 5).
 
     >>> normalize(np.array([[3.0, 4.0]]))
     array([[0.6, 0.8]])
@@ -464,7 +465,7 @@ def meaning_found(best: float, typical: float) -> float:
     >>> meaning_found(0.5, 0.0), meaning_found(0.9, 0.8), meaning_found(0.7, 0.8)
     (0.5, 0.5, 0.0)
     """
-    return min(1.0, max(0.0, (best - typical) / (1 - typical))) if typical < 1 else 0.0   # 1: float32 rounding
+    return min(1.0, max(0.0, (best - typical) / (1 - typical))) if typical < 1 else 0.0   # all alike: no 0/0
 
 
 class Hit(NamedTuple):
@@ -554,7 +555,7 @@ def stream_answer(client: ollama.Client, question: str, hits: list[Hit], model: 
 
 def answer_question(question: str, notes_dir: Path = NOTES_DIR, client: ollama.Client | None = None,
                     cache_dir: Path = CACHE_DIR) -> tuple[list[Hit], Iterator[str]]:
-    """The whole trip: the sources for a question, and its answer as a stream of pieces."""
+    """The whole trip: the sources for a question, and its answer as a stream of pieces (NOT_FOUND below MIN_SCORE)."""
     client = client or ollama.Client(trust_env=False, follow_redirects=False)
     hits, confidence = search_notes(index_notes(notes_dir, client, cache_dir=cache_dir), question, client)
     if confidence < MIN_SCORE:

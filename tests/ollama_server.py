@@ -418,9 +418,20 @@ class FakeOllama:
             def send_json(self, status, obj, ndjson=None):
                 data = (json.dumps(obj) + "\n").encode() if ndjson is None else \
                     "".join(json.dumps(o) + "\n" for o in ndjson).encode()
+                self.send_body(status, data, "application/x-ndjson" if ndjson else "application/json")
+
+            def send_missing(self):
+                """The reply of Ollama's router to a path it has no route for."""
+                self.send_body(404, b"404 page not found", "text/plain")
+
+            def send_redirect(self, status, location):
+                self.send_body(status, b"", None, {"Location": location})
+
+            def send_body(self, status, data, content_type, headers=None):
                 self.send_response(status)
-                self.send_header("Content-Type", "application/x-ndjson" if ndjson else "application/json")
-                self.send_header("Content-Length", str(len(data)))
+                for name, value in {**({"Content-Type": content_type} if content_type else {}), **(headers or {}),
+                                    "Content-Length": str(len(data))}.items():
+                    self.send_header(name, value)
                 self.send_header("Connection", "close")   # so that stopping the server really stops it
                 self.close_connection = True
                 self.end_headers()
@@ -428,28 +439,6 @@ class FakeOllama:
                     self.wfile.write(data)
                 except OSError:                  # the client went away
                     pass
-
-            def send_missing(self):
-                """The reply of Ollama's router to a path it has no route for."""
-                data = b"404 page not found"
-                self.send_response(404)
-                self.send_header("Content-Type", "text/plain")
-                self.send_header("Content-Length", str(len(data)))
-                self.send_header("Connection", "close")
-                self.close_connection = True
-                self.end_headers()
-                try:
-                    self.wfile.write(data)
-                except OSError:                  # the client went away
-                    pass
-
-            def send_redirect(self, status, location):
-                self.send_response(status)
-                self.send_header("Location", location)
-                self.send_header("Content-Length", "0")
-                self.send_header("Connection", "close")
-                self.close_connection = True
-                self.end_headers()
 
             def do_GET(self):
                 record = {"path": self.path, "body": None, "done": False, "held": False}
