@@ -367,6 +367,7 @@ def index_notes(notes_dir: Path = NOTES_DIR, client: ollama.Client | None = None
 # blurs. Reciprocal rank fusion merges the two rankings by rank alone (no common scale).
 
 CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"   # Japanese, Chinese, Korean
+ZERO_WIDTH = dict.fromkeys([0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF])   # inside a word they split no word
 TOKEN = re.compile(rf"[{CJK}]+|(?:(?![{CJK}])[^\W_])+")   # a run of CJK, or of other letters and digits
 CJK_CHAR = re.compile(rf"[{CJK}]")
 # Words that carry no topic. BM25 discounts common words in a big vault, but in a
@@ -391,7 +392,7 @@ def tokenize(text: str) -> list[str]:
     ['rag', '用', '向', '量', '检', '索', '用向', '向量', '量检', '检索', 'v2', 'müller']
     """
     tokens = []
-    for run in TOKEN.findall(unicodedata.normalize("NFKC", text).lower()):
+    for run in TOKEN.findall(unicodedata.normalize("NFKC", text).translate(ZERO_WIDTH).lower()):
         tokens += [*run, *(a + b for a, b in zip(run, run[1:]))] if CJK_CHAR.match(run) else [run]
     return [t if CJK_CHAR.match(t) else singular(t) for t in tokens if t not in STOPWORDS]
 
@@ -638,7 +639,7 @@ EMBED_PROMPTS = [
 ]
 
 CACHE_FORMAT = 5                          # bump when the cache file's layout changes
-TOKENIZER_VERSION = 2                     # bump when tokenize() changes: a cache's BM25 words are counted again
+TOKENIZER_VERSION = 3                     # bump when tokenize() changes: a cache's BM25 words are counted again
 # On disk, vectors are float32, memory-mapped straight from the cache file: no
 # widening and no copy on load (bench/bench_index.py compares the formats).
 DISK_VECTORS = np.dtype("<f4")
@@ -777,35 +778,41 @@ class Settings:
 
 
 def host() -> str:
-    """The Ollama address the client will use, for messages."""
-    return os.environ.get("OLLAMA_HOST") or DEFAULT_HOST
+    """The Ollama address the client will use, for messages: a password in it is left out."""
+    return without_password(os.environ.get("OLLAMA_HOST") or DEFAULT_HOST)
 
 
 def ollama_url() -> httpx.URL:
-    """host() in parts, as the ollama client reads it (an address without a scheme is http).
+    """OLLAMA_HOST in parts, as the ollama client reads it (an address without a scheme is http).
     Raises httpx.InvalidURL for one that is not an address, such as an unclosed "[::1"."""
-    return httpx.URL(host() if "://" in host() else f"http://{host()}")
+    address = os.environ.get("OLLAMA_HOST") or DEFAULT_HOST
+    return httpx.URL(address if "://" in address else f"http://{address}")
 
 
 def where_is(hostname: str | None) -> str:
-    """Where a host is, told from its name or address alone (nothing is looked up): "this
-    machine" (localhost, a loopback address, or 0.0.0.0 and ::, which connect here), "this link"
-    (a link-local address: 169.254.x.x, fe80::) or "elsewhere". None is the client's default.
+    """Where a host is: "this machine" (localhost, a loopback address, or 0.0.0.0 and ::, which
+    connect here), "this link" (a link-local address: 169.254.x.x, fe80::) or "elsewhere". A name
+    or an odd spelling of an address (127.1, 2130706433, the machine's own name) is judged by
+    what the connection will resolve it to. None is the client's default.
 
-    >>> [where_is(h) for h in ("localhost", "127.0.0.2", "::ffff:127.0.0.1", "fe80::1%eth0", "ollama.lan")]
-    ['this machine', 'this machine', 'this machine', 'this link', 'elsewhere']
+    >>> [where_is(h) for h in ("localhost", "127.0.0.2", "::ffff:127.0.0.1", "fe80::1%eth0", "127.1", "192.0.2.7")]
+    ['this machine', 'this machine', 'this machine', 'this link', 'this machine', 'elsewhere']
     """
+    import socket                         # (only here: a name is looked up as the connection would)
     name = (hostname or "127.0.0.1").lower().rstrip(".")
     if name == "localhost":
         return "this machine"
     try:
-        ip = ipaddress.ip_address(name)
+        ips = {ipaddress.ip_address(name.split("%")[0])}
     except ValueError:
-        return "elsewhere"
-    ip = getattr(ip, "ipv4_mapped", None) or ip
-    if ip.is_loopback or ip.is_unspecified:
+        try:
+            ips = {ipaddress.ip_address(a[4][0].split("%")[0]) for a in socket.getaddrinfo(name, None)}
+        except (OSError, ValueError, UnicodeError):
+            return "elsewhere"            # no address: the connection will fail and say so
+    ips = {getattr(ip, "ipv4_mapped", None) or ip for ip in ips}
+    if all(ip.is_loopback or ip.is_unspecified for ip in ips):
         return "this machine"
-    return "this link" if ip.is_link_local else "elsewhere"
+    return "this link" if all(ip.is_link_local or ip.is_loopback for ip in ips) else "elsewhere"
 
 
 def ollama_proxy(url: httpx.URL) -> str | None:
@@ -853,7 +860,7 @@ def destination_note() -> str | None:
     if where_is(url.host) == "this machine":
         return None
     proxy = ollama_proxy(url)
-    return (f"note: the notes and questions go to Ollama at {without_password(host())}, not on this machine"
+    return (f"note: the notes and questions go to Ollama at {host()}, not on this machine"
             + (f", through the proxy {without_password(proxy)}" if proxy else ""))
 
 
@@ -892,7 +899,8 @@ def explain_ollama_error(exc: Exception, model: str, mid_reply: bool = False) ->
     if isinstance(exc, ollama.ResponseError) and exc.status_code == 404:
         return OllamaError(explain_404(str(exc.error), model))
     if isinstance(exc, ollama.ResponseError):
-        return OllamaError(f"Ollama could not run '{model}': {exc.error}")
+        said = " ".join(str(exc.error).split())     # an HTML error page would take 200 lines
+        return OllamaError(f"Ollama could not run '{model}': {said[:200] + ' …' if len(said) > 200 else said}")
     if isinstance(exc, ValueError):       # JSON that does not parse, or not the shape the API promises
         return OllamaError(f"Ollama's reply for '{model}' could not be used: {' '.join(str(exc).split())}")
     if mid_reply and isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
@@ -905,6 +913,10 @@ def explain_ollama_error(exc: Exception, model: str, mid_reply: bool = False) ->
     if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
         return OllamaError(f"Ollama at {host()} did not answer within {seconds_waited(exc)}: it may still be "
                            f"loading '{model}' (try again, or wait longer with --timeout) or be stuck")
+    cause = exc.__context__ or exc        # the ollama client raises its own ConnectionError over httpx's
+    if isinstance(cause, httpx.ConnectError) and "SSL" in str(cause):
+        return OllamaError(f"Ollama at {host()} did not answer in TLS ({' '.join(str(cause).split())[:80]}): "
+                           "Ollama serves plain http, so try OLLAMA_HOST=http://… unless a proxy adds TLS")
     return OllamaError(f"Ollama is not reachable at {host()}: start it with `ollama serve` "
                        f"(or point OLLAMA_HOST at it)")
 
@@ -3541,7 +3553,7 @@ def first_sentence(text: str, limit: int) -> str:
     'A long …'
     """
     m = re.match(r".+?(?:[。！？]|[.!?](?=\s|$))", text.strip(), re.DOTALL)
-    s = (m.group(0) if m else text.strip()).replace("\n", " ")
+    s = " ".join((m.group(0) if m else text.strip()).splitlines())   # any line break: \r, \u2028 too
     return s if len(s) <= limit else s[:limit - 1] + "…"
 
 
@@ -3588,7 +3600,8 @@ def main(argv: list[str] | None = None) -> int:
     if not isinstance(sys.stdout, EscapedControls):       # the script's own run wraps them for good
         sys.stdout, sys.stderr = EscapedControls(sys.stdout), EscapedControls(sys.stderr)
     try:
-        return run_mode(argv)
+        with np.errstate(all="ignore"):   # a server's 1e308 would make NumPy warn in lines of source;
+            return run_mode(argv)         # vectors that are not numbers are refused in words instead
     finally:
         sys.stdout, sys.stderr = streams
 
@@ -3682,7 +3695,8 @@ def print_outcome(outcome: Outcome) -> None:
     if outcome.status == ANSWERED:
         print()                           # end the streamed answer's last line
     elif outcome.status == FAILED and outcome.text is not None:
-        err(f"\nerror: {outcome.why}")    # the chat model broke off mid-answer
+        print()                           # the chat model broke off mid-answer: end its line,
+        err(f"error: {outcome.why}")      # so that what comes next starts on one of its own
     elif outcome.status == DECLINED:
         print(f"{NOT_FOUND} ({outcome.why}; the closest sources are above)")
     elif outcome.status == KEYWORDS_ONLY:
@@ -4560,7 +4574,7 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
 
 # What --explain's step 7 says when the chat model is not called.
 STEP_7 = {DECLINED: "not found in your notes: the chat model is not called",
-          KEYWORDS_ONLY: "Ollama unavailable: the passages above are all there is",
+          KEYWORDS_ONLY: "searched by keywords only (step 4 says why): the chat model is not called",
           RETRIEVAL_ONLY: "--retrieve-only: the chat model is not called"}
 
 
@@ -4687,7 +4701,7 @@ def chosen_mode(args: argparse.Namespace, error: Callable[[str], None] | None = 
         return mode
     if len(asked) > 1:
         error(f"choose one mode, not {' and '.join(m.flag for m in asked)}")
-    if mode.question and not args.question:
+    if mode.question and not (args.question or "").strip():
         error(f"{mode.flag} needs a question to narrate" if mode.flag else
               "give a question, or --chat, --eval FILE, --make-eval FILE or --tune FILE")
     if not mode.question and args.question:

@@ -52,6 +52,8 @@ Failure switches, all off by default (set them on a running server too):
                                        "no_field"  no "embeddings" key at all: {"model": ...} only
                                        "nan"       the first vector's first number is NaN (the bare JSON
                                                    literal NaN, as Python's json.dumps writes it)
+                                       "huge"      the first vector's numbers are all 1e308 (a number in
+                                                   JSON, too big for float32)
                                      (errors and embed_fail_after win over it; a held reply is mangled too)
   embed_refuse = "text"              an embed request with an input containing it fails whole, as
   embed_refuse_reply = (status, msg) Ollama fails a batch one of whose vectors is not a number:
@@ -90,7 +92,7 @@ MODELS = ("qwen3-embedding:0.6b", "qwen3:0.6b", "thinker:1b", "halfthink:1b", "p
 CONTEXT_LIMITS = {"qwen3:0.6b": 40960, "qwen3-embedding:0.6b": 32768}
 DEFAULT_CONTEXT_LIMIT = 32768
 # The kinds of embed_mangle (see the module docstring).
-EMBED_MANGLES = ("half", "one_short", "double", "ragged", "no_field", "nan")
+EMBED_MANGLES = ("half", "one_short", "double", "ragged", "no_field", "nan", "huge")
 
 
 def hashed_vector(text: str, dim: int = DIM, cjk: bool = True) -> list[float]:
@@ -336,6 +338,8 @@ class FakeOllama:
             vectors = [v[:-1] if i % 2 else v for i, v in enumerate(vectors)]
         elif kind == "nan" and vectors:
             vectors = [[float("nan"), *vectors[0][1:]], *vectors[1:]]
+        elif kind == "huge" and vectors:
+            vectors = [[1e308] * len(vectors[0]), *vectors[1:]]
         return {**reply, "embeddings": vectors}
 
     def load(self, body) -> None:
