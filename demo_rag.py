@@ -2954,7 +2954,8 @@ def calibration_key(settings: Settings) -> str:
     with, and the probes and the rule (a version that changes them measures again). (--fusion and
     --top-k move the probes' scores a little; recalibrating and rewriting the cache whenever they
     change would cost more than that.)"""
-    rule = repr((FLOOR_PROBES, FLOOR_MARGIN, MIN_SCORE, OFF_TOPIC_COVERAGE, MIN_CALIBRATION_PROBES))
+    rule = repr((FLOOR_PROBES, FLOOR_MARGIN, MIN_SCORE, OFF_TOPIC_COVERAGE, MIN_CALIBRATION_PROBES,
+                 MIN_CALIBRATION_CHUNKS, EVIDENCE_POWER, PROBE_REACH, BM25_K1, BM25_B, TOKENIZER_VERSION))
     return f"{query_text('{question}', settings)} · {hashlib.md5(rule.encode()).hexdigest()[:8]}"
 
 

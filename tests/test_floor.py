@@ -230,6 +230,17 @@ def test_a_version_with_other_probes_measures_the_calibration_again(latin, tmp_p
     assert len(latin.embedded_texts()) - embedded == len(rag.FLOOR_PROBES["zh"])   # the probes, no note
 
 
+@pytest.mark.parametrize("constant", ["MIN_CALIBRATION_CHUNKS", "EVIDENCE_POWER", "PROBE_REACH", "BM25_K1", "BM25_B"])
+def test_a_version_with_another_scoring_constant_measures_the_calibration_again(latin, tmp_path, monkeypatch,
+                                                                                   constant):
+    # The probes' confidences go through the fusion and BM25: a floor measured with other constants is stale.
+    notes, cache = write_vault(tmp_path / "notes"), tmp_path / "cache"
+    s = rag.Settings(notes_dir=notes, cache_dir=cache, query_instruction="")
+    first, _ = rag.open_index(s, ollama.Client(host=latin.url))
+    monkeypatch.setattr(rag, constant, getattr(rag, constant) + 1)
+    assert not rag.calibration_current(first, s)
+
+
 def test_a_probe_the_model_cannot_embed_is_left_out_not_every_calibration(latin, tmp_path):
     # Ollama fails a whole request for one text whose vector is not a number; the other probes count.
     notes, cache = write_vault(tmp_path / "notes"), tmp_path / "cache"
