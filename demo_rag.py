@@ -836,14 +836,23 @@ def read_note(file: NoteFile, max_mb: float = MAX_NOTE_MB) -> tuple[list[tuple[i
     The reader comes from NOTE_TYPES. Raises ValueError, with the reason, for a
     note that cannot be used.
     """
-    if file.size > max_mb * 2**20:
-        raise ValueError(f"{file.size / 2**20:.1f} MB is over the {max_mb:g} MB limit (--max-note-mb)")
+    if why := too_big(file.size, max_mb):
+        raise ValueError(why)
     path = Path(file.path)
     reader, _ = NOTE_TYPES[path.suffix.lower()]
     sections, warning = reader(path)
     if sum(len(t.strip()) for _, t in sections) < MIN_NOTE_CHARS:
         raise ValueError(f"under {MIN_NOTE_CHARS} characters")
     return sections, warning
+
+
+def too_big(size: int, max_mb: float) -> str:
+    """Why a note of `size` bytes is too big to read ("" if it is not): known from its stat alone.
+
+    >>> too_big(3 * 2**30, 5.0), too_big(100, 5.0)
+    ('3072.0 MB is over the 5 MB limit (--max-note-mb)', '')
+    """
+    return f"{size / 2**20:.1f} MB is over the {max_mb:g} MB limit (--max-note-mb)" if size > max_mb * 2**20 else ""
 
 
 def chunk_sections(rel: str, sections: list[tuple[int | None, str]], splitter) -> list[Chunk]:
@@ -1264,9 +1273,9 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
                  writer: CacheWriter | None = None) -> tuple[Index, IndexReport]:
     """Bring the index up to date with the files, embedding only what is new.
 
-    For each file: same size and mtime as recorded -> unchanged; otherwise hash
-    its bytes, and a digest the index already holds (a touched, renamed or copied
-    note) reuses those chunks. Only new content is read, chunked and embedded, and
+    For each file: same size and mtime as recorded -> unchanged; over --max-note-mb
+    -> skipped unread; otherwise hash its bytes, and a digest the index already holds
+    (a touched, renamed or copied note) reuses those chunks. Only new content is read, chunked and embedded, and
     even then a chunk whose text was embedded before reuses its vector. The
     `writer`, if given, checkpoints the index while its vectors are filled in.
     """
@@ -1282,6 +1291,9 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
         if rec and (rec.size, rec.mtime_ns) == (f.size, f.mtime_ns):
             digest, source = rec.digest, rec
         else:
+            if why := too_big(f.size, settings.max_note_mb):   # before hashing: a log or an export is never read
+                report.skip(f.rel, why)
+                continue
             try:
                 digest = file_digest(f.path)
             except OSError as e:

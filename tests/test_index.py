@@ -305,6 +305,21 @@ def test_a_warm_run_opens_no_note_and_leaves_the_cache_alone(tmp_path, server, n
     assert set(log.read_text().splitlines()) == {str(notes / "git-tips.md")}
 
 
+def test_a_file_over_the_size_limit_is_skipped_without_being_read(tmp_path, server, notes):
+    cache, log = tmp_path / "cache", tmp_path / "opened.log"
+    with open(notes / "server-log.md", "wb") as f:       # 6 MB of a log, written sparsely
+        f.truncate(6 * 2**20)
+    args = ("what is BM25?", "--notes", notes, "--cache", cache, "--retrieve-only")
+    for change in (None, "git-tips.md", None):          # a first build, an update, a warm run
+        if change:
+            (notes / change).write_text((notes / change).read_text() + "\nOne more tip: git stash.\n")
+        out = run_cli_audited(*args, host=server.url, under=notes, log=log)
+        assert out.returncode == 0, out.stderr
+        assert "warning: skipped server-log.md: 6.0 MB is over the 5 MB limit (--max-note-mb)" in out.stderr
+        assert str(notes / "server-log.md") not in log.read_text().splitlines()   # not hashed, not read
+    assert "(0 chunks embedded)" in out.stderr
+
+
 SAVE_WITH_A_FILE_SIZE_LIMIT = """
 import resource, signal, sys
 from pathlib import Path
