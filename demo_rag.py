@@ -592,6 +592,7 @@ NOTE_TYPES = {
 }
 MIN_NOTE_CHARS = 50                       # shorter notes are stubs, not knowledge
 MAX_NOTE_MB = 5.0                         # a bigger "note" is usually an export or a log
+SKIPS_NAMED = 5                           # skipped notes said one a line, by name; more are counted in one line
 
 ANSWER_TOKENS = 1024                      # room left in the context for the answer
 # The context sizes asked for (num_ctx). Ollama restarts a model's runner whenever a request's
@@ -630,7 +631,7 @@ EMBED_PROMPTS = [
      "https://huggingface.co/intfloat/multilingual-e5-small"),
 ]
 
-CACHE_FORMAT = 5                          # bump when the cache file's layout changes
+CACHE_FORMAT = 6                          # bump when the cache file's layout changes (see upgraded())
 # On disk, vectors are float32, memory-mapped straight from the cache file: no
 # widening and no copy on load (bench/bench_index.py compares the formats).
 DISK_VECTORS = np.dtype("<f4")
@@ -1196,10 +1197,11 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     """The notes' index: the cache as it is, or brought up to date when the notes or settings changed.
 
     The fast path: the fingerprint matches and every chunk has a vector, so the
-    cache is returned without reading a single note (but for the few it skipped,
-    which repeat_warnings tries again). Otherwise what is embedded is saved as it
-    goes (CacheWriter): Ctrl-C (BuildInterrupted), a kill or Ollama failing
-    mid-way keeps it, and the next run embeds only what is missing. A `rebuild`
+    cache is returned without reading a single note (still_skipped looks again,
+    without reading them, at the skipped notes whose cause can go away).
+    Otherwise what is embedded is saved as it goes (CacheWriter): Ctrl-C
+    (BuildInterrupted), a kill or Ollama failing mid-way keeps it, and the next
+    run embeds only what is missing. A `rebuild`
     reason ("--rebuild", say) re-embeds everything, but never replaces the cache
     with one holding fewer vectors until it is done.
     Raises FileNotFoundError when the notes folder does not exist.
@@ -1212,6 +1214,8 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     files, warnings = scan_notes(settings.notes_dir, [settings.cache_dir], settings.follow_links)
     path = cache_path(settings)
     old, reason = load_index(path)
+    if old is not None and reason:        # an older version's cache, upgraded
+        progress(f"updating index: {reason}")
     if old is not None:
         reason = stale_reason(old, settings)
         old = None if reason else old
@@ -1220,9 +1224,10 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     if rebuild:
         old, reason = None, rebuild
     if old is not None and old.fingerprint == fingerprint(files) and old.complete:
-        again = repeat_warnings(old, files, settings)   # None: a skipped note may be usable now
-        if again is not None:
-            report = IndexReport(unchanged=len(old.files), warnings=warnings + again)
+        skipped = still_skipped(old, files, settings)   # None: a skipped note may be usable now
+        if skipped is not None:
+            report = IndexReport(unchanged=len(old.files), skipped=skipped,
+                                 warnings=warnings + repeat_warnings(old) + skip_warnings(skipped))
             if not calibration_current(old, settings):   # an older cache, or Ollama was away
                 old = calibrated(old, client, settings)
                 if old.calibration and not writer.save(old) and writer.problem:
@@ -1260,7 +1265,7 @@ class Index:
     chunking: tuple[int, int]             # (chunk_size, chunk_overlap)
     doc_template: str = ""                # the document template the vectors were embedded with
     note_warnings: dict[str, str] = field(default_factory=dict)   # digest -> what to say of it each run
-    skipped: dict[str, str] = field(default_factory=dict)         # rel -> why it was left out
+    skipped: dict[str, Skip] = field(default_factory=dict)        # rel -> why it was left out
     calibration: dict | None = None       # the relevance floor measured on this index (calibrate())
 
     @property
@@ -1274,30 +1279,36 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
     """Bring the index up to date with the files, embedding only what is new.
 
     For each file: same size and mtime as recorded -> unchanged; over --max-note-mb
-    -> skipped unread; otherwise hash its bytes, and a digest the index already holds
-    (a touched, renamed or copied note) reuses those chunks. Only new content is read, chunked and embedded, and
-    even then a chunk whose text was embedded before reuses its vector. The
-    `writer`, if given, checkpoints the index while its vectors are filled in.
+    -> skipped unread; skipped before for its content, and the same size and mtime
+    -> skipped again, unread; otherwise hash its bytes, and a digest the index
+    already holds (a touched, renamed or copied note) reuses those chunks. Only new
+    content is read, chunked and embedded, and even then a chunk whose text was
+    embedded before reuses its vector. The `writer`, if given, checkpoints the
+    index while its vectors are filled in.
     """
     report = IndexReport()
     old_files = old.files if old else {}
+    old_skips = old.skipped if old else {}
     by_digest = {r.digest: r for r in old_files.values()}
     chunks: list[Chunk] = []
     reuse: list[int] = []                 # per new row: old row, or -1 if new
     records: dict[str, FileRecord] = {}
     splitter = None
     for f in files:
-        rec = old_files.get(f.rel)
+        rec, skip = old_files.get(f.rel), old_skips.get(f.rel)
+        if skip and skip.kind == "content" and (skip.size, skip.mtime_ns) == (f.size, f.mtime_ns):
+            report.skipped[f.rel] = skip      # the same bytes were no note last time either
+            continue
         if rec and (rec.size, rec.mtime_ns) == (f.size, f.mtime_ns):
             digest, source = rec.digest, rec
         else:
             if why := too_big(f.size, settings.max_note_mb):   # before hashing: a log or an export is never read
-                report.skip(f.rel, why)
+                report.skip(f, why, "size")
                 continue
             try:
                 digest = file_digest(f.path)
             except OSError as e:
-                report.skip(f.rel, e.strerror)
+                report.skip(f, e.strerror, "access")
                 continue
             source = by_digest.get(digest)
         if source is not None:            # same bytes as before: reuse its chunks
@@ -1311,8 +1322,8 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
             continue
         try:
             sections, warning = read_note(f, settings.max_note_mb)
-        except ValueError as e:
-            report.skip(f.rel, str(e))
+        except ValueError as e:           # read a moment ago to be hashed: its bytes are the reason
+            report.skip(f, str(e), "content")
             continue
         if warning:
             report.warn(f.rel, digest, warning)
@@ -1323,6 +1334,7 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
         records[f.rel] = FileRecord(f.size, f.mtime_ns, digest, start, len(chunks))
         count_file(report, f.rel, rec, digest)
     report.deleted = len(set(old_files) - {f.rel for f in files})
+    report.warnings += skip_warnings(report.skipped)
     reuse_arr = np.array(reuse, dtype=np.int64)
     lexicon = build_lexicon(old.lexicon if old else None, reuse_arr,
                             [c.text for c, r in zip(chunks, reuse) if r < 0])
@@ -1432,28 +1444,61 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def repeat_warnings(index: Index, files: list[NoteFile], settings: Settings) -> list[str] | None:
-    """The warnings an unchanged index still owes: notes read with a guessed encoding,
-    and skipped notes, read again; None when a skipped note is usable now.
+def repeat_warnings(index: Index) -> list[str]:
+    """The warnings an unchanged index still owes of the notes it holds (a guessed encoding,
+    chunks the model refused): said on every run, not just the first."""
+    return [f"{rel}: {index.note_warnings[r.digest]}" for rel, r in index.files.items()
+            if r.digest in index.note_warnings]
 
-    A skip's cause can go away while the note's size and mtime stay the same (a
-    higher --max-note-mb, permissions fixed), so skipped notes, which are few, are
-    tried on every run instead of being trusted; the caller updates the index
-    when one of them reads.
+
+def still_skipped(index: Index, files: list[NoteFile], settings: Settings) -> dict[str, Skip] | None:
+    """The notes an unchanged index skipped, as this run's settings see them; None when one of
+    them may be usable now, and the caller updates the index.
+
+    Only a cause that can go away while a note's size and mtime stay the same is
+    looked at again, and none by reading the note: a size over --max-note-mb (the
+    limit may be higher now) and a file that could not be opened (its permissions
+    may be fixed). A note whose bytes are no note (binary, a stub, a scanned PDF)
+    costs nothing: it is read again when it changes, or with --rebuild.
     """
-    out = [f"{rel}: {index.note_warnings[r.digest]}" for rel, r in index.files.items()
-           if r.digest in index.note_warnings]
     by_rel = {f.rel: f for f in files}
-    for rel in index.skipped:
-        if rel not in by_rel:
+    out = {}
+    for rel, skip in index.skipped.items():
+        f = by_rel.get(rel)
+        if f is None:
             return None
-        try:
-            read_note(by_rel[rel], settings.max_note_mb)
-        except ValueError as e:
-            out.append(f"skipped {rel}: {e}")
-            continue
-        return None
+        if skip.kind == "size":
+            if not (why := too_big(f.size, settings.max_note_mb)):
+                return None
+            skip = skip._replace(why=why)
+        elif skip.kind == "access":
+            try:
+                open(f.path, "rb").close()
+                return None
+            except OSError:
+                pass
+        out[rel] = skip
     return out
+
+
+def skip_warnings(skipped: dict[str, Skip]) -> list[str]:
+    """What to say of the skipped notes: each by name while they are few (SKIPS_NAMED), else
+    one line counting them by reason (the report holds their names, for --json and --explain).
+
+    >>> skip_warnings({"a.md": Skip("looks binary", "content", 9, 1)})
+    ['skipped a.md: looks binary']
+    >>> stubs = {f"{day}.md": Skip("under 50 characters", "content", 9, 1) for day in range(300)}
+    >>> skip_warnings({**stubs, "log.md": Skip("6.0 MB is over the 5 MB limit (--max-note-mb)", "size", 9, 1)})
+    ['skipped 301 notes: 300 under 50 characters, 1 over the 5 MB limit (--max-note-mb); --json or --explain names them']
+    """
+    if len(skipped) <= SKIPS_NAMED:
+        return [f"skipped {rel}: {skip.why}" for rel, skip in skipped.items()]
+    # A size reason starts with the note's own size ("6.0 MB is over ..."): counted without it.
+    reasons = Counter(re.sub(r"^\S+ MB is ", "", s.why) if s.kind == "size" else s.why for s in skipped.values())
+    shown = [f"{n} {why}" for why, n in reasons.most_common(3)]
+    if len(reasons) > 3:
+        shown.append(f"{sum(n for _, n in reasons.most_common()[3:])} for other reasons")
+    return [f"skipped {len(skipped)} notes: {', '.join(shown)}; --json or --explain names them"]
 
 
 def count_file(report: IndexReport, rel: str, before: FileRecord | None, digest: str) -> None:
@@ -1474,6 +1519,16 @@ def vector_size_changed(held: int, returned: int, model: str) -> str:
     if held in (0, returned):
         return ""
     return f"vector size changed ({held} -> {returned}) under the same model name '{model}'; re-embedding all"
+
+
+class Skip(NamedTuple):
+    """A note the index left out: why, and the size and mtime it had then."""
+    why: str
+    kind: str                             # "content": its bytes are no note, so it is not read again
+                                          # until it changes; "size" (over --max-note-mb) and "access"
+                                          # (a permission): can go away under the same size and mtime
+    size: int
+    mtime_ns: int
 
 
 class FileRecord(NamedTuple):
@@ -1499,7 +1554,7 @@ class IndexReport:
     embed_error: str | None = None        # set when vectors are missing: lexical-only
     refused: list[int] = field(default_factory=list)   # rows the embedding model returned no number for
     note_warnings: dict[str, str] = field(default_factory=dict)   # Index.note_warnings of the update
-    skipped: dict[str, str] = field(default_factory=dict)         # Index.skipped of the update
+    skipped: dict[str, Skip] = field(default_factory=dict)        # Index.skipped of the update: by name
 
     def warn(self, rel: str, digest: str, warning: str) -> None:
         """Say what a note needs said (a guessed encoding, chunks the model refused) and keep it,
@@ -1508,10 +1563,9 @@ class IndexReport:
         kept = self.note_warnings.get(digest)            # the same note may have two things to say
         self.note_warnings[digest] = warning if not kept or warning in kept else f"{kept}; {warning}"
 
-    def skip(self, rel: str, why: str) -> None:
-        """Say why a note was left out and keep it, so the next run looks at it again."""
-        self.warnings.append(f"skipped {rel}: {why}")
-        self.skipped[rel] = why
+    def skip(self, file: NoteFile, why: str, kind: str) -> None:
+        """Keep why a note was left out (a Skip of this `kind`), to say it and to know it next run."""
+        self.skipped[file.rel] = Skip(why, kind, file.size, file.mtime_ns)
 
     def summary(self, notes: int) -> str:
         return (f"indexed {notes} notes: {self.changed} changed, {self.new} new, "
@@ -1796,7 +1850,8 @@ def glob_escape(name: str) -> str:
 
 
 def load_index(path: Path) -> tuple[Index | None, str]:
-    """Load a cache file; on any problem return (None, a one-line reason).
+    """Load a cache file; on any problem return (None, a one-line reason). A cache an older
+    version wrote (UPGRADABLE) comes back with a note saying so instead of "".
 
     The vectors are not read but memory-mapped (read-only): the OS pages them in
     as the first search touches them, and a warm query pays no copy at all.
@@ -1806,16 +1861,30 @@ def load_index(path: Path) -> tuple[Index | None, str]:
     try:
         with open(path, "rb") as f, gc_paused():
             d = BuiltinsOnlyUnpickler(f).load()
+            written = d.get("format") if isinstance(d, dict) else None
+            d = upgraded(d) if written in UPGRADABLE else d
             if not isinstance(d, dict) or d.get("format") != CACHE_FORMAT:
                 return None, "cache is from another version of demo_rag"
             vectors = map_vectors(f, f.tell() + (-f.tell() % VECTOR_ALIGN), d["vectors_shape"])
-            return index_from_dict(d, vectors), ""
+            return index_from_dict(d, vectors), "" if written == CACHE_FORMAT else \
+                f"cache written by an older demo_rag (format {written}): its vectors are kept"
     except BuiltinsOnlyUnpickler.Refused as e:
         return None, f"cache refused ({e})"
     except CacheDamaged as e:
         return None, f"cache is damaged ({e})"
     except Exception as e:  # truncated, corrupt, foreign: never trust it, rebuild
         return None, f"cache is damaged ({type(e).__name__})"
+
+
+# Older cache formats whose vectors are worth keeping: upgraded() fills in what they lack.
+UPGRADABLE = (5,)
+
+
+def upgraded(d: dict) -> dict:
+    """An older cache's fields in this version's layout. What it cannot say is left for the
+    next update to find out, and no vector is lost: skipped notes are read again once (their
+    records had no stat), and an empty fingerprint makes that update happen."""
+    return {**d, "format": CACHE_FORMAT, "fingerprint": "", "skipped": {}}
 
 
 class CacheDamaged(ValueError):
@@ -1952,7 +2021,7 @@ def index_to_dict(index: Index) -> dict:
         "has_vector": arr(index.has_vector),
         "lexicon": (lex.vocab, arr(lex.ptr), arr(lex.docs), arr(lex.counts), arr(lex.lengths)),
         "doc_template": index.doc_template,
-        "note_warnings": index.note_warnings, "skipped": index.skipped,
+        "note_warnings": index.note_warnings, "skipped": {rel: tuple(s) for rel, s in index.skipped.items()},
         "calibration": index.calibration,
     }
 
@@ -1992,9 +2061,14 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
     if n and vectors.shape[1] and not np.isfinite(vectors @ np.ones(vectors.shape[1], np.float32)).all():
         raise CacheDamaged("a vector is not a number")
     chunking = tuple(check(d["chunking"], tuple, "chunking"))
-    note_warnings, skipped = check(d["note_warnings"], dict, "note_warnings"), check(d["skipped"], dict, "skipped")
-    if not all(type(k) is str and type(v) is str for k, v in [*note_warnings.items(), *skipped.items()]):
+    note_warnings = check(d["note_warnings"], dict, "note_warnings")
+    if not all(type(k) is str and type(v) is str for k, v in note_warnings.items()):
         raise CacheDamaged("a note's warning is not text")
+    skipped = {check(rel, str, "file name"): Skip(*check(t, tuple, "skipped note"))
+               for rel, t in check(d["skipped"], dict, "skipped").items()}
+    if not all(type(a) is str and b in ("content", "size", "access") and type(c) is int and type(e) is int
+               for a, b, c, e in skipped.values()):
+        raise CacheDamaged("a skipped note's record is not one")
     return Index(chunks, vectors, has_vector, lex, files,
                  check(d["fingerprint"], str, "fingerprint"), check(d["embed_model"], str, "embed_model"),
                  chunking, check(d["doc_template"], str, "doc_template"), note_warnings, skipped,
