@@ -150,14 +150,16 @@ class NoteFile(NamedTuple):
     path: str                             # where to open it
     size: int
     mtime_ns: int
+    ctime_ns: int                         # with ino, what an edit cannot keep: `touch -r`, `cp -p` and `rsync
+    ino: int                              # -t` put size and mtime back, so git's index compares all four
 
 
 def list_notes(notes_dir: Path) -> list[NoteFile]:
     """Every .md/.markdown/.txt file under notes_dir, sorted; hidden ones (.git/, .obsidian/) passed over."""
     paths = [p for p in sorted(notes_dir.rglob("*")) if p.suffix.lower() in NOTE_SUFFIXES and p.is_file()
              and not any(part.startswith(".") for part in p.relative_to(notes_dir).parts)]
-    return [NoteFile(p.relative_to(notes_dir).as_posix(), str(p), st.st_size, st.st_mtime_ns)
-            for p, st in zip(paths, map(Path.stat, paths))]
+    return [NoteFile(p.relative_to(notes_dir).as_posix(), str(p), st.st_size, st.st_mtime_ns, st.st_ctime_ns,
+                     st.st_ino) for p, st in zip(paths, map(Path.stat, paths))]
 
 
 FRONT_MATTER = re.compile(r"\A---[ \t]*\n.*?\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
@@ -173,11 +175,10 @@ def strip_front_matter(text: str) -> str:
 
 
 def fingerprint(files: list[NoteFile]) -> str:
-    """MD5 of every note's relative path, size and modification time. It reads no file's
-    contents, so "did anything change?" costs one stat() per note."""
+    """MD5 of every note's relative path and stat: "did anything change?" costs one stat() per note."""
     h = hashlib.md5()
     for f in files:
-        h.update(f"{f.rel}\0{f.size}\0{f.mtime_ns}\n".encode("utf-8", "surrogateescape"))
+        h.update(f"{f.rel}\0{f.size}\0{f.mtime_ns}\0{f.ctime_ns}\0{f.ino}\n".encode("utf-8", "surrogateescape"))
     return h.hexdigest()
 
 # ----------------------------------------------------------------------------
@@ -631,7 +632,7 @@ EMBED_PROMPTS = [
      "https://huggingface.co/intfloat/multilingual-e5-small"),
 ]
 
-CACHE_FORMAT = 6                          # bump when the cache file's layout changes (see upgraded())
+CACHE_FORMAT = 7                          # bump when the cache file's layout changes (see upgraded())
 # On disk, vectors are float32, memory-mapped straight from the cache file: no
 # widening and no copy on load (bench/bench_index.py compares the formats).
 DISK_VECTORS = np.dtype("<f4")
@@ -815,7 +816,7 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
             if not stat.S_ISREG(st.st_mode):  # a FIFO or /dev/zero: opening it would wait forever
                 warnings.append(f"skipped {rel}: not a regular file")
                 continue
-            files.append(NoteFile(rel, path, st.st_size, st.st_mtime_ns))
+            files.append(NoteFile(rel, path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
     for suffix, rels in unreadable.items():
         # Left out of the fingerprint too, so installing the package later indexes them.
         kind = suffix.lstrip(".").upper()
@@ -1278,9 +1279,9 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
                  writer: CacheWriter | None = None) -> tuple[Index, IndexReport]:
     """Bring the index up to date with the files, embedding only what is new.
 
-    For each file: same size and mtime as recorded -> unchanged; over --max-note-mb
-    -> skipped unread; skipped before for its content, and the same size and mtime
-    -> skipped again, unread; otherwise hash its bytes, and a digest the index
+    For each file: the same stat as recorded (same_stat) -> unchanged; over
+    --max-note-mb -> skipped unread; skipped before for its content, and the same
+    stat -> skipped again, unread; otherwise hash its bytes, and a digest the index
     already holds (a touched, renamed or copied note) reuses those chunks. Only new
     content is read, chunked and embedded, and even then a chunk whose text was
     embedded before reuses its vector. The `writer`, if given, checkpoints the
@@ -1296,10 +1297,10 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
     splitter = None
     for f in files:
         rec, skip = old_files.get(f.rel), old_skips.get(f.rel)
-        if skip and skip.kind == "content" and (skip.size, skip.mtime_ns) == (f.size, f.mtime_ns):
+        if skip and skip.kind == "content" and same_stat(skip, f):
             report.skipped[f.rel] = skip      # the same bytes were no note last time either
             continue
-        if rec and (rec.size, rec.mtime_ns) == (f.size, f.mtime_ns):
+        if rec and same_stat(rec, f):
             digest, source = rec.digest, rec
         else:
             if why := too_big(f.size, settings.max_note_mb):   # before hashing: a log or an export is never read
@@ -1315,7 +1316,7 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
             start = len(chunks)
             chunks.extend(c._replace(source=f.rel) for c in old.chunks[source.start:source.stop])
             reuse.extend(range(source.start, source.stop))
-            records[f.rel] = FileRecord(f.size, f.mtime_ns, digest, start, len(chunks))
+            records[f.rel] = FileRecord(*stat_of(f), digest, start, len(chunks))
             count_file(report, f.rel, rec, digest)
             if digest in old.note_warnings:   # read with a guess: said on every run, not just the first
                 report.warn(f.rel, digest, old.note_warnings[digest])
@@ -1331,7 +1332,7 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
         start = len(chunks)
         chunks.extend(chunk_sections(f.rel, sections, splitter))
         reuse.extend([-1] * (len(chunks) - start))
-        records[f.rel] = FileRecord(f.size, f.mtime_ns, digest, start, len(chunks))
+        records[f.rel] = FileRecord(*stat_of(f), digest, start, len(chunks))
         count_file(report, f.rel, rec, digest)
     report.deleted = len(set(old_files) - {f.rel for f in files})
     report.warnings += skip_warnings(report.skipped)
@@ -1455,8 +1456,8 @@ def still_skipped(index: Index, files: list[NoteFile], settings: Settings) -> di
     """The notes an unchanged index skipped, as this run's settings see them; None when one of
     them may be usable now, and the caller updates the index.
 
-    Only a cause that can go away while a note's size and mtime stay the same is
-    looked at again, and none by reading the note: a size over --max-note-mb (the
+    Only a cause that can go away while a note's stat stays the same is looked
+    at again, and none by reading the note: a size over --max-note-mb (the
     limit may be higher now) and a file that could not be opened (its permissions
     may be fixed). A note whose bytes are no note (binary, a stub, a scanned PDF)
     costs nothing: it is read again when it changes, or with --rebuild.
@@ -1485,10 +1486,11 @@ def skip_warnings(skipped: dict[str, Skip]) -> list[str]:
     """What to say of the skipped notes: each by name while they are few (SKIPS_NAMED), else
     one line counting them by reason (the report holds their names, for --json and --explain).
 
-    >>> skip_warnings({"a.md": Skip("looks binary", "content", 9, 1)})
-    ['skipped a.md: looks binary']
-    >>> stubs = {f"{day}.md": Skip("under 50 characters", "content", 9, 1) for day in range(300)}
-    >>> skip_warnings({**stubs, "log.md": Skip("6.0 MB is over the 5 MB limit (--max-note-mb)", "size", 9, 1)})
+    >>> stub = Skip("under 50 characters", "content", 9, 1, 1, 1)
+    >>> skip_warnings({"a.md": stub})
+    ['skipped a.md: under 50 characters']
+    >>> log = stub._replace(why="6.0 MB is over the 5 MB limit (--max-note-mb)", kind="size")
+    >>> skip_warnings({**{f"{day}.md": stub for day in range(300)}, "log.md": log})
     ['skipped 301 notes: 300 under 50 characters, 1 over the 5 MB limit (--max-note-mb); --json or --explain names them']
     """
     if len(skipped) <= SKIPS_NAMED:
@@ -1499,6 +1501,17 @@ def skip_warnings(skipped: dict[str, Skip]) -> list[str]:
     if len(reasons) > 3:
         shown.append(f"{sum(n for _, n in reasons.most_common()[3:])} for other reasons")
     return [f"skipped {len(skipped)} notes: {', '.join(shown)}; --json or --explain names them"]
+
+
+def stat_of(f: NoteFile) -> tuple[int, int, int, int]:
+    """What a record keeps of a note's stat: size, mtime, ctime, inode."""
+    return f.size, f.mtime_ns, f.ctime_ns, f.ino
+
+
+def same_stat(known: FileRecord | Skip, f: NoteFile) -> bool:
+    """Does a note look as it did when `known` was recorded? A touch or a rename (a new ctime)
+    says no as well: its bytes are hashed again, and the same digest costs no embedding."""
+    return (known.size, known.mtime_ns, known.ctime_ns, known.ino) == stat_of(f)
 
 
 def count_file(report: IndexReport, rel: str, before: FileRecord | None, digest: str) -> None:
@@ -1522,19 +1535,23 @@ def vector_size_changed(held: int, returned: int, model: str) -> str:
 
 
 class Skip(NamedTuple):
-    """A note the index left out: why, and the size and mtime it had then."""
+    """A note the index left out: why, and the stat it had then."""
     why: str
     kind: str                             # "content": its bytes are no note, so it is not read again
                                           # until it changes; "size" (over --max-note-mb) and "access"
-                                          # (a permission): can go away under the same size and mtime
+                                          # (a permission): can go away under the same stat
     size: int
     mtime_ns: int
+    ctime_ns: int
+    ino: int
 
 
 class FileRecord(NamedTuple):
     """What the index knows about one note: its stat, its content hash, its rows."""
     size: int
     mtime_ns: int
+    ctime_ns: int
+    ino: int
     digest: str                           # MD5 of the bytes: same digest, same chunks
     start: int                            # its chunks are rows start..stop-1
     stop: int
@@ -1565,7 +1582,7 @@ class IndexReport:
 
     def skip(self, file: NoteFile, why: str, kind: str) -> None:
         """Keep why a note was left out (a Skip of this `kind`), to say it and to know it next run."""
-        self.skipped[file.rel] = Skip(why, kind, file.size, file.mtime_ns)
+        self.skipped[file.rel] = Skip(why, kind, *stat_of(file))
 
     def summary(self, notes: int) -> str:
         return (f"indexed {notes} notes: {self.changed} changed, {self.new} new, "
@@ -1881,10 +1898,13 @@ UPGRADABLE = (5,)
 
 
 def upgraded(d: dict) -> dict:
-    """An older cache's fields in this version's layout. What it cannot say is left for the
-    next update to find out, and no vector is lost: skipped notes are read again once (their
-    records had no stat), and an empty fingerprint makes that update happen."""
-    return {**d, "format": CACHE_FORMAT, "fingerprint": "", "skipped": {}}
+    """An older cache's fields in this version's layout, every vector kept. What it did not
+    record is left for the next update to find out, and an empty fingerprint makes that
+    update happen: each note is hashed once (its record has no ctime or inode: -1 matches
+    none) and the skipped notes are read once (their reasons had no kind)."""
+    files = {rel: (*check(r, tuple, "file record")[:2], -1, -1, *r[2:])
+             for rel, r in check(d["files"], dict, "files").items()}
+    return {**d, "format": CACHE_FORMAT, "fingerprint": "", "files": files, "skipped": {}}
 
 
 class CacheDamaged(ValueError):
@@ -2054,8 +2074,8 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
             and (len(lex.docs) == 0 or 0 <= lex.docs.min() <= lex.docs.max() < n)
             and np.isfinite(lex.counts).all() and np.isfinite(lex.lengths).all()):
         raise CacheDamaged("BM25 postings do not match the chunks")
-    if not all(type(a) is int and type(b) is int and type(c) is str and type(e) is int and type(f) is int
-               and 0 <= e <= f <= n for a, b, c, e, f in files.values()):
+    if not all(all(type(x) is int for x in stat) and type(digest) is str and type(start) is int
+               and type(stop) is int and 0 <= start <= stop <= n for *stat, digest, start, stop in files.values()):
         raise CacheDamaged("a file record points outside the chunks")
     # One matrix-vector product (as long as a search) finds any NaN or infinity.
     if n and vectors.shape[1] and not np.isfinite(vectors @ np.ones(vectors.shape[1], np.float32)).all():
@@ -2066,8 +2086,8 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
         raise CacheDamaged("a note's warning is not text")
     skipped = {check(rel, str, "file name"): Skip(*check(t, tuple, "skipped note"))
                for rel, t in check(d["skipped"], dict, "skipped").items()}
-    if not all(type(a) is str and b in ("content", "size", "access") and type(c) is int and type(e) is int
-               for a, b, c, e in skipped.values()):
+    if not all(type(why) is str and kind in ("content", "size", "access") and all(type(x) is int for x in stat)
+               for why, kind, *stat in skipped.values()):
         raise CacheDamaged("a skipped note's record is not one")
     return Index(chunks, vectors, has_vector, lex, files,
                  check(d["fingerprint"], str, "fingerprint"), check(d["embed_model"], str, "embed_model"),
@@ -3759,7 +3779,8 @@ def eval_passages(settings: Settings, index: Index) -> list[tuple[str, Chunk]]:
         path = settings.notes_dir / rel
         try:
             st = path.stat()
-            sections, _ = read_note(NoteFile(rel, str(path), st.st_size, st.st_mtime_ns), settings.max_note_mb)
+            sections, _ = read_note(NoteFile(rel, str(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino),
+                                    settings.max_note_mb)
         except (OSError, ValueError):
             continue                      # changed since it was indexed: indexing will say so
         pieces = chunk_sections(rel, sections, splitter)

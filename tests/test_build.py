@@ -198,8 +198,8 @@ DAMAGE = {
     "a source name that is a number": (lambda d: d["chunks"]["names"].__setitem__(0, 7), None),
     "a source past the names": (lambda d: replace_array(d["chunks"], "source_ids", "<i4", [10**6] * 300), None),
     "a page below -1": (lambda d: replace_array(d["chunks"], "pages", "<i8", [-5] * 300), None),
-    "rows past the end": (lambda d: set_row(d, "note-003.md", 4, 10**6), None),
-    "rows before the start": (lambda d: set_row(d, "note-003.md", 3, -5), None),
+    "rows past the end": (lambda d: set_row(d, "note-003.md", 6, 10**6), None),
+    "rows before the start": (lambda d: set_row(d, "note-003.md", 5, -5), None),
     "files not a dict": (lambda d: d.__setitem__("files", [1, 2]), None),
     "postings past the end": (lambda d: d.__setitem__("lexicon", d["lexicon"][:2] + (
         ("<i4", (len(np.frombuffer(d["lexicon"][2][2], "<i4")),),

@@ -305,6 +305,37 @@ def test_a_warm_run_opens_no_note_and_leaves_the_cache_alone(tmp_path, server, n
     assert set(log.read_text().splitlines()) == {str(notes / "git-tips.md")}
 
 
+def test_an_edit_that_keeps_size_and_mtime_is_seen_and_a_chmod_costs_no_embedding(tmp_path, server, notes):
+    cache, log = tmp_path / "cache", tmp_path / "opened.log"
+    args = ("git rebase", "--notes", notes, "--cache", cache, "--retrieve-only")
+    assert run_cli(*args, host=server.url).returncode == 0
+    note, text = notes / "git-tips.md", (notes / "git-tips.md").read_text()
+    stat = note.stat()
+
+    def put_back_size_and_mtime(path):
+        assert path.stat().st_size == stat.st_size
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    note.write_text(text.replace("reword", "retell"))           # then `touch -r`: the old mtime again
+    put_back_size_and_mtime(note)
+    out = run_cli(*args, host=server.url)
+    assert "1 changed, 0 new, 0 deleted" in out.stderr and "(1 chunks embedded)" in out.stderr, out.stderr
+    assert "retell" in out.stdout
+    copy = notes / ".git-tips.md.partial"                        # `rsync -t`: a new file renamed over it
+    copy.write_text(text.replace("reword", "redraw"))
+    put_back_size_and_mtime(copy)
+    os.replace(copy, note)
+    out = run_cli(*args, host=server.url)
+    assert "1 changed, 0 new, 0 deleted" in out.stderr and "(1 chunks embedded)" in out.stderr, out.stderr
+    assert "redraw" in out.stdout
+    note.chmod(0o600)                                            # a new ctime alone: hashed, not embedded
+    out = run_cli_audited(*args, host=server.url, under=notes, log=log)
+    assert "0 changed, 0 new, 0 deleted" in out.stderr and "(0 chunks embedded)" in out.stderr, out.stderr
+    assert set(log.read_text().splitlines()) == {str(note)}
+    log.unlink()
+    out = run_cli_audited(*args, host=server.url, under=notes, log=log)   # and recorded: a warm run again
+    assert out.returncode == 0 and not log.exists()
+
+
 def test_a_file_over_the_size_limit_is_skipped_without_being_read(tmp_path, server, notes):
     cache, log = tmp_path / "cache", tmp_path / "opened.log"
     with open(notes / "server-log.md", "wb") as f:       # 6 MB of a log, written sparsely

@@ -156,7 +156,8 @@ def test_a_cache_of_the_previous_format_is_upgraded_without_re_embedding(cli, se
     vectors = rag.load_index(path)[0].vectors.tobytes()
     with open(path, "rb") as f:                          # rewritten as the previous version wrote it
         d = rag.BuiltinsOnlyUnpickler(f).load()
-    d.update(format=5, skipped={"binary.md": "looks binary, not text"})
+    d.update(format=5, skipped={"binary.md": "looks binary, not text"},
+             files={rel: (size, mtime, *rest) for rel, (size, mtime, _, _, *rest) in d["files"].items()})
     with open(path, "wb") as f:
         pickle.dump(d, f)
         f.write(bytes(-f.tell() % rag.VECTOR_ALIGN) + vectors)
