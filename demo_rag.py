@@ -632,7 +632,7 @@ EMBED_PROMPTS = [
      "https://huggingface.co/intfloat/multilingual-e5-small"),
 ]
 
-CACHE_FORMAT = 7                          # bump when the cache file's layout changes (see upgraded())
+CACHE_FORMAT = 8                          # bump when the cache file's layout changes (see upgraded())
 # On disk, vectors are float32, memory-mapped straight from the cache file: no
 # widening and no copy on load (bench/bench_index.py compares the formats).
 DISK_VECTORS = np.dtype("<f4")
@@ -1169,6 +1169,33 @@ def embed_context_length(client: ollama.Client, model: str) -> int | None:
     return min(limits) if limits else None
 
 
+def model_digest(client: ollama.Client, model: str) -> str | None:
+    """Which build of `model` Ollama runs: the digest /api/tags lists for it, a hash of its
+    manifest (manifest/manifest.go), which names every layer, so a re-pulled tag with new
+    weights or another machine's build under the same name has another. "" when Ollama does
+    not say (no /api/tags, or no digest for that name); None when it cannot be asked."""
+    try:
+        listed = client.list().models
+    except (ConnectionError, httpx.TransportError):
+        return None
+    except (ollama.ResponseError, ValueError):
+        return ""
+    wanted = listed_name(model)
+    return next((m.digest for m in listed if m.digest and wanted in
+                 {listed_name(n) for n in (getattr(m, "model", None), getattr(m, "name", None)) if n}), "")
+
+
+def listed_name(name: str) -> str:
+    """A model's name as /api/tags lists it: Ollama drops its own registry and namespace and
+    adds the default tag.
+
+    >>> listed_name("library/Qwen3-Embedding"), listed_name("hf.co/me/e5:Q8_0")
+    ('qwen3-embedding:latest', 'hf.co/me/e5:q8_0')
+    """
+    name = name.lower().removeprefix("registry.ollama.ai/").removeprefix("library/")
+    return name if ":" in name.rsplit("/", 1)[-1] else name + ":latest"
+
+
 def embed_context_warning(client: ollama.Client, settings: Settings, texts: Iterable[str]) -> str | None:
     """A warning when texts about to be embedded may be longer than the embedder reads
     (Ollama would silently embed only their start), with the chunk size that would fit."""
@@ -1205,6 +1232,9 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     run embeds only what is missing. A `rebuild`
     reason ("--rebuild", say) re-embeds everything, but never replaces the cache
     with one holding fewer vectors until it is done.
+    Every run asks Ollama once which build of the embedding model it runs (model_digest):
+    the question's vector is made anew on each run, so an index of another build's vectors
+    is rebuilt even when no note changed.
     Raises FileNotFoundError when the notes folder does not exist.
     """
     if settings.notes_dir.exists() and not settings.notes_dir.is_dir():
@@ -1217,9 +1247,12 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     old, reason = load_index(path)
     if old is not None and reason:        # an older version's cache, upgraded
         progress(f"updating index: {reason}")
+    build = model_digest(client, settings.embed_model)
     if old is not None:
-        reason = stale_reason(old, settings)
+        reason = stale_reason(old, settings) or build_changed(old, build)
         old = None if reason else old
+    unsaid = build == "" and (old is None or old.model_digest != "")   # said once, then recorded
+    build = (old.model_digest if old else "") if build is None else build   # Ollama away: as it was
     on_disk = int(old.has_vector.sum()) if old else 0
     writer = CacheWriter(path, settings.checkpoint_seconds, on_disk, floor=on_disk if rebuild else 0)
     if rebuild:
@@ -1229,19 +1262,25 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
         if skipped is not None:
             report = IndexReport(unchanged=len(old.files), skipped=skipped,
                                  warnings=warnings + repeat_warnings(old) + skip_warnings(skipped))
+            if unsaid:
+                report.warnings.append(build_unsaid(settings.embed_model))
+            index = replace(old, model_digest=build)
             if not calibration_current(old, settings):   # an older cache, or Ollama was away
-                old = calibrated(old, client, settings)
-                if old.calibration and not writer.save(old) and writer.problem:
-                    report.warnings.append(writer.problem)
-            return old, report
+                index = calibrated(index, client, settings)
+            if (index.model_digest != old.model_digest or index.calibration is not old.calibration) \
+                    and not writer.save(index) and writer.problem:
+                report.warnings.append(writer.problem)
+            return index, report
     if old is None and reason != "no cache yet":
         progress(f"rebuilding index: {reason}")
-    index, report = update_index(settings, client, old, files, progress, writer)
+    index, report = update_index(settings, client, old, files, progress, writer, build)
     if old is not None and calibration_current(old, settings) and same_notes(old, index):
         index = replace(index, calibration=old.calibration)    # notes touched or renamed: still valid
     elif index.complete:
         index = calibrated(index, client, settings)
     report.warnings[:0] = warnings
+    if unsaid and index.has_vector.any():
+        report.warnings.append(build_unsaid(settings.embed_model))
     report.reason = report.reason or ("" if old is not None else reason)
     if not writer.save(index) and writer.problem and not writer.warned:
         report.warnings.append(writer.problem)
@@ -1265,6 +1304,7 @@ class Index:
     embed_model: str
     chunking: tuple[int, int]             # (chunk_size, chunk_overlap)
     doc_template: str = ""                # the document template the vectors were embedded with
+    model_digest: str = ""                # ...and the build of embed_model (model_digest), "" if not said
     note_warnings: dict[str, str] = field(default_factory=dict)   # digest -> what to say of it each run
     skipped: dict[str, Skip] = field(default_factory=dict)        # rel -> why it was left out
     calibration: dict | None = None       # the relevance floor measured on this index (calibrate())
@@ -1276,8 +1316,9 @@ class Index:
 
 def update_index(settings: Settings, client: ollama.Client, old: Index | None,
                  files: list[NoteFile], progress: Callable[[str | EmbedProgress], None] = lambda s: None,
-                 writer: CacheWriter | None = None) -> tuple[Index, IndexReport]:
-    """Bring the index up to date with the files, embedding only what is new.
+                 writer: CacheWriter | None = None, build: str = "") -> tuple[Index, IndexReport]:
+    """Bring the index up to date with the files, embedding only what is new (with the
+    model's `build`, its digest, which the index records).
 
     For each file: the same stat as recorded (same_stat) -> unchanged; over
     --max-note-mb -> skipped unread; skipped before for its content, and the same
@@ -1345,7 +1386,7 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
     def with_vectors(vectors: np.ndarray, has_vector: np.ndarray) -> Index:
         return Index(chunks, vectors, has_vector, lexicon, records, stamp,
                      settings.embed_model, (settings.chunk_size, settings.chunk_overlap),
-                     embed_templates(settings).document,
+                     embed_templates(settings).document, build,
                      note_warnings=report.note_warnings, skipped=report.skipped)
 
     checkpoint = (lambda v, h, interrupted=False: writer.checkpoint(lambda: with_vectors(v, h), interrupted,
@@ -1587,6 +1628,21 @@ class IndexReport:
     def summary(self, notes: int) -> str:
         return (f"indexed {notes} notes: {self.changed} changed, {self.new} new, "
                 f"{self.deleted} deleted, {self.unchanged} unchanged ({self.embedded} chunks embedded)")
+
+
+def build_changed(index: Index, build: str | None) -> str:
+    """Why an index must be re-embedded when Ollama runs another build of its model (`build`,
+    its digest) than the one its vectors came from ("" when it is the same, or either is not known)."""
+    if not (index.model_digest and build) or build == index.model_digest:
+        return ""
+    return (f"'{index.embed_model}' is another build under the same name (ID {index.model_digest[:12]} -> "
+            f"{build[:12]}, as `ollama list` shows it); re-embedding all")
+
+
+def build_unsaid(model: str) -> str:
+    """The warning for an Ollama that does not say which build of the model it runs."""
+    return (f"Ollama at {host()} does not say which build of '{model}' it runs (no digest in /api/tags), "
+            "so one pulled again or another machine's would go unnoticed: use --rebuild after such a change")
 
 
 def stale_reason(index: Index, settings: Settings) -> str:
@@ -1901,10 +1957,11 @@ def upgraded(d: dict) -> dict:
     """An older cache's fields in this version's layout, every vector kept. What it did not
     record is left for the next update to find out, and an empty fingerprint makes that
     update happen: each note is hashed once (its record has no ctime or inode: -1 matches
-    none) and the skipped notes are read once (their reasons had no kind)."""
+    none), the skipped notes are read once (their reasons had no kind), and the model's
+    build is taken to be the one Ollama runs now."""
     files = {rel: (*check(r, tuple, "file record")[:2], -1, -1, *r[2:])
              for rel, r in check(d["files"], dict, "files").items()}
-    return {**d, "format": CACHE_FORMAT, "fingerprint": "", "files": files, "skipped": {}}
+    return {**d, "format": CACHE_FORMAT, "fingerprint": "", "files": files, "skipped": {}, "model_digest": ""}
 
 
 class CacheDamaged(ValueError):
@@ -2040,7 +2097,7 @@ def index_to_dict(index: Index) -> dict:
         "chunks": ChunkTable.pack(index.chunks),
         "has_vector": arr(index.has_vector),
         "lexicon": (lex.vocab, arr(lex.ptr), arr(lex.docs), arr(lex.counts), arr(lex.lengths)),
-        "doc_template": index.doc_template,
+        "doc_template": index.doc_template, "model_digest": index.model_digest,
         "note_warnings": index.note_warnings, "skipped": {rel: tuple(s) for rel, s in index.skipped.items()},
         "calibration": index.calibration,
     }
@@ -2091,7 +2148,8 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
         raise CacheDamaged("a skipped note's record is not one")
     return Index(chunks, vectors, has_vector, lex, files,
                  check(d["fingerprint"], str, "fingerprint"), check(d["embed_model"], str, "embed_model"),
-                 chunking, check(d["doc_template"], str, "doc_template"), note_warnings, skipped,
+                 chunking, check(d["doc_template"], str, "doc_template"),
+                 check(d["model_digest"], str, "model_digest"), note_warnings, skipped,
                  checked_calibration(d.get("calibration")))   # caches written before it have none
 
 

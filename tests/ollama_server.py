@@ -7,7 +7,10 @@ The tests run the real `ollama` client against it, over real HTTP on 127.0.0.1:
                                                   prompt_eval_count, eval_count and their durations (ns)
   POST /api/show    {"model"}                  -> {"model_info": {"general.architecture": arch,
                                                    "<arch>.context_length": N}, "details", ...}
-  GET  /api/tags                               -> {"models": [...]}
+  GET  /api/tags                               -> {"models": [{"name", "model", "digest"}, ...]}: the digest
+                                                  Ollama lists is a hash of the model's manifest
+                                                  (manifest/manifest.go); server.digest(model) gives it,
+                                                  server.digests[model] = "..." changes it
   GET  /api/ps                                 -> {"models": [{"name", "context_length"}]}: loaded chat models
 "opener" models refuse the `think` field and report a template that opens the think
 block in the prompt: their replies hold only the closing </think>. show=False makes
@@ -32,7 +35,7 @@ limit (`context_limits`), and tokens are counted roughly (prompt_tokens()). The
 answer is made from what was kept, so a cut prompt gives a visibly worse answer.
 
 Failure switches, all off by default (set them on a running server too):
-  errors[path] = (status, message)   every request to path answers that status
+  errors[path] = (status, message)   every request to path (a POST, or GET /api/tags) answers that status
   stream_error = "message"           a streamed chat sends a 200, one piece, then {"error": message}
   stream_junk = True                 a streamed chat sends a 200, one piece, then the line `<html>oops`
                                      (not JSON), then ends the response properly
@@ -219,6 +222,9 @@ class FakeOllama:
         self.holds: dict[str, threading.Event] = {}
         self.hold_after: dict[str, int] = {}
         self.requests: list[dict] = []
+        # Builds other than digest()'s: set one to play a re-pulled tag, or another machine's build
+        # under the same name.
+        self.digests: dict[str, str] = {}
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
         # Shorthands for interrupting a build at a known point, without sleeping: the hold_at-th
@@ -243,6 +249,10 @@ class FakeOllama:
             event.set()
         self.httpd.shutdown()
         self.httpd.server_close()
+
+    def digest(self, model: str) -> str:
+        """The build of a model, as /api/tags lists it: 64 hex digits, as Ollama's are."""
+        return self.digests.get(model) or hashlib.sha256(model.encode()).hexdigest()
 
     # -- what was received ----------------------------------------------------
     def of(self, path: str) -> list[dict]:
@@ -429,8 +439,12 @@ class FakeOllama:
                     record["number"] = sum(1 for r in server.requests if r["path"] == self.path)
                     server.changed.notify_all()
                 server._wait_if_held(self.path, record)
-                if self.path == "/api/tags":
-                    self.send_json(200, {"models": [{"name": m, "model": m} for m in sorted(server.models)]})
+                if self.path in server.errors:
+                    status, message = server.errors[self.path]
+                    self.send_json(status, {"error": message})
+                elif self.path == "/api/tags":
+                    self.send_json(200, {"models": [{"name": m, "model": m, "digest": server.digest(m)}
+                                                    for m in sorted(server.models)]})
                 elif self.path == "/api/ps":              # the loaded chat models and their context
                     with server.lock:
                         loaded = dict(server.loaded)

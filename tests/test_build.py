@@ -163,6 +163,39 @@ def test_a_new_vector_size_under_the_same_name_is_re_embedded_with_the_reason(va
         assert chunk_texts_sent(server) == CHUNKS        # and the next run embeds nothing
 
 
+# ---- another build of the model under the same name ------------------------------------
+
+def test_another_build_under_the_same_name_is_re_embedded_with_the_reason(vault):
+    model = rag.EMBED_MODEL
+    with FakeOllama() as server:
+        assert run_cli(*args_for(vault), host=server.url).returncode == 0
+        first, tags = server.digest(model), len(server.of("/api/tags"))
+        server.digests[model] = "9" * 64                       # pulled again: new weights, the same name
+        out = run_cli(*args_for(vault), host=server.url)
+        assert out.returncode == 0, out.stderr
+        assert (f"rebuilding index: '{model}' is another build under the same name (ID {first[:12]} -> "
+                "999999999999, as `ollama list` shows it); re-embedding all") in out.stderr
+        assert chunk_texts_sent(server) == 2 * CHUNKS and "Top sources:" in out.stdout
+        out = run_cli(*args_for(vault), host=server.url)       # recorded: the next run embeds nothing
+        assert out.returncode == 0 and "another build" not in out.stderr and chunk_texts_sent(server) == 2 * CHUNKS
+        assert len(server.of("/api/tags")) == tags + 2          # one cheap request a run
+
+
+def test_an_ollama_that_does_not_say_which_build_it_runs_is_warned_of_once(vault):
+    model = rag.EMBED_MODEL
+    with FakeOllama() as server:
+        server.errors["/api/tags"] = (404, "404 page not found")
+        runs = [run_cli(*args_for(vault), host=server.url) for _ in range(2)]
+        assert all(out.returncode == 0 for out in runs), runs[0].stderr
+        said = [out.stderr.count(f"does not say which build of '{model}' it runs") for out in runs]
+        assert said == [1, 0] and chunk_texts_sent(server) == CHUNKS
+        del server.errors["/api/tags"]                           # it says now: taken as the index's build
+        assert "another build" not in run_cli(*args_for(vault), host=server.url).stderr
+        server.digests[model] = "8" * 64                         # and a change from there is seen
+        out = run_cli(*args_for(vault), host=server.url)
+        assert "is another build under the same name" in out.stderr and chunk_texts_sent(server) == 2 * CHUNKS
+
+
 # ---- a loaded cache is checked as strictly as it is unpickled ---------------------------
 
 def rewrite_cache(path, change_dict=lambda d: None, change_vectors=lambda v: None):
