@@ -1391,7 +1391,15 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
 
     checkpoint = (lambda v, h, interrupted=False: writer.checkpoint(lambda: with_vectors(v, h), interrupted,
                                                                     progress)) if writer else None
-    vectors, has_vector = fill_vectors(settings, client, old, chunks, reuse_arr, report, progress, checkpoint)
+    try:
+        vectors, has_vector = fill_vectors(settings, client, old, chunks, reuse_arr, report, progress, checkpoint)
+    except VectorSizeChanged as e:        # the old vectors are of no use to the model now: all again
+        report.reason = str(e)
+        progress(f"rebuilding index: {report.reason}")
+        if writer:                        # ...and kept on disk, as --rebuild keeps them, until outnumbered
+            writer.floor = writer.on_disk
+        vectors, has_vector = fill_vectors(settings, client, None, chunks, np.full(len(chunks), -1), report,
+                                           progress, checkpoint)
     for rel, count in Counter(chunks[i].source for i in report.refused if has_vector[i]).items():
         report.warn(rel, records[rel].digest, f"{settings.embed_model} returns no number for {count} of its "
                     "chunks (a fault of the model): they are found by their words only; --rebuild asks again")
@@ -1407,7 +1415,10 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
     per number), and `checkpoint(vectors, has_vector)` may save it. If Ollama
     stops, the rows embedded so far are kept, the rest stay zero and marked
     missing, so BM25 still works and the next run fills them in. Ctrl-C saves
-    what arrived and raises BuildInterrupted.
+    what arrived and raises BuildInterrupted. The first vectors of another size
+    than the old index's raise VectorSizeChanged before anything is mixed (the
+    caller embeds everything again); a size that changes after that, within this
+    call, saves what arrived and raises VectorsOfTwoSizes: no rebuild would end.
     """
     n = len(chunks)
     dim = old.vectors.shape[1] if old is not None and old.vectors.size else 0
@@ -1428,7 +1439,7 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
     todo = np.flatnonzero(~has_vector)
     if len(todo) == 0:
         return vectors, has_vector
-    t0, done, first = time.perf_counter(), 0, True
+    t0, done, first, sized_here = time.perf_counter(), 0, True, False   # sized_here: dim is this run's
     try:
         texts = (document_text(chunks[i], settings) for i in todo)     # made batch by batch: memory
         for fresh in embed_refusing(client, settings.embed_model, texts):
@@ -1436,14 +1447,15 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
                 report.refused.append(int(todo[done]))
                 done += 1
                 continue
-            if fresh.shape[1] != dim:     # first vectors, or the model's size changed
+            if fresh.shape[1] != dim and sized_here:
+                kept = checkpoint(vectors, has_vector, interrupted=True) if checkpoint else 0
+                raise VectorsOfTwoSizes(dim, fresh.shape[1], settings.embed_model, kept)
+            if fresh.shape[1] != dim:     # the first vectors: the old index's size, or none yet
                 if dim:
-                    report.reason = vector_size_changed(dim, fresh.shape[1], settings.embed_model)
-                    progress(f"rebuilding index: {report.reason}")
                     report.refused.clear()    # asked again in the rebuild
-                    return fill_vectors(settings, client, None, chunks, np.full(n, -1), report, progress,
-                                        checkpoint)
+                    raise VectorSizeChanged(vector_size_changed(dim, fresh.shape[1], settings.embed_model))
                 dim, vectors = fresh.shape[1], np.zeros((n, fresh.shape[1]), dtype=np.float32)
+            sized_here = True
             if first:                     # asked once Ollama embeds: if it cannot, that is the news
                 first = False
                 too_long = embed_context_warning(client, settings, (document_text(chunks[i], settings)
@@ -1461,10 +1473,10 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
                                    chunks[rows[-1]].source))
             if checkpoint:
                 checkpoint(vectors, has_vector)
+    except VectorsOfTwoSizes:
+        raise
     except OllamaError as e:
         report.embed_error = str(e)
-    except BuildInterrupted:              # from the re-embedding call above: already saved
-        raise
     except KeyboardInterrupt:             # Ctrl-C or SIGTERM: keep what arrived, then stop
         kept = checkpoint(vectors, has_vector, interrupted=True) if checkpoint else 0
         raise BuildInterrupted(kept, n) from None
@@ -1565,6 +1577,19 @@ def count_file(report: IndexReport, rel: str, before: FileRecord | None, digest:
     else:
         report.changed += 1
     report.touched.append(rel)
+
+
+class VectorSizeChanged(Exception):
+    """The embedding model's vectors are of another size than the index's: it must be re-embedded."""
+
+
+class VectorsOfTwoSizes(OllamaError):
+    """One build got vectors of two sizes from one model name: two models answer at one address."""
+
+    def __init__(self, first: int, then: int, model: str, kept: int):
+        super().__init__(f"Ollama at {host()} returned vectors of {first} numbers, then of {then}, for '{model}' "
+                         "in one build: two different models answer there (a load balancer, or an Ollama "
+                         f"restarted with another model?); the cache keeps the {kept:,} vectors it holds")
 
 
 def vector_size_changed(held: int, returned: int, model: str) -> str:

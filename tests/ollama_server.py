@@ -44,6 +44,8 @@ Failure switches, all off by default (set them on a running server too):
                                      (stream_error wins over stream_junk, which wins over stream_close;
                                      replies with "stream": false are not affected by the three)
   embed_fail_after = N               embed requests after the first N answer 500
+  embed_sizes(256, 128)              the next embed requests answer vectors of these sizes in turn, not
+                                     dim's: two servers of different models behind one address
   embed_mangle = "kind"              embed replies (200) that do not fit the request; after the first
   embed_mangle_after = N             N embed requests (default 0: all of them), kind is one of
                                        "half"      half as many vectors as inputs, rounded down (1 input: none)
@@ -212,6 +214,8 @@ class FakeOllama:
         self.stream_junk = False
         self.stream_close = False
         self.embed_mangle: str | None = None   # see EMBED_MANGLES
+        self.embed_dims: list[int] = []       # see embed_sizes()
+        self.embed_dims_from = 0
         self.embed_mangle_after = 0
         self.embed_refuse: str | None = None
         self.embed_refuse_reply = (400, "embedding contains NaN or Inf values")
@@ -249,6 +253,10 @@ class FakeOllama:
             event.set()
         self.httpd.shutdown()
         self.httpd.server_close()
+
+    def embed_sizes(self, *dims: int) -> None:
+        """From the next embed request on, answer vectors of these sizes in turn (see the module docstring)."""
+        self.embed_dims, self.embed_dims_from = list(dims), len(self.of("/api/embed"))
 
     def digest(self, model: str) -> str:
         """The build of a model, as /api/tags lists it: 64 hex digits, as Ollama's are."""
@@ -313,13 +321,15 @@ class FakeOllama:
             event.wait(HOLD_TIMEOUT)
 
     # -- replies ------------------------------------------------------------
-    def embed_reply(self, body):
+    def embed_reply(self, body, number: int = 1):
         texts = [body["input"]] if isinstance(body["input"], str) else body["input"]
+        dim = self.embed_dims[(number - 1 - self.embed_dims_from) % len(self.embed_dims)] if self.embed_dims \
+            else self.dim
         if self.embed_delay:
             time.sleep(self.embed_delay)
         make = {"random": random_vector, "latin": lambda t, d: hashed_vector(t, d, cjk=False),
                 "crowded": crowded_vector}.get(self.embed, hashed_vector)
-        return {"model": body["model"], "embeddings": [make(t, self.dim) for t in texts],
+        return {"model": body["model"], "embeddings": [make(t, dim) for t in texts],
                 "prompt_eval_count": sum(text_tokens(t) for t in texts)}
 
     def mangle_embeddings(self, reply: dict) -> dict:
@@ -499,7 +509,7 @@ class FakeOllama:
                     texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
                     if server.embed_refuse and any(server.embed_refuse in t for t in texts):
                         return self.send_json(server.embed_refuse_reply[0], {"error": server.embed_refuse_reply[1]})
-                    reply = server.embed_reply(body)
+                    reply = server.embed_reply(body, number)
                     if server.embed_mangle is not None and number > server.embed_mangle_after:
                         reply = server.mangle_embeddings(reply)
                     return self.send_json(200, reply)

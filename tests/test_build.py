@@ -163,6 +163,33 @@ def test_a_new_vector_size_under_the_same_name_is_re_embedded_with_the_reason(va
         assert chunk_texts_sent(server) == CHUNKS        # and the next run embeds nothing
 
 
+def test_vectors_of_two_sizes_in_one_build_stop_it_with_one_line_and_keep_what_was_saved(vault):
+    with FakeOllama() as server:
+        server.embed_sizes(256, 128)                         # two servers behind one address, in turn
+        out = run_cli(*args_for(vault), host=server.url, timeout=120)
+        assert out.returncode == 3, out.stderr
+        assert out.stderr.count("error:") == 1 and "Traceback" not in out.stderr and "rebuilding" not in out.stderr
+        assert (f"returned vectors of 256 numbers, then of 128, for '{rag.EMBED_MODEL}' in one build: two "
+                "different models answer there") in out.stderr and "keeps the 32 vectors it holds" in out.stderr
+        assert len(server.of("/api/embed")) == 2
+    assert texts_the_next_run_embeds(vault) == CHUNKS - PER_REQUEST   # the first batch was saved
+
+
+def test_a_size_change_then_another_in_one_update_keeps_the_old_cache_whole(vault):
+    with FakeOllama() as server:
+        assert run_cli(*args_for(vault), host=server.url).returncode == 0
+        note = vault / "note-042.md"
+        note.write_text(note.read_text().replace("part 1 explains", "part 1 now explains"))
+        server.embed_sizes(128, 256, 128)     # the changed chunk: 128, so all again; then 256, then 128
+        before = len(server.of("/api/embed"))
+        out = run_cli(*args_for(vault), host=server.url)
+        assert out.returncode == 3 and out.stderr.count("error:") == 1 and "Traceback" not in out.stderr
+        assert "rebuilding index: vector size changed (256 -> 128)" in out.stderr
+        assert "then of 128" in out.stderr and "keeps the 300 vectors it holds" in out.stderr
+        assert len(server.of("/api/embed")) - before == 3
+    assert texts_the_next_run_embeds(vault) == 1           # the old vectors, and only the edit to embed
+
+
 # ---- another build of the model under the same name ------------------------------------
 
 def test_another_build_under_the_same_name_is_re_embedded_with_the_reason(vault):
