@@ -1288,8 +1288,9 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
 
 
 def same_notes(old: Index, new: Index) -> bool:
-    """Do two indexes hold the same bytes in the same order (notes touched or renamed, no more)?"""
-    return new.complete and [r.digest for r in old.files.values()] == [r.digest for r in new.files.values()]
+    """Do two indexes hold the same notes' bytes, in whatever order (notes touched, renamed or
+    moved, no more)? Then they hold the same chunks, and what was measured on them holds."""
+    return new.complete and sorted(r.digest for r in old.files.values()) == sorted(r.digest for r in new.files.values())
 
 
 @dataclass(frozen=True)
