@@ -2157,8 +2157,9 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
             and (len(lex.docs) == 0 or 0 <= lex.docs.min() <= lex.docs.max() < n)
             and np.isfinite(lex.counts).all() and np.isfinite(lex.lengths).all()):
         raise CacheDamaged("BM25 postings do not match the chunks")
-    if not all(all(type(x) is int for x in stat) and type(digest) is str and type(start) is int
-               and type(stop) is int and 0 <= start <= stop <= n for *stat, digest, start, stop in files.values()):
+    if not all(type(size) is int and type(mtime) is int and type(ctime) is int and type(ino) is int
+               and type(digest) is str and type(start) is int and type(stop) is int and 0 <= start <= stop <= n
+               for size, mtime, ctime, ino, digest, start, stop in files.values()):
         raise CacheDamaged("a file record points outside the chunks")
     # One matrix-vector product (as long as a search) finds any NaN or infinity.
     if n and vectors.shape[1] and not np.isfinite(vectors @ np.ones(vectors.shape[1], np.float32)).all():
