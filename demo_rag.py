@@ -632,7 +632,7 @@ EMBED_PROMPTS = [
      "https://huggingface.co/intfloat/multilingual-e5-small"),
 ]
 
-CACHE_FORMAT = 8                          # bump when the cache file's layout changes (see upgraded())
+CACHE_FORMAT = 9                          # bump when the cache file's layout changes (see upgraded())
 # On disk, vectors are float32, memory-mapped straight from the cache file: no
 # widening and no copy on load (bench/bench_index.py compares the formats).
 DISK_VECTORS = np.dtype("<f4")
@@ -1232,6 +1232,9 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     run embeds only what is missing. A `rebuild`
     reason ("--rebuild", say) re-embeds everything, but never replaces the cache
     with one holding fewer vectors until it is done.
+    A folder without a cache of its own starts from another cache of the same notes
+    (adopted): a moved or renamed folder, or an older version's cache, costs no reading
+    and no embedding.
     Every run asks Ollama once which build of the embedding model it runs (model_digest):
     the question's vector is made anew on each run, so an index of another build's vectors
     is rebuilt even when no note changed.
@@ -1245,7 +1248,11 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     files, warnings = scan_notes(settings.notes_dir, [settings.cache_dir], settings.follow_links)
     path = cache_path(settings)
     old, reason = load_index(path)
-    if old is not None and reason:        # an older version's cache, upgraded
+    donor = None                          # another cache file these notes' index starts from
+    if old is None and reason == "no cache yet" and not rebuild:
+        old, note, donor = adopted(settings, files, path)
+        reason = note or reason
+    if old is not None and reason:        # an older version's cache, or one of these notes elsewhere
         progress(f"updating index: {reason}")
     build = model_digest(client, settings.embed_model)
     if old is not None:
@@ -1253,7 +1260,7 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
         old = None if reason else old
     unsaid = build == "" and (old is None or old.model_digest != "")   # said once, then recorded
     build = (old.model_digest if old else "") if build is None else build   # Ollama away: as it was
-    on_disk = int(old.has_vector.sum()) if old else 0
+    on_disk = int(old.has_vector.sum()) if old is not None and donor is None else 0
     writer = CacheWriter(path, settings.checkpoint_seconds, on_disk, floor=on_disk if rebuild else 0)
     if rebuild:
         old, reason = None, rebuild
@@ -1309,6 +1316,7 @@ class Index:
     note_warnings: dict[str, str] = field(default_factory=dict)   # digest -> what to say of it each run
     skipped: dict[str, Skip] = field(default_factory=dict)        # rel -> why it was left out
     calibration: dict | None = None       # the relevance floor measured on this index (calibrate())
+    notes_dir: str = ""                   # the notes folder, as a real path (for other runs' adopted())
 
     @property
     def complete(self) -> bool:
@@ -1387,8 +1395,8 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
     def with_vectors(vectors: np.ndarray, has_vector: np.ndarray) -> Index:
         return Index(chunks, vectors, has_vector, lexicon, records, stamp,
                      settings.embed_model, (settings.chunk_size, settings.chunk_overlap),
-                     embed_templates(settings).document, build,
-                     note_warnings=report.note_warnings, skipped=report.skipped)
+                     embed_templates(settings).document, build, note_warnings=report.note_warnings,
+                     skipped=report.skipped, notes_dir=os.path.realpath(settings.notes_dir))
 
     checkpoint = (lambda v, h, interrupted=False: writer.checkpoint(lambda: with_vectors(v, h), interrupted,
                                                                     progress)) if writer else None
@@ -1911,10 +1919,11 @@ def bm25_scores(lex: Lexicon, terms: list[Term]) -> np.ndarray:
 
 
 def cache_path(settings: Settings) -> Path:
-    """One cache file per notes folder, embedding model and chunking.
+    """One cache file per notes folder, embedding model, chunking and cache format.
 
-    So two folders never clash, and trying another model or --chunk-size and
-    coming back costs no re-embedding: the first cache is still there.
+    So two folders never clash, trying another model or --chunk-size and coming
+    back costs no re-embedding (the first cache is still there), and two versions
+    of demo_rag sharing a cache folder each keep their own file.
     """
     real = os.path.realpath(settings.notes_dir)
     key = f"{real}\0{settings.embed_model}\0{settings.chunk_size}/{settings.chunk_overlap}"
@@ -1922,21 +1931,82 @@ def cache_path(settings: Settings) -> Path:
     # subtle: names are cut short, as a file name may hold only 255 bytes (a CJK character is 3)
     name = re.sub(r"[^\w.-]+", "_", Path(real).name)[:40] or "notes"
     model = re.sub(r"[^\w.-]+", "_", settings.embed_model)[-40:]
-    return settings.cache_dir / f"{name}-{model}-{settings.chunk_size}-{digest}.pkl"
+    return settings.cache_dir / f"{name}-{model}-{settings.chunk_size}-{digest}.v{CACHE_FORMAT}.pkl"
+
+
+def legacy_cache_path(path: Path) -> Path:
+    """Where the version before cache files were named by format (format 5) kept `path`'s cache."""
+    return path.with_name(path.name.removesuffix(f".v{CACHE_FORMAT}.pkl") + ".pkl")
+
+
+# What a cache file says first, in a pickle of its own, so that a run can tell whose notes
+# it holds and how they were embedded without loading it (adopted()).
+HEADER_KEYS = ("format", "notes_dir", "names", "fingerprint", "embed_model", "chunking", "doc_template",
+               "model_digest", "vectors_shape")
+
+
+def names_digest(rels: Iterable[str]) -> str:
+    """MD5 of the notes' names, sorted: the same in a copy of the folder or a moved one."""
+    return hashlib.md5("\0".join(sorted(rels)).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def read_header(path: Path) -> dict | None:
+    """The header of a cache file this version wrote; None for any other file."""
+    try:
+        with open(path, "rb") as f:
+            h = BuiltinsOnlyUnpickler(f).load()
+        if isinstance(h, dict) and h.get("format") == CACHE_FORMAT and set(HEADER_KEYS) <= set(h) and \
+                all(type(h[k]) is str for k in ("notes_dir", "names", "fingerprint", "embed_model", "doc_template",
+                                                 "model_digest")) and type(h["chunking"]) is tuple:
+            return h
+    except Exception:                     # unreadable, foreign or refused: not a cache to use
+        pass
+    return None
+
+
+def adopted(settings: Settings, files: list[NoteFile], path: Path) -> tuple[Index | None, str, Path | None]:
+    """Another cache of these notes, for a folder with none at `path`: (index, what to say,
+    its file), or (None, "", None). First the cache an older version kept for this folder;
+    else one of these settings whose notes have the same names (the folder moved, renamed
+    or copied), the same stat first. An adopted index loses its fingerprint, so the update
+    that follows checks each note (one stat, for a moved note) and saves it at `path`."""
+    legacy = legacy_cache_path(path)
+    index, note = load_index(legacy) if legacy.exists() else (None, "")
+    if index is not None:
+        return index, note, legacy
+    names, here = names_digest(f.rel for f in files), fingerprint(files)
+    template = embed_templates(settings).document
+    candidates = sorted((h["fingerprint"] != here, os.path.isdir(h["notes_dir"]), str(p))
+                        for p in settings.cache_dir.glob(f"*.v{CACHE_FORMAT}.pkl")
+                        if p != path and (h := read_header(p)) and h["names"] == names
+                        and (h["embed_model"], h["chunking"], h["doc_template"]) ==
+                        (settings.embed_model, (settings.chunk_size, settings.chunk_overlap), template))
+    for *_, p in candidates:
+        index, _ = load_index(Path(p))
+        if index is not None:
+            return (replace(index, fingerprint=""), f"taking over the index of the same notes at "
+                    f"{readable_name(index.notes_dir)}: no note is read or embedded again but for what changed",
+                    Path(p))
+    return None, "", None
 
 
 
 def save_index(index: Index, path: Path) -> None:
-    """Write the cache atomically with Part I's save_cache: a pickle of everything but
-    the vectors, zeros up to the next 4 KB boundary, then the vectors as raw float32
-    rows, which load_index maps into memory instead of reading them. A crash, a kill
-    or Ctrl-C mid-write leaves the previous cache intact, and two processes writing at
-    once each replace the file with one complete version. Raises OSError (disk full...).
+    """Write the cache atomically with Part I's save_cache: a small pickle, the header
+    (HEADER_KEYS), then one of everything else but the vectors, zeros up to the next
+    4 KB boundary, then the vectors as raw float32 rows, which load_index maps into
+    memory instead of reading them. A crash, a kill or Ctrl-C mid-write leaves the
+    previous cache intact, and two processes writing at once each replace the file
+    with one complete version. Raises OSError (disk full...).
     """
-    def vectors_after(f) -> None:
+    body = index_to_dict(index)
+    header = {k: body.pop(k) for k in HEADER_KEYS}
+
+    def body_then_vectors(f) -> None:
+        pickle.dump(body, f, protocol=pickle.HIGHEST_PROTOCOL)
         f.write(bytes(-f.tell() % VECTOR_ALIGN))
         f.write(np.ascontiguousarray(index.vectors, dtype=DISK_VECTORS).data)  # no copy if float32
-    save_cache(path, index_to_dict(index), then=vectors_after)
+    save_cache(path, header, then=body_then_vectors)
     # A process killed mid-write leaves its temp file behind; none lives an hour.
     for old in path.parent.glob(glob_escape(path.name) + "*.tmp"):
         with contextlib.suppress(OSError):
@@ -1961,8 +2031,11 @@ def load_index(path: Path) -> tuple[Index | None, str]:
         with open(path, "rb") as f, gc_paused():
             d = BuiltinsOnlyUnpickler(f).load()
             written = d.get("format") if isinstance(d, dict) else None
-            d = upgraded(d) if written in UPGRADABLE else d
-            if not isinstance(d, dict) or d.get("format") != CACHE_FORMAT:
+            if written == CACHE_FORMAT:   # the header; the rest follows
+                d = {**check(BuiltinsOnlyUnpickler(f).load(), dict, "cache"), **d}
+            elif written in UPGRADABLE:
+                d = upgraded(d)
+            else:
                 return None, "cache is from another version of demo_rag"
             vectors = map_vectors(f, f.tell() + (-f.tell() % VECTOR_ALIGN), d["vectors_shape"])
             return index_from_dict(d, vectors), "" if written == CACHE_FORMAT else \
@@ -1987,7 +2060,8 @@ def upgraded(d: dict) -> dict:
     build is taken to be the one Ollama runs now."""
     files = {rel: (*check(r, tuple, "file record")[:2], -1, -1, *r[2:])
              for rel, r in check(d["files"], dict, "files").items()}
-    return {**d, "format": CACHE_FORMAT, "fingerprint": "", "files": files, "skipped": {}, "model_digest": ""}
+    return {**d, "format": CACHE_FORMAT, "fingerprint": "", "files": files, "skipped": {}, "model_digest": "",
+            "notes_dir": ""}
 
 
 class CacheDamaged(ValueError):
@@ -2117,7 +2191,8 @@ def index_to_dict(index: Index) -> dict:
     arr = arr_data
     lex = index.lexicon
     return {
-        "format": CACHE_FORMAT, "embed_model": index.embed_model, "chunking": index.chunking,
+        "format": CACHE_FORMAT, "notes_dir": index.notes_dir, "names": names_digest([*index.files, *index.skipped]),
+        "embed_model": index.embed_model, "chunking": index.chunking,
         "fingerprint": index.fingerprint, "vectors_shape": index.vectors.shape,
         "files": {rel: tuple(r) for rel, r in index.files.items()},
         "chunks": ChunkTable.pack(index.chunks),
@@ -2177,7 +2252,8 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
                  check(d["fingerprint"], str, "fingerprint"), check(d["embed_model"], str, "embed_model"),
                  chunking, check(d["doc_template"], str, "doc_template"),
                  check(d["model_digest"], str, "model_digest"), note_warnings, skipped,
-                 checked_calibration(d.get("calibration")))   # caches written before it have none
+                 checked_calibration(d.get("calibration")),   # caches written before it have none
+                 check(d["notes_dir"], str, "notes_dir"))
 
 
 def checked_calibration(c) -> dict | None:

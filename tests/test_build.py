@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import pickle
 import resource
 import signal
 import subprocess
@@ -20,7 +19,7 @@ import time
 import numpy as np
 import ollama
 import pytest
-from conftest import SCRIPT, run_cli, user_env
+from conftest import SCRIPT, read_cache, run_cli, user_env, write_cache
 from ollama_server import FakeOllama
 from test_index import make_vault
 
@@ -226,15 +225,10 @@ def test_an_ollama_that_does_not_say_which_build_it_runs_is_warned_of_once(vault
 # ---- a loaded cache is checked as strictly as it is unpickled ---------------------------
 
 def rewrite_cache(path, change_dict=lambda d: None, change_vectors=lambda v: None):
-    with open(path, "rb") as f:
-        d = rag.BuiltinsOnlyUnpickler(f).load()
-    vectors = np.array(rag.load_index(path)[0].vectors)
+    d, vectors = read_cache(path)
     change_dict(d)
     change_vectors(vectors)
-    with open(path, "wb") as f:
-        pickle.dump(d, f)
-        f.write(bytes(-f.tell() % rag.VECTOR_ALIGN))
-        vectors.astype("<f4").tofile(f)
+    write_cache(path, d, vectors)
 
 
 def set_row(d, rel, field, value):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 
@@ -134,11 +135,15 @@ def test_search_results_survive_the_cache_round_trip(vault, server):
 
 def test_cache_holds_plain_data_then_page_aligned_float32_vectors(vault):
     with open(rag.cache_path(vault), "rb") as f:
-        d = rag.BuiltinsOnlyUnpickler(f).load()
+        header = rag.BuiltinsOnlyUnpickler(f).load()          # what others may read without the rest
+        start = f.tell()
+        body = rag.BuiltinsOnlyUnpickler(f).load()
         f.seek(-f.tell() % 4096, 1)
         vectors = np.fromfile(f, dtype="<f4")
-    assert d["vectors_shape"] == (300, 256) and vectors.size == 300 * 256
-    assert d["format"] == rag.CACHE_FORMAT and d["embed_model"] == "qwen3-embedding:0.6b"
+    assert set(header) == set(rag.HEADER_KEYS) and start < 1000 and "chunks" in body
+    assert header["vectors_shape"] == (300, 256) and vectors.size == 300 * 256
+    assert header["format"] == rag.CACHE_FORMAT and header["embed_model"] == "qwen3-embedding:0.6b"
+    assert header["notes_dir"] == os.path.realpath(vault.notes_dir)
     index, _ = rag.load_index(rag.cache_path(vault))
     assert index.vectors.dtype == np.float32 and not index.vectors.flags.writeable   # memory-mapped
     assert np.array_equal(index.vectors, vectors.reshape(300, 256))
@@ -303,6 +308,28 @@ def test_a_warm_run_opens_no_note_and_leaves_the_cache_alone(tmp_path, server, n
     out = run_cli_audited(*args, host=server.url, under=notes, log=log)
     assert out.returncode == 0, out.stderr
     assert set(log.read_text().splitlines()) == {str(notes / "git-tips.md")}
+
+
+def test_a_moved_folder_is_neither_read_nor_embedded_again_and_a_copy_only_read(tmp_path, server, notes):
+    cache, log = tmp_path / "cache", tmp_path / "opened.log"
+    assert run_cli("what is BM25?", "--notes", notes, "--cache", cache, "--retrieve-only", host=server.url).returncode == 0
+    embedded = len(server.of("/api/embed"))
+    moved = tmp_path / "Documents" / "vault"
+    moved.parent.mkdir()
+    notes.rename(moved)
+    out = run_cli_audited("what is BM25?", "--notes", moved, "--cache", cache, "--retrieve-only",
+                          host=server.url, under=moved, log=log)
+    assert out.returncode == 0, out.stderr
+    assert f"updating index: taking over the index of the same notes at {notes}" in out.stderr
+    assert "(0 chunks embedded)" in out.stderr and not log.exists()          # not one note opened
+    assert len(server.of("/api/embed")) == embedded + 1 and "[1] bm25.md" in out.stdout   # the question only
+    copy = tmp_path / "copy"
+    shutil.copytree(moved, copy)                                               # new inodes: each note hashed
+    out = run_cli("what is BM25?", "--notes", copy, "--cache", cache, "--retrieve-only", host=server.url)
+    assert "taking over the index" in out.stderr and "(0 chunks embedded)" in out.stderr, out.stderr
+    out = run_cli_audited("what is BM25?", "--notes", moved, "--cache", cache, "--retrieve-only",
+                          host=server.url, under=moved, log=log)
+    assert "taking over" not in out.stderr and not log.exists()                # its own cache now: warm
 
 
 def test_an_edit_that_keeps_size_and_mtime_is_seen_and_a_chmod_costs_no_embedding(tmp_path, server, notes):

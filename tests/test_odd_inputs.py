@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import re
 import socket
 import subprocess
@@ -15,7 +14,7 @@ import threading
 import pytest
 
 import demo_rag as rag
-from conftest import SCRIPT, run_cli, run_cli_audited, user_env
+from conftest import SCRIPT, read_cache, run_cli, run_cli_audited, user_env, write_cache
 from ollama_server import FakeOllama
 
 NOTE = "# Kites\n\nA kite needs steady wind and a long string; launch it with your back to the wind.\n"
@@ -153,14 +152,15 @@ def test_a_cache_of_the_previous_format_is_upgraded_without_re_embedding(cli, se
     folder = folder_with(tmp_path, **{"binary.md": bytes(range(256)) * 4})
     assert cli("kites", "--notes", folder, "--retrieve-only").returncode == 0
     (path,) = cli.cache.glob("*.pkl")
-    vectors = rag.load_index(path)[0].vectors.tobytes()
-    with open(path, "rb") as f:                          # rewritten as the previous version wrote it
-        d = rag.BuiltinsOnlyUnpickler(f).load()
+    d, vectors = read_cache(path)                        # rewritten as the previous version wrote it, where
+    legacy = rag.legacy_cache_path(path)                 # it wrote it: the same name without ".v<format>"
+    for key in ("notes_dir", "names", "model_digest"):
+        del d[key]
     d.update(format=5, skipped={"binary.md": "looks binary, not text"},
              files={rel: (size, mtime, *rest) for rel, (size, mtime, _, _, *rest) in d["files"].items()})
-    with open(path, "wb") as f:
-        pickle.dump(d, f)
-        f.write(bytes(-f.tell() % rag.VECTOR_ALIGN) + vectors)
+    write_cache(legacy, d, vectors, header_keys=())
+    path.unlink()
+    before = legacy.read_bytes()
     embedded = len(server.of("/api/embed"))
     out = cli("kites", "--notes", folder, "--retrieve-only")
     assert out.returncode == 0, out.stderr
@@ -168,6 +168,7 @@ def test_a_cache_of_the_previous_format_is_upgraded_without_re_embedding(cli, se
     assert "(0 chunks embedded)" in out.stderr and "skipped binary.md: looks binary" in out.stderr
     assert len(server.of("/api/embed")) == embedded + 1  # the question, no more
     assert "format 5" not in cli("kites", "--notes", folder, "--retrieve-only").stderr
+    assert legacy.read_bytes() == before and path.exists()    # the previous version keeps its own
 
 
 # ---- encodings people's editors write -------------------------------------------
