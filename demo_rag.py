@@ -1934,9 +1934,11 @@ def cache_path(settings: Settings) -> Path:
     return settings.cache_dir / f"{name}-{model}-{settings.chunk_size}-{digest}.v{CACHE_FORMAT}.pkl"
 
 
-def legacy_cache_path(path: Path) -> Path:
-    """Where the version before cache files were named by format (format 5) kept `path`'s cache."""
-    return path.with_name(path.name.removesuffix(f".v{CACHE_FORMAT}.pkl") + ".pkl")
+def older_cache_paths(path: Path) -> list[Path]:
+    """Where versions of an UPGRADABLE format kept `path`'s cache: its name with their format
+    (format 5, from before files were named by format: with none)."""
+    stem = path.name.removesuffix(f".v{CACHE_FORMAT}.pkl")
+    return [path.with_name(f"{stem}{'' if fmt == 5 else f'.v{fmt}'}.pkl") for fmt in UPGRADABLE]
 
 
 # What a cache file says first, in a pickle of its own, so that a run can tell whose notes
@@ -1966,14 +1968,14 @@ def read_header(path: Path) -> dict | None:
 
 def adopted(settings: Settings, files: list[NoteFile], path: Path) -> tuple[Index | None, str, Path | None]:
     """Another cache of these notes, for a folder with none at `path`: (index, what to say,
-    its file), or (None, "", None). First the cache an older version kept for this folder;
+    its file), or (None, "", None). First a cache an older version kept for this folder;
     else one of these settings whose notes have the same names (the folder moved, renamed
     or copied), the same stat first. An adopted index loses its fingerprint, so the update
     that follows checks each note (one stat, for a moved note) and saves it at `path`."""
-    legacy = legacy_cache_path(path)
-    index, note = load_index(legacy) if legacy.exists() else (None, "")
-    if index is not None:
-        return index, note, legacy
+    for older in older_cache_paths(path):
+        index, note = load_index(older) if older.exists() else (None, "")
+        if index is not None:
+            return index, note, older
     names, here = names_digest(f.rel for f in files), fingerprint(files)
     template = embed_templates(settings).document
     candidates = sorted((h["fingerprint"] != here, os.path.isdir(h["notes_dir"]), str(p))

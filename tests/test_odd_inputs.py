@@ -153,7 +153,7 @@ def test_a_cache_of_the_previous_format_is_upgraded_without_re_embedding(cli, se
     assert cli("kites", "--notes", folder, "--retrieve-only").returncode == 0
     (path,) = cli.cache.glob("*.pkl")
     d, vectors = read_cache(path)                        # rewritten as the previous version wrote it, where
-    legacy = rag.legacy_cache_path(path)                 # it wrote it: the same name without ".v<format>"
+    legacy = rag.older_cache_paths(path)[0]              # it wrote it: the same name without ".v<format>"
     for key in ("notes_dir", "names", "model_digest"):
         del d[key]
     d.update(format=5, skipped={"binary.md": "looks binary, not text"},
