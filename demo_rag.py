@@ -1234,7 +1234,7 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     with one holding fewer vectors until it is done.
     A folder without a cache of its own starts from another cache of the same notes
     (adopted): a moved or renamed folder, or an older version's cache, costs no reading
-    and no embedding.
+    and no embedding; its first save tidies up after it (tidy_caches).
     Every run asks Ollama once which build of the embedding model it runs (model_digest):
     the question's vector is made anew on each run, so an index of another build's vectors
     is rebuilt even when no note changed.
@@ -1289,8 +1289,11 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     if unsaid and index.has_vector.any():
         report.warnings.append(build_unsaid(settings.embed_model))
     report.reason = report.reason or ("" if old is not None else reason)
-    if not writer.save(index) and writer.problem and not writer.warned:
+    saved = writer.save(index)
+    if not saved and writer.problem and not writer.warned:
         report.warnings.append(writer.problem)
+    if saved and (donor is not None or reason == "no cache yet"):   # this folder's first cache
+        report.warnings += tidy_caches(settings.cache_dir, path, donor)
     return index, report
 
 
@@ -1932,6 +1935,29 @@ def cache_path(settings: Settings) -> Path:
     name = re.sub(r"[^\w.-]+", "_", Path(real).name)[:40] or "notes"
     model = re.sub(r"[^\w.-]+", "_", settings.embed_model)[-40:]
     return settings.cache_dir / f"{name}-{model}-{settings.chunk_size}-{digest}.v{CACHE_FORMAT}.pkl"
+
+
+def tidy_caches(cache_dir: Path, path: Path, donor: Path | None) -> list[str]:
+    """After a folder's first cache is saved at `path`: the cache it was adopted from (`donor`)
+    is deleted if that folder is gone (its notes are here now), and the others of folders that
+    are gone are named, with the space they take, in one warning. Not a file is deleted that
+    could still serve: a folder on a drive not mounted now comes back to a cache of it (adopted)."""
+    gone = []
+    for p in cache_dir.glob(f"*.v{CACHE_FORMAT}.pkl"):
+        h = read_header(p) if p != path else None
+        if h is None or not h["notes_dir"] or os.path.isdir(h["notes_dir"]):
+            continue
+        if p == donor:
+            with contextlib.suppress(OSError):
+                p.unlink()
+            continue
+        with contextlib.suppress(OSError):
+            gone.append((p.stat().st_size, readable_name(h["notes_dir"])))
+    if not gone:
+        return []
+    names = ", ".join(sorted(n for _, n in gone)[:3]) + (", …" if len(gone) > 3 else "")
+    return [f"{len(gone)} cache file(s) in {readable_name(str(cache_dir))} ({sum(n for n, _ in gone) / 2**20:.1f} MB) "
+            f"hold the index of notes folders that are gone ({names}): delete them if those are gone for good"]
 
 
 def older_cache_paths(path: Path) -> list[Path]:

@@ -323,6 +323,8 @@ def test_a_moved_folder_is_neither_read_nor_embedded_again_and_a_copy_only_read(
     assert f"updating index: taking over the index of the same notes at {notes}" in out.stderr
     assert "(0 chunks embedded)" in out.stderr and not log.exists()          # not one note opened
     assert len(server.of("/api/embed")) == embedded + 1 and "[1] bm25.md" in out.stdout   # the question only
+    own = rag.cache_path(rag.Settings(notes_dir=moved, cache_dir=cache))
+    assert [p.name for p in cache.iterdir()] == [own.name]                     # the old folder's cache is gone
     copy = tmp_path / "copy"
     shutil.copytree(moved, copy)                                               # new inodes: each note hashed
     out = run_cli("what is BM25?", "--notes", copy, "--cache", cache, "--retrieve-only", host=server.url)
@@ -330,6 +332,21 @@ def test_a_moved_folder_is_neither_read_nor_embedded_again_and_a_copy_only_read(
     out = run_cli_audited("what is BM25?", "--notes", moved, "--cache", cache, "--retrieve-only",
                           host=server.url, under=moved, log=log)
     assert "taking over" not in out.stderr and not log.exists()                # its own cache now: warm
+
+
+def test_the_cache_of_a_folder_that_is_gone_is_named_with_its_size_once(tmp_path, server, notes):
+    cache, gone = tmp_path / "cache", tmp_path / "old-vault"
+    gone.mkdir()
+    (gone / "gliders.md").write_text("# Gliders\n\n" + "A glider climbs in thermals and sinks between them. " * 4)
+    assert run_cli("gliders", "--notes", gone, "--cache", cache, "--retrieve-only", host=server.url).returncode == 0
+    (stale,) = cache.iterdir()
+    shutil.rmtree(gone)
+    runs = [run_cli("what is BM25?", "--notes", notes, "--cache", cache, "--retrieve-only", host=server.url)
+            for _ in range(2)]
+    line = (f"warning: 1 cache file(s) in {cache} ({stale.stat().st_size / 2**20:.1f} MB) hold the index of notes "
+            f"folders that are gone ({gone}): delete them if those are gone for good")
+    assert [out.stderr.count(line) for out in runs] == [1, 0], runs[0].stderr   # said by the first build only
+    assert stale.exists()                                  # not deleted: that folder may be on a drive not mounted
 
 
 def test_an_edit_that_keeps_size_and_mtime_is_seen_and_a_chmod_costs_no_embedding(tmp_path, server, notes):
