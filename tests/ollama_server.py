@@ -7,7 +7,10 @@ The tests run the real `ollama` client against it, over real HTTP on 127.0.0.1:
                                                   prompt_eval_count, eval_count and their durations (ns)
   POST /api/show    {"model"}                  -> {"model_info": {"general.architecture": arch,
                                                    "<arch>.context_length": N}, "details", ...}
-  GET  /api/tags                               -> {"models": [...]}
+  GET  /api/tags                               -> {"models": [{"name", "model", "digest"}, ...]}: the digest
+                                                  Ollama lists is a hash of the model's manifest
+                                                  (manifest/manifest.go); server.digest(model) gives it,
+                                                  server.digests[model] = "..." changes it
   GET  /api/ps                                 -> {"models": [{"name", "context_length"}]}: loaded chat models
 "opener" models refuse the `think` field and report a template that opens the think
 block in the prompt: their replies hold only the closing </think>. show=False makes
@@ -33,7 +36,7 @@ limit (`context_limits`), and tokens are counted roughly (prompt_tokens()). The
 answer is made from what was kept, so a cut prompt gives a visibly worse answer.
 
 Failure switches, all off by default (set them on a running server too):
-  errors[path] = (status, message)   every request to path answers that status
+  errors[path] = (status, message)   every request to path (a POST, or GET /api/tags) answers that status
   stream_error = "message"           a streamed chat sends a 200, one piece, then {"error": message}
   stream_junk = True                 a streamed chat sends a 200, one piece, then the line `<html>oops`
                                      (not JSON), then ends the response properly
@@ -42,6 +45,8 @@ Failure switches, all off by default (set them on a running server too):
                                      (stream_error wins over stream_junk, which wins over stream_close;
                                      replies with "stream": false are not affected by the three)
   embed_fail_after = N               embed requests after the first N answer 500
+  embed_sizes(256, 128)              the next embed requests answer vectors of these sizes in turn, not
+                                     dim's: two servers of different models behind one address
   embed_mangle = "kind"              embed replies (200) that do not fit the request; after the first
   embed_mangle_after = N             N embed requests (default 0: all of them), kind is one of
                                        "half"      half as many vectors as inputs, rounded down (1 input: none)
@@ -218,6 +223,8 @@ class FakeOllama:
         self.stream_junk = False
         self.stream_close = False
         self.embed_mangle: str | None = None   # see EMBED_MANGLES
+        self.embed_dims: list[int] = []       # see embed_sizes()
+        self.embed_dims_from = 0
         self.embed_mangle_after = 0
         self.embed_refuse: str | None = None
         self.embed_refuse_reply = (400, "embedding contains NaN or Inf values")
@@ -228,6 +235,9 @@ class FakeOllama:
         self.holds: dict[str, threading.Event] = {}
         self.hold_after: dict[str, int] = {}
         self.requests: list[dict] = []
+        # Builds other than digest()'s: set one to play a re-pulled tag, or another machine's build
+        # under the same name.
+        self.digests: dict[str, str] = {}
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
         # Shorthands for interrupting a build at a known point, without sleeping: the hold_at-th
@@ -252,6 +262,14 @@ class FakeOllama:
             event.set()
         self.httpd.shutdown()
         self.httpd.server_close()
+
+    def embed_sizes(self, *dims: int) -> None:
+        """From the next embed request on, answer vectors of these sizes in turn (see the module docstring)."""
+        self.embed_dims, self.embed_dims_from = list(dims), len(self.of("/api/embed"))
+
+    def digest(self, model: str) -> str:
+        """The build of a model, as /api/tags lists it: 64 hex digits, as Ollama's are."""
+        return self.digests.get(model) or hashlib.sha256(model.encode()).hexdigest()
 
     # -- what was received ----------------------------------------------------
     def of(self, path: str) -> list[dict]:
@@ -312,13 +330,15 @@ class FakeOllama:
             event.wait(HOLD_TIMEOUT)
 
     # -- replies ------------------------------------------------------------
-    def embed_reply(self, body):
+    def embed_reply(self, body, number: int = 1):
         texts = [body["input"]] if isinstance(body["input"], str) else body["input"]
+        dim = self.embed_dims[(number - 1 - self.embed_dims_from) % len(self.embed_dims)] if self.embed_dims \
+            else self.dim
         if self.embed_delay:
             time.sleep(self.embed_delay)
         make = {"random": random_vector, "latin": lambda t, d: hashed_vector(t, d, cjk=False),
                 "crowded": crowded_vector}.get(self.embed, hashed_vector)
-        return {"model": body["model"], "embeddings": [make(t, self.dim) for t in texts],
+        return {"model": body["model"], "embeddings": [make(t, dim) for t in texts],
                 "prompt_eval_count": sum(text_tokens(t) for t in texts)}
 
     def mangle_embeddings(self, reply: dict) -> dict:
@@ -455,8 +475,12 @@ class FakeOllama:
                     self.send_redirect(*server.redirects[self.path])
                 elif self.path in server.absent:
                     self.send_missing()
+                elif self.path in server.errors:
+                    status, message = server.errors[self.path]
+                    self.send_json(status, {"error": message})
                 elif self.path == "/api/tags":
-                    self.send_json(200, {"models": [{"name": m, "model": m} for m in sorted(server.models)]})
+                    self.send_json(200, {"models": [{"name": m, "model": m, "digest": server.digest(m)}
+                                                    for m in sorted(server.models)]})
                 elif self.path == "/api/ps":              # the loaded chat models and their context
                     with server.lock:
                         loaded = dict(server.loaded)
@@ -513,7 +537,7 @@ class FakeOllama:
                     texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
                     if server.embed_refuse and any(server.embed_refuse in t for t in texts):
                         return self.send_json(server.embed_refuse_reply[0], {"error": server.embed_refuse_reply[1]})
-                    reply = server.embed_reply(body)
+                    reply = server.embed_reply(body, number)
                     if server.embed_mangle is not None and number > server.embed_mangle_after:
                         reply = server.mangle_embeddings(reply)
                     return self.send_json(200, reply)

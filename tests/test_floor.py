@@ -216,6 +216,15 @@ def test_touched_or_renamed_notes_keep_their_calibration_and_an_edit_measures_it
     assert len(latin.embedded_texts()[embedded:]) - len(note_texts(latin.embedded_texts()[embedded:])) == probes
 
 
+def test_a_rename_that_changes_the_notes_name_order_keeps_the_calibration(latin, tmp_path):
+    notes, cache = write_vault(tmp_path / "notes"), tmp_path / "cache"
+    first = ask(latin, notes, cache, OFF_TOPIC)
+    embedded = len(latin.embedded_texts())
+    (notes / "00.md").rename(notes / "zz-moved.md")               # first in name order, now last
+    again = ask(latin, notes, cache, OFF_TOPIC)
+    assert latin.embedded_texts()[embedded:] == [OFF_TOPIC] and again["floor"] == first["floor"]
+
+
 def test_a_version_with_other_probes_measures_the_calibration_again(latin, tmp_path, monkeypatch):
     # Touches keep a calibration now, so it must say which probes and rule it was measured with.
     notes, cache = write_vault(tmp_path / "notes"), tmp_path / "cache"
