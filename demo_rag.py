@@ -1234,7 +1234,10 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     with one holding fewer vectors until it is done.
     A folder without a cache of its own starts from another cache of the same notes
     (adopted): a moved or renamed folder, or an older version's cache, costs no reading
-    and no embedding; its first save tidies up after it (tidy_caches).
+    and no embedding; its first save tidies up after it (tidy_caches). Built anew, an
+    index takes each vector another cache of this model holds for the same text
+    (vector_donors): a folder sharing notes with another, or new chunk sizes for
+    notes shorter than both, cost no embedding that was paid for before.
     Every run asks Ollama once which build of the embedding model it runs (model_digest):
     the question's vector is made anew on each run, so an index of another build's vectors
     is rebuilt even when no note changed.
@@ -1280,7 +1283,8 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
             return index, report
     if old is None and reason != "no cache yet":
         progress(f"rebuilding index: {reason}")
-    index, report = update_index(settings, client, old, files, progress, writer, build)
+    donors = [] if old is not None or rebuild else vector_donors(settings, path, build)
+    index, report = update_index(settings, client, old, files, progress, writer, build, donors)
     if old is not None and calibration_current(old, settings) and same_notes(old, index):
         index = replace(index, calibration=old.calibration)    # notes touched or renamed: still valid
     elif index.complete:
@@ -1328,9 +1332,10 @@ class Index:
 
 def update_index(settings: Settings, client: ollama.Client, old: Index | None,
                  files: list[NoteFile], progress: Callable[[str | EmbedProgress], None] = lambda s: None,
-                 writer: CacheWriter | None = None, build: str = "") -> tuple[Index, IndexReport]:
+                 writer: CacheWriter | None = None, build: str = "",
+                 donors: Sequence[Path] = ()) -> tuple[Index, IndexReport]:
     """Bring the index up to date with the files, embedding only what is new (with the
-    model's `build`, its digest, which the index records).
+    model's `build`, its digest, which the index records) and not in a `donors` cache.
 
     For each file: the same stat as recorded (same_stat) -> unchanged; over
     --max-note-mb -> skipped unread; skipped before for its content, and the same
@@ -1404,7 +1409,8 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
     checkpoint = (lambda v, h, interrupted=False: writer.checkpoint(lambda: with_vectors(v, h), interrupted,
                                                                     progress)) if writer else None
     try:
-        vectors, has_vector = fill_vectors(settings, client, old, chunks, reuse_arr, report, progress, checkpoint)
+        vectors, has_vector = fill_vectors(settings, client, old, chunks, reuse_arr, report, progress, checkpoint,
+                                           donors)
     except VectorSizeChanged as e:        # the old vectors are of no use to the model now: all again
         report.reason = str(e)
         progress(f"rebuilding index: {report.reason}")
@@ -1420,8 +1426,10 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
 
 def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, chunks: list[Chunk],
                  reuse: np.ndarray, report: IndexReport, progress: Callable[[str | EmbedProgress], None],
-                 checkpoint: Callable[..., int] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Vectors for the new chunk list: reused by row or by identical text, else embedded.
+                 checkpoint: Callable[..., int] | None = None,
+                 donors: Sequence[Path] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """Vectors for the new chunk list: reused by row or by identical text (in the old index,
+    then in the `donors` cache files), else embedded.
 
     Each batch goes into one float32 matrix as it arrives (never a Python float
     per number), and `checkpoint(vectors, has_vector)` may save it. If Ollama
@@ -1448,6 +1456,19 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
                 j = by_text.get(chunks[i].embed_text)
                 if j is not None:
                     vectors[i], has_vector[i] = old.vectors[j], True
+    if donors and not has_vector.all():
+        wanted: dict[bytes, list[int]] = {}
+        for i in np.flatnonzero(~has_vector):
+            wanted.setdefault(text_key(document_text(chunks[i], settings)), []).append(int(i))
+        found = 0
+        for rows, v in vectors_elsewhere(donors, wanted, settings):
+            if not dim:                   # the donors' size; the first batch embedded checks it
+                dim, vectors = len(v), np.zeros((n, len(v)), dtype=np.float32)
+            if len(v) == dim:
+                vectors[rows], has_vector[rows], found = v, True, found + len(rows)
+        if found:
+            progress(f"{found:,} chunks' vectors found in other caches of {settings.embed_model} "
+                     "(the same texts, embedded before)")
     todo = np.flatnonzero(~has_vector)
     if len(todo) == 0:
         return vectors, has_vector
@@ -1499,6 +1520,11 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
     if dim:
         has_vector[report.refused] = True
     return vectors, has_vector
+
+
+def text_key(text: str) -> bytes:
+    """What a text embedded is known by in other caches: the MD5 of its UTF-8."""
+    return hashlib.md5(text.encode("utf-8", "surrogatepass")).digest()
 
 
 def file_digest(path: Path) -> str:
@@ -1935,6 +1961,31 @@ def cache_path(settings: Settings) -> Path:
     name = re.sub(r"[^\w.-]+", "_", Path(real).name)[:40] or "notes"
     model = re.sub(r"[^\w.-]+", "_", settings.embed_model)[-40:]
     return settings.cache_dir / f"{name}-{model}-{settings.chunk_size}-{digest}.v{CACHE_FORMAT}.pkl"
+
+
+def vector_donors(settings: Settings, path: Path, build: str) -> list[Path]:
+    """The other cache files whose vectors this index may take for the same texts: of this
+    model, document template and build (or one not known: as build_changed() decides), whatever
+    their folder or chunk sizes."""
+    template = embed_templates(settings).document
+    return [p for p in sorted(settings.cache_dir.glob(f"*.v{CACHE_FORMAT}.pkl")) if p != path
+            and (h := read_header(p)) and (h["embed_model"], h["doc_template"]) == (settings.embed_model, template)
+            and not (h["model_digest"] and build and h["model_digest"] != build)]
+
+
+def vectors_elsewhere(donors: Sequence[Path], wanted: dict[bytes, list[int]],
+                      settings: Settings) -> Iterator[tuple[list[int], np.ndarray]]:
+    """(rows, vector) for each text a donor cache holds a vector for. `wanted` maps the
+    text_key of a document text, as embedded, to the rows that need it; a text found is taken
+    out of it. A refused chunk's zero vector is no vector."""
+    for path in donors:
+        index, _ = load_index(path)
+        for j in range(len(index.chunks) if index is not None else 0):
+            key = text_key(document_text(index.chunks[j], settings))
+            if key in wanted and index.has_vector[j] and index.vectors[j].any():
+                yield wanted.pop(key), index.vectors[j]
+                if not wanted:
+                    return
 
 
 def tidy_caches(cache_dir: Path, path: Path, donor: Path | None) -> list[str]:
