@@ -86,7 +86,7 @@ import threading
 import time
 from array import array
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, NamedTuple
@@ -1314,7 +1314,7 @@ class Index:
     vectors: np.ndarray                   # (n, dim) float32, unit rows; zeros where missing
     has_vector: np.ndarray                # (n,) bool: False where Ollama could not embed
     lexicon: Lexicon
-    files: dict[str, FileRecord]
+    files: Mapping[str, FileRecord]       # a dict; a FileTable (made into records on demand) when loaded
     fingerprint: str
     embed_model: str
     chunking: tuple[int, int]             # (chunk_size, chunk_overlap)
@@ -1539,6 +1539,8 @@ def file_digest(path: Path) -> str:
 def repeat_warnings(index: Index) -> list[str]:
     """The warnings an unchanged index still owes of the notes it holds (a guessed encoding,
     chunks the model refused): said on every run, not just the first."""
+    if not index.note_warnings:           # the common case: no record need be made
+        return []
     return [f"{rel}: {index.note_warnings[r.digest]}" for rel, r in index.files.items()
             if r.digest in index.note_warnings]
 
@@ -1595,8 +1597,12 @@ def skip_warnings(skipped: dict[str, Skip]) -> list[str]:
 
 
 def stat_of(f: NoteFile) -> tuple[int, int, int, int]:
-    """What a record keeps of a note's stat: size, mtime, ctime, inode."""
-    return f.size, f.mtime_ns, f.ctime_ns, f.ino
+    """What a record keeps of a note's stat: size, mtime, ctime, inode (its low 63 bits: the
+    cache keeps them as int64, and some file systems number files up to 2**64 or more)."""
+    return f.size, f.mtime_ns, f.ctime_ns, f.ino & INODE_BITS
+
+
+INODE_BITS = 2**63 - 1
 
 
 def same_stat(known: FileRecord | Skip, f: NoteFile) -> bool:
@@ -2137,8 +2143,9 @@ def upgraded(d: dict) -> dict:
     update happen: each note is hashed once (its record has no ctime or inode: -1 matches
     none), the skipped notes are read once (their reasons had no kind), and the model's
     build is taken to be the one Ollama runs now."""
-    files = {rel: (*check(r, tuple, "file record")[:2], -1, -1, *r[2:])
-             for rel, r in check(d["files"], dict, "files").items()}
+    records = {check(rel, str, "file name"): FileRecord(*check(r, tuple, "file record")[:2], -1, -1, *r[2:])
+               for rel, r in check(d["files"], dict, "files").items()}
+    files = pickle.loads(pickle.dumps(FileTable.pack(records), protocol=5))    # as a cache file holds them
     return {**d, "format": CACHE_FORMAT, "fingerprint": "", "files": files, "skipped": {}, "model_digest": "",
             "notes_dir": ""}
 
@@ -2195,6 +2202,55 @@ class ChunkTable(Sequence):
                 and (len(pages) == 0 or pages.min() >= -1)):
             raise CacheDamaged("chunk columns disagree")
         return cls(names, source_ids, headings, texts, pages)
+
+
+class FileTable(Mapping):
+    """A loaded index's file records (rel -> FileRecord), kept as columns and made into a
+    FileRecord only when asked for.
+
+    A warm query asks for none of them, so 100,000 notes load as four arrays and a blob
+    of names instead of 100,000 tuples, and are checked in a few array operations; an
+    update asks for each record once.
+    """
+
+    def __init__(self, names: tuple, stats: np.ndarray, digests: np.ndarray, rows: np.ndarray):
+        self.names = names                # (blob, offsets) of the relative paths
+        self.stats, self.digests, self.rows = stats, digests, rows   # (n, 4) int64, (n,) S32, (n, 2) int64
+        self.at: dict[str, int] | None = None                       # rel -> position, made when first asked
+
+    def __len__(self) -> int:
+        return len(self.digests)
+
+    def __iter__(self) -> Iterator[str]:
+        return (text_at(self.names, i) for i in range(len(self)))
+
+    def __getitem__(self, rel: str) -> FileRecord:
+        if self.at is None:
+            self.at = {name: i for i, name in enumerate(self)}
+        i = self.at[rel]
+        return FileRecord(*self.stats[i].tolist(), self.digests[i].decode("ascii", "replace"),
+                          *self.rows[i].tolist())
+
+    @staticmethod
+    def pack(files: Mapping[str, FileRecord]) -> dict:
+        """Records as plain data: the names as a blob, the stats, digests and rows as arrays."""
+        records = list(files.values())
+        return {"names": blob_data(files),
+                "stats": arr_data(np.array([r[:4] for r in records], dtype="<i8").reshape(-1, 4)),
+                "digests": arr_data(np.array([r.digest for r in records], dtype="S32")),
+                "rows": arr_data(np.array([(r.start, r.stop) for r in records], dtype="<i8").reshape(-1, 2))}
+
+    @classmethod
+    def unpack(cls, d: dict, arr: Callable, n: int) -> FileTable:
+        """pack()'s output back, checked (CacheDamaged): every note's rows inside the n chunks."""
+        stats, digests, rows = arr(d["stats"], "<i8", "file stats"), arr(d["digests"], "|S32", "digests"), \
+            arr(d["rows"], "<i8", "file rows")
+        m = len(digests)
+        names = check_blob(d["names"], arr, m, "file names")
+        if not (stats.shape == (m, 4) and rows.shape == (m, 2)
+                and (m == 0 or (0 <= rows.min() and rows.max() <= n and (rows[:, 0] <= rows[:, 1]).all()))):
+            raise CacheDamaged("a file record points outside the chunks")
+        return cls(names, stats, digests, rows)
 
 
 def arr_data(a: np.ndarray) -> tuple:
@@ -2273,7 +2329,7 @@ def index_to_dict(index: Index) -> dict:
         "format": CACHE_FORMAT, "notes_dir": index.notes_dir, "names": names_digest([*index.files, *index.skipped]),
         "embed_model": index.embed_model, "chunking": index.chunking,
         "fingerprint": index.fingerprint, "vectors_shape": index.vectors.shape,
-        "files": {rel: tuple(r) for rel, r in index.files.items()},
+        "files": FileTable.pack(index.files),
         "chunks": ChunkTable.pack(index.chunks),
         "has_vector": arr(index.has_vector),
         "lexicon": (lex.vocab, arr(lex.ptr), arr(lex.docs), arr(lex.counts), arr(lex.lengths)),
@@ -2303,18 +2359,13 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
     vocab, ptr, docs, counts, lengths = check(d["lexicon"], tuple, "lexicon")
     lex = Lexicon(check(vocab, list, "vocabulary"), arr(ptr, "<i8", "postings"), arr(docs, "<i4", "postings"),
                   arr(counts, "<f4", "counts"), arr(lengths, "<f4", "lengths"))
-    files = {check(rel, str, "file name"): FileRecord(*check(r, tuple, "file record"))
-             for rel, r in check(d["files"], dict, "files").items()}
+    files = FileTable.unpack(check(d["files"], dict, "files"), arr, n)
     if not (has_vector.shape == lex.lengths.shape == (n,) and lex.ptr.shape == (len(vocab) + 1,)
             and all(type(t) is str for t in vocab) and lex.ptr[0] == 0 and lex.ptr[-1] == len(lex.docs)
             and (np.diff(lex.ptr) >= 0).all() and len(lex.counts) == len(lex.docs)
             and (len(lex.docs) == 0 or 0 <= lex.docs.min() <= lex.docs.max() < n)
             and np.isfinite(lex.counts).all() and np.isfinite(lex.lengths).all()):
         raise CacheDamaged("BM25 postings do not match the chunks")
-    if not all(type(size) is int and type(mtime) is int and type(ctime) is int and type(ino) is int
-               and type(digest) is str and type(start) is int and type(stop) is int and 0 <= start <= stop <= n
-               for size, mtime, ctime, ino, digest, start, stop in files.values()):
-        raise CacheDamaged("a file record points outside the chunks")
     # One matrix-vector product (as long as a search) finds any NaN or infinity.
     if n and vectors.shape[1] and not np.isfinite(vectors @ np.ones(vectors.shape[1], np.float32)).all():
         raise CacheDamaged("a vector is not a number")

@@ -157,7 +157,8 @@ def test_a_cache_of_the_previous_format_is_upgraded_without_re_embedding(cli, se
     for key in ("notes_dir", "names", "model_digest"):
         del d[key]
     d.update(format=5, skipped={"binary.md": "looks binary, not text"},
-             files={rel: (size, mtime, *rest) for rel, (size, mtime, _, _, *rest) in d["files"].items()})
+             files={rel: (r.size, r.mtime_ns, r.digest, r.start, r.stop)
+                    for rel, r in rag.load_index(path)[0].files.items()})
     write_cache(legacy, d, vectors, header_keys=())
     path.unlink()
     before = legacy.read_bytes()
