@@ -1229,15 +1229,17 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     without reading them, at the skipped notes whose cause can go away).
     Otherwise what is embedded is saved as it goes (CacheWriter): Ctrl-C
     (BuildInterrupted), a kill or Ollama failing mid-way keeps it, and the next
-    run embeds only what is missing. A `rebuild`
-    reason ("--rebuild", say) re-embeds everything, but never replaces the cache
-    with one holding fewer vectors until it is done.
+    run embeds only what is missing. A `rebuild` reason ("--rebuild", say)
+    re-embeds everything, but never replaces the cache with one holding fewer
+    vectors until it is done.
+
     A folder without a cache of its own starts from another cache of the same notes
     (adopted): a moved or renamed folder, or an older version's cache, costs no reading
     and no embedding; its first save tidies up after it (tidy_caches). Built anew, an
     index takes each vector another cache of this model holds for the same text
     (vector_donors): a folder sharing notes with another, or new chunk sizes for
     notes shorter than both, cost no embedding that was paid for before.
+
     Every run asks Ollama once which build of the embedding model it runs (model_digest):
     the question's vector is made anew on each run, so an index of another build's vectors
     is rebuilt even when no note changed.
@@ -1260,7 +1262,7 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     build = model_digest(client, settings.embed_model)
     if old is not None:
         reason = stale_reason(old, settings) or build_changed(old, build)
-        old = None if reason else old
+        old, donor = (None, None) if reason else (old, donor)   # a donor not taken over is left alone
     unsaid = build == "" and (old is None or old.model_digest != "")   # said once, then recorded
     build = (old.model_digest if old else "") if build is None else build   # Ollama away: as it was
     on_disk = int(old.has_vector.sum()) if old is not None and donor is None else 0
@@ -1304,7 +1306,8 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
 def same_notes(old: Index, new: Index) -> bool:
     """Do two indexes hold the same notes' bytes, in whatever order (notes touched, renamed or
     moved, no more)? Then they hold the same chunks, and what was measured on them holds."""
-    return new.complete and sorted(r.digest for r in old.files.values()) == sorted(r.digest for r in new.files.values())
+    return new.complete and sorted(r.digest for r in old.files.values()) == \
+        sorted(r.digest for r in new.files.values())
 
 
 @dataclass(frozen=True)
@@ -2013,8 +2016,9 @@ def tidy_caches(cache_dir: Path, path: Path, donor: Path | None) -> list[str]:
     if not gone:
         return []
     names = ", ".join(sorted(n for _, n in gone)[:3]) + (", …" if len(gone) > 3 else "")
-    return [f"{len(gone)} cache file(s) in {readable_name(str(cache_dir))} ({sum(n for n, _ in gone) / 2**20:.1f} MB) "
-            f"hold the index of notes folders that are gone ({names}): delete them if those are gone for good"]
+    size = sum(n for n, _ in gone) / 2**20
+    return [f"{len(gone)} cache file(s) in {readable_name(str(cache_dir))} ({size:.1f} MB) hold the index of "
+            f"notes folders that are gone ({names}): delete them if those are gone for good"]
 
 
 def older_cache_paths(path: Path) -> list[Path]:

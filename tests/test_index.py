@@ -359,6 +359,18 @@ def test_a_text_embedded_for_another_folder_or_chunk_size_is_not_embedded_again(
     assert len(chunks_embedded()) == len(set(chunks_embedded()))   # and not one text was embedded twice
 
 
+def test_a_moved_folder_whose_cache_is_of_another_build_leaves_that_cache_alone(tmp_path, server, notes):
+    cache = tmp_path / "cache"
+    assert run_cli("what is BM25?", "--notes", notes, "--cache", cache, "--retrieve-only", host=server.url).returncode == 0
+    (old,) = cache.iterdir()
+    moved = tmp_path / "moved"
+    notes.rename(moved)
+    server.digests[rag.EMBED_MODEL] = "7" * 64                 # and Ollama runs another build now
+    out = run_cli("what is BM25?", "--notes", moved, "--cache", cache, "--retrieve-only", host=server.url)
+    assert "is another build under the same name" in out.stderr and "(12 chunks embedded)" in out.stderr
+    assert old.exists()                                         # its vectors were not taken over: kept
+
+
 def test_the_cache_of_a_folder_that_is_gone_is_named_with_its_size_once(tmp_path, server, notes):
     cache, gone = tmp_path / "cache", tmp_path / "old-vault"
     gone.mkdir()
