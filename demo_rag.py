@@ -86,7 +86,7 @@ import urllib.request
 import unicodedata
 from array import array
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, NamedTuple
@@ -1493,12 +1493,17 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     without reading them, at the skipped notes whose cause can go away).
     Otherwise what is embedded is saved as it goes (CacheWriter): Ctrl-C
     (BuildInterrupted), a kill or Ollama failing mid-way keeps it, and the next
-    run embeds only what is missing. A `rebuild`
-    reason ("--rebuild", say) re-embeds everything, but never replaces the cache
-    with one holding fewer vectors until it is done.
+    run embeds only what is missing. A `rebuild` reason ("--rebuild", say)
+    re-embeds everything, but never replaces the cache with one holding fewer
+    vectors until it is done.
+
     A folder without a cache of its own starts from another cache of the same notes
     (adopted): a moved or renamed folder, or an older version's cache, costs no reading
-    and no embedding; its first save tidies up after it (tidy_caches).
+    and no embedding; its first save tidies up after it (tidy_caches). Built anew, an
+    index takes each vector another cache of this model holds for the same text
+    (vector_donors): a folder sharing notes with another, or new chunk sizes for
+    notes shorter than both, cost no embedding that was paid for before.
+
     Every run asks Ollama once which build of the embedding model it runs (model_digest):
     the question's vector is made anew on each run, so an index of another build's vectors
     is rebuilt even when no note changed.
@@ -1521,7 +1526,7 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     build = model_digest(client, settings.embed_model)
     if old is not None:
         reason = stale_reason(old, settings) or build_changed(old, build)
-        old = None if reason else old
+        old, donor = (None, None) if reason else (old, donor)   # a donor not taken over is left alone
     unsaid = build == "" and (old is None or old.model_digest != "")   # said once, then recorded
     build = (old.model_digest if old else "") if build is None else build   # Ollama away: as it was
     on_disk = int(old.has_vector.sum()) if old is not None and donor is None else 0
@@ -1544,7 +1549,8 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
             return index, report
     if old is None and reason != "no cache yet":
         progress(f"rebuilding index: {reason}")
-    index, report = update_index(settings, client, old, files, progress, writer, build)
+    donors = [] if old is not None or rebuild else vector_donors(settings, path, build)
+    index, report = update_index(settings, client, old, files, progress, writer, build, donors)
     if old is not None and calibration_current(old, settings) and same_notes(old, index):
         index = replace(index, calibration=old.calibration)    # notes touched or renamed: still valid
     elif index.complete:
@@ -1564,7 +1570,8 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
 def same_notes(old: Index, new: Index) -> bool:
     """Do two indexes hold the same notes' bytes, in whatever order (notes touched, renamed or
     moved, no more)? Then they hold the same chunks, and what was measured on them holds."""
-    return new.complete and sorted(r.digest for r in old.files.values()) == sorted(r.digest for r in new.files.values())
+    return new.complete and sorted(r.digest for r in old.files.values()) == \
+        sorted(r.digest for r in new.files.values())
 
 
 @dataclass(frozen=True)
@@ -1574,7 +1581,7 @@ class Index:
     vectors: np.ndarray                   # (n, dim) float32, unit rows; zeros where missing
     has_vector: np.ndarray                # (n,) bool: False where Ollama could not embed
     lexicon: Lexicon
-    files: dict[str, FileRecord]
+    files: Mapping[str, FileRecord]       # a dict; a FileTable (made into records on demand) when loaded
     fingerprint: str
     embed_model: str
     chunking: tuple[int, int]             # (chunk_size, chunk_overlap)
@@ -1592,9 +1599,10 @@ class Index:
 
 def update_index(settings: Settings, client: ollama.Client, old: Index | None,
                  files: list[NoteFile], progress: Callable[[str | EmbedProgress], None] = lambda s: None,
-                 writer: CacheWriter | None = None, build: str = "") -> tuple[Index, IndexReport]:
+                 writer: CacheWriter | None = None, build: str = "",
+                 donors: Sequence[Path] = ()) -> tuple[Index, IndexReport]:
     """Bring the index up to date with the files, embedding only what is new (with the
-    model's `build`, its digest, which the index records).
+    model's `build`, its digest, which the index records) and not in a `donors` cache.
 
     For each file: the same stat as recorded (same_stat) -> unchanged; over
     --max-note-mb -> skipped unread; skipped before for its content, and the same
@@ -1668,7 +1676,8 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
     checkpoint = (lambda v, h, interrupted=False: writer.checkpoint(lambda: with_vectors(v, h), interrupted,
                                                                     progress)) if writer else None
     try:
-        vectors, has_vector = fill_vectors(settings, client, old, chunks, reuse_arr, report, progress, checkpoint)
+        vectors, has_vector = fill_vectors(settings, client, old, chunks, reuse_arr, report, progress, checkpoint,
+                                           donors)
     except VectorSizeChanged as e:        # the old vectors are of no use to the model now: all again
         report.reason = str(e)
         progress(f"rebuilding index: {report.reason}")
@@ -1684,8 +1693,10 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
 
 def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, chunks: list[Chunk],
                  reuse: np.ndarray, report: IndexReport, progress: Callable[[str | EmbedProgress], None],
-                 checkpoint: Callable[..., int] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Vectors for the new chunk list: reused by row or by identical text, else embedded.
+                 checkpoint: Callable[..., int] | None = None,
+                 donors: Sequence[Path] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """Vectors for the new chunk list: reused by row or by identical text (in the old index,
+    then in the `donors` cache files), else embedded.
 
     Each batch goes into one float32 matrix as it arrives (never a Python float
     per number), and `checkpoint(vectors, has_vector)` may save it. If Ollama
@@ -1712,6 +1723,19 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
                 j = by_text.get(chunks[i].embed_text)
                 if j is not None:
                     vectors[i], has_vector[i] = old.vectors[j], True
+    if donors and not has_vector.all():
+        wanted: dict[bytes, list[int]] = {}
+        for i in np.flatnonzero(~has_vector):
+            wanted.setdefault(text_key(document_text(chunks[i], settings)), []).append(int(i))
+        found = 0
+        for rows, v in vectors_elsewhere(donors, wanted, settings):
+            if not dim:                   # the donors' size; the first batch embedded checks it
+                dim, vectors = len(v), np.zeros((n, len(v)), dtype=np.float32)
+            if len(v) == dim:
+                vectors[rows], has_vector[rows], found = v, True, found + len(rows)
+        if found:
+            progress(f"{found:,} chunks' vectors found in other caches of {settings.embed_model} "
+                     "(the same texts, embedded before)")
     todo = np.flatnonzero(~has_vector)
     if len(todo) == 0:
         return vectors, has_vector
@@ -1765,6 +1789,11 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
     return vectors, has_vector
 
 
+def text_key(text: str) -> bytes:
+    """What a text embedded is known by in other caches: the MD5 of its UTF-8."""
+    return hashlib.md5(text.encode("utf-8", "surrogatepass")).digest()
+
+
 def file_digest(path: Path) -> str:
     """MD5 of a file's bytes, read in blocks so a big file never sits in memory."""
     h = hashlib.md5()
@@ -1777,6 +1806,8 @@ def file_digest(path: Path) -> str:
 def repeat_warnings(index: Index) -> list[str]:
     """The warnings an unchanged index still owes of the notes it holds (a guessed encoding,
     chunks the model refused): said on every run, not just the first."""
+    if not index.note_warnings:           # the common case: no record need be made
+        return []
     return [f"{rel}: {index.note_warnings[r.digest]}" for rel, r in index.files.items()
             if r.digest in index.note_warnings]
 
@@ -1833,8 +1864,12 @@ def skip_warnings(skipped: dict[str, Skip]) -> list[str]:
 
 
 def stat_of(f: NoteFile) -> tuple[int, int, int, int]:
-    """What a record keeps of a note's stat: size, mtime, ctime, inode."""
-    return f.size, f.mtime_ns, f.ctime_ns, f.ino
+    """What a record keeps of a note's stat: size, mtime, ctime, inode (its low 63 bits: the
+    cache keeps them as int64, and some file systems number files up to 2**64 or more)."""
+    return f.size, f.mtime_ns, f.ctime_ns, f.ino & INODE_BITS
+
+
+INODE_BITS = 2**63 - 1
 
 
 def same_stat(known: FileRecord | Skip, f: NoteFile) -> bool:
@@ -2201,6 +2236,31 @@ def cache_path(settings: Settings) -> Path:
     return settings.cache_dir / f"{name}-{model}-{settings.chunk_size}-{digest}.v{CACHE_FORMAT}.pkl"
 
 
+def vector_donors(settings: Settings, path: Path, build: str) -> list[Path]:
+    """The other cache files whose vectors this index may take for the same texts: of this
+    model, document template and build (or one not known: as build_changed() decides), whatever
+    their folder or chunk sizes."""
+    template = embed_templates(settings).document
+    return [p for p in sorted(settings.cache_dir.glob(f"*.v{CACHE_FORMAT}.pkl")) if p != path
+            and (h := read_header(p)) and (h["embed_model"], h["doc_template"]) == (settings.embed_model, template)
+            and not (h["model_digest"] and build and h["model_digest"] != build)]
+
+
+def vectors_elsewhere(donors: Sequence[Path], wanted: dict[bytes, list[int]],
+                      settings: Settings) -> Iterator[tuple[list[int], np.ndarray]]:
+    """(rows, vector) for each text a donor cache holds a vector for. `wanted` maps the
+    text_key of a document text, as embedded, to the rows that need it; a text found is taken
+    out of it. A refused chunk's zero vector is no vector."""
+    for path in donors:
+        index, _ = load_index(path)
+        for j in range(len(index.chunks) if index is not None else 0):
+            key = text_key(document_text(index.chunks[j], settings))
+            if key in wanted and index.has_vector[j] and index.vectors[j].any():
+                yield wanted.pop(key), index.vectors[j]
+                if not wanted:
+                    return
+
+
 def tidy_caches(cache_dir: Path, path: Path, donor: Path | None) -> list[str]:
     """After a folder's first cache is saved at `path`: the cache it was adopted from (`donor`)
     is deleted if that folder is gone (its notes are here now), and the others of folders that
@@ -2220,8 +2280,9 @@ def tidy_caches(cache_dir: Path, path: Path, donor: Path | None) -> list[str]:
     if not gone:
         return []
     names = ", ".join(sorted(n for _, n in gone)[:3]) + (", …" if len(gone) > 3 else "")
-    return [f"{len(gone)} cache file(s) in {readable_name(str(cache_dir))} ({sum(n for n, _ in gone) / 2**20:.1f} MB) "
-            f"hold the index of notes folders that are gone ({names}): delete them if those are gone for good"]
+    size = sum(n for n, _ in gone) / 2**20
+    return [f"{len(gone)} cache file(s) in {readable_name(str(cache_dir))} ({size:.1f} MB) hold the index of "
+            f"notes folders that are gone ({names}): delete them if those are gone for good"]
 
 
 def older_cache_paths(path: Path) -> list[Path]:
@@ -2360,8 +2421,9 @@ def upgraded(d: dict) -> dict:
     update happen: each note is hashed once (its record has no ctime or inode: -1 matches
     none), the skipped notes are read once (their reasons had no kind), and the model's
     build is taken to be the one Ollama runs now."""
-    files = {rel: (*check(r, tuple, "file record")[:2], -1, -1, *r[2:])
-             for rel, r in check(d["files"], dict, "files").items()}
+    records = {check(rel, str, "file name"): FileRecord(*check(r, tuple, "file record")[:2], -1, -1, *r[2:])
+               for rel, r in check(d["files"], dict, "files").items()}
+    files = pickle.loads(pickle.dumps(FileTable.pack(records), protocol=5))    # as a cache file holds them
     return {**d, "format": CACHE_FORMAT, "fingerprint": "", "files": files, "skipped": {}, "model_digest": "",
             "notes_dir": ""}
 
@@ -2418,6 +2480,55 @@ class ChunkTable(Sequence):
                 and (len(pages) == 0 or pages.min() >= -1)):
             raise CacheDamaged("chunk columns disagree")
         return cls(names, source_ids, headings, texts, pages)
+
+
+class FileTable(Mapping):
+    """A loaded index's file records (rel -> FileRecord), kept as columns and made into a
+    FileRecord only when asked for.
+
+    A warm query asks for none of them, so 100,000 notes load as four arrays and a blob
+    of names instead of 100,000 tuples, and are checked in a few array operations; an
+    update asks for each record once.
+    """
+
+    def __init__(self, names: tuple, stats: np.ndarray, digests: np.ndarray, rows: np.ndarray):
+        self.names = names                # (blob, offsets) of the relative paths
+        self.stats, self.digests, self.rows = stats, digests, rows   # (n, 4) int64, (n,) S32, (n, 2) int64
+        self.at: dict[str, int] | None = None                       # rel -> position, made when first asked
+
+    def __len__(self) -> int:
+        return len(self.digests)
+
+    def __iter__(self) -> Iterator[str]:
+        return (text_at(self.names, i) for i in range(len(self)))
+
+    def __getitem__(self, rel: str) -> FileRecord:
+        if self.at is None:
+            self.at = {name: i for i, name in enumerate(self)}
+        i = self.at[rel]
+        return FileRecord(*self.stats[i].tolist(), self.digests[i].decode("ascii", "replace"),
+                          *self.rows[i].tolist())
+
+    @staticmethod
+    def pack(files: Mapping[str, FileRecord]) -> dict:
+        """Records as plain data: the names as a blob, the stats, digests and rows as arrays."""
+        records = list(files.values())
+        return {"names": blob_data(files),
+                "stats": arr_data(np.array([r[:4] for r in records], dtype="<i8").reshape(-1, 4)),
+                "digests": arr_data(np.array([r.digest for r in records], dtype="S32")),
+                "rows": arr_data(np.array([(r.start, r.stop) for r in records], dtype="<i8").reshape(-1, 2))}
+
+    @classmethod
+    def unpack(cls, d: dict, arr: Callable, n: int) -> FileTable:
+        """pack()'s output back, checked (CacheDamaged): every note's rows inside the n chunks."""
+        stats, digests, rows = arr(d["stats"], "<i8", "file stats"), arr(d["digests"], "|S32", "digests"), \
+            arr(d["rows"], "<i8", "file rows")
+        m = len(digests)
+        names = check_blob(d["names"], arr, m, "file names")
+        if not (stats.shape == (m, 4) and rows.shape == (m, 2)
+                and (m == 0 or (0 <= rows.min() and rows.max() <= n and (rows[:, 0] <= rows[:, 1]).all()))):
+            raise CacheDamaged("a file record points outside the chunks")
+        return cls(names, stats, digests, rows)
 
 
 def arr_data(a: np.ndarray) -> tuple:
@@ -2497,7 +2608,7 @@ def index_to_dict(index: Index) -> dict:
         "names": names_digest([*index.files, *index.skipped]), "embed_model": index.embed_model,
         "chunking": index.chunking,
         "fingerprint": index.fingerprint, "vectors_shape": index.vectors.shape,
-        "files": {rel: tuple(r) for rel, r in index.files.items()},
+        "files": FileTable.pack(index.files),
         "chunks": ChunkTable.pack(index.chunks),
         "has_vector": arr(index.has_vector),
         "lexicon": (lex.vocab, arr(lex.ptr), arr(lex.docs), arr(lex.counts), arr(lex.lengths)),
@@ -2527,18 +2638,13 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
     vocab, ptr, docs, counts, lengths = check(d["lexicon"], tuple, "lexicon")
     lex = Lexicon(check(vocab, list, "vocabulary"), arr(ptr, "<i8", "postings"), arr(docs, "<i4", "postings"),
                   arr(counts, "<f4", "counts"), arr(lengths, "<f4", "lengths"))
-    files = {check(rel, str, "file name"): FileRecord(*check(r, tuple, "file record"))
-             for rel, r in check(d["files"], dict, "files").items()}
+    files = FileTable.unpack(check(d["files"], dict, "files"), arr, n)
     if not (has_vector.shape == lex.lengths.shape == (n,) and lex.ptr.shape == (len(vocab) + 1,)
             and all(type(t) is str for t in vocab) and lex.ptr[0] == 0 and lex.ptr[-1] == len(lex.docs)
             and (np.diff(lex.ptr) >= 0).all() and len(lex.counts) == len(lex.docs)
             and (len(lex.docs) == 0 or 0 <= lex.docs.min() <= lex.docs.max() < n)
             and np.isfinite(lex.counts).all() and np.isfinite(lex.lengths).all()):
         raise CacheDamaged("BM25 postings do not match the chunks")
-    if not all(type(size) is int and type(mtime) is int and type(ctime) is int and type(ino) is int
-               and type(digest) is str and type(start) is int and type(stop) is int and 0 <= start <= stop <= n
-               for size, mtime, ctime, ino, digest, start, stop in files.values()):
-        raise CacheDamaged("a file record points outside the chunks")
     # One matrix-vector product (as long as a search) finds any NaN or infinity.
     if n and vectors.shape[1] and not np.isfinite(vectors @ np.ones(vectors.shape[1], np.float32)).all():
         raise CacheDamaged("a vector is not a number")
@@ -4022,6 +4128,7 @@ def outcome_json(outcome: Outcome, report: IndexReport, index_seconds: float, te
                                             "per_second": round(u.tokens_per_second, 1)},
             "warnings": run_warnings(report, outcome) + outcome.warnings,
             "error": outcome.why if outcome.status == FAILED else None,
+            "skipped": {rel: skip.why for rel, skip in report.skipped.items()},
             "embedding_prompts": templates._asdict()}
 
 
@@ -4804,9 +4911,11 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
     print("STEP 1 · LOAD: find the notes")
     files, _ = scan_notes(settings.notes_dir, [settings.cache_dir], settings.follow_links)
     say(f"{len(files)} files under {readable_name(settings.notes_dir.name)}/: " + ", ".join(f.rel for f in files))
-    print("\nSTEP 2 · FINGERPRINT: MD5 over every note's name, size and mtime")
+    print("\nSTEP 2 · FINGERPRINT: MD5 over every note's name and stat (size, mtime, ctime, inode)")
     say(f"{fingerprint(files)}: while it stays the same, the cache is used as it is")
     index, report, took = open_for_mode(args, settings, client, quiet=True)
+    for rel, skip in report.skipped.items():
+        say(f"skipped {rel}: {skip.why}", indent="    ")
     say(f"index: {len(index.chunks)} chunks from {len(index.files)} notes, "
         f"{report.embedded} embedded just now ({took:.2f}s)")
     err(*(f"warning: {w}" for w in report.warnings))   # what a question's run would say too

@@ -234,8 +234,11 @@ def rewrite_cache(path, change_dict=lambda d: None, change_vectors=lambda v: Non
     write_cache(path, d, vectors)
 
 
-def set_row(d, rel, field, value):
-    d["files"][rel] = tuple(value if i == field else x for i, x in enumerate(d["files"][rel]))
+def set_rows(d, note, start, stop):
+    """Give the note-th file record these chunk rows."""
+    rows = np.frombuffer(d["files"]["rows"][2], "<i8").reshape(-1, 2).copy()
+    rows[note] = (start, stop)
+    d["files"]["rows"] = ("<i8", rows.shape, rows.tobytes())
 
 
 def replace_array(d, key, dtype, values):
@@ -255,8 +258,12 @@ DAMAGE = {
     "a source name that is a number": (lambda d: d["chunks"]["names"].__setitem__(0, 7), None),
     "a source past the names": (lambda d: replace_array(d["chunks"], "source_ids", "<i4", [10**6] * 300), None),
     "a page below -1": (lambda d: replace_array(d["chunks"], "pages", "<i8", [-5] * 300), None),
-    "rows past the end": (lambda d: set_row(d, "note-003.md", 6, 10**6), None),
-    "rows before the start": (lambda d: set_row(d, "note-003.md", 5, -5), None),
+    "rows past the end": (lambda d: set_rows(d, 3, 9, 10**6), None),
+    "rows before the start": (lambda d: set_rows(d, 3, -5, 9), None),
+    "rows that end before they start": (lambda d: set_rows(d, 3, 12, 9), None),
+    "file stats that are not integers": (lambda d: d["files"].__setitem__("stats", ("<f8",) + d["files"]["stats"][1:]), None),
+    "one file name too few": (lambda d: d["files"].__setitem__("names", (d["files"]["names"][0], (
+        "<i8", (100,), np.frombuffer(d["files"]["names"][1][2], "<i8")[:100].tobytes()))), None),
     "files not a dict": (lambda d: d.__setitem__("files", [1, 2]), None),
     "postings past the end": (lambda d: d.__setitem__("lexicon", d["lexicon"][:2] + (
         ("<i4", (len(np.frombuffer(d["lexicon"][2][2], "<i4")),),

@@ -229,7 +229,7 @@ def test_two_processes_indexing_at_once_leave_one_complete_cache(tmp_path, serve
 def test_settings_tried_and_reverted_cost_no_re_embedding(vault, server):
     """One cache per model and chunking: trying --chunk-size 400 or another model keeps the first."""
     _, report, texts = index_once(rag.Settings(**{**vars(vault), "chunk_size": 400}), server)
-    assert texts and report.reason == "no cache yet"
+    assert report.reason == "no cache yet" and texts == []    # its own cache; its chunks' texts were embedded
     with FakeOllama(models=["other-embed"]) as other:
         s = rag.Settings(**{**vars(vault), "embed_model": "other-embed"})
         _, report = rag.open_index(s, ollama.Client(host=other.url))
@@ -358,6 +358,43 @@ def test_a_moved_folder_is_neither_read_nor_embedded_again_and_a_copy_only_read(
     out = run_cli_audited("what is BM25?", "--notes", moved, "--cache", cache, "--retrieve-only",
                           host=server.url, under=moved, log=log)
     assert "taking over" not in out.stderr and not log.exists()                # its own cache now: warm
+
+
+def test_a_text_embedded_for_another_folder_or_chunk_size_is_not_embedded_again(tmp_path, server, notes):
+    cache = tmp_path / "cache"
+
+    def run(folder, *flags):
+        out = run_cli("what is BM25?", "--notes", folder, "--cache", cache, "--retrieve-only", *flags, host=server.url)
+        assert out.returncode == 0, out.stderr
+        return out
+    run(notes)
+    other = tmp_path / "work"                              # another folder, holding three of those notes
+    other.mkdir()
+    for name in ("bm25.md", "git-tips.md", "sourdough.md"):
+        shutil.copy(notes / name, other / name)
+    (other / "kites.md").write_text("# Kites\n\nA kite needs steady wind and a long string to climb.\n")
+    def chunks_embedded():                                 # the chunks' texts: not the questions, not the probes
+        return [t for t in note_texts(server.embedded_texts()) if "Query:" not in t]
+    before = len(chunks_embedded())
+    out = run(other)
+    assert len(chunks_embedded()) == before + 1 and "A kite needs steady wind" in chunks_embedded()[-1]
+    assert "chunks' vectors found in other caches of qwen3-embedding:0.6b" in out.stderr
+    before = len(chunks_embedded())
+    out = run(notes, "--chunk-size", "700")               # a note shorter than both sizes is one chunk in both
+    assert "found in other caches" in out.stderr and len(chunks_embedded()) > before
+    assert len(chunks_embedded()) == len(set(chunks_embedded()))   # and not one text was embedded twice
+
+
+def test_a_moved_folder_whose_cache_is_of_another_build_leaves_that_cache_alone(tmp_path, server, notes):
+    cache = tmp_path / "cache"
+    assert run_cli("what is BM25?", "--notes", notes, "--cache", cache, "--retrieve-only", host=server.url).returncode == 0
+    (old,) = cache.iterdir()
+    moved = tmp_path / "moved"
+    notes.rename(moved)
+    server.digests[rag.EMBED_MODEL] = "7" * 64                 # and Ollama runs another build now
+    out = run_cli("what is BM25?", "--notes", moved, "--cache", cache, "--retrieve-only", host=server.url)
+    assert "is another build under the same name" in out.stderr and "(12 chunks embedded)" in out.stderr
+    assert old.exists()                                         # its vectors were not taken over: kept
 
 
 def test_the_cache_of_a_folder_that_is_gone_is_named_with_its_size_once(tmp_path, server, notes):

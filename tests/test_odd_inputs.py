@@ -182,6 +182,9 @@ def test_many_skipped_stubs_cost_one_line_and_are_not_read_again_until_they_chan
     assert opened == [] and summary in out.stderr and "1 changed" in out.stderr
     out, _ = run("--json")
     assert json.loads(out.stdout)["warnings"] == [summary]
+    assert json.loads(out.stdout)["skipped"]["2024-05-09.md"] == "under 50 characters"       # named for scripts
+    explained = run_cli("--explain", "kites", "--notes", folder, "--cache", cache, "--retrieve-only", host=server.url)
+    assert "skipped 2024-05-09.md: under 50 characters" in explained.stdout                  # and for people
     (folder / "2024-05-07.md").write_text("# May 7\n\nFlew the red kite over the dunes; the wind held all afternoon.\n")
     out, opened = run()                                   # a stub that changed is read, and is a note now
     assert set(opened) == {str(folder / "2024-05-07.md")} and "1 new" in out.stderr
@@ -197,7 +200,8 @@ def test_a_cache_of_the_previous_format_is_upgraded_without_re_embedding(cli, se
     for key in ("notes_dir", "names", "model_digest"):
         del d[key]
     d.update(format=5, skipped={"binary.md": "looks binary, not text"},
-             files={rel: (size, mtime, *rest) for rel, (size, mtime, _, _, *rest) in d["files"].items()})
+             files={rel: (r.size, r.mtime_ns, r.digest, r.start, r.stop)
+                    for rel, r in rag.load_index(path)[0].files.items()})
     write_cache(legacy, d, vectors, header_keys=())
     path.unlink()
     before = legacy.read_bytes()
