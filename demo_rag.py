@@ -599,7 +599,8 @@ MIN_NOTE_CHARS = 50                       # shorter notes are stubs, not knowled
 MAX_NOTE_MB = 5.0                         # a bigger "note" is usually an export or a log
 EMBED_BATCH_CHARS = 24_000                # characters per embedding request, so that one stays small
 
-ANSWER_TOKENS = 1024                      # room left in the context for the answer
+ANSWER_TOKENS = 1024                      # the most an answer may take (num_predict, --max-answer-tokens),
+                                          # and the room the context keeps for it
 # The context sizes asked for (num_ctx). Ollama restarts a model's runner whenever a request's
 # num_ctx differs from the one it was loaded with (needsReload in its server/sched.go), so every
 # chat request asks for Part I's NUM_CTX, or the next rung when its prompt needs more: questions
@@ -655,8 +656,12 @@ OLLAMA_TIMEOUT = 300.0                    # seconds of silence before giving up 
 OLLAMA_CONNECT_TIMEOUT = 10.0             # seconds to connect: Ollama runs here or on the LAN, so a
                                           # connection that takes longer goes to a wrong address
 MAX_CONTEXT_LENGTH = 1 << 24              # tokens, 16.7M: /api/show saying a model reads more is nonsense
+MAX_REPLY_LINE = 16 << 20                 # bytes in one line of a reply from Ollama, at most: twice what
+                                          # Ollama's own client takes (maxBufferSize, api/client.go), ten
+                                          # times 32 vectors of 4,096 numbers, the longest line we ask for
 MAX_NUM_CTX = 32768                       # the largest context to ask for (qwen3's native window);
                                           # --top-k is capped so that its sources fit (top_k_limit)
+MAX_ANSWER_TOKENS = MAX_NUM_CTX // 2      # --max-answer-tokens at most: the sources need the other half
 
 # Fusion (--fusion): how the two rankers' scores become one ranking. "evidence" is the
 # default (see fuse(); how it was chosen: bench/fusion-study.md); "rrf" is Part I's
@@ -769,6 +774,11 @@ class Settings:
     doc_instruction: str | None = option(None, "--doc-instruction", MODELS_GROUP,
                                          "document template with {text}; '' for none (default: the model's "
                                          "documented one)", metavar="TEMPLATE")
+    max_answer_tokens: int = option(ANSWER_TOKENS, "--max-answer-tokens", MODELS_GROUP,
+                                    f"stop an answer after N tokens (default {ANSWER_TOKENS}); the context keeps "
+                                    "room for them", (lambda v: 0 < v <= MAX_ANSWER_TOKENS,
+                                                      f"must be from 1 to {MAX_ANSWER_TOKENS}"),
+                                    type=int, metavar="N")
     keep_alive: str | float | None = option(None, "--keep-alive", MODELS_GROUP,
                                             "how long Ollama keeps the chat model loaded after a request: 10m, 1h, "
                                             "0 (unload at once) or -1 (for ever); default: Ollama's own (5m, or "
@@ -936,6 +946,50 @@ def seconds_waited(exc: httpx.TimeoutException) -> str:
 OLLAMA_FAILURES = (ollama.ResponseError, ConnectionError, httpx.TransportError, ValueError)
 
 
+class ReplyTooLong(ValueError):
+    """A line of Ollama's reply ran past MAX_REPLY_LINE bytes."""
+
+
+class LinesCapped(httpx.BaseTransport):
+    """A transport whose replies may hold no line longer than MAX_REPLY_LINE bytes. The client
+    holds a whole line in memory, several times over (httpx's iter_lines joins it, json.loads and
+    pydantic copy it), so one endless line from a broken server would fill the memory; a longer
+    line ends the reply with ReplyTooLong instead, closing the connection. Replies are asked for
+    uncompressed (Ollama sends them so anyway), so the bytes counted are the bytes kept."""
+
+    def __init__(self, transport: httpx.BaseTransport):
+        self.transport = transport
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        request.headers["Accept-Encoding"] = "identity"
+        response = self.transport.handle_request(request)
+        response.stream = CappedLines(response.stream)
+        return response
+
+    def close(self) -> None:
+        self.transport.close()
+
+
+class CappedLines(httpx.SyncByteStream):
+    """A reply's bytes as they come, raising ReplyTooLong once a line runs past MAX_REPLY_LINE."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def __iter__(self) -> Iterator[bytes]:
+        run = 0                           # bytes since the last line break
+        for chunk in self.stream:
+            first, last = chunk.find(b"\n"), chunk.rfind(b"\n")
+            if (run + len(chunk) if first < 0 else run + first) > MAX_REPLY_LINE:
+                raise ReplyTooLong(f"a line of its reply ran past {MAX_REPLY_LINE >> 20} MB, where Ollama's "
+                                   "are a few hundred bytes: a broken server, or not Ollama")
+            run = run + len(chunk) if first < 0 else len(chunk) - last - 1
+            yield chunk
+
+    def close(self) -> None:
+        self.stream.close()
+
+
 def ollama_client(timeout: float | None = None) -> ollama.Client:
     """The command line's Ollama client, the only one Part II makes. It sends nothing anywhere
     but OLLAMA_HOST: no proxy for this machine or its link (ollama_proxy), no redirect followed
@@ -958,7 +1012,7 @@ def ollama_client(timeout: float | None = None) -> ollama.Client:
     options = {} if timeout is None else \
         {"timeout": httpx.Timeout(timeout, connect=min(timeout, OLLAMA_CONNECT_TIMEOUT))}
     try:
-        return ollama.Client(transport=transport, follow_redirects=False,
+        return ollama.Client(transport=LinesCapped(transport), follow_redirects=False,
                              event_hooks={"response": [refuse_redirect]}, **options)
     except (ValueError, httpx.InvalidURL) as e:
         raise ValueError(f"OLLAMA_HOST={host()} is not an address like {DEFAULT_HOST} ({e})") from None
@@ -2634,15 +2688,15 @@ def close_to_best(hits: list[Hit], scores: np.ndarray) -> list[Hit]:
     return [h for h in hits if h.score - average >= SOURCE_CUT * (hits[0].score - average)]
 
 
-def top_k_limit(chunk_size: int) -> int:
+def top_k_limit(chunk_size: int, answer_tokens: int = ANSWER_TOKENS) -> int:
     """The most sources of chunk_size characters that fit in a MAX_NUM_CTX context, even
     when every character is a token (Chinese): room is kept for the answer, and 1024
     tokens for the rules and the question; each citation line counts 32.
 
-    >>> top_k_limit(1500)
-    20
+    >>> top_k_limit(1500), top_k_limit(1500, answer_tokens=MAX_ANSWER_TOKENS)
+    (20, 10)
     """
-    return max(1, (MAX_NUM_CTX - ANSWER_TOKENS - 1024) // (chunk_size + 32))
+    return max(1, (MAX_NUM_CTX - answer_tokens - 1024) // (chunk_size + 32))
 
 
 def top_rows(scores: np.ndarray, k: int) -> np.ndarray:
@@ -3094,15 +3148,18 @@ def estimate_tokens(text: str) -> int:
     return cjk + math.ceil((len(text) - cjk) / 4)
 
 
-def stream_chat(client: ollama.Client, model: str, messages: list[dict],
-                num_ctx: int | None = None, keep_alive: str | float | None = None) -> ChatStream:
-    """Stream the chat model's reply as text pieces, thinking stripped. Raises OllamaError.
+def stream_chat(client: ollama.Client, model: str, messages: list[dict], num_ctx: int | None = None,
+                keep_alive: str | float | None = None, num_predict: int = ANSWER_TOKENS) -> ChatStream:
+    """Stream the chat model's reply, of at most `num_predict` tokens, as text pieces, thinking
+    stripped. Raises OllamaError.
 
     Iterate over the result for the text; once it ends, its .usage holds Ollama's
-    token counts and its .warnings what went wrong on the way (a prompt that did
-    not fit, thinking that could not be turned off). See ChatStream in Part II.
+    token counts, its .warnings what went wrong on the way (a prompt that did not
+    fit, thinking that could not be turned off) and its .cut_short why the reply
+    was stopped before its end, if it was. See ChatStream.
     """
-    options = {"temperature": TEMPERATURE, "num_ctx": num_ctx or context_size(messages)}
+    options = {"temperature": TEMPERATURE, "num_ctx": num_ctx or context_size(messages),
+               "num_predict": num_predict}
     return ChatStream(client, model, messages, options, keep_alive)
 
 
@@ -3205,7 +3262,7 @@ def ollama_chat(client: ollama.Client, model: str, messages: list[dict], options
         if not stream:
             return reply
         first = next(reply, None)         # a stream's errors arrive with its first part
-        return itertools.chain([first] if first else [], reply)
+        return then_rest(first, reply)
     if not client_knows_think(client):    # ollama < 0.5 has no `think`: ChatStream says so
         return call()
     try:
@@ -3216,11 +3273,44 @@ def ollama_chat(client: ollama.Client, model: str, messages: list[dict], options
         return call()
 
 
+def then_rest(first, rest: Iterator) -> Iterator:
+    """`first` (if not None), then the rest of a stream; closing this closes the stream, and with
+    it the connection, which is how Ollama learns to stop generating."""
+    try:
+        if first is not None:
+            yield first
+        yield from rest
+    finally:
+        rest.close()
+
+
+# An answer is stopped, and said to be cut short, when it reaches num_predict tokens (Ollama stops
+# it there, done_reason "length"), when it runs past ANSWER_CHARS_PER_TOKEN characters per such
+# token (a server that ignores num_predict: Ollama's own bound, for a request without it, is 10
+# times num_ctx tokens, boundedNumPredict in its llm/llama_server.go), or when it loops (looping()).
+ANSWER_CHARS_PER_TOKEN = 16               # prose takes 1 to 6 characters a token; code and tables more
+LOOP_WINDOW = 1600                        # characters: an answer whose last 1,600 are one run of text
+LOOP_UNIT = 400                           # of at most 400 characters, over and over (4 times or more),
+LOOP_CHECK_CHARS = 100                    # is stuck; looked for after every 100 characters of it
+
+
+def looping(tail: str) -> bool:
+    """Whether the end of an answer (its last LOOP_WINDOW characters) is one run of at most
+    LOOP_UNIT characters repeated over and over: a model stuck in a loop. A list of similar
+    items is not, since its items differ somewhere: a number, a name.
+
+    >>> looping("The notes say so [1]. " * 80), looping("".join(f"- day {n}: feed it [1]\\n" for n in range(99)))
+    (True, False)
+    """
+    return len(tail) >= LOOP_WINDOW and any(tail[n:] == tail[:-n] for n in range(1, LOOP_UNIT + 1))
+
+
 class ChatStream:
     """A streamed answer: iterate for its text pieces, thinking stripped. Once the
-    stream has ended, .usage holds Ollama's token counts (None if it sent none)
-    and .warnings one line per problem: the prompt was cut, or the client cannot
-    ask the model not to think. Raises OllamaError while iterating.
+    stream has ended, .usage holds Ollama's token counts (None if it sent none),
+    .warnings one line per problem (the prompt was cut, or the client cannot ask the
+    model not to think) and .cut_short why the reply was stopped before its end
+    (None: it ended by itself). Raises OllamaError while iterating.
     """
 
     def __init__(self, client: ollama.Client, model: str, messages: list[dict], options: dict,
@@ -3229,6 +3319,7 @@ class ChatStream:
         self.keep_alive = keep_alive
         self.usage: ChatUsage | None = None
         self.warnings: list[str] = []
+        self.cut_short: str | None = None
 
     def __iter__(self) -> Iterator[str]:
         if not client_knows_think(self.client):
@@ -3238,19 +3329,39 @@ class ChatStream:
         return strip_think(self.pieces(), opened_in_prompt=hold)
 
     def pieces(self) -> Iterator[str]:
-        started = False
+        """The reply's text as it comes, until it ends or is cut short (see ANSWER_CHARS_PER_TOKEN)."""
+        tokens = self.options["num_predict"]
+        most = tokens * ANSWER_CHARS_PER_TOKEN
+        reply, got, checked, tail = None, 0, 0, ""
         try:
-            for part in ollama_chat(self.client, self.model, self.messages, self.options, stream=True,
-                                    keep_alive=self.keep_alive):
-                started = True
+            reply = ollama_chat(self.client, self.model, self.messages, self.options, stream=True,
+                                keep_alive=self.keep_alive)
+            for part in reply:            # (a return below closes the stream: Ollama stops generating)
                 if part.done:
                     self.finish(part)
-                yield part.message.content or ""
+                text = (part.message.content or "")[:most - got]
+                got, tail = got + len(text), (tail + text)[-LOOP_WINDOW:]
+                yield text
+                if got >= most:
+                    self.cut_short = (f"it ran past {most:,} characters, more than {tokens} tokens hold "
+                                      "(the server did not stop it at --max-answer-tokens)")
+                    return
+                if got - checked >= LOOP_CHECK_CHARS:
+                    checked = got
+                    if looping(tail):
+                        self.cut_short = "the model was repeating the same text over and over, so it was stopped"
+                        return
         except OLLAMA_FAILURES as e:
-            raise explain_ollama_error(e, self.model, mid_reply=started) from None
+            raise explain_ollama_error(e, self.model, mid_reply=reply is not None) from None
+        finally:
+            if reply is not None:
+                reply.close()
 
     def finish(self, part) -> None:
         """Read the token counts from the final part, and warn when the prompt was cut."""
+        if getattr(part, "done_reason", None) == "length":
+            self.cut_short = (f"it reached {self.options['num_predict']} tokens, the most asked for "
+                              "(--max-answer-tokens)")
         if part.prompt_eval_count is None:
             return
         self.usage = ChatUsage(part.prompt_eval_count, part.eval_count or 0, (part.eval_duration or 0) / 1e9)
@@ -3354,7 +3465,8 @@ class Conversation:
 class Outcome:
     """What one question came to, as one value. Its `status`:
 
-    answered        the chat model answered from the sources: `text`
+    answered        the chat model answered from the sources: `text` (`cut_short` says why
+                    it stops short, if it was stopped: a length limit, a loop)
     declined        the sources are below the relevance floor (`why`): NOT_FOUND, no chat model
     keywords only   the question could not be searched by meaning (`why`): the sources, no chat model
     failed          nothing was found to show, or the chat model failed (`why`; `text` is what came)
@@ -3370,6 +3482,7 @@ class Outcome:
     text: str | None = None               # the answer as it came; None: the chat model was not called
     usage: ChatUsage | None = None        # Ollama's token counts, when answered
     warnings: list[str] = field(default_factory=list)   # from the chat model's reply (a cut prompt, ...)
+    cut_short: str | None = None          # why the answer was stopped before its end; None: it ended
     conversation: Conversation = Conversation()          # with this turn added when answered
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -3402,14 +3515,15 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
     if r.keywords_only_because and keywords_because:
         r = replace(r, keywords_only_because=keywords_because)
     status, why = decide(r, retrieve_only)
-    messages, num_ctx = prompt_within(question, r.hits, conv)
+    messages, num_ctx = prompt_within(question, r.hits, conv, settings.max_answer_tokens)
     plan = Outcome(question, query, r, messages, num_ctx, status, why, conversation=conv,
                    timings=dict(r.timings))
     on_plan(plan)
     if status != ANSWERING:
         return plan
     t0, pieces = time.perf_counter(), []
-    stream = stream_chat(client, settings.chat_model, messages, num_ctx, settings.keep_alive)
+    stream = stream_chat(client, settings.chat_model, messages, num_ctx, settings.keep_alive,
+                         settings.max_answer_tokens)
     try:
         for piece in stream:
             pieces.append(piece)
@@ -3419,6 +3533,7 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
                        timings={**plan.timings, "answer": time.perf_counter() - t0})
     text = "".join(pieces)
     return replace(plan, status=ANSWERED, text=text, usage=stream.usage, warnings=stream.warnings,
+                   cut_short=stream.cut_short,
                    conversation=remember(replace(conv, num_ctx=num_ctx), Turn(question, text, query or question)),
                    timings={**plan.timings, "answer": time.perf_counter() - t0})
 
@@ -3445,15 +3560,17 @@ def decide(r: Retrieval, retrieve_only: bool = False) -> tuple[str, str]:
     return ANSWERING, ""
 
 
-def prompt_within(question: str, hits: list[Hit], conv: Conversation) -> tuple[list[dict], int]:
-    """The prompt (rules, sources, the conversation so far, the question) and its num_ctx.
+def prompt_within(question: str, hits: list[Hit], conv: Conversation,
+                  answer_tokens: int = ANSWER_TOKENS) -> tuple[list[dict], int]:
+    """The prompt (rules, sources, the conversation so far, the question) and its num_ctx,
+    which keeps room for an answer of `answer_tokens`.
 
     Sources are never cut: if they alone overflow the conversation's context, it grows
     (to the next rung: Ollama reloads the model for every new size) and the history
     gets what is left, oldest turns dropped first.
     """
     base = build_messages(question, hits)
-    fixed = sum(estimate_tokens(m["content"]) for m in base) + ANSWER_TOKENS
+    fixed = sum(estimate_tokens(m["content"]) for m in base) + answer_tokens
     if not conv.turns and not conv.summary:
         return base, rung(max(fixed, conv.num_ctx))
     fixed += HISTORY_HEADER_TOKENS
@@ -3596,7 +3713,7 @@ def run_mode(argv: list[str] | None) -> int:
     """Parse the flags, set up, and run the mode they ask for; returns the exit code."""
     args = parse_args(argv)
     settings = settings_from(args)
-    if settings.top_k > (cap := top_k_limit(settings.chunk_size)):
+    if settings.top_k > (cap := top_k_limit(settings.chunk_size, settings.max_answer_tokens)):
         err(f"note: --top-k {settings.top_k} is more sources than fit in a {MAX_NUM_CTX}-token context; "
             f"using {cap}")
         settings = replace(settings, top_k=cap)
@@ -3649,7 +3766,8 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
             err(f"warning: {run_warnings(report, plan)[-1]}")
         print_hits(plan.retrieval.hits, plan.retrieval.lexical_only, preview_terms(plan.retrieval.terms))
         if args.show_prompt:
-            print_prompt(plan.messages, templates, plan.num_ctx, UNSENT.get(plan.status, ""))
+            print_prompt(plan.messages, templates, plan.num_ctx, settings.max_answer_tokens,
+                         UNSENT.get(plan.status, ""))
         if plan.status == ANSWERING:
             print("Answer:")
 
@@ -3680,6 +3798,8 @@ def print_outcome(outcome: Outcome) -> None:
     """What follows the sources (and the streamed answer) on a terminal: how the question ended."""
     if outcome.status == ANSWERED:
         print()                           # end the streamed answer's last line
+        if outcome.cut_short:
+            err(f"warning: {cut_short_warning(outcome)}")
     elif outcome.status == FAILED and outcome.text is not None:
         err(f"\nerror: {outcome.why}")    # the chat model broke off mid-answer
     elif outcome.status == DECLINED:
@@ -3688,6 +3808,10 @@ def print_outcome(outcome: Outcome) -> None:
         print(f"Keyword-only passages above ({outcome.why}).")
     elif outcome.status == FAILED:
         err(f"error: {outcome.why}")
+
+
+def cut_short_warning(outcome: Outcome) -> str:
+    return f"the answer was cut short: {outcome.cut_short}"
 
 
 def timings_line(outcome: Outcome, index_seconds: float) -> str:
@@ -3708,17 +3832,19 @@ def outcome_json(outcome: Outcome, report: IndexReport, index_seconds: float, te
             "timings": {k: round(v, 3) for k, v in {"index": index_seconds, **outcome.timings}.items()},
             "tokens": {} if u is None else {"prompt": u.prompt_tokens, "answer": u.answer_tokens,
                                             "per_second": round(u.tokens_per_second, 1)},
-            "warnings": run_warnings(report, outcome) + outcome.warnings,
+            "warnings": run_warnings(report, outcome) + outcome.warnings
+            + ([cut_short_warning(outcome)] if outcome.cut_short else []), "cut_short": outcome.cut_short,
             "error": outcome.why if outcome.status == FAILED else None,
             "embedding_prompts": templates._asdict()}
 
 
-def print_prompt(messages: list[dict], templates: Templates, num_ctx: int, unsent: str = "") -> None:
+def print_prompt(messages: list[dict], templates: Templates, num_ctx: int, num_predict: int,
+                 unsent: str = "") -> None:
     """--show-prompt: the messages as sent (or why they are not), their options, and the embedding prompts."""
     print(f"Prompt (not sent: {unsent}):" if unsent else "Prompt:")
     for m in messages:
         print(f"--- {m['role']} ---\n{m['content']}")
-    print(f"--- options: temperature={TEMPERATURE}, num_ctx={num_ctx} ---")
+    print(f"--- options: temperature={TEMPERATURE}, num_ctx={num_ctx}, num_predict={num_predict} ---")
     print(f"--- embedding prompts ({templates.source}): query {templates.query or 'none'!r}, "
           f"document {templates.document or 'none'!r} ---\n")
 
@@ -4538,7 +4664,7 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
             for line in shown:
                 print("  " + cut(line, 76))
         say(f"num_ctx {plan.num_ctx}: the first of {'/'.join(map(str, NUM_CTX_LADDER))} that holds the estimate "
-            f"plus {ANSWER_TOKENS} tokens for the answer, so Ollama cuts nothing, "
+            f"plus {settings.max_answer_tokens} tokens for the answer, so Ollama cuts nothing, "
             + (f"and no less than {num_ctx}, the size this run's chat requests keep to, so Ollama loads the model "
                "once" if plan.num_ctx == num_ctx else
                f"more than the {num_ctx} this run started from: Ollama loads the model again"))
