@@ -1233,17 +1233,71 @@ def readable_name(name: str, composed: bool = True) -> str:
 class EscapedControls:
     """A text stream (stdout, stderr) that shows control characters as \\u001b and the like
     instead of passing them on: what a note, a file name, the chat model or a server says
-    cannot move the cursor, retitle or clear the terminal, or write to its clipboard. The
-    escapes are JSON's own, so --json output stays valid and reads back the same."""
+    cannot move the cursor, retitle or clear the terminal, or write to its clipboard. A
+    character the stream's encoding lacks (Chinese on a cp1252 stdout) is written as such an
+    escape too, and .escaped says so. The escapes are JSON's own, so --json output stays
+    valid and reads back the same.
 
-    def __init__(self, stream):
+    A stream that cannot be written (a full disk) raises OutputError, or, if `quiet` (for
+    stderr, when there is nowhere left to say so), drops what it cannot write."""
+
+    def __init__(self, stream, quiet: bool = False):
         self.raw = stream                 # ProgressLine writes its own "\r\x1b[K" here
+        self.quiet = quiet
+        self.escaped = False
+        import codecs                     # the command line's streams alone need it
+        codecs.register_error(JSON_ESCAPES, json_escapes)
 
     def write(self, text: str) -> int:
-        return self.raw.write(text.translate(CONTROL_ESCAPES))
+        text = text.translate(CONTROL_ESCAPES)
+        with self.failing():
+            try:
+                return self.raw.write(text)
+            except UnicodeEncodeError:    # raised before anything is written
+                self.escaped = True
+                encoding = self.raw.encoding
+                return self.raw.write(text.encode(encoding, JSON_ESCAPES).decode(encoding))
+        return len(text)
+
+    def flush(self) -> None:
+        with self.failing():
+            self.raw.flush()
+
+    @contextlib.contextmanager
+    def failing(self):
+        """What a write or flush that fails raises: BrokenPipeError as it is (a reader such as
+        `head` went away, which is no error), other OSErrors as OutputError, nothing if quiet."""
+        try:
+            yield
+        except OSError as e:
+            if self.quiet:
+                return
+            if isinstance(e, BrokenPipeError):
+                raise
+            name = str(getattr(self.raw, "name", "the output")).strip("<>")     # "<stdout>"
+            raise OutputError(f"cannot write to {name} ({e.strerror or e})") from None
 
     def __getattr__(self, name):
         return getattr(self.raw, name)
+
+
+class OutputError(Exception):
+    """stdout cannot be written (a full disk, an error of the device): main() says so and exits 1."""
+
+
+JSON_ESCAPES = "demo_rag.json_escapes"
+
+
+def json_escapes(error: UnicodeEncodeError) -> tuple[str, int]:
+    r"""A codec error handler (EscapedControls registers it) that writes the characters an
+    encoding lacks as JSON's \u escapes, two for one beyond U+FFFF: valid JSON inside a string,
+    the only place such characters occur in JSON, and readable code points elsewhere.
+
+    >>> _ = EscapedControls(sys.stdout)       # registers it
+    >>> print("RAG 检索 – 😀".encode("cp1252", JSON_ESCAPES).decode("cp1252"))
+    RAG \u68c0\u7d22 – \ud83d\ude00
+    """
+    return json.dumps(error.object[error.start:error.end])[1:-1], error.end
 
 
 
@@ -3694,19 +3748,60 @@ TUNE_MIN_GAIN = 0.02                      # MRR a variant must gain over the def
 # ----------------------------------------------------------------------------
 # The main path: a question in, sources and a streamed answer out.
 
-EXIT_OK, EXIT_USAGE, EXIT_OLLAMA, EXIT_INTERRUPTED = 0, 2, 3, 130
+EXIT_OK, EXIT_OUTPUT, EXIT_USAGE, EXIT_OLLAMA, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code. Everything it prints shows control
-    characters instead of obeying them (EscapedControls): notes come from strangers."""
-    streams = sys.stdout, sys.stderr
-    if not isinstance(sys.stdout, EscapedControls):       # the script's own run wraps them for good
-        sys.stdout, sys.stderr = EscapedControls(sys.stdout), EscapedControls(sys.stderr)
+    characters instead of obeying them (EscapedControls): notes come from strangers. A
+    stdout that was closed, or that cannot be written, is said in one line (exit code 1)."""
+    streams = command_line_streams()
     try:
-        return run_mode(argv)
+        if sys.__stdout__ is None:        # closed as the run began: Python gives None
+            err("error: stdout is closed, so nothing could be shown; send it somewhere "
+                "(> answer.txt, or > /dev/null to only update the index)")
+            return EXIT_OUTPUT
+        code = run_mode(argv)
+        with contextlib.suppress(BrokenPipeError):    # a reader that went away (`| head`) is no error
+            sys.stdout.flush()            # a full disk shows here at the latest, while it can be said
+        return code
+    except OutputError as e:
+        err(f"error: {e}")
+        return EXIT_OUTPUT
     finally:
+        if sys.stdout.escaped:
+            err(f"note: stdout's encoding ({sys.stdout.encoding}) lacks some characters of the output: they "
+                "are written as \\u escapes (PYTHONIOENCODING=utf-8 writes them as they are)")
         sys.stdout, sys.stderr = streams
+
+
+def command_line_streams() -> tuple:
+    """Set stdout and stderr up for the command line (closed ones mended, control characters
+    escaped, stderr dropping what it cannot write: there is nowhere left to say so), unless
+    they are already; return the ones before."""
+    before = sys.stdout, sys.stderr
+    if not isinstance(sys.stdout, EscapedControls):
+        mend_closed_streams()
+        sys.stdout, sys.stderr = EscapedControls(sys.stdout), EscapedControls(sys.stderr, quiet=True)
+    return before
+
+
+def mend_closed_streams() -> None:
+    """Open /dev/null on each of file descriptors 0, 1 and 2 that is closed (`<&-`, `>&-`,
+    `2>&-`): otherwise the first file the run opens takes that number, and what a library
+    writes to "stderr" lands in it, the cache file say. stdout and stderr, which Python then
+    sets to None, get a stream on it; stdin stays None, for --chat to say so."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))
 
 
 def run_mode(argv: list[str] | None) -> int:
@@ -4513,6 +4608,9 @@ def chunk_size_cost(client: ollama.Client, index: Index, settings: Settings) -> 
 
 def run_chat(args, settings: Settings, client: ollama.Client) -> int:
     """The REPL: questions in, streamed answers with sources out, until /quit or Ctrl-D."""
+    if sys.stdin is None:                 # closed as the run began (`<&-`)
+        raise UsageError("error: --chat reads its questions from stdin, which is closed; give it a terminal, "
+                         "a file or a pipe")
     num_ctx = chat_context(settings, args.timeout)   # the chat model loads meanwhile
     index, report, _ = open_for_mode(args, settings, client, quiet=False)
     with contextlib.suppress(AttributeError):     # a line that is not UTF-8 is then said, not fatal
@@ -4538,6 +4636,8 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
         except EOFError:
             print()
             return EXIT_OK
+        except OSError as e:              # a read that fails: a write-only descriptor, a terminal gone
+            raise UsageError(f"error: --chat cannot read its questions from stdin ({e.strerror or e})") from None
         if not line:
             continue
         if not is_text(line):
@@ -4898,15 +4998,16 @@ def exit_now(code: int) -> None:
     By now everything is written: the cache atomically, the answer streamed. What
     teardown would add is freeing numpy, pydantic and the index object by object,
     which takes longer than the search itself. Only the buffered output is left
-    to flush, and a reader that went away (`| head`) is no error.
+    to flush, and a reader that went away (`| head`) is no error, nor a full disk (main()
+    said it already).
     """
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
+        with contextlib.suppress(OSError, ValueError, OutputError):
             stream.flush()
     os._exit(code)
 
 
 if __name__ == "__main__":
     # Escaped for the whole run, so that even a traceback cannot pass a note's control characters on.
-    sys.stdout, sys.stderr = EscapedControls(sys.stdout), EscapedControls(sys.stderr)
+    command_line_streams()
     exit_now(main())

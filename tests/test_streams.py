@@ -7,8 +7,13 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import subprocess
+import sys
 
-from conftest import run_cli
+import pytest
+from conftest import SCRIPT, read_until, user_env
+from ollama_server import FakeOllama
 
 import demo_rag as rag
 
@@ -82,3 +87,113 @@ def test_one_endless_line_from_the_server_is_refused_before_it_fills_the_memory(
     assert f"a line of its reply ran past {rag.MAX_REPLY_LINE >> 20} MB" in data["error"]
     (record,) = server.records("/api/chat")
     assert record["gone"] and record["sent_bytes"] < 2 * rag.MAX_REPLY_LINE
+
+
+# ---- the script's own streams: another encoding, closed, full --------------------------------
+
+def run_with_fds(args, host: str, close=(), env=None, **streams) -> subprocess.CompletedProcess:
+    """Run the script with real file descriptors: `streams` are subprocess.run's stdin, stdout and
+    stderr (pipes by default), and `close` lists the descriptors (0, 1, 2) closed before it starts."""
+    def closing():
+        for fd in close:
+            os.close(fd)
+    streams = {"stdin": subprocess.DEVNULL, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **streams}
+    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], env=user_env(host, env),
+                          preexec_fn=closing if close else None, timeout=60, **streams)
+
+
+def test_a_stdout_that_lacks_chinese_gets_escapes_and_a_note_saying_so(server, notes, tmp_path):
+    out = run_with_fds(["什么是 RAG？", "--notes", notes, "--cache", tmp_path / "c"], server.url,
+                       env={"PYTHONIOENCODING": "cp1252"})
+    said, stdout = out.stderr.decode("cp1252"), out.stdout.decode("cp1252")
+    assert out.returncode == 0 and "Traceback" not in said, said
+    assert "[1] rag-\\u5165\\u95e8.md" in stdout and "Answer:\nAccording to the notes" in stdout
+    assert "note: stdout's encoding (cp1252) lacks some characters of the output: they are written as \\u" in said
+
+
+def test_json_on_a_stdout_that_lacks_chinese_stays_valid_and_reads_back_the_same(server, notes, tmp_path):
+    out = run_with_fds(["什么是 RAG？", "--notes", notes, "--cache", tmp_path / "c", "--json"], server.url,
+                       env={"PYTHONIOENCODING": "cp1252"})
+    assert out.returncode == 0, out.stderr.decode("cp1252")
+    data = json.loads(out.stdout.decode("cp1252"))
+    assert data["sources"][0]["source"] == "rag-入门.md" and "RAG 入门笔记 [1]" in data["answer"]
+
+
+def test_a_closed_stdout_is_one_line_and_exit_1_before_any_work(server, notes, tmp_path):
+    out = run_with_fds(["What is asyncio?", "--notes", notes, "--cache", tmp_path / "c"], server.url, close=(1,))
+    assert out.returncode == rag.EXIT_OUTPUT, out.stderr
+    assert out.stderr.decode().splitlines() == ["error: stdout is closed, so nothing could be shown; send it "
+                                                "somewhere (> answer.txt, or > /dev/null to only update the index)"]
+    assert server.requests == []
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("json_flag", [(), ("--json",)])
+def test_a_full_stdout_is_one_line_and_exit_1(server, notes, tmp_path, json_flag):
+    with open("/dev/full", "w") as full:
+        out = run_with_fds(["What is asyncio?", "--notes", notes, "--cache", tmp_path / "c", *json_flag],
+                           server.url, stdout=full)
+    said = out.stderr.decode()
+    assert out.returncode == rag.EXIT_OUTPUT and "Traceback" not in said, said
+    assert said.endswith("error: cannot write to stdout (No space left on device)\n")
+
+
+@pytest.mark.parametrize("how", ["closed", "full"])
+def test_a_stderr_closed_or_full_still_gives_the_answer(server, notes, tmp_path, how):
+    if how == "full" and not os.path.exists("/dev/full"):
+        pytest.skip("needs /dev/full")
+    args = ["What is asyncio?", "--notes", notes, "--cache", tmp_path / "c"]
+    if how == "closed":
+        out = run_with_fds(args, server.url, close=(2,))
+    else:
+        with open("/dev/full", "w") as full:
+            out = run_with_fds(args, server.url, stderr=full)
+    assert out.returncode == 0 and "Answer:\nAccording to the notes" in out.stdout.decode(), out
+    again = run_with_fds(args, server.url)                # the cache it wrote meanwhile is sound
+    assert again.returncode == 0 and "(0 chunks embedded)" in again.stderr.decode(), again.stderr
+
+
+@pytest.mark.parametrize("stdin, code, said", [
+    ("closed", rag.EXIT_USAGE, "error: --chat reads its questions from stdin, which is closed"),
+    ("write-only", rag.EXIT_USAGE, "error: --chat cannot read its questions from stdin (Bad file descriptor)"),
+    ("empty", rag.EXIT_OK, ""),                          # /dev/null: at once the end, as Ctrl-D
+])
+def test_chat_says_when_it_cannot_read_its_questions(server, notes, tmp_path, stdin, code, said):
+    args = ["--chat", "--notes", notes, "--cache", tmp_path / "c"]
+    if stdin == "write-only":
+        with open(tmp_path / "w", "w") as w:
+            out = run_with_fds(args, server.url, stdin=w)
+    else:
+        out = run_with_fds(args, server.url, close=(0,) if stdin == "closed" else ())
+    err = out.stderr.decode()
+    assert out.returncode == code and said in err and "Traceback" not in err, err
+
+
+def test_a_reader_that_goes_away_mid_answer_is_no_error(tmp_path, notes, spawn):
+    with FakeOllama() as s:
+        release = s.hold("/api/chat")
+        p = spawn(["What is asyncio?", "--notes", notes, "--cache", tmp_path / "c"], host=s.url)
+        read_until(p.stdout, "Top sources")
+        p.stdout.close()                                  # `| head -1`
+        release.set()
+        p.wait(timeout=30)
+        err = p.stderr.read().decode()
+    assert p.returncode == 0 and "Traceback" not in err, err
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+@pytest.mark.parametrize("fd", [0, 2])
+def test_a_closed_descriptor_is_not_left_for_a_file_to_take(tmp_path, notes, spawn, fd):
+    # else the first file the run opens (a note, the cache) gets its number, and what a library
+    # writes to "stderr" lands in that file
+    with FakeOllama() as s:
+        release = s.hold("/api/chat")                     # the run waits mid-answer, files opened
+        p = spawn(["What is asyncio?", "--notes", notes, "--cache", tmp_path / "c"], host=s.url,
+                  preexec_fn=lambda: os.close(fd))
+        try:
+            s.wait_for(lambda: any(r["held"] for r in s.records("/api/chat")))
+            assert os.readlink(f"/proc/{p.pid}/fd/{fd}") == os.devnull
+        finally:
+            release.set()
+        out, _ = p.communicate(timeout=30)
+    assert p.returncode == 0 and b"Answer:\nAccording to the notes" in out
