@@ -3494,8 +3494,8 @@ FOLLOW_UP = re.compile(
 
 
 
-ANSWERED, DECLINED, KEYWORDS_ONLY, FAILED, RETRIEVAL_ONLY = (
-    "answered", "declined", "keywords only", "failed", "retrieval only")
+ANSWERED, DECLINED, KEYWORDS_ONLY, FAILED, RETRIEVAL_ONLY, INTERRUPTED = (
+    "answered", "declined", "keywords only", "failed", "retrieval only", "interrupted")
 ANSWERING = "answering"                   # the status on_plan sees when the chat model is about to be called
 
 
@@ -3525,6 +3525,8 @@ class Outcome:
     keywords only   the question could not be searched by meaning (`why`): the sources, no chat model
     failed          nothing was found to show, or the chat model failed (`why`; `text` is what came)
     retrieval only  asked for the sources alone (--retrieve-only)
+    interrupted     Ctrl-C or SIGTERM came while the chat model answered (`text` is what came):
+                    answer() raises AnswerInterrupted, which carries this outcome
     """
     question: str
     query: str                            # the standalone rewrite that was searched, "" if none
@@ -3541,6 +3543,15 @@ class Outcome:
     timings: dict[str, float] = field(default_factory=dict)
 
 
+class AnswerInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM, on the command line) while the chat model was answering: .outcome is
+    the question's Outcome, status INTERRUPTED, with the answer as far as it had come."""
+
+    def __init__(self, outcome: Outcome):
+        super().__init__(outcome.why)
+        self.outcome = outcome
+
+
 def answer(client: ollama.Client, index: Index, question: str, settings: Settings,
            conversation: Conversation | None = None, retrieve_only: bool = False,
            keywords_because: str | None = None,
@@ -3552,9 +3563,10 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
     is (status ANSWERING if it will be): a front end prints the sources there, so that
     they show before the answer. on_token(piece) gets the answer as it streams. The
     chat model failing mid-way is an outcome (FAILED, with what came), not an
-    exception. `keywords_because` says why the index lacks vectors, when its build
-    knows better than search() does (Ollama's error rather than a count); search()'s
-    own reason is replaced with it.
+    exception; an interrupt stays one (AnswerInterrupted, with the same outcome).
+    `keywords_because` says why the index lacks vectors, when its build knows better
+    than search() does (Ollama's error rather than a count); search()'s own reason
+    is replaced with it.
     In a notebook: `outcome = answer(ollama.Client(), index, "What is BM25?", settings)`,
     then outcome.status, outcome.text and outcome.retrieval.hits.
     """
@@ -3585,6 +3597,10 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
     except OllamaError as e:
         return replace(plan, status=FAILED, why=str(e), text="".join(pieces), warnings=stream.warnings,
                        timings={**plan.timings, "answer": time.perf_counter() - t0})
+    except KeyboardInterrupt:
+        raise AnswerInterrupted(replace(plan, status=INTERRUPTED, text="".join(pieces), warnings=stream.warnings,
+                                        why="interrupted mid-answer, so the answer is cut short",
+                                        timings={**plan.timings, "answer": time.perf_counter() - t0})) from None
     text = "".join(pieces)
     return replace(plan, status=ANSWERED, text=text, usage=stream.usage, warnings=stream.warnings,
                    cut_short=stream.cut_short,
@@ -3866,16 +3882,22 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
         if plan.status == ANSWERING:
             print("Answer:")
 
-    outcome = answer(client, index, args.question, settings, Conversation(num_ctx=num_ctx),
-                     retrieve_only=args.retrieve_only, keywords_because=report.embed_error, on_plan=show,
-                     on_token=(lambda piece: print(piece, end="", flush=True)) if echo else lambda piece: None)
+    try:
+        outcome = answer(client, index, args.question, settings, Conversation(num_ctx=num_ctx),
+                         retrieve_only=args.retrieve_only, keywords_because=report.embed_error, on_plan=show,
+                         on_token=(lambda piece: print(piece, end="", flush=True)) if echo else lambda piece: None)
+    except AnswerInterrupted as e:
+        if echo:
+            raise                         # what came is on the screen already; run_mode says the rest
+        outcome = e.outcome               # --json: one object still, with what came
+        err(outcome.why)
     err(*(f"warning: {w}" for w in outcome.warnings))
     if echo:
         print_outcome(outcome)
         err("timings: " + timings_line(outcome, took))
     else:
         print(json.dumps(outcome_json(outcome, report, took, templates), ensure_ascii=False, indent=2))
-    return EXIT_OLLAMA if outcome.status == FAILED else EXIT_OK
+    return {FAILED: EXIT_OLLAMA, INTERRUPTED: EXIT_INTERRUPTED}.get(outcome.status, EXIT_OK)
 
 
 # Why the prompt --show-prompt prints was not sent.
@@ -3929,7 +3951,7 @@ def outcome_json(outcome: Outcome, report: IndexReport, index_seconds: float, te
                                             "per_second": round(u.tokens_per_second, 1)},
             "warnings": run_warnings(report, outcome) + outcome.warnings
             + ([cut_short_warning(outcome)] if outcome.cut_short else []), "cut_short": outcome.cut_short,
-            "error": outcome.why if outcome.status == FAILED else None,
+            "error": outcome.why if outcome.status in (FAILED, INTERRUPTED) else None,
             "embedding_prompts": templates._asdict()}
 
 

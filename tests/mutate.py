@@ -233,7 +233,7 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      "            raise explain_ollama_error(e, self.model) from None",
      ["tests/test_hostile.py", "-k", "broken_answer"]),
     ("--json leaves out the answer's error",
-     '            "error": outcome.why if outcome.status == FAILED else None,\n',
+     '            "error": outcome.why if outcome.status in (FAILED, INTERRUPTED) else None,\n',
      '',
      ["tests/test_hostile.py", "-k", "json_carries"]),
     ("an error that ends a --json run prints nothing on stdout",
@@ -498,6 +498,18 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      "        except OSError as e:              # a read that fails: a write-only descriptor, a terminal gone",
      "        except ZeroDivisionError as e:",
      ["tests/test_streams.py", "-k", "cannot_read_its_questions"]),
+    ("an interrupt mid-answer drops what came",
+     "    except KeyboardInterrupt:\n        raise AnswerInterrupted(",
+     "    except ZeroDivisionError:\n        raise AnswerInterrupted(",
+     ["tests/test_streams.py", "-k", "sigterm or carries"]),
+    ("--json lets an interrupt mid-answer through (no object with what came)",
+     "        outcome = e.outcome               # --json: one object still, with what came",
+     "        raise",
+     ["tests/test_streams.py", "-k", "sigterm"]),
+    ("an answer interrupted under --json exits 0",
+     "    return {FAILED: EXIT_OLLAMA, INTERRUPTED: EXIT_INTERRUPTED}.get(outcome.status, EXIT_OK)",
+     "    return {FAILED: EXIT_OLLAMA}.get(outcome.status, EXIT_OK)",
+     ["tests/test_streams.py", "-k", "sigterm"]),
 ]
 
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from conftest import SCRIPT, read_until, user_env
@@ -197,3 +199,57 @@ def test_a_closed_descriptor_is_not_left_for_a_file_to_take(tmp_path, notes, spa
             release.set()
         out, _ = p.communicate(timeout=30)
     assert p.returncode == 0 and b"Answer:\nAccording to the notes" in out
+
+
+# ---- a run stopped mid-answer under --json still prints one object with what came -------------
+
+def wait_until_idle(pid: int, timeout: float = 20, looks: int = 4, every: float = 0.05) -> None:
+    """Wait until the process sleeps and uses no CPU over `looks` looks `every` seconds apart (Linux):
+    it has read all there was to read, and waits for more."""
+    deadline = time.monotonic() + timeout
+    seen: list[tuple] = []
+    while len(seen) < looks or len(set(seen[-looks:])) > 1 or seen[-1][0] != "S":
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"process {pid} never went idle: {seen[-looks:]}")
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        seen.append((fields[0], fields[11], fields[12]))     # state, utime, stime
+        time.sleep(every)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")
+def test_sigterm_mid_answer_under_json_prints_one_object_with_what_came(tmp_path, notes, spawn):
+    with FakeOllama() as s:
+        release = s.hold("/api/chat")                     # all but the answer's last part is sent
+        p = spawn(["What is asyncio?", "--notes", notes, "--cache", tmp_path / "c", "--json"], host=s.url)
+        try:
+            s.wait_for(lambda: any(r["held"] for r in s.records("/api/chat")))
+            wait_until_idle(p.pid)                        # it has read the parts that came
+            p.send_signal(signal.SIGTERM)
+            out, err = p.communicate(timeout=30)
+        finally:
+            release.set()
+        (record,) = s.records("/api/chat")
+    assert p.returncode == rag.EXIT_INTERRUPTED and b"Traceback" not in err, err
+    data = json.loads(out)                                # one object, the whole of stdout
+    assert data["status"] == "interrupted" and "interrupted mid-answer" in data["error"]
+    assert data["answer"] == record["reply"] and data["tokens"] == {}   # all the text; not the last part
+    assert data["sources"][0]["source"] == "python-asyncio.md"
+
+
+def test_an_interrupt_mid_answer_carries_the_outcome_so_far(server, tmp_path):
+    import ollama
+    s = rag.Settings(notes_dir=rag.NOTES_DIR, cache_dir=tmp_path / "cache")
+    client = ollama.Client(host=server.url)
+    index, _ = rag.open_index(s, client)
+    came = []
+
+    def interrupt_after_two(piece):
+        came.append(piece)
+        if len(came) == 2:
+            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt) as caught:
+        rag.answer(client, index, QUESTION, s, on_token=interrupt_after_two)
+    o = caught.value.outcome
+    assert o.status == rag.INTERRUPTED and o.text == "".join(came) and o.retrieval.hits
+    assert o.conversation == rag.Conversation()           # an answer cut short is not remembered
