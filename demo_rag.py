@@ -30,11 +30,11 @@ A question's trip, as Part I makes it (every function of Part I, in the order it
     answer_question(question)
     ├─ index_notes(notes_dir)                        the notes as chunks with vectors
     │  ├─ list_notes, fingerprint                    which notes; did any change since last time?
-    │  ├─ load_cache                                 unchanged: reuse the vectors on disk, done
-    │  ├─ strip_front_matter, make_splitter,         changed: read each note, cut it into chunks
+    │  ├─ load_cache                                 unchanged: reuse the vectors on disk
+    │  ├─ make_splitter, strip_front_matter,         changed: read each note, cut it into chunks
     │  │  chunk_note (heading_outline, heading_path) that know their headings,
-    │  ├─ embed_texts (normalize)                    turn each into a vector of length 1,
-    │  ├─ save_cache; tokenize (singular)            keep them on disk; count each chunk's words
+    │  ├─ embed_texts (normalize), save_cache        turn each into a vector of length 1, on disk
+    │  └─ tokenize (singular)                        either way: count each chunk's words
     ├─ search_notes(index, question)                 the chunks most likely to hold the answer
     │  ├─ embed_texts([question])                    the question as a vector too
     │  ├─ vectors @ question, bm25 (idf, saturated)  two rankings: by meaning and by words
@@ -120,8 +120,8 @@ finally:
     gc.enable()
 # ============================================================================
 # PART I · RAG IN ONE SITTING
-# The whole idea, in the order a question meets it: load, fingerprint, chunk, embed &
-# cache, search, then prompt the chat model and stream its cited answer. Calls no Part II.
+# The whole idea, in the order a question meets it: 1 load, 2 fingerprint, 3 chunk, 4 embed &
+# cache, 5 search, then 6 prompt the chat model and stream its cited answer. Calls no Part II.
 # ============================================================================
 
 HERE = Path(__file__).resolve().parent
@@ -131,11 +131,12 @@ EMBED_MODEL = "qwen3-embedding:0.6b"      # text -> vector (step 4); multilingua
 CHAT_MODEL = "qwen3:0.6b"                 # writes the answer; small enough for a CPU laptop
 NOTE_SUFFIXES = (".md", ".markdown", ".txt")
 CHUNK_SIZE = 1500                         # characters per chunk, at most (step 3)
-CHUNK_OVERLAP = 80                        # characters neighbours share: a sentence cut in two is whole in one
+CHUNK_OVERLAP = 80                        # at most this many characters of a chunk's last pieces start the next too
 EMBED_BATCH = 32                          # texts per request to Ollama's /api/embed
 TOP_K = 5                                 # sources put in the prompt
-RRF_K = 60                                # step 5's damping: higher, ranks matter less; 60 is what RRF's authors used
-MIN_SCORE = 0.4                           # step 5's floor on the confidence, 0 to 2 (chosen in bench/fusion-study.md)
+RRF_K = 60                                # reciprocal rank fusion (step 5) adds 1/(RRF_K + rank); 60: its authors' choice
+MIN_SCORE = 0.4                           # "not found" below this confidence (words + meaning, 0 to 2, step 5;
+                                          # chosen in bench/fusion-study.md)
 TEMPERATURE = 0.3                         # low: we want the notes, not creativity
 NUM_CTX = 8192                            # model tokens the chat model reads; Ollama cuts a longer prompt's start
 
@@ -149,21 +150,23 @@ class NoteFile(NamedTuple):
     path: str                             # where to open it
     size: int
     mtime_ns: int
+    ctime_ns: int                         # with ino, what an edit cannot keep: `touch -r`, `cp -p` and `rsync
+    ino: int                              # -t` put size and mtime back, so git's index compares all four
 
 
 def list_notes(notes_dir: Path) -> list[NoteFile]:
     """Every .md/.markdown/.txt file under notes_dir, sorted; hidden ones (.git/, .obsidian/) passed over."""
     paths = [p for p in sorted(notes_dir.rglob("*")) if p.suffix.lower() in NOTE_SUFFIXES and p.is_file()
              and not any(part.startswith(".") for part in p.relative_to(notes_dir).parts)]
-    return [NoteFile(p.relative_to(notes_dir).as_posix(), str(p), st.st_size, st.st_mtime_ns)
-            for p, st in zip(paths, map(Path.stat, paths))]
+    return [NoteFile(p.relative_to(notes_dir).as_posix(), str(p), st.st_size, st.st_mtime_ns, st.st_ctime_ns,
+                     st.st_ino) for p, st in zip(paths, map(Path.stat, paths))]
 
 
 FRONT_MATTER = re.compile(r"\A---[ \t]*\n.*?\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
 
 
 def strip_front_matter(text: str) -> str:
-    """Drop a YAML front-matter block (Obsidian, Jekyll, "---" lines around it): metadata, not knowledge."""
+    """Drop a BOM, make every line end "\n", and drop a YAML front-matter block ("---" lines around metadata)."""
     text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     return FRONT_MATTER.sub("", text, count=1)
 
@@ -172,11 +175,10 @@ def strip_front_matter(text: str) -> str:
 
 
 def fingerprint(files: list[NoteFile]) -> str:
-    """MD5 of every note's relative path, size and modification time. It reads no file's
-    contents, so "did anything change?" costs one stat() per note."""
+    """MD5 of every note's relative path and stat: "did anything change?" costs one stat() per note."""
     h = hashlib.md5()
     for f in files:
-        h.update(f"{f.rel}\0{f.size}\0{f.mtime_ns}\n".encode("utf-8", "surrogateescape"))
+        h.update(f"{f.rel}\0{f.size}\0{f.mtime_ns}\0{f.ctime_ns}\0{f.ino}\n".encode("utf-8", "surrogateescape"))
     return h.hexdigest()
 
 # ----------------------------------------------------------------------------
@@ -277,7 +279,7 @@ def embed_texts(client: ollama.Client, model: str, texts: list[str]) -> np.ndarr
 
 
 def normalize(m: np.ndarray) -> np.ndarray:
-    """Scale each row to length 1, so that a dot product is a cosine similarity.
+    """Scale each row to length 1: a dot product of two rows is then the cosine of their angle (step 5).
 
     >>> normalize(np.array([[3.0, 4.0]]))
     array([[0.6, 0.8]])
@@ -366,6 +368,7 @@ def index_notes(notes_dir: Path = NOTES_DIR, client: ollama.Client | None = None
 # blurs. Reciprocal rank fusion merges the two rankings by rank alone (no common scale).
 
 CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"   # Japanese, Chinese, Korean
+ZERO_WIDTH = dict.fromkeys([0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF])   # inside a word they split no word
 TOKEN = re.compile(rf"[{CJK}]+|(?:(?![{CJK}])[^\W_])+")   # a run of CJK, or of other letters and digits
 CJK_CHAR = re.compile(rf"[{CJK}]")
 # Words that carry no topic. BM25 discounts common words in a big vault, but in a
@@ -390,7 +393,7 @@ def tokenize(text: str) -> list[str]:
     ['rag', '用', '向', '量', '检', '索', '用向', '向量', '量检', '检索', 'v2', 'müller']
     """
     tokens = []
-    for run in TOKEN.findall(unicodedata.normalize("NFKC", text).lower()):
+    for run in TOKEN.findall(unicodedata.normalize("NFKC", text).translate(ZERO_WIDTH).lower()):
         tokens += [*run, *(a + b for a, b in zip(run, run[1:]))] if CJK_CHAR.match(run) else [run]
     return [t if CJK_CHAR.match(t) else singular(t) for t in tokens if t not in STOPWORDS]
 
@@ -464,7 +467,7 @@ def meaning_found(best: float, typical: float) -> float:
     >>> meaning_found(0.5, 0.0), meaning_found(0.9, 0.8), meaning_found(0.7, 0.8)
     (0.5, 0.5, 0.0)
     """
-    return min(1.0, max(0.0, (best - typical) / (1 - typical))) if typical < 1 else 0.0   # 1: float32 rounding
+    return min(1.0, max(0.0, (best - typical) / (1 - typical))) if typical < 1 else 0.0   # all alike: no 0/0
 
 
 class Hit(NamedTuple):
@@ -554,7 +557,7 @@ def stream_answer(client: ollama.Client, question: str, hits: list[Hit], model: 
 
 def answer_question(question: str, notes_dir: Path = NOTES_DIR, client: ollama.Client | None = None,
                     cache_dir: Path = CACHE_DIR) -> tuple[list[Hit], Iterator[str]]:
-    """The whole trip: the sources for a question, and its answer as a stream of pieces."""
+    """The whole trip: the sources for a question, and its answer as a stream of pieces (NOT_FOUND below MIN_SCORE)."""
     client = client or ollama.Client(trust_env=False, follow_redirects=False)
     hits, confidence = search_notes(index_notes(notes_dir, client, cache_dir=cache_dir), question, client)
     if confidence < MIN_SCORE:
@@ -598,6 +601,7 @@ NOTE_TYPES = {**{suffix: NoteType(lambda path: read_text(path)) for suffix in NO
 MIN_NOTE_CHARS = 50                       # shorter notes are stubs, not knowledge
 MAX_NOTE_MB = 5.0                         # a bigger "note" is usually an export or a log
 EMBED_BATCH_CHARS = 24_000                # characters per embedding request, so that one stays small
+SKIPS_NAMED = 5                           # skipped notes said one a line, by name; more are counted in one line
 
 ANSWER_TOKENS = 1024                      # the most an answer may take (num_predict, --max-answer-tokens),
                                           # and the room the context keeps for it
@@ -637,8 +641,8 @@ EMBED_PROMPTS = [
      "https://huggingface.co/intfloat/multilingual-e5-small"),
 ]
 
-CACHE_FORMAT = 5                          # bump when the cache file's layout changes
-TOKENIZER_VERSION = 2                     # bump when tokenize() changes: a cache's BM25 words are counted again
+CACHE_FORMAT = 9                          # bump when the cache file's layout changes (see upgraded())
+TOKENIZER_VERSION = 3                     # bump when tokenize() changes: a cache's BM25 words are counted again
 # On disk, vectors are float32, memory-mapped straight from the cache file: no
 # widening and no copy on load (bench/bench_index.py compares the formats).
 DISK_VECTORS = np.dtype("<f4")
@@ -786,35 +790,41 @@ class Settings:
 
 
 def host() -> str:
-    """The Ollama address the client will use, for messages."""
-    return os.environ.get("OLLAMA_HOST") or DEFAULT_HOST
+    """The Ollama address the client will use, for messages: a password in it is left out."""
+    return without_password(os.environ.get("OLLAMA_HOST") or DEFAULT_HOST)
 
 
 def ollama_url() -> httpx.URL:
-    """host() in parts, as the ollama client reads it (an address without a scheme is http).
+    """OLLAMA_HOST in parts, as the ollama client reads it (an address without a scheme is http).
     Raises httpx.InvalidURL for one that is not an address, such as an unclosed "[::1"."""
-    return httpx.URL(host() if "://" in host() else f"http://{host()}")
+    address = os.environ.get("OLLAMA_HOST") or DEFAULT_HOST
+    return httpx.URL(address if "://" in address else f"http://{address}")
 
 
 def where_is(hostname: str | None) -> str:
-    """Where a host is, told from its name or address alone (nothing is looked up): "this
-    machine" (localhost, a loopback address, or 0.0.0.0 and ::, which connect here), "this link"
-    (a link-local address: 169.254.x.x, fe80::) or "elsewhere". None is the client's default.
+    """Where a host is: "this machine" (localhost, a loopback address, or 0.0.0.0 and ::, which
+    connect here), "this link" (a link-local address: 169.254.x.x, fe80::) or "elsewhere". A name
+    or an odd spelling of an address (127.1, 2130706433, the machine's own name) is judged by
+    what the connection will resolve it to. None is the client's default.
 
-    >>> [where_is(h) for h in ("localhost", "127.0.0.2", "::ffff:127.0.0.1", "fe80::1%eth0", "ollama.lan")]
-    ['this machine', 'this machine', 'this machine', 'this link', 'elsewhere']
+    >>> [where_is(h) for h in ("localhost", "127.0.0.2", "::ffff:127.0.0.1", "fe80::1%eth0", "127.1", "192.0.2.7")]
+    ['this machine', 'this machine', 'this machine', 'this link', 'this machine', 'elsewhere']
     """
+    import socket                         # (only here: a name is looked up as the connection would)
     name = (hostname or "127.0.0.1").lower().rstrip(".")
     if name == "localhost":
         return "this machine"
     try:
-        ip = ipaddress.ip_address(name)
+        ips = {ipaddress.ip_address(name.split("%")[0])}
     except ValueError:
-        return "elsewhere"
-    ip = getattr(ip, "ipv4_mapped", None) or ip
-    if ip.is_loopback or ip.is_unspecified:
+        try:
+            ips = {ipaddress.ip_address(a[4][0].split("%")[0]) for a in socket.getaddrinfo(name, None)}
+        except (OSError, ValueError, UnicodeError):
+            return "elsewhere"            # no address: the connection will fail and say so
+    ips = {getattr(ip, "ipv4_mapped", None) or ip for ip in ips}
+    if all(ip.is_loopback or ip.is_unspecified for ip in ips):
         return "this machine"
-    return "this link" if ip.is_link_local else "elsewhere"
+    return "this link" if all(ip.is_link_local or ip.is_loopback for ip in ips) else "elsewhere"
 
 
 def ollama_proxy(url: httpx.URL) -> str | None:
@@ -862,7 +872,7 @@ def destination_note() -> str | None:
     if where_is(url.host) == "this machine":
         return None
     proxy = ollama_proxy(url)
-    return (f"note: the notes and questions go to Ollama at {without_password(host())}, not on this machine"
+    return (f"note: the notes and questions go to Ollama at {host()}, not on this machine"
             + (f", through the proxy {without_password(proxy)}" if proxy else ""))
 
 
@@ -901,7 +911,8 @@ def explain_ollama_error(exc: Exception, model: str, mid_reply: bool = False) ->
     if isinstance(exc, ollama.ResponseError) and exc.status_code == 404:
         return OllamaError(explain_404(str(exc.error), model))
     if isinstance(exc, ollama.ResponseError):
-        return OllamaError(f"Ollama could not run '{model}': {exc.error}")
+        said = " ".join(str(exc.error).split())     # an HTML error page would take 200 lines
+        return OllamaError(f"Ollama could not run '{model}': {said[:200] + ' …' if len(said) > 200 else said}")
     if isinstance(exc, ValueError):       # JSON that does not parse, or not the shape the API promises
         return OllamaError(f"Ollama's reply for '{model}' could not be used: {' '.join(str(exc).split())}")
     if mid_reply and isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
@@ -914,6 +925,10 @@ def explain_ollama_error(exc: Exception, model: str, mid_reply: bool = False) ->
     if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
         return OllamaError(f"Ollama at {host()} did not answer within {seconds_waited(exc)}: it may still be "
                            f"loading '{model}' (try again, or wait longer with --timeout) or be stuck")
+    cause = exc.__context__ or exc        # the ollama client raises its own ConnectionError over httpx's
+    if isinstance(cause, httpx.ConnectError) and "SSL" in str(cause):
+        return OllamaError(f"Ollama at {host()} did not answer in TLS ({' '.join(str(cause).split())[:80]}): "
+                           "Ollama serves plain http, so try OLLAMA_HOST=http://… unless a proxy adds TLS")
     return OllamaError(f"Ollama is not reachable at {host()}: start it with `ollama serve` "
                        f"(or point OLLAMA_HOST at it)")
 
@@ -1088,7 +1103,7 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
             if not stat.S_ISREG(st.st_mode):  # a FIFO or /dev/zero: opening it would wait forever
                 warnings.append(f"skipped {rel}: not a regular file")
                 continue
-            files.append(NoteFile(rel, path, st.st_size, st.st_mtime_ns))
+            files.append(NoteFile(rel, path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
     for suffix, rels in unreadable.items():
         # Left out of the fingerprint too, so installing the package later indexes them.
         kind = suffix.lstrip(".").upper()
@@ -1114,13 +1129,22 @@ def read_note(file: NoteFile, max_mb: float = MAX_NOTE_MB) -> tuple[list[Section
     from NOTE_TYPES. Raises ValueError, with the reason, for a
     note that cannot be used.
     """
-    if file.size > max_mb * 2**20:
-        raise ValueError(f"{file.size / 2**20:.1f} MB is over the {max_mb:g} MB limit (--max-note-mb)")
+    if why := too_big(file.size, max_mb):
+        raise ValueError(why)
     path = Path(file.path)
     sections, warning = NOTE_TYPES[path.suffix.lower()].read(path)
     if sum(len(s.text.strip()) for s in sections) < MIN_NOTE_CHARS:
         raise ValueError(f"under {MIN_NOTE_CHARS} characters")
     return sections, warning
+
+
+def too_big(size: int, max_mb: float) -> str:
+    """Why a note of `size` bytes is too big to read ("" if it is not): known from its stat alone.
+
+    >>> too_big(3 * 2**30, 5.0), too_big(100, 5.0)
+    ('3072.0 MB is over the 5 MB limit (--max-note-mb)', '')
+    """
+    return f"{size / 2**20:.1f} MB is over the {max_mb:g} MB limit (--max-note-mb)" if size > max_mb * 2**20 else ""
 
 
 def chunk_sections(rel: str, sections: list[Section], splitter) -> list[Chunk]:
@@ -1517,6 +1541,33 @@ def embed_context_length(client: ollama.Client, model: str) -> int | None:
     return min(limits) if limits else None
 
 
+def model_digest(client: ollama.Client, model: str) -> str | None:
+    """Which build of `model` Ollama runs: the digest /api/tags lists for it, a hash of its
+    manifest (manifest/manifest.go), which names every layer, so a re-pulled tag with new
+    weights or another machine's build under the same name has another. "" when Ollama does
+    not say (no /api/tags, or no digest for that name); None when it cannot be asked."""
+    try:
+        listed = client.list().models
+    except (ConnectionError, httpx.TransportError):
+        return None
+    except (ollama.ResponseError, ValueError):
+        return ""
+    wanted = listed_name(model)
+    return next((m.digest for m in listed if m.digest and wanted in
+                 {listed_name(n) for n in (getattr(m, "model", None), getattr(m, "name", None)) if n}), "")
+
+
+def listed_name(name: str) -> str:
+    """A model's name as /api/tags lists it: Ollama drops its own registry and namespace and
+    adds the default tag.
+
+    >>> listed_name("library/Qwen3-Embedding"), listed_name("hf.co/me/e5:Q8_0")
+    ('qwen3-embedding:latest', 'hf.co/me/e5:q8_0')
+    """
+    name = name.lower().removeprefix("registry.ollama.ai/").removeprefix("library/")
+    return name if ":" in name.rsplit("/", 1)[-1] else name + ":latest"
+
+
 def embed_context_warning(client: ollama.Client, settings: Settings, texts: Iterable[str]) -> str | None:
     """A warning when texts about to be embedded may be longer than the embedder reads
     (Ollama would silently embed only their start), with the chunk size that would fit."""
@@ -1546,12 +1597,19 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     """The notes' index: the cache as it is, or brought up to date when the notes or settings changed.
 
     The fast path: the fingerprint matches and every chunk has a vector, so the
-    cache is returned without reading a single note (but for the few it skipped,
-    which repeat_warnings tries again). Otherwise what is embedded is saved as it
-    goes (CacheWriter): Ctrl-C (BuildInterrupted), a kill or Ollama failing
-    mid-way keeps it, and the next run embeds only what is missing. A `rebuild`
+    cache is returned without reading a single note (still_skipped looks again,
+    without reading them, at the skipped notes whose cause can go away).
+    Otherwise what is embedded is saved as it goes (CacheWriter): Ctrl-C
+    (BuildInterrupted), a kill or Ollama failing mid-way keeps it, and the next
+    run embeds only what is missing. A `rebuild`
     reason ("--rebuild", say) re-embeds everything, but never replaces the cache
     with one holding fewer vectors until it is done.
+    A folder without a cache of its own starts from another cache of the same notes
+    (adopted): a moved or renamed folder, or an older version's cache, costs no reading
+    and no embedding; its first save tidies up after it (tidy_caches).
+    Every run asks Ollama once which build of the embedding model it runs (model_digest):
+    the question's vector is made anew on each run, so an index of another build's vectors
+    is rebuilt even when no note changed.
     Raises FileNotFoundError when the notes folder does not exist.
     """
     if settings.notes_dir.exists() and not settings.notes_dir.is_dir():
@@ -1562,39 +1620,59 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     files, warnings = scan_notes(settings.notes_dir, [settings.cache_dir], settings.follow_links)
     path = cache_path(settings)
     old, reason = load_index(path)
+    donor = None                          # another cache file these notes' index starts from
+    if old is None and reason == "no cache yet" and not rebuild:
+        old, note, donor = adopted(settings, files, path)
+        reason = note or reason
+    if old is not None and reason:        # an older version's cache, or one of these notes elsewhere
+        progress(f"updating index: {reason}")
+    build = model_digest(client, settings.embed_model)
     if old is not None:
-        reason = stale_reason(old, settings)
+        reason = stale_reason(old, settings) or build_changed(old, build)
         old = None if reason else old
-    on_disk = int(old.has_vector.sum()) if old else 0
+    unsaid = build == "" and (old is None or old.model_digest != "")   # said once, then recorded
+    build = (old.model_digest if old else "") if build is None else build   # Ollama away: as it was
+    on_disk = int(old.has_vector.sum()) if old is not None and donor is None else 0
     writer = CacheWriter(path, settings.checkpoint_seconds, on_disk, floor=on_disk if rebuild else 0)
     if rebuild:
         old, reason = None, rebuild
     if old is not None and old.fingerprint == fingerprint(files) and old.complete:
-        again = repeat_warnings(old, files, settings)   # None: a skipped note may be usable now
-        if again is not None:
-            report = IndexReport(unchanged=len(old.files), warnings=warnings + again)
+        skipped = still_skipped(old, files, settings)   # None: a skipped note may be usable now
+        if skipped is not None:
+            report = IndexReport(unchanged=len(old.files), skipped=skipped,
+                                 warnings=warnings + repeat_warnings(old) + skip_warnings(skipped))
+            if unsaid:
+                report.warnings.append(build_unsaid(settings.embed_model))
+            index = replace(old, model_digest=build)
             if not calibration_current(old, settings):   # an older cache, or Ollama was away
-                old = calibrated(old, client, settings)
-                if old.calibration and not writer.save(old) and writer.problem:
-                    report.warnings.append(writer.problem)
-            return old, report
+                index = calibrated(index, client, settings)
+            if (index.model_digest != old.model_digest or index.calibration is not old.calibration) \
+                    and not writer.save(index) and writer.problem:
+                report.warnings.append(writer.problem)
+            return index, report
     if old is None and reason != "no cache yet":
         progress(f"rebuilding index: {reason}")
-    index, report = update_index(settings, client, old, files, progress, writer)
+    index, report = update_index(settings, client, old, files, progress, writer, build)
     if old is not None and calibration_current(old, settings) and same_notes(old, index):
         index = replace(index, calibration=old.calibration)    # notes touched or renamed: still valid
     elif index.complete:
         index = calibrated(index, client, settings)
     report.warnings[:0] = warnings
+    if unsaid and index.has_vector.any():
+        report.warnings.append(build_unsaid(settings.embed_model))
     report.reason = report.reason or ("" if old is not None else reason)
-    if not writer.save(index) and writer.problem and not writer.warned:
+    saved = writer.save(index)
+    if not saved and writer.problem and not writer.warned:
         report.warnings.append(writer.problem)
+    if saved and (donor is not None or reason == "no cache yet"):   # this folder's first cache
+        report.warnings += tidy_caches(settings.cache_dir, path, donor)
     return index, report
 
 
 def same_notes(old: Index, new: Index) -> bool:
-    """Do two indexes hold the same bytes in the same order (notes touched or renamed, no more)?"""
-    return new.complete and [r.digest for r in old.files.values()] == [r.digest for r in new.files.values()]
+    """Do two indexes hold the same notes' bytes, in whatever order (notes touched, renamed or
+    moved, no more)? Then they hold the same chunks, and what was measured on them holds."""
+    return new.complete and sorted(r.digest for r in old.files.values()) == sorted(r.digest for r in new.files.values())
 
 
 @dataclass(frozen=True)
@@ -1609,9 +1687,11 @@ class Index:
     embed_model: str
     chunking: tuple[int, int]             # (chunk_size, chunk_overlap)
     doc_template: str = ""                # the document template the vectors were embedded with
+    model_digest: str = ""                # ...and the build of embed_model (model_digest), "" if not said
     note_warnings: dict[str, str] = field(default_factory=dict)   # digest -> what to say of it each run
-    skipped: dict[str, str] = field(default_factory=dict)         # rel -> why it was left out
+    skipped: dict[str, Skip] = field(default_factory=dict)        # rel -> why it was left out
     calibration: dict | None = None       # the relevance floor measured on this index (calibrate())
+    notes_dir: str = ""                   # the notes folder, as a real path (for other runs' adopted())
 
     @property
     def complete(self) -> bool:
@@ -1620,46 +1700,56 @@ class Index:
 
 def update_index(settings: Settings, client: ollama.Client, old: Index | None,
                  files: list[NoteFile], progress: Callable[[str | EmbedProgress], None] = lambda s: None,
-                 writer: CacheWriter | None = None) -> tuple[Index, IndexReport]:
-    """Bring the index up to date with the files, embedding only what is new.
+                 writer: CacheWriter | None = None, build: str = "") -> tuple[Index, IndexReport]:
+    """Bring the index up to date with the files, embedding only what is new (with the
+    model's `build`, its digest, which the index records).
 
-    For each file: same size and mtime as recorded -> unchanged; otherwise hash
-    its bytes, and a digest the index already holds (a touched, renamed or copied
-    note) reuses those chunks. Only new content is read, chunked and embedded, and
-    even then a chunk whose text was embedded before reuses its vector. The
-    `writer`, if given, checkpoints the index while its vectors are filled in.
+    For each file: the same stat as recorded (same_stat) -> unchanged; over
+    --max-note-mb -> skipped unread; skipped before for its content, and the same
+    stat -> skipped again, unread; otherwise hash its bytes, and a digest the index
+    already holds (a touched, renamed or copied note) reuses those chunks. Only new
+    content is read, chunked and embedded, and even then a chunk whose text was
+    embedded before reuses its vector. The `writer`, if given, checkpoints the
+    index while its vectors are filled in.
     """
     report = IndexReport()
     old_files = old.files if old else {}
+    old_skips = old.skipped if old else {}
     by_digest = {r.digest: r for r in old_files.values()}
     chunks: list[Chunk] = []
     reuse: list[int] = []                 # per new row: old row, or -1 if new
     records: dict[str, FileRecord] = {}
     splitter = None
     for f in files:
-        rec = old_files.get(f.rel)
-        if rec and (rec.size, rec.mtime_ns) == (f.size, f.mtime_ns):
+        rec, skip = old_files.get(f.rel), old_skips.get(f.rel)
+        if skip and skip.kind == "content" and same_stat(skip, f):
+            report.skipped[f.rel] = skip      # the same bytes were no note last time either
+            continue
+        if rec and same_stat(rec, f):
             digest, source = rec.digest, rec
         else:
+            if why := too_big(f.size, settings.max_note_mb):   # before hashing: a log or an export is never read
+                report.skip(f, why, "size")
+                continue
             try:
                 digest = file_digest(f.path)
             except OSError as e:
-                report.skip(f.rel, e.strerror)
+                report.skip(f, e.strerror, "access")
                 continue
             source = by_digest.get(digest)
         if source is not None:            # same bytes as before: reuse its chunks
             start = len(chunks)
             chunks.extend(c._replace(source=f.rel) for c in old.chunks[source.start:source.stop])
             reuse.extend(range(source.start, source.stop))
-            records[f.rel] = FileRecord(f.size, f.mtime_ns, digest, start, len(chunks))
+            records[f.rel] = FileRecord(*stat_of(f), digest, start, len(chunks))
             count_file(report, f.rel, rec, digest)
             if digest in old.note_warnings:   # read with a guess: said on every run, not just the first
                 report.warn(f.rel, digest, old.note_warnings[digest])
             continue
         try:
             sections, warning = read_note(f, settings.max_note_mb)
-        except ValueError as e:
-            report.skip(f.rel, str(e))
+        except ValueError as e:           # read a moment ago to be hashed: its bytes are the reason
+            report.skip(f, str(e), "content")
             continue
         if warning:
             report.warn(f.rel, digest, warning)
@@ -1667,9 +1757,10 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
         start = len(chunks)
         chunks.extend(chunk_sections(f.rel, sections, splitter))
         reuse.extend([-1] * (len(chunks) - start))
-        records[f.rel] = FileRecord(f.size, f.mtime_ns, digest, start, len(chunks))
+        records[f.rel] = FileRecord(*stat_of(f), digest, start, len(chunks))
         count_file(report, f.rel, rec, digest)
     report.deleted = len(set(old_files) - {f.rel for f in files})
+    report.warnings += skip_warnings(report.skipped)
     reuse_arr = np.array(reuse, dtype=np.int64)
     lexicon = build_lexicon(old.lexicon if old else None, reuse_arr,
                             [c.text for c, r in zip(chunks, reuse) if r < 0])
@@ -1679,12 +1770,20 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
     def with_vectors(vectors: np.ndarray, has_vector: np.ndarray) -> Index:
         return Index(chunks, vectors, has_vector, lexicon, records, stamp,
                      settings.embed_model, (settings.chunk_size, settings.chunk_overlap),
-                     embed_templates(settings).document,
-                     note_warnings=report.note_warnings, skipped=report.skipped)
+                     embed_templates(settings).document, build, note_warnings=report.note_warnings,
+                     skipped=report.skipped, notes_dir=os.path.realpath(settings.notes_dir))
 
     checkpoint = (lambda v, h, interrupted=False: writer.checkpoint(lambda: with_vectors(v, h), interrupted,
                                                                     progress)) if writer else None
-    vectors, has_vector = fill_vectors(settings, client, old, chunks, reuse_arr, report, progress, checkpoint)
+    try:
+        vectors, has_vector = fill_vectors(settings, client, old, chunks, reuse_arr, report, progress, checkpoint)
+    except VectorSizeChanged as e:        # the old vectors are of no use to the model now: all again
+        report.reason = str(e)
+        progress(f"rebuilding index: {report.reason}")
+        if writer:                        # ...and kept on disk, as --rebuild keeps them, until outnumbered
+            writer.floor = writer.on_disk
+        vectors, has_vector = fill_vectors(settings, client, None, chunks, np.full(len(chunks), -1), report,
+                                           progress, checkpoint)
     for rel, count in Counter(chunks[i].source for i in report.refused if has_vector[i]).items():
         report.warn(rel, records[rel].digest, f"{settings.embed_model} returns no number for {count} of its "
                     "chunks (a fault of the model): they are found by their words only; --rebuild asks again")
@@ -1700,7 +1799,10 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
     per number), and `checkpoint(vectors, has_vector)` may save it. If Ollama
     stops, the rows embedded so far are kept, the rest stay zero and marked
     missing, so BM25 still works and the next run fills them in. Ctrl-C saves
-    what arrived and raises BuildInterrupted.
+    what arrived and raises BuildInterrupted. The first vectors of another size
+    than the old index's raise VectorSizeChanged before anything is mixed (the
+    caller embeds everything again); a size that changes after that, within this
+    call, saves what arrived and raises VectorsOfTwoSizes: no rebuild would end.
     """
     n = len(chunks)
     dim = old.vectors.shape[1] if old is not None and old.vectors.size else 0
@@ -1721,7 +1823,7 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
     todo = np.flatnonzero(~has_vector)
     if len(todo) == 0:
         return vectors, has_vector
-    t0, done, first = time.perf_counter(), 0, True
+    t0, done, first, sized_here = time.perf_counter(), 0, True, False   # sized_here: dim is this run's
     try:
         texts = (document_text(chunks[i], settings) for i in todo)     # made batch by batch: memory
         for fresh in embed_refusing(client, settings.embed_model, texts):
@@ -1729,14 +1831,15 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
                 report.refused.append(int(todo[done]))
                 done += 1
                 continue
-            if fresh.shape[1] != dim:     # first vectors, or the model's size changed
+            if fresh.shape[1] != dim and sized_here:
+                kept = checkpoint(vectors, has_vector, interrupted=True) if checkpoint else 0
+                raise VectorsOfTwoSizes(dim, fresh.shape[1], settings.embed_model, kept)
+            if fresh.shape[1] != dim:     # the first vectors: the old index's size, or none yet
                 if dim:
-                    report.reason = vector_size_changed(dim, fresh.shape[1], settings.embed_model)
-                    progress(f"rebuilding index: {report.reason}")
                     report.refused.clear()    # asked again in the rebuild
-                    return fill_vectors(settings, client, None, chunks, np.full(n, -1), report, progress,
-                                        checkpoint)
+                    raise VectorSizeChanged(vector_size_changed(dim, fresh.shape[1], settings.embed_model))
                 dim, vectors = fresh.shape[1], np.zeros((n, fresh.shape[1]), dtype=np.float32)
+            sized_here = True
             if first:                     # asked once Ollama embeds: if it cannot, that is the news
                 first = False
                 too_long = embed_context_warning(client, settings, (document_text(chunks[i], settings)
@@ -1754,10 +1857,10 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
                                    chunks[rows[-1]].source))
             if checkpoint:
                 checkpoint(vectors, has_vector)
+    except VectorsOfTwoSizes:
+        raise
     except OllamaError as e:
         report.embed_error = str(e)
-    except BuildInterrupted:              # from the re-embedding call above: already saved
-        raise
     except KeyboardInterrupt:             # Ctrl-C or SIGTERM: keep what arrived, then stop
         kept = checkpoint(vectors, has_vector, interrupted=True) if checkpoint else 0
         raise BuildInterrupted(kept, n) from None
@@ -1779,28 +1882,73 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def repeat_warnings(index: Index, files: list[NoteFile], settings: Settings) -> list[str] | None:
-    """The warnings an unchanged index still owes: notes read with a guessed encoding,
-    and skipped notes, read again; None when a skipped note is usable now.
+def repeat_warnings(index: Index) -> list[str]:
+    """The warnings an unchanged index still owes of the notes it holds (a guessed encoding,
+    chunks the model refused): said on every run, not just the first."""
+    return [f"{rel}: {index.note_warnings[r.digest]}" for rel, r in index.files.items()
+            if r.digest in index.note_warnings]
 
-    A skip's cause can go away while the note's size and mtime stay the same (a
-    higher --max-note-mb, permissions fixed), so skipped notes, which are few, are
-    tried on every run instead of being trusted; the caller updates the index
-    when one of them reads.
+
+def still_skipped(index: Index, files: list[NoteFile], settings: Settings) -> dict[str, Skip] | None:
+    """The notes an unchanged index skipped, as this run's settings see them; None when one of
+    them may be usable now, and the caller updates the index.
+
+    Only a cause that can go away while a note's stat stays the same is looked
+    at again, and none by reading the note: a size over --max-note-mb (the
+    limit may be higher now) and a file that could not be opened (its permissions
+    may be fixed). A note whose bytes are no note (binary, a stub, a scanned PDF)
+    costs nothing: it is read again when it changes, or with --rebuild.
     """
-    out = [f"{rel}: {index.note_warnings[r.digest]}" for rel, r in index.files.items()
-           if r.digest in index.note_warnings]
     by_rel = {f.rel: f for f in files}
-    for rel in index.skipped:
-        if rel not in by_rel:
+    out = {}
+    for rel, skip in index.skipped.items():
+        f = by_rel.get(rel)
+        if f is None:
             return None
-        try:
-            read_note(by_rel[rel], settings.max_note_mb)
-        except ValueError as e:
-            out.append(f"skipped {rel}: {e}")
-            continue
-        return None
+        if skip.kind == "size":
+            if not (why := too_big(f.size, settings.max_note_mb)):
+                return None
+            skip = skip._replace(why=why)
+        elif skip.kind == "access":
+            try:
+                open(f.path, "rb").close()
+                return None
+            except OSError:
+                pass
+        out[rel] = skip
     return out
+
+
+def skip_warnings(skipped: dict[str, Skip]) -> list[str]:
+    """What to say of the skipped notes: each by name while they are few (SKIPS_NAMED), else
+    one line counting them by reason (the report holds their names, for --json and --explain).
+
+    >>> stub = Skip("under 50 characters", "content", 9, 1, 1, 1)
+    >>> skip_warnings({"a.md": stub})
+    ['skipped a.md: under 50 characters']
+    >>> log = stub._replace(why="6.0 MB is over the 5 MB limit (--max-note-mb)", kind="size")
+    >>> skip_warnings({**{f"{day}.md": stub for day in range(300)}, "log.md": log})
+    ['skipped 301 notes: 300 under 50 characters, 1 over the 5 MB limit (--max-note-mb); --json or --explain names them']
+    """
+    if len(skipped) <= SKIPS_NAMED:
+        return [f"skipped {rel}: {skip.why}" for rel, skip in skipped.items()]
+    # A size reason starts with the note's own size ("6.0 MB is over ..."): counted without it.
+    reasons = Counter(re.sub(r"^\S+ MB is ", "", s.why) if s.kind == "size" else s.why for s in skipped.values())
+    shown = [f"{n} {why}" for why, n in reasons.most_common(3)]
+    if len(reasons) > 3:
+        shown.append(f"{sum(n for _, n in reasons.most_common()[3:])} for other reasons")
+    return [f"skipped {len(skipped)} notes: {', '.join(shown)}; --json or --explain names them"]
+
+
+def stat_of(f: NoteFile) -> tuple[int, int, int, int]:
+    """What a record keeps of a note's stat: size, mtime, ctime, inode."""
+    return f.size, f.mtime_ns, f.ctime_ns, f.ino
+
+
+def same_stat(known: FileRecord | Skip, f: NoteFile) -> bool:
+    """Does a note look as it did when `known` was recorded? A touch or a rename (a new ctime)
+    says no as well: its bytes are hashed again, and the same digest costs no embedding."""
+    return (known.size, known.mtime_ns, known.ctime_ns, known.ino) == stat_of(f)
 
 
 def count_file(report: IndexReport, rel: str, before: FileRecord | None, digest: str) -> None:
@@ -1815,6 +1963,19 @@ def count_file(report: IndexReport, rel: str, before: FileRecord | None, digest:
     report.touched.append(rel)
 
 
+class VectorSizeChanged(Exception):
+    """The embedding model's vectors are of another size than the index's: it must be re-embedded."""
+
+
+class VectorsOfTwoSizes(OllamaError):
+    """One build got vectors of two sizes from one model name: two models answer at one address."""
+
+    def __init__(self, first: int, then: int, model: str, kept: int):
+        super().__init__(f"Ollama at {host()} returned vectors of {first} numbers, then of {then}, for '{model}' "
+                         "in one build: two different models answer there (a load balancer, or an Ollama "
+                         f"restarted with another model?); the cache keeps the {kept:,} vectors it holds")
+
+
 def vector_size_changed(held: int, returned: int, model: str) -> str:
     """Why an index holding vectors of size `held` must be re-embedded now that the model returns
     `returned` numbers ("" when they match, or when it holds none yet): a re-pulled model, say."""
@@ -1823,10 +1984,24 @@ def vector_size_changed(held: int, returned: int, model: str) -> str:
     return f"vector size changed ({held} -> {returned}) under the same model name '{model}'; re-embedding all"
 
 
+class Skip(NamedTuple):
+    """A note the index left out: why, and the stat it had then."""
+    why: str
+    kind: str                             # "content": its bytes are no note, so it is not read again
+                                          # until it changes; "size" (over --max-note-mb) and "access"
+                                          # (a permission): can go away under the same stat
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    ino: int
+
+
 class FileRecord(NamedTuple):
     """What the index knows about one note: its stat, its content hash, its rows."""
     size: int
     mtime_ns: int
+    ctime_ns: int
+    ino: int
     digest: str                           # MD5 of the bytes: same digest, same chunks
     start: int                            # its chunks are rows start..stop-1
     stop: int
@@ -1846,7 +2021,7 @@ class IndexReport:
     embed_error: str | None = None        # set when vectors are missing: lexical-only
     refused: list[int] = field(default_factory=list)   # rows the embedding model returned no number for
     note_warnings: dict[str, str] = field(default_factory=dict)   # Index.note_warnings of the update
-    skipped: dict[str, str] = field(default_factory=dict)         # Index.skipped of the update
+    skipped: dict[str, Skip] = field(default_factory=dict)        # Index.skipped of the update: by name
 
     def warn(self, rel: str, digest: str, warning: str) -> None:
         """Say what a note needs said (a guessed encoding, chunks the model refused) and keep it,
@@ -1855,14 +2030,28 @@ class IndexReport:
         kept = self.note_warnings.get(digest)            # the same note may have two things to say
         self.note_warnings[digest] = warning if not kept or warning in kept else f"{kept}; {warning}"
 
-    def skip(self, rel: str, why: str) -> None:
-        """Say why a note was left out and keep it, so the next run looks at it again."""
-        self.warnings.append(f"skipped {rel}: {why}")
-        self.skipped[rel] = why
+    def skip(self, file: NoteFile, why: str, kind: str) -> None:
+        """Keep why a note was left out (a Skip of this `kind`), to say it and to know it next run."""
+        self.skipped[file.rel] = Skip(why, kind, *stat_of(file))
 
     def summary(self, notes: int) -> str:
         return (f"indexed {notes} notes: {self.changed} changed, {self.new} new, "
                 f"{self.deleted} deleted, {self.unchanged} unchanged ({self.embedded} chunks embedded)")
+
+
+def build_changed(index: Index, build: str | None) -> str:
+    """Why an index must be re-embedded when Ollama runs another build of its model (`build`,
+    its digest) than the one its vectors came from ("" when it is the same, or either is not known)."""
+    if not (index.model_digest and build) or build == index.model_digest:
+        return ""
+    return (f"'{index.embed_model}' is another build under the same name (ID {index.model_digest[:12]} -> "
+            f"{build[:12]}, as `ollama list` shows it); re-embedding all")
+
+
+def build_unsaid(model: str) -> str:
+    """The warning for an Ollama that does not say which build of the model it runs."""
+    return (f"Ollama at {host()} does not say which build of '{model}' it runs (no digest in /api/tags), "
+            "so one pulled again or another machine's would go unnoticed: use --rebuild after such a change")
 
 
 def stale_reason(index: Index, settings: Settings) -> str:
@@ -2105,10 +2294,11 @@ def bm25_scores(lex: Lexicon, terms: list[Term]) -> np.ndarray:
 
 
 def cache_path(settings: Settings) -> Path:
-    """One cache file per notes folder, embedding model and chunking.
+    """One cache file per notes folder, embedding model, chunking and cache format.
 
-    So two folders never clash, and trying another model or --chunk-size and
-    coming back costs no re-embedding: the first cache is still there.
+    So two folders never clash, trying another model or --chunk-size and coming
+    back costs no re-embedding (the first cache is still there), and two versions
+    of demo_rag sharing a cache folder each keep their own file.
     """
     real = os.path.realpath(settings.notes_dir)
     key = f"{real}\0{settings.embed_model}\0{settings.chunk_size}/{settings.chunk_overlap}"
@@ -2116,21 +2306,107 @@ def cache_path(settings: Settings) -> Path:
     # subtle: names are cut short, as a file name may hold only 255 bytes (a CJK character is 3)
     name = re.sub(r"[^\w.-]+", "_", Path(real).name)[:40] or "notes"
     model = re.sub(r"[^\w.-]+", "_", settings.embed_model)[-40:]
-    return settings.cache_dir / f"{name}-{model}-{settings.chunk_size}-{digest}.pkl"
+    return settings.cache_dir / f"{name}-{model}-{settings.chunk_size}-{digest}.v{CACHE_FORMAT}.pkl"
+
+
+def tidy_caches(cache_dir: Path, path: Path, donor: Path | None) -> list[str]:
+    """After a folder's first cache is saved at `path`: the cache it was adopted from (`donor`)
+    is deleted if that folder is gone (its notes are here now), and the others of folders that
+    are gone are named, with the space they take, in one warning. Not a file is deleted that
+    could still serve: a folder on a drive not mounted now comes back to a cache of it (adopted)."""
+    gone = []
+    for p in cache_dir.glob(f"*.v{CACHE_FORMAT}.pkl"):
+        h = read_header(p) if p != path else None
+        if h is None or not h["notes_dir"] or os.path.isdir(h["notes_dir"]):
+            continue
+        if p == donor:
+            with contextlib.suppress(OSError):
+                p.unlink()
+            continue
+        with contextlib.suppress(OSError):
+            gone.append((p.stat().st_size, readable_name(h["notes_dir"])))
+    if not gone:
+        return []
+    names = ", ".join(sorted(n for _, n in gone)[:3]) + (", …" if len(gone) > 3 else "")
+    return [f"{len(gone)} cache file(s) in {readable_name(str(cache_dir))} ({sum(n for n, _ in gone) / 2**20:.1f} MB) "
+            f"hold the index of notes folders that are gone ({names}): delete them if those are gone for good"]
+
+
+def older_cache_paths(path: Path) -> list[Path]:
+    """Where versions of an UPGRADABLE format kept `path`'s cache: its name with their format
+    (format 5, from before files were named by format: with none)."""
+    stem = path.name.removesuffix(f".v{CACHE_FORMAT}.pkl")
+    return [path.with_name(f"{stem}{'' if fmt == 5 else f'.v{fmt}'}.pkl") for fmt in UPGRADABLE]
+
+
+# What a cache file says first, in a pickle of its own, so that a run can tell whose notes
+# it holds and how they were embedded without loading it (adopted()).
+HEADER_KEYS = ("format", "notes_dir", "names", "fingerprint", "embed_model", "chunking", "doc_template",
+               "model_digest", "vectors_shape")
+
+
+def names_digest(rels: Iterable[str]) -> str:
+    """MD5 of the notes' names, sorted: the same in a copy of the folder or a moved one."""
+    return hashlib.md5("\0".join(sorted(rels)).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def read_header(path: Path) -> dict | None:
+    """The header of a cache file this version wrote; None for any other file."""
+    try:
+        with open(path, "rb") as f:
+            h = BuiltinsOnlyUnpickler(f).load()
+        if isinstance(h, dict) and h.get("format") == CACHE_FORMAT and set(HEADER_KEYS) <= set(h) and \
+                all(type(h[k]) is str for k in ("notes_dir", "names", "fingerprint", "embed_model", "doc_template",
+                                                 "model_digest")) and type(h["chunking"]) is tuple:
+            return h
+    except Exception:                     # unreadable, foreign or refused: not a cache to use
+        pass
+    return None
+
+
+def adopted(settings: Settings, files: list[NoteFile], path: Path) -> tuple[Index | None, str, Path | None]:
+    """Another cache of these notes, for a folder with none at `path`: (index, what to say,
+    its file), or (None, "", None). First a cache an older version kept for this folder;
+    else one of these settings whose notes have the same names (the folder moved, renamed
+    or copied), the same stat first. An adopted index loses its fingerprint, so the update
+    that follows checks each note (one stat, for a moved note) and saves it at `path`."""
+    for older in older_cache_paths(path):
+        index, note = load_index(older) if older.exists() else (None, "")
+        if index is not None:
+            return index, note, older
+    names, here = names_digest(f.rel for f in files), fingerprint(files)
+    template = embed_templates(settings).document
+    candidates = sorted((h["fingerprint"] != here, os.path.isdir(h["notes_dir"]), str(p))
+                        for p in settings.cache_dir.glob(f"*.v{CACHE_FORMAT}.pkl")
+                        if p != path and (h := read_header(p)) and h["names"] == names
+                        and (h["embed_model"], h["chunking"], h["doc_template"]) ==
+                        (settings.embed_model, (settings.chunk_size, settings.chunk_overlap), template))
+    for *_, p in candidates:
+        index, _ = load_index(Path(p))
+        if index is not None:
+            return (replace(index, fingerprint=""), f"taking over the index of the same notes at "
+                    f"{readable_name(index.notes_dir)}: no note is read or embedded again but for what changed",
+                    Path(p))
+    return None, "", None
 
 
 
 def save_index(index: Index, path: Path) -> None:
-    """Write the cache atomically with Part I's save_cache: a pickle of everything but
-    the vectors, zeros up to the next 4 KB boundary, then the vectors as raw float32
-    rows, which load_index maps into memory instead of reading them. A crash, a kill
-    or Ctrl-C mid-write leaves the previous cache intact, and two processes writing at
-    once each replace the file with one complete version. Raises OSError (disk full...).
+    """Write the cache atomically with Part I's save_cache: a small pickle, the header
+    (HEADER_KEYS), then one of everything else but the vectors, zeros up to the next
+    4 KB boundary, then the vectors as raw float32 rows, which load_index maps into
+    memory instead of reading them. A crash, a kill or Ctrl-C mid-write leaves the
+    previous cache intact, and two processes writing at once each replace the file
+    with one complete version. Raises OSError (disk full...).
     """
-    def vectors_after(f) -> None:
+    body = index_to_dict(index)
+    header = {k: body.pop(k) for k in HEADER_KEYS}
+
+    def body_then_vectors(f) -> None:
+        pickle.dump(body, f, protocol=pickle.HIGHEST_PROTOCOL)
         f.write(bytes(-f.tell() % VECTOR_ALIGN))
         f.write(np.ascontiguousarray(index.vectors, dtype=DISK_VECTORS).data)  # no copy if float32
-    save_cache(path, index_to_dict(index), then=vectors_after)
+    save_cache(path, header, then=body_then_vectors)
     # A process killed mid-write leaves its temp file behind; none lives an hour.
     for old in path.parent.glob(glob_escape(path.name) + "*.tmp"):
         with contextlib.suppress(OSError):
@@ -2151,7 +2427,8 @@ def glob_escape(name: str) -> str:
 
 
 def load_index(path: Path) -> tuple[Index | None, str]:
-    """Load a cache file; on any problem return (None, a one-line reason).
+    """Load a cache file; on any problem return (None, a one-line reason). A cache an older
+    version wrote (UPGRADABLE) comes back with a note saying so instead of "".
 
     The vectors are not read but memory-mapped (read-only): the OS pages them in
     as the first search touches them, and a warm query pays no copy at all.
@@ -2161,17 +2438,40 @@ def load_index(path: Path) -> tuple[Index | None, str]:
     try:
         with open(path, "rb") as f, gc_paused():
             d = BuiltinsOnlyUnpickler(f).load()
-            if not isinstance(d, dict) or d.get("format") != CACHE_FORMAT:
+            written = d.get("format") if isinstance(d, dict) else None
+            if written == CACHE_FORMAT:   # the header; the rest follows
+                d = {**check(BuiltinsOnlyUnpickler(f).load(), dict, "cache"), **d}
+            elif written in UPGRADABLE:
+                d = upgraded(d)
+            else:
                 return None, "cache is from another version of demo_rag"
             vectors = map_vectors(f, f.tell() + (-f.tell() % VECTOR_ALIGN), d["vectors_shape"])
             index = index_from_dict(d, vectors)
-            return (index if d.get("tokenizer") == TOKENIZER_VERSION else recounted(index)), ""
+            index = index if d.get("tokenizer") == TOKENIZER_VERSION else recounted(index)
+            return index, "" if written == CACHE_FORMAT else \
+                f"cache written by an older demo_rag (format {written}): its vectors are kept"
     except BuiltinsOnlyUnpickler.Refused as e:
         return None, f"cache refused ({e})"
     except CacheDamaged as e:
         return None, f"cache is damaged ({e})"
     except Exception as e:  # truncated, corrupt, foreign: never trust it, rebuild
         return None, f"cache is damaged ({type(e).__name__})"
+
+
+# Older cache formats whose vectors are worth keeping: upgraded() fills in what they lack.
+UPGRADABLE = (5,)
+
+
+def upgraded(d: dict) -> dict:
+    """An older cache's fields in this version's layout, every vector kept. What it did not
+    record is left for the next update to find out, and an empty fingerprint makes that
+    update happen: each note is hashed once (its record has no ctime or inode: -1 matches
+    none), the skipped notes are read once (their reasons had no kind), and the model's
+    build is taken to be the one Ollama runs now."""
+    files = {rel: (*check(r, tuple, "file record")[:2], -1, -1, *r[2:])
+             for rel, r in check(d["files"], dict, "files").items()}
+    return {**d, "format": CACHE_FORMAT, "fingerprint": "", "files": files, "skipped": {}, "model_digest": "",
+            "notes_dir": ""}
 
 
 class CacheDamaged(ValueError):
@@ -2301,15 +2601,16 @@ def index_to_dict(index: Index) -> dict:
     arr = arr_data
     lex = index.lexicon
     return {
-        "format": CACHE_FORMAT, "tokenizer": TOKENIZER_VERSION, "embed_model": index.embed_model,
+        "format": CACHE_FORMAT, "tokenizer": TOKENIZER_VERSION, "notes_dir": index.notes_dir,
+        "names": names_digest([*index.files, *index.skipped]), "embed_model": index.embed_model,
         "chunking": index.chunking,
         "fingerprint": index.fingerprint, "vectors_shape": index.vectors.shape,
         "files": {rel: tuple(r) for rel, r in index.files.items()},
         "chunks": ChunkTable.pack(index.chunks),
         "has_vector": arr(index.has_vector),
         "lexicon": (lex.vocab, arr(lex.ptr), arr(lex.docs), arr(lex.counts), arr(lex.lengths)),
-        "doc_template": index.doc_template,
-        "note_warnings": index.note_warnings, "skipped": index.skipped,
+        "doc_template": index.doc_template, "model_digest": index.model_digest,
+        "note_warnings": index.note_warnings, "skipped": {rel: tuple(s) for rel, s in index.skipped.items()},
         "calibration": index.calibration,
     }
 
@@ -2342,20 +2643,28 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
             and (len(lex.docs) == 0 or 0 <= lex.docs.min() <= lex.docs.max() < n)
             and np.isfinite(lex.counts).all() and np.isfinite(lex.lengths).all()):
         raise CacheDamaged("BM25 postings do not match the chunks")
-    if not all(type(a) is int and type(b) is int and type(c) is str and type(e) is int and type(f) is int
-               and 0 <= e <= f <= n for a, b, c, e, f in files.values()):
+    if not all(type(size) is int and type(mtime) is int and type(ctime) is int and type(ino) is int
+               and type(digest) is str and type(start) is int and type(stop) is int and 0 <= start <= stop <= n
+               for size, mtime, ctime, ino, digest, start, stop in files.values()):
         raise CacheDamaged("a file record points outside the chunks")
     # One matrix-vector product (as long as a search) finds any NaN or infinity.
     if n and vectors.shape[1] and not np.isfinite(vectors @ np.ones(vectors.shape[1], np.float32)).all():
         raise CacheDamaged("a vector is not a number")
     chunking = tuple(check(d["chunking"], tuple, "chunking"))
-    note_warnings, skipped = check(d["note_warnings"], dict, "note_warnings"), check(d["skipped"], dict, "skipped")
-    if not all(type(k) is str and type(v) is str for k, v in [*note_warnings.items(), *skipped.items()]):
+    note_warnings = check(d["note_warnings"], dict, "note_warnings")
+    if not all(type(k) is str and type(v) is str for k, v in note_warnings.items()):
         raise CacheDamaged("a note's warning is not text")
+    skipped = {check(rel, str, "file name"): Skip(*check(t, tuple, "skipped note"))
+               for rel, t in check(d["skipped"], dict, "skipped").items()}
+    if not all(type(why) is str and kind in ("content", "size", "access") and all(type(x) is int for x in stat)
+               for why, kind, *stat in skipped.values()):
+        raise CacheDamaged("a skipped note's record is not one")
     return Index(chunks, vectors, has_vector, lex, files,
                  check(d["fingerprint"], str, "fingerprint"), check(d["embed_model"], str, "embed_model"),
-                 chunking, check(d["doc_template"], str, "doc_template"), note_warnings, skipped,
-                 checked_calibration(d.get("calibration")))   # caches written before it have none
+                 chunking, check(d["doc_template"], str, "doc_template"),
+                 check(d["model_digest"], str, "model_digest"), note_warnings, skipped,
+                 checked_calibration(d.get("calibration")),   # caches written before it have none
+                 check(d["notes_dir"], str, "notes_dir"))
 
 
 def checked_calibration(c) -> dict | None:
@@ -3049,7 +3358,8 @@ def calibration_key(settings: Settings) -> str:
     with, and the probes and the rule (a version that changes them measures again). (--fusion and
     --top-k move the probes' scores a little; recalibrating and rewriting the cache whenever they
     change would cost more than that.)"""
-    rule = repr((FLOOR_PROBES, FLOOR_MARGIN, MIN_SCORE, OFF_TOPIC_COVERAGE, MIN_CALIBRATION_PROBES))
+    rule = repr((FLOOR_PROBES, FLOOR_MARGIN, MIN_SCORE, OFF_TOPIC_COVERAGE, MIN_CALIBRATION_PROBES,
+                 MIN_CALIBRATION_CHUNKS, EVIDENCE_POWER, PROBE_REACH, BM25_K1, BM25_B, TOKENIZER_VERSION))
     return f"{query_text('{question}', settings)} · {hashlib.md5(rule.encode()).hexdigest()[:8]}"
 
 
@@ -3727,7 +4037,7 @@ def first_sentence(text: str, limit: int) -> str:
     'A long …'
     """
     m = re.match(r".+?(?:[。！？]|[.!?](?=\s|$))", text.strip(), re.DOTALL)
-    s = (m.group(0) if m else text.strip()).replace("\n", " ")
+    s = " ".join((m.group(0) if m else text.strip()).splitlines())   # any line break: \r, \u2028 too
     return s if len(s) <= limit else s[:limit - 1] + "…"
 
 
@@ -3777,7 +4087,8 @@ def main(argv: list[str] | None = None) -> int:
             err("error: stdout is closed, so nothing could be shown; send it somewhere "
                 "(> answer.txt, or > /dev/null to only update the index)")
             return EXIT_OUTPUT
-        code = run_mode(argv)
+        with np.errstate(all="ignore"):   # a server's 1e308 would make NumPy warn in lines of source;
+            code = run_mode(argv)         # vectors that are not numbers are refused in words instead
         with contextlib.suppress(BrokenPipeError):    # a reader that went away (`| head`) is no error
             sys.stdout.flush()            # a full disk shows here at the latest, while it can be said
         return code
@@ -3918,7 +4229,8 @@ def print_outcome(outcome: Outcome) -> None:
         if outcome.cut_short:
             err(f"warning: {cut_short_warning(outcome)}")
     elif outcome.status == FAILED and outcome.text is not None:
-        err(f"\nerror: {outcome.why}")    # the chat model broke off mid-answer
+        print()                           # the chat model broke off mid-answer: end its line,
+        err(f"error: {outcome.why}")      # so that what comes next starts on one of its own
     elif outcome.status == DECLINED:
         print(f"{NOT_FOUND} ({outcome.why}; the closest sources are above)")
     elif outcome.status == KEYWORDS_ONLY:
@@ -4299,7 +4611,8 @@ def eval_passages(settings: Settings, index: Index) -> list[tuple[str, Chunk]]:
         path = settings.notes_dir / rel
         try:
             st = path.stat()
-            sections, _ = read_note(NoteFile(rel, str(path), st.st_size, st.st_mtime_ns), settings.max_note_mb)
+            sections, _ = read_note(NoteFile(rel, str(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino),
+                                    settings.max_note_mb)
         except (OSError, ValueError):
             continue                      # changed since it was indexed: indexing will say so
         pieces = chunk_sections(rel, sections, splitter)
@@ -4807,7 +5120,7 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
 
 # What --explain's step 7 says when the chat model is not called.
 STEP_7 = {DECLINED: "not found in your notes: the chat model is not called",
-          KEYWORDS_ONLY: "Ollama unavailable: the passages above are all there is",
+          KEYWORDS_ONLY: "searched by keywords only (step 4 says why): the chat model is not called",
           RETRIEVAL_ONLY: "--retrieve-only: the chat model is not called"}
 
 
@@ -4934,7 +5247,7 @@ def chosen_mode(args: argparse.Namespace, error: Callable[[str], None] | None = 
         return mode
     if len(asked) > 1:
         error(f"choose one mode, not {' and '.join(m.flag for m in asked)}")
-    if mode.question and not args.question:
+    if mode.question and not (args.question or "").strip():
         error(f"{mode.flag} needs a question to narrate" if mode.flag else
               "give a question, or --chat, --eval FILE, --make-eval FILE or --tune FILE")
     if not mode.question and args.question:

@@ -59,7 +59,7 @@ def synthetic_index(n: int, seed: int = 0) -> rag.Index:
     chunks = [rag.Chunk(f"note-{i // 10:05d}.md", f"# Note {i // 10} › ## Part {i % 10}", t)
               for i, t in enumerate(texts)]
     vectors = rag.normalize(rng.standard_normal((n, DIM)).astype(np.float32))
-    files = {f"note-{j:05d}.md": rag.FileRecord(6000, j, f"{j:032x}", j * 10, min(n, j * 10 + 10))
+    files = {f"note-{j:05d}.md": rag.FileRecord(6000, j, j, j, f"{j:032x}", j * 10, min(n, j * 10 + 10))
              for j in range((n + 9) // 10)}
     lex = rag.lexicon_from_texts(texts)
     return rag.Index(chunks, vectors, np.ones(n, bool), lex, files, "fp", rag.EMBED_MODEL, (1500, 80))
@@ -199,7 +199,7 @@ def whole_process_table(sizes: list[int]) -> None:
                 (notes / f"note-{j:05d}.md").write_text(f"# Note {j}\n\n" + "words " * 100)
             index = synthetic_index(n)
             files = rag.scan_notes(notes)[0]
-            records = {f.rel: index.files[f.rel]._replace(size=f.size, mtime_ns=f.mtime_ns) for f in files}
+            records = {f.rel: index.files[f.rel]._replace(size=f.size, mtime_ns=f.mtime_ns, ctime_ns=f.ctime_ns, ino=f.ino) for f in files}
             index = rag.Index(index.chunks, index.vectors, index.has_vector, index.lexicon, records,
                               rag.fingerprint(files), index.embed_model, index.chunking)
             s = rag.Settings(notes_dir=notes, cache_dir=folder / "cache")

@@ -156,6 +156,27 @@ def run_cli_audited(*args, host: str, under: Path, log: Path, timeout: float = 6
                           text=True, encoding="utf-8", env=env, timeout=timeout)
 
 
+def read_cache(path: Path) -> tuple[dict, "np.ndarray"]:
+    """A cache file's fields as one dict (its header and the rest), and a copy of its vectors."""
+    with open(path, "rb") as f:
+        d = rag.BuiltinsOnlyUnpickler(f).load()
+        d.update(rag.BuiltinsOnlyUnpickler(f).load())
+    return d, rag.load_index(path)[0].vectors.copy()
+
+
+def write_cache(path: Path, d: dict, vectors, header_keys=None) -> None:
+    """Write read_cache()'s two back as save_index lays them out (header_keys=(): one pickle of it all,
+    as format 5 did)."""
+    import pickle
+    keys = rag.HEADER_KEYS if header_keys is None else header_keys
+    with open(path, "wb") as f:
+        if keys:
+            pickle.dump({k: d[k] for k in keys}, f)
+        pickle.dump({k: v for k, v in d.items() if k not in keys}, f)
+        f.write(bytes(-f.tell() % rag.VECTOR_ALIGN))
+        vectors.astype("<f4").tofile(f)
+
+
 PROBES = tuple(q for qs in rag.FLOOR_PROBES.values() for q in qs)
 
 

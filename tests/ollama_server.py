@@ -7,7 +7,10 @@ The tests run the real `ollama` client against it, over real HTTP on 127.0.0.1:
                                                   prompt_eval_count, eval_count and their durations (ns)
   POST /api/show    {"model"}                  -> {"model_info": {"general.architecture": arch,
                                                    "<arch>.context_length": N}, "details", ...}
-  GET  /api/tags                               -> {"models": [...]}
+  GET  /api/tags                               -> {"models": [{"name", "model", "digest"}, ...]}: the digest
+                                                  Ollama lists is a hash of the model's manifest
+                                                  (manifest/manifest.go); server.digest(model) gives it,
+                                                  server.digests[model] = "..." changes it
   GET  /api/ps                                 -> {"models": [{"name", "context_length"}]}: loaded chat models
 "opener" models refuse the `think` field and report a template that opens the think
 block in the prompt: their replies hold only the closing </think>. show=False makes
@@ -33,7 +36,7 @@ limit (`context_limits`), and tokens are counted roughly (prompt_tokens()). The
 answer is made from what was kept, so a cut prompt gives a visibly worse answer.
 
 Failure switches, all off by default (set them on a running server too):
-  errors[path] = (status, message)   every request to path answers that status
+  errors[path] = (status, message)   every request to path (a POST, or GET /api/tags) answers that status
   stream_error = "message"           a streamed chat sends a 200, one piece, then {"error": message}
   stream_junk = True                 a streamed chat sends a 200, one piece, then the line `<html>oops`
                                      (not JSON), then ends the response properly
@@ -42,6 +45,8 @@ Failure switches, all off by default (set them on a running server too):
                                      (stream_error wins over stream_junk, which wins over stream_close;
                                      replies with "stream": false are not affected by the three)
   embed_fail_after = N               embed requests after the first N answer 500
+  embed_sizes(256, 128)              the next embed requests answer vectors of these sizes in turn, not
+                                     dim's: two servers of different models behind one address
   embed_mangle = "kind"              embed replies (200) that do not fit the request; after the first
   embed_mangle_after = N             N embed requests (default 0: all of them), kind is one of
                                        "half"      half as many vectors as inputs, rounded down (1 input: none)
@@ -52,6 +57,8 @@ Failure switches, all off by default (set them on a running server too):
                                        "no_field"  no "embeddings" key at all: {"model": ...} only
                                        "nan"       the first vector's first number is NaN (the bare JSON
                                                    literal NaN, as Python's json.dumps writes it)
+                                       "huge"      the first vector's numbers are all 1e308 (a number in
+                                                   JSON, too big for float32)
                                      (errors and embed_fail_after win over it; a held reply is mangled too)
   embed_refuse = "text"              an embed request with an input containing it fails whole, as
   embed_refuse_reply = (status, msg) Ollama fails a batch one of whose vectors is not a number:
@@ -101,7 +108,7 @@ MODELS = ("qwen3-embedding:0.6b", "qwen3:0.6b", "thinker:1b", "halfthink:1b", "p
 CONTEXT_LIMITS = {"qwen3:0.6b": 40960, "qwen3-embedding:0.6b": 32768}
 DEFAULT_CONTEXT_LIMIT = 32768
 # The kinds of embed_mangle (see the module docstring).
-EMBED_MANGLES = ("half", "one_short", "double", "ragged", "no_field", "nan")
+EMBED_MANGLES = ("half", "one_short", "double", "ragged", "no_field", "nan", "huge")
 
 
 def hashed_vector(text: str, dim: int = DIM, cjk: bool = True) -> list[float]:
@@ -230,6 +237,8 @@ class FakeOllama:
         self.ignore_num_predict = False
         self.endless_line: int | None = None
         self.embed_mangle: str | None = None   # see EMBED_MANGLES
+        self.embed_dims: list[int] = []       # see embed_sizes()
+        self.embed_dims_from = 0
         self.embed_mangle_after = 0
         self.embed_refuse: str | None = None
         self.embed_refuse_reply = (400, "embedding contains NaN or Inf values")
@@ -240,6 +249,9 @@ class FakeOllama:
         self.holds: dict[str, threading.Event] = {}
         self.hold_after: dict[str, int] = {}
         self.requests: list[dict] = []
+        # Builds other than digest()'s: set one to play a re-pulled tag, or another machine's build
+        # under the same name.
+        self.digests: dict[str, str] = {}
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
         # Shorthands for interrupting a build at a known point, without sleeping: the hold_at-th
@@ -264,6 +276,14 @@ class FakeOllama:
             event.set()
         self.httpd.shutdown()
         self.httpd.server_close()
+
+    def embed_sizes(self, *dims: int) -> None:
+        """From the next embed request on, answer vectors of these sizes in turn (see the module docstring)."""
+        self.embed_dims, self.embed_dims_from = list(dims), len(self.of("/api/embed"))
+
+    def digest(self, model: str) -> str:
+        """The build of a model, as /api/tags lists it: 64 hex digits, as Ollama's are."""
+        return self.digests.get(model) or hashlib.sha256(model.encode()).hexdigest()
 
     # -- what was received ----------------------------------------------------
     def of(self, path: str) -> list[dict]:
@@ -324,13 +344,15 @@ class FakeOllama:
             event.wait(HOLD_TIMEOUT)
 
     # -- replies ------------------------------------------------------------
-    def embed_reply(self, body):
+    def embed_reply(self, body, number: int = 1):
         texts = [body["input"]] if isinstance(body["input"], str) else body["input"]
+        dim = self.embed_dims[(number - 1 - self.embed_dims_from) % len(self.embed_dims)] if self.embed_dims \
+            else self.dim
         if self.embed_delay:
             time.sleep(self.embed_delay)
         make = {"random": random_vector, "latin": lambda t, d: hashed_vector(t, d, cjk=False),
                 "crowded": crowded_vector}.get(self.embed, hashed_vector)
-        return {"model": body["model"], "embeddings": [make(t, self.dim) for t in texts],
+        return {"model": body["model"], "embeddings": [make(t, dim) for t in texts],
                 "prompt_eval_count": sum(text_tokens(t) for t in texts)}
 
     def mangle_embeddings(self, reply: dict) -> dict:
@@ -350,6 +372,8 @@ class FakeOllama:
             vectors = [v[:-1] if i % 2 else v for i, v in enumerate(vectors)]
         elif kind == "nan" and vectors:
             vectors = [[float("nan"), *vectors[0][1:]], *vectors[1:]]
+        elif kind == "huge" and vectors:
+            vectors = [[1e308] * len(vectors[0]), *vectors[1:]]
         return {**reply, "embeddings": vectors}
 
     def load(self, body) -> None:
@@ -432,9 +456,20 @@ class FakeOllama:
             def send_json(self, status, obj, ndjson=None):
                 data = (json.dumps(obj) + "\n").encode() if ndjson is None else \
                     "".join(json.dumps(o) + "\n" for o in ndjson).encode()
+                self.send_body(status, data, "application/x-ndjson" if ndjson else "application/json")
+
+            def send_missing(self):
+                """The reply of Ollama's router to a path it has no route for."""
+                self.send_body(404, b"404 page not found", "text/plain")
+
+            def send_redirect(self, status, location):
+                self.send_body(status, b"", None, {"Location": location})
+
+            def send_body(self, status, data, content_type, headers=None):
                 self.send_response(status)
-                self.send_header("Content-Type", "application/x-ndjson" if ndjson else "application/json")
-                self.send_header("Content-Length", str(len(data)))
+                for name, value in {**({"Content-Type": content_type} if content_type else {}), **(headers or {}),
+                                    "Content-Length": str(len(data))}.items():
+                    self.send_header(name, value)
                 self.send_header("Connection", "close")   # so that stopping the server really stops it
                 self.close_connection = True
                 self.end_headers()
@@ -442,28 +477,6 @@ class FakeOllama:
                     self.wfile.write(data)
                 except OSError:                  # the client went away
                     pass
-
-            def send_missing(self):
-                """The reply of Ollama's router to a path it has no route for."""
-                data = b"404 page not found"
-                self.send_response(404)
-                self.send_header("Content-Type", "text/plain")
-                self.send_header("Content-Length", str(len(data)))
-                self.send_header("Connection", "close")
-                self.close_connection = True
-                self.end_headers()
-                try:
-                    self.wfile.write(data)
-                except OSError:                  # the client went away
-                    pass
-
-            def send_redirect(self, status, location):
-                self.send_response(status)
-                self.send_header("Location", location)
-                self.send_header("Content-Length", "0")
-                self.send_header("Connection", "close")
-                self.close_connection = True
-                self.end_headers()
 
             def do_GET(self):
                 record = {"path": self.path, "body": None, "done": False, "held": False}
@@ -476,8 +489,12 @@ class FakeOllama:
                     self.send_redirect(*server.redirects[self.path])
                 elif self.path in server.absent:
                     self.send_missing()
+                elif self.path in server.errors:
+                    status, message = server.errors[self.path]
+                    self.send_json(status, {"error": message})
                 elif self.path == "/api/tags":
-                    self.send_json(200, {"models": [{"name": m, "model": m} for m in sorted(server.models)]})
+                    self.send_json(200, {"models": [{"name": m, "model": m, "digest": server.digest(m)}
+                                                    for m in sorted(server.models)]})
                 elif self.path == "/api/ps":              # the loaded chat models and their context
                     with server.lock:
                         loaded = dict(server.loaded)
@@ -534,7 +551,7 @@ class FakeOllama:
                     texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
                     if server.embed_refuse and any(server.embed_refuse in t for t in texts):
                         return self.send_json(server.embed_refuse_reply[0], {"error": server.embed_refuse_reply[1]})
-                    reply = server.embed_reply(body)
+                    reply = server.embed_reply(body, number)
                     if server.embed_mangle is not None and number > server.embed_mangle_after:
                         reply = server.mangle_embeddings(reply)
                     return self.send_json(200, reply)

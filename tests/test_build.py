@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import pickle
 import resource
 import signal
 import subprocess
@@ -20,7 +19,7 @@ import time
 import numpy as np
 import ollama
 import pytest
-from conftest import SCRIPT, run_cli, user_env
+from conftest import SCRIPT, read_cache, run_cli, user_env, write_cache
 from ollama_server import FakeOllama
 from test_index import make_vault
 
@@ -166,18 +165,73 @@ def test_a_question_vector_of_another_size_is_an_error_that_says_rebuild(vault):
         assert chunk_texts_sent(server) == CHUNKS        # and the next run embeds nothing
 
 
+def test_vectors_of_two_sizes_in_one_build_stop_it_with_one_line_and_keep_what_was_saved(vault):
+    with FakeOllama() as server:
+        server.embed_sizes(256, 128)                         # two servers behind one address, in turn
+        out = run_cli(*args_for(vault), host=server.url, timeout=120)
+        assert out.returncode == 3, out.stderr
+        assert out.stderr.count("error:") == 1 and "Traceback" not in out.stderr and "rebuilding" not in out.stderr
+        assert (f"returned vectors of 256 numbers, then of 128, for '{rag.EMBED_MODEL}' in one build: two "
+                "different models answer there") in out.stderr and "keeps the 32 vectors it holds" in out.stderr
+        assert len(server.of("/api/embed")) == 2
+    assert texts_the_next_run_embeds(vault) == CHUNKS - PER_REQUEST   # the first batch was saved
+
+
+def test_a_size_change_then_another_in_one_update_keeps_the_old_cache_whole(vault):
+    with FakeOllama() as server:
+        assert run_cli(*args_for(vault), host=server.url).returncode == 0
+        note = vault / "note-042.md"
+        note.write_text(note.read_text().replace("part 1 explains", "part 1 now explains"))
+        server.embed_sizes(128, 256, 128)     # the changed chunk: 128, so all again; then 256, then 128
+        before = len(server.of("/api/embed"))
+        out = run_cli(*args_for(vault), host=server.url)
+        assert out.returncode == 3 and out.stderr.count("error:") == 1 and "Traceback" not in out.stderr
+        assert "rebuilding index: vector size changed (256 -> 128)" in out.stderr
+        assert "then of 128" in out.stderr and "keeps the 300 vectors it holds" in out.stderr
+        assert len(server.of("/api/embed")) - before == 3
+    assert texts_the_next_run_embeds(vault) == 1           # the old vectors, and only the edit to embed
+
+
+# ---- another build of the model under the same name ------------------------------------
+
+def test_another_build_under_the_same_name_is_re_embedded_with_the_reason(vault):
+    model = rag.EMBED_MODEL
+    with FakeOllama() as server:
+        assert run_cli(*args_for(vault), host=server.url).returncode == 0
+        first, tags = server.digest(model), len(server.of("/api/tags"))
+        server.digests[model] = "9" * 64                       # pulled again: new weights, the same name
+        out = run_cli(*args_for(vault), host=server.url)
+        assert out.returncode == 0, out.stderr
+        assert (f"rebuilding index: '{model}' is another build under the same name (ID {first[:12]} -> "
+                "999999999999, as `ollama list` shows it); re-embedding all") in out.stderr
+        assert chunk_texts_sent(server) == 2 * CHUNKS and "Top sources:" in out.stdout
+        out = run_cli(*args_for(vault), host=server.url)       # recorded: the next run embeds nothing
+        assert out.returncode == 0 and "another build" not in out.stderr and chunk_texts_sent(server) == 2 * CHUNKS
+        assert len(server.of("/api/tags")) == tags + 2          # one cheap request a run
+
+
+def test_an_ollama_that_does_not_say_which_build_it_runs_is_warned_of_once(vault):
+    model = rag.EMBED_MODEL
+    with FakeOllama() as server:
+        server.errors["/api/tags"] = (404, "404 page not found")
+        runs = [run_cli(*args_for(vault), host=server.url) for _ in range(2)]
+        assert all(out.returncode == 0 for out in runs), runs[0].stderr
+        said = [out.stderr.count(f"does not say which build of '{model}' it runs") for out in runs]
+        assert said == [1, 0] and chunk_texts_sent(server) == CHUNKS
+        del server.errors["/api/tags"]                           # it says now: taken as the index's build
+        assert "another build" not in run_cli(*args_for(vault), host=server.url).stderr
+        server.digests[model] = "8" * 64                         # and a change from there is seen
+        out = run_cli(*args_for(vault), host=server.url)
+        assert "is another build under the same name" in out.stderr and chunk_texts_sent(server) == 2 * CHUNKS
+
+
 # ---- a loaded cache is checked as strictly as it is unpickled ---------------------------
 
 def rewrite_cache(path, change_dict=lambda d: None, change_vectors=lambda v: None):
-    with open(path, "rb") as f:
-        d = rag.BuiltinsOnlyUnpickler(f).load()
-    vectors = np.array(rag.load_index(path)[0].vectors)
+    d, vectors = read_cache(path)
     change_dict(d)
     change_vectors(vectors)
-    with open(path, "wb") as f:
-        pickle.dump(d, f)
-        f.write(bytes(-f.tell() % rag.VECTOR_ALIGN))
-        vectors.astype("<f4").tofile(f)
+    write_cache(path, d, vectors)
 
 
 def set_row(d, rel, field, value):
@@ -201,8 +255,8 @@ DAMAGE = {
     "a source name that is a number": (lambda d: d["chunks"]["names"].__setitem__(0, 7), None),
     "a source past the names": (lambda d: replace_array(d["chunks"], "source_ids", "<i4", [10**6] * 300), None),
     "a page below -1": (lambda d: replace_array(d["chunks"], "pages", "<i8", [-5] * 300), None),
-    "rows past the end": (lambda d: set_row(d, "note-003.md", 4, 10**6), None),
-    "rows before the start": (lambda d: set_row(d, "note-003.md", 3, -5), None),
+    "rows past the end": (lambda d: set_row(d, "note-003.md", 6, 10**6), None),
+    "rows before the start": (lambda d: set_row(d, "note-003.md", 5, -5), None),
     "files not a dict": (lambda d: d.__setitem__("files", [1, 2]), None),
     "postings past the end": (lambda d: d.__setitem__("lexicon", d["lexicon"][:2] + (
         ("<i4", (len(np.frombuffer(d["lexicon"][2][2], "<i4")),),

@@ -216,6 +216,15 @@ def test_touched_or_renamed_notes_keep_their_calibration_and_an_edit_measures_it
     assert len(latin.embedded_texts()[embedded:]) - len(note_texts(latin.embedded_texts()[embedded:])) == probes
 
 
+def test_a_rename_that_changes_the_notes_name_order_keeps_the_calibration(latin, tmp_path):
+    notes, cache = write_vault(tmp_path / "notes"), tmp_path / "cache"
+    first = ask(latin, notes, cache, OFF_TOPIC)
+    embedded = len(latin.embedded_texts())
+    (notes / "00.md").rename(notes / "zz-moved.md")               # first in name order, now last
+    again = ask(latin, notes, cache, OFF_TOPIC)
+    assert latin.embedded_texts()[embedded:] == [OFF_TOPIC] and again["floor"] == first["floor"]
+
+
 def test_a_version_with_other_probes_measures_the_calibration_again(latin, tmp_path, monkeypatch):
     # Touches keep a calibration now, so it must say which probes and rule it was measured with.
     notes, cache = write_vault(tmp_path / "notes"), tmp_path / "cache"
@@ -228,6 +237,17 @@ def test_a_version_with_other_probes_measures_the_calibration_again(latin, tmp_p
     again, _ = rag.open_index(s, client)
     assert rag.calibration_current(again, s) and again.calibration["key"] != first.calibration["key"]
     assert len(latin.embedded_texts()) - embedded == len(rag.FLOOR_PROBES["zh"])   # the probes, no note
+
+
+@pytest.mark.parametrize("constant", ["MIN_CALIBRATION_CHUNKS", "EVIDENCE_POWER", "PROBE_REACH", "BM25_K1", "BM25_B"])
+def test_a_version_with_another_scoring_constant_measures_the_calibration_again(latin, tmp_path, monkeypatch,
+                                                                                   constant):
+    # The probes' confidences go through the fusion and BM25: a floor measured with other constants is stale.
+    notes, cache = write_vault(tmp_path / "notes"), tmp_path / "cache"
+    s = rag.Settings(notes_dir=notes, cache_dir=cache, query_instruction="")
+    first, _ = rag.open_index(s, ollama.Client(host=latin.url))
+    monkeypatch.setattr(rag, constant, getattr(rag, constant) + 1)
+    assert not rag.calibration_current(first, s)
 
 
 def test_a_probe_the_model_cannot_embed_is_left_out_not_every_calibration(latin, tmp_path):

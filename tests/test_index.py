@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 import unicodedata
@@ -136,11 +137,15 @@ def test_search_results_survive_the_cache_round_trip(vault, server):
 
 def test_cache_holds_plain_data_then_page_aligned_float32_vectors(vault):
     with open(rag.cache_path(vault), "rb") as f:
-        d = rag.BuiltinsOnlyUnpickler(f).load()
+        header = rag.BuiltinsOnlyUnpickler(f).load()          # what others may read without the rest
+        start = f.tell()
+        body = rag.BuiltinsOnlyUnpickler(f).load()
         f.seek(-f.tell() % 4096, 1)
         vectors = np.fromfile(f, dtype="<f4")
-    assert d["vectors_shape"] == (300, 256) and vectors.size == 300 * 256
-    assert d["format"] == rag.CACHE_FORMAT and d["embed_model"] == "qwen3-embedding:0.6b"
+    assert set(header) == set(rag.HEADER_KEYS) and start < 1000 and "chunks" in body
+    assert header["vectors_shape"] == (300, 256) and vectors.size == 300 * 256
+    assert header["format"] == rag.CACHE_FORMAT and header["embed_model"] == "qwen3-embedding:0.6b"
+    assert header["notes_dir"] == os.path.realpath(vault.notes_dir)
     index, _ = rag.load_index(rag.cache_path(vault))
     assert index.vectors.dtype == np.float32 and not index.vectors.flags.writeable   # memory-mapped
     assert np.array_equal(index.vectors, vectors.reshape(300, 256))
@@ -158,10 +163,10 @@ def test_a_cache_whose_words_an_older_tokenizer_counted_is_counted_again_not_emb
         m.setattr(rag.unicodedata, "normalize", lambda form, text: text)
         old = dataclasses.replace(index, lexicon=rag.lexicon_from_texts([c.text for c in index.chunks]))
     assert not rag.query_postings(old.lexicon, "Müller")[0].rows.size     # "mu", "ller": not found
-    d = rag.index_to_dict(old)
-    del d["tokenizer"]
-    rag.save_cache(rag.cache_path(s), d, then=lambda f: (f.write(bytes(-f.tell() % rag.VECTOR_ALIGN)),
-                                                         f.write(np.asarray(index.vectors, "<f4").tobytes())))
+    with monkeypatch.context() as m:          # written as such a version wrote it: without the stamp
+        as_dict = rag.index_to_dict
+        m.setattr(rag, "index_to_dict", lambda ix: {k: v for k, v in as_dict(ix).items() if k != "tokenizer"})
+        rag.save_index(old, rag.cache_path(s))
     out = run_cli("Müller Schäfer", "--notes", notes, "--cache", s.cache_dir, "--retrieve-only", host=server.url)
     assert out.returncode == 0, out.stderr
     assert "(0 chunks embedded)" in out.stderr and "[1] cafe.md › " in out.stdout
@@ -329,6 +334,91 @@ def test_a_warm_run_opens_no_note_and_leaves_the_cache_alone(tmp_path, server, n
     out = run_cli_audited(*args, host=server.url, under=notes, log=log)
     assert out.returncode == 0, out.stderr
     assert set(log.read_text().splitlines()) == {str(notes / "git-tips.md")}
+
+
+def test_a_moved_folder_is_neither_read_nor_embedded_again_and_a_copy_only_read(tmp_path, server, notes):
+    cache, log = tmp_path / "cache", tmp_path / "opened.log"
+    assert run_cli("what is BM25?", "--notes", notes, "--cache", cache, "--retrieve-only", host=server.url).returncode == 0
+    embedded = len(server.of("/api/embed"))
+    moved = tmp_path / "Documents" / "vault"
+    moved.parent.mkdir()
+    notes.rename(moved)
+    out = run_cli_audited("what is BM25?", "--notes", moved, "--cache", cache, "--retrieve-only",
+                          host=server.url, under=moved, log=log)
+    assert out.returncode == 0, out.stderr
+    assert f"updating index: taking over the index of the same notes at {notes}" in out.stderr
+    assert "(0 chunks embedded)" in out.stderr and not log.exists()          # not one note opened
+    assert len(server.of("/api/embed")) == embedded + 1 and "[1] bm25.md" in out.stdout   # the question only
+    own = rag.cache_path(rag.Settings(notes_dir=moved, cache_dir=cache))
+    assert [p.name for p in cache.iterdir()] == [own.name]                     # the old folder's cache is gone
+    copy = tmp_path / "copy"
+    shutil.copytree(moved, copy)                                               # new inodes: each note hashed
+    out = run_cli("what is BM25?", "--notes", copy, "--cache", cache, "--retrieve-only", host=server.url)
+    assert "taking over the index" in out.stderr and "(0 chunks embedded)" in out.stderr, out.stderr
+    out = run_cli_audited("what is BM25?", "--notes", moved, "--cache", cache, "--retrieve-only",
+                          host=server.url, under=moved, log=log)
+    assert "taking over" not in out.stderr and not log.exists()                # its own cache now: warm
+
+
+def test_the_cache_of_a_folder_that_is_gone_is_named_with_its_size_once(tmp_path, server, notes):
+    cache, gone = tmp_path / "cache", tmp_path / "old-vault"
+    gone.mkdir()
+    (gone / "gliders.md").write_text("# Gliders\n\n" + "A glider climbs in thermals and sinks between them. " * 4)
+    assert run_cli("gliders", "--notes", gone, "--cache", cache, "--retrieve-only", host=server.url).returncode == 0
+    (stale,) = cache.iterdir()
+    shutil.rmtree(gone)
+    runs = [run_cli("what is BM25?", "--notes", notes, "--cache", cache, "--retrieve-only", host=server.url)
+            for _ in range(2)]
+    line = (f"warning: 1 cache file(s) in {cache} ({stale.stat().st_size / 2**20:.1f} MB) hold the index of notes "
+            f"folders that are gone ({gone}): delete them if those are gone for good")
+    assert [out.stderr.count(line) for out in runs] == [1, 0], runs[0].stderr   # said by the first build only
+    assert stale.exists()                                  # not deleted: that folder may be on a drive not mounted
+
+
+def test_an_edit_that_keeps_size_and_mtime_is_seen_and_a_chmod_costs_no_embedding(tmp_path, server, notes):
+    cache, log = tmp_path / "cache", tmp_path / "opened.log"
+    args = ("git rebase", "--notes", notes, "--cache", cache, "--retrieve-only")
+    assert run_cli(*args, host=server.url).returncode == 0
+    note, text = notes / "git-tips.md", (notes / "git-tips.md").read_text()
+    stat = note.stat()
+
+    def put_back_size_and_mtime(path):
+        assert path.stat().st_size == stat.st_size
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    note.write_text(text.replace("reword", "retell"))           # then `touch -r`: the old mtime again
+    put_back_size_and_mtime(note)
+    out = run_cli(*args, host=server.url)
+    assert "1 changed, 0 new, 0 deleted" in out.stderr and "(1 chunks embedded)" in out.stderr, out.stderr
+    assert "retell" in out.stdout
+    copy = notes / ".git-tips.md.partial"                        # `rsync -t`: a new file renamed over it
+    copy.write_text(text.replace("reword", "redraw"))
+    put_back_size_and_mtime(copy)
+    os.replace(copy, note)
+    out = run_cli(*args, host=server.url)
+    assert "1 changed, 0 new, 0 deleted" in out.stderr and "(1 chunks embedded)" in out.stderr, out.stderr
+    assert "redraw" in out.stdout
+    note.chmod(0o600)                                            # a new ctime alone: hashed, not embedded
+    out = run_cli_audited(*args, host=server.url, under=notes, log=log)
+    assert "0 changed, 0 new, 0 deleted" in out.stderr and "(0 chunks embedded)" in out.stderr, out.stderr
+    assert set(log.read_text().splitlines()) == {str(note)}
+    log.unlink()
+    out = run_cli_audited(*args, host=server.url, under=notes, log=log)   # and recorded: a warm run again
+    assert out.returncode == 0 and not log.exists()
+
+
+def test_a_file_over_the_size_limit_is_skipped_without_being_read(tmp_path, server, notes):
+    cache, log = tmp_path / "cache", tmp_path / "opened.log"
+    with open(notes / "server-log.md", "wb") as f:       # 6 MB of a log, written sparsely
+        f.truncate(6 * 2**20)
+    args = ("what is BM25?", "--notes", notes, "--cache", cache, "--retrieve-only")
+    for change in (None, "git-tips.md", None):          # a first build, an update, a warm run
+        if change:
+            (notes / change).write_text((notes / change).read_text() + "\nOne more tip: git stash.\n")
+        out = run_cli_audited(*args, host=server.url, under=notes, log=log)
+        assert out.returncode == 0, out.stderr
+        assert "warning: skipped server-log.md: 6.0 MB is over the 5 MB limit (--max-note-mb)" in out.stderr
+        assert str(notes / "server-log.md") not in log.read_text().splitlines()   # not hashed, not read
+    assert "(0 chunks embedded)" in out.stderr
 
 
 SAVE_WITH_A_FILE_SIZE_LIMIT = """

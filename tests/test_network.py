@@ -236,3 +236,35 @@ def test_an_answer_that_stalls_mid_way_says_it_stopped(notes, tmp_path):
     assert f"Ollama at {server.url} stopped answering mid-way: nothing more came within 1 s, so the answer " \
            "is cut short" in out.stderr
     assert "may still be loading" not in out.stderr
+
+
+# ---- a second hostile pass -------------------------------------------------------
+
+@pytest.mark.parametrize("spelling", ["127.1", "2130706433", "0"])
+def test_this_machine_spelled_oddly_is_still_this_machine(cli, server, notes, listener, spelling):
+    out = cli("What is asyncio?", "--notes", notes, host=server.url.replace("127.0.0.1", spelling),
+              env={"HTTP_PROXY": listener.url})
+    assert out.returncode == 0 and "Answer:" in out.stdout, out.stderr
+    assert listener.connections == 0 and "not on this machine" not in out.stderr
+
+
+def test_a_password_in_ollama_host_is_never_printed(cli, notes, dead_host):
+    host = dead_host.replace("http://", "http://me:s3cret@")
+    for args in (["What is asyncio?"], ["What is asyncio?", "--json"]):
+        out = cli(*args, "--notes", notes, host=host)
+        assert "s3cret" not in out.stdout + out.stderr and "not reachable at http://127.0.0.1:" in out.stderr
+
+
+def test_tls_to_a_plain_http_ollama_says_so(cli, server, notes):
+    out = cli("What is asyncio?", "--notes", notes, "--retrieve-only", host=server.url.replace("http:", "https:"))
+    assert "did not answer in TLS" in out.stderr and "OLLAMA_HOST=http://" in out.stderr, out.stderr
+    assert "start it with `ollama serve`" not in out.stderr
+
+
+def test_an_error_page_is_one_line_of_at_most_200_characters(cli, server, notes):
+    server.errors["/api/embed"] = (502, "<html>\n" + "<p>line of junk text here</p>\n" * 200 + "</html>")
+    out = cli("What is asyncio?", "--notes", notes, "--retrieve-only")
+    assert out.returncode == 0, out.stderr
+    said = [line for line in out.stderr.splitlines() if "could not run" in line]
+    assert said and all(len(line) < 400 for line in said) and "<p>" not in out.stderr.split(said[-1])[-1]
+    assert out.stderr.count("line of junk") < 20

@@ -16,7 +16,7 @@ import unicodedata
 import pytest
 
 import demo_rag as rag
-from conftest import SCRIPT, run_cli, user_env
+from conftest import SCRIPT, read_cache, run_cli, run_cli_audited, user_env, write_cache
 from ollama_server import FakeOllama
 
 NOTE = "# Kites\n\nA kite needs steady wind and a long string; launch it with your back to the wind.\n"
@@ -157,7 +157,58 @@ def test_a_skipped_note_that_stays_unusable_keeps_the_fast_path(server, tmp_path
     written = cache.stat().st_ino
     index, report = rag.open_index(s)
     assert report.unchanged == 1 and any("skipped binary.md: looks binary" in w for w in report.warnings)
+    assert report.skipped["binary.md"].why == "looks binary, not text"          # by name, for a script
     assert cache.stat().st_ino == written             # loaded as it was: not updated, not saved again
+
+
+def test_many_skipped_stubs_cost_one_line_and_are_not_read_again_until_they_change(server, tmp_path):
+    folder = folder_with(tmp_path, **{f"2024-05-{day:02d}.md": f"# May {day}\n" for day in range(1, 31)})
+    log, cache = tmp_path / "opened.log", tmp_path / "cache"
+
+    def run(*extra):
+        log.unlink(missing_ok=True)
+        out = run_cli_audited("kites", "--notes", folder, "--cache", cache, "--retrieve-only", *extra,
+                              host=server.url, under=folder, log=log)
+        assert out.returncode == 0, out.stderr
+        return out, [p for p in (log.read_text().splitlines() if log.exists() else []) if "2024-05-" in p]
+    summary = "skipped 30 notes: 30 under 50 characters; --json or --explain names them"
+    out, _ = run()
+    assert out.stderr.count("skipped") == 1 and f"warning: {summary}\n" in out.stderr
+    assert "[1] kites.md" in out.stdout
+    out, opened = run()                                   # a warm run: not one stub read again
+    assert opened == [] and out.stderr.count("skipped") == 1 and summary in out.stderr
+    (folder / "kites.md").write_text(NOTE + "Fly it on an open field.\n")
+    out, opened = run()                                   # an update: the stubs are still known
+    assert opened == [] and summary in out.stderr and "1 changed" in out.stderr
+    out, _ = run("--json")
+    assert json.loads(out.stdout)["warnings"] == [summary]
+    (folder / "2024-05-07.md").write_text("# May 7\n\nFlew the red kite over the dunes; the wind held all afternoon.\n")
+    out, opened = run()                                   # a stub that changed is read, and is a note now
+    assert set(opened) == {str(folder / "2024-05-07.md")} and "1 new" in out.stderr
+    assert "skipped 29 notes: 29 under 50 characters" in out.stderr
+
+
+def test_a_cache_of_the_previous_format_is_upgraded_without_re_embedding(cli, server, tmp_path):
+    folder = folder_with(tmp_path, **{"binary.md": bytes(range(256)) * 4})
+    assert cli("kites", "--notes", folder, "--retrieve-only").returncode == 0
+    (path,) = cli.cache.glob("*.pkl")
+    d, vectors = read_cache(path)                        # rewritten as the previous version wrote it, where
+    legacy = rag.older_cache_paths(path)[0]              # it wrote it: the same name without ".v<format>"
+    for key in ("notes_dir", "names", "model_digest"):
+        del d[key]
+    d.update(format=5, skipped={"binary.md": "looks binary, not text"},
+             files={rel: (size, mtime, *rest) for rel, (size, mtime, _, _, *rest) in d["files"].items()})
+    write_cache(legacy, d, vectors, header_keys=())
+    path.unlink()
+    before = legacy.read_bytes()
+    embedded = len(server.of("/api/embed"))
+    out = cli("kites", "--notes", folder, "--retrieve-only")
+    assert out.returncode == 0, out.stderr
+    assert "updating index: cache written by an older demo_rag (format 5): its vectors are kept" in out.stderr
+    assert "(0 chunks embedded)" in out.stderr and "skipped binary.md: looks binary" in out.stderr
+    assert len(server.of("/api/embed")) == embedded + 1  # the question, no more
+    assert "format 5" not in cli("kites", "--notes", folder, "--retrieve-only").stderr
+    assert legacy.read_bytes() == before and path.exists()    # the previous version keeps its own
 
 
 # ---- encodings people's editors write -------------------------------------------
