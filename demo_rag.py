@@ -603,7 +603,8 @@ MAX_NOTE_MB = 5.0                         # a bigger "note" is usually an export
 EMBED_BATCH_CHARS = 24_000                # characters per embedding request, so that one stays small
 SKIPS_NAMED = 5                           # skipped notes said one a line, by name; more are counted in one line
 
-ANSWER_TOKENS = 1024                      # room left in the context for the answer
+ANSWER_TOKENS = 1024                      # the most an answer may take (num_predict, --max-answer-tokens),
+                                          # and the room the context keeps for it
 # The context sizes asked for (num_ctx). Ollama restarts a model's runner whenever a request's
 # num_ctx differs from the one it was loaded with (needsReload in its server/sched.go), so every
 # chat request asks for Part I's NUM_CTX, or the next rung when its prompt needs more: questions
@@ -659,8 +660,12 @@ OLLAMA_TIMEOUT = 300.0                    # seconds of silence before giving up 
 OLLAMA_CONNECT_TIMEOUT = 10.0             # seconds to connect: Ollama runs here or on the LAN, so a
                                           # connection that takes longer goes to a wrong address
 MAX_CONTEXT_LENGTH = 1 << 24              # tokens, 16.7M: /api/show saying a model reads more is nonsense
+MAX_REPLY_LINE = 16 << 20                 # bytes in one line of a reply from Ollama, at most: twice what
+                                          # Ollama's own client takes (maxBufferSize, api/client.go), ten
+                                          # times 32 vectors of 4,096 numbers, the longest line we ask for
 MAX_NUM_CTX = 32768                       # the largest context to ask for (qwen3's native window);
                                           # --top-k is capped so that its sources fit (top_k_limit)
+MAX_ANSWER_TOKENS = MAX_NUM_CTX // 2      # --max-answer-tokens at most: the sources need the other half
 
 # Fusion (--fusion): how the two rankers' scores become one ranking. "evidence" is the
 # default (see fuse(); how it was chosen: bench/fusion-study.md); "rrf" is Part I's
@@ -773,6 +778,11 @@ class Settings:
     doc_instruction: str | None = option(None, "--doc-instruction", MODELS_GROUP,
                                          "document template with {text}; '' for none (default: the model's "
                                          "documented one)", metavar="TEMPLATE")
+    max_answer_tokens: int = option(ANSWER_TOKENS, "--max-answer-tokens", MODELS_GROUP,
+                                    f"stop an answer after N tokens (default {ANSWER_TOKENS}); the context keeps "
+                                    "room for them", (lambda v: 0 < v <= MAX_ANSWER_TOKENS,
+                                                      f"must be from 1 to {MAX_ANSWER_TOKENS}"),
+                                    type=int, metavar="N")
     keep_alive: str | float | None = option(None, "--keep-alive", MODELS_GROUP,
                                             "how long Ollama keeps the chat model loaded after a request: 10m, 1h, "
                                             "0 (unload at once) or -1 (for ever); default: Ollama's own (5m, or "
@@ -951,6 +961,50 @@ def seconds_waited(exc: httpx.TimeoutException) -> str:
 OLLAMA_FAILURES = (ollama.ResponseError, ConnectionError, httpx.TransportError, ValueError)
 
 
+class ReplyTooLong(ValueError):
+    """A line of Ollama's reply ran past MAX_REPLY_LINE bytes."""
+
+
+class LinesCapped(httpx.BaseTransport):
+    """A transport whose replies may hold no line longer than MAX_REPLY_LINE bytes. The client
+    holds a whole line in memory, several times over (httpx's iter_lines joins it, json.loads and
+    pydantic copy it), so one endless line from a broken server would fill the memory; a longer
+    line ends the reply with ReplyTooLong instead, closing the connection. Replies are asked for
+    uncompressed (Ollama sends them so anyway), so the bytes counted are the bytes kept."""
+
+    def __init__(self, transport: httpx.BaseTransport):
+        self.transport = transport
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        request.headers["Accept-Encoding"] = "identity"
+        response = self.transport.handle_request(request)
+        response.stream = CappedLines(response.stream)
+        return response
+
+    def close(self) -> None:
+        self.transport.close()
+
+
+class CappedLines(httpx.SyncByteStream):
+    """A reply's bytes as they come, raising ReplyTooLong once a line runs past MAX_REPLY_LINE."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def __iter__(self) -> Iterator[bytes]:
+        run = 0                           # bytes since the last line break
+        for chunk in self.stream:
+            first, last = chunk.find(b"\n"), chunk.rfind(b"\n")
+            if (run + len(chunk) if first < 0 else run + first) > MAX_REPLY_LINE:
+                raise ReplyTooLong(f"a line of its reply ran past {MAX_REPLY_LINE >> 20} MB, where Ollama's "
+                                   "are a few hundred bytes: a broken server, or not Ollama")
+            run = run + len(chunk) if first < 0 else len(chunk) - last - 1
+            yield chunk
+
+    def close(self) -> None:
+        self.stream.close()
+
+
 def ollama_client(timeout: float | None = None) -> ollama.Client:
     """The command line's Ollama client, the only one Part II makes. It sends nothing anywhere
     but OLLAMA_HOST: no proxy for this machine or its link (ollama_proxy), no redirect followed
@@ -973,7 +1027,7 @@ def ollama_client(timeout: float | None = None) -> ollama.Client:
     options = {} if timeout is None else \
         {"timeout": httpx.Timeout(timeout, connect=min(timeout, OLLAMA_CONNECT_TIMEOUT))}
     try:
-        return ollama.Client(transport=transport, follow_redirects=False,
+        return ollama.Client(transport=LinesCapped(transport), follow_redirects=False,
                              event_hooks={"response": [refuse_redirect]}, **options)
     except (ValueError, httpx.InvalidURL) as e:
         raise ValueError(f"OLLAMA_HOST={host()} is not an address like {DEFAULT_HOST} ({e})") from None
@@ -1203,17 +1257,71 @@ def readable_name(name: str, composed: bool = True) -> str:
 class EscapedControls:
     """A text stream (stdout, stderr) that shows control characters as \\u001b and the like
     instead of passing them on: what a note, a file name, the chat model or a server says
-    cannot move the cursor, retitle or clear the terminal, or write to its clipboard. The
-    escapes are JSON's own, so --json output stays valid and reads back the same."""
+    cannot move the cursor, retitle or clear the terminal, or write to its clipboard. A
+    character the stream's encoding lacks (Chinese on a cp1252 stdout) is written as such an
+    escape too, and .escaped says so. The escapes are JSON's own, so --json output stays
+    valid and reads back the same.
 
-    def __init__(self, stream):
+    A stream that cannot be written (a full disk) raises OutputError, or, if `quiet` (for
+    stderr, when there is nowhere left to say so), drops what it cannot write."""
+
+    def __init__(self, stream, quiet: bool = False):
         self.raw = stream                 # ProgressLine writes its own "\r\x1b[K" here
+        self.quiet = quiet
+        self.escaped = False
+        import codecs                     # the command line's streams alone need it
+        codecs.register_error(JSON_ESCAPES, json_escapes)
 
     def write(self, text: str) -> int:
-        return self.raw.write(text.translate(CONTROL_ESCAPES))
+        text = text.translate(CONTROL_ESCAPES)
+        with self.failing():
+            try:
+                return self.raw.write(text)
+            except UnicodeEncodeError:    # raised before anything is written
+                self.escaped = True
+                encoding = self.raw.encoding
+                return self.raw.write(text.encode(encoding, JSON_ESCAPES).decode(encoding))
+        return len(text)
+
+    def flush(self) -> None:
+        with self.failing():
+            self.raw.flush()
+
+    @contextlib.contextmanager
+    def failing(self):
+        """What a write or flush that fails raises: BrokenPipeError as it is (a reader such as
+        `head` went away, which is no error), other OSErrors as OutputError, nothing if quiet."""
+        try:
+            yield
+        except OSError as e:
+            if self.quiet:
+                return
+            if isinstance(e, BrokenPipeError):
+                raise
+            name = str(getattr(self.raw, "name", "the output")).strip("<>")     # "<stdout>"
+            raise OutputError(f"cannot write to {name} ({e.strerror or e})") from None
 
     def __getattr__(self, name):
         return getattr(self.raw, name)
+
+
+class OutputError(Exception):
+    """stdout cannot be written (a full disk, an error of the device): main() says so and exits 1."""
+
+
+JSON_ESCAPES = "demo_rag.json_escapes"
+
+
+def json_escapes(error: UnicodeEncodeError) -> tuple[str, int]:
+    r"""A codec error handler (EscapedControls registers it) that writes the characters an
+    encoding lacks as JSON's \u escapes, two for one beyond U+FFFF: valid JSON inside a string,
+    the only place such characters occur in JSON, and readable code points elsewhere.
+
+    >>> _ = EscapedControls(sys.stdout)       # registers it
+    >>> print("RAG 检索 – 😀".encode("cp1252", JSON_ESCAPES).decode("cp1252"))
+    RAG \u68c0\u7d22 – \ud83d\ude00
+    """
+    return json.dumps(error.object[error.start:error.end])[1:-1], error.end
 
 
 
@@ -3049,15 +3157,15 @@ def close_to_best(hits: list[Hit], scores: np.ndarray) -> list[Hit]:
     return [h for h in hits if h.score - average >= SOURCE_CUT * (hits[0].score - average)]
 
 
-def top_k_limit(chunk_size: int) -> int:
+def top_k_limit(chunk_size: int, answer_tokens: int = ANSWER_TOKENS) -> int:
     """The most sources of chunk_size characters that fit in a MAX_NUM_CTX context, even
     when every character is a token (Chinese): room is kept for the answer, and 1024
     tokens for the rules and the question; each citation line counts 32.
 
-    >>> top_k_limit(1500)
-    20
+    >>> top_k_limit(1500), top_k_limit(1500, answer_tokens=MAX_ANSWER_TOKENS)
+    (20, 10)
     """
-    return max(1, (MAX_NUM_CTX - ANSWER_TOKENS - 1024) // (chunk_size + 32))
+    return max(1, (MAX_NUM_CTX - answer_tokens - 1024) // (chunk_size + 32))
 
 
 def top_rows(scores: np.ndarray, k: int) -> np.ndarray:
@@ -3510,15 +3618,18 @@ def estimate_tokens(text: str) -> int:
     return cjk + math.ceil((len(text) - cjk) / 4)
 
 
-def stream_chat(client: ollama.Client, model: str, messages: list[dict],
-                num_ctx: int | None = None, keep_alive: str | float | None = None) -> ChatStream:
-    """Stream the chat model's reply as text pieces, thinking stripped. Raises OllamaError.
+def stream_chat(client: ollama.Client, model: str, messages: list[dict], num_ctx: int | None = None,
+                keep_alive: str | float | None = None, num_predict: int = ANSWER_TOKENS) -> ChatStream:
+    """Stream the chat model's reply, of at most `num_predict` tokens, as text pieces, thinking
+    stripped. Raises OllamaError.
 
     Iterate over the result for the text; once it ends, its .usage holds Ollama's
-    token counts and its .warnings what went wrong on the way (a prompt that did
-    not fit, thinking that could not be turned off). See ChatStream in Part II.
+    token counts, its .warnings what went wrong on the way (a prompt that did not
+    fit, thinking that could not be turned off) and its .cut_short why the reply
+    was stopped before its end, if it was. See ChatStream.
     """
-    options = {"temperature": TEMPERATURE, "num_ctx": num_ctx or context_size(messages)}
+    options = {"temperature": TEMPERATURE, "num_ctx": num_ctx or context_size(messages),
+               "num_predict": num_predict}
     return ChatStream(client, model, messages, options, keep_alive)
 
 
@@ -3621,7 +3732,7 @@ def ollama_chat(client: ollama.Client, model: str, messages: list[dict], options
         if not stream:
             return reply
         first = next(reply, None)         # a stream's errors arrive with its first part
-        return itertools.chain([first] if first else [], reply)
+        return then_rest(first, reply)
     if not client_knows_think(client):    # ollama < 0.5 has no `think`: ChatStream says so
         return call()
     try:
@@ -3632,11 +3743,44 @@ def ollama_chat(client: ollama.Client, model: str, messages: list[dict], options
         return call()
 
 
+def then_rest(first, rest: Iterator) -> Iterator:
+    """`first` (if not None), then the rest of a stream; closing this closes the stream, and with
+    it the connection, which is how Ollama learns to stop generating."""
+    try:
+        if first is not None:
+            yield first
+        yield from rest
+    finally:
+        rest.close()
+
+
+# An answer is stopped, and said to be cut short, when it reaches num_predict tokens (Ollama stops
+# it there, done_reason "length"), when it runs past ANSWER_CHARS_PER_TOKEN characters per such
+# token (a server that ignores num_predict: Ollama's own bound, for a request without it, is 10
+# times num_ctx tokens, boundedNumPredict in its llm/llama_server.go), or when it loops (looping()).
+ANSWER_CHARS_PER_TOKEN = 16               # prose takes 1 to 6 characters a token; code and tables more
+LOOP_WINDOW = 1600                        # characters: an answer whose last 1,600 are one run of text
+LOOP_UNIT = 400                           # of at most 400 characters, over and over (4 times or more),
+LOOP_CHECK_CHARS = 100                    # is stuck; looked for after every 100 characters of it
+
+
+def looping(tail: str) -> bool:
+    """Whether the end of an answer (its last LOOP_WINDOW characters) is one run of at most
+    LOOP_UNIT characters repeated over and over: a model stuck in a loop. A list of similar
+    items is not, since its items differ somewhere: a number, a name.
+
+    >>> looping("The notes say so [1]. " * 80), looping("".join(f"- day {n}: feed it [1]\\n" for n in range(99)))
+    (True, False)
+    """
+    return len(tail) >= LOOP_WINDOW and any(tail[n:] == tail[:-n] for n in range(1, LOOP_UNIT + 1))
+
+
 class ChatStream:
     """A streamed answer: iterate for its text pieces, thinking stripped. Once the
-    stream has ended, .usage holds Ollama's token counts (None if it sent none)
-    and .warnings one line per problem: the prompt was cut, or the client cannot
-    ask the model not to think. Raises OllamaError while iterating.
+    stream has ended, .usage holds Ollama's token counts (None if it sent none),
+    .warnings one line per problem (the prompt was cut, or the client cannot ask the
+    model not to think) and .cut_short why the reply was stopped before its end
+    (None: it ended by itself). Raises OllamaError while iterating.
     """
 
     def __init__(self, client: ollama.Client, model: str, messages: list[dict], options: dict,
@@ -3645,6 +3789,7 @@ class ChatStream:
         self.keep_alive = keep_alive
         self.usage: ChatUsage | None = None
         self.warnings: list[str] = []
+        self.cut_short: str | None = None
 
     def __iter__(self) -> Iterator[str]:
         if not client_knows_think(self.client):
@@ -3654,19 +3799,39 @@ class ChatStream:
         return strip_think(self.pieces(), opened_in_prompt=hold)
 
     def pieces(self) -> Iterator[str]:
-        started = False
+        """The reply's text as it comes, until it ends or is cut short (see ANSWER_CHARS_PER_TOKEN)."""
+        tokens = self.options["num_predict"]
+        most = tokens * ANSWER_CHARS_PER_TOKEN
+        reply, got, checked, tail = None, 0, 0, ""
         try:
-            for part in ollama_chat(self.client, self.model, self.messages, self.options, stream=True,
-                                    keep_alive=self.keep_alive):
-                started = True
+            reply = ollama_chat(self.client, self.model, self.messages, self.options, stream=True,
+                                keep_alive=self.keep_alive)
+            for part in reply:            # (a return below closes the stream: Ollama stops generating)
                 if part.done:
                     self.finish(part)
-                yield part.message.content or ""
+                text = (part.message.content or "")[:most - got]
+                got, tail = got + len(text), (tail + text)[-LOOP_WINDOW:]
+                yield text
+                if got >= most:
+                    self.cut_short = (f"it ran past {most:,} characters, more than {tokens} tokens hold "
+                                      "(the server did not stop it at --max-answer-tokens)")
+                    return
+                if got - checked >= LOOP_CHECK_CHARS:
+                    checked = got
+                    if looping(tail):
+                        self.cut_short = "the model was repeating the same text over and over, so it was stopped"
+                        return
         except OLLAMA_FAILURES as e:
-            raise explain_ollama_error(e, self.model, mid_reply=started) from None
+            raise explain_ollama_error(e, self.model, mid_reply=reply is not None) from None
+        finally:
+            if reply is not None:
+                reply.close()
 
     def finish(self, part) -> None:
         """Read the token counts from the final part, and warn when the prompt was cut."""
+        if getattr(part, "done_reason", None) == "length":
+            self.cut_short = (f"it reached {self.options['num_predict']} tokens, the most asked for "
+                              "(--max-answer-tokens)")
         if part.prompt_eval_count is None:
             return
         self.usage = ChatUsage(part.prompt_eval_count, part.eval_count or 0, (part.eval_duration or 0) / 1e9)
@@ -3745,8 +3910,8 @@ FOLLOW_UP = re.compile(
 
 
 
-ANSWERED, DECLINED, KEYWORDS_ONLY, FAILED, RETRIEVAL_ONLY = (
-    "answered", "declined", "keywords only", "failed", "retrieval only")
+ANSWERED, DECLINED, KEYWORDS_ONLY, FAILED, RETRIEVAL_ONLY, INTERRUPTED = (
+    "answered", "declined", "keywords only", "failed", "retrieval only", "interrupted")
 ANSWERING = "answering"                   # the status on_plan sees when the chat model is about to be called
 
 
@@ -3770,11 +3935,14 @@ class Conversation:
 class Outcome:
     """What one question came to, as one value. Its `status`:
 
-    answered        the chat model answered from the sources: `text`
+    answered        the chat model answered from the sources: `text` (`cut_short` says why
+                    it stops short, if it was stopped: a length limit, a loop)
     declined        the sources are below the relevance floor (`why`): NOT_FOUND, no chat model
     keywords only   the question could not be searched by meaning (`why`): the sources, no chat model
     failed          nothing was found to show, or the chat model failed (`why`; `text` is what came)
     retrieval only  asked for the sources alone (--retrieve-only)
+    interrupted     Ctrl-C or SIGTERM came while the chat model answered (`text` is what came):
+                    answer() raises AnswerInterrupted, which carries this outcome
     """
     question: str
     query: str                            # the standalone rewrite that was searched, "" if none
@@ -3786,8 +3954,18 @@ class Outcome:
     text: str | None = None               # the answer as it came; None: the chat model was not called
     usage: ChatUsage | None = None        # Ollama's token counts, when answered
     warnings: list[str] = field(default_factory=list)   # from the chat model's reply (a cut prompt, ...)
+    cut_short: str | None = None          # why the answer was stopped before its end; None: it ended
     conversation: Conversation = Conversation()          # with this turn added when answered
     timings: dict[str, float] = field(default_factory=dict)
+
+
+class AnswerInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM, on the command line) while the chat model was answering: .outcome is
+    the question's Outcome, status INTERRUPTED, with the answer as far as it had come."""
+
+    def __init__(self, outcome: Outcome):
+        super().__init__(outcome.why)
+        self.outcome = outcome
 
 
 def answer(client: ollama.Client, index: Index, question: str, settings: Settings,
@@ -3801,9 +3979,10 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
     is (status ANSWERING if it will be): a front end prints the sources there, so that
     they show before the answer. on_token(piece) gets the answer as it streams. The
     chat model failing mid-way is an outcome (FAILED, with what came), not an
-    exception. `keywords_because` says why the index lacks vectors, when its build
-    knows better than search() does (Ollama's error rather than a count); search()'s
-    own reason is replaced with it.
+    exception; an interrupt stays one (AnswerInterrupted, with the same outcome).
+    `keywords_because` says why the index lacks vectors, when its build knows better
+    than search() does (Ollama's error rather than a count); search()'s own reason
+    is replaced with it.
     In a notebook: `outcome = answer(ollama.Client(), index, "What is BM25?", settings)`,
     then outcome.status, outcome.text and outcome.retrieval.hits.
     """
@@ -3818,14 +3997,15 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
     if r.keywords_only_because and keywords_because:
         r = replace(r, keywords_only_because=keywords_because)
     status, why = decide(r, retrieve_only)
-    messages, num_ctx = prompt_within(question, r.hits, conv)
+    messages, num_ctx = prompt_within(question, r.hits, conv, settings.max_answer_tokens)
     plan = Outcome(question, query, r, messages, num_ctx, status, why, conversation=conv,
                    timings=dict(r.timings))
     on_plan(plan)
     if status != ANSWERING:
         return plan
     t0, pieces = time.perf_counter(), []
-    stream = stream_chat(client, settings.chat_model, messages, num_ctx, settings.keep_alive)
+    stream = stream_chat(client, settings.chat_model, messages, num_ctx, settings.keep_alive,
+                         settings.max_answer_tokens)
     try:
         for piece in stream:
             pieces.append(piece)
@@ -3833,8 +4013,13 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
     except OllamaError as e:
         return replace(plan, status=FAILED, why=str(e), text="".join(pieces), warnings=stream.warnings,
                        timings={**plan.timings, "answer": time.perf_counter() - t0})
+    except KeyboardInterrupt:
+        raise AnswerInterrupted(replace(plan, status=INTERRUPTED, text="".join(pieces), warnings=stream.warnings,
+                                        why="interrupted mid-answer, so the answer is cut short",
+                                        timings={**plan.timings, "answer": time.perf_counter() - t0})) from None
     text = "".join(pieces)
     return replace(plan, status=ANSWERED, text=text, usage=stream.usage, warnings=stream.warnings,
+                   cut_short=stream.cut_short,
                    conversation=remember(replace(conv, num_ctx=num_ctx), Turn(question, text, query or question)),
                    timings={**plan.timings, "answer": time.perf_counter() - t0})
 
@@ -3861,15 +4046,17 @@ def decide(r: Retrieval, retrieve_only: bool = False) -> tuple[str, str]:
     return ANSWERING, ""
 
 
-def prompt_within(question: str, hits: list[Hit], conv: Conversation) -> tuple[list[dict], int]:
-    """The prompt (rules, sources, the conversation so far, the question) and its num_ctx.
+def prompt_within(question: str, hits: list[Hit], conv: Conversation,
+                  answer_tokens: int = ANSWER_TOKENS) -> tuple[list[dict], int]:
+    """The prompt (rules, sources, the conversation so far, the question) and its num_ctx,
+    which keeps room for an answer of `answer_tokens`.
 
     Sources are never cut: if they alone overflow the conversation's context, it grows
     (to the next rung: Ollama reloads the model for every new size) and the history
     gets what is left, oldest turns dropped first.
     """
     base = build_messages(question, hits)
-    fixed = sum(estimate_tokens(m["content"]) for m in base) + ANSWER_TOKENS
+    fixed = sum(estimate_tokens(m["content"]) for m in base) + answer_tokens
     if not conv.turns and not conv.summary:
         return base, rung(max(fixed, conv.num_ctx))
     fixed += HISTORY_HEADER_TOKENS
@@ -3993,27 +4180,68 @@ TUNE_MIN_GAIN = 0.02                      # MRR a variant must gain over the def
 # ----------------------------------------------------------------------------
 # The main path: a question in, sources and a streamed answer out.
 
-EXIT_OK, EXIT_USAGE, EXIT_OLLAMA, EXIT_INTERRUPTED = 0, 2, 3, 130
+EXIT_OK, EXIT_OUTPUT, EXIT_USAGE, EXIT_OLLAMA, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code. Everything it prints shows control
-    characters instead of obeying them (EscapedControls): notes come from strangers."""
-    streams = sys.stdout, sys.stderr
-    if not isinstance(sys.stdout, EscapedControls):       # the script's own run wraps them for good
-        sys.stdout, sys.stderr = EscapedControls(sys.stdout), EscapedControls(sys.stderr)
+    characters instead of obeying them (EscapedControls): notes come from strangers. A
+    stdout that was closed, or that cannot be written, is said in one line (exit code 1)."""
+    streams = command_line_streams()
     try:
+        if sys.__stdout__ is None:        # closed as the run began: Python gives None
+            err("error: stdout is closed, so nothing could be shown; send it somewhere "
+                "(> answer.txt, or > /dev/null to only update the index)")
+            return EXIT_OUTPUT
         with np.errstate(all="ignore"):   # a server's 1e308 would make NumPy warn in lines of source;
-            return run_mode(argv)         # vectors that are not numbers are refused in words instead
+            code = run_mode(argv)         # vectors that are not numbers are refused in words instead
+        with contextlib.suppress(BrokenPipeError):    # a reader that went away (`| head`) is no error
+            sys.stdout.flush()            # a full disk shows here at the latest, while it can be said
+        return code
+    except OutputError as e:
+        err(f"error: {e}")
+        return EXIT_OUTPUT
     finally:
+        if sys.stdout.escaped:
+            err(f"note: stdout's encoding ({sys.stdout.encoding}) lacks some characters of the output: they "
+                "are written as \\u escapes (PYTHONIOENCODING=utf-8 writes them as they are)")
         sys.stdout, sys.stderr = streams
+
+
+def command_line_streams() -> tuple:
+    """Set stdout and stderr up for the command line (closed ones mended, control characters
+    escaped, stderr dropping what it cannot write: there is nowhere left to say so), unless
+    they are already; return the ones before."""
+    before = sys.stdout, sys.stderr
+    if not isinstance(sys.stdout, EscapedControls):
+        mend_closed_streams()
+        sys.stdout, sys.stderr = EscapedControls(sys.stdout), EscapedControls(sys.stderr, quiet=True)
+    return before
+
+
+def mend_closed_streams() -> None:
+    """Open /dev/null on each of file descriptors 0, 1 and 2 that is closed (`<&-`, `>&-`,
+    `2>&-`): otherwise the first file the run opens takes that number, and what a library
+    writes to "stderr" lands in it, the cache file say. stdout and stderr, which Python then
+    sets to None, get a stream on it; stdin stays None, for --chat to say so."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))
 
 
 def run_mode(argv: list[str] | None) -> int:
     """Parse the flags, set up, and run the mode they ask for; returns the exit code."""
     args = parse_args(argv)
     settings = settings_from(args)
-    if settings.top_k > (cap := top_k_limit(settings.chunk_size)):
+    if settings.top_k > (cap := top_k_limit(settings.chunk_size, settings.max_answer_tokens)):
         err(f"note: --top-k {settings.top_k} is more sources than fit in a {MAX_NUM_CTX}-token context; "
             f"using {cap}")
         settings = replace(settings, top_k=cap)
@@ -4066,20 +4294,27 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
             err(f"warning: {run_warnings(report, plan)[-1]}")
         print_hits(plan.retrieval.hits, plan.retrieval.lexical_only, preview_terms(plan.retrieval.terms))
         if args.show_prompt:
-            print_prompt(plan.messages, templates, plan.num_ctx, UNSENT.get(plan.status, ""))
+            print_prompt(plan.messages, templates, plan.num_ctx, settings.max_answer_tokens,
+                         UNSENT.get(plan.status, ""))
         if plan.status == ANSWERING:
             print("Answer:")
 
-    outcome = answer(client, index, args.question, settings, Conversation(num_ctx=num_ctx),
-                     retrieve_only=args.retrieve_only, keywords_because=report.embed_error, on_plan=show,
-                     on_token=(lambda piece: print(piece, end="", flush=True)) if echo else lambda piece: None)
+    try:
+        outcome = answer(client, index, args.question, settings, Conversation(num_ctx=num_ctx),
+                         retrieve_only=args.retrieve_only, keywords_because=report.embed_error, on_plan=show,
+                         on_token=(lambda piece: print(piece, end="", flush=True)) if echo else lambda piece: None)
+    except AnswerInterrupted as e:
+        if echo:
+            raise                         # what came is on the screen already; run_mode says the rest
+        outcome = e.outcome               # --json: one object still, with what came
+        err(outcome.why)
     err(*(f"warning: {w}" for w in outcome.warnings))
     if echo:
         print_outcome(outcome)
         err("timings: " + timings_line(outcome, took))
     else:
         print(json.dumps(outcome_json(outcome, report, took, templates), ensure_ascii=False, indent=2))
-    return EXIT_OLLAMA if outcome.status == FAILED else EXIT_OK
+    return {FAILED: EXIT_OLLAMA, INTERRUPTED: EXIT_INTERRUPTED}.get(outcome.status, EXIT_OK)
 
 
 # Why the prompt --show-prompt prints was not sent.
@@ -4097,6 +4332,8 @@ def print_outcome(outcome: Outcome) -> None:
     """What follows the sources (and the streamed answer) on a terminal: how the question ended."""
     if outcome.status == ANSWERED:
         print()                           # end the streamed answer's last line
+        if outcome.cut_short:
+            err(f"warning: {cut_short_warning(outcome)}")
     elif outcome.status == FAILED and outcome.text is not None:
         print()                           # the chat model broke off mid-answer: end its line,
         err(f"error: {outcome.why}")      # so that what comes next starts on one of its own
@@ -4106,6 +4343,10 @@ def print_outcome(outcome: Outcome) -> None:
         print(f"Keyword-only passages above ({outcome.why}).")
     elif outcome.status == FAILED:
         err(f"error: {outcome.why}")
+
+
+def cut_short_warning(outcome: Outcome) -> str:
+    return f"the answer was cut short: {outcome.cut_short}"
 
 
 def timings_line(outcome: Outcome, index_seconds: float) -> str:
@@ -4126,18 +4367,20 @@ def outcome_json(outcome: Outcome, report: IndexReport, index_seconds: float, te
             "timings": {k: round(v, 3) for k, v in {"index": index_seconds, **outcome.timings}.items()},
             "tokens": {} if u is None else {"prompt": u.prompt_tokens, "answer": u.answer_tokens,
                                             "per_second": round(u.tokens_per_second, 1)},
-            "warnings": run_warnings(report, outcome) + outcome.warnings,
-            "error": outcome.why if outcome.status == FAILED else None,
+            "warnings": run_warnings(report, outcome) + outcome.warnings
+            + ([cut_short_warning(outcome)] if outcome.cut_short else []), "cut_short": outcome.cut_short,
+            "error": outcome.why if outcome.status in (FAILED, INTERRUPTED) else None,
             "skipped": {rel: skip.why for rel, skip in report.skipped.items()},
             "embedding_prompts": templates._asdict()}
 
 
-def print_prompt(messages: list[dict], templates: Templates, num_ctx: int, unsent: str = "") -> None:
+def print_prompt(messages: list[dict], templates: Templates, num_ctx: int, num_predict: int,
+                 unsent: str = "") -> None:
     """--show-prompt: the messages as sent (or why they are not), their options, and the embedding prompts."""
     print(f"Prompt (not sent: {unsent}):" if unsent else "Prompt:")
     for m in messages:
         print(f"--- {m['role']} ---\n{m['content']}")
-    print(f"--- options: temperature={TEMPERATURE}, num_ctx={num_ctx} ---")
+    print(f"--- options: temperature={TEMPERATURE}, num_ctx={num_ctx}, num_predict={num_predict} ---")
     print(f"--- embedding prompts ({templates.source}): query {templates.query or 'none'!r}, "
           f"document {templates.document or 'none'!r} ---\n")
 
@@ -4807,6 +5050,9 @@ def chunk_size_cost(client: ollama.Client, index: Index, settings: Settings) -> 
 
 def run_chat(args, settings: Settings, client: ollama.Client) -> int:
     """The REPL: questions in, streamed answers with sources out, until /quit or Ctrl-D."""
+    if sys.stdin is None:                 # closed as the run began (`<&-`)
+        raise UsageError("error: --chat reads its questions from stdin, which is closed; give it a terminal, "
+                         "a file or a pipe")
     num_ctx = chat_context(settings, args.timeout)   # the chat model loads meanwhile
     index, report, _ = open_for_mode(args, settings, client, quiet=False)
     with contextlib.suppress(AttributeError):     # a line that is not UTF-8 is then said, not fatal
@@ -4832,6 +5078,8 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
         except EOFError:
             print()
             return EXIT_OK
+        except OSError as e:              # a read that fails: a write-only descriptor, a terminal gone
+            raise UsageError(f"error: --chat cannot read its questions from stdin ({e.strerror or e})") from None
         if not line:
             continue
         if not is_text(line):
@@ -4960,7 +5208,7 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
             for line in shown:
                 print("  " + cut(line, 76))
         say(f"num_ctx {plan.num_ctx}: the first of {'/'.join(map(str, NUM_CTX_LADDER))} that holds the estimate "
-            f"plus {ANSWER_TOKENS} tokens for the answer, so Ollama cuts nothing, "
+            f"plus {settings.max_answer_tokens} tokens for the answer, so Ollama cuts nothing, "
             + (f"and no less than {num_ctx}, the size this run's chat requests keep to, so Ollama loads the model "
                "once" if plan.num_ctx == num_ctx else
                f"more than the {num_ctx} this run started from: Ollama loads the model again"))
@@ -5194,15 +5442,16 @@ def exit_now(code: int) -> None:
     By now everything is written: the cache atomically, the answer streamed. What
     teardown would add is freeing numpy, pydantic and the index object by object,
     which takes longer than the search itself. Only the buffered output is left
-    to flush, and a reader that went away (`| head`) is no error.
+    to flush, and a reader that went away (`| head`) is no error, nor a full disk (main()
+    said it already).
     """
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
+        with contextlib.suppress(OSError, ValueError, OutputError):
             stream.flush()
     os._exit(code)
 
 
 if __name__ == "__main__":
     # Escaped for the whole run, so that even a traceback cannot pass a note's control characters on.
-    sys.stdout, sys.stderr = EscapedControls(sys.stdout), EscapedControls(sys.stderr)
+    command_line_streams()
     exit_now(main())

@@ -73,15 +73,26 @@ Failure switches, all off by default (set them on a running server too):
                                      Location: url, and an empty body
   hold(path) -> Event                replies to path wait until the test sets the Event: an embed
                                      reply or a GET (/api/ps) entirely, a streamed chat before its last part
+  answer = "text" or pieces          a streamed chat's answer is this text, one part per word, or these
+                                     pieces, one part each, taken as they go out (so an endless iterator
+                                     is an answer that never ends)
+  ignore_num_predict = True          streamed answers run past options.num_predict (Ollama stops at it
+                                     and says done_reason "length"), as a server that ignores it does
+  endless_line = N                   a streamed chat sends one piece, then a line of N bytes (no line
+                                     break until its end), 64 KB at a time
+A streamed chat's record counts what went out: "sent_parts", "sent_bytes", and "gone" (True when the
+client closed the connection before the reply's end: it stopped reading).
 """
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import re
 import threading
 import time
+from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
@@ -222,6 +233,9 @@ class FakeOllama:
         self.stream_error: str | None = None
         self.stream_junk = False
         self.stream_close = False
+        self.answer: str | Iterable[str] | None = None
+        self.ignore_num_predict = False
+        self.endless_line: int | None = None
         self.embed_mangle: str | None = None   # see EMBED_MANGLES
         self.embed_dims: list[int] = []       # see embed_sizes()
         self.embed_dims_from = 0
@@ -557,45 +571,87 @@ class FakeOllama:
                     server._wait_if_held(self.path, record)
                     return self.send_json(200, {"model": model, "message": {"role": "assistant", "content": text},
                                                 "done": True, "done_reason": "stop", **stats})
-                words = re.findall(r"\S+\s*|\s+", text)
-                parts = [{"model": model, "message": {"role": "assistant", "content": w}, "done": False}
-                         for w in words]
-                cut = False
+                said = text if server.answer is None else server.answer
+                words = iter(re.findall(r"\S+\s*|\s+", said) if isinstance(said, str) else said)
+                limit = (body.get("options") or {}).get("num_predict") or -1
+                if limit > 0 and not server.ignore_num_predict:       # Ollama stops at num_predict
+                    words = itertools.islice(words, limit)
+                reason = []                   # "length" once the limit has stopped the words
+
+                def counted():
+                    n = 0
+                    for n, w in enumerate(words, 1):
+                        yield w
+                    if n == limit and not server.ignore_num_predict:
+                        reason.append("length")
+                parts = ({"model": model, "message": {"role": "assistant", "content": w}, "done": False}
+                         for w in counted())
+                if server.endless_line is not None:
+                    return self.send_endless_line(next(parts), server.endless_line, record)
                 if server.stream_error is not None:   # a 200, the first piece, then an error line
-                    parts = parts[:1] + [{"error": server.stream_error}]
-                elif server.stream_junk:              # a 200, the first piece, then a line that is not JSON
-                    parts = parts[:1] + ["<html>oops"]
-                elif server.stream_close:             # a 200, the first piece, then the body is cut short
-                    parts, cut = parts[:1], True
-                else:
-                    parts.append({"model": model, "message": {"role": "assistant", "content": ""},
-                                  "done": True, "done_reason": "stop", **stats})
-                self.send_chunked(parts, record, cut=cut)
+                    return self.send_chunked([next(parts), {"error": server.stream_error}], record)
+                if server.stream_junk:                # a 200, the first piece, then a line that is not JSON
+                    return self.send_chunked([next(parts), "<html>oops"], record)
+                if server.stream_close:               # a 200, the first piece, then the body is cut short
+                    return self.send_chunked([next(parts)], record, cut=True)
+
+                def last():
+                    yield {"model": model, "message": {"role": "assistant", "content": ""}, "done": True,
+                           "done_reason": (reason or ["stop"])[0], **stats}
+                self.send_chunked(itertools.chain(parts, last()), record)
 
             def send_chunked(self, parts, record, cut=False):
                 """Stream the parts one by one (chunked), waiting before the last one if held.
 
                 A part that is a str goes out as that line, verbatim (not JSON). cut=True: no
                 terminating zero-length chunk, the connection just closes (a body cut short).
+                `parts` may be an iterator: each part is taken as it goes out.
                 """
+                self.start_chunked(record)
+
+                def send(part):
+                    self.send_chunk(((part if isinstance(part, str) else json.dumps(part)) + "\n").encode(), record)
+                    record["sent_parts"] += 1
+                try:
+                    previous = None
+                    for part in parts:        # one part behind, so that the last one is known
+                        if previous is not None:
+                            send(previous)
+                        previous = part
+                    server._wait_if_held(self.path, record)
+                    send(previous)
+                    if cut:                      # close_connection is set: the socket closes after this
+                        return
+                    self.wfile.write(b"0\r\n\r\n")
+                except OSError:                  # the client went away mid-answer
+                    server._note(record, gone=True)
+
+            def start_chunked(self, record):
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-ndjson")
                 self.send_header("Transfer-Encoding", "chunked")
                 self.send_header("Connection", "close")
                 self.close_connection = True
                 self.end_headers()
+                record.update(sent_parts=0, sent_bytes=0, gone=False)
+
+            def send_chunk(self, data, record):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+                record["sent_bytes"] += len(data)
+
+            def send_endless_line(self, first, size, record):
+                """Stream `first` as a part, then one line of `size` bytes, 64 KB at a time."""
+                self.start_chunked(record)
                 try:
-                    for n, part in enumerate(parts):
-                        if n == len(parts) - 1:
-                            server._wait_if_held(self.path, record)
-                        data = ((part if isinstance(part, str) else json.dumps(part)) + "\n").encode()
-                        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-                        self.wfile.flush()
-                    if cut:                      # close_connection is set: the socket closes after this
-                        return
+                    self.send_chunk((json.dumps(first) + "\n").encode(), record)
+                    block = b"a" * 65536
+                    while record["sent_bytes"] < size:
+                        self.send_chunk(block[:size - record["sent_bytes"]], record)
+                    self.send_chunk(b"\n", record)
                     self.wfile.write(b"0\r\n\r\n")
-                except OSError:                  # the client went away mid-answer
-                    return
+                except OSError:                  # the client went away
+                    server._note(record, gone=True)
 
         return Handler
 

@@ -80,13 +80,14 @@ def test_show_prompt_prints_the_three_parts(cli, notes):
 def test_show_prompt_prints_exactly_what_is_sent(cli, server, notes):
     out = cli("What is asyncio?", "--notes", notes, "--show-prompt")
     assert out.returncode == 0, out.stderr
-    shown = re.search(r"^Prompt:\n--- system ---\n(.*)\n--- user ---\n(.*)\n--- options: "
-                      r"temperature=([\d.]+), num_ctx=(\d+) ---$", out.stdout, re.MULTILINE | re.DOTALL)
+    shown = re.search(r"^Prompt:\n--- system ---\n(.*)\n--- user ---\n(.*)\n--- options: temperature=([\d.]+), "
+                      r"num_ctx=(\d+), num_predict=(\d+) ---$", out.stdout, re.MULTILINE | re.DOTALL)
     assert shown, out.stdout
     (chat,) = server.of("/api/chat")
     assert chat["messages"] == [{"role": "system", "content": shown.group(1)},
                                 {"role": "user", "content": shown.group(2)}]
-    assert chat["options"] == {"temperature": float(shown.group(3)), "num_ctx": int(shown.group(4))}
+    assert chat["options"] == {"temperature": float(shown.group(3)), "num_ctx": int(shown.group(4)),
+                               "num_predict": int(shown.group(5))}
 
 
 def test_thinking_model_output_is_stripped(cli, notes):
