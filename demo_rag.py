@@ -5159,7 +5159,7 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
     print("STEP 1 · LOAD: find the notes")
     files, _ = scan_notes(settings.notes_dir, [settings.cache_dir], settings.follow_links)
     say(f"{len(files)} files under {readable_name(settings.notes_dir.name)}/: " + ", ".join(f.rel for f in files))
-    print("\nSTEP 2 · FINGERPRINT: MD5 over every note's name and stat (size, mtime, ctime, inode)")
+    print("\nSTEP 2 · FINGERPRINT: MD5 over each note's name, size, mtime, ctime, inode")
     say(f"{fingerprint(files)}: while it stays the same, the cache is used as it is")
     index, report, took = open_for_mode(args, settings, client, quiet=True)
     for rel, skip in report.skipped.items():
