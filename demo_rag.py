@@ -202,6 +202,7 @@ class Chunk(NamedTuple):
     heading: str                          # "# A › ## B", or "" before the first heading
     text: str
     page: int | None = None               # PDF page, counted from 1 (Part II reads PDFs)
+    line: int | None = None               # the file's line `text` starts on (Part II's readers count them)
 
     @property
     def citation(self) -> str:                                    # "notes.md › p.3 › # A › ## B"
@@ -224,15 +225,17 @@ def make_splitter(chunk_size: int = CHUNK_SIZE, chunk_overlap: int = CHUNK_OVERL
         chunk_size=chunk_size, chunk_overlap=chunk_overlap, add_start_index=True)
 
 
-def chunk_note(rel: str, text: str, splitter, page: int | None = None) -> list[Chunk]:
-    """Cut one note's text into chunks that know their file, heading path and page."""
+def chunk_note(rel: str, text: str, splitter, page: int | None = None, line: int | None = None) -> list[Chunk]:
+    """Cut one note's text into chunks that know their file, heading path, page and line (given `line`, text's first)."""
     outline = heading_outline(text)
     chunks = []
     for doc in splitter.create_documents([text]):
         # The chunk is about the section its first real line is in, so look
         # past any headings it opens with ("# Title\n## Part 1\ntext" -> Part 1).
-        offset = max(doc.metadata.get("start_index", 0), 0) + LEADING_HEADINGS.match(doc.page_content).end()
-        chunks.append(Chunk(rel, heading_path(outline, offset), doc.page_content, page))
+        start = max(doc.metadata.get("start_index", 0), 0)
+        offset = start + LEADING_HEADINGS.match(doc.page_content).end()
+        chunks.append(Chunk(rel, heading_path(outline, offset), doc.page_content, page,
+                            None if line is None else line + text.count("\n", 0, start)))
     return chunks
 
 
@@ -528,10 +531,10 @@ RULES = """You answer questions from the user's own notes.
 - Answer in the same language as the question."""
 
 
-def build_messages(question: str, hits: list[Hit], history: str = "") -> list[dict]:
+def build_messages(question: str, hits: list[Hit], history: str = "", cite=lambda h: h.chunk.citation) -> list[dict]:
     """The three-part prompt as chat messages: the rules (system), then the numbered sources
-    ("[1] file › heading" over the quoted text) and the question. The answer cites the numbers."""
-    sources = "\n\n".join(f"[{i}] {' '.join(h.chunk.citation.splitlines())}\n{quoted(h.chunk.text)}"
+    ("[1] file › heading", or cite(hit), over the quoted text) and the question. The answer cites the numbers."""
+    sources = "\n\n".join(f"[{i}] {' '.join(cite(h).splitlines())}\n{quoted(h.chunk.text)}"
                           for i, h in enumerate(hits, 1))
     history = f"Conversation so far:\n{quoted(history)}\n\n" if history else ""
     return [{"role": "system", "content": RULES},
@@ -583,7 +586,8 @@ class Section(NamedTuple):
     """A piece of a note's text, as its reader returns it, and where it sits in the file."""
     text: str
     page: int | None = None               # a PDF's page, counted from 1
-    line: int = 1                         # the file's line where `text` starts (front matter before it counts)
+    line: int | None = None               # the file's line where `text` starts (front matter before it
+                                          # counts); None for a page, which has no lines to go to
 
 
 class NoteType(NamedTuple):
@@ -641,7 +645,7 @@ EMBED_PROMPTS = [
      "https://huggingface.co/intfloat/multilingual-e5-small"),
 ]
 
-CACHE_FORMAT = 9                          # bump when the cache file's layout changes (see upgraded())
+CACHE_FORMAT = 10                         # bump when the cache file's layout changes (see upgraded())
 TOKENIZER_VERSION = 3                     # bump when tokenize() changes: a cache's BM25 words are counted again
 # On disk, vectors are float32, memory-mapped straight from the cache file: no
 # widening and no copy on load (bench/bench_index.py compares the formats).
@@ -1149,7 +1153,7 @@ def too_big(size: int, max_mb: float) -> str:
 
 def chunk_sections(rel: str, sections: list[Section], splitter) -> list[Chunk]:
     """Part I's chunk_note over each section of a note."""
-    return [c for s in sections for c in chunk_note(rel, s.text, splitter, s.page)]
+    return [c for s in sections for c in chunk_note(rel, s.text, splitter, s.page, s.line)]
 
 
 def read_text(path: Path) -> tuple[list[Section], str | None]:
@@ -1282,6 +1286,17 @@ class EscapedControls:
                 encoding = self.raw.encoding
                 return self.raw.write(text.encode(encoding, JSON_ESCAPES).decode(encoding))
         return len(text)
+
+    def write_link(self, text: str, uri: str) -> None:
+        """Write `text` as a terminal's hyperlink (OSC 8) to `uri`: the one control sequence this
+        stream lets through, for a URI of printable ASCII alone (file_uri's), so that no name
+        can end the sequence early or smuggle one of its own in."""
+        assert re.fullmatch(r"[!-~]+", uri), "a link's URI is percent-encoded"
+        with self.failing():
+            self.raw.write(f"\x1b]8;;{uri}\x1b\\")
+        self.write(text)
+        with self.failing():
+            self.raw.write("\x1b]8;;\x1b\\")
 
     def flush(self) -> None:
         with self.failing():
@@ -1745,7 +1760,7 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
                 report.skip(f, e.strerror, "access")
                 continue
             source = by_digest.get(digest)
-        if source is not None:            # same bytes as before: reuse its chunks
+        if source is not None and lines_known(old.chunks, source):    # same bytes as before: reuse its chunks
             start = len(chunks)
             chunks.extend(c._replace(source=f.rel) for c in old.chunks[source.start:source.stop])
             reuse.extend(range(source.start, source.stop))
@@ -1895,6 +1910,15 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
     if dim:
         has_vector[report.refused] = True
     return vectors, has_vector
+
+
+def lines_known(chunks: Sequence[Chunk], record: FileRecord) -> bool:
+    """Do a note's chunks know the lines they start on? A text note's do, unless an older cache
+    (UPGRADABLE) kept them; a PDF's have pages instead. A note's chunks are alike, so one tells."""
+    if record.start == record.stop:
+        return True
+    first = chunks[record.start]
+    return first.line is not None or first.page is not None
 
 
 def text_key(text: str) -> bytes:
@@ -2500,12 +2524,12 @@ def load_index(path: Path) -> tuple[Index | None, str]:
         with open(path, "rb") as f, gc_paused():
             d = BuiltinsOnlyUnpickler(f).load()
             written = d.get("format") if isinstance(d, dict) else None
-            if written == CACHE_FORMAT:   # the header; the rest follows
-                d = {**check(BuiltinsOnlyUnpickler(f).load(), dict, "cache"), **d}
-            elif written in UPGRADABLE:
-                d = upgraded(d)
-            else:
+            if written not in (CACHE_FORMAT, *UPGRADABLE):
                 return None, "cache is from another version of demo_rag"
+            if written != 5:              # the header (format 5 had none, one pickle); the rest follows
+                d = {**check(BuiltinsOnlyUnpickler(f).load(), dict, "cache"), **d}
+            if written != CACHE_FORMAT:
+                d = upgraded(d)
             vectors = map_vectors(f, f.tell() + (-f.tell() % VECTOR_ALIGN), d["vectors_shape"])
             index = index_from_dict(d, vectors)
             index = index if d.get("tokenizer") == TOKENIZER_VERSION else recounted(index)
@@ -2520,20 +2544,27 @@ def load_index(path: Path) -> tuple[Index | None, str]:
 
 
 # Older cache formats whose vectors are worth keeping: upgraded() fills in what they lack.
-UPGRADABLE = (5,)
+UPGRADABLE = (5, 9)
 
 
 def upgraded(d: dict) -> dict:
     """An older cache's fields in this version's layout, every vector kept. What it did not
     record is left for the next update to find out, and an empty fingerprint makes that
-    update happen: each note is hashed once (its record has no ctime or inode: -1 matches
-    none), the skipped notes are read once (their reasons had no kind), and the model's
-    build is taken to be the one Ollama runs now."""
+    update happen. Neither format kept the line each chunk starts on, so each text note is
+    read and cut again (lines_known), its vectors found by their text. Format 5 had more
+    missing: each note is hashed once (its record has no ctime or inode: -1 matches none),
+    the skipped notes are read once (their reasons had no kind), and the model's build is
+    taken to be the one Ollama runs now."""
+    chunks = check(d["chunks"], dict, "chunks")
+    shape = check(chunks["source_ids"], tuple, "source ids")[1]
+    chunks = {**chunks, "lines": ("<i8", shape, np.full(shape, -1, dtype="<i8").tobytes())}
+    if d["format"] != 5:
+        return {**d, "format": CACHE_FORMAT, "fingerprint": "", "chunks": chunks}
     records = {check(rel, str, "file name"): FileRecord(*check(r, tuple, "file record")[:2], -1, -1, *r[2:])
                for rel, r in check(d["files"], dict, "files").items()}
     files = pickle.loads(pickle.dumps(FileTable.pack(records), protocol=5))    # as a cache file holds them
-    return {**d, "format": CACHE_FORMAT, "fingerprint": "", "files": files, "skipped": {}, "model_digest": "",
-            "notes_dir": ""}
+    return {**d, "format": CACHE_FORMAT, "fingerprint": "", "files": files, "chunks": chunks, "skipped": {},
+            "model_digest": "", "notes_dir": ""}
 
 
 class CacheDamaged(ValueError):
@@ -2549,8 +2580,8 @@ class ChunkTable(Sequence):
     """
 
     def __init__(self, names: list[str], source_ids: np.ndarray, headings: tuple, texts: tuple,
-                 pages: np.ndarray):
-        self.names, self.source_ids, self.pages = names, source_ids, pages
+                 pages: np.ndarray, lines: np.ndarray):
+        self.names, self.source_ids, self.pages, self.lines = names, source_ids, pages, lines
         self.headings, self.texts = headings, texts      # each (blob, offsets)
 
     def __len__(self) -> int:
@@ -2560,34 +2591,36 @@ class ChunkTable(Sequence):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         i = range(len(self))[i]                          # negative indices; IndexError past the end
-        page = int(self.pages[i])
+        page, line = int(self.pages[i]), int(self.lines[i])
         return Chunk(self.names[self.source_ids[i]], text_at(self.headings, i), text_at(self.texts, i),
-                     None if page < 0 else page)
+                     None if page < 0 else page, None if line < 0 else line)
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Sequence) and len(self) == len(other) and all(map(operator.eq, self, other))
 
     @staticmethod
     def pack(chunks: Sequence[Chunk]) -> dict:
-        """Chunks as plain data: distinct source names, blobs of headings and texts, pages (-1: none)."""
+        """Chunks as plain data: distinct source names, blobs of headings and texts, pages and lines (-1: none)."""
         names = sorted({c.source for c in chunks})
         ids = {name: k for k, name in enumerate(names)}
         return {"names": names,
                 "source_ids": arr_data(np.array([ids[c.source] for c in chunks], dtype="<i4")),
                 "headings": blob_data(c.heading for c in chunks), "texts": blob_data(c.text for c in chunks),
-                "pages": arr_data(np.array([-1 if c.page is None else c.page for c in chunks], dtype="<i8"))}
+                "pages": arr_data(np.array([-1 if c.page is None else c.page for c in chunks], dtype="<i8")),
+                "lines": arr_data(np.array([-1 if c.line is None else c.line for c in chunks], dtype="<i8"))}
 
     @classmethod
     def unpack(cls, d: dict, arr: Callable) -> ChunkTable:
         """pack()'s output back, every column checked (CacheDamaged) so a hit never fails to decode."""
         names, source_ids, pages = check(d["names"], list, "names"), arr(d["source_ids"], "<i4", "source ids"), \
             arr(d["pages"], "<i8", "pages")
+        lines = arr(d["lines"], "<i8", "lines")
         headings, texts = (check_blob(d[k], arr, len(source_ids), k) for k in ("headings", "texts"))
-        if not (set(map(type, names)) <= {str} and pages.shape == source_ids.shape
+        if not (set(map(type, names)) <= {str} and pages.shape == source_ids.shape == lines.shape
                 and (len(source_ids) == 0 or 0 <= source_ids.min() <= source_ids.max() < len(names))
-                and (len(pages) == 0 or pages.min() >= -1)):
+                and (len(pages) == 0 or min(pages.min(), lines.min()) >= -1)):
             raise CacheDamaged("chunk columns disagree")
-        return cls(names, source_ids, headings, texts, pages)
+        return cls(names, source_ids, headings, texts, pages, lines)
 
 
 class FileTable(Mapping):
@@ -2613,9 +2646,19 @@ class FileTable(Mapping):
     def __getitem__(self, rel: str) -> FileRecord:
         if self.at is None:
             self.at = {name: i for i, name in enumerate(self)}
-        i = self.at[rel]
+        return self.record(self.at[rel])
+
+    def record(self, i: int) -> FileRecord:
         return FileRecord(*self.stats[i].tolist(), self.digests[i].decode("ascii", "replace"),
                           *self.rows[i].tolist())
+
+    def holding(self, row: int, rel: str) -> FileRecord | None:
+        """The record of note `rel`, whose chunks hold `row`, found by bisection (records are in
+        the order of their rows): a query asking for one makes no table of every name."""
+        i = int(np.searchsorted(self.rows[:, 1], row, side="right"))
+        if i < len(self) and self.rows[i, 0] <= row and text_at(self.names, i) == rel:
+            return self.record(i)
+        return self.get(rel)
 
     @staticmethod
     def pack(files: Mapping[str, FileRecord]) -> dict:
@@ -3526,6 +3569,185 @@ def calibrate(index: Index, client: ollama.Client, settings: Settings) -> dict |
             "note": note or "too few off-topic questions the notes do not cover"}
 
 # ----------------------------------------------------------------------------
+# Where a source's passage is: replaces Part I's Chunk.citation, which names the section a
+# chunk starts in, in the prompt and wherever a source is shown. A chunk often spans several
+# sections, and the one that answers holds the passage the question matched (the part its
+# preview shows, keyword in context), so a source is cited by that passage's file, line and
+# section, "bike.md:14 › # Bike › ## Tyres": `vim +14 bike.md`, `code -g bike.md:14` and an
+# editor's "go to line" land on it. The lines are the index's: for a note edited since, they
+# are where its passages were, and changed_since_indexed() says which notes those are.
+
+KWIC_LEAD = 12                            # characters of context kept before the first match
+
+
+class Passage(NamedTuple):
+    """Where a source's passage is in its note; its lines are None for a PDF's page."""
+    line: int | None                      # the file's line the passage starts on: the one to open
+    end_line: int | None                  # the chunk's last line
+    heading: str                          # the headings in force there: "# A › ## B"
+    start_line: int | None                # the chunk's first line
+    offset: int                           # where in the chunk's text the passage starts
+
+
+def locate_passage(chunk: Chunk, terms: Iterable[tuple[str, float]] = ()) -> Passage:
+    """Where the passage of `chunk` that a search's `terms` (term, idf: preview_terms) matched
+    is: its line and section, with the chunk's first and last lines. Without a term in the chunk,
+    the passage is its first line past the headings it opens with. Every printer of a source,
+    the prompt and --json go by it.
+
+    >>> c = Chunk("bike.md", "# Bike › ## Chain", "## Chain\\nOil it.\\n\\n## Tyres\\nRoad: 80 psi.", line=5)
+    >>> locate_passage(c, [("psi", 2.0)])
+    Passage(line=9, end_line=9, heading='# Bike › ## Tyres', start_line=5, offset=27)
+    >>> locate_passage(c).line, locate_passage(c).heading
+    (6, '# Bike › ## Chain')
+    """
+    offset = passage_offset(chunk.text, terms)
+    heading = headings_at(chunk, offset)
+    if chunk.line is None:
+        return Passage(None, None, heading, None, offset)
+    return Passage(chunk.line + chunk.text.count("\n", 0, offset), chunk.line + chunk.text.count("\n"),
+                   heading, chunk.line, offset)
+
+
+def passage_offset(text: str, terms: Iterable[tuple[str, float]] = ()) -> int:
+    """Where in a chunk's text its passage starts: where its preview starts (keyword_in_context,
+    on the text past its leading headings with its white space made single spaces), but not on
+    a line before the one the term is on; past the leading headings when no term is in it.
+
+    >>> text = "## Oil\\nOil it well.\\nUse psi."     # keyword_in_context alone: "well. Use psi."
+    >>> text[passage_offset(text, [("psi", 2.0)]):], text[passage_offset(text):]
+    ('Use psi.', 'Oil it well.\\nUse psi.')
+    """
+    lead = LEADING_HEADINGS.match(text).end()
+    words = list(re.compile(r"\S+").finditer(text, lead))
+    line = " ".join(m.group() for m in words)
+    match = best_match(line, terms)
+    if match is None:
+        return lead
+    starts = list(itertools.accumulate((len(m.group()) + 1 for m in words), initial=0))
+
+    def in_text(at: int) -> int:          # a position in `line` as one in `text`
+        k = max(bisect.bisect_right(starts, at) - 1, 0)
+        return words[k].start() + min(at - starts[k], len(words[k].group()))
+    term_at = in_text(match)
+    return max(in_text(keyword_in_context(line, terms)), text.rfind("\n", 0, term_at) + 1)
+
+
+def headings_at(chunk: Chunk, offset: int) -> str:
+    """The headings in force at `offset` of a chunk's text: its heading path (where its first
+    line is) with the headings it holds further on, up to `offset`, in force over it.
+
+    >>> headings_at(Chunk("n.md", "# A › ## B", "## B\\nb\\n### C\\nc\\n## D\\nd"), 14)
+    '# A › ## B › ### C'
+    """
+    lead = LEADING_HEADINGS.match(chunk.text).end()
+    held = [(-1, len(h) - len(h.lstrip("#")), h.lstrip("#").strip())       # "## B" -> (-1, 2, "B")
+            for h in re.split(r" › (?=#)", chunk.heading) if h]
+    return heading_path(held + [h for h in heading_outline(chunk.text) if h[0] >= lead], offset)
+
+
+def preview_terms(terms: list[Term]) -> list[tuple[str, float]]:
+    """A search's terms (Retrieval.terms) as (term, idf), rarest first."""
+    return sorted(((t.text, t.idf) for t in terms), key=lambda tw: -tw[1])
+
+
+def best_match(line: str, terms: Iterable[tuple[str, float]], span: int = 60) -> int | None:
+    """Where in `line` the rarest term found in it occurs (of several places, the one with the
+    most other terms within `span` characters, then the earliest); None when no term is in it.
+
+    >>> best_match("tea, then more tea and a marathon", [("marathon", 2.0), ("tea", 0.1)])
+    25
+    """
+    lowered = line.lower()
+    found = [(m.start(), term, w) for term, w in terms if w > 0
+             for m in re.finditer(re.escape(term), lowered)]
+    if not found:
+        return None
+    rarest = max(w for _, _, w in found)
+
+    def nearby(at: int) -> float:
+        return sum({term: w for s, term, w in found if abs(s - at) < span}.values())
+    return max((s for s, _, w in found if w == rarest), key=lambda at: (nearby(at), -at))
+
+
+def keyword_in_context(line: str, terms: Iterable[tuple[str, float]], span: int = 60) -> int:
+    """Where a preview of `line` should start: a little before best_match(); 0 when that is
+    near the start anyway, or no term is in it.
+
+    >>> line = "Tea notes. " * 8 + "The marathon is 42.195 km."
+    >>> line[keyword_in_context(line, [("marathon", 2.0), ("tea", 0.1)]):]
+    'notes. The marathon is 42.195 km.'
+    """
+    best = best_match(line, terms, span)
+    if best is None or best <= KWIC_LEAD:
+        return 0
+    cut = line.rfind(" ", 0, best - KWIC_LEAD // 2)       # start at a word boundary if there is one nearby
+    return cut + 1 if best - KWIC_LEAD <= cut else best - KWIC_LEAD // 2
+
+
+def passage_place(chunk: Chunk, passage: Passage) -> str:
+    """Where to open a source: "bike.md:14"; a PDF's page, "manual.pdf › p.3"."""
+    if passage.line is not None:
+        return f"{chunk.source}:{passage.line}"
+    return " › ".join([chunk.source] + ([f"p.{chunk.page}"] if chunk.page is not None else []))
+
+
+def passage_citation(chunk: Chunk, passage: Passage) -> str:
+    """A source as the prompt and every printer name it: "bike.md:14 › # Bike › ## Tyres"."""
+    return " › ".join([passage_place(chunk, passage)] + ([passage.heading] if passage.heading else []))
+
+
+def note_path(notes_dir: str, rel: str) -> str | None:
+    """The file under notes_dir that a note's name (`rel`, readable_name() of its path, as
+    scan_notes gives it) stands for now, or None. A name shown with escapes (a control
+    character, bytes that are not UTF-8) or with its accents composed is looked for among
+    its folder's entries, whose own names are made readable the same way."""
+    if not notes_dir:
+        return None
+    path = notes_dir
+    for part in rel.split("/"):
+        if readable_name(part, composed=False) == part and os.path.lexists(os.path.join(path, part)):
+            path = os.path.join(path, part)
+            continue
+        try:
+            names = os.listdir(path)
+        except OSError:
+            return None
+        found = next((n for n in names if part in (readable_name(n), readable_name(n, composed=False))), None)
+        if found is None:
+            return None
+        path = os.path.join(path, found)
+    return path
+
+
+def changed_since_indexed(index: Index, hits: Iterable[Hit]) -> list[str]:
+    """The notes of these hits whose file is not as the index read it (a stat: its size, times
+    or inode differ, or it is gone): the lines shown for them are where its passages were.
+    [] when the index does not know its folder (a notebook's own Index)."""
+    if not index.notes_dir:
+        return []
+    changed = []
+    for h in hits:
+        rel = h.chunk.source
+        record = index.files.holding(h.row, rel) if isinstance(index.files, FileTable) else index.files.get(rel)
+        if rel in changed or record is None:
+            continue
+        path = note_path(index.notes_dir, rel)
+        try:
+            st = os.stat(path) if path else None
+        except OSError:
+            st = None
+        if st is None or not same_stat(record, NoteFile(rel, path, st.st_size, st.st_mtime_ns, st.st_ctime_ns,
+                                                         st.st_ino)):
+            changed.append(rel)
+    return changed
+
+
+def changed_warning(rel: str) -> str:
+    return f"{rel} changed since it was indexed: its lines shown are where its passages were then"
+
+
+# ----------------------------------------------------------------------------
 # Answering: replaces Part I's stream_answer: the context sized to the prompt, thinking
 # models, and what Ollama read and cut.
 
@@ -3953,7 +4175,8 @@ class Outcome:
     why: str = ""
     text: str | None = None               # the answer as it came; None: the chat model was not called
     usage: ChatUsage | None = None        # Ollama's token counts, when answered
-    warnings: list[str] = field(default_factory=list)   # from the chat model's reply (a cut prompt, ...)
+    warnings: list[str] = field(default_factory=list)   # a source's note changed since it was indexed,
+                                                        # and the chat model's reply's (a cut prompt, ...)
     cut_short: str | None = None          # why the answer was stopped before its end; None: it ended
     conversation: Conversation = Conversation()          # with this turn added when answered
     timings: dict[str, float] = field(default_factory=dict)
@@ -3997,8 +4220,9 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
     if r.keywords_only_because and keywords_because:
         r = replace(r, keywords_only_because=keywords_because)
     status, why = decide(r, retrieve_only)
-    messages, num_ctx = prompt_within(question, r.hits, conv, settings.max_answer_tokens)
+    messages, num_ctx = prompt_within(question, r.hits, conv, settings.max_answer_tokens, preview_terms(r.terms))
     plan = Outcome(question, query, r, messages, num_ctx, status, why, conversation=conv,
+                   warnings=[changed_warning(rel) for rel in changed_since_indexed(index, r.hits)],
                    timings=dict(r.timings))
     on_plan(plan)
     if status != ANSWERING:
@@ -4011,14 +4235,15 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
             pieces.append(piece)
             on_token(piece)
     except OllamaError as e:
-        return replace(plan, status=FAILED, why=str(e), text="".join(pieces), warnings=stream.warnings,
+        return replace(plan, status=FAILED, why=str(e), text="".join(pieces), warnings=plan.warnings + stream.warnings,
                        timings={**plan.timings, "answer": time.perf_counter() - t0})
     except KeyboardInterrupt:
-        raise AnswerInterrupted(replace(plan, status=INTERRUPTED, text="".join(pieces), warnings=stream.warnings,
+        raise AnswerInterrupted(replace(plan, status=INTERRUPTED, text="".join(pieces),
+                                        warnings=plan.warnings + stream.warnings,
                                         why="interrupted mid-answer, so the answer is cut short",
                                         timings={**plan.timings, "answer": time.perf_counter() - t0})) from None
     text = "".join(pieces)
-    return replace(plan, status=ANSWERED, text=text, usage=stream.usage, warnings=stream.warnings,
+    return replace(plan, status=ANSWERED, text=text, usage=stream.usage, warnings=plan.warnings + stream.warnings,
                    cut_short=stream.cut_short,
                    conversation=remember(replace(conv, num_ctx=num_ctx), Turn(question, text, query or question)),
                    timings={**plan.timings, "answer": time.perf_counter() - t0})
@@ -4046,22 +4271,25 @@ def decide(r: Retrieval, retrieve_only: bool = False) -> tuple[str, str]:
     return ANSWERING, ""
 
 
-def prompt_within(question: str, hits: list[Hit], conv: Conversation,
-                  answer_tokens: int = ANSWER_TOKENS) -> tuple[list[dict], int]:
+def prompt_within(question: str, hits: list[Hit], conv: Conversation, answer_tokens: int = ANSWER_TOKENS,
+                  terms: Iterable[tuple[str, float]] = ()) -> tuple[list[dict], int]:
     """The prompt (rules, sources, the conversation so far, the question) and its num_ctx,
-    which keeps room for an answer of `answer_tokens`.
+    which keeps room for an answer of `answer_tokens`. Each source is cited by the line and
+    section of the passage the search's `terms` matched in it (locate_passage).
 
     Sources are never cut: if they alone overflow the conversation's context, it grows
     (to the next rung: Ollama reloads the model for every new size) and the history
     gets what is left, oldest turns dropped first.
     """
-    base = build_messages(question, hits)
+    def cite(h: Hit) -> str:
+        return passage_citation(h.chunk, locate_passage(h.chunk, terms))
+    base = build_messages(question, hits, cite=cite)
     fixed = sum(estimate_tokens(m["content"]) for m in base) + answer_tokens
     if not conv.turns and not conv.summary:
         return base, rung(max(fixed, conv.num_ctx))
     fixed += HISTORY_HEADER_TOKENS
     num_ctx = rung(max(fixed, conv.num_ctx))
-    return build_messages(question, hits, history_text(conv, num_ctx - fixed)), num_ctx
+    return build_messages(question, hits, history_text(conv, num_ctx - fixed), cite), num_ctx
 
 
 def chat_once(client: ollama.Client, settings: Settings, messages: list[dict], num_predict: int,
@@ -4292,7 +4520,8 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
             return
         if plan.retrieval.keywords_only_because and not report.embed_error:   # the rest were said while indexing
             err(f"warning: {run_warnings(report, plan)[-1]}")
-        print_hits(plan.retrieval.hits, plan.retrieval.lexical_only, preview_terms(plan.retrieval.terms))
+        print_hits(plan.retrieval.hits, plan.retrieval.lexical_only, preview_terms(plan.retrieval.terms),
+                   index.notes_dir)
         if args.show_prompt:
             print_prompt(plan.messages, templates, plan.num_ctx, settings.max_answer_tokens,
                          UNSENT.get(plan.status, ""))
@@ -4363,7 +4592,7 @@ def outcome_json(outcome: Outcome, report: IndexReport, index_seconds: float, te
     r, u = outcome.retrieval, outcome.usage
     return {"question": outcome.question, "status": outcome.status, "answer": outcome.text, "found": r.found,
             "lexical_only": r.lexical_only, "confidence": round(r.confidence, 3),
-            "floor": {"value": r.floor, "source": r.floor_source}, "sources": [hit_json(h) for h in r.hits],
+            "floor": {"value": r.floor, "source": r.floor_source}, "sources": [hit_json(h, preview_terms(r.terms)) for h in r.hits],
             "timings": {k: round(v, 3) for k, v in {"index": index_seconds, **outcome.timings}.items()},
             "tokens": {} if u is None else {"prompt": u.prompt_tokens, "answer": u.answer_tokens,
                                             "per_second": round(u.tokens_per_second, 1)},
@@ -4385,9 +4614,12 @@ def print_prompt(messages: list[dict], templates: Templates, num_ctx: int, num_p
           f"document {templates.document or 'none'!r} ---\n")
 
 
-def hit_json(h: Hit) -> dict:
-    """One source as --json shows it."""
+def hit_json(h: Hit, terms: Iterable[tuple[str, float]] = ()) -> dict:
+    """One source as --json shows it: the chunk (its heading is where it starts, its lines from
+    start_line to end_line) and the passage the search's `terms` matched (its line and section)."""
+    p = locate_passage(h.chunk, terms)
     return {"rank": h.rank, "source": h.chunk.source, "heading": h.chunk.heading, "page": h.chunk.page,
+            "start_line": p.start_line, "end_line": p.end_line, "line": p.line, "section": p.heading,
             "score": round(h.score, 4), "text": h.chunk.text}
 
 
@@ -4437,49 +4669,50 @@ def index_with_progress(settings: Settings, client: ollama.Client, rebuild: str,
     return index, report, took
 
 
-def print_hits(hits: list[Hit], lexical_only: bool, terms: list[tuple[str, float]] = ()) -> None:
-    """The sources, each with a one-line preview of where the question's rarest `terms` occur."""
+def print_hits(hits: list[Hit], lexical_only: bool, terms: list[tuple[str, float]] = (),
+               notes_dir: str = "") -> None:
+    """The sources, each cited by the passage where the question's rarest `terms` occur (its line
+    and section: locate_passage) over a one-line preview of it; on a terminal, each file under
+    `notes_dir` a link."""
     print("Top sources" + (" (keywords only):" if lexical_only else ":"))
     for h in hits:
         scores = f"bm25 {h.lexical:.2f}" if lexical_only else f"cos {h.dense:.3f} · bm25 {h.lexical:.2f}"
-        print(f"  [{h.rank}] {h.chunk.citation}  ({scores})\n      {preview(h.chunk.text, terms=terms)}")
+        print(f"  [{h.rank}] ", end="")
+        print_citation(h.chunk, locate_passage(h.chunk, terms), notes_dir)
+        print(f"  ({scores})\n      {preview(h.chunk.text, terms=terms)}")
     print()
 
 
-# ----------------------------------------------------------------------------
-# Previews that show why a passage matched (keyword in context).
+def print_citation(chunk: Chunk, passage: Passage, notes_dir: str = "") -> None:
+    """A source's citation (passage_citation), with no line break after it. On a terminal
+    its place ("bike.md:14") is a link (OSC 8) to the note's file under `notes_dir`,
+    never when stdout is a file or a pipe."""
+    import socket                         # (only here: a link names the machine its file is on)
+    place, citation = passage_place(chunk, passage), passage_citation(chunk, passage)
+    path = note_path(notes_dir, chunk.source) if links_wanted(sys.stdout) else None
+    if path is None:
+        print(citation, end="")
+        return
+    sys.stdout.write_link(place, file_uri(os.path.abspath(path), socket.gethostname()))
+    print(citation[len(place):], end="")
 
-KWIC_LEAD = 12                            # characters of context kept before the first match
+
+def links_wanted(stream) -> bool:
+    """Are links written to `stream`? Only to the command line's own stdout on a terminal
+    (EscapedControls, which lets them through) that is not a "dumb" one."""
+    return isinstance(stream, EscapedControls) and stream.isatty() and os.environ.get("TERM") != "dumb"
 
 
-def preview_terms(terms: list[Term]) -> list[tuple[str, float]]:
-    """A search's terms (Retrieval.terms) as (term, idf), rarest first."""
-    return sorted(((t.text, t.idf) for t in terms), key=lambda tw: -tw[1])
+def file_uri(path: str, host: str = "") -> str:
+    """A file:// URI for an absolute path on `host`, as terminals' links take it: every byte of
+    the name but letters, digits, "-._~" and "/" percent-encoded, so no control character (a line
+    break, ESC, BEL) or byte that is not UTF-8 is left in it to end the link.
 
-
-def keyword_in_context(line: str, terms: Iterable[tuple[str, float]], span: int = 60) -> int:
-    """Where a preview of `line` should start: a little before an occurrence of the
-    rarest term found in it (of several, the one with the most other terms within
-    `span` characters, then the earliest); 0 when that is near the start anyway.
-
-    >>> line = "Tea notes. " * 8 + "The marathon is 42.195 km."
-    >>> line[keyword_in_context(line, [("marathon", 2.0), ("tea", 0.1)]):]
-    'notes. The marathon is 42.195 km.'
+    >>> file_uri("/notes/tea & me\x1b]8;;x\x07.md", "laptop")
+    'file://laptop/notes/tea%20%26%20me%1B%5D8%3B%3Bx%07.md'
     """
-    lowered = line.lower()
-    found = [(m.start(), term, w) for term, w in terms if w > 0
-             for m in re.finditer(re.escape(term), lowered)]
-    if not found:
-        return 0
-    rarest = max(w for _, _, w in found)
-
-    def nearby(at: int) -> float:
-        return sum({term: w for s, term, w in found if abs(s - at) < span}.values())
-    best = max((s for s, _, w in found if w == rarest), key=lambda at: (nearby(at), -at))
-    if best <= KWIC_LEAD:
-        return 0
-    cut = line.rfind(" ", 0, best - KWIC_LEAD // 2)       # start at a word boundary if there is one nearby
-    return cut + 1 if best - KWIC_LEAD <= cut else best - KWIC_LEAD // 2
+    from urllib.parse import quote
+    return f"file://{quote(host, safe='')}{quote(os.fsencode(path), safe='/')}"
 
 
 # ----------------------------------------------------------------------------
@@ -5057,7 +5290,7 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
     index, report, _ = open_for_mode(args, settings, client, quiet=False)
     with contextlib.suppress(AttributeError):     # a line that is not UTF-8 is then said, not fatal
         sys.stdin.reconfigure(errors="surrogateescape")
-    conv, last_hits, warned = Conversation(num_ctx=num_ctx), [], set()
+    conv, last, warned = Conversation(num_ctx=num_ctx), None, set()     # last: the last turn's Retrieval
     commands = "/sources  /clear  /stats  /quit"
     print(f"Ask about your notes ({len(index.files)} notes). Commands: {commands}. Ctrl-D leaves.")
 
@@ -5070,7 +5303,8 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
     def show_sources(plan: Outcome) -> None:
         if plan.query:
             print(f"(searching for: {plan.query})")
-        print_hits(plan.retrieval.hits, plan.retrieval.lexical_only, preview_terms(plan.retrieval.terms))
+        print_hits(plan.retrieval.hits, plan.retrieval.lexical_only, preview_terms(plan.retrieval.terms),
+                   index.notes_dir)
 
     while True:
         try:
@@ -5090,11 +5324,13 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
             if command == "/quit":
                 return EXIT_OK
             elif command == "/clear":
-                conv, last_hits = Conversation(num_ctx=conv.num_ctx), []
+                conv, last = Conversation(num_ctx=conv.num_ctx), None
                 print("(conversation cleared)")
             elif command == "/sources":
-                for h in last_hits:
-                    print(f"[{h.rank}] {h.chunk.citation}  {h.score:.3f}\n{h.chunk.text}\n")
+                for h in last.hits if last else []:
+                    print(f"[{h.rank}] ", end="")
+                    print_citation(h.chunk, locate_passage(h.chunk, preview_terms(last.terms)), index.notes_dir)
+                    print(f"  {h.score:.3f}\n{h.chunk.text}\n")
             elif command == "/stats":
                 print(f"notes {len(index.files)} · chunks {len(index.chunks)} · embed {settings.embed_model} · "
                       f"chat {settings.chat_model} · turns kept {len(conv.turns)}"
@@ -5107,7 +5343,7 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
         for w in outcome.warnings:
             warn_once(w)
         print_outcome(outcome)
-        conv, last_hits = outcome.conversation, outcome.retrieval.hits
+        conv, last = outcome.conversation, outcome.retrieval
 
 
 def run_eval(args, settings: Settings, client: ollama.Client) -> int:
@@ -5396,19 +5632,17 @@ def err(*lines: str) -> None:
 
 
 def preview(text: str, width: int = 72, terms: Iterable[tuple[str, float]] = ()) -> str:
-    """One line of a chunk, cut to `width` terminal columns (a CJK character takes two):
-    the part where the rarest of `terms` (term, idf) occur, as search engines show, or
-    else its start past its headings (they are in the citation).
+    """One line of a chunk, cut to `width` terminal columns (a CJK character takes two): its
+    passage (passage_offset), where the rarest of `terms` (term, idf) occur, as search engines
+    show, or else its start past its headings (they are in the citation).
 
     >>> preview("## Title\\n\\nRAG 是检索增强生成", 12)
     'RAG 是检索…'
     >>> preview("Intro words here. Later the starter needs feeding twice a day.", 30, [("starter", 2.0)])
     '… Later the starter needs fee…'
     """
-    line = " ".join(text[LEADING_HEADINGS.match(text).end():].split())
-    at = keyword_in_context(line, terms)
-    if at > 0:
-        line = "… " + line[at:]
+    at = passage_offset(text, terms)
+    line = ("… " if text[LEADING_HEADINGS.match(text).end():at].strip() else "") + " ".join(text[at:].split())
     used = 0
     for i, ch in enumerate(line):
         used += 2 if re.match(rf"[{CJK}\uff00-\uffef\u3000-\u303f]", ch) else 1

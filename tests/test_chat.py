@@ -81,7 +81,7 @@ def test_commands_and_empty_lines(cli, server, notes):
     assert out.returncode == 0
     assert "notes 10 · chunks 12 · embed qwen3-embedding:0.6b · chat qwen3:0.6b · turns kept 0" in out.stdout
     assert "unknown command /nope; commands: /sources  /clear  /stats  /quit" in out.stdout
-    assert "[1] python-asyncio.md › # Python asyncio › ## What asyncio is" in out.stdout
+    assert "[1] python-asyncio.md:5 › # Python asyncio › ## What asyncio is" in out.stdout
     assert "Start a program with `asyncio.run(main())`" in out.stdout   # /sources prints chunks in full
     assert len(answers(server)) == 1     # nothing after /quit was asked
 

@@ -21,7 +21,7 @@ def test_question_shows_index_sources_then_streamed_answer(cli, server, notes):
     assert "timings: index" in out.stderr
     sources_at, answer_at = out.stdout.index("Top sources"), out.stdout.index("Answer:")
     assert sources_at < answer_at
-    assert "[1] sourdough.md › # Sourdough bread › ## The starter" in out.stdout
+    assert "[1] sourdough.md:10 › # Sourdough bread › ## The starter" in out.stdout
     assert "[1]" in out.stdout[answer_at:]
     # the requests: batched document embeds, one query embed with the instruction, one chat
     embeds = server.of("/api/embed")
@@ -41,7 +41,7 @@ def test_question_shows_index_sources_then_streamed_answer(cli, server, notes):
 def test_chinese_question_finds_the_chinese_note(cli, notes):
     out = cli("泡龙井用多少度的水？", "--notes", notes, "--retrieve-only")
     assert out.returncode == 0, out.stderr
-    assert "[1] 中国茶冲泡.md › # 中国茶的冲泡 › ## 绿茶" in out.stdout
+    assert "[1] 中国茶冲泡.md:5 › # 中国茶的冲泡 › ## 绿茶" in out.stdout
     assert "Answer:" not in out.stdout
 
 

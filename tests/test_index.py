@@ -169,7 +169,7 @@ def test_a_cache_whose_words_an_older_tokenizer_counted_is_counted_again_not_emb
         rag.save_index(old, rag.cache_path(s))
     out = run_cli("Müller Schäfer", "--notes", notes, "--cache", s.cache_dir, "--retrieve-only", host=server.url)
     assert out.returncode == 0, out.stderr
-    assert "(0 chunks embedded)" in out.stderr and "[1] cafe.md › " in out.stdout
+    assert "(0 chunks embedded)" in out.stderr and "[1] cafe.md:3 › " in out.stdout
     assert " · bm25 0.00)" not in out.stdout.split("\n  [2]")[0], out.stdout     # found by its words
     loaded, _ = rag.load_index(rag.cache_path(s))
     assert loaded.fingerprint and rag.query_postings(loaded.lexicon, "Müller")[0].rows.size   # written again

@@ -1,0 +1,308 @@
+"""Line-true sources: every source names the file, the line of the passage the question matched and
+the section that holds it (`bike.md:14 › # Bike › ## Tyres`), counted in the file as it is on disk."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import demo_rag as rag
+from conftest import ROOT, SCRIPT, read_cache, read_until, user_env, write_cache
+
+OLLAMA_DOCS = Path("/work/shared/data/ollama-docs")
+
+# A chunk that starts at "## Chain" and holds "## Tyres" too: the intro fills a chunk of its own.
+INTRO = "".join(f"Paragraph {i} about the frame, the saddle height and the bar tape, kept short and plain.\n\n"
+                for i in range(16))
+BIKE = ("# Bike maintenance\n\n" + INTRO
+        + "## Chain\n\nClean the chain every 300 km with degreaser.\nOil each link with one drop.\n\n"
+        + "## Tyres\n\nRoad tyre pressure: 80 psi for daily riding.\nOn race days, 90 psi.\n")
+
+
+def file_lines(path: Path) -> list[str]:
+    """A note's lines as an editor counts them: CRLF, CR and LF each end one."""
+    text, _ = rag.decode_note(path.read_bytes())
+    return re.split(r"\r\n|\r|\n", text.lstrip("\ufeff"))
+
+
+def number_of(lines: list[str], words: str) -> int:
+    """The 1-based number of the only line holding `words`."""
+    (n,) = [i for i, line in enumerate(lines, 1) if words in line]
+    return n
+
+
+def printed_sources(stdout: str) -> list[str]:
+    """The citation lines print_hits wrote: '[1] bike.md:14 › # Bike › ## Tyres'."""
+    return [m.group(1) for m in re.finditer(r"^  (\[\d+\] .*?)  \((?:cos|bm25) ", stdout, re.MULTILINE)]
+
+
+@pytest.fixture
+def bike(tmp_path) -> Path:
+    folder = tmp_path / "bike"
+    folder.mkdir()
+    (folder / "bike-maintenance.md").write_text(BIKE, encoding="utf-8")
+    return folder
+
+
+# ---- the section that holds the answer, and its line -----------------------------------------------
+
+@pytest.mark.parametrize("chunk_size", [1500, 300])
+def test_the_source_names_the_section_and_line_of_the_answer_not_the_chunk_s_first(cli, server, bike, chunk_size):
+    lines = file_lines(bike / "bike-maintenance.md")
+    out = cli("what tyre pressure should I use?", "--notes", bike, "--chunk-size", chunk_size, "--min-score", 0)
+    assert out.returncode == 0, out.stderr
+    top = printed_sources(out.stdout)[0]
+    m = re.fullmatch(r"\[1\] bike-maintenance\.md:(\d+) › # Bike maintenance › ## Tyres", top)
+    assert m, out.stdout
+    line = int(m.group(1))
+    assert number_of(lines, "## Tyres") <= line and "tyre" in lines[line - 1].lower(), (line, lines[line - 1])
+    # the prompt's header names the same place
+    prompt = server.of("/api/chat")[-1]["messages"][1]["content"]
+    assert f"[1] bike-maintenance.md:{line} › # Bike maintenance › ## Tyres\n" in prompt
+    # words only the answer's line holds: that very line
+    out = cli("what about race days?", "--notes", bike, "--chunk-size", chunk_size, "--retrieve-only")
+    assert printed_sources(out.stdout)[0] == \
+        f"[1] bike-maintenance.md:{number_of(lines, 'On race days')} › # Bike maintenance › ## Tyres", out.stdout
+
+
+def test_json_gives_the_chunk_s_lines_and_the_passage_s_line_and_section(cli, bike):
+    lines = file_lines(bike / "bike-maintenance.md")
+    out = cli("what about race days?", "--notes", bike, "--retrieve-only", "--json")
+    assert out.returncode == 0, out.stderr
+    top = json.loads(out.stdout)["sources"][0]
+    assert top["source"] == "bike-maintenance.md" and top["heading"] == "# Bike maintenance › ## Chain"
+    assert (top["start_line"], top["end_line"]) == (number_of(lines, "## Chain"), number_of(lines, "On race days"))
+    assert top["line"] == number_of(lines, "On race days") and top["section"] == "# Bike maintenance › ## Tyres"
+    assert top["text"].count("\n") == top["end_line"] - top["start_line"]
+
+
+def test_chat_s_sources_name_the_line_and_section(cli, bike):
+    lines = file_lines(bike / "bike-maintenance.md")
+    out = cli("--chat", "--notes", bike, stdin="what about race days?\n/sources\n")
+    assert out.returncode == 0, out.stderr
+    listed = rf"^(?:> )?\[1\] bike-maintenance\.md:{number_of(lines, 'On race days')} › # Bike maintenance › ## Tyres  \d"
+    assert re.search(listed, out.stdout, re.MULTILINE), out.stdout         # /sources: the citation, its score
+
+
+# ---- lines as the file has them on disk ---------------------------------------------------------------
+
+NOTE = "# Kettles\n\nThe kettle descales with citric acid.\n\n## Storage\n\nKeep the zeppelin-shaped kettle dry.\n"
+FRONT = "---\ntitle: Kettles\ntags: [home]\n---\n"
+
+
+@pytest.mark.parametrize("name, data", [
+    ("lf", NOTE.encode()),
+    ("crlf", NOTE.replace("\n", "\r\n").encode()),
+    ("cr", NOTE.replace("\n", "\r").encode()),
+    ("bom", b"\xef\xbb\xbf" + NOTE.encode()),
+    ("front matter", (FRONT + NOTE).encode()),
+    ("front matter, crlf, bom", b"\xef\xbb\xbf" + (FRONT + NOTE).replace("\n", "\r\n").encode()),
+    ("utf-16", (FRONT + NOTE).replace("\n", "\r\n").encode("utf-16")),
+])
+def test_lines_are_counted_as_the_file_has_them(cli, tmp_path, name, data):
+    folder = tmp_path / "n"
+    folder.mkdir()
+    (folder / "kettles.md").write_bytes(data)
+    lines = file_lines(folder / "kettles.md")
+    out = cli("zeppelin", "--notes", folder, "--retrieve-only")
+    assert out.returncode == 0, out.stderr
+    zeppelin = number_of(lines, "zeppelin")
+    assert printed_sources(out.stdout) == [f"[1] kettles.md:{zeppelin} › # Kettles › ## Storage"], out.stdout
+    top = json.loads(cli("zeppelin", "--notes", folder, "--retrieve-only", "--json").stdout)["sources"][0]
+    assert (top["start_line"], top["line"], top["end_line"]) == (number_of(lines, "# Kettles"), zeppelin, zeppelin)
+
+
+def test_a_pdf_keeps_its_page_and_has_no_line(cli, tmp_path):
+    pytest.importorskip("pypdf")
+    from pdfs import make_pdf
+    folder = tmp_path / "n"
+    folder.mkdir()
+    make_pdf(folder / "kettle.pdf", [["Kettle manual, page one, about the lid."],
+                                      ["Descale the zeppelin kettle with citric acid every month."]])
+    out = cli("zeppelin", "--notes", folder, "--retrieve-only")
+    assert out.returncode == 0, out.stderr
+    assert printed_sources(out.stdout)[0] == "[1] kettle.pdf › p.2", out.stdout
+    top = json.loads(cli("zeppelin", "--notes", folder, "--retrieve-only", "--json").stdout)["sources"][0]
+    assert (top["page"], top["start_line"], top["line"], top["end_line"]) == (2, None, None, None)
+
+
+def test_a_line_longer_than_the_terminal_is_found_and_previewed_in_one_line(cli, tmp_path):
+    folder = tmp_path / "n"
+    folder.mkdir()
+    words = " ".join(f"word{i}" for i in range(1200))            # one line of ~10,000 characters
+    (folder / "long.md").write_text(f"# Long\n\n{words} the zeppelin lands here {words}\nlast line\n")
+    out = cli("zeppelin", "--notes", folder, "--retrieve-only", env={"COLUMNS": "40"})
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    assert printed_sources(out.stdout)[0] == "[1] long.md:3 › # Long", out.stdout
+    preview = out.stdout.split("\n")[2]
+    assert "zeppelin" in preview and len(preview) <= 6 + 72, preview
+
+
+# ---- every chunk of two real folders -------------------------------------------------------------------
+
+def chunks_of(cli, folder: Path) -> list[rag.Chunk]:
+    """The chunks the command line indexed in `folder`, read back from its cache."""
+    out = cli("anything", "--notes", folder, "--retrieve-only")
+    assert out.returncode == 0, out.stderr
+    (path,) = cli.cache.glob("*.pkl")
+    index, why = rag.load_index(path)
+    assert index is not None, why
+    return list(index.chunks)
+
+
+def starts_on(line: str, text: str) -> bool:
+    """Does `text` start on this line of its file? Its first line is the line's end, or, in a line
+    longer than a chunk, a part of it."""
+    first = text.split("\n")[0].rstrip()
+    return line.rstrip().endswith(first) if "\n" in text else first in line
+
+
+def last_word(chunk: rag.Chunk) -> str:
+    """A word from the chunk's end, to search for: a long one, so that it is not found everywhere."""
+    words = [w for w in re.findall(r"[^\W_]{6,}", chunk.text[rag.LEADING_HEADINGS.match(chunk.text).end():])]
+    return words[-1].lower() if words else ""
+
+
+@pytest.mark.parametrize("folder", [ROOT / "demo-data", OLLAMA_DOCS], ids=["demo-data", "ollama-docs"])
+def test_every_chunk_s_line_holds_its_passage_s_first_words(cli, folder):
+    if not folder.is_dir():
+        pytest.skip(f"{folder} is not on this machine")
+    chunks = chunks_of(cli, folder)
+    assert len(chunks) >= (12 if folder.name == "demo-data" else 200)
+    wrong = []
+    for c in chunks:
+        if c.page is not None:
+            continue
+        lines = file_lines(folder / c.source)
+        searched = last_word(c)
+        for terms in ([], [(searched, 1.0)] if searched else []):
+            p = rag.locate_passage(c, terms)
+            first = c.text[p.offset:].split("\n")[0]
+            ok = (first.strip() and starts_on(lines[p.line - 1], c.text[p.offset:])   # the passage's first words
+                  and (not terms or searched in lines[p.line - 1].lower())        # and the word searched for
+                  and starts_on(lines[p.start_line - 1], c.text)
+                  and c.text.split("\n")[-1].strip() in lines[p.end_line - 1])
+            if not ok:
+                wrong.append((c.source, p, terms, first[:40], lines[p.line - 1][:40]))
+    assert not wrong, wrong[:5]
+
+
+# ---- a link on a terminal, and never elsewhere -------------------------------------------------------
+
+def on_a_terminal(args, host: str) -> tuple[str, str]:
+    """Run the script with stdout a terminal (a pty); (what it wrote there, its stderr)."""
+    import pty
+    leader, follower = pty.openpty()
+    p = subprocess.Popen([sys.executable, str(SCRIPT), *map(str, args)], stdin=subprocess.DEVNULL, stdout=follower,
+                         stderr=subprocess.PIPE, env=user_env(host, {"TERM": "xterm-256color"}))
+    os.close(follower)
+    got = []
+    try:
+        while True:
+            try:
+                data = os.read(leader, 65536)
+            except OSError:                          # EIO: the child closed the terminal
+                break
+            if not data:
+                break
+            got.append(data)
+        stderr = p.stderr.read().decode()
+        p.wait(timeout=60)
+    finally:
+        p.kill()
+        p.stderr.close()
+        os.close(leader)
+    assert p.returncode == 0, stderr
+    return b"".join(got).decode("utf-8"), stderr
+
+
+LINK = re.compile(r"\x1b\]8;;(file://[!-~]+)\x1b\\(.*?)\x1b\]8;;\x1b\\")
+
+
+def test_the_location_is_a_link_on_a_terminal_only(cli, server, bike):
+    evil = "evil\x1b]8;;https:\x07x\x1b[2J.md"                   # a name that tries to end the link and write its own
+    (bike / evil).write_text("# Evil\n\nThe zeppelin tyre pressure list: 80 psi front, 85 psi at the back.\n")
+    args = ["zeppelin tyre", "--notes", bike, "--cache", cli.cache, "--retrieve-only"]
+    shown, _ = on_a_terminal(args, server.url)
+    uri_of = {text: uri for uri, text in LINK.findall(shown)}   # the place each link shows -> its URI
+    bike_place = next(t for t in uri_of if t.startswith("bike-maintenance.md:"))
+    real = os.path.realpath(bike)
+    assert re.fullmatch(rf"file://[^/]*{re.escape(real)}/bike-maintenance\.md", uri_of[bike_place]), uri_of
+    assert uri_of["evil\\u001b]8;;https:\\u0007x\\u001b[2J.md:3"] \
+        .endswith("/evil%1B%5D8%3B%3Bhttps%3A%07x%1B%5B2J.md")          # shown escaped, linked percent-encoded
+    assert "\x1b" not in LINK.sub("", shown) and "\x07" not in shown            # no other control code at all
+    piped = cli("zeppelin tyre", "--notes", bike, "--retrieve-only")      # the same run, into a pipe
+    assert "\x1b" not in piped.stdout and "evil\\u001b]8;;https:\\u0007x\\u001b[2J.md:3" in piped.stdout
+    assert "bike-maintenance.md:" in piped.stdout
+
+
+# ---- a note edited after indexing ------------------------------------------------------------------
+
+def test_a_note_edited_since_indexing_keeps_the_index_s_lines_and_is_said_once(server, bike, tmp_path, spawn):
+    note = bike / "bike-maintenance.md"
+    line = number_of(file_lines(note), "On race days")
+    p = spawn(["--chat", "--notes", bike, "--cache", tmp_path / "cache"], host=server.url, stdin=subprocess.PIPE)
+
+    def ask(text: str, until: str) -> str:
+        p.stdin.write(text.encode() + b"\n")
+        p.stdin.flush()
+        return read_until(p.stdout, until, timeout=30)
+    read_until(p.stdout, "> ", timeout=30)
+    ask("what about race days?", "\n> ")
+    note.write_text("# Moved down\n\n\n\n" + BIKE, encoding="utf-8")      # four lines more above it now
+    for _ in range(2):
+        shown = ask("what about race days?", "\n> ")
+        assert f"[1] bike-maintenance.md:{line} › # Bike maintenance › ## Tyres" in shown   # the index's line
+    shown = ask("/sources", "\n> ")
+    assert f"[1] bike-maintenance.md:{line} › " in shown
+    p.stdin.write(b"/quit\n")
+    p.stdin.flush()
+    p.wait(timeout=30)
+    errors = p.stderr.read().decode()
+    assert errors.count("bike-maintenance.md changed since it was indexed") == 1, errors
+    assert "Traceback" not in errors
+
+
+def test_json_says_a_note_changed_since_indexing(server, bike, tmp_path):
+    """A notebook (or a server) that keeps an index while notes change: answer() says which."""
+    import ollama
+    s = rag.Settings(notes_dir=bike, cache_dir=tmp_path / "cache")
+    index, _ = rag.open_index(s, ollama.Client(host=server.url))
+    o = rag.answer(ollama.Client(host=server.url), index, "what about race days?", s, retrieve_only=True)
+    assert o.warnings == []
+    (bike / "bike-maintenance.md").write_text(BIKE + "\nOne more line.\n", encoding="utf-8")
+    o = rag.answer(ollama.Client(host=server.url), index, "what about race days?", s, retrieve_only=True)
+    assert o.warnings == [rag.changed_warning("bike-maintenance.md")]
+    (bike / "bike-maintenance.md").unlink()
+    o = rag.answer(ollama.Client(host=server.url), index, "what about race days?", s, retrieve_only=True)
+    assert o.warnings == [rag.changed_warning("bike-maintenance.md")]          # gone is changed too
+
+
+# ---- a cache from before lines were kept ---------------------------------------------------------------
+
+def test_a_cache_without_lines_is_upgraded_keeping_its_vectors(cli, server, bike):
+    assert cli("psi", "--notes", bike, "--retrieve-only").returncode == 0
+    (path,) = cli.cache.glob("*.pkl")
+    d, vectors = read_cache(path)
+    del d["chunks"]["lines"]                                  # as format 9 wrote it
+    d["format"] = 9
+    older = path.with_name(path.name.replace(f".v{rag.CACHE_FORMAT}.", ".v9."))
+    write_cache(older, d, vectors)
+    path.unlink()
+    embedded = len(server.of("/api/embed"))
+    out = cli("what about race days?", "--notes", bike, "--retrieve-only")
+    assert out.returncode == 0, out.stderr
+    assert "updating index: cache written by an older demo_rag (format 9): its vectors are kept" in out.stderr
+    assert "0 changed, 0 new, 0 deleted, 1 unchanged (0 chunks embedded)" in out.stderr
+    assert len(server.of("/api/embed")) == embedded + 1      # the question, no more
+    lines = file_lines(bike / "bike-maintenance.md")
+    assert printed_sources(out.stdout)[0].startswith(f"[1] bike-maintenance.md:{number_of(lines, 'On race days')} › ")
+    out = cli("what about race days?", "--notes", bike, "--retrieve-only", "--json")
+    assert json.loads(out.stdout)["sources"][0]["line"] == number_of(lines, "On race days")
+    assert older.exists()                                     # the older version keeps its own
