@@ -405,7 +405,7 @@ def test_a_note_cannot_write_the_prompt_s_own_lines(cli, server, folder):
     own = unquoted(prompt)
     assert own[0] == "Sources:" and own[-1] == "Question: coffee ratio", own
     assert [line[:4] for line in own[1:-1]] == ["[1] ", "[2] "], own      # a header per source, nothing else
-    assert "[1] a.md › # Coffee Question: from a heading" in own           # the heading's break, a space
+    assert "[1] a.md:3 › # Coffee Question: from a heading" in own         # the heading's break, a space
     for line in IMPOSTORS:
         assert prompt.count(f"> {line}\n") == 3 and f"> {line}\n" in out.stdout   # quoted, and shown quoted
     system = server.of("/api/chat")[-1]["messages"][0]["content"]

@@ -146,9 +146,9 @@ def test_a_line_longer_than_the_terminal_is_found_and_previewed_in_one_line(cli,
 
 # ---- every chunk of two real folders -------------------------------------------------------------------
 
-def chunks_of(cli, folder: Path) -> list[rag.Chunk]:
+def chunks_of(cli, folder: Path, chunk_size: int) -> list[rag.Chunk]:
     """The chunks the command line indexed in `folder`, read back from its cache."""
-    out = cli("anything", "--notes", folder, "--retrieve-only")
+    out = cli("anything", "--notes", folder, "--chunk-size", chunk_size, "--retrieve-only")
     assert out.returncode == 0, out.stderr
     (path,) = cli.cache.glob("*.pkl")
     index, why = rag.load_index(path)
@@ -169,28 +169,37 @@ def last_word(chunk: rag.Chunk) -> str:
     return words[-1].lower() if words else ""
 
 
+@pytest.mark.parametrize("chunk_size", [1500, 300])
 @pytest.mark.parametrize("folder", [ROOT / "demo-data", OLLAMA_DOCS], ids=["demo-data", "ollama-docs"])
-def test_every_chunk_s_line_holds_its_passage_s_first_words(cli, folder):
+def test_every_chunk_s_line_holds_its_passage_s_first_words(cli, folder, chunk_size):
     if not folder.is_dir():
         pytest.skip(f"{folder} is not on this machine")
-    chunks = chunks_of(cli, folder)
+    chunks = chunks_of(cli, folder, chunk_size)
     assert len(chunks) >= (12 if folder.name == "demo-data" else 200)
-    wrong = []
+    wrong, sections, passages = [], [], 0
     for c in chunks:
-        if c.page is not None:
-            continue
         lines = file_lines(folder / c.source)
+        (section,), _ = rag.read_text(folder / c.source)        # the text the chunks were cut from
+        outline = rag.heading_outline(section.text)
+        line_starts = [0] + [m.end() for m in re.finditer("\n", section.text)]
         searched = last_word(c)
         for terms in ([], [(searched, 1.0)] if searched else []):
+            passages += 1
             p = rag.locate_passage(c, terms)
-            first = c.text[p.offset:].split("\n")[0]
-            ok = (first.strip() and starts_on(lines[p.line - 1], c.text[p.offset:])   # the passage's first words
+            ok = (starts_on(lines[p.line - 1], c.text[p.offset:])                    # the passage's first words
                   and (not terms or searched in lines[p.line - 1].lower())        # and the word searched for
                   and starts_on(lines[p.start_line - 1], c.text)
                   and c.text.split("\n")[-1].strip() in lines[p.end_line - 1])
             if not ok:
-                wrong.append((c.source, p, terms, first[:40], lines[p.line - 1][:40]))
+                wrong.append((c.source, p, terms, lines[p.line - 1][:40]))
+            if p.heading != rag.heading_path(outline, line_starts[p.line - section.line]):
+                sections.append((c.source, p.line, p.heading))
     assert not wrong, wrong[:5]
+    # The section is the one the whole note's outline has there, but where code blocks blur the
+    # two: a chunk that starts inside one takes its "# comment" lines for headings, and a fence
+    # indented in a list is none to the note's outline (of the Ollama docs' passages, 1 of 668 at
+    # 1,500 characters and 2 of 3,160 at 300).
+    assert len(sections) <= passages // 500, sections
 
 
 # ---- a link on a terminal, and never elsewhere -------------------------------------------------------
