@@ -4758,15 +4758,23 @@ def keyword_in_context(line: str, terms: Iterable[tuple[str, float]], span: int 
 # Evaluation: hit@k and MRR on a set of questions with known answers.
 
 
-def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: Settings) -> dict:
-    """Score dense, BM25 and fused retrieval on an evaluation set, and the relevance floor."""
+def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: Settings,
+             answers: bool = False) -> dict:
+    """Score dense, BM25 and fused retrieval on an evaluation set, and the relevance floor;
+    with `answers`, the chat model's answers too (answer_scores())."""
     ranks: dict[str, list] = {"fused": [], "dense": [], "bm25": []}
+    asked: list[tuple[dict, Outcome, float | None]] = []
     misses, floor = [], {"answerable_found": 0, "answerable": 0, "unanswerable_refused": 0, "unanswerable": 0}
     confidences = []
     dense_used, dense_missing = 0, None   # how many answerable questions got dense scores, and why not all
     embedded = False                      # did any question, answerable or not, get dense scores?
     for item in items:
-        r = answer(client, index, item["question"], settings, retrieve_only=True).retrieval
+        if answers:
+            outcome, first_word = timed_answer(client, index, item["question"], settings)
+            asked.append((item, outcome, first_word))
+            r = outcome.retrieval
+        else:
+            r = answer(client, index, item["question"], settings, retrieve_only=True).retrieval
         conf, found = r.confidence, r.found   # judged as a run judges it, on its --top-k best
         answerable = bool(item.get("answers"))
         embedded = embedded or r.dense is not None
@@ -4799,7 +4807,65 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
     result["embed_model"] = settings.embed_model if embedded else None
     # Ollama may go away mid-run: then the dense row covers only some questions, and says so.
     result["dense_coverage"] = {"questions": dense_used, "of": floor["answerable"], "missing_because": dense_missing}
+    if answers:
+        result["answers"] = answer_scores(index, asked, settings)
     return result
+
+
+def timed_answer(client: ollama.Client, index: Index, question: str,
+                 settings: Settings) -> tuple[Outcome, float | None]:
+    """answer() a question, and how many seconds the chat model took to its first word (None: it wrote none)."""
+    called, first = [], []
+
+    def plan(p: Outcome) -> None:
+        called.append(time.perf_counter())
+
+    def token(piece: str) -> None:
+        if not first and piece.strip():
+            first.append(time.perf_counter())
+    try:
+        outcome = answer(client, index, question, settings, on_plan=plan, on_token=token)
+    except AnswerInterrupted as e:
+        outcome = e.outcome
+    return outcome, (first[0] - called[0]) if first and called else None
+
+
+def answer_scores(index: Index, asked: list[tuple[dict, Outcome, float | None]], settings: Settings) -> dict:
+    """What --eval --answers reports of the answers: for answerable questions, the share whose
+    answer cites a source that holds the answer (is_hit: the gold note, and section if the set
+    names one) and the share of cited sentences the citation check supports; for unanswerable
+    ones, the share declined by the floor or answered without citing anything; the chat
+    model's mean time to first word and tokens per second."""
+    gold, cited, supported, refused, per_question = 0, 0, 0, 0, []
+    answerable = [(item, o) for item, o, _ in asked if item.get("answers")]
+    for item, o, first_word in asked:
+        c = o.check
+        hits = o.retrieval.hits
+        cites_gold = bool(c) and any(0 < n <= len(hits) and is_hit(hits[n - 1].chunk, item)
+                                     for s in c.sentences for n in s.cited)
+        if item.get("answers"):
+            gold += cites_gold
+            cited += c.count(SUPPORTED, UNSUPPORTED, WRONG) if c else 0
+            supported += c.count(SUPPORTED) if c else 0
+        else:
+            refused += o.status == DECLINED or bool(c and c.cites_nothing)
+        per_question.append({"question": item["question"], "answerable": bool(item.get("answers")),
+                             "status": o.status, "answer": o.text, "cites_gold": cites_gold,
+                             "check": c.summary() if c else None,
+                             "first_word_seconds": None if first_word is None else round(first_word, 3)})
+    firsts = [f for _, _, f in asked if f is not None]
+    speeds = [o.usage.tokens_per_second for _, o, _ in asked if o.usage and o.usage.answer_tokens]
+    unanswerable = len(asked) - len(answerable)
+    share = lambda part, whole: round(part / whole, 4) if whole else None  # noqa: E731
+    return {"chat_model": settings.chat_model, "answerable": len(answerable),
+            "answered": sum(1 for _, o in answerable if o.status == ANSWERED),
+            "cite_gold": gold, "cite_gold_share": share(gold, len(answerable)),
+            "cited_sentences": cited, "supported": supported, "supported_share": share(supported, cited),
+            "unanswerable": unanswerable, "declined_or_uncited": refused,
+            "declined_or_uncited_share": share(refused, unanswerable),
+            "first_word_seconds": round(sum(firsts) / len(firsts), 3) if firsts else None,
+            "tokens_per_second": round(sum(speeds) / len(speeds), 1) if speeds else None,
+            "questions": per_question}
 
 
 def floor_words(index: Index, settings: Settings) -> str:
@@ -5387,7 +5453,7 @@ def run_eval(args, settings: Settings, client: ollama.Client) -> int:
     items = read_eval_set(args.eval)
     if problem := eval_set_problem(index, items):
         raise UsageError(f"error: cannot use evaluation set {args.eval}: {problem}")
-    result = evaluate(client, index, items, settings)
+    result = evaluate(client, index, items, settings, answers=args.answers)
     if args.json:
         print(json.dumps(result, ensure_ascii=False, indent=2))
         return EXIT_OK
@@ -5407,7 +5473,21 @@ def run_eval(args, settings: Settings, client: ollama.Client) -> int:
           f"declined {f['unanswerable_refused']}/{f['unanswerable']} unanswerable")
     for m in result["misses"]:
         print(f"miss (rank {m['rank']}): {m['question']}  -> top: {m['top']}")
+    if args.answers:
+        print(answers_line(result["answers"]))
     return EXIT_OK
+
+
+def answers_line(a: dict) -> str:
+    """--eval --answers' summary of the answers, in one line."""
+    def ratio(part: int, whole: int) -> str:
+        return f"{part}/{whole}" + (f" ({part / whole:.0%})" if whole else "")
+    speed = (f"first word {a['first_word_seconds']:.2f}s" if a["first_word_seconds"] is not None
+             else "no words written") + \
+        (f" · {a['tokens_per_second']:.1f} tokens/s" if a["tokens_per_second"] is not None else "")
+    return (f"answers by {readable_name(a['chat_model'])}: cite the gold source {ratio(a['cite_gold'], a['answerable'])} "
+            f"answerable · cited sentences supported {ratio(a['supported'], a['cited_sentences'])} · "
+            f"unanswerable declined or citing nothing {ratio(a['declined_or_uncited'], a['unanswerable'])} · {speed}")
 
 
 def run_explain(args, settings: Settings, client: ollama.Client) -> int:
@@ -5518,7 +5598,7 @@ class Mode:
 MODES = (Mode("", run_question, question=True, json=True, takes=("--retrieve-only", "--show-prompt")),
          Mode("--chat", run_chat, question=False, json=False),
          Mode("--explain", run_explain, question=True, json=False, takes=("--retrieve-only",)),
-         Mode("--eval", run_eval, question=False, json=True),
+         Mode("--eval", run_eval, question=False, json=True, takes=("--answers",)),
          Mode("--make-eval", run_make_eval, question=False, json=True, takes=("--questions",)),
          Mode("--tune", run_tune, question=False, json=True, takes=("--tune-chunk-sizes",)))
 
@@ -5533,6 +5613,9 @@ RUN_OPTIONS = {
                       action="store_true"),
     "eval": option(None, "--eval", MODES_GROUP, "measure retrieval on an evaluation set", type=Path,
                    metavar="JSONL"),
+    "answers": option(False, "--answers", MODES_GROUP, "with --eval: also ask the chat model each question "
+                      "and score its answers (cites the gold source, citations supported, time to first word)",
+                      action="store_true"),
     "make_eval": option(None, "--make-eval", MODES_GROUP, "write an evaluation set of questions generated "
                         "from the notes (appends; run again to continue)", type=Path, metavar="JSONL"),
     "questions": option(None, "--questions", MODES_GROUP,
