@@ -3897,8 +3897,8 @@ def package_version(name: str) -> str:
 SUPPORTED, UNSUPPORTED, WRONG, UNCITED, SKIPPED = "supported", "unsupported", "wrong", "uncited", "skipped"
 SUPPORT_MIN = 0.5                         # a cited sentence is supported when its sources hold this share
                                           # of its words' idf weight (measured: bench/citation-check.md)
-CLAIM_MIN_TERMS = 3                       # an uncited sentence with fewer informative terms states nothing
-                                          # worth a source ("Yes.", "Here is how:")
+CLAIM_MIN_TERMS = 3                       # an uncited sentence with fewer informative terms and no number
+                                          # states nothing worth a source ("Yes.", "Here is how:")
 CITED_MIN_TERMS = 2                       # ...and a cited one with fewer, and no number, is not judged
 RANGE_MAX = 20                            # [1-3] cites 1, 2 and 3; a longer "range" is taken as its two ends
 NAMED_MAX = 5                             # numbers and sentences the summary line names, at most
@@ -3918,7 +3918,7 @@ NOT_IN_NOTES = re.compile(
     re.IGNORECASE)
 STEM_ENDINGS = ("ing", "ed", "ly", "er", "es", "s")
 # Words an answer uses to say where a fact comes from, not what it is ("according to the notes").
-PROVENANCE = frozenset("accord note source bas mention state stat say said suggest per also".split())   # stems
+PROVENANCE = frozenset("accord answer note source bas mention state stat say said suggest per also".split())   # stems
 PROVENANCE_ZH = re.compile("根据|按照|笔记|来源|资料|提到|中说")
 
 
@@ -4065,10 +4065,10 @@ class CitationCheck:
     def unsupported_words(i: int, s: SentenceCheck) -> str:
         """Why sentence i is unsupported, in a few words: "sentence 2 is in [3], not [1]"."""
         cited = "".join(f"[{n}]" for n in s.cited)
-        if s.missing_numbers:
-            return f"sentence {i}: {', '.join(s.missing_numbers[:NAMED_MAX])} not in {cited}"
         if s.best is not None and s.best not in s.cited and s.best_support >= SUPPORT_MIN:
             return f"sentence {i} is in [{s.best}], not {cited}"
+        if s.missing_numbers:
+            return f"sentence {i}: {', '.join(s.missing_numbers[:NAMED_MAX])} not in {cited}"
         return f"sentence {i} is not in {cited}"
 
     def as_json(self) -> dict:
@@ -4139,7 +4139,8 @@ def check_citations(answer: str, sources: Sequence[str], lexicon: Lexicon | None
             verdict = WRONG
         elif cited and not declines and (len(terms) >= CITED_MIN_TERMS or any(map(is_number, terms))):
             verdict = SUPPORTED if support >= support_min and not (numbers and valid) else UNSUPPORTED
-        elif not cited and not declines and len(terms) >= CLAIM_MIN_TERMS and not text.rstrip().endswith(":"):
+        elif not cited and not declines and (len(terms) >= CLAIM_MIN_TERMS or any(map(is_number, terms))) \
+                and not text.rstrip().endswith(":"):
             verdict = UNCITED
         else:
             verdict = SKIPPED
