@@ -3908,8 +3908,9 @@ CITATION = re.compile(r"[\[【]\s*(?:sources?\s*)?(-?\d+(?:\s*(?:[-–~,，、;]
 CODE = re.compile(r"^[ \t]*(```|~~~).*?(?:^[ \t]*\1[^\n]*$|\Z)|`[^`\n]*`", re.MULTILINE | re.DOTALL)
 LINE_MARK = re.compile(r"^\s*(?:[-*+•>]|\d+[.)]|#{1,6})\s+")     # a list item's, quote's or heading's mark
 # A sentence ends at CJK punctuation (NFKC makes "！" "!"), or at Latin punctuation before a
-# space, a citation or the end: not inside 1.5 or v0.6, nor after "e.g." or "i.e.".
-SENTENCE_END = re.compile(rf"[。；]+|(?<=[{CJK}])[!?;]+|(?<!e\.g)(?<!i\.e)[.!?;]+(?=\s|[\[【]|$)")
+# space, a citation or the end: not inside 1.5 or v0.6, nor after "e.g." or "i.e.". Not at a
+# semicolon: a citation at the end of "…; …" covers both halves.
+SENTENCE_END = re.compile(rf"。+|(?<=[{CJK}])[!?]+|(?<!e\.g)(?<!i\.e)[.!?]+(?=\s|[\[【]|$)")
 # Sentences that say the notes lack the answer: the right reply to some questions, not a claim.
 NOT_IN_NOTES = re.compile(
     r"\b(?:not|never|no)\b.{0,40}\b(?:cover|mention|say|contain|include|provide|specif|state|found|know|answer|information)"
@@ -4011,6 +4012,19 @@ def is_number(term: str) -> bool:
     return any(ch.isdigit() for ch in term)
 
 
+NUMBER = re.compile(r"\d+(?:[.:,]\d+)*")
+
+
+def numbers_in(text: str) -> set[str]:
+    """The numbers a text states, whole (tokenize() splits 1.5 into 1 and 5), citations left out.
+
+    >>> sorted(numbers_in("1,500 g at 93.5 °C, a 1:16 ratio, v0.6 [2]"))
+    ['0.6', '1500', '1:16', '93.5']
+    """
+    text = CITATION.sub(" ", unicodedata.normalize("NFKC", text))
+    return {n.replace(",", "") for n in NUMBER.findall(text)}
+
+
 class SentenceCheck(NamedTuple):
     """One sentence of an answer, checked against the sources it cites."""
     text: str                             # as written (NFKC), its citations included
@@ -4047,7 +4061,8 @@ class CitationCheck:
         cited = self.count(SUPPORTED, UNSUPPORTED, WRONG)
         if not cited and not self.count(UNCITED):
             return "checked: no sentence states anything to check"
-        parts = [f"checked: {self.count(SUPPORTED)} of {cited} cited sentence{'s' * (cited != 1)} supported"]
+        parts = [f"checked: {self.count(SUPPORTED)} of {cited} cited sentence{'s' * (cited != 1)} supported"
+                 if cited else "checked: no sentence cites a source"]
         unsupported = [(i, s) for i, s in enumerate(self.sentences, 1) if s.verdict == UNSUPPORTED]
         parts += [self.unsupported_words(i, s) for i, s in unsupported[:NAMED_MAX]]
         if len(unsupported) > NAMED_MAX:
@@ -4105,6 +4120,7 @@ def check_citations(answer: str, sources: Sequence[str], lexicon: Lexicon | None
     'checked: 1 of 3 cited sentences supported · sentence 2: 20 not in [1] · [3] names no source (2 were sent) · 1 sentence cites nothing'
     """
     source_terms = [{stem(t) for t in tokenize(s)} for s in sources]
+    source_numbers = [numbers_in(s) for s in sources]
     n = max(len(lexicon.lengths), 1) if lexicon is not None else max(len(sources), 1)
 
     def weight(term: str) -> float:
@@ -4127,12 +4143,16 @@ def check_citations(answer: str, sources: Sequence[str], lexicon: Lexicon | None
         total = sum(weights.values())
 
         def share(held: set[str]) -> float:
-            return sum(w for t, w in weights.items() if t in held) / total if total else 0.0
+            """The share of the weight `held` holds; a CJK pair found only as its two characters
+            apart counts half (a reworded Chinese sentence keeps its characters more than its pairs)."""
+            found = sum(w if t in held else w / 2 if len(t) == 2 and CJK_CHAR.match(t) and t[0] in held
+                        and t[1] in held else 0.0 for t, w in weights.items())
+            return found / total if total else 0.0
         shares = [share(held) for held in source_terms]
         best = max(range(len(shares)), key=lambda i: (shares[i], -i)) if shares and max(shares) > 0 else None
         valid = [c for c in cited if 0 < c <= len(sources)]
         held = set().union(*(source_terms[c - 1] for c in valid))
-        numbers = tuple(t for t in weights if is_number(t) and t not in held)
+        numbers = tuple(sorted(numbers_in(text) - set().union(*(source_numbers[c - 1] for c in valid))))
         support = share(held)
         declines = NOT_IN_NOTES.search(text) is not None
         if len(valid) < len(cited):
