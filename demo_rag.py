@@ -4109,7 +4109,7 @@ def check_citations(answer: str, sources: Sequence[str], lexicon: Lexicon | None
     SUPPORTED if its cited sources hold at least `support_min` of its terms' weight and
     all its numbers, else UNSUPPORTED; UNCITED if it cites nothing yet states something;
     SKIPPED if it states nothing to check (too few terms, or it says the notes lack the
-    answer). In a notebook: `check_citations(outcome.text, [h.chunk.text for h in
+    answer). A sentence in another script than its sources is judged by its numbers alone. In a notebook: `check_citations(outcome.text, [h.chunk.text for h in
     outcome.retrieval.hits], index.lexicon).summary()`.
 
     >>> c = check_citations("Use 18 g of coffee [1]. Use 20 g [1]. Brew at 93 °C [3]. Tea is nice and green.",
@@ -4121,6 +4121,7 @@ def check_citations(answer: str, sources: Sequence[str], lexicon: Lexicon | None
     """
     source_terms = [{stem(t) for t in tokenize(s)} for s in sources]
     source_numbers = [numbers_in(s) for s in sources]
+    languages = [question_language(s) for s in sources]
     n = max(len(lexicon.lengths), 1) if lexicon is not None else max(len(sources), 1)
 
     def weight(term: str) -> float:
@@ -4155,8 +4156,13 @@ def check_citations(answer: str, sources: Sequence[str], lexicon: Lexicon | None
         numbers = tuple(sorted(numbers_in(text) - set().union(*(source_numbers[c - 1] for c in valid))))
         support = share(held)
         declines = NOT_IN_NOTES.search(text) is not None
+        # A sentence in another script than all its sources (Chinese about English notes) shares
+        # no words with them to compare: only its numbers can be checked.
+        other_script = bool(valid) and all(question_language(text) != languages[c - 1] for c in valid)
         if len(valid) < len(cited):
             verdict = WRONG
+        elif other_script:
+            verdict = UNSUPPORTED if numbers else SKIPPED
         elif cited and not declines and (len(terms) >= CITED_MIN_TERMS or any(map(is_number, terms))):
             verdict = SUPPORTED if support >= support_min and not (numbers and valid) else UNSUPPORTED
         elif not cited and not declines and (len(terms) >= CLAIM_MIN_TERMS or any(map(is_number, terms))) \

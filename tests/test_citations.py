@@ -223,3 +223,10 @@ def test_idf_from_the_index_weighs_words_common_in_the_notes_less():
     notes = rag.lexicon_from_texts(sources + [f"bike note {i}" for i in range(20)])
     indexed = rag.check_citations(sentence, sources, notes).sentences[0].support
     assert indexed < alone
+
+
+def test_a_sentence_in_another_script_is_judged_by_its_numbers_alone():
+    english = [NOTES["en"]["tyres.md"]]
+    c = rag.check_citations("公路车轮胎打到 80 psi [1]。山地车轮胎打到 45 psi [1]。", english)
+    assert [s.verdict for s in c.sentences] == ["skipped", "unsupported"]
+    assert c.sentences[1].missing_numbers == ("45",)
