@@ -4850,10 +4850,7 @@ def timed_answer(client: ollama.Client, index: Index, question: str,
     def token(piece: str) -> None:
         if not first and piece.strip():
             first.append(time.perf_counter())
-    try:
-        outcome = answer(client, index, question, settings, on_plan=plan, on_token=token)
-    except AnswerInterrupted as e:
-        outcome = e.outcome
+    outcome = answer(client, index, question, settings, on_plan=plan, on_token=token)   # Ctrl-C ends the run
     return outcome, (first[0] - called[0]) if first and called else None
 
 
