@@ -3913,8 +3913,9 @@ LINE_MARK = re.compile(r"^\s*(?:[-*+•>]|\d+[.)]|#{1,6})\s+")     # a list item
 SENTENCE_END = re.compile(rf"。+|(?<=[{CJK}])[!?]+|(?<!e\.g)(?<!i\.e)[.!?]+(?=\s|[\[【]|$)")
 # Sentences that say the notes lack the answer: the right reply to some questions, not a claim.
 NOT_IN_NOTES = re.compile(
-    r"\b(?:not|never|no)\b.{0,40}\b(?:cover|mention|say|contain|include|provide|specif|state|found|know|answer|information)"
-    r"|\b(?:cannot|can't|unable to)\b.{0,20}\b(?:find|answer|tell)"
+    r"\b(?:notes?|sources?|context|documents?|passages?)\b.{0,40}\b(?:not|no|never|\w+n't)\b"
+    r"|\b(?:not|no|\w+n't)\b.{0,40}\b(?:notes?|sources?|information|context)\b"
+    r"|\b(?:i|we) (?:do not|don't|cannot|can't) (?:know|find|answer|tell)"
     r"|没有.{0,6}(?:提到|提及|涉及|说明|包含|相关|信息|内容)|未(?:提及|提到|涉及|说明|找到)|不包含|无法回答|找不到|不涉及",
     re.IGNORECASE)
 STEM_ENDINGS = ("ing", "ed", "ly", "er", "es", "s")

@@ -230,3 +230,10 @@ def test_a_sentence_in_another_script_is_judged_by_its_numbers_alone():
     c = rag.check_citations("公路车轮胎打到 80 psi [1]。山地车轮胎打到 45 psi [1]。", english)
     assert [s.verdict for s in c.sentences] == ["skipped", "unsupported"]
     assert c.sentences[1].missing_numbers == ("45",)
+
+
+@pytest.mark.parametrize("answer", ["The notes do not cover tyre sizes.", "I don't know.", "笔记里没有提到轮胎的尺寸。"])
+def test_saying_the_notes_lack_the_answer_is_no_claim_and_gets_no_warning(answer):
+    c = rag.check_citations(answer, [NOTES["en"]["tyres.md"]])
+    assert [s.verdict for s in c.sentences] == ["skipped"] and c.cites_nothing and not c.states_facts
+    assert c.summary() == "checked: no sentence states anything to check"
