@@ -4109,6 +4109,299 @@ def package_version(name: str) -> str:
 
 
 # ----------------------------------------------------------------------------
+# The citation check: does each sentence of an answer say what the sources it cites say?
+# No model call: a sentence's informative words, weighed by idf as the relevance floor
+# weighs a question's, are looked up in the sources it cites. It checks words, not
+# meaning: a sentence the model reworded wholesale can fail it, and a false sentence made
+# of a source's own words can pass. Numbers must match exactly, since a changed number is
+# the error a reader is least likely to catch.
+
+SUPPORTED, UNSUPPORTED, WRONG, UNCITED, SKIPPED = "supported", "unsupported", "wrong", "uncited", "skipped"
+SUPPORT_MIN = 0.5                         # a cited sentence is supported when its sources hold this share
+                                          # of its words' idf weight (measured: bench/citation-check.md)
+CLAIM_MIN_TERMS = 3                       # an uncited sentence with fewer informative terms and no number
+                                          # states nothing worth a source ("Yes.", "Here is how:")
+CITED_MIN_TERMS = 2                       # ...and a cited one with fewer, and no number, is not judged
+RANGE_MAX = 20                            # [1-3] cites 1, 2 and 3; a longer "range" is taken as its two ends
+NAMED_MAX = 5                             # numbers and sentences the summary line names, at most
+
+# [1], [1, 2], [1-3], [source 2], 【1】; full-width ［１］ is [1] after NFKC.
+CITATION = re.compile(r"[\[【]\s*(?:sources?\s*)?(-?\d+(?:\s*(?:[-–~,，、;]|and)\s*-?\d+)*)\s*[\]】]", re.IGNORECASE)
+CODE = re.compile(r"^[ \t]*(```|~~~).*?(?:^[ \t]*\1[^\n]*$|\Z)|`[^`\n]*`", re.MULTILINE | re.DOTALL)
+LINE_MARK = re.compile(r"^\s*(?:[-*+•>]|\d+[.)]|#{1,6})\s+")     # a list item's, quote's or heading's mark
+# A sentence ends at CJK punctuation (NFKC makes "！" "!"), or at Latin punctuation before a
+# space, a citation or the end: not inside 1.5 or v0.6, nor after "e.g." or "i.e.". Not at a
+# semicolon: a citation at the end of "…; …" covers both halves.
+SENTENCE_END = re.compile(rf"。+|(?<=[{CJK}])[!?]+|(?<!e\.g)(?<!i\.e)[.!?]+(?=\s|[\[【]|$)")
+# Sentences that say the notes lack the answer: the right reply to some questions, not a claim.
+NOT_IN_NOTES = re.compile(
+    r"\b(?:notes?|sources?|context|documents?|passages?)\b.{0,40}\b(?:not|no|never|\w+n't)\b"
+    r"|\b(?:not|no|\w+n't)\b.{0,40}\b(?:notes?|sources?|information|context)\b"
+    r"|\b(?:i|we) (?:do not|don't|cannot|can't) (?:know|find|answer|tell)"
+    r"|没有.{0,6}(?:提到|提及|涉及|说明|包含|相关|信息|内容)|未(?:提及|提到|涉及|说明|找到)|不包含|无法回答|找不到|不涉及",
+    re.IGNORECASE)
+STEM_ENDINGS = ("ing", "ed", "ly", "er", "es", "s")
+# Words an answer uses to say where a fact comes from, not what it is ("according to the notes").
+PROVENANCE = frozenset("accord answer note source bas mention state stat say said suggest per also".split())   # stems
+PROVENANCE_ZH = re.compile("根据|按照|笔记|来源|资料|提到|中说")
+
+
+def cited_numbers(text: str) -> list[int]:
+    """The source numbers a text cites, in order, as written: [0] and [-1] are kept (they name no
+    source, and the check says so), a range is expanded, full-width digits are read.
+
+    >>> cited_numbers("18 g [1][2], water [1-3], 【4】 ［５］, [0] [-1] [2, 7] [Source 6] [1-999] x[1]y")
+    [1, 2, 1, 2, 3, 4, 5, 0, -1, 2, 7, 6, 1, 999, 1]
+    >>> cited_numbers("no citation here, nor in a[i] or [a]")
+    []
+    """
+    numbers = []
+    for m in CITATION.finditer(unicodedata.normalize("NFKC", text)):
+        for part in re.split(r"\s*(?:[,，、;]|and)\s*", m.group(1)):
+            ends = [int(n) for n in re.findall(r"(?:(?<=^)|(?<=[-–~]))-?\d+", part.strip())]
+            lo, hi = ends[0], ends[-1]
+            numbers += list(range(lo, hi + 1)) if 0 < hi - lo < RANGE_MAX else ends
+    return numbers
+
+
+def answer_sentences(answer: str) -> list[str]:
+    """An answer cut into sentences at CJK and Latin punctuation and at line breaks, code blocks
+    and inline code left out (a [1] there is code, not a citation), list marks dropped. A citation
+    written after the full stop (". [1]") belongs to the sentence before it.
+
+    >>> answer_sentences("Use 18 g [1]. Pour at 93 °C.[2] e.g. a V60 [3].\\n- Wait 1.5 min\\n[4]")
+    ['Use 18 g [1].', 'Pour at 93 °C. [2]', 'e.g. a V60 [3].', 'Wait 1.5 min [4]']
+    >>> answer_sentences("水温80度[1]。闷蒸30秒！再倒水\\n```\\nx = a[2]\\n```\\n【3】")
+    ['水温80度[1]。', '闷蒸30秒!', '再倒水 【3】']
+    >>> answer_sentences(""), answer_sentences(" . ")
+    ([], [])
+    """
+    text = CODE.sub(" ", unicodedata.normalize("NFKC", answer).translate(ZERO_WIDTH))
+    pieces = []
+    for line in text.splitlines():
+        line = LINE_MARK.sub("", line)
+        start = 0
+        for m in SENTENCE_END.finditer(line):
+            pieces.append(line[start:m.end()])
+            start = m.end()
+        pieces.append(line[start:])
+    sentences: list[str] = []
+    for piece in (p.strip() for p in pieces):
+        lead = re.match(rf"(?:{CITATION.pattern}\s*)+", piece, re.IGNORECASE)
+        if lead and sentences:            # "… 93 °C.[2]": the [2] ends the sentence before
+            sentences[-1] += " " + lead.group(0).strip()
+            piece = piece[lead.end():].strip()
+        if re.search(r"[^\W_]", piece):
+            sentences.append(piece)
+    return sentences
+
+
+def stem(term: str) -> str:
+    """A rough English stem, so that "brewing" is found in a note that says "brew".
+
+    >>> [stem(w) for w in ["brewing", "brewed", "grinder", "uses", "used", "quickly", "温度"]]
+    ['brew', 'brew', 'grind', 'use', 'used', 'quick', '温度']
+    """
+    if CJK_CHAR.match(term):
+        return term
+    for ending in STEM_ENDINGS:
+        if term.endswith(ending) and len(term) - len(ending) >= 3:
+            return term[:-len(ending)]
+    return term
+
+
+def claim_terms(sentence: str) -> list[str]:
+    """A sentence's informative terms, citations left out: tokenize()'s words, and CJK as
+    character pairs only (one character is in almost any Chinese source), without the pairs
+    that hold a function character such as 的 or 是.
+
+    >>> claim_terms("根据笔记，绿茶的水温是80度 [1]. According to the notes, use 2 grinders!")
+    ['绿茶', '水温', '80', '度', 'use', '2', 'grinder']
+    """
+    text = unicodedata.normalize("NFKC", CITATION.sub(" ", sentence)).translate(ZERO_WIDTH).lower()
+    text = PROVENANCE_ZH.sub(" ", text)
+    terms = []
+    for run in TOKEN.findall(text):
+        if not CJK_CHAR.match(run):
+            terms.append(singular(run))
+        elif len(run) == 1:
+            terms.append(run)
+        else:
+            terms += [a + b for a, b in zip(run, run[1:]) if a not in STOPWORDS and b not in STOPWORDS]
+    return [t for t in dict.fromkeys(terms) if t not in STOPWORDS and stem(t) not in PROVENANCE]
+
+
+def is_number(term: str) -> bool:
+    return any(ch.isdigit() for ch in term)
+
+
+NUMBER = re.compile(r"\d+(?:[.:,]\d+)*")
+
+
+def numbers_in(text: str) -> set[str]:
+    """The numbers a text states, whole (tokenize() splits 1.5 into 1 and 5), citations left out.
+
+    >>> sorted(numbers_in("1,500 g at 93.5 °C, a 1:16 ratio, v0.6 [2]"))
+    ['0.6', '1500', '1:16', '93.5']
+    """
+    text = CITATION.sub(" ", unicodedata.normalize("NFKC", text))
+    return {n.replace(",", "") for n in NUMBER.findall(text)}
+
+
+class SentenceCheck(NamedTuple):
+    """One sentence of an answer, checked against the sources it cites."""
+    text: str                             # as written (NFKC), its citations included
+    cited: tuple[int, ...]                # the source numbers it cites, each once, in order
+    verdict: str                          # SUPPORTED, UNSUPPORTED, WRONG (cites a number no source has),
+                                          # UNCITED (states something, cites nothing) or SKIPPED (no claim)
+    support: float                        # the share of its words' weight its cited sources hold, 0 to 1
+    best: int | None                      # the source that holds the largest share (1-based); None: none holds any
+    best_support: float                   # ...and that share
+    missing_numbers: tuple[str, ...] = () # its numbers that none of its cited sources holds
+
+
+@dataclass(frozen=True)
+class CitationCheck:
+    """What check_citations() found: every sentence's verdict, and whether the answer cites at all."""
+    sentences: tuple[SentenceCheck, ...]
+    sources: int                          # how many sources were sent: [1] to [sources] name one
+    cites_nothing: bool                   # the answer cites no source at all (code aside)
+    states_facts: bool                    # some sentence states something a source should back
+
+    def count(self, *verdicts: str) -> int:
+        return sum(1 for s in self.sentences if s.verdict in verdicts)
+
+    @property
+    def wrong_numbers(self) -> list[int]:
+        """The cited numbers that name no source, each once, in order."""
+        return list(dict.fromkeys(n for s in self.sentences for n in s.cited if not 0 < n <= self.sources))
+
+    def summary(self) -> str:
+        """The one line printed after an answer, e.g. "checked: 4 of 5 cited sentences supported ·
+        [5] names no source · 1 sentence cites nothing"."""
+        if self.cites_nothing and self.states_facts:
+            return "checked: the answer cites no source: it is the model's own words, not your notes"
+        cited = self.count(SUPPORTED, UNSUPPORTED, WRONG)
+        if not cited and not self.count(UNCITED):
+            return "checked: no sentence states anything to check"
+        parts = [f"checked: {self.count(SUPPORTED)} of {cited} cited sentence{'s' * (cited != 1)} supported"
+                 if cited else "checked: no sentence cites a source"]
+        unsupported = [(i, s) for i, s in enumerate(self.sentences, 1) if s.verdict == UNSUPPORTED]
+        parts += [self.unsupported_words(i, s) for i, s in unsupported[:NAMED_MAX]]
+        if len(unsupported) > NAMED_MAX:
+            parts.append(f"{len(unsupported) - NAMED_MAX} more unsupported")
+        if wrong := self.wrong_numbers:
+            named = ", ".join(f"[{n}]" for n in wrong[:NAMED_MAX]) + (f", … ({len(wrong)} in all)"
+                                                                      if len(wrong) > NAMED_MAX else "")
+            sent = f"{self.sources} {'was' if self.sources == 1 else 'were'} sent"
+            parts.append(f"{named} {'names' if len(wrong) == 1 else 'name'} no source ({sent})")
+        if uncited := self.count(UNCITED):
+            parts.append(f"{uncited} sentence{'s cite' if uncited != 1 else ' cites'} nothing")
+        return " · ".join(parts)
+
+    @staticmethod
+    def unsupported_words(i: int, s: SentenceCheck) -> str:
+        """Why sentence i is unsupported, in a few words: "sentence 2 is in [3], not [1]"."""
+        cited = "".join(f"[{n}]" for n in s.cited)
+        if s.best is not None and s.best not in s.cited and s.best_support >= SUPPORT_MIN:
+            return f"sentence {i} is in [{s.best}], not {cited}"
+        if s.missing_numbers:
+            return f"sentence {i}: {', '.join(s.missing_numbers[:NAMED_MAX])} not in {cited}"
+        return f"sentence {i} is not in {cited}"
+
+    def as_json(self) -> dict:
+        """The check as --json gives it (`citations`)."""
+        return {"summary": self.summary(), "sources": self.sources, "cites_nothing": self.cites_nothing,
+                "states_facts": self.states_facts, "wrong_numbers": self.wrong_numbers,
+                "counts": {v: self.count(v) for v in (SUPPORTED, UNSUPPORTED, WRONG, UNCITED, SKIPPED)},
+                "sentences": [{"text": s.text, "cited": list(s.cited), "verdict": s.verdict,
+                               "support": round(s.support, 3), "best_source": s.best,
+                               "best_support": round(s.best_support, 3),
+                               "missing_numbers": list(s.missing_numbers)} for s in self.sentences]}
+
+
+def check_citations(answer: str, sources: Sequence[str], lexicon: Lexicon | None = None,
+                    support_min: float = SUPPORT_MIN) -> CitationCheck:
+    """Check an answer's citations against the sources it was given ([1] is sources[0]).
+
+    Each sentence (answer_sentences()) is judged by its informative terms (claim_terms()),
+    each weighed by its idf: over the whole notes when `lexicon` is given (index.lexicon:
+    the weights the relevance floor uses, so "the" or "coffee" in a coffee folder says
+    little), else over the sources themselves. A number weighs as the rarest word and must
+    be in a cited source. Verdicts: WRONG if it cites a number that names no source;
+    SUPPORTED if its cited sources hold at least `support_min` of its terms' weight and
+    all its numbers, else UNSUPPORTED; UNCITED if it cites nothing yet states something;
+    SKIPPED if it states nothing to check (too few terms, or it says the notes lack the
+    answer). A sentence in another script than its sources is judged by its numbers alone. In a notebook: `check_citations(outcome.text, [h.chunk.text for h in
+    outcome.retrieval.hits], index.lexicon).summary()`.
+
+    >>> c = check_citations("Use 18 g of coffee [1]. Use 20 g [1]. Brew at 93 °C [3]. Tea is nice and green.",
+    ...                     ["Coffee: 18 g per 300 g of water.", "Brew between 90 and 96 °C."])
+    >>> [s.verdict for s in c.sentences]
+    ['supported', 'unsupported', 'wrong', 'uncited']
+    >>> c.summary()
+    'checked: 1 of 3 cited sentences supported · sentence 2: 20 not in [1] · [3] names no source (2 were sent) · 1 sentence cites nothing'
+    """
+    source_terms = [{stem(t) for t in tokenize(s)} for s in sources]
+    source_numbers = [numbers_in(s) for s in sources]
+    languages = [question_language(s) for s in sources]
+    n = max(len(lexicon.lengths), 1) if lexicon is not None else max(len(sources), 1)
+
+    def weight(term: str) -> float:
+        if is_number(term):
+            return idf(0, n)              # a number counts fully: as the rarest word
+        if lexicon is not None:
+            at = bisect.bisect_left(lexicon.vocab, term)
+            df = int(lexicon.ptr[at + 1] - lexicon.ptr[at]) if at < len(lexicon.vocab) and \
+                lexicon.vocab[at] == term else 0
+        else:
+            df = sum(1 for held in source_terms if stem(term) in held)
+        return idf(min(df, n), n)
+
+    checked = []
+    texts = answer_sentences(answer)
+    for text in texts:
+        cited = tuple(dict.fromkeys(cited_numbers(text)))
+        terms = claim_terms(text)
+        weights = {stem(t): weight(t) for t in terms}
+        total = sum(weights.values())
+
+        def share(held: set[str]) -> float:
+            """The share of the weight `held` holds; a CJK pair found only as its two characters
+            apart counts half (a reworded Chinese sentence keeps its characters more than its pairs)."""
+            found = sum(w if t in held else w / 2 if len(t) == 2 and CJK_CHAR.match(t) and t[0] in held
+                        and t[1] in held else 0.0 for t, w in weights.items())
+            return found / total if total else 0.0
+        shares = [share(held) for held in source_terms]
+        best = max(range(len(shares)), key=lambda i: (shares[i], -i)) if shares and max(shares) > 0 else None
+        valid = [c for c in cited if 0 < c <= len(sources)]
+        held = set().union(*(source_terms[c - 1] for c in valid))
+        numbers = tuple(sorted(numbers_in(text) - set().union(*(source_numbers[c - 1] for c in valid))))
+        support = share(held)
+        declines = NOT_IN_NOTES.search(text) is not None
+        # A sentence in another script than all its sources (Chinese about English notes) shares
+        # no words with them to compare: only its numbers can be checked.
+        other_script = bool(valid) and all(question_language(text) != languages[c - 1] for c in valid)
+        if len(valid) < len(cited):
+            verdict = WRONG
+        elif other_script:
+            verdict = UNSUPPORTED if numbers else SKIPPED
+        elif cited and not declines and (len(terms) >= CITED_MIN_TERMS or any(map(is_number, terms))):
+            verdict = SUPPORTED if support >= support_min and not (numbers and valid) else UNSUPPORTED
+        elif not cited and not declines and (len(terms) >= CLAIM_MIN_TERMS or any(map(is_number, terms))) \
+                and not text.rstrip().endswith(":"):
+            verdict = UNCITED
+        else:
+            verdict = SKIPPED
+        checked.append(SentenceCheck(text, cited, verdict, support, None if best is None else best + 1,
+                                     shares[best] if best is not None else 0.0,
+                                     numbers if verdict == UNSUPPORTED else ()))
+    cites_nothing = not any(s.cited for s in checked)
+    return CitationCheck(tuple(checked), len(sources), cites_nothing,
+                         any(s.verdict in (SUPPORTED, UNSUPPORTED, UNCITED) for s in checked))
+
+
+# ----------------------------------------------------------------------------
 # One question, one outcome: replaces Part I's answer_question. answer() searches, applies
 # the one rule that decides whether the chat model is called (decide()), fits the prompt to
 # its budget, streams the answer, and returns all of it as an Outcome that every front end
@@ -4158,7 +4451,8 @@ class Outcome:
     """What one question came to, as one value. Its `status`:
 
     answered        the chat model answered from the sources: `text` (`cut_short` says why
-                    it stops short, if it was stopped: a length limit, a loop)
+                    it stops short, if it was stopped: a length limit, a loop), and `check`:
+                    its citations checked against the sources sent
     declined        the sources are below the relevance floor (`why`): NOT_FOUND, no chat model
     keywords only   the question could not be searched by meaning (`why`): the sources, no chat model
     failed          nothing was found to show, or the chat model failed (`why`; `text` is what came)
@@ -4180,6 +4474,7 @@ class Outcome:
     cut_short: str | None = None          # why the answer was stopped before its end; None: it ended
     conversation: Conversation = Conversation()          # with this turn added when answered
     timings: dict[str, float] = field(default_factory=dict)
+    check: CitationCheck | None = None    # the answer's citations checked (check_citations); None: not answered
 
 
 class AnswerInterrupted(KeyboardInterrupt):
@@ -4243,10 +4538,12 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
                                         why="interrupted mid-answer, so the answer is cut short",
                                         timings={**plan.timings, "answer": time.perf_counter() - t0})) from None
     text = "".join(pieces)
+    took = time.perf_counter() - t0
     return replace(plan, status=ANSWERED, text=text, usage=stream.usage, warnings=plan.warnings + stream.warnings,
-                   cut_short=stream.cut_short,
+                   cut_short=stream.cut_short, check=check_citations(text, [h.chunk.text for h in r.hits],
+                                                                     index.lexicon),
                    conversation=remember(replace(conv, num_ctx=num_ctx), Turn(question, text, query or question)),
-                   timings={**plan.timings, "answer": time.perf_counter() - t0})
+                   timings={**plan.timings, "answer": took})
 
 
 def decide(r: Retrieval, retrieve_only: bool = False) -> tuple[str, str]:
@@ -4563,6 +4860,8 @@ def print_outcome(outcome: Outcome) -> None:
         print()                           # end the streamed answer's last line
         if outcome.cut_short:
             err(f"warning: {cut_short_warning(outcome)}")
+        if outcome.check:                 # stderr, as warnings and timings: stdout keeps the answer alone
+            err(outcome.check.summary())
     elif outcome.status == FAILED and outcome.text is not None:
         print()                           # the chat model broke off mid-answer: end its line,
         err(f"error: {outcome.why}")      # so that what comes next starts on one of its own
@@ -4599,6 +4898,7 @@ def outcome_json(outcome: Outcome, report: IndexReport, index_seconds: float, te
             "warnings": run_warnings(report, outcome) + outcome.warnings
             + ([cut_short_warning(outcome)] if outcome.cut_short else []), "cut_short": outcome.cut_short,
             "error": outcome.why if outcome.status in (FAILED, INTERRUPTED) else None,
+            "citations": outcome.check.as_json() if outcome.check else None,
             "skipped": {rel: skip.why for rel, skip in report.skipped.items()},
             "embedding_prompts": templates._asdict()}
 
@@ -4719,15 +5019,23 @@ def file_uri(path: str, host: str = "") -> str:
 # Evaluation: hit@k and MRR on a set of questions with known answers.
 
 
-def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: Settings) -> dict:
-    """Score dense, BM25 and fused retrieval on an evaluation set, and the relevance floor."""
+def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: Settings,
+             answers: bool = False) -> dict:
+    """Score dense, BM25 and fused retrieval on an evaluation set, and the relevance floor;
+    with `answers`, the chat model's answers too (answer_scores())."""
     ranks: dict[str, list] = {"fused": [], "dense": [], "bm25": []}
+    asked: list[tuple[dict, Outcome, float | None]] = []
     misses, floor = [], {"answerable_found": 0, "answerable": 0, "unanswerable_refused": 0, "unanswerable": 0}
     confidences = []
     dense_used, dense_missing = 0, None   # how many answerable questions got dense scores, and why not all
     embedded = False                      # did any question, answerable or not, get dense scores?
     for item in items:
-        r = answer(client, index, item["question"], settings, retrieve_only=True).retrieval
+        if answers:
+            outcome, first_word = timed_answer(client, index, item["question"], settings)
+            asked.append((item, outcome, first_word))
+            r = outcome.retrieval
+        else:
+            r = answer(client, index, item["question"], settings, retrieve_only=True).retrieval
         conf, found = r.confidence, r.found   # judged as a run judges it, on its --top-k best
         answerable = bool(item.get("answers"))
         embedded = embedded or r.dense is not None
@@ -4760,7 +5068,62 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
     result["embed_model"] = settings.embed_model if embedded else None
     # Ollama may go away mid-run: then the dense row covers only some questions, and says so.
     result["dense_coverage"] = {"questions": dense_used, "of": floor["answerable"], "missing_because": dense_missing}
+    if answers:
+        result["answers"] = answer_scores(index, asked, settings)
     return result
+
+
+def timed_answer(client: ollama.Client, index: Index, question: str,
+                 settings: Settings) -> tuple[Outcome, float | None]:
+    """answer() a question, and how many seconds the chat model took to its first word (None: it wrote none)."""
+    called, first = [], []
+
+    def plan(p: Outcome) -> None:
+        called.append(time.perf_counter())
+
+    def token(piece: str) -> None:
+        if not first and piece.strip():
+            first.append(time.perf_counter())
+    outcome = answer(client, index, question, settings, on_plan=plan, on_token=token)   # Ctrl-C ends the run
+    return outcome, (first[0] - called[0]) if first and called else None
+
+
+def answer_scores(index: Index, asked: list[tuple[dict, Outcome, float | None]], settings: Settings) -> dict:
+    """What --eval --answers reports of the answers: for answerable questions, the share whose
+    answer cites a source that holds the answer (is_hit: the gold note, and section if the set
+    names one) and the share of cited sentences the citation check supports; for unanswerable
+    ones, the share declined by the floor or answered without citing anything; the chat
+    model's mean time to first word and tokens per second."""
+    gold, cited, supported, refused, per_question = 0, 0, 0, 0, []
+    answerable = [(item, o) for item, o, _ in asked if item.get("answers")]
+    for item, o, first_word in asked:
+        c = o.check
+        hits = o.retrieval.hits
+        cites_gold = bool(c) and any(0 < n <= len(hits) and is_hit(hits[n - 1].chunk, item)
+                                     for s in c.sentences for n in s.cited)
+        if item.get("answers"):
+            gold += cites_gold
+            cited += c.count(SUPPORTED, UNSUPPORTED, WRONG) if c else 0
+            supported += c.count(SUPPORTED) if c else 0
+        else:
+            refused += o.status == DECLINED or bool(c and c.cites_nothing)
+        per_question.append({"question": item["question"], "answerable": bool(item.get("answers")),
+                             "status": o.status, "answer": o.text, "cites_gold": cites_gold,
+                             "check": c.summary() if c else None,
+                             "first_word_seconds": None if first_word is None else round(first_word, 3)})
+    firsts = [f for _, _, f in asked if f is not None]
+    speeds = [o.usage.tokens_per_second for _, o, _ in asked if o.usage and o.usage.answer_tokens]
+    unanswerable = len(asked) - len(answerable)
+    share = lambda part, whole: round(part / whole, 4) if whole else None  # noqa: E731
+    return {"chat_model": settings.chat_model, "answerable": len(answerable),
+            "answered": sum(1 for _, o in answerable if o.status == ANSWERED),
+            "cite_gold": gold, "cite_gold_share": share(gold, len(answerable)),
+            "cited_sentences": cited, "supported": supported, "supported_share": share(supported, cited),
+            "unanswerable": unanswerable, "declined_or_uncited": refused,
+            "declined_or_uncited_share": share(refused, unanswerable),
+            "first_word_seconds": round(sum(firsts) / len(firsts), 3) if firsts else None,
+            "tokens_per_second": round(sum(speeds) / len(speeds), 1) if speeds else None,
+            "questions": per_question}
 
 
 def floor_words(index: Index, settings: Settings) -> str:
@@ -5351,7 +5714,7 @@ def run_eval(args, settings: Settings, client: ollama.Client) -> int:
     items = read_eval_set(args.eval)
     if problem := eval_set_problem(index, items):
         raise UsageError(f"error: cannot use evaluation set {args.eval}: {problem}")
-    result = evaluate(client, index, items, settings)
+    result = evaluate(client, index, items, settings, answers=args.answers)
     if args.json:
         print(json.dumps(result, ensure_ascii=False, indent=2))
         return EXIT_OK
@@ -5371,7 +5734,21 @@ def run_eval(args, settings: Settings, client: ollama.Client) -> int:
           f"declined {f['unanswerable_refused']}/{f['unanswerable']} unanswerable")
     for m in result["misses"]:
         print(f"miss (rank {m['rank']}): {m['question']}  -> top: {m['top']}")
+    if args.answers:
+        print(answers_line(result["answers"]))
     return EXIT_OK
+
+
+def answers_line(a: dict) -> str:
+    """--eval --answers' summary of the answers, in one line."""
+    def ratio(part: int, whole: int) -> str:
+        return f"{part}/{whole}" + (f" ({part / whole:.0%})" if whole else "")
+    speed = (f"first word {a['first_word_seconds']:.2f}s" if a["first_word_seconds"] is not None
+             else "no words written") + \
+        (f" · {a['tokens_per_second']:.1f} tokens/s" if a["tokens_per_second"] is not None else "")
+    return (f"answers by {readable_name(a['chat_model'])}: cite the gold source {ratio(a['cite_gold'], a['answerable'])} "
+            f"answerable · cited sentences supported {ratio(a['supported'], a['cited_sentences'])} · "
+            f"unanswerable declined or citing nothing {ratio(a['declined_or_uncited'], a['unanswerable'])} · {speed}")
 
 
 def run_explain(args, settings: Settings, client: ollama.Client) -> int:
@@ -5482,7 +5859,7 @@ class Mode:
 MODES = (Mode("", run_question, question=True, json=True, takes=("--retrieve-only", "--show-prompt")),
          Mode("--chat", run_chat, question=False, json=False),
          Mode("--explain", run_explain, question=True, json=False, takes=("--retrieve-only",)),
-         Mode("--eval", run_eval, question=False, json=True),
+         Mode("--eval", run_eval, question=False, json=True, takes=("--answers",)),
          Mode("--make-eval", run_make_eval, question=False, json=True, takes=("--questions",)),
          Mode("--tune", run_tune, question=False, json=True, takes=("--tune-chunk-sizes",)))
 
@@ -5497,6 +5874,9 @@ RUN_OPTIONS = {
                       action="store_true"),
     "eval": option(None, "--eval", MODES_GROUP, "measure retrieval on an evaluation set", type=Path,
                    metavar="JSONL"),
+    "answers": option(False, "--answers", MODES_GROUP, "with --eval: also ask the chat model each question "
+                      "and score its answers (cites the gold source, citations supported, time to first word)",
+                      action="store_true"),
     "make_eval": option(None, "--make-eval", MODES_GROUP, "write an evaluation set of questions generated "
                         "from the notes (appends; run again to continue)", type=Path, metavar="JSONL"),
     "questions": option(None, "--questions", MODES_GROUP,
