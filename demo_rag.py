@@ -58,7 +58,9 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import calendar
 import contextlib
+import datetime
 import fnmatch
 import functools
 import gc
@@ -88,7 +90,7 @@ from array import array
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Callable, Iterable, Iterator, NamedTuple
 
 # Start-up details; a first reading can skip to Part I. These imports build a few hundred
@@ -162,11 +164,13 @@ def list_notes(notes_dir: Path) -> list[NoteFile]:
                      st.st_ino) for p, st in zip(paths, map(Path.stat, paths))]
 
 
-FRONT_MATTER = re.compile(r"\A---[ \t]*\n.*?\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
+# "---" lines around YAML: keys ("tags: [a, b]"), at least one, list items, comments, indented lines.
+FRONT_MATTER = re.compile(r"\A---[ \t]*\n(?:(?:[ \t]*(?:#.*|- .*|-)?|[ \t]+.*)\n)*\w[\w .-]*:(?:[ \t].*)?\n"
+                          r"(?:(?:\w[\w .-]*:(?:[ \t].*)?|[ \t]*(?:#.*|- .*|-)?|[ \t]+.*)\n)*?(?:---|\.\.\.)[ \t]*(?:\n|\Z)")
 
 
 def strip_front_matter(text: str) -> str:
-    """Drop a BOM, make every line end "\n", and drop a YAML front-matter block ("---" lines around metadata)."""
+    """Drop a BOM, make every line end "\n", and drop a YAML front-matter block (metadata between "---" lines)."""
     text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     return FRONT_MATTER.sub("", text, count=1)
 
@@ -584,6 +588,21 @@ class Section(NamedTuple):
     text: str
     page: int | None = None               # a PDF's page, counted from 1
     line: int = 1                         # the file's line where `text` starts (front matter before it counts)
+    meta: NoteMeta | None = None          # what a Markdown note says of itself, on its first section
+
+
+class NoteMeta(NamedTuple):
+    """What a note says of itself besides its text: its front matter, inline #tags and the embeds
+    taken out of its text. The index keeps one per note; note_card() fills in the title and the
+    date a note does not state (its file name, its modification day)."""
+    title: str = ""                       # front matter's title: ("": the file name is the title)
+    aliases: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()            # front matter's, then inline #tags, without "#", as written
+    date: str = ""                        # YYYY-MM-DD
+    dated_by: str = ""                    # where the date came from: "date", "created", "updated" (front
+                                          # matter, the first of them that is a date), "file name", "modified"
+    description: str = ""                 # description: or summary:
+    dropped: tuple[str, ...] = ()         # what embeds (![[...]]) named: taken out of the text
 
 
 class NoteType(NamedTuple):
@@ -641,7 +660,7 @@ EMBED_PROMPTS = [
      "https://huggingface.co/intfloat/multilingual-e5-small"),
 ]
 
-CACHE_FORMAT = 9                          # bump when the cache file's layout changes (see upgraded())
+CACHE_FORMAT = 10                         # bump when the cache file's layout changes (see upgraded())
 TOKENIZER_VERSION = 3                     # bump when tokenize() changes: a cache's BM25 words are counted again
 # On disk, vectors are float32, memory-mapped straight from the cache file: no
 # widening and no copy on load (bench/bench_index.py compares the formats).
@@ -1153,18 +1172,219 @@ def chunk_sections(rel: str, sections: list[Section], splitter) -> list[Chunk]:
 
 
 def read_text(path: Path) -> tuple[list[Section], str | None]:
-    """Read a Markdown or text note: one section, front matter dropped, plus a warning or None.
-    The section starts on the line after the front matter: strip_front_matter() turns every
-    line break (CRLF, CR) into one "\n" and then cuts from the top, so the lines it cut are
-    the difference in line breaks."""
+    """Read a Markdown or text note: one section, plus a warning or None. Markdown is read as its
+    owner writes it (read_markdown): front matter parsed and taken off the top, Obsidian's markup
+    cleaned with every line break kept, so the section starts on the line after the front matter
+    and lines counted in its text are the file's lines. A .txt note is its text, all of it."""
     try:
         data = path.read_bytes()
     except OSError as e:
         raise ValueError(e.strerror) from None
     text, warning = decode_note(data)
-    body = strip_front_matter(text)
-    breaks = text.count("\n") + text.count("\r") - text.count("\r\n")
-    return [Section(body, line=1 + breaks - body.count("\n"))], warning
+    text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    if path.suffix.lower() not in MARKDOWN_SUFFIXES:
+        return [Section(text)], warning
+    body, meta, problem = read_markdown(text)
+    warning = "; ".join(w for w in (warning, problem) if w) or None
+    return [Section(body, line=1 + text.count("\n") - body.count("\n"), meta=meta)], warning
+
+
+# ----------------------------------------------------------------------------
+# Markdown as Obsidian writes it: front matter (aliases, tags, dates), [[wikilinks]], ![[embeds]],
+# %%comments%% and > [!callouts]. Replaces Part I's strip_front_matter, which only drops the block.
+
+MARKDOWN_SUFFIXES = (".md", ".markdown")  # front matter and Obsidian's markup are read in these only
+FRONT_MATTER_BLOCK = re.compile(r"\A---[ \t]*\n(.*?)^(?:---|\.\.\.)[ \t]*$\n?", re.DOTALL | re.MULTILINE)
+YAML_KEY = re.compile(r"(\w[\w .-]*?)[ \t]*:(?:[ \t]+(.*))?")      # top level: no indent
+YAML_ITEM = re.compile(r"[ \t]*-(?:[ \t]+(.*))?")
+BLOCK_SCALAR = re.compile(r"[|>][+-]?")
+WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]*)\]\]")
+COMMENT = re.compile(r"%%.*?%%", re.DOTALL)
+CALLOUT = re.compile(r"^([ \t]*(?:>[ \t]?)+)\[!([^\]\n]*)\][+-]?[ \t]*(.*)$", re.MULTILINE)
+INLINE_TAG = re.compile(r"(?<![^\s(])#([\w/-]*[^\W\d_][\w/-]*)")   # Obsidian's: not digits alone
+DATE_KEYS = ("date", "created", "updated")     # the first of these that holds a date dates the note
+DAY = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[T ][\d:.+-]*Z?)?")
+DAY_IN_NAME = re.compile(r"(?<!\d)\d{4}-\d{2}-\d{2}(?!\d)")
+
+
+def read_markdown(text: str) -> tuple[str, NoteMeta, str | None]:
+    """A Markdown note's text without its front matter and with Obsidian's markup as a reader
+    sees it (clean_markup), what the note says of itself, and a warning or None.
+
+    Front matter is a block at the very top, between "---" lines, whose lines are YAML keys
+    (parse_front_matter); anything else there (a horizontal rule, prose) stays text, and so does
+    a block that starts with a key but does not parse, with a warning.
+
+    >>> body, meta, _ = read_markdown("---\\naliases: [Hotkeys]\\ntags: work\\n---\\nSee [[Keys|the keys]] #todo")
+    >>> body, meta.aliases, meta.tags
+    ('See the keys #todo', ('Hotkeys',), ('work', 'todo'))
+    >>> read_markdown("---\\nMeeting with the landlord\\nThe deposit is 2400 euros.\\n---\\n")[0]
+    '---\\nMeeting with the landlord\\nThe deposit is 2400 euros.\\n---\\n'
+    """
+    fields_: dict = {}
+    body, problems = text, []
+    if m := FRONT_MATTER_BLOCK.match(text):
+        parsed = parse_front_matter(m.group(1))
+        if parsed is not None:
+            fields_, body = parsed, text[m.end():]
+        elif YAML_KEY.fullmatch(next((ln for ln in m.group(1).split("\n") if ln.strip()), "")):
+            problems.append("its front matter does not parse as YAML keys: read as text")
+    body, dropped = clean_markup(body)
+    meta, said = meta_from(fields_, INLINE_TAG.findall(FENCE.sub("", body)), dropped)
+    return body, meta, "; ".join(problems + said) or None
+
+
+def parse_front_matter(block: str) -> dict[str, str | list[str]] | None:
+    """Front matter's top-level keys, read without a YAML library: `key: value`, lists inline
+    ([a, b]) or as "- item" lines, quoted strings, # comments, | and > blocks (joined into one
+    line); nested mappings are passed over, and of a key given twice the last counts. None if a
+    line is none of these: then the block is no front matter.
+
+    >>> parse_front_matter('title: "A: b" # c\\ntags:\\n  - x\\n  - "y z"\\naliases: [one, \\'two, 2\\']\\nm:\\n  k: 1\\n')
+    {'title': 'A: b', 'tags': ['x', 'y z'], 'aliases': ['one', 'two, 2'], 'm': ''}
+    >>> parse_front_matter("Meeting with the landlord\\nThe deposit is 2400 euros.") is None
+    True
+    """
+    fields_: dict[str, str | list[str]] = {}
+    key, block_lines, nested = None, None, False
+    for line in block.split("\n"):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if m := YAML_KEY.fullmatch(line):
+            key, value, nested = m.group(1).strip().lower(), (m.group(2) or "").strip(), False
+            block_lines = [] if BLOCK_SCALAR.fullmatch(value) else None
+            fields_[key] = "" if block_lines is not None else yaml_value(value)
+        elif key is None:
+            return None
+        elif block_lines is not None and line[:1] in " \t":
+            block_lines.append(line.strip())
+            fields_[key] = " ".join(block_lines)
+        elif (item := YAML_ITEM.fullmatch(line)) and not nested and (fields_[key] == "" or
+                                                                     isinstance(fields_[key], list)):
+            value = yaml_value(item.group(1) or "")
+            fields_[key] = [*(fields_[key] or []), *([value] if isinstance(value, str) else value)]
+        elif line[:1] in " \t":
+            nested = True                 # a nested mapping's line: passed over
+        else:
+            return None
+    return fields_
+
+
+def yaml_value(text: str) -> str | list[str]:
+    """One YAML value as text: quotes taken off, an inline [list] as a list, a trailing
+    # comment dropped, null as "".
+
+    >>> yaml_value("'it''s'"), yaml_value("[a, 'b, c', \\"d\\"]"), yaml_value("2026 # year"), yaml_value("~")
+    ("it's", ['a', 'b, c', 'd'], '2026', '')
+    """
+    text = text.strip()
+    if text[:1] in "\"'" and (m := re.match(r'"((?:[^"\\\\]|\\\\.)*)"|\'((?:[^\']|\'\')*)\'', text)):
+        return m.group(1).replace('\\"', '"') if m.group(1) is not None else m.group(2).replace("''", "'")
+    if text.startswith("[") and text.endswith("]"):
+        items = re.findall(r'\s*("(?:[^"\\\\]|\\\\.)*"|\'(?:[^\']|\'\')*\'|[^,]*)\s*(?:,|$)', text[1:-1])
+        return [v for v in (yaml_value(i) for i in items if i.strip()) if isinstance(v, str) and v]
+    text = re.sub(r"(?:^|[ \t])#.*", "", text).strip()
+    return "" if text in ("~", "null", "Null", "NULL") else text
+
+
+def meta_from(fields_: dict, inline_tags: list[str], dropped: tuple[str, ...]) -> tuple[NoteMeta, list[str]]:
+    """A NoteMeta from parsed front matter (unknown keys ignored), the inline #tags and the
+    embeds dropped, and what to warn of (a date that is no date).
+
+    >>> meta_from({"tags": "a, #b/c", "aliases": None, "created": "2026-13-45", "updated": "2026-02-03"}, ["a"], ())
+    (NoteMeta(title='', aliases=(), tags=('a', 'b/c'), date='2026-02-03', dated_by='updated', description='', dropped=()), ["front matter created: '2026-13-45' is no date like 2026-01-15; ignored"])
+    """
+    def texts(value, split: str = ",") -> list[str]:
+        values = value if isinstance(value, list) else re.split(split, value) if isinstance(value, str) else []
+        return [" ".join(v.split()) for v in values if v.strip()]
+
+    def text(value) -> str:
+        return " ".join(texts(value, "$^"))
+    tags = [t.strip("#/") for t in texts(fields_.get("tags", fields_.get("tag")), r"[,\s]+")]
+    date, dated_by, said = "", "", []
+    for key in DATE_KEYS:
+        value = text(fields_.get(key))
+        if value and not date and (day := iso_day(value)):
+            date, dated_by = day, key
+        elif value and not iso_day(value):
+            said.append(f"front matter {key}: {value[:40]!r} is no date like 2026-01-15; ignored")
+    return NoteMeta(text(fields_.get("title")), tuple(dict.fromkeys(texts(fields_.get("aliases", fields_.get("alias"))))),
+                    tuple(dict.fromkeys(t for t in tags + inline_tags if t)), date, dated_by,
+                    text(fields_.get("description", fields_.get("summary"))), dropped), said
+
+
+def iso_day(text: str) -> str | None:
+    """A date's day as YYYY-MM-DD (a time after it is passed over), None if it is none.
+
+    >>> iso_day("2026-01-15"), iso_day("2026-01-15T09:30:00Z"), iso_day("2026-13-45"), iso_day("yesterday")
+    ('2026-01-15', '2026-01-15', None, None)
+    """
+    if m := DAY.fullmatch(text.strip()):
+        with contextlib.suppress(ValueError):
+            return datetime.date(*map(int, m.groups())).isoformat()
+    return None
+
+
+def clean_markup(text: str) -> tuple[str, tuple[str, ...]]:
+    """Obsidian's markup as a reader sees it, every line break kept (lines still count as in the
+    file), and what the embeds it dropped named: [[Note]] -> Note, [[Note|text]] -> text,
+    [[Note#Part]] -> Note › Part, ![[file]] and %%comments%% dropped, a callout's [!type]
+    marker replaced by its title (or its type). A link that never closes stays as it is.
+
+    >>> clean_markup("[[Note]], [[Note|text]], [[Note#Part]], [[#Part]], [[]][[|]]![[a.png]] [[x%%c\\nc%%\\n> [!tip]- Why\\n> [!warning]")
+    ('Note, text, Note › Part, Part,  [[x\\n\\n> Why\\n> Warning', ('a.png',))
+    """
+    dropped = []
+
+    def link(m: re.Match) -> str:
+        target, _, shown = m.group(2).partition("|")
+        if m.group(1):
+            dropped.append(target.strip())
+            return ""
+        parts = [p.strip() for p in target.split("#") if p.strip() and not p.strip().startswith("^")]
+        return shown.strip() or " › ".join(parts)
+    text = COMMENT.sub(lambda m: "\n" * m.group().count("\n"), text)
+    text = WIKILINK.sub(link, text)
+    text = CALLOUT.sub(lambda m: m.group(1) + (m.group(3) or m.group(2).strip().capitalize()), text)
+    return text, tuple(d for d in dict.fromkeys(dropped) if d)
+
+
+def note_card(rel: str, meta: NoteMeta, mtime_ns: int) -> NoteMeta:
+    """A note's NoteMeta with its title and date filled in: the title is its file name unless the
+    front matter gives one; the date is the front matter's, else a YYYY-MM-DD in its file name
+    (a daily note), else its modification day.
+
+    >>> note_card("daily/2026-03-01.md", NoteMeta(), 0)
+    NoteMeta(title='2026-03-01', aliases=(), tags=(), date='2026-03-01', dated_by='file name', description='', dropped=())
+    """
+    stem = PurePosixPath(rel).stem
+    card = meta._replace(title=meta.title or stem)
+    if meta.date:
+        return card
+    day = next((d for d in map(iso_day, DAY_IN_NAME.findall(stem)) if d), None)
+    if day:
+        return card._replace(date=day, dated_by="file name")
+    return card._replace(date=time.strftime("%Y-%m-%d", time.localtime(mtime_ns / 1e9)), dated_by="modified")
+
+
+def note_words(rel: str, meta: NoteMeta) -> str:
+    """A note's title, aliases, tags and description: BM25 counts them in every chunk of the note
+    (a note is found by the name it is known by, in whatever language)."""
+    return " ".join([meta.title or PurePosixPath(rel).stem, *meta.aliases,
+                     *(t.replace("/", " ") for t in meta.tags), meta.description])
+
+
+def lexicon_text(chunk: Chunk, words: str) -> str:
+    """What BM25 counts of a chunk: its note's words (note_words) and its text."""
+    return f"{words}\n{chunk.text}"
+
+
+def lexicon_texts(index: Index) -> Iterator[str]:
+    """lexicon_text() of every chunk of an index, in row order."""
+    words = [""] * len(index.chunks)
+    for rel, rec in index.files.items():
+        words[rec.start:rec.stop] = [note_words(rel, index.notes.get(rel, NoteMeta()))] * (rec.stop - rec.start)
+    return (lexicon_text(c, w) for c, w in zip(index.chunks, words))
 
 
 # A byte-order mark names the encoding outright: Notepad writes one for UTF-8 and
@@ -1699,6 +1919,8 @@ class Index:
     skipped: dict[str, Skip] = field(default_factory=dict)        # rel -> why it was left out
     calibration: dict | None = None       # the relevance floor measured on this index (calibrate())
     notes_dir: str = ""                   # the notes folder, as a real path (for other runs' adopted())
+    notes: Mapping[str, NoteMeta] = field(default_factory=dict)   # rel -> what the note says of itself;
+                                          # a NoteTable when loaded; a note not in it says nothing
 
     @property
     def complete(self) -> bool:
@@ -1723,10 +1945,12 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
     report = IndexReport()
     old_files = old.files if old else {}
     old_skips = old.skipped if old else {}
-    by_digest = {r.digest: r for r in old_files.values()}
+    by_digest = {r.digest: rel for rel, r in old_files.items()}
     chunks: list[Chunk] = []
     reuse: list[int] = []                 # per new row: old row, or -1 if new
+    recount: list[int] = []               # reused rows whose note's words changed (a renamed note's title)
     records: dict[str, FileRecord] = {}
+    metas: dict[str, NoteMeta] = {}
     splitter = None
     for f in files:
         rec, skip = old_files.get(f.rel), old_skips.get(f.rel)
@@ -1734,7 +1958,7 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
             report.skipped[f.rel] = skip      # the same bytes were no note last time either
             continue
         if rec and same_stat(rec, f):
-            digest, source = rec.digest, rec
+            digest, was = rec.digest, f.rel
         else:
             if why := too_big(f.size, settings.max_note_mb):   # before hashing: a log or an export is never read
                 report.skip(f, why, "size")
@@ -1744,11 +1968,14 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
             except OSError as e:
                 report.skip(f, e.strerror, "access")
                 continue
-            source = by_digest.get(digest)
-        if source is not None:            # same bytes as before: reuse its chunks
+            was = by_digest.get(digest)
+        if was is not None:               # same bytes as before: reuse its chunks
+            source, metas[f.rel] = old_files[was], old.notes.get(was, NoteMeta())
             start = len(chunks)
             chunks.extend(c._replace(source=f.rel) for c in old.chunks[source.start:source.stop])
             reuse.extend(range(source.start, source.stop))
+            if note_words(was, metas[f.rel]) != note_words(f.rel, metas[f.rel]):
+                recount.extend(range(start, len(chunks)))   # its words again; its vectors stay
             records[f.rel] = FileRecord(*stat_of(f), digest, start, len(chunks))
             count_file(report, f.rel, rec, digest)
             if digest in old.note_warnings:   # read with a guess: said on every run, not just the first
@@ -1766,12 +1993,16 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
         chunks.extend(chunk_sections(f.rel, sections, splitter))
         reuse.extend([-1] * (len(chunks) - start))
         records[f.rel] = FileRecord(*stat_of(f), digest, start, len(chunks))
+        metas[f.rel] = next((s.meta for s in sections if s.meta), NoteMeta())
         count_file(report, f.rel, rec, digest)
     report.deleted = len(set(old_files) - {f.rel for f in files})
     report.warnings += skip_warnings(report.skipped)
     reuse_arr = np.array(reuse, dtype=np.int64)
-    lexicon = build_lexicon(old.lexicon if old else None, reuse_arr,
-                            [c.text for c, r in zip(chunks, reuse) if r < 0])
+    counted = reuse_arr.copy()            # the rows whose BM25 words are taken as they were
+    counted[recount] = -1
+    words = {rel: note_words(rel, meta) for rel, meta in metas.items()}
+    lexicon = build_lexicon(old.lexicon if old else None, counted,
+                            (lexicon_text(c, words[c.source]) for c, r in zip(chunks, counted) if r < 0))
 
     stamp = fingerprint(files)
 
@@ -1779,7 +2010,7 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
         return Index(chunks, vectors, has_vector, lexicon, records, stamp,
                      settings.embed_model, (settings.chunk_size, settings.chunk_overlap),
                      embed_templates(settings).document, build, note_warnings=report.note_warnings,
-                     skipped=report.skipped, notes_dir=os.path.realpath(settings.notes_dir))
+                     skipped=report.skipped, notes_dir=os.path.realpath(settings.notes_dir), notes=metas)
 
     checkpoint = (lambda v, h, interrupted=False: writer.checkpoint(lambda: with_vectors(v, h), interrupted,
                                                                     progress)) if writer else None
@@ -2479,7 +2710,7 @@ def recounted(index: Index) -> Index:
     """A loaded index whose BM25 words another tokenize() counted, counted again from its chunks'
     texts (no embedding), with its floor to measure again. Its empty fingerprint matches no
     folder, so open_index brings it up to date and writes the cache again."""
-    return replace(index, lexicon=lexicon_from_texts([c.text for c in index.chunks]), fingerprint="",
+    return replace(index, lexicon=lexicon_from_texts(list(lexicon_texts(index))), fingerprint="",
                    calibration=None)
 
 
@@ -2500,11 +2731,11 @@ def load_index(path: Path) -> tuple[Index | None, str]:
         with open(path, "rb") as f, gc_paused():
             d = BuiltinsOnlyUnpickler(f).load()
             written = d.get("format") if isinstance(d, dict) else None
-            if written == CACHE_FORMAT:   # the header; the rest follows
-                d = {**check(BuiltinsOnlyUnpickler(f).load(), dict, "cache"), **d}
-            elif written in UPGRADABLE:
+            if written == CACHE_FORMAT or written in UPGRADABLE and written >= FIRST_WITH_HEADER:
+                d = {**check(BuiltinsOnlyUnpickler(f).load(), dict, "cache"), **d}   # the header; the rest follows
+            if written in UPGRADABLE:
                 d = upgraded(d)
-            else:
+            elif written != CACHE_FORMAT:
                 return None, "cache is from another version of demo_rag"
             vectors = map_vectors(f, f.tell() + (-f.tell() % VECTOR_ALIGN), d["vectors_shape"])
             index = index_from_dict(d, vectors)
@@ -2520,20 +2751,27 @@ def load_index(path: Path) -> tuple[Index | None, str]:
 
 
 # Older cache formats whose vectors are worth keeping: upgraded() fills in what they lack.
-UPGRADABLE = (5,)
+UPGRADABLE = (5, 9)
+FIRST_WITH_HEADER = 9                     # from this format on, a cache file starts with its header
 
 
 def upgraded(d: dict) -> dict:
     """An older cache's fields in this version's layout, every vector kept. What it did not
     record is left for the next update to find out, and an empty fingerprint makes that
-    update happen: each note is hashed once (its record has no ctime or inode: -1 matches
-    none), the skipped notes are read once (their reasons had no kind), and the model's
-    build is taken to be the one Ollama runs now."""
-    records = {check(rel, str, "file name"): FileRecord(*check(r, tuple, "file record")[:2], -1, -1, *r[2:])
-               for rel, r in check(d["files"], dict, "files").items()}
-    files = pickle.loads(pickle.dumps(FileTable.pack(records), protocol=5))    # as a cache file holds them
-    return {**d, "format": CACHE_FORMAT, "fingerprint": "", "files": files, "skipped": {}, "model_digest": "",
-            "notes_dir": ""}
+    update happen: each note is read once (its record's digest matches none: what a note says
+    of itself, and its cleaned text, were not kept), and a chunk whose text is the same reuses
+    its vector. A format 5 cache's skipped notes are read once too (their reasons had no kind),
+    and the model's build is taken to be the one Ollama runs now."""
+    if d["format"] < FIRST_WITH_HEADER:
+        records = {check(rel, str, "file name"): FileRecord(*check(r, tuple, "file record")[:2], -1, -1, *r[2:])
+                   for rel, r in check(d["files"], dict, "files").items()}
+        d = {**d, "files": pickle.loads(pickle.dumps(FileTable.pack(records), protocol=5)),   # as a cache holds them
+             "skipped": {}, "model_digest": "", "notes_dir": ""}
+    files = check(d["files"], dict, "files")
+    kind, shape, _ = check(files["digests"], tuple, "digests")
+    n = check(check(shape, tuple, "digests")[0], int, "digests")
+    return {**d, "format": CACHE_FORMAT, "fingerprint": "", "notes": None,
+            "files": {**files, "digests": (kind, shape, bytes(32 * n))}}
 
 
 class CacheDamaged(ValueError):
@@ -2639,6 +2877,46 @@ class FileTable(Mapping):
         return cls(names, stats, digests, rows)
 
 
+class NoteTable(Mapping):
+    """A loaded index's NoteMeta per note (rel -> NoteMeta), kept as text columns in the order of
+    its FileTable and made into a NoteMeta only when asked for: a warm query asks for its hits'."""
+
+    def __init__(self, files: FileTable, columns: list[tuple]):
+        self.files, self.columns = files, columns        # one blob_data() column per NoteMeta field
+        self.at: dict[str, int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.files)
+
+    def __getitem__(self, rel: str) -> NoteMeta:
+        if self.at is None:
+            self.at = {name: i for i, name in enumerate(self.files)}
+        values = [text_at(column, self.at[rel]) for column in self.columns]
+        return NoteMeta(*(tuple(v.split("\n")) if v and kind is tuple else () if kind is tuple else v
+                          for v, kind in zip(values, NOTE_META_KINDS)))
+
+    @staticmethod
+    def pack(files: Mapping[str, FileRecord], notes: Mapping[str, NoteMeta]) -> dict:
+        """Each NoteMeta field of the notes, in the order of `files`, as a blob (a tuple's items a line each)."""
+        metas = [notes.get(rel, NoteMeta()) for rel in files]
+        return {"fields": list(NoteMeta._fields),
+                "columns": [blob_data("\n".join(m[k]) if kind is tuple else m[k] for m in metas)
+                            for k, kind in enumerate(NOTE_META_KINDS)]}
+
+    @classmethod
+    def unpack(cls, d: dict, arr: Callable, files: FileTable) -> NoteTable:
+        """pack()'s output back, each column checked (CacheDamaged) against the files."""
+        if check(d["fields"], list, "note fields") != list(NoteMeta._fields):
+            raise CacheDamaged("note fields are another version's")
+        return cls(files, [check_blob(c, arr, len(files), "note column") for c in check(d["columns"], list, "notes")])
+
+
+NOTE_META_KINDS = [tuple if "tuple" in str(kind) else str for kind in NoteMeta.__annotations__.values()]
+
+
 def arr_data(a: np.ndarray) -> tuple:
     """An array as plain builtins: (dtype, shape, bytes).
 
@@ -2722,7 +3000,7 @@ def index_to_dict(index: Index) -> dict:
         "lexicon": (lex.vocab, arr(lex.ptr), arr(lex.docs), arr(lex.counts), arr(lex.lengths)),
         "doc_template": index.doc_template, "model_digest": index.model_digest,
         "note_warnings": index.note_warnings, "skipped": {rel: tuple(s) for rel, s in index.skipped.items()},
-        "calibration": index.calibration,
+        "calibration": index.calibration, "notes": NoteTable.pack(index.files, index.notes),
     }
 
 
@@ -2765,12 +3043,13 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
     if not all(type(why) is str and kind in ("content", "size", "access") and all(type(x) is int for x in stat)
                for why, kind, *stat in skipped.values()):
         raise CacheDamaged("a skipped note's record is not one")
+    notes = NoteTable.unpack(check(d["notes"], dict, "notes"), arr, files) if d.get("notes") is not None else {}
     return Index(chunks, vectors, has_vector, lex, files,
                  check(d["fingerprint"], str, "fingerprint"), check(d["embed_model"], str, "embed_model"),
                  chunking, check(d["doc_template"], str, "doc_template"),
                  check(d["model_digest"], str, "model_digest"), note_warnings, skipped,
                  checked_calibration(d.get("calibration")),   # caches written before it have none
-                 check(d["notes_dir"], str, "notes_dir"))
+                 check(d["notes_dir"], str, "notes_dir"), notes)
 
 
 def checked_calibration(c) -> dict | None:
