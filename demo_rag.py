@@ -755,6 +755,60 @@ def go_duration(text: str) -> str | float:
     return value
 
 
+def tag_name(text: str) -> str:
+    """--tag: a tag as written in a note, with or without its "#"; a/b is a nested tag."""
+    tag = text.strip().lstrip("#").strip("/")
+    if not tag or any(ch.isspace() for ch in tag):
+        raise argparse.ArgumentTypeError(f"expected a tag like work or project/alpha, not {text!r}")
+    return tag
+
+
+def date_bound(text: str) -> str:
+    """--since and --until: a day, month or year, or a time ago (date_span); kept as given."""
+    try:
+        date_span(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text.strip()
+
+
+def date_span(text: str, today: datetime.date | None = None) -> tuple[str, str]:
+    """The first and last day a --since or --until value names, as YYYY-MM-DD: a day, a month,
+    a year, or that day a time ago (7d, 2w, 3m, 1y). Raises ValueError for anything else.
+
+    >>> date_span("2026-02"), date_span("2026"), date_span("2026-02-03")
+    (('2026-02-01', '2026-02-28'), ('2026-01-01', '2026-12-31'), ('2026-02-03', '2026-02-03'))
+    >>> date_span("3m", today=datetime.date(2026, 5, 31)), date_span("2w", today=datetime.date(2026, 5, 31))
+    (('2026-02-28', '2026-02-28'), ('2026-05-17', '2026-05-17'))
+    """
+    value = text.strip().lower()
+    try:
+        if m := re.fullmatch(r"(\d{1,6})([dwmy])", value):
+            n, unit, today = int(m.group(1)), m.group(2), today or datetime.date.today()
+            if unit in "dw":
+                day = today - datetime.timedelta(days=n * (7 if unit == "w" else 1))
+            else:
+                y, m0 = divmod(today.year * 12 + today.month - 1 - n * (12 if unit == "y" else 1), 12)
+                day = datetime.date(y, m0 + 1, min(today.day, calendar.monthrange(y, m0 + 1)[1]))
+            return day.isoformat(), day.isoformat()
+        if m := re.fullmatch(r"(\d{4})(?:-(\d{1,2})(?:-(\d{1,2}))?)?", value):
+            y, mo, d = (int(g) if g else None for g in m.groups())
+            first = datetime.date(y, mo or 1, d or 1)
+            last = first if d else datetime.date(y, mo or 12, calendar.monthrange(y, mo or 12)[1])
+            return first.isoformat(), last.isoformat()
+    except (ValueError, OverflowError):
+        pass
+    raise ValueError(f"expected a date like 2026-01-15, 2026-01 or 2026, or a time ago like 7d, 2w, 3m or 1y, "
+                     f"not {text!r}")
+
+
+class Appended(argparse.Action):
+    """argparse's "append" into a tuple: a repeated flag's values, in order."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, (*(getattr(namespace, self.dest) or ()), values))
+
+
 NOTES_GROUP, RETRIEVAL_GROUP, MODELS_GROUP = "notes and index", "retrieval", "models"
 
 
@@ -768,6 +822,16 @@ class Settings:
                              metavar="DIR")
     source_filter: str | None = option(None, "--source", NOTES_GROUP,
                                        "only use notes whose path matches (glob or substring)", metavar="PATTERN")
+    tags: tuple[str, ...] = option((), "--tag", NOTES_GROUP,
+                                   "only use notes with this tag, in front matter or as #tag (--tag a takes #a/b "
+                                   "too); repeat it for notes with any of them", type=tag_name, action=Appended,
+                                   metavar="TAG")
+    since: str | None = option(None, "--since", NOTES_GROUP,
+                               "only use notes dated DATE or later: 2026-01-15, 2026-01, 2026, or 7d, 2w, 3m, 1y "
+                               "ago (a note's date: its front matter's date, created or updated, else a date in "
+                               "its file name, else the day it was modified)", type=date_bound, metavar="DATE")
+    until: str | None = option(None, "--until", NOTES_GROUP, "only use notes dated DATE or earlier (as --since)",
+                               type=date_bound, metavar="DATE")
     max_note_mb: float = option(MAX_NOTE_MB, "--max-note-mb", NOTES_GROUP,
                                 f"skip bigger notes (default {MAX_NOTE_MB:g})", POSITIVE, type=float, metavar="MB")
     follow_links: bool = option(False, "--follow-links", NOTES_GROUP,
@@ -1201,7 +1265,8 @@ BLOCK_SCALAR = re.compile(r"[|>][+-]?")
 WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]*)\]\]")
 COMMENT = re.compile(r"%%.*?%%", re.DOTALL)
 CALLOUT = re.compile(r"^([ \t]*(?:>[ \t]?)+)\[!([^\]\n]*)\][+-]?[ \t]*(.*)$", re.MULTILINE)
-INLINE_TAG = re.compile(r"(?<![^\s(])#([\w/-]*[^\W\d_][\w/-]*)")   # Obsidian's: not digits alone
+# An inline #tag, as Obsidian finds one: after a space, "(" or CJK punctuation ("。#工作"), not digits alone.
+INLINE_TAG = re.compile(r"(?<![^\s(\u3000-\u303f\uff01-\uff0f\uff1a-\uff20])#([\w/-]*[^\W\d_][\w/-]*)")
 DATE_KEYS = ("date", "created", "updated")     # the first of these that holds a date dates the note
 DAY = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[T ][\d:.+-]*Z?)?")
 DAY_IN_NAME = re.compile(r"(?<!\d)\d{4}-\d{2}-\d{2}(?!\d)")
@@ -2758,7 +2823,7 @@ FIRST_WITH_HEADER = 9                     # from this format on, a cache file st
 def upgraded(d: dict) -> dict:
     """An older cache's fields in this version's layout, every vector kept. What it did not
     record is left for the next update to find out, and an empty fingerprint makes that
-    update happen: each note is read once (its record's digest matches none: what a note says
+    update happen: each note is read once (its record's stat and digest match none: what a note says
     of itself, and its cleaned text, were not kept), and a chunk whose text is the same reuses
     its vector. A format 5 cache's skipped notes are read once too (their reasons had no kind),
     and the model's build is taken to be the one Ollama runs now."""
@@ -2770,8 +2835,9 @@ def upgraded(d: dict) -> dict:
     files = check(d["files"], dict, "files")
     kind, shape, _ = check(files["digests"], tuple, "digests")
     n = check(check(shape, tuple, "digests")[0], int, "digests")
-    return {**d, "format": CACHE_FORMAT, "fingerprint": "", "notes": None,
-            "files": {**files, "digests": (kind, shape, bytes(32 * n))}}
+    unknown = {"digests": (kind, shape, bytes(32 * n)),      # no stat and no digest matches: read again
+               "stats": ("<i8", (n, 4), np.full((n, 4), -1, dtype="<i8").tobytes())}
+    return {**d, "format": CACHE_FORMAT, "fingerprint": "", "notes": None, "files": {**files, **unknown}}
 
 
 class CacheDamaged(ValueError):
@@ -3318,7 +3384,13 @@ def rank(index: Index, question: str, qvec: np.ndarray | None, settings: Setting
     # A reranker would reorder `ranked` here: judge and trim take what it puts first.
     judged = ranked[:min(settings.top_k, top_k_limit(settings.chunk_size))]
     verdict = judge(index, question, scores, judged, settings)
-    return Retrieval(trim(judged, scores), judged, ranked, qvec, *scores, *verdict, found=verdict.found)
+    return Retrieval(trim(judged, scores), judged, ranked, qvec, *scores, *verdict, found=verdict.found,
+                     notes={h.chunk.source: card_of(index, h.chunk.source) for h in ranked})
+
+
+def card_of(index: Index, rel: str) -> NoteMeta:
+    """note_card() of one note of the index."""
+    return note_card(rel, index.notes.get(rel, NoteMeta()), index.files[rel].mtime_ns)
 
 
 class Scores(NamedTuple):
@@ -3362,6 +3434,7 @@ class Retrieval:
     keywords_only_because: str | None = None
     reembed_because: str = ""             # the question's vector has another size than the index's
     timings: dict[str, float] = field(default_factory=dict)
+    notes: dict[str, NoteMeta] = field(default_factory=dict)   # the ranked notes' note_card()s, by source
 
     @property
     def lexical_only(self) -> bool:
@@ -3371,7 +3444,7 @@ class Retrieval:
 def score(index: Index, question: str, qvec: np.ndarray | None, settings: Settings) -> Scores:
     """Stage 1: score every chunk --source allows by meaning (exact cosine: one matrix-vector
     product) and by words (BM25), and fuse the two (--fusion)."""
-    rows = np.flatnonzero(source_mask(index, settings.source_filter))
+    rows = np.flatnonzero(filter_mask(index, filters_in_force(settings)))
     dense = None
     # A partly embedded index (Ollama left mid-way) is searched by BM25 alone:
     # fusing would favour the rows that happen to have vectors.
@@ -3598,6 +3671,59 @@ def source_mask(index: Index, pattern: str | None) -> np.ndarray:
                      for c in index.chunks], dtype=bool)
 
 
+class Filters(NamedTuple):
+    """Which notes a search may use, as one value: every search, --eval, --explain and --chat
+    apply it (filter_mask), and whatever records or serves a search can take it as it is."""
+    source: str | None = None             # --source: a glob or a part of the path
+    tags: tuple[str, ...] = ()            # --tag: notes with any of them (a/b counts as a)
+    since: str | None = None              # --since and --until, as given (date_span reads them)
+    until: str | None = None
+
+    def __str__(self) -> str:             # "--tag work --since 2026-01", as typed
+        return " ".join([*(["--source", self.source] if self.source else []),
+                         *(w for t in self.tags for w in ("--tag", t)),
+                         *(["--since", self.since] if self.since else []),
+                         *(["--until", self.until] if self.until else [])])
+
+
+def filters_in_force(settings: Settings) -> Filters:
+    """The Filters a run's settings ask for."""
+    return Filters(settings.source_filter, tuple(settings.tags), settings.since, settings.until)
+
+
+def unfiltered(settings: Settings) -> Settings:
+    """The settings without any filter: what the relevance floor is measured with (the index's)."""
+    return replace(settings, source_filter=None, tags=(), since=None, until=None)
+
+
+def filter_mask(index: Index, filters: Filters) -> np.ndarray:
+    """Which chunks the filters allow: --source's, and of notes with one of the tags and dated
+    within --since and --until (note_card() says a note's date)."""
+    mask = source_mask(index, filters.source)
+    if not (filters.tags or filters.since or filters.until):
+        return mask
+    first = date_span(filters.since)[0] if filters.since else ""
+    last = date_span(filters.until)[1] if filters.until else "9999-12-31"
+    wanted = tuple(t.lower() for t in filters.tags)
+    allowed = np.zeros(len(mask), dtype=bool)
+    for rel, rec in index.files.items():
+        card = note_card(rel, index.notes.get(rel, NoteMeta()), rec.mtime_ns)
+        allowed[rec.start:rec.stop] = note_passes(card, wanted, first, last)
+    return mask & allowed
+
+
+def note_passes(card: NoteMeta, tags: tuple[str, ...], first: str, last: str) -> bool:
+    """Does a note (its note_card) have one of the lower-cased `tags` (or a tag nested under one:
+    #a/b is an a), and a date from `first` to `last`?
+
+    >>> card = NoteMeta(tags=("Project/Alpha",), date="2026-01-15")
+    >>> note_passes(card, ("project",), "2026-01-01", "2026-01-31"), note_passes(card, ("proj",), "", "9999")
+    (True, False)
+    """
+    tagged = not tags or any(t == w or t.startswith(w + "/") for t in (x.lower() for x in card.tags) for w in tags)
+    return tagged and first <= card.date <= last
+
+
 def fuse_other(parts: dict[str, np.ndarray], method: str) -> tuple[np.ndarray, dict[str, float]]:
     """The alternatives to the default fusion: z-scores weighted by standout, one ranker
     alone, or Part I's reciprocal rank fusion.
@@ -3791,7 +3917,7 @@ def calibrate(index: Index, client: ollama.Client, settings: Settings) -> dict |
         found.setdefault(lang, []).append(meaning_found(float(cosines.max()), median(cosines)))
     meaning = {lang: [median(np.array(m)), max(m)] for lang, m in found.items()}
     scale = replace(index, calibration={"key": key, "floors": {}, "meaning": meaning, "note": ""})
-    plain = replace(settings, source_filter=None, min_score=MIN_SCORE)
+    plain = replace(unfiltered(settings), min_score=MIN_SCORE)
     scores: dict[str, list[float]] = {}
     for (lang, q), qvec in zip(probes, qvecs):
         r = rank(scale, q, qvec, plain)
@@ -4571,7 +4697,8 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
             return
         if plan.retrieval.keywords_only_because and not report.embed_error:   # the rest were said while indexing
             err(f"warning: {run_warnings(report, plan)[-1]}")
-        print_hits(plan.retrieval.hits, plan.retrieval.lexical_only, preview_terms(plan.retrieval.terms))
+        print_hits(plan.retrieval.hits, plan.retrieval.lexical_only, preview_terms(plan.retrieval.terms),
+                   plan.retrieval.notes)
         if args.show_prompt:
             print_prompt(plan.messages, templates, plan.num_ctx, settings.max_answer_tokens,
                          UNSENT.get(plan.status, ""))
@@ -4642,7 +4769,7 @@ def outcome_json(outcome: Outcome, report: IndexReport, index_seconds: float, te
     r, u = outcome.retrieval, outcome.usage
     return {"question": outcome.question, "status": outcome.status, "answer": outcome.text, "found": r.found,
             "lexical_only": r.lexical_only, "confidence": round(r.confidence, 3),
-            "floor": {"value": r.floor, "source": r.floor_source}, "sources": [hit_json(h) for h in r.hits],
+            "floor": {"value": r.floor, "source": r.floor_source}, "sources": [hit_json(h, r.notes.get(h.chunk.source)) for h in r.hits],
             "timings": {k: round(v, 3) for k, v in {"index": index_seconds, **outcome.timings}.items()},
             "tokens": {} if u is None else {"prompt": u.prompt_tokens, "answer": u.answer_tokens,
                                             "per_second": round(u.tokens_per_second, 1)},
@@ -4664,10 +4791,12 @@ def print_prompt(messages: list[dict], templates: Templates, num_ctx: int, num_p
           f"document {templates.document or 'none'!r} ---\n")
 
 
-def hit_json(h: Hit) -> dict:
-    """One source as --json shows it."""
+def hit_json(h: Hit, card: NoteMeta | None = None) -> dict:
+    """One source as --json shows it, with what its note says of itself (note_card()) when given."""
+    about = {} if card is None else {"title": card.title, "aliases": list(card.aliases), "tags": list(card.tags),
+                                     "date": card.date, "dated_by": card.dated_by}
     return {"rank": h.rank, "source": h.chunk.source, "heading": h.chunk.heading, "page": h.chunk.page,
-            "score": round(h.score, 4), "text": h.chunk.text}
+            **about, "score": round(h.score, 4), "text": h.chunk.text}
 
 
 class UsageError(Exception):
@@ -4686,7 +4815,16 @@ def open_for_mode(args: argparse.Namespace, settings: Settings, client: ollama.C
     if not source_mask(index, settings.source_filter).any():
         raise UsageError(f"no note matches --source '{settings.source_filter}' (a glob like 'work/*.md', or a "
                          f"part of a note's path relative to {readable_name(str(settings.notes_dir))})")
+    if not filter_mask(index, filters := filters_in_force(settings)).any():
+        raise UsageError(no_match(filters, len(index.files)))
     return index, report, took
+
+
+def no_match(filters: Filters, notes: int) -> str:
+    """What to say when no note passes the filters."""
+    return (f"no note matches {filters} (of {notes} notes; a note's tags are its front matter's and its "
+            "#tags, its date its front matter's date, created or updated, else one in its file name, else "
+            "the day it was modified)")
 
 
 def index_with_progress(settings: Settings, client: ollama.Client, rebuild: str, quiet: bool,
@@ -4716,13 +4854,31 @@ def index_with_progress(settings: Settings, client: ollama.Client, rebuild: str,
     return index, report, took
 
 
-def print_hits(hits: list[Hit], lexical_only: bool, terms: list[tuple[str, float]] = ()) -> None:
-    """The sources, each with a one-line preview of where the question's rarest `terms` occur."""
+def print_hits(hits: list[Hit], lexical_only: bool, terms: list[tuple[str, float]] = (),
+               notes: Mapping[str, NoteMeta] | None = None) -> None:
+    """The sources, each with a one-line preview of where the question's rarest `terms` occur,
+    and what its note says of itself (`notes`: Retrieval.notes), if it says anything."""
     print("Top sources" + (" (keywords only):" if lexical_only else ":"))
     for h in hits:
         scores = f"bm25 {h.lexical:.2f}" if lexical_only else f"cos {h.dense:.3f} · bm25 {h.lexical:.2f}"
-        print(f"  [{h.rank}] {h.chunk.citation}  ({scores})\n      {preview(h.chunk.text, terms=terms)}")
+        about = card_line((notes or {}).get(h.chunk.source))
+        print(f"  [{h.rank}] {h.chunk.citation}  ({scores})" + (f"\n      {about}" if about else "") +
+              f"\n      {preview(h.chunk.text, terms=terms)}")
     print()
+
+
+def card_line(card: NoteMeta | None, width: int = 72) -> str:
+    """A note's title, aliases, tags and date in one line, "" for a note that states none of them.
+
+    >>> card_line(NoteMeta("快捷键", ("Hotkeys",), ("tool/obsidian",), "2026-01-15", "created"))
+    '快捷键 (Hotkeys) · #tool/obsidian · 2026-01-15 (created)'
+    """
+    if card is None or not (card.aliases or card.tags or card.dated_by not in ("", "modified")):
+        return ""
+    parts = [card.title + (f" ({', '.join(card.aliases)})" if card.aliases else "")]
+    parts += [" ".join(f"#{t}" for t in card.tags)] if card.tags else []
+    parts += [f"{card.date} ({card.dated_by})"] if card.dated_by != "modified" else []
+    return preview(" · ".join(parts), width)
 
 
 # ----------------------------------------------------------------------------
@@ -4773,7 +4929,15 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
     dense_used, dense_missing = 0, None   # how many answerable questions got dense scores, and why not all
     embedded = False                      # did any question, answerable or not, get dense scores?
     for item in items:
-        r = answer(client, index, item["question"], settings, retrieve_only=True).retrieval
+        asked = item_settings(item, settings)
+        if item.get("answers") and not filter_mask(index, filters_in_force(asked)).any():
+            for name in ranks:            # no note passes its filters: a miss for every ranker
+                ranks[name].append(None)
+            floor["answerable"] += 1
+            misses.append({"question": item["question"], "answers": item["answers"], "rank": None,
+                           "top": no_match(filters_in_force(asked), len(index.files))})
+            continue
+        r = answer(client, index, item["question"], asked, retrieve_only=True).retrieval
         conf, found = r.confidence, r.found   # judged as a run judges it, on its --top-k best
         answerable = bool(item.get("answers"))
         embedded = embedded or r.dense is not None
@@ -4807,6 +4971,28 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
     # Ollama may go away mid-run: then the dense row covers only some questions, and says so.
     result["dense_coverage"] = {"questions": dense_used, "of": floor["answerable"], "missing_because": dense_missing}
     return result
+
+
+def item_filter_problem(item: dict) -> str:
+    """What is wrong with an evaluation item's own filters ("tags": [...], "since", "until"), "" if nothing."""
+    tags = item.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        return f"\"tags\" must be a list of tags, not {tags!r}"
+    checks = [("tags", tag_name, t) for t in tags] + [(k, date_bound, str(item[k])) for k in ("since", "until")
+                                                     if k in item]
+    for key, parse, value in checks:
+        try:
+            parse(value)
+        except argparse.ArgumentTypeError as e:
+            return f"\"{key}\": {e}"
+    return ""
+
+
+def item_settings(item: dict, settings: Settings) -> Settings:
+    """The settings an evaluation question is asked with: its own "tags", "since" and "until", if
+    it has them, in place of the command line's."""
+    own = {k: (tuple(item[k]) if k == "tags" else item[k]) for k in ("tags", "since", "until") if k in item}
+    return replace(settings, **own)
 
 
 def floor_words(index: Index, settings: Settings) -> str:
@@ -4848,6 +5034,8 @@ def load_eval_set(path: Path) -> list[dict]:
                              f"([] marks a question the notes cannot answer), not {item['answers']!r}")
         if not all(isinstance(item.get(k, ""), str) for k in ("source", "heading")):
             raise ValueError(f"{path}:{n}: \"source\" and \"heading\" must be strings")
+        if problem := item_filter_problem(item):
+            raise ValueError(f"{path}:{n}: {problem}")
         items.append(item)
     return items
 
@@ -5070,7 +5258,7 @@ def unanswerable_questions(index: Index, settings: Settings, n: int) -> list[str
     langs = notes_languages(index)
     candidates = [q for group in itertools.zip_longest(*(UNANSWERABLE[lang] for lang in langs))
                   for q in group if q]
-    plain = replace(settings, source_filter=None)
+    plain = unfiltered(settings)
     return [q for q in candidates
             if rank(index, q, None, plain).confidence < OFF_TOPIC_COVERAGE][:n]
 
@@ -5338,7 +5526,8 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
         sys.stdin.reconfigure(errors="surrogateescape")
     conv, last_hits, warned = Conversation(num_ctx=num_ctx), [], set()
     commands = "/sources  /clear  /stats  /quit"
-    print(f"Ask about your notes ({len(index.files)} notes). Commands: {commands}. Ctrl-D leaves.")
+    print(f"Ask about your notes ({len(index.files)} notes). Commands: {commands}. Ctrl-D leaves. "
+          "Filters before a question: #tag since:2026-01 until:2026-03")
 
     def warn_once(text: str) -> None:     # a cut prompt is said once a session, not every turn
         kind = text.split(":")[0]         # the numbers after it change from turn to turn
@@ -5349,7 +5538,8 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
     def show_sources(plan: Outcome) -> None:
         if plan.query:
             print(f"(searching for: {plan.query})")
-        print_hits(plan.retrieval.hits, plan.retrieval.lexical_only, preview_terms(plan.retrieval.terms))
+        print_hits(plan.retrieval.hits, plan.retrieval.lexical_only, preview_terms(plan.retrieval.terms),
+                   plan.retrieval.notes)
 
     while True:
         try:
@@ -5381,12 +5571,50 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
             else:
                 print(f"unknown command {command}; commands: {commands}")
             continue
-        outcome = answer(client, index, line, settings, conv, keywords_because=report.embed_error,
+        asked, question, problem = inline_filters(line, settings)
+        filters = filters_in_force(asked)
+        if problem or not filter_mask(index, filters).any():
+            print(f"({problem or no_match(filters, len(index.files))}; ask again)")
+            continue
+        outcome = answer(client, index, question, asked, conv, keywords_because=report.embed_error,
                          on_plan=show_sources, on_token=lambda piece: print(piece, end="", flush=True))
         for w in outcome.warnings:
             warn_once(w)
         print_outcome(outcome)
         conv, last_hits = outcome.conversation, outcome.retrieval.hits
+
+
+INLINE_FILTER = re.compile(r"\s*(?:#([\w/-]*[^\W\d_][\w/-]*)|(tag|since|until):(\S*))(?=\s|$)")
+
+
+def inline_filters(line: str, settings: Settings) -> tuple[Settings, str, str]:
+    """--chat's filters, typed before a question: "#work since:2026-01 what did we decide?" asks
+    "what did we decide?" of the notes tagged work dated 2026-01 or later. They hold for that
+    question, in place of the command line's of their kind. Returns the settings to ask with,
+    the question, and what is wrong with them ("" if nothing).
+
+    >>> s, q, problem = inline_filters("#work tag:home since:2026-01 what did we decide?", Settings())
+    >>> s.tags, s.since, q, problem
+    (('work', 'home'), '2026-01', 'what did we decide?', '')
+    >>> inline_filters("since:yesterday what?", Settings())[2]
+    "since: expected a date like 2026-01-15, 2026-01 or 2026, or a time ago like 7d, 2w, 3m or 1y, not 'yesterday'"
+    """
+    tags, dates, rest = [], {}, line
+    while m := INLINE_FILTER.match(rest):
+        rest = rest[m.end():]
+        try:
+            if m.group(1) or m.group(2) == "tag":
+                tags.append(tag_name(m.group(1) or m.group(3)))
+            else:
+                dates[m.group(2)] = date_bound(m.group(3))
+        except argparse.ArgumentTypeError as e:
+            return settings, line, f"{m.group(2) or 'tag'}: {e}"
+    asked = replace(settings, **({"tags": tuple(tags)} if tags else {}), **dates)
+    if asked.since and asked.until and date_span(asked.since)[0] > date_span(asked.until)[1]:
+        return settings, line, f"since:{asked.since} is after until:{asked.until}"
+    if not rest.strip():
+        return settings, line, "a question goes after the filters"
+    return asked, rest.strip(), ""
 
 
 def run_eval(args, settings: Settings, client: ollama.Client) -> int:
@@ -5468,6 +5696,8 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
                                                            else ": none applied"))
 
         print("\nSTEP 5 · SEARCH: rank by meaning (cosine) and by words (BM25), then fuse")
+        if str(filters := filters_in_force(settings)):
+            say(f"only notes {filters} allows: {len(r.rows)} of {len(index.chunks)} chunks")
         for name, key, scores in (("cosine", "dense", r.dense), ("BM25", "bm25", r.lexical), ("fused", "", r.fused)):
             if scores is not None:
                 note = f"weight {r.weights.get(key, 0.0):.2f}" if key else FUSION_NOTES[settings.fusion]
@@ -5478,6 +5708,8 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
             + ("answer from these sources" if r.found else "not found in your notes"))
         say(f"the prompt gets {len(r.hits)} of the top {len(r.candidates)}: those whose fused score stands at "
             f"least {SOURCE_CUT:.0%} as far above the average chunk's as the best one's")
+        for rel in dict.fromkeys(h.chunk.source for h in r.hits):
+            say(f"{rel}: {what_the_note_says(r.notes[rel])}", indent="    ")
         print("\nSTEP 6 · PROMPT: rules · numbered sources · question (--show-prompt: in full)")
         for m in plan.messages:
             print(f"  --- {m['role']}: {estimate_tokens(m['content'])} tokens (estimated) ---")
@@ -5504,6 +5736,21 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
         print_outcome(outcome)
     err(*(f"warning: {w}" for w in outcome.warnings))
     return EXIT_OLLAMA if outcome.status == FAILED else EXIT_OK
+
+
+def what_the_note_says(card: NoteMeta) -> str:
+    """--explain's account of what was read from a note besides its text (note_card()).
+
+    >>> what_the_note_says(NoteMeta("Trip", ("Reise",), ("travel",), "2026-03-01", "file name", "", ("map.png",)))
+    'title Trip, aliases Reise, tags #travel, dated 2026-03-01 (by its file name), embeds dropped: map.png'
+    """
+    by = {"file name": "by its file name", "modified": "the day it was modified"}.get(
+        card.dated_by, f"its front matter's {card.dated_by}")
+    parts = [f"title {card.title}"] + ([f"aliases {', '.join(card.aliases)}"] if card.aliases else []) + \
+        ([f"tags {' '.join('#' + t for t in card.tags)}"] if card.tags else []) + [f"dated {card.date} ({by})"] + \
+        ([f"description {card.description!r}"] if card.description else []) + \
+        ([f"embeds dropped: {', '.join(card.dropped)}"] if card.dropped else [])
+    return ", ".join(parts)
 
 
 # What --explain's step 7 says when the chat model is not called.
@@ -5617,6 +5864,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("need --questions >= 1, and every --tune-chunk-sizes value >= 50 and above --chunk-overlap")
     if args.top_k < 1 or args.chunk_size < 50 or not 0 <= args.chunk_overlap < args.chunk_size:
         p.error("need --top-k >= 1, --chunk-size >= 50 and 0 <= --chunk-overlap < --chunk-size")
+    if args.since and args.until and date_span(args.since)[0] > date_span(args.until)[1]:
+        p.error(f"--since {args.since} is after --until {args.until}: no note could be dated between them")
     if args.json and not mode.json:
         p.error("--json prints one object for a question, --eval, --make-eval or --tune; "
                 "--chat and --explain are for people to read")
