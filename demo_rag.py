@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import calendar
 import contextlib
 import datetime
 import fnmatch
@@ -93,11 +92,10 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path, PurePosixPath
 from typing import Callable, Iterable, Iterator, NamedTuple
 
-# Start-up details; a first reading can skip to Part I. These imports build a few hundred
-# thousand long-lived objects, so the garbage collector waits until they are in and the
-# command line then exempts them (gc.freeze); an importing notebook keeps its collector.
-# NumPy's BLAS starts helper threads as it is imported: they are made blind to Ctrl-C and
-# SIGTERM, or the kernel may hand one of those to them and the main thread never wakes.
+# Start-up details; a first reading can skip to Part I. The garbage collector waits while these
+# imports build their few hundred thousand long-lived objects, which the command line then exempts
+# (gc.freeze; an importing notebook keeps its collector). NumPy's BLAS threads start blind to Ctrl-C
+# and SIGTERM, or the kernel may hand one of those to them and the main thread never wakes.
 gc.disable()
 _signals = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM}) \
     if hasattr(signal, "pthread_sigmask") else None
@@ -789,17 +787,22 @@ def date_span(text: str, today: datetime.date | None = None) -> tuple[str, str]:
                 day = today - datetime.timedelta(days=n * (7 if unit == "w" else 1))
             else:
                 y, m0 = divmod(today.year * 12 + today.month - 1 - n * (12 if unit == "y" else 1), 12)
-                day = datetime.date(y, m0 + 1, min(today.day, calendar.monthrange(y, m0 + 1)[1]))
+                day = datetime.date(y, m0 + 1, min(today.day, month_days(y, m0 + 1)))
             return day.isoformat(), day.isoformat()
         if m := re.fullmatch(r"(\d{4})(?:-(\d{1,2})(?:-(\d{1,2}))?)?", value):
             y, mo, d = (int(g) if g else None for g in m.groups())
             first = datetime.date(y, mo or 1, d or 1)
-            last = first if d else datetime.date(y, mo or 12, calendar.monthrange(y, mo or 12)[1])
+            last = first if d else datetime.date(y, mo or 12, month_days(y, mo or 12))
             return first.isoformat(), last.isoformat()
     except (ValueError, OverflowError):
         pass
     raise ValueError(f"expected a date like 2026-01-15, 2026-01 or 2026, or a time ago like 7d, 2w, 3m or 1y, "
                      f"not {text!r}")
+
+
+def month_days(year: int, month: int) -> int:
+    """How many days a month has: 28 to 31."""
+    return (datetime.date(year + month // 12, month % 12 + 1, 1) - datetime.timedelta(days=1)).day
 
 
 class Appended(argparse.Action):
