@@ -59,6 +59,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import contextlib
+import datetime
 import fnmatch
 import functools
 import gc
@@ -88,14 +89,13 @@ from array import array
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Callable, Iterable, Iterator, NamedTuple
 
-# Start-up details; a first reading can skip to Part I. These imports build a few hundred
-# thousand long-lived objects, so the garbage collector waits until they are in and the
-# command line then exempts them (gc.freeze); an importing notebook keeps its collector.
-# NumPy's BLAS starts helper threads as it is imported: they are made blind to Ctrl-C and
-# SIGTERM, or the kernel may hand one of those to them and the main thread never wakes.
+# Start-up details; a first reading can skip to Part I. The garbage collector waits while these
+# imports build their few hundred thousand long-lived objects, which the command line then exempts
+# (gc.freeze; an importing notebook keeps its collector). NumPy's BLAS threads start blind to Ctrl-C
+# and SIGTERM, or the kernel may hand one of those to them and the main thread never wakes.
 gc.disable()
 _signals = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM}) \
     if hasattr(signal, "pthread_sigmask") else None
@@ -162,11 +162,13 @@ def list_notes(notes_dir: Path) -> list[NoteFile]:
                      st.st_ino) for p, st in zip(paths, map(Path.stat, paths))]
 
 
-FRONT_MATTER = re.compile(r"\A---[ \t]*\n.*?\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
+# "---" lines around YAML: keys ("tags: [a, b]"), at least one, list items, comments, indented lines.
+FRONT_MATTER = re.compile(r"\A---[ \t]*\n(?:(?:[ \t]*(?:#.*|- .*|-)?|[ \t]+.*)\n)*\w[\w .-]*:(?:[ \t].*)?\n"
+                          r"(?:(?:\w[\w .-]*:(?:[ \t].*)?|[ \t]*(?:#.*|- .*|-)?|[ \t]+.*)\n)*?(?:---|\.\.\.)[ \t]*(?:\n|\Z)")
 
 
 def strip_front_matter(text: str) -> str:
-    """Drop a BOM, make every line end "\n", and drop a YAML front-matter block ("---" lines around metadata)."""
+    """Drop a BOM, make every line end "\n", and drop a YAML front-matter block (metadata between "---" lines)."""
     text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     return FRONT_MATTER.sub("", text, count=1)
 
@@ -588,6 +590,21 @@ class Section(NamedTuple):
     page: int | None = None               # a PDF's page, counted from 1
     line: int | None = None               # the file's line where `text` starts (front matter before it
                                           # counts); None for a page, which has no lines to go to
+    meta: NoteMeta | None = None          # what a Markdown note says of itself, on its first section
+
+
+class NoteMeta(NamedTuple):
+    """What a note says of itself besides its text: its front matter, inline #tags and the embeds
+    taken out of its text. The index keeps one per note; note_card() fills in the title and the
+    date a note does not state (its file name, its modification day)."""
+    title: str = ""                       # front matter's title: ("": the file name is the title)
+    aliases: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()            # front matter's, then inline #tags, without "#", as written
+    date: str = ""                        # YYYY-MM-DD
+    dated_by: str = ""                    # where the date came from: "date", "created", "updated" (front
+                                          # matter, the first of them that is a date), "file name", "modified"
+    description: str = ""                 # description: or summary:
+    dropped: tuple[str, ...] = ()         # what embeds (![[...]]) named: taken out of the text
 
 
 class NoteType(NamedTuple):
@@ -740,6 +757,65 @@ def go_duration(text: str) -> str | float:
     return value
 
 
+def tag_name(text: str) -> str:
+    """--tag: a tag as written in a note, with or without its "#"; a/b is a nested tag."""
+    tag = text.strip().lstrip("#").strip("/")
+    if not tag or any(ch.isspace() for ch in tag):
+        raise argparse.ArgumentTypeError(f"expected a tag like work or project/alpha, not {text!r}")
+    return tag
+
+
+def date_bound(text: str) -> str:
+    """--since and --until: a day, month or year, or a time ago (date_span); kept as given."""
+    try:
+        date_span(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text.strip()
+
+
+def date_span(text: str, today: datetime.date | None = None) -> tuple[str, str]:
+    """The first and last day a --since or --until value names, as YYYY-MM-DD: a day, a month,
+    a year, or that day a time ago (7d, 2w, 3m, 1y). Raises ValueError for anything else.
+
+    >>> date_span("2026-02"), date_span("2026"), date_span("2026-02-03")
+    (('2026-02-01', '2026-02-28'), ('2026-01-01', '2026-12-31'), ('2026-02-03', '2026-02-03'))
+    >>> date_span("3m", today=datetime.date(2026, 5, 31)), date_span("2w", today=datetime.date(2026, 5, 31))
+    (('2026-02-28', '2026-02-28'), ('2026-05-17', '2026-05-17'))
+    """
+    value = text.strip().lower()
+    try:
+        if m := re.fullmatch(r"(\d{1,6})([dwmy])", value):
+            n, unit, today = int(m.group(1)), m.group(2), today or datetime.date.today()
+            if unit in "dw":
+                day = today - datetime.timedelta(days=n * (7 if unit == "w" else 1))
+            else:
+                y, m0 = divmod(today.year * 12 + today.month - 1 - n * (12 if unit == "y" else 1), 12)
+                day = datetime.date(y, m0 + 1, min(today.day, month_days(y, m0 + 1)))
+            return day.isoformat(), day.isoformat()
+        if m := re.fullmatch(r"(\d{4})(?:-(\d{1,2})(?:-(\d{1,2}))?)?", value):
+            y, mo, d = (int(g) if g else None for g in m.groups())
+            first = datetime.date(y, mo or 1, d or 1)
+            last = first if d else datetime.date(y, mo or 12, month_days(y, mo or 12))
+            return first.isoformat(), last.isoformat()
+    except (ValueError, OverflowError):
+        pass
+    raise ValueError(f"expected a date like 2026-01-15, 2026-01 or 2026, or a time ago like 7d, 2w, 3m or 1y, "
+                     f"not {text!r}")
+
+
+def month_days(year: int, month: int) -> int:
+    """How many days a month has: 28 to 31."""
+    return (datetime.date(year + month // 12, month % 12 + 1, 1) - datetime.timedelta(days=1)).day
+
+
+class Appended(argparse.Action):
+    """argparse's "append" into a tuple: a repeated flag's values, in order."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, (*(getattr(namespace, self.dest) or ()), values))
+
+
 NOTES_GROUP, RETRIEVAL_GROUP, MODELS_GROUP = "notes and index", "retrieval", "models"
 
 
@@ -753,6 +829,16 @@ class Settings:
                              metavar="DIR")
     source_filter: str | None = option(None, "--source", NOTES_GROUP,
                                        "only use notes whose path matches (glob or substring)", metavar="PATTERN")
+    tags: tuple[str, ...] = option((), "--tag", NOTES_GROUP,
+                                   "only use notes with this tag, in front matter or as #tag (--tag a takes #a/b "
+                                   "too); repeat it for notes with any of them", type=tag_name, action=Appended,
+                                   metavar="TAG")
+    since: str | None = option(None, "--since", NOTES_GROUP,
+                               "only use notes dated DATE or later: 2026-01-15, 2026-01, 2026, or 7d, 2w, 3m, 1y "
+                               "ago (a note's date: its front matter's date, created or updated, else a date in "
+                               "its file name, else the day it was modified)", type=date_bound, metavar="DATE")
+    until: str | None = option(None, "--until", NOTES_GROUP, "only use notes dated DATE or earlier (as --since)",
+                               type=date_bound, metavar="DATE")
     max_note_mb: float = option(MAX_NOTE_MB, "--max-note-mb", NOTES_GROUP,
                                 f"skip bigger notes (default {MAX_NOTE_MB:g})", POSITIVE, type=float, metavar="MB")
     follow_links: bool = option(False, "--follow-links", NOTES_GROUP,
@@ -1157,18 +1243,220 @@ def chunk_sections(rel: str, sections: list[Section], splitter) -> list[Chunk]:
 
 
 def read_text(path: Path) -> tuple[list[Section], str | None]:
-    """Read a Markdown or text note: one section, front matter dropped, plus a warning or None.
-    The section starts on the line after the front matter: strip_front_matter() turns every
-    line break (CRLF, CR) into one "\n" and then cuts from the top, so the lines it cut are
-    the difference in line breaks."""
+    """Read a Markdown or text note: one section, plus a warning or None. Markdown is read as its
+    owner writes it (read_markdown): front matter parsed and taken off the top, Obsidian's markup
+    cleaned with every line break kept, so the section starts on the line after the front matter
+    and lines counted in its text are the file's lines. A .txt note is its text, all of it."""
     try:
         data = path.read_bytes()
     except OSError as e:
         raise ValueError(e.strerror) from None
     text, warning = decode_note(data)
-    body = strip_front_matter(text)
-    breaks = text.count("\n") + text.count("\r") - text.count("\r\n")
-    return [Section(body, line=1 + breaks - body.count("\n"))], warning
+    text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    if path.suffix.lower() not in MARKDOWN_SUFFIXES:
+        return [Section(text, line=1)], warning
+    body, meta, problem = read_markdown(text)
+    warning = "; ".join(w for w in (warning, problem) if w) or None
+    return [Section(body, line=1 + text.count("\n") - body.count("\n"), meta=meta)], warning
+
+
+# ----------------------------------------------------------------------------
+# Markdown as Obsidian writes it: front matter (aliases, tags, dates), [[wikilinks]], ![[embeds]],
+# %%comments%% and > [!callouts]. Replaces Part I's strip_front_matter, which only drops the block.
+
+MARKDOWN_SUFFIXES = (".md", ".markdown")  # front matter and Obsidian's markup are read in these only
+FRONT_MATTER_BLOCK = re.compile(r"\A---[ \t]*\n(.*?)^(?:---|\.\.\.)[ \t]*$\n?", re.DOTALL | re.MULTILINE)
+YAML_KEY = re.compile(r"(\w[\w .-]*?)[ \t]*:(?:[ \t]+(.*))?")      # top level: no indent
+YAML_ITEM = re.compile(r"[ \t]*-(?:[ \t]+(.*))?")
+BLOCK_SCALAR = re.compile(r"[|>][+-]?")
+WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]*)\]\]")
+COMMENT = re.compile(r"%%.*?%%", re.DOTALL)
+CALLOUT = re.compile(r"^([ \t]*(?:>[ \t]?)+)\[!([^\]\n]*)\][+-]?[ \t]*(.*)$", re.MULTILINE)
+# An inline #tag, as Obsidian finds one: after a space, "(" or CJK punctuation ("。#工作"), not digits alone.
+INLINE_TAG = re.compile(r"(?<![^\s(\u3000-\u303f\uff01-\uff0f\uff1a-\uff20])#([\w/-]*[^\W\d_][\w/-]*)")
+DATE_KEYS = ("date", "created", "updated")     # the first of these that holds a date dates the note
+DAY = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[T ][\d:.+-]*Z?)?")
+DAY_IN_NAME = re.compile(r"(?<!\d)\d{4}-\d{2}-\d{2}(?!\d)")
+
+
+def read_markdown(text: str) -> tuple[str, NoteMeta, str | None]:
+    """A Markdown note's text without its front matter and with Obsidian's markup as a reader
+    sees it (clean_markup), what the note says of itself, and a warning or None.
+
+    Front matter is a block at the very top, between "---" lines, whose lines are YAML keys
+    (parse_front_matter); anything else there (a horizontal rule, prose) stays text, and so does
+    a block that starts with a key but does not parse, with a warning.
+
+    >>> body, meta, _ = read_markdown("---\\naliases: [Hotkeys]\\ntags: work\\n---\\nSee [[Keys|the keys]] #todo")
+    >>> body, meta.aliases, meta.tags
+    ('See the keys #todo', ('Hotkeys',), ('work', 'todo'))
+    >>> read_markdown("---\\nMeeting with the landlord\\nThe deposit is 2400 euros.\\n---\\n")[0]
+    '---\\nMeeting with the landlord\\nThe deposit is 2400 euros.\\n---\\n'
+    """
+    fields_: dict = {}
+    body, problems = text, []
+    if m := FRONT_MATTER_BLOCK.match(text):
+        parsed = parse_front_matter(m.group(1))
+        if parsed is not None:
+            fields_, body = parsed, text[m.end():]
+        elif YAML_KEY.fullmatch(next((ln for ln in m.group(1).split("\n") if ln.strip()), "")):
+            problems.append("its front matter does not parse as YAML keys: read as text")
+    body, dropped = clean_markup(body)
+    meta, said = meta_from(fields_, INLINE_TAG.findall(FENCE.sub("", body)), dropped)
+    return body, meta, "; ".join(problems + said) or None
+
+
+def parse_front_matter(block: str) -> dict[str, str | list[str]] | None:
+    """Front matter's top-level keys, read without a YAML library: `key: value`, lists inline
+    ([a, b]) or as "- item" lines, quoted strings, # comments, | and > blocks (joined into one
+    line); nested mappings are passed over, and of a key given twice the last counts. None if a
+    line is none of these: then the block is no front matter.
+
+    >>> parse_front_matter('title: "A: b" # c\\ntags:\\n  - x\\n  - "y z"\\naliases: [one, \\'two, 2\\']\\nm:\\n  k: 1\\n')
+    {'title': 'A: b', 'tags': ['x', 'y z'], 'aliases': ['one', 'two, 2'], 'm': ''}
+    >>> parse_front_matter("Meeting with the landlord\\nThe deposit is 2400 euros.") is None
+    True
+    """
+    fields_: dict[str, str | list[str]] = {}
+    key, block_lines, nested = None, None, False
+    for line in block.split("\n"):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if m := YAML_KEY.fullmatch(line):
+            key, value, nested = m.group(1).strip().lower(), (m.group(2) or "").strip(), False
+            block_lines = [] if BLOCK_SCALAR.fullmatch(value) else None
+            fields_[key] = "" if block_lines is not None else yaml_value(value)
+        elif key is None:
+            return None
+        elif block_lines is not None and line[:1] in " \t":
+            block_lines.append(line.strip())
+            fields_[key] = " ".join(block_lines)
+        elif (item := YAML_ITEM.fullmatch(line)) and not nested and (fields_[key] == "" or
+                                                                     isinstance(fields_[key], list)):
+            value = yaml_value(item.group(1) or "")
+            fields_[key] = [*(fields_[key] or []), *([value] if isinstance(value, str) else value)]
+        elif line[:1] in " \t":
+            nested = True                 # a nested mapping's line: passed over
+        else:
+            return None
+    return fields_
+
+
+def yaml_value(text: str) -> str | list[str]:
+    """One YAML value as text: quotes taken off, an inline [list] as a list, a trailing
+    # comment dropped, null as "".
+
+    >>> yaml_value("'it''s'"), yaml_value("[a, 'b, c', \\"d\\"]"), yaml_value("2026 # year"), yaml_value("~")
+    ("it's", ['a', 'b, c', 'd'], '2026', '')
+    """
+    text = text.strip()
+    if text[:1] in "\"'" and (m := re.match(r'"((?:[^"\\\\]|\\\\.)*)"|\'((?:[^\']|\'\')*)\'', text)):
+        return m.group(1).replace('\\"', '"') if m.group(1) is not None else m.group(2).replace("''", "'")
+    if text.startswith("[") and text.endswith("]"):
+        items = re.findall(r'\s*("(?:[^"\\\\]|\\\\.)*"|\'(?:[^\']|\'\')*\'|[^,]*)\s*(?:,|$)', text[1:-1])
+        return [v for v in (yaml_value(i) for i in items if i.strip()) if isinstance(v, str) and v]
+    text = re.sub(r"(?:^|[ \t])#.*", "", text).strip()
+    return "" if text in ("~", "null", "Null", "NULL") else text
+
+
+def meta_from(fields_: dict, inline_tags: list[str], dropped: tuple[str, ...]) -> tuple[NoteMeta, list[str]]:
+    """A NoteMeta from parsed front matter (unknown keys ignored), the inline #tags and the
+    embeds dropped, and what to warn of (a date that is no date).
+
+    >>> meta_from({"tags": "a, #b/c", "aliases": None, "created": "2026-13-45", "updated": "2026-02-03"}, ["a"], ())
+    (NoteMeta(title='', aliases=(), tags=('a', 'b/c'), date='2026-02-03', dated_by='updated', description='', dropped=()), ["front matter created: '2026-13-45' is no date like 2026-01-15; ignored"])
+    """
+    def texts(value, split: str = ",") -> list[str]:
+        values = value if isinstance(value, list) else re.split(split, value) if isinstance(value, str) else []
+        return [" ".join(v.split()) for v in values if v.strip()]
+
+    def text(value) -> str:
+        return " ".join(texts(value, "$^"))
+    tags = [t.strip("#/") for t in texts(fields_.get("tags", fields_.get("tag")), r"[,\s]+")]
+    date, dated_by, said = "", "", []
+    for key in DATE_KEYS:
+        value = text(fields_.get(key))
+        if value and not date and (day := iso_day(value)):
+            date, dated_by = day, key
+        elif value and not iso_day(value):
+            said.append(f"front matter {key}: {value[:40]!r} is no date like 2026-01-15; ignored")
+    return NoteMeta(text(fields_.get("title")), tuple(dict.fromkeys(texts(fields_.get("aliases", fields_.get("alias"))))),
+                    tuple(dict.fromkeys(t for t in tags + inline_tags if t)), date, dated_by,
+                    text(fields_.get("description", fields_.get("summary"))), dropped), said
+
+
+def iso_day(text: str) -> str | None:
+    """A date's day as YYYY-MM-DD (a time after it is passed over), None if it is none.
+
+    >>> iso_day("2026-01-15"), iso_day("2026-01-15T09:30:00Z"), iso_day("2026-13-45"), iso_day("yesterday")
+    ('2026-01-15', '2026-01-15', None, None)
+    """
+    if m := DAY.fullmatch(text.strip()):
+        with contextlib.suppress(ValueError):
+            return datetime.date(*map(int, m.groups())).isoformat()
+    return None
+
+
+def clean_markup(text: str) -> tuple[str, tuple[str, ...]]:
+    """Obsidian's markup as a reader sees it, every line break kept (lines still count as in the
+    file), and what the embeds it dropped named: [[Note]] -> Note, [[Note|text]] -> text,
+    [[Note#Part]] -> Note › Part, ![[file]] and %%comments%% dropped, a callout's [!type]
+    marker replaced by its title (or its type). A link that never closes stays as it is.
+
+    >>> clean_markup("[[Note]], [[Note|text]], [[Note#Part]], [[#Part]], [[]][[|]]![[a.png]] [[x%%c\\nc%%\\n> [!tip]- Why\\n> [!warning]")
+    ('Note, text, Note › Part, Part,  [[x\\n\\n> Why\\n> Warning', ('a.png',))
+    """
+    dropped = []
+
+    def link(m: re.Match) -> str:
+        target, _, shown = m.group(2).partition("|")
+        if m.group(1):
+            dropped.append(target.strip())
+            return ""
+        parts = [p.strip() for p in target.split("#") if p.strip() and not p.strip().startswith("^")]
+        return shown.strip() or " › ".join(parts)
+    text = COMMENT.sub(lambda m: "\n" * m.group().count("\n"), text)
+    text = WIKILINK.sub(link, text)
+    text = CALLOUT.sub(lambda m: m.group(1) + (m.group(3) or m.group(2).strip().capitalize()), text)
+    return text, tuple(d for d in dict.fromkeys(dropped) if d)
+
+
+def note_card(rel: str, meta: NoteMeta, mtime_ns: int) -> NoteMeta:
+    """A note's NoteMeta with its title and date filled in: the title is its file name unless the
+    front matter gives one; the date is the front matter's, else a YYYY-MM-DD in its file name
+    (a daily note), else its modification day.
+
+    >>> note_card("daily/2026-03-01.md", NoteMeta(), 0)
+    NoteMeta(title='2026-03-01', aliases=(), tags=(), date='2026-03-01', dated_by='file name', description='', dropped=())
+    """
+    stem = PurePosixPath(rel).stem
+    card = meta._replace(title=meta.title or stem)
+    if meta.date:
+        return card
+    day = next((d for d in map(iso_day, DAY_IN_NAME.findall(stem)) if d), None)
+    if day:
+        return card._replace(date=day, dated_by="file name")
+    return card._replace(date=time.strftime("%Y-%m-%d", time.localtime(mtime_ns / 1e9)), dated_by="modified")
+
+
+def note_words(rel: str, meta: NoteMeta) -> str:
+    """A note's title, aliases, tags and description: BM25 counts them in every chunk of the note
+    (a note is found by the name it is known by, in whatever language)."""
+    return " ".join([meta.title or PurePosixPath(rel).stem, *meta.aliases,
+                     *(t.replace("/", " ") for t in meta.tags), meta.description])
+
+
+def lexicon_text(chunk: Chunk, words: str) -> str:
+    """What BM25 counts of a chunk: its note's words (note_words) and its text."""
+    return f"{words}\n{chunk.text}"
+
+
+def lexicon_texts(index: Index) -> Iterator[str]:
+    """lexicon_text() of every chunk of an index, in row order."""
+    words = [""] * len(index.chunks)
+    for rel, rec in index.files.items():
+        words[rec.start:rec.stop] = [note_words(rel, index.notes.get(rel, NoteMeta()))] * (rec.stop - rec.start)
+    return (lexicon_text(c, w) for c, w in zip(index.chunks, words))
 
 
 # A byte-order mark names the encoding outright: Notepad writes one for UTF-8 and
@@ -1714,6 +2002,8 @@ class Index:
     skipped: dict[str, Skip] = field(default_factory=dict)        # rel -> why it was left out
     calibration: dict | None = None       # the relevance floor measured on this index (calibrate())
     notes_dir: str = ""                   # the notes folder, as a real path (for other runs' adopted())
+    notes: Mapping[str, NoteMeta] = field(default_factory=dict)   # rel -> what the note says of itself;
+                                          # a NoteTable when loaded; a note not in it says nothing
 
     @property
     def complete(self) -> bool:
@@ -1738,10 +2028,12 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
     report = IndexReport()
     old_files = old.files if old else {}
     old_skips = old.skipped if old else {}
-    by_digest = {r.digest: r for r in old_files.values()}
+    by_digest = {r.digest: rel for rel, r in old_files.items()}
     chunks: list[Chunk] = []
     reuse: list[int] = []                 # per new row: old row, or -1 if new
+    recount: list[int] = []               # reused rows whose note's words changed (a renamed note's title)
     records: dict[str, FileRecord] = {}
+    metas: dict[str, NoteMeta] = {}
     splitter = None
     for f in files:
         rec, skip = old_files.get(f.rel), old_skips.get(f.rel)
@@ -1749,7 +2041,7 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
             report.skipped[f.rel] = skip      # the same bytes were no note last time either
             continue
         if rec and same_stat(rec, f):
-            digest, source = rec.digest, rec
+            digest, was = rec.digest, f.rel
         else:
             if why := too_big(f.size, settings.max_note_mb):   # before hashing: a log or an export is never read
                 report.skip(f, why, "size")
@@ -1759,11 +2051,14 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
             except OSError as e:
                 report.skip(f, e.strerror, "access")
                 continue
-            source = by_digest.get(digest)
-        if source is not None and lines_known(old.chunks, source):    # same bytes as before: reuse its chunks
+            was = by_digest.get(digest)
+        if was is not None and lines_known(old.chunks, old_files[was]):   # same bytes as before: reuse its chunks
+            source, metas[f.rel] = old_files[was], old.notes.get(was, NoteMeta())
             start = len(chunks)
             chunks.extend(c._replace(source=f.rel) for c in old.chunks[source.start:source.stop])
             reuse.extend(range(source.start, source.stop))
+            if note_words(was, metas[f.rel]) != note_words(f.rel, metas[f.rel]):
+                recount.extend(range(start, len(chunks)))   # its words again; its vectors stay
             records[f.rel] = FileRecord(*stat_of(f), digest, start, len(chunks))
             count_file(report, f.rel, rec, digest)
             if digest in old.note_warnings:   # read with a guess: said on every run, not just the first
@@ -1781,12 +2076,16 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
         chunks.extend(chunk_sections(f.rel, sections, splitter))
         reuse.extend([-1] * (len(chunks) - start))
         records[f.rel] = FileRecord(*stat_of(f), digest, start, len(chunks))
+        metas[f.rel] = next((s.meta for s in sections if s.meta), NoteMeta())
         count_file(report, f.rel, rec, digest)
     report.deleted = len(set(old_files) - {f.rel for f in files})
     report.warnings += skip_warnings(report.skipped)
     reuse_arr = np.array(reuse, dtype=np.int64)
-    lexicon = build_lexicon(old.lexicon if old else None, reuse_arr,
-                            [c.text for c, r in zip(chunks, reuse) if r < 0])
+    counted = reuse_arr.copy()            # the rows whose BM25 words are taken as they were
+    counted[recount] = -1
+    words = {rel: note_words(rel, meta) for rel, meta in metas.items()}
+    lexicon = build_lexicon(old.lexicon if old else None, counted,
+                            (lexicon_text(c, words[c.source]) for c, r in zip(chunks, counted) if r < 0))
 
     stamp = fingerprint(files)
 
@@ -1794,7 +2093,7 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
         return Index(chunks, vectors, has_vector, lexicon, records, stamp,
                      settings.embed_model, (settings.chunk_size, settings.chunk_overlap),
                      embed_templates(settings).document, build, note_warnings=report.note_warnings,
-                     skipped=report.skipped, notes_dir=os.path.realpath(settings.notes_dir))
+                     skipped=report.skipped, notes_dir=os.path.realpath(settings.notes_dir), notes=metas)
 
     checkpoint = (lambda v, h, interrupted=False: writer.checkpoint(lambda: with_vectors(v, h), interrupted,
                                                                     progress)) if writer else None
@@ -2503,7 +2802,7 @@ def recounted(index: Index) -> Index:
     """A loaded index whose BM25 words another tokenize() counted, counted again from its chunks'
     texts (no embedding), with its floor to measure again. Its empty fingerprint matches no
     folder, so open_index brings it up to date and writes the cache again."""
-    return replace(index, lexicon=lexicon_from_texts([c.text for c in index.chunks]), fingerprint="",
+    return replace(index, lexicon=lexicon_from_texts(list(lexicon_texts(index))), fingerprint="",
                    calibration=None)
 
 
@@ -2524,12 +2823,12 @@ def load_index(path: Path) -> tuple[Index | None, str]:
         with open(path, "rb") as f, gc_paused():
             d = BuiltinsOnlyUnpickler(f).load()
             written = d.get("format") if isinstance(d, dict) else None
-            if written not in (CACHE_FORMAT, *UPGRADABLE):
-                return None, "cache is from another version of demo_rag"
-            if written != 5:              # the header (format 5 had none, one pickle); the rest follows
-                d = {**check(BuiltinsOnlyUnpickler(f).load(), dict, "cache"), **d}
-            if written != CACHE_FORMAT:
+            if written == CACHE_FORMAT or written in UPGRADABLE and written >= FIRST_WITH_HEADER:
+                d = {**check(BuiltinsOnlyUnpickler(f).load(), dict, "cache"), **d}   # the header; the rest follows
+            if written in UPGRADABLE:
                 d = upgraded(d)
+            elif written != CACHE_FORMAT:
+                return None, "cache is from another version of demo_rag"
             vectors = map_vectors(f, f.tell() + (-f.tell() % VECTOR_ALIGN), d["vectors_shape"])
             index = index_from_dict(d, vectors)
             index = index if d.get("tokenizer") == TOKENIZER_VERSION else recounted(index)
@@ -2545,26 +2844,30 @@ def load_index(path: Path) -> tuple[Index | None, str]:
 
 # Older cache formats whose vectors are worth keeping: upgraded() fills in what they lack.
 UPGRADABLE = (5, 9)
+FIRST_WITH_HEADER = 9                     # from this format on, a cache file starts with its header
 
 
 def upgraded(d: dict) -> dict:
     """An older cache's fields in this version's layout, every vector kept. What it did not
     record is left for the next update to find out, and an empty fingerprint makes that
-    update happen. Neither format kept the line each chunk starts on, so each text note is
-    read and cut again (lines_known), its vectors found by their text. Format 5 had more
-    missing: each note is hashed once (its record has no ctime or inode: -1 matches none),
-    the skipped notes are read once (their reasons had no kind), and the model's build is
-    taken to be the one Ollama runs now."""
+    update happen: each note is read once (its record's stat and digest match none: what a note says
+    of itself, its cleaned text and the lines its chunks start on were not kept), and a chunk whose
+    text is the same reuses its vector. A format 5 cache's skipped notes are read once too (their
+    reasons had no kind), and the model's build is taken to be the one Ollama runs now."""
     chunks = check(d["chunks"], dict, "chunks")
     shape = check(chunks["source_ids"], tuple, "source ids")[1]
-    chunks = {**chunks, "lines": ("<i8", shape, np.full(shape, -1, dtype="<i8").tobytes())}
-    if d["format"] != 5:
-        return {**d, "format": CACHE_FORMAT, "fingerprint": "", "chunks": chunks}
-    records = {check(rel, str, "file name"): FileRecord(*check(r, tuple, "file record")[:2], -1, -1, *r[2:])
-               for rel, r in check(d["files"], dict, "files").items()}
-    files = pickle.loads(pickle.dumps(FileTable.pack(records), protocol=5))    # as a cache file holds them
-    return {**d, "format": CACHE_FORMAT, "fingerprint": "", "files": files, "chunks": chunks, "skipped": {},
-            "model_digest": "", "notes_dir": ""}
+    d = {**d, "chunks": {**chunks, "lines": ("<i8", shape, np.full(shape, -1, dtype="<i8").tobytes())}}
+    if d["format"] < FIRST_WITH_HEADER:
+        records = {check(rel, str, "file name"): FileRecord(*check(r, tuple, "file record")[:2], -1, -1, *r[2:])
+                   for rel, r in check(d["files"], dict, "files").items()}
+        d = {**d, "files": pickle.loads(pickle.dumps(FileTable.pack(records), protocol=5)),   # as a cache holds them
+             "skipped": {}, "model_digest": "", "notes_dir": ""}
+    files = check(d["files"], dict, "files")
+    kind, shape, _ = check(files["digests"], tuple, "digests")
+    n = check(check(shape, tuple, "digests")[0], int, "digests")
+    unknown = {"digests": (kind, shape, bytes(32 * n)),      # no stat and no digest matches: read again
+               "stats": ("<i8", (n, 4), np.full((n, 4), -1, dtype="<i8").tobytes())}
+    return {**d, "format": CACHE_FORMAT, "fingerprint": "", "notes": None, "files": {**files, **unknown}}
 
 
 class CacheDamaged(ValueError):
@@ -2682,6 +2985,46 @@ class FileTable(Mapping):
         return cls(names, stats, digests, rows)
 
 
+class NoteTable(Mapping):
+    """A loaded index's NoteMeta per note (rel -> NoteMeta), kept as text columns in the order of
+    its FileTable and made into a NoteMeta only when asked for: a warm query asks for its hits'."""
+
+    def __init__(self, files: FileTable, columns: list[tuple]):
+        self.files, self.columns = files, columns        # one blob_data() column per NoteMeta field
+        self.at: dict[str, int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.files)
+
+    def __getitem__(self, rel: str) -> NoteMeta:
+        if self.at is None:
+            self.at = {name: i for i, name in enumerate(self.files)}
+        values = [text_at(column, self.at[rel]) for column in self.columns]
+        return NoteMeta(*(tuple(v.split("\n")) if v and kind is tuple else () if kind is tuple else v
+                          for v, kind in zip(values, NOTE_META_KINDS)))
+
+    @staticmethod
+    def pack(files: Mapping[str, FileRecord], notes: Mapping[str, NoteMeta]) -> dict:
+        """Each NoteMeta field of the notes, in the order of `files`, as a blob (a tuple's items a line each)."""
+        metas = [notes.get(rel, NoteMeta()) for rel in files]
+        return {"fields": list(NoteMeta._fields),
+                "columns": [blob_data("\n".join(m[k]) if kind is tuple else m[k] for m in metas)
+                            for k, kind in enumerate(NOTE_META_KINDS)]}
+
+    @classmethod
+    def unpack(cls, d: dict, arr: Callable, files: FileTable) -> NoteTable:
+        """pack()'s output back, each column checked (CacheDamaged) against the files."""
+        if check(d["fields"], list, "note fields") != list(NoteMeta._fields):
+            raise CacheDamaged("note fields are another version's")
+        return cls(files, [check_blob(c, arr, len(files), "note column") for c in check(d["columns"], list, "notes")])
+
+
+NOTE_META_KINDS = [tuple if "tuple" in str(kind) else str for kind in NoteMeta.__annotations__.values()]
+
+
 def arr_data(a: np.ndarray) -> tuple:
     """An array as plain builtins: (dtype, shape, bytes).
 
@@ -2765,7 +3108,7 @@ def index_to_dict(index: Index) -> dict:
         "lexicon": (lex.vocab, arr(lex.ptr), arr(lex.docs), arr(lex.counts), arr(lex.lengths)),
         "doc_template": index.doc_template, "model_digest": index.model_digest,
         "note_warnings": index.note_warnings, "skipped": {rel: tuple(s) for rel, s in index.skipped.items()},
-        "calibration": index.calibration,
+        "calibration": index.calibration, "notes": NoteTable.pack(index.files, index.notes),
     }
 
 
@@ -2808,12 +3151,13 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
     if not all(type(why) is str and kind in ("content", "size", "access") and all(type(x) is int for x in stat)
                for why, kind, *stat in skipped.values()):
         raise CacheDamaged("a skipped note's record is not one")
+    notes = NoteTable.unpack(check(d["notes"], dict, "notes"), arr, files) if d.get("notes") is not None else {}
     return Index(chunks, vectors, has_vector, lex, files,
                  check(d["fingerprint"], str, "fingerprint"), check(d["embed_model"], str, "embed_model"),
                  chunking, check(d["doc_template"], str, "doc_template"),
                  check(d["model_digest"], str, "model_digest"), note_warnings, skipped,
                  checked_calibration(d.get("calibration")),   # caches written before it have none
-                 check(d["notes_dir"], str, "notes_dir"))
+                 check(d["notes_dir"], str, "notes_dir"), notes)
 
 
 def checked_calibration(c) -> dict | None:
@@ -3082,7 +3426,13 @@ def rank(index: Index, question: str, qvec: np.ndarray | None, settings: Setting
     # A reranker would reorder `ranked` here: judge and trim take what it puts first.
     judged = ranked[:min(settings.top_k, top_k_limit(settings.chunk_size))]
     verdict = judge(index, question, scores, judged, settings)
-    return Retrieval(trim(judged, scores), judged, ranked, qvec, *scores, *verdict, found=verdict.found)
+    return Retrieval(trim(judged, scores), judged, ranked, qvec, *scores, *verdict, found=verdict.found,
+                     notes={h.chunk.source: card_of(index, h.chunk.source) for h in ranked})
+
+
+def card_of(index: Index, rel: str) -> NoteMeta:
+    """note_card() of one note of the index."""
+    return note_card(rel, index.notes.get(rel, NoteMeta()), index.files[rel].mtime_ns)
 
 
 class Scores(NamedTuple):
@@ -3126,6 +3476,7 @@ class Retrieval:
     keywords_only_because: str | None = None
     reembed_because: str = ""             # the question's vector has another size than the index's
     timings: dict[str, float] = field(default_factory=dict)
+    notes: dict[str, NoteMeta] = field(default_factory=dict)   # the ranked notes' note_card()s, by source
 
     @property
     def lexical_only(self) -> bool:
@@ -3135,7 +3486,7 @@ class Retrieval:
 def score(index: Index, question: str, qvec: np.ndarray | None, settings: Settings) -> Scores:
     """Stage 1: score every chunk --source allows by meaning (exact cosine: one matrix-vector
     product) and by words (BM25), and fuse the two (--fusion)."""
-    rows = np.flatnonzero(source_mask(index, settings.source_filter))
+    rows = np.flatnonzero(filter_mask(index, filters_in_force(settings)))
     dense = None
     # A partly embedded index (Ollama left mid-way) is searched by BM25 alone:
     # fusing would favour the rows that happen to have vectors.
@@ -3362,6 +3713,59 @@ def source_mask(index: Index, pattern: str | None) -> np.ndarray:
                      for c in index.chunks], dtype=bool)
 
 
+class Filters(NamedTuple):
+    """Which notes a search may use, as one value: every search, --eval, --explain and --chat
+    apply it (filter_mask), and whatever records or serves a search can take it as it is."""
+    source: str | None = None             # --source: a glob or a part of the path
+    tags: tuple[str, ...] = ()            # --tag: notes with any of them (a/b counts as a)
+    since: str | None = None              # --since and --until, as given (date_span reads them)
+    until: str | None = None
+
+    def __str__(self) -> str:             # "--tag work --since 2026-01", as typed
+        return " ".join([*(["--source", self.source] if self.source else []),
+                         *(w for t in self.tags for w in ("--tag", t)),
+                         *(["--since", self.since] if self.since else []),
+                         *(["--until", self.until] if self.until else [])])
+
+
+def filters_in_force(settings: Settings) -> Filters:
+    """The Filters a run's settings ask for."""
+    return Filters(settings.source_filter, tuple(settings.tags), settings.since, settings.until)
+
+
+def unfiltered(settings: Settings) -> Settings:
+    """The settings without any filter: what the relevance floor is measured with (the index's)."""
+    return replace(settings, source_filter=None, tags=(), since=None, until=None)
+
+
+def filter_mask(index: Index, filters: Filters) -> np.ndarray:
+    """Which chunks the filters allow: --source's, and of notes with one of the tags and dated
+    within --since and --until (note_card() says a note's date)."""
+    mask = source_mask(index, filters.source)
+    if not (filters.tags or filters.since or filters.until):
+        return mask
+    first = date_span(filters.since)[0] if filters.since else ""
+    last = date_span(filters.until)[1] if filters.until else "9999-12-31"
+    wanted = tuple(t.lower() for t in filters.tags)
+    allowed = np.zeros(len(mask), dtype=bool)
+    for rel, rec in index.files.items():
+        card = note_card(rel, index.notes.get(rel, NoteMeta()), rec.mtime_ns)
+        allowed[rec.start:rec.stop] = note_passes(card, wanted, first, last)
+    return mask & allowed
+
+
+def note_passes(card: NoteMeta, tags: tuple[str, ...], first: str, last: str) -> bool:
+    """Does a note (its note_card) have one of the lower-cased `tags` (or a tag nested under one:
+    #a/b is an a), and a date from `first` to `last`?
+
+    >>> card = NoteMeta(tags=("Project/Alpha",), date="2026-01-15")
+    >>> note_passes(card, ("project",), "2026-01-01", "2026-01-31"), note_passes(card, ("proj",), "", "9999")
+    (True, False)
+    """
+    tagged = not tags or any(t == w or t.startswith(w + "/") for t in (x.lower() for x in card.tags) for w in tags)
+    return tagged and first <= card.date <= last
+
+
 def fuse_other(parts: dict[str, np.ndarray], method: str) -> tuple[np.ndarray, dict[str, float]]:
     """The alternatives to the default fusion: z-scores weighted by standout, one ranker
     alone, or Part I's reciprocal rank fusion.
@@ -3555,7 +3959,7 @@ def calibrate(index: Index, client: ollama.Client, settings: Settings) -> dict |
         found.setdefault(lang, []).append(meaning_found(float(cosines.max()), median(cosines)))
     meaning = {lang: [median(np.array(m)), max(m)] for lang, m in found.items()}
     scale = replace(index, calibration={"key": key, "floors": {}, "meaning": meaning, "note": ""})
-    plain = replace(settings, source_filter=None, min_score=MIN_SCORE)
+    plain = replace(unfiltered(settings), min_score=MIN_SCORE)
     scores: dict[str, list[float]] = {}
     for (lang, q), qvec in zip(probes, qvecs):
         r = rank(scale, q, qvec, plain)
@@ -4818,7 +5222,7 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
         if plan.retrieval.keywords_only_because and not report.embed_error:   # the rest were said while indexing
             err(f"warning: {run_warnings(report, plan)[-1]}")
         print_hits(plan.retrieval.hits, plan.retrieval.lexical_only, preview_terms(plan.retrieval.terms),
-                   index.notes_dir)
+                   index.notes_dir, plan.retrieval.notes)
         if args.show_prompt:
             print_prompt(plan.messages, templates, plan.num_ctx, settings.max_answer_tokens,
                          UNSENT.get(plan.status, ""))
@@ -4891,7 +5295,8 @@ def outcome_json(outcome: Outcome, report: IndexReport, index_seconds: float, te
     r, u = outcome.retrieval, outcome.usage
     return {"question": outcome.question, "status": outcome.status, "answer": outcome.text, "found": r.found,
             "lexical_only": r.lexical_only, "confidence": round(r.confidence, 3),
-            "floor": {"value": r.floor, "source": r.floor_source}, "sources": [hit_json(h, preview_terms(r.terms)) for h in r.hits],
+            "floor": {"value": r.floor, "source": r.floor_source},
+            "sources": [hit_json(h, preview_terms(r.terms), r.notes.get(h.chunk.source)) for h in r.hits],
             "timings": {k: round(v, 3) for k, v in {"index": index_seconds, **outcome.timings}.items()},
             "tokens": {} if u is None else {"prompt": u.prompt_tokens, "answer": u.answer_tokens,
                                             "per_second": round(u.tokens_per_second, 1)},
@@ -4914,13 +5319,16 @@ def print_prompt(messages: list[dict], templates: Templates, num_ctx: int, num_p
           f"document {templates.document or 'none'!r} ---\n")
 
 
-def hit_json(h: Hit, terms: Iterable[tuple[str, float]] = ()) -> dict:
+def hit_json(h: Hit, terms: Iterable[tuple[str, float]] = (), card: NoteMeta | None = None) -> dict:
     """One source as --json shows it: the chunk (its heading is where it starts, its lines from
-    start_line to end_line) and the passage the search's `terms` matched (its line and section)."""
+    start_line to end_line), the passage the search's `terms` matched (its line and section), and
+    what its note says of itself (note_card()) when given."""
     p = locate_passage(h.chunk, terms)
+    about = {} if card is None else {"title": card.title, "aliases": list(card.aliases), "tags": list(card.tags),
+                                     "date": card.date, "dated_by": card.dated_by}
     return {"rank": h.rank, "source": h.chunk.source, "heading": h.chunk.heading, "page": h.chunk.page,
             "start_line": p.start_line, "end_line": p.end_line, "line": p.line, "section": p.heading,
-            "score": round(h.score, 4), "text": h.chunk.text}
+            **about, "score": round(h.score, 4), "text": h.chunk.text}
 
 
 class UsageError(Exception):
@@ -4939,7 +5347,16 @@ def open_for_mode(args: argparse.Namespace, settings: Settings, client: ollama.C
     if not source_mask(index, settings.source_filter).any():
         raise UsageError(f"no note matches --source '{settings.source_filter}' (a glob like 'work/*.md', or a "
                          f"part of a note's path relative to {readable_name(str(settings.notes_dir))})")
+    if not filter_mask(index, filters := filters_in_force(settings)).any():
+        raise UsageError(no_match(filters, len(index.files)))
     return index, report, took
+
+
+def no_match(filters: Filters, notes: int) -> str:
+    """What to say when no note passes the filters."""
+    return (f"no note matches {filters} (of {notes} notes; a note's tags are its front matter's and its "
+            "#tags, its date its front matter's date, created or updated, else one in its file name, else "
+            "the day it was modified)")
 
 
 def index_with_progress(settings: Settings, client: ollama.Client, rebuild: str, quiet: bool,
@@ -4970,16 +5387,17 @@ def index_with_progress(settings: Settings, client: ollama.Client, rebuild: str,
 
 
 def print_hits(hits: list[Hit], lexical_only: bool, terms: list[tuple[str, float]] = (),
-               notes_dir: str = "") -> None:
+               notes_dir: str = "", notes: Mapping[str, NoteMeta] | None = None) -> None:
     """The sources, each cited by the passage where the question's rarest `terms` occur (its line
-    and section: locate_passage) over a one-line preview of it; on a terminal, each file under
-    `notes_dir` a link."""
+    and section: locate_passage) over a one-line preview of it, with what its note says of itself
+    (`notes`: Retrieval.notes) if it says anything; on a terminal, each file under `notes_dir` a link."""
     print("Top sources" + (" (keywords only):" if lexical_only else ":"))
     for h in hits:
         scores = f"bm25 {h.lexical:.2f}" if lexical_only else f"cos {h.dense:.3f} · bm25 {h.lexical:.2f}"
+        about = card_line((notes or {}).get(h.chunk.source))
         print(f"  [{h.rank}] ", end="")
         print_citation(h.chunk, locate_passage(h.chunk, terms), notes_dir)
-        print(f"  ({scores})\n      {preview(h.chunk.text, terms=terms)}")
+        print(f"  ({scores})" + (f"\n      {about}" if about else "") + f"\n      {preview(h.chunk.text, terms=terms)}")
     print()
 
 
@@ -4995,6 +5413,20 @@ def print_citation(chunk: Chunk, passage: Passage, notes_dir: str = "") -> None:
         return
     sys.stdout.write_link(place, file_uri(os.path.abspath(path), socket.gethostname()))
     print(citation[len(place):], end="")
+
+
+def card_line(card: NoteMeta | None, width: int = 72) -> str:
+    """A note's title, aliases, tags and date in one line, "" for a note that states none of them.
+
+    >>> card_line(NoteMeta("快捷键", ("Hotkeys",), ("tool/obsidian",), "2026-01-15", "created"))
+    '快捷键 (Hotkeys) · #tool/obsidian · 2026-01-15 (created)'
+    """
+    if card is None or not (card.aliases or card.tags or card.dated_by not in ("", "modified")):
+        return ""
+    parts = [card.title + (f" ({', '.join(card.aliases)})" if card.aliases else "")]
+    parts += [" ".join(f"#{t}" for t in card.tags)] if card.tags else []
+    parts += [f"{card.date} ({card.dated_by})"] if card.dated_by != "modified" else []
+    return preview(" · ".join(parts), width)
 
 
 def links_wanted(stream) -> bool:
@@ -5030,12 +5462,20 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
     dense_used, dense_missing = 0, None   # how many answerable questions got dense scores, and why not all
     embedded = False                      # did any question, answerable or not, get dense scores?
     for item in items:
+        own = item_settings(item, settings)
+        if item.get("answers") and not filter_mask(index, filters_in_force(own)).any():
+            for name in ranks:            # no note passes its filters: a miss for every ranker
+                ranks[name].append(None)
+            floor["answerable"] += 1
+            misses.append({"question": item["question"], "answers": item["answers"], "rank": None,
+                           "top": no_match(filters_in_force(own), len(index.files))})
+            continue
         if answers:
-            outcome, first_word = timed_answer(client, index, item["question"], settings)
+            outcome, first_word = timed_answer(client, index, item["question"], own)
             asked.append((item, outcome, first_word))
             r = outcome.retrieval
         else:
-            r = answer(client, index, item["question"], settings, retrieve_only=True).retrieval
+            r = answer(client, index, item["question"], own, retrieve_only=True).retrieval
         conf, found = r.confidence, r.found   # judged as a run judges it, on its --top-k best
         answerable = bool(item.get("answers"))
         embedded = embedded or r.dense is not None
@@ -5124,6 +5564,26 @@ def answer_scores(index: Index, asked: list[tuple[dict, Outcome, float | None]],
             "first_word_seconds": round(sum(firsts) / len(firsts), 3) if firsts else None,
             "tokens_per_second": round(sum(speeds) / len(speeds), 1) if speeds else None,
             "questions": per_question}
+def item_filter_problem(item: dict) -> str:
+    """What is wrong with an evaluation item's own filters ("tags": [...], "since", "until"), "" if nothing."""
+    tags = item.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        return f"\"tags\" must be a list of tags, not {tags!r}"
+    checks = [("tags", tag_name, t) for t in tags] + [(k, date_bound, str(item[k])) for k in ("since", "until")
+                                                     if k in item]
+    for key, parse, value in checks:
+        try:
+            parse(value)
+        except argparse.ArgumentTypeError as e:
+            return f"\"{key}\": {e}"
+    return ""
+
+
+def item_settings(item: dict, settings: Settings) -> Settings:
+    """The settings an evaluation question is asked with: its own "tags", "since" and "until", if
+    it has them, in place of the command line's."""
+    own = {k: (tuple(item[k]) if k == "tags" else item[k]) for k in ("tags", "since", "until") if k in item}
+    return replace(settings, **own)
 
 
 def floor_words(index: Index, settings: Settings) -> str:
@@ -5165,6 +5625,8 @@ def load_eval_set(path: Path) -> list[dict]:
                              f"([] marks a question the notes cannot answer), not {item['answers']!r}")
         if not all(isinstance(item.get(k, ""), str) for k in ("source", "heading")):
             raise ValueError(f"{path}:{n}: \"source\" and \"heading\" must be strings")
+        if problem := item_filter_problem(item):
+            raise ValueError(f"{path}:{n}: {problem}")
         items.append(item)
     return items
 
@@ -5387,7 +5849,7 @@ def unanswerable_questions(index: Index, settings: Settings, n: int) -> list[str
     langs = notes_languages(index)
     candidates = [q for group in itertools.zip_longest(*(UNANSWERABLE[lang] for lang in langs))
                   for q in group if q]
-    plain = replace(settings, source_filter=None)
+    plain = unfiltered(settings)
     return [q for q in candidates
             if rank(index, q, None, plain).confidence < OFF_TOPIC_COVERAGE][:n]
 
@@ -5655,7 +6117,8 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
         sys.stdin.reconfigure(errors="surrogateescape")
     conv, last, warned = Conversation(num_ctx=num_ctx), None, set()     # last: the last turn's Retrieval
     commands = "/sources  /clear  /stats  /quit"
-    print(f"Ask about your notes ({len(index.files)} notes). Commands: {commands}. Ctrl-D leaves.")
+    print(f"Ask about your notes ({len(index.files)} notes). Commands: {commands}. Ctrl-D leaves. "
+          "Filters before a question: #tag since:2026-01 until:2026-03")
 
     def warn_once(text: str) -> None:     # a cut prompt is said once a session, not every turn
         kind = text.split(":")[0]         # the numbers after it change from turn to turn
@@ -5667,7 +6130,7 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
         if plan.query:
             print(f"(searching for: {plan.query})")
         print_hits(plan.retrieval.hits, plan.retrieval.lexical_only, preview_terms(plan.retrieval.terms),
-                   index.notes_dir)
+                   index.notes_dir, plan.retrieval.notes)
 
     while True:
         try:
@@ -5701,12 +6164,50 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
             else:
                 print(f"unknown command {command}; commands: {commands}")
             continue
-        outcome = answer(client, index, line, settings, conv, keywords_because=report.embed_error,
+        asked, question, problem = inline_filters(line, settings)
+        filters = filters_in_force(asked)
+        if problem or not filter_mask(index, filters).any():
+            print(f"({problem or no_match(filters, len(index.files))}; ask again)")
+            continue
+        outcome = answer(client, index, question, asked, conv, keywords_because=report.embed_error,
                          on_plan=show_sources, on_token=lambda piece: print(piece, end="", flush=True))
         for w in outcome.warnings:
             warn_once(w)
         print_outcome(outcome)
         conv, last = outcome.conversation, outcome.retrieval
+
+
+INLINE_FILTER = re.compile(r"\s*(?:#([\w/-]*[^\W\d_][\w/-]*)|(tag|since|until):(\S*))(?=\s|$)")
+
+
+def inline_filters(line: str, settings: Settings) -> tuple[Settings, str, str]:
+    """--chat's filters, typed before a question: "#work since:2026-01 what did we decide?" asks
+    "what did we decide?" of the notes tagged work dated 2026-01 or later. They hold for that
+    question, in place of the command line's of their kind. Returns the settings to ask with,
+    the question, and what is wrong with them ("" if nothing).
+
+    >>> s, q, problem = inline_filters("#work tag:home since:2026-01 what did we decide?", Settings())
+    >>> s.tags, s.since, q, problem
+    (('work', 'home'), '2026-01', 'what did we decide?', '')
+    >>> inline_filters("since:yesterday what?", Settings())[2]
+    "since: expected a date like 2026-01-15, 2026-01 or 2026, or a time ago like 7d, 2w, 3m or 1y, not 'yesterday'"
+    """
+    tags, dates, rest = [], {}, line
+    while m := INLINE_FILTER.match(rest):
+        rest = rest[m.end():]
+        try:
+            if m.group(1) or m.group(2) == "tag":
+                tags.append(tag_name(m.group(1) or m.group(3)))
+            else:
+                dates[m.group(2)] = date_bound(m.group(3))
+        except argparse.ArgumentTypeError as e:
+            return settings, line, f"{m.group(2) or 'tag'}: {e}"
+    asked = replace(settings, **({"tags": tuple(tags)} if tags else {}), **dates)
+    if asked.since and asked.until and date_span(asked.since)[0] > date_span(asked.until)[1]:
+        return settings, line, f"since:{asked.since} is after until:{asked.until}"
+    if not rest.strip():
+        return settings, line, "a question goes after the filters"
+    return asked, rest.strip(), ""
 
 
 def run_eval(args, settings: Settings, client: ollama.Client) -> int:
@@ -5802,6 +6303,8 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
                                                            else ": none applied"))
 
         print("\nSTEP 5 · SEARCH: rank by meaning (cosine) and by words (BM25), then fuse")
+        if str(filters := filters_in_force(settings)):
+            say(f"only notes {filters} allows: {len(r.rows)} of {len(index.chunks)} chunks")
         for name, key, scores in (("cosine", "dense", r.dense), ("BM25", "bm25", r.lexical), ("fused", "", r.fused)):
             if scores is not None:
                 note = f"weight {r.weights.get(key, 0.0):.2f}" if key else FUSION_NOTES[settings.fusion]
@@ -5812,6 +6315,8 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
             + ("answer from these sources" if r.found else "not found in your notes"))
         say(f"the prompt gets {len(r.hits)} of the top {len(r.candidates)}: those whose fused score stands at "
             f"least {SOURCE_CUT:.0%} as far above the average chunk's as the best one's")
+        for rel in dict.fromkeys(h.chunk.source for h in r.hits):
+            say(f"{rel}: {what_the_note_says(r.notes[rel])}", indent="    ")
         print("\nSTEP 6 · PROMPT: rules · numbered sources · question (--show-prompt: in full)")
         for m in plan.messages:
             print(f"  --- {m['role']}: {estimate_tokens(m['content'])} tokens (estimated) ---")
@@ -5838,6 +6343,21 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
         print_outcome(outcome)
     err(*(f"warning: {w}" for w in outcome.warnings))
     return EXIT_OLLAMA if outcome.status == FAILED else EXIT_OK
+
+
+def what_the_note_says(card: NoteMeta) -> str:
+    """--explain's account of what was read from a note besides its text (note_card()).
+
+    >>> what_the_note_says(NoteMeta("Trip", ("Reise",), ("travel",), "2026-03-01", "file name", "", ("map.png",)))
+    'title Trip, aliases Reise, tags #travel, dated 2026-03-01 (by its file name), embeds dropped: map.png'
+    """
+    by = {"file name": "by its file name", "modified": "the day it was modified"}.get(
+        card.dated_by, f"its front matter's {card.dated_by}")
+    parts = [f"title {card.title}"] + ([f"aliases {', '.join(card.aliases)}"] if card.aliases else []) + \
+        ([f"tags {' '.join('#' + t for t in card.tags)}"] if card.tags else []) + [f"dated {card.date} ({by})"] + \
+        ([f"description {card.description!r}"] if card.description else []) + \
+        ([f"embeds dropped: {', '.join(card.dropped)}"] if card.dropped else [])
+    return ", ".join(parts)
 
 
 # What --explain's step 7 says when the chat model is not called.
@@ -5954,6 +6474,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("need --questions >= 1, and every --tune-chunk-sizes value >= 50 and above --chunk-overlap")
     if args.top_k < 1 or args.chunk_size < 50 or not 0 <= args.chunk_overlap < args.chunk_size:
         p.error("need --top-k >= 1, --chunk-size >= 50 and 0 <= --chunk-overlap < --chunk-size")
+    if args.since and args.until and date_span(args.since)[0] > date_span(args.until)[1]:
+        p.error(f"--since {args.since} is after --until {args.until}: no note could be dated between them")
     if args.json and not mode.json:
         p.error("--json prints one object for a question, --eval, --make-eval or --tune; "
                 "--chat and --explain are for people to read")

@@ -77,7 +77,7 @@ def test_an_incremental_update_keeps_the_bm25_index_of_the_notes_it_did_not_read
     (notes / "new.md").write_text("# New\n\n## Part 0\n\nA brand new note about zeppelins and kites.\n")
     index, report, _ = index_once(vault, server)
     assert (report.changed, report.new, report.deleted) == (1, 2, 1)
-    fresh = rag.lexicon_from_texts([c.text for c in index.chunks])
+    fresh = rag.lexicon_from_texts(list(rag.lexicon_texts(index)))
     lex = index.lexicon
     assert lex.vocab == fresh.vocab
     for name in ("ptr", "docs", "counts", "lengths"):

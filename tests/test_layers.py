@@ -174,10 +174,13 @@ def test_part_two_replaces_part_one_s_ranking_only_where_it_says(server, notes, 
     # With Part I's choices, the command line's own search() gives Part I's scores too.
     client = ollama.Client(host=server.url)
     index = rag.index_notes(notes, client, cache_dir=tmp_path / "part1")
-    hits, confidence = rag.search_notes(index, question, client)
     s = rag.Settings(notes_dir=notes, cache_dir=tmp_path / "cli", fusion="rrf", query_instruction="",
                      doc_instruction="")
     big, _ = rag.open_index(s, client)
+    # Part II's BM25 also counts each note's title (aliases, tags) in its chunks, as it says (note_words).
+    assert [c.text for c in big.chunks] == [c.text for c in index.chunks]
+    index = rag.replace(index, words=[rag.Counter(rag.tokenize(text)) for text in rag.lexicon_texts(big)])
+    hits, confidence = rag.search_notes(index, question, client)
     r = rag.search(client, big, question, s)
     assert [h.chunk._replace(line=None) for h in r.candidates] == [h.chunk for h in hits]   # Part I counts no lines
     assert [round(h.score, 6) for h in r.candidates] == [round(h.score, 6) for h in hits]

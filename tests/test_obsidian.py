@@ -1,0 +1,228 @@
+"""Obsidian vaults read as their owners write them: front matter parsed (only where it is front
+matter), titles, aliases and tags found by their words, wikilinks, embeds, comments and callouts
+cleaned with every line break kept, and --tag/--since/--until filters, through the CLI."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import demo_rag as rag
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+import obsidian_vault  # noqa: E402
+
+PAD = "Filler so the note is long enough to be indexed by the script, not skipped as a stub."
+
+
+def sources(out) -> list[str]:
+    assert out.returncode == 0, out.stderr
+    return [s["source"] for s in json.loads(out.stdout)["sources"]]
+
+
+def test_a_note_opening_with_dashes_keeps_what_is_between_them(cli, tmp_path):
+    # A trip note that opens with a horizontal rule, in Markdown and in plain text: no front matter.
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    trip = "---\nMeeting with the landlord\nThe deposit is 2400 euros.\n---\nWe move in on the first of May.\n"
+    (vault / "trip.md").write_text(trip + PAD)
+    (vault / "trip.txt").write_text(trip.replace("deposit", "bond") + PAD)
+    (vault / "other.md").write_text("# Plants\n\nWater the basil every morning in summer. " + PAD)
+    out = cli("How much is the deposit?", "--notes", vault, "--retrieve-only", "--json")
+    found = json.loads(out.stdout)
+    assert found["sources"][0]["source"] == "trip.md" and "2400 euros" in found["sources"][0]["text"]
+    out = cli("How much is the bond?", "--notes", vault, "--retrieve-only", "--json")
+    assert "The bond is 2400 euros" in json.loads(out.stdout)["sources"][0]["text"]
+
+
+def test_front_matter_is_read_and_an_alias_finds_the_note_in_another_language(cli, tmp_path):
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "快捷键.md").write_text("---\naliases: [Hotkeys, Key bindings]\ntags:\n  - tool/editor\n"
+                                     "created: 2025-10-09\ndescription: 编辑器的按键\nweird: {a: 1}\n---\n"
+                                     "按 Ctrl+Shift+F 全局搜索，按 Ctrl+D 选中下一个相同的词，按 Ctrl+` 打开终端。\n",
+                                     encoding="utf-8")
+    (vault / "garden.md").write_text("# Garden\n\nThe tomatoes need stakes by June and water twice a week. " + PAD)
+    out = cli("What are my Hotkeys?", "--notes", vault, "--retrieve-only", "--json")
+    top = json.loads(out.stdout)["sources"][0]
+    assert top["source"] == "快捷键.md"
+    assert (top["title"], top["aliases"], top["tags"], top["date"], top["dated_by"]) == \
+        ("快捷键", ["Hotkeys", "Key bindings"], ["tool/editor"], "2025-10-09", "created")
+    assert "aliases" not in top["text"] and "Ctrl+D" in top["text"]       # front matter is not text
+    shown = cli("What are my Hotkeys?", "--notes", vault, "--retrieve-only")
+    assert "      快捷键 (Hotkeys, Key bindings) · #tool/editor · 2025-10-09 (created)" in shown.stdout
+
+
+def test_obsidian_markup_is_cleaned_and_every_line_break_kept(tmp_path):
+    note = tmp_path / "n.md"
+    text = ("\ufeff---\r\ntitle: Plan\r\ntags: [a]\r\n---\r\nSee [[Other note|the other one]] and [[Heron#Risks]].\r\n"
+            "![[diagram.png]]\r\n%%a comment\r\nover two lines%%\r\n> [!warning]- Careful\r\n> Do not [[]] or [[|]].\r\n"
+            "#nested/tag and [[never closed\r\n")
+    note.write_bytes(text.encode("utf-8"))
+    (section,), warning = rag.read_text(note)
+    assert warning is None
+    assert section.text == ("See the other one and Heron › Risks.\n\n\n\n> Careful\n> Do not  or .\n"
+                            "#nested/tag and [[never closed\n")
+    assert section.line == 5                       # the text starts on the file's fifth line
+    on_disk = text.lstrip("\ufeff").split("\r\n")
+    assert section.text.count("\n") == len(on_disk) - section.line        # lines counted still match the file
+    assert on_disk[section.line - 1 + section.text.split("\n").index("> Careful")].startswith("> [!warning]")
+    assert section.meta == rag.NoteMeta("Plan", (), ("a", "nested/tag"), "", "", "", ("diagram.png",))
+    txt = tmp_path / "n.txt"
+    txt.write_bytes(text.encode("utf-8"))
+    assert "title: Plan" in rag.read_text(txt)[0][0].text and "[[Other note|" in rag.read_text(txt)[0][0].text
+
+
+@pytest.mark.parametrize("front, warned", [
+    ("tags: 2026\naliases: null\ndate: 2026-13-45", "date: '2026-13-45' is no date"),
+    ("date: yesterday\ncreated: 2026-01-02", "date: 'yesterday' is no date"),
+    ("title: a\ntitle: b\n\tindented: with a tab\n" + "  " * 100 + "deep: 1", None),
+    ("title: x\nThis line is prose, not a key", "does not parse as YAML keys"),
+    ("x: " + "y" * 400_000, None),
+])
+def test_odd_front_matter_costs_a_warning_at_most_and_loses_nothing(cli, tmp_path, front, warned):
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "odd.md").write_text(f"---  \r\n{front}\r\n---  \r\nThe zeppelin hangar opens at nine. {PAD}",
+                                  encoding="utf-8")
+    (vault / "only.md").write_text(f"---\n{front}\ndescription: {PAD}\n---")
+    out = cli("When does the zeppelin hangar open?", "--notes", vault, "--retrieve-only", "--json")
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    result = json.loads(out.stdout)
+    assert result["sources"][0]["source"] == "odd.md" and "zeppelin hangar" in result["sources"][0]["text"]
+    said = [w for w in result["warnings"] if "odd.md" in w]
+    assert (warned in said[0] and len(said) == 1 and "\n" not in said[0]) if warned else not said, said
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--since", "2026-05", "--until", "2026-01"], "--since 2026-05 is after --until 2026-01"),
+    (["--tag", ""], "expected a tag like work"),
+    (["--since", "1e9"], "expected a date like 2026-01-15"),
+    (["--until", "2026-02-30"], "expected a date like 2026-01-15"),
+])
+def test_bad_filters_are_one_line_and_exit_2(cli, tmp_path, args, message):
+    out = cli("what?", *args)
+    assert out.returncode == 2 and message in out.stderr.splitlines()[-1] and "Traceback" not in out.stderr
+
+
+@pytest.fixture
+def vault(tmp_path):
+    dst = tmp_path / "vault"
+    shutil.copytree(ROOT / "bench" / "obsidian-vault", dst)
+    return dst
+
+
+def test_tag_and_date_filters_through_the_cli(cli, vault):
+    ask = ["What did I buy at the market?", "--notes", vault, "--retrieve-only", "--json", "--top-k", "10"]
+    dated = sources(cli(*ask, "--since", "2026-02-01", "--until", "2026-02-07"))
+    assert dated[0] == "Daily/2026-02-02.md"
+    assert set(dated) <= {"Daily/2026-02-02.md", "Work/Budget Review.md", "Home/Budget.md", "财务/记账.md"}
+    tagged = sources(cli(*ask, "--tag", "garden", "--tag", "#travel"))
+    assert tagged and all(s.startswith(("Daily/", "Garden/", "植物/", "Travel/", "旅行/")) for s in tagged)
+    assert "Daily/2026-03-17.md" in tagged
+    out = cli(*ask, "--tag", "work/project", "--since", "2026-05")
+    assert set(sources(out)) <= {"Daily/2026-05-19.md"}
+    out = cli(*ask, "--tag", "nosuchtag")
+    assert out.returncode == 2 and "no note matches --tag nosuchtag (of 63 notes" in out.stdout + out.stderr
+
+
+def test_every_filter_returns_exactly_the_notes_that_satisfy_it(server, vault, tmp_path):
+    # The truth is the vault's own table (bench/obsidian_vault.py): each note's tags and date as meant.
+    settings = rag.Settings(notes_dir=vault, cache_dir=tmp_path / "cache")
+    index, _ = rag.open_index(settings, rag.ollama_client())
+    truth = {}
+    for path, _, _, tags, date in obsidian_vault.NOTES:
+        day = date or rag.time.strftime("%Y-%m-%d", rag.time.localtime((vault / path).stat().st_mtime))
+        truth[path] = ({t.lower() for t in tags}, day)
+    assert set(truth) == set(index.files)
+    cases = [rag.Filters(tags=(t,)) for t in ("work", "home", "work/project", "garden", "family", "tech", "idea",
+                                              "reading", "Travel")]
+    cases += [rag.Filters(since=a, until=b) for a, b in (("2026-02", "2026-02"), ("2025", None), (None, "2025-10"),
+                                                         ("2026-03-15", "2026-04-15"), ("2026-05-26", None))]
+    cases += [rag.Filters(tags=("work", "home"), since="2026-02", until="2026-03"),
+              rag.Filters(source="Daily/", tags=("home/move",)), rag.Filters(tags=("health",), since="2025-11")]
+    for f in cases:
+        mask = rag.filter_mask(index, f)
+        got = {rel for rel, rec in index.files.items() if mask[rec.start:rec.stop].all()}
+        assert all(mask[rec.start:rec.stop].all() or not mask[rec.start:rec.stop].any() for rec in index.files.values())
+        first = rag.date_span(f.since)[0] if f.since else ""
+        last = rag.date_span(f.until)[1] if f.until else "9999"
+        want = {p for p, (tags, day) in truth.items()
+                if (not f.tags or any(t == w.lower() or t.startswith(w.lower() + "/") for t in tags for w in f.tags))
+                and first <= day <= last and (not f.source or f.source in p)}
+        assert got == want, (str(f), got ^ want)
+        assert got, str(f)                                  # every case picks some notes
+
+
+def test_a_rename_embeds_nothing_and_the_new_title_is_found(cli, server, vault):
+    first = cli("What is in Keyboard Layout?", "--notes", vault, "--retrieve-only", "--json")
+    assert sources(first)[0] == "Tools/Keyboard Layout.md"
+    (vault / "Tools/Keyboard Layout.md").rename(vault / "Tools/Zebra Crossing.md")
+    again = cli("What is in Zebra Crossing?", "--notes", vault, "--retrieve-only", "--json")
+    assert "(0 chunks embedded)" in again.stderr or '"index"' in again.stdout
+    assert sources(again)[0] == "Tools/Zebra Crossing.md"
+    embedded = [t for b in server.of("/api/embed") for t in b["input"]]
+    assert sum("Ctrl+P opens the command palette" in t for t in embedded) == 1      # embedded once, not again
+
+
+def test_chat_takes_filters_before_a_question(cli, vault):
+    out = cli("--chat", "--notes", vault, "--retrieve-only" if False else "--top-k", "10",
+              stdin="since:2026-02-01 until:2026-02-07 What did I buy at the market?\n#nosuchtag what?\n"
+                    "since:soon what?\n#garden\n")
+    assert out.returncode == 0, out.stderr
+    first = out.stdout.split("> ")[1]
+    assert "Daily/2026-02-02.md" in first and "Daily/2026-03-17.md" not in first
+    assert "(no note matches --tag nosuchtag (of 63 notes" in out.stdout
+    assert "(since: expected a date like 2026-01-15" in out.stdout
+    assert "(a question goes after the filters; ask again)" in out.stdout
+
+
+def test_eval_applies_each_question_s_own_filters_and_explain_says_what_was_read(cli, vault, tmp_path):
+    items = [{"question": "Budget decisions?", "answers": ["x"], "source": "Home/Budget.md",
+              "tags": ["home"]},
+             {"question": "Budget decisions?", "answers": ["x"], "source": "Work/Budget Review.md",
+              "tags": ["work"]}]
+    path = tmp_path / "set.jsonl"
+    path.write_text("".join(json.dumps(i) + "\n" for i in items))
+    out = cli("--eval", path, "--notes", vault, "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["hit@1"] == 1.0
+    path.write_text(json.dumps({**items[0], "since": "soon"}) + "\n")
+    bad = cli("--eval", path, "--notes", vault)
+    assert bad.returncode == 2 and '"since": expected a date' in bad.stderr
+    out = cli("--explain", "Where do we sleep on the Portugal holiday?", "--notes", vault, "--tag", "travel",
+              "--retrieve-only")
+    assert out.returncode == 0, out.stderr
+    said = " ".join(out.stdout.split())              # --explain wraps its lines at 80 columns
+    assert "only notes --tag travel allows:" in said
+    assert "Travel/Lisbon Trip.md: title Lisbon Trip, aliases Portugal holiday, tags #travel #family, dated " \
+           "2026-04-10 (its front matter's date), description 'Five days in April with the kids'" in said
+
+
+def test_an_older_cache_keeps_its_vectors_and_reads_the_notes_again(cli, server, vault):
+    first = cli("What are my Shortcuts?", "--notes", vault, "--retrieve-only")
+    assert first.returncode == 0, first.stderr
+    (path,) = cli.cache.glob(f"*.v{rag.CACHE_FORMAT}.pkl")
+    index, _ = rag.load_index(path)
+    # As format 9 wrote it: no notes column, under its own name.
+    body = rag.index_to_dict(index)
+    body.pop("notes")
+    header = {k: body.pop(k) for k in rag.HEADER_KEYS}
+    header["format"] = 9
+
+    def rest(f):
+        rag.pickle.dump(body, f, protocol=rag.pickle.HIGHEST_PROTOCOL)
+        f.write(bytes(-f.tell() % rag.VECTOR_ALIGN))
+        f.write(np.ascontiguousarray(index.vectors, dtype=rag.DISK_VECTORS).data)
+    older = path.with_name(path.name.replace(f".v{rag.CACHE_FORMAT}.", ".v9."))
+    rag.save_cache(older, header, then=rest)
+    path.unlink()
+    again = cli("What are my Shortcuts?", "--notes", vault, "--retrieve-only")
+    assert "format 9" in again.stderr and "(0 chunks embedded)" in again.stderr, again.stderr
+    assert "[1] 工具/快捷键.md" in again.stdout and "Shortcuts, Key bindings" in again.stdout
