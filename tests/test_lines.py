@@ -31,6 +31,17 @@ def file_lines(path: Path) -> list[str]:
     return re.split(r"\r\n|\r|\n", text.lstrip("\ufeff"))
 
 
+def seen_lines(path: Path, section: rag.Section) -> list[str]:
+    """A note's lines as its reader left them: Obsidian's markup cleaned (a callout's "[!tip]" is
+    "Tip"), every line where the file has it. Checked here: the same number of lines, and every
+    line the cleaning left alone is the file's line."""
+    raw = file_lines(path)
+    seen = raw[:section.line - 1] + section.text.split("\n")
+    assert len(seen) == len(raw), path
+    assert all(a == b for a, b in zip(raw, seen) if not re.search(r"\[\[|\[!|%%", a)), path
+    return seen
+
+
 def number_of(lines: list[str], words: str) -> int:
     """The 1-based number of the only line holding `words`."""
     (n,) = [i for i, line in enumerate(lines, 1) if words in line]
@@ -178,8 +189,8 @@ def test_every_chunk_s_line_holds_its_passage_s_first_words(cli, folder, chunk_s
     assert len(chunks) >= (12 if folder.name == "demo-data" else 200)
     wrong, sections, passages = [], [], 0
     for c in chunks:
-        lines = file_lines(folder / c.source)
         (section,), _ = rag.read_text(folder / c.source)        # the text the chunks were cut from
+        lines = seen_lines(folder / c.source, section)
         outline = rag.heading_outline(section.text)
         line_starts = [0] + [m.end() for m in re.finditer("\n", section.text)]
         searched = last_word(c)
