@@ -5402,8 +5402,8 @@ def search_result(r: Retrieval, status: str, why: str) -> dict:
 
 
 def ask_result(outcome: Outcome) -> dict:
-    """ask_notes' result: the answer and its sources, or why there is none; an error where the
-    command line's exit code would be one."""
+    """ask_notes' result: the answer and its sources, or why there is none. No answer for want
+    of Ollama (keywords only) is an error too: the tool exists to call the chat model."""
     sources = [source_json(h) for h in outcome.retrieval.hits]
     listed = "\n".join(f"[{h.rank}] {h.chunk.citation}" for h in outcome.retrieval.hits)
     said = {ANSWERED: outcome.text or "", DECLINED: f"{NOT_FOUND} ({outcome.why})",
@@ -5416,7 +5416,7 @@ def ask_result(outcome: Outcome) -> dict:
     return tool_result(text, {"status": outcome.status, "answer": outcome.text, "why": outcome.why or None,
                               "sources": sources, "citations": answer_citations(outcome),
                               "cut_short": outcome.cut_short, "warnings": outcome.warnings},
-                       error=outcome.status == FAILED)
+                       error=outcome.status in (FAILED, KEYWORDS_ONLY))
 
 
 def note_lines(file: NoteFile, max_mb: float) -> list[str]:
@@ -5573,12 +5573,17 @@ class McpServer:
         if self.report.touched:
             err(f"{self.report.summary(len(self.index.files))}: {', '.join(self.report.touched[:8])}"
                 + (f", … {len(self.report.touched) - 8} more" if len(self.report.touched) > 8 else ""))
-        why = self.report.embed_error
-        for w in self.report.warnings + ([f"{why}; searching by keywords (BM25) only"] if why else []):
-            if w not in self.said:
-                self.said.add(w)
-                err(f"warning: {w}")
+        for w in self.report.warnings:
+            self.warn_once(w)
+        if self.report.embed_error:
+            self.warn_once(f"{self.report.embed_error}; searching by keywords (BM25) only")
         check_usable(self.index, self.settings)
+
+    def warn_once(self, warning: str) -> None:
+        """Log a warning on stderr, unless this session did already (the index's come every call)."""
+        if warning not in self.said:
+            self.said.add(warning)
+            err(f"warning: {warning}")
 
     def settings_for(self, arguments: dict) -> Settings:
         """This run's settings with a call's filters (SEARCH_FILTERS) in place; raises UsageError
@@ -5595,6 +5600,8 @@ class McpServer:
         r = search(self.client, self.index, arguments["query"], settings)
         if r.keywords_only_because and self.report.embed_error:   # the build knows better why, as answer() does
             r = replace(r, keywords_only_because=self.report.embed_error)
+        if r.keywords_only_because:
+            self.warn_once(f"{r.keywords_only_because}; searching by keywords (BM25) only")
         status, why = decide(r, retrieve_only=True)
         if status == FAILED:
             raise ToolFailed(f"error: {why}")
@@ -5633,8 +5640,9 @@ class McpServer:
             self.num_ctx = chat_context(settings, self.args.timeout)   # the chat model loads meanwhile
         outcome = answer(self.client, self.index, arguments["question"], settings,
                          Conversation(num_ctx=self.num_ctx), keywords_because=self.report.embed_error)
-        for w in outcome.warnings:
-            err(f"warning: {w}")
+        for w in ([f"{why}; searching by keywords (BM25) only"] if (why := outcome.retrieval.keywords_only_because)
+                  else []) + outcome.warnings:
+            self.warn_once(w)
         return ask_result(outcome)
 
 
