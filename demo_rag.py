@@ -1627,8 +1627,8 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     client = client or ollama_client()
     files, warnings = scan_notes(settings.notes_dir, [settings.cache_dir], settings.follow_links)
     path = cache_path(settings)
-    old, reason = (held, "") if held is not None and not rebuild and held.fingerprint == fingerprint(files) \
-        else load_index(path)
+    now = fingerprint(files)
+    old, reason = (held, "") if held is not None and not rebuild and held.fingerprint == now else load_index(path)
     donor = None                          # another cache file these notes' index starts from
     if old is None and reason == "no cache yet" and not rebuild:
         old, note, donor = adopted(settings, files, path)
@@ -1645,7 +1645,7 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     writer = CacheWriter(path, settings.checkpoint_seconds, on_disk, floor=on_disk if rebuild else 0)
     if rebuild:
         old, reason = None, rebuild
-    if old is not None and old.fingerprint == fingerprint(files) and old.complete:
+    if old is not None and old.fingerprint == now and old.complete:
         skipped = still_skipped(old, files, settings)   # None: a skipped note may be usable now
         if skipped is not None:
             report = IndexReport(unchanged=len(old.files), skipped=skipped,
@@ -5452,6 +5452,7 @@ class McpServer:
         self.rebuild = "--rebuild" if args.rebuild else ""     # the first opening's, no other
         self.said: set[str] = set()       # warnings logged already: once a session, not once a call
         self.num_ctx: int | None = None   # ask_notes' context size, known on its first call
+        self.watched: tuple[dict, list[str], list[tuple]] | None = None     # see still_current
 
     def serve(self, stdin) -> None:
         """Answer every message from `stdin` (binary) in turn, until it ends."""
@@ -5555,6 +5556,8 @@ class McpServer:
     def refresh(self, token) -> None:
         """Bring the held index up to date with the notes, as a run opens it: progress on stderr,
         and to the client too when it sent a progress `token`. Raises UsageError when no note is usable."""
+        if self.still_current():
+            return
         line, shown = ProgressLine(sys.stderr, self.args.progress_seconds), [0.0]
 
         def progress(event: str | EmbedProgress) -> None:
@@ -5570,6 +5573,12 @@ class McpServer:
         finally:
             line.finish()
         self.rebuild = ""
+        # What still_current() compares with: the folders' stats first, so that a change made
+        # while the notes are listed shows in one or the other.
+        folders = folder_stats(self.settings.notes_dir)
+        files, _ = scan_notes(self.settings.notes_dir, [self.settings.cache_dir], self.settings.follow_links)
+        self.watched = (folders, [f.path for f in files], [file_stat(os.stat(f.path)) for f in files]) \
+            if folders is not None and fingerprint(files) == self.index.fingerprint else None
         if self.report.touched:
             err(f"{self.report.summary(len(self.index.files))}: {', '.join(self.report.touched[:8])}"
                 + (f", … {len(self.report.touched) - 8} more" if len(self.report.touched) > 8 else ""))
@@ -5578,6 +5587,25 @@ class McpServer:
         if self.report.embed_error:
             self.warn_once(f"{self.report.embed_error}; searching by keywords (BM25) only")
         check_usable(self.index, self.settings)
+
+    def still_current(self) -> bool:
+        """Would a refresh keep the held index as it is? Asked by stat alone: every folder the
+        last refresh saw has its mtime and ctime (no note added, removed or renamed), every note
+        it listed the stat the index's fingerprint was made of (none edited), the index is
+        complete and calibrated, and Ollama runs the same build of the model. open_index's fast
+        path asks the same, but walks the folder to list the notes first, which costs several
+        times more on a big folder; a folder holding a link to a folder is always walked."""
+        if self.watched is None or self.index is None or not self.index.complete or \
+                not calibration_current(self.index, self.settings):
+            return False
+        folders, paths, stats = self.watched
+        try:
+            if any(folder_stat(os.stat(path)) != seen for path, seen in folders.items()) or \
+                    [file_stat(os.stat(path)) for path in paths] != stats:
+                return False
+        except OSError:
+            return False
+        return not build_changed(self.index, model_digest(self.client, self.settings.embed_model))
 
     def warn_once(self, warning: str) -> None:
         """Log a warning on stderr, unless this session did already (the index's come every call)."""
@@ -5648,6 +5676,28 @@ class McpServer:
 
 MCP_METHODS = {"initialize": McpServer.initialize, "server/discover": McpServer.discover, "ping": McpServer.ping,
                "tools/list": McpServer.list_tools, "tools/call": McpServer.call_tool}
+
+
+def folder_stats(notes_dir: Path) -> dict[str, tuple[int, int]] | None:
+    """Every folder under notes_dir but hidden ones, with folder_stat(): a note added, removed or
+    renamed in one changes its mtime. None when one holds a link to a folder, whose insides
+    its stat would not show."""
+    found = {}
+    for folder, dirs, _ in os.walk(notes_dir):
+        if any(os.path.islink(os.path.join(folder, d)) for d in dirs):
+            return None
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        with contextlib.suppress(OSError):
+            found[folder] = folder_stat(os.stat(folder))
+    return found
+
+
+def folder_stat(st: os.stat_result) -> tuple[int, int]:
+    return st.st_mtime_ns, st.st_ctime_ns   # ctime: a chmod that makes a folder readable
+
+
+def file_stat(st: os.stat_result) -> tuple[int, int, int, int]:
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino     # what fingerprint() hashes
 
 
 def request_revision(params: dict) -> str | None:
