@@ -49,9 +49,9 @@ below it. Part II, built from Part I's pieces, is what the command line runs: ro
 real folders (encodings, PDFs, symlinks, a safe cache, Ctrl-C), fast on big ones (only
 what changed is embedded, a memory-mapped cache, an inverted index for BM25), and the
 finer points of ranking and answering. Part III: the modes (--chat, --eval, --tune,
---explain) and the command line. A first reading can stop after Part I. Left out on purpose:
+--explain, --mcp) and the command line. A first reading can stop after Part I. Left out on purpose:
 approximate nearest-neighbour indexes (exact search copes with a few hundred thousand chunks),
-rerankers, servers, frameworks. `python demo_rag.py --help` lists every flag, with examples.
+rerankers, network servers (--mcp speaks on stdin and stdout), frameworks. `python demo_rag.py --help` lists every flag, with examples.
 """
 
 from __future__ import annotations
@@ -4154,9 +4154,11 @@ def first_sentence(text: str, limit: int) -> str:
 # ============================================================================
 # PART III · THE MODES AND THE COMMAND LINE
 # One question (the default), a conversation (--chat), an evaluation (--eval,
-# --make-eval, --tune) and a narrated run (--explain), all opening the index
-# through one set-up (open_for_mode) and searching through Part II's search().
-# Only main() and the run_* functions print.
+# --make-eval, --tune), a narrated run (--explain), all opening the index
+# through one set-up (open_for_mode) and searching through Part II's search(),
+# and a server for agents (--mcp), which opens it with the same checks on its
+# first call. Only main() and the run_* functions print; --mcp writes protocol
+# messages on stdout and nothing else.
 # ============================================================================
 
 # ----------------------------------------------------------------------------
