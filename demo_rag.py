@@ -5334,23 +5334,23 @@ class ToolFailed(Exception):
     """A tool that cannot do what it was asked: a result with isError and this one line."""
 
 
-def argument_problem(schema: dict, arguments: dict) -> str | None:
-    """What is wrong with a tool's arguments by its JSON Schema (the keywords ours use), or None.
+def argument_problem(tool: dict, arguments: dict) -> str | None:
+    """What is wrong with a tool's arguments by its input schema (the keywords ours use), or None.
 
-    >>> schema = mcp_tools(Settings())["read_note"]["inputSchema"]
-    >>> argument_problem(schema, {"path": "a.md", "start_line": 0})
+    >>> read_note = mcp_tools(Settings())["read_note"]
+    >>> argument_problem(read_note, {"path": "a.md", "start_line": 0})
     'start_line must be 1 or more, not 0'
-    >>> argument_problem(schema, {"path": "a.md", "lines": 3}), argument_problem(schema, {"path": "a.md"})
+    >>> argument_problem(read_note, {"path": "a.md", "lines": 3}), argument_problem(read_note, {"path": "a.md"})
     ("unknown argument 'lines' (read_note takes path, start_line, line_count)", None)
     """
+    schema = tool["inputSchema"]
     props = schema["properties"]
     for name in schema["required"]:
         if name not in arguments:
             return f"missing argument {name!r}"
     for name, value in arguments.items():
         if name not in props:
-            tool = next(n for n, t in mcp_tools(Settings()).items() if t["inputSchema"]["properties"] == props)
-            return f"unknown argument {name!r} ({tool} takes {', '.join(props)})"
+            return f"unknown argument {name[:80]!r} ({tool['name']} takes {', '.join(props)})"
         p = props[name]
         kind = {"string": str, "integer": int}[p["type"]]
         if not isinstance(value, kind) or isinstance(value, bool):
@@ -5488,11 +5488,10 @@ class McpServer:
             return None                   # a notification: initialized, cancelled, ... nothing to do
         if method is None and ("result" in message or "error" in message):
             return None
-        if message.get("jsonrpc") != "2.0" or not isinstance(method, str) or \
-                not isinstance(id_, (str, int)) or isinstance(id_, bool):
-            return error_message(id_ if isinstance(id_, (str, int)) and not isinstance(id_, bool) else None,
-                                 INVALID_REQUEST, "a request needs jsonrpc '2.0', a string method and an "
-                                 "id that is a string or an integer")
+        usable_id = isinstance(id_, (str, int)) and not isinstance(id_, bool)
+        if message.get("jsonrpc") != "2.0" or not isinstance(method, str) or not usable_id:
+            return error_message(id_ if usable_id else None, INVALID_REQUEST, "a request needs jsonrpc '2.0', "
+                                 "a string method and an id that is a string or an integer")
         revision = None
         try:
             params = message.get("params", {})
@@ -5501,7 +5500,7 @@ class McpServer:
             revision = request_revision(params)
             handler = MCP_METHODS.get(method)
             if handler is None:
-                raise McpError(METHOD_NOT_FOUND, f"no method {method!r} (served: {', '.join(MCP_METHODS)})")
+                raise McpError(METHOD_NOT_FOUND, f"no method {method[:80]!r} (served: {', '.join(MCP_METHODS)})")
             result = handler(self, params)
         except McpError as e:
             return error_message(id_, e.code, str(e), e.data)
@@ -5544,7 +5543,7 @@ class McpServer:
             raise McpError(INVALID_PARAMS, f"unknown tool {str(name)[:80]!r} (tools: {', '.join(self.tools)})")
         if not isinstance(arguments, dict):
             raise McpError(INVALID_PARAMS, "arguments must be an object")
-        if why := argument_problem(self.tools[name]["inputSchema"], arguments):
+        if why := argument_problem(self.tools[name], arguments):
             raise McpError(INVALID_PARAMS, f"{name}: {why}")
         token = (params.get("_meta") or {}).get("progressToken") if isinstance(params.get("_meta"), dict) else None
         try:

@@ -155,6 +155,38 @@ def measure(n: int, work: Path, calls: int, runs: int) -> dict:
             "runs": runs}
 
 
+def parts(n: int, work: Path, calls: int) -> dict:
+    """Where a call's time goes, by the server's own steps, timed in this process (the stand-in
+    server runs here too): the refresh that finds nothing changed (a stat per note and folder,
+    and Ollama asked for the model's build), the question's vector (an HTTP round trip), the
+    ranking (search()'s rank over every chunk) and the whole call."""
+    with FakeOllama(dim=DIM) as server:
+        notes, cache, questions = built(work, n, server)
+        os.environ["OLLAMA_HOST"] = server.url
+        s = rag.Settings(notes_dir=notes, cache_dir=cache)
+        client = rag.ollama_client()
+        m = rag.McpServer(argparse.Namespace(rebuild=False, progress_seconds=10, timeout=300), s, client,
+                          open(os.devnull, "wb"))
+        m.call_tool({"name": "search_notes", "arguments": {"query": questions[0]}})
+        took: dict[str, list[float]] = {k: [] for k in ("refresh", "build", "embed_query", "rank", "call")}
+        for i in range(calls):
+            q = questions[1 + i % (len(questions) - 1)]
+            t0 = time.perf_counter()
+            m.refresh(None)
+            t1 = time.perf_counter()
+            rag.model_digest(client, s.embed_model)
+            t2 = time.perf_counter()
+            qvec = rag.embed_query(client, q, s)
+            t3 = time.perf_counter()
+            rag.rank(m.index, q, qvec, s)
+            t4 = time.perf_counter()
+            m.call_tool({"name": "search_notes", "arguments": {"query": q}})
+            t5 = time.perf_counter()
+            for k, v in zip(took, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)):
+                took[k].append(v)
+    return {k: statistics.median(v) for k, v in took.items()}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[5000, 50000])
@@ -169,11 +201,21 @@ def main() -> None:
     print("| chunks | first call | search_notes median | p95 | CLI run median | p95 | median speed-up |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for n in a.sizes:
+        load = os.getloadavg()[0]
         r = measure(n, a.work, a.calls, a.runs)
         print(f"| {n:,} | {r['first'] * 1000:.0f} ms | {r['median'] * 1000:.1f} ms | {r['p95'] * 1000:.1f} ms "
               f"| {r['cli_median'] * 1000:.0f} ms | {r['cli_p95'] * 1000:.0f} ms "
               f"| {r['cli_median'] / r['median']:.0f}× |", flush=True)
-        print(f"  ({r['calls']} calls, {r['found']:.0%} found; {r['runs']} command-line runs)", file=sys.stderr)
+        print(f"  ({r['calls']} calls, {r['found']:.0%} found; {r['runs']} command-line runs; load average "
+              f"{load:.1f} before, {os.getloadavg()[0]:.1f} after)", flush=True)
+    print("\nwhere a call goes, medians of as many calls, in-process (see parts()):")
+    print("| chunks | refresh, nothing changed | of it: the model's build asked | the question's vector | "
+          "ranking | whole call |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for n in a.sizes:
+        t = {k: v * 1000 for k, v in parts(n, a.work, min(a.calls, 50)).items()}
+        print(f"| {n:,} | {t['refresh']:.1f} ms | {t['build']:.1f} ms | {t['embed_query']:.1f} ms "
+              f"| {t['rank']:.1f} ms | {t['call']:.1f} ms |", flush=True)
 
 
 if __name__ == "__main__":
