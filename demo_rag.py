@@ -5559,13 +5559,13 @@ class McpServer:
         and to the client too when it sent a progress `token`. Raises UsageError when no note is usable."""
         if self.still_current():
             return
-        line, shown = ProgressLine(sys.stderr, self.args.progress_seconds), [0.0]
+        line, shown = ProgressLine(sys.stderr, self.args.progress_seconds), [0.0, -1]   # when, how far
 
         def progress(event: str | EmbedProgress) -> None:
             line(event)
-            if token is not None and isinstance(event, EmbedProgress) and \
+            if token is not None and isinstance(event, EmbedProgress) and event.done > shown[1] and \
                     (time.monotonic() - shown[0] >= MCP_PROGRESS_SECONDS or event.done == event.total):
-                shown[0] = time.monotonic()
+                shown[:] = time.monotonic(), event.done          # the protocol wants progress to grow
                 self.send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {
                     "progressToken": token, "progress": event.done, "total": event.total,
                     "message": progress_text(event)}})
