@@ -5366,13 +5366,13 @@ def argument_problem(tool: dict, arguments: dict) -> str | None:
     return None
 
 
-def source_json(hit: Hit) -> dict:
+def source_json(index: Index, hit: Hit) -> dict:
     """One source as the tools give it: where it is (source_place), its score and text."""
-    return {"rank": hit.rank, "path": hit.chunk.source, **source_place(hit), "page": hit.chunk.page,
+    return {"rank": hit.rank, "path": hit.chunk.source, **source_place(index, hit), "page": hit.chunk.page,
             "score": round(hit.score, 4), "text": hit.chunk.text}
 
 
-def source_place(hit: Hit) -> dict:
+def source_place(index: Index, hit: Hit) -> dict:
     """Where in its note a source is: the lines it spans on disk (not known yet: null) and its section."""
     return {"line": None, "end_line": None, "section": hit.chunk.heading}
 
@@ -5388,11 +5388,12 @@ def tool_result(text: str, structured: dict | None = None, error: bool = False) 
     return result if structured is None else {**result, "structuredContent": structured}
 
 
-def search_result(r: Retrieval, status: str, why: str) -> dict:
+def search_result(index: Index, query: str, r: Retrieval, status: str, why: str) -> dict:
     """search_notes' result: the verdict, then the sources (best first)."""
-    verdict = {"query": "", "found": r.found, "confidence": round(r.confidence, 3),
+    verdict = {"query": query, "found": r.found, "confidence": round(r.confidence, 3),
                "floor": {"value": round(r.floor, 3), "source": r.floor_source}, "lexical_only": r.lexical_only,
-               "keywords_only_because": r.keywords_only_because, "sources": [source_json(h) for h in r.hits]}
+               "keywords_only_because": r.keywords_only_because,
+               "sources": [source_json(index, h) for h in r.hits]}
     if status == KEYWORDS_ONLY:
         head = f"Found by keywords only ({why}); the best passages:"
     elif r.found:
@@ -5403,10 +5404,10 @@ def search_result(r: Retrieval, status: str, why: str) -> dict:
     return tool_result("\n\n".join([head, *blocks]), verdict)
 
 
-def ask_result(outcome: Outcome) -> dict:
+def ask_result(index: Index, outcome: Outcome) -> dict:
     """ask_notes' result: the answer and its sources, or why there is none. No answer for want
     of Ollama (keywords only) is an error too: the tool exists to call the chat model."""
-    sources = [source_json(h) for h in outcome.retrieval.hits]
+    sources = [source_json(index, h) for h in outcome.retrieval.hits]
     listed = "\n".join(f"[{h.rank}] {h.chunk.citation}" for h in outcome.retrieval.hits)
     said = {ANSWERED: outcome.text or "", DECLINED: f"{NOT_FOUND} ({outcome.why})",
             KEYWORDS_ONLY: f"Not answered: {outcome.why}; the chat model was not called. Passages found by "
@@ -5634,9 +5635,7 @@ class McpServer:
         status, why = decide(r, retrieve_only=True)
         if status == FAILED:
             raise ToolFailed(f"error: {why}")
-        result = search_result(r, status, why)
-        result["structuredContent"]["query"] = arguments["query"]
-        return result
+        return search_result(self.index, arguments["query"], r, status, why)
 
     def read_note(self, arguments: dict) -> dict:
         file = self.note_file(arguments["path"])
@@ -5672,7 +5671,7 @@ class McpServer:
         for w in ([f"{why}; searching by keywords (BM25) only"] if (why := outcome.retrieval.keywords_only_because)
                   else []) + outcome.warnings:
             self.warn_once(w)
-        return ask_result(outcome)
+        return ask_result(self.index, outcome)
 
 
 MCP_METHODS = {"initialize": McpServer.initialize, "server/discover": McpServer.discover, "ping": McpServer.ping,
