@@ -31,9 +31,10 @@ class Mcp:
     """`demo_rag.py --mcp` as a subprocess, spoken to in raw lines. Every line it writes to
     stdout is kept in `lines` (and must be a JSON-RPC message: see check_stdout)."""
 
-    def __init__(self, args, host: str, env: dict | None = None):
-        self.p = subprocess.Popen([sys.executable, str(SCRIPT), "--mcp", *map(str, args)], env=user_env(host, env),
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    def __init__(self, args, host: str, env: dict | None = None, python_args=()):
+        self.p = subprocess.Popen([sys.executable, *python_args, str(SCRIPT), "--mcp", *map(str, args)],
+                                  env=user_env(host, env), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE)
         self.buffer, self.lines, self.next_id = b"", [], 0
 
     def send(self, message) -> None:
@@ -364,7 +365,9 @@ def test_every_call_sees_the_notes_as_they_are_now_and_an_unchanged_folder_costs
         cache.unlink()
     before = len(server.of("/api/embed"))
     assert m.call("search_notes", query="What is BM25?")["structuredContent"]["found"]
-    assert [len(b["input"]) for b in server.of("/api/embed")[before:]] == [1]     # the question only
+    (notes / "photo.png").write_bytes(b"\x89PNG")    # the folder changed, its notes did not: still held
+    assert m.call("search_notes", query="What is BM25?")["structuredContent"]["found"]
+    assert [len(b["input"]) for b in server.of("/api/embed")[before:]] == [1, 1]  # the questions only
     assert not m.call("search_notes", query="zeppelin hangar")["structuredContent"]["found"]
     (notes / "zeppelin.md").write_text("# Zeppelins\n\nA zeppelin hangar at Friedrichshafen held airships.")
     r = m.call("search_notes", query="zeppelin hangar")["structuredContent"]
@@ -448,6 +451,30 @@ def test_an_interrupted_refresh_keeps_what_was_embedded_as_a_run_does(tmp_path, 
         out = run_cli("kites", *args, "--retrieve-only", host=server.url)
         assert out.returncode == 0
         assert sum("Query:" not in t for t in server.embedded_texts()) == 300 - 128
+
+
+# Runs `demo_rag.py ARGS` with a stray print() and a write to file descriptor 1 when it first
+# opens a note (as it serves a call), as a library that forgets where it runs might.
+STRAY_MAIN = r"""
+import os, runpy, sys
+done = []
+def hook(event, args):
+    if event == "open" and not done and isinstance(args[0], str) and args[0].endswith(".md"):
+        done.append(1)
+        print("a stray print")
+        sys.stdout.flush()
+        os.write(1, b"a stray write\n")
+sys.addaudithook(hook)
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_a_stray_print_or_write_to_stdout_goes_to_stderr(server, notes, tmp_path):
+    m = Mcp(["--notes", notes, "--cache", tmp_path / "cache"], server.url, python_args=["-c", STRAY_MAIN])
+    assert m.call("search_notes", query="What is BM25?")["isError"] is False
+    code, err = m.close()                 # check_stdout: every line a JSON-RPC message
+    assert code == 0 and "a stray print" in err and "a stray write" in err
 
 
 def test_nothing_but_protocol_messages_reaches_stdout_whatever_is_warned(mcp, server, notes, tmp_path):
