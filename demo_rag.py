@@ -5252,9 +5252,11 @@ STEP_7 = {DECLINED: "not found in your notes: the chat model is not called",
 # and talks JSON-RPC 2.0 with it, one message a line on stdin and stdout. Three tools:
 # search_notes (the same search() as a question's), read_note (a note of the index, by
 # lines) and ask_notes (the same answer()). The index is opened by the first call and held:
-# every call refreshes it first, as a run opens it (open_index, which takes the held index
-# for the cache while no note changed), so the start-up is paid once a session and a note
-# saved a second ago is searchable. Calls are served one at a time, in order.
+# every call refreshes it first, as a run opens it: a stat() of every note and folder says
+# whether anything changed (McpServer.still_current), and if something did, open_index
+# updates it (taking the held index for the cache while no note changed). So the start-up
+# is paid once a session, and a note saved a second ago is searchable. Calls are served
+# one at a time, in order.
 # Standard library only: a client brings its own SDK, this end needs none.
 
 MCP_HANDSHAKE_REVISIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")   # oldest first
