@@ -49,9 +49,9 @@ below it. Part II, built from Part I's pieces, is what the command line runs: ro
 real folders (encodings, PDFs, symlinks, a safe cache, Ctrl-C), fast on big ones (only
 what changed is embedded, a memory-mapped cache, an inverted index for BM25), and the
 finer points of ranking and answering. Part III: the modes (--chat, --eval, --tune,
---explain) and the command line. A first reading can stop after Part I. Left out on purpose:
+--explain, --mcp) and the command line. A first reading can stop after Part I. Left out on purpose:
 approximate nearest-neighbour indexes (exact search copes with a few hundred thousand chunks),
-rerankers, servers, frameworks. `python demo_rag.py --help` lists every flag, with examples.
+rerankers, network servers (--mcp speaks on stdin and stdout), frameworks. `python demo_rag.py --help` lists every flag, with examples.
 """
 
 from __future__ import annotations
@@ -1896,7 +1896,8 @@ def embed_context_warning(client: ollama.Client, settings: Settings, texts: Iter
 
 
 def open_index(settings: Settings, client: ollama.Client | None = None, rebuild: str = "",
-               progress: Callable[[str | EmbedProgress], None] = lambda s: None) -> tuple[Index, IndexReport]:
+               progress: Callable[[str | EmbedProgress], None] = lambda s: None,
+               held: Index | None = None) -> tuple[Index, IndexReport]:
     """The notes' index: the cache as it is, or brought up to date when the notes or settings changed.
 
     The fast path: the fingerprint matches and every chunk has a vector, so the
@@ -1918,6 +1919,8 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     Every run asks Ollama once which build of the embedding model it runs (model_digest):
     the question's vector is made anew on each run, so an index of another build's vectors
     is rebuilt even when no note changed.
+    A long-lived caller (--mcp) passes the index it `held` since its last call: while the
+    notes' fingerprint is still its own, it stands for the cache, which is then not read again.
     Raises FileNotFoundError when the notes folder does not exist.
     """
     if settings.notes_dir.exists() and not settings.notes_dir.is_dir():
@@ -1927,7 +1930,8 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     client = client or ollama_client()
     files, warnings = scan_notes(settings.notes_dir, [settings.cache_dir], settings.follow_links)
     path = cache_path(settings)
-    old, reason = load_index(path)
+    now = fingerprint(files)
+    old, reason = (held, "") if held is not None and not rebuild and held.fingerprint == now else load_index(path)
     donor = None                          # another cache file these notes' index starts from
     if old is None and reason == "no cache yet" and not rebuild:
         old, note, donor = adopted(settings, files, path)
@@ -1944,7 +1948,7 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     writer = CacheWriter(path, settings.checkpoint_seconds, on_disk, floor=on_disk if rebuild else 0)
     if rebuild:
         old, reason = None, rebuild
-    if old is not None and old.fingerprint == fingerprint(files) and old.complete:
+    if old is not None and old.fingerprint == now and old.complete:
         skipped = still_skipped(old, files, settings)   # None: a skipped note may be usable now
         if skipped is not None:
             report = IndexReport(unchanged=len(old.files), skipped=skipped,
@@ -5079,9 +5083,11 @@ def first_sentence(text: str, limit: int) -> str:
 # ============================================================================
 # PART III · THE MODES AND THE COMMAND LINE
 # One question (the default), a conversation (--chat), an evaluation (--eval,
-# --make-eval, --tune) and a narrated run (--explain), all opening the index
-# through one set-up (open_for_mode) and searching through Part II's search().
-# Only main() and the run_* functions print.
+# --make-eval, --tune), a narrated run (--explain), all opening the index
+# through one set-up (open_for_mode) and searching through Part II's search(),
+# and a server for agents (--mcp), which opens it with the same checks on its
+# first call. Only main() and the run_* functions print; --mcp writes protocol
+# messages on stdout and nothing else.
 # ============================================================================
 
 # ----------------------------------------------------------------------------
@@ -5341,15 +5347,21 @@ def open_for_mode(args: argparse.Namespace, settings: Settings, client: ollama.C
     then checked to hold notes and some that --source matches. Raises UsageError."""
     rebuild = ("--rebuild" if args.rebuild else "") if rebuild is None else rebuild
     index, report, took = index_with_progress(settings, client, rebuild, quiet, args.progress_seconds)
+    check_usable(index, settings)
+    return index, report, took
+
+
+def check_usable(index: Index, settings: Settings, source: str = "--source") -> None:
+    """Raise UsageError unless the index holds notes, some of which the `source` pattern
+    (settings.source_filter) and the tag and date filters match."""
     if not index.chunks:
         raise UsageError(f"no usable notes in {settings.notes_dir} (looked for {', '.join(NOTE_TYPES)}, "
                          f"at least {MIN_NOTE_CHARS} characters)")
     if not source_mask(index, settings.source_filter).any():
-        raise UsageError(f"no note matches --source '{settings.source_filter}' (a glob like 'work/*.md', or a "
+        raise UsageError(f"no note matches {source} '{settings.source_filter}' (a glob like 'work/*.md', or a "
                          f"part of a note's path relative to {readable_name(str(settings.notes_dir))})")
     if not filter_mask(index, filters := filters_in_force(settings)).any():
         raise UsageError(no_match(filters, len(index.files)))
-    return index, report, took
 
 
 def no_match(filters: Filters, notes: int) -> str:
@@ -6366,6 +6378,550 @@ STEP_7 = {DECLINED: "not found in your notes: the chat model is not called",
           RETRIEVAL_ONLY: "--retrieve-only: the chat model is not called"}
 
 
+# ----------------------------------------------------------------------------
+# Serving the notes to agents (--mcp): the Model Context Protocol over stdio.
+#
+# An editor or assistant (Claude Desktop, VS Code, Cursor, ...) starts `demo_rag.py --mcp`
+# and talks JSON-RPC 2.0 with it, one message a line on stdin and stdout. Three tools:
+# search_notes (the same search() as a question's), read_note (a note of the index, by
+# lines) and ask_notes (the same answer()). The index is opened by the first call and held:
+# every call refreshes it first, as a run opens it: a stat() of every note and folder says
+# whether anything changed (McpServer.still_current), and if something did, open_index
+# updates it (taking the held index for the cache while no note changed). So the start-up
+# is paid once a session, and a note saved a second ago is searchable. Calls are served
+# one at a time, in order.
+# Standard library only: a client brings its own SDK, this end needs none.
+
+MCP_HANDSHAKE_REVISIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")   # oldest first
+MCP_STATELESS_REVISIONS = ("2026-07-28",)  # no initialize: each request names its revision in _meta
+MCP_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"            # those requests' _meta keys
+MCP_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
+MCP_SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"             # ...and their results'
+MCP_SERVER_INFO = {"name": "demo_rag", "title": "Your notes (demo_rag)", "version": "1.0"}
+MCP_READ_LINES = 200                      # lines read_note gives when not told; the agent asks on
+MCP_MAX_MESSAGE = 16 << 20                # bytes in one message from the client, at most
+MCP_PROGRESS_SECONDS = 0.5                # one progress notification this often, at most
+# JSON-RPC's error codes, and the stateless revision's for a revision this server does not speak.
+PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
+UNSUPPORTED_REVISION = -32022
+
+MCP_INSTRUCTIONS = ("Search the user's own notes (a local folder) before answering from memory: search_notes "
+                    "first, read_note to see more around a hit. When search_notes says found: false, the notes "
+                    "do not hold the answer; say so instead of guessing. Cite the paths you used.")
+
+# search_notes' and ask_notes' filters: argument -> (the Settings field it sets for the call, the
+# function that reads it as the command line's flag does, its JSON Schema).
+DATE_WORDS = "a day, month or year (2026-01-15, 2026-01, 2026) or a time ago (7d, 2w, 3m, 1y)"
+SEARCH_FILTERS = {
+    "source": ("source_filter", str, {"type": "string", "minLength": 1, "description":
+                                      "only notes whose path matches: a glob such as 'work/*.md', or a part of "
+                                      "the path (the server's --source when not given)"}),
+    "tags": ("tags", lambda tags: tuple(map(tag_name, tags)), {
+        "type": "array", "items": {"type": "string", "minLength": 1}, "description":
+        "only notes with any of these tags (front matter's or inline #tags; 'a' also matches 'a/b')"}),
+    "since": ("since", date_bound, {"type": "string", "minLength": 1, "description":
+                                    f"only notes dated then or later: {DATE_WORDS}"}),
+    "until": ("until", date_bound, {"type": "string", "minLength": 1, "description":
+                                    f"only notes dated then or earlier: {DATE_WORDS}"}),
+}
+
+
+def mcp_tools(settings: Settings) -> dict[str, dict]:
+    """The tools, by name, as tools/list shows them: what each does, for an agent to choose by,
+    and the JSON Schema of its arguments."""
+    filters = {name: schema for name, (_, _, schema) in SEARCH_FILTERS.items()}
+    top = top_k_limit(settings.chunk_size, settings.max_answer_tokens)
+    return {t["name"]: t for t in [
+        {"name": "search_notes", "title": "Search the notes",
+         "description": "Search the user's own notes (a local folder of Markdown, text and PDF files) by "
+                        "meaning and by keywords, in any language. Returns the best passages, best first, each "
+                        "with its path, the line to open it at, section, score and text, and a verdict: found is false when no passage "
+                        "is relevant enough, meaning the notes do not hold the answer. Fast (well under a "
+                        "second); follow a hit with read_note for the text around it.",
+         "inputSchema": {"type": "object", "properties": {
+             "query": {"type": "string", "minLength": 1, "description": "a question or keywords"},
+             "top_k": {"type": "integer", "minimum": 1, "maximum": top,
+                       "description": f"how many passages at most (default {settings.top_k})"},
+             **filters}, "required": ["query"], "additionalProperties": False}},
+        {"name": "read_note", "title": "Read a note",
+         "description": "Read one note of the user's notes folder by the path search_notes gave (relative "
+                        f"to the folder), {MCP_READ_LINES} lines at a time unless told otherwise; the result "
+                        "says how many lines the note has. Lines are numbered as in the file. Only notes the "
+                        "search covers can be read: no other file, nothing outside the folder.",
+         "inputSchema": {"type": "object", "properties": {
+             "path": {"type": "string", "minLength": 1, "description": "the note's path, as search_notes gave it"},
+             "start_line": {"type": "integer", "minimum": 1, "description": "first line to read (default 1)"},
+             "line_count": {"type": "integer", "minimum": 1,
+                            "description": f"how many lines (default {MCP_READ_LINES})"}},
+             "required": ["path"], "additionalProperties": False}},
+        {"name": "ask_notes", "title": "Ask the notes (local model)",
+         "description": "Answer a question from the user's notes with the user's own local chat model, "
+                        f"{settings.chat_model} through Ollama: the answer cites its sources as [1], [2] ..., "
+                        "listed with it. Slow (seconds to minutes on a laptop) and a small model: prefer "
+                        "search_notes and answer yourself, unless the user wants their own model's answer. "
+                        "Says 'not found' when the notes do not hold the answer.",
+         "inputSchema": {"type": "object", "properties": {
+             "question": {"type": "string", "minLength": 1, "description": "the question, in any language"},
+             **filters}, "required": ["question"], "additionalProperties": False}},
+    ]}
+
+
+class McpError(Exception):
+    """A request the server refuses: a JSON-RPC error with this code, message and data."""
+
+    def __init__(self, code: int, message: str, data=None):
+        super().__init__(message)
+        self.code, self.data = code, data
+
+
+class ToolFailed(Exception):
+    """A tool that cannot do what it was asked: a result with isError and this one line."""
+
+
+def argument_problem(tool: dict, arguments: dict) -> str | None:
+    """What is wrong with a tool's arguments by its input schema (the keywords ours use), or None.
+
+    >>> read_note = mcp_tools(Settings())["read_note"]
+    >>> argument_problem(read_note, {"path": "a.md", "start_line": 0})
+    'start_line must be 1 or more, not 0'
+    >>> argument_problem(read_note, {"path": "a.md", "lines": 3}), argument_problem(read_note, {"path": "a.md"})
+    ("unknown argument 'lines' (read_note takes path, start_line, line_count)", None)
+    """
+    schema = tool["inputSchema"]
+    props = schema["properties"]
+    for name in schema["required"]:
+        if name not in arguments:
+            return f"missing argument {name!r}"
+    for name, value in arguments.items():
+        if name not in props:
+            return f"unknown argument {name[:80]!r} ({tool['name']} takes {', '.join(props)})"
+        p = props[name]
+        kind = {"string": str, "integer": int, "array": list}[p["type"]]
+        if not isinstance(value, kind) or isinstance(value, bool):
+            return f"{name} must be a{'n' if p['type'] in ('integer', 'array') else ''} {p['type']}, not {json.dumps(value)[:40]}"
+        if kind is list and (problem := argument_problem({"name": tool["name"], "inputSchema": {
+                "properties": {f"{name}[{i}]": p["items"] for i in range(len(value))}, "required": []}},
+                {f"{name}[{i}]": v for i, v in enumerate(value)})):
+            return problem
+        if kind is str and not value.strip():
+            return f"{name} is blank"
+        if kind is str and not is_text(value):
+            return f"{name}: {NOT_TEXT}"
+        if kind is int and value < p.get("minimum", value):
+            return f"{name} must be {p['minimum']} or more, not {value}"
+        if kind is int and value > p.get("maximum", value):
+            return f"{name} must be at most {p['maximum']}, not {value}"
+    return None
+
+
+def source_json(r: Retrieval, hit: Hit) -> dict:
+    """One source as the tools give it: what --json gives (hit_json: its lines, the line and
+    section of the passage the query matched, its note's title, tags and date), under "path"."""
+    d = hit_json(hit, preview_terms(r.terms), r.notes.get(hit.chunk.source))
+    return {"rank": d.pop("rank"), "path": d.pop("source"), **d}
+
+
+def source_line(r: Retrieval, hit: Hit) -> str:
+    """A source as the tools' text names it: "[2] bike.md:14 › ## Tyres", as the terminal does."""
+    return f"[{hit.rank}] {passage_citation(hit.chunk, locate_passage(hit.chunk, preview_terms(r.terms)))}"
+
+
+def tool_result(text: str, structured: dict | None = None, error: bool = False) -> dict:
+    """A tools/call result: a text block for people and models, the same as JSON for programs."""
+    result = {"content": [{"type": "text", "text": text}], "isError": error}
+    return result if structured is None else {**result, "structuredContent": structured}
+
+
+def search_result(query: str, r: Retrieval, status: str, why: str) -> dict:
+    """search_notes' result: the verdict, then the sources (best first)."""
+    verdict = {"query": query, "found": r.found, "confidence": round(r.confidence, 3),
+               "floor": {"value": round(r.floor, 3), "source": r.floor_source}, "lexical_only": r.lexical_only,
+               "keywords_only_because": r.keywords_only_because,
+               "sources": [source_json(r, h) for h in r.hits]}
+    if status == KEYWORDS_ONLY:
+        head = f"Found by keywords only ({why}); the best passages:"
+    elif r.found:
+        head = f"Found in your notes (confidence {r.confidence:.2f}, floor {r.floor:.2f}):"
+    else:
+        head = f"{NOT_FOUND} ({why}). The closest passages, which likely do not hold the answer:"
+    blocks = [f"{source_line(r, h)}  (score {h.score:.3f})\n{h.chunk.text}" for h in r.hits]
+    return tool_result("\n\n".join([head, *blocks]), verdict)
+
+
+def ask_result(outcome: Outcome) -> dict:
+    """ask_notes' result: the answer and its sources, or why there is none. No answer for want
+    of Ollama (keywords only) is an error too: the tool exists to call the chat model."""
+    r = outcome.retrieval
+    sources = [source_json(r, h) for h in r.hits]
+    listed = "\n".join(source_line(r, h) for h in r.hits)
+    said = {ANSWERED: outcome.text or "", DECLINED: f"{NOT_FOUND} ({outcome.why})",
+            KEYWORDS_ONLY: f"Not answered: {outcome.why}; the chat model was not called. Passages found by "
+                           "keywords (search_notes gives their text):",
+            FAILED: f"error: {outcome.why}" + (f"\nThe answer so far: {outcome.text}" if outcome.text else "")}
+    checked = outcome.check.summary() if outcome.check else ""
+    text = said[outcome.status] + (f"\n\n({checked})" if checked else "") + (f"\n\nSources:\n{listed}" if listed else "")
+    if outcome.cut_short:
+        text += f"\n\n(warning: {cut_short_warning(outcome)})"
+    return tool_result(text, {"status": outcome.status, "answer": outcome.text, "why": outcome.why or None,
+                              "sources": sources, "citations": outcome.check.as_json() if outcome.check else None,
+                              "cut_short": outcome.cut_short, "warnings": outcome.warnings},
+                       error=outcome.status in (FAILED, KEYWORDS_ONLY))
+
+
+def note_lines(file: NoteFile, max_mb: float) -> list[str]:
+    """A note's lines as read_note gives them: a text note's as on disk (front matter too, so
+    the numbers are the file's; a line ends at \\n, \\r\\n or \\r as read_text counts them),
+    other notes' as their reader extracts them, each page under a '--- page N ---' line.
+    Raises ToolFailed for a note that cannot be read."""
+    reader = NOTE_TYPES[Path(file.path).suffix.lower()]
+    try:
+        if reader.needs:                  # PDF: pages of extracted text
+            sections, _ = read_note(file, max_mb)
+            return [line for s in sections for line in [f"--- page {s.page} ---", *s.text.splitlines()]]
+        with open(file.path, "rb") as f:  # no more than the limit, even if it grew since the scan
+            data = f.read(int(max_mb * 2**20) + 1)
+        if why := too_big(len(data), max_mb):
+            raise ValueError(why)
+        text, _ = decode_note(data)
+    except (OSError, ValueError) as e:
+        raise ToolFailed(f"cannot read {file.rel}: {getattr(e, 'strerror', None) or e}") from None
+    lines = re.split(r"\r\n|\r|\n", text)
+    return lines[:-1] if lines[-1] == "" else lines
+
+
+class McpServer:
+    """One MCP session over stdio: the settings and client of the run, the index it holds,
+    and where protocol messages go (`out`, a binary stream: stdout's own descriptor)."""
+
+    def __init__(self, args: argparse.Namespace, settings: Settings, client: ollama.Client, out):
+        self.args, self.settings, self.client, self.out = args, settings, client, out
+        self.tools = mcp_tools(settings)
+        self.index: Index | None = None   # opened by the first tool call, then held
+        self.report = IndexReport()
+        self.rebuild = "--rebuild" if args.rebuild else ""     # the first opening's, no other
+        self.said: set[str] = set()       # warnings logged already: once a session, not once a call
+        self.num_ctx: int | None = None   # ask_notes' context size, known on its first call
+        self.watched: tuple[dict, list[str], list[tuple]] | None = None     # see still_current
+
+    def serve(self, stdin) -> None:
+        """Answer every message from `stdin` (binary) in turn, until it ends."""
+        for line in message_lines(stdin, MCP_MAX_MESSAGE):
+            if line is None:
+                self.send(error_message(None, INVALID_REQUEST, f"a message over {MCP_MAX_MESSAGE >> 20} MB"))
+            elif line.strip() and (reply := self.reply(line)) is not None:
+                self.send(reply)
+
+    def send(self, message: dict) -> None:
+        """Write one message, on one line (JSON escapes every line break within it)."""
+        text = json.dumps(message, ensure_ascii=False)
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:        # a lone surrogate: as a \\u escape, which JSON allows
+            data = json.dumps(message).encode("ascii")
+        self.out.write(data + b"\n")
+        self.out.flush()
+
+    def reply(self, line: bytes) -> dict | None:
+        """The answer to one line from the client: a result or an error; None for a notification
+        or a response (the server asks nothing, so one is not for it)."""
+        try:
+            message = json.loads(line)
+        except (ValueError, RecursionError) as e:
+            return error_message(None, PARSE_ERROR, f"not JSON: {str(e)[:120]}")
+        if not isinstance(message, dict):
+            return error_message(None, INVALID_REQUEST, "a message is one JSON object (batches are not served)")
+        id_, method = message.get("id"), message.get("method")
+        if "id" not in message and isinstance(method, str):
+            return None                   # a notification: initialized, cancelled, ... nothing to do
+        if method is None and ("result" in message or "error" in message):
+            return None
+        usable_id = isinstance(id_, (str, int)) and not isinstance(id_, bool)
+        if message.get("jsonrpc") != "2.0" or not isinstance(method, str) or not usable_id:
+            return error_message(id_ if usable_id else None, INVALID_REQUEST, "a request needs jsonrpc '2.0', "
+                                 "a string method and an id that is a string or an integer")
+        revision = None
+        try:
+            params = message.get("params", {})
+            if not isinstance(params, dict):
+                raise McpError(INVALID_PARAMS, "params must be an object")
+            revision = request_revision(params)
+            handler = MCP_METHODS.get(method)
+            if handler is None:
+                raise McpError(METHOD_NOT_FOUND, f"no method {method[:80]!r} (served: {', '.join(MCP_METHODS)})")
+            result = handler(self, params)
+        except McpError as e:
+            return error_message(id_, e.code, str(e), e.data)
+        except KeyboardInterrupt as e:    # Ctrl-C or SIGTERM: say so to the caller, then end as a run does
+            if method == "tools/call":
+                self.send(result_message(id_, revision, tool_result(str(e).strip() or "interrupted", error=True)))
+            raise
+        except Exception as e:            # a bug of this server: said on stderr, and the session goes on
+            import traceback
+            err(f"error: internal error in {method}: {e!r}", traceback.format_exc().rstrip())
+            return error_message(id_, INTERNAL_ERROR, f"internal error: {e!r}"[:200])
+        return result_message(id_, revision, result)
+
+    def initialize(self, params: dict) -> dict:
+        """The handshake: the client's revision if it is served, else the newest that is."""
+        asked = params.get("protocolVersion")
+        if not isinstance(asked, str):
+            raise McpError(INVALID_PARAMS, "initialize needs protocolVersion, a string")
+        revision = asked if asked in MCP_HANDSHAKE_REVISIONS else MCP_HANDSHAKE_REVISIONS[-1]
+        return {"protocolVersion": revision, "capabilities": {"tools": {"listChanged": False}},
+                "serverInfo": MCP_SERVER_INFO, "instructions": MCP_INSTRUCTIONS}
+
+    def discover(self, params: dict) -> dict:
+        """server/discover, the stateless revision's handshake-free introduction."""
+        return {"supportedVersions": [*MCP_STATELESS_REVISIONS, *MCP_HANDSHAKE_REVISIONS[::-1]],
+                "capabilities": {"tools": {"listChanged": False}}, "instructions": MCP_INSTRUCTIONS,
+                "cacheScope": "private", "ttlMs": 0}
+
+    def ping(self, params: dict) -> dict:
+        return {}
+
+    def list_tools(self, params: dict) -> dict:
+        return {"tools": list(self.tools.values()), "cacheScope": "private", "ttlMs": 0}
+
+    def call_tool(self, params: dict) -> dict:
+        """tools/call: check the name and arguments (a JSON-RPC error if wrong), refresh the
+        index, run the tool; a tool that fails is a result with isError and one line."""
+        name, arguments = params.get("name"), params.get("arguments", {})
+        if name not in self.tools:
+            raise McpError(INVALID_PARAMS, f"unknown tool {str(name)[:80]!r} (tools: {', '.join(self.tools)})")
+        if not isinstance(arguments, dict):
+            raise McpError(INVALID_PARAMS, "arguments must be an object")
+        if why := argument_problem(self.tools[name], arguments):
+            raise McpError(INVALID_PARAMS, f"{name}: {why}")
+        token = (params.get("_meta") or {}).get("progressToken") if isinstance(params.get("_meta"), dict) else None
+        try:
+            self.refresh(token)
+            return getattr(self, name)(arguments)
+        except ToolFailed as e:
+            return tool_result(str(e), error=True)
+        except (FileNotFoundError, NotADirectoryError, UsageError, OllamaError) as e:
+            return tool_result(failure(e)[0].strip(), error=True)
+
+    def refresh(self, token) -> None:
+        """Bring the held index up to date with the notes, as a run opens it: progress on stderr,
+        and to the client too when it sent a progress `token`. Raises UsageError when no note is usable."""
+        if self.still_current():
+            return
+        line, shown = ProgressLine(sys.stderr, self.args.progress_seconds), [0.0, -1]   # when, how far
+
+        def progress(event: str | EmbedProgress) -> None:
+            line(event)
+            if token is not None and isinstance(event, EmbedProgress) and event.done > shown[1] and \
+                    (time.monotonic() - shown[0] >= MCP_PROGRESS_SECONDS or event.done == event.total):
+                shown[:] = time.monotonic(), event.done          # the protocol wants progress to grow
+                self.send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {
+                    "progressToken": token, "progress": event.done, "total": event.total,
+                    "message": progress_text(event)}})
+        try:
+            self.index, self.report = open_index(self.settings, self.client, self.rebuild, progress, self.index)
+        finally:
+            line.finish()
+        self.rebuild = ""
+        # What still_current() compares with: the folders' stats first, so that a change made
+        # while the notes are listed shows in one or the other.
+        folders = folder_stats(self.settings.notes_dir)
+        files, _ = scan_notes(self.settings.notes_dir, [self.settings.cache_dir], self.settings.follow_links)
+        self.watched = (folders, [f.path for f in files], [file_stat(os.stat(f.path)) for f in files]) \
+            if folders is not None and fingerprint(files) == self.index.fingerprint else None
+        if self.report.touched:
+            err(f"{self.report.summary(len(self.index.files))}: {', '.join(self.report.touched[:8])}"
+                + (f", … {len(self.report.touched) - 8} more" if len(self.report.touched) > 8 else ""))
+        for w in self.report.warnings:
+            self.warn_once(w)
+        if self.report.embed_error:
+            self.warn_once(f"{self.report.embed_error}; searching by keywords (BM25) only")
+        check_usable(self.index, self.settings)
+
+    def still_current(self) -> bool:
+        """Would a refresh keep the held index as it is? Asked by stat alone: every folder the
+        last refresh saw has its mtime and ctime (no note added, removed or renamed), every note
+        it listed the stat the index's fingerprint was made of (none edited), the index is
+        complete and calibrated, and Ollama runs the same build of the model. open_index's fast
+        path asks the same, but walks the folder to list the notes first, which costs several
+        times more on a big folder; a folder holding a link to a folder is always walked."""
+        if self.watched is None or self.index is None or not self.index.complete or \
+                not calibration_current(self.index, self.settings):
+            return False
+        folders, paths, stats = self.watched
+        try:
+            if any(folder_stat(os.stat(path)) != seen for path, seen in folders.items()) or \
+                    [file_stat(os.stat(path)) for path in paths] != stats:
+                return False
+        except OSError:
+            return False
+        return not build_changed(self.index, model_digest(self.client, self.settings.embed_model))
+
+    def warn_once(self, warning: str) -> None:
+        """Log a warning on stderr, unless this session did already (the index's come every call)."""
+        if warning not in self.said:
+            self.said.add(warning)
+            err(f"warning: {warning}")
+
+    def settings_for(self, arguments: dict) -> Settings:
+        """This run's settings with a call's filters (SEARCH_FILTERS) in place; raises UsageError
+        when they match no note."""
+        try:
+            s = replace(self.settings, **{f: read(arguments[name]) for name, (f, read, _) in SEARCH_FILTERS.items()
+                                          if name in arguments})
+        except argparse.ArgumentTypeError as e:
+            raise UsageError(str(e)) from None
+        if s.since and s.until and date_span(s.since)[0] > date_span(s.until)[1]:
+            raise UsageError(f"since {s.since} is after until {s.until}: no note could be dated between them")
+        check_usable(self.index, s, source="source")
+        return s
+
+    def search_notes(self, arguments: dict) -> dict:
+        settings = self.settings_for(arguments)
+        if "top_k" in arguments:
+            settings = replace(settings, top_k=arguments["top_k"])
+        r = search(self.client, self.index, arguments["query"], settings)
+        if r.keywords_only_because and self.report.embed_error:   # the build knows better why, as answer() does
+            r = replace(r, keywords_only_because=self.report.embed_error)
+        if r.keywords_only_because:
+            self.warn_once(f"{r.keywords_only_because}; searching by keywords (BM25) only")
+        status, why = decide(r, retrieve_only=True)
+        if status == FAILED:
+            raise ToolFailed(f"error: {why}")
+        return search_result(arguments["query"], r, status, why)
+
+    def read_note(self, arguments: dict) -> dict:
+        file = self.note_file(arguments["path"])
+        lines = note_lines(file, self.settings.max_note_mb)
+        start, count = arguments.get("start_line", 1), arguments.get("line_count", MCP_READ_LINES)
+        if start > max(len(lines), 1):
+            raise ToolFailed(f"{file.rel} has {len(lines)} lines; start_line {start} is past its end")
+        part = lines[start - 1:start - 1 + count]
+        end = start + len(part) - 1
+        more = f"\n\n[lines {start}-{end} of {len(lines)}; read on with start_line {end + 1}]" \
+            if end < len(lines) else ""
+        return tool_result("\n".join(part) + more, {"path": file.rel, "start_line": start, "end_line": end,
+                                                    "total_lines": len(lines), "text": "\n".join(part)})
+
+    def note_file(self, path: str) -> NoteFile:
+        """The note at `path` if it is one of the index's: listed by scan_notes now (so not hidden,
+        not a link out of the folder, a note type), and indexed (so within --max-note-mb and
+        usable). Anything else is refused, whatever it names."""
+        rel = unicodedata.normalize("NFC", path)
+        files, _ = scan_notes(self.settings.notes_dir, [self.settings.cache_dir], self.settings.follow_links)
+        file = next((f for f in files if f.rel == rel), None)
+        if file is None or rel not in self.index.files:
+            raise ToolFailed(f"not a note of the index: {readable_name(path)[:200]} (give a path as search_notes "
+                             "gives it, relative to the notes folder; other files cannot be read)")
+        return file
+
+    def ask_notes(self, arguments: dict) -> dict:
+        settings = self.settings_for(arguments)
+        if self.num_ctx is None:
+            self.num_ctx = chat_context(settings, self.args.timeout)   # the chat model loads meanwhile
+        outcome = answer(self.client, self.index, arguments["question"], settings,
+                         Conversation(num_ctx=self.num_ctx), keywords_because=self.report.embed_error)
+        for w in ([f"{why}; searching by keywords (BM25) only"] if (why := outcome.retrieval.keywords_only_because)
+                  else []) + outcome.warnings:
+            self.warn_once(w)
+        return ask_result(outcome)
+
+
+MCP_METHODS = {"initialize": McpServer.initialize, "server/discover": McpServer.discover, "ping": McpServer.ping,
+               "tools/list": McpServer.list_tools, "tools/call": McpServer.call_tool}
+
+
+def folder_stats(notes_dir: Path) -> dict[str, tuple[int, int]] | None:
+    """Every folder under notes_dir but hidden ones, with folder_stat(): a note added, removed or
+    renamed in one changes its mtime. None when one holds a link to a folder, whose insides
+    its stat would not show."""
+    found = {}
+    for folder, dirs, _ in os.walk(notes_dir):
+        if any(os.path.islink(os.path.join(folder, d)) for d in dirs):
+            return None
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        with contextlib.suppress(OSError):
+            found[folder] = folder_stat(os.stat(folder))
+    return found
+
+
+def folder_stat(st: os.stat_result) -> tuple[int, int]:
+    return st.st_mtime_ns, st.st_ctime_ns   # ctime: a chmod that makes a folder readable
+
+
+def file_stat(st: os.stat_result) -> tuple[int, int, int, int]:
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino     # what fingerprint() hashes
+
+
+def request_revision(params: dict) -> str | None:
+    """The stateless revision a request names in its _meta, checked; None for a request of a
+    handshake revision (which names none)."""
+    meta = params.get("_meta")
+    if not isinstance(meta, dict) or MCP_VERSION_KEY not in meta:
+        return None
+    revision = meta[MCP_VERSION_KEY]
+    if not isinstance(revision, str):
+        raise McpError(INVALID_PARAMS, f"{MCP_VERSION_KEY} must be a string")
+    if revision not in MCP_STATELESS_REVISIONS:
+        raise McpError(UNSUPPORTED_REVISION, f"protocol revision {revision[:40]!r} is not served",
+                       {"supported": list(MCP_STATELESS_REVISIONS), "requested": revision})
+    if MCP_CAPABILITIES_KEY not in meta:
+        raise McpError(INVALID_PARAMS, f"params._meta lacks {MCP_CAPABILITIES_KEY}")
+    return revision
+
+
+def result_message(id_, revision: str | None, result: dict) -> dict:
+    """A JSON-RPC result; the stateless revision's carry their type and the server's name."""
+    if revision is None:
+        result = {k: v for k, v in result.items() if k not in ("cacheScope", "ttlMs")}
+    else:
+        result = {**result, "resultType": "complete", "_meta": {MCP_SERVER_INFO_KEY: MCP_SERVER_INFO}}
+    return {"jsonrpc": "2.0", "id": id_, "result": result}
+
+
+def error_message(id_, code: int, message: str, data=None) -> dict:
+    error = {"code": code, "message": message, **({} if data is None else {"data": data})}
+    return {"jsonrpc": "2.0", "id": id_, "error": error}
+
+
+def message_lines(stream, limit: int) -> Iterator[bytes | None]:
+    """The lines of a binary stream, without their line breaks; None for a line over `limit`
+    bytes, which is read to its end but not kept."""
+    while line := stream.readline(limit + 1):
+        if len(line) > limit and not line.endswith(b"\n"):
+            while (rest := stream.readline(limit + 1)) and not rest.endswith(b"\n"):
+                pass
+            yield None
+        else:
+            yield line.rstrip(b"\r\n")
+
+
+def run_mcp(args, settings: Settings, client: ollama.Client) -> int:
+    """--mcp: serve the notes to an MCP client on stdin and stdout until stdin ends (exit 0).
+
+    stdout carries protocol messages only: for the session, file descriptor 1 is stderr's,
+    and the messages go to a copy of stdout's own, so nothing else can reach the client,
+    not a warning, nor a library's stray print."""
+    if not settings.notes_dir.is_dir():   # a mistake in the client's configuration: said before serving
+        raise FileNotFoundError(f"notes folder not found: {settings.notes_dir}")
+    sys.stdout.flush()
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    try:
+        err(f"serving the notes in {readable_name(str(settings.notes_dir))} over MCP on stdin/stdout "
+            f"(revisions {', '.join(MCP_HANDSHAKE_REVISIONS + MCP_STATELESS_REVISIONS)}); "
+            "logs here; closing stdin (Ctrl-D) stops it")
+        if sys.stdin is not None:         # closed as the run began (`<&-`): as if it ended at once
+            McpServer(args, settings, client, out).serve(sys.stdin.buffer)
+    except BrokenPipeError:               # the client went away: nobody is left to answer
+        pass
+    finally:
+        with contextlib.suppress(OSError, ValueError, OutputError):
+            sys.stdout.flush()            # what went to stderr meanwhile
+        os.dup2(out.fileno(), 1)
+        with contextlib.suppress(OSError):
+            out.close()
+    return EXIT_OK
+
+
 @dataclass(frozen=True)
 class Mode:
     """One way to run the script: its flag, what runs, and what goes with it."""
@@ -6381,7 +6937,8 @@ MODES = (Mode("", run_question, question=True, json=True, takes=("--retrieve-onl
          Mode("--explain", run_explain, question=True, json=False, takes=("--retrieve-only",)),
          Mode("--eval", run_eval, question=False, json=True, takes=("--answers",)),
          Mode("--make-eval", run_make_eval, question=False, json=True, takes=("--questions",)),
-         Mode("--tune", run_tune, question=False, json=True, takes=("--tune-chunk-sizes",)))
+         Mode("--tune", run_tune, question=False, json=True, takes=("--tune-chunk-sizes",)),
+         Mode("--mcp", run_mcp, question=False, json=False))
 
 MODES_GROUP, OUTPUT_GROUP = "modes (one at a time; the default answers the question)", "output"
 GROUPS = (MODES_GROUP, NOTES_GROUP, RETRIEVAL_GROUP, MODELS_GROUP, OUTPUT_GROUP)
@@ -6407,6 +6964,8 @@ RUN_OPTIONS = {
     "tune_chunk_sizes": option(None, "--tune-chunk-sizes", MODES_GROUP, "with --tune: also try these chunk "
                                "sizes (each embeds the notes once and keeps its cache)", type=lambda text:
                                chunk_sizes(text), metavar="N,N"),
+    "mcp": option(False, "--mcp", MODES_GROUP, "serve the notes to agents (Claude Desktop, VS Code, ...) as an "
+                  "MCP server on stdin/stdout", action="store_true"),
     "rebuild": option(False, "--rebuild", NOTES_GROUP, "re-read and re-embed every note", action="store_true"),
     "timeout": option(OLLAMA_TIMEOUT, "--timeout", MODELS_GROUP, "give up when Ollama is silent this long "
                       f"(default {OLLAMA_TIMEOUT:g})", POSITIVE, type=float, metavar="SECONDS"),
@@ -6419,7 +6978,7 @@ RUN_OPTIONS = {
                                SECONDS, type=float, metavar="S"),
 }
 
-USAGE = "demo_rag.py [options] QUESTION | --chat | --explain QUESTION | --eval/--make-eval/--tune FILE"
+USAGE = "demo_rag.py [options] QUESTION | --chat | --explain QUESTION | --eval/--make-eval/--tune FILE | --mcp"
 EXAMPLES = """examples:
   python demo_rag.py "How do I undo the last commit?"        answer from demo-data/
   python demo_rag.py --notes ~/vault "what did we decide?"   answer from your own notes
@@ -6427,7 +6986,8 @@ EXAMPLES = """examples:
   python demo_rag.py --explain "What is BM25?"               every step, with this run's values
   python demo_rag.py --eval demo-data/eval.jsonl             measure retrieval
   python demo_rag.py --notes ~/vault --make-eval set.jsonl   questions from your notes, then:
-  python demo_rag.py --notes ~/vault --tune set.jsonl        the flags that do best on them"""
+  python demo_rag.py --notes ~/vault --tune set.jsonl        the flags that do best on them
+  python demo_rag.py --notes ~/vault --mcp                   serve them to an agent (MCP, stdio)"""
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -6478,7 +7038,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error(f"--since {args.since} is after --until {args.until}: no note could be dated between them")
     if args.json and not mode.json:
         p.error("--json prints one object for a question, --eval, --make-eval or --tune; "
-                "--chat and --explain are for people to read")
+                "--chat and --explain are for people to read, --mcp speaks JSON-RPC anyway")
     if args.question and not is_text(args.question):
         p.error(f"the question: {NOT_TEXT}")
     args.questions = EVAL_QUESTIONS if args.questions is None else args.questions
@@ -6496,7 +7056,7 @@ def chosen_mode(args: argparse.Namespace, error: Callable[[str], None] | None = 
         error(f"choose one mode, not {' and '.join(m.flag for m in asked)}")
     if mode.question and not (args.question or "").strip():
         error(f"{mode.flag} needs a question to narrate" if mode.flag else
-              "give a question, or --chat, --eval FILE, --make-eval FILE or --tune FILE")
+              "give a question, or --chat, --eval FILE, --make-eval FILE, --tune FILE or --mcp")
     if not mode.question and args.question:
         error(f"{mode.flag} takes no question (got {args.question!r}); ask it without {mode.flag}, "
               "or inside --chat")

@@ -584,6 +584,37 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      "    return {FAILED: EXIT_OLLAMA, INTERRUPTED: EXIT_INTERRUPTED}.get(outcome.status, EXIT_OK)",
      "    return {FAILED: EXIT_OLLAMA}.get(outcome.status, EXIT_OK)",
      ["tests/test_streams.py", "-k", "sigterm"]),
+    ("--mcp: stdout's descriptor left to everyone (a library's stray print reaches the client)",
+     '    os.dup2(2, 1)\n',
+     '',
+     ["tests/test_mcp.py", "-k", "stray"]),
+    ("--mcp: read_note reads any file under the notes folder",
+     '        if file is None or rel not in self.index.files:',
+     '        if file is None and (self.settings.notes_dir / rel).is_file():\n'
+     '            p = self.settings.notes_dir / rel\n'
+     '            return NoteFile(rel, str(p), p.stat().st_size, 0, 0, 0)\n'
+     '        if file is None:',
+     ["tests/test_mcp.py", "-k", "refuses_every"]),
+    ("--mcp: a new folder's notes go unseen (folders' stats not compared)",
+     '            if any(folder_stat(os.stat(path)) != seen for path, seen in folders.items()) or \\',
+     '            if False or \\',
+     ["tests/test_mcp.py", "-k", "however"]),
+    ("--mcp: an edit that keeps the size and mtime goes unseen (ctime not compared)",
+     '    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino     # what fingerprint() hashes',
+     '    return st.st_size, st.st_mtime_ns, 0, st.st_ino',
+     ["tests/test_mcp.py", "-k", "however"]),
+    ("--mcp: the held index is dropped, every call loads the cache again",
+     'open_index(self.settings, self.client, self.rebuild, progress, self.index)',
+     'open_index(self.settings, self.client, self.rebuild, progress)',
+     ["tests/test_mcp.py", "-k", "as_they_are"]),
+    ("--mcp: an interrupted refresh leaves its call unanswered",
+     '            if method == "tools/call":\n                self.send(',
+     '            if False:\n                self.send(',
+     ["tests/test_mcp.py", "-k", "interrupted"]),
+    ("--mcp: a notification is answered",
+     '            return None                   # a notification: initialized, cancelled, ... nothing to do',
+     '            return error_message(None, INVALID_REQUEST, "notification")',
+     ["tests/test_mcp.py", "-k", "every_fault"]),
 ]
 
 

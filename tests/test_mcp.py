@@ -1,0 +1,578 @@
+"""--mcp: the notes as an MCP server over stdio, driven as a client would drive it.
+
+Raw JSON lines over the script's real stdin and stdout (every fault of the list, the revisions,
+the tools, the refresh, an interrupt), and the official SDK's client (`mcp` on PyPI, a test-only
+dependency: those tests are skipped without it). stdout must carry protocol messages only.
+"""
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+import warnings
+
+import pytest
+from conftest import ROOT, SCRIPT, run_cli, user_env
+from ollama_server import FakeOllama
+from test_index import make_vault
+
+import demo_rag as rag
+
+HANDSHAKE = list(rag.MCP_HANDSHAKE_REVISIONS)
+STATELESS = list(rag.MCP_STATELESS_REVISIONS)
+ENVELOPE = {rag.MCP_VERSION_KEY: "2026-07-28", rag.MCP_CAPABILITIES_KEY: {}}
+
+
+class Mcp:
+    """`demo_rag.py --mcp` as a subprocess, spoken to in raw lines. Every line it writes to
+    stdout is kept in `lines` (and must be a JSON-RPC message: see check_stdout)."""
+
+    def __init__(self, args, host: str, env: dict | None = None, python_args=()):
+        self.p = subprocess.Popen([sys.executable, *python_args, str(SCRIPT), "--mcp", *map(str, args)],
+                                  env=user_env(host, env), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE)
+        self.buffer, self.lines, self.next_id = b"", [], 0
+
+    def send(self, message) -> None:
+        data = message if isinstance(message, bytes) else json.dumps(message).encode()
+        self.p.stdin.write(data + b"\n")
+        self.p.stdin.flush()
+
+    def line(self, timeout: float = 30) -> dict:
+        """The next message the server writes, parsed."""
+        deadline = time.monotonic() + timeout
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.p.stdout, selectors.EVENT_READ)
+            while b"\n" not in self.buffer:
+                left = deadline - time.monotonic()
+                if left <= 0 or not sel.select(left):
+                    raise TimeoutError(f"no message within {timeout}s; stderr so far: {self.stderr_now()}")
+                data = os.read(self.p.stdout.fileno(), 65536)
+                if not data:
+                    raise EOFError(f"the server ended; stderr: {self.p.stderr.read().decode()}")
+                self.buffer += data
+        raw, self.buffer = self.buffer.split(b"\n", 1)
+        self.lines.append(raw)
+        return json.loads(raw)
+
+    def stderr_now(self) -> str:
+        os.set_blocking(self.p.stderr.fileno(), False)
+        try:
+            return (self.p.stderr.read() or b"").decode(errors="replace")
+        finally:
+            os.set_blocking(self.p.stderr.fileno(), True)
+
+    def request(self, method: str, params: dict | None = None, notes: list | None = None) -> dict:
+        """Send a request and return its reply; notifications that come before it go to `notes`."""
+        self.next_id += 1
+        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method,
+                   **({} if params is None else {"params": params})})
+        while "id" not in (m := self.line()):
+            if notes is not None:
+                notes.append(m)
+        assert m["id"] == self.next_id, m
+        return m
+
+    def call(self, tool: str, notes: list | None = None, meta: dict | None = None, **arguments) -> dict:
+        """tools/call's result (a JSON-RPC error fails the test)."""
+        reply = self.request("tools/call", {"name": tool, "arguments": arguments,
+                                            **({"_meta": meta} if meta else {})}, notes)
+        assert "result" in reply, reply
+        return reply["result"]
+
+    def initialize(self, revision: str = "2025-06-18") -> dict:
+        reply = self.request("initialize", {"protocolVersion": revision, "capabilities": {},
+                                            "clientInfo": {"name": "test", "version": "1"}})
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return reply
+
+    def close(self, timeout: float = 30) -> tuple[int, str]:
+        """Close stdin; the exit code and stderr. Checks that stdout held messages only."""
+        rest, err = self.p.communicate(timeout=timeout)
+        self.lines += [line for line in (self.buffer + rest).split(b"\n") if line]
+        check_stdout(self.lines)
+        return self.p.returncode, err.decode()
+
+
+def check_stdout(lines: list[bytes]) -> None:
+    for line in lines:
+        message = json.loads(line)
+        assert message.get("jsonrpc") == "2.0" and ("method" in message or "id" in message), line
+
+
+@pytest.fixture
+def mcp(server, notes, tmp_path):
+    """Start servers on a copy of demo-data/ (extra args after the notes and cache); all are ended."""
+    started = []
+
+    def start(*args, notes_dir=notes, host=None, env=None):
+        m = Mcp(["--notes", notes_dir, "--cache", tmp_path / "cache", *args], host or server.url, env)
+        started.append(m)
+        return m
+    yield start
+    for m in started:
+        if m.p.poll() is None:
+            m.p.kill()
+        m.p.wait(timeout=30)
+        for pipe in (m.p.stdin, m.p.stdout, m.p.stderr):
+            with __import__("contextlib").suppress(OSError):
+                pipe.close()
+
+
+# ---- the handshake and the revisions ----------------------------------------------------
+
+def test_initialize_answers_each_revision_it_serves_and_its_newest_for_any_other(mcp):
+    m = mcp()
+    for asked in HANDSHAKE:
+        assert m.initialize(asked)["result"]["protocolVersion"] == asked
+    for asked in ["2099-01-01", "2026-07-28", "draft"]:
+        assert m.initialize(asked)["result"]["protocolVersion"] == "2025-11-25"
+    result = m.initialize()["result"]
+    assert result["capabilities"] == {"tools": {"listChanged": False}} and result["serverInfo"]["name"] == "demo_rag"
+    assert "resultType" not in result
+    assert m.request("ping") == {"jsonrpc": "2.0", "id": m.next_id, "result": {}}
+    assert m.close()[0] == 0
+
+
+def test_the_stateless_revision_needs_no_handshake_and_says_its_version_in_every_request(mcp):
+    m = mcp()
+    discover = m.request("server/discover", {"_meta": ENVELOPE})["result"]
+    assert discover["supportedVersions"][0] == "2026-07-28" and set(discover["supportedVersions"]) == set(
+        HANDSHAKE + STATELESS)
+    assert discover["resultType"] == "complete" and discover["_meta"][rag.MCP_SERVER_INFO_KEY]["name"] == "demo_rag"
+    assert discover["capabilities"]["tools"] == {"listChanged": False} and discover["ttlMs"] == 0
+    tools = m.request("tools/list", {"_meta": ENVELOPE})["result"]
+    assert [t["name"] for t in tools["tools"]] == ["search_notes", "read_note", "ask_notes"]
+    assert tools["resultType"] == "complete" and tools["cacheScope"] == "private"
+    found = m.request("tools/call", {"name": "search_notes", "arguments": {"query": "What is BM25?"},
+                                     "_meta": ENVELOPE})["result"]
+    assert found["resultType"] == "complete" and found["structuredContent"]["sources"][0]["path"] == "bm25.md"
+    # a revision it does not serve is named, with those it does; a half envelope is refused
+    wrong = m.request("tools/list", {"_meta": {**ENVELOPE, rag.MCP_VERSION_KEY: "2027-01-01"}})["error"]
+    assert wrong["code"] == -32022 and wrong["data"] == {"supported": STATELESS, "requested": "2027-01-01"}
+    half = m.request("tools/list", {"_meta": {rag.MCP_VERSION_KEY: "2026-07-28"}})["error"]
+    assert half["code"] == -32602 and rag.MCP_CAPABILITIES_KEY in half["message"]
+    # handshake-era results carry none of the stateless revision's fields
+    legacy = m.request("tools/list")["result"]
+    assert set(legacy) == {"tools"}
+    assert m.close()[0] == 0
+
+
+# ---- faults and bad input ----------------------------------------------------------------
+
+def test_every_fault_is_answered_and_the_server_goes_on(mcp):
+    m = mcp()
+    m.initialize()
+    for raw, code in [(b"not json", -32700), (b'{"jsonrpc": "2.0", "id": 1, "method": ', -32700),
+                      (b"\xff\xfe{}", -32700), (b"[1, 2]", -32600), (b'"ping"', -32600),
+                      (b'{"jsonrpc": "1.0", "id": 7, "method": "ping"}', -32600),
+                      (b'{"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}', -32600),
+                      (b'{"jsonrpc": "2.0", "id": 8, "method": 5}', -32600)]:
+        m.send(raw)
+        reply = m.line()
+        assert reply["error"]["code"] == code, (raw, reply)
+        assert reply["id"] == (7 if b'"id": 7' in raw else 8 if b'"id": 8' in raw else None), reply
+    assert m.request("resources/list")["error"]["code"] == -32601
+    assert m.request("tools/list", [1])["error"]["code"] == -32602
+    bad_calls = [({"name": "search_notes", "arguments": {}}, "missing argument 'query'"),
+                 ({"name": "search_notes", "arguments": {"query": 3}}, "query must be a string"),
+                 ({"name": "search_notes", "arguments": {"query": "  "}}, "query is blank"),
+                 ({"name": "search_notes", "arguments": {"query": "x", "top_k": 0}}, "top_k must be 1 or more"),
+                 ({"name": "search_notes", "arguments": {"query": "x", "top_k": 999}}, "top_k must be at most"),
+                 ({"name": "search_notes", "arguments": {"query": "x", "top_k": True}}, "top_k must be an integer"),
+                 ({"name": "search_notes", "arguments": {"query": "x", "k": 3}}, "unknown argument 'k'"),
+                 ({"name": "search_notes", "arguments": "x"}, "arguments must be an object"),
+                 ({"name": "read_note", "arguments": {"path": "bm25.md", "start_line": "1"}}, "start_line must be"),
+                 ({"name": "delete_notes", "arguments": {}}, "unknown tool 'delete_notes'"),
+                 ({"arguments": {}}, "unknown tool")]
+    for params, said in bad_calls:
+        error = m.request("tools/call", params)["error"]
+        assert error["code"] == -32602 and said in error["message"], (params, error)
+    # a notification gets no reply, nor does a response or a blank line: the next line is the ping's
+    m.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}})
+    m.send({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "search_notes"}})
+    m.send({"jsonrpc": "2.0", "id": 99, "result": {}})
+    m.send(b"")
+    m.send(b'{"jsonrpc": "2.0", "id": "last", "method": "ping"}')
+    assert m.line() == {"jsonrpc": "2.0", "id": "last", "result": {}}
+    code, err = m.close()
+    assert code == 0 and "Traceback" not in err
+
+
+def test_a_message_too_big_is_refused_and_the_server_goes_on(mcp, monkeypatch):
+    m = mcp()
+    m.send(b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "' + b"a" * (17 << 20) + b'"}}')
+    assert m.line()["error"]["code"] == -32600
+    assert m.request("ping")["result"] == {}
+    assert m.close()[0] == 0
+
+
+def test_eof_before_anything_ends_the_server_with_exit_0(mcp):
+    m = mcp()
+    code, err = m.close()
+    assert code == 0 and m.lines == [] and "serving the notes" in err
+
+
+def test_mcp_takes_no_question_and_no_json(cli):
+    out = cli("--mcp", "What is BM25?")
+    assert out.returncode == 2 and "--mcp takes no question" in out.stderr
+    out = cli("--mcp", "--json")
+    assert out.returncode == 2 and "--mcp speaks JSON-RPC anyway" in out.stderr
+    out = cli("--mcp", "--notes", "/nonexistent/notes", stdin="")
+    assert out.returncode == 2 and "notes folder not found" in out.stderr and out.stdout == ""
+
+
+# ---- the tools -------------------------------------------------------------------------------
+
+def test_search_notes_gives_sources_with_their_place_and_the_floor_s_verdict(mcp):
+    m = mcp()
+    m.initialize()
+    r = m.call("search_notes", query="What is BM25?", top_k=2)
+    s = r["structuredContent"]
+    assert r["isError"] is False and s["found"] is True and s["query"] == "What is BM25?"
+    assert s["confidence"] >= s["floor"]["value"] and s["lexical_only"] is False and 1 <= len(s["sources"]) <= 2
+    first = s["sources"][0]
+    assert first["path"] == "bm25.md" and first["section"].startswith("# BM25")
+    lines = (ROOT / "demo-data/bm25.md").read_text(encoding="utf-8").split("\n")
+    assert first["start_line"] <= first["line"] <= first["end_line"] <= len(lines)
+    assert first["text"].split("\n")[0] in lines[first["start_line"] - 1]   # the lines are the file's
+    assert first["text"] in (ROOT / "demo-data/bm25.md").read_text(encoding="utf-8")
+    assert r["content"][0]["type"] == "text" and f"[1] bm25.md:{first['line']} › # BM25" in r["content"][0]["text"]
+    # off-topic: declined, with the closest passages still given
+    off = m.call("search_notes", query="What is the airspeed velocity of an unladen swallow?")["structuredContent"]
+    assert off["found"] is False
+    # the source filter, as --source
+    only = m.call("search_notes", query="temperature", source="*茶*")["structuredContent"]
+    assert only["sources"] and all("茶" in h["path"] for h in only["sources"])
+    none = m.call("search_notes", query="temperature", source="recipes/*.md")
+    assert none["isError"] is True and "no note matches source 'recipes/*.md'" in none["content"][0]["text"]
+    assert m.close()[0] == 0
+
+
+def test_search_notes_gives_the_same_top_sources_as_the_command_line_for_every_eval_question(mcp, cli, notes):
+    questions = [json.loads(line)["question"] for line in (ROOT / "demo-data/eval.jsonl").read_text(
+        encoding="utf-8").splitlines() if line.strip()]
+    m = mcp()
+    m.initialize()
+    served = []
+    for q in questions:
+        s = m.call("search_notes", query=q)["structuredContent"]
+        served.append([(h["path"], h["section"]) for h in s["sources"]])
+    assert m.close()[0] == 0
+    # --chat answers them all in one process; /clear makes each question a first one, as the CLI asks it
+    out = cli("--notes", notes, "--chat", stdin="".join(f"{q}\n/clear\n" for q in questions), timeout=300)
+    assert out.returncode == 0, out.stderr
+    shown = [[line.split("]", 1)[1].strip().rsplit("  (", 1)[0] for line in block.splitlines()
+              if line.startswith("  [")] for block in out.stdout.split("Top sources")[1:]]
+    assert len(shown) == len(questions)
+    assert [[" › ".join(filter(None, h)) for h in hits] for hits in served] == shown
+    for i in range(0, len(questions), 8):            # and one question run in eight, as a question is run
+        run = json.loads(cli("--notes", notes, questions[i], "--json", "--retrieve-only").stdout)
+        assert [(h["source"], h["heading"]) for h in run["sources"]] == served[i], questions[i]
+
+
+def test_read_note_reads_a_note_by_its_lines_on_disk(mcp, notes):
+    text = "---\ntitle: kites\n---\n# Kites\r\n\r\nA kite flies on a long string in the wind.\rLine seven.\n" + \
+           "".join(f"line {i}\n" for i in range(8, 501))
+    (notes / "kites.md").write_bytes(text.encode())
+    m = mcp()
+    r = m.call("read_note", path="kites.md", start_line=4, line_count=3)
+    assert r["structuredContent"] == {"path": "kites.md", "start_line": 4, "end_line": 6, "total_lines": 500,
+                                      "text": "# Kites\n\nA kite flies on a long string in the wind."}
+    assert "read on with start_line 7" in r["content"][0]["text"]
+    whole = m.call("read_note", path="kites.md")["structuredContent"]
+    assert (whole["start_line"], whole["end_line"]) == (1, rag.MCP_READ_LINES)
+    assert m.call("read_note", path="kites.md", start_line=498)["structuredContent"]["text"] == \
+        "line 498\nline 499\nline 500"
+    past = m.call("read_note", path="kites.md", start_line=501)
+    assert past["isError"] and "kites.md has 500 lines; start_line 501 is past its end" in past["content"][0]["text"]
+    assert m.call("read_note", path="中国茶冲泡.md")["structuredContent"]["text"].startswith("#")
+    assert m.close()[0] == 0
+
+
+def test_read_note_refuses_every_file_the_index_does_not_hold(mcp, notes, tmp_path):
+    outside = tmp_path / "secret.md"
+    outside.write_text("# Secret\n\nThe password of the outside world is swordfish, never to be read.")
+    (notes / ".hidden").mkdir()
+    (notes / ".hidden/secret.md").write_text(outside.read_text())
+    (notes / "link-out.md").symlink_to(outside)
+    (notes / "folder-out").symlink_to(tmp_path)
+    (notes / "data.json").write_text('{"password": "swordfish, long enough to be a note if it were one"}')
+    (notes / "stub.md").write_text("# too short")
+    (notes / "big.md").write_text("# Big\n\n" + "swordfish " * 300)
+    (notes / ".secret.md").write_text(outside.read_text())
+    m = mcp("--max-note-mb", 0.002)
+    assert m.call("read_note", path="bm25.md")["isError"] is False
+    for path in ["../secret.md", str(outside), str(notes / "bm25.md"), "/etc/passwd", ".hidden/secret.md",
+                 "link-out.md", "folder-out/secret.md", "data.json", "stub.md", "big.md", ".secret.md",
+                 "./bm25.md", "bm25.md/../bm25.md", "", "nothing.md", "\x1b[2J.md"]:
+        if not path:
+            continue                      # a blank path is the schema's to refuse (JSON-RPC error)
+        r = m.call("read_note", path=path)
+        assert r["isError"] is True and "not a note of the index" in r["content"][0]["text"], (path, r)
+        assert "swordfish" not in json.dumps(r) and "\x1b" not in json.dumps(r, ensure_ascii=False)
+    assert m.request("tools/call", {"name": "read_note", "arguments": {"path": ""}})["error"]["code"] == -32602
+    assert m.close()[0] == 0
+
+
+def test_ask_notes_answers_with_its_sources_and_says_not_found(mcp):
+    m = mcp()
+    r = m.call("ask_notes", question="What is BM25?")
+    s = r["structuredContent"]
+    assert r["isError"] is False and s["status"] == "answered" and s["answer"]
+    assert s["citations"]["summary"].startswith("checked: ") and s["citations"]["sentences"]
+    assert f"({s['citations']['summary']})" in r["content"][0]["text"]      # the check, for the agent too
+    assert s["sources"][0]["path"] == "bm25.md" and "Sources:\n[1] bm25.md:" in r["content"][0]["text"]
+    off = m.call("ask_notes", question="What is the airspeed velocity of an unladen swallow?")
+    assert off["isError"] is False and off["structuredContent"]["status"] == "declined"
+    assert off["content"][0]["text"].startswith(rag.NOT_FOUND)
+    assert m.close()[0] == 0
+
+
+def test_search_and_ask_take_the_command_line_s_tag_and_date_filters(mcp, tmp_path):
+    vault = tmp_path / "vault"
+    (vault / "daily").mkdir(parents=True)
+    (vault / "work.md").write_text("---\ntags: [work/acme]\ndate: 2026-02-03\n---\n# Budget\n"
+                                   "The budget for the launch is 4,000 euros, agreed with finance.\n", encoding="utf-8")
+    (vault / "daily" / "2026-03-09.md").write_text("# Monday\nThe budget for the garden is 300 euros this "
+                                                   "spring, for seeds and tools.\n", encoding="utf-8")
+    m = mcp(notes_dir=vault)
+    m.initialize()
+    paths = lambda result: {h["path"] for h in result["structuredContent"]["sources"]}  # noqa: E731
+    assert paths(m.call("search_notes", query="budget", tags=["work"])) == {"work.md"}       # a/b matches a
+    assert paths(m.call("search_notes", query="budget", since="2026-03")) == {"daily/2026-03-09.md"}
+    hit = m.call("search_notes", query="budget", until="2026-02")["structuredContent"]["sources"][0]
+    assert hit["tags"] == ["work/acme"] and hit["date"] == "2026-02-03" and hit["dated_by"] == "date"
+    assert paths(m.call("ask_notes", question="What is the budget?", tags=["#work"])) == {"work.md"}
+    none = m.call("search_notes", query="budget", tags=["home"])
+    assert none["isError"] is True and "no note matches" in none["content"][0]["text"]
+    bad = m.call("search_notes", query="budget", since="yesterday")
+    assert bad["isError"] is True and "yesterday" in bad["content"][0]["text"]
+    backwards = m.call("search_notes", query="budget", since="2026-03", until="2026-01")
+    assert backwards["isError"] is True and "after" in backwards["content"][0]["text"]
+    wrong = m.request("tools/call", {"name": "search_notes", "arguments": {"query": "budget", "tags": "work"}})
+    assert wrong["error"]["code"] == rag.INVALID_PARAMS and "tags must be an array" in wrong["error"]["message"]
+    blank = m.request("tools/call", {"name": "search_notes", "arguments": {"query": "budget", "tags": [""]}})
+    assert blank["error"]["code"] == rag.INVALID_PARAMS and "tags[0] is blank" in blank["error"]["message"]
+    assert m.close()[0] == 0
+
+
+# ---- Ollama away, a model not pulled: what the command line would say -----------------------
+
+def test_ollama_down_searches_by_keywords_and_ask_notes_fails_as_the_command_line_says(mcp, cli, notes, dead_host):
+    cli("--notes", notes, "--retrieve-only", "warm the cache")            # embedded while Ollama ran
+    m = mcp(host=dead_host)
+    r = m.call("search_notes", query="What is BM25?")
+    s = r["structuredContent"]
+    run = json.loads(cli("--notes", notes, "What is BM25?", "--json", host=dead_host).stdout)
+    assert r["isError"] is False and s["lexical_only"] is True and s["sources"][0]["path"] == "bm25.md"
+    assert run["warnings"][-1] == f"{s['keywords_only_because']}; searching by keywords (BM25) only"
+    asked = m.call("ask_notes", question="What is BM25?")
+    assert asked["isError"] is True and asked["structuredContent"]["status"] == "keywords only"
+    assert s["keywords_only_because"] in asked["content"][0]["text"]
+    nothing = m.call("search_notes", query="zzzqqq")
+    assert nothing["isError"] is True and nothing["content"][0]["text"] == f"error: {s['keywords_only_because']}"
+    code, err = m.close()
+    assert code == 0 and err.count("searching by keywords (BM25) only") == 1, err   # said once a session
+
+
+def test_a_chat_model_not_pulled_is_a_tool_error_in_the_command_line_s_words(mcp, cli, notes):
+    m = mcp("--chat-model", "nope:1b")
+    r = m.call("ask_notes", question="What is BM25?")
+    run = json.loads(cli("--notes", notes, "--chat-model", "nope:1b", "What is BM25?", "--json").stdout)
+    assert r["isError"] is True and r["content"][0]["text"].startswith(f"error: {run['error']}")
+    assert m.close()[0] == 0
+
+
+# ---- the index: opened once, refreshed before every call --------------------------------------
+
+def test_every_call_sees_the_notes_as_they_are_now_and_an_unchanged_folder_costs_no_reading(mcp, server,
+                                                                                            notes, tmp_path):
+    m = mcp()
+    assert m.call("search_notes", query="What is BM25?")["structuredContent"]["found"]
+    for cache in (tmp_path / "cache").iterdir():      # held in memory: the cache is not read again
+        cache.unlink()
+    before = len(server.of("/api/embed"))
+    assert m.call("search_notes", query="What is BM25?")["structuredContent"]["found"]
+    (notes / "photo.png").write_bytes(b"\x89PNG")    # the folder changed, its notes did not: still held
+    assert m.call("search_notes", query="What is BM25?")["structuredContent"]["found"]
+    assert [len(b["input"]) for b in server.of("/api/embed")[before:]] == [1, 1]  # the questions only
+    assert not m.call("search_notes", query="zeppelin hangar")["structuredContent"]["found"]
+    (notes / "zeppelin.md").write_text("# Zeppelins\n\nA zeppelin hangar at Friedrichshafen held airships.")
+    r = m.call("search_notes", query="zeppelin hangar")["structuredContent"]
+    assert r["found"] and r["sources"][0]["path"] == "zeppelin.md"
+    (notes / "zeppelin.md").write_text("# Zeppelins\n\nA zeppelin hangar at Lakehurst held the Hindenburg.")
+    assert "Lakehurst" in m.call("read_note", path="zeppelin.md")["structuredContent"]["text"]
+    assert "Lakehurst" in m.call("search_notes", query="zeppelin hangar")["structuredContent"]["sources"][0]["text"]
+    (notes / "zeppelin.md").unlink()
+    gone = m.call("read_note", path="zeppelin.md")
+    assert gone["isError"] and "not a note of the index" in gone["content"][0]["text"]
+    code, err = m.close()
+    assert code == 0 and "zeppelin.md" in err                               # the refresh is logged
+
+
+def test_no_change_goes_unseen_however_it_is_made(mcp, notes, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (notes / "empty").mkdir()
+    m = mcp()
+    m.call("search_notes", query="warm up")
+
+    def top(query):
+        return m.call("search_notes", query=query)["structuredContent"]["sources"][0]
+
+    (notes / "empty/deeper").mkdir()                # a new note in a new folder of a folder without notes
+    (notes / "empty/deeper/kelp.md").write_text("# Kelp\n\nKelp forests grow along cold rocky coasts quickly.")
+    assert top("kelp forests")["path"] == "empty/deeper/kelp.md"
+    path = notes / "empty/deeper/kelp.md"           # edited in place to the same size, the same second
+    stat = path.stat()
+    path.write_text(path.read_text().replace("quickly", "swiftly"))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert "swiftly" in top("kelp forests")["text"]
+    os.rename(path, notes / "empty/kelp-2.md")       # renamed into another folder
+    assert top("kelp forests")["path"] == "empty/kelp-2.md"
+    assert m.close()[0] == 0
+    # a folder linked from outside (--follow-links): what changes in it is seen as well
+    (notes / "linked").symlink_to(outside)
+    m = mcp("--follow-links")
+    m.call("search_notes", query="warm up")
+    (outside / "moss.md").write_text("# Moss\n\nMoss carpets shaded stones in damp northern woods.")
+    assert m.call("search_notes", query="moss carpets")["structuredContent"]["sources"][0]["path"] == \
+        "linked/moss.md"
+    assert m.close()[0] == 0
+
+
+def test_a_build_reports_progress_to_a_client_that_sent_a_token_and_only_to_it(tmp_path):
+    vault = make_vault(tmp_path / "vault")
+    with FakeOllama() as server:
+        args = ["--notes", vault, "--cache", tmp_path / "cache", "--chunk-size", 300, "--chunk-overlap", 0]
+        m = Mcp(args, server.url)
+        notes: list = []
+        assert m.call("search_notes", notes, meta={"progressToken": "t-1"}, query="kites")["isError"] is False
+        assert notes and all(n["method"] == "notifications/progress" and n["params"]["progressToken"] == "t-1"
+                              for n in notes)
+        done = [n["params"]["progress"] for n in notes]
+        assert done == sorted(done) and done[-1] == notes[-1]["params"]["total"] == 300
+        (vault / "new.md").write_text("# New\n\n" + "A new kite note with enough words to be one. " * 3)
+        quiet: list = []
+        assert m.call("search_notes", quiet, query="kites")["isError"] is False and quiet == []
+        assert m.close()[0] == 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_refresh_keeps_what_was_embedded_as_a_run_does(tmp_path, sig):
+    vault = make_vault(tmp_path / "vault")
+    args = ["--notes", vault, "--cache", tmp_path / "cache", "--chunk-size", 300, "--chunk-overlap", 0,
+            "--checkpoint-seconds", 1000]
+    with FakeOllama(hold_at=5) as server:
+        m = Mcp(args, server.url)
+        m.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "search_notes", "arguments": {"query": "kites"}}})
+        server.wait_for_embeds(5)
+        m.p.send_signal(sig)
+        reply = m.line()
+        server.release()
+        code, err = m.close()
+    assert reply["id"] == 1 and reply["result"]["isError"] is True
+    assert reply["result"]["content"][0]["text"] == "kept 128 of 300 vectors; run again to continue"
+    assert code == 130 and "kept 128 of 300 vectors" in err and "Traceback" not in err
+    with FakeOllama() as server:
+        out = run_cli("kites", *args, "--retrieve-only", host=server.url)
+        assert out.returncode == 0
+        assert sum("Query:" not in t for t in server.embedded_texts()) == 300 - 128
+
+
+# Runs `demo_rag.py ARGS` with a stray print() and a write to file descriptor 1 when it first
+# opens a note (as it serves a call), as a library that forgets where it runs might.
+STRAY_MAIN = r"""
+import os, runpy, sys
+done = []
+def hook(event, args):
+    if event == "open" and not done and isinstance(args[0], str) and args[0].endswith(".md"):
+        done.append(1)
+        print("a stray print")
+        sys.stdout.flush()
+        os.write(1, b"a stray write\n")
+sys.addaudithook(hook)
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_a_stray_print_or_write_to_stdout_goes_to_stderr(server, notes, tmp_path):
+    m = Mcp(["--notes", notes, "--cache", tmp_path / "cache"], server.url, python_args=["-c", STRAY_MAIN])
+    assert m.call("search_notes", query="What is BM25?")["isError"] is False
+    code, err = m.close()                 # check_stdout: every line a JSON-RPC message
+    assert code == 0 and "a stray print" in err and "a stray write" in err
+
+
+def test_nothing_but_protocol_messages_reaches_stdout_whatever_is_warned(mcp, server, notes, tmp_path):
+    # a guessed encoding, a link out of the folder, a stub, a note too big, progress lines: all on stderr
+    (notes / "latin.md").write_bytes("# Grüße\n\nMüller schreibt über Käse und Brötchen, sehr lecker.".encode("cp1252"))
+    (notes / "out.md").symlink_to(ROOT / "README.md")
+    (notes / "stub.md").write_text("# stub")
+    (notes / "big.md").write_text("# Big\n\n" + "word " * 1000)
+    m = mcp("--max-note-mb", 0.004, "--progress-seconds", 0, env={"PYTHONWARNINGS": "always"})
+    m.initialize()
+    notes_seen: list = []
+    m.call("search_notes", notes_seen, meta={"progressToken": 5}, query="Käse")
+    m.call("ask_notes", question="What does Müller write about?")
+    m.call("read_note", path="latin.md")
+    code, err = m.close()                 # check_stdout: every line a JSON-RPC message
+    assert code == 0
+    for said in ["Windows-1252", "symlink(s) to outside the notes folder", "over the 0.004 MB limit",
+                 "embedding ", "embedded "]:
+        assert said in err, (said, err)
+    assert not [line for line in m.lines for said in (b"Windows-1252", b"symlink(s)", b"MB limit", b"embedded ")
+                if said in line]
+    assert notes_seen and all(n["method"] == "notifications/progress" for n in notes_seen)
+
+
+# ---- the official SDK's client ------------------------------------------------------------------
+
+def sdk():
+    return pytest.importorskip("mcp", reason="the MCP SDK is a test-only dependency: pip install mcp "
+                                             "(.ci/run installs it)")
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"], ids=["handshake", "stateless"])
+def test_the_official_sdk_client_lists_and_calls_every_tool(server, notes, tmp_path, mode):
+    sdk()
+    import anyio
+    from mcp.client import Client
+    from mcp.client.stdio import StdioServerParameters
+    from mcp.shared.exceptions import MCPError
+    params = StdioServerParameters(command=sys.executable, args=[str(SCRIPT), "--mcp", "--notes", str(notes),
+                                                                 "--cache", str(tmp_path / "cache")],
+                                   env=user_env(server.url))
+    progress: list = []
+
+    async def session():
+        async with Client(params, mode=mode) as c:
+            assert c.session.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
+            tools = {t.name: t for t in (await c.list_tools()).tools}
+            assert list(tools) == ["search_notes", "read_note", "ask_notes"]
+            assert tools["search_notes"].input_schema["required"] == ["query"]
+
+            async def on_progress(done, total, message):
+                progress.append((done, total))
+            found = await c.call_tool("search_notes", {"query": "What is BM25?"}, progress_callback=on_progress)
+            assert not found.is_error and found.structured_content["sources"][0]["path"] == "bm25.md"
+            read = await c.call_tool("read_note", {"path": "bm25.md", "line_count": 1})
+            assert read.structured_content["text"] == "# BM25 in plain words"
+            refused = await c.call_tool("read_note", {"path": "../../etc/passwd"})
+            assert refused.is_error and "not a note of the index" in refused.content[0].text
+            answered = await c.call_tool("ask_notes", {"question": "What is BM25?"})
+            assert answered.structured_content["status"] == "answered"
+            with pytest.raises(MCPError, match="missing argument 'query'"):
+                await c.call_tool("search_notes", {})
+            if mode == "legacy":
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")      # the SDK warns that 2026-07-28 has no ping
+                    await c.send_ping()
+    anyio.run(session)
+    assert progress and progress[-1][0] == progress[-1][1]     # the first call built the index: progress came
