@@ -4740,7 +4740,8 @@ def check_citations(answer: str, sources: Sequence[str], lexicon: Lexicon | None
     SUPPORTED if its cited sources hold at least `support_min` of its terms' weight and
     all its numbers, else UNSUPPORTED; UNCITED if it cites nothing yet states something;
     SKIPPED if it states nothing to check (too few terms, or it says the notes lack the
-    answer). A sentence in another script than its sources is judged by its numbers alone. In a notebook: `check_citations(outcome.text, [h.chunk.text for h in
+    answer). A sentence in another script than its sources is judged by its numbers alone.
+    In a notebook: `check_citations(outcome.text, [h.chunk.text for h in
     outcome.retrieval.hits], index.lexicon).summary()`.
 
     >>> c = check_citations("Use 18 g of coffee [1]. Use 20 g [1]. Brew at 93 °C [3]. Tea is nice and green.",
@@ -4767,8 +4768,7 @@ def check_citations(answer: str, sources: Sequence[str], lexicon: Lexicon | None
         return idf(min(df, n), n)
 
     checked = []
-    texts = answer_sentences(answer)
-    for text in texts:
+    for text in answer_sentences(answer):
         cited = tuple(dict.fromkeys(cited_numbers(text)))
         terms = claim_terms(text)
         weights = {stem(t): weight(t) for t in terms}
@@ -4795,7 +4795,7 @@ def check_citations(answer: str, sources: Sequence[str], lexicon: Lexicon | None
         elif other_script:
             verdict = UNSUPPORTED if numbers else SKIPPED
         elif cited and not declines and (len(terms) >= CITED_MIN_TERMS or any(map(is_number, terms))):
-            verdict = SUPPORTED if support >= support_min and not (numbers and valid) else UNSUPPORTED
+            verdict = SUPPORTED if support >= support_min and not numbers else UNSUPPORTED
         elif not cited and not declines and (len(terms) >= CLAIM_MIN_TERMS or any(map(is_number, terms))) \
                 and not text.rstrip().endswith(":"):
             verdict = UNCITED
