@@ -5456,7 +5456,7 @@ def file_uri(path: str, host: str = "") -> str:
     'file://laptop/notes/tea%20%26%20me%1B%5D8%3B%3Bx%07.md'
     """
     from urllib.parse import quote
-    return f"file://{quote(host, safe='')}{quote(os.fsencode(path), safe='/')}"
+    return f"file://{quote(host, safe='')}{Path(path).as_uri().removeprefix('file://')}"   # C:/ on Windows
 
 
 # ----------------------------------------------------------------------------

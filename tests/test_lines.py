@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import demo_rag as rag
@@ -326,3 +326,17 @@ def test_a_cache_without_lines_is_upgraded_keeping_its_vectors(cli, server, bike
     out = cli("what about race days?", "--notes", bike, "--retrieve-only", "--json")
     assert json.loads(out.stdout)["sources"][0]["line"] == number_of(lines, "On race days")
     assert older.exists()                                     # the older version keeps its own
+
+
+@pytest.mark.parametrize("lines", [[5], [-5, -5]], ids=["one short", "below -1"])
+def test_a_cache_whose_lines_column_does_not_hold_together_is_rebuilt(cli, bike, lines):
+    assert cli("psi", "--notes", bike, "--retrieve-only").returncode == 0
+    (path,) = cli.cache.glob("*.pkl")
+    d, vectors = read_cache(path)
+    d["chunks"]["lines"] = ("<i8", (len(lines),), np.array(lines, dtype="<i8").tobytes())
+    write_cache(path, d, vectors)
+    assert rag.load_index(path) == (None, "cache is damaged (chunk columns disagree)")
+    out = cli("what about race days?", "--notes", bike, "--retrieve-only")
+    assert out.returncode == 0 and "rebuilding index: cache is damaged (chunk columns disagree)" in out.stderr
+    line = number_of(file_lines(bike / "bike-maintenance.md"), "On race days")
+    assert printed_sources(out.stdout)[0].startswith(f"[1] bike-maintenance.md:{line} › ")

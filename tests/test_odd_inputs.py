@@ -90,7 +90,7 @@ def nfd(text: str) -> str:
 
 def bm25_of(out, name: str) -> float:
     """The BM25 score --retrieve-only printed for the source `name`."""
-    return float(re.search(rf"\] {re.escape(name)} ›[^\n]*· bm25 ([\d.]+)\)", out.stdout).group(1))
+    return float(re.search(rf"\] {re.escape(name)}:\d+ ›[^\n]*· bm25 ([\d.]+)\)", out.stdout).group(1))
 
 
 def test_decomposed_accents_and_full_width_letters_are_found_by_their_words_and_names(cli, tmp_path):
@@ -256,7 +256,7 @@ def test_old_encodings_are_indexed_and_the_guess_is_said_on_every_run(cli, tmp_p
         assert not [w for w in out.stderr.splitlines() if w.startswith("warning") and "notepad.txt" in w]  # a BOM is no guess
         # the preview shows where the question's words are, decoded right (not "M黮ller")
         assert "backt Brötchen in jeder Größe" in out.stdout and "黮" not in out.stdout
-        assert {"baecker.md", "notepad.txt"} <= {line.split()[1] for line in out.stdout.splitlines()
+        assert {"baecker.md", "notepad.txt"} <= {line.split()[1].split(":")[0] for line in out.stdout.splitlines()
                                                  if line.strip().startswith("[")}
         (folder / "kites.md").write_text(NOTE + "Edited.\n")   # the next run updates, reusing the others
 
