@@ -5511,7 +5511,8 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
         if ranks["fused"][-1] != 1:
             misses.append({"question": item["question"], "answers": item["answers"],
                            "rank": ranks["fused"][-1],
-                           "top": r.hits[0].chunk.citation if r.hits else None})
+                           "top": passage_citation(r.hits[0].chunk, locate_passage(r.hits[0].chunk, preview_terms(r.terms)))
+                           if r.hits else None})
     result = metrics(ranks["fused"])
     result["by_ranker"] = {name: metrics(rs) for name, rs in ranks.items()}
     result["floor"] = {"min_score": settings.min_score, "calibration": index.calibration, **floor}
