@@ -4250,7 +4250,7 @@ def append_gap(path: Path, entry: dict) -> None:
             if os.read(fd, 1) != b"\n":
                 line = b"\n" + line
         os.write(fd, line)
-        if os.fstat(fd).st_size > GAP_LOG_MAX_MB << 20:
+        if os.fstat(fd).st_size > GAP_LOG_MAX_MB * 2**20:
             start_new_gap_log(path, fd)
     finally:
         os.close(fd)
@@ -5434,7 +5434,7 @@ STEP_7 = {DECLINED: "not found in your notes: the chat model is not called",
 # ----------------------------------------------------------------------------
 # --gaps: the gap log grouped by topic, and which of its questions today's notes answer.
 
-GAP_GROUP_SHARE = 0.5                     # two questions are one topic when their cosine stands this share of
+GAP_GROUP_SHARE = 0.3                     # two questions are one topic when their cosine stands this share of
                                           # the way from two unrelated ones' (FLOOR_PROBES') to 1 (bench/gaps.md)
 GAP_SHOWN = 5                             # questions shown per group (--json: all of them)
 GAP_FROM = "gap log"                      # what --to-eval marks its questions with (their "from")
@@ -5567,11 +5567,12 @@ def gap_threshold(probes: np.ndarray, languages: list[str]) -> float:
     return round(typical + GAP_GROUP_SHARE * (1 - typical), 4)
 
 
-def group_by_meaning(vectors: np.ndarray, threshold: float) -> list[list[int]]:
-    """Rows whose vectors lie close together as groups of row numbers: each row in turn joins the
+def group_by_meaning(vectors: np.ndarray, threshold: float, block: int = 1024) -> list[list[int]]:
+    """Rows whose vectors lie close together, as groups of row numbers: each row in turn joins the
     group whose mean direction it is closest to, if that cosine reaches `threshold`, or starts a
-    group; then every row moves to the mean it ended closest to. One pass, so a thousand rows
-    take milliseconds. Groups in the order they started.
+    group; then every row moves to the mean it ended closest to. Rows are compared with the
+    groups `block` at a time (one matrix product), and with the groups their block started one
+    by one. Groups in the order they started.
 
     >>> v = np.array([[1, 0], [0.96, 0.28], [0, 1], [0.28, 0.96]], dtype=np.float32)
     >>> group_by_meaning(v, 0.9)
@@ -5579,12 +5580,21 @@ def group_by_meaning(vectors: np.ndarray, threshold: float) -> list[list[int]]:
     """
     n, dim = vectors.shape
     sums, means, groups = np.zeros((n, dim), np.float32), np.zeros((n, dim), np.float32), 0
-    for v in vectors:
-        best = int(np.argmax(means[:groups] @ v)) if groups else -1
-        if best < 0 or float(means[best] @ v) < threshold:
-            best, groups = groups, groups + 1
-        sums[best] += v
-        means[best] = sums[best] / (np.linalg.norm(sums[best]) or 1.0)
+    for start in range(0, n, block):
+        rows = vectors[start:start + block]
+        sims = rows @ means[:groups].T if groups else np.full((len(rows), 1), -np.inf, np.float32)
+        best = sims.argmax(axis=1)
+        near = sims[np.arange(len(rows)), best] >= threshold
+        joined = np.unique(best[near])
+        sums[joined] += (best[near][:, None] == joined).T.astype(np.float32) @ rows[near]
+        before = groups
+        for v in rows[~near]:             # close to no group before this block: to one it started?
+            new = means[before:groups] @ v
+            g = before + int(new.argmax()) if len(new) and new.max() >= threshold else groups
+            groups = max(groups, g + 1)
+            sums[g] += v
+            means[g] = sums[g] / np.linalg.norm(sums[g])
+        means[joined] = sums[joined] / np.linalg.norm(sums[joined], axis=1, keepdims=True)
     labels = np.argmax(vectors @ means[:groups].T, axis=1) if n else np.zeros(0, int)
     return [rows.tolist() for g in range(groups) if len(rows := np.flatnonzero(labels == g))]
 
