@@ -57,7 +57,6 @@ rerankers, servers, frameworks. `python demo_rag.py --help` lists every flag, wi
 from __future__ import annotations
 
 import argparse
-import base64
 import bisect
 import contextlib
 import fnmatch
@@ -4218,6 +4217,7 @@ def gap_entry(outcome: Outcome, settings: Settings, why: str) -> dict:
     """One line of the gap log: when, the question as it was searched (a follow-up as rewritten,
     with what was typed under "asked"), its language, the notes folder, why it is a gap, the
     confidence and floor, the closest sources, the filters in force and the question's vector."""
+    import base64                         # here alone: the vector as text, compactly
     r = outcome.retrieval
     question = (outcome.query or outcome.question)[:GAP_QUESTION_CHARS]
     entry = {"v": GAP_LOG_VERSION, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -4326,6 +4326,7 @@ def gap_from_line(line: bytes) -> dict | str | None:
 def gap_vector(entry: dict, settings: Settings, dim: int) -> np.ndarray | None:
     """The question's vector as logged, if it was embedded as this run would embed it (the same
     model and query template) and has `dim` numbers; None otherwise."""
+    import base64
     v = entry.get("vector")
     if not (isinstance(v, dict) and v.get("model") == settings.embed_model
             and v.get("query") == embed_templates(settings).query and isinstance(v.get("f16"), str)):
@@ -5557,7 +5558,7 @@ def gap_threshold(probes: np.ndarray, languages: list[str]) -> float:
     with others.
 
     >>> gap_threshold(np.eye(3, dtype=np.float32), ["en", "en", "zh"])   # unrelated: cosine 0
-    0.5
+    0.3
     """
     pairs = []
     for lang in dict.fromkeys(languages):
