@@ -5117,6 +5117,7 @@ def tune(client: ollama.Client, indexes: dict[int, Index], items: list[dict], se
         flags.append(notes.strip())
     return {"answerable": sum(1 for it in items if it.get("answers")),
             "unanswerable": sum(1 for it in items if not it.get("answers")),
+            "from_gap_log": sum(1 for it in items if it.get("from") == GAP_FROM),
             "embed_model": None if missing else settings.embed_model, "missing": missing,
             "variants": [{**asdict_variant(x["variant"]), **{k: v for k, v in x.items() if k != "variant"}}
                          for x in scored],
@@ -5196,7 +5197,9 @@ def run_tune(args, settings: Settings, client: ollama.Client) -> int:
     if args.json:
         print(json.dumps(result, ensure_ascii=False, indent=2))
         return EXIT_OK
-    print(f"{len(items)} questions ({result['answerable']} answerable, {result['unanswerable']} unanswerable); "
+    logged = f", {result['from_gap_log']} of them from the gap log" if result["from_gap_log"] else ""
+    print(f"{len(items)} questions ({result['answerable']} answerable, {result['unanswerable']} "
+          f"unanswerable{logged}); "
           f"embedder: {result['embed_model'] or 'none'}; floor {floor_words(indexes[settings.chunk_size], settings)}, "
           f"--top-k {settings.top_k}")
     if result["missing"]:
@@ -5528,7 +5531,8 @@ def gap_report(client: ollama.Client, index: Index, entries: list[dict], setting
     report.sort(key=lambda g: g["questions"], reverse=True)       # most asked first, then most recent
     return {"questions": len(entries), "different": len(times), "groups": report,
             "now_found": sum(found for _, found in today), "embed_model": settings.embed_model,
-            "threshold": round(threshold, 3), "seconds": {"grouping": round(t1 - t0, 4), "now_found": round(t2 - t1, 4)}}
+            "threshold": round(threshold, 3),
+            "seconds": {"grouping": round(t1 - t0, 4), "now_found": round(t2 - t1, 4)}}
 
 
 def gap_vectors(client: ollama.Client, index: Index, times: list[list[dict]],

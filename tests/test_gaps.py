@@ -186,6 +186,9 @@ def test_to_eval_appends_the_open_questions_once_and_eval_counts_them_apart(cli,
     out = cli("--notes", notes, "--eval", items)
     assert out.returncode == 0, out.stderr
     assert "declined 0/0 unanswerable, and 1/1 from the gap log" in out.stdout
+    out = cli("--notes", notes, "--tune", items)
+    assert out.returncode == 0 and "2 questions (1 answerable, 1 unanswerable, 1 of them from the gap log)" \
+        in out.stdout, out.stderr
     assert len(log_of(cli)) == 2                              # --eval added nothing
 
 
