@@ -688,6 +688,16 @@ MAX_NUM_CTX = 32768                       # the largest context to ask for (qwen
                                           # --top-k is capped so that its sources fit (top_k_limit)
 MAX_ANSWER_TOKENS = MAX_NUM_CTX // 2      # --max-answer-tokens at most: the sources need the other half
 
+# The gap log: the questions the notes could not answer, kept in the cache folder (--gaps shows them).
+GAP_LOG = "gaps.jsonl"                    # one JSON object a line, appended; never sent anywhere
+GAP_LOG_VERSION = 1                       # bump when an entry's fields change: older entries are skipped
+GAP_LOG_MAX_MB = 16                       # past this the log starts a new file and keeps the one before
+                                          # (gaps.old.jsonl): at most twice this, the oldest going first;
+                                          # about 5,000 questions a file with vectors of 1,024 numbers
+GAP_QUESTION_CHARS = 2000                 # of a question, this much is kept: a pasted page is no question
+GAP_SOURCES = 3                           # the closest sources kept with each question
+NO_LOG_ENV = "DEMO_RAG_NO_LOG"            # set (to anything but "" or 0): no run adds to the gap log
+
 # Fusion (--fusion): how the two rankers' scores become one ranking. "evidence" is the
 # default (see fuse(); how it was chosen: bench/fusion-study.md); "rrf" is Part I's
 # reciprocal rank fusion; --tune compares them all on your own questions.
@@ -848,6 +858,10 @@ class Settings:
                              metavar="N")
     chunk_overlap: int = option(CHUNK_OVERLAP, "--chunk-overlap", NOTES_GROUP,
                                 f"characters (default {CHUNK_OVERLAP})", type=int, metavar="N")
+    log_gaps: bool = option(True, "--no-log", NOTES_GROUP,
+                            f"keep no record of this run's unanswered questions (the gap log, {GAP_LOG} in the "
+                            f"cache folder, that --gaps shows); {NO_LOG_ENV}=1 turns it off for good",
+                            action="store_false")
     checkpoint_seconds: float = option(CHECKPOINT_SECONDS, "--checkpoint-seconds", NOTES_GROUP,
                                        "save the embedding done so far every S seconds, 0 after every batch "
                                        f"(default {CHECKPOINT_SECONDS:g})", SECONDS, type=float, metavar="S")
@@ -4909,6 +4923,8 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
     `keywords_because` says why the index lacks vectors, when its build knows better
     than search() does (Ollama's error rather than a count); search()'s own reason
     is replaced with it.
+    A question the notes could not answer is added to the gap log on the way out (logged()),
+    unless settings.log_gaps is off.
     In a notebook: `outcome = answer(ollama.Client(), index, "What is BM25?", settings)`,
     then outcome.status, outcome.text and outcome.retrieval.hits.
     """
@@ -4929,7 +4945,7 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
                    timings=dict(r.timings))
     on_plan(plan)
     if status != ANSWERING:
-        return plan
+        return logged(plan, settings)
     t0, pieces = time.perf_counter(), []
     stream = stream_chat(client, settings.chat_model, messages, num_ctx, settings.keep_alive,
                          settings.max_answer_tokens)
@@ -4946,12 +4962,12 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
                                         why="interrupted mid-answer, so the answer is cut short",
                                         timings={**plan.timings, "answer": time.perf_counter() - t0})) from None
     text = "".join(pieces)
-    took = time.perf_counter() - t0
-    return replace(plan, status=ANSWERED, text=text, usage=stream.usage, warnings=plan.warnings + stream.warnings,
-                   cut_short=stream.cut_short, check=check_citations(text, [h.chunk.text for h in r.hits],
-                                                                     index.lexicon),
-                   conversation=remember(replace(conv, num_ctx=num_ctx), Turn(question, text, query or question)),
-                   timings={**plan.timings, "answer": took})
+    turn = Turn(question, text, query or question)
+    return logged(replace(plan, status=ANSWERED, text=text, usage=stream.usage, warnings=plan.warnings + stream.warnings,
+                          cut_short=stream.cut_short, check=check_citations(text, [h.chunk.text for h in r.hits],
+                                                                            index.lexicon),
+                          conversation=remember(replace(conv, num_ctx=num_ctx), turn),
+                          timings={**plan.timings, "answer": time.perf_counter() - t0}), settings)
 
 
 def decide(r: Retrieval, retrieve_only: bool = False) -> tuple[str, str]:
@@ -5078,6 +5094,178 @@ def first_sentence(text: str, limit: int) -> str:
     m = re.match(r".+?(?:[。！？]|[.!?](?=\s|$))", text.strip(), re.DOTALL)
     s = " ".join((m.group(0) if m else text.strip()).splitlines())   # any line break: \r, \u2028 too
     return s if len(s) <= limit else s[:limit - 1] + "…"
+
+
+# ----------------------------------------------------------------------------
+# The gap log: what the notes could not answer. A question below the relevance floor, or
+# answered without citing a single source, says what the notes lack, so answer() appends it
+# (logged()) to GAP_LOG in the cache folder, and --gaps shows them grouped by topic. The log
+# stays on this machine: nothing sends it to a model. Each question is one line, written
+# with one write() in append mode, so two runs writing at once never mix their lines; a
+# line a killed run left cut short is skipped on reading. Each keeps its question's vector,
+# so --gaps groups a thousand questions without embedding them again.
+
+GAP_LOG_OLD = "gaps.old.jsonl"            # the log before the last GAP_LOG_MAX_MB was passed
+
+
+def gap_reason(outcome: Outcome) -> str | None:
+    """Why an outcome belongs in the gap log: "floor" (declined) or "uncited" (answered without
+    citing any source); None if it does not. A search by keywords alone is no gap: Ollama was
+    away, not the note."""
+    if outcome.retrieval.lexical_only:
+        return None
+    if outcome.status == DECLINED:
+        return "floor"
+    if outcome.status == ANSWERED and outcome.check is not None and outcome.check.cites_nothing:
+        return "uncited"
+    return None
+
+
+def logging_gaps(settings: Settings) -> bool:
+    """Is the gap log kept this run: --no-log not given, and NO_LOG_ENV not set."""
+    return settings.log_gaps and os.environ.get(NO_LOG_ENV, "").strip() in ("", "0")
+
+
+def logged(outcome: Outcome, settings: Settings) -> Outcome:
+    """The outcome, after adding it to the gap log if it is a gap and the log is kept. A log
+    that cannot be written costs the run one warning (in outcome.warnings), never the answer."""
+    why = gap_reason(outcome)
+    if why is None or not logging_gaps(settings):
+        return outcome
+    path = settings.cache_dir / GAP_LOG
+    try:
+        append_gap(path, gap_entry(outcome, settings, why))
+    except OSError as e:
+        return replace(outcome, warnings=[*outcome.warnings, f"the gap log could not be written ({path}: "
+                                          f"{e.strerror or e}); --no-log or {NO_LOG_ENV}=1 stops trying"])
+    return outcome
+
+
+def gap_entry(outcome: Outcome, settings: Settings, why: str) -> dict:
+    """One line of the gap log: when, the question as it was searched (a follow-up as rewritten,
+    with what was typed under "asked"), its language, the notes folder, why it is a gap, the
+    confidence and floor, the closest sources, the filters in force and the question's vector."""
+    import base64                         # here alone: the vector as text, compactly
+    r = outcome.retrieval
+    question = (outcome.query or outcome.question)[:GAP_QUESTION_CHARS]
+    entry = {"v": GAP_LOG_VERSION, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+             "question": question, "language": question_language(question),
+             "notes": os.path.realpath(settings.notes_dir), "why": why,
+             "confidence": round(r.confidence, 3), "floor": r.floor,
+             "sources": [{"source": h.chunk.source, "heading": h.chunk.heading, "score": round(h.score, 4)}
+                         for h in r.candidates[:GAP_SOURCES]],
+             "filters": {k: list(v) if isinstance(v, tuple) else v
+                         for k, v in filters_in_force(settings)._asdict().items() if v}}
+    if outcome.query:
+        entry["asked"] = outcome.question[:GAP_QUESTION_CHARS]
+    if r.query_vector is not None:
+        entry["vector"] = {"model": settings.embed_model, "query": embed_templates(settings).query,
+                           "f16": base64.b64encode(r.query_vector.astype("<f2").tobytes()).decode("ascii")}
+    return entry
+
+
+def append_gap(path: Path, entry: dict) -> None:
+    """Append one entry to the log as one line, in one write() (O_APPEND: another run's line
+    goes before or after it, never inside), on a line of its own if a killed run left the last
+    one without its newline. Past GAP_LOG_MAX_MB the log moves to GAP_LOG_OLD (the one there
+    goes) and the next entry starts a new one. The file is the user's alone (mode 600)."""
+    # backslashreplace: a lone surrogate (a file name that is not UTF-8) becomes JSON's own \udcxx
+    line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace")
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o600)
+    try:
+        size = os.fstat(fd).st_size
+        if size:
+            os.lseek(fd, size - 1, os.SEEK_SET)
+            if os.read(fd, 1) != b"\n":
+                line = b"\n" + line
+        os.write(fd, line)
+        if os.fstat(fd).st_size > GAP_LOG_MAX_MB * 2**20:
+            start_new_gap_log(path, fd)
+    finally:
+        os.close(fd)
+
+
+def start_new_gap_log(path: Path, fd: int) -> None:
+    """Move the full log (open as fd) to GAP_LOG_OLD. subtle: two runs can find it full at once;
+    the lock and the check that `path` is still this file let only the first move it, so the
+    second cannot move the new log, with one line in it, over the old one."""
+    with contextlib.suppress(OSError):
+        with contextlib.suppress(ImportError):    # POSIX only: elsewhere the window is just wider
+            import fcntl
+            fcntl.flock(fd, fcntl.LOCK_EX)    # released as fd closes
+        if os.stat(path).st_ino == os.fstat(fd).st_ino:
+            os.replace(path, path.with_name(GAP_LOG_OLD))
+
+
+def read_gaps(path: Path) -> tuple[list[dict], list[str]]:
+    """The gap log's entries, oldest first (GAP_LOG_OLD, then the log), and a warning for each
+    kind of line skipped: not an entry, of another log format, or the last line cut short.
+    Raises OSError (the log is a folder, say); a log that is not there has no entries."""
+    entries, warnings = [], []
+    for p in (path.with_name(GAP_LOG_OLD), path):
+        try:
+            lines = p.read_bytes().split(b"\n")
+        except FileNotFoundError:
+            continue
+        cut = lines.pop()                 # b"" after a final newline, else a line a killed run left
+        junk, other = [], set()
+        for n, line in enumerate(lines, 1):
+            entry = gap_from_line(line)
+            if isinstance(entry, dict):
+                entries.append(entry)
+            elif entry == "other version":
+                other.add(n)
+            elif line.strip():
+                junk.append(n)
+        if cut.strip():
+            entry = gap_from_line(cut)
+            if isinstance(entry, dict):
+                entries.append(entry)
+            else:
+                warnings.append(f"the last line of {p} is cut short (a run stopped while writing it?): skipped")
+        if junk:
+            warnings.append(f"{len(junk)} line(s) of {p} are not gap log entries (line {junk[0]} the first): "
+                            "skipped")
+        if other:
+            warnings.append(f"{len(other)} entries of {p} come from another version of demo_rag.py (another log "
+                            f"format than v{GAP_LOG_VERSION}): skipped")
+    return entries, warnings
+
+
+def gap_from_line(line: bytes) -> dict | str | None:
+    """One line of the log as an entry (its question at most GAP_QUESTION_CHARS), "other version"
+    for an entry of another log format, None for a line that is no entry."""
+    try:
+        entry = json.loads(line.decode("utf-8", "replace"))
+    except ValueError:
+        return None
+    if not isinstance(entry, dict) or "v" not in entry:
+        return None
+    if entry["v"] != GAP_LOG_VERSION:
+        return "other version"
+    if not (isinstance(entry.get("question"), str) and entry["question"].strip()
+            and all(isinstance(entry.get(k), str) for k in ("time", "notes", "why"))):
+        return None
+    sources = entry.get("sources")
+    return {**entry, "question": entry["question"][:GAP_QUESTION_CHARS],
+            "sources": [s for s in sources if isinstance(s, dict) and isinstance(s.get("source"), str)]
+            if isinstance(sources, list) else []}
+
+
+def gap_vector(entry: dict, settings: Settings, dim: int) -> np.ndarray | None:
+    """The question's vector as logged, if it was embedded as this run would embed it (the same
+    model and query template) and has `dim` numbers; None otherwise."""
+    import base64
+    v = entry.get("vector")
+    if not (isinstance(v, dict) and v.get("model") == settings.embed_model
+            and v.get("query") == embed_templates(settings).query and isinstance(v.get("f16"), str)):
+        return None
+    try:
+        vec = np.frombuffer(base64.b64decode(v["f16"], validate=True), "<f2").astype(np.float32)
+    except ValueError:                    # binascii.Error is one; so is a byte count that is odd
+        return None
+    norm = float(np.linalg.norm(vec)) if len(vec) == dim and np.isfinite(vec).all() else 0.0
+    return vec / norm if norm else None
 
 
 # ============================================================================
@@ -5466,7 +5654,10 @@ def file_uri(path: str, host: str = "") -> str:
 def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: Settings,
              answers: bool = False) -> dict:
     """Score dense, BM25 and fused retrieval on an evaluation set, and the relevance floor;
-    with `answers`, the chat model's answers too (answer_scores())."""
+    with `answers`, the chat model's answers too (answer_scores()). Items from the gap log
+    (--gaps --to-eval) are counted apart: asked by users and logged as unanswered, though a
+    note written since may answer them. Nothing is added to the gap log."""
+    settings = replace(settings, log_gaps=False)
     ranks: dict[str, list] = {"fused": [], "dense": [], "bm25": []}
     asked: list[tuple[dict, Outcome, float | None]] = []
     misses, floor = [], {"answerable_found": 0, "answerable": 0, "unanswerable_refused": 0, "unanswerable": 0}
@@ -5497,6 +5688,10 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
             dense_missing = dense_missing or r.keywords_only_because
         confidences.append({"question": item["question"], "answerable": answerable,
                             "confidence": round(conf, 3), "floor": r.floor})
+        if not answerable and item.get("from") == GAP_FROM:     # counted only when the set holds some
+            floor["logged"] = floor.get("logged", 0) + 1
+            floor["logged_refused"] = floor.get("logged_refused", 0) + (not found)
+            continue
         if not answerable:
             floor["unanswerable"] += 1
             floor["unanswerable_refused"] += not found
@@ -5877,9 +6072,7 @@ def run_make_eval(args, settings: Settings, client: ollama.Client) -> int:
         except (OSError, ValueError) as e:
             raise UsageError(f"error: {path} exists and is not an evaluation set ({e}); give a new file name")
     index, _, _ = open_for_mode(args, settings, client, quiet=args.json)
-    if path.exists() and path.stat().st_size and not path.read_bytes().endswith(b"\n"):
-        with open(path, "ab") as f:       # a set edited by hand: don't glue the first new line onto its last
-            f.write(b"\n")
+    end_with_newline(path)
     written = Counter()
     dropped: Counter[str] = Counter()
     failure, code = None, EXIT_OK
@@ -5991,6 +6184,7 @@ def tune(client: ollama.Client, indexes: dict[int, Index], items: list[dict], se
         flags.append(notes.strip())
     return {"answerable": sum(1 for it in items if it.get("answers")),
             "unanswerable": sum(1 for it in items if not it.get("answers")),
+            "from_gap_log": sum(1 for it in items if it.get("from") == GAP_FROM),
             "embed_model": None if missing else settings.embed_model, "missing": missing,
             "variants": [{**asdict_variant(x["variant"]), **{k: v for k, v in x.items() if k != "variant"}}
                          for x in scored],
@@ -6070,7 +6264,9 @@ def run_tune(args, settings: Settings, client: ollama.Client) -> int:
     if args.json:
         print(json.dumps(result, ensure_ascii=False, indent=2))
         return EXIT_OK
-    print(f"{len(items)} questions ({result['answerable']} answerable, {result['unanswerable']} unanswerable); "
+    logged = f", {result['from_gap_log']} of them from the gap log" if result["from_gap_log"] else ""
+    print(f"{len(items)} questions ({result['answerable']} answerable, {result['unanswerable']} "
+          f"unanswerable{logged}); "
           f"embedder: {result['embed_model'] or 'none'}; floor {floor_words(indexes[settings.chunk_size], settings)}, "
           f"--top-k {settings.top_k}")
     if result["missing"]:
@@ -6245,7 +6441,9 @@ def run_eval(args, settings: Settings, client: ollama.Client) -> int:
         print(f"{name:<8}{row}" + (f"   (over {m['n']} of {result['n']})" if 0 < m["n"] < result["n"] else ""))
     f = result["floor"]
     print(f"relevance floor {floor_words(index, settings)}: answered {f['answerable_found']}/{f['answerable']} answerable, "
-          f"declined {f['unanswerable_refused']}/{f['unanswerable']} unanswerable")
+          f"declined {f['unanswerable_refused']}/{f['unanswerable']} unanswerable"
+          + (f", and {f['logged_refused']}/{f['logged']} from the gap log (asked by users; some may be "
+             "answerable now)" if f.get("logged") else ""))
     for m in result["misses"]:
         print(f"miss (rank {m['rank']}): {m['question']}  -> top: {m['top']}")
     if args.answers:
@@ -6920,6 +7118,241 @@ def run_mcp(args, settings: Settings, client: ollama.Client) -> int:
         os.dup2(out.fileno(), 1)
         with contextlib.suppress(OSError):
             out.close()
+# --gaps: the gap log grouped by topic, and which of its questions today's notes answer.
+
+GAP_GROUP_SHARE = 0.3                     # two questions are one topic when their cosine stands this share of
+                                          # the way from two unrelated ones' (FLOOR_PROBES') to 1 (bench/gaps.md)
+GAP_SHOWN = 5                             # questions shown per group (--json: all of them)
+GAP_FROM = "gap log"                      # what --to-eval marks its questions with (their "from")
+
+
+def run_gaps(args, settings: Settings, client: ollama.Client) -> int:
+    """--gaps: the logged questions of these notes grouped by topic, most asked first, each said
+    to be found or not by today's index; --to-eval FILE adds the open ones to an evaluation set,
+    --clear deletes the log. Needs the embedding model (to search), never the chat model."""
+    path = settings.cache_dir / GAP_LOG
+    if args.clear:
+        return clear_gaps(path, args.json)
+    if args.to_eval and (args.to_eval.exists() or args.to_eval.is_symlink()):
+        try:
+            load_eval_set(args.to_eval)
+        except (OSError, ValueError) as e:
+            raise UsageError(f"error: {args.to_eval} exists and is not an evaluation set ({e}); give another file")
+    entries, warnings = read_gap_log(path)
+    notes = os.path.realpath(settings.notes_dir)
+    since = date_span(settings.since)[0] if settings.since else ""        # here they date the questions,
+    until = date_span(settings.until)[1] if settings.until else "9999"    # not the notes searched
+    entries = [e for e in entries if e["notes"] == notes and since <= e["time"][:10] <= until]
+    settings = replace(settings, since=None, until=None)
+    if not args.json:
+        err(*(f"warning: {w}" for w in warnings))
+    if not entries:
+        said = (f"no question about {readable_name(str(settings.notes_dir))} is in the gap log ({path})"
+                + (f" since {since}" if since else "") + ": the questions your notes cannot answer are kept "
+                "there as they are asked")
+        print(json.dumps({"log": str(path), "questions": 0, "groups": [], "note": said, "warnings": warnings},
+                         ensure_ascii=False, indent=2) if args.json else said)
+        return EXIT_OK
+    index, _, _ = open_for_mode(args, settings, client, quiet=args.json)
+    report = {"log": str(path), **gap_report(client, index, entries, settings), "warnings": warnings}
+    if args.to_eval:
+        report["to_eval"] = gaps_to_eval(args.to_eval, report["groups"])
+    if args.json:
+        print(json.dumps(report, ensure_ascii=False, indent=2))
+    else:
+        print_gaps(report)
+    return EXIT_OK
+
+
+def read_gap_log(path: Path) -> tuple[list[dict], list[str]]:
+    """read_gaps for the command line: a log that cannot be read is a UsageError."""
+    try:
+        return read_gaps(path)
+    except IsADirectoryError as e:
+        raise UsageError(f"error: {e.filename} is a folder, not the gap log; move it away") from None
+    except OSError as e:
+        raise UsageError(f"error: cannot read the gap log {e.filename or path}: {e.strerror or e}") from None
+
+
+def same_question(text: str) -> str:
+    """A question as compared with others: case and spacing set aside ("What  is X?" = "what is x?")."""
+    return " ".join(text.casefold().split())
+
+
+def gap_report(client: ollama.Client, index: Index, entries: list[dict], settings: Settings) -> dict:
+    """The log's entries (of one notes folder) as --gaps reports them: the same question asked
+    again counted once, questions grouped by meaning (group_by_meaning()), and for each whether
+    today's index answers it (now_found()). Groups most asked first; all of it JSON-ready."""
+    asked: dict[str, list[dict]] = {}
+    for e in entries:
+        asked.setdefault(same_question(e["question"]), []).append(e)
+    times = list(asked.values())
+    vectors, threshold = gap_vectors(client, index, times, settings)
+    t0 = time.perf_counter()
+    groups = group_by_meaning(vectors, threshold)
+    t1 = time.perf_counter()
+    today = [now_found(index, es, v, settings) for es, v in zip(times, vectors)]
+    t2 = time.perf_counter()
+    report = []
+    for rows in groups:
+        logged_at = sorted(e["time"] for i in rows for e in times[i])
+        closest = Counter(h.chunk.source for i in rows for h in today[i][0].candidates[:GAP_SOURCES])
+        found = sum(today[i][1] for i in rows)
+        report.append({"questions": len(logged_at), "first": logged_at[0], "last": logged_at[-1],
+                       "status": "closed" if found == len(rows) else "partly found" if found else "open",
+                       "now_found": found, "closest_notes": [name for name, _ in closest.most_common(GAP_SOURCES)],
+                       "asked": [{"question": times[i][-1]["question"], "times": len(times[i]),
+                                  "why": sorted({e["why"] for e in times[i]}), "now_found": today[i][1],
+                                  "confidence": round(today[i][0].confidence, 3), "floor": today[i][0].floor}
+                                 for i in sorted(rows, key=lambda i: -len(times[i]))]})
+    report.sort(key=lambda g: g["last"], reverse=True)
+    report.sort(key=lambda g: g["questions"], reverse=True)       # most asked first, then most recent
+    return {"questions": len(entries), "different": len(times), "groups": report,
+            "now_found": sum(found for _, found in today), "embed_model": settings.embed_model,
+            "threshold": round(threshold, 3),
+            "seconds": {"grouping": round(t1 - t0, 4), "now_found": round(t2 - t1, 4)}}
+
+
+def gap_vectors(client: ollama.Client, index: Index, times: list[list[dict]],
+                settings: Settings) -> tuple[np.ndarray, float]:
+    """Each question's vector, as logged when it was embedded as this run embeds questions (else
+    embedded now), and the cosine from which two questions are one topic (gap_threshold()). One
+    batch of embedding requests: FLOOR_PROBES, and the questions whose vector is not usable."""
+    dim = index.vectors.shape[1]
+    vectors = [next((v for e in reversed(es) if (v := gap_vector(e, settings, dim)) is not None), None)
+               for es in times]
+    missing = [i for i, v in enumerate(vectors) if v is None]
+    probes = [(lang, q) for lang, qs in FLOOR_PROBES.items() for q in qs]
+    texts = [q for _, q in probes] + [times[i][-1]["question"] for i in missing]
+    got = embed_checked(client, settings.embed_model, [query_text(t, settings) for t in texts])
+    if got.shape[1] != dim:
+        raise OllamaError(vector_size_changed(dim, got.shape[1], settings.embed_model))
+    for i, v in zip(missing, got[len(probes):]):
+        vectors[i] = v
+    return np.array(vectors, dtype=np.float32).reshape(len(times), dim), \
+        gap_threshold(got[:len(probes)], [lang for lang, _ in probes])
+
+
+def gap_threshold(probes: np.ndarray, languages: list[str]) -> float:
+    """The cosine from which two questions are taken for one topic: GAP_GROUP_SHARE of the way
+    from the median cosine of two unrelated questions in one language (the probes) to 1. An
+    absolute number would not do: two texts' cosine sits near 0.8 with some embedders, near 0
+    with others.
+
+    >>> gap_threshold(np.eye(3, dtype=np.float32), ["en", "en", "zh"])   # unrelated: cosine 0
+    0.3
+    """
+    pairs = []
+    for lang in dict.fromkeys(languages):
+        rows = probes[[i for i, other in enumerate(languages) if other == lang]]
+        pairs.append((rows @ rows.T)[np.triu_indices(len(rows), 1)])
+    typical = median(np.concatenate(pairs)) if sum(map(len, pairs)) else 0.0
+    return round(typical + GAP_GROUP_SHARE * (1 - typical), 4)
+
+
+def group_by_meaning(vectors: np.ndarray, threshold: float, block: int = 1024) -> list[list[int]]:
+    """Rows whose vectors lie close together, as groups of row numbers: each row in turn joins the
+    group whose mean direction it is closest to, if that cosine reaches `threshold`, or starts a
+    group; then every row moves to the mean it ended closest to. Rows are compared with the
+    groups `block` at a time (one matrix product), and with the groups their block started one
+    by one. Groups in the order they started.
+
+    >>> v = np.array([[1, 0], [0.96, 0.28], [0, 1], [0.28, 0.96]], dtype=np.float32)
+    >>> group_by_meaning(v, 0.9)
+    [[0, 1], [2, 3]]
+    """
+    n, dim = vectors.shape
+    sums, means, groups = np.zeros((n, dim), np.float32), np.zeros((n, dim), np.float32), 0
+    for start in range(0, n, block):
+        rows = vectors[start:start + block]
+        sims = rows @ means[:groups].T if groups else np.full((len(rows), 1), -np.inf, np.float32)
+        best = sims.argmax(axis=1)
+        near = sims[np.arange(len(rows)), best] >= threshold
+        joined = np.unique(best[near])
+        sums[joined] += (best[near][:, None] == joined).T.astype(np.float32) @ rows[near]
+        before = groups
+        for v in rows[~near]:             # close to no group before this block: to one it started?
+            new = means[before:groups] @ v
+            g = before + int(new.argmax()) if len(new) and new.max() >= threshold else groups
+            groups = max(groups, g + 1)
+            sums[g] += v
+            means[g] = sums[g] / np.linalg.norm(sums[g])
+        means[joined] = sums[joined] / np.linalg.norm(sums[joined], axis=1, keepdims=True)
+    labels = np.argmax(vectors @ means[:groups].T, axis=1) if n else np.zeros(0, int)
+    return [rows.tolist() for g in range(groups) if len(rows := np.flatnonzero(labels == g))]
+
+
+def now_found(index: Index, entries: list[dict], qvec: np.ndarray, settings: Settings) -> tuple[Retrieval, bool]:
+    """Today's search for a logged question, and whether today's notes answer it: it passes the
+    floor and, if it was once answered without a citation (the floor passed then too), a source
+    it was not shown then now comes first."""
+    r = rank(index, entries[-1]["question"], qvec, settings)
+    if not r.found or not r.hits or not any(e["why"] == "uncited" for e in entries):
+        return r, r.found
+    shown = {(s["source"], s.get("heading")) for e in entries for s in e["sources"]}
+    return r, (r.hits[0].chunk.source, r.hits[0].chunk.heading) not in shown
+
+
+def print_gaps(report: dict) -> None:
+    """--gaps on a terminal: the summary line, then each group with its dates, closest notes and
+    questions (GAP_SHOWN of them), those today's notes answer marked "now found"."""
+    groups = report["groups"]
+    print(f"{report['questions']} question(s) the notes could not answer ({report['different']} different), "
+          f"in {len(groups)} group(s); {report['now_found']} now found")
+    for n, g in enumerate(groups, 1):
+        dates = g["first"][:10] + ("" if g["first"][:10] == g["last"][:10] else f" to {g['last'][:10]}")
+        status = {"closed": "closed: today's notes answer every one",
+                  "partly found": f"partly found ({g['now_found']} of {len(g['asked'])})"}.get(g["status"], "open")
+        print(f"\n{n}. {g['questions']} question(s), {dates}: {status}"
+              + (f"; closest notes: {', '.join(g['closest_notes'])}" if g["closest_notes"] else ""))
+        for q in g["asked"][:GAP_SHOWN]:
+            times = f"{q['times']}×" if q["times"] > 1 else ""
+            print(f"  {times:>4} {preview(q['question'], 90)}" + ("  (now found)" if q["now_found"] else ""))
+        if len(g["asked"]) > GAP_SHOWN:
+            print(f"       … {len(g['asked']) - GAP_SHOWN} more (--json lists them all)")
+    if "to_eval" in report:
+        t = report["to_eval"]
+        print(f"\n{t['file']}: added {t['added']} open question(s) as unanswerable ones"
+              + (f" ({t['there']} were there already)" if t["there"] else ""))
+    else:
+        print(f"\n(the gap log: {report['log']}; --gaps --to-eval FILE adds the open questions to an "
+              "evaluation set, --gaps --clear deletes the log)")
+
+
+def gaps_to_eval(path: Path, groups: list[dict]) -> dict:
+    """--to-eval FILE: append each question no note answers yet as an unanswerable item
+    ("answers": []) marked as coming from the log, unless the set holds it already."""
+    have = {same_question(it["question"]) for it in load_eval_set(path)} if path.exists() else set()
+    still = [q["question"] for g in groups for q in g["asked"] if not q["now_found"]]
+    new = [q for q in still if same_question(q) not in have]
+    end_with_newline(path)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write("".join(json.dumps({"question": q, "answers": [], "from": GAP_FROM}, ensure_ascii=False) + "\n"
+                        for q in new))
+    return {"file": str(path), "added": len(new), "there": len(still) - len(new)}
+
+
+def end_with_newline(path: Path) -> None:
+    """Give a file that lacks one its final newline, so a line appended next is a line of its own
+    (a set edited by hand often ends without one)."""
+    if path.exists() and path.stat().st_size and not path.read_bytes().endswith(b"\n"):
+        with open(path, "ab") as f:
+            f.write(b"\n")
+
+
+def clear_gaps(path: Path, as_json: bool) -> int:
+    """--gaps --clear: delete the gap log (every notes folder's questions in it) and say how many went."""
+    files = [p for p in (path, path.with_name(GAP_LOG_OLD)) if p.exists() or p.is_symlink()]
+    entries, _ = read_gap_log(path)
+    for p in files:
+        try:
+            p.unlink()
+        except OSError as e:
+            raise UsageError(f"error: cannot delete the gap log {p}: {e.strerror or e}") from None
+    said = (f"deleted the gap log: {len(entries)} question(s), of every notes folder ({path})" if files
+            else f"no gap log to delete in {path.parent}")
+    print(json.dumps({"log": str(path), "deleted": len(entries), "note": said}, ensure_ascii=False, indent=2)
+          if as_json else said)
     return EXIT_OK
 
 
@@ -6939,6 +7372,7 @@ MODES = (Mode("", run_question, question=True, json=True, takes=("--retrieve-onl
          Mode("--eval", run_eval, question=False, json=True, takes=("--answers",)),
          Mode("--make-eval", run_make_eval, question=False, json=True, takes=("--questions",)),
          Mode("--tune", run_tune, question=False, json=True, takes=("--tune-chunk-sizes",)),
+         Mode("--gaps", run_gaps, question=False, json=True, takes=("--to-eval", "--clear")),
          Mode("--mcp", run_mcp, question=False, json=False))
 
 MODES_GROUP, OUTPUT_GROUP = "modes (one at a time; the default answers the question)", "output"
@@ -6967,6 +7401,11 @@ RUN_OPTIONS = {
                                chunk_sizes(text), metavar="N,N"),
     "mcp": option(False, "--mcp", MODES_GROUP, "serve the notes to agents (Claude Desktop, VS Code, ...) as an "
                   "MCP server on stdin/stdout", action="store_true"),
+    "gaps": option(False, "--gaps", MODES_GROUP, "the questions the notes could not answer (the gap log), "
+                   "grouped by topic, and which of them the notes answer now", action="store_true"),
+    "to_eval": option(None, "--to-eval", MODES_GROUP, "with --gaps: add the questions still unanswered to an "
+                      "evaluation set, as unanswerable ones", type=Path, metavar="JSONL"),
+    "clear": option(False, "--clear", MODES_GROUP, "with --gaps: delete the gap log", action="store_true"),
     "rebuild": option(False, "--rebuild", NOTES_GROUP, "re-read and re-embed every note", action="store_true"),
     "timeout": option(OLLAMA_TIMEOUT, "--timeout", MODELS_GROUP, "give up when Ollama is silent this long "
                       f"(default {OLLAMA_TIMEOUT:g})", POSITIVE, type=float, metavar="SECONDS"),
@@ -6979,7 +7418,7 @@ RUN_OPTIONS = {
                                SECONDS, type=float, metavar="S"),
 }
 
-USAGE = "demo_rag.py [options] QUESTION | --chat | --explain QUESTION | --eval/--make-eval/--tune FILE | --mcp"
+USAGE = "demo_rag.py [options] QUESTION | --chat | --explain QUESTION | --eval/--make-eval/--tune FILE | --gaps | --mcp"
 EXAMPLES = """examples:
   python demo_rag.py "How do I undo the last commit?"        answer from demo-data/
   python demo_rag.py --notes ~/vault "what did we decide?"   answer from your own notes
@@ -6988,6 +7427,7 @@ EXAMPLES = """examples:
   python demo_rag.py --eval demo-data/eval.jsonl             measure retrieval
   python demo_rag.py --notes ~/vault --make-eval set.jsonl   questions from your notes, then:
   python demo_rag.py --notes ~/vault --tune set.jsonl        the flags that do best on them
+  python demo_rag.py --notes ~/vault --gaps                  what your notes could not answer
   python demo_rag.py --notes ~/vault --mcp                   serve them to an agent (MCP, stdio)"""
 
 
@@ -7057,7 +7497,7 @@ def chosen_mode(args: argparse.Namespace, error: Callable[[str], None] | None = 
         error(f"choose one mode, not {' and '.join(m.flag for m in asked)}")
     if mode.question and not (args.question or "").strip():
         error(f"{mode.flag} needs a question to narrate" if mode.flag else
-              "give a question, or --chat, --eval FILE, --make-eval FILE, --tune FILE or --mcp")
+              "give a question, or --chat, --eval FILE, --make-eval FILE, --tune FILE, --gaps or --mcp")
     if not mode.question and args.question:
         error(f"{mode.flag} takes no question (got {args.question!r}); ask it without {mode.flag}, "
               "or inside --chat")
