@@ -34,7 +34,7 @@ def entry(question: str, notes, when: str = "2026-11-30T10:00:00Z", **more) -> d
     """A log line as a run writes it, without a vector (--gaps embeds such questions itself)."""
     return {"v": rag.GAP_LOG_VERSION, "time": when, "question": question, "language": "en",
             "notes": os.path.realpath(notes), "why": "floor", "confidence": 0.1, "floor": 0.4, "sources": [],
-            "filters": {"source": None}, **more}
+            "filters": {}, **more}
 
 
 def write_log(cli, lines: list) -> None:
@@ -61,7 +61,7 @@ def test_what_is_logged_and_what_is_not(cli, server, notes, case, logged):
     if logged:
         (e,) = got
         assert e["question"] == question and e["language"] == "en" and e["notes"] == os.path.realpath(notes)
-        assert e["v"] == rag.GAP_LOG_VERSION and e["time"].endswith("Z") and e["filters"] == {"source": None}
+        assert e["v"] == rag.GAP_LOG_VERSION and e["time"].endswith("Z") and e["filters"] == {}
         assert isinstance(e["confidence"], float) and isinstance(e["floor"], float)
         assert (e["confidence"] < e["floor"]) == (case == "declined")
         assert e["sources"] and all({"source", "heading", "score"} <= set(s) for s in e["sources"])
@@ -71,10 +71,10 @@ def test_what_is_logged_and_what_is_not(cli, server, notes, case, logged):
 
 @pytest.mark.parametrize("front_end", [["--json"], ["--explain"], ["--retrieve-only"]])
 def test_every_front_end_that_answers_logs_through_answer(cli, notes, front_end):
-    out = cli("--notes", notes, "--source", "*.md", *front_end, OFF_TOPIC)
+    out = cli("--notes", notes, "--source", "*.md", "--since", "2000", *front_end, OFF_TOPIC)
     assert out.returncode == 0, out.stderr
     (e,) = log_of(cli)
-    assert e["question"] == OFF_TOPIC and e["filters"] == {"source": "*.md"}
+    assert e["question"] == OFF_TOPIC and e["filters"] == {"source": "*.md", "since": "2000"}
 
 
 def test_chat_logs_the_rewritten_question_not_the_follow_up(cli, notes):
@@ -190,6 +190,16 @@ def test_to_eval_appends_the_open_questions_once_and_eval_counts_them_apart(cli,
     assert out.returncode == 0 and "2 questions (1 answerable, 1 unanswerable, 1 of them from the gap log)" \
         in out.stdout, out.stderr
     assert len(log_of(cli)) == 2                              # --eval added nothing
+
+
+def test_since_and_until_date_the_logged_questions_not_the_notes(cli, notes):
+    write_log(cli, [entry("What is the tallest mountain on Mars?", notes, "2026-01-10T09:00:00Z"),
+                    entry("Who painted the Sistine Chapel ceiling?", notes, "2026-03-02T09:00:00Z")])
+    asked = lambda *flags: [q["question"] for g in gaps_json(cli, notes, *flags)["groups"]  # noqa: E731
+                            for q in g["asked"]]
+    assert asked("--since", "2026-02") == ["Who painted the Sistine Chapel ceiling?"]
+    assert asked("--until", "2026-01") == ["What is the tallest mountain on Mars?"]
+    assert sorted(asked()) == sorted(asked("--since", "2026", "--until", "2026-03-02"))    # notes undated by them
 
 
 def test_clear_deletes_the_log(cli, notes):
