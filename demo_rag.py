@@ -48,8 +48,8 @@ How to read this file. Part I is that pipeline, complete and small; it calls not
 below it. Part II, built from Part I's pieces, is what the command line runs: robust on
 real folders (encodings, PDFs, symlinks, a safe cache, Ctrl-C), fast on big ones (only
 what changed is embedded, a memory-mapped cache, an inverted index for BM25), and the
-finer points of ranking and answering. Part III: the modes (--chat, --eval, --tune,
---explain) and the command line. A first reading can stop after Part I. Left out on purpose:
+finer points of ranking and answering. Part III: the modes (--chat, --eval, --tune, --explain,
+--gaps) and the command line. A first reading can stop after Part I. Left out on purpose:
 approximate nearest-neighbour indexes (exact search copes with a few hundred thousand chunks),
 rerankers, servers, frameworks. `python demo_rag.py --help` lists every flag, with examples.
 """
@@ -4167,7 +4167,8 @@ def first_sentence(text: str, limit: int) -> str:
 # The gap log: what the notes could not answer. A question below the relevance floor, or
 # answered without citing a single source, says what the notes lack, so answer() appends it
 # (logged()) to GAP_LOG in the cache folder, and --gaps shows them grouped by topic. The log
-# stays on this machine: nothing sends it to a model. Each question is one line, written
+# stays on this machine: only --gaps sends a question on, to the embedding model, when its
+# vector was made by another one. Each question is one line, written
 # with one write() in append mode, so two runs writing at once never mix their lines; a
 # line a killed run left cut short is skipped on reading. Each keeps its question's vector,
 # so --gaps groups a thousand questions without embedding them again.
@@ -4342,8 +4343,9 @@ def gap_vector(entry: dict, settings: Settings, dim: int) -> np.ndarray | None:
 # ============================================================================
 # PART III · THE MODES AND THE COMMAND LINE
 # One question (the default), a conversation (--chat), an evaluation (--eval,
-# --make-eval, --tune) and a narrated run (--explain), all opening the index
-# through one set-up (open_for_mode) and searching through Part II's search().
+# --make-eval, --tune), a narrated run (--explain) and what the notes could not
+# answer (--gaps), all opening the index through one set-up (open_for_mode) and
+# searching through Part II's search().
 # Only main() and the run_* functions print.
 # ============================================================================
 
@@ -4700,8 +4702,8 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
         confidences.append({"question": item["question"], "answerable": answerable,
                             "confidence": round(conf, 3), "floor": r.floor})
         if not answerable and item.get("from") == GAP_FROM:     # counted only when the set holds some
-            floor["logged"] = floor.get("logged", 0) + 1
-            floor["logged_refused"] = floor.get("logged_refused", 0) + (not found)
+            floor["from_gap_log"] = floor.get("from_gap_log", 0) + 1
+            floor["from_gap_log_refused"] = floor.get("from_gap_log_refused", 0) + (not found)
             continue
         if not answerable:
             floor["unanswerable"] += 1
@@ -5333,8 +5335,8 @@ def run_eval(args, settings: Settings, client: ollama.Client) -> int:
     f = result["floor"]
     print(f"relevance floor {floor_words(index, settings)}: answered {f['answerable_found']}/{f['answerable']} answerable, "
           f"declined {f['unanswerable_refused']}/{f['unanswerable']} unanswerable"
-          + (f", and {f['logged_refused']}/{f['logged']} from the gap log (asked by users; some may be "
-             "answerable now)" if f.get("logged") else ""))
+          + (f", and {f['from_gap_log_refused']}/{f['from_gap_log']} from the gap log (asked by users; some may "
+             "be answerable now)" if f.get("from_gap_log") else ""))
     for m in result["misses"]:
         print(f"miss (rank {m['rank']}): {m['question']}  -> top: {m['top']}")
     return EXIT_OK
