@@ -48,8 +48,8 @@ How to read this file. Part I is that pipeline, complete and small; it calls not
 below it. Part II, built from Part I's pieces, is what the command line runs: robust on
 real folders (encodings, PDFs, symlinks, a safe cache, Ctrl-C), fast on big ones (only
 what changed is embedded, a memory-mapped cache, an inverted index for BM25), and the
-finer points of ranking and answering. Part III: the modes (--chat, --eval, --tune,
---explain, --mcp) and the command line. A first reading can stop after Part I. Left out on purpose:
+finer points of ranking and answering. Part III: the modes (--chat, --eval, --tune, --explain,
+--gaps, --mcp) and the command line. A first reading can stop after Part I. Left out on purpose:
 approximate nearest-neighbour indexes (exact search copes with a few hundred thousand chunks),
 rerankers, network servers (--mcp speaks on stdin and stdout), frameworks. `python demo_rag.py --help` lists every flag, with examples.
 """
@@ -162,15 +162,17 @@ def list_notes(notes_dir: Path) -> list[NoteFile]:
                      st.st_ino) for p, st in zip(paths, map(Path.stat, paths))]
 
 
-# "---" lines around YAML: keys ("tags: [a, b]"), at least one, list items, comments, indented lines.
-FRONT_MATTER = re.compile(r"\A---[ \t]*\n(?:(?:[ \t]*(?:#.*|- .*|-)?|[ \t]+.*)\n)*\w[\w .-]*:(?:[ \t].*)?\n"
-                          r"(?:(?:\w[\w .-]*:(?:[ \t].*)?|[ \t]*(?:#.*|- .*|-)?|[ \t]+.*)\n)*?(?:---|\.\.\.)[ \t]*(?:\n|\Z)")
+# Front matter: metadata at the very top between "---" lines, as YAML ("tags: [a, b]", "- item"
+# lists, # comments, indented lines). Prose between two "---" lines (a horizontal rule) stays text.
+FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)\n?^(?:---|\.\.\.)[ \t]*$\n?", re.DOTALL | re.MULTILINE)
+YAML_LINE = re.compile(r"(?P<key>\w[\w .-]*:(?:[ \t].*)?)|[ \t].*|-.*|#.*|")
 
 
 def strip_front_matter(text: str) -> str:
-    """Drop a BOM, make every line end "\n", and drop a YAML front-matter block (metadata between "---" lines)."""
+    """Drop a BOM, make every line end "\n", and drop a front-matter block: its lines YAML, one a key."""
     text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
-    return FRONT_MATTER.sub("", text, count=1)
+    lines = [YAML_LINE.fullmatch(line) for line in m.group(1).split("\n")] if (m := FRONT_MATTER.match(text)) else []
+    return text[m.end():] if all(lines) and any(y["key"] for y in lines) else text
 
 # ----------------------------------------------------------------------------
 # 2 · Fingerprint: one hash that changes when any note is added, removed or edited.
@@ -5100,7 +5102,8 @@ def first_sentence(text: str, limit: int) -> str:
 # The gap log: what the notes could not answer. A question below the relevance floor, or
 # answered without citing a single source, says what the notes lack, so answer() appends it
 # (logged()) to GAP_LOG in the cache folder, and --gaps shows them grouped by topic. The log
-# stays on this machine: nothing sends it to a model. Each question is one line, written
+# stays on this machine: only --gaps sends a question on, to the embedding model, when its
+# vector was made by another one. Each question is one line, written
 # with one write() in append mode, so two runs writing at once never mix their lines; a
 # line a killed run left cut short is skipped on reading. Each keeps its question's vector,
 # so --gaps groups a thousand questions without embedding them again.
@@ -5271,11 +5274,11 @@ def gap_vector(entry: dict, settings: Settings, dim: int) -> np.ndarray | None:
 # ============================================================================
 # PART III · THE MODES AND THE COMMAND LINE
 # One question (the default), a conversation (--chat), an evaluation (--eval,
-# --make-eval, --tune), a narrated run (--explain), all opening the index
-# through one set-up (open_for_mode) and searching through Part II's search(),
-# and a server for agents (--mcp), which opens it with the same checks on its
-# first call. Only main() and the run_* functions print; --mcp writes protocol
-# messages on stdout and nothing else.
+# --make-eval, --tune), a narrated run (--explain) and what the notes could not
+# answer (--gaps), all opening the index through one set-up (open_for_mode) and
+# searching through Part II's search(), and a server for agents (--mcp), which
+# opens it with the same checks on its first call. Only main() and the run_*
+# functions print; --mcp writes protocol messages on stdout and nothing else.
 # ============================================================================
 
 # ----------------------------------------------------------------------------
@@ -5689,8 +5692,8 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
         confidences.append({"question": item["question"], "answerable": answerable,
                             "confidence": round(conf, 3), "floor": r.floor})
         if not answerable and item.get("from") == GAP_FROM:     # counted only when the set holds some
-            floor["logged"] = floor.get("logged", 0) + 1
-            floor["logged_refused"] = floor.get("logged_refused", 0) + (not found)
+            floor["from_gap_log"] = floor.get("from_gap_log", 0) + 1
+            floor["from_gap_log_refused"] = floor.get("from_gap_log_refused", 0) + (not found)
             continue
         if not answerable:
             floor["unanswerable"] += 1
@@ -6442,8 +6445,8 @@ def run_eval(args, settings: Settings, client: ollama.Client) -> int:
     f = result["floor"]
     print(f"relevance floor {floor_words(index, settings)}: answered {f['answerable_found']}/{f['answerable']} answerable, "
           f"declined {f['unanswerable_refused']}/{f['unanswerable']} unanswerable"
-          + (f", and {f['logged_refused']}/{f['logged']} from the gap log (asked by users; some may be "
-             "answerable now)" if f.get("logged") else ""))
+          + (f", and {f['from_gap_log_refused']}/{f['from_gap_log']} from the gap log (asked by users; some may "
+             "be answerable now)" if f.get("from_gap_log") else ""))
     for m in result["misses"]:
         print(f"miss (rank {m['rank']}): {m['question']}  -> top: {m['top']}")
     if args.answers:

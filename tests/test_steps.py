@@ -19,6 +19,10 @@ import demo_rag as rag
     ("---\nkey: v\n...\nBody", "Body"),                                       # YAML end marker
     ("# No front matter\n---\nnot yaml", "# No front matter\n---\nnot yaml"),  # rule mid-note
     ("", ""),
+    ("---\nMeeting with the landlord\nThe deposit is 2400 euros.\n---\n", "---\nMeeting with the landlord\n"
+     "The deposit is 2400 euros.\n---\n"),                                    # prose between rules stays
+    ("---\ntags:\n  - a\n# c\n\n---\nBody", "Body"),                             # items, comments, blank lines
+    ("---\n---\nBody", "---\n---\nBody"),                                        # no key: no metadata
 ])
 def test_strip_front_matter(raw, expected):
     assert rag.strip_front_matter(raw) == expected
