@@ -2870,10 +2870,11 @@ FIRST_WITH_HEADER = 9                     # from this format on, a cache file st
 def upgraded(d: dict) -> dict:
     """An older cache's fields in this version's layout, every vector kept. What it did not
     record is left for the next update to find out, and an empty fingerprint makes that
-    update happen: each note is read once (its record's stat and digest match none: what a note says
-    of itself, its cleaned text and the lines its chunks start on were not kept), and a chunk whose
-    text is the same reuses its vector. A format 5 cache's skipped notes are read once too (their
-    reasons had no kind), and the model's build is taken to be the one Ollama runs now."""
+    update happen: each text note is read once (lines_known: the lines its chunks start on, what
+    it says of itself and its cleaned text were not kept), and a chunk whose text is the same
+    reuses its vector. A format 5 cache's notes are hashed once (their records have no ctime or
+    inode: -1 matches none) and its skipped notes read once (their reasons had no kind), and the
+    model's build is taken to be the one Ollama runs now."""
     chunks = check(d["chunks"], dict, "chunks")
     shape = check(chunks["source_ids"], tuple, "source ids")[1]
     d = {**d, "chunks": {**chunks, "lines": ("<i8", shape, np.full(shape, -1, dtype="<i8").tobytes())}}
@@ -2882,12 +2883,7 @@ def upgraded(d: dict) -> dict:
                    for rel, r in check(d["files"], dict, "files").items()}
         d = {**d, "files": pickle.loads(pickle.dumps(FileTable.pack(records), protocol=5)),   # as a cache holds them
              "skipped": {}, "model_digest": "", "notes_dir": ""}
-    files = check(d["files"], dict, "files")
-    kind, shape, _ = check(files["digests"], tuple, "digests")
-    n = check(check(shape, tuple, "digests")[0], int, "digests")
-    unknown = {"digests": (kind, shape, bytes(32 * n)),      # no stat and no digest matches: read again
-               "stats": ("<i8", (n, 4), np.full((n, 4), -1, dtype="<i8").tobytes())}
-    return {**d, "format": CACHE_FORMAT, "fingerprint": "", "notes": None, "files": {**files, **unknown}}
+    return {**d, "format": CACHE_FORMAT, "fingerprint": "", "notes": None}
 
 
 class CacheDamaged(ValueError):
@@ -6329,8 +6325,8 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
         sys.stdin.reconfigure(errors="surrogateescape")
     conv, last, warned = Conversation(num_ctx=num_ctx), None, set()     # last: the last turn's Retrieval
     commands = "/sources  /clear  /stats  /quit"
-    print(f"Ask about your notes ({len(index.files)} notes). Commands: {commands}. Ctrl-D leaves. "
-          "Filters before a question: #tag since:2026-01 until:2026-03")
+    print(f"Ask about your notes ({len(index.files)} notes). Commands: {commands}. "
+          "Filters before a question: #tag since:2026-01 until:2026-03. Ctrl-D leaves.")
 
     def warn_once(text: str) -> None:     # a cut prompt is said once a session, not every turn
         kind = text.split(":")[0]         # the numbers after it change from turn to turn
@@ -7121,6 +7117,10 @@ def run_mcp(args, settings: Settings, client: ollama.Client) -> int:
         os.dup2(out.fileno(), 1)
         with contextlib.suppress(OSError):
             out.close()
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------------
 # --gaps: the gap log grouped by topic, and which of its questions today's notes answer.
 
 GAP_GROUP_SHARE = 0.3                     # two questions are one topic when their cosine stands this share of
