@@ -163,8 +163,8 @@ def list_notes(notes_dir: Path) -> list[NoteFile]:
 
 
 # "---" lines around YAML: keys ("tags: [a, b]"), at least one, list items, comments, indented lines.
-FRONT_MATTER = re.compile(r"\A---[ \t]*\n(?:(?:[ \t]*(?:#.*|- .*|-)?|[ \t]+.*)\n)*\w[\w .-]*:(?:[ \t].*)?\n"
-                          r"(?:(?:\w[\w .-]*:(?:[ \t].*)?|[ \t]*(?:#.*|- .*|-)?|[ \t]+.*)\n)*?(?:---|\.\.\.)[ \t]*(?:\n|\Z)")
+FRONT_MATTER = re.compile(r"\A---[ \t]*\n(?:(?:#.*|-(?: .*)?|[ \t].*|)\n)*\w[\w .-]*:(?:[ \t].*)?\n"
+                          r"(?:(?:\w[\w .-]*:(?:[ \t].*)?|#.*|-(?: .*)?|[ \t].*|)\n)*?(?:---|\.\.\.)[ \t]*(?:\n|\Z)")
 
 
 def strip_front_matter(text: str) -> str:
@@ -1262,7 +1262,7 @@ def read_text(path: Path) -> tuple[list[Section], str | None]:
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")  # front matter and Obsidian's markup are read in these only
 FRONT_MATTER_BLOCK = re.compile(r"\A---[ \t]*\n(.*?)^(?:---|\.\.\.)[ \t]*$\n?", re.DOTALL | re.MULTILINE)
-YAML_KEY = re.compile(r"(\w[\w .-]*?)[ \t]*:(?:[ \t]+(.*))?")      # top level: no indent
+YAML_KEY = re.compile(r"(\w[\w.-]*(?:[ \t]+[\w.-]+)*)[ \t]*:(?:[ \t]+(.*))?")      # top level: no indent
 YAML_ITEM = re.compile(r"[ \t]*-(?:[ \t]+(.*))?")
 BLOCK_SCALAR = re.compile(r"[|>][+-]?")
 WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]*)\]\]")
