@@ -172,7 +172,7 @@ def test_a_rename_embeds_nothing_and_the_new_title_is_found(cli, server, vault):
 
 
 def test_chat_takes_filters_before_a_question(cli, vault):
-    out = cli("--chat", "--notes", vault, "--retrieve-only" if False else "--top-k", "10",
+    out = cli("--chat", "--notes", vault, "--top-k", "10",
               stdin="since:2026-02-01 until:2026-02-07 What did I buy at the market?\n#nosuchtag what?\n"
                     "since:soon what?\n#garden\n")
     assert out.returncode == 0, out.stderr
