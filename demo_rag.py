@@ -5529,8 +5529,8 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
         sys.stdin.reconfigure(errors="surrogateescape")
     conv, last_hits, warned = Conversation(num_ctx=num_ctx), [], set()
     commands = "/sources  /clear  /stats  /quit"
-    print(f"Ask about your notes ({len(index.files)} notes). Commands: {commands}. Ctrl-D leaves. "
-          "Filters before a question: #tag since:2026-01 until:2026-03")
+    print(f"Ask about your notes ({len(index.files)} notes). Filters go before a question: #tag since:2026-01 "
+          f"until:2026-03. Commands: {commands}. Ctrl-D leaves.")
 
     def warn_once(text: str) -> None:     # a cut prompt is said once a session, not every turn
         kind = text.split(":")[0]         # the numbers after it change from turn to turn
