@@ -1308,7 +1308,8 @@ def parse_front_matter(block: str) -> dict[str, str | list[str]] | None:
     line); nested mappings are passed over, and of a key given twice the last counts. None if a
     line is none of these: then the block is no front matter.
 
-    >>> parse_front_matter('title: "A: b" # c\\ntags:\\n  - x\\n  - "y z"\\naliases: [one, \\'two, 2\\']\\nm:\\n  k: 1\\n')
+    >>> parse_front_matter('title: "A: b" # c\\ntags:\\n  - x\\n  - "y z"\\n'
+    ...                    'aliases: [one, \\'two, 2\\']\\nm:\\n  k: 1\\n')
     {'title': 'A: b', 'tags': ['x', 'y z'], 'aliases': ['one', 'two, 2'], 'm': ''}
     >>> parse_front_matter("Meeting with the landlord\\nThe deposit is 2400 euros.") is None
     True
@@ -1359,8 +1360,10 @@ def meta_from(fields_: dict, inline_tags: list[str], dropped: tuple[str, ...]) -
     """A NoteMeta from parsed front matter (unknown keys ignored), the inline #tags and the
     embeds dropped, and what to warn of (a date that is no date).
 
-    >>> meta_from({"tags": "a, #b/c", "aliases": None, "created": "2026-13-45", "updated": "2026-02-03"}, ["a"], ())
-    (NoteMeta(title='', aliases=(), tags=('a', 'b/c'), date='2026-02-03', dated_by='updated', description='', dropped=()), ["front matter created: '2026-13-45' is no date like 2026-01-15; ignored"])
+    >>> meta, said = meta_from({"tags": "a, #b/c", "aliases": None, "created": "2026-13-45",
+    ...                         "updated": "2026-02-03"}, ["a"], ())
+    >>> meta.tags, meta.aliases, meta.date, meta.dated_by, said
+    (('a', 'b/c'), (), '2026-02-03', 'updated', ["front matter created: '2026-13-45' is no date like 2026-01-15; ignored"])
     """
     def texts(value, split: str = ",") -> list[str]:
         values = value if isinstance(value, list) else re.split(split, value) if isinstance(value, str) else []
@@ -1376,7 +1379,8 @@ def meta_from(fields_: dict, inline_tags: list[str], dropped: tuple[str, ...]) -
             date, dated_by = day, key
         elif value and not iso_day(value):
             said.append(f"front matter {key}: {value[:40]!r} is no date like 2026-01-15; ignored")
-    return NoteMeta(text(fields_.get("title")), tuple(dict.fromkeys(texts(fields_.get("aliases", fields_.get("alias"))))),
+    aliases = texts(fields_.get("aliases", fields_.get("alias")))
+    return NoteMeta(text(fields_.get("title")), tuple(dict.fromkeys(aliases)),
                     tuple(dict.fromkeys(t for t in tags + inline_tags if t)), date, dated_by,
                     text(fields_.get("description", fields_.get("summary"))), dropped), said
 
@@ -1399,8 +1403,10 @@ def clean_markup(text: str) -> tuple[str, tuple[str, ...]]:
     [[Note#Part]] -> Note › Part, ![[file]] and %%comments%% dropped, a callout's [!type]
     marker replaced by its title (or its type). A link that never closes stays as it is.
 
-    >>> clean_markup("[[Note]], [[Note|text]], [[Note#Part]], [[#Part]], [[]][[|]]![[a.png]] [[x%%c\\nc%%\\n> [!tip]- Why\\n> [!warning]")
-    ('Note, text, Note › Part, Part,  [[x\\n\\n> Why\\n> Warning', ('a.png',))
+    >>> clean_markup("[[Note]], [[Note|text]], [[Note#Part]], [[#Part]], [[]][[|]]![[a.png]] [[x")
+    ('Note, text, Note › Part, Part,  [[x', ('a.png',))
+    >>> clean_markup("%%a\\nb%%\\n> [!tip]- Why\\n> [!warning]")
+    ('\\n\\n> Why\\n> Warning', ())
     """
     dropped = []
 
@@ -1422,8 +1428,9 @@ def note_card(rel: str, meta: NoteMeta, mtime_ns: int) -> NoteMeta:
     front matter gives one; the date is the front matter's, else a YYYY-MM-DD in its file name
     (a daily note), else its modification day.
 
-    >>> note_card("daily/2026-03-01.md", NoteMeta(), 0)
-    NoteMeta(title='2026-03-01', aliases=(), tags=(), date='2026-03-01', dated_by='file name', description='', dropped=())
+    >>> card = note_card("daily/2026-03-01.md", NoteMeta(), 0)
+    >>> card.title, card.date, card.dated_by
+    ('2026-03-01', '2026-03-01', 'file name')
     """
     stem = PurePosixPath(rel).stem
     card = meta._replace(title=meta.title or stem)
@@ -2980,7 +2987,8 @@ class NoteTable(Mapping):
         """pack()'s output back, each column checked (CacheDamaged) against the files."""
         if check(d["fields"], list, "note fields") != list(NoteMeta._fields):
             raise CacheDamaged("note fields are another version's")
-        return cls(files, [check_blob(c, arr, len(files), "note column") for c in check(d["columns"], list, "notes")])
+        columns = check(d["columns"], list, "notes")
+        return cls(files, [check_blob(c, arr, len(files), "note column") for c in columns])
 
 
 NOTE_META_KINDS = [tuple if "tuple" in str(kind) else str for kind in NoteMeta.__annotations__.values()]
@@ -4772,7 +4780,8 @@ def outcome_json(outcome: Outcome, report: IndexReport, index_seconds: float, te
     r, u = outcome.retrieval, outcome.usage
     return {"question": outcome.question, "status": outcome.status, "answer": outcome.text, "found": r.found,
             "lexical_only": r.lexical_only, "confidence": round(r.confidence, 3),
-            "floor": {"value": r.floor, "source": r.floor_source}, "sources": [hit_json(h, r.notes.get(h.chunk.source)) for h in r.hits],
+            "floor": {"value": r.floor, "source": r.floor_source},
+            "sources": [hit_json(h, r.notes.get(h.chunk.source)) for h in r.hits],
             "timings": {k: round(v, 3) for k, v in {"index": index_seconds, **outcome.timings}.items()},
             "tokens": {} if u is None else {"prompt": u.prompt_tokens, "answer": u.answer_tokens,
                                             "per_second": round(u.tokens_per_second, 1)},
