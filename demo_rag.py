@@ -1423,7 +1423,7 @@ def clean_markup(text: str) -> tuple[str, tuple[str, ...]]:
     return text, tuple(d for d in dict.fromkeys(dropped) if d)
 
 
-def note_card(rel: str, meta: NoteMeta, mtime_ns: int) -> NoteMeta:
+def note_card(rel: str, meta: NoteMeta, mtime_ns: int | None) -> NoteMeta:
     """A note's NoteMeta with its title and date filled in: the title is its file name unless the
     front matter gives one; the date is the front matter's, else a YYYY-MM-DD in its file name
     (a daily note), else its modification day.
@@ -1439,6 +1439,8 @@ def note_card(rel: str, meta: NoteMeta, mtime_ns: int) -> NoteMeta:
     day = next((d for d in map(iso_day, DAY_IN_NAME.findall(stem)) if d), None)
     if day:
         return card._replace(date=day, dated_by="file name")
+    if mtime_ns is None:
+        return card
     return card._replace(date=time.strftime("%Y-%m-%d", time.localtime(mtime_ns / 1e9)), dated_by="modified")
 
 
@@ -3400,8 +3402,9 @@ def rank(index: Index, question: str, qvec: np.ndarray | None, settings: Setting
 
 
 def card_of(index: Index, rel: str) -> NoteMeta:
-    """note_card() of one note of the index."""
-    return note_card(rel, index.notes.get(rel, NoteMeta()), index.files[rel].mtime_ns)
+    """note_card() of one note of the index (undated if the index has no record of its file: one made by hand)."""
+    rec = index.files.get(rel)
+    return note_card(rel, index.notes.get(rel, NoteMeta()), rec.mtime_ns if rec else None)
 
 
 class Scores(NamedTuple):
@@ -5759,7 +5762,7 @@ def what_the_note_says(card: NoteMeta) -> str:
     by = {"file name": "by its file name", "modified": "the day it was modified"}.get(
         card.dated_by, f"its front matter's {card.dated_by}")
     parts = [f"title {card.title}"] + ([f"aliases {', '.join(card.aliases)}"] if card.aliases else []) + \
-        ([f"tags {' '.join('#' + t for t in card.tags)}"] if card.tags else []) + [f"dated {card.date} ({by})"] + \
+        ([f"tags {' '.join('#' + t for t in card.tags)}"] if card.tags else []) + ([f"dated {card.date} ({by})"] if card.date else []) + \
         ([f"description {card.description!r}"] if card.description else []) + \
         ([f"embeds dropped: {', '.join(card.dropped)}"] if card.dropped else [])
     return ", ".join(parts)
