@@ -1282,7 +1282,7 @@ def read_text(path: Path) -> tuple[list[Section], str | None]:
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")  # front matter and Obsidian's markup are read in these only
 FRONT_MATTER_BLOCK = re.compile(r"\A---[ \t]*\n(.*?)^(?:---|\.\.\.)[ \t]*$\n?", re.DOTALL | re.MULTILINE)
-YAML_KEY = re.compile(r"(\w[\w .-]*?)[ \t]*:(?:[ \t]+(.*))?")      # top level: no indent
+YAML_KEY = re.compile(r"(\w[\w.-]*(?:[ \t]+[\w.-]+)*)[ \t]*:(?:[ \t]+(.*))?")      # top level: no indent
 YAML_ITEM = re.compile(r"[ \t]*-(?:[ \t]+(.*))?")
 BLOCK_SCALAR = re.compile(r"[|>][+-]?")
 WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]*)\]\]")
@@ -1328,7 +1328,8 @@ def parse_front_matter(block: str) -> dict[str, str | list[str]] | None:
     line); nested mappings are passed over, and of a key given twice the last counts. None if a
     line is none of these: then the block is no front matter.
 
-    >>> parse_front_matter('title: "A: b" # c\\ntags:\\n  - x\\n  - "y z"\\naliases: [one, \\'two, 2\\']\\nm:\\n  k: 1\\n')
+    >>> parse_front_matter('title: "A: b" # c\\ntags:\\n  - x\\n  - "y z"\\n'
+    ...                    'aliases: [one, \\'two, 2\\']\\nm:\\n  k: 1\\n')
     {'title': 'A: b', 'tags': ['x', 'y z'], 'aliases': ['one', 'two, 2'], 'm': ''}
     >>> parse_front_matter("Meeting with the landlord\\nThe deposit is 2400 euros.") is None
     True
@@ -1379,8 +1380,10 @@ def meta_from(fields_: dict, inline_tags: list[str], dropped: tuple[str, ...]) -
     """A NoteMeta from parsed front matter (unknown keys ignored), the inline #tags and the
     embeds dropped, and what to warn of (a date that is no date).
 
-    >>> meta_from({"tags": "a, #b/c", "aliases": None, "created": "2026-13-45", "updated": "2026-02-03"}, ["a"], ())
-    (NoteMeta(title='', aliases=(), tags=('a', 'b/c'), date='2026-02-03', dated_by='updated', description='', dropped=()), ["front matter created: '2026-13-45' is no date like 2026-01-15; ignored"])
+    >>> meta, said = meta_from({"tags": "a, #b/c", "aliases": None, "created": "2026-13-45",
+    ...                         "updated": "2026-02-03"}, ["a"], ())
+    >>> meta.tags, meta.aliases, meta.date, meta.dated_by, said
+    (('a', 'b/c'), (), '2026-02-03', 'updated', ["front matter created: '2026-13-45' is no date like 2026-01-15; ignored"])
     """
     def texts(value, split: str = ",") -> list[str]:
         values = value if isinstance(value, list) else re.split(split, value) if isinstance(value, str) else []
@@ -1396,7 +1399,8 @@ def meta_from(fields_: dict, inline_tags: list[str], dropped: tuple[str, ...]) -
             date, dated_by = day, key
         elif value and not iso_day(value):
             said.append(f"front matter {key}: {value[:40]!r} is no date like 2026-01-15; ignored")
-    return NoteMeta(text(fields_.get("title")), tuple(dict.fromkeys(texts(fields_.get("aliases", fields_.get("alias"))))),
+    aliases = texts(fields_.get("aliases", fields_.get("alias")))
+    return NoteMeta(text(fields_.get("title")), tuple(dict.fromkeys(aliases)),
                     tuple(dict.fromkeys(t for t in tags + inline_tags if t)), date, dated_by,
                     text(fields_.get("description", fields_.get("summary"))), dropped), said
 
@@ -1419,8 +1423,10 @@ def clean_markup(text: str) -> tuple[str, tuple[str, ...]]:
     [[Note#Part]] -> Note › Part, ![[file]] and %%comments%% dropped, a callout's [!type]
     marker replaced by its title (or its type). A link that never closes stays as it is.
 
-    >>> clean_markup("[[Note]], [[Note|text]], [[Note#Part]], [[#Part]], [[]][[|]]![[a.png]] [[x%%c\\nc%%\\n> [!tip]- Why\\n> [!warning]")
-    ('Note, text, Note › Part, Part,  [[x\\n\\n> Why\\n> Warning', ('a.png',))
+    >>> clean_markup("[[Note]], [[Note|text]], [[Note#Part]], [[#Part]], [[]][[|]]![[a.png]] [[x")
+    ('Note, text, Note › Part, Part,  [[x', ('a.png',))
+    >>> clean_markup("%%a\\nb%%\\n> [!tip]- Why\\n> [!warning]")
+    ('\\n\\n> Why\\n> Warning', ())
     """
     dropped = []
 
@@ -1437,13 +1443,14 @@ def clean_markup(text: str) -> tuple[str, tuple[str, ...]]:
     return text, tuple(d for d in dict.fromkeys(dropped) if d)
 
 
-def note_card(rel: str, meta: NoteMeta, mtime_ns: int) -> NoteMeta:
+def note_card(rel: str, meta: NoteMeta, mtime_ns: int | None) -> NoteMeta:
     """A note's NoteMeta with its title and date filled in: the title is its file name unless the
     front matter gives one; the date is the front matter's, else a YYYY-MM-DD in its file name
     (a daily note), else its modification day.
 
-    >>> note_card("daily/2026-03-01.md", NoteMeta(), 0)
-    NoteMeta(title='2026-03-01', aliases=(), tags=(), date='2026-03-01', dated_by='file name', description='', dropped=())
+    >>> card = note_card("daily/2026-03-01.md", NoteMeta(), 0)
+    >>> card.title, card.date, card.dated_by
+    ('2026-03-01', '2026-03-01', 'file name')
     """
     stem = PurePosixPath(rel).stem
     card = meta._replace(title=meta.title or stem)
@@ -1452,6 +1459,8 @@ def note_card(rel: str, meta: NoteMeta, mtime_ns: int) -> NoteMeta:
     day = next((d for d in map(iso_day, DAY_IN_NAME.findall(stem)) if d), None)
     if day:
         return card._replace(date=day, dated_by="file name")
+    if mtime_ns is None:
+        return card
     return card._replace(date=time.strftime("%Y-%m-%d", time.localtime(mtime_ns / 1e9)), dated_by="modified")
 
 
@@ -3035,7 +3044,8 @@ class NoteTable(Mapping):
         """pack()'s output back, each column checked (CacheDamaged) against the files."""
         if check(d["fields"], list, "note fields") != list(NoteMeta._fields):
             raise CacheDamaged("note fields are another version's")
-        return cls(files, [check_blob(c, arr, len(files), "note column") for c in check(d["columns"], list, "notes")])
+        columns = check(d["columns"], list, "notes")
+        return cls(files, [check_blob(c, arr, len(files), "note column") for c in columns])
 
 
 NOTE_META_KINDS = [tuple if "tuple" in str(kind) else str for kind in NoteMeta.__annotations__.values()]
@@ -3447,8 +3457,9 @@ def rank(index: Index, question: str, qvec: np.ndarray | None, settings: Setting
 
 
 def card_of(index: Index, rel: str) -> NoteMeta:
-    """note_card() of one note of the index."""
-    return note_card(rel, index.notes.get(rel, NoteMeta()), index.files[rel].mtime_ns)
+    """note_card() of one note of the index (undated if the index has no record of its file: one made by hand)."""
+    rec = index.files.get(rel)
+    return note_card(rel, index.notes.get(rel, NoteMeta()), rec.mtime_ns if rec else None)
 
 
 class Scores(NamedTuple):
@@ -6325,8 +6336,8 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
         sys.stdin.reconfigure(errors="surrogateescape")
     conv, last, warned = Conversation(num_ctx=num_ctx), None, set()     # last: the last turn's Retrieval
     commands = "/sources  /clear  /stats  /quit"
-    print(f"Ask about your notes ({len(index.files)} notes). Commands: {commands}. "
-          "Filters before a question: #tag since:2026-01 until:2026-03. Ctrl-D leaves.")
+    print(f"Ask about your notes ({len(index.files)} notes). Filters go before a question: #tag since:2026-01 "
+          f"until:2026-03. Commands: {commands}. Ctrl-D leaves.")
 
     def warn_once(text: str) -> None:     # a cut prompt is said once a session, not every turn
         kind = text.split(":")[0]         # the numbers after it change from turn to turn
@@ -6564,7 +6575,7 @@ def what_the_note_says(card: NoteMeta) -> str:
     by = {"file name": "by its file name", "modified": "the day it was modified"}.get(
         card.dated_by, f"its front matter's {card.dated_by}")
     parts = [f"title {card.title}"] + ([f"aliases {', '.join(card.aliases)}"] if card.aliases else []) + \
-        ([f"tags {' '.join('#' + t for t in card.tags)}"] if card.tags else []) + [f"dated {card.date} ({by})"] + \
+        ([f"tags {' '.join('#' + t for t in card.tags)}"] if card.tags else []) + ([f"dated {card.date} ({by})"] if card.date else []) + \
         ([f"description {card.description!r}"] if card.description else []) + \
         ([f"embeds dropped: {', '.join(card.dropped)}"] if card.dropped else [])
     return ", ".join(parts)

@@ -40,15 +40,17 @@ def main():
     p.add_argument("--host", required=True)
     p.add_argument("--embed-model", required=True)
     p.add_argument("--script", default=str(HERE.parent / "demo_rag.py"))
-    p.add_argument("--docs", required=True)
-    p.add_argument("--zh-news", required=True)
+    p.add_argument("--docs")
+    p.add_argument("--zh-news")
     p.add_argument("--cache", required=True)
+    p.add_argument("--obsidian-only", action="store_true", help="only the vault's questions")
     args = p.parse_args()
     read = lambda path: [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     obsidian = read(HERE / "obsidian-eval.jsonl")
     sets = [(f"obsidian: {kind}", HERE / "obsidian-vault", [i for i in obsidian if i["kind"] == kind])
             for kind in ("alias", "title", "filter", "paraphrase")]
-    sets += [("obsidian: all", HERE / "obsidian-vault", obsidian),
+    sets += [("obsidian: all", HERE / "obsidian-vault", obsidian)]
+    sets += [] if args.obsidian_only else [
              ("demo-data/eval.jsonl", HERE.parent / "demo-data", read(HERE.parent / "demo-data" / "eval.jsonl")),
              ("bench/paraphrase-eval.jsonl", Path(args.docs), read(HERE / "paraphrase-eval.jsonl")),
              ("bench/zh-news-eval.jsonl", Path(args.zh_news), read(HERE / "zh-news-eval.jsonl"))]

@@ -172,7 +172,7 @@ def test_a_rename_embeds_nothing_and_the_new_title_is_found(cli, server, vault):
 
 
 def test_chat_takes_filters_before_a_question(cli, vault):
-    out = cli("--chat", "--notes", vault, "--retrieve-only" if False else "--top-k", "10",
+    out = cli("--chat", "--notes", vault, "--top-k", "10",
               stdin="since:2026-02-01 until:2026-02-07 What did I buy at the market?\n#nosuchtag what?\n"
                     "since:soon what?\n#garden\n")
     assert out.returncode == 0, out.stderr
@@ -226,3 +226,13 @@ def test_an_older_cache_keeps_its_vectors_and_reads_the_notes_again(cli, server,
     again = cli("What are my Shortcuts?", "--notes", vault, "--retrieve-only")
     assert "format 9" in again.stderr and "(0 chunks embedded)" in again.stderr, again.stderr
     assert "[1] 工具/快捷键.md" in again.stdout and "Shortcuts, Key bindings" in again.stdout
+
+
+@pytest.mark.parametrize("text", ["---\na: 1\n" + "  - x\n" * 50_000 + "prose, no closing line",
+                                  "---\n" + "a" + " " * 100_000 + "x\n---\nbody", "---\n" + "   \n" * 50_000 + "x"])
+def test_front_matter_rules_take_linear_time_on_hostile_notes(text):
+    import time
+    t0 = time.perf_counter()
+    assert rag.strip_front_matter(text) == text         # no front matter: nothing dropped
+    assert rag.read_markdown(text)[0] == text
+    assert time.perf_counter() - t0 < 5                 # a backtracking regex takes hours here
