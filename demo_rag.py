@@ -4549,8 +4549,10 @@ CITED_MIN_TERMS = 2                       # ...and a cited one with fewer, and n
 RANGE_MAX = 20                            # [1-3] cites 1, 2 and 3; a longer "range" is taken as its two ends
 NAMED_MAX = 5                             # numbers and sentences the summary line names, at most
 
-# [1], [1, 2], [1-3], [source 2], 【1】; full-width ［１］ is [1] after NFKC.
-CITATION = re.compile(r"[\[【]\s*(?:sources?\s*)?(-?\d+(?:\s*(?:[-–~,，、;]|and)\s*-?\d+)*)\s*[\]】]", re.IGNORECASE)
+# [1], [1, 2], [1-3], [source 2], 【1】; full-width ［１］ is [1] after NFKC. A number of more
+# than 30 digits is no source's and no citation (int() refuses one past 4,300 digits).
+CITATION = re.compile(r"[\[【]\s*(?:sources?\s*)?(-?\d{1,30}(?:\s*(?:[-–~,，、;]|and)\s*-?\d{1,30})*)\s*[\]】]",
+                      re.IGNORECASE)
 CODE = re.compile(r"^[ \t]*(```|~~~).*?(?:^[ \t]*\1[^\n]*$|\Z)|`[^`\n]*`", re.MULTILINE | re.DOTALL)
 LINE_MARK = re.compile(r"^\s*(?:[-*+•>]|\d+[.)]|#{1,6})\s+")     # a list item's, quote's or heading's mark
 # A sentence ends at CJK punctuation (NFKC makes "！" "!"), or at Latin punctuation before a

@@ -1,0 +1,31 @@
+"""A hostile pass over line-true sources and the citation check, Obsidian front matter and
+filters, the gap log and --mcp: what strangers' notes, answers, logs and clients can do.
+Each test runs the script as a user or a client would and failed on the code before its fix."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+NOTE = "# Kites\n\nKites fly on wind and string; a long tail keeps a kite steady in gusts.\n"
+
+
+@pytest.fixture
+def folder(tmp_path):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "kites.md").write_text(NOTE, encoding="utf-8")
+    return notes
+
+
+# ---- the citation check ------------------------------------------------------------------
+
+def test_a_citation_of_thousands_of_digits_is_no_traceback(cli, server, folder):
+    """int() refuses a number of more than 4,300 digits: the model's "[999…9]" must not end the run."""
+    server.answer = "Kites fly on wind [" + "9" * 5000 + "]. A tail keeps them steady [1]."
+    out = cli("--notes", folder, "how do kites fly", "--no-log")
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr[-400:]
+    assert "checked: " in out.stderr
+    out = cli("--notes", folder, "how do kites fly", "--no-log", "--json")
+    assert out.returncode == 0, out.stderr[-400:]
+    assert json.loads(out.stdout)["citations"]
