@@ -7123,6 +7123,10 @@ def run_mcp(args, settings: Settings, client: ollama.Client) -> int:
         os.dup2(out.fileno(), 1)
         with contextlib.suppress(OSError):
             out.close()
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------------
 # --gaps: the gap log grouped by topic, and which of its questions today's notes answer.
 
 GAP_GROUP_SHARE = 0.3                     # two questions are one topic when their cosine stands this share of

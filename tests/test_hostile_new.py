@@ -29,3 +29,28 @@ def test_a_citation_of_thousands_of_digits_is_no_traceback(cli, server, folder):
     out = cli("--notes", folder, "how do kites fly", "--no-log", "--json")
     assert out.returncode == 0, out.stderr[-400:]
     assert json.loads(out.stdout)["citations"]
+
+
+# ---- --mcp ---------------------------------------------------------------------------------
+
+def mcp_session(server, folder, tmp_path, lines: list[bytes], timeout: float = 60):
+    """--mcp fed these lines, then EOF: (exit code, the messages on stdout, stderr)."""
+    import subprocess
+    import sys
+
+    from conftest import SCRIPT, user_env
+    p = subprocess.run([sys.executable, str(SCRIPT), "--mcp", "--notes", str(folder), "--cache", str(tmp_path / "cache")],
+                       input=b"".join(line + b"\n" for line in lines), capture_output=True,
+                       env=user_env(server.url), timeout=timeout)
+    return p.returncode, [json.loads(line) for line in p.stdout.splitlines()], p.stderr.decode("utf-8", "replace")
+
+
+INIT = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}).encode()
+
+
+def test_eof_after_a_session_ends_the_server_with_exit_0_and_no_traceback(server, folder, tmp_path):
+    ping = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
+    code, replies, err = mcp_session(server, folder, tmp_path, [INIT, ping])
+    assert [r["id"] for r in replies] == [0, 1]
+    assert code == 0 and "Traceback" not in err, err[-600:]
