@@ -1282,7 +1282,9 @@ def read_text(path: Path) -> tuple[list[Section], str | None]:
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")  # front matter and Obsidian's markup are read in these only
 FRONT_MATTER_BLOCK = re.compile(r"\A---[ \t]*\n(.*?)^(?:---|\.\.\.)[ \t]*$\n?", re.DOTALL | re.MULTILINE)
-YAML_KEY = re.compile(r"(\w[\w .-]*?)[ \t]*:(?:[ \t]+(.*))?")      # top level: no indent
+# Top level: no indent. The key is read greedily (its trailing spaces stripped later): a lazy key
+# before "[ \t]*:" tries every split of a long run of spaces, hours for one line of a 5 MB note.
+YAML_KEY = re.compile(r"(\w[\w .-]*)(?:\t[ \t]*)?:(?:[ \t]+(.*))?")
 YAML_ITEM = re.compile(r"[ \t]*-(?:[ \t]+(.*))?")
 BLOCK_SCALAR = re.compile(r"[|>][+-]?")
 WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]*)\]\]")

@@ -54,3 +54,17 @@ def test_eof_after_a_session_ends_the_server_with_exit_0_and_no_traceback(server
     code, replies, err = mcp_session(server, folder, tmp_path, [INIT, ping])
     assert [r["id"] for r in replies] == [0, 1]
     assert code == 0 and "Traceback" not in err, err[-600:]
+
+
+# ---- Obsidian front matter ------------------------------------------------------------------
+
+def test_a_front_matter_line_of_spaces_is_read_in_linear_time(cli, folder):
+    """One line of 300,000 spaces between two words (a stranger's note, well under the size
+    limit) took the key's pattern minutes; the run must not hang on it."""
+    (folder / "spaces.md").write_text("---\ntitle: Spaces\na" + " " * 300_000 + "b\n---\n" + NOTE, encoding="utf-8")
+    (folder / "spaced-key.md").write_text("---\ntags: [sky]\nkey" + " " * 300_000 + ": value\n---\n" + NOTE,
+                                          encoding="utf-8")
+    out = cli("--notes", folder, "kites wind", "--retrieve-only", "--json", timeout=40)
+    assert out.returncode == 0, out.stderr[-400:]
+    cards = {s["source"]: s for s in json.loads(out.stdout)["sources"]}
+    assert cards["spaced-key.md"]["tags"] == ["sky"]
