@@ -6393,7 +6393,9 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
         conv, last = outcome.conversation, outcome.retrieval
 
 
-INLINE_FILTER = re.compile(r"\s*(?:#([\w/-]*[^\W\d_][\w/-]*)|(tag|since|until):(\S*))(?=\s|$)")
+# A #tag is a run of word characters, "/" and "-" with a letter in it (INLINE_TAG's rule), found by
+# a lookahead: spelt as INLINE_TAG is, a long "#word." the final (?=\s|$) refuses takes quadratic time.
+INLINE_FILTER = re.compile(r"\s*(?:#(?=[\w/-]*[^\W\d_])([\w/-]+)|(tag|since|until):(\S*))(?=\s|$)")
 
 
 def inline_filters(line: str, settings: Settings) -> tuple[Settings, str, str]:
@@ -6408,9 +6410,9 @@ def inline_filters(line: str, settings: Settings) -> tuple[Settings, str, str]:
     >>> inline_filters("since:yesterday what?", Settings())[2]
     "since: expected a date like 2026-01-15, 2026-01 or 2026, or a time ago like 7d, 2w, 3m or 1y, not 'yesterday'"
     """
-    tags, dates, rest = [], {}, line
-    while m := INLINE_FILTER.match(rest):
-        rest = rest[m.end():]
+    tags, dates, at = [], {}, 0
+    while m := INLINE_FILTER.match(line, at):
+        at = m.end()
         try:
             if m.group(1) or m.group(2) == "tag":
                 tags.append(tag_name(m.group(1) or m.group(3)))
@@ -6418,6 +6420,7 @@ def inline_filters(line: str, settings: Settings) -> tuple[Settings, str, str]:
                 dates[m.group(2)] = date_bound(m.group(3))
         except argparse.ArgumentTypeError as e:
             return settings, line, f"{m.group(2) or 'tag'}: {e}"
+    rest = line[at:]
     asked = replace(settings, **({"tags": tuple(tags)} if tags else {}), **dates)
     if asked.since and asked.until and date_span(asked.since)[0] > date_span(asked.until)[1]:
         return settings, line, f"since:{asked.since} is after until:{asked.until}"

@@ -68,3 +68,12 @@ def test_a_front_matter_line_of_spaces_is_read_in_linear_time(cli, folder):
     assert out.returncode == 0, out.stderr[-400:]
     cards = {s["source"]: s for s in json.loads(out.stdout)["sources"]}
     assert cards["spaced-key.md"]["tags"] == ["sky"]
+
+
+# ---- --chat's inline filters -----------------------------------------------------------------
+
+def test_a_long_hash_word_typed_in_chat_does_not_hang_it(cli, folder):
+    """A pasted "#aaaa…a." (no filter: a full stop ends it) took the filter's pattern minutes."""
+    out = cli("--notes", folder, "--chat", "--no-log", stdin="#" + "a" * 50_000 + ". kites\n#sky kites\n", timeout=40)
+    assert out.returncode == 0, out.stderr[-400:]
+    assert "no note matches --tag sky" in out.stdout      # the next line's filter still read
