@@ -817,8 +817,8 @@ def date_span(text: str, today: datetime.date | None = None) -> tuple[str, str]:
 
 
 def month_days(year: int, month: int) -> int:
-    """How many days a month has: 28 to 31."""
-    return (datetime.date(year + month // 12, month % 12 + 1, 1) - datetime.timedelta(days=1)).day
+    """How many days a month has: 28 to 31 (December has 31: its next month may be past year 9999)."""
+    return 31 if month == 12 else (datetime.date(year, month + 1, 1) - datetime.timedelta(days=1)).day
 
 
 class Appended(argparse.Action):

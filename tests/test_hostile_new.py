@@ -77,3 +77,14 @@ def test_a_long_hash_word_typed_in_chat_does_not_hang_it(cli, folder):
     out = cli("--notes", folder, "--chat", "--no-log", stdin="#" + "a" * 50_000 + ". kites\n#sky kites\n", timeout=40)
     assert out.returncode == 0, out.stderr[-400:]
     assert "no note matches --tag sky" in out.stdout      # the next line's filter still read
+
+
+# ---- --since and --until -------------------------------------------------------------------
+
+@pytest.mark.parametrize("bound", [["--until", "9999"], ["--since", "2000", "--until", "9999-12"]])
+def test_the_last_year_a_date_can_have_is_a_date(cli, folder, bound):
+    """December 9999's last day was found as the day before January 10000, which is no date:
+    --until 9999 was refused as 'expected a date'."""
+    out = cli("--notes", folder, "kites wind", "--retrieve-only", "--json", *bound)
+    assert out.returncode == 0, out.stderr[-400:]
+    assert [s["source"] for s in json.loads(out.stdout)["sources"]] == ["kites.md"]
