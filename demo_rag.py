@@ -6895,7 +6895,7 @@ class McpServer:
         """tools/call: check the name and arguments (a JSON-RPC error if wrong), refresh the
         index, run the tool; a tool that fails is a result with isError and one line."""
         name, arguments = params.get("name"), params.get("arguments", {})
-        if name not in self.tools:
+        if not isinstance(name, str) or name not in self.tools:     # a list or object: no tool's name
             raise McpError(INVALID_PARAMS, f"unknown tool {str(name)[:80]!r} (tools: {', '.join(self.tools)})")
         if not isinstance(arguments, dict):
             raise McpError(INVALID_PARAMS, "arguments must be an object")

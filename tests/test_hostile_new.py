@@ -88,3 +88,11 @@ def test_the_last_year_a_date_can_have_is_a_date(cli, folder, bound):
     out = cli("--notes", folder, "kites wind", "--retrieve-only", "--json", *bound)
     assert out.returncode == 0, out.stderr[-400:]
     assert [s["source"] for s in json.loads(out.stdout)["sources"]] == ["kites.md"]
+
+
+@pytest.mark.parametrize("name", [["search_notes"], {"a": 1}, None, 5])
+def test_a_tool_name_that_is_no_string_is_a_wrong_argument_not_an_internal_error(server, folder, tmp_path, name):
+    call = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name}}).encode()
+    code, replies, err = mcp_session(server, folder, tmp_path, [INIT, call])
+    assert replies[1]["error"]["code"] == -32602, replies[1]
+    assert "Traceback" not in err and "internal error" not in err, err[-600:]
