@@ -817,8 +817,8 @@ def date_span(text: str, today: datetime.date | None = None) -> tuple[str, str]:
 
 
 def month_days(year: int, month: int) -> int:
-    """How many days a month has: 28 to 31."""
-    return (datetime.date(year + month // 12, month % 12 + 1, 1) - datetime.timedelta(days=1)).day
+    """How many days a month has: 28 to 31 (December has 31: its next month may be past year 9999)."""
+    return 31 if month == 12 else (datetime.date(year, month + 1, 1) - datetime.timedelta(days=1)).day
 
 
 class Appended(argparse.Action):
@@ -4556,8 +4556,10 @@ CITED_MIN_TERMS = 2                       # ...and a cited one with fewer, and n
 RANGE_MAX = 20                            # [1-3] cites 1, 2 and 3; a longer "range" is taken as its two ends
 NAMED_MAX = 5                             # numbers and sentences the summary line names, at most
 
-# [1], [1, 2], [1-3], [source 2], 【1】; full-width ［１］ is [1] after NFKC.
-CITATION = re.compile(r"[\[【]\s*(?:sources?\s*)?(-?\d+(?:\s*(?:[-–~,，、;]|and)\s*-?\d+)*)\s*[\]】]", re.IGNORECASE)
+# [1], [1, 2], [1-3], [source 2], 【1】; full-width ［１］ is [1] after NFKC. A number of more
+# than 30 digits is no source's and no citation (int() refuses one past 4,300 digits).
+CITATION = re.compile(r"[\[【]\s*(?:sources?\s*)?(-?\d{1,30}(?:\s*(?:[-–~,，、;]|and)\s*-?\d{1,30})*)\s*[\]】]",
+                      re.IGNORECASE)
 CODE = re.compile(r"^[ \t]*(```|~~~).*?(?:^[ \t]*\1[^\n]*$|\Z)|`[^`\n]*`", re.MULTILINE | re.DOTALL)
 LINE_MARK = re.compile(r"^\s*(?:[-*+•>]|\d+[.)]|#{1,6})\s+")     # a list item's, quote's or heading's mark
 # A sentence ends at CJK punctuation (NFKC makes "！" "!"), or at Latin punctuation before a
@@ -6396,7 +6398,9 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
         conv, last = outcome.conversation, outcome.retrieval
 
 
-INLINE_FILTER = re.compile(r"\s*(?:#([\w/-]*[^\W\d_][\w/-]*)|(tag|since|until):(\S*))(?=\s|$)")
+# A #tag is a run of word characters, "/" and "-" with a letter in it (INLINE_TAG's rule), found by
+# a lookahead: spelt as INLINE_TAG is, a long "#word." the final (?=\s|$) refuses takes quadratic time.
+INLINE_FILTER = re.compile(r"\s*(?:#(?=[\w/-]*[^\W\d_])([\w/-]+)|(tag|since|until):(\S*))(?=\s|$)")
 
 
 def inline_filters(line: str, settings: Settings) -> tuple[Settings, str, str]:
@@ -6411,9 +6415,9 @@ def inline_filters(line: str, settings: Settings) -> tuple[Settings, str, str]:
     >>> inline_filters("since:yesterday what?", Settings())[2]
     "since: expected a date like 2026-01-15, 2026-01 or 2026, or a time ago like 7d, 2w, 3m or 1y, not 'yesterday'"
     """
-    tags, dates, rest = [], {}, line
-    while m := INLINE_FILTER.match(rest):
-        rest = rest[m.end():]
+    tags, dates, at = [], {}, 0
+    while m := INLINE_FILTER.match(line, at):
+        at = m.end()
         try:
             if m.group(1) or m.group(2) == "tag":
                 tags.append(tag_name(m.group(1) or m.group(3)))
@@ -6421,6 +6425,7 @@ def inline_filters(line: str, settings: Settings) -> tuple[Settings, str, str]:
                 dates[m.group(2)] = date_bound(m.group(3))
         except argparse.ArgumentTypeError as e:
             return settings, line, f"{m.group(2) or 'tag'}: {e}"
+    rest = line[at:]
     asked = replace(settings, **({"tags": tuple(tags)} if tags else {}), **dates)
     if asked.since and asked.until and date_span(asked.since)[0] > date_span(asked.until)[1]:
         return settings, line, f"since:{asked.since} is after until:{asked.until}"
@@ -6895,7 +6900,7 @@ class McpServer:
         """tools/call: check the name and arguments (a JSON-RPC error if wrong), refresh the
         index, run the tool; a tool that fails is a result with isError and one line."""
         name, arguments = params.get("name"), params.get("arguments", {})
-        if name not in self.tools:
+        if not isinstance(name, str) or name not in self.tools:     # a list or object: no tool's name
             raise McpError(INVALID_PARAMS, f"unknown tool {str(name)[:80]!r} (tools: {', '.join(self.tools)})")
         if not isinstance(arguments, dict):
             raise McpError(INVALID_PARAMS, "arguments must be an object")

@@ -261,7 +261,7 @@ def test_search_notes_gives_the_same_top_sources_as_the_command_line_for_every_e
     served = []
     for q in questions:
         s = m.call("search_notes", query=q)["structuredContent"]
-        served.append([(f"{h['path']}:{h['line']}", h["section"]) for h in s["sources"]])
+        served.append([(h["path"], h["line"], h["section"]) for h in s["sources"]])
     assert m.close()[0] == 0
     # --chat answers them all in one process; /clear makes each question a first one, as the CLI asks it
     out = cli("--notes", notes, "--chat", stdin="".join(f"{q}\n/clear\n" for q in questions), timeout=300)
@@ -269,10 +269,11 @@ def test_search_notes_gives_the_same_top_sources_as_the_command_line_for_every_e
     shown = [[line.split("]", 1)[1].strip().rsplit("  (", 1)[0] for line in block.splitlines()
               if line.startswith("  [")] for block in out.stdout.split("Top sources")[1:]]
     assert len(shown) == len(questions)
-    assert [[" › ".join(filter(None, h)) for h in hits] for hits in served] == shown
+    assert [[" › ".join(filter(None, (f"{path}:{line}", section))) for path, line, section in hits]
+            for hits in served] == shown
     for i in range(0, len(questions), 8):            # and one question run in eight, as a question is run
         run = json.loads(cli("--notes", notes, questions[i], "--json", "--retrieve-only").stdout)
-        assert [(f"{h['source']}:{h['line']}", h["section"]) for h in run["sources"]] == served[i], questions[i]
+        assert [(h["source"], h["line"], h["section"]) for h in run["sources"]] == served[i], questions[i]
 
 
 def test_read_note_reads_a_note_by_its_lines_on_disk(mcp, notes):
