@@ -696,6 +696,8 @@ GAP_LOG_VERSION = 1                       # bump when an entry's fields change: 
 GAP_LOG_MAX_MB = 16                       # past this the log starts a new file and keeps the one before
                                           # (gaps.old.jsonl): at most twice this, the oldest going first;
                                           # about 5,000 questions a file with vectors of 1,024 numbers
+NOT_A_LINK = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)   # the log is opened as itself: a
+                                          # link in its place (to a file, a FIFO, a device) is refused
 GAP_QUESTION_CHARS = 2000                 # of a question, this much is kept: a pasted page is no question
 GAP_SOURCES = 3                           # the closest sources kept with each question
 NO_LOG_ENV = "DEMO_RAG_NO_LOG"            # set (to anything but "" or 0): no run adds to the gap log
@@ -5183,7 +5185,7 @@ def append_gap(path: Path, entry: dict) -> None:
     goes) and the next entry starts a new one. The file is the user's alone (mode 600)."""
     # backslashreplace: a lone surrogate (a file name that is not UTF-8) becomes JSON's own \udcxx
     line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace")
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o600)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | NOT_A_LINK, 0o600)
     try:
         size = os.fstat(fd).st_size
         if size:
@@ -5216,7 +5218,7 @@ def read_gaps(path: Path) -> tuple[list[dict], list[str]]:
     entries, warnings = [], []
     for p in (path.with_name(GAP_LOG_OLD), path):
         try:
-            lines = p.read_bytes().split(b"\n")
+            lines = read_log_file(p).split(b"\n")
         except FileNotFoundError:
             continue
         cut = lines.pop()                 # b"" after a final newline, else a line a killed run left
@@ -5242,6 +5244,18 @@ def read_gaps(path: Path) -> tuple[list[dict], list[str]]:
             warnings.append(f"{len(other)} entries of {p} come from another version of demo_rag.py (another log "
                             f"format than v{GAP_LOG_VERSION}): skipped")
     return entries, warnings
+
+
+def read_log_file(path: Path) -> bytes:
+    """A log file's bytes, at most twice GAP_LOG_MAX_MB (a bigger one is no log of ours: its end
+    is cut). Raises OSError for a link, a folder or anything else that is no regular file."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | NOT_A_LINK)   # a FIFO does not wait
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise (IsADirectoryError if stat.S_ISDIR(mode) else OSError)(0, "not a regular file", str(path))
+    with os.fdopen(fd, "rb") as f:
+        return f.read(2 * GAP_LOG_MAX_MB * 2**20)
 
 
 def gap_from_line(line: bytes) -> dict | str | None:
@@ -6630,7 +6644,7 @@ SEARCH_FILTERS = {
     "source": ("source_filter", str, {"type": "string", "minLength": 1, "description":
                                       "only notes whose path matches: a glob such as 'work/*.md', or a part of "
                                       "the path (the server's --source when not given)"}),
-    "tags": ("tags", lambda tags: tuple(map(tag_name, tags)), {
+    "tags": ("tags", lambda tags: tuple(dict.fromkeys(map(tag_name, tags))), {
         "type": "array", "items": {"type": "string", "minLength": 1}, "description":
         "only notes with any of these tags (front matter's or inline #tags; 'a' also matches 'a/b')"}),
     "since": ("since", date_bound, {"type": "string", "minLength": 1, "description":

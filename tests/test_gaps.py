@@ -315,6 +315,24 @@ def test_a_log_that_is_a_folder(cli, notes):
         f"error: {cli.cache / rag.GAP_LOG} is a folder, not the gap log; move it away"
 
 
+@pytest.mark.skipif(not hasattr(os, "O_NOFOLLOW"), reason="no O_NOFOLLOW here")
+def test_a_link_or_a_fifo_in_the_log_s_place_is_neither_written_through_nor_read(cli, notes, tmp_path):
+    cli.cache.mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_text("someone else's file\n")
+    (cli.cache / rag.GAP_LOG).symlink_to(elsewhere)
+    out = cli("--notes", notes, OFF_TOPIC)
+    assert out.returncode == 0 and rag.NOT_FOUND in out.stdout          # the answer still comes,
+    assert out.stderr.count("warning: the gap log could not be written") == 1, out.stderr
+    assert elsewhere.read_text() == "someone else's file\n"             # and nothing went through the link
+    out = cli("--notes", notes, "--gaps")
+    assert out.returncode == 2 and out.stderr.startswith("error: cannot read the gap log"), out.stderr
+    (cli.cache / rag.GAP_LOG).unlink()
+    os.mkfifo(cli.cache / rag.GAP_LOG)                                  # a FIFO: reading it would wait for ever
+    out = cli("--notes", notes, "--gaps", timeout=60)
+    assert out.returncode == 2 and "not a regular file" in out.stderr, out.stderr
+
+
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes into a read-only folder")
 def test_a_read_only_cache_folder_costs_one_warning(cli, notes):
     assert cli("--notes", notes, "--retrieve-only", ON_TOPIC).returncode == 0
