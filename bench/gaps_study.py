@@ -236,7 +236,22 @@ def study(docs: Path, tmp: Path, host: str, grouping_only: bool = False) -> int:
         print(f"{share:>5}  {t:>9.3f}  {len(gs):>6}  {wrong_placed(gs, topics):>5}  "
               + ", ".join(f"{k} {v}" for k, v in spread.items() if v))
     rag.GAP_GROUP_SHARE = default_share
-    print(f"median cosine of two unrelated probe questions: {median_probe_cosine(pv, [lang for lang, _ in probes]):.3f}")
+    languages = [lang for lang, _ in probes]
+    medians = {lang: median_probe_cosine(pv[[i for i, x in enumerate(languages) if x == lang]],
+                                         [x for x in languages if x == lang]) for lang in dict.fromkeys(languages)}
+    print(f"median cosine of two unrelated probe questions: {median_probe_cosine(pv, languages):.3f}; per language: "
+          + ", ".join(f"{lang} {m:.3f}" for lang, m in medians.items()))
+    # The same sweep starting from the lowest language's median, over all questions and by language.
+    lowest = min(medians.values())
+    print(f"\nfrom the lowest language median ({lowest:.3f}): share  threshold  groups  wrong  (then per language)")
+    for share in (0.2, 0.25, 0.3, 0.35, 0.4, 0.5):
+        t = lowest + share * (1 - lowest)
+        row = []
+        for lang in (None, *sorted({e["language"] for e in entries})):
+            rows = [i for i, e in enumerate(entries) if lang in (None, e["language"])]
+            gs = [[entries[rows[i]]["question"] for i in g] for g in rag.group_by_meaning(vectors[rows], t)]
+            row.append(f"{lang or 'all'} {len(gs)}, {wrong_placed(gs, topics)}")
+        print(f"{share:>5}  {t:>9.3f}  " + ";  ".join(row))
     if grouping_only:
         print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         return 0
