@@ -7153,7 +7153,7 @@ def run_mcp(args, settings: Settings, client: ollama.Client) -> int:
 # ----------------------------------------------------------------------------
 # --gaps: the gap log grouped by topic, and which of its questions today's notes answer.
 
-GAP_GROUP_SHARE = 0.3                     # two questions are one topic when their cosine stands this share of
+GAP_GROUP_SHARE = 0.4                     # two questions are one topic when their cosine stands this share of
                                           # the way from two unrelated ones' (FLOOR_PROBES') to 1 (bench/gaps.md)
 GAP_SHOWN = 5                             # questions shown per group (--json: all of them)
 GAP_FROM = "gap log"                      # what --to-eval marks its questions with (their "from")
@@ -7270,16 +7270,19 @@ def gap_threshold(probes: np.ndarray, languages: list[str]) -> float:
     """The cosine from which two questions are taken for one topic: GAP_GROUP_SHARE of the way
     from the median cosine of two unrelated questions in one language (the probes) to 1. An
     absolute number would not do: two texts' cosine sits near 0.8 with some embedders, near 0
-    with others.
+    with others. subtle: of the languages' medians, the lowest: an embedder that cannot read
+    a language finds all its texts alike, and that language's median would set the bar too high
+    for the ones it reads.
 
     >>> gap_threshold(np.eye(3, dtype=np.float32), ["en", "en", "zh"])   # unrelated: cosine 0
-    0.3
+    0.4
     """
-    pairs = []
+    medians = []
     for lang in dict.fromkeys(languages):
         rows = probes[[i for i, other in enumerate(languages) if other == lang]]
-        pairs.append((rows @ rows.T)[np.triu_indices(len(rows), 1)])
-    typical = median(np.concatenate(pairs)) if sum(map(len, pairs)) else 0.0
+        if len(rows) > 1:
+            medians.append(median((rows @ rows.T)[np.triu_indices(len(rows), 1)]))
+    typical = min(medians, default=0.0)
     return round(typical + GAP_GROUP_SHARE * (1 - typical), 4)
 
 
