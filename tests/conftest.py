@@ -109,6 +109,20 @@ def spawn():
                     pipe.close()
 
 
+def read_terminal(leader: int) -> bytes:
+    """All that a child wrote to the pseudo-terminal whose leader end is `leader`, until it closed it."""
+    got = []
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:                          # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        got.append(data)
+    return b"".join(got)
+
+
 def read_until(pipe, text: str, timeout: float = 10) -> str:
     """Read a binary pipe as it arrives until `text` shows up; return what was read.
 

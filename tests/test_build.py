@@ -19,7 +19,7 @@ import time
 import numpy as np
 import ollama
 import pytest
-from conftest import SCRIPT, read_cache, run_cli, user_env, write_cache
+from conftest import SCRIPT, read_cache, read_terminal, run_cli, user_env, write_cache
 from ollama_server import FakeOllama
 from test_index import make_vault
 
@@ -339,21 +339,13 @@ def test_progress_on_a_terminal_is_one_line_rewritten_in_place(vault):
                              stdin=follower, stdout=follower, stderr=follower,
                              env=user_env(server.url, {"COLUMNS": "200"}))
         os.close(follower)
-        received = []
         try:
-            while True:
-                try:
-                    data = os.read(leader, 65536)
-                except OSError:                      # EIO: the child closed the terminal
-                    break
-                if not data:
-                    break
-                received.append(data)
+            received = read_terminal(leader)
             p.wait(timeout=60)
         finally:
             p.kill()
             os.close(leader)
-    out = b"".join(received).decode("utf-8", "replace")
+    out = received.decode("utf-8", "replace")
     assert p.returncode == 0, out
     rewrites = out.count("\r\x1b[K  embedding ")
     assert rewrites >= 2 and "chunks/s" in out and " left · note-" in out

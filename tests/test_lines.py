@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import demo_rag as rag
-from conftest import ROOT, SCRIPT, read_cache, read_until, user_env, write_cache
+from conftest import ROOT, SCRIPT, read_cache, read_terminal, read_until, user_env, write_cache
 
 OLLAMA_DOCS = Path("/work/shared/data/ollama-docs")
 
@@ -222,16 +222,8 @@ def on_a_terminal(args, host: str) -> tuple[str, str]:
     p = subprocess.Popen([sys.executable, str(SCRIPT), *map(str, args)], stdin=subprocess.DEVNULL, stdout=follower,
                          stderr=subprocess.PIPE, env=user_env(host, {"TERM": "xterm-256color"}))
     os.close(follower)
-    got = []
     try:
-        while True:
-            try:
-                data = os.read(leader, 65536)
-            except OSError:                          # EIO: the child closed the terminal
-                break
-            if not data:
-                break
-            got.append(data)
+        got = read_terminal(leader)
         stderr = p.stderr.read().decode()
         p.wait(timeout=60)
     finally:
@@ -239,7 +231,7 @@ def on_a_terminal(args, host: str) -> tuple[str, str]:
         p.stderr.close()
         os.close(leader)
     assert p.returncode == 0, stderr
-    return b"".join(got).decode("utf-8"), stderr
+    return got.decode("utf-8"), stderr
 
 
 LINK = re.compile(r"\x1b\]8;;(file://[!-~]+)\x1b\\(.*?)\x1b\]8;;\x1b\\")
