@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import ollama
 import pytest
-from conftest import ROOT, SCRIPT, run_cli, user_env
+from conftest import ROOT, SCRIPT, user_env
 from ollama_server import FakeOllama
 from test_index import make_vault
 

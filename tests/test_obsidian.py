@@ -4,7 +4,6 @@ cleaned with every line break kept, and --tag/--since/--until filters, through t
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
