@@ -818,6 +818,15 @@ def date_span(text: str, today: datetime.date | None = None) -> tuple[str, str]:
                      f"not {text!r}")
 
 
+def dated_backwards(since: str | None, until: str | None) -> bool:
+    """Does `since` begin after `until` ends, so that no note can be dated between them?
+
+    >>> dated_backwards("2026-03", "2026-01"), dated_backwards("2026-01", "2026-01-31"), dated_backwards(None, "2026")
+    (True, False, False)
+    """
+    return bool(since and until) and date_span(since)[0] > date_span(until)[1]
+
+
 def month_days(year: int, month: int) -> int:
     """How many days a month has: 28 to 31 (December has 31: its next month may be past year 9999)."""
     return 31 if month == 12 else (datetime.date(year, month + 1, 1) - datetime.timedelta(days=1)).day
@@ -6441,7 +6450,7 @@ def inline_filters(line: str, settings: Settings) -> tuple[Settings, str, str]:
             return settings, line, f"{m.group(2) or 'tag'}: {e}"
     rest = line[at:]
     asked = replace(settings, **({"tags": tuple(tags)} if tags else {}), **dates)
-    if asked.since and asked.until and date_span(asked.since)[0] > date_span(asked.until)[1]:
+    if dated_backwards(asked.since, asked.until):
         return settings, line, f"since:{asked.since} is after until:{asked.until}"
     if not rest.strip():
         return settings, line, "a question goes after the filters"
@@ -6997,7 +7006,7 @@ class McpServer:
                                           if name in arguments})
         except argparse.ArgumentTypeError as e:
             raise UsageError(str(e)) from None
-        if s.since and s.until and date_span(s.since)[0] > date_span(s.until)[1]:
+        if dated_backwards(s.since, s.until):
             raise UsageError(f"since {s.since} is after until {s.until}: no note could be dated between them")
         check_usable(self.index, s, source="source")
         return s
@@ -7511,7 +7520,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("need --questions >= 1, and every --tune-chunk-sizes value >= 50 and above --chunk-overlap")
     if args.top_k < 1 or args.chunk_size < 50 or not 0 <= args.chunk_overlap < args.chunk_size:
         p.error("need --top-k >= 1, --chunk-size >= 50 and 0 <= --chunk-overlap < --chunk-size")
-    if args.since and args.until and date_span(args.since)[0] > date_span(args.until)[1]:
+    if dated_backwards(args.since, args.until):
         p.error(f"--since {args.since} is after --until {args.until}: no note could be dated between them")
     if args.json and not mode.json:
         p.error("--json prints one object for a question, --eval, --make-eval or --tune; "
