@@ -173,13 +173,14 @@ def test_a_rename_embeds_nothing_and_the_new_title_is_found(cli, server, vault):
 def test_chat_takes_filters_before_a_question(cli, vault):
     out = cli("--chat", "--notes", vault, "--top-k", "10",
               stdin="since:2026-02-01 until:2026-02-07 What did I buy at the market?\n#nosuchtag what?\n"
-                    "since:soon what?\n#garden\n")
+                    "since:soon what?\n#garden\nsince:2026-05 until:2026-01 what?\n")
     assert out.returncode == 0, out.stderr
     first = out.stdout.split("> ")[1]
     assert "Daily/2026-02-02.md" in first and "Daily/2026-03-17.md" not in first
     assert "(no note matches --tag nosuchtag (of 63 notes" in out.stdout
     assert "(since: expected a date like 2026-01-15" in out.stdout
     assert "(a question goes after the filters; ask again)" in out.stdout
+    assert "(since:2026-05 is after until:2026-01; ask again)" in out.stdout
 
 
 def test_eval_applies_each_question_s_own_filters_and_explain_says_what_was_read(cli, vault, tmp_path):
