@@ -409,6 +409,8 @@ def test_every_call_sees_the_notes_as_they_are_now_and_an_unchanged_folder_costs
     (notes / "zeppelin.md").write_text("# Zeppelins\n\nA zeppelin hangar at Lakehurst held the Hindenburg.")
     assert "Lakehurst" in m.call("read_note", path="zeppelin.md")["structuredContent"]["text"]
     assert "Lakehurst" in m.call("search_notes", query="zeppelin hangar")["structuredContent"]["sources"][0]["text"]
+    (notes / "airship.md").write_text("# Airships\n\nAn airship floats on lifting gas, hydrogen or helium.")
+    assert "lifting gas" in m.call("read_note", path="airship.md")["structuredContent"]["text"]   # before a search
     (notes / "zeppelin.md").unlink()
     gone = m.call("read_note", path="zeppelin.md")
     assert gone["isError"] and "not a note of the index" in gone["content"][0]["text"]
