@@ -155,19 +155,25 @@ def measure(n: int, work: Path, calls: int, runs: int) -> dict:
             "runs": runs}
 
 
+def in_process(work: Path, n: int, server: FakeOllama) -> tuple[rag.McpServer, list[str]]:
+    """An MCP server in this process on the vault of `n` chunks, its index opened by a first
+    search; and the vault's questions."""
+    notes, cache, questions = built(work, n, server)
+    os.environ["OLLAMA_HOST"] = server.url
+    m = rag.McpServer(argparse.Namespace(rebuild=False, progress_seconds=10, timeout=300),
+                      rag.Settings(notes_dir=notes, cache_dir=cache), rag.ollama_client(), open(os.devnull, "wb"))
+    m.call_tool({"name": "search_notes", "arguments": {"query": questions[0]}})
+    return m, questions
+
+
 def parts(n: int, work: Path, calls: int) -> dict:
     """Where a call's time goes, by the server's own steps, timed in this process (the stand-in
     server runs here too): the refresh that finds nothing changed (a stat per note and folder,
     and Ollama asked for the model's build), the question's vector (an HTTP round trip), the
     ranking (search()'s rank over every chunk) and the whole call."""
     with FakeOllama(dim=DIM) as server:
-        notes, cache, questions = built(work, n, server)
-        os.environ["OLLAMA_HOST"] = server.url
-        s = rag.Settings(notes_dir=notes, cache_dir=cache)
-        client = rag.ollama_client()
-        m = rag.McpServer(argparse.Namespace(rebuild=False, progress_seconds=10, timeout=300), s, client,
-                          open(os.devnull, "wb"))
-        m.call_tool({"name": "search_notes", "arguments": {"query": questions[0]}})
+        m, questions = in_process(work, n, server)
+        s, client = m.settings, m.client
         took: dict[str, list[float]] = {k: [] for k in ("refresh", "build", "embed_query", "rank", "call")}
         for i in range(calls):
             q = questions[1 + i % (len(questions) - 1)]

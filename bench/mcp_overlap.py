@@ -11,7 +11,6 @@ after the other, which is why --mcp runs them in turn.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -37,15 +36,9 @@ def median_ms(f, n: int = 30) -> float:
 
 def main() -> None:
     with FakeOllama(dim=bench_mcp.DIM) as server:
-        notes, cache, questions = bench_mcp.built(Path("/tmp/demo_rag-bench-mcp"), 50_000, server)
-        os.environ["OLLAMA_HOST"] = server.url
-        s = rag.Settings(notes_dir=notes, cache_dir=cache)
-        client = rag.ollama_client()
-        m = rag.McpServer(argparse.Namespace(rebuild=False, progress_seconds=10, timeout=300), s, client,
-                          open(os.devnull, "wb"))
-        m.call_tool({"name": "search_notes", "arguments": {"query": questions[0]}})
-        q = questions[1]
-        qvec = rag.embed_query(client, q, s)
+        m, questions = bench_mcp.in_process(Path("/tmp/demo_rag-bench-mcp"), 50_000, server)
+        s, q = m.settings, questions[1]
+        qvec = rag.embed_query(m.client, q, s)
 
         def both() -> None:
             watch = threading.Thread(target=m.still_current)
