@@ -1959,10 +1959,7 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     notes' fingerprint is still its own, it stands for the cache, which is then not read again.
     Raises FileNotFoundError when the notes folder does not exist.
     """
-    if settings.notes_dir.exists() and not settings.notes_dir.is_dir():
-        raise NotADirectoryError(f"--notes {settings.notes_dir} is a file, not a folder")
-    if not settings.notes_dir.is_dir():
-        raise FileNotFoundError(f"notes folder not found: {settings.notes_dir}")
+    check_notes_dir(settings.notes_dir)
     client = client or ollama_client()
     files, warnings = scan_notes(settings.notes_dir, [settings.cache_dir], settings.follow_links)
     path = cache_path(settings)
@@ -2048,6 +2045,14 @@ class Index:
     @property
     def complete(self) -> bool:
         return bool(self.has_vector.all())
+
+
+def check_notes_dir(notes_dir: Path) -> None:
+    """Raise FileNotFoundError, or NotADirectoryError, unless notes_dir is a folder."""
+    if notes_dir.exists() and not notes_dir.is_dir():
+        raise NotADirectoryError(f"--notes {notes_dir} is a file, not a folder")
+    if not notes_dir.is_dir():
+        raise FileNotFoundError(f"notes folder not found: {notes_dir}")
 
 
 def update_index(settings: Settings, client: ollama.Client, old: Index | None,
@@ -3765,15 +3770,24 @@ class Filters(NamedTuple):
                          *(["--since", self.since] if self.since else []),
                          *(["--until", self.until] if self.until else [])])
 
+    def as_json(self) -> dict:            # those in force, as --json and the gap log write them
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in self._asdict().items() if v}
+
 
 def filters_in_force(settings: Settings) -> Filters:
     """The Filters a run's settings ask for."""
     return Filters(settings.source_filter, tuple(settings.tags), settings.since, settings.until)
 
 
+def with_filters(settings: Settings, filters: Filters) -> Settings:
+    """The settings with these filters in place of theirs."""
+    return replace(settings, source_filter=filters.source, tags=filters.tags, since=filters.since,
+                   until=filters.until)
+
+
 def unfiltered(settings: Settings) -> Settings:
     """The settings without any filter: what the relevance floor is measured with (the index's)."""
-    return replace(settings, source_filter=None, tags=(), since=None, until=None)
+    return with_filters(settings, Filters())
 
 
 def filter_mask(index: Index, filters: Filters) -> np.ndarray:
@@ -5177,8 +5191,7 @@ def gap_entry(outcome: Outcome, settings: Settings, why: str) -> dict:
              "confidence": round(r.confidence, 3), "floor": r.floor,
              "sources": [{"source": h.chunk.source, "heading": h.chunk.heading, "score": round(h.score, 4)}
                          for h in r.candidates[:GAP_SOURCES]],
-             "filters": {k: list(v) if isinstance(v, tuple) else v
-                         for k, v in filters_in_force(settings)._asdict().items() if v}}
+             "filters": filters_in_force(settings).as_json()}
     if outcome.query:
         entry["asked"] = outcome.question[:GAP_QUESTION_CHARS]
     if r.query_vector is not None:
@@ -5285,6 +5298,21 @@ def gap_from_line(line: bytes) -> dict | str | None:
     return {**entry, "question": entry["question"][:GAP_QUESTION_CHARS],
             "sources": [s for s in sources if isinstance(s, dict) and isinstance(s.get("source"), str)]
             if isinstance(sources, list) else []}
+
+
+def logged_filters(entry: dict) -> Filters:
+    """The filters a logged question was searched with: those of its "filters" that read as the
+    command line would read them (a log edited by hand may hold others, which are set aside)."""
+    logged = entry.get("filters") if isinstance(entry.get("filters"), dict) else {}
+
+    def read(value, how: Callable[[str], str]) -> str | None:
+        try:
+            return how(value) if isinstance(value, str) and value.strip() else None
+        except argparse.ArgumentTypeError:
+            return None
+    tags = logged.get("tags") if isinstance(logged.get("tags"), list) else []
+    return Filters(read(logged.get("source"), str), tuple(dict.fromkeys(t for v in tags if (t := read(v, tag_name)))),
+                   read(logged.get("since"), date_bound), read(logged.get("until"), date_bound))
 
 
 def gap_vector(entry: dict, settings: Settings, dim: int) -> np.ndarray | None:
@@ -7180,6 +7208,7 @@ def run_gaps(args, settings: Settings, client: ollama.Client) -> int:
             load_eval_set(args.to_eval)
         except (OSError, ValueError) as e:
             raise UsageError(f"error: {args.to_eval} exists and is not an evaluation set ({e}); give another file")
+    check_notes_dir(settings.notes_dir)
     entries, warnings = read_gap_log(path)
     notes = os.path.realpath(settings.notes_dir)
     since = date_span(settings.since)[0] if settings.since else ""        # here they date the questions,
@@ -7245,6 +7274,7 @@ def gap_report(client: ollama.Client, index: Index, entries: list[dict], setting
                        "now_found": found, "closest_notes": [name for name, _ in closest.most_common(GAP_SOURCES)],
                        "asked": [{"question": times[i][-1]["question"], "times": len(times[i]),
                                   "why": sorted({e["why"] for e in times[i]}), "now_found": today[i][1],
+                                  "filters": logged_filters(times[i][-1]).as_json(),
                                   "confidence": round(today[i][0].confidence, 3), "floor": today[i][0].floor}
                                  for i in sorted(rows, key=lambda i: -len(times[i]))]})
     report.sort(key=lambda g: g["last"], reverse=True)
@@ -7330,8 +7360,9 @@ def group_by_meaning(vectors: np.ndarray, threshold: float, block: int = 1024) -
 def now_found(index: Index, entries: list[dict], qvec: np.ndarray, settings: Settings) -> tuple[Retrieval, bool]:
     """Today's search for a logged question, and whether today's notes answer it: it passes the
     floor and, if it was once answered without a citation (the floor passed then too), a source
-    it was not shown then now comes first."""
-    r = rank(index, entries[-1]["question"], qvec, settings)
+    it was not shown then now comes first. It is searched as it was asked: with the filters in
+    force then (a question asked of the notes tagged "work" is a gap in those notes)."""
+    r = rank(index, entries[-1]["question"], qvec, with_filters(settings, logged_filters(entries[-1])))
     if not r.found or not r.hits or not any(e["why"] == "uncited" for e in entries):
         return r, r.found
     shown = {(s["source"], s.get("heading")) for e in entries for s in e["sources"]}
@@ -7352,13 +7383,17 @@ def print_gaps(report: dict) -> None:
               + (f"; closest notes: {', '.join(g['closest_notes'])}" if g["closest_notes"] else ""))
         for q in g["asked"][:GAP_SHOWN]:
             times = f"{q['times']}×" if q["times"] > 1 else ""
-            print(f"  {times:>4} {preview(q['question'], 90)}" + ("  (now found)" if q["now_found"] else ""))
+            asked_with = str(logged_filters({"filters": q["filters"]}))
+            print(f"  {times:>4} {preview(q['question'], 90)}" + (f"  (asked with {asked_with})" if asked_with else "")
+                  + ("  (now found)" if q["now_found"] else ""))
         if len(g["asked"]) > GAP_SHOWN:
             print(f"       … {len(g['asked']) - GAP_SHOWN} more (--json lists them all)")
     if "to_eval" in report:
         t = report["to_eval"]
         print(f"\n{t['file']}: added {t['added']} open question(s) as unanswerable ones"
-              + (f" ({t['there']} were there already)" if t["there"] else ""))
+              + (f" ({t['there']} were there already)" if t["there"] else "")
+              + (f"; {t['left_out']} asked with --source left out (an item's \"source\" names the note that "
+                 "answers it)" if t["left_out"] else ""))
     else:
         print(f"\n(the gap log: {report['log']}; --gaps --to-eval FILE adds the open questions to an "
               "evaluation set, --gaps --clear deletes the log)")
@@ -7366,15 +7401,19 @@ def print_gaps(report: dict) -> None:
 
 def gaps_to_eval(path: Path, groups: list[dict]) -> dict:
     """--to-eval FILE: append each question no note answers yet as an unanswerable item
-    ("answers": []) marked as coming from the log, unless the set holds it already."""
+    ("answers": []) marked as coming from the log, with the tags and dates it was asked with,
+    unless the set holds it already. One asked with --source is left out: an item's "source"
+    names the note that answers it, not a filter."""
     have = {same_question(it["question"]) for it in load_eval_set(path)} if path.exists() else set()
-    still = [q["question"] for g in groups for q in g["asked"] if not q["now_found"]]
-    new = [q for q in still if same_question(q) not in have]
+    still = [q for g in groups for q in g["asked"] if not q["now_found"]]
+    new = [q for q in still if same_question(q["question"]) not in have and "source" not in q["filters"]]
     end_with_newline(path)
     with open(path, "a", encoding="utf-8") as f:
-        f.write("".join(json.dumps({"question": q, "answers": [], "from": GAP_FROM}, ensure_ascii=False) + "\n"
-                        for q in new))
-    return {"file": str(path), "added": len(new), "there": len(still) - len(new)}
+        f.write("".join(json.dumps({"question": q["question"], "answers": [], "from": GAP_FROM, **q["filters"]},
+                                   ensure_ascii=False) + "\n" for q in new))
+    by_source = sum("source" in q["filters"] for q in still if same_question(q["question"]) not in have)
+    return {"file": str(path), "added": len(new), "there": len(still) - len(new) - by_source,
+            "left_out": by_source}
 
 
 def end_with_newline(path: Path) -> None:

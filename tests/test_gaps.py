@@ -192,6 +192,31 @@ def test_to_eval_appends_the_open_questions_once_and_eval_counts_them_apart(cli,
     assert len(log_of(cli)) == 2                              # --eval added nothing
 
 
+def test_a_question_declined_under_a_filter_stays_open_and_goes_to_eval_with_it(cli, notes, tmp_path):
+    (notes / "work.md").write_text("---\ntags: [work]\n---\n# Planning\n\nThe quarterly planning meeting "
+                                   "moved to Thursday; the budget review follows it.\n", encoding="utf-8")
+    for flags in (["--tag", "work"], ["--source", "work*"]):         # bm25.md answers both, unfiltered
+        out = cli("--notes", notes, "What is BM25?" if "--tag" in flags else "How is BM25 computed?", *flags)
+        assert out.returncode == 0 and "not found" in out.stdout.lower() + out.stderr.lower(), out.stdout
+    report = gaps_json(cli, notes)
+    asked = {q["question"]: q for g in report["groups"] for q in g["asked"]}
+    assert {q: (a["now_found"], a["filters"]) for q, a in asked.items()} == {
+        "What is BM25?": (False, {"tags": ["work"]}), "How is BM25 computed?": (False, {"source": "work*"})}
+    items = tmp_path / "set.jsonl"
+    out = cli("--notes", notes, "--gaps", "--to-eval", items)
+    assert out.returncode == 0, out.stderr
+    assert "(asked with --tag work)" in out.stdout and "1 asked with --source left out" in out.stdout
+    assert [json.loads(line) for line in items.read_text(encoding="utf-8").splitlines()] == \
+        [{"question": "What is BM25?", "answers": [], "from": rag.GAP_FROM, "tags": ["work"]}]
+    out = cli("--notes", notes, "--eval", items)                        # asked with its tag, it is declined
+    assert out.returncode == 0 and "1/1 from the gap log" in out.stdout, out.stdout + out.stderr
+
+
+def test_gaps_of_a_folder_that_is_not_there_is_an_error(cli, tmp_path):
+    out = cli("--notes", tmp_path / "nowhere", "--gaps")
+    assert out.returncode == rag.EXIT_USAGE and "notes folder not found" in out.stderr, out.stdout
+
+
 def test_since_and_until_date_the_logged_questions_not_the_notes(cli, notes):
     write_log(cli, [entry("What is the tallest mountain on Mars?", notes, "2026-01-10T09:00:00Z"),
                     entry("Who painted the Sistine Chapel ceiling?", notes, "2026-03-02T09:00:00Z")])
