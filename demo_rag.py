@@ -3588,10 +3588,21 @@ def close_to_best(hits: list[Hit], scores: np.ndarray) -> list[Hit]:
     >>> [h.rank for h in close_to_best(hits, np.array([4.0, 2.5, 1.0] + [-1.0] * 7))]   # average 0.0
     [1, 2]
     """
-    average = float(scores.mean()) if len(scores) else 0.0
-    if len(scores) < 2 * len(hits) or not hits or hits[0].score <= average:
+    if all_kept(hits, scores):
         return hits
+    average = float(scores.mean())
     return [h for h in hits if h.score - average >= SOURCE_CUT * (hits[0].score - average)]
+
+
+def all_kept(hits: list[Hit], scores: np.ndarray) -> str:
+    """Why close_to_best() keeps every hit without comparing them, or "" when it compares."""
+    if not hits:
+        return "there are none"
+    if len(scores) < 2 * len(hits):
+        return f"{len(scores)} chunks searched are too few to tell what an unrelated one scores"
+    if hits[0].score <= float(scores.mean()):
+        return "the best stands no higher than the average chunk"
+    return ""
 
 
 def top_k_limit(chunk_size: int, answer_tokens: int = ANSWER_TOKENS) -> int:
@@ -6590,8 +6601,10 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
                     print(f"    {scores[i]:>7.3f}  {label(index.chunks[i])}")
         say(f"confidence {r.confidence:.2f} against the floor {r.floor:.2f} ({r.floor_source}): "
             + ("answer from these sources" if r.found else "not found in your notes"))
-        say(f"the prompt gets {len(r.hits)} of the top {len(r.candidates)}: those whose fused score stands at "
-            f"least {SOURCE_CUT:.0%} as far above the average chunk's as the best one's")
+        kept_all = all_kept(r.candidates, r.fused[r.rows])
+        say(f"the prompt gets {len(r.hits)} of the top {len(r.candidates)}: " + (
+            f"all of them, since {kept_all}" if kept_all else f"those whose fused score stands at least "
+            f"{SOURCE_CUT:.0%} as far above the average chunk's as the best one's"))
         for rel in dict.fromkeys(h.chunk.source for h in r.hits):
             say(f"{rel}: {what_the_note_says(r.notes[rel])}", indent="    ")
         print("\nSTEP 6 · PROMPT: rules · numbered sources · question (--show-prompt: in full)")

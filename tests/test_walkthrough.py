@@ -50,6 +50,21 @@ def test_explain_narrates_every_step(cli, notes):
     assert max(len(line) for line in out.stdout.splitlines()) <= 80
 
 
+def test_explain_says_why_every_source_goes_when_it_does(cli, notes, tmp_path):
+    out = cli("--explain", "What is BM25?", "--notes", notes)
+    assert "stands at least 50% as far above" in " ".join(out.stdout.split()), out.stdout    # 12 chunks: compared
+    few = tmp_path / "few"
+    few.mkdir()
+    for name, text in [("kites", "Kites fly best in a steady wind of fifteen knots."),
+                       ("tea", "Green tea steeps two minutes in water at eighty degrees."),
+                       ("bikes", "Road tyres want eighty psi; gravel tyres want far less.")]:
+        (few / f"{name}.md").write_text(f"# {name}\n\n{text}\n", encoding="utf-8")
+    out = cli("--explain", "How do kites fly?", "--notes", few)
+    said = " ".join(out.stdout.split())
+    assert out.returncode == 0 and "all of them, since 3 chunks searched are too few" in said, out.stdout
+    assert "stands at least" not in said
+
+
 def test_importing_the_module_leaves_a_notebook_s_garbage_collector_as_it_was():
     # The command line freezes what its imports built (gc.freeze); an import must not.
     code = "import gc, demo_rag; print(gc.isenabled(), gc.get_freeze_count())"
