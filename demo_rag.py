@@ -1990,7 +1990,7 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
                 report.warnings.append(build_unsaid(settings.embed_model))
             index = replace(old, model_digest=build)
             if not calibration_current(old, settings):   # an older cache, or Ollama was away
-                index = calibrated(index, client, settings)
+                index = calibrated(index, client, settings, old)
             if (index.model_digest != old.model_digest or index.calibration is not old.calibration) \
                     and not writer.save(index) and writer.problem:
                 report.warnings.append(writer.problem)
@@ -2002,7 +2002,7 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     if old is not None and calibration_current(old, settings) and same_notes(old, index):
         index = replace(index, calibration=old.calibration)    # notes touched or renamed: still valid
     elif index.complete:
-        index = calibrated(index, client, settings)
+        index = calibrated(index, client, settings, old)
     report.warnings[:0] = warnings
     if unsaid and index.has_vector.any():
         report.warnings.append(build_unsaid(settings.embed_model))
@@ -3213,7 +3213,17 @@ def checked_calibration(c) -> dict | None:
           and isinstance(meaning, dict) and all(type(k) is str and type(v) is list and len(v) == 2
                                                 and all(type(x) is float and 0 <= x <= 1 for x in v)
                                                 for k, v in meaning.items()))
-    return c if ok else None
+    if not ok:
+        return None
+    probes = c.get("probes")                  # the probes' vectors: dropped, not trusted, if not theirs
+    if probes is not None and not (
+            isinstance(probes, dict) and type(probes.get("model")) is str and type(probes.get("build")) is str
+            and isinstance(probes.get("texts"), list) and all(type(t) is str for t in probes["texts"])
+            and type(probes.get("vectors")) is bytes and probes["texts"]
+            and len(probes["vectors"]) % (4 * len(probes["texts"])) == 0
+            and np.isfinite(np.frombuffer(probes["vectors"], "<f4")).all()):
+        c = {k: v for k, v in c.items() if k != "probes"}
+    return c
 
 
 
@@ -3983,17 +3993,31 @@ def calibration_current(index: Index, settings: Settings) -> bool:
     return index.calibration is not None and index.calibration["key"] == calibration_key(settings)
 
 
-def calibrated(index: Index, client: ollama.Client, settings: Settings) -> Index:
-    """The index with calibrate()'s floors; unchanged when Ollama cannot embed the probes."""
-    calibration = calibrate(index, client, settings)
+def calibrated(index: Index, client: ollama.Client, settings: Settings, before: Index | None = None) -> Index:
+    """The index with calibrate()'s floors; unchanged when Ollama cannot embed the probes. The
+    probes' vectors the index `before` it kept are taken, not embedded again (remembered_probes)."""
+    calibration = calibrate(index, client, settings, remembered_probes(before, index) if before else {})
     return replace(index, calibration=calibration) if calibration else index
 
 
-def calibrate(index: Index, client: ollama.Client, settings: Settings) -> dict | None:
+def remembered_probes(before: Index, index: Index) -> dict[str, np.ndarray]:
+    """The probes' vectors, by text as embedded, that `before`'s calibration kept, if they come
+    from the model and build `index`'s vectors come from (a model pulled again embeds them anew)."""
+    kept = (before.calibration or {}).get("probes")
+    if not kept or (kept["model"], kept["build"]) != (index.embed_model, index.model_digest):
+        return {}
+    vectors = np.frombuffer(kept["vectors"], "<f4").reshape(len(kept["texts"]), -1)
+    return dict(zip(kept["texts"], vectors)) if vectors.shape[1] == index.vectors.shape[1] else {}
+
+
+def calibrate(index: Index, client: ollama.Client, settings: Settings,
+              known: dict[str, np.ndarray] | None = None) -> dict | None:
     """Score FLOOR_PROBES (in the notes' languages) against the index and set a floor per
     language: the median probe's confidence plus FLOOR_MARGIN, at least MIN_SCORE. A
     probe whose words the notes do hold (OFF_TOPIC_COVERAGE) is left out: the notes may
-    be about cheese. One embedding request; None when Ollama cannot answer it.
+    be about cheese. One embedding request for the probes not `known` (text as embedded ->
+    vector); None when Ollama cannot answer it. The probes' vectors are kept with the
+    floors, so that the next calibration of these notes (one changed) embeds none.
 
     >>> index = Index([Chunk("a.md", "", "x")], np.zeros((1, 2), np.float32), np.ones(1, bool),
     ...               lexicon_from_texts(["x"]), {}, "", "m", (1500, 80))
@@ -4006,12 +4030,15 @@ def calibrate(index: Index, client: ollama.Client, settings: Settings) -> dict |
     probes = [(lang, q) for lang in notes_languages(index) for q in FLOOR_PROBES[lang]]
     if not probes:
         return {"key": key, "floors": {}, "note": "the notes are in none of the languages of its off-topic questions"}
+    texts, known = [query_text(q, settings) for _, q in probes], known or {}
+    todo = [t for t in texts if t not in known]
     try:
-        got = [*embed_refusing(client, settings.embed_model, [query_text(q, settings) for _, q in probes])]
+        got = [*embed_refusing(client, settings.embed_model, todo)] if todo else []
     except OllamaError:
         return None
     # A probe the model returns no number for is left out, as a chunk would be.
-    rows = [row for g in got for row in ([None] if g is None else g)]
+    embedded = dict(zip(todo, (row for g in got for row in ([None] if g is None else g))))
+    rows = [known[t] if t in known else embedded.get(t) for t in texts]
     kept = [i for i, row in enumerate(rows) if row is not None and np.isfinite(row).all()]
     probes, qvecs = [probes[i] for i in kept], np.array([rows[i] for i in kept], dtype=np.float32)
     if not kept or qvecs.shape[1] != index.vectors.shape[1]:
@@ -4033,7 +4060,9 @@ def calibrate(index: Index, client: ollama.Client, settings: Settings) -> dict |
     note = ", ".join(f"{lang} {floors[lang]:.2f} from {len(scores[lang])} off-topic questions "
                      f"(median {median(np.array(scores[lang])):.2f})" for lang in floors)
     return {"key": key, "floors": floors, "meaning": {lang: meaning[lang] for lang in floors},
-            "note": note or "too few off-topic questions the notes do not cover"}
+            "note": note or "too few off-topic questions the notes do not cover",
+            "probes": {"model": index.embed_model, "build": index.model_digest, "texts": [texts[i] for i in kept],
+                       "vectors": qvecs.astype("<f4").tobytes()}}
 
 # ----------------------------------------------------------------------------
 # Where a source's passage is: replaces Part I's Chunk.citation, which names the section a
@@ -5784,7 +5813,8 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
                            if r.hits else None})
     result = metrics(ranks["fused"])
     result["by_ranker"] = {name: metrics(rs) for name, rs in ranks.items()}
-    result["floor"] = {"min_score": settings.min_score, "calibration": index.calibration, **floor}
+    result["floor"] = {"min_score": settings.min_score, "calibration": index.calibration and   # not its vectors
+                       {k: v for k, v in index.calibration.items() if k != "probes"}, **floor}
     result["misses"] = misses
     result["confidences"] = confidences
     result["embed_model"] = settings.embed_model if embedded else None
@@ -6225,7 +6255,7 @@ def tune(client: ollama.Client, indexes: dict[int, Index], items: list[dict], se
     variants = [Variant(size, t, f) for size in indexes for t in (templates if not missing else [False])
                 for f in fusions]
     # Each template is judged by a floor calibrated with it (its probes embedded the same way).
-    index_for = {(size, t): ix if missing or calibration_current(ix, s) else calibrated(ix, client, s)
+    index_for = {(size, t): ix if missing or calibration_current(ix, s) else calibrated(ix, client, s, ix)
                  for size, ix in indexes.items() for t, s in templates.items()}
     rows_of = {}
     for v in variants:

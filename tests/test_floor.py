@@ -200,7 +200,8 @@ def test_notes_in_no_probe_language_keep_the_fixed_floor(server, tmp_path):
         "value": rag.MIN_SCORE, "source": "not calibrated: the notes are in none of the languages of its off-topic questions"}
 
 
-def test_touched_or_renamed_notes_keep_their_calibration_and_an_edit_measures_it_again(latin, tmp_path):
+def test_touched_or_renamed_notes_keep_their_calibration_and_an_edit_measures_it_again_from_kept_probes(
+        latin, tmp_path):
     notes, cache = write_vault(tmp_path / "notes"), tmp_path / "cache"
     first = ask(latin, notes, cache, OFF_TOPIC)
     probes = len(rag.FLOOR_PROBES["zh"])
@@ -210,10 +211,30 @@ def test_touched_or_renamed_notes_keep_their_calibration_and_an_edit_measures_it
     (notes / "00.md").rename(notes / "00-renamed.md")
     again = ask(latin, notes, cache, OFF_TOPIC)
     assert latin.embedded_texts()[embedded:] == [OFF_TOPIC] and again["floor"] == first["floor"]
+    # An edit that puts a probe's own words in the notes: measured again, that probe is left out;
+    # the probes' vectors are the ones kept, so only the edited note and the question are embedded.
+    probe = rag.FLOOR_PROBES["zh"][0]
+    (notes / "01.md").write_text((notes / "01.md").read_text(encoding="utf-8") + f"\n补充：{probe}\n", encoding="utf-8")
+    embedded = len(latin.embedded_texts())
+    edited = ask(latin, notes, cache, OFF_TOPIC)
+    assert f"from {probes - 1} off-topic questions" in edited["floor"]["source"], edited["floor"]
+    assert len(latin.embedded_texts()[embedded:]) == 2 and OFF_TOPIC in latin.embedded_texts()[embedded:]
+
+
+@pytest.mark.parametrize("damage", [b"\x00" * 5, b"\x00\x00\xc0\x7f" * 4 * len(rag.FLOOR_PROBES["zh"]), "not bytes"],
+                         ids=["cut", "nan", "not-bytes"])
+def test_kept_probe_vectors_that_are_not_vectors_are_dropped_and_embedded_again(latin, tmp_path, damage):
+    notes, cache = write_vault(tmp_path / "notes"), tmp_path / "cache"
+    s = rag.Settings(notes_dir=notes, cache_dir=cache, query_instruction="")
+    index, _ = rag.open_index(s, ollama.Client(host=latin.url))
+    calibration = {**index.calibration, "probes": {**index.calibration["probes"], "vectors": damage}}
+    rag.save_index(replace(index, calibration=calibration), rag.cache_path(s))
+    assert "probes" not in rag.load_index(rag.cache_path(s))[0].calibration      # the floors stay
     (notes / "01.md").write_text((notes / "01.md").read_text(encoding="utf-8") + "\n补充：新的消息。\n", encoding="utf-8")
     embedded = len(latin.embedded_texts())
-    ask(latin, notes, cache, OFF_TOPIC)
-    assert len(latin.embedded_texts()[embedded:]) - len(note_texts(latin.embedded_texts()[embedded:])) == probes
+    data = ask(latin, notes, cache, OFF_TOPIC)
+    assert data["floor"]["source"].startswith("calibrated on this index: zh ")
+    assert len(latin.embedded_texts()[embedded:]) == 2 + len(rag.FLOOR_PROBES["zh"])    # the probes again
 
 
 def test_a_rename_that_changes_the_notes_name_order_keeps_the_calibration(latin, tmp_path):
@@ -236,7 +257,8 @@ def test_a_version_with_other_probes_measures_the_calibration_again(latin, tmp_p
     embedded = len(latin.embedded_texts())
     again, _ = rag.open_index(s, client)
     assert rag.calibration_current(again, s) and again.calibration["key"] != first.calibration["key"]
-    assert len(latin.embedded_texts()) - embedded == len(rag.FLOOR_PROBES["zh"])   # the probes, no note
+    assert len(latin.embedded_texts()) == embedded          # the probes' vectors were kept: nothing embedded
+    assert again.calibration["probes"]["texts"] == first.calibration["probes"]["texts"][:-1]
 
 
 @pytest.mark.parametrize("constant", ["MIN_CALIBRATION_CHUNKS", "EVIDENCE_POWER", "PROBE_REACH", "BM25_K1", "BM25_B"])
