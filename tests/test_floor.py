@@ -237,6 +237,18 @@ def test_kept_probe_vectors_that_are_not_vectors_are_dropped_and_embedded_again(
     assert len(latin.embedded_texts()[embedded:]) == 2 + len(rag.FLOOR_PROBES["zh"])    # the probes again
 
 
+def test_kept_probe_vectors_of_another_build_of_the_model_are_not_taken(latin, tmp_path):
+    notes, cache = write_vault(tmp_path / "notes"), tmp_path / "cache"
+    s = rag.Settings(notes_dir=notes, cache_dir=cache, query_instruction="")
+    client = ollama.Client(host=latin.url)
+    index, _ = rag.open_index(s, client)
+    embedded = len(latin.embedded_texts())
+    assert rag.calibrated(index, client, s, before=index).calibration["floors"] == index.calibration["floors"]
+    assert len(latin.embedded_texts()) == embedded                              # the same build: taken
+    rag.calibrated(replace(index, model_digest="sha256:" + "0" * 64), client, s, before=index)
+    assert len(latin.embedded_texts()) - embedded == len(rag.FLOOR_PROBES["zh"])  # another: embedded anew
+
+
 def test_a_rename_that_changes_the_notes_name_order_keeps_the_calibration(latin, tmp_path):
     notes, cache = write_vault(tmp_path / "notes"), tmp_path / "cache"
     first = ask(latin, notes, cache, OFF_TOPIC)
