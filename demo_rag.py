@@ -7332,20 +7332,25 @@ def gap_vectors(client: ollama.Client, index: Index, times: list[list[dict]],
                 settings: Settings) -> tuple[np.ndarray, float]:
     """Each question's vector, as logged when it was embedded as this run embeds questions (else
     embedded now), and the cosine from which two questions are one topic (gap_threshold()). One
-    batch of embedding requests: FLOOR_PROBES, and the questions whose vector is not usable."""
+    batch of embedding requests: the questions whose vector is not usable, and the FLOOR_PROBES
+    the calibration did not keep (remembered_probes)."""
     dim = index.vectors.shape[1]
     vectors = [next((v for e in reversed(es) if (v := gap_vector(e, settings, dim)) is not None), None)
                for es in times]
     missing = [i for i, v in enumerate(vectors) if v is None]
-    probes = [(lang, q) for lang, qs in FLOOR_PROBES.items() for q in qs]
-    texts = [q for _, q in probes] + [times[i][-1]["question"] for i in missing]
-    got = embed_checked(client, settings.embed_model, [query_text(t, settings) for t in texts])
+    probes = [(lang, query_text(q, settings)) for lang, qs in FLOOR_PROBES.items() for q in qs]
+    known = remembered_probes(index, index)
+    todo = [t for _, t in probes if t not in known]
+    texts = todo + [query_text(times[i][-1]["question"], settings) for i in missing]
+    got = embed_checked(client, settings.embed_model, texts) if texts else np.zeros((0, dim), np.float32)
     if got.shape[1] != dim:
         raise OllamaError(vector_size_changed(dim, got.shape[1], settings.embed_model))
-    for i, v in zip(missing, got[len(probes):]):
+    for i, v in zip(missing, got[len(todo):]):
         vectors[i] = v
+    embedded = dict(zip(todo, got))
+    probe_vectors = np.array([known[t] if t in known else embedded[t] for _, t in probes], dtype=np.float32)
     return np.array(vectors, dtype=np.float32).reshape(len(times), dim), \
-        gap_threshold(got[:len(probes)], [lang for lang, _ in probes])
+        gap_threshold(probe_vectors, [lang for lang, _ in probes])
 
 
 def gap_threshold(probes: np.ndarray, languages: list[str]) -> float:

@@ -143,6 +143,21 @@ def test_gaps_groups_with_the_logged_vectors_without_embedding_them_again(cli, s
     assert server.of("/api/chat") == []                                      # nor the chat model
 
 
+def test_gaps_takes_the_probe_vectors_the_calibration_kept(cli, server, tmp_path):
+    notes = tmp_path / "vault"
+    notes.mkdir()
+    for i, topic in enumerate(["kites", "tides", "ferns", "clocks", "bread", "rivers", "owls", "bridges", "maps",
+                               "bees", "glass", "salt", "wool", "ink", "moss", "dunes", "reefs", "caves",
+                               "comets", "lamps", "roads", "mills", "boats", "bells"]):
+        (notes / f"{i:02d}-{topic}.md").write_text(f"# {topic.title()}\n\nNotes on {topic}: how {topic} are made, "
+                                                   f"kept and mended, with the {topic} of this town.\n")
+    assert cli("--notes", notes, OFF_TOPIC).returncode == 0                # calibrated, and logged
+    embedded = len(server.of("/api/embed"))
+    assert gaps_json(cli, notes)["questions"] == 1
+    sent = [t for body in server.of("/api/embed")[embedded:] for t in body["input"]]
+    assert sent == [rag.query_text(q, rag.Settings()) for q in rag.FLOOR_PROBES["zh"]]   # English ones kept
+
+
 def test_a_gap_closes_once_a_note_answers_it(cli, notes):
     for q in (TOMATO, OFF_TOPIC):
         assert cli("--notes", notes, q).returncode == 0
