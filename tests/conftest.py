@@ -172,7 +172,7 @@ def run_cli_audited(*args, host: str, under: Path, log: Path, timeout: float = 6
                           text=True, encoding="utf-8", env=env, timeout=timeout)
 
 
-def read_cache(path: Path) -> tuple[dict, "np.ndarray"]:
+def read_cache(path: Path) -> tuple[dict, "rag.np.ndarray"]:
     """A cache file's fields as one dict (its header and the rest), and a copy of its vectors."""
     with open(path, "rb") as f:
         d = rag.BuiltinsOnlyUnpickler(f).load()
