@@ -3138,7 +3138,7 @@ def check(value, kind: type, what: str):
 def index_to_dict(index: Index) -> dict:
     """Everything but the vectors, as plain builtins: arrays become (dtype, shape, bytes)."""
     arr = arr_data
-    lex = index.lexicon
+    lex, calibration = index.lexicon, index.calibration
     return {
         "format": CACHE_FORMAT, "tokenizer": TOKENIZER_VERSION, "notes_dir": index.notes_dir,
         "names": names_digest([*index.files, *index.skipped]), "embed_model": index.embed_model,
@@ -3150,7 +3150,11 @@ def index_to_dict(index: Index) -> dict:
         "lexicon": (lex.vocab, arr(lex.ptr), arr(lex.docs), arr(lex.counts), arr(lex.lengths)),
         "doc_template": index.doc_template, "model_digest": index.model_digest,
         "note_warnings": index.note_warnings, "skipped": {rel: tuple(s) for rel, s in index.skipped.items()},
-        "calibration": index.calibration, "notes": NoteTable.pack(index.files, index.notes),
+        # The probes' vectors apart from the floors: an older version shows its calibration in
+        # --eval --json, and ignores a key it does not know.
+        "calibration": {k: v for k, v in calibration.items() if k != "probes"} if isinstance(calibration, dict)
+        else calibration, "calibration_probes": calibration.get("probes") if isinstance(calibration, dict) else None,
+        "notes": NoteTable.pack(index.files, index.notes),
     }
 
 
@@ -3198,13 +3202,13 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
                  check(d["fingerprint"], str, "fingerprint"), check(d["embed_model"], str, "embed_model"),
                  chunking, check(d["doc_template"], str, "doc_template"),
                  check(d["model_digest"], str, "model_digest"), note_warnings, skipped,
-                 checked_calibration(d.get("calibration")),   # caches written before it have none
+                 checked_calibration(d.get("calibration"), d.get("calibration_probes")),   # older caches: none
                  check(d["notes_dir"], str, "notes_dir"), notes)
 
 
-def checked_calibration(c) -> dict | None:
-    """A cached calibration as calibrate() writes it; None (calibrate again, no re-embedding) if
-    it is not one."""
+def checked_calibration(c, probes=None) -> dict | None:
+    """A cached calibration as calibrate() writes it, with its probes' vectors if they are some;
+    None (calibrate again, no re-embedding) if it is not one."""
     if not isinstance(c, dict):
         return None
     floors, meaning = c.get("floors"), c.get("meaning", {})
@@ -3215,15 +3219,21 @@ def checked_calibration(c) -> dict | None:
                                                 for k, v in meaning.items()))
     if not ok:
         return None
-    probes = c.get("probes")                  # the probes' vectors: dropped, not trusted, if not theirs
-    if probes is not None and not (
-            isinstance(probes, dict) and type(probes.get("model")) is str and type(probes.get("build")) is str
-            and isinstance(probes.get("texts"), list) and all(type(t) is str for t in probes["texts"])
-            and type(probes.get("vectors")) is bytes and probes["texts"]
-            and len(probes["vectors"]) % (4 * len(probes["texts"])) == 0
-            and np.isfinite(np.frombuffer(probes["vectors"], "<f4")).all()):
-        c = {k: v for k, v in c.items() if k != "probes"}
-    return c
+    c = {k: v for k, v in c.items() if k != "probes"}
+    return {**c, "probes": probes} if probes_hold_together(probes) else c
+
+
+def probes_hold_together(probes) -> bool:
+    """Are these a calibration's probes' vectors, as calibrate() keeps them: float32 rows, one
+    for each text, that add up to finite numbers (as a cache's vectors must)?"""
+    if not (isinstance(probes, dict) and type(probes.get("model")) is str and type(probes.get("build")) is str
+            and type(probes.get("texts")) is list and probes["texts"] and all(type(t) is str for t in probes["texts"])
+            and type(probes.get("vectors")) is bytes and len(probes["vectors"]) % (4 * len(probes["texts"])) == 0
+            and probes["vectors"]):
+        return False
+    rows = np.frombuffer(probes["vectors"], "<f4").reshape(len(probes["texts"]), -1)
+    with np.errstate(all="ignore"):
+        return bool(np.isfinite(rows @ np.ones(rows.shape[1], np.float32)).all())
 
 
 
@@ -3786,10 +3796,11 @@ class Filters(NamedTuple):
     until: str | None = None
 
     def __str__(self) -> str:             # "--tag work --since 2026-01", as typed
-        return " ".join([*(["--source", self.source] if self.source else []),
-                         *(w for t in self.tags for w in ("--tag", t)),
-                         *(["--since", self.since] if self.since else []),
-                         *(["--until", self.until] if self.until else [])])
+        return " ".join(self.words())
+
+    def words(self) -> list[str]:         # ...as the command line's words
+        return [*(["--source", self.source] if self.source else []), *(w for t in self.tags for w in ("--tag", t)),
+                *(["--since", self.since] if self.since else []), *(["--until", self.until] if self.until else [])]
 
     def as_json(self) -> dict:            # those in force, as --json and the gap log write them
         return {k: list(v) if isinstance(v, tuple) else v for k, v in self._asdict().items() if v}
@@ -4039,9 +4050,11 @@ def calibrate(index: Index, client: ollama.Client, settings: Settings,
     # A probe the model returns no number for is left out, as a chunk would be.
     embedded = dict(zip(todo, (row for g in got for row in ([None] if g is None else g))))
     rows = [known[t] if t in known else embedded.get(t) for t in texts]
+    if any(row is not None and len(row) != index.vectors.shape[1] for row in rows):
+        return None                       # the model's vectors changed size: the index must be rebuilt
     kept = [i for i, row in enumerate(rows) if row is not None and np.isfinite(row).all()]
     probes, qvecs = [probes[i] for i in kept], np.array([rows[i] for i in kept], dtype=np.float32)
-    if not kept or qvecs.shape[1] != index.vectors.shape[1]:
+    if not kept:
         return None
     # First how much meaning each probe finds (the fusion's scale, below), then their confidence.
     found: dict[str, list[float]] = {}
@@ -5342,17 +5355,29 @@ def gap_from_line(line: bytes) -> dict | str | None:
 
 def logged_filters(entry: dict) -> Filters:
     """The filters a logged question was searched with: those of its "filters" that read as the
-    command line would read them (a log edited by hand may hold others, which are set aside)."""
+    command line would read them (a log edited by hand may hold others, which are set aside), a
+    time ago ("7d") as the days it meant when the question was asked."""
     logged = entry.get("filters") if isinstance(entry.get("filters"), dict) else {}
+    try:
+        asked = datetime.date.fromisoformat(str(entry.get("time", ""))[:10])
+    except ValueError:
+        asked = None                      # an entry's time is checked when read: not from the log
 
     def read(value, how: Callable[[str], str]) -> str | None:
         try:
             return how(value) if isinstance(value, str) and value.strip() else None
         except argparse.ArgumentTypeError:
             return None
+
+    def day(value, end: int) -> str | None:
+        bound = read(value, date_bound)
+        return date_span(bound, asked)[end] if bound and asked and bound[-1:].lower() in "dwmy" else bound
     tags = logged.get("tags") if isinstance(logged.get("tags"), list) else []
+    since, until = day(logged.get("since"), 0), day(logged.get("until"), 1)
+    if dated_backwards(since, until):     # no note could pass: a log edited by hand
+        since = until = None
     return Filters(read(logged.get("source"), str), tuple(dict.fromkeys(t for v in tags if (t := read(v, tag_name)))),
-                   read(logged.get("since"), date_bound), read(logged.get("until"), date_bound))
+                   since, until)
 
 
 def gap_vector(entry: dict, settings: Settings, dim: int) -> np.ndarray | None:
@@ -7252,6 +7277,9 @@ def run_gaps(args, settings: Settings, client: ollama.Client) -> int:
         except (OSError, ValueError) as e:
             raise UsageError(f"error: {args.to_eval} exists and is not an evaluation set ({e}); give another file")
     check_notes_dir(settings.notes_dir)
+    if settings.source_filter or settings.tags:
+        raise UsageError("error: --gaps searches each logged question with the --source and --tag it was asked "
+                         "with; --since and --until say when the questions were asked")
     entries, warnings = read_gap_log(path)
     notes = os.path.realpath(settings.notes_dir)
     since = date_span(settings.since)[0] if settings.since else ""        # here they date the questions,
@@ -7431,7 +7459,7 @@ def print_gaps(report: dict) -> None:
               + (f"; closest notes: {', '.join(g['closest_notes'])}" if g["closest_notes"] else ""))
         for q in g["asked"][:GAP_SHOWN]:
             times = f"{q['times']}×" if q["times"] > 1 else ""
-            asked_with = str(logged_filters({"filters": q["filters"]}))
+            asked_with = preview(shlex.join(logged_filters({"filters": q["filters"]}).words()), 40)
             print(f"  {times:>4} {preview(q['question'], 90)}" + (f"  (asked with {asked_with})" if asked_with else "")
                   + ("  (now found)" if q["now_found"] else ""))
         if len(g["asked"]) > GAP_SHOWN:

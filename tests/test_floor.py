@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import ollama
 import pytest
-from conftest import note_texts, run_cli
+from conftest import note_texts, read_cache, run_cli
 from ollama_server import FakeOllama
 
 import demo_rag as rag
@@ -235,6 +235,15 @@ def test_kept_probe_vectors_that_are_not_vectors_are_dropped_and_embedded_again(
     data = ask(latin, notes, cache, OFF_TOPIC)
     assert data["floor"]["source"].startswith("calibrated on this index: zh ")
     assert len(latin.embedded_texts()[embedded:]) == 2 + len(rag.FLOOR_PROBES["zh"])    # the probes again
+
+
+def test_the_probes_vectors_are_kept_apart_from_the_floors_an_older_version_shows(latin, tmp_path):
+    # An older version prints its cached calibration in --eval --json, and ignores a key it does not know.
+    notes, cache = write_vault(tmp_path / "notes"), tmp_path / "cache"
+    ask(latin, notes, cache, OFF_TOPIC)
+    d, _ = read_cache(next(cache.glob("*.pkl")))
+    assert "probes" not in d["calibration"] and json.dumps(d["calibration"])
+    assert len(d["calibration_probes"]["texts"]) == len(rag.FLOOR_PROBES["zh"])
 
 
 def test_kept_probe_vectors_of_another_build_of_the_model_are_not_taken(latin, tmp_path):

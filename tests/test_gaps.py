@@ -227,6 +227,29 @@ def test_a_question_declined_under_a_filter_stays_open_and_goes_to_eval_with_it(
     assert out.returncode == 0 and "1/1 from the gap log" in out.stdout, out.stdout + out.stderr
 
 
+def test_logged_filters_are_read_as_they_were_meant_when_asked(cli, notes, tmp_path):
+    write_log(cli, [entry("What is the tallest mountain on Mars?", notes, "2026-01-10T09:00:00Z",
+                          filters={"since": "7d", "tags": ["work", 3, "two words"]}),
+                    entry("Who painted the Sistine Chapel ceiling?", notes, "2026-03-02T09:00:00Z",
+                          filters={"source": "my notes/" + "x" * 5000, "since": "2026-05", "until": "2026-01"})])
+    asked = {q["question"]: q for g in gaps_json(cli, notes)["groups"] for q in g["asked"]}
+    assert asked["What is the tallest mountain on Mars?"]["filters"] == {"tags": ["work"], "since": "2026-01-03"}
+    assert asked["Who painted the Sistine Chapel ceiling?"]["filters"] == {"source": "my notes/" + "x" * 5000}
+    items = tmp_path / "set.jsonl"
+    out = cli("--notes", notes, "--gaps", "--to-eval", items)
+    assert out.returncode == 0, out.stderr
+    assert "(asked with --tag work --since 2026-01-03)" in out.stdout                  # 7 days before it was asked
+    (line,) = [line for line in out.stdout.splitlines() if "(asked with --source 'my notes/xxx" in line]
+    assert len(line) < 150, line
+    assert [json.loads(line)["since"] for line in items.read_text(encoding="utf-8").splitlines()] == ["2026-01-03"]
+
+
+def test_gaps_refuses_a_tag_or_source_of_its_own(cli, notes):
+    for flags in (["--tag", "work"], ["--source", "*.md"]):
+        out = cli("--notes", notes, "--gaps", *flags)
+        assert out.returncode == rag.EXIT_USAGE and "each logged question" in out.stderr, out.stderr
+
+
 def test_gaps_of_a_folder_that_is_not_there_is_an_error(cli, tmp_path):
     out = cli("--notes", tmp_path / "nowhere", "--gaps")
     assert out.returncode == rag.EXIT_USAGE and "notes folder not found" in out.stderr, out.stdout
