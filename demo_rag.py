@@ -5257,10 +5257,13 @@ def append_gap(path: Path, entry: dict) -> None:
     """Append one entry to the log as one line, in one write() (O_APPEND: another run's line
     goes before or after it, never inside), on a line of its own if a killed run left the last
     one without its newline. Past GAP_LOG_MAX_MB the log moves to GAP_LOG_OLD (the one there
-    goes) and the next entry starts a new one. The file is the user's alone (mode 600)."""
+    goes) and the next entry starts a new one. The file is the user's alone (mode 600).
+    subtle: the file grows a page at a time while another run writes a long line, so its last
+    byte, looked at then, is no newline though that run's line will end with one; so one run
+    at a time looks and writes (locked_gap_log), else it would add an empty line."""
     # backslashreplace: a lone surrogate (a file name that is not UTF-8) becomes JSON's own \udcxx
     line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace")
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | NOT_A_LINK, 0o600)
+    fd = locked_gap_log(path)
     try:
         size = os.fstat(fd).st_size
         if size:
@@ -5274,14 +5277,29 @@ def append_gap(path: Path, entry: dict) -> None:
         os.close(fd)
 
 
-def start_new_gap_log(path: Path, fd: int) -> None:
-    """Move the full log (open as fd) to GAP_LOG_OLD. subtle: two runs can find it full at once;
-    the lock and the check that `path` is still this file let only the first move it, so the
-    second cannot move the new log, with one line in it, over the old one."""
-    with contextlib.suppress(OSError):
-        with contextlib.suppress(ImportError):    # POSIX only: elsewhere the window is just wider
+def locked_gap_log(path: Path) -> int:
+    """The log at `path`, opened to append and locked, the lock released as it is closed (POSIX
+    only: elsewhere two runs' writes may still meet). A run that waited while another moved the
+    full log to GAP_LOG_OLD opens the new one instead of adding to the old."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | NOT_A_LINK, 0o600)
+        try:
             import fcntl
-            fcntl.flock(fd, fcntl.LOCK_EX)    # released as fd closes
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except (ImportError, OSError):    # no locks here (Windows, some network shares)
+            return fd
+        with contextlib.suppress(FileNotFoundError):          # moved: the next open makes the new one
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                return fd
+        os.close(fd)
+
+
+def start_new_gap_log(path: Path, fd: int) -> None:
+    """Move the full log (open as fd, locked by append_gap) to GAP_LOG_OLD. subtle: where there
+    are no locks two runs can find it full at once; the check that `path` is still this file lets
+    only the first move it, so the second cannot move the new log, with one line in it, over the
+    old one."""
+    with contextlib.suppress(OSError):
         if os.stat(path).st_ino == os.fstat(fd).st_ino:
             os.replace(path, path.with_name(GAP_LOG_OLD))
 

@@ -304,6 +304,30 @@ def test_two_runs_appending_at_once_never_mix_their_lines(server, notes, tmp_pat
         assert mine == [f"Who won football World Cup number {i} of writer {k}" for i in range(n)]
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="needs Linux's /proc/locks to see a run wait")
+def test_a_run_waits_for_another_run_s_line_to_end_before_it_looks_at_the_log_s_end(tmp_path):
+    import fcntl
+    import time
+    log = tmp_path / rag.GAP_LOG
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.write(fd, b'{"v": 1, "question": "mine, its first half')       # another run, mid-line
+    code = "import sys; sys.path.insert(0, sys.argv[1]); import demo_rag as rag; from pathlib import Path; " \
+           "rag.append_gap(Path(sys.argv[2]), {'v': 1, 'question': 'theirs'})"
+    p = subprocess.Popen([sys.executable, "-c", code, str(ROOT), str(log)])
+    deadline, inode = time.monotonic() + 60, f":{os.fstat(fd).st_ino} "
+    while p.poll() is None and time.monotonic() < deadline:                # until it waits, or has written
+        with open("/proc/locks") as locks:
+            if any("->" in line and inode in line for line in locks):
+                break
+        time.sleep(0.01)
+    os.write(fd, b' and the second"}\n')
+    os.close(fd)
+    assert p.wait(timeout=60) == 0
+    assert [json.loads(line)["question"] for line in log.read_text().splitlines()] == \
+        ["mine, its first half and the second", "theirs"]
+
+
 WRITER = """
 import sys; sys.path.insert(0, sys.argv[1])
 import demo_rag as rag
