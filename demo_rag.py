@@ -5281,7 +5281,10 @@ def locked_gap_log(path: Path) -> int:
     """The log at `path`, opened to append and locked, the lock released as it is closed (POSIX
     only: elsewhere two runs' writes may still meet). A run that waited while another moved the
     full log to GAP_LOG_OLD opens the new one instead of adding to the old."""
-    while True:
+    fd = -1
+    for _ in range(3):                    # moved again while this run waited: it looks once more
+        if fd >= 0:
+            os.close(fd)
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | NOT_A_LINK, 0o600)
         try:
             import fcntl
@@ -5291,7 +5294,7 @@ def locked_gap_log(path: Path) -> int:
         with contextlib.suppress(FileNotFoundError):          # moved: the next open makes the new one
             if os.stat(path).st_ino == os.fstat(fd).st_ino:
                 return fd
-        os.close(fd)
+    return fd                             # a file system whose inode numbers differ so: as it is
 
 
 def start_new_gap_log(path: Path, fd: int) -> None:
