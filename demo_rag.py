@@ -788,6 +788,9 @@ def date_bound(text: str) -> str:
     return text.strip()
 
 
+RELATIVE_DATE = re.compile(r"(\d{1,6})([dwmy])")   # a time ago: 7d, 2w, 3m, 1y
+
+
 def date_span(text: str, today: datetime.date | None = None) -> tuple[str, str]:
     """The first and last day a --since or --until value names, as YYYY-MM-DD: a day, a month,
     a year, or that day a time ago (7d, 2w, 3m, 1y). Raises ValueError for anything else.
@@ -799,7 +802,7 @@ def date_span(text: str, today: datetime.date | None = None) -> tuple[str, str]:
     """
     value = text.strip().lower()
     try:
-        if m := re.fullmatch(r"(\d{1,6})([dwmy])", value):
+        if m := RELATIVE_DATE.fullmatch(value):
             n, unit, today = int(m.group(1)), m.group(2), today or datetime.date.today()
             if unit in "dw":
                 day = today - datetime.timedelta(days=n * (7 if unit == "w" else 1))
@@ -3152,8 +3155,8 @@ def index_to_dict(index: Index) -> dict:
         "note_warnings": index.note_warnings, "skipped": {rel: tuple(s) for rel, s in index.skipped.items()},
         # The probes' vectors apart from the floors: an older version shows its calibration in
         # --eval --json, and ignores a key it does not know.
-        "calibration": {k: v for k, v in calibration.items() if k != "probes"} if isinstance(calibration, dict)
-        else calibration, "calibration_probes": calibration.get("probes") if isinstance(calibration, dict) else None,
+        "calibration": floors_only(calibration),
+        "calibration_probes": calibration.get("probes") if isinstance(calibration, dict) else None,
         "notes": NoteTable.pack(index.files, index.notes),
     }
 
@@ -3219,8 +3222,13 @@ def checked_calibration(c, probes=None) -> dict | None:
                                                 for k, v in meaning.items()))
     if not ok:
         return None
-    c = {k: v for k, v in c.items() if k != "probes"}
+    c = floors_only(c)
     return {**c, "probes": probes} if probes_hold_together(probes) else c
+
+
+def floors_only(calibration):
+    """A calibration without its probes' vectors (bytes): as JSON and an older version show it."""
+    return {k: v for k, v in calibration.items() if k != "probes"} if isinstance(calibration, dict) else calibration
 
 
 def probes_hold_together(probes) -> bool:
@@ -3804,6 +3812,10 @@ class Filters(NamedTuple):
 
     def as_json(self) -> dict:            # those in force, as --json and the gap log write them
         return {k: list(v) if isinstance(v, tuple) else v for k, v in self._asdict().items() if v}
+
+    @classmethod
+    def from_json(cls, d: dict) -> Filters:   # as_json's, back
+        return cls(**{k: tuple(v) if k == "tags" else v for k, v in d.items()})
 
 
 def filters_in_force(settings: Settings) -> Filters:
@@ -5392,7 +5404,7 @@ def logged_filters(entry: dict) -> Filters:
 
     def day(value, end: int) -> str | None:
         bound = read(value, date_bound)
-        return date_span(bound, asked)[end] if bound and asked and bound[-1:].lower() in "dwmy" else bound
+        return date_span(bound, asked)[end] if bound and asked and RELATIVE_DATE.fullmatch(bound.lower()) else bound
     tags = logged.get("tags") if isinstance(logged.get("tags"), list) else []
     since, until = day(logged.get("since"), 0), day(logged.get("until"), 1)
     if dated_backwards(since, until):     # no note could pass: a log edited by hand
@@ -5859,8 +5871,7 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
                            if r.hits else None})
     result = metrics(ranks["fused"])
     result["by_ranker"] = {name: metrics(rs) for name, rs in ranks.items()}
-    result["floor"] = {"min_score": settings.min_score, "calibration": index.calibration and   # not its vectors
-                       {k: v for k, v in index.calibration.items() if k != "probes"}, **floor}
+    result["floor"] = {"min_score": settings.min_score, "calibration": floors_only(index.calibration), **floor}
     result["misses"] = misses
     result["confidences"] = confidences
     result["embed_model"] = settings.embed_model if embedded else None
@@ -7480,7 +7491,7 @@ def print_gaps(report: dict) -> None:
               + (f"; closest notes: {', '.join(g['closest_notes'])}" if g["closest_notes"] else ""))
         for q in g["asked"][:GAP_SHOWN]:
             times = f"{q['times']}×" if q["times"] > 1 else ""
-            asked_with = preview(shlex.join(logged_filters({"filters": q["filters"]}).words()), 40)
+            asked_with = preview(shlex.join(Filters.from_json(q["filters"]).words()), 40)
             print(f"  {times:>4} {preview(q['question'], 90)}" + (f"  (asked with {asked_with})" if asked_with else "")
                   + ("  (now found)" if q["now_found"] else ""))
         if len(g["asked"]) > GAP_SHOWN:
@@ -7503,14 +7514,13 @@ def gaps_to_eval(path: Path, groups: list[dict]) -> dict:
     names the note that answers it, not a filter."""
     have = {same_question(it["question"]) for it in load_eval_set(path)} if path.exists() else set()
     still = [q for g in groups for q in g["asked"] if not q["now_found"]]
-    new = [q for q in still if same_question(q["question"]) not in have and "source" not in q["filters"]]
+    fresh = [q for q in still if same_question(q["question"]) not in have]
+    new = [q for q in fresh if "source" not in q["filters"]]
     end_with_newline(path)
     with open(path, "a", encoding="utf-8") as f:
         f.write("".join(json.dumps({"question": q["question"], "answers": [], "from": GAP_FROM, **q["filters"]},
                                    ensure_ascii=False) + "\n" for q in new))
-    by_source = sum("source" in q["filters"] for q in still if same_question(q["question"]) not in have)
-    return {"file": str(path), "added": len(new), "there": len(still) - len(new) - by_source,
-            "left_out": by_source}
+    return {"file": str(path), "added": len(new), "there": len(still) - len(fresh), "left_out": len(fresh) - len(new)}
 
 
 def end_with_newline(path: Path) -> None:
