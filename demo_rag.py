@@ -5616,13 +5616,13 @@ def run_warnings(report: IndexReport, outcome: Outcome) -> list[str]:
 def print_outcome(outcome: Outcome) -> None:
     """What follows the sources (and the streamed answer) on a terminal: how the question ended."""
     if outcome.status == ANSWERED:
-        print()                           # end the streamed answer's last line
+        print(flush=True)                 # end the streamed answer's last line, before stderr speaks
         if outcome.cut_short:
             err(f"warning: {cut_short_warning(outcome)}")
         if outcome.check:                 # stderr, as warnings and timings: stdout keeps the answer alone
             err(outcome.check.summary())
     elif outcome.status == FAILED and outcome.text is not None:
-        print()                           # the chat model broke off mid-answer: end its line,
+        print(flush=True)                 # the chat model broke off mid-answer: end its line,
         err(f"error: {outcome.why}")      # so that what comes next starts on one of its own
     elif outcome.status == DECLINED:
         print(f"{NOT_FOUND} ({outcome.why}; the closest sources are above)")

@@ -253,3 +253,12 @@ def test_an_interrupt_mid_answer_carries_the_outcome_so_far(server, tmp_path):
     o = caught.value.outcome
     assert o.status == rag.INTERRUPTED and o.text == "".join(came) and o.retrieval.hits
     assert o.conversation == rag.Conversation()           # an answer cut short is not remembered
+
+
+def test_the_answer_s_line_ends_before_what_stderr_says_after_it_in_one_pipe(server, notes, tmp_path):
+    # `2>&1 | less`: the answer's last line must be ended on stdout before the check's line on stderr.
+    out = subprocess.run([sys.executable, str(SCRIPT), "What is asyncio?", "--notes", str(notes),
+                          "--cache", str(tmp_path / "c")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         env=user_env(server.url), timeout=60)
+    text = out.stdout.decode()
+    assert out.returncode == 0 and "\nchecked: " in text and "]checked:" not in text, text
