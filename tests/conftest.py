@@ -21,7 +21,19 @@ SCRIPT = ROOT / "demo_rag.py"
 # machine's environment but not in a user's: with it, a print() the script forgets to flush=True still
 # shows up at once. DEMO_RAG_NO_LOG may be set by a developer who keeps no gap log, as the README
 # offers: the gap log's tests set it themselves.
-NOT_A_USERS = ("PYTHONUNBUFFERED", "DEMO_RAG_NO_LOG")
+NOT_A_USERS = ("PYTHONUNBUFFERED", "DEMO_RAG_NO_LOG", "PYTEST_CURRENT_TEST")
+
+
+def pytest_make_parametrize_id(config, val, argname):
+    """A long string parameter gets a short test id, on every pytest version.
+
+    Older pytest (and newer ones told to) spell the whole value into the id, and pytest puts that
+    id in PYTEST_CURRENT_TEST: a 400 KB note then made every child process fail to start, since
+    Linux refuses an environment string over 128 KB (E2BIG). The id keeps the value's start."""
+    if isinstance(val, (str, bytes)) and len(val) > 100:
+        start = val[:30] if isinstance(val, str) else val[:30].decode("latin-1")
+        return f"{start.encode('unicode_escape').decode('ascii')}...{len(val)}-long"
+    return None
 
 
 def user_env(host: str, extra: dict | None = None) -> dict:

@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import ollama
 import pytest
@@ -153,3 +156,16 @@ def test_stream_junk_and_stream_close(server, switch, raised):
     setattr(server, switch, False)
     assert "".join(p.message.content for p in client.chat(model="qwen3:0.6b", messages=messages, stream=True)) \
         == "According to the notes, fact [1]"
+
+
+def test_every_test_id_is_short_enough_for_a_child_process_to_start():
+    """pytest puts the running test's id in PYTEST_CURRENT_TEST, and Linux will not start a process
+    whose environment holds a string over 128 KB. pytest 8 spells a parameter's whole value into the
+    id (newer ones do when told to, as here): conftest's hook must keep a 400 KB note out of it."""
+    tests = Path(__file__).resolve().parent
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          "-o", "parametrize_long_str_id_strategy=legacy", str(tests)],
+                         capture_output=True, text=True, cwd=tests.parent, timeout=120)
+    ids = [line for line in out.stdout.splitlines() if "::" in line]
+    assert out.returncode == 0 and len(ids) > 500, out.stdout[-2000:]
+    assert max(map(len, ids)) < 1000, max(ids, key=len)[:300]
