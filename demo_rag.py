@@ -693,6 +693,7 @@ MAX_ANSWER_TOKENS = MAX_NUM_CTX // 2      # --max-answer-tokens at most: the sou
 # The gap log: the questions the notes could not answer, kept in the cache folder (--gaps shows them).
 GAP_LOG = "gaps.jsonl"                    # one JSON object a line, appended; never sent anywhere
 GAP_LOG_VERSION = 1                       # bump when an entry's fields change: older entries are skipped
+GAP_TIME = "%Y-%m-%dT%H:%M:%SZ"           # when an entry was written, in UTC
 GAP_LOG_MAX_MB = 16                       # past this the log starts a new file and keeps the one before
                                           # (gaps.old.jsonl): at most twice this, the oldest going first;
                                           # about 5,000 questions a file with vectors of 1,024 numbers
@@ -5250,7 +5251,7 @@ def gap_entry(outcome: Outcome, settings: Settings, why: str) -> dict:
     import base64                         # here alone: the vector as text, compactly
     r = outcome.retrieval
     question = (outcome.query or outcome.question)[:GAP_QUESTION_CHARS]
-    entry = {"v": GAP_LOG_VERSION, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    entry = {"v": GAP_LOG_VERSION, "time": time.strftime(GAP_TIME, time.gmtime()),
              "question": question, "language": question_language(question),
              "notes": os.path.realpath(settings.notes_dir), "why": why,
              "confidence": round(r.confidence, 3), "floor": r.floor,
@@ -5380,6 +5381,10 @@ def gap_from_line(line: bytes) -> dict | str | None:
     if not (isinstance(entry.get("question"), str) and entry["question"].strip()
             and all(isinstance(entry.get(k), str) for k in ("time", "notes", "why"))):
         return None
+    try:                                  # --gaps --since compares it, and dates relative filters by it
+        time.strptime(entry["time"], GAP_TIME)
+    except ValueError:
+        return None
     sources = entry.get("sources")
     return {**entry, "question": entry["question"][:GAP_QUESTION_CHARS],
             "sources": [s for s in sources if isinstance(s, dict) and isinstance(s.get("source"), str)]
@@ -5394,7 +5399,7 @@ def logged_filters(entry: dict) -> Filters:
     try:
         asked = datetime.date.fromisoformat(str(entry.get("time", ""))[:10])
     except ValueError:
-        asked = None                      # an entry's time is checked when read: not from the log
+        asked = None                      # not an entry read from the log, which checks its time
 
     def read(value, how: Callable[[str], str]) -> str | None:
         try:

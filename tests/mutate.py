@@ -675,6 +675,10 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '        return bool(np.isfinite(rows @ np.ones(rows.shape[1], np.float32)).all())',
      '        return True',
      ["tests/test_floor.py", "-k", "kept_probe"]),
+    ("a gap log line whose time is no time is kept, and --gaps drops it unsaid",
+     '        time.strptime(entry["time"], GAP_TIME)\n',
+     '        pass\n',
+     ["tests/test_gaps.py", "-k", "damaged_log"]),
 ]
 
 
