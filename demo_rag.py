@@ -1303,6 +1303,9 @@ BLOCK_SCALAR = re.compile(r"[|>][+-]?")
 WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]*)\]\]")
 COMMENT = re.compile(r"%%.*?%%", re.DOTALL)
 CALLOUT = re.compile(r"^([ \t]*(?:>[ \t]?)+)\[!([^\]\n]*)\][+-]?[ \t]*(.*)$", re.MULTILINE)
+# A block id, the anchor a [[Note#^id]] link points at: Latin letters, digits and dashes, at a line's
+# end after a space, or alone on the line after a table or a list.
+BLOCK_ID = re.compile(r"(?<![^ \t\n])\^[A-Za-z0-9-]+[ \t]*$", re.MULTILINE)   # no [ \t]+ before: that backtracks
 # An inline #tag, as Obsidian finds one: after a space, "(" or CJK punctuation ("。#工作"), not digits alone.
 INLINE_TAG = re.compile(r"(?<![^\s(\u3000-\u303f\uff01-\uff0f\uff1a-\uff20])#([\w/-]*[^\W\d_][\w/-]*)")
 DATE_KEYS = ("date", "created", "updated")     # the first of these that holds a date dates the note
@@ -1436,12 +1439,15 @@ def clean_markup(text: str) -> tuple[str, tuple[str, ...]]:
     """Obsidian's markup as a reader sees it, every line break kept (lines still count as in the
     file), and what the embeds it dropped named: [[Note]] -> Note, [[Note|text]] -> text,
     [[Note#Part]] -> Note › Part, ![[file]] and %%comments%% dropped, a callout's [!type]
-    marker replaced by its title (or its type). A link that never closes stays as it is.
+    marker replaced by its title (or its type), a block id (^id) dropped outside code blocks,
+    where "grep ^d" means what it says. A link that never closes stays as it is.
 
     >>> clean_markup("[[Note]], [[Note|text]], [[Note#Part]], [[#Part]], [[]][[|]]![[a.png]] [[x")
     ('Note, text, Note › Part, Part,  [[x', ('a.png',))
     >>> clean_markup("%%a\\nb%%\\n> [!tip]- Why\\n> [!warning]")
     ('\\n\\n> Why\\n> Warning', ())
+    >>> clean_markup("A quote. ^q-1\\n| a |\\n^table\\n2^10 and x ^ y\\n```\\nls | grep ^d\\n```")
+    ('A quote.\\n| a |\\n\\n2^10 and x ^ y\\n```\\nls | grep ^d\\n```', ())
     """
     dropped = []
 
@@ -1455,7 +1461,21 @@ def clean_markup(text: str) -> tuple[str, tuple[str, ...]]:
     text = COMMENT.sub(lambda m: "\n" * m.group().count("\n"), text)
     text = WIKILINK.sub(link, text)
     text = CALLOUT.sub(lambda m: m.group(1) + (m.group(3) or m.group(2).strip().capitalize()), text)
-    return text, tuple(d for d in dict.fromkeys(dropped) if d)
+    return drop_block_ids(text), tuple(d for d in dict.fromkeys(dropped) if d)
+
+
+def drop_block_ids(text: str) -> str:
+    """`text` without its block ids (BLOCK_ID) and the spaces before them, but those in code blocks."""
+    fenced = [m.span() for m in FENCE.finditer(text)]
+    kept, at = [], 0
+    for m in BLOCK_ID.finditer(text):
+        if not any(a <= m.start() < b for a, b in fenced):
+            start = m.start()
+            while start > at and text[start - 1] in " \t":
+                start -= 1
+            kept.append(text[at:start])
+            at = m.end()
+    return "".join(kept) + text[at:]
 
 
 def note_card(rel: str, meta: NoteMeta, mtime_ns: int | None) -> NoteMeta:

@@ -679,6 +679,14 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '        time.strptime(entry["time"], GAP_TIME)\n',
      '        pass\n',
      ["tests/test_gaps.py", "-k", "damaged_log"]),
+    ("block ids are dropped inside code blocks too",
+     '        if not any(a <= m.start() < b for a, b in fenced):\n            start = m.start()',
+     '        if True:\n            start = m.start()',
+     ["tests/test_obsidian.py", "-k", "block_ids"]),
+    ("block ids are kept in sources and citations",
+     '    return drop_block_ids(text), tuple(d for d in dict.fromkeys(dropped) if d)',
+     '    return text, tuple(d for d in dict.fromkeys(dropped) if d)',
+     ["tests/test_obsidian.py", "-k", "block_ids"]),
 ]
 
 

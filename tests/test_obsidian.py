@@ -78,6 +78,20 @@ def test_obsidian_markup_is_cleaned_and_every_line_break_kept(tmp_path):
     assert "title: Plan" in rag.read_text(txt)[0][0].text and "[[Other note|" in rag.read_text(txt)[0][0].text
 
 
+def test_block_ids_stay_out_of_sources_and_citations_but_not_out_of_code(cli, tmp_path):
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "hangar.md").write_text(
+        f"# Airship notes\n\n## Hangar hours ^hours\n\nThe zeppelin hangar opens at nine. ^h9k2x1\n\n"
+        f"| day | opens |\n|---|---|\n| Mon | 9 |\n^table-1\n\n```sh\nls | grep ^d\n```\n{PAD}\n", encoding="utf-8")
+    out = cli("When does the zeppelin hangar open?", "--notes", vault, "--retrieve-only", "--json")
+    assert out.returncode == 0, out.stderr
+    top = json.loads(out.stdout)["sources"][0]
+    assert top["section"] == "# Airship notes › ## Hangar hours" and top["line"] == 5, top   # the file's line
+    assert "^h9k2x1" not in top["text"] and "^table-1" not in top["text"] and "grep ^d" in top["text"]
+    assert "opens at nine.\n" in top["text"]
+
+
 @pytest.mark.parametrize("front, warned", [
     ("tags: 2026\naliases: null\ndate: 2026-13-45", "date: '2026-13-45' is no date"),
     ("date: yesterday\ncreated: 2026-01-02", "date: 'yesterday' is no date"),
@@ -229,7 +243,8 @@ def test_an_older_cache_keeps_its_vectors_and_reads_the_notes_again(cli, server,
 
 
 @pytest.mark.parametrize("text", ["---\na: 1\n" + "  - x\n" * 50_000 + "prose, no closing line",
-                                  "---\n" + "a" + " " * 100_000 + "x\n---\nbody", "---\n" + "   \n" * 50_000 + "x"])
+                                  "---\n" + "a" + " " * 100_000 + "x\n---\nbody", "---\n" + "   \n" * 50_000 + "x",
+                                  "---\n^a" + " " * 100_000 + "x", "---\n" + "^a^" * 50_000])
 def test_front_matter_rules_take_linear_time_on_hostile_notes(text):
     import time
     t0 = time.perf_counter()
