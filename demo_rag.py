@@ -1297,7 +1297,11 @@ def read_text(path: Path) -> tuple[list[Section], str | None]:
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")  # front matter and Obsidian's markup are read in these only
 FRONT_MATTER_BLOCK = re.compile(r"\A---[ \t]*\n(.*?)^(?:---|\.\.\.)[ \t]*$\n?", re.DOTALL | re.MULTILINE)
-YAML_KEY = re.compile(r"(\w[\w.-]*(?:[ \t]+[\w.-]+)*)[ \t]*:(?:[ \t]+(.*))?")      # top level: no indent
+# A top-level key, as YAML reads one: quoted, or plain text that starts with no indent or YAML
+# indicator and holds no ": " ("Date (created)", "📅", "foo/bar", a Dataview "mood:: ok"). The
+# key's own spaces stay in it, taken off later: a "[ \t]*" before the colon would backtrack.
+YAML_KEY = re.compile(r"""("[^"\n]*"|'[^'\n]*'|[^\s#:?,\[\]{}&*!|>'"%@`-](?:[^:\n#]|:(?=\S)|(?<=\S)#)*)"""
+                      r":(?:[ \t]+(.*))?")
 YAML_ITEM = re.compile(r"[ \t]*-(?:[ \t]+(.*))?")
 BLOCK_SCALAR = re.compile(r"[|>][+-]?")
 WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]*)\]\]")
@@ -1351,6 +1355,8 @@ def parse_front_matter(block: str) -> dict[str, str | list[str]] | None:
     {'title': 'A: b', 'tags': ['x', 'y z'], 'aliases': ['one', 'two, 2'], 'm': ''}
     >>> parse_front_matter("Meeting with the landlord\\nThe deposit is 2400 euros.") is None
     True
+    >>> parse_front_matter('mood:: ok\\nDate (created): 2026-01-02\\n"My key": v\\n📅: x\\ntags: [a]')
+    {'mood:': 'ok', 'date (created)': '2026-01-02', 'my key': 'v', '📅': 'x', 'tags': ['a']}
     """
     fields_: dict[str, str | list[str]] = {}
     key, block_lines, nested = None, None, False
@@ -1358,7 +1364,7 @@ def parse_front_matter(block: str) -> dict[str, str | list[str]] | None:
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         if m := YAML_KEY.fullmatch(line):
-            key, value, nested = m.group(1).strip().lower(), (m.group(2) or "").strip(), False
+            key, value, nested = m.group(1).strip().strip("\"'").lower(), (m.group(2) or "").strip(), False
             block_lines = [] if BLOCK_SCALAR.fullmatch(value) else None
             fields_[key] = "" if block_lines is not None else yaml_value(value)
         elif key is None:

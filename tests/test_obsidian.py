@@ -78,6 +78,20 @@ def test_obsidian_markup_is_cleaned_and_every_line_break_kept(tmp_path):
     assert "title: Plan" in rag.read_text(txt)[0][0].text and "[[Other note|" in rag.read_text(txt)[0][0].text
 
 
+def test_keys_yaml_reads_but_no_identifier_would_keep_the_front_matter(cli, tmp_path):
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "2026-11-08.md").write_text(
+        "---\nmood:: ok\ntags:\n  - daily\nDate (created): 2026-11-08\n\"Weather today\": rain\n📅: sunday\n"
+        f"foo/bar: 1\n---\n# Sunday\n\nThe zeppelin hangar opens at nine. {PAD}\n", encoding="utf-8")
+    (vault / "other.md").write_text(f"# Other\n\nThe zeppelin hangar is painted grey. {PAD}\n", encoding="utf-8")
+    out = cli("When does the zeppelin hangar open?", "--notes", vault, "--retrieve-only", "--json", "--tag", "daily")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert [s["source"] for s in result["sources"]] == ["2026-11-08.md"] and result["sources"][0]["tags"] == ["daily"]
+    assert not result["warnings"] and "mood" not in result["sources"][0]["text"]
+
+
 def test_block_ids_stay_out_of_sources_and_citations_but_not_out_of_code(cli, tmp_path):
     vault = tmp_path / "vault"
     vault.mkdir()
