@@ -3813,12 +3813,13 @@ def coverage(terms: list[Term], row: int) -> float:
 
 
 def source_mask(index: Index, pattern: str | None) -> np.ndarray:
-    """Which chunks --source allows: a glob ("notes/*.md") or a plain substring."""
+    """Which chunks --source allows: those whose note matches it as a glob ("notes/*.md") or
+    holds it as it is ("[draft] plan.md", whose brackets a glob reads as a set of letters)."""
     if not pattern:
         return np.ones(len(index.chunks), dtype=bool)
     pattern = unicodedata.normalize("NFC", pattern)   # as readable_name() writes the names
     glob = any(ch in pattern for ch in "*?[")
-    return np.array([fnmatch.fnmatch(c.source, pattern) if glob else pattern in c.source
+    return np.array([pattern in c.source or glob and fnmatch.fnmatch(c.source, pattern)
                      for c in index.chunks], dtype=bool)
 
 

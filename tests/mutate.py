@@ -691,6 +691,10 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      """|[^\\s#:?,\\[\\]{}&*!|>'"%@`-](?:[^:\\n#]|:(?=\\S)|(?<=\\S)#)*)\"\"\"""",
      """|\\w[\\w.-]*(?:[ \\t]+[\\w.-]+)*)\"\"\"""",
      ["tests/test_obsidian.py", "-k", "keys_yaml"]),
+    ("--source with a bracket is a glob only ('[draft]' matches no note of that name)",
+     '    return np.array([pattern in c.source or glob and fnmatch.fnmatch(c.source, pattern)',
+     '    return np.array([fnmatch.fnmatch(c.source, pattern) if glob else pattern in c.source',
+     ["tests/test_hybrid.py", "-k", "brackets"]),
 ]
 
 

@@ -159,6 +159,16 @@ def test_source_cli_flag(cli, notes):
     assert "houseplants.txt" in out.stdout and "sourdough" not in out.stdout
 
 
+@pytest.mark.parametrize("given", ["drafts/[draft] (v2) water.md", "[draft]", "drafts/[dr*"])
+def test_source_takes_a_name_whose_brackets_a_glob_would_read_as_letters(cli, notes, given):
+    (notes / "drafts").mkdir()
+    (notes / "drafts" / "[draft] (v2) water.md").write_text(
+        "# Watering draft\n\nWater the fern every third day, and the cactus once a month in winter.\n")
+    out = cli("water", "--notes", notes, "--source", given, "--retrieve-only")
+    assert out.returncode == 0, out.stderr
+    assert "[draft] (v2) water.md" in out.stdout and "houseplants" not in out.stdout
+
+
 BIRDS = {"kestrel": 1, "falcon": 2, "osprey": 4, "harrier": None}      # the rank the answer is put at
 
 
