@@ -2154,6 +2154,7 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
         metas[f.rel] = next((s.meta for s in sections if s.meta), NoteMeta())
         count_file(report, f.rel, rec, digest)
     report.deleted = len(set(old_files) - {f.rel for f in files})
+    report.say_notes()
     report.warnings += skip_warnings(report.skipped)
     reuse_arr = np.array(reuse, dtype=np.int64)
     counted = reuse_arr.copy()            # the rows whose BM25 words are taken as they were
@@ -2185,6 +2186,7 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
     for rel, count in Counter(chunks[i].source for i in report.refused if has_vector[i]).items():
         report.warn(rel, records[rel].digest, f"{settings.embed_model} returns no number for {count} of its "
                     "chunks (a fault of the model): they are found by their words only; --rebuild asks again")
+    report.say_notes()
     return with_vectors(vectors, has_vector), report
 
 
@@ -2314,8 +2316,27 @@ def repeat_warnings(index: Index) -> list[str]:
     chunks the model refused): said on every run, not just the first."""
     if not index.note_warnings:           # the common case: no record need be made
         return []
-    return [f"{rel}: {index.note_warnings[r.digest]}" for rel, r in index.files.items()
-            if r.digest in index.note_warnings]
+    return note_warning_lines([(rel, index.note_warnings[r.digest]) for rel, r in index.files.items()
+                               if r.digest in index.note_warnings])
+
+
+def note_warning_lines(said: list[tuple[str, str]]) -> list[str]:
+    """What to say of the notes' own warnings: "note: warning" while they are few (SKIPS_NAMED),
+    else a line for each warning, those that several notes share counted and their first named.
+
+    >>> note_warning_lines([("a.md", "odd")])
+    ['a.md: odd']
+    >>> note_warning_lines([(f"{d}.md", "decoded as cp1252, a guess") for d in range(300)] + [("x.md", "odd")])
+    ['300 notes: decoded as cp1252, a guess (0.md, 1.md, 2.md, … 297 more)', 'x.md: odd']
+    """
+    if len(said) <= SKIPS_NAMED:
+        return [f"{rel}: {warning}" for rel, warning in said]
+    notes: dict[str, list[str]] = {}
+    for rel, warning in said:
+        notes.setdefault(warning, []).append(rel)
+    return [f"{rels[0]}: {warning}" if len(rels) == 1 else f"{len(rels)} notes: {warning} ("
+            + ", ".join(rels[:3]) + (f", … {len(rels) - 3} more)" if len(rels) > 3 else ")")
+            for warning, rels in notes.items()]
 
 
 def still_skipped(index: Index, files: list[NoteFile], settings: Settings) -> dict[str, Skip] | None:
@@ -2455,13 +2476,19 @@ class IndexReport:
     refused: list[int] = field(default_factory=list)   # rows the embedding model returned no number for
     note_warnings: dict[str, str] = field(default_factory=dict)   # Index.note_warnings of the update
     skipped: dict[str, Skip] = field(default_factory=dict)        # Index.skipped of the update: by name
+    unsaid: list[tuple[str, str]] = field(default_factory=list)   # (note, warning) not in .warnings yet
 
     def warn(self, rel: str, digest: str, warning: str) -> None:
-        """Say what a note needs said (a guessed encoding, chunks the model refused) and keep it,
-        to say again next run."""
-        self.warnings.append(f"{rel}: {warning}")
+        """Keep what a note needs said (a guessed encoding, chunks the model refused), to say
+        in this run's warnings (say_notes) and again next run."""
+        self.unsaid.append((rel, warning))
         kept = self.note_warnings.get(digest)            # the same note may have two things to say
         self.note_warnings[digest] = warning if not kept or warning in kept else f"{kept}; {warning}"
+
+    def say_notes(self) -> None:
+        """Put the notes' warnings kept so far into .warnings, folded (note_warning_lines)."""
+        self.warnings += note_warning_lines(self.unsaid)
+        self.unsaid = []
 
     def skip(self, file: NoteFile, why: str, kind: str) -> None:
         """Keep why a note was left out (a Skip of this `kind`), to say it and to know it next run."""

@@ -695,6 +695,10 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '    return np.array([pattern in c.source or glob and fnmatch.fnmatch(c.source, pattern)',
      '    return np.array([fnmatch.fnmatch(c.source, pattern) if glob else pattern in c.source',
      ["tests/test_hybrid.py", "-k", "brackets"]),
+    ("300 notes with the same warning get 300 lines",
+     "    if len(said) <= SKIPS_NAMED:\n        return [f\"{rel}: {warning}\" for rel, warning in said]",
+     "    if True:\n        return [f\"{rel}: {warning}\" for rel, warning in said]",
+     ["tests/test_odd_inputs.py", "-k", "one_line_on_every_run"]),
 ]
 
 

@@ -261,6 +261,19 @@ def test_old_encodings_are_indexed_and_the_guess_is_said_on_every_run(cli, tmp_p
         (folder / "kites.md").write_text(NOTE + "Edited.\n")   # the next run updates, reusing the others
 
 
+def test_many_notes_with_one_warning_get_one_line_on_every_run(cli, tmp_path):
+    folder = folder_with(tmp_path, **{f"2025-03-{d:02}.md": (GERMAN + f"Tag {d}.\n").encode("cp1252")
+                                      for d in range(1, 31)}, **{"tee.md": CHINESE.encode("gb18030")})
+    for _ in range(3):                    # built, unchanged, then updated
+        out = cli("Größe Brötchen", "--notes", folder, "--retrieve-only")
+        assert out.returncode == 0, out.stderr
+        said = [w for w in out.stderr.splitlines() if w.startswith("warning")]
+        assert said == ["warning: 30 notes: not UTF-8; read as Windows-1252 (a guess: save it as UTF-8 to be sure) "
+                        "(2025-03-01.md, 2025-03-02.md, 2025-03-03.md, … 27 more)",
+                        "warning: tee.md: not UTF-8; read as GB18030 (a guess: save it as UTF-8 to be sure)"], said
+        (folder / "kites.md").write_text(NOTE + "Edited.\n")
+
+
 # ---- bad flags and a broken environment -----------------------------------------
 
 @pytest.mark.parametrize("flag, value", [("--min-score", "nan"), ("--min-score", "inf"), ("--min-score", "-5"),
