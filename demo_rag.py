@@ -621,7 +621,7 @@ class NoteType(NamedTuple):
 # when called, so the table can sit up here with the other settings. To add a type, add a line.
 NOTE_TYPES = {**{suffix: NoteType(lambda path: read_text(path)) for suffix in NOTE_SUFFIXES},
               ".pdf": NoteType(lambda path: read_pdf(path), "pypdf")}      # optional: pip install pypdf
-MIN_NOTE_CHARS = 50                       # shorter notes are stubs, not knowledge
+MIN_NOTE_CHARS = 12                       # a note saying less besides its headings is a stub (says_little)
 MAX_NOTE_MB = 5.0                         # a bigger "note" is usually an export or a log
 EMBED_BATCH_CHARS = 24_000                # characters per embedding request, so that one stays small
 SKIPS_NAMED = 5                           # skipped notes said one a line, by name; more are counted in one line
@@ -1254,9 +1254,30 @@ def read_note(file: NoteFile, max_mb: float = MAX_NOTE_MB) -> tuple[list[Section
         raise ValueError(why)
     path = Path(file.path)
     sections, warning = NOTE_TYPES[path.suffix.lower()].read(path)
-    if sum(len(s.text.strip()) for s in sections) < MIN_NOTE_CHARS:
-        raise ValueError(f"under {MIN_NOTE_CHARS} characters")
+    if says_little(sections):
+        raise ValueError(STUB)
     return sections, warning
+
+
+STUB = f"under {MIN_NOTE_CHARS} characters besides its headings"
+WIDE = re.compile(r"[\u1100-\u11ff\u2e80-\ua4cf\uac00-\ud7af\uf900-\ufaff\uff00-\uff60]")   # CJK, kana, Hangul
+
+
+def says_little(sections: list[Section]) -> bool:
+    """Whether a note is a stub, a daily note's title alone say: under MIN_NOTE_CHARS characters
+    besides its headings and spaces, a Chinese, Japanese or Korean one counted as three (it
+    holds about as much as a word). "Wifi: 7hG!2kq9" is a note; "# May 1" is not.
+
+    >>> says_little([Section("# May 1\\n\\n")]), says_little([Section("Wifi: 7hG!2kq9")])
+    (True, False)
+    >>> says_little([Section("# 茶\\n绿茶八十度。")]), says_little([Section("# Tea\\nGreen: 80 C")])
+    (False, True)
+    """
+    text = "".join(s.text for s in sections)
+    if len(text) > 10 * MIN_NOTE_CHARS:   # headings alone are not that long: no need to look
+        return False
+    said = "".join(HEADING.sub("", text).split())
+    return len(said) + 2 * len(WIDE.findall(said)) < MIN_NOTE_CHARS
 
 
 def too_big(size: int, max_mb: float) -> str:
@@ -2373,12 +2394,12 @@ def skip_warnings(skipped: dict[str, Skip]) -> list[str]:
     """What to say of the skipped notes: each by name while they are few (SKIPS_NAMED), else
     one line counting them by reason (the report holds their names, for --json and --explain).
 
-    >>> stub = Skip("under 50 characters", "content", 9, 1, 1, 1)
+    >>> stub = Skip("under 12 characters besides its headings", "content", 9, 1, 1, 1)
     >>> skip_warnings({"a.md": stub})
-    ['skipped a.md: under 50 characters']
+    ['skipped a.md: under 12 characters besides its headings']
     >>> log = stub._replace(why="6.0 MB is over the 5 MB limit (--max-note-mb)", kind="size")
     >>> skip_warnings({**{f"{day}.md": stub for day in range(300)}, "log.md": log})
-    ['skipped 301 notes: 300 under 50 characters, 1 over the 5 MB limit (--max-note-mb); --json or --explain names them']
+    ['skipped 301 notes: 300 under 12 characters besides its headings, 1 over the 5 MB limit (--max-note-mb); --json or --explain names them']
     """
     if len(skipped) <= SKIPS_NAMED:
         return [f"skipped {rel}: {skip.why}" for rel, skip in skipped.items()]
@@ -2954,9 +2975,10 @@ def upgraded(d: dict) -> dict:
     record is left for the next update to find out, and an empty fingerprint makes that
     update happen: each text note is read once (lines_known: the lines its chunks start on, what
     it says of itself and its cleaned text were not kept), and a chunk whose text is the same
-    reuses its vector. A format 5 cache's notes are hashed once (their records have no ctime or
-    inode: -1 matches none) and its skipped notes read once (their reasons had no kind), and the
-    model's build is taken to be the one Ollama runs now."""
+    reuses its vector. Its skipped notes are read once (a stub was a note under 50 characters,
+    headings counted; a format 5 cache's reasons had no kind). A format 5 cache's notes are hashed
+    once (their records have no ctime or inode: -1 matches none), and the model's build is taken
+    to be the one Ollama runs now."""
     chunks = check(d["chunks"], dict, "chunks")
     shape = check(chunks["source_ids"], tuple, "source ids")[1]
     d = {**d, "chunks": {**chunks, "lines": ("<i8", shape, np.full(shape, -1, dtype="<i8").tobytes())}}
@@ -2964,8 +2986,8 @@ def upgraded(d: dict) -> dict:
         records = {check(rel, str, "file name"): FileRecord(*check(r, tuple, "file record")[:2], -1, -1, *r[2:])
                    for rel, r in check(d["files"], dict, "files").items()}
         d = {**d, "files": pickle.loads(pickle.dumps(FileTable.pack(records), protocol=5)),   # as a cache holds them
-             "skipped": {}, "model_digest": "", "notes_dir": ""}
-    return {**d, "format": CACHE_FORMAT, "fingerprint": "", "notes": None}
+             "model_digest": "", "notes_dir": ""}
+    return {**d, "format": CACHE_FORMAT, "fingerprint": "", "notes": None, "skipped": {}}
 
 
 class CacheDamaged(ValueError):
@@ -5764,7 +5786,7 @@ def check_usable(index: Index, settings: Settings, source: str = "--source") -> 
     (settings.source_filter) and the tag and date filters match."""
     if not index.chunks:
         raise UsageError(f"no usable notes in {settings.notes_dir} (looked for {', '.join(NOTE_TYPES)}, "
-                         f"at least {MIN_NOTE_CHARS} characters)")
+                         f"at least {MIN_NOTE_CHARS} characters besides headings)")
     if not source_mask(index, settings.source_filter).any():
         raise UsageError(f"no note matches {source} '{settings.source_filter}' (a glob like 'work/*.md', or a "
                          f"part of a note's path relative to {readable_name(str(settings.notes_dir))})")

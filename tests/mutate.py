@@ -699,6 +699,14 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      "    if len(said) <= SKIPS_NAMED:\n        return [f\"{rel}: {warning}\" for rel, warning in said]",
      "    if True:\n        return [f\"{rel}: {warning}\" for rel, warning in said]",
      ["tests/test_odd_inputs.py", "-k", "one_line_on_every_run"]),
+    ("a Chinese character counts as one in the stub rule",
+     '    return len(said) + 2 * len(WIDE.findall(said)) < MIN_NOTE_CHARS',
+     '    return len(said) < MIN_NOTE_CHARS',
+     ["tests/test_odd_inputs.py", "-k", "short_note_that_says"]),
+    ("headings count in the stub rule",
+     '    said = "".join(HEADING.sub("", text).split())',
+     '    said = "".join(text.split())',
+     ["tests/test_odd_inputs.py", "-k", "short_note_that_says"]),
 ]
 
 
