@@ -1185,7 +1185,7 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
         real = os.path.realpath(path)
         return os.path.commonpath([root, real]) == root or \
             follow_links and real != "/" and not any(os.path.commonpath([real, top]) == top for top in SYSTEM_TREES)
-    files, warnings, seen_dirs = [], [], set()
+    files, warnings, seen_dirs, linked = [], [], set(), set()
     unreadable: dict[str, list[str]] = {}     # suffix -> notes whose optional package is missing
     for folder, dirs, names in os.walk(notes_dir, followlinks=True,
                                        onerror=lambda e: warnings.append(f"cannot read {e.filename}: {e.strerror}")):
@@ -1214,6 +1214,7 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
                         leaves.append(rel)
                         continue
                     st = os.stat(path)
+                    linked.add(rel)
             except OSError as e:
                 warnings.append(f"skipped {rel}: {e.strerror}")
                 continue
@@ -1230,6 +1231,7 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
         kind = suffix.lstrip(".").upper()
         warnings.append(f"skipped {len(rels)} {kind}s ({', '.join(sorted(rels))}): "
                         f"{kind} support needs `pip install {NOTE_TYPES[suffix].needs}`")
+    files, warnings = drop_linked_twins(files, linked, warnings)
     if leaves:
         shown = ", ".join(leaves[:5]) + (f", … {len(leaves) - 5} more" if len(leaves) > 5 else "")
         warnings.append(f"skipped {len(leaves)} symlink(s) to outside the notes folder ({shown}): " +
@@ -1241,6 +1243,34 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
              if f.rel in twins else f for f in files]
     files.sort(key=lambda f: f.rel)
     return files, warnings
+
+
+def drop_linked_twins(files: list[NoteFile], linked: set[str], warnings: list[str]) -> tuple[list[NoteFile], list[str]]:
+    """`files` without the symlinks (`linked`, by rel) to a note listed already, under its own
+    name or another link's, and `warnings` with one line naming them: the same note twice would
+    take two of the places of every search."""
+    if not linked:
+        return files, warnings
+    seen: dict[int, list[str]] = {}       # inode -> paths kept (an inode alone may be another disk's)
+    for f in files:
+        if f.rel not in linked:
+            seen.setdefault(f.ino, []).append(f.path)
+    kept, twins = [], []
+    for f in files:
+        if f.rel in linked:
+            try:
+                twin = any(os.path.samefile(f.path, p) for p in seen.get(f.ino, ()))
+            except OSError:               # gone since it was listed: its read will say so
+                twin = False
+            if twin:
+                twins.append(f.rel)
+                continue
+            seen.setdefault(f.ino, []).append(f.path)
+        kept.append(f)
+    if twins:
+        shown = ", ".join(sorted(twins)[:5]) + (f", … {len(twins) - 5} more" if len(twins) > 5 else "")
+        warnings = [*warnings, f"skipped {len(twins)} symlink(s) to notes read under another name ({shown})"]
+    return kept, warnings
 
 
 def read_note(file: NoteFile, max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:

@@ -707,6 +707,10 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '    said = "".join(HEADING.sub("", text).split())',
      '    said = "".join(text.split())',
      ["tests/test_odd_inputs.py", "-k", "short_note_that_says"]),
+    ("a link to a note listed already is a source of its own",
+     '            if twin:\n                twins.append(f.rel)\n                continue\n',
+     '',
+     ["tests/test_hostile.py", "-k", "several_links"]),
 ]
 
 

@@ -90,7 +90,9 @@ def test_links_out_of_the_folder_are_skipped_and_named(cli, server, folder, tmp_
     assert "skipped 2 symlink(s) to outside the notes folder (everything/, passwords.md): --follow-links " \
            "follows them" in out.stderr
     sources = {s["source"] for s in json.loads(out.stdout)["sources"]}
-    assert "passwords.md" not in sources and {"linked.md", "inside/real.md", "kites.md"} <= sources
+    assert "passwords.md" not in sources and {"inside/real.md", "kites.md"} <= sources
+    assert "linked.md" not in sources and "skipped 1 symlink(s) to notes read under another name (linked.md)" \
+        in out.stderr                     # the same note twice would take two places
     assert not any("hashedpassword" in t for t in server.embedded_texts())
     os.symlink("/proc", folder / "kernel")
     out = cli("--notes", folder, "server password", "--json", "--retrieve-only", "--follow-links",
@@ -99,6 +101,25 @@ def test_links_out_of_the_folder_are_skipped_and_named(cli, server, folder, tmp_
     # even followed, a link never leads to the whole disk or the kernel's trees
     assert "skipped 2 symlink(s) to outside the notes folder (everything/, kernel/): links to / or to a " \
            "system folder are never followed" in out.stderr
+
+
+def test_a_note_reached_by_several_links_is_one_source(cli, folder, tmp_path):
+    (folder / "Projects").mkdir()
+    (folder / "Projects" / "Alpha.md").write_text("# Alpha\n\nThe etcd backup of project Alpha runs at 02:00.\n")
+    (folder / "Links").mkdir()
+    os.symlink("../Projects/Alpha.md", folder / "Links" / "alpha link.md")       # listed before its target
+    os.symlink(folder / "Projects" / "Alpha.md", folder / "Links" / "alpha again.md")
+    outside = tmp_path / "outside.md"
+    outside.write_text("# Outside\n\nThe etcd restore drill for project Alpha is on Fridays.\n")
+    os.symlink(outside, folder / "Links" / "drill.md")
+    os.symlink(outside, folder / "Links" / "drill too.md")
+    out = cli("--notes", folder, "etcd backup of project Alpha", "--json", "--retrieve-only", "--follow-links")
+    assert out.returncode == 0, out.stderr
+    sources = [s["source"] for s in json.loads(out.stdout)["sources"]]
+    assert "Projects/Alpha.md" in sources and "Links/drill too.md" in sources, sources     # one name each
+    assert not {"Links/alpha link.md", "Links/alpha again.md", "Links/drill.md"} & set(sources), sources
+    assert "skipped 3 symlink(s) to notes read under another name (Links/alpha again.md, Links/alpha link.md, " \
+           "Links/drill.md)" in out.stderr
 
 
 # ---- 4 · a second signal during the save the first one started ---------------------------
