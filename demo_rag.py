@@ -621,7 +621,8 @@ class NoteType(NamedTuple):
 # when called, so the table can sit up here with the other settings. To add a type, add a line.
 NOTE_TYPES = {**{suffix: NoteType(lambda path: read_text(path)) for suffix in NOTE_SUFFIXES},
               ".pdf": NoteType(lambda path: read_pdf(path), "pypdf")}      # optional: pip install pypdf
-MIN_NOTE_CHARS = 12                       # a note saying less besides its headings is a stub (says_little)
+MIN_NOTE_CHARS = 50                       # a shorter note that says little besides its headings
+MIN_NOTE_BODY = 12                        # ...(under this) is a stub, a title alone say (says_little)
 MAX_NOTE_MB = 5.0                         # a bigger "note" is usually an export or a log
 EMBED_BATCH_CHARS = 24_000                # characters per embedding request, so that one stays small
 SKIPS_NAMED = 5                           # skipped notes said one a line, by name; more are counted in one line
@@ -1289,25 +1290,28 @@ def read_note(file: NoteFile, max_mb: float = MAX_NOTE_MB) -> tuple[list[Section
     return sections, warning
 
 
-STUB = f"under {MIN_NOTE_CHARS} characters besides its headings"
+STUB = f"under {MIN_NOTE_CHARS} characters ({MIN_NOTE_BODY} besides headings)"
 WIDE = re.compile(r"[\u1100-\u11ff\u2e80-\ua4cf\uac00-\ud7af\uf900-\ufaff\uff00-\uff60]")   # CJK, kana, Hangul
 
 
 def says_little(sections: list[Section]) -> bool:
-    """Whether a note is a stub, a daily note's title alone say: under MIN_NOTE_CHARS characters
-    besides its headings and spaces, a Chinese, Japanese or Korean one counted as three (it
-    holds about as much as a word). "Wifi: 7hG!2kq9" is a note; "# May 1" is not.
+    """Whether a note is a stub, a daily note's title alone say: under MIN_NOTE_CHARS characters,
+    and under MIN_NOTE_BODY besides its headings and spaces, a Chinese, Japanese or Korean one
+    counted as three (it holds about as much as a word). "Wifi: 7hG!2kq9" is a note, and so is a
+    long heading alone; "# May 1" is not.
 
     >>> says_little([Section("# May 1\\n\\n")]), says_little([Section("Wifi: 7hG!2kq9")])
     (True, False)
     >>> says_little([Section("# 茶\\n绿茶八十度。")]), says_little([Section("# Tea\\nGreen: 80 C")])
     (False, True)
     """
-    text = "".join(s.text for s in sections)
-    if len(text) > 10 * MIN_NOTE_CHARS:   # headings alone are not that long: no need to look
+    text = "".join(s.text for s in sections).strip()
+    if len(text) >= MIN_NOTE_CHARS:       # long enough whatever it holds: no need to look
         return False
-    said = "".join(HEADING.sub("", text).split())
-    return len(said) + 2 * len(WIDE.findall(said)) < MIN_NOTE_CHARS
+
+    def size(t: str) -> int:
+        return len(t) + 2 * len(WIDE.findall(t))
+    return size(text) < MIN_NOTE_CHARS and size("".join(HEADING.sub("", text).split())) < MIN_NOTE_BODY
 
 
 def too_big(size: int, max_mb: float) -> str:
@@ -1353,6 +1357,7 @@ FRONT_MATTER_BLOCK = re.compile(r"\A---[ \t]*\n(.*?)^(?:---|\.\.\.)[ \t]*$\n?", 
 # key's own spaces stay in it, taken off later: a "[ \t]*" before the colon would backtrack.
 YAML_KEY = re.compile(r"""("[^"\n]*"|'[^'\n]*'|[^\s#:?,\[\]{}&*!|>'"%@`-](?:[^:\n#]|:(?=\S)|(?<=\S)#)*)"""
                       r":(?:[ \t]+(.*))?")
+NAME_KEY = re.compile(r"\w[\w.-]*(?:[ \t]+[\w.-]+)*")   # "tags", "created at": a block needs one such key
 YAML_ITEM = re.compile(r"[ \t]*-(?:[ \t]+(.*))?")
 BLOCK_SCALAR = re.compile(r"[|>][+-]?")
 WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]*)\]\]")
@@ -1361,6 +1366,8 @@ CALLOUT = re.compile(r"^([ \t]*(?:>[ \t]?)+)\[!([^\]\n]*)\][+-]?[ \t]*(.*)$", re
 # A block id, the anchor a [[Note#^id]] link points at: Latin letters, digits and dashes, at a line's
 # end after a space, or alone on the line after a table or a list.
 BLOCK_ID = re.compile(r"(?<![^ \t\n])\^[A-Za-z0-9-]+[ \t]*$", re.MULTILINE)   # no [ \t]+ before: that backtracks
+# Code as a reader sees it: a fence, indented (in a list) or quoted too, running to the end if never closed.
+ANY_FENCE = re.compile(r"^[ \t>]*(```|~~~).*?(?:^[ \t>]*\1|\Z)", re.MULTILINE | re.DOTALL)
 # An inline #tag, as Obsidian finds one: after a space, "(" or CJK punctuation ("。#工作"), not digits alone.
 INLINE_TAG = re.compile(r"(?<![^\s(\u3000-\u303f\uff01-\uff0f\uff1a-\uff20])#([\w/-]*[^\W\d_][\w/-]*)")
 DATE_KEYS = ("date", "created", "updated")     # the first of these that holds a date dates the note
@@ -1388,7 +1395,8 @@ def read_markdown(text: str) -> tuple[str, NoteMeta, str | None]:
         parsed = parse_front_matter(m.group(1))
         if parsed is not None:
             fields_, body = parsed, text[m.end():]
-        elif YAML_KEY.fullmatch(next((ln for ln in m.group(1).split("\n") if ln.strip()), "")):
+        elif (key := YAML_KEY.fullmatch(next((ln for ln in m.group(1).split("\n") if ln.strip()), ""))) \
+                and NAME_KEY.fullmatch(key.group(1).strip().strip("\"'")):
             problems.append("its front matter does not parse as YAML keys: read as text")
     body, dropped = clean_markup(body)
     meta, said = meta_from(fields_, INLINE_TAG.findall(FENCE.sub("", body)), dropped)
@@ -1399,7 +1407,8 @@ def parse_front_matter(block: str) -> dict[str, str | list[str]] | None:
     """Front matter's top-level keys, read without a YAML library: `key: value`, lists inline
     ([a, b]) or as "- item" lines, quoted strings, # comments, | and > blocks (joined into one
     line); nested mappings are passed over, and of a key given twice the last counts. None if a
-    line is none of these: then the block is no front matter.
+    line is none of these, or no key reads as a name (NAME_KEY: "Landlord (Tue 5/3): bring the
+    lease" alone is prose): then the block is no front matter.
 
     >>> parse_front_matter('title: "A: b" # c\\ntags:\\n  - x\\n  - "y z"\\n'
     ...                    'aliases: [one, \\'two, 2\\']\\nm:\\n  k: 1\\n')
@@ -1408,6 +1417,8 @@ def parse_front_matter(block: str) -> dict[str, str | list[str]] | None:
     True
     >>> parse_front_matter('mood:: ok\\nDate (created): 2026-01-02\\n"My key": v\\n📅: x\\ntags: [a]')
     {'mood:': 'ok', 'date (created)': '2026-01-02', 'my key': 'v', '📅': 'x', 'tags': ['a']}
+    >>> parse_front_matter("Landlord (Tue 5/3): bring the lease, ask about the boiler") is None
+    True
     """
     fields_: dict[str, str | list[str]] = {}
     key, block_lines, nested = None, None, False
@@ -1431,7 +1442,7 @@ def parse_front_matter(block: str) -> dict[str, str | list[str]] | None:
             nested = True                 # a nested mapping's line: passed over
         else:
             return None
-    return fields_
+    return fields_ if any(NAME_KEY.fullmatch(k) for k in fields_) else None
 
 
 def yaml_value(text: str) -> str | list[str]:
@@ -1522,16 +1533,23 @@ def clean_markup(text: str) -> tuple[str, tuple[str, ...]]:
 
 
 def drop_block_ids(text: str) -> str:
-    """`text` without its block ids (BLOCK_ID) and the spaces before them, but those in code blocks."""
-    fenced = [m.span() for m in FENCE.finditer(text)]
+    """`text` without its block ids (BLOCK_ID) and the spaces before them, but those in code: in
+    a fence (ANY_FENCE) or on a line indented as code (four spaces or a tab). Both the ids and
+    the fences come in order, so the fences are walked once."""
+    fences = ANY_FENCE.finditer(text)
+    fence = next(fences, None)
     kept, at = [], 0
     for m in BLOCK_ID.finditer(text):
-        if not any(a <= m.start() < b for a, b in fenced):
-            start = m.start()
-            while start > at and text[start - 1] in " \t":
-                start -= 1
-            kept.append(text[at:start])
-            at = m.end()
+        while fence and fence.end() <= m.start():
+            fence = next(fences, None)
+        line = text.rfind("\n", 0, m.start()) + 1
+        if fence and fence.start() <= m.start() or text.startswith(("    ", "\t"), line):
+            continue
+        start = m.start()
+        while start > at and text[start - 1] in " \t":
+            start -= 1
+        kept.append(text[at:start])
+        at = m.end()
     return "".join(kept) + text[at:]
 
 
@@ -2424,12 +2442,12 @@ def skip_warnings(skipped: dict[str, Skip]) -> list[str]:
     """What to say of the skipped notes: each by name while they are few (SKIPS_NAMED), else
     one line counting them by reason (the report holds their names, for --json and --explain).
 
-    >>> stub = Skip("under 12 characters besides its headings", "content", 9, 1, 1, 1)
+    >>> stub = Skip(STUB, "content", 9, 1, 1, 1)
     >>> skip_warnings({"a.md": stub})
-    ['skipped a.md: under 12 characters besides its headings']
+    ['skipped a.md: under 50 characters (12 besides headings)']
     >>> log = stub._replace(why="6.0 MB is over the 5 MB limit (--max-note-mb)", kind="size")
     >>> skip_warnings({**{f"{day}.md": stub for day in range(300)}, "log.md": log})
-    ['skipped 301 notes: 300 under 12 characters besides its headings, 1 over the 5 MB limit (--max-note-mb); --json or --explain names them']
+    ['skipped 301 notes: 300 under 50 characters (12 besides headings), 1 over the 5 MB limit (--max-note-mb); --json or --explain names them']
     """
     if len(skipped) <= SKIPS_NAMED:
         return [f"skipped {rel}: {skip.why}" for rel, skip in skipped.items()]
@@ -5491,6 +5509,8 @@ def gap_from_line(line: bytes) -> dict | str | None:
         time.strptime(entry["time"], GAP_TIME)
     except ValueError:
         return None
+    if len(entry["time"]) != len("2026-01-02T03:04:05Z"):   # strptime takes "2026-1-2T3:4:5Z" too
+        return None
     sources = entry.get("sources")
     return {**entry, "question": entry["question"][:GAP_QUESTION_CHARS],
             "sources": [s for s in sources if isinstance(s, dict) and isinstance(s.get("source"), str)]
@@ -5816,7 +5836,7 @@ def check_usable(index: Index, settings: Settings, source: str = "--source") -> 
     (settings.source_filter) and the tag and date filters match."""
     if not index.chunks:
         raise UsageError(f"no usable notes in {settings.notes_dir} (looked for {', '.join(NOTE_TYPES)}, "
-                         f"at least {MIN_NOTE_CHARS} characters besides headings)")
+                         f"at least {MIN_NOTE_CHARS} characters, or {MIN_NOTE_BODY} besides headings)")
     if not source_mask(index, settings.source_filter).any():
         raise UsageError(f"no note matches {source} '{settings.source_filter}' (a glob like 'work/*.md', or a "
                          f"part of a note's path relative to {readable_name(str(settings.notes_dir))})")

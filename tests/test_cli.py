@@ -136,7 +136,7 @@ def test_folder_without_usable_notes(cli, tmp_path):
     out = cli("q", "--notes", tmp_path / "empty")
     assert out.returncode == 2
     assert "no usable notes" in out.stderr and ".md" in out.stderr
-    assert "skipped stub.md: under 12 characters besides its headings" in out.stderr
+    assert "skipped stub.md: under 50 characters (12 besides headings)" in out.stderr
 
 
 def test_chat_model_not_pulled(cli, notes):

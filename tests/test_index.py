@@ -260,7 +260,7 @@ def test_odd_files_are_reported_and_the_rest_indexes(tmp_path, server):
     assert "skipped binary.md: looks binary" in text
     assert "skipped huge.md: 50.0 MB is over the 5 MB limit" in text
     assert "symlink loop" in text and "dangling.md" in text
-    assert "skipped empty.txt: under 12 characters besides its headings" in text
+    assert "skipped empty.txt: under 50 characters (12 besides headings)" in text
     assert len(index.files) == 3
 
 

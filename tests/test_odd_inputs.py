@@ -163,11 +163,15 @@ def test_a_skipped_note_that_stays_unusable_keeps_the_fast_path(server, tmp_path
 
 def test_a_short_note_that_says_something_is_a_note_a_title_alone_is_not(cli, tmp_path):
     folder = folder_with(tmp_path, **{"wifi.md": "# Cabin\n\nWifi: 7hG!2kq9\n", "乌龙.md": "# 乌龙\n\n水温九十五度。\n",
-                                      "2024-05-09.md": "# Daily note, 9 May 2024\n\n## Done\n\n", "todo.md": "- [ ] milk\n"})
+                                      "2024-05-09.md": "# Daily note, 9 May 2024\n\n## Done\n\n", "todo.md": "- [ ] milk\n",
+                                      "lease.md": "# Landlord: deposit 2400 EUR, due 1 June, call Mr Weber\n",
+                                      "租房.md": "# 房东：押金两千四百欧元，六月一日前交\n",
+                                      "blank.md": " \n" * 130})
     out = cli("cabin wifi", "--notes", folder, "--retrieve-only", "--json")
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
-    assert result["skipped"] == {"2024-05-09.md": rag.STUB, "todo.md": rag.STUB}, result["skipped"]
+    assert result["skipped"] == {"2024-05-09.md": rag.STUB, "todo.md": rag.STUB, "blank.md": rag.STUB}, \
+        result["skipped"]                 # a long heading alone says something: lease.md and 租房.md are notes
     assert result["sources"][0]["source"] == "wifi.md" and "7hG!2kq9" in result["sources"][0]["text"]
     out = cli("乌龙 水温", "--notes", folder, "--retrieve-only", "--json")
     assert json.loads(out.stdout)["sources"][0]["source"] == "乌龙.md"
@@ -183,7 +187,7 @@ def test_many_skipped_stubs_cost_one_line_and_are_not_read_again_until_they_chan
                               host=server.url, under=folder, log=log)
         assert out.returncode == 0, out.stderr
         return out, [p for p in (log.read_text().splitlines() if log.exists() else []) if "2024-05-" in p]
-    summary = "skipped 30 notes: 30 under 12 characters besides its headings; --json or --explain names them"
+    summary = "skipped 30 notes: 30 under 50 characters (12 besides headings); --json or --explain names them"
     out, _ = run()
     assert out.stderr.count("skipped") == 1 and f"warning: {summary}\n" in out.stderr
     assert "[1] kites.md" in out.stdout
@@ -194,13 +198,13 @@ def test_many_skipped_stubs_cost_one_line_and_are_not_read_again_until_they_chan
     assert opened == [] and summary in out.stderr and "1 changed" in out.stderr
     out, _ = run("--json")
     assert json.loads(out.stdout)["warnings"] == [summary]
-    assert json.loads(out.stdout)["skipped"]["2024-05-09.md"] == "under 12 characters besides its headings"       # named for scripts
+    assert json.loads(out.stdout)["skipped"]["2024-05-09.md"] == "under 50 characters (12 besides headings)"       # named for scripts
     explained = run_cli("--explain", "kites", "--notes", folder, "--cache", cache, "--retrieve-only", host=server.url)
-    assert "skipped 2024-05-09.md: under 12 characters besides its headings" in explained.stdout                  # and for people
+    assert "skipped 2024-05-09.md: under 50 characters (12 besides headings)" in explained.stdout                  # and for people
     (folder / "2024-05-07.md").write_text("# May 7\n\nFlew the red kite over the dunes; the wind held all afternoon.\n")
     out, opened = run()                                   # a stub that changed is read, and is a note now
     assert set(opened) == {str(folder / "2024-05-07.md")} and "1 new" in out.stderr
-    assert "skipped 29 notes: 29 under 12 characters besides its headings" in out.stderr
+    assert "skipped 29 notes: 29 under 50 characters (12 besides headings)" in out.stderr
 
 
 def test_a_cache_of_the_previous_format_is_upgraded_without_re_embedding(cli, server, tmp_path):
