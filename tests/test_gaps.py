@@ -381,11 +381,13 @@ def test_a_torn_last_line_is_skipped_with_a_warning_and_the_next_entry_starts_a_
     ("1 MB question", None),
     ("no time", "1 line(s) of {log} are not gap log entries (line 1 the first): skipped"),
     ("a time cut short", "1 line(s) of {log} are not gap log entries (line 1 the first): skipped"),
+    ("a time of no day", "1 line(s) of {log} are not gap log entries (line 1 the first): skipped"),
 ])
 def test_a_damaged_log_is_read_past_with_one_warning(cli, notes, case, says):
     bad = {"not JSON": "<html>not a log</html>", "another version": {**entry("x", notes), "v": 99},
            "no time": entry(TAXES[0], notes, when="last Tuesday"),
            "a time cut short": entry(TAXES[0], notes, when="2026-1-2T3:4:5Z"),
+           "a time of no day": entry(TAXES[0], notes, when="2026-13-45T99:99:99Z"),
            "1 MB question": entry("Why " + "very " * 200_000 + "long?", notes)}[case]
     write_log(cli, [bad, entry(KITES[0], notes)])
     out = cli("--notes", notes, "--gaps")

@@ -287,8 +287,8 @@ TOPICS = ["lantern", "harbor", "violin", "glacier", "saddle", "pepper", "compass
 @pytest.mark.parametrize("n, recommended", [(22, True), (30, False)])
 def test_tune_min_gain_one_question_moved_from_rank_2_to_1_is_a_gain_only_in_a_small_set(cli, tmp_path, n, recommended):
     """TUNE_MIN_GAIN: with --fusion dense, every question but one finds its note first; that one
-    ("Which herbs go with oregano?") finds the short note that says "herbs" three times before
-    the one with oregano, which BM25 puts first. Any other fusion gains 0.5/n in MRR: 0.023 over
+    ("Which herbs go with oregano?") finds a topic note, each of which has "a word on herbs",
+    before the one with oregano, which BM25 puts first. Any other fusion gains 0.5/n in MRR: 0.023 over
     22 questions is recommended, 0.017 over 30 is not (the defaults are kept). A gain of 0.015
     would recommend it over 30 too, one of 0.025 over 22 neither."""
     notes = tmp_path / "notes"
@@ -296,7 +296,6 @@ def test_tune_min_gain_one_question_moved_from_rank_2_to_1_is_a_gain_only_in_a_s
     for t in TOPICS:
         (notes / f"{t}.md").write_text(f"# {t.title()}\n\nAbout the {t}: {t}, {t} and more {t}. A word on herbs.\n")
     (notes / "pesto.md").write_text("# Pesto\n\nPound basil with oregano, garlic, pine nuts, salt and good oil.\n")
-    (notes / "herbs.md").write_text("# Herbs\n\nHerbs herbs herbs: sun and water.\n")
     items = [{"question": f"Where did I write about {t}?", "answers": [t], "source": f"{t}.md"} for t in TOPICS[:n - 1]]
     items.append({"question": "Which herbs go with oregano?", "answers": ["oregano"], "source": "pesto.md"})
     (tmp_path / "q.jsonl").write_text("".join(json.dumps(it) + "\n" for it in items))
