@@ -1234,8 +1234,7 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
                         f"{kind} support needs `pip install {NOTE_TYPES[suffix].needs}`")
     files, warnings = drop_linked_twins(files, linked, warnings)
     if leaves:
-        shown = ", ".join(leaves[:5]) + (f", … {len(leaves) - 5} more" if len(leaves) > 5 else "")
-        warnings.append(f"skipped {len(leaves)} symlink(s) to outside the notes folder ({shown}): " +
+        warnings.append(f"skipped {len(leaves)} symlink(s) to outside the notes folder ({first_names(leaves)}): " +
                         ("links to / or to a system folder are never followed" if follow_links
                          else "--follow-links follows them"))
     # Two names that differ only in how their accents are written (Linux keeps both) keep their own forms.
@@ -1269,8 +1268,8 @@ def drop_linked_twins(files: list[NoteFile], linked: set[str], warnings: list[st
             seen.setdefault(f.ino, []).append(f.path)
         kept.append(f)
     if twins:
-        shown = ", ".join(sorted(twins)[:5]) + (f", … {len(twins) - 5} more" if len(twins) > 5 else "")
-        warnings = [*warnings, f"skipped {len(twins)} symlink(s) to notes read under another name ({shown})"]
+        warnings = [*warnings, f"skipped {len(twins)} symlink(s) to notes read under another name "
+                               f"({first_names(sorted(twins))})"]
     return kept, warnings
 
 
@@ -1665,6 +1664,15 @@ CONTROL_ESCAPES = {c: f"\\u{c:04x}" for c in [*range(0x20), *range(0x7f, 0xa0), 
                                                 *range(0x2066, 0x206a)] if chr(c) not in "\t\n"}
 # A name is one line, and its escapes are told apart from the same text typed (a backslash doubles).
 NAME_ESCAPES = {**CONTROL_ESCAPES, ord("\t"): "\\u0009", ord("\n"): "\\u000a", ord("\\"): "\\\\"}
+
+
+def first_names(names: Sequence[str], shown: int = 5) -> str:
+    """The first `shown` of `names`, and how many more there are: for a line that must stay short.
+
+    >>> first_names(["a.md", "b.md", "c.md"], 2), first_names(["a.md"])
+    ('a.md, b.md, … 1 more', 'a.md')
+    """
+    return ", ".join(names[:shown]) + (f", … {len(names) - shown} more" if len(names) > shown else "")
 
 
 def readable_name(name: str, composed: bool = True) -> str:
@@ -2403,8 +2411,7 @@ def note_warning_lines(said: list[tuple[str, str]]) -> list[str]:
     notes: dict[str, list[str]] = {}
     for rel, warning in said:
         notes.setdefault(warning, []).append(rel)
-    return [f"{rels[0]}: {warning}" if len(rels) == 1 else f"{len(rels)} notes: {warning} ("
-            + ", ".join(rels[:3]) + (f", … {len(rels) - 3} more)" if len(rels) > 3 else ")")
+    return [f"{rels[0]}: {warning}" if len(rels) == 1 else f"{len(rels)} notes: {warning} ({first_names(rels, 3)})"
             for warning, rels in notes.items()]
 
 
@@ -6181,8 +6188,7 @@ def eval_set_problem(index: Index, items: list[dict]) -> str | None:
         return "it holds no questions"
     unknown = sorted({it["source"] for it in items if it.get("source") and it["source"] not in index.files})
     if unknown:
-        shown = ", ".join(u.translate(NAME_ESCAPES) for u in unknown[:5]) + \
-            (f", … {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        shown = first_names([u.translate(NAME_ESCAPES) for u in unknown])
         return (f"{len(unknown)} source(s) are not among the {len(index.files)} indexed notes: {shown} "
                 "(another --notes folder, or notes renamed since the set was made?)")
     return None
@@ -7224,8 +7230,7 @@ class McpServer:
         self.watched = (folders, [f.path for f in files], [file_stat(os.stat(f.path)) for f in files]) \
             if folders is not None and fingerprint(files) == self.index.fingerprint else None
         if self.report.touched:
-            err(f"{self.report.summary(len(self.index.files))}: {', '.join(self.report.touched[:8])}"
-                + (f", … {len(self.report.touched) - 8} more" if len(self.report.touched) > 8 else ""))
+            err(f"{self.report.summary(len(self.index.files))}: {first_names(self.report.touched, 8)}")
         for w in self.report.warnings:
             self.warn_once(w)
         if self.report.embed_error:
