@@ -575,52 +575,16 @@ def answer_question(question: str, notes_dir: Path = NOTES_DIR, client: ollama.C
 # PART II · THE PIPELINE THE COMMAND LINE RUNS
 # Part I's steps, made robust on folders strangers wrote and fast on big ones,
 # built from Part I's pieces (Chunk, chunk_note, fingerprint, embed_texts,
-# tokenize, bm25's idf and saturated, reciprocal_rank_fusion, build_messages).
-# Each section says which Part I step it replaces, and why.
+# tokenize, bm25's idf and saturated, reciprocal_rank_fusion, build_messages),
+# in the order a question meets them, up to answer(): a folder and a question
+# in, an Outcome out. Nothing here knows about a mode. Each section says which
+# Part I step it replaces, and why.
 # ============================================================================
-
 # ----------------------------------------------------------------------------
-# Settings of Part II; Part I's (NOTES_DIR, CHUNK_SIZE, TOP_K, ...) still hold.
+# Settings of Part II: Part I's (NOTES_DIR, CHUNK_SIZE, TOP_K, ...) still hold.
+
 
 DEFAULT_HOST = "http://127.0.0.1:11434"   # what the ollama client uses without OLLAMA_HOST
-
-
-
-class Section(NamedTuple):
-    """A piece of a note's text, as its reader returns it, and where it sits in the file."""
-    text: str
-    page: int | None = None               # a PDF's page, counted from 1
-    line: int | None = None               # the file's line where `text` starts (front matter before it
-                                          # counts); None for a page, which has no lines to go to
-    meta: NoteMeta | None = None          # what a Markdown note says of itself, on its first section
-
-
-class NoteMeta(NamedTuple):
-    """What a note says of itself besides its text: its front matter, inline #tags and the embeds
-    taken out of its text. The index keeps one per note; note_card() fills in the title and the
-    date a note does not state (its file name, its modification day)."""
-    title: str = ""                       # front matter's title: ("": the file name is the title)
-    aliases: tuple[str, ...] = ()
-    tags: tuple[str, ...] = ()            # front matter's, then inline #tags, without "#", as written
-    date: str = ""                        # YYYY-MM-DD
-    dated_by: str = ""                    # where the date came from: "date", "created", "updated" (front
-                                          # matter, the first of them that is a date), "file name", "modified"
-    description: str = ""                 # description: or summary:
-    dropped: tuple[str, ...] = ()         # what embeds (![[...]]) named: taken out of the text
-
-
-class NoteType(NamedTuple):
-    """How one kind of file becomes a note: its reader (path -> sections and a warning or None)
-    and the optional package the reader needs."""
-    read: Callable[[Path], tuple[list[Section], str | None]]
-    needs: str | None = None
-
-
-# Which files are notes, and how each kind is read: the one table the scanner, the messages
-# and --explain go by. Part I's suffixes are read as text; each lambda looks its reader up
-# when called, so the table can sit up here with the other settings. To add a type, add a line.
-NOTE_TYPES = {**{suffix: NoteType(lambda path: read_text(path)) for suffix in NOTE_SUFFIXES},
-              ".pdf": NoteType(lambda path: read_pdf(path), "pypdf")}      # optional: pip install pypdf
 MIN_NOTE_CHARS = 50                       # a shorter note that says little besides its headings
 MIN_NOTE_BODY = 12                        # ...(under this) is a stub, a title alone say (says_little)
 MAX_NOTE_MB = 5.0                         # a bigger "note" is usually an export or a log
@@ -715,9 +679,10 @@ SOURCE_CUT = 0.5                          # a source goes to the chat model only
                                           # at least this share as far above the average chunk's as the
                                           # best one's: fewer prompt tokens, same evidence (bench/prompt_budget.py)
 
+
 # ----------------------------------------------------------------------------
-# One run's settings, and Ollama's errors in words a user can act on. Part I lets
-# the client's exceptions through; Part II says what to do about them.
+# One run's settings: every knob a run can turn, declared once as a Settings field
+# with its flag, its default and the check its value must pass.
 
 
 def option(default, flag: str, group: str, help: str, check: tuple[Callable, str] | None = None, **argparse):
@@ -755,6 +720,25 @@ def min_score(text: str) -> float:
 KEEP_ALIVE_MAX_HOURS = 2_562_047           # Go's time.Duration (int64 nanoseconds) holds no more
 
 
+DURATION_PART = r"(\d+\.?\d*|\.\d+)(ns|us|µs|ms|s|m|h)"   # one number and unit of a Go duration ("1h30m": two)
+
+
+def keep_alive_seconds(value: str | float | None, signed: bool = False) -> float:
+    """--keep-alive in seconds: inf when unset or negative (Ollama's default, or for ever), unless
+    `signed` asks for the number itself.
+
+    >>> keep_alive_seconds("1h30m"), keep_alive_seconds("500ms"), keep_alive_seconds(0.0), keep_alive_seconds(-1.0)
+    (5400.0, 0.5, 0.0, inf)
+    """
+    if value is None:
+        return math.inf
+    if isinstance(value, str):
+        units = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
+        magnitude = sum(float(n) * units[u] for n, u in re.findall(DURATION_PART, value))
+        value = -magnitude if value.startswith("-") else magnitude
+    return float(value) if signed or value >= 0 else math.inf
+
+
 def go_duration(text: str) -> str | float:
     """--keep-alive as Ollama reads it: a duration such as "10m" or "1h30m", or seconds ("-1": for ever).
 
@@ -781,16 +765,12 @@ def tag_name(text: str) -> str:
     return tag
 
 
-def date_bound(text: str) -> str:
-    """--since and --until: a day, month or year, or a time ago (date_span); kept as given."""
-    try:
-        date_span(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    return text.strip()
-
-
 RELATIVE_DATE = re.compile(r"(\d{1,6})([dwmy])")   # a time ago: 7d, 2w, 3m, 1y
+
+
+def month_days(year: int, month: int) -> int:
+    """How many days a month has: 28 to 31 (December has 31: its next month may be past year 9999)."""
+    return 31 if month == 12 else (datetime.date(year, month + 1, 1) - datetime.timedelta(days=1)).day
 
 
 def date_span(text: str, today: datetime.date | None = None) -> tuple[str, str]:
@@ -823,6 +803,15 @@ def date_span(text: str, today: datetime.date | None = None) -> tuple[str, str]:
                      f"not {text!r}")
 
 
+def date_bound(text: str) -> str:
+    """--since and --until: a day, month or year, or a time ago (date_span); kept as given."""
+    try:
+        date_span(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text.strip()
+
+
 def dated_backwards(since: str | None, until: str | None) -> bool:
     """Does `since` begin after `until` ends, so that no note can be dated between them?
 
@@ -830,11 +819,6 @@ def dated_backwards(since: str | None, until: str | None) -> bool:
     (True, False, False)
     """
     return bool(since and until) and date_span(since)[0] > date_span(until)[1]
-
-
-def month_days(year: int, month: int) -> int:
-    """How many days a month has: 28 to 31 (December has 31: its next month may be past year 9999)."""
-    return 31 if month == 12 else (datetime.date(year, month + 1, 1) - datetime.timedelta(days=1)).day
 
 
 class Appended(argparse.Action):
@@ -911,6 +895,21 @@ class Settings:
                                             "its OLLAMA_KEEP_ALIVE)", type=go_duration, metavar="DURATION")
 
 
+# ----------------------------------------------------------------------------
+# Talking to Ollama: one client, which sends nothing anywhere but the Ollama the user
+# named, and Ollama's errors in words a user can act on. Part I lets the client's
+# exceptions through; Part II says what to do about them.
+
+
+def without_password(url: str) -> str:
+    """A URL fit to print: its user name and password left out.
+
+    >>> without_password("http://me:secret@proxy.lan:3128")
+    'http://proxy.lan:3128'
+    """
+    return re.sub(r"//[^/@]*@", "//", url, count=1)
+
+
 def host() -> str:
     """The Ollama address the client will use, for messages: a password in it is left out."""
     return without_password(os.environ.get("OLLAMA_HOST") or DEFAULT_HOST)
@@ -965,15 +964,6 @@ def ollama_proxy(url: httpx.URL) -> str | None:
     return proxy if "://" in proxy else f"http://{proxy}"
 
 
-def without_password(url: str) -> str:
-    """A URL fit to print: its user name and password left out.
-
-    >>> without_password("http://me:secret@proxy.lan:3128")
-    'http://proxy.lan:3128'
-    """
-    return re.sub(r"//[^/@]*@", "//", url, count=1)
-
-
 def without_path(address: str) -> str:
     """An address as written, up to its path.
 
@@ -1024,6 +1014,27 @@ def refuse_redirect(response: httpx.Response) -> None:
 MODEL_NOT_FOUND = re.compile(r"\bmodel\b.*\bnot found\b", re.IGNORECASE)
 
 
+def explain_404(said: str, model: str) -> str:
+    """What a 404 with the text `said` means: the model is not pulled, if Ollama says so;
+    otherwise OLLAMA_HOST does not lead to Ollama's API, and the line says what it leads to."""
+    if MODEL_NOT_FOUND.search(said):
+        return f"model '{model}' is not pulled: run `ollama pull {model}`"
+    said = " ".join(said.split())[:80] or "no text"
+    if path := ollama_url().path.strip("/"):          # it parses: the client was made from it
+        return (f"Ollama at {host()} answered 404 ({said}): OLLAMA_HOST has a path, /{path}, and Ollama's "
+                f"address has none: try OLLAMA_HOST={without_path(host())}")
+    return (f"the server at {host()} answered 404 ({said}) where Ollama's API should be: it is not "
+            "Ollama, or an Ollama too old for this script (update it: https://ollama.com/download)")
+
+
+def seconds_waited(exc: httpx.TimeoutException) -> str:
+    """How long the client waited before this timeout, as "300 s" (httpx keeps it on the request)."""
+    try:
+        return f"{exc.request.extensions['timeout']['read']:g} s"
+    except (RuntimeError, KeyError, TypeError):   # no request attached, or no read timeout
+        return "the time allowed"
+
+
 def explain_ollama_error(exc: Exception, model: str, mid_reply: bool = False) -> OllamaError:
     """Turn the client's exceptions into one line a user can act on; `mid_reply`: part of
     a streamed reply had come (then a broken connection is not an unreachable server)."""
@@ -1055,27 +1066,6 @@ def explain_ollama_error(exc: Exception, model: str, mid_reply: bool = False) ->
                        f"(or point OLLAMA_HOST at it)")
 
 
-def explain_404(said: str, model: str) -> str:
-    """What a 404 with the text `said` means: the model is not pulled, if Ollama says so;
-    otherwise OLLAMA_HOST does not lead to Ollama's API, and the line says what it leads to."""
-    if MODEL_NOT_FOUND.search(said):
-        return f"model '{model}' is not pulled: run `ollama pull {model}`"
-    said = " ".join(said.split())[:80] or "no text"
-    if path := ollama_url().path.strip("/"):          # it parses: the client was made from it
-        return (f"Ollama at {host()} answered 404 ({said}): OLLAMA_HOST has a path, /{path}, and Ollama's "
-                f"address has none: try OLLAMA_HOST={without_path(host())}")
-    return (f"the server at {host()} answered 404 ({said}) where Ollama's API should be: it is not "
-            "Ollama, or an Ollama too old for this script (update it: https://ollama.com/download)")
-
-
-def seconds_waited(exc: httpx.TimeoutException) -> str:
-    """How long the client waited before this timeout, as "300 s" (httpx keeps it on the request)."""
-    try:
-        return f"{exc.request.extensions['timeout']['read']:g} s"
-    except (RuntimeError, KeyError, TypeError):   # no request attached, or no read timeout
-        return "the time allowed"
-
-
 # What a call to Ollama can raise that is Ollama's doing, not ours: an error status (a
 # redirect among them), a connection that fails or breaks, and a reply that is not what the
 # API promises (the client's JSON and pydantic errors are ValueErrors, and so are the checks
@@ -1085,26 +1075,6 @@ OLLAMA_FAILURES = (ollama.ResponseError, ConnectionError, httpx.TransportError, 
 
 class ReplyTooLong(ValueError):
     """A line of Ollama's reply ran past MAX_REPLY_LINE bytes."""
-
-
-class LinesCapped(httpx.BaseTransport):
-    """A transport whose replies may hold no line longer than MAX_REPLY_LINE bytes. The client
-    holds a whole line in memory, several times over (httpx's iter_lines joins it, json.loads and
-    pydantic copy it), so one endless line from a broken server would fill the memory; a longer
-    line ends the reply with ReplyTooLong instead, closing the connection. Replies are asked for
-    uncompressed (Ollama sends them so anyway), so the bytes counted are the bytes kept."""
-
-    def __init__(self, transport: httpx.BaseTransport):
-        self.transport = transport
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        request.headers["Accept-Encoding"] = "identity"
-        response = self.transport.handle_request(request)
-        response.stream = CappedLines(response.stream)
-        return response
-
-    def close(self) -> None:
-        self.transport.close()
 
 
 class CappedLines(httpx.SyncByteStream):
@@ -1125,6 +1095,26 @@ class CappedLines(httpx.SyncByteStream):
 
     def close(self) -> None:
         self.stream.close()
+
+
+class LinesCapped(httpx.BaseTransport):
+    """A transport whose replies may hold no line longer than MAX_REPLY_LINE bytes. The client
+    holds a whole line in memory, several times over (httpx's iter_lines joins it, json.loads and
+    pydantic copy it), so one endless line from a broken server would fill the memory; a longer
+    line ends the reply with ReplyTooLong instead, closing the connection. Replies are asked for
+    uncompressed (Ollama sends them so anyway), so the bytes counted are the bytes kept."""
+
+    def __init__(self, transport: httpx.BaseTransport):
+        self.transport = transport
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        request.headers["Accept-Encoding"] = "identity"
+        response = self.transport.handle_request(request)
+        response.stream = CappedLines(response.stream)
+        return response
+
+    def close(self) -> None:
+        self.transport.close()
 
 
 def ollama_client(timeout: float | None = None) -> ollama.Client:
@@ -1154,14 +1144,501 @@ def ollama_client(timeout: float | None = None) -> ollama.Client:
     except (ValueError, httpx.InvalidURL) as e:
         raise ValueError(f"OLLAMA_HOST={host()} is not an address like {DEFAULT_HOST} ({e})") from None
 
+
+# ----------------------------------------------------------------------------
+# Markdown as Obsidian writes it: front matter (aliases, tags, dates), [[wikilinks]], ![[embeds]],
+# %%comments%% and > [!callouts]. Replaces Part I's strip_front_matter, which only drops the block.
+
+
+class NoteMeta(NamedTuple):
+    """What a note says of itself besides its text: its front matter, inline #tags and the embeds
+    taken out of its text. The index keeps one per note; note_card() fills in the title and the
+    date a note does not state (its file name, its modification day)."""
+    title: str = ""                       # front matter's title: ("": the file name is the title)
+    aliases: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()            # front matter's, then inline #tags, without "#", as written
+    date: str = ""                        # YYYY-MM-DD
+    dated_by: str = ""                    # where the date came from: "date", "created", "updated" (front
+                                          # matter, the first of them that is a date), "file name", "modified"
+    description: str = ""                 # description: or summary:
+    dropped: tuple[str, ...] = ()         # what embeds (![[...]]) named: taken out of the text
+
+
+MARKDOWN_SUFFIXES = (".md", ".markdown")  # front matter and Obsidian's markup are read in these only
+FRONT_MATTER_BLOCK = re.compile(r"\A---[ \t]*\n(.*?)^(?:---|\.\.\.)[ \t]*$\n?", re.DOTALL | re.MULTILINE)
+# A top-level key, as YAML reads one: quoted, or plain text that starts with no indent or YAML
+# indicator and holds no ": " ("Date (created)", "📅", "foo/bar", a Dataview "mood:: ok"). The
+# key's own spaces stay in it, taken off later: a "[ \t]*" before the colon would backtrack.
+YAML_KEY = re.compile(r"""("[^"\n]*"|'[^'\n]*'|[^\s#:?,\[\]{}&*!|>'"%@`-](?:[^:\n#]|:(?=\S)|(?<=\S)#)*)"""
+                      r":(?:[ \t]+(.*))?")
+NAME_KEY = re.compile(r"\w[\w.-]*(?:[ \t]+[\w.-]+)*")   # "tags", "created at": a block needs one such key
+YAML_ITEM = re.compile(r"[ \t]*-(?:[ \t]+(.*))?")
+BLOCK_SCALAR = re.compile(r"[|>][+-]?")
+WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]*)\]\]")
+COMMENT = re.compile(r"%%.*?%%", re.DOTALL)
+CALLOUT = re.compile(r"^([ \t]*(?:>[ \t]?)+)\[!([^\]\n]*)\][+-]?[ \t]*(.*)$", re.MULTILINE)
+# A block id, the anchor a [[Note#^id]] link points at: Latin letters, digits and dashes, at a line's
+# end after a space, or alone on the line after a table or a list.
+BLOCK_ID = re.compile(r"(?<![^ \t\n])\^[A-Za-z0-9-]+[ \t]*$", re.MULTILINE)   # no [ \t]+ before: that backtracks
+# Code as a reader sees it: a fence, indented (in a list) or quoted too, running to the end if never closed.
+ANY_FENCE = re.compile(r"^[ \t>]*(```|~~~).*?(?:^[ \t>]*\1|\Z)", re.MULTILINE | re.DOTALL)
+# An inline #tag, as Obsidian finds one: after a space, "(" or CJK punctuation ("。#工作"), not digits alone.
+INLINE_TAG = re.compile(r"(?<![^\s(\u3000-\u303f\uff01-\uff0f\uff1a-\uff20])#([\w/-]*[^\W\d_][\w/-]*)")
+DATE_KEYS = ("date", "created", "updated")     # the first of these that holds a date dates the note
+DAY = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[T ][\d:.+-]*Z?)?")
+DAY_IN_NAME = re.compile(r"(?<!\d)\d{4}-\d{2}-\d{2}(?!\d)")
+
+
+def yaml_value(text: str) -> str | list[str]:
+    """One YAML value as text: quotes taken off, an inline [list] as a list, a trailing
+    # comment dropped, null as "".
+
+    >>> yaml_value("'it''s'"), yaml_value("[a, 'b, c', \\"d\\"]"), yaml_value("2026 # year"), yaml_value("~")
+    ("it's", ['a', 'b, c', 'd'], '2026', '')
+    """
+    text = text.strip()
+    if text[:1] in "\"'" and (m := re.match(r'"((?:[^"\\\\]|\\\\.)*)"|\'((?:[^\']|\'\')*)\'', text)):
+        return m.group(1).replace('\\"', '"') if m.group(1) is not None else m.group(2).replace("''", "'")
+    if text.startswith("[") and text.endswith("]"):
+        items = re.findall(r'\s*("(?:[^"\\\\]|\\\\.)*"|\'(?:[^\']|\'\')*\'|[^,]*)\s*(?:,|$)', text[1:-1])
+        return [v for v in (yaml_value(i) for i in items if i.strip()) if isinstance(v, str) and v]
+    text = re.sub(r"(?:^|[ \t])#.*", "", text).strip()
+    return "" if text in ("~", "null", "Null", "NULL") else text
+
+
+def parse_front_matter(block: str) -> dict[str, str | list[str]] | None:
+    """Front matter's top-level keys, read without a YAML library: `key: value`, lists inline
+    ([a, b]) or as "- item" lines, quoted strings, # comments, | and > blocks (joined into one
+    line); nested mappings are passed over, and of a key given twice the last counts. None if a
+    line is none of these, or no key reads as a name (NAME_KEY: "Landlord (Tue 5/3): bring the
+    lease" alone is prose): then the block is no front matter.
+
+    >>> parse_front_matter('title: "A: b" # c\\ntags:\\n  - x\\n  - "y z"\\n'
+    ...                    'aliases: [one, \\'two, 2\\']\\nm:\\n  k: 1\\n')
+    {'title': 'A: b', 'tags': ['x', 'y z'], 'aliases': ['one', 'two, 2'], 'm': ''}
+    >>> parse_front_matter("Meeting with the landlord\\nThe deposit is 2400 euros.") is None
+    True
+    >>> parse_front_matter('mood:: ok\\nDate (created): 2026-01-02\\n"My key": v\\n📅: x\\ntags: [a]')
+    {'mood:': 'ok', 'date (created)': '2026-01-02', 'my key': 'v', '📅': 'x', 'tags': ['a']}
+    >>> parse_front_matter("Landlord (Tue 5/3): bring the lease, ask about the boiler") is None
+    True
+    """
+    fields_: dict[str, str | list[str]] = {}
+    key, block_lines, nested = None, None, False
+    for line in block.split("\n"):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if m := YAML_KEY.fullmatch(line):
+            key, value, nested = m.group(1).strip().strip("\"'").lower(), (m.group(2) or "").strip(), False
+            block_lines = [] if BLOCK_SCALAR.fullmatch(value) else None
+            fields_[key] = "" if block_lines is not None else yaml_value(value)
+        elif key is None:
+            return None
+        elif block_lines is not None and line[:1] in " \t":
+            block_lines.append(line.strip())
+            fields_[key] = " ".join(block_lines)
+        elif (item := YAML_ITEM.fullmatch(line)) and not nested and (fields_[key] == "" or
+                                                                     isinstance(fields_[key], list)):
+            value = yaml_value(item.group(1) or "")
+            fields_[key] = [*(fields_[key] or []), *([value] if isinstance(value, str) else value)]
+        elif line[:1] in " \t":
+            nested = True                 # a nested mapping's line: passed over
+        else:
+            return None
+    return fields_ if any(NAME_KEY.fullmatch(k) for k in fields_) else None
+
+
+def iso_day(text: str) -> str | None:
+    """A date's day as YYYY-MM-DD (a time after it is passed over), None if it is none.
+
+    >>> iso_day("2026-01-15"), iso_day("2026-01-15T09:30:00Z"), iso_day("2026-13-45"), iso_day("yesterday")
+    ('2026-01-15', '2026-01-15', None, None)
+    """
+    if m := DAY.fullmatch(text.strip()):
+        with contextlib.suppress(ValueError):
+            return datetime.date(*map(int, m.groups())).isoformat()
+    return None
+
+
+def meta_from(fields_: dict, inline_tags: list[str], dropped: tuple[str, ...]) -> tuple[NoteMeta, list[str]]:
+    """A NoteMeta from parsed front matter (unknown keys ignored), the inline #tags and the
+    embeds dropped, and what to warn of (a date that is no date).
+
+    >>> meta, said = meta_from({"tags": "a, #b/c", "aliases": None, "created": "2026-13-45",
+    ...                         "updated": "2026-02-03"}, ["a"], ())
+    >>> meta.tags, meta.aliases, meta.date, meta.dated_by, said
+    (('a', 'b/c'), (), '2026-02-03', 'updated', ["front matter created: '2026-13-45' is no date like 2026-01-15; ignored"])
+    """
+    def texts(value, split: str = ",") -> list[str]:
+        values = value if isinstance(value, list) else re.split(split, value) if isinstance(value, str) else []
+        return [" ".join(v.split()) for v in values if v.strip()]
+
+    def text(value) -> str:
+        return " ".join(texts(value, "$^"))
+    tags = [t.strip("#/") for t in texts(fields_.get("tags", fields_.get("tag")), r"[,\s]+")]
+    date, dated_by, said = "", "", []
+    for key in DATE_KEYS:
+        value = text(fields_.get(key))
+        if value and not date and (day := iso_day(value)):
+            date, dated_by = day, key
+        elif value and not iso_day(value):
+            said.append(f"front matter {key}: {value[:40]!r} is no date like 2026-01-15; ignored")
+    aliases = texts(fields_.get("aliases", fields_.get("alias")))
+    return NoteMeta(text(fields_.get("title")), tuple(dict.fromkeys(aliases)),
+                    tuple(dict.fromkeys(t for t in tags + inline_tags if t)), date, dated_by,
+                    text(fields_.get("description", fields_.get("summary"))), dropped), said
+
+
+def drop_block_ids(text: str) -> str:
+    """`text` without its block ids (BLOCK_ID) and the spaces before them, but those in code: in
+    a fence (ANY_FENCE) or on a line indented as code (four spaces or a tab). Both the ids and
+    the fences come in order, so the fences are walked once."""
+    fences = ANY_FENCE.finditer(text)
+    fence = next(fences, None)
+    kept, at = [], 0
+    for m in BLOCK_ID.finditer(text):
+        while fence and fence.end() <= m.start():
+            fence = next(fences, None)
+        line = text.rfind("\n", 0, m.start()) + 1
+        if fence and fence.start() <= m.start() or text.startswith(("    ", "\t"), line):
+            continue
+        start = m.start()
+        while start > at and text[start - 1] in " \t":
+            start -= 1
+        kept.append(text[at:start])
+        at = m.end()
+    return "".join(kept) + text[at:]
+
+
+def clean_markup(text: str) -> tuple[str, tuple[str, ...]]:
+    """Obsidian's markup as a reader sees it, every line break kept (lines still count as in the
+    file), and what the embeds it dropped named: [[Note]] -> Note, [[Note|text]] -> text,
+    [[Note#Part]] -> Note › Part, ![[file]] and %%comments%% dropped, a callout's [!type]
+    marker replaced by its title (or its type), a block id (^id) dropped outside code blocks,
+    where "grep ^d" means what it says. A link that never closes stays as it is.
+
+    >>> clean_markup("[[Note]], [[Note|text]], [[Note#Part]], [[#Part]], [[]][[|]]![[a.png]] [[x")
+    ('Note, text, Note › Part, Part,  [[x', ('a.png',))
+    >>> clean_markup("%%a\\nb%%\\n> [!tip]- Why\\n> [!warning]")
+    ('\\n\\n> Why\\n> Warning', ())
+    >>> clean_markup("A quote. ^q-1\\n| a |\\n^table\\n2^10 and x ^ y\\n```\\nls | grep ^d\\n```")
+    ('A quote.\\n| a |\\n\\n2^10 and x ^ y\\n```\\nls | grep ^d\\n```', ())
+    """
+    dropped = []
+
+    def link(m: re.Match) -> str:
+        target, _, shown = m.group(2).partition("|")
+        if m.group(1):
+            dropped.append(target.strip())
+            return ""
+        parts = [p.strip() for p in target.split("#") if p.strip() and not p.strip().startswith("^")]
+        return shown.strip() or " › ".join(parts)
+    text = COMMENT.sub(lambda m: "\n" * m.group().count("\n"), text)
+    text = WIKILINK.sub(link, text)
+    text = CALLOUT.sub(lambda m: m.group(1) + (m.group(3) or m.group(2).strip().capitalize()), text)
+    return drop_block_ids(text), tuple(d for d in dict.fromkeys(dropped) if d)
+
+
+def read_markdown(text: str) -> tuple[str, NoteMeta, str | None]:
+    """A Markdown note's text without its front matter and with Obsidian's markup as a reader
+    sees it (clean_markup), what the note says of itself, and a warning or None.
+
+    Front matter is a block at the very top, between "---" lines, whose lines are YAML keys
+    (parse_front_matter); anything else there (a horizontal rule, prose) stays text, and so does
+    a block that starts with a key but does not parse, with a warning.
+
+    >>> body, meta, _ = read_markdown("---\\naliases: [Hotkeys]\\ntags: work\\n---\\nSee [[Keys|the keys]] #todo")
+    >>> body, meta.aliases, meta.tags
+    ('See the keys #todo', ('Hotkeys',), ('work', 'todo'))
+    >>> read_markdown("---\\nMeeting with the landlord\\nThe deposit is 2400 euros.\\n---\\n")[0]
+    '---\\nMeeting with the landlord\\nThe deposit is 2400 euros.\\n---\\n'
+    """
+    fields_: dict = {}
+    body, problems = text, []
+    if m := FRONT_MATTER_BLOCK.match(text):
+        parsed = parse_front_matter(m.group(1))
+        if parsed is not None:
+            fields_, body = parsed, text[m.end():]
+        elif (key := YAML_KEY.fullmatch(next((ln for ln in m.group(1).split("\n") if ln.strip()), ""))) \
+                and NAME_KEY.fullmatch(key.group(1).strip().strip("\"'")):
+            problems.append("its front matter does not parse as YAML keys: read as text")
+    body, dropped = clean_markup(body)
+    meta, said = meta_from(fields_, INLINE_TAG.findall(FENCE.sub("", body)), dropped)
+    return body, meta, "; ".join(problems + said) or None
+
+
+def note_card(rel: str, meta: NoteMeta, mtime_ns: int | None) -> NoteMeta:
+    """A note's NoteMeta with its title and date filled in: the title is its file name unless the
+    front matter gives one; the date is the front matter's, else a YYYY-MM-DD in its file name
+    (a daily note), else its modification day.
+
+    >>> card = note_card("daily/2026-03-01.md", NoteMeta(), 0)
+    >>> card.title, card.date, card.dated_by
+    ('2026-03-01', '2026-03-01', 'file name')
+    """
+    stem = PurePosixPath(rel).stem
+    card = meta._replace(title=meta.title or stem)
+    if meta.date:
+        return card
+    day = next((d for d in map(iso_day, DAY_IN_NAME.findall(stem)) if d), None)
+    if day:
+        return card._replace(date=day, dated_by="file name")
+    if mtime_ns is None:
+        return card
+    return card._replace(date=time.strftime("%Y-%m-%d", time.localtime(mtime_ns / 1e9)), dated_by="modified")
+
+
+def note_words(rel: str, meta: NoteMeta) -> str:
+    """A note's title, aliases, tags and description: BM25 counts them in every chunk of the note
+    (a note is found by the name it is known by, in whatever language)."""
+    return " ".join([meta.title or PurePosixPath(rel).stem, *meta.aliases,
+                     *(t.replace("/", " ") for t in meta.tags), meta.description])
+
+
+def lexicon_text(chunk: Chunk, words: str) -> str:
+    """What BM25 counts of a chunk: its note's words (note_words) and its text."""
+    return f"{words}\n{chunk.text}"
+
+
+def lexicon_texts(index: Index) -> Iterator[str]:
+    """lexicon_text() of every chunk of an index, in row order."""
+    words = [""] * len(index.chunks)
+    for rel, rec in index.files.items():
+        words[rec.start:rec.stop] = [note_words(rel, index.notes.get(rel, NoteMeta()))] * (rec.stop - rec.start)
+    return (lexicon_text(c, w) for c, w in zip(index.chunks, words))
+
+
 # ----------------------------------------------------------------------------
 # Reading real folders: replaces Part I's list_notes and read_text, which trust every file
 # and file name they meet and read UTF-8 text only.
 
 
+# Characters a terminal obeys instead of showing: C0 controls but tab and line feed (ESC
+# starts the sequences that move the cursor, set the title or the clipboard, clear the
+# screen; CR overwrites a line), DEL, the C1 controls (0x9b is ESC [ on some terminals),
+# and the bidirectional overrides that reorder what is shown ("Trojan source").
+CONTROL_ESCAPES = {c: f"\\u{c:04x}" for c in [*range(0x20), *range(0x7f, 0xa0), *range(0x202a, 0x202f),
+                                                *range(0x2066, 0x206a)] if chr(c) not in "\t\n"}
+# A name is one line, and its escapes are told apart from the same text typed (a backslash doubles).
+NAME_ESCAPES = {**CONTROL_ESCAPES, ord("\t"): "\\u0009", ord("\n"): "\\u000a", ord("\\"): "\\\\"}
+
+
+def first_names(names: Sequence[str], shown: int = 5) -> str:
+    """The first `shown` of `names`, and how many more there are: for a line that must stay short.
+
+    >>> first_names(["a.md", "b.md", "c.md"], 2), first_names(["a.md"])
+    ('a.md, b.md, … 1 more', 'a.md')
+    """
+    return ", ".join(names[:shown]) + (f", … {len(names) - shown} more" if len(names) > shown else "")
+
+
+def readable_name(name: str, composed: bool = True) -> str:
+    """A file name as text any terminal, JSON, pickle or prompt can take: bytes that are
+    not UTF-8 (os.walk hands them over as surrogates) are shown as \\x escapes, and
+    control characters as \\u escapes, so a name holding a line break cannot forge a
+    line of output or a source in the prompt. Its accents are composed (NFC) unless not
+    `composed`: macOS, zip archives and some editors write "é" as "e" + "´".
+
+    >>> readable_name("caf\\udce9.md"), readable_name("cafe\\u0301.md"), readable_name("a\\nb.md")
+    ('caf\\\\xe9.md', 'café.md', 'a\\\\u000ab.md')
+    """
+    name = unicodedata.normalize("NFC", name) if composed else name
+    return os.fsencode(name.translate(NAME_ESCAPES)).decode("utf-8", "backslashreplace")
+
+
+# A byte-order mark names the encoding outright: Notepad writes one for UTF-8 and
+# UTF-16, and PowerShell's `>` writes UTF-16 with one.
+BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
+# The legacy encodings notes come in, each with the company its characters keep:
+# an accented Latin letter sits inside a word of plain letters ("Müller"), a
+# Chinese character beside other Chinese characters or full-width punctuation.
+LEGACY_ENCODINGS = {"GB18030": ("gb18030", re.compile("[\u2e80-\uffff]")),
+                    "Windows-1252": ("cp1252", re.compile("[A-Za-z]"))}   # Latin-1 plus Word's “quotes”
+
+
+def script_evidence(text: str, kin: re.Pattern, sample: int = 20_000) -> float:
+    """Share of the non-ASCII characters with a neighbour of their kind (`kin`), 0 to 1.
+
+    The first `sample` non-ASCII characters are plenty of evidence. Worked
+    example: in "M黮ler" the one non-ASCII character sits among Latin letters.
+
+    >>> latin, chinese = LEGACY_ENCODINGS["Windows-1252"][1], LEGACY_ENCODINGS["GB18030"][1]
+    >>> script_evidence("Müller", latin), script_evidence("M黮ler", chinese), script_evidence("乌龙茶", chinese)
+    (1.0, 0.0, 1.0)
+    """
+    near = seen = 0
+    for m in itertools.islice(re.finditer(r"[^\x00-\x7f]", text), sample):
+        i = m.start()
+        seen += 1
+        near += any(kin.match(text, j) for j in (i - 1, i + 1) if 0 <= j < len(text))
+    return near / seen if seen else 0.0
+
+
+def decode_note(data: bytes) -> tuple[str, str | None]:
+    """Decode a text note's bytes, plus a warning when the encoding was a guess.
+
+    A byte-order mark decides; else UTF-8, which other encodings almost never pass
+    by accident; else GB18030 or Windows-1252, chosen by evidence, not by order:
+    the same bytes often decode in both (Latin-1 "Müller" is GB18030 "M黮ler"), and
+    the right reading is the one whose characters keep their own company
+    (script_evidence). Raises ValueError for binary data or text in neither.
+
+    >>> decode_note("Grüße".encode("cp1252"))
+    ('Grüße', 'not UTF-8; read as Windows-1252 (a guess: save it as UTF-8 to be sure)')
+    """
+    for bom, codec in BOMS:
+        if data.startswith(bom):
+            try:
+                return data.decode(codec), None
+            except UnicodeDecodeError:
+                raise ValueError(f"starts like {codec.upper()} but is not") from None
+    if b"\0" in data[:8192]:
+        raise ValueError("looks binary, not text")
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError:
+        pass
+    readings = {}
+    for name, (codec, kin) in LEGACY_ENCODINGS.items():
+        with contextlib.suppress(UnicodeDecodeError):
+            text = data.decode(codec)
+            readings[name] = (script_evidence(text, kin), text)
+    if not readings:
+        raise ValueError(f"not text in any of UTF-8, UTF-16, {', '.join(LEGACY_ENCODINGS)}")
+    name = max(readings, key=lambda n: readings[n][0])      # a tie goes to the first
+    return readings[name][1], f"not UTF-8; read as {name} (a guess: save it as UTF-8 to be sure)"
+
+
+class Section(NamedTuple):
+    """A piece of a note's text, as its reader returns it, and where it sits in the file."""
+    text: str
+    page: int | None = None               # a PDF's page, counted from 1
+    line: int | None = None               # the file's line where `text` starts (front matter before it
+                                          # counts); None for a page, which has no lines to go to
+    meta: NoteMeta | None = None          # what a Markdown note says of itself, on its first section
+
+
+def read_text(path: Path) -> tuple[list[Section], str | None]:
+    """Read a Markdown or text note: one section, plus a warning or None. Markdown is read as its
+    owner writes it (read_markdown): front matter parsed and taken off the top, Obsidian's markup
+    cleaned with every line break kept, so the section starts on the line after the front matter
+    and lines counted in its text are the file's lines. A .txt note is its text, all of it."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ValueError(e.strerror) from None
+    text, warning = decode_note(data)
+    text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    if path.suffix.lower() not in MARKDOWN_SUFFIXES:
+        return [Section(text, line=1)], warning
+    body, meta, problem = read_markdown(text)
+    warning = "; ".join(w for w in (warning, problem) if w) or None
+    return [Section(body, line=1 + text.count("\n") - body.count("\n"), meta=meta)], warning
+
+
+# A line is a running header or footer when it starts or ends at least this share
+# of the pages: title pages and chapter openers often lack the header, so "every
+# page" would miss it. With fewer pages there is no telling a header from text.
+PDF_EDGE_SHARE = 0.6
+PDF_EDGE_MIN_PAGES = 3
+
+
+def clean_pdf_pages(pages: list[str]) -> list[str]:
+    """Undo the usual PDF extraction damage: hyphenated line breaks, runs of spaces,
+    and header/footer lines that repeat on most pages.
+
+    >>> clean_pdf_pages(["Manual\\nretriev-\\nal  works\\n1", "Manual\\nso   does\\n2", "Manual\\nthis\\n3"])
+    ['retrieval works', 'so does', 'this']
+    """
+    pages = [re.sub(r"(\w)-\n(\w)", r"\1\2", p) for p in pages]
+    pages = [re.sub(r"[ \t\u00a0]+", " ", p) for p in pages]
+    lines = [[ln.strip() for ln in p.split("\n") if ln.strip()] for p in pages]
+    if len(pages) >= PDF_EDGE_MIN_PAGES:
+        # A header or footer is a first or last line seen on most pages; page
+        # numbers differ from page to page, so lines are compared with digits masked.
+        def key(line: str) -> str:
+            return re.sub(r"\d+", "#", line)
+        edges = Counter(key(ls[i]) for ls in lines if ls for i in {0, len(ls) - 1})
+        repeated = {k for k, n in edges.items() if n >= PDF_EDGE_SHARE * len(pages)}
+        lines = [[ln for j, ln in enumerate(ls) if not ((j == 0 or j == len(ls) - 1) and key(ln) in repeated)]
+                 for ls in lines]
+    return ["\n".join(ls) for ls in lines]
+
+
+def read_pdf(path: Path) -> tuple[list[Section], str | None]:
+    """Extract a PDF's text page by page, cleaned for chunking (needs pypdf); no warning."""
+    import pypdf  # optional: only PDFs need it
+    logging.getLogger("pypdf").setLevel(logging.ERROR)   # we report a bad PDF in one line ourselves
+    try:
+        reader = pypdf.PdfReader(path)
+        if reader.is_encrypted:
+            raise ValueError("encrypted PDF")
+        pages = [page.extract_text() or "" for page in reader.pages]
+    except ValueError:
+        raise
+    except Exception as e:  # pypdf raises many kinds of errors on malformed files
+        raise ValueError(f"malformed PDF ({type(e).__name__})") from None
+    pages = clean_pdf_pages(pages)
+    if not any(p.strip() for p in pages):
+        raise ValueError("no extractable text (a scanned PDF?)")
+    return [Section(text, number) for number, text in enumerate(pages, 1) if text.strip()], None
+
+
+@functools.cache
+def importable(module: str) -> bool:
+    """True when an optional package (pypdf) can be imported; checked once per run."""
+    try:
+        importlib.import_module(module)
+        return True
+    except ImportError:
+        return False
+
+
+class NoteType(NamedTuple):
+    """How one kind of file becomes a note: its reader (path -> sections and a warning or None)
+    and the optional package the reader needs."""
+    read: Callable[[Path], tuple[list[Section], str | None]]
+    needs: str | None = None
+
+
+# Which files are notes, and how each kind is read: the one table the scanner, the messages
+# and --explain go by. Part I's suffixes are read as text; each lambda looks its reader up
+# when called, so the table can sit up here with the other settings. To add a type, add a line.
+NOTE_TYPES = {**{suffix: NoteType(lambda path: read_text(path)) for suffix in NOTE_SUFFIXES},
+              ".pdf": NoteType(lambda path: read_pdf(path), "pypdf")}      # optional: pip install pypdf
+
+
 # Where a followed link never leads: the whole disk, and the kernel's own trees (files that
 # never end, devices that block, every process's root).
 SYSTEM_TREES = ("/proc", "/sys", "/dev")
+
+
+def drop_linked_twins(files: list[NoteFile], linked: set[str], warnings: list[str]) -> tuple[list[NoteFile], list[str]]:
+    """`files` without the symlinks (`linked`, by rel) to a note listed already, under its own
+    name or another link's, and `warnings` with one line naming them: the same note twice would
+    take two of the places of every search."""
+    if not linked:
+        return files, warnings
+    seen: dict[int, list[str]] = {}       # inode -> paths kept (an inode alone may be another disk's)
+    for f in files:
+        if f.rel not in linked:
+            seen.setdefault(f.ino, []).append(f.path)
+    kept, twins = [], []
+    for f in files:
+        if f.rel in linked:
+            try:
+                twin = any(os.path.samefile(f.path, p) for p in seen.get(f.ino, ()))
+            except OSError:               # gone since it was listed: its read will say so
+                twin = False
+            if twin:
+                twins.append(f.rel)
+                continue
+            seen.setdefault(f.ino, []).append(f.path)
+        kept.append(f)
+    if twins:
+        warnings = [*warnings, f"skipped {len(twins)} symlink(s) to notes read under another name "
+                               f"({first_names(sorted(twins))})"]
+    return kept, warnings
 
 
 def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
@@ -1245,50 +1722,6 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
     return files, warnings
 
 
-def drop_linked_twins(files: list[NoteFile], linked: set[str], warnings: list[str]) -> tuple[list[NoteFile], list[str]]:
-    """`files` without the symlinks (`linked`, by rel) to a note listed already, under its own
-    name or another link's, and `warnings` with one line naming them: the same note twice would
-    take two of the places of every search."""
-    if not linked:
-        return files, warnings
-    seen: dict[int, list[str]] = {}       # inode -> paths kept (an inode alone may be another disk's)
-    for f in files:
-        if f.rel not in linked:
-            seen.setdefault(f.ino, []).append(f.path)
-    kept, twins = [], []
-    for f in files:
-        if f.rel in linked:
-            try:
-                twin = any(os.path.samefile(f.path, p) for p in seen.get(f.ino, ()))
-            except OSError:               # gone since it was listed: its read will say so
-                twin = False
-            if twin:
-                twins.append(f.rel)
-                continue
-            seen.setdefault(f.ino, []).append(f.path)
-        kept.append(f)
-    if twins:
-        warnings = [*warnings, f"skipped {len(twins)} symlink(s) to notes read under another name "
-                               f"({first_names(sorted(twins))})"]
-    return kept, warnings
-
-
-def read_note(file: NoteFile, max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
-    """Read one note as a list of Sections, plus a warning or None.
-
-    A text note is one section; a PDF is one section per page. The reader comes
-    from NOTE_TYPES. Raises ValueError, with the reason, for a
-    note that cannot be used.
-    """
-    if why := too_big(file.size, max_mb):
-        raise ValueError(why)
-    path = Path(file.path)
-    sections, warning = NOTE_TYPES[path.suffix.lower()].read(path)
-    if says_little(sections):
-        raise ValueError(STUB)
-    return sections, warning
-
-
 STUB = f"under {MIN_NOTE_CHARS} characters ({MIN_NOTE_BODY} besides headings)"
 WIDE = re.compile(r"[\u1100-\u11ff\u2e80-\ua4cf\uac00-\ud7af\uf900-\ufaff\uff00-\uff60]")   # CJK, kana, Hangul
 
@@ -1322,512 +1755,25 @@ def too_big(size: int, max_mb: float) -> str:
     return f"{size / 2**20:.1f} MB is over the {max_mb:g} MB limit (--max-note-mb)" if size > max_mb * 2**20 else ""
 
 
+def read_note(file: NoteFile, max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
+    """Read one note as a list of Sections, plus a warning or None.
+
+    A text note is one section; a PDF is one section per page. The reader comes
+    from NOTE_TYPES. Raises ValueError, with the reason, for a
+    note that cannot be used.
+    """
+    if why := too_big(file.size, max_mb):
+        raise ValueError(why)
+    path = Path(file.path)
+    sections, warning = NOTE_TYPES[path.suffix.lower()].read(path)
+    if says_little(sections):
+        raise ValueError(STUB)
+    return sections, warning
+
+
 def chunk_sections(rel: str, sections: list[Section], splitter) -> list[Chunk]:
     """Part I's chunk_note over each section of a note."""
     return [c for s in sections for c in chunk_note(rel, s.text, splitter, s.page, s.line)]
-
-
-def read_text(path: Path) -> tuple[list[Section], str | None]:
-    """Read a Markdown or text note: one section, plus a warning or None. Markdown is read as its
-    owner writes it (read_markdown): front matter parsed and taken off the top, Obsidian's markup
-    cleaned with every line break kept, so the section starts on the line after the front matter
-    and lines counted in its text are the file's lines. A .txt note is its text, all of it."""
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise ValueError(e.strerror) from None
-    text, warning = decode_note(data)
-    text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
-    if path.suffix.lower() not in MARKDOWN_SUFFIXES:
-        return [Section(text, line=1)], warning
-    body, meta, problem = read_markdown(text)
-    warning = "; ".join(w for w in (warning, problem) if w) or None
-    return [Section(body, line=1 + text.count("\n") - body.count("\n"), meta=meta)], warning
-
-
-# ----------------------------------------------------------------------------
-# Markdown as Obsidian writes it: front matter (aliases, tags, dates), [[wikilinks]], ![[embeds]],
-# %%comments%% and > [!callouts]. Replaces Part I's strip_front_matter, which only drops the block.
-
-MARKDOWN_SUFFIXES = (".md", ".markdown")  # front matter and Obsidian's markup are read in these only
-FRONT_MATTER_BLOCK = re.compile(r"\A---[ \t]*\n(.*?)^(?:---|\.\.\.)[ \t]*$\n?", re.DOTALL | re.MULTILINE)
-# A top-level key, as YAML reads one: quoted, or plain text that starts with no indent or YAML
-# indicator and holds no ": " ("Date (created)", "📅", "foo/bar", a Dataview "mood:: ok"). The
-# key's own spaces stay in it, taken off later: a "[ \t]*" before the colon would backtrack.
-YAML_KEY = re.compile(r"""("[^"\n]*"|'[^'\n]*'|[^\s#:?,\[\]{}&*!|>'"%@`-](?:[^:\n#]|:(?=\S)|(?<=\S)#)*)"""
-                      r":(?:[ \t]+(.*))?")
-NAME_KEY = re.compile(r"\w[\w.-]*(?:[ \t]+[\w.-]+)*")   # "tags", "created at": a block needs one such key
-YAML_ITEM = re.compile(r"[ \t]*-(?:[ \t]+(.*))?")
-BLOCK_SCALAR = re.compile(r"[|>][+-]?")
-WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]*)\]\]")
-COMMENT = re.compile(r"%%.*?%%", re.DOTALL)
-CALLOUT = re.compile(r"^([ \t]*(?:>[ \t]?)+)\[!([^\]\n]*)\][+-]?[ \t]*(.*)$", re.MULTILINE)
-# A block id, the anchor a [[Note#^id]] link points at: Latin letters, digits and dashes, at a line's
-# end after a space, or alone on the line after a table or a list.
-BLOCK_ID = re.compile(r"(?<![^ \t\n])\^[A-Za-z0-9-]+[ \t]*$", re.MULTILINE)   # no [ \t]+ before: that backtracks
-# Code as a reader sees it: a fence, indented (in a list) or quoted too, running to the end if never closed.
-ANY_FENCE = re.compile(r"^[ \t>]*(```|~~~).*?(?:^[ \t>]*\1|\Z)", re.MULTILINE | re.DOTALL)
-# An inline #tag, as Obsidian finds one: after a space, "(" or CJK punctuation ("。#工作"), not digits alone.
-INLINE_TAG = re.compile(r"(?<![^\s(\u3000-\u303f\uff01-\uff0f\uff1a-\uff20])#([\w/-]*[^\W\d_][\w/-]*)")
-DATE_KEYS = ("date", "created", "updated")     # the first of these that holds a date dates the note
-DAY = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[T ][\d:.+-]*Z?)?")
-DAY_IN_NAME = re.compile(r"(?<!\d)\d{4}-\d{2}-\d{2}(?!\d)")
-
-
-def read_markdown(text: str) -> tuple[str, NoteMeta, str | None]:
-    """A Markdown note's text without its front matter and with Obsidian's markup as a reader
-    sees it (clean_markup), what the note says of itself, and a warning or None.
-
-    Front matter is a block at the very top, between "---" lines, whose lines are YAML keys
-    (parse_front_matter); anything else there (a horizontal rule, prose) stays text, and so does
-    a block that starts with a key but does not parse, with a warning.
-
-    >>> body, meta, _ = read_markdown("---\\naliases: [Hotkeys]\\ntags: work\\n---\\nSee [[Keys|the keys]] #todo")
-    >>> body, meta.aliases, meta.tags
-    ('See the keys #todo', ('Hotkeys',), ('work', 'todo'))
-    >>> read_markdown("---\\nMeeting with the landlord\\nThe deposit is 2400 euros.\\n---\\n")[0]
-    '---\\nMeeting with the landlord\\nThe deposit is 2400 euros.\\n---\\n'
-    """
-    fields_: dict = {}
-    body, problems = text, []
-    if m := FRONT_MATTER_BLOCK.match(text):
-        parsed = parse_front_matter(m.group(1))
-        if parsed is not None:
-            fields_, body = parsed, text[m.end():]
-        elif (key := YAML_KEY.fullmatch(next((ln for ln in m.group(1).split("\n") if ln.strip()), ""))) \
-                and NAME_KEY.fullmatch(key.group(1).strip().strip("\"'")):
-            problems.append("its front matter does not parse as YAML keys: read as text")
-    body, dropped = clean_markup(body)
-    meta, said = meta_from(fields_, INLINE_TAG.findall(FENCE.sub("", body)), dropped)
-    return body, meta, "; ".join(problems + said) or None
-
-
-def parse_front_matter(block: str) -> dict[str, str | list[str]] | None:
-    """Front matter's top-level keys, read without a YAML library: `key: value`, lists inline
-    ([a, b]) or as "- item" lines, quoted strings, # comments, | and > blocks (joined into one
-    line); nested mappings are passed over, and of a key given twice the last counts. None if a
-    line is none of these, or no key reads as a name (NAME_KEY: "Landlord (Tue 5/3): bring the
-    lease" alone is prose): then the block is no front matter.
-
-    >>> parse_front_matter('title: "A: b" # c\\ntags:\\n  - x\\n  - "y z"\\n'
-    ...                    'aliases: [one, \\'two, 2\\']\\nm:\\n  k: 1\\n')
-    {'title': 'A: b', 'tags': ['x', 'y z'], 'aliases': ['one', 'two, 2'], 'm': ''}
-    >>> parse_front_matter("Meeting with the landlord\\nThe deposit is 2400 euros.") is None
-    True
-    >>> parse_front_matter('mood:: ok\\nDate (created): 2026-01-02\\n"My key": v\\n📅: x\\ntags: [a]')
-    {'mood:': 'ok', 'date (created)': '2026-01-02', 'my key': 'v', '📅': 'x', 'tags': ['a']}
-    >>> parse_front_matter("Landlord (Tue 5/3): bring the lease, ask about the boiler") is None
-    True
-    """
-    fields_: dict[str, str | list[str]] = {}
-    key, block_lines, nested = None, None, False
-    for line in block.split("\n"):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        if m := YAML_KEY.fullmatch(line):
-            key, value, nested = m.group(1).strip().strip("\"'").lower(), (m.group(2) or "").strip(), False
-            block_lines = [] if BLOCK_SCALAR.fullmatch(value) else None
-            fields_[key] = "" if block_lines is not None else yaml_value(value)
-        elif key is None:
-            return None
-        elif block_lines is not None and line[:1] in " \t":
-            block_lines.append(line.strip())
-            fields_[key] = " ".join(block_lines)
-        elif (item := YAML_ITEM.fullmatch(line)) and not nested and (fields_[key] == "" or
-                                                                     isinstance(fields_[key], list)):
-            value = yaml_value(item.group(1) or "")
-            fields_[key] = [*(fields_[key] or []), *([value] if isinstance(value, str) else value)]
-        elif line[:1] in " \t":
-            nested = True                 # a nested mapping's line: passed over
-        else:
-            return None
-    return fields_ if any(NAME_KEY.fullmatch(k) for k in fields_) else None
-
-
-def yaml_value(text: str) -> str | list[str]:
-    """One YAML value as text: quotes taken off, an inline [list] as a list, a trailing
-    # comment dropped, null as "".
-
-    >>> yaml_value("'it''s'"), yaml_value("[a, 'b, c', \\"d\\"]"), yaml_value("2026 # year"), yaml_value("~")
-    ("it's", ['a', 'b, c', 'd'], '2026', '')
-    """
-    text = text.strip()
-    if text[:1] in "\"'" and (m := re.match(r'"((?:[^"\\\\]|\\\\.)*)"|\'((?:[^\']|\'\')*)\'', text)):
-        return m.group(1).replace('\\"', '"') if m.group(1) is not None else m.group(2).replace("''", "'")
-    if text.startswith("[") and text.endswith("]"):
-        items = re.findall(r'\s*("(?:[^"\\\\]|\\\\.)*"|\'(?:[^\']|\'\')*\'|[^,]*)\s*(?:,|$)', text[1:-1])
-        return [v for v in (yaml_value(i) for i in items if i.strip()) if isinstance(v, str) and v]
-    text = re.sub(r"(?:^|[ \t])#.*", "", text).strip()
-    return "" if text in ("~", "null", "Null", "NULL") else text
-
-
-def meta_from(fields_: dict, inline_tags: list[str], dropped: tuple[str, ...]) -> tuple[NoteMeta, list[str]]:
-    """A NoteMeta from parsed front matter (unknown keys ignored), the inline #tags and the
-    embeds dropped, and what to warn of (a date that is no date).
-
-    >>> meta, said = meta_from({"tags": "a, #b/c", "aliases": None, "created": "2026-13-45",
-    ...                         "updated": "2026-02-03"}, ["a"], ())
-    >>> meta.tags, meta.aliases, meta.date, meta.dated_by, said
-    (('a', 'b/c'), (), '2026-02-03', 'updated', ["front matter created: '2026-13-45' is no date like 2026-01-15; ignored"])
-    """
-    def texts(value, split: str = ",") -> list[str]:
-        values = value if isinstance(value, list) else re.split(split, value) if isinstance(value, str) else []
-        return [" ".join(v.split()) for v in values if v.strip()]
-
-    def text(value) -> str:
-        return " ".join(texts(value, "$^"))
-    tags = [t.strip("#/") for t in texts(fields_.get("tags", fields_.get("tag")), r"[,\s]+")]
-    date, dated_by, said = "", "", []
-    for key in DATE_KEYS:
-        value = text(fields_.get(key))
-        if value and not date and (day := iso_day(value)):
-            date, dated_by = day, key
-        elif value and not iso_day(value):
-            said.append(f"front matter {key}: {value[:40]!r} is no date like 2026-01-15; ignored")
-    aliases = texts(fields_.get("aliases", fields_.get("alias")))
-    return NoteMeta(text(fields_.get("title")), tuple(dict.fromkeys(aliases)),
-                    tuple(dict.fromkeys(t for t in tags + inline_tags if t)), date, dated_by,
-                    text(fields_.get("description", fields_.get("summary"))), dropped), said
-
-
-def iso_day(text: str) -> str | None:
-    """A date's day as YYYY-MM-DD (a time after it is passed over), None if it is none.
-
-    >>> iso_day("2026-01-15"), iso_day("2026-01-15T09:30:00Z"), iso_day("2026-13-45"), iso_day("yesterday")
-    ('2026-01-15', '2026-01-15', None, None)
-    """
-    if m := DAY.fullmatch(text.strip()):
-        with contextlib.suppress(ValueError):
-            return datetime.date(*map(int, m.groups())).isoformat()
-    return None
-
-
-def clean_markup(text: str) -> tuple[str, tuple[str, ...]]:
-    """Obsidian's markup as a reader sees it, every line break kept (lines still count as in the
-    file), and what the embeds it dropped named: [[Note]] -> Note, [[Note|text]] -> text,
-    [[Note#Part]] -> Note › Part, ![[file]] and %%comments%% dropped, a callout's [!type]
-    marker replaced by its title (or its type), a block id (^id) dropped outside code blocks,
-    where "grep ^d" means what it says. A link that never closes stays as it is.
-
-    >>> clean_markup("[[Note]], [[Note|text]], [[Note#Part]], [[#Part]], [[]][[|]]![[a.png]] [[x")
-    ('Note, text, Note › Part, Part,  [[x', ('a.png',))
-    >>> clean_markup("%%a\\nb%%\\n> [!tip]- Why\\n> [!warning]")
-    ('\\n\\n> Why\\n> Warning', ())
-    >>> clean_markup("A quote. ^q-1\\n| a |\\n^table\\n2^10 and x ^ y\\n```\\nls | grep ^d\\n```")
-    ('A quote.\\n| a |\\n\\n2^10 and x ^ y\\n```\\nls | grep ^d\\n```', ())
-    """
-    dropped = []
-
-    def link(m: re.Match) -> str:
-        target, _, shown = m.group(2).partition("|")
-        if m.group(1):
-            dropped.append(target.strip())
-            return ""
-        parts = [p.strip() for p in target.split("#") if p.strip() and not p.strip().startswith("^")]
-        return shown.strip() or " › ".join(parts)
-    text = COMMENT.sub(lambda m: "\n" * m.group().count("\n"), text)
-    text = WIKILINK.sub(link, text)
-    text = CALLOUT.sub(lambda m: m.group(1) + (m.group(3) or m.group(2).strip().capitalize()), text)
-    return drop_block_ids(text), tuple(d for d in dict.fromkeys(dropped) if d)
-
-
-def drop_block_ids(text: str) -> str:
-    """`text` without its block ids (BLOCK_ID) and the spaces before them, but those in code: in
-    a fence (ANY_FENCE) or on a line indented as code (four spaces or a tab). Both the ids and
-    the fences come in order, so the fences are walked once."""
-    fences = ANY_FENCE.finditer(text)
-    fence = next(fences, None)
-    kept, at = [], 0
-    for m in BLOCK_ID.finditer(text):
-        while fence and fence.end() <= m.start():
-            fence = next(fences, None)
-        line = text.rfind("\n", 0, m.start()) + 1
-        if fence and fence.start() <= m.start() or text.startswith(("    ", "\t"), line):
-            continue
-        start = m.start()
-        while start > at and text[start - 1] in " \t":
-            start -= 1
-        kept.append(text[at:start])
-        at = m.end()
-    return "".join(kept) + text[at:]
-
-
-def note_card(rel: str, meta: NoteMeta, mtime_ns: int | None) -> NoteMeta:
-    """A note's NoteMeta with its title and date filled in: the title is its file name unless the
-    front matter gives one; the date is the front matter's, else a YYYY-MM-DD in its file name
-    (a daily note), else its modification day.
-
-    >>> card = note_card("daily/2026-03-01.md", NoteMeta(), 0)
-    >>> card.title, card.date, card.dated_by
-    ('2026-03-01', '2026-03-01', 'file name')
-    """
-    stem = PurePosixPath(rel).stem
-    card = meta._replace(title=meta.title or stem)
-    if meta.date:
-        return card
-    day = next((d for d in map(iso_day, DAY_IN_NAME.findall(stem)) if d), None)
-    if day:
-        return card._replace(date=day, dated_by="file name")
-    if mtime_ns is None:
-        return card
-    return card._replace(date=time.strftime("%Y-%m-%d", time.localtime(mtime_ns / 1e9)), dated_by="modified")
-
-
-def note_words(rel: str, meta: NoteMeta) -> str:
-    """A note's title, aliases, tags and description: BM25 counts them in every chunk of the note
-    (a note is found by the name it is known by, in whatever language)."""
-    return " ".join([meta.title or PurePosixPath(rel).stem, *meta.aliases,
-                     *(t.replace("/", " ") for t in meta.tags), meta.description])
-
-
-def lexicon_text(chunk: Chunk, words: str) -> str:
-    """What BM25 counts of a chunk: its note's words (note_words) and its text."""
-    return f"{words}\n{chunk.text}"
-
-
-def lexicon_texts(index: Index) -> Iterator[str]:
-    """lexicon_text() of every chunk of an index, in row order."""
-    words = [""] * len(index.chunks)
-    for rel, rec in index.files.items():
-        words[rec.start:rec.stop] = [note_words(rel, index.notes.get(rel, NoteMeta()))] * (rec.stop - rec.start)
-    return (lexicon_text(c, w) for c, w in zip(index.chunks, words))
-
-
-# A byte-order mark names the encoding outright: Notepad writes one for UTF-8 and
-# UTF-16, and PowerShell's `>` writes UTF-16 with one.
-BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
-# The legacy encodings notes come in, each with the company its characters keep:
-# an accented Latin letter sits inside a word of plain letters ("Müller"), a
-# Chinese character beside other Chinese characters or full-width punctuation.
-LEGACY_ENCODINGS = {"GB18030": ("gb18030", re.compile("[\u2e80-\uffff]")),
-                    "Windows-1252": ("cp1252", re.compile("[A-Za-z]"))}   # Latin-1 plus Word's “quotes”
-
-
-def decode_note(data: bytes) -> tuple[str, str | None]:
-    """Decode a text note's bytes, plus a warning when the encoding was a guess.
-
-    A byte-order mark decides; else UTF-8, which other encodings almost never pass
-    by accident; else GB18030 or Windows-1252, chosen by evidence, not by order:
-    the same bytes often decode in both (Latin-1 "Müller" is GB18030 "M黮ler"), and
-    the right reading is the one whose characters keep their own company
-    (script_evidence). Raises ValueError for binary data or text in neither.
-
-    >>> decode_note("Grüße".encode("cp1252"))
-    ('Grüße', 'not UTF-8; read as Windows-1252 (a guess: save it as UTF-8 to be sure)')
-    """
-    for bom, codec in BOMS:
-        if data.startswith(bom):
-            try:
-                return data.decode(codec), None
-            except UnicodeDecodeError:
-                raise ValueError(f"starts like {codec.upper()} but is not") from None
-    if b"\0" in data[:8192]:
-        raise ValueError("looks binary, not text")
-    try:
-        return data.decode("utf-8"), None
-    except UnicodeDecodeError:
-        pass
-    readings = {}
-    for name, (codec, kin) in LEGACY_ENCODINGS.items():
-        with contextlib.suppress(UnicodeDecodeError):
-            text = data.decode(codec)
-            readings[name] = (script_evidence(text, kin), text)
-    if not readings:
-        raise ValueError(f"not text in any of UTF-8, UTF-16, {', '.join(LEGACY_ENCODINGS)}")
-    name = max(readings, key=lambda n: readings[n][0])      # a tie goes to the first
-    return readings[name][1], f"not UTF-8; read as {name} (a guess: save it as UTF-8 to be sure)"
-
-
-def script_evidence(text: str, kin: re.Pattern, sample: int = 20_000) -> float:
-    """Share of the non-ASCII characters with a neighbour of their kind (`kin`), 0 to 1.
-
-    The first `sample` non-ASCII characters are plenty of evidence. Worked
-    example: in "M黮ler" the one non-ASCII character sits among Latin letters.
-
-    >>> latin, chinese = LEGACY_ENCODINGS["Windows-1252"][1], LEGACY_ENCODINGS["GB18030"][1]
-    >>> script_evidence("Müller", latin), script_evidence("M黮ler", chinese), script_evidence("乌龙茶", chinese)
-    (1.0, 0.0, 1.0)
-    """
-    near = seen = 0
-    for m in itertools.islice(re.finditer(r"[^\x00-\x7f]", text), sample):
-        i = m.start()
-        seen += 1
-        near += any(kin.match(text, j) for j in (i - 1, i + 1) if 0 <= j < len(text))
-    return near / seen if seen else 0.0
-
-
-# Characters a terminal obeys instead of showing: C0 controls but tab and line feed (ESC
-# starts the sequences that move the cursor, set the title or the clipboard, clear the
-# screen; CR overwrites a line), DEL, the C1 controls (0x9b is ESC [ on some terminals),
-# and the bidirectional overrides that reorder what is shown ("Trojan source").
-CONTROL_ESCAPES = {c: f"\\u{c:04x}" for c in [*range(0x20), *range(0x7f, 0xa0), *range(0x202a, 0x202f),
-                                                *range(0x2066, 0x206a)] if chr(c) not in "\t\n"}
-# A name is one line, and its escapes are told apart from the same text typed (a backslash doubles).
-NAME_ESCAPES = {**CONTROL_ESCAPES, ord("\t"): "\\u0009", ord("\n"): "\\u000a", ord("\\"): "\\\\"}
-
-
-def first_names(names: Sequence[str], shown: int = 5) -> str:
-    """The first `shown` of `names`, and how many more there are: for a line that must stay short.
-
-    >>> first_names(["a.md", "b.md", "c.md"], 2), first_names(["a.md"])
-    ('a.md, b.md, … 1 more', 'a.md')
-    """
-    return ", ".join(names[:shown]) + (f", … {len(names) - shown} more" if len(names) > shown else "")
-
-
-def readable_name(name: str, composed: bool = True) -> str:
-    """A file name as text any terminal, JSON, pickle or prompt can take: bytes that are
-    not UTF-8 (os.walk hands them over as surrogates) are shown as \\x escapes, and
-    control characters as \\u escapes, so a name holding a line break cannot forge a
-    line of output or a source in the prompt. Its accents are composed (NFC) unless not
-    `composed`: macOS, zip archives and some editors write "é" as "e" + "´".
-
-    >>> readable_name("caf\\udce9.md"), readable_name("cafe\\u0301.md"), readable_name("a\\nb.md")
-    ('caf\\\\xe9.md', 'café.md', 'a\\\\u000ab.md')
-    """
-    name = unicodedata.normalize("NFC", name) if composed else name
-    return os.fsencode(name.translate(NAME_ESCAPES)).decode("utf-8", "backslashreplace")
-
-
-class EscapedControls:
-    """A text stream (stdout, stderr) that shows control characters as \\u001b and the like
-    instead of passing them on: what a note, a file name, the chat model or a server says
-    cannot move the cursor, retitle or clear the terminal, or write to its clipboard. A
-    character the stream's encoding lacks (Chinese on a cp1252 stdout) is written as such an
-    escape too, and .escaped says so. The escapes are JSON's own, so --json output stays
-    valid and reads back the same.
-
-    A stream that cannot be written (a full disk) raises OutputError, or, if `quiet` (for
-    stderr, when there is nowhere left to say so), drops what it cannot write."""
-
-    def __init__(self, stream, quiet: bool = False):
-        self.raw = stream                 # ProgressLine writes its own "\r\x1b[K" here
-        self.quiet = quiet
-        self.escaped = False
-        import codecs                     # the command line's streams alone need it
-        codecs.register_error(JSON_ESCAPES, json_escapes)
-
-    def write(self, text: str) -> int:
-        text = text.translate(CONTROL_ESCAPES)
-        with self.failing():
-            try:
-                return self.raw.write(text)
-            except UnicodeEncodeError:    # raised before anything is written
-                self.escaped = True
-                encoding = self.raw.encoding
-                return self.raw.write(text.encode(encoding, JSON_ESCAPES).decode(encoding))
-        return len(text)
-
-    def write_link(self, text: str, uri: str) -> None:
-        """Write `text` as a terminal's hyperlink (OSC 8) to `uri`: the one control sequence this
-        stream lets through, for a URI of printable ASCII alone (file_uri's), so that no name
-        can end the sequence early or smuggle one of its own in."""
-        assert re.fullmatch(r"[!-~]+", uri), "a link's URI is percent-encoded"
-        with self.failing():
-            self.raw.write(f"\x1b]8;;{uri}\x1b\\")
-        self.write(text)
-        with self.failing():
-            self.raw.write("\x1b]8;;\x1b\\")
-
-    def flush(self) -> None:
-        with self.failing():
-            self.raw.flush()
-
-    @contextlib.contextmanager
-    def failing(self):
-        """What a write or flush that fails raises: BrokenPipeError as it is (a reader such as
-        `head` went away, which is no error), other OSErrors as OutputError, nothing if quiet."""
-        try:
-            yield
-        except OSError as e:
-            if self.quiet:
-                return
-            if isinstance(e, BrokenPipeError):
-                raise
-            name = str(getattr(self.raw, "name", "the output")).strip("<>")     # "<stdout>"
-            raise OutputError(f"cannot write to {name} ({e.strerror or e})") from None
-
-    def __getattr__(self, name):
-        return getattr(self.raw, name)
-
-
-class OutputError(Exception):
-    """stdout cannot be written (a full disk, an error of the device): main() says so and exits 1."""
-
-
-JSON_ESCAPES = "demo_rag.json_escapes"
-
-
-def json_escapes(error: UnicodeEncodeError) -> tuple[str, int]:
-    r"""A codec error handler (EscapedControls registers it) that writes the characters an
-    encoding lacks as JSON's \u escapes, two for one beyond U+FFFF: valid JSON inside a string,
-    the only place such characters occur in JSON, and readable code points elsewhere.
-
-    >>> _ = EscapedControls(sys.stdout)       # registers it
-    >>> print("RAG 检索 – 😀".encode("cp1252", JSON_ESCAPES).decode("cp1252"))
-    RAG \u68c0\u7d22 – \ud83d\ude00
-    """
-    return json.dumps(error.object[error.start:error.end])[1:-1], error.end
-
-
-
-
-def read_pdf(path: Path) -> tuple[list[Section], str | None]:
-    """Extract a PDF's text page by page, cleaned for chunking (needs pypdf); no warning."""
-    import pypdf  # optional: only PDFs need it
-    logging.getLogger("pypdf").setLevel(logging.ERROR)   # we report a bad PDF in one line ourselves
-    try:
-        reader = pypdf.PdfReader(path)
-        if reader.is_encrypted:
-            raise ValueError("encrypted PDF")
-        pages = [page.extract_text() or "" for page in reader.pages]
-    except ValueError:
-        raise
-    except Exception as e:  # pypdf raises many kinds of errors on malformed files
-        raise ValueError(f"malformed PDF ({type(e).__name__})") from None
-    pages = clean_pdf_pages(pages)
-    if not any(p.strip() for p in pages):
-        raise ValueError("no extractable text (a scanned PDF?)")
-    return [Section(text, number) for number, text in enumerate(pages, 1) if text.strip()], None
-
-
-# A line is a running header or footer when it starts or ends at least this share
-# of the pages: title pages and chapter openers often lack the header, so "every
-# page" would miss it. With fewer pages there is no telling a header from text.
-PDF_EDGE_SHARE = 0.6
-PDF_EDGE_MIN_PAGES = 3
-
-
-def clean_pdf_pages(pages: list[str]) -> list[str]:
-    """Undo the usual PDF extraction damage: hyphenated line breaks, runs of spaces,
-    and header/footer lines that repeat on most pages.
-
-    >>> clean_pdf_pages(["Manual\\nretriev-\\nal  works\\n1", "Manual\\nso   does\\n2", "Manual\\nthis\\n3"])
-    ['retrieval works', 'so does', 'this']
-    """
-    pages = [re.sub(r"(\w)-\n(\w)", r"\1\2", p) for p in pages]
-    pages = [re.sub(r"[ \t\u00a0]+", " ", p) for p in pages]
-    lines = [[ln.strip() for ln in p.split("\n") if ln.strip()] for p in pages]
-    if len(pages) >= PDF_EDGE_MIN_PAGES:
-        # A header or footer is a first or last line seen on most pages; page
-        # numbers differ from page to page, so lines are compared with digits masked.
-        def key(line: str) -> str:
-            return re.sub(r"\d+", "#", line)
-        edges = Counter(key(ls[i]) for ls in lines if ls for i in {0, len(ls) - 1})
-        repeated = {k for k, n in edges.items() if n >= PDF_EDGE_SHARE * len(pages)}
-        lines = [[ln for j, ln in enumerate(ls) if not ((j == 0 or j == len(ls) - 1) and key(ln) in repeated)]
-                 for ls in lines]
-    return ["\n".join(ls) for ls in lines]
-
-
-@functools.cache
-def importable(module: str) -> bool:
-    """True when an optional package (pypdf) can be imported; checked once per run."""
-    try:
-        importlib.import_module(module)
-        return True
-    except ImportError:
-        return False
 
 
 # ----------------------------------------------------------------------------
@@ -1872,6 +1818,16 @@ def fill_template(template: str, slot: str, text: str) -> str:
     if not template:
         return text
     return template.replace(slot, text) if slot in template else template + text
+
+
+def query_text(question: str, settings: Settings) -> str:
+    """The text to embed for a question: the model's documented query template, if any."""
+    return fill_template(embed_templates(settings).query, "{query}", question)
+
+
+def document_text(chunk: Chunk, settings: Settings) -> str:
+    """The text to embed for a chunk: the model's documented document template, if any."""
+    return fill_template(embed_templates(settings).document, "{text}", chunk.embed_text)
 
 
 def embed_batches(client: ollama.Client, model: str, texts: Iterable[str]) -> Iterator[np.ndarray]:
@@ -1949,16 +1905,6 @@ def embed_query(client: ollama.Client, question: str, settings: Settings) -> np.
     return embed_checked(client, settings.embed_model, [query_text(question, settings)])[0]
 
 
-def query_text(question: str, settings: Settings) -> str:
-    """The text to embed for a question: the model's documented query template, if any."""
-    return fill_template(embed_templates(settings).query, "{query}", question)
-
-
-def document_text(chunk: Chunk, settings: Settings) -> str:
-    """The text to embed for a chunk: the model's documented document template, if any."""
-    return fill_template(embed_templates(settings).document, "{text}", chunk.embed_text)
-
-
 def embed_tokens(text: str) -> int:
     """A pessimistic token count for an embedder: one per CJK (or other non-ASCII)
     character, as BERT-style tokenizers give them, and one per 4 ASCII characters.
@@ -1987,33 +1933,6 @@ def embed_context_length(client: ollama.Client, model: str) -> int | None:
     return min(limits) if limits else None
 
 
-def model_digest(client: ollama.Client, model: str) -> str | None:
-    """Which build of `model` Ollama runs: the digest /api/tags lists for it, a hash of its
-    manifest (manifest/manifest.go), which names every layer, so a re-pulled tag with new
-    weights or another machine's build under the same name has another. "" when Ollama does
-    not say (no /api/tags, or no digest for that name); None when it cannot be asked."""
-    try:
-        listed = client.list().models
-    except (ConnectionError, httpx.TransportError):
-        return None
-    except (ollama.ResponseError, ValueError):
-        return ""
-    wanted = listed_name(model)
-    return next((m.digest for m in listed if m.digest and wanted in
-                 {listed_name(n) for n in (getattr(m, "model", None), getattr(m, "name", None)) if n}), "")
-
-
-def listed_name(name: str) -> str:
-    """A model's name as /api/tags lists it: Ollama drops its own registry and namespace and
-    adds the default tag.
-
-    >>> listed_name("library/Qwen3-Embedding"), listed_name("hf.co/me/e5:Q8_0")
-    ('qwen3-embedding:latest', 'hf.co/me/e5:q8_0')
-    """
-    name = name.lower().removeprefix("registry.ollama.ai/").removeprefix("library/")
-    return name if ":" in name.rsplit("/", 1)[-1] else name + ":latest"
-
-
 def embed_context_warning(client: ollama.Client, settings: Settings, texts: Iterable[str]) -> str | None:
     """A warning when texts about to be embedded may be longer than the embedder reads
     (Ollama would silently embed only their start), with the chunk size that would fit."""
@@ -2033,574 +1952,33 @@ def embed_context_warning(client: ollama.Client, settings: Settings, texts: Iter
     return (f"{len(over)} of {total} chunks may be longer than {settings.embed_model}'s {limit}-token "
             f"context, and Ollama would embed only their start: use --chunk-size {fit} (or smaller)")
 
-# ----------------------------------------------------------------------------
-# The incremental index: replaces Part I's index_notes, which re-embeds every chunk when
-# one note changes and loses all of it to one Ctrl-C.
 
+def listed_name(name: str) -> str:
+    """A model's name as /api/tags lists it: Ollama drops its own registry and namespace and
+    adds the default tag.
 
-def open_index(settings: Settings, client: ollama.Client | None = None, rebuild: str = "",
-               progress: Callable[[str | EmbedProgress], None] = lambda s: None,
-               held: Index | None = None) -> tuple[Index, IndexReport]:
-    """The notes' index: the cache as it is, or brought up to date when the notes or settings changed.
-
-    The fast path: the fingerprint matches and every chunk has a vector, so the
-    cache is returned without reading a single note (still_skipped looks again,
-    without reading them, at the skipped notes whose cause can go away).
-    Otherwise what is embedded is saved as it goes (CacheWriter): Ctrl-C
-    (BuildInterrupted), a kill or Ollama failing mid-way keeps it, and the next
-    run embeds only what is missing. A `rebuild` reason ("--rebuild", say)
-    re-embeds everything, but never replaces the cache with one holding fewer
-    vectors until it is done.
-
-    A folder without a cache of its own starts from another cache of the same notes
-    (adopted): a moved or renamed folder, or an older version's cache, costs no reading
-    and no embedding; its first save tidies up after it (tidy_caches). Built anew, an
-    index takes each vector another cache of this model holds for the same text
-    (vector_donors): a folder sharing notes with another, or new chunk sizes for
-    notes shorter than both, cost no embedding that was paid for before.
-
-    Every run asks Ollama once which build of the embedding model it runs (model_digest):
-    the question's vector is made anew on each run, so an index of another build's vectors
-    is rebuilt even when no note changed.
-    A long-lived caller (--mcp) passes the index it `held` since its last call: while the
-    notes' fingerprint is still its own, it stands for the cache, which is then not read again.
-    Raises FileNotFoundError when the notes folder does not exist.
+    >>> listed_name("library/Qwen3-Embedding"), listed_name("hf.co/me/e5:Q8_0")
+    ('qwen3-embedding:latest', 'hf.co/me/e5:q8_0')
     """
-    check_notes_dir(settings.notes_dir)
-    client = client or ollama_client()
-    files, warnings = scan_notes(settings.notes_dir, [settings.cache_dir], settings.follow_links)
-    path = cache_path(settings)
-    now = fingerprint(files)
-    old, reason = (held, "") if held is not None and not rebuild and held.fingerprint == now else load_index(path)
-    donor = None                          # another cache file these notes' index starts from
-    if old is None and reason == "no cache yet" and not rebuild:
-        old, note, donor = adopted(settings, files, path)
-        reason = note or reason
-    if old is not None and reason:        # an older version's cache, or one of these notes elsewhere
-        progress(f"updating index: {reason}")
-    build = model_digest(client, settings.embed_model)
-    if old is not None:
-        reason = stale_reason(old, settings) or build_changed(old, build)
-        old, donor = (None, None) if reason else (old, donor)   # a donor not taken over is left alone
-    unsaid = build == "" and (old is None or old.model_digest != "")   # said once, then recorded
-    build = (old.model_digest if old else "") if build is None else build   # Ollama away: as it was
-    on_disk = int(old.has_vector.sum()) if old is not None and donor is None else 0
-    writer = CacheWriter(path, settings.checkpoint_seconds, on_disk, floor=on_disk if rebuild else 0)
-    if rebuild:
-        old, reason = None, rebuild
-    if old is not None and old.fingerprint == now and old.complete:
-        skipped = still_skipped(old, files, settings)   # None: a skipped note may be usable now
-        if skipped is not None:
-            report = IndexReport(unchanged=len(old.files), skipped=skipped,
-                                 warnings=warnings + repeat_warnings(old) + skip_warnings(skipped))
-            if unsaid:
-                report.warnings.append(build_unsaid(settings.embed_model))
-            index = replace(old, model_digest=build)
-            if not calibration_current(old, settings):   # an older cache, or Ollama was away
-                index = calibrated(index, client, settings, old)
-            if (index.model_digest != old.model_digest or index.calibration is not old.calibration) \
-                    and not writer.save(index) and writer.problem:
-                report.warnings.append(writer.problem)
-            return index, report
-    if old is None and reason != "no cache yet":
-        progress(f"rebuilding index: {reason}")
-    donors = [] if old is not None or rebuild else vector_donors(settings, path, build)
-    index, report = update_index(settings, client, old, files, progress, writer, build, donors)
-    if old is not None and calibration_current(old, settings) and same_notes(old, index):
-        index = replace(index, calibration=old.calibration)    # notes touched or renamed: still valid
-    elif index.complete:
-        index = calibrated(index, client, settings, old)
-    report.warnings[:0] = warnings
-    if unsaid and index.has_vector.any():
-        report.warnings.append(build_unsaid(settings.embed_model))
-    report.reason = report.reason or ("" if old is not None else reason)
-    saved = writer.save(index)
-    if not saved and writer.problem and not writer.warned:
-        report.warnings.append(writer.problem)
-    if saved and (donor is not None or reason == "no cache yet"):   # this folder's first cache
-        report.warnings += tidy_caches(settings.cache_dir, path, donor)
-    return index, report
+    name = name.lower().removeprefix("registry.ollama.ai/").removeprefix("library/")
+    return name if ":" in name.rsplit("/", 1)[-1] else name + ":latest"
 
 
-def same_notes(old: Index, new: Index) -> bool:
-    """Do two indexes hold the same notes' bytes, in whatever order (notes touched, renamed or
-    moved, no more)? Then they hold the same chunks, and what was measured on them holds."""
-    return new.complete and sorted(r.digest for r in old.files.values()) == \
-        sorted(r.digest for r in new.files.values())
-
-
-@dataclass(frozen=True)
-class Index:
-    """Everything a question needs, as one value: chunks, vectors, BM25 statistics."""
-    chunks: Sequence[Chunk]               # a list; a ChunkTable (decoded on demand) when loaded
-    vectors: np.ndarray                   # (n, dim) float32, unit rows; zeros where missing
-    has_vector: np.ndarray                # (n,) bool: False where Ollama could not embed
-    lexicon: Lexicon
-    files: Mapping[str, FileRecord]       # a dict; a FileTable (made into records on demand) when loaded
-    fingerprint: str
-    embed_model: str
-    chunking: tuple[int, int]             # (chunk_size, chunk_overlap)
-    doc_template: str = ""                # the document template the vectors were embedded with
-    model_digest: str = ""                # ...and the build of embed_model (model_digest), "" if not said
-    note_warnings: dict[str, str] = field(default_factory=dict)   # digest -> what to say of it each run
-    skipped: dict[str, Skip] = field(default_factory=dict)        # rel -> why it was left out
-    calibration: dict | None = None       # the relevance floor measured on this index (calibrate())
-    notes_dir: str = ""                   # the notes folder, as a real path (for other runs' adopted())
-    notes: Mapping[str, NoteMeta] = field(default_factory=dict)   # rel -> what the note says of itself;
-                                          # a NoteTable when loaded; a note not in it says nothing
-
-    @property
-    def complete(self) -> bool:
-        return bool(self.has_vector.all())
-
-
-def check_notes_dir(notes_dir: Path) -> None:
-    """Raise FileNotFoundError, or NotADirectoryError, unless notes_dir is a folder."""
-    if notes_dir.exists() and not notes_dir.is_dir():
-        raise NotADirectoryError(f"--notes {notes_dir} is a file, not a folder")
-    if not notes_dir.is_dir():
-        raise FileNotFoundError(f"notes folder not found: {notes_dir}")
-
-
-def update_index(settings: Settings, client: ollama.Client, old: Index | None,
-                 files: list[NoteFile], progress: Callable[[str | EmbedProgress], None] = lambda s: None,
-                 writer: CacheWriter | None = None, build: str = "",
-                 donors: Sequence[Path] = ()) -> tuple[Index, IndexReport]:
-    """Bring the index up to date with the files, embedding only what is new (with the
-    model's `build`, its digest, which the index records) and not in a `donors` cache.
-
-    For each file: the same stat as recorded (same_stat) -> unchanged; over
-    --max-note-mb -> skipped unread; skipped before for its content, and the same
-    stat -> skipped again, unread; otherwise hash its bytes, and a digest the index
-    already holds (a touched, renamed or copied note) reuses those chunks. Only new
-    content is read, chunked and embedded, and even then a chunk whose text was
-    embedded before reuses its vector. The `writer`, if given, checkpoints the
-    index while its vectors are filled in.
-    """
-    report = IndexReport()
-    old_files = old.files if old else {}
-    old_skips = old.skipped if old else {}
-    by_digest = {r.digest: rel for rel, r in old_files.items()}
-    chunks: list[Chunk] = []
-    reuse: list[int] = []                 # per new row: old row, or -1 if new
-    recount: list[int] = []               # reused rows whose note's words changed (a renamed note's title)
-    records: dict[str, FileRecord] = {}
-    metas: dict[str, NoteMeta] = {}
-    splitter = None
-    for f in files:
-        rec, skip = old_files.get(f.rel), old_skips.get(f.rel)
-        if skip and skip.kind == "content" and same_stat(skip, f):
-            report.skipped[f.rel] = skip      # the same bytes were no note last time either
-            continue
-        if rec and same_stat(rec, f):
-            digest, was = rec.digest, f.rel
-        else:
-            if why := too_big(f.size, settings.max_note_mb):   # before hashing: a log or an export is never read
-                report.skip(f, why, "size")
-                continue
-            try:
-                digest = file_digest(f.path)
-            except OSError as e:
-                report.skip(f, e.strerror, "access")
-                continue
-            was = by_digest.get(digest)
-        if was is not None and lines_known(old.chunks, old_files[was]):   # same bytes as before: reuse its chunks
-            source, metas[f.rel] = old_files[was], old.notes.get(was, NoteMeta())
-            start = len(chunks)
-            chunks.extend(c._replace(source=f.rel) for c in old.chunks[source.start:source.stop])
-            reuse.extend(range(source.start, source.stop))
-            if note_words(was, metas[f.rel]) != note_words(f.rel, metas[f.rel]):
-                recount.extend(range(start, len(chunks)))   # its words again; its vectors stay
-            records[f.rel] = FileRecord(*stat_of(f), digest, start, len(chunks))
-            count_file(report, f.rel, rec, digest)
-            if digest in old.note_warnings:   # read with a guess: said on every run, not just the first
-                report.warn(f.rel, digest, old.note_warnings[digest])
-            continue
-        try:
-            sections, warning = read_note(f, settings.max_note_mb)
-        except ValueError as e:           # read a moment ago to be hashed: its bytes are the reason
-            report.skip(f, str(e), "content")
-            continue
-        if warning:
-            report.warn(f.rel, digest, warning)
-        splitter = splitter or make_splitter(settings.chunk_size, settings.chunk_overlap)
-        start = len(chunks)
-        chunks.extend(chunk_sections(f.rel, sections, splitter))
-        reuse.extend([-1] * (len(chunks) - start))
-        records[f.rel] = FileRecord(*stat_of(f), digest, start, len(chunks))
-        metas[f.rel] = next((s.meta for s in sections if s.meta), NoteMeta())
-        count_file(report, f.rel, rec, digest)
-    report.deleted = len(set(old_files) - {f.rel for f in files})
-    report.say_notes()
-    report.warnings += skip_warnings(report.skipped)
-    reuse_arr = np.array(reuse, dtype=np.int64)
-    counted = reuse_arr.copy()            # the rows whose BM25 words are taken as they were
-    counted[recount] = -1
-    words = {rel: note_words(rel, meta) for rel, meta in metas.items()}
-    lexicon = build_lexicon(old.lexicon if old else None, counted,
-                            (lexicon_text(c, words[c.source]) for c, r in zip(chunks, counted) if r < 0))
-
-    stamp = fingerprint(files)
-
-    def with_vectors(vectors: np.ndarray, has_vector: np.ndarray) -> Index:
-        return Index(chunks, vectors, has_vector, lexicon, records, stamp,
-                     settings.embed_model, (settings.chunk_size, settings.chunk_overlap),
-                     embed_templates(settings).document, build, note_warnings=report.note_warnings,
-                     skipped=report.skipped, notes_dir=os.path.realpath(settings.notes_dir), notes=metas)
-
-    checkpoint = (lambda v, h, interrupted=False: writer.checkpoint(lambda: with_vectors(v, h), interrupted,
-                                                                    progress)) if writer else None
+def model_digest(client: ollama.Client, model: str) -> str | None:
+    """Which build of `model` Ollama runs: the digest /api/tags lists for it, a hash of its
+    manifest (manifest/manifest.go), which names every layer, so a re-pulled tag with new
+    weights or another machine's build under the same name has another. "" when Ollama does
+    not say (no /api/tags, or no digest for that name); None when it cannot be asked."""
     try:
-        vectors, has_vector = fill_vectors(settings, client, old, chunks, reuse_arr, report, progress, checkpoint,
-                                           donors)
-    except VectorSizeChanged as e:        # the old vectors are of no use to the model now: all again
-        report.reason = str(e)
-        progress(f"rebuilding index: {report.reason}")
-        if writer:                        # ...and kept on disk, as --rebuild keeps them, until outnumbered
-            writer.floor = writer.on_disk
-        vectors, has_vector = fill_vectors(settings, client, None, chunks, np.full(len(chunks), -1), report,
-                                           progress, checkpoint)
-    for rel, count in Counter(chunks[i].source for i in report.refused if has_vector[i]).items():
-        report.warn(rel, records[rel].digest, f"{settings.embed_model} returns no number for {count} of its "
-                    "chunks (a fault of the model): they are found by their words only; --rebuild asks again")
-    report.say_notes()
-    return with_vectors(vectors, has_vector), report
-
-
-def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, chunks: list[Chunk],
-                 reuse: np.ndarray, report: IndexReport, progress: Callable[[str | EmbedProgress], None],
-                 checkpoint: Callable[..., int] | None = None,
-                 donors: Sequence[Path] = ()) -> tuple[np.ndarray, np.ndarray]:
-    """Vectors for the new chunk list: reused by row or by identical text (in the old index,
-    then in the `donors` cache files), else embedded.
-
-    Each batch goes into one float32 matrix as it arrives (never a Python float
-    per number), and `checkpoint(vectors, has_vector)` may save it. If Ollama
-    stops, the rows embedded so far are kept, the rest stay zero and marked
-    missing, so BM25 still works and the next run fills them in. Ctrl-C saves
-    what arrived and raises BuildInterrupted. The first vectors of another size
-    than the old index's raise VectorSizeChanged before anything is mixed (the
-    caller embeds everything again); a size that changes after that, within this
-    call, saves what arrived and raises VectorsOfTwoSizes: no rebuild would end.
-    """
-    n = len(chunks)
-    dim = old.vectors.shape[1] if old is not None and old.vectors.size else 0
-    vectors = np.zeros((n, dim), dtype=np.float32)
-    has_vector = np.zeros(n, dtype=bool)
-    if old is not None and dim:
-        known = reuse >= 0
-        vectors[known], has_vector[known] = old.vectors[reuse[known]], old.has_vector[reuse[known]]
-        missing = np.flatnonzero(~has_vector)
-        if len(missing):
-            # not a refused chunk's zero vector: its note changed, so it is asked (and said) again
-            usable = old.has_vector & old.vectors.any(axis=1)
-            by_text = {c.embed_text: i for i, c in enumerate(old.chunks) if usable[i]}
-            for i in missing:
-                j = by_text.get(chunks[i].embed_text)
-                if j is not None:
-                    vectors[i], has_vector[i] = old.vectors[j], True
-    if donors and not has_vector.all():
-        wanted: dict[bytes, list[int]] = {}
-        for i in np.flatnonzero(~has_vector):
-            wanted.setdefault(text_key(document_text(chunks[i], settings)), []).append(int(i))
-        found = 0
-        for rows, v in vectors_elsewhere(donors, wanted, settings):
-            if not dim:                   # the donors' size; the first batch embedded checks it
-                dim, vectors = len(v), np.zeros((n, len(v)), dtype=np.float32)
-            if len(v) == dim:
-                vectors[rows], has_vector[rows], found = v, True, found + len(rows)
-        if found:
-            progress(f"{found:,} chunks' vectors found in other caches of {settings.embed_model} "
-                     "(the same texts, embedded before)")
-    todo = np.flatnonzero(~has_vector)
-    if len(todo) == 0:
-        return vectors, has_vector
-    t0, done, first, sized_here = time.perf_counter(), 0, True, False   # sized_here: dim is this run's
-    try:
-        texts = (document_text(chunks[i], settings) for i in todo)     # made batch by batch: memory
-        for fresh in embed_refusing(client, settings.embed_model, texts):
-            if fresh is None:             # a text the model returns no number for: see below
-                report.refused.append(int(todo[done]))
-                done += 1
-                continue
-            if fresh.shape[1] != dim and sized_here:
-                kept = checkpoint(vectors, has_vector, interrupted=True) if checkpoint else 0
-                raise VectorsOfTwoSizes(dim, fresh.shape[1], settings.embed_model, kept)
-            if fresh.shape[1] != dim:     # the first vectors: the old index's size, or none yet
-                if dim:
-                    report.refused.clear()    # asked again in the rebuild
-                    raise VectorSizeChanged(vector_size_changed(dim, fresh.shape[1], settings.embed_model))
-                dim, vectors = fresh.shape[1], np.zeros((n, fresh.shape[1]), dtype=np.float32)
-            sized_here = True
-            if first:                     # asked once Ollama embeds: if it cannot, that is the news
-                first = False
-                too_long = embed_context_warning(client, settings, (document_text(chunks[i], settings)
-                                                                    for i in todo))
-                if too_long and too_long not in report.warnings:   # Ollama would cut them
-                    report.warnings.append(too_long)
-            rows = todo[done:done + len(fresh)]
-            # subtle: one vector that is not a number would make every cosine NaN: refused as well
-            finite = np.isfinite(fresh).all(axis=1)
-            vectors[rows[finite]], has_vector[rows[finite]] = fresh[finite], True
-            report.refused.extend(rows[~finite].tolist())
-            done += len(fresh)
-            report.embedded += int(finite.sum())
-            progress(EmbedProgress(int(has_vector.sum()), n, done, time.perf_counter() - t0,
-                                   chunks[rows[-1]].source))
-            if checkpoint:
-                checkpoint(vectors, has_vector)
-    except VectorsOfTwoSizes:
-        raise
-    except OllamaError as e:
-        report.embed_error = str(e)
-    except KeyboardInterrupt:             # Ctrl-C or SIGTERM: keep what arrived, then stop
-        kept = checkpoint(vectors, has_vector, interrupted=True) if checkpoint else 0
-        raise BuildInterrupted(kept, n) from None
-    # A refused chunk keeps a zero vector, so the index is complete and searched by meaning:
-    # ranking gives it the typical chunk's cosine (typical_for_refused), and its words find it.
-    # (With no vector at all there is no size to give it: it stays missing, and the next run
-    # asks again.)
-    if dim:
-        has_vector[report.refused] = True
-    return vectors, has_vector
-
-
-def lines_known(chunks: Sequence[Chunk], record: FileRecord) -> bool:
-    """Do a note's chunks know the lines they start on? A text note's do, unless an older cache
-    (UPGRADABLE) kept them; a PDF's have pages instead. A note's chunks are alike, so one tells."""
-    if record.start == record.stop:
-        return True
-    first = chunks[record.start]
-    return first.line is not None or first.page is not None
-
-
-def text_key(text: str) -> bytes:
-    """What a text embedded is known by in other caches: the MD5 of its UTF-8."""
-    return hashlib.md5(text.encode("utf-8", "surrogatepass")).digest()
-
-
-def file_digest(path: Path) -> str:
-    """MD5 of a file's bytes, read in blocks so a big file never sits in memory."""
-    h = hashlib.md5()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def repeat_warnings(index: Index) -> list[str]:
-    """The warnings an unchanged index still owes of the notes it holds (a guessed encoding,
-    chunks the model refused): said on every run, not just the first."""
-    if not index.note_warnings:           # the common case: no record need be made
-        return []
-    return note_warning_lines([(rel, index.note_warnings[r.digest]) for rel, r in index.files.items()
-                               if r.digest in index.note_warnings])
-
-
-def note_warning_lines(said: list[tuple[str, str]]) -> list[str]:
-    """What to say of the notes' own warnings: "note: warning" while they are few (SKIPS_NAMED),
-    else a line for each warning, those that several notes share counted and their first named.
-
-    >>> note_warning_lines([("a.md", "odd")])
-    ['a.md: odd']
-    >>> note_warning_lines([(f"{d}.md", "decoded as cp1252, a guess") for d in range(300)] + [("x.md", "odd")])
-    ['300 notes: decoded as cp1252, a guess (0.md, 1.md, 2.md, … 297 more)', 'x.md: odd']
-    """
-    if len(said) <= SKIPS_NAMED:
-        return [f"{rel}: {warning}" for rel, warning in said]
-    notes: dict[str, list[str]] = {}
-    for rel, warning in said:
-        notes.setdefault(warning, []).append(rel)
-    return [f"{rels[0]}: {warning}" if len(rels) == 1 else f"{len(rels)} notes: {warning} ({first_names(rels, 3)})"
-            for warning, rels in notes.items()]
-
-
-def still_skipped(index: Index, files: list[NoteFile], settings: Settings) -> dict[str, Skip] | None:
-    """The notes an unchanged index skipped, as this run's settings see them; None when one of
-    them may be usable now, and the caller updates the index.
-
-    Only a cause that can go away while a note's stat stays the same is looked
-    at again, and none by reading the note: a size over --max-note-mb (the
-    limit may be higher now) and a file that could not be opened (its permissions
-    may be fixed). A note whose bytes are no note (binary, a stub, a scanned PDF)
-    costs nothing: it is read again when it changes, or with --rebuild.
-    """
-    by_rel = {f.rel: f for f in files}
-    out = {}
-    for rel, skip in index.skipped.items():
-        f = by_rel.get(rel)
-        if f is None:
-            return None
-        if skip.kind == "size":
-            if not (why := too_big(f.size, settings.max_note_mb)):
-                return None
-            skip = skip._replace(why=why)
-        elif skip.kind == "access":
-            try:
-                open(f.path, "rb").close()
-                return None
-            except OSError:
-                pass
-        out[rel] = skip
-    return out
-
-
-def skip_warnings(skipped: dict[str, Skip]) -> list[str]:
-    """What to say of the skipped notes: each by name while they are few (SKIPS_NAMED), else
-    one line counting them by reason (the report holds their names, for --json and --explain).
-
-    >>> stub = Skip(STUB, "content", 9, 1, 1, 1)
-    >>> skip_warnings({"a.md": stub})
-    ['skipped a.md: under 50 characters (12 besides headings)']
-    >>> log = stub._replace(why="6.0 MB is over the 5 MB limit (--max-note-mb)", kind="size")
-    >>> skip_warnings({**{f"{day}.md": stub for day in range(300)}, "log.md": log})
-    ['skipped 301 notes: 300 under 50 characters (12 besides headings), 1 over the 5 MB limit (--max-note-mb); --json or --explain names them']
-    """
-    if len(skipped) <= SKIPS_NAMED:
-        return [f"skipped {rel}: {skip.why}" for rel, skip in skipped.items()]
-    # A size reason starts with the note's own size ("6.0 MB is over ..."): counted without it.
-    reasons = Counter(re.sub(r"^\S+ MB is ", "", s.why) if s.kind == "size" else s.why for s in skipped.values())
-    shown = [f"{n} {why}" for why, n in reasons.most_common(3)]
-    if len(reasons) > 3:
-        shown.append(f"{sum(n for _, n in reasons.most_common()[3:])} for other reasons")
-    return [f"skipped {len(skipped)} notes: {', '.join(shown)}; --json or --explain names them"]
-
-
-def stat_of(f: NoteFile) -> tuple[int, int, int, int]:
-    """What a record keeps of a note's stat: size, mtime, ctime, inode (its low 63 bits: the
-    cache keeps them as int64, and some file systems number files up to 2**64 or more)."""
-    return f.size, f.mtime_ns, f.ctime_ns, f.ino & INODE_BITS
-
-
-INODE_BITS = 2**63 - 1
-
-
-def same_stat(known: FileRecord | Skip, f: NoteFile) -> bool:
-    """Does a note look as it did when `known` was recorded? A touch or a rename (a new ctime)
-    says no as well: its bytes are hashed again, and the same digest costs no embedding."""
-    return (known.size, known.mtime_ns, known.ctime_ns, known.ino) == stat_of(f)
-
-
-def count_file(report: IndexReport, rel: str, before: FileRecord | None, digest: str) -> None:
-    """Count a note as new (including a rename), unchanged or changed."""
-    if before is None:
-        report.new += 1
-    elif before.digest == digest:
-        report.unchanged += 1
-        return
-    else:
-        report.changed += 1
-    report.touched.append(rel)
-
-
-class VectorSizeChanged(Exception):
-    """The embedding model's vectors are of another size than the index's: it must be re-embedded."""
-
-
-class VectorsOfTwoSizes(OllamaError):
-    """One build got vectors of two sizes from one model name: two models answer at one address."""
-
-    def __init__(self, first: int, then: int, model: str, kept: int):
-        super().__init__(f"Ollama at {host()} returned vectors of {first} numbers, then of {then}, for '{model}' "
-                         "in one build: two different models answer there (a load balancer, or an Ollama "
-                         f"restarted with another model?); the cache keeps the {kept:,} vectors it holds")
-
-
-def vector_size_changed(held: int, returned: int, model: str) -> str:
-    """Why an index holding vectors of size `held` must be re-embedded now that the model returns
-    `returned` numbers ("" when they match, or when it holds none yet): a re-pulled model, say."""
-    if held in (0, returned):
+        listed = client.list().models
+    except (ConnectionError, httpx.TransportError):
+        return None
+    except (ollama.ResponseError, ValueError):
         return ""
-    return f"vector size changed ({held} -> {returned}) under the same model name '{model}'; re-embedding all"
+    wanted = listed_name(model)
+    return next((m.digest for m in listed if m.digest and wanted in
+                 {listed_name(n) for n in (getattr(m, "model", None), getattr(m, "name", None)) if n}), "")
 
-
-class Skip(NamedTuple):
-    """A note the index left out: why, and the stat it had then."""
-    why: str
-    kind: str                             # "content": its bytes are no note, so it is not read again
-                                          # until it changes; "size" (over --max-note-mb) and "access"
-                                          # (a permission): can go away under the same stat
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-    ino: int
-
-
-class FileRecord(NamedTuple):
-    """What the index knows about one note: its stat, its content hash, its rows."""
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-    ino: int
-    digest: str                           # MD5 of the bytes: same digest, same chunks
-    start: int                            # its chunks are rows start..stop-1
-    stop: int
-
-
-@dataclass
-class IndexReport:
-    """What an index update did, for one line of output."""
-    changed: int = 0
-    new: int = 0
-    deleted: int = 0
-    unchanged: int = 0
-    embedded: int = 0
-    touched: list[str] = field(default_factory=list)   # the notes read again: new or changed
-    reason: str = ""                      # why a full rebuild happened, if one did
-    warnings: list[str] = field(default_factory=list)
-    embed_error: str | None = None        # set when vectors are missing: lexical-only
-    refused: list[int] = field(default_factory=list)   # rows the embedding model returned no number for
-    note_warnings: dict[str, str] = field(default_factory=dict)   # Index.note_warnings of the update
-    skipped: dict[str, Skip] = field(default_factory=dict)        # Index.skipped of the update: by name
-    unsaid: list[tuple[str, str]] = field(default_factory=list)   # (note, warning) not in .warnings yet
-
-    def warn(self, rel: str, digest: str, warning: str) -> None:
-        """Keep what a note needs said (a guessed encoding, chunks the model refused), to say
-        in this run's warnings (say_notes) and again next run."""
-        self.unsaid.append((rel, warning))
-        kept = self.note_warnings.get(digest)            # the same note may have two things to say
-        self.note_warnings[digest] = warning if not kept or warning in kept else f"{kept}; {warning}"
-
-    def say_notes(self) -> None:
-        """Put the notes' warnings kept so far into .warnings, folded (note_warning_lines)."""
-        self.warnings += note_warning_lines(self.unsaid)
-        self.unsaid = []
-
-    def skip(self, file: NoteFile, why: str, kind: str) -> None:
-        """Keep why a note was left out (a Skip of this `kind`), to say it and to know it next run."""
-        self.skipped[file.rel] = Skip(why, kind, *stat_of(file))
-
-    def summary(self, notes: int) -> str:
-        return (f"indexed {notes} notes: {self.changed} changed, {self.new} new, "
-                f"{self.deleted} deleted, {self.unchanged} unchanged ({self.embedded} chunks embedded)")
-
-
-def build_changed(index: Index, build: str | None) -> str:
-    """Why an index must be re-embedded when Ollama runs another build of its model (`build`,
-    its digest) than the one its vectors came from ("" when it is the same, or either is not known)."""
-    if not (index.model_digest and build) or build == index.model_digest:
-        return ""
-    return (f"'{index.embed_model}' is another build under the same name (ID {index.model_digest[:12]} -> "
-            f"{build[:12]}, as `ollama list` shows it); re-embedding all")
-
-
-def build_unsaid(model: str) -> str:
-    """The warning for an Ollama that does not say which build of the model it runs."""
-    return (f"Ollama at {host()} does not say which build of '{model}' it runs (no digest in /api/tags), "
-            "so one pulled again or another machine's would go unnoticed: use --rebuild after such a change")
-
-
-def stale_reason(index: Index, settings: Settings) -> str:
-    """Why a loaded index cannot be reused with these settings ("" if it can)."""
-    if index.embed_model != settings.embed_model:
-        return f"embedding model changed ({index.embed_model} -> {settings.embed_model})"
-    if index.chunking != (settings.chunk_size, settings.chunk_overlap):
-        return (f"chunk settings changed ({index.chunking[0]}/{index.chunking[1]} -> "
-                f"{settings.chunk_size}/{settings.chunk_overlap})")
-    if index.doc_template != embed_templates(settings).document:
-        return (f"document template changed ({index.doc_template or 'none'!r} -> "
-                f"{embed_templates(settings).document or 'none'!r})")
-    return ""
 
 # ----------------------------------------------------------------------------
 # BM25's inverted index: replaces Part I's Counter per chunk, which a big vault cannot hold.
@@ -2620,42 +1998,13 @@ class Lexicon:
     lengths: np.ndarray                   # (chunks,) float32
 
 
-def lexicon_from_texts(texts: list[str]) -> Lexicon:
-    """A lexicon built from scratch, chunk i being texts[i].
+def concat_ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """The ranges start..start+len-1 one after another, without a loop.
 
-    >>> lex = lexicon_from_texts(["the cat sat", "a dog sat"])
-    >>> lex.vocab, lex.ptr.tolist(), lex.docs.tolist(), lex.lengths.tolist()
-    (['cat', 'dog', 'sat'], [0, 1, 2, 4], [0, 1, 0, 1], [2.0, 2.0])
+    >>> concat_ranges(np.array([5, 0]), np.array([2, 3])).tolist()
+    [5, 6, 0, 1, 2]
     """
-    return build_lexicon(None, np.full(len(texts), -1), texts)
-
-
-def build_lexicon(old: Lexicon | None, reuse: np.ndarray, new_texts: Iterable[str]) -> Lexicon:
-    """A lexicon for a new list of chunks, tokenising only the chunks that are new.
-
-    `reuse[i]` is the row in `old` whose terms chunk i has, or -1 for a new chunk;
-    the new chunks' texts come in `new_texts` (any iterable: each is tokenised and
-    let go), in order of their -1 entries.
-
-    Memory stays a few bytes per posting: each term gets an int id from one dict
-    (which keeps one copy of its string), postings live in flat arrays of ids and
-    counts, and they are put in term order by a counting sort.
-    """
-    lengths = np.zeros(len(reuse), dtype=np.float32)
-    term_id: dict[str, int] = {}                       # term -> id, in order of first sight
-    parts = [tokenize_rows(new_texts, np.flatnonzero(reuse < 0), term_id, lengths)]
-    rows, src = np.flatnonzero(reuse >= 0), reuse[reuse >= 0]
-    if old is not None and len(rows):
-        lengths[rows] = old.lengths[src]
-        parts.append(reused_postings(old, rows, src, term_id))
-    vocab, place = sorted_vocabulary(term_id)
-    del term_id
-    terms, counts, seg_rows, seg_sizes = in_row_order(parts)
-    del parts
-    renumber(terms, place)
-    del place
-    ptr, docs, counts = sort_by_term(terms, counts, seg_rows, seg_sizes, len(vocab))
-    return Lexicon(vocab, ptr, docs, counts, lengths)
+    return np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())
 
 
 def tokenize_rows(texts: Iterable[str], rows: np.ndarray, term_id: dict[str, int],
@@ -2772,14 +2121,42 @@ def sort_by_term(terms: np.ndarray, counts_in: np.ndarray, rows: np.ndarray, siz
     return ptr, docs, counts
 
 
-def concat_ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """The ranges start..start+len-1 one after another, without a loop.
+def build_lexicon(old: Lexicon | None, reuse: np.ndarray, new_texts: Iterable[str]) -> Lexicon:
+    """A lexicon for a new list of chunks, tokenising only the chunks that are new.
 
-    >>> concat_ranges(np.array([5, 0]), np.array([2, 3])).tolist()
-    [5, 6, 0, 1, 2]
+    `reuse[i]` is the row in `old` whose terms chunk i has, or -1 for a new chunk;
+    the new chunks' texts come in `new_texts` (any iterable: each is tokenised and
+    let go), in order of their -1 entries.
+
+    Memory stays a few bytes per posting: each term gets an int id from one dict
+    (which keeps one copy of its string), postings live in flat arrays of ids and
+    counts, and they are put in term order by a counting sort.
     """
-    return np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())
+    lengths = np.zeros(len(reuse), dtype=np.float32)
+    term_id: dict[str, int] = {}                       # term -> id, in order of first sight
+    parts = [tokenize_rows(new_texts, np.flatnonzero(reuse < 0), term_id, lengths)]
+    rows, src = np.flatnonzero(reuse >= 0), reuse[reuse >= 0]
+    if old is not None and len(rows):
+        lengths[rows] = old.lengths[src]
+        parts.append(reused_postings(old, rows, src, term_id))
+    vocab, place = sorted_vocabulary(term_id)
+    del term_id
+    terms, counts, seg_rows, seg_sizes = in_row_order(parts)
+    del parts
+    renumber(terms, place)
+    del place
+    ptr, docs, counts = sort_by_term(terms, counts, seg_rows, seg_sizes, len(vocab))
+    return Lexicon(vocab, ptr, docs, counts, lengths)
 
+
+def lexicon_from_texts(texts: list[str]) -> Lexicon:
+    """A lexicon built from scratch, chunk i being texts[i].
+
+    >>> lex = lexicon_from_texts(["the cat sat", "a dog sat"])
+    >>> lex.vocab, lex.ptr.tolist(), lex.docs.tolist(), lex.lengths.tolist()
+    (['cat', 'dog', 'sat'], [0, 1, 2, 4], [0, 1, 0, 1], [2.0, 2.0])
+    """
+    return build_lexicon(None, np.full(len(texts), -1), texts)
 
 
 class Term(NamedTuple):
@@ -2823,230 +2200,489 @@ def bm25_scores(lex: Lexicon, terms: list[Term]) -> np.ndarray:
         scores[term.rows] += term.idf * saturated(term.counts, lex.lengths[term.rows], mean_length)
     return scores
 
+
 # ----------------------------------------------------------------------------
-# The cache on disk: replaces Part I's save_cache and load_cache, whose one pickle must be
-# read whole before a query, is written only at the end, and is trusted once it unpickles.
-# Here the vectors are memory-mapped, the build is checkpointed, and every field is checked.
+# The incremental index: replaces Part I's index_notes, which re-embeds every chunk when
+# one note changes and loses all of it to one Ctrl-C.
 
 
-def cache_path(settings: Settings) -> Path:
-    """One cache file per notes folder, embedding model, chunking and cache format.
+class Skip(NamedTuple):
+    """A note the index left out: why, and the stat it had then."""
+    why: str
+    kind: str                             # "content": its bytes are no note, so it is not read again
+                                          # until it changes; "size" (over --max-note-mb) and "access"
+                                          # (a permission): can go away under the same stat
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    ino: int
 
-    So two folders never clash, trying another model or --chunk-size and coming
-    back costs no re-embedding (the first cache is still there), and two versions
-    of demo_rag sharing a cache folder each keep their own file.
+
+class FileRecord(NamedTuple):
+    """What the index knows about one note: its stat, its content hash, its rows."""
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    ino: int
+    digest: str                           # MD5 of the bytes: same digest, same chunks
+    start: int                            # its chunks are rows start..stop-1
+    stop: int
+
+
+@dataclass(frozen=True)
+class Index:
+    """Everything a question needs, as one value: chunks, vectors, BM25 statistics."""
+    chunks: Sequence[Chunk]               # a list; a ChunkTable (decoded on demand) when loaded
+    vectors: np.ndarray                   # (n, dim) float32, unit rows; zeros where missing
+    has_vector: np.ndarray                # (n,) bool: False where Ollama could not embed
+    lexicon: Lexicon
+    files: Mapping[str, FileRecord]       # a dict; a FileTable (made into records on demand) when loaded
+    fingerprint: str
+    embed_model: str
+    chunking: tuple[int, int]             # (chunk_size, chunk_overlap)
+    doc_template: str = ""                # the document template the vectors were embedded with
+    model_digest: str = ""                # ...and the build of embed_model (model_digest), "" if not said
+    note_warnings: dict[str, str] = field(default_factory=dict)   # digest -> what to say of it each run
+    skipped: dict[str, Skip] = field(default_factory=dict)        # rel -> why it was left out
+    calibration: dict | None = None       # the relevance floor measured on this index (calibrate())
+    notes_dir: str = ""                   # the notes folder, as a real path (for other runs' adopted())
+    notes: Mapping[str, NoteMeta] = field(default_factory=dict)   # rel -> what the note says of itself;
+                                          # a NoteTable when loaded; a note not in it says nothing
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.has_vector.all())
+
+
+INODE_BITS = 2**63 - 1
+
+
+def stat_of(f: NoteFile) -> tuple[int, int, int, int]:
+    """What a record keeps of a note's stat: size, mtime, ctime, inode (its low 63 bits: the
+    cache keeps them as int64, and some file systems number files up to 2**64 or more)."""
+    return f.size, f.mtime_ns, f.ctime_ns, f.ino & INODE_BITS
+
+
+def note_warning_lines(said: list[tuple[str, str]]) -> list[str]:
+    """What to say of the notes' own warnings: "note: warning" while they are few (SKIPS_NAMED),
+    else a line for each warning, those that several notes share counted and their first named.
+
+    >>> note_warning_lines([("a.md", "odd")])
+    ['a.md: odd']
+    >>> note_warning_lines([(f"{d}.md", "decoded as cp1252, a guess") for d in range(300)] + [("x.md", "odd")])
+    ['300 notes: decoded as cp1252, a guess (0.md, 1.md, 2.md, … 297 more)', 'x.md: odd']
     """
-    real = os.path.realpath(settings.notes_dir)
-    key = f"{real}\0{settings.embed_model}\0{settings.chunk_size}/{settings.chunk_overlap}"
-    digest = hashlib.md5(key.encode("utf-8", "surrogateescape")).hexdigest()[:10]
-    # subtle: names are cut short, as a file name may hold only 255 bytes (a CJK character is 3)
-    name = re.sub(r"[^\w.-]+", "_", Path(real).name)[:40] or "notes"
-    model = re.sub(r"[^\w.-]+", "_", settings.embed_model)[-40:]
-    return settings.cache_dir / f"{name}-{model}-{settings.chunk_size}-{digest}.v{CACHE_FORMAT}.pkl"
+    if len(said) <= SKIPS_NAMED:
+        return [f"{rel}: {warning}" for rel, warning in said]
+    notes: dict[str, list[str]] = {}
+    for rel, warning in said:
+        notes.setdefault(warning, []).append(rel)
+    return [f"{rels[0]}: {warning}" if len(rels) == 1 else f"{len(rels)} notes: {warning} ({first_names(rels, 3)})"
+            for warning, rels in notes.items()]
 
 
-def vector_donors(settings: Settings, path: Path, build: str) -> list[Path]:
-    """The other cache files whose vectors this index may take for the same texts: of this
-    model, document template and build (or one not known: as build_changed() decides), whatever
-    their folder or chunk sizes."""
-    template = embed_templates(settings).document
-    return [p for p in sorted(settings.cache_dir.glob(f"*.v{CACHE_FORMAT}.pkl")) if p != path
-            and (h := read_header(p)) and (h["embed_model"], h["doc_template"]) == (settings.embed_model, template)
-            and not (h["model_digest"] and build and h["model_digest"] != build)]
+@dataclass
+class IndexReport:
+    """What an index update did, for one line of output."""
+    changed: int = 0
+    new: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    embedded: int = 0
+    touched: list[str] = field(default_factory=list)   # the notes read again: new or changed
+    reason: str = ""                      # why a full rebuild happened, if one did
+    warnings: list[str] = field(default_factory=list)
+    embed_error: str | None = None        # set when vectors are missing: lexical-only
+    refused: list[int] = field(default_factory=list)   # rows the embedding model returned no number for
+    note_warnings: dict[str, str] = field(default_factory=dict)   # Index.note_warnings of the update
+    skipped: dict[str, Skip] = field(default_factory=dict)        # Index.skipped of the update: by name
+    unsaid: list[tuple[str, str]] = field(default_factory=list)   # (note, warning) not in .warnings yet
+
+    def warn(self, rel: str, digest: str, warning: str) -> None:
+        """Keep what a note needs said (a guessed encoding, chunks the model refused), to say
+        in this run's warnings (say_notes) and again next run."""
+        self.unsaid.append((rel, warning))
+        kept = self.note_warnings.get(digest)            # the same note may have two things to say
+        self.note_warnings[digest] = warning if not kept or warning in kept else f"{kept}; {warning}"
+
+    def say_notes(self) -> None:
+        """Put the notes' warnings kept so far into .warnings, folded (note_warning_lines)."""
+        self.warnings += note_warning_lines(self.unsaid)
+        self.unsaid = []
+
+    def skip(self, file: NoteFile, why: str, kind: str) -> None:
+        """Keep why a note was left out (a Skip of this `kind`), to say it and to know it next run."""
+        self.skipped[file.rel] = Skip(why, kind, *stat_of(file))
+
+    def summary(self, notes: int) -> str:
+        return (f"indexed {notes} notes: {self.changed} changed, {self.new} new, "
+                f"{self.deleted} deleted, {self.unchanged} unchanged ({self.embedded} chunks embedded)")
 
 
-def vectors_elsewhere(donors: Sequence[Path], wanted: dict[bytes, list[int]],
-                      settings: Settings) -> Iterator[tuple[list[int], np.ndarray]]:
-    """(rows, vector) for each text a donor cache holds a vector for. `wanted` maps the
-    text_key of a document text, as embedded, to the rows that need it; a text found is taken
-    out of it. A refused chunk's zero vector is no vector."""
-    for path in donors:
-        index, _ = load_index(path)
-        for j in range(len(index.chunks) if index is not None else 0):
-            key = text_key(document_text(index.chunks[j], settings))
-            if key in wanted and index.has_vector[j] and index.vectors[j].any():
-                yield wanted.pop(key), index.vectors[j]
-                if not wanted:
-                    return
+class EmbedProgress(NamedTuple):
+    """Where a build's embedding stands, reported after every batch."""
+    done: int                             # chunks with a vector, of
+    total: int                            # all chunks in the index
+    embedded: int                         # embedded by this run, in
+    seconds: float                        # this long
+    note: str                             # the note the last batch came from
 
 
-def tidy_caches(cache_dir: Path, path: Path, donor: Path | None) -> list[str]:
-    """After a folder's first cache is saved at `path`: the cache it was adopted from (`donor`)
-    is deleted if that folder is gone (its notes are here now), and the others of folders that
-    are gone are named, with the space they take, in one warning. Not a file is deleted that
-    could still serve: a folder on a drive not mounted now comes back to a cache of it (adopted)."""
-    gone = []
-    for p in cache_dir.glob(f"*.v{CACHE_FORMAT}.pkl"):
-        h = read_header(p) if p != path else None
-        if h is None or not h["notes_dir"] or os.path.isdir(h["notes_dir"]):
-            continue
-        if p == donor:
-            with contextlib.suppress(OSError):
-                p.unlink()
-            continue
-        with contextlib.suppress(OSError):
-            gone.append((p.stat().st_size, readable_name(h["notes_dir"])))
-    if not gone:
-        return []
-    names = ", ".join(sorted(n for _, n in gone)[:3]) + (", …" if len(gone) > 3 else "")
-    size = sum(n for n, _ in gone) / 2**20
-    return [f"{len(gone)} cache file(s) in {readable_name(str(cache_dir))} ({size:.1f} MB) hold the index of "
-            f"notes folders that are gone ({names}): delete them if those are gone for good"]
+class BuildInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) during a build, after what was embedded was saved."""
+
+    def __init__(self, kept: int, total: int):
+        super().__init__(f"kept {kept:,} of {total:,} vectors; run again to continue")
 
 
-def older_cache_paths(path: Path) -> list[Path]:
-    """Where versions of an UPGRADABLE format kept `path`'s cache: its name with their format
-    (format 5, from before files were named by format: with none)."""
-    stem = path.name.removesuffix(f".v{CACHE_FORMAT}.pkl")
-    return [path.with_name(f"{stem}{'' if fmt == 5 else f'.v{fmt}'}.pkl") for fmt in UPGRADABLE]
+class VectorSizeChanged(Exception):
+    """The embedding model's vectors are of another size than the index's: it must be re-embedded."""
 
 
-# What a cache file says first, in a pickle of its own, so that a run can tell whose notes
-# it holds and how they were embedded without loading it (adopted()).
-HEADER_KEYS = ("format", "notes_dir", "names", "fingerprint", "embed_model", "chunking", "doc_template",
-               "model_digest", "vectors_shape")
+class VectorsOfTwoSizes(OllamaError):
+    """One build got vectors of two sizes from one model name: two models answer at one address."""
+
+    def __init__(self, first: int, then: int, model: str, kept: int):
+        super().__init__(f"Ollama at {host()} returned vectors of {first} numbers, then of {then}, for '{model}' "
+                         "in one build: two different models answer there (a load balancer, or an Ollama "
+                         f"restarted with another model?); the cache keeps the {kept:,} vectors it holds")
 
 
-def names_digest(rels: Iterable[str]) -> str:
-    """MD5 of the notes' names, sorted: the same in a copy of the folder or a moved one."""
-    return hashlib.md5("\0".join(sorted(rels)).encode("utf-8", "surrogateescape")).hexdigest()
+def vector_size_changed(held: int, returned: int, model: str) -> str:
+    """Why an index holding vectors of size `held` must be re-embedded now that the model returns
+    `returned` numbers ("" when they match, or when it holds none yet): a re-pulled model, say."""
+    if held in (0, returned):
+        return ""
+    return f"vector size changed ({held} -> {returned}) under the same model name '{model}'; re-embedding all"
 
 
-def read_header(path: Path) -> dict | None:
-    """The header of a cache file this version wrote; None for any other file."""
+def same_stat(known: FileRecord | Skip, f: NoteFile) -> bool:
+    """Does a note look as it did when `known` was recorded? A touch or a rename (a new ctime)
+    says no as well: its bytes are hashed again, and the same digest costs no embedding."""
+    return (known.size, known.mtime_ns, known.ctime_ns, known.ino) == stat_of(f)
+
+
+def count_file(report: IndexReport, rel: str, before: FileRecord | None, digest: str) -> None:
+    """Count a note as new (including a rename), unchanged or changed."""
+    if before is None:
+        report.new += 1
+    elif before.digest == digest:
+        report.unchanged += 1
+        return
+    else:
+        report.changed += 1
+    report.touched.append(rel)
+
+
+def file_digest(path: Path) -> str:
+    """MD5 of a file's bytes, read in blocks so a big file never sits in memory."""
+    h = hashlib.md5()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def text_key(text: str) -> bytes:
+    """What a text embedded is known by in other caches: the MD5 of its UTF-8."""
+    return hashlib.md5(text.encode("utf-8", "surrogatepass")).digest()
+
+
+def lines_known(chunks: Sequence[Chunk], record: FileRecord) -> bool:
+    """Do a note's chunks know the lines they start on? A text note's do, unless an older cache
+    (UPGRADABLE) kept them; a PDF's have pages instead. A note's chunks are alike, so one tells."""
+    if record.start == record.stop:
+        return True
+    first = chunks[record.start]
+    return first.line is not None or first.page is not None
+
+
+def skip_warnings(skipped: dict[str, Skip]) -> list[str]:
+    """What to say of the skipped notes: each by name while they are few (SKIPS_NAMED), else
+    one line counting them by reason (the report holds their names, for --json and --explain).
+
+    >>> stub = Skip(STUB, "content", 9, 1, 1, 1)
+    >>> skip_warnings({"a.md": stub})
+    ['skipped a.md: under 50 characters (12 besides headings)']
+    >>> log = stub._replace(why="6.0 MB is over the 5 MB limit (--max-note-mb)", kind="size")
+    >>> skip_warnings({**{f"{day}.md": stub for day in range(300)}, "log.md": log})
+    ['skipped 301 notes: 300 under 50 characters (12 besides headings), 1 over the 5 MB limit (--max-note-mb); --json or --explain names them']
+    """
+    if len(skipped) <= SKIPS_NAMED:
+        return [f"skipped {rel}: {skip.why}" for rel, skip in skipped.items()]
+    # A size reason starts with the note's own size ("6.0 MB is over ..."): counted without it.
+    reasons = Counter(re.sub(r"^\S+ MB is ", "", s.why) if s.kind == "size" else s.why for s in skipped.values())
+    shown = [f"{n} {why}" for why, n in reasons.most_common(3)]
+    if len(reasons) > 3:
+        shown.append(f"{sum(n for _, n in reasons.most_common()[3:])} for other reasons")
+    return [f"skipped {len(skipped)} notes: {', '.join(shown)}; --json or --explain names them"]
+
+
+def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, chunks: list[Chunk],
+                 reuse: np.ndarray, report: IndexReport, progress: Callable[[str | EmbedProgress], None],
+                 checkpoint: Callable[..., int] | None = None,
+                 donors: Sequence[Path] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """Vectors for the new chunk list: reused by row or by identical text (in the old index,
+    then in the `donors` cache files), else embedded.
+
+    Each batch goes into one float32 matrix as it arrives (never a Python float
+    per number), and `checkpoint(vectors, has_vector)` may save it. If Ollama
+    stops, the rows embedded so far are kept, the rest stay zero and marked
+    missing, so BM25 still works and the next run fills them in. Ctrl-C saves
+    what arrived and raises BuildInterrupted. The first vectors of another size
+    than the old index's raise VectorSizeChanged before anything is mixed (the
+    caller embeds everything again); a size that changes after that, within this
+    call, saves what arrived and raises VectorsOfTwoSizes: no rebuild would end.
+    """
+    n = len(chunks)
+    dim = old.vectors.shape[1] if old is not None and old.vectors.size else 0
+    vectors = np.zeros((n, dim), dtype=np.float32)
+    has_vector = np.zeros(n, dtype=bool)
+    if old is not None and dim:
+        known = reuse >= 0
+        vectors[known], has_vector[known] = old.vectors[reuse[known]], old.has_vector[reuse[known]]
+        missing = np.flatnonzero(~has_vector)
+        if len(missing):
+            # not a refused chunk's zero vector: its note changed, so it is asked (and said) again
+            usable = old.has_vector & old.vectors.any(axis=1)
+            by_text = {c.embed_text: i for i, c in enumerate(old.chunks) if usable[i]}
+            for i in missing:
+                j = by_text.get(chunks[i].embed_text)
+                if j is not None:
+                    vectors[i], has_vector[i] = old.vectors[j], True
+    if donors and not has_vector.all():
+        wanted: dict[bytes, list[int]] = {}
+        for i in np.flatnonzero(~has_vector):
+            wanted.setdefault(text_key(document_text(chunks[i], settings)), []).append(int(i))
+        found = 0
+        for rows, v in vectors_elsewhere(donors, wanted, settings):
+            if not dim:                   # the donors' size; the first batch embedded checks it
+                dim, vectors = len(v), np.zeros((n, len(v)), dtype=np.float32)
+            if len(v) == dim:
+                vectors[rows], has_vector[rows], found = v, True, found + len(rows)
+        if found:
+            progress(f"{found:,} chunks' vectors found in other caches of {settings.embed_model} "
+                     "(the same texts, embedded before)")
+    todo = np.flatnonzero(~has_vector)
+    if len(todo) == 0:
+        return vectors, has_vector
+    t0, done, first, sized_here = time.perf_counter(), 0, True, False   # sized_here: dim is this run's
     try:
-        with open(path, "rb") as f:
-            h = BuiltinsOnlyUnpickler(f).load()
-        if isinstance(h, dict) and h.get("format") == CACHE_FORMAT and set(HEADER_KEYS) <= set(h) and \
-                all(type(h[k]) is str for k in ("notes_dir", "names", "fingerprint", "embed_model", "doc_template",
-                                                 "model_digest")) and type(h["chunking"]) is tuple:
-            return h
-    except Exception:                     # unreadable, foreign or refused: not a cache to use
-        pass
-    return None
+        texts = (document_text(chunks[i], settings) for i in todo)     # made batch by batch: memory
+        for fresh in embed_refusing(client, settings.embed_model, texts):
+            if fresh is None:             # a text the model returns no number for: see below
+                report.refused.append(int(todo[done]))
+                done += 1
+                continue
+            if fresh.shape[1] != dim and sized_here:
+                kept = checkpoint(vectors, has_vector, interrupted=True) if checkpoint else 0
+                raise VectorsOfTwoSizes(dim, fresh.shape[1], settings.embed_model, kept)
+            if fresh.shape[1] != dim:     # the first vectors: the old index's size, or none yet
+                if dim:
+                    report.refused.clear()    # asked again in the rebuild
+                    raise VectorSizeChanged(vector_size_changed(dim, fresh.shape[1], settings.embed_model))
+                dim, vectors = fresh.shape[1], np.zeros((n, fresh.shape[1]), dtype=np.float32)
+            sized_here = True
+            if first:                     # asked once Ollama embeds: if it cannot, that is the news
+                first = False
+                too_long = embed_context_warning(client, settings, (document_text(chunks[i], settings)
+                                                                    for i in todo))
+                if too_long and too_long not in report.warnings:   # Ollama would cut them
+                    report.warnings.append(too_long)
+            rows = todo[done:done + len(fresh)]
+            # subtle: one vector that is not a number would make every cosine NaN: refused as well
+            finite = np.isfinite(fresh).all(axis=1)
+            vectors[rows[finite]], has_vector[rows[finite]] = fresh[finite], True
+            report.refused.extend(rows[~finite].tolist())
+            done += len(fresh)
+            report.embedded += int(finite.sum())
+            progress(EmbedProgress(int(has_vector.sum()), n, done, time.perf_counter() - t0,
+                                   chunks[rows[-1]].source))
+            if checkpoint:
+                checkpoint(vectors, has_vector)
+    except VectorsOfTwoSizes:
+        raise
+    except OllamaError as e:
+        report.embed_error = str(e)
+    except KeyboardInterrupt:             # Ctrl-C or SIGTERM: keep what arrived, then stop
+        kept = checkpoint(vectors, has_vector, interrupted=True) if checkpoint else 0
+        raise BuildInterrupted(kept, n) from None
+    # A refused chunk keeps a zero vector, so the index is complete and searched by meaning:
+    # ranking gives it the typical chunk's cosine (typical_for_refused), and its words find it.
+    # (With no vector at all there is no size to give it: it stays missing, and the next run
+    # asks again.)
+    if dim:
+        has_vector[report.refused] = True
+    return vectors, has_vector
 
 
-def adopted(settings: Settings, files: list[NoteFile], path: Path) -> tuple[Index | None, str, Path | None]:
-    """Another cache of these notes, for a folder with none at `path`: (index, what to say,
-    its file), or (None, "", None). First a cache an older version kept for this folder;
-    else one of these settings whose notes have the same names (the folder moved, renamed
-    or copied), the same stat first. An adopted index loses its fingerprint, so the update
-    that follows checks each note (one stat, for a moved note) and saves it at `path`."""
-    for older in older_cache_paths(path):
-        index, note = load_index(older) if older.exists() else (None, "")
-        if index is not None:
-            return index, note, older
-    names, here = names_digest(f.rel for f in files), fingerprint(files)
-    template = embed_templates(settings).document
-    candidates = sorted((h["fingerprint"] != here, os.path.isdir(h["notes_dir"]), str(p))
-                        for p in settings.cache_dir.glob(f"*.v{CACHE_FORMAT}.pkl")
-                        if p != path and (h := read_header(p)) and h["names"] == names
-                        and (h["embed_model"], h["chunking"], h["doc_template"]) ==
-                        (settings.embed_model, (settings.chunk_size, settings.chunk_overlap), template))
-    for *_, p in candidates:
-        index, _ = load_index(Path(p))
-        if index is not None:
-            return (replace(index, fingerprint=""), f"taking over the index of the same notes at "
-                    f"{readable_name(index.notes_dir)}: no note is read or embedded again but for what changed",
-                    Path(p))
-    return None, "", None
+def update_index(settings: Settings, client: ollama.Client, old: Index | None,
+                 files: list[NoteFile], progress: Callable[[str | EmbedProgress], None] = lambda s: None,
+                 writer: CacheWriter | None = None, build: str = "",
+                 donors: Sequence[Path] = ()) -> tuple[Index, IndexReport]:
+    """Bring the index up to date with the files, embedding only what is new (with the
+    model's `build`, its digest, which the index records) and not in a `donors` cache.
 
-
-
-def save_index(index: Index, path: Path) -> None:
-    """Write the cache atomically with Part I's save_cache: a small pickle, the header
-    (HEADER_KEYS), then one of everything else but the vectors, zeros up to the next
-    4 KB boundary, then the vectors as raw float32 rows, which load_index maps into
-    memory instead of reading them. A crash, a kill or Ctrl-C mid-write leaves the
-    previous cache intact, and two processes writing at once each replace the file
-    with one complete version. Raises OSError (disk full...).
+    For each file: the same stat as recorded (same_stat) -> unchanged; over
+    --max-note-mb -> skipped unread; skipped before for its content, and the same
+    stat -> skipped again, unread; otherwise hash its bytes, and a digest the index
+    already holds (a touched, renamed or copied note) reuses those chunks. Only new
+    content is read, chunked and embedded, and even then a chunk whose text was
+    embedded before reuses its vector. The `writer`, if given, checkpoints the
+    index while its vectors are filled in.
     """
-    body = index_to_dict(index)
-    header = {k: body.pop(k) for k in HEADER_KEYS}
+    report = IndexReport()
+    old_files = old.files if old else {}
+    old_skips = old.skipped if old else {}
+    by_digest = {r.digest: rel for rel, r in old_files.items()}
+    chunks: list[Chunk] = []
+    reuse: list[int] = []                 # per new row: old row, or -1 if new
+    recount: list[int] = []               # reused rows whose note's words changed (a renamed note's title)
+    records: dict[str, FileRecord] = {}
+    metas: dict[str, NoteMeta] = {}
+    splitter = None
+    for f in files:
+        rec, skip = old_files.get(f.rel), old_skips.get(f.rel)
+        if skip and skip.kind == "content" and same_stat(skip, f):
+            report.skipped[f.rel] = skip      # the same bytes were no note last time either
+            continue
+        if rec and same_stat(rec, f):
+            digest, was = rec.digest, f.rel
+        else:
+            if why := too_big(f.size, settings.max_note_mb):   # before hashing: a log or an export is never read
+                report.skip(f, why, "size")
+                continue
+            try:
+                digest = file_digest(f.path)
+            except OSError as e:
+                report.skip(f, e.strerror, "access")
+                continue
+            was = by_digest.get(digest)
+        if was is not None and lines_known(old.chunks, old_files[was]):   # same bytes as before: reuse its chunks
+            source, metas[f.rel] = old_files[was], old.notes.get(was, NoteMeta())
+            start = len(chunks)
+            chunks.extend(c._replace(source=f.rel) for c in old.chunks[source.start:source.stop])
+            reuse.extend(range(source.start, source.stop))
+            if note_words(was, metas[f.rel]) != note_words(f.rel, metas[f.rel]):
+                recount.extend(range(start, len(chunks)))   # its words again; its vectors stay
+            records[f.rel] = FileRecord(*stat_of(f), digest, start, len(chunks))
+            count_file(report, f.rel, rec, digest)
+            if digest in old.note_warnings:   # read with a guess: said on every run, not just the first
+                report.warn(f.rel, digest, old.note_warnings[digest])
+            continue
+        try:
+            sections, warning = read_note(f, settings.max_note_mb)
+        except ValueError as e:           # read a moment ago to be hashed: its bytes are the reason
+            report.skip(f, str(e), "content")
+            continue
+        if warning:
+            report.warn(f.rel, digest, warning)
+        splitter = splitter or make_splitter(settings.chunk_size, settings.chunk_overlap)
+        start = len(chunks)
+        chunks.extend(chunk_sections(f.rel, sections, splitter))
+        reuse.extend([-1] * (len(chunks) - start))
+        records[f.rel] = FileRecord(*stat_of(f), digest, start, len(chunks))
+        metas[f.rel] = next((s.meta for s in sections if s.meta), NoteMeta())
+        count_file(report, f.rel, rec, digest)
+    report.deleted = len(set(old_files) - {f.rel for f in files})
+    report.say_notes()
+    report.warnings += skip_warnings(report.skipped)
+    reuse_arr = np.array(reuse, dtype=np.int64)
+    counted = reuse_arr.copy()            # the rows whose BM25 words are taken as they were
+    counted[recount] = -1
+    words = {rel: note_words(rel, meta) for rel, meta in metas.items()}
+    lexicon = build_lexicon(old.lexicon if old else None, counted,
+                            (lexicon_text(c, words[c.source]) for c, r in zip(chunks, counted) if r < 0))
 
-    def body_then_vectors(f) -> None:
-        pickle.dump(body, f, protocol=pickle.HIGHEST_PROTOCOL)
-        f.write(bytes(-f.tell() % VECTOR_ALIGN))
-        f.write(np.ascontiguousarray(index.vectors, dtype=DISK_VECTORS).data)  # no copy if float32
-    save_cache(path, header, then=body_then_vectors)
-    # A process killed mid-write leaves its temp file behind; none lives an hour.
-    for old in path.parent.glob(glob_escape(path.name) + "*.tmp"):
-        with contextlib.suppress(OSError):
-            if time.time() - old.stat().st_mtime > 3600:
-                old.unlink()
+    stamp = fingerprint(files)
 
+    def with_vectors(vectors: np.ndarray, has_vector: np.ndarray) -> Index:
+        return Index(chunks, vectors, has_vector, lexicon, records, stamp,
+                     settings.embed_model, (settings.chunk_size, settings.chunk_overlap),
+                     embed_templates(settings).document, build, note_warnings=report.note_warnings,
+                     skipped=report.skipped, notes_dir=os.path.realpath(settings.notes_dir), notes=metas)
 
-def recounted(index: Index) -> Index:
-    """A loaded index whose BM25 words another tokenize() counted, counted again from its chunks'
-    texts (no embedding), with its floor to measure again. Its empty fingerprint matches no
-    folder, so open_index brings it up to date and writes the cache again."""
-    return replace(index, lexicon=lexicon_from_texts(list(lexicon_texts(index))), fingerprint="",
-                   calibration=None)
-
-
-def glob_escape(name: str) -> str:
-    return re.sub(r"([*?\[])", r"[\1]", name)
-
-
-def load_index(path: Path) -> tuple[Index | None, str]:
-    """Load a cache file; on any problem return (None, a one-line reason). A cache an older
-    version wrote (UPGRADABLE) comes back with a note saying so instead of "".
-
-    The vectors are not read but memory-mapped (read-only): the OS pages them in
-    as the first search touches them, and a warm query pays no copy at all.
-    """
-    if not path.exists():
-        return None, "no cache yet"
+    checkpoint = (lambda v, h, interrupted=False: writer.checkpoint(lambda: with_vectors(v, h), interrupted,
+                                                                    progress)) if writer else None
     try:
-        with open(path, "rb") as f, gc_paused():
-            d = BuiltinsOnlyUnpickler(f).load()
-            written = d.get("format") if isinstance(d, dict) else None
-            if written == CACHE_FORMAT or written in UPGRADABLE and written >= FIRST_WITH_HEADER:
-                d = {**check(BuiltinsOnlyUnpickler(f).load(), dict, "cache"), **d}   # the header; the rest follows
-            if written in UPGRADABLE:
-                d = upgraded(d)
-            elif written != CACHE_FORMAT:
-                return None, "cache is from another version of demo_rag"
-            vectors = map_vectors(f, f.tell() + (-f.tell() % VECTOR_ALIGN), d["vectors_shape"])
-            index = index_from_dict(d, vectors)
-            index = index if d.get("tokenizer") == TOKENIZER_VERSION else recounted(index)
-            return index, "" if written == CACHE_FORMAT else \
-                f"cache written by an older demo_rag (format {written}): its vectors are kept"
-    except BuiltinsOnlyUnpickler.Refused as e:
-        return None, f"cache refused ({e})"
-    except CacheDamaged as e:
-        return None, f"cache is damaged ({e})"
-    except Exception as e:  # truncated, corrupt, foreign: never trust it, rebuild
-        return None, f"cache is damaged ({type(e).__name__})"
+        vectors, has_vector = fill_vectors(settings, client, old, chunks, reuse_arr, report, progress, checkpoint,
+                                           donors)
+    except VectorSizeChanged as e:        # the old vectors are of no use to the model now: all again
+        report.reason = str(e)
+        progress(f"rebuilding index: {report.reason}")
+        if writer:                        # ...and kept on disk, as --rebuild keeps them, until outnumbered
+            writer.floor = writer.on_disk
+        vectors, has_vector = fill_vectors(settings, client, None, chunks, np.full(len(chunks), -1), report,
+                                           progress, checkpoint)
+    for rel, count in Counter(chunks[i].source for i in report.refused if has_vector[i]).items():
+        report.warn(rel, records[rel].digest, f"{settings.embed_model} returns no number for {count} of its "
+                    "chunks (a fault of the model): they are found by their words only; --rebuild asks again")
+    report.say_notes()
+    return with_vectors(vectors, has_vector), report
 
 
-# Older cache formats whose vectors are worth keeping: upgraded() fills in what they lack.
-UPGRADABLE = (5, 9)
-FIRST_WITH_HEADER = 9                     # from this format on, a cache file starts with its header
-
-
-def upgraded(d: dict) -> dict:
-    """An older cache's fields in this version's layout, every vector kept. What it did not
-    record is left for the next update to find out, and an empty fingerprint makes that
-    update happen: each text note is read once (lines_known: the lines its chunks start on, what
-    it says of itself and its cleaned text were not kept), and a chunk whose text is the same
-    reuses its vector. Its skipped notes are read once (a stub was a note under 50 characters,
-    headings counted; a format 5 cache's reasons had no kind). A format 5 cache's notes are hashed
-    once (their records have no ctime or inode: -1 matches none), and the model's build is taken
-    to be the one Ollama runs now."""
-    chunks = check(d["chunks"], dict, "chunks")
-    shape = check(chunks["source_ids"], tuple, "source ids")[1]
-    d = {**d, "chunks": {**chunks, "lines": ("<i8", shape, np.full(shape, -1, dtype="<i8").tobytes())}}
-    if d["format"] < FIRST_WITH_HEADER:
-        records = {check(rel, str, "file name"): FileRecord(*check(r, tuple, "file record")[:2], -1, -1, *r[2:])
-                   for rel, r in check(d["files"], dict, "files").items()}
-        d = {**d, "files": pickle.loads(pickle.dumps(FileTable.pack(records), protocol=5)),   # as a cache holds them
-             "model_digest": "", "notes_dir": ""}
-    return {**d, "format": CACHE_FORMAT, "fingerprint": "", "notes": None, "skipped": {}}
+# ----------------------------------------------------------------------------
+# The cache's layout: everything but the vectors as plain builtins (strings in one blob,
+# numbers in arrays), so that loading 50,000 chunks builds a few dozen objects, not a
+# million, and every field is checked as it is read.
 
 
 class CacheDamaged(ValueError):
     """A cache file that unpickles but does not hold together."""
+
+
+def check(value, kind: type, what: str):
+    """value if it is a `kind`, else CacheDamaged naming `what`."""
+    if type(value) is not kind:
+        raise CacheDamaged(f"{what} is a {type(value).__name__}, not a {kind.__name__}")
+    return value
+
+
+def arr_data(a: np.ndarray) -> tuple:
+    """An array as plain builtins: (dtype, shape, bytes).
+
+    The bytes are a read-only PickleBuffer over the array, which pickle (protocol 5)
+    writes as plain bytes: saving a big index copies none of its arrays.
+    """
+    return (a.dtype.str, a.shape, pickle.PickleBuffer(memoryview(np.ascontiguousarray(a)).toreadonly()))
+
+
+def blob_data(strings: Iterable[str]) -> tuple:
+    """Strings as one UTF-8 blob and their offsets: ["ab", "ç"] -> (b"ab\\xc3\\xa7", offsets [0, 2, 4]).
+    The blob grows string by string and pickles as bytes without a copy (see arr_data).
+
+    >>> blob, (_, _, offsets) = blob_data(["ab", "ç"])
+    >>> bytes(blob.raw()), np.frombuffer(offsets.raw(), dtype=np.int64).tolist()
+    (b'ab\\xc3\\xa7', [0, 2, 4])
+    """
+    blob, ends = bytearray(), [0]
+    for text in strings:
+        blob += text.encode("utf-8", "surrogatepass")
+        ends.append(len(blob))
+    return pickle.PickleBuffer(memoryview(blob).toreadonly()), arr_data(np.array(ends, dtype=np.int64))
+
+
+def check_blob(t, arr: Callable, n: int, what: str) -> tuple:
+    """A blob_data() tuple, checked: n + 1 rising offsets that cut the blob only between characters."""
+    blob, offsets = check(t, tuple, what)
+    offsets = arr(offsets, "<i8", what)
+    raw = np.frombuffer(check(blob, bytes, what), dtype=np.uint8)
+    starts = offsets[:-1][offsets[:-1] < len(raw)]
+    if not (offsets.shape == (n + 1,) and offsets[0] == 0 and offsets[-1] == len(raw)
+            and (np.diff(offsets) >= 0).all() and ((raw[starts] & 0xC0) != 0x80).all()):
+        raise CacheDamaged(f"{what} offsets do not match their text")
+    return blob, offsets
+
+
+def text_at(column: tuple, i: int) -> str:
+    """The i-th string of a blob_data() column. Bytes damaged inside a text (which no
+    check short of a checksum would catch) read as U+FFFD instead of failing the query."""
+    blob, offsets = column
+    raw = blob[offsets[i]:offsets[i + 1]]
+    try:
+        return raw.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", "replace")
 
 
 class ChunkTable(Sequence):
@@ -3160,6 +2796,9 @@ class FileTable(Mapping):
         return cls(names, stats, digests, rows)
 
 
+NOTE_META_KINDS = [tuple if "tuple" in str(kind) else str for kind in NoteMeta.__annotations__.values()]
+
+
 class NoteTable(Mapping):
     """A loaded index's NoteMeta per note (rel -> NoteMeta), kept as text columns in the order of
     its FileTable and made into a NoteMeta only when asked for: a warm query asks for its hits'."""
@@ -3198,56 +2837,6 @@ class NoteTable(Mapping):
         return cls(files, [check_blob(c, arr, len(files), "note column") for c in columns])
 
 
-NOTE_META_KINDS = [tuple if "tuple" in str(kind) else str for kind in NoteMeta.__annotations__.values()]
-
-
-def arr_data(a: np.ndarray) -> tuple:
-    """An array as plain builtins: (dtype, shape, bytes).
-
-    The bytes are a read-only PickleBuffer over the array, which pickle (protocol 5)
-    writes as plain bytes: saving a big index copies none of its arrays.
-    """
-    return (a.dtype.str, a.shape, pickle.PickleBuffer(memoryview(np.ascontiguousarray(a)).toreadonly()))
-
-
-def blob_data(strings: Iterable[str]) -> tuple:
-    """Strings as one UTF-8 blob and their offsets: ["ab", "ç"] -> (b"ab\\xc3\\xa7", offsets [0, 2, 4]).
-    The blob grows string by string and pickles as bytes without a copy (see arr_data).
-
-    >>> blob, (_, _, offsets) = blob_data(["ab", "ç"])
-    >>> bytes(blob.raw()), np.frombuffer(offsets.raw(), dtype=np.int64).tolist()
-    (b'ab\\xc3\\xa7', [0, 2, 4])
-    """
-    blob, ends = bytearray(), [0]
-    for text in strings:
-        blob += text.encode("utf-8", "surrogatepass")
-        ends.append(len(blob))
-    return pickle.PickleBuffer(memoryview(blob).toreadonly()), arr_data(np.array(ends, dtype=np.int64))
-
-
-def check_blob(t, arr: Callable, n: int, what: str) -> tuple:
-    """A blob_data() tuple, checked: n + 1 rising offsets that cut the blob only between characters."""
-    blob, offsets = check(t, tuple, what)
-    offsets = arr(offsets, "<i8", what)
-    raw = np.frombuffer(check(blob, bytes, what), dtype=np.uint8)
-    starts = offsets[:-1][offsets[:-1] < len(raw)]
-    if not (offsets.shape == (n + 1,) and offsets[0] == 0 and offsets[-1] == len(raw)
-            and (np.diff(offsets) >= 0).all() and ((raw[starts] & 0xC0) != 0x80).all()):
-        raise CacheDamaged(f"{what} offsets do not match their text")
-    return blob, offsets
-
-
-def text_at(column: tuple, i: int) -> str:
-    """The i-th string of a blob_data() column. Bytes damaged inside a text (which no
-    check short of a checksum would catch) read as U+FFFD instead of failing the query."""
-    blob, offsets = column
-    raw = blob[offsets[i]:offsets[i + 1]]
-    try:
-        return raw.decode("utf-8", "surrogatepass")
-    except UnicodeDecodeError:
-        return raw.decode("utf-8", "replace")
-
-
 def map_vectors(f, start: int, shape) -> np.ndarray:
     """The (n, dim) float32 rows stored from byte `start` to the end of file f, memory-mapped."""
     n, dim = check(shape, tuple, "vectors_shape")
@@ -3262,11 +2851,44 @@ def map_vectors(f, start: int, shape) -> np.ndarray:
     return np.frombuffer(whole, dtype=DISK_VECTORS, count=n * dim, offset=start).reshape(n, dim)
 
 
-def check(value, kind: type, what: str):
-    """value if it is a `kind`, else CacheDamaged naming `what`."""
-    if type(value) is not kind:
-        raise CacheDamaged(f"{what} is a {type(value).__name__}, not a {kind.__name__}")
-    return value
+def floors_only(calibration):
+    """A calibration without its probes' vectors (bytes): as JSON and an older version show it."""
+    return {k: v for k, v in calibration.items() if k != "probes"} if isinstance(calibration, dict) else calibration
+
+
+def probes_hold_together(probes) -> bool:
+    """Are these a calibration's probes' vectors, as calibrate() keeps them: float32 rows, one
+    for each text, that add up to finite numbers (as a cache's vectors must)?"""
+    if not (isinstance(probes, dict) and type(probes.get("model")) is str and type(probes.get("build")) is str
+            and type(probes.get("texts")) is list and probes["texts"] and all(type(t) is str for t in probes["texts"])
+            and type(probes.get("vectors")) is bytes and len(probes["vectors"]) % (4 * len(probes["texts"])) == 0
+            and probes["vectors"]):
+        return False
+    rows = np.frombuffer(probes["vectors"], "<f4").reshape(len(probes["texts"]), -1)
+    with np.errstate(all="ignore"):
+        return bool(np.isfinite(rows @ np.ones(rows.shape[1], np.float32)).all())
+
+
+def checked_calibration(c, probes=None) -> dict | None:
+    """A cached calibration as calibrate() writes it, with its probes' vectors if they are some;
+    None (calibrate again, no re-embedding) if it is not one."""
+    if not isinstance(c, dict):
+        return None
+    floors, meaning = c.get("floors"), c.get("meaning", {})
+    ok = (isinstance(floors, dict) and type(c.get("key")) is str and type(c.get("note")) is str
+          and all(type(k) is str and type(v) is float and 0 <= v <= 2 for k, v in floors.items())
+          and isinstance(meaning, dict) and all(type(k) is str and type(v) is list and len(v) == 2
+                                                and all(type(x) is float and 0 <= x <= 1 for x in v)
+                                                for k, v in meaning.items()))
+    if not ok:
+        return None
+    c = floors_only(c)
+    return {**c, "probes": probes} if probes_hold_together(probes) else c
+
+
+def names_digest(rels: Iterable[str]) -> str:
+    """MD5 of the notes' names, sorted: the same in a copy of the folder or a moved one."""
+    return hashlib.md5("\0".join(sorted(rels)).encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def index_to_dict(index: Index) -> dict:
@@ -3340,41 +2962,256 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
                  check(d["notes_dir"], str, "notes_dir"), notes)
 
 
-def checked_calibration(c, probes=None) -> dict | None:
-    """A cached calibration as calibrate() writes it, with its probes' vectors if they are some;
-    None (calibrate again, no re-embedding) if it is not one."""
-    if not isinstance(c, dict):
-        return None
-    floors, meaning = c.get("floors"), c.get("meaning", {})
-    ok = (isinstance(floors, dict) and type(c.get("key")) is str and type(c.get("note")) is str
-          and all(type(k) is str and type(v) is float and 0 <= v <= 2 for k, v in floors.items())
-          and isinstance(meaning, dict) and all(type(k) is str and type(v) is list and len(v) == 2
-                                                and all(type(x) is float and 0 <= x <= 1 for x in v)
-                                                for k, v in meaning.items()))
-    if not ok:
-        return None
-    c = floors_only(c)
-    return {**c, "probes": probes} if probes_hold_together(probes) else c
+# ----------------------------------------------------------------------------
+# The cache on disk: replaces Part I's save_cache and load_cache, whose one pickle must be
+# read whole before a query, is written only at the end, and is trusted once it unpickles.
+# Here the vectors are memory-mapped, the build is checkpointed, and every field is checked.
 
 
-def floors_only(calibration):
-    """A calibration without its probes' vectors (bytes): as JSON and an older version show it."""
-    return {k: v for k, v in calibration.items() if k != "probes"} if isinstance(calibration, dict) else calibration
+def cache_path(settings: Settings) -> Path:
+    """One cache file per notes folder, embedding model, chunking and cache format.
+
+    So two folders never clash, trying another model or --chunk-size and coming
+    back costs no re-embedding (the first cache is still there), and two versions
+    of demo_rag sharing a cache folder each keep their own file.
+    """
+    real = os.path.realpath(settings.notes_dir)
+    key = f"{real}\0{settings.embed_model}\0{settings.chunk_size}/{settings.chunk_overlap}"
+    digest = hashlib.md5(key.encode("utf-8", "surrogateescape")).hexdigest()[:10]
+    # subtle: names are cut short, as a file name may hold only 255 bytes (a CJK character is 3)
+    name = re.sub(r"[^\w.-]+", "_", Path(real).name)[:40] or "notes"
+    model = re.sub(r"[^\w.-]+", "_", settings.embed_model)[-40:]
+    return settings.cache_dir / f"{name}-{model}-{settings.chunk_size}-{digest}.v{CACHE_FORMAT}.pkl"
 
 
-def probes_hold_together(probes) -> bool:
-    """Are these a calibration's probes' vectors, as calibrate() keeps them: float32 rows, one
-    for each text, that add up to finite numbers (as a cache's vectors must)?"""
-    if not (isinstance(probes, dict) and type(probes.get("model")) is str and type(probes.get("build")) is str
-            and type(probes.get("texts")) is list and probes["texts"] and all(type(t) is str for t in probes["texts"])
-            and type(probes.get("vectors")) is bytes and len(probes["vectors"]) % (4 * len(probes["texts"])) == 0
-            and probes["vectors"]):
-        return False
-    rows = np.frombuffer(probes["vectors"], "<f4").reshape(len(probes["texts"]), -1)
-    with np.errstate(all="ignore"):
-        return bool(np.isfinite(rows @ np.ones(rows.shape[1], np.float32)).all())
+# What a cache file says first, in a pickle of its own, so that a run can tell whose notes
+# it holds and how they were embedded without loading it (adopted()).
+HEADER_KEYS = ("format", "notes_dir", "names", "fingerprint", "embed_model", "chunking", "doc_template",
+               "model_digest", "vectors_shape")
 
 
+def read_header(path: Path) -> dict | None:
+    """The header of a cache file this version wrote; None for any other file."""
+    try:
+        with open(path, "rb") as f:
+            h = BuiltinsOnlyUnpickler(f).load()
+        if isinstance(h, dict) and h.get("format") == CACHE_FORMAT and set(HEADER_KEYS) <= set(h) and \
+                all(type(h[k]) is str for k in ("notes_dir", "names", "fingerprint", "embed_model", "doc_template",
+                                                 "model_digest")) and type(h["chunking"]) is tuple:
+            return h
+    except Exception:                     # unreadable, foreign or refused: not a cache to use
+        pass
+    return None
+
+
+# Older cache formats whose vectors are worth keeping: upgraded() fills in what they lack.
+UPGRADABLE = (5, 9)
+FIRST_WITH_HEADER = 9                     # from this format on, a cache file starts with its header
+
+
+def older_cache_paths(path: Path) -> list[Path]:
+    """Where versions of an UPGRADABLE format kept `path`'s cache: its name with their format
+    (format 5, from before files were named by format: with none)."""
+    stem = path.name.removesuffix(f".v{CACHE_FORMAT}.pkl")
+    return [path.with_name(f"{stem}{'' if fmt == 5 else f'.v{fmt}'}.pkl") for fmt in UPGRADABLE]
+
+
+def vector_donors(settings: Settings, path: Path, build: str) -> list[Path]:
+    """The other cache files whose vectors this index may take for the same texts: of this
+    model, document template and build (or one not known: as build_changed() decides), whatever
+    their folder or chunk sizes."""
+    template = embed_templates(settings).document
+    return [p for p in sorted(settings.cache_dir.glob(f"*.v{CACHE_FORMAT}.pkl")) if p != path
+            and (h := read_header(p)) and (h["embed_model"], h["doc_template"]) == (settings.embed_model, template)
+            and not (h["model_digest"] and build and h["model_digest"] != build)]
+
+
+def glob_escape(name: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", name)
+
+
+def save_index(index: Index, path: Path) -> None:
+    """Write the cache atomically with Part I's save_cache: a small pickle, the header
+    (HEADER_KEYS), then one of everything else but the vectors, zeros up to the next
+    4 KB boundary, then the vectors as raw float32 rows, which load_index maps into
+    memory instead of reading them. A crash, a kill or Ctrl-C mid-write leaves the
+    previous cache intact, and two processes writing at once each replace the file
+    with one complete version. Raises OSError (disk full...).
+    """
+    body = index_to_dict(index)
+    header = {k: body.pop(k) for k in HEADER_KEYS}
+
+    def body_then_vectors(f) -> None:
+        pickle.dump(body, f, protocol=pickle.HIGHEST_PROTOCOL)
+        f.write(bytes(-f.tell() % VECTOR_ALIGN))
+        f.write(np.ascontiguousarray(index.vectors, dtype=DISK_VECTORS).data)  # no copy if float32
+    save_cache(path, header, then=body_then_vectors)
+    # A process killed mid-write leaves its temp file behind; none lives an hour.
+    for old in path.parent.glob(glob_escape(path.name) + "*.tmp"):
+        with contextlib.suppress(OSError):
+            if time.time() - old.stat().st_mtime > 3600:
+                old.unlink()
+
+
+@contextlib.contextmanager
+def gc_paused():
+    """Pause the cyclic garbage collector: loading creates many tuples and strings,
+    none of them garbage, and the collector would walk them again and again."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def recounted(index: Index) -> Index:
+    """A loaded index whose BM25 words another tokenize() counted, counted again from its chunks'
+    texts (no embedding), with its floor to measure again. Its empty fingerprint matches no
+    folder, so open_index brings it up to date and writes the cache again."""
+    return replace(index, lexicon=lexicon_from_texts(list(lexicon_texts(index))), fingerprint="",
+                   calibration=None)
+
+
+def upgraded(d: dict) -> dict:
+    """An older cache's fields in this version's layout, every vector kept. What it did not
+    record is left for the next update to find out, and an empty fingerprint makes that
+    update happen: each text note is read once (lines_known: the lines its chunks start on, what
+    it says of itself and its cleaned text were not kept), and a chunk whose text is the same
+    reuses its vector. Its skipped notes are read once (a stub was a note under 50 characters,
+    headings counted; a format 5 cache's reasons had no kind). A format 5 cache's notes are hashed
+    once (their records have no ctime or inode: -1 matches none), and the model's build is taken
+    to be the one Ollama runs now."""
+    chunks = check(d["chunks"], dict, "chunks")
+    shape = check(chunks["source_ids"], tuple, "source ids")[1]
+    d = {**d, "chunks": {**chunks, "lines": ("<i8", shape, np.full(shape, -1, dtype="<i8").tobytes())}}
+    if d["format"] < FIRST_WITH_HEADER:
+        records = {check(rel, str, "file name"): FileRecord(*check(r, tuple, "file record")[:2], -1, -1, *r[2:])
+                   for rel, r in check(d["files"], dict, "files").items()}
+        d = {**d, "files": pickle.loads(pickle.dumps(FileTable.pack(records), protocol=5)),   # as a cache holds them
+             "model_digest": "", "notes_dir": ""}
+    return {**d, "format": CACHE_FORMAT, "fingerprint": "", "notes": None, "skipped": {}}
+
+
+def load_index(path: Path) -> tuple[Index | None, str]:
+    """Load a cache file; on any problem return (None, a one-line reason). A cache an older
+    version wrote (UPGRADABLE) comes back with a note saying so instead of "".
+
+    The vectors are not read but memory-mapped (read-only): the OS pages them in
+    as the first search touches them, and a warm query pays no copy at all.
+    """
+    if not path.exists():
+        return None, "no cache yet"
+    try:
+        with open(path, "rb") as f, gc_paused():
+            d = BuiltinsOnlyUnpickler(f).load()
+            written = d.get("format") if isinstance(d, dict) else None
+            if written == CACHE_FORMAT or written in UPGRADABLE and written >= FIRST_WITH_HEADER:
+                d = {**check(BuiltinsOnlyUnpickler(f).load(), dict, "cache"), **d}   # the header; the rest follows
+            if written in UPGRADABLE:
+                d = upgraded(d)
+            elif written != CACHE_FORMAT:
+                return None, "cache is from another version of demo_rag"
+            vectors = map_vectors(f, f.tell() + (-f.tell() % VECTOR_ALIGN), d["vectors_shape"])
+            index = index_from_dict(d, vectors)
+            index = index if d.get("tokenizer") == TOKENIZER_VERSION else recounted(index)
+            return index, "" if written == CACHE_FORMAT else \
+                f"cache written by an older demo_rag (format {written}): its vectors are kept"
+    except BuiltinsOnlyUnpickler.Refused as e:
+        return None, f"cache refused ({e})"
+    except CacheDamaged as e:
+        return None, f"cache is damaged ({e})"
+    except Exception as e:  # truncated, corrupt, foreign: never trust it, rebuild
+        return None, f"cache is damaged ({type(e).__name__})"
+
+
+def vectors_elsewhere(donors: Sequence[Path], wanted: dict[bytes, list[int]],
+                      settings: Settings) -> Iterator[tuple[list[int], np.ndarray]]:
+    """(rows, vector) for each text a donor cache holds a vector for. `wanted` maps the
+    text_key of a document text, as embedded, to the rows that need it; a text found is taken
+    out of it. A refused chunk's zero vector is no vector."""
+    for path in donors:
+        index, _ = load_index(path)
+        for j in range(len(index.chunks) if index is not None else 0):
+            key = text_key(document_text(index.chunks[j], settings))
+            if key in wanted and index.has_vector[j] and index.vectors[j].any():
+                yield wanted.pop(key), index.vectors[j]
+                if not wanted:
+                    return
+
+
+def adopted(settings: Settings, files: list[NoteFile], path: Path) -> tuple[Index | None, str, Path | None]:
+    """Another cache of these notes, for a folder with none at `path`: (index, what to say,
+    its file), or (None, "", None). First a cache an older version kept for this folder;
+    else one of these settings whose notes have the same names (the folder moved, renamed
+    or copied), the same stat first. An adopted index loses its fingerprint, so the update
+    that follows checks each note (one stat, for a moved note) and saves it at `path`."""
+    for older in older_cache_paths(path):
+        index, note = load_index(older) if older.exists() else (None, "")
+        if index is not None:
+            return index, note, older
+    names, here = names_digest(f.rel for f in files), fingerprint(files)
+    template = embed_templates(settings).document
+    candidates = sorted((h["fingerprint"] != here, os.path.isdir(h["notes_dir"]), str(p))
+                        for p in settings.cache_dir.glob(f"*.v{CACHE_FORMAT}.pkl")
+                        if p != path and (h := read_header(p)) and h["names"] == names
+                        and (h["embed_model"], h["chunking"], h["doc_template"]) ==
+                        (settings.embed_model, (settings.chunk_size, settings.chunk_overlap), template))
+    for *_, p in candidates:
+        index, _ = load_index(Path(p))
+        if index is not None:
+            return (replace(index, fingerprint=""), f"taking over the index of the same notes at "
+                    f"{readable_name(index.notes_dir)}: no note is read or embedded again but for what changed",
+                    Path(p))
+    return None, "", None
+
+
+def tidy_caches(cache_dir: Path, path: Path, donor: Path | None) -> list[str]:
+    """After a folder's first cache is saved at `path`: the cache it was adopted from (`donor`)
+    is deleted if that folder is gone (its notes are here now), and the others of folders that
+    are gone are named, with the space they take, in one warning. Not a file is deleted that
+    could still serve: a folder on a drive not mounted now comes back to a cache of it (adopted)."""
+    gone = []
+    for p in cache_dir.glob(f"*.v{CACHE_FORMAT}.pkl"):
+        h = read_header(p) if p != path else None
+        if h is None or not h["notes_dir"] or os.path.isdir(h["notes_dir"]):
+            continue
+        if p == donor:
+            with contextlib.suppress(OSError):
+                p.unlink()
+            continue
+        with contextlib.suppress(OSError):
+            gone.append((p.stat().st_size, readable_name(h["notes_dir"])))
+    if not gone:
+        return []
+    names = ", ".join(sorted(n for _, n in gone)[:3]) + (", …" if len(gone) > 3 else "")
+    size = sum(n for n, _ in gone) / 2**20
+    return [f"{len(gone)} cache file(s) in {readable_name(str(cache_dir))} ({size:.1f} MB) hold the index of "
+            f"notes folders that are gone ({names}): delete them if those are gone for good"]
+
+
+@contextlib.contextmanager
+def interrupts_deferred(notice: str = "") -> Iterator[list[int]]:
+    """Hold Ctrl-C and SIGTERM while the block runs, writing `notice` (if any) to stderr when
+    one comes; yields the list of signals held. Off the main thread (a notebook's worker)
+    signals cannot be caught, and nothing is held."""
+    came: list[int] = []
+
+    def hold(signum, frame) -> None:
+        came.append(signum)
+        if notice:
+            with contextlib.suppress(OSError):
+                os.write(2, notice.encode())
+    try:
+        previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:
+        previous = {}
+    try:
+        yield came
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 class CacheWriter:
@@ -3431,36 +3268,6 @@ class CacheWriter:
         return self.problem is None
 
 
-class BuildInterrupted(KeyboardInterrupt):
-    """Ctrl-C (or SIGTERM) during a build, after what was embedded was saved."""
-
-    def __init__(self, kept: int, total: int):
-        super().__init__(f"kept {kept:,} of {total:,} vectors; run again to continue")
-
-
-@contextlib.contextmanager
-def interrupts_deferred(notice: str = "") -> Iterator[list[int]]:
-    """Hold Ctrl-C and SIGTERM while the block runs, writing `notice` (if any) to stderr when
-    one comes; yields the list of signals held. Off the main thread (a notebook's worker)
-    signals cannot be caught, and nothing is held."""
-    came: list[int] = []
-
-    def hold(signum, frame) -> None:
-        came.append(signum)
-        if notice:
-            with contextlib.suppress(OSError):
-                os.write(2, notice.encode())
-    try:
-        previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
-    except ValueError:
-        previous = {}
-    try:
-        yield came
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 def sigterm_as_interrupt():
     """Make SIGTERM stop a run the way Ctrl-C does (what was embedded is kept); return the
     previous handler for restore_sigterm, or None off the main thread (a notebook's worker)."""
@@ -3477,100 +3284,6 @@ def restore_sigterm(previous) -> None:
         signal.signal(signal.SIGTERM, previous)
 
 
-@contextlib.contextmanager
-def gc_paused():
-    """Pause the cyclic garbage collector: loading creates many tuples and strings,
-    none of them garbage, and the collector would walk them again and again."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-# ----------------------------------------------------------------------------
-# Progress on stderr: numbers a long first build can be planned by.
-
-
-class EmbedProgress(NamedTuple):
-    """Where a build's embedding stands, reported after every batch."""
-    done: int                             # chunks with a vector, of
-    total: int                            # all chunks in the index
-    embedded: int                         # embedded by this run, in
-    seconds: float                        # this long
-    note: str                             # the note the last batch came from
-
-
-class ProgressLine:
-    """Shows open_index's progress on a stream (stderr), as a callable.
-
-    On a terminal: one line rewritten in place, at most 10 times a second. Not
-    on a terminal (a pipe, a log, CI): a line every `every` seconds, so a long
-    build's log stays readable. Either way finish() ends with a summary line.
-    Plain messages (str) are printed as they come, unless quiet.
-    """
-
-    def __init__(self, stream, every: float = PROGRESS_SECONDS, quiet: bool = False):
-        self.stream, self.quiet = stream, quiet
-        self.tty = stream.isatty()
-        self.every = 0.1 if self.tty else every
-        self.shown = time.monotonic()
-        self.latest: EmbedProgress | None = None
-        self.open = False                 # a line on the terminal still waits for its newline
-
-    def __call__(self, event: str | EmbedProgress) -> None:
-        if isinstance(event, str):
-            if not self.quiet:
-                self.write(event + "\n")
-            return
-        self.latest = event
-        if time.monotonic() - self.shown >= self.every:
-            self.shown = time.monotonic()
-            self.write("  " + progress_text(event) + ("" if self.tty else "\n"))
-
-    def finish(self) -> None:
-        e, self.latest = self.latest, None
-        if e is not None:
-            rate = e.embedded / max(e.seconds, 1e-9)
-            self.write(f"  embedded {e.embedded:,} chunks in {duration(e.seconds)} ({rate:.1f} chunks/s)\n")
-
-    def write(self, text: str) -> None:
-        if self.tty:
-            with contextlib.suppress(OSError):
-                width = os.get_terminal_size(self.stream.fileno()).columns
-                text = text if text.endswith("\n") else text[:width - 1]
-            if self.open:                 # back to the start of the line, and clear it
-                getattr(self.stream, "raw", self.stream).write("\r\x1b[K")
-            self.open = not text.endswith("\n")
-        self.stream.write(text)
-        self.stream.flush()
-
-
-def progress_text(e: EmbedProgress) -> str:
-    """One progress line.
-
-    >>> progress_text(EmbedProgress(3200, 10000, 1200, 400.0, "notes/rag.md"))
-    'embedding 3,200/10,000 chunks · 3.0 chunks/s · 6m40s elapsed · 37m47s left · notes/rag.md'
-    """
-    rate = e.embedded / max(e.seconds, 1e-9)
-    left = (e.total - e.done) / rate if rate else float("inf")
-    return (f"embedding {e.done:,}/{e.total:,} chunks · {rate:.1f} chunks/s · {duration(e.seconds)} elapsed"
-            f" · {duration(left)} left · {e.note}")
-
-
-def duration(seconds: float) -> str:
-    """A short human duration.
-
-    >>> duration(9.4), duration(400), duration(4000), duration(float("inf"))
-    ('9s', '6m40s', '1h06m', '?')
-    """
-    if not math.isfinite(seconds):
-        return "?"
-    s = round(seconds)
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
-
 # ----------------------------------------------------------------------------
 # Search: replaces Part I's search_notes. One path for every caller (the command line, the
 # modes, notebooks): the question embedded with its template, then ranked in four stages,
@@ -3585,50 +3298,8 @@ def duration(seconds: float) -> str:
 # rank() composes them; search() embeds the question and calls it, and so do the
 # calibration, --eval and --tune, so that what is measured is what a run does.
 
+
 CANDIDATE_DEPTH = 10                      # candidates select() keeps: --eval's MRR@10 and --tune look this deep
-
-
-def search(client: ollama.Client, index: Index, question: str, settings: Settings) -> Retrieval:
-    """The one search path every caller takes: embed the question, rank(), say how it went.
-
-    When the question cannot be embedded (Ollama away, the model not pulled) or
-    some chunks have no vector yet, it ranks by keywords alone and records why
-    in `keywords_only_because`.
-    """
-    t0 = time.perf_counter()
-    qvec, why, changed = None, None, ""
-    if not index.complete:
-        why = f"{int((~index.has_vector).sum())} of {len(index.chunks)} chunks have no vector yet"
-    else:
-        try:
-            qvec = embed_query(client, question, settings)
-        except OllamaError as e:
-            why = str(e)
-        if qvec is not None and not np.isfinite(qvec).all():
-            qvec, why = None, f"{settings.embed_model} returned a vector for the question that is not a number"
-        held = index.vectors.shape[1]
-        if qvec is not None and held and len(qvec) != held:
-            changed = (f"{settings.embed_model} returned {len(qvec)} numbers for the question where the index's "
-                       f"vectors have {held}: another model answers under that name now (re-pulled, or another "
-                       "server at this address?); --rebuild re-embeds the notes with it")
-            why = changed
-    t1 = time.perf_counter()
-    r = rank(index, question, qvec, settings)
-    return replace(r, keywords_only_because=why, reembed_because=changed,
-                   timings={"embed_query": t1 - t0, "search": time.perf_counter() - t1})
-
-
-def rank(index: Index, question: str, qvec: np.ndarray | None, settings: Settings) -> Retrieval:
-    """Rank the chunks for an embedded question (qvec None: keywords only): score, select,
-    judge and trim, as the banner above draws them. At most top_k_limit() sources are
-    judged and sent, however high settings.top_k is."""
-    scores = score(index, question, qvec, settings)
-    ranked = select(index, scores, max(CANDIDATE_DEPTH, settings.top_k))
-    # A reranker would reorder `ranked` here: judge and trim take what it puts first.
-    judged = ranked[:min(settings.top_k, top_k_limit(settings.chunk_size))]
-    verdict = judge(index, question, scores, judged, settings)
-    return Retrieval(trim(judged, scores), judged, ranked, qvec, *scores, *verdict, found=verdict.found,
-                     notes={h.chunk.source: card_of(index, h.chunk.source) for h in ranked})
 
 
 def card_of(index: Index, rel: str) -> NoteMeta:
@@ -3685,208 +3356,6 @@ class Retrieval:
         return self.dense is None
 
 
-def score(index: Index, question: str, qvec: np.ndarray | None, settings: Settings) -> Scores:
-    """Stage 1: score every chunk --source allows by meaning (exact cosine: one matrix-vector
-    product) and by words (BM25), and fuse the two (--fusion)."""
-    rows = np.flatnonzero(filter_mask(index, filters_in_force(settings)))
-    dense = None
-    # A partly embedded index (Ollama left mid-way) is searched by BM25 alone:
-    # fusing would favour the rows that happen to have vectors.
-    if qvec is not None and index.vectors.shape[1] == len(qvec) and index.has_vector[rows].all():
-        dense = typical_for_refused(index, index.vectors @ qvec, rows)
-    terms = query_postings(index.lexicon, question)    # tokenized once: BM25, fusion, confidence
-    lexical = bm25_scores(index.lexicon, terms)
-    fused = np.full(len(index.chunks), -np.inf, dtype=np.float32)
-    words_found = coverage(terms, int(rows[lexical[rows].argmax()])) if len(rows) else 0.0
-    fused[rows], weights = fuse(None if dense is None else dense[rows], lexical[rows], words_found,
-                                settings.fusion, off_topic_meaning(index, question))
-    return Scores(rows, dense, lexical, fused, weights, terms)
-
-
-def select(index: Index, scores: Scores, depth: int) -> list[Hit]:
-    """Stage 2: the `depth` best chunks by fused score, best first. By keywords only, a chunk
-    without any of the question's words is no match, however it ranks."""
-    best = scores.rows[top_rows(scores.fused[scores.rows], depth)]
-    if scores.dense is None:
-        best = [i for i in best if scores.lexical[i] > 0]
-    return [Hit(rank, int(i), index.chunks[i], float(scores.fused[i]),
-                float(scores.dense[i]) if scores.dense is not None else float("nan"), float(scores.lexical[i]))
-            for rank, i in enumerate(best, 1)]
-
-
-def judge(index: Index, question: str, scores: Scores, candidates: list[Hit], settings: Settings) -> Verdict:
-    """Stage 3: the candidates' confidence against the relevance floor of this index and language."""
-    conf = confidence(scores.terms, [h.row for h in candidates], scores.dense, scores.rows)
-    return Verdict(conf, *relevance_floor(index, question, settings))
-
-
-def trim(candidates: list[Hit], scores: Scores) -> list[Hit]:
-    """Stage 4: the candidates the prompt gets, those close to the best (close_to_best())."""
-    return close_to_best(candidates, scores.fused[scores.rows])
-
-
-def typical_for_refused(index: Index, dense: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """The cosines, with the typical one (the median over `rows`) for each chunk the model
-    returned no number for (fill_vectors() gave it a zero vector, whose cosine is exactly 0):
-    0 would sink it below every other chunk when cosines sit near 0.8 (e5), and spread the
-    z-scores of all; at the typical one its words decide."""
-    zero = rows[dense[rows] == 0]
-    zero = zero[~index.vectors[zero].any(axis=1)] if len(zero) else zero
-    if len(zero) and len(zero) < len(rows):
-        dense[zero] = median(dense[np.setdiff1d(rows, zero)])
-    return dense
-
-
-def close_to_best(hits: list[Hit], scores: np.ndarray) -> list[Hit]:
-    """The hits worth the chat model's time: those whose score stands at least SOURCE_CUT as
-    far above the average of all `scores` as the best hit's does. A question worded like
-    one note gets that note alone; when several score alike, all of them go. With few
-    chunks the average is no "unrelated chunk" (of two, one is always below it): all go.
-
-    >>> hits = [Hit(i + 1, i, Chunk("n.md", "", ""), score, 0.0, 0.0) for i, score in enumerate([4.0, 2.5, 1.0])]
-    >>> [h.rank for h in close_to_best(hits, np.array([4.0, 2.5, 1.0] + [-1.0] * 7))]   # average 0.0
-    [1, 2]
-    """
-    if all_kept(hits, scores):
-        return hits
-    average = float(scores.mean())
-    return [h for h in hits if h.score - average >= SOURCE_CUT * (hits[0].score - average)]
-
-
-def all_kept(hits: list[Hit], scores: np.ndarray) -> str:
-    """Why close_to_best() keeps every hit without comparing them, or "" when it compares."""
-    if not hits:
-        return "there are none"
-    if len(scores) < 2 * len(hits):
-        return f"{len(scores)} chunks searched are too few to tell what an unrelated one scores"
-    if hits[0].score <= float(scores.mean()):
-        return "the best stands no higher than the average chunk"
-    return ""
-
-
-def top_k_limit(chunk_size: int, answer_tokens: int = ANSWER_TOKENS) -> int:
-    """The most sources of chunk_size characters that fit in a MAX_NUM_CTX context, even
-    when every character is a token (Chinese): room is kept for the answer, and 1024
-    tokens for the rules and the question; each citation line counts 32.
-
-    >>> top_k_limit(1500), top_k_limit(1500, answer_tokens=MAX_ANSWER_TOKENS)
-    (20, 10)
-    """
-    return max(1, (MAX_NUM_CTX - answer_tokens - 1024) // (chunk_size + 32))
-
-
-def top_rows(scores: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the k highest scores, best first; equal scores keep file order. Replaces
-    Part I's full sort: only the k best are sorted, which matters at a million chunks.
-
-    >>> top_rows(np.array([0.1, 0.9, 0.5, 0.9]), 3)
-    array([1, 3, 2])
-    """
-    k = min(k, len(scores))
-    if k <= 0:
-        return np.zeros(0, dtype=np.int64)
-    kth = scores[np.argpartition(-scores, k - 1)[:k]].min()    # the k best in O(n), unsorted
-    above = np.flatnonzero(scores > kth)
-    # subtle: argpartition picks arbitrarily among ties at the cut; take them in row order
-    idx = np.concatenate([above, np.flatnonzero(scores == kth)[:k - len(above)]])
-    return idx[np.lexsort((idx, -scores[idx]))]
-
-
-FUSION_NOTES = {"evidence": "z-scores weighted by each ranker's evidence on this question",
-                "zscore": "z-scores weighted by how far each ranker stands out",
-                "rrf": f"reciprocal rank fusion, k={RRF_K}", "dense": "cosine alone", "bm25": "BM25 alone"}
-
-
-def fuse(dense: np.ndarray | None, lexical: np.ndarray, words_found: float,
-         method: str = FUSION_METHOD, off_topic: tuple[float, float] | None = None) -> tuple[np.ndarray, dict[str, float]]:
-    """Fuse two rankers' scores into one; returns the fused scores and each ranker's share.
-
-    Each ranker's scores become z-scores, so cosines and BM25 are comparable, and
-    each counts by the evidence it found on this question, the two halves of
-    confidence(): BM25 by `words_found`, how much of the question's informative
-    words its best chunk holds (coverage()); dense by meaning_found(), how far its
-    best cosine moved from the typical chunk's towards a perfect match. Raised to
-    EVIDENCE_POWER, so the ranker with clearly more evidence leads and the other
-    only breaks its near-ties: a question worded like the note is ranked by its
-    words, a paraphrase by its meaning, and an embedder that is noise on these notes
-    (an English-only one on Chinese) cannot drag good keyword hits down.
-    On a calibrated index, `off_topic` holds how much meaning its off-topic probes found
-    (typical, highest), and the cosine counts by meaning_weight() instead.
-    `method` (--fusion) picks an alternative; see fuse_other().
-
-    Worked example: BM25's best chunk holds 90% of the question's words, the best
-    cosine moved 0.4 of the way from the typical chunk's to 1.0: the words count
-    (0.9 / 0.4) ** 6, about 130 times as much, and row 3 wins although its cosine is low.
-
-    >>> fused, weights = fuse(np.array([0.0, -0.1, 0.4, 0.0]), np.array([0.0, 0.0, 0.0, 3.0]), 0.9)
-    >>> int(fused.argmax()), {name: round(w, 3) for name, w in weights.items()}
-    (3, {'dense': 0.008, 'bm25': 0.992})
-    """
-    parts = {name: s for name, s in (("dense", dense), ("bm25", lexical)) if s is not None and len(s)}
-    if not parts:
-        return np.zeros(0, dtype=np.float32), {}
-    if method != "evidence":
-        return fuse_other(parts, method)
-    meaning = meaning_found(float(dense.max()), median(dense)) if dense is not None else 0.0
-    evidence = {"dense": meaning_weight(meaning, *off_topic) if off_topic else meaning, "bm25": words_found}
-    return weighted_z_scores(parts, {name: evidence[name] ** EVIDENCE_POWER for name in parts})
-
-
-def weighted_z_scores(parts: dict[str, np.ndarray], weights: dict[str, float]) -> tuple[np.ndarray, dict[str, float]]:
-    """The weighted mean of the rankers' z-scores (each ranker's scores minus their mean, over
-    their standard deviation, so that cosines and BM25 are comparable), and each ranker's
-    share of the weight; equal shares when all weights are 0.
-
-    >>> weighted_z_scores({"a": np.array([1.0, 3.0]), "b": np.array([0.0, 0.0])}, {"a": 3.0, "b": 1.0})
-    (array([-0.75,  0.75], dtype=float32), {'a': 0.75, 'b': 0.25})
-    """
-    if sum(weights.values()) == 0:        # no evidence either way: all count the same
-        weights = dict.fromkeys(parts, 1.0)
-    total = sum(weights.values())
-    shares = {name: w / total for name, w in weights.items()}
-    fused = sum(shares[name] * (s - s.mean()) / (s.std() or 1.0) for name, s in parts.items())
-    return np.asarray(fused, dtype=np.float32), shares
-
-
-def meaning_weight(meaning: float, typical: float, highest: float) -> float:
-    """The cosine's evidence for the fusion on a calibrated index: meaning_found() in full once
-    it exceeds the most any off-topic probe found (`highest`) by PROBE_REACH of the probes'
-    spread, none when it is no more than the typical probe's, linearly between. An embedder
-    that cannot read a language finds as much "meaning" in any question of it as in an
-    answerable one: then the words decide.
-
-    >>> meaning_weight(0.6, 0.4, 0.5), round(meaning_weight(0.45, 0.4, 0.5), 3), meaning_weight(0.3, 0.4, 0.5)
-    (0.6, 0.18, 0.0)
-    """
-    if highest <= typical:
-        return meaning if meaning > highest else 0.0
-    top = highest + PROBE_REACH * (highest - typical)
-    return meaning * min(1.0, max(0.0, (meaning - typical) / (top - typical)))
-
-
-def confidence(terms: list[Term], hit_rows: list[int], dense: np.ndarray | None, rows: np.ndarray) -> float:
-    """How sure we are that the notes hold an answer (compared with --min-score): the
-    evidence of words plus the evidence of meaning, each 0 to 1, so 0 to 2 in all.
-
-    Words: the most of the question's informative words one hit holds (coverage).
-    Meaning: how far the best hit's cosine moved from the typical chunk's (the
-    median over `rows`) towards a perfect 1.0. That is judged on each embedder's own
-    scale: e5's cosines all sit near 0.8, MiniLM's near 0.1, and a fixed offset
-    would suit only one of them. A paraphrase scores on meaning, a question worded
-    like the note on words, an unanswerable one on neither. Keywords only: words alone.
-
-    >>> lex = lexicon_from_texts(["black cat", "black dog"])
-    >>> round(confidence(query_postings(lex, "cat"), [0, 1], None, np.arange(2)), 2)
-    1.0
-    >>> round(confidence(query_postings(lex, "fish"), [0], np.array([0.9, 0.5]), np.arange(2)), 2)
-    0.67
-    """
-    words = max((coverage(terms, row) for row in hit_rows), default=0.0)
-    if dense is None or not len(rows) or not hit_rows:
-        return words
-    return words + meaning_found(max(float(dense[row]) for row in hit_rows), median(dense[rows]))
-
-
 def median(values: np.ndarray) -> float:
     """The median, as np.median gives it, without np.median's first-call cost (it imports
     numpy.ma, slower than the rest of a warm query).
@@ -3914,6 +3383,18 @@ def coverage(terms: list[Term], row: int) -> float:
     total = sum(t.idf for t in terms)
     found = sum(t.idf for t in terms if np.any(t.rows == row))
     return found / total if total else 0.0
+
+
+def typical_for_refused(index: Index, dense: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The cosines, with the typical one (the median over `rows`) for each chunk the model
+    returned no number for (fill_vectors() gave it a zero vector, whose cosine is exactly 0):
+    0 would sink it below every other chunk when cosines sit near 0.8 (e5), and spread the
+    z-scores of all; at the typical one its words decide."""
+    zero = rows[dense[rows] == 0]
+    zero = zero[~index.vectors[zero].any(axis=1)] if len(zero) else zero
+    if len(zero) and len(zero) < len(rows):
+        dense[zero] = median(dense[np.setdiff1d(rows, zero)])
+    return dense
 
 
 def source_mask(index: Index, pattern: str | None) -> np.ndarray:
@@ -3966,6 +3447,18 @@ def unfiltered(settings: Settings) -> Settings:
     return with_filters(settings, Filters())
 
 
+def note_passes(card: NoteMeta, tags: tuple[str, ...], first: str, last: str) -> bool:
+    """Does a note (its note_card) have one of the lower-cased `tags` (or a tag nested under one:
+    #a/b is an a), and a date from `first` to `last`?
+
+    >>> card = NoteMeta(tags=("Project/Alpha",), date="2026-01-15")
+    >>> note_passes(card, ("project",), "2026-01-01", "2026-01-31"), note_passes(card, ("proj",), "", "9999")
+    (True, False)
+    """
+    tagged = not tags or any(t == w or t.startswith(w + "/") for t in (x.lower() for x in card.tags) for w in tags)
+    return tagged and first <= card.date <= last
+
+
 def filter_mask(index: Index, filters: Filters) -> np.ndarray:
     """Which chunks the filters allow: --source's, and of notes with one of the tags and dated
     within --since and --until (note_card() says a note's date)."""
@@ -3982,16 +3475,39 @@ def filter_mask(index: Index, filters: Filters) -> np.ndarray:
     return mask & allowed
 
 
-def note_passes(card: NoteMeta, tags: tuple[str, ...], first: str, last: str) -> bool:
-    """Does a note (its note_card) have one of the lower-cased `tags` (or a tag nested under one:
-    #a/b is an a), and a date from `first` to `last`?
+def weighted_z_scores(parts: dict[str, np.ndarray], weights: dict[str, float]) -> tuple[np.ndarray, dict[str, float]]:
+    """The weighted mean of the rankers' z-scores (each ranker's scores minus their mean, over
+    their standard deviation, so that cosines and BM25 are comparable), and each ranker's
+    share of the weight; equal shares when all weights are 0.
 
-    >>> card = NoteMeta(tags=("Project/Alpha",), date="2026-01-15")
-    >>> note_passes(card, ("project",), "2026-01-01", "2026-01-31"), note_passes(card, ("proj",), "", "9999")
-    (True, False)
+    >>> weighted_z_scores({"a": np.array([1.0, 3.0]), "b": np.array([0.0, 0.0])}, {"a": 3.0, "b": 1.0})
+    (array([-0.75,  0.75], dtype=float32), {'a': 0.75, 'b': 0.25})
     """
-    tagged = not tags or any(t == w or t.startswith(w + "/") for t in (x.lower() for x in card.tags) for w in tags)
-    return tagged and first <= card.date <= last
+    if sum(weights.values()) == 0:        # no evidence either way: all count the same
+        weights = dict.fromkeys(parts, 1.0)
+    total = sum(weights.values())
+    shares = {name: w / total for name, w in weights.items()}
+    fused = sum(shares[name] * (s - s.mean()) / (s.std() or 1.0) for name, s in parts.items())
+    return np.asarray(fused, dtype=np.float32), shares
+
+
+def standout(scores: np.ndarray) -> float:
+    """How far the best score stands above what chance would give, in standard deviations.
+
+    The best of n random scores lies about sqrt(2 ln n) standard deviations above
+    their mean; a ranker that found something relevant puts its best further out.
+    Values <= 0 mean "no better than noise".
+
+    >>> round(standout(np.array([0.0] * 99 + [1.0])), 2)
+    6.92
+    """
+    n = len(scores)
+    if n < 2:
+        return 0.0
+    sd = float(scores.std())
+    if sd == 0:
+        return 0.0
+    return (float(scores.max()) - float(scores.mean())) / sd - math.sqrt(2 * math.log(n))
 
 
 def fuse_other(parts: dict[str, np.ndarray], method: str) -> tuple[np.ndarray, dict[str, float]]:
@@ -4029,23 +3545,222 @@ def fuse_other(parts: dict[str, np.ndarray], method: str) -> tuple[np.ndarray, d
     return fused.astype(np.float32), dict.fromkeys(parts, 1.0)
 
 
-def standout(scores: np.ndarray) -> float:
-    """How far the best score stands above what chance would give, in standard deviations.
+def meaning_weight(meaning: float, typical: float, highest: float) -> float:
+    """The cosine's evidence for the fusion on a calibrated index: meaning_found() in full once
+    it exceeds the most any off-topic probe found (`highest`) by PROBE_REACH of the probes'
+    spread, none when it is no more than the typical probe's, linearly between. An embedder
+    that cannot read a language finds as much "meaning" in any question of it as in an
+    answerable one: then the words decide.
 
-    The best of n random scores lies about sqrt(2 ln n) standard deviations above
-    their mean; a ranker that found something relevant puts its best further out.
-    Values <= 0 mean "no better than noise".
-
-    >>> round(standout(np.array([0.0] * 99 + [1.0])), 2)
-    6.92
+    >>> meaning_weight(0.6, 0.4, 0.5), round(meaning_weight(0.45, 0.4, 0.5), 3), meaning_weight(0.3, 0.4, 0.5)
+    (0.6, 0.18, 0.0)
     """
-    n = len(scores)
-    if n < 2:
-        return 0.0
-    sd = float(scores.std())
-    if sd == 0:
-        return 0.0
-    return (float(scores.max()) - float(scores.mean())) / sd - math.sqrt(2 * math.log(n))
+    if highest <= typical:
+        return meaning if meaning > highest else 0.0
+    top = highest + PROBE_REACH * (highest - typical)
+    return meaning * min(1.0, max(0.0, (meaning - typical) / (top - typical)))
+
+
+FUSION_NOTES = {"evidence": "z-scores weighted by each ranker's evidence on this question",
+                "zscore": "z-scores weighted by how far each ranker stands out",
+                "rrf": f"reciprocal rank fusion, k={RRF_K}", "dense": "cosine alone", "bm25": "BM25 alone"}
+
+
+def fuse(dense: np.ndarray | None, lexical: np.ndarray, words_found: float,
+         method: str = FUSION_METHOD, off_topic: tuple[float, float] | None = None) -> tuple[np.ndarray, dict[str, float]]:
+    """Fuse two rankers' scores into one; returns the fused scores and each ranker's share.
+
+    Each ranker's scores become z-scores, so cosines and BM25 are comparable, and
+    each counts by the evidence it found on this question, the two halves of
+    confidence(): BM25 by `words_found`, how much of the question's informative
+    words its best chunk holds (coverage()); dense by meaning_found(), how far its
+    best cosine moved from the typical chunk's towards a perfect match. Raised to
+    EVIDENCE_POWER, so the ranker with clearly more evidence leads and the other
+    only breaks its near-ties: a question worded like the note is ranked by its
+    words, a paraphrase by its meaning, and an embedder that is noise on these notes
+    (an English-only one on Chinese) cannot drag good keyword hits down.
+    On a calibrated index, `off_topic` holds how much meaning its off-topic probes found
+    (typical, highest), and the cosine counts by meaning_weight() instead.
+    `method` (--fusion) picks an alternative; see fuse_other().
+
+    Worked example: BM25's best chunk holds 90% of the question's words, the best
+    cosine moved 0.4 of the way from the typical chunk's to 1.0: the words count
+    (0.9 / 0.4) ** 6, about 130 times as much, and row 3 wins although its cosine is low.
+
+    >>> fused, weights = fuse(np.array([0.0, -0.1, 0.4, 0.0]), np.array([0.0, 0.0, 0.0, 3.0]), 0.9)
+    >>> int(fused.argmax()), {name: round(w, 3) for name, w in weights.items()}
+    (3, {'dense': 0.008, 'bm25': 0.992})
+    """
+    parts = {name: s for name, s in (("dense", dense), ("bm25", lexical)) if s is not None and len(s)}
+    if not parts:
+        return np.zeros(0, dtype=np.float32), {}
+    if method != "evidence":
+        return fuse_other(parts, method)
+    meaning = meaning_found(float(dense.max()), median(dense)) if dense is not None else 0.0
+    evidence = {"dense": meaning_weight(meaning, *off_topic) if off_topic else meaning, "bm25": words_found}
+    return weighted_z_scores(parts, {name: evidence[name] ** EVIDENCE_POWER for name in parts})
+
+
+def top_rows(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k highest scores, best first; equal scores keep file order. Replaces
+    Part I's full sort: only the k best are sorted, which matters at a million chunks.
+
+    >>> top_rows(np.array([0.1, 0.9, 0.5, 0.9]), 3)
+    array([1, 3, 2])
+    """
+    k = min(k, len(scores))
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    kth = scores[np.argpartition(-scores, k - 1)[:k]].min()    # the k best in O(n), unsorted
+    above = np.flatnonzero(scores > kth)
+    # subtle: argpartition picks arbitrarily among ties at the cut; take them in row order
+    idx = np.concatenate([above, np.flatnonzero(scores == kth)[:k - len(above)]])
+    return idx[np.lexsort((idx, -scores[idx]))]
+
+
+def confidence(terms: list[Term], hit_rows: list[int], dense: np.ndarray | None, rows: np.ndarray) -> float:
+    """How sure we are that the notes hold an answer (compared with --min-score): the
+    evidence of words plus the evidence of meaning, each 0 to 1, so 0 to 2 in all.
+
+    Words: the most of the question's informative words one hit holds (coverage).
+    Meaning: how far the best hit's cosine moved from the typical chunk's (the
+    median over `rows`) towards a perfect 1.0. That is judged on each embedder's own
+    scale: e5's cosines all sit near 0.8, MiniLM's near 0.1, and a fixed offset
+    would suit only one of them. A paraphrase scores on meaning, a question worded
+    like the note on words, an unanswerable one on neither. Keywords only: words alone.
+
+    >>> lex = lexicon_from_texts(["black cat", "black dog"])
+    >>> round(confidence(query_postings(lex, "cat"), [0, 1], None, np.arange(2)), 2)
+    1.0
+    >>> round(confidence(query_postings(lex, "fish"), [0], np.array([0.9, 0.5]), np.arange(2)), 2)
+    0.67
+    """
+    words = max((coverage(terms, row) for row in hit_rows), default=0.0)
+    if dense is None or not len(rows) or not hit_rows:
+        return words
+    return words + meaning_found(max(float(dense[row]) for row in hit_rows), median(dense[rows]))
+
+
+def all_kept(hits: list[Hit], scores: np.ndarray) -> str:
+    """Why close_to_best() keeps every hit without comparing them, or "" when it compares."""
+    if not hits:
+        return "there are none"
+    if len(scores) < 2 * len(hits):
+        return f"{len(scores)} chunks searched are too few to tell what an unrelated one scores"
+    if hits[0].score <= float(scores.mean()):
+        return "the best stands no higher than the average chunk"
+    return ""
+
+
+def close_to_best(hits: list[Hit], scores: np.ndarray) -> list[Hit]:
+    """The hits worth the chat model's time: those whose score stands at least SOURCE_CUT as
+    far above the average of all `scores` as the best hit's does. A question worded like
+    one note gets that note alone; when several score alike, all of them go. With few
+    chunks the average is no "unrelated chunk" (of two, one is always below it): all go.
+
+    >>> hits = [Hit(i + 1, i, Chunk("n.md", "", ""), score, 0.0, 0.0) for i, score in enumerate([4.0, 2.5, 1.0])]
+    >>> [h.rank for h in close_to_best(hits, np.array([4.0, 2.5, 1.0] + [-1.0] * 7))]   # average 0.0
+    [1, 2]
+    """
+    if all_kept(hits, scores):
+        return hits
+    average = float(scores.mean())
+    return [h for h in hits if h.score - average >= SOURCE_CUT * (hits[0].score - average)]
+
+
+def top_k_limit(chunk_size: int, answer_tokens: int = ANSWER_TOKENS) -> int:
+    """The most sources of chunk_size characters that fit in a MAX_NUM_CTX context, even
+    when every character is a token (Chinese): room is kept for the answer, and 1024
+    tokens for the rules and the question; each citation line counts 32.
+
+    >>> top_k_limit(1500), top_k_limit(1500, answer_tokens=MAX_ANSWER_TOKENS)
+    (20, 10)
+    """
+    return max(1, (MAX_NUM_CTX - answer_tokens - 1024) // (chunk_size + 32))
+
+
+def score(index: Index, question: str, qvec: np.ndarray | None, settings: Settings) -> Scores:
+    """Stage 1: score every chunk --source allows by meaning (exact cosine: one matrix-vector
+    product) and by words (BM25), and fuse the two (--fusion)."""
+    rows = np.flatnonzero(filter_mask(index, filters_in_force(settings)))
+    dense = None
+    # A partly embedded index (Ollama left mid-way) is searched by BM25 alone:
+    # fusing would favour the rows that happen to have vectors.
+    if qvec is not None and index.vectors.shape[1] == len(qvec) and index.has_vector[rows].all():
+        dense = typical_for_refused(index, index.vectors @ qvec, rows)
+    terms = query_postings(index.lexicon, question)    # tokenized once: BM25, fusion, confidence
+    lexical = bm25_scores(index.lexicon, terms)
+    fused = np.full(len(index.chunks), -np.inf, dtype=np.float32)
+    words_found = coverage(terms, int(rows[lexical[rows].argmax()])) if len(rows) else 0.0
+    fused[rows], weights = fuse(None if dense is None else dense[rows], lexical[rows], words_found,
+                                settings.fusion, off_topic_meaning(index, question))
+    return Scores(rows, dense, lexical, fused, weights, terms)
+
+
+def select(index: Index, scores: Scores, depth: int) -> list[Hit]:
+    """Stage 2: the `depth` best chunks by fused score, best first. By keywords only, a chunk
+    without any of the question's words is no match, however it ranks."""
+    best = scores.rows[top_rows(scores.fused[scores.rows], depth)]
+    if scores.dense is None:
+        best = [i for i in best if scores.lexical[i] > 0]
+    return [Hit(rank, int(i), index.chunks[i], float(scores.fused[i]),
+                float(scores.dense[i]) if scores.dense is not None else float("nan"), float(scores.lexical[i]))
+            for rank, i in enumerate(best, 1)]
+
+
+def judge(index: Index, question: str, scores: Scores, candidates: list[Hit], settings: Settings) -> Verdict:
+    """Stage 3: the candidates' confidence against the relevance floor of this index and language."""
+    conf = confidence(scores.terms, [h.row for h in candidates], scores.dense, scores.rows)
+    return Verdict(conf, *relevance_floor(index, question, settings))
+
+
+def trim(candidates: list[Hit], scores: Scores) -> list[Hit]:
+    """Stage 4: the candidates the prompt gets, those close to the best (close_to_best())."""
+    return close_to_best(candidates, scores.fused[scores.rows])
+
+
+def rank(index: Index, question: str, qvec: np.ndarray | None, settings: Settings) -> Retrieval:
+    """Rank the chunks for an embedded question (qvec None: keywords only): score, select,
+    judge and trim, as the banner above draws them. At most top_k_limit() sources are
+    judged and sent, however high settings.top_k is."""
+    scores = score(index, question, qvec, settings)
+    ranked = select(index, scores, max(CANDIDATE_DEPTH, settings.top_k))
+    # A reranker would reorder `ranked` here: judge and trim take what it puts first.
+    judged = ranked[:min(settings.top_k, top_k_limit(settings.chunk_size))]
+    verdict = judge(index, question, scores, judged, settings)
+    return Retrieval(trim(judged, scores), judged, ranked, qvec, *scores, *verdict, found=verdict.found,
+                     notes={h.chunk.source: card_of(index, h.chunk.source) for h in ranked})
+
+
+def search(client: ollama.Client, index: Index, question: str, settings: Settings) -> Retrieval:
+    """The one search path every caller takes: embed the question, rank(), say how it went.
+
+    When the question cannot be embedded (Ollama away, the model not pulled) or
+    some chunks have no vector yet, it ranks by keywords alone and records why
+    in `keywords_only_because`.
+    """
+    t0 = time.perf_counter()
+    qvec, why, changed = None, None, ""
+    if not index.complete:
+        why = f"{int((~index.has_vector).sum())} of {len(index.chunks)} chunks have no vector yet"
+    else:
+        try:
+            qvec = embed_query(client, question, settings)
+        except OllamaError as e:
+            why = str(e)
+        if qvec is not None and not np.isfinite(qvec).all():
+            qvec, why = None, f"{settings.embed_model} returned a vector for the question that is not a number"
+        held = index.vectors.shape[1]
+        if qvec is not None and held and len(qvec) != held:
+            changed = (f"{settings.embed_model} returned {len(qvec)} numbers for the question where the index's "
+                       f"vectors have {held}: another model answers under that name now (re-pulled, or another "
+                       "server at this address?); --rebuild re-embeds the notes with it")
+            why = changed
+    t1 = time.perf_counter()
+    r = rank(index, question, qvec, settings)
+    return replace(r, keywords_only_because=why, reembed_because=changed,
+                   timings={"embed_query": t1 - t0, "search": time.perf_counter() - t1})
+
 
 # ----------------------------------------------------------------------------
 # The relevance floor, measured on each index: replaces Part I's fixed MIN_SCORE. What
@@ -4054,6 +3769,7 @@ def standout(scores: np.ndarray) -> float:
 # and a large Chinese corpus holds the common words of any Chinese question), so each index
 # asks itself some off-topic questions once, in the languages of its notes, and sets the
 # floor just above what they typically score.
+
 
 # Everyday questions no notes are expected to answer (not those --make-eval writes, so that
 # --tune measures the floor on questions it was not set with).
@@ -4089,6 +3805,20 @@ PROBE_REACH = 0.25                        # the most of 24 probes is about what 
                                           # above it (0, 0.25, 0.5 tried: bench/floor_eval.py)
 
 
+ZH_CJK_SHARE = 0.25                       # a text is "zh" once more than this share of its characters is CJK:
+                                          # a Chinese word takes about 2 characters, an English one about 6
+                                          # with its space, so above a quarter most of its words are Chinese
+
+
+def question_language(text: str) -> str:
+    """"zh" for a text that is mostly CJK (Chinese, Japanese, Korean), else "en".
+
+    >>> question_language("泡龙井用多少度的水？"), question_language("What is BM25?")
+    ('zh', 'en')
+    """
+    return "zh" if len(CJK_CHAR.findall(text)) > ZH_CJK_SHARE * len(text) else "en"
+
+
 def relevance_floor(index: Index, question: str, settings: Settings) -> tuple[float, str]:
     """The floor a question's confidence must reach, and where it comes from: --min-score,
     else this index's calibration for the question's language, else MIN_SCORE."""
@@ -4109,20 +3839,6 @@ def off_topic_meaning(index: Index, question: str) -> tuple[float, float] | None
     (their median and their most), or None when it is not calibrated for that language."""
     meaning = (index.calibration or {}).get("meaning", {}).get(question_language(question))
     return tuple(meaning) if meaning else None
-
-
-ZH_CJK_SHARE = 0.25                       # a text is "zh" once more than this share of its characters is CJK:
-                                          # a Chinese word takes about 2 characters, an English one about 6
-                                          # with its space, so above a quarter most of its words are Chinese
-
-
-def question_language(text: str) -> str:
-    """"zh" for a text that is mostly CJK (Chinese, Japanese, Korean), else "en".
-
-    >>> question_language("泡龙井用多少度的水？"), question_language("What is BM25?")
-    ('zh', 'en')
-    """
-    return "zh" if len(CJK_CHAR.findall(text)) > ZH_CJK_SHARE * len(text) else "en"
 
 
 def notes_languages(index: Index, sample: int = 400) -> list[str]:
@@ -4146,13 +3862,6 @@ def calibration_key(settings: Settings) -> str:
 
 def calibration_current(index: Index, settings: Settings) -> bool:
     return index.calibration is not None and index.calibration["key"] == calibration_key(settings)
-
-
-def calibrated(index: Index, client: ollama.Client, settings: Settings, before: Index | None = None) -> Index:
-    """The index with calibrate()'s floors; unchanged when Ollama cannot embed the probes. The
-    probes' vectors the index `before` it kept are taken, not embedded again (remembered_probes)."""
-    calibration = calibrate(index, client, settings, remembered_probes(before, index) if before else {})
-    return replace(index, calibration=calibration) if calibration else index
 
 
 def remembered_probes(before: Index, index: Index) -> dict[str, np.ndarray]:
@@ -4221,6 +3930,185 @@ def calibrate(index: Index, client: ollama.Client, settings: Settings,
             "probes": {"model": index.embed_model, "build": index.model_digest, "texts": [texts[i] for i in kept],
                        "vectors": qvecs.astype("<f4").tobytes()}}
 
+
+def calibrated(index: Index, client: ollama.Client, settings: Settings, before: Index | None = None) -> Index:
+    """The index with calibrate()'s floors; unchanged when Ollama cannot embed the probes. The
+    probes' vectors the index `before` it kept are taken, not embedded again (remembered_probes)."""
+    calibration = calibrate(index, client, settings, remembered_probes(before, index) if before else {})
+    return replace(index, calibration=calibration) if calibration else index
+
+
+# ----------------------------------------------------------------------------
+# Opening the index: the cache as it is, or brought up to date when the notes or the
+# settings changed, or adopted from a copy of the folder; every run and mode opens it here.
+
+
+def check_notes_dir(notes_dir: Path) -> None:
+    """Raise FileNotFoundError, or NotADirectoryError, unless notes_dir is a folder."""
+    if notes_dir.exists() and not notes_dir.is_dir():
+        raise NotADirectoryError(f"--notes {notes_dir} is a file, not a folder")
+    if not notes_dir.is_dir():
+        raise FileNotFoundError(f"notes folder not found: {notes_dir}")
+
+
+def same_notes(old: Index, new: Index) -> bool:
+    """Do two indexes hold the same notes' bytes, in whatever order (notes touched, renamed or
+    moved, no more)? Then they hold the same chunks, and what was measured on them holds."""
+    return new.complete and sorted(r.digest for r in old.files.values()) == \
+        sorted(r.digest for r in new.files.values())
+
+
+def repeat_warnings(index: Index) -> list[str]:
+    """The warnings an unchanged index still owes of the notes it holds (a guessed encoding,
+    chunks the model refused): said on every run, not just the first."""
+    if not index.note_warnings:           # the common case: no record need be made
+        return []
+    return note_warning_lines([(rel, index.note_warnings[r.digest]) for rel, r in index.files.items()
+                               if r.digest in index.note_warnings])
+
+
+def still_skipped(index: Index, files: list[NoteFile], settings: Settings) -> dict[str, Skip] | None:
+    """The notes an unchanged index skipped, as this run's settings see them; None when one of
+    them may be usable now, and the caller updates the index.
+
+    Only a cause that can go away while a note's stat stays the same is looked
+    at again, and none by reading the note: a size over --max-note-mb (the
+    limit may be higher now) and a file that could not be opened (its permissions
+    may be fixed). A note whose bytes are no note (binary, a stub, a scanned PDF)
+    costs nothing: it is read again when it changes, or with --rebuild.
+    """
+    by_rel = {f.rel: f for f in files}
+    out = {}
+    for rel, skip in index.skipped.items():
+        f = by_rel.get(rel)
+        if f is None:
+            return None
+        if skip.kind == "size":
+            if not (why := too_big(f.size, settings.max_note_mb)):
+                return None
+            skip = skip._replace(why=why)
+        elif skip.kind == "access":
+            try:
+                open(f.path, "rb").close()
+                return None
+            except OSError:
+                pass
+        out[rel] = skip
+    return out
+
+
+def build_changed(index: Index, build: str | None) -> str:
+    """Why an index must be re-embedded when Ollama runs another build of its model (`build`,
+    its digest) than the one its vectors came from ("" when it is the same, or either is not known)."""
+    if not (index.model_digest and build) or build == index.model_digest:
+        return ""
+    return (f"'{index.embed_model}' is another build under the same name (ID {index.model_digest[:12]} -> "
+            f"{build[:12]}, as `ollama list` shows it); re-embedding all")
+
+
+def build_unsaid(model: str) -> str:
+    """The warning for an Ollama that does not say which build of the model it runs."""
+    return (f"Ollama at {host()} does not say which build of '{model}' it runs (no digest in /api/tags), "
+            "so one pulled again or another machine's would go unnoticed: use --rebuild after such a change")
+
+
+def stale_reason(index: Index, settings: Settings) -> str:
+    """Why a loaded index cannot be reused with these settings ("" if it can)."""
+    if index.embed_model != settings.embed_model:
+        return f"embedding model changed ({index.embed_model} -> {settings.embed_model})"
+    if index.chunking != (settings.chunk_size, settings.chunk_overlap):
+        return (f"chunk settings changed ({index.chunking[0]}/{index.chunking[1]} -> "
+                f"{settings.chunk_size}/{settings.chunk_overlap})")
+    if index.doc_template != embed_templates(settings).document:
+        return (f"document template changed ({index.doc_template or 'none'!r} -> "
+                f"{embed_templates(settings).document or 'none'!r})")
+    return ""
+
+
+def open_index(settings: Settings, client: ollama.Client | None = None, rebuild: str = "",
+               progress: Callable[[str | EmbedProgress], None] = lambda s: None,
+               held: Index | None = None) -> tuple[Index, IndexReport]:
+    """The notes' index: the cache as it is, or brought up to date when the notes or settings changed.
+
+    The fast path: the fingerprint matches and every chunk has a vector, so the
+    cache is returned without reading a single note (still_skipped looks again,
+    without reading them, at the skipped notes whose cause can go away).
+    Otherwise what is embedded is saved as it goes (CacheWriter): Ctrl-C
+    (BuildInterrupted), a kill or Ollama failing mid-way keeps it, and the next
+    run embeds only what is missing. A `rebuild` reason ("--rebuild", say)
+    re-embeds everything, but never replaces the cache with one holding fewer
+    vectors until it is done.
+
+    A folder without a cache of its own starts from another cache of the same notes
+    (adopted): a moved or renamed folder, or an older version's cache, costs no reading
+    and no embedding; its first save tidies up after it (tidy_caches). Built anew, an
+    index takes each vector another cache of this model holds for the same text
+    (vector_donors): a folder sharing notes with another, or new chunk sizes for
+    notes shorter than both, cost no embedding that was paid for before.
+
+    Every run asks Ollama once which build of the embedding model it runs (model_digest):
+    the question's vector is made anew on each run, so an index of another build's vectors
+    is rebuilt even when no note changed.
+    A long-lived caller (--mcp) passes the index it `held` since its last call: while the
+    notes' fingerprint is still its own, it stands for the cache, which is then not read again.
+    Raises FileNotFoundError when the notes folder does not exist.
+    """
+    check_notes_dir(settings.notes_dir)
+    client = client or ollama_client()
+    files, warnings = scan_notes(settings.notes_dir, [settings.cache_dir], settings.follow_links)
+    path = cache_path(settings)
+    now = fingerprint(files)
+    old, reason = (held, "") if held is not None and not rebuild and held.fingerprint == now else load_index(path)
+    donor = None                          # another cache file these notes' index starts from
+    if old is None and reason == "no cache yet" and not rebuild:
+        old, note, donor = adopted(settings, files, path)
+        reason = note or reason
+    if old is not None and reason:        # an older version's cache, or one of these notes elsewhere
+        progress(f"updating index: {reason}")
+    build = model_digest(client, settings.embed_model)
+    if old is not None:
+        reason = stale_reason(old, settings) or build_changed(old, build)
+        old, donor = (None, None) if reason else (old, donor)   # a donor not taken over is left alone
+    unsaid = build == "" and (old is None or old.model_digest != "")   # said once, then recorded
+    build = (old.model_digest if old else "") if build is None else build   # Ollama away: as it was
+    on_disk = int(old.has_vector.sum()) if old is not None and donor is None else 0
+    writer = CacheWriter(path, settings.checkpoint_seconds, on_disk, floor=on_disk if rebuild else 0)
+    if rebuild:
+        old, reason = None, rebuild
+    if old is not None and old.fingerprint == now and old.complete:
+        skipped = still_skipped(old, files, settings)   # None: a skipped note may be usable now
+        if skipped is not None:
+            report = IndexReport(unchanged=len(old.files), skipped=skipped,
+                                 warnings=warnings + repeat_warnings(old) + skip_warnings(skipped))
+            if unsaid:
+                report.warnings.append(build_unsaid(settings.embed_model))
+            index = replace(old, model_digest=build)
+            if not calibration_current(old, settings):   # an older cache, or Ollama was away
+                index = calibrated(index, client, settings, old)
+            if (index.model_digest != old.model_digest or index.calibration is not old.calibration) \
+                    and not writer.save(index) and writer.problem:
+                report.warnings.append(writer.problem)
+            return index, report
+    if old is None and reason != "no cache yet":
+        progress(f"rebuilding index: {reason}")
+    donors = [] if old is not None or rebuild else vector_donors(settings, path, build)
+    index, report = update_index(settings, client, old, files, progress, writer, build, donors)
+    if old is not None and calibration_current(old, settings) and same_notes(old, index):
+        index = replace(index, calibration=old.calibration)    # notes touched or renamed: still valid
+    elif index.complete:
+        index = calibrated(index, client, settings, old)
+    report.warnings[:0] = warnings
+    if unsaid and index.has_vector.any():
+        report.warnings.append(build_unsaid(settings.embed_model))
+    report.reason = report.reason or ("" if old is not None else reason)
+    saved = writer.save(index)
+    if not saved and writer.problem and not writer.warned:
+        report.warnings.append(writer.problem)
+    if saved and (donor is not None or reason == "no cache yet"):   # this folder's first cache
+        report.warnings += tidy_caches(settings.cache_dir, path, donor)
+    return index, report
+
+
 # ----------------------------------------------------------------------------
 # Where a source's passage is: replaces Part I's Chunk.citation, which names the section a
 # chunk starts in, in the prompt and wherever a source is shown. A chunk often spans several
@@ -4229,6 +4117,7 @@ def calibrate(index: Index, client: ollama.Client, settings: Settings,
 # section, "bike.md:14 › # Bike › ## Tyres": `vim +14 bike.md`, `code -g bike.md:14` and an
 # editor's "go to line" land on it. The lines are the index's: for a note edited since, they
 # are where its passages were, and changed_since_indexed() says which notes those are.
+
 
 KWIC_LEAD = 12                            # characters of context kept before the first match
 
@@ -4242,50 +4131,6 @@ class Passage(NamedTuple):
     offset: int                           # where in the chunk's text the passage starts
 
 
-def locate_passage(chunk: Chunk, terms: Iterable[tuple[str, float]] = ()) -> Passage:
-    """Where the passage of `chunk` that a search's `terms` (term, idf: preview_terms) matched
-    is: its line and section, with the chunk's first and last lines. Without a term in the chunk,
-    the passage is its first line past the headings it opens with. Every printer of a source,
-    the prompt and --json go by it.
-
-    >>> c = Chunk("bike.md", "# Bike › ## Chain", "## Chain\\nOil it.\\n\\n## Tyres\\nRoad: 80 psi.", line=5)
-    >>> locate_passage(c, [("psi", 2.0)])
-    Passage(line=9, end_line=9, heading='# Bike › ## Tyres', start_line=5, offset=27)
-    >>> locate_passage(c).line, locate_passage(c).heading
-    (6, '# Bike › ## Chain')
-    """
-    offset = passage_offset(chunk.text, terms)
-    heading = headings_at(chunk, offset)
-    if chunk.line is None:
-        return Passage(None, None, heading, None, offset)
-    return Passage(chunk.line + chunk.text.count("\n", 0, offset), chunk.line + chunk.text.count("\n"),
-                   heading, chunk.line, offset)
-
-
-def passage_offset(text: str, terms: Iterable[tuple[str, float]] = ()) -> int:
-    """Where in a chunk's text its passage starts: where its preview starts (keyword_in_context,
-    on the text past its leading headings with its white space made single spaces), but not on
-    a line before the one the term is on; past the leading headings when no term is in it.
-
-    >>> text = "## Oil\\nOil it well.\\nUse psi."     # keyword_in_context alone: "well. Use psi."
-    >>> text[passage_offset(text, [("psi", 2.0)]):], text[passage_offset(text):]
-    ('Use psi.', 'Oil it well.\\nUse psi.')
-    """
-    lead = LEADING_HEADINGS.match(text).end()
-    words = list(re.compile(r"\S+").finditer(text, lead))
-    line = " ".join(m.group() for m in words)
-    match = best_match(line, terms)
-    if match is None:
-        return lead
-    starts = list(itertools.accumulate((len(m.group()) + 1 for m in words), initial=0))
-
-    def in_text(at: int) -> int:          # a position in `line` as one in `text`
-        k = max(bisect.bisect_right(starts, at) - 1, 0)
-        return words[k].start() + min(at - starts[k], len(words[k].group()))
-    term_at = in_text(match)
-    return max(in_text(keyword_in_context(line, terms)), text.rfind("\n", 0, term_at) + 1)
-
-
 def headings_at(chunk: Chunk, offset: int) -> str:
     """The headings in force at `offset` of a chunk's text: its heading path (where its first
     line is) with the headings it holds further on, up to `offset`, in force over it.
@@ -4297,11 +4142,6 @@ def headings_at(chunk: Chunk, offset: int) -> str:
     held = [(-1, len(h) - len(h.lstrip("#")), h.lstrip("#").strip())       # "## B" -> (-1, 2, "B")
             for h in re.split(r" › (?=#)", chunk.heading) if h]
     return heading_path(held + [h for h in heading_outline(chunk.text) if h[0] >= lead], offset)
-
-
-def preview_terms(terms: list[Term]) -> list[tuple[str, float]]:
-    """A search's terms (Retrieval.terms) as (term, idf), rarest first."""
-    return sorted(((t.text, t.idf) for t in terms), key=lambda tw: -tw[1])
 
 
 def best_match(line: str, terms: Iterable[tuple[str, float]], span: int = 60) -> int | None:
@@ -4336,6 +4176,55 @@ def keyword_in_context(line: str, terms: Iterable[tuple[str, float]], span: int 
         return 0
     cut = line.rfind(" ", 0, best - KWIC_LEAD // 2)       # start at a word boundary if there is one nearby
     return cut + 1 if best - KWIC_LEAD <= cut else best - KWIC_LEAD // 2
+
+
+def passage_offset(text: str, terms: Iterable[tuple[str, float]] = ()) -> int:
+    """Where in a chunk's text its passage starts: where its preview starts (keyword_in_context,
+    on the text past its leading headings with its white space made single spaces), but not on
+    a line before the one the term is on; past the leading headings when no term is in it.
+
+    >>> text = "## Oil\\nOil it well.\\nUse psi."     # keyword_in_context alone: "well. Use psi."
+    >>> text[passage_offset(text, [("psi", 2.0)]):], text[passage_offset(text):]
+    ('Use psi.', 'Oil it well.\\nUse psi.')
+    """
+    lead = LEADING_HEADINGS.match(text).end()
+    words = list(re.compile(r"\S+").finditer(text, lead))
+    line = " ".join(m.group() for m in words)
+    match = best_match(line, terms)
+    if match is None:
+        return lead
+    starts = list(itertools.accumulate((len(m.group()) + 1 for m in words), initial=0))
+
+    def in_text(at: int) -> int:          # a position in `line` as one in `text`
+        k = max(bisect.bisect_right(starts, at) - 1, 0)
+        return words[k].start() + min(at - starts[k], len(words[k].group()))
+    term_at = in_text(match)
+    return max(in_text(keyword_in_context(line, terms)), text.rfind("\n", 0, term_at) + 1)
+
+
+def locate_passage(chunk: Chunk, terms: Iterable[tuple[str, float]] = ()) -> Passage:
+    """Where the passage of `chunk` that a search's `terms` (term, idf: preview_terms) matched
+    is: its line and section, with the chunk's first and last lines. Without a term in the chunk,
+    the passage is its first line past the headings it opens with. Every printer of a source,
+    the prompt and --json go by it.
+
+    >>> c = Chunk("bike.md", "# Bike › ## Chain", "## Chain\\nOil it.\\n\\n## Tyres\\nRoad: 80 psi.", line=5)
+    >>> locate_passage(c, [("psi", 2.0)])
+    Passage(line=9, end_line=9, heading='# Bike › ## Tyres', start_line=5, offset=27)
+    >>> locate_passage(c).line, locate_passage(c).heading
+    (6, '# Bike › ## Chain')
+    """
+    offset = passage_offset(chunk.text, terms)
+    heading = headings_at(chunk, offset)
+    if chunk.line is None:
+        return Passage(None, None, heading, None, offset)
+    return Passage(chunk.line + chunk.text.count("\n", 0, offset), chunk.line + chunk.text.count("\n"),
+                   heading, chunk.line, offset)
+
+
+def preview_terms(terms: list[Term]) -> list[tuple[str, float]]:
+    """A search's terms (Retrieval.terms) as (term, idf), rarest first."""
+    return sorted(((t.text, t.idf) for t in terms), key=lambda tw: -tw[1])
 
 
 def passage_place(chunk: Chunk, passage: Passage) -> str:
@@ -4405,6 +4294,96 @@ def changed_warning(rel: str) -> str:
 # models, and what Ollama read and cut.
 
 
+def estimate_tokens(text: str) -> int:
+    """A rough token count: one per CJK character, one per 4 other characters.
+
+    >>> estimate_tokens("RAG 检索增强生成")
+    7
+    """
+    cjk = len(re.findall(rf"[{CJK}]", text))
+    return cjk + math.ceil((len(text) - cjk) / 4)
+
+
+def rung(tokens: int) -> int:
+    """The smallest context size of NUM_CTX_LADDER that holds `tokens`; MAX_NUM_CTX at most
+    (a longer prompt is cut, and prompt_cut_warning says so).
+
+    >>> rung(10), rung(8193), rung(10**6)
+    (8192, 16384, 32768)
+    """
+    return min(MAX_NUM_CTX, next((size for size in NUM_CTX_LADDER if size >= tokens), MAX_NUM_CTX))
+
+
+def context_size(messages: list[dict], at_least: int = 0) -> int:
+    """num_ctx for a prompt: its estimate plus room for the answer, as a rung (and `at_least`).
+
+    Ollama silently drops the start of a prompt longer than its context window,
+    which is exactly where our rules and first sources are, so we ask for enough.
+
+    >>> context_size([{"content": "x" * 4000}]), context_size([{"content": "x" * 40000}])
+    (8192, 16384)
+    """
+    return rung(max(sum(estimate_tokens(m["content"]) for m in messages) + ANSWER_TOKENS, at_least))
+
+
+def then_rest(first, rest: Iterator) -> Iterator:
+    """`first` (if not None), then the rest of a stream; closing this closes the stream, and with
+    it the connection, which is how Ollama learns to stop generating."""
+    try:
+        if first is not None:
+            yield first
+        yield from rest
+    finally:
+        rest.close()
+
+
+def client_knows_think(client: ollama.Client) -> bool:
+    """Whether this ollama client can send `think` (older ones raise TypeError on it)."""
+    return "think" in inspect.signature(client.chat).parameters
+
+
+def ollama_chat(client: ollama.Client, model: str, messages: list[dict], options: dict, stream: bool,
+                keep_alive: str | float | None = None, **request):
+    """client.chat with thinking turned off, for thinking and non-thinking models alike.
+
+    `keep_alive` (--keep-alive) is sent only when set: Ollama's own default otherwise.
+    `request` passes more of the chat API's fields (format=..., for --make-eval).
+
+    Thinking models (qwen3) are asked not to think: it would only delay the answer.
+    Some Ollama versions refuse the `think` field for models without that ability
+    ("... does not support thinking", status 400): then ask again without it.
+    """
+    if keep_alive is not None:
+        request["keep_alive"] = keep_alive
+    def call(**think):
+        reply = client.chat(model=model, messages=messages, stream=stream, options=options, **request, **think)
+        if not stream:
+            return reply
+        first = next(reply, None)         # a stream's errors arrive with its first part
+        return then_rest(first, reply)
+    if not client_knows_think(client):    # ollama < 0.5 has no `think`: ChatStream says so
+        return call()
+    try:
+        return call(think=False)
+    except ollama.ResponseError as e:
+        if e.status_code != 400 or "thinking" not in str(e.error):
+            raise
+        return call()
+
+
+def loaded_context(model: str, timeout: float | None = None) -> int | None:
+    """The context the chat model is loaded with, if Ollama has it loaded and says so (/api/ps).
+    It asks with at most OLLAMA_CONNECT_TIMEOUT: Ollama answers this at once, and a stuck one
+    must not hold the question up for --timeout before the search has even begun."""
+    try:
+        running = ollama_client(min(timeout or OLLAMA_CONNECT_TIMEOUT, OLLAMA_CONNECT_TIMEOUT)).ps().models
+    except Exception:                     # an Ollama too old for /api/ps, or away: the answer will say
+        return None
+    names = {model, model if ":" in model else model + ":latest"}
+    sizes = [getattr(m, "context_length", None) for m in running if {m.model, m.name} & names]
+    return next((n for n in sizes if isinstance(n, int) and n > 0), None)
+
+
 def chat_context(settings: Settings, timeout: float | None = None) -> int:
     """The context size this run's chat requests start from, and the chat model loading
     meanwhile: if Ollama has it loaded with NUM_CTX or more (/api/ps), that size, since
@@ -4426,86 +4405,6 @@ def chat_context(settings: Settings, timeout: float | None = None) -> int:
             pass
     threading.Thread(target=load, name="load the chat model", daemon=True).start()
     return NUM_CTX
-
-
-def loaded_context(model: str, timeout: float | None = None) -> int | None:
-    """The context the chat model is loaded with, if Ollama has it loaded and says so (/api/ps).
-    It asks with at most OLLAMA_CONNECT_TIMEOUT: Ollama answers this at once, and a stuck one
-    must not hold the question up for --timeout before the search has even begun."""
-    try:
-        running = ollama_client(min(timeout or OLLAMA_CONNECT_TIMEOUT, OLLAMA_CONNECT_TIMEOUT)).ps().models
-    except Exception:                     # an Ollama too old for /api/ps, or away: the answer will say
-        return None
-    names = {model, model if ":" in model else model + ":latest"}
-    sizes = [getattr(m, "context_length", None) for m in running if {m.model, m.name} & names]
-    return next((n for n in sizes if isinstance(n, int) and n > 0), None)
-
-
-DURATION_PART = r"(\d+\.?\d*|\.\d+)(ns|us|µs|ms|s|m|h)"   # one number and unit of a Go duration ("1h30m": two)
-
-
-def keep_alive_seconds(value: str | float | None, signed: bool = False) -> float:
-    """--keep-alive in seconds: inf when unset or negative (Ollama's default, or for ever), unless
-    `signed` asks for the number itself.
-
-    >>> keep_alive_seconds("1h30m"), keep_alive_seconds("500ms"), keep_alive_seconds(0.0), keep_alive_seconds(-1.0)
-    (5400.0, 0.5, 0.0, inf)
-    """
-    if value is None:
-        return math.inf
-    if isinstance(value, str):
-        units = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
-        magnitude = sum(float(n) * units[u] for n, u in re.findall(DURATION_PART, value))
-        value = -magnitude if value.startswith("-") else magnitude
-    return float(value) if signed or value >= 0 else math.inf
-
-
-
-def context_size(messages: list[dict], at_least: int = 0) -> int:
-    """num_ctx for a prompt: its estimate plus room for the answer, as a rung (and `at_least`).
-
-    Ollama silently drops the start of a prompt longer than its context window,
-    which is exactly where our rules and first sources are, so we ask for enough.
-
-    >>> context_size([{"content": "x" * 4000}]), context_size([{"content": "x" * 40000}])
-    (8192, 16384)
-    """
-    return rung(max(sum(estimate_tokens(m["content"]) for m in messages) + ANSWER_TOKENS, at_least))
-
-
-def rung(tokens: int) -> int:
-    """The smallest context size of NUM_CTX_LADDER that holds `tokens`; MAX_NUM_CTX at most
-    (a longer prompt is cut, and prompt_cut_warning says so).
-
-    >>> rung(10), rung(8193), rung(10**6)
-    (8192, 16384, 32768)
-    """
-    return min(MAX_NUM_CTX, next((size for size in NUM_CTX_LADDER if size >= tokens), MAX_NUM_CTX))
-
-
-def estimate_tokens(text: str) -> int:
-    """A rough token count: one per CJK character, one per 4 other characters.
-
-    >>> estimate_tokens("RAG 检索增强生成")
-    7
-    """
-    cjk = len(re.findall(rf"[{CJK}]", text))
-    return cjk + math.ceil((len(text) - cjk) / 4)
-
-
-def stream_chat(client: ollama.Client, model: str, messages: list[dict], num_ctx: int | None = None,
-                keep_alive: str | float | None = None, num_predict: int = ANSWER_TOKENS) -> ChatStream:
-    """Stream the chat model's reply, of at most `num_predict` tokens, as text pieces, thinking
-    stripped. Raises OllamaError.
-
-    Iterate over the result for the text; once it ends, its .usage holds Ollama's
-    token counts, its .warnings what went wrong on the way (a prompt that did not
-    fit, thinking that could not be turned off) and its .cut_short why the reply
-    was stopped before its end, if it was. See ChatStream.
-    """
-    options = {"temperature": TEMPERATURE, "num_ctx": num_ctx or context_size(messages),
-               "num_predict": num_predict}
-    return ChatStream(client, model, messages, options, keep_alive)
 
 
 THINK_TAGS = ("<think>", "</think>")
@@ -4558,11 +4457,6 @@ def strip_think(pieces: Iterable[str], opened_in_prompt: bool = False) -> Iterat
         yield buf.lstrip()                # a reply that was never a think block after all
 
 
-def client_knows_think(client: ollama.Client) -> bool:
-    """Whether this ollama client can send `think` (older ones raise TypeError on it)."""
-    return "think" in inspect.signature(client.chat).parameters
-
-
 def think_opens_in_prompt(client: ollama.Client, model: str) -> bool:
     """Whether the chat model's template may open a think block in the prompt that
     Ollama cannot turn off: its template mentions <think> and Ollama does not list
@@ -4577,7 +4471,6 @@ def think_opens_in_prompt(client: ollama.Client, model: str) -> bool:
     return "<think>" in (getattr(info, "template", None) or "") and not capable
 
 
-
 class ChatUsage(NamedTuple):
     """Ollama's counts for one answer (from the stream's final part)."""
     prompt_tokens: int                    # prompt_eval_count: what the model actually read
@@ -4587,46 +4480,6 @@ class ChatUsage(NamedTuple):
     @property
     def tokens_per_second(self) -> float:
         return self.answer_tokens / self.answer_seconds if self.answer_seconds > 0 else 0.0
-
-
-def ollama_chat(client: ollama.Client, model: str, messages: list[dict], options: dict, stream: bool,
-                keep_alive: str | float | None = None, **request):
-    """client.chat with thinking turned off, for thinking and non-thinking models alike.
-
-    `keep_alive` (--keep-alive) is sent only when set: Ollama's own default otherwise.
-    `request` passes more of the chat API's fields (format=..., for --make-eval).
-
-    Thinking models (qwen3) are asked not to think: it would only delay the answer.
-    Some Ollama versions refuse the `think` field for models without that ability
-    ("... does not support thinking", status 400): then ask again without it.
-    """
-    if keep_alive is not None:
-        request["keep_alive"] = keep_alive
-    def call(**think):
-        reply = client.chat(model=model, messages=messages, stream=stream, options=options, **request, **think)
-        if not stream:
-            return reply
-        first = next(reply, None)         # a stream's errors arrive with its first part
-        return then_rest(first, reply)
-    if not client_knows_think(client):    # ollama < 0.5 has no `think`: ChatStream says so
-        return call()
-    try:
-        return call(think=False)
-    except ollama.ResponseError as e:
-        if e.status_code != 400 or "thinking" not in str(e.error):
-            raise
-        return call()
-
-
-def then_rest(first, rest: Iterator) -> Iterator:
-    """`first` (if not None), then the rest of a stream; closing this closes the stream, and with
-    it the connection, which is how Ollama learns to stop generating."""
-    try:
-        if first is not None:
-            yield first
-        yield from rest
-    finally:
-        rest.close()
 
 
 # An answer is stopped, and said to be cut short, when it reaches num_predict tokens (Ollama stops
@@ -4648,6 +4501,51 @@ def looping(tail: str) -> bool:
     (True, False)
     """
     return len(tail) >= LOOP_WINDOW and any(tail[n:] == tail[:-n] for n in range(1, LOOP_UNIT + 1))
+
+
+# A prompt that reads this share of num_ctx filled the window: we asked for room
+# for the answer besides, so Ollama must have cut it to fit.
+PROMPT_FILLED_SHARE = 0.95
+
+
+def least_tokens(text: str) -> int:
+    """The fewest tokens a tokenizer plausibly makes of a text: a token per 2 CJK characters,
+    per 6 other characters (every real tokenizer does at least this badly).
+
+    >>> least_tokens("RAG 检索增强生成")
+    3
+    """
+    cjk = len(re.findall(rf"[{CJK}]", text))
+    return cjk // 2 + (len(text) - cjk) // 6
+
+
+def prompt_cut_warning(read: int, messages: list[dict], num_ctx: int) -> str | None:
+    """A warning when Ollama read fewer prompt tokens than were sent (it cuts from the front).
+
+    Two signs: the count fills the window, or it is below the least the prompt can be
+    (least_tokens: our estimate can be off either way, so only a clear margin counts).
+
+    >>> print(prompt_cut_warning(900, [{"content": "x" * 8000}], 4096))  # 8000 characters are >= 1333 tokens
+    the prompt did not fit the chat model's context: Ollama read 900 tokens of about 2000 sent (num_ctx 4096), cutting its start (rules, first sources); try a smaller --top-k or --chunk-size, or a model with a longer context
+    >>> prompt_cut_warning(1900, [{"content": "x" * 8000}], 4096) is None
+    True
+    """
+    sent = sum(estimate_tokens(m["content"]) for m in messages)
+    least = sum(least_tokens(m["content"]) for m in messages)
+    if read < PROMPT_FILLED_SHARE * num_ctx and read >= least:
+        return None
+    return (f"the prompt did not fit the chat model's context: Ollama read {read} tokens of about {sent} sent "
+            f"(num_ctx {num_ctx}), cutting its start (rules, first sources); try a smaller --top-k or "
+            "--chunk-size, or a model with a longer context")
+
+
+def package_version(name: str) -> str:
+    """The installed version of a package, for messages."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "unknown version"
 
 
 class ChatStream:
@@ -4715,50 +4613,19 @@ class ChatStream:
             self.warnings.append(cut)
 
 
-# A prompt that reads this share of num_ctx filled the window: we asked for room
-# for the answer besides, so Ollama must have cut it to fit.
-PROMPT_FILLED_SHARE = 0.95
+def stream_chat(client: ollama.Client, model: str, messages: list[dict], num_ctx: int | None = None,
+                keep_alive: str | float | None = None, num_predict: int = ANSWER_TOKENS) -> ChatStream:
+    """Stream the chat model's reply, of at most `num_predict` tokens, as text pieces, thinking
+    stripped. Raises OllamaError.
 
-
-def prompt_cut_warning(read: int, messages: list[dict], num_ctx: int) -> str | None:
-    """A warning when Ollama read fewer prompt tokens than were sent (it cuts from the front).
-
-    Two signs: the count fills the window, or it is below the least the prompt can be
-    (least_tokens: our estimate can be off either way, so only a clear margin counts).
-
-    >>> print(prompt_cut_warning(900, [{"content": "x" * 8000}], 4096))  # 8000 characters are >= 1333 tokens
-    the prompt did not fit the chat model's context: Ollama read 900 tokens of about 2000 sent (num_ctx 4096), cutting its start (rules, first sources); try a smaller --top-k or --chunk-size, or a model with a longer context
-    >>> prompt_cut_warning(1900, [{"content": "x" * 8000}], 4096) is None
-    True
+    Iterate over the result for the text; once it ends, its .usage holds Ollama's
+    token counts, its .warnings what went wrong on the way (a prompt that did not
+    fit, thinking that could not be turned off) and its .cut_short why the reply
+    was stopped before its end, if it was. See ChatStream.
     """
-    sent = sum(estimate_tokens(m["content"]) for m in messages)
-    least = sum(least_tokens(m["content"]) for m in messages)
-    if read < PROMPT_FILLED_SHARE * num_ctx and read >= least:
-        return None
-    return (f"the prompt did not fit the chat model's context: Ollama read {read} tokens of about {sent} sent "
-            f"(num_ctx {num_ctx}), cutting its start (rules, first sources); try a smaller --top-k or "
-            "--chunk-size, or a model with a longer context")
-
-
-def least_tokens(text: str) -> int:
-    """The fewest tokens a tokenizer plausibly makes of a text: a token per 2 CJK characters,
-    per 6 other characters (every real tokenizer does at least this badly).
-
-    >>> least_tokens("RAG 检索增强生成")
-    3
-    """
-    cjk = len(re.findall(rf"[{CJK}]", text))
-    return cjk // 2 + (len(text) - cjk) // 6
-
-
-
-def package_version(name: str) -> str:
-    """The installed version of a package, for messages."""
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return "unknown version"
+    options = {"temperature": TEMPERATURE, "num_ctx": num_ctx or context_size(messages),
+               "num_predict": num_predict}
+    return ChatStream(client, model, messages, options, keep_alive)
 
 
 # ----------------------------------------------------------------------------
@@ -4768,6 +4635,7 @@ def package_version(name: str) -> str:
 # meaning: a sentence the model reworded wholesale can fail it, and a false sentence made
 # of a source's own words can pass. Numbers must match exactly, since a changed number is
 # the error a reader is least likely to catch.
+
 
 SUPPORTED, UNSUPPORTED, WRONG, UNCITED, SKIPPED = "supported", "unsupported", "wrong", "uncited", "skipped"
 SUPPORT_MIN = 0.5                         # a cited sentence is supported when its sources hold this share
@@ -5063,6 +4931,7 @@ def check_citations(answer: str, sources: Sequence[str], lexicon: Lexicon | None
 # (a question, --chat, --explain, --eval, a notebook) only prints. A conversation is the same
 # step with earlier turns: a follow-up is rewritten to stand alone before it is searched.
 
+
 # A conversation (--chat, or answer() with a Conversation): what is remembered, and how
 # follow-ups are rewritten.
 CHAT_VERBATIM_TURNS = 3                   # recent turns kept word for word; older ones summarised
@@ -5077,7 +4946,6 @@ REWRITE_TOKENS = 64                       # a standalone query is one short line
 FOLLOW_UP = re.compile(
     r"\b(it|its|this|that|these|those|they|them|their|he|she|the same|above|former|latter)\b"
     r"|它|它们|这个|那个|这些|那些|这|那|上面|前面|上述|他|她|其|呢[？?]?$", re.IGNORECASE)
-
 
 
 ANSWERED, DECLINED, KEYWORDS_ONLY, FAILED, RETRIEVAL_ONLY, INTERRUPTED = (
@@ -5139,6 +5007,132 @@ class AnswerInterrupted(KeyboardInterrupt):
     def __init__(self, outcome: Outcome):
         super().__init__(outcome.why)
         self.outcome = outcome
+
+
+def decide(r: Retrieval, retrieve_only: bool = False) -> tuple[str, str]:
+    """The one rule for whether the chat model is called: (ANSWERING, "") or (status, why not).
+
+    Sources below the floor are declined. Sources found by keywords alone are shown
+    but not answered from: the question could not be embedded (Ollama or the
+    embedding model is away, or the index lacks vectors), so the ranking lacks its
+    meaning half, and the chat model is most often just as unreachable.
+    """
+    keywords = r.keywords_only_because
+    if r.reembed_because:
+        return FAILED, r.reembed_because
+    if keywords and not r.hits:
+        return FAILED, keywords           # nothing to show: the reason says what to do
+    if not r.found:
+        return DECLINED, f"confidence {r.confidence:.2f} < the floor {r.floor:.2f}, {r.floor_source}"
+    if keywords:
+        return KEYWORDS_ONLY, keywords
+    if retrieve_only:
+        return RETRIEVAL_ONLY, "--retrieve-only"
+    return ANSWERING, ""
+
+
+def history_text(conv: Conversation, budget: int) -> str:
+    """The conversation as prompt text within `budget` tokens (as build_messages quotes it), dropping
+    oldest first. A turn's later lines are indented, so only its "Q:" and "A:" start a line: an
+    answer that quotes a note's "Q: ..." line cannot pass for a turn of its own."""
+    def hanging(text: str) -> str:        # any line break counts, as in quoted()
+        return "\n   ".join(text.splitlines())
+    lines = [f"(earlier: {hanging(conv.summary)})"] if conv.summary else []
+    lines += [f"Q: {hanging(t.question)}\nA: {hanging(t.answer)}" for t in conv.turns]
+    while lines and estimate_tokens(quoted("\n".join(lines))) > budget:
+        lines.pop(0)
+    return "\n".join(lines)
+
+
+def prompt_within(question: str, hits: list[Hit], conv: Conversation, answer_tokens: int = ANSWER_TOKENS,
+                  terms: Iterable[tuple[str, float]] = ()) -> tuple[list[dict], int]:
+    """The prompt (rules, sources, the conversation so far, the question) and its num_ctx,
+    which keeps room for an answer of `answer_tokens`. Each source is cited by the line and
+    section of the passage the search's `terms` matched in it (locate_passage).
+
+    Sources are never cut: if they alone overflow the conversation's context, it grows
+    (to the next rung: Ollama reloads the model for every new size) and the history
+    gets what is left, oldest turns dropped first.
+    """
+    def cite(h: Hit) -> str:
+        return passage_citation(h.chunk, locate_passage(h.chunk, terms))
+    base = build_messages(question, hits, cite=cite)
+    fixed = sum(estimate_tokens(m["content"]) for m in base) + answer_tokens
+    if not conv.turns and not conv.summary:
+        return base, rung(max(fixed, conv.num_ctx))
+    fixed += HISTORY_HEADER_TOKENS
+    num_ctx = rung(max(fixed, conv.num_ctx))
+    return build_messages(question, hits, history_text(conv, num_ctx - fixed), cite), num_ctx
+
+
+def chat_once(client: ollama.Client, settings: Settings, messages: list[dict], num_predict: int,
+              num_ctx: int, **request) -> str:
+    """One short reply from the chat model, not streamed: temperature 0, no thinking, at most
+    num_predict tokens, think block dropped. `request` adds chat API fields (format=...).
+    The query rewrite and --make-eval's questions ask through it. Raises OllamaError."""
+    try:
+        reply = ollama_chat(client, settings.chat_model, messages, stream=False, keep_alive=settings.keep_alive,
+                            options={"temperature": 0, "num_predict": num_predict, "num_ctx": num_ctx}, **request)
+    except OLLAMA_FAILURES as e:
+        raise explain_ollama_error(e, settings.chat_model) from None
+    return "".join(strip_think([reply.message.content or ""]))
+
+
+def needs_rewrite(question: str, conv: Conversation) -> bool:
+    """A cheap check: does this question lean on earlier turns (pronouns, ellipsis)?
+
+    >>> needs_rewrite("how is it different from threads?", Conversation((Turn("q", "a", "q"),)))
+    True
+    >>> needs_rewrite("what is asyncio?", Conversation((Turn("q", "a", "q"),)))
+    False
+    """
+    if not conv.turns:
+        return False
+    q = question.strip()
+    words = sum(len(w) if CJK_CHAR.match(w) else 1 for w in TOKEN.findall(q))  # a CJK character is a word
+    return bool(FOLLOW_UP.search(q)) or words <= 2      # so short it must lean on context: "and threads?"
+
+
+REWRITE_PROMPT = """Rewrite the user's last question as one standalone search query, using the
+conversation to replace pronouns and fill in what is left out. Keep the question's
+language. Reply with the query only."""
+
+
+def first_sentence(text: str, limit: int) -> str:
+    """The first sentence of a text, cut to `limit` characters.
+
+    >>> first_sentence("One. Two.", 80)
+    'One.'
+    >>> first_sentence("A long first sentence.", 8)
+    'A long …'
+    """
+    m = re.match(r".+?(?:[。！？]|[.!?](?=\s|$))", text.strip(), re.DOTALL)
+    s = " ".join((m.group(0) if m else text.strip()).splitlines())   # any line break: \r, \u2028 too
+    return s if len(s) <= limit else s[:limit - 1] + "…"
+
+
+def rewrite_query(client: ollama.Client, question: str, conv: Conversation, settings: Settings) -> str:
+    """Ask the chat model for a standalone version of a follow-up question (chat_once)."""
+    recent = "\n".join(f"Q: {t.question}\nA: {first_sentence(t.answer, REWRITE_ANSWER_CHARS)}"
+                       for t in conv.turns[-REWRITE_TURNS:])
+    messages = [{"role": "system", "content": REWRITE_PROMPT},
+                {"role": "user", "content": f"{recent}\n\nLast question: {question}"}]
+    reply = chat_once(client, settings, messages, REWRITE_TOKENS, context_size(messages, at_least=conv.num_ctx))
+    text = reply.strip().strip('"').splitlines()
+    return text[0].strip() if text and text[0].strip() else question
+
+
+def remember(conv: Conversation, turn: Turn) -> Conversation:
+    """Add a turn; turns beyond the verbatim window fold into a one-line-each summary."""
+    turns = conv.turns + (turn,)
+    summary = conv.summary
+    while len(turns) > CHAT_VERBATIM_TURNS:
+        old, turns = turns[0], turns[1:]
+        summary = (summary + " " if summary else "") + \
+            f"Asked “{first_sentence(old.question, SUMMARY_QUESTION_CHARS)}”: " \
+            f"{first_sentence(old.answer, SUMMARY_ANSWER_CHARS)}"
+        summary = summary[-SUMMARY_CHARS:]    # the oldest part goes first
+    return Conversation(turns, summary, conv.num_ctx)
 
 
 def answer(client: ollama.Client, index: Index, question: str, settings: Settings,
@@ -5203,132 +5197,6 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
                           timings={**plan.timings, "answer": time.perf_counter() - t0}), settings)
 
 
-def decide(r: Retrieval, retrieve_only: bool = False) -> tuple[str, str]:
-    """The one rule for whether the chat model is called: (ANSWERING, "") or (status, why not).
-
-    Sources below the floor are declined. Sources found by keywords alone are shown
-    but not answered from: the question could not be embedded (Ollama or the
-    embedding model is away, or the index lacks vectors), so the ranking lacks its
-    meaning half, and the chat model is most often just as unreachable.
-    """
-    keywords = r.keywords_only_because
-    if r.reembed_because:
-        return FAILED, r.reembed_because
-    if keywords and not r.hits:
-        return FAILED, keywords           # nothing to show: the reason says what to do
-    if not r.found:
-        return DECLINED, f"confidence {r.confidence:.2f} < the floor {r.floor:.2f}, {r.floor_source}"
-    if keywords:
-        return KEYWORDS_ONLY, keywords
-    if retrieve_only:
-        return RETRIEVAL_ONLY, "--retrieve-only"
-    return ANSWERING, ""
-
-
-def prompt_within(question: str, hits: list[Hit], conv: Conversation, answer_tokens: int = ANSWER_TOKENS,
-                  terms: Iterable[tuple[str, float]] = ()) -> tuple[list[dict], int]:
-    """The prompt (rules, sources, the conversation so far, the question) and its num_ctx,
-    which keeps room for an answer of `answer_tokens`. Each source is cited by the line and
-    section of the passage the search's `terms` matched in it (locate_passage).
-
-    Sources are never cut: if they alone overflow the conversation's context, it grows
-    (to the next rung: Ollama reloads the model for every new size) and the history
-    gets what is left, oldest turns dropped first.
-    """
-    def cite(h: Hit) -> str:
-        return passage_citation(h.chunk, locate_passage(h.chunk, terms))
-    base = build_messages(question, hits, cite=cite)
-    fixed = sum(estimate_tokens(m["content"]) for m in base) + answer_tokens
-    if not conv.turns and not conv.summary:
-        return base, rung(max(fixed, conv.num_ctx))
-    fixed += HISTORY_HEADER_TOKENS
-    num_ctx = rung(max(fixed, conv.num_ctx))
-    return build_messages(question, hits, history_text(conv, num_ctx - fixed), cite), num_ctx
-
-
-def chat_once(client: ollama.Client, settings: Settings, messages: list[dict], num_predict: int,
-              num_ctx: int, **request) -> str:
-    """One short reply from the chat model, not streamed: temperature 0, no thinking, at most
-    num_predict tokens, think block dropped. `request` adds chat API fields (format=...).
-    The query rewrite and --make-eval's questions ask through it. Raises OllamaError."""
-    try:
-        reply = ollama_chat(client, settings.chat_model, messages, stream=False, keep_alive=settings.keep_alive,
-                            options={"temperature": 0, "num_predict": num_predict, "num_ctx": num_ctx}, **request)
-    except OLLAMA_FAILURES as e:
-        raise explain_ollama_error(e, settings.chat_model) from None
-    return "".join(strip_think([reply.message.content or ""]))
-
-
-def needs_rewrite(question: str, conv: Conversation) -> bool:
-    """A cheap check: does this question lean on earlier turns (pronouns, ellipsis)?
-
-    >>> needs_rewrite("how is it different from threads?", Conversation((Turn("q", "a", "q"),)))
-    True
-    >>> needs_rewrite("what is asyncio?", Conversation((Turn("q", "a", "q"),)))
-    False
-    """
-    if not conv.turns:
-        return False
-    q = question.strip()
-    words = sum(len(w) if CJK_CHAR.match(w) else 1 for w in TOKEN.findall(q))  # a CJK character is a word
-    return bool(FOLLOW_UP.search(q)) or words <= 2      # so short it must lean on context: "and threads?"
-
-
-REWRITE_PROMPT = """Rewrite the user's last question as one standalone search query, using the
-conversation to replace pronouns and fill in what is left out. Keep the question's
-language. Reply with the query only."""
-
-
-def rewrite_query(client: ollama.Client, question: str, conv: Conversation, settings: Settings) -> str:
-    """Ask the chat model for a standalone version of a follow-up question (chat_once)."""
-    recent = "\n".join(f"Q: {t.question}\nA: {first_sentence(t.answer, REWRITE_ANSWER_CHARS)}"
-                       for t in conv.turns[-REWRITE_TURNS:])
-    messages = [{"role": "system", "content": REWRITE_PROMPT},
-                {"role": "user", "content": f"{recent}\n\nLast question: {question}"}]
-    reply = chat_once(client, settings, messages, REWRITE_TOKENS, context_size(messages, at_least=conv.num_ctx))
-    text = reply.strip().strip('"').splitlines()
-    return text[0].strip() if text and text[0].strip() else question
-
-
-def history_text(conv: Conversation, budget: int) -> str:
-    """The conversation as prompt text within `budget` tokens (as build_messages quotes it), dropping
-    oldest first. A turn's later lines are indented, so only its "Q:" and "A:" start a line: an
-    answer that quotes a note's "Q: ..." line cannot pass for a turn of its own."""
-    def hanging(text: str) -> str:        # any line break counts, as in quoted()
-        return "\n   ".join(text.splitlines())
-    lines = [f"(earlier: {hanging(conv.summary)})"] if conv.summary else []
-    lines += [f"Q: {hanging(t.question)}\nA: {hanging(t.answer)}" for t in conv.turns]
-    while lines and estimate_tokens(quoted("\n".join(lines))) > budget:
-        lines.pop(0)
-    return "\n".join(lines)
-
-
-def remember(conv: Conversation, turn: Turn) -> Conversation:
-    """Add a turn; turns beyond the verbatim window fold into a one-line-each summary."""
-    turns = conv.turns + (turn,)
-    summary = conv.summary
-    while len(turns) > CHAT_VERBATIM_TURNS:
-        old, turns = turns[0], turns[1:]
-        summary = (summary + " " if summary else "") + \
-            f"Asked “{first_sentence(old.question, SUMMARY_QUESTION_CHARS)}”: " \
-            f"{first_sentence(old.answer, SUMMARY_ANSWER_CHARS)}"
-        summary = summary[-SUMMARY_CHARS:]    # the oldest part goes first
-    return Conversation(turns, summary, conv.num_ctx)
-
-
-def first_sentence(text: str, limit: int) -> str:
-    """The first sentence of a text, cut to `limit` characters.
-
-    >>> first_sentence("One. Two.", 80)
-    'One.'
-    >>> first_sentence("A long first sentence.", 8)
-    'A long …'
-    """
-    m = re.match(r".+?(?:[。！？]|[.!?](?=\s|$))", text.strip(), re.DOTALL)
-    s = " ".join((m.group(0) if m else text.strip()).splitlines())   # any line break: \r, \u2028 too
-    return s if len(s) <= limit else s[:limit - 1] + "…"
-
-
 # ----------------------------------------------------------------------------
 # The gap log: what the notes could not answer. A question below the relevance floor, or
 # answered without citing a single source, says what the notes lack, so answer() appends it
@@ -5338,6 +5206,7 @@ def first_sentence(text: str, limit: int) -> str:
 # with one write() in append mode, so two runs writing at once never mix their lines; a
 # line a killed run left cut short is skipped on reading. Each keeps its question's vector,
 # so --gaps groups a thousand questions without embedding them again.
+
 
 GAP_LOG_OLD = "gaps.old.jsonl"            # the log before the last GAP_LOG_MAX_MB was passed
 
@@ -5360,21 +5229,6 @@ def logging_gaps(settings: Settings) -> bool:
     return settings.log_gaps and os.environ.get(NO_LOG_ENV, "").strip() in ("", "0")
 
 
-def logged(outcome: Outcome, settings: Settings) -> Outcome:
-    """The outcome, after adding it to the gap log if it is a gap and the log is kept. A log
-    that cannot be written costs the run one warning (in outcome.warnings), never the answer."""
-    why = gap_reason(outcome)
-    if why is None or not logging_gaps(settings):
-        return outcome
-    path = settings.cache_dir / GAP_LOG
-    try:
-        append_gap(path, gap_entry(outcome, settings, why))
-    except OSError as e:
-        return replace(outcome, warnings=[*outcome.warnings, f"the gap log could not be written ({path}: "
-                                          f"{e.strerror or e}); --no-log or {NO_LOG_ENV}=1 stops trying"])
-    return outcome
-
-
 def gap_entry(outcome: Outcome, settings: Settings, why: str) -> dict:
     """One line of the gap log: when, the question as it was searched (a follow-up as rewritten,
     with what was typed under "asked"), its language, the notes folder, why it is a gap, the
@@ -5395,30 +5249,6 @@ def gap_entry(outcome: Outcome, settings: Settings, why: str) -> dict:
         entry["vector"] = {"model": settings.embed_model, "query": embed_templates(settings).query,
                            "f16": base64.b64encode(r.query_vector.astype("<f2").tobytes()).decode("ascii")}
     return entry
-
-
-def append_gap(path: Path, entry: dict) -> None:
-    """Append one entry to the log as one line, in one write() (O_APPEND: another run's line
-    goes before or after it, never inside), on a line of its own if a killed run left the last
-    one without its newline. Past GAP_LOG_MAX_MB the log moves to GAP_LOG_OLD (the one there
-    goes) and the next entry starts a new one. The file is the user's alone (mode 600).
-    subtle: the file grows a page at a time while another run writes a long line, so its last
-    byte, looked at then, is no newline though that run's line will end with one; so one run
-    at a time looks and writes (locked_gap_log), else it would add an empty line."""
-    # backslashreplace: a lone surrogate (a file name that is not UTF-8) becomes JSON's own \udcxx
-    line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace")
-    fd = locked_gap_log(path)
-    try:
-        size = os.fstat(fd).st_size
-        if size:
-            os.lseek(fd, size - 1, os.SEEK_SET)
-            if os.read(fd, 1) != b"\n":
-                line = b"\n" + line
-        os.write(fd, line)
-        if os.fstat(fd).st_size > GAP_LOG_MAX_MB * 2**20:
-            start_new_gap_log(path, fd)
-    finally:
-        os.close(fd)
 
 
 def locked_gap_log(path: Path) -> int:
@@ -5451,241 +5281,172 @@ def start_new_gap_log(path: Path, fd: int) -> None:
             os.replace(path, path.with_name(GAP_LOG_OLD))
 
 
-def read_gaps(path: Path) -> tuple[list[dict], list[str]]:
-    """The gap log's entries, oldest first (GAP_LOG_OLD, then the log), and a warning for each
-    kind of line skipped: not an entry, of another log format, or the last line cut short.
-    Raises OSError (the log is a folder, say); a log that is not there has no entries."""
-    entries, warnings = [], []
-    for p in (path.with_name(GAP_LOG_OLD), path):
-        try:
-            lines = read_log_file(p).split(b"\n")
-        except FileNotFoundError:
-            continue
-        cut = lines.pop()                 # b"" after a final newline, else a line a killed run left
-        junk, other = [], set()
-        for n, line in enumerate(lines, 1):
-            entry = gap_from_line(line)
-            if isinstance(entry, dict):
-                entries.append(entry)
-            elif entry == "other version":
-                other.add(n)
-            elif line.strip():
-                junk.append(n)
-        if cut.strip():
-            entry = gap_from_line(cut)
-            if isinstance(entry, dict):
-                entries.append(entry)
-            else:
-                warnings.append(f"the last line of {p} is cut short (a run stopped while writing it?): skipped")
-        if junk:
-            warnings.append(f"{len(junk)} line(s) of {p} are not gap log entries (line {junk[0]} the first): "
-                            "skipped")
-        if other:
-            warnings.append(f"{len(other)} entries of {p} come from another version of demo_rag.py (another log "
-                            f"format than v{GAP_LOG_VERSION}): skipped")
-    return entries, warnings
-
-
-def read_log_file(path: Path) -> bytes:
-    """A log file's bytes, at most twice GAP_LOG_MAX_MB (a bigger one is no log of ours: its end
-    is cut). Raises OSError for a link, a folder or anything else that is no regular file."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | NOT_A_LINK)   # a FIFO does not wait
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
+def append_gap(path: Path, entry: dict) -> None:
+    """Append one entry to the log as one line, in one write() (O_APPEND: another run's line
+    goes before or after it, never inside), on a line of its own if a killed run left the last
+    one without its newline. Past GAP_LOG_MAX_MB the log moves to GAP_LOG_OLD (the one there
+    goes) and the next entry starts a new one. The file is the user's alone (mode 600).
+    subtle: the file grows a page at a time while another run writes a long line, so its last
+    byte, looked at then, is no newline though that run's line will end with one; so one run
+    at a time looks and writes (locked_gap_log), else it would add an empty line."""
+    # backslashreplace: a lone surrogate (a file name that is not UTF-8) becomes JSON's own \udcxx
+    line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace")
+    fd = locked_gap_log(path)
+    try:
+        size = os.fstat(fd).st_size
+        if size:
+            os.lseek(fd, size - 1, os.SEEK_SET)
+            if os.read(fd, 1) != b"\n":
+                line = b"\n" + line
+        os.write(fd, line)
+        if os.fstat(fd).st_size > GAP_LOG_MAX_MB * 2**20:
+            start_new_gap_log(path, fd)
+    finally:
         os.close(fd)
-        raise (IsADirectoryError if stat.S_ISDIR(mode) else OSError)(0, "not a regular file", str(path))
-    with os.fdopen(fd, "rb") as f:
-        return f.read(2 * GAP_LOG_MAX_MB * 2**20)
 
 
-def gap_from_line(line: bytes) -> dict | str | None:
-    """One line of the log as an entry (its question at most GAP_QUESTION_CHARS), "other version"
-    for an entry of another log format, None for a line that is no entry."""
+def logged(outcome: Outcome, settings: Settings) -> Outcome:
+    """The outcome, after adding it to the gap log if it is a gap and the log is kept. A log
+    that cannot be written costs the run one warning (in outcome.warnings), never the answer."""
+    why = gap_reason(outcome)
+    if why is None or not logging_gaps(settings):
+        return outcome
+    path = settings.cache_dir / GAP_LOG
     try:
-        entry = json.loads(line.decode("utf-8", "replace"))
-    except ValueError:
-        return None
-    if not isinstance(entry, dict) or "v" not in entry:
-        return None
-    if entry["v"] != GAP_LOG_VERSION:
-        return "other version"
-    if not (isinstance(entry.get("question"), str) and entry["question"].strip()
-            and all(isinstance(entry.get(k), str) for k in ("time", "notes", "why"))):
-        return None
-    try:                                  # --gaps --since compares it, and dates relative filters by it
-        time.strptime(entry["time"], GAP_TIME)
-    except ValueError:
-        return None
-    if len(entry["time"]) != len("2026-01-02T03:04:05Z"):   # strptime takes "2026-1-2T3:4:5Z" too
-        return None
-    sources = entry.get("sources")
-    return {**entry, "question": entry["question"][:GAP_QUESTION_CHARS],
-            "sources": [s for s in sources if isinstance(s, dict) and isinstance(s.get("source"), str)]
-            if isinstance(sources, list) else []}
-
-
-def logged_filters(entry: dict) -> Filters:
-    """The filters a logged question was searched with: those of its "filters" that read as the
-    command line would read them (a log edited by hand may hold others, which are set aside), a
-    time ago ("7d") as the days it meant when the question was asked."""
-    logged = entry.get("filters") if isinstance(entry.get("filters"), dict) else {}
-    try:
-        asked = datetime.date.fromisoformat(str(entry.get("time", ""))[:10])
-    except ValueError:
-        asked = None                      # not an entry read from the log, which checks its time
-
-    def read(value, how: Callable[[str], str]) -> str | None:
-        try:
-            return how(value) if isinstance(value, str) and value.strip() else None
-        except argparse.ArgumentTypeError:
-            return None
-
-    def day(value, end: int) -> str | None:
-        bound = read(value, date_bound)
-        return date_span(bound, asked)[end] if bound and asked and RELATIVE_DATE.fullmatch(bound.lower()) else bound
-    tags = logged.get("tags") if isinstance(logged.get("tags"), list) else []
-    since, until = day(logged.get("since"), 0), day(logged.get("until"), 1)
-    if dated_backwards(since, until):     # no note could pass: a log edited by hand
-        since = until = None
-    return Filters(read(logged.get("source"), str), tuple(dict.fromkeys(t for v in tags if (t := read(v, tag_name)))),
-                   since, until)
-
-
-def gap_vector(entry: dict, settings: Settings, dim: int) -> np.ndarray | None:
-    """The question's vector as logged, if it was embedded as this run would embed it (the same
-    model and query template) and has `dim` numbers; None otherwise."""
-    import base64
-    v = entry.get("vector")
-    if not (isinstance(v, dict) and v.get("model") == settings.embed_model
-            and v.get("query") == embed_templates(settings).query and isinstance(v.get("f16"), str)):
-        return None
-    try:
-        vec = np.frombuffer(base64.b64decode(v["f16"], validate=True), "<f2").astype(np.float32)
-    except ValueError:                    # binascii.Error is one; so is a byte count that is odd
-        return None
-    norm = float(np.linalg.norm(vec)) if len(vec) == dim and np.isfinite(vec).all() else 0.0
-    return vec / norm if norm else None
+        append_gap(path, gap_entry(outcome, settings, why))
+    except OSError as e:
+        return replace(outcome, warnings=[*outcome.warnings, f"the gap log could not be written ({path}: "
+                                          f"{e.strerror or e}); --no-log or {NO_LOG_ENV}=1 stops trying"])
+    return outcome
 
 
 # ============================================================================
 # PART III · THE MODES AND THE COMMAND LINE
-# One question (the default), a conversation (--chat), an evaluation (--eval,
-# --make-eval, --tune), a narrated run (--explain) and what the notes could not
-# answer (--gaps), all opening the index through one set-up (open_for_mode) and
-# searching through Part II's search(), and a server for agents (--mcp), which
-# opens it with the same checks on its first call. Only main() and the run_*
+# One question (the default), a conversation (--chat), a narrated run (--explain), an
+# evaluation (--eval, --make-eval, --tune), what the notes could not answer (--gaps) and
+# a server for agents (--mcp): a section each, holding its flags, its Mode and its
+# printing, after the set-up they share, and the command line last. Each opens the index
+# through one set-up (open_for_mode; --mcp on its first call, with the same checks),
+# searches through Part II's search() and answers through answer(). Only the run_*
 # functions print; --mcp writes protocol messages on stdout and nothing else.
 # ============================================================================
-
 # ----------------------------------------------------------------------------
-# Settings of Part III.
+# The modes' shared set-up: exit codes, errors in one line, output that shows control
+# characters instead of obeying them, progress, and the index every mode opens.
 
-# Evaluation (--eval): rankings are judged down to this rank (MRR@10, as in most
-# retrieval benchmarks); a hit below it counts as a miss.
-EVAL_DEPTH = CANDIDATE_DEPTH
-
-# Tuning on your own notes (--make-eval, then --tune).
-EVAL_QUESTIONS = 40                       # questions per generated set: enough to tell variants apart
-EVAL_PASSAGE_CHARS = 300                  # questions are asked about passages this long (not chunks, so
-                                          # the set does not depend on the chunk size it will judge)
-EVAL_MIN_PASSAGE_CHARS = 100              # shorter passages (a title, a one-liner) make trivial questions
-EVAL_MAX_COPIED = 0.75                    # drop a question when more than 3/4 of its words (CJK: bigrams)
-                                          # occur in its passage: it copies rather than asks
-EVAL_UNANSWERABLE_SHARE = 1 / 8           # of the questions, this share have no answer: they calibrate the floor
-EVAL_REPLY_TOKENS = 200                   # one question and a short answer, in JSON
-TUNE_TOP_KS = (3, 5, 8)                   # --top-k values compared; the smallest that finds as much wins
-TUNE_ANSWERED = 0.95                      # the recommended floor still answers this share of answerable ones: giving
-                                          # up the odd weak one lets it sit above what the unanswerable ones score
-TUNE_MIN_GAIN = 0.02                      # MRR a variant must gain over the defaults to be recommended: one
-                                          # question moving from rank 1 to 2 is 0.5/n (0.0125 at 40), noise
-
-# ----------------------------------------------------------------------------
-# The main path: a question in, sources and a streamed answer out.
 
 EXIT_OK, EXIT_OUTPUT, EXIT_USAGE, EXIT_OLLAMA, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit code. Everything it prints shows control
-    characters instead of obeying them (EscapedControls): notes come from strangers. A
-    stdout that was closed, or that cannot be written, is said in one line (exit code 1)."""
-    streams = command_line_streams()
-    try:
-        if sys.__stdout__ is None:        # closed as the run began: Python gives None
-            err("error: stdout is closed, so nothing could be shown; send it somewhere "
-                "(> answer.txt, or > /dev/null to only update the index)")
-            return EXIT_OUTPUT
-        with np.errstate(all="ignore"):   # a server's 1e308 would make NumPy warn in lines of source;
-            code = run_mode(argv)         # vectors that are not numbers are refused in words instead
-        with contextlib.suppress(BrokenPipeError):    # a reader that went away (`| head`) is no error
-            sys.stdout.flush()            # a full disk shows here at the latest, while it can be said
-        return code
-    except OutputError as e:
-        err(f"error: {e}")
-        return EXIT_OUTPUT
-    finally:
-        if sys.stdout.escaped:
-            err(f"note: stdout's encoding ({sys.stdout.encoding}) lacks some characters of the output: they "
-                "are written as \\u escapes (PYTHONIOENCODING=utf-8 writes them as they are)")
-        sys.stdout, sys.stderr = streams
+class UsageError(Exception):
+    """The user's mistake, in one line that says what to do; main() prints it and exits 2."""
 
 
-def command_line_streams() -> tuple:
-    """Set stdout and stderr up for the command line (closed ones mended, control characters
-    escaped, stderr dropping what it cannot write: there is nowhere left to say so), unless
-    they are already; return the ones before."""
-    before = sys.stdout, sys.stderr
-    if not isinstance(sys.stdout, EscapedControls):
-        mend_closed_streams()
-        sys.stdout, sys.stderr = EscapedControls(sys.stdout), EscapedControls(sys.stderr, quiet=True)
-    return before
+def err(*lines: str) -> None:
+    for line in lines:
+        print(line, file=sys.stderr, flush=True)
 
 
-def mend_closed_streams() -> None:
-    """Open /dev/null on each of file descriptors 0, 1 and 2 that is closed (`<&-`, `>&-`,
-    `2>&-`): otherwise the first file the run opens takes that number, and what a library
-    writes to "stderr" lands in it, the cache file say. stdout and stderr, which Python then
-    sets to None, get a stream on it; stdin stays None, for --chat to say so."""
-    for fd in (0, 1, 2):
+class OutputError(Exception):
+    """stdout cannot be written (a full disk, an error of the device): main() says so and exits 1."""
+
+
+JSON_ESCAPES = "demo_rag.json_escapes"
+
+
+def json_escapes(error: UnicodeEncodeError) -> tuple[str, int]:
+    r"""A codec error handler (EscapedControls registers it) that writes the characters an
+    encoding lacks as JSON's \u escapes, two for one beyond U+FFFF: valid JSON inside a string,
+    the only place such characters occur in JSON, and readable code points elsewhere.
+
+    >>> _ = EscapedControls(sys.stdout)       # registers it
+    >>> print("RAG 检索 – 😀".encode("cp1252", JSON_ESCAPES).decode("cp1252"))
+    RAG \u68c0\u7d22 – \ud83d\ude00
+    """
+    return json.dumps(error.object[error.start:error.end])[1:-1], error.end
+
+
+class EscapedControls:
+    """A text stream (stdout, stderr) that shows control characters as \\u001b and the like
+    instead of passing them on: what a note, a file name, the chat model or a server says
+    cannot move the cursor, retitle or clear the terminal, or write to its clipboard. A
+    character the stream's encoding lacks (Chinese on a cp1252 stdout) is written as such an
+    escape too, and .escaped says so. The escapes are JSON's own, so --json output stays
+    valid and reads back the same.
+
+    A stream that cannot be written (a full disk) raises OutputError, or, if `quiet` (for
+    stderr, when there is nowhere left to say so), drops what it cannot write."""
+
+    def __init__(self, stream, quiet: bool = False):
+        self.raw = stream                 # ProgressLine writes its own "\r\x1b[K" here
+        self.quiet = quiet
+        self.escaped = False
+        import codecs                     # the command line's streams alone need it
+        codecs.register_error(JSON_ESCAPES, json_escapes)
+
+    def write(self, text: str) -> int:
+        text = text.translate(CONTROL_ESCAPES)
+        with self.failing():
+            try:
+                return self.raw.write(text)
+            except UnicodeEncodeError:    # raised before anything is written
+                self.escaped = True
+                encoding = self.raw.encoding
+                return self.raw.write(text.encode(encoding, JSON_ESCAPES).decode(encoding))
+        return len(text)
+
+    def write_link(self, text: str, uri: str) -> None:
+        """Write `text` as a terminal's hyperlink (OSC 8) to `uri`: the one control sequence this
+        stream lets through, for a URI of printable ASCII alone (file_uri's), so that no name
+        can end the sequence early or smuggle one of its own in."""
+        assert re.fullmatch(r"[!-~]+", uri), "a link's URI is percent-encoded"
+        with self.failing():
+            self.raw.write(f"\x1b]8;;{uri}\x1b\\")
+        self.write(text)
+        with self.failing():
+            self.raw.write("\x1b]8;;\x1b\\")
+
+    def flush(self) -> None:
+        with self.failing():
+            self.raw.flush()
+
+    @contextlib.contextmanager
+    def failing(self):
+        """What a write or flush that fails raises: BrokenPipeError as it is (a reader such as
+        `head` went away, which is no error), other OSErrors as OutputError, nothing if quiet."""
         try:
-            os.fstat(fd)
-        except OSError:
-            null = os.open(os.devnull, os.O_RDWR)
-            if null != fd:
-                os.dup2(null, fd)
-                os.close(null)
-    for name in ("stdout", "stderr"):
-        if getattr(sys, name) is None:
-            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))
+            yield
+        except OSError as e:
+            if self.quiet:
+                return
+            if isinstance(e, BrokenPipeError):
+                raise
+            name = str(getattr(self.raw, "name", "the output")).strip("<>")     # "<stdout>"
+            raise OutputError(f"cannot write to {name} ({e.strerror or e})") from None
+
+    def __getattr__(self, name):
+        return getattr(self.raw, name)
 
 
-def run_mode(argv: list[str] | None) -> int:
-    """Parse the flags, set up, and run the mode they ask for; returns the exit code."""
-    args = parse_args(argv)
-    settings = settings_from(args)
-    if settings.top_k > (cap := top_k_limit(settings.chunk_size, settings.max_answer_tokens)):
-        err(f"note: --top-k {settings.top_k} is more sources than fit in a {MAX_NUM_CTX}-token context; "
-            f"using {cap}")
-        settings = replace(settings, top_k=cap)
-    previous = sigterm_as_interrupt()
+NOT_TEXT = "not valid UTF-8 text (check the terminal's encoding, e.g. the locale)"
+
+
+def is_text(s: str) -> bool:
+    """False for a string that carries undecodable bytes (surrogates) from argv or stdin.
+
+    >>> is_text("café"), is_text("caf\\udce9")
+    (True, False)
+    """
     try:
-        try:
-            client = ollama_client(args.timeout)
-        except ValueError as e:
-            raise UsageError(f"error: {e}") from None
-        if note := destination_note():
-            err(note)
-        return chosen_mode(args).run(args, settings, client)
-    except BrokenPipeError:
-        return EXIT_OK
-    except (FileNotFoundError, NotADirectoryError, UsageError, OllamaError, KeyboardInterrupt) as e:
-        message, code = failure(e)
-        err(message)
-        if args.json:                     # a script reading stdout learns what happened too
-            print(json.dumps({"error": message.strip(), "exit_code": code}, ensure_ascii=False))
-        return code
-    finally:
-        restore_sigterm(previous)
+        s.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def notes_flag(settings: Settings) -> str:
+    """' --notes DIR', quoted for a shell, for a command to copy; '' for the default folder."""
+    return "" if settings.notes_dir == NOTES_DIR else f" --notes {shlex.quote(str(settings.notes_dir))}"
 
 
 def failure(e: BaseException) -> tuple[str, int]:
@@ -5699,6 +5460,305 @@ def failure(e: BaseException) -> tuple[str, int]:
     if isinstance(e, BuildInterrupted):
         return f"\n{e}", EXIT_INTERRUPTED
     return "\ninterrupted; the cache on disk is unchanged or complete", EXIT_INTERRUPTED
+
+
+def duration(seconds: float) -> str:
+    """A short human duration.
+
+    >>> duration(9.4), duration(400), duration(4000), duration(float("inf"))
+    ('9s', '6m40s', '1h06m', '?')
+    """
+    if not math.isfinite(seconds):
+        return "?"
+    s = round(seconds)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+def progress_text(e: EmbedProgress) -> str:
+    """One progress line.
+
+    >>> progress_text(EmbedProgress(3200, 10000, 1200, 400.0, "notes/rag.md"))
+    'embedding 3,200/10,000 chunks · 3.0 chunks/s · 6m40s elapsed · 37m47s left · notes/rag.md'
+    """
+    rate = e.embedded / max(e.seconds, 1e-9)
+    left = (e.total - e.done) / rate if rate else float("inf")
+    return (f"embedding {e.done:,}/{e.total:,} chunks · {rate:.1f} chunks/s · {duration(e.seconds)} elapsed"
+            f" · {duration(left)} left · {e.note}")
+
+
+class ProgressLine:
+    """Shows open_index's progress on a stream (stderr), as a callable.
+
+    On a terminal: one line rewritten in place, at most 10 times a second. Not
+    on a terminal (a pipe, a log, CI): a line every `every` seconds, so a long
+    build's log stays readable. Either way finish() ends with a summary line.
+    Plain messages (str) are printed as they come, unless quiet.
+    """
+
+    def __init__(self, stream, every: float = PROGRESS_SECONDS, quiet: bool = False):
+        self.stream, self.quiet = stream, quiet
+        self.tty = stream.isatty()
+        self.every = 0.1 if self.tty else every
+        self.shown = time.monotonic()
+        self.latest: EmbedProgress | None = None
+        self.open = False                 # a line on the terminal still waits for its newline
+
+    def __call__(self, event: str | EmbedProgress) -> None:
+        if isinstance(event, str):
+            if not self.quiet:
+                self.write(event + "\n")
+            return
+        self.latest = event
+        if time.monotonic() - self.shown >= self.every:
+            self.shown = time.monotonic()
+            self.write("  " + progress_text(event) + ("" if self.tty else "\n"))
+
+    def finish(self) -> None:
+        e, self.latest = self.latest, None
+        if e is not None:
+            rate = e.embedded / max(e.seconds, 1e-9)
+            self.write(f"  embedded {e.embedded:,} chunks in {duration(e.seconds)} ({rate:.1f} chunks/s)\n")
+
+    def write(self, text: str) -> None:
+        if self.tty:
+            with contextlib.suppress(OSError):
+                width = os.get_terminal_size(self.stream.fileno()).columns
+                text = text if text.endswith("\n") else text[:width - 1]
+            if self.open:                 # back to the start of the line, and clear it
+                getattr(self.stream, "raw", self.stream).write("\r\x1b[K")
+            self.open = not text.endswith("\n")
+        self.stream.write(text)
+        self.stream.flush()
+
+
+def index_with_progress(settings: Settings, client: ollama.Client, rebuild: str, quiet: bool,
+                        progress_seconds: float = PROGRESS_SECONDS) -> tuple[Index, IndexReport, float]:
+    """open_index with the progress and the index summary on stderr.
+
+    Embedding progress is shown even when quiet (it is on stderr, and a long
+    build needs it): one line rewritten in place on a terminal, else a line
+    every `progress_seconds` (ProgressLine).
+    """
+    t0 = time.perf_counter()
+    line = ProgressLine(sys.stderr, progress_seconds, quiet)
+    try:
+        index, report = open_index(settings, client, rebuild, line)
+    finally:
+        line.finish()
+    took = time.perf_counter() - t0
+    if not quiet:
+        for w in report.warnings:
+            err(f"warning: {w}")
+        err(f"{report.summary(len(index.files))} in {took:.2f}s")
+        if report.touched:
+            names = report.touched[:8] + ([f"… {len(report.touched) - 8} more"] if len(report.touched) > 8 else [])
+            err("  (re)indexed: " + ", ".join(names))
+        if report.embed_error:
+            err(f"warning: {report.embed_error}; searching by keywords (BM25) only")
+    return index, report, took
+
+
+def no_match(filters: Filters, notes: int) -> str:
+    """What to say when no note passes the filters."""
+    return (f"no note matches {filters} (of {notes} notes; a note's tags are its front matter's and its "
+            "#tags, its date its front matter's date, created or updated, else one in its file name, else "
+            "the day it was modified)")
+
+
+def check_usable(index: Index, settings: Settings, source: str = "--source") -> None:
+    """Raise UsageError unless the index holds notes, some of which the `source` pattern
+    (settings.source_filter) and the tag and date filters match."""
+    if not index.chunks:
+        raise UsageError(f"no usable notes in {settings.notes_dir} (looked for {', '.join(NOTE_TYPES)}, "
+                         f"at least {MIN_NOTE_CHARS} characters, or {MIN_NOTE_BODY} besides headings)")
+    if not source_mask(index, settings.source_filter).any():
+        raise UsageError(f"no note matches {source} '{settings.source_filter}' (a glob like 'work/*.md', or a "
+                         f"part of a note's path relative to {readable_name(str(settings.notes_dir))})")
+    if not filter_mask(index, filters := filters_in_force(settings)).any():
+        raise UsageError(no_match(filters, len(index.files)))
+
+
+def open_for_mode(args: argparse.Namespace, settings: Settings, client: ollama.Client, quiet: bool,
+                  rebuild: str | None = None) -> tuple[Index, IndexReport, float]:
+    """Every mode's set-up: the index, opened with this run's --rebuild and --progress-seconds,
+    then checked to hold notes and some that --source matches. Raises UsageError."""
+    rebuild = ("--rebuild" if args.rebuild else "") if rebuild is None else rebuild
+    index, report, took = index_with_progress(settings, client, rebuild, quiet, args.progress_seconds)
+    check_usable(index, settings)
+    return index, report, took
+
+
+# ----------------------------------------------------------------------------
+# Showing sources: each cited by its passage, over a one-line preview, a link on a terminal.
+
+
+def preview(text: str, width: int = 72, terms: Iterable[tuple[str, float]] = ()) -> str:
+    """One line of a chunk, cut to `width` terminal columns (a CJK character takes two): its
+    passage (passage_offset), where the rarest of `terms` (term, idf) occur, as search engines
+    show, or else its start past its headings (they are in the citation).
+
+    >>> preview("## Title\\n\\nRAG 是检索增强生成", 12)
+    'RAG 是检索…'
+    >>> preview("Intro words here. Later the starter needs feeding twice a day.", 30, [("starter", 2.0)])
+    '… Later the starter needs fee…'
+    """
+    at = passage_offset(text, terms)
+    line = ("… " if text[LEADING_HEADINGS.match(text).end():at].strip() else "") + " ".join(text[at:].split())
+    used = 0
+    for i, ch in enumerate(line):
+        used += 2 if re.match(rf"[{CJK}\uff00-\uffef\u3000-\u303f]", ch) else 1
+        if used > width - 1:
+            return line[:i] + "…"
+    return line
+
+
+def card_line(card: NoteMeta | None, width: int = 72) -> str:
+    """A note's title, aliases, tags and date in one line, "" for a note that states none of them.
+
+    >>> card_line(NoteMeta("快捷键", ("Hotkeys",), ("tool/obsidian",), "2026-01-15", "created"))
+    '快捷键 (Hotkeys) · #tool/obsidian · 2026-01-15 (created)'
+    """
+    if card is None or not (card.aliases or card.tags or card.dated_by not in ("", "modified")):
+        return ""
+    parts = [card.title + (f" ({', '.join(card.aliases)})" if card.aliases else "")]
+    parts += [" ".join(f"#{t}" for t in card.tags)] if card.tags else []
+    parts += [f"{card.date} ({card.dated_by})"] if card.dated_by != "modified" else []
+    return preview(" · ".join(parts), width)
+
+
+def links_wanted(stream) -> bool:
+    """Are links written to `stream`? Only to the command line's own stdout on a terminal
+    (EscapedControls, which lets them through) that is not a "dumb" one."""
+    return isinstance(stream, EscapedControls) and stream.isatty() and os.environ.get("TERM") != "dumb"
+
+
+def file_uri(path: str, host: str = "") -> str:
+    """A file:// URI for an absolute path on `host`, as terminals' links take it: every byte of
+    the name but letters, digits, "-._~" and "/" percent-encoded, so no control character (a line
+    break, ESC, BEL) or byte that is not UTF-8 is left in it to end the link.
+
+    >>> file_uri("/notes/tea & me\x1b]8;;x\x07.md", "laptop")
+    'file://laptop/notes/tea%20%26%20me%1B%5D8%3B%3Bx%07.md'
+    """
+    from urllib.parse import quote
+    return f"file://{quote(host, safe='')}{Path(path).as_uri().removeprefix('file://')}"   # C:/ on Windows
+
+
+def print_citation(chunk: Chunk, passage: Passage, notes_dir: str = "") -> None:
+    """A source's citation (passage_citation), with no line break after it. On a terminal
+    its place ("bike.md:14") is a link (OSC 8) to the note's file under `notes_dir`,
+    never when stdout is a file or a pipe."""
+    import socket                         # (only here: a link names the machine its file is on)
+    place, citation = passage_place(chunk, passage), passage_citation(chunk, passage)
+    path = note_path(notes_dir, chunk.source) if links_wanted(sys.stdout) else None
+    if path is None:
+        print(citation, end="")
+        return
+    sys.stdout.write_link(place, file_uri(os.path.abspath(path), socket.gethostname()))
+    print(citation[len(place):], end="")
+
+
+def print_hits(hits: list[Hit], lexical_only: bool, terms: list[tuple[str, float]] = (),
+               notes_dir: str = "", notes: Mapping[str, NoteMeta] | None = None) -> None:
+    """The sources, each cited by the passage where the question's rarest `terms` occur (its line
+    and section: locate_passage) over a one-line preview of it, with what its note says of itself
+    (`notes`: Retrieval.notes) if it says anything; on a terminal, each file under `notes_dir` a link."""
+    print("Top sources" + (" (keywords only):" if lexical_only else ":"))
+    for h in hits:
+        scores = f"bm25 {h.lexical:.2f}" if lexical_only else f"cos {h.dense:.3f} · bm25 {h.lexical:.2f}"
+        about = card_line((notes or {}).get(h.chunk.source))
+        print(f"  [{h.rank}] ", end="")
+        print_citation(h.chunk, locate_passage(h.chunk, terms), notes_dir)
+        print(f"  ({scores})" + (f"\n      {about}" if about else "") + f"\n      {preview(h.chunk.text, terms=terms)}")
+    print()
+
+
+def hit_json(h: Hit, terms: Iterable[tuple[str, float]] = (), card: NoteMeta | None = None) -> dict:
+    """One source as --json shows it: the chunk (its heading is where it starts, its lines from
+    start_line to end_line), the passage the search's `terms` matched (its line and section), and
+    what its note says of itself (note_card()) when given."""
+    p = locate_passage(h.chunk, terms)
+    about = {} if card is None else {"title": card.title, "aliases": list(card.aliases), "tags": list(card.tags),
+                                     "date": card.date, "dated_by": card.dated_by}
+    return {"rank": h.rank, "source": h.chunk.source, "heading": h.chunk.heading, "page": h.chunk.page,
+            "start_line": p.start_line, "end_line": p.end_line, "line": p.line, "section": p.heading,
+            **about, "score": round(h.score, 4), "text": h.chunk.text}
+
+
+def cut_short_warning(outcome: Outcome) -> str:
+    return f"the answer was cut short: {outcome.cut_short}"
+
+
+def print_outcome(outcome: Outcome) -> None:
+    """What follows the sources (and the streamed answer) on a terminal: how the question ended."""
+    if outcome.status == ANSWERED:
+        print(flush=True)                 # end the streamed answer's last line, before stderr speaks
+        if outcome.cut_short:
+            err(f"warning: {cut_short_warning(outcome)}")
+        if outcome.check:                 # stderr, as warnings and timings: stdout keeps the answer alone
+            err(outcome.check.summary())
+    elif outcome.status == FAILED and outcome.text is not None:
+        print(flush=True)                 # the chat model broke off mid-answer: end its line,
+        err(f"error: {outcome.why}")      # so that what comes next starts on one of its own
+    elif outcome.status == DECLINED:
+        print(f"{NOT_FOUND} ({outcome.why}; the closest sources are above)")
+    elif outcome.status == KEYWORDS_ONLY:
+        print(f"Keyword-only passages above ({outcome.why}).")
+    elif outcome.status == FAILED:
+        err(f"error: {outcome.why}")
+
+
+# ----------------------------------------------------------------------------
+# The question: the default mode, a question in, sources and a streamed answer out.
+
+
+# Why the prompt --show-prompt prints was not sent.
+UNSENT = {DECLINED: "below the relevance floor", KEYWORDS_ONLY: "Ollama unavailable", FAILED: "Ollama unavailable",
+          RETRIEVAL_ONLY: "--retrieve-only"}
+
+
+def run_warnings(report: IndexReport, outcome: Outcome) -> list[str]:
+    """What a run has to warn of before the answer: the index's warnings, and a search by keywords only."""
+    why = outcome.retrieval.keywords_only_because
+    return report.warnings + ([f"{why}; searching by keywords (BM25) only"] if why else [])
+
+
+def timings_line(outcome: Outcome, index_seconds: float) -> str:
+    """'index 0.12s · embed_query 0.05s · ...', with Ollama's token counts when it answered."""
+    line = " · ".join(f"{k} {v:.2f}s" for k, v in {"index": index_seconds, **outcome.timings}.items())
+    if u := outcome.usage:
+        line += (f" · {u.prompt_tokens} prompt tokens · {u.answer_tokens} answer tokens "
+                 f"({round(u.tokens_per_second, 1)} tokens/s)")
+    return line
+
+
+def outcome_json(outcome: Outcome, report: IndexReport, index_seconds: float, templates: Templates) -> dict:
+    """The one object --json prints for a question."""
+    r, u = outcome.retrieval, outcome.usage
+    return {"question": outcome.question, "status": outcome.status, "answer": outcome.text, "found": r.found,
+            "lexical_only": r.lexical_only, "confidence": round(r.confidence, 3),
+            "floor": {"value": r.floor, "source": r.floor_source},
+            "sources": [hit_json(h, preview_terms(r.terms), r.notes.get(h.chunk.source)) for h in r.hits],
+            "timings": {k: round(v, 3) for k, v in {"index": index_seconds, **outcome.timings}.items()},
+            "tokens": {} if u is None else {"prompt": u.prompt_tokens, "answer": u.answer_tokens,
+                                            "per_second": round(u.tokens_per_second, 1)},
+            "warnings": run_warnings(report, outcome) + outcome.warnings
+            + ([cut_short_warning(outcome)] if outcome.cut_short else []), "cut_short": outcome.cut_short,
+            "error": outcome.why if outcome.status in (FAILED, INTERRUPTED) else None,
+            "citations": outcome.check.as_json() if outcome.check else None,
+            "skipped": {rel: skip.why for rel, skip in report.skipped.items()},
+            "embedding_prompts": templates._asdict()}
+
+
+def print_prompt(messages: list[dict], templates: Templates, num_ctx: int, num_predict: int,
+                 unsent: str = "") -> None:
+    """--show-prompt: the messages as sent (or why they are not), their options, and the embedding prompts."""
+    print(f"Prompt (not sent: {unsent}):" if unsent else "Prompt:")
+    for m in messages:
+        print(f"--- {m['role']} ---\n{m['content']}")
+    print(f"--- options: temperature={TEMPERATURE}, num_ctx={num_ctx}, num_predict={num_predict} ---")
+    print(f"--- embedding prompts ({templates.source}): query {templates.query or 'none'!r}, "
+          f"document {templates.document or 'none'!r} ---\n")
 
 
 def run_question(args, settings: Settings, client: ollama.Client) -> int:
@@ -5740,877 +5800,44 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
     return {FAILED: EXIT_OLLAMA, INTERRUPTED: EXIT_INTERRUPTED}.get(outcome.status, EXIT_OK)
 
 
-# Why the prompt --show-prompt prints was not sent.
-UNSENT = {DECLINED: "below the relevance floor", KEYWORDS_ONLY: "Ollama unavailable", FAILED: "Ollama unavailable",
-          RETRIEVAL_ONLY: "--retrieve-only"}
-
-
-def run_warnings(report: IndexReport, outcome: Outcome) -> list[str]:
-    """What a run has to warn of before the answer: the index's warnings, and a search by keywords only."""
-    why = outcome.retrieval.keywords_only_because
-    return report.warnings + ([f"{why}; searching by keywords (BM25) only"] if why else [])
-
-
-def print_outcome(outcome: Outcome) -> None:
-    """What follows the sources (and the streamed answer) on a terminal: how the question ended."""
-    if outcome.status == ANSWERED:
-        print(flush=True)                 # end the streamed answer's last line, before stderr speaks
-        if outcome.cut_short:
-            err(f"warning: {cut_short_warning(outcome)}")
-        if outcome.check:                 # stderr, as warnings and timings: stdout keeps the answer alone
-            err(outcome.check.summary())
-    elif outcome.status == FAILED and outcome.text is not None:
-        print(flush=True)                 # the chat model broke off mid-answer: end its line,
-        err(f"error: {outcome.why}")      # so that what comes next starts on one of its own
-    elif outcome.status == DECLINED:
-        print(f"{NOT_FOUND} ({outcome.why}; the closest sources are above)")
-    elif outcome.status == KEYWORDS_ONLY:
-        print(f"Keyword-only passages above ({outcome.why}).")
-    elif outcome.status == FAILED:
-        err(f"error: {outcome.why}")
-
-
-def cut_short_warning(outcome: Outcome) -> str:
-    return f"the answer was cut short: {outcome.cut_short}"
-
-
-def timings_line(outcome: Outcome, index_seconds: float) -> str:
-    """'index 0.12s · embed_query 0.05s · ...', with Ollama's token counts when it answered."""
-    line = " · ".join(f"{k} {v:.2f}s" for k, v in {"index": index_seconds, **outcome.timings}.items())
-    if u := outcome.usage:
-        line += (f" · {u.prompt_tokens} prompt tokens · {u.answer_tokens} answer tokens "
-                 f"({round(u.tokens_per_second, 1)} tokens/s)")
-    return line
-
-
-def outcome_json(outcome: Outcome, report: IndexReport, index_seconds: float, templates: Templates) -> dict:
-    """The one object --json prints for a question."""
-    r, u = outcome.retrieval, outcome.usage
-    return {"question": outcome.question, "status": outcome.status, "answer": outcome.text, "found": r.found,
-            "lexical_only": r.lexical_only, "confidence": round(r.confidence, 3),
-            "floor": {"value": r.floor, "source": r.floor_source},
-            "sources": [hit_json(h, preview_terms(r.terms), r.notes.get(h.chunk.source)) for h in r.hits],
-            "timings": {k: round(v, 3) for k, v in {"index": index_seconds, **outcome.timings}.items()},
-            "tokens": {} if u is None else {"prompt": u.prompt_tokens, "answer": u.answer_tokens,
-                                            "per_second": round(u.tokens_per_second, 1)},
-            "warnings": run_warnings(report, outcome) + outcome.warnings
-            + ([cut_short_warning(outcome)] if outcome.cut_short else []), "cut_short": outcome.cut_short,
-            "error": outcome.why if outcome.status in (FAILED, INTERRUPTED) else None,
-            "citations": outcome.check.as_json() if outcome.check else None,
-            "skipped": {rel: skip.why for rel, skip in report.skipped.items()},
-            "embedding_prompts": templates._asdict()}
-
-
-def print_prompt(messages: list[dict], templates: Templates, num_ctx: int, num_predict: int,
-                 unsent: str = "") -> None:
-    """--show-prompt: the messages as sent (or why they are not), their options, and the embedding prompts."""
-    print(f"Prompt (not sent: {unsent}):" if unsent else "Prompt:")
-    for m in messages:
-        print(f"--- {m['role']} ---\n{m['content']}")
-    print(f"--- options: temperature={TEMPERATURE}, num_ctx={num_ctx}, num_predict={num_predict} ---")
-    print(f"--- embedding prompts ({templates.source}): query {templates.query or 'none'!r}, "
-          f"document {templates.document or 'none'!r} ---\n")
-
-
-def hit_json(h: Hit, terms: Iterable[tuple[str, float]] = (), card: NoteMeta | None = None) -> dict:
-    """One source as --json shows it: the chunk (its heading is where it starts, its lines from
-    start_line to end_line), the passage the search's `terms` matched (its line and section), and
-    what its note says of itself (note_card()) when given."""
-    p = locate_passage(h.chunk, terms)
-    about = {} if card is None else {"title": card.title, "aliases": list(card.aliases), "tags": list(card.tags),
-                                     "date": card.date, "dated_by": card.dated_by}
-    return {"rank": h.rank, "source": h.chunk.source, "heading": h.chunk.heading, "page": h.chunk.page,
-            "start_line": p.start_line, "end_line": p.end_line, "line": p.line, "section": p.heading,
-            **about, "score": round(h.score, 4), "text": h.chunk.text}
-
-
-class UsageError(Exception):
-    """The user's mistake, in one line that says what to do; main() prints it and exits 2."""
-
-
-def open_for_mode(args: argparse.Namespace, settings: Settings, client: ollama.Client, quiet: bool,
-                  rebuild: str | None = None) -> tuple[Index, IndexReport, float]:
-    """Every mode's set-up: the index, opened with this run's --rebuild and --progress-seconds,
-    then checked to hold notes and some that --source matches. Raises UsageError."""
-    rebuild = ("--rebuild" if args.rebuild else "") if rebuild is None else rebuild
-    index, report, took = index_with_progress(settings, client, rebuild, quiet, args.progress_seconds)
-    check_usable(index, settings)
-    return index, report, took
-
-
-def check_usable(index: Index, settings: Settings, source: str = "--source") -> None:
-    """Raise UsageError unless the index holds notes, some of which the `source` pattern
-    (settings.source_filter) and the tag and date filters match."""
-    if not index.chunks:
-        raise UsageError(f"no usable notes in {settings.notes_dir} (looked for {', '.join(NOTE_TYPES)}, "
-                         f"at least {MIN_NOTE_CHARS} characters, or {MIN_NOTE_BODY} besides headings)")
-    if not source_mask(index, settings.source_filter).any():
-        raise UsageError(f"no note matches {source} '{settings.source_filter}' (a glob like 'work/*.md', or a "
-                         f"part of a note's path relative to {readable_name(str(settings.notes_dir))})")
-    if not filter_mask(index, filters := filters_in_force(settings)).any():
-        raise UsageError(no_match(filters, len(index.files)))
-
-
-def no_match(filters: Filters, notes: int) -> str:
-    """What to say when no note passes the filters."""
-    return (f"no note matches {filters} (of {notes} notes; a note's tags are its front matter's and its "
-            "#tags, its date its front matter's date, created or updated, else one in its file name, else "
-            "the day it was modified)")
-
-
-def index_with_progress(settings: Settings, client: ollama.Client, rebuild: str, quiet: bool,
-                        progress_seconds: float = PROGRESS_SECONDS) -> tuple[Index, IndexReport, float]:
-    """open_index with the progress and the index summary on stderr.
-
-    Embedding progress is shown even when quiet (it is on stderr, and a long
-    build needs it): one line rewritten in place on a terminal, else a line
-    every `progress_seconds` (ProgressLine).
-    """
-    t0 = time.perf_counter()
-    line = ProgressLine(sys.stderr, progress_seconds, quiet)
-    try:
-        index, report = open_index(settings, client, rebuild, line)
-    finally:
-        line.finish()
-    took = time.perf_counter() - t0
-    if not quiet:
-        for w in report.warnings:
-            err(f"warning: {w}")
-        err(f"{report.summary(len(index.files))} in {took:.2f}s")
-        if report.touched:
-            names = report.touched[:8] + ([f"… {len(report.touched) - 8} more"] if len(report.touched) > 8 else [])
-            err("  (re)indexed: " + ", ".join(names))
-        if report.embed_error:
-            err(f"warning: {report.embed_error}; searching by keywords (BM25) only")
-    return index, report, took
-
-
-def print_hits(hits: list[Hit], lexical_only: bool, terms: list[tuple[str, float]] = (),
-               notes_dir: str = "", notes: Mapping[str, NoteMeta] | None = None) -> None:
-    """The sources, each cited by the passage where the question's rarest `terms` occur (its line
-    and section: locate_passage) over a one-line preview of it, with what its note says of itself
-    (`notes`: Retrieval.notes) if it says anything; on a terminal, each file under `notes_dir` a link."""
-    print("Top sources" + (" (keywords only):" if lexical_only else ":"))
-    for h in hits:
-        scores = f"bm25 {h.lexical:.2f}" if lexical_only else f"cos {h.dense:.3f} · bm25 {h.lexical:.2f}"
-        about = card_line((notes or {}).get(h.chunk.source))
-        print(f"  [{h.rank}] ", end="")
-        print_citation(h.chunk, locate_passage(h.chunk, terms), notes_dir)
-        print(f"  ({scores})" + (f"\n      {about}" if about else "") + f"\n      {preview(h.chunk.text, terms=terms)}")
-    print()
-
-
-def print_citation(chunk: Chunk, passage: Passage, notes_dir: str = "") -> None:
-    """A source's citation (passage_citation), with no line break after it. On a terminal
-    its place ("bike.md:14") is a link (OSC 8) to the note's file under `notes_dir`,
-    never when stdout is a file or a pipe."""
-    import socket                         # (only here: a link names the machine its file is on)
-    place, citation = passage_place(chunk, passage), passage_citation(chunk, passage)
-    path = note_path(notes_dir, chunk.source) if links_wanted(sys.stdout) else None
-    if path is None:
-        print(citation, end="")
-        return
-    sys.stdout.write_link(place, file_uri(os.path.abspath(path), socket.gethostname()))
-    print(citation[len(place):], end="")
-
-
-def card_line(card: NoteMeta | None, width: int = 72) -> str:
-    """A note's title, aliases, tags and date in one line, "" for a note that states none of them.
-
-    >>> card_line(NoteMeta("快捷键", ("Hotkeys",), ("tool/obsidian",), "2026-01-15", "created"))
-    '快捷键 (Hotkeys) · #tool/obsidian · 2026-01-15 (created)'
-    """
-    if card is None or not (card.aliases or card.tags or card.dated_by not in ("", "modified")):
-        return ""
-    parts = [card.title + (f" ({', '.join(card.aliases)})" if card.aliases else "")]
-    parts += [" ".join(f"#{t}" for t in card.tags)] if card.tags else []
-    parts += [f"{card.date} ({card.dated_by})"] if card.dated_by != "modified" else []
-    return preview(" · ".join(parts), width)
-
-
-def links_wanted(stream) -> bool:
-    """Are links written to `stream`? Only to the command line's own stdout on a terminal
-    (EscapedControls, which lets them through) that is not a "dumb" one."""
-    return isinstance(stream, EscapedControls) and stream.isatty() and os.environ.get("TERM") != "dumb"
-
-
-def file_uri(path: str, host: str = "") -> str:
-    """A file:// URI for an absolute path on `host`, as terminals' links take it: every byte of
-    the name but letters, digits, "-._~" and "/" percent-encoded, so no control character (a line
-    break, ESC, BEL) or byte that is not UTF-8 is left in it to end the link.
-
-    >>> file_uri("/notes/tea & me\x1b]8;;x\x07.md", "laptop")
-    'file://laptop/notes/tea%20%26%20me%1B%5D8%3B%3Bx%07.md'
-    """
-    from urllib.parse import quote
-    return f"file://{quote(host, safe='')}{Path(path).as_uri().removeprefix('file://')}"   # C:/ on Windows
-
-
 # ----------------------------------------------------------------------------
-# Evaluation: hit@k and MRR on a set of questions with known answers.
+# --chat: follow-up questions in a conversation, filters typed before a question.
 
 
-def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: Settings,
-             answers: bool = False) -> dict:
-    """Score dense, BM25 and fused retrieval on an evaluation set, and the relevance floor;
-    with `answers`, the chat model's answers too (answer_scores()). Items from the gap log
-    (--gaps --to-eval) are counted apart: asked by users and logged as unanswered, though a
-    note written since may answer them. Nothing is added to the gap log."""
-    settings = replace(settings, log_gaps=False)
-    ranks: dict[str, list] = {"fused": [], "dense": [], "bm25": []}
-    asked: list[tuple[dict, Outcome, float | None]] = []
-    misses, floor = [], {"answerable_found": 0, "answerable": 0, "unanswerable_refused": 0, "unanswerable": 0}
-    confidences = []
-    dense_used, dense_missing = 0, None   # how many answerable questions got dense scores, and why not all
-    embedded = False                      # did any question, answerable or not, get dense scores?
-    for item in items:
-        own = item_settings(item, settings)
-        if item.get("answers") and not filter_mask(index, filters_in_force(own)).any():
-            for name in ranks:            # no note passes its filters: a miss for every ranker
-                ranks[name].append(None)
-            floor["answerable"] += 1
-            misses.append({"question": item["question"], "answers": item["answers"], "rank": None,
-                           "top": no_match(filters_in_force(own), len(index.files))})
-            continue
-        if answers:
-            outcome, first_word = timed_answer(client, index, item["question"], own)
-            asked.append((item, outcome, first_word))
-            r = outcome.retrieval
-        else:
-            r = answer(client, index, item["question"], own, retrieve_only=True).retrieval
-        conf, found = r.confidence, r.found   # judged as a run judges it, on its --top-k best
-        answerable = bool(item.get("answers"))
-        embedded = embedded or r.dense is not None
-        if answerable and r.dense is not None:
-            dense_used += 1
-        elif answerable:
-            dense_missing = dense_missing or r.keywords_only_because
-        confidences.append({"question": item["question"], "answerable": answerable,
-                            "confidence": round(conf, 3), "floor": r.floor})
-        if not answerable and item.get("from") == GAP_FROM:     # counted only when the set holds some
-            floor["from_gap_log"] = floor.get("from_gap_log", 0) + 1
-            floor["from_gap_log_refused"] = floor.get("from_gap_log_refused", 0) + (not found)
-            continue
-        if not answerable:
-            floor["unanswerable"] += 1
-            floor["unanswerable_refused"] += not found
-            continue
-        floor["answerable"] += 1
-        floor["answerable_found"] += found
-        ranks["fused"].append(first_hit_rank(index, [h.row for h in r.ranked[:EVAL_DEPTH]], item))
-        for name, scores in (("dense", r.dense), ("bm25", r.lexical)):
-            if scores is None:            # no vectors (Ollama away): this ranker is not scored
-                continue
-            ranks[name].append(first_hit_rank(index, r.rows[top_rows(scores[r.rows], EVAL_DEPTH)], item))
-        if ranks["fused"][-1] != 1:
-            misses.append({"question": item["question"], "answers": item["answers"],
-                           "rank": ranks["fused"][-1],
-                           "top": passage_citation(r.hits[0].chunk, locate_passage(r.hits[0].chunk, preview_terms(r.terms)))
-                           if r.hits else None})
-    result = metrics(ranks["fused"])
-    result["by_ranker"] = {name: metrics(rs) for name, rs in ranks.items()}
-    result["floor"] = {"min_score": settings.min_score, "calibration": floors_only(index.calibration), **floor}
-    result["misses"] = misses
-    result["confidences"] = confidences
-    result["embed_model"] = settings.embed_model if embedded else None
-    # Ollama may go away mid-run: then the dense row covers only some questions, and says so.
-    result["dense_coverage"] = {"questions": dense_used, "of": floor["answerable"], "missing_because": dense_missing}
-    if answers:
-        result["answers"] = answer_scores(index, asked, settings)
-    return result
+# A #tag is a run of word characters, "/" and "-" with a letter in it (INLINE_TAG's rule), found by
+# a lookahead: spelt as INLINE_TAG is, a long "#word." the final (?=\s|$) refuses takes quadratic time.
+INLINE_FILTER = re.compile(r"\s*(?:#(?=[\w/-]*[^\W\d_])([\w/-]+)|(tag|since|until):(\S*))(?=\s|$)")
 
 
-def timed_answer(client: ollama.Client, index: Index, question: str,
-                 settings: Settings) -> tuple[Outcome, float | None]:
-    """answer() a question, and how many seconds the chat model took to its first word (None: it wrote none)."""
-    called, first = [], []
+def inline_filters(line: str, settings: Settings) -> tuple[Settings, str, str]:
+    """--chat's filters, typed before a question: "#work since:2026-01 what did we decide?" asks
+    "what did we decide?" of the notes tagged work dated 2026-01 or later. They hold for that
+    question, in place of the command line's of their kind. Returns the settings to ask with,
+    the question, and what is wrong with them ("" if nothing).
 
-    def plan(p: Outcome) -> None:
-        called.append(time.perf_counter())
-
-    def token(piece: str) -> None:
-        if not first and piece.strip():
-            first.append(time.perf_counter())
-    outcome = answer(client, index, question, settings, on_plan=plan, on_token=token)   # Ctrl-C ends the run
-    return outcome, (first[0] - called[0]) if first and called else None
-
-
-def answer_scores(index: Index, asked: list[tuple[dict, Outcome, float | None]], settings: Settings) -> dict:
-    """What --eval --answers reports of the answers: for answerable questions, the share whose
-    answer cites a source that holds the answer (is_hit: the gold note, and section if the set
-    names one) and the share of cited sentences the citation check supports; for unanswerable
-    ones, the share declined by the floor or answered without citing anything; the chat
-    model's mean time to first word and tokens per second."""
-    gold, cited, supported, refused, per_question = 0, 0, 0, 0, []
-    answerable = [(item, o) for item, o, _ in asked if item.get("answers")]
-    for item, o, first_word in asked:
-        c = o.check
-        hits = o.retrieval.hits
-        cites_gold = bool(c) and any(0 < n <= len(hits) and is_hit(hits[n - 1].chunk, item)
-                                     for s in c.sentences for n in s.cited)
-        if item.get("answers"):
-            gold += cites_gold
-            cited += c.count(SUPPORTED, UNSUPPORTED, WRONG) if c else 0
-            supported += c.count(SUPPORTED) if c else 0
-        else:
-            refused += o.status == DECLINED or bool(c and c.cites_nothing)
-        per_question.append({"question": item["question"], "answerable": bool(item.get("answers")),
-                             "status": o.status, "answer": o.text, "cites_gold": cites_gold,
-                             "check": c.summary() if c else None,
-                             "first_word_seconds": None if first_word is None else round(first_word, 3)})
-    firsts = [f for _, _, f in asked if f is not None]
-    speeds = [o.usage.tokens_per_second for _, o, _ in asked if o.usage and o.usage.answer_tokens]
-    unanswerable = len(asked) - len(answerable)
-    share = lambda part, whole: round(part / whole, 4) if whole else None  # noqa: E731
-    return {"chat_model": settings.chat_model, "answerable": len(answerable),
-            "answered": sum(1 for _, o in answerable if o.status == ANSWERED),
-            "cite_gold": gold, "cite_gold_share": share(gold, len(answerable)),
-            "cited_sentences": cited, "supported": supported, "supported_share": share(supported, cited),
-            "unanswerable": unanswerable, "declined_or_uncited": refused,
-            "declined_or_uncited_share": share(refused, unanswerable),
-            "first_word_seconds": round(sum(firsts) / len(firsts), 3) if firsts else None,
-            "tokens_per_second": round(sum(speeds) / len(speeds), 1) if speeds else None,
-            "questions": per_question}
-def item_filter_problem(item: dict) -> str:
-    """What is wrong with an evaluation item's own filters ("tags": [...], "since", "until"), "" if nothing."""
-    tags = item.get("tags", [])
-    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-        return f"\"tags\" must be a list of tags, not {tags!r}"
-    checks = [("tags", tag_name, t) for t in tags] + [(k, date_bound, str(item[k])) for k in ("since", "until")
-                                                     if k in item]
-    for key, parse, value in checks:
+    >>> s, q, problem = inline_filters("#work tag:home since:2026-01 what did we decide?", Settings())
+    >>> s.tags, s.since, q, problem
+    (('work', 'home'), '2026-01', 'what did we decide?', '')
+    >>> inline_filters("since:yesterday what?", Settings())[2]
+    "since: expected a date like 2026-01-15, 2026-01 or 2026, or a time ago like 7d, 2w, 3m or 1y, not 'yesterday'"
+    """
+    tags, dates, at = [], {}, 0
+    while m := INLINE_FILTER.match(line, at):
+        at = m.end()
         try:
-            parse(value)
-        except argparse.ArgumentTypeError as e:
-            return f"\"{key}\": {e}"
-    return ""
-
-
-def item_settings(item: dict, settings: Settings) -> Settings:
-    """The settings an evaluation question is asked with: its own "tags", "since" and "until", if
-    it has them, in place of the command line's."""
-    own = {k: (tuple(item[k]) if k == "tags" else item[k]) for k in ("tags", "since", "until") if k in item}
-    return replace(settings, **own)
-
-
-def floor_words(index: Index, settings: Settings) -> str:
-    """The floor in force, for a line of --eval or --tune: "--min-score 0.5" or the calibration."""
-    if settings.min_score is not None:
-        return f"--min-score {settings.min_score}"
-    floors = (index.calibration or {}).get("floors")
-    if floors:
-        return "calibrated on these notes (" + ", ".join(f"{lang} {f:.2f}" for lang, f in floors.items()) + ")"
-    floor, source = relevance_floor(index, "", settings)
-    return f"{floor} ({source})"
-
-
-def read_eval_set(path: Path) -> list[dict]:
-    """load_eval_set for the command line: a file that cannot be read is a UsageError."""
-    try:
-        return load_eval_set(path)
-    except (OSError, ValueError) as e:
-        raise UsageError(f"error: cannot read evaluation set: {e}") from None
-
-
-def load_eval_set(path: Path) -> list[dict]:
-    """Read a JSONL file of {"question": ..., "answers": [...], "source"?: ...} lines."""
-    items = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except ValueError:
-            item = None
-        if not (isinstance(item, dict) and isinstance(item.get("question"), str)
-                and isinstance(item.get("answers"), list)):    # a missing "answers" is no [] by default
-            raise ValueError(f"{path}:{n}: expected {{\"question\": str, \"answers\": [str, ...]}} "
-                             "([] marks a question the notes cannot answer)")
-        # subtle: "" occurs in every chunk, so [""] would score a perfect hit@1.
-        if not all(isinstance(a, str) and a.strip() for a in item["answers"]):
-            raise ValueError(f"{path}:{n}: \"answers\" must hold non-empty strings "
-                             f"([] marks a question the notes cannot answer), not {item['answers']!r}")
-        if not all(isinstance(item.get(k, ""), str) for k in ("source", "heading")):
-            raise ValueError(f"{path}:{n}: \"source\" and \"heading\" must be strings")
-        if problem := item_filter_problem(item):
-            raise ValueError(f"{path}:{n}: {problem}")
-        items.append(item)
-    return items
-
-
-def first_hit_rank(index: Index, ranking: Iterable[int], item: dict) -> int | None:
-    """1-based rank of the first chunk that answers the item (see is_hit), None if none does."""
-    for rank, row in enumerate(ranking, 1):
-        if is_hit(index.chunks[row], item):
-            return rank
-    return None
-
-
-def is_hit(chunk: Chunk, item: dict) -> bool:
-    """Does this chunk answer the item? By where it came from when the item says, else by its text.
-
-    An item with a `source` is judged by note, and with a `heading` too by section:
-    the chunk lies in that section (or a subsection), or the section starts inside
-    it (a big chunk can hold several sections). Otherwise a chunk containing one of
-    the answer strings is a hit; strings overcount (a short answer such as "12人"
-    occurs in many chunks), which is why generated sets carry their source.
-
-    >>> c = Chunk("tea.md", "# Tea › ## Green", "## Green\\nUse 80 °C water.")
-    >>> is_hit(c, {"answers": ["80 °C"]}), is_hit(c, {"answers": ["x"], "source": "tea.md"})
-    (True, True)
-    >>> is_hit(c, {"answers": ["80 °C"], "source": "tea.md", "heading": "# Tea › ## Black"})
-    False
-    >>> is_hit(c, {"answers": [], "source": "tea.md", "heading": "Green"})   # a title without its #s
-    True
-    """
-    if not item.get("source"):
-        return any(a.lower() in chunk.text.lower() for a in item.get("answers", []) if a.strip())
-    if chunk.source != item["source"]:
-        return False
-    want = heading_titles(item.get("heading") or "")
-    if not want:
-        return True
-    have = heading_titles(chunk.heading)
-    if any(have[i:i + len(want)] == want for i in range(len(have) - len(want) + 1)):
-        return True                       # in that section, or a subsection of it
-    # or the section starts inside the chunk (a big chunk can hold several sections)
-    return re.search(rf"^#{{1,6}}[ \t]+{re.escape(want[-1])}[ \t#]*$", chunk.text, re.MULTILINE) is not None
-
-
-def heading_titles(path: str) -> list[str]:
-    """A heading path's titles without their #s: '# Tea › ## Green' -> ['Tea', 'Green']."""
-    return [part.lstrip("#").strip() for part in path.split(" › ") if part.strip()]
-
-
-def eval_set_problem(index: Index, items: list[dict]) -> str | None:
-    """Why an evaluation set cannot be scored on this index (a message naming the items), or None."""
-    if not items:
-        return "it holds no questions"
-    unknown = sorted({it["source"] for it in items if it.get("source") and it["source"] not in index.files})
-    if unknown:
-        shown = first_names([u.translate(NAME_ESCAPES) for u in unknown])
-        return (f"{len(unknown)} source(s) are not among the {len(index.files)} indexed notes: {shown} "
-                "(another --notes folder, or notes renamed since the set was made?)")
-    return None
-
-
-def metrics(ranks: list[int | None]) -> dict:
-    """hit@1/3/5 and MRR@10 (EVAL_DEPTH) from each question's first-hit rank (None: missed).
-
-    >>> metrics([1, 3, None, 6])
-    {'hit@1': 0.25, 'hit@3': 0.5, 'hit@5': 0.5, 'mrr': 0.375, 'n': 4}
-    """
-    n = len(ranks)
-    if n == 0:
-        return {"hit@1": 0.0, "hit@3": 0.0, "hit@5": 0.0, "mrr": 0.0, "n": 0}
-    hit = lambda k: round(sum(1 for r in ranks if r is not None and r <= k) / n, 4)  # noqa: E731
-    mrr = sum(1 / r for r in ranks if r is not None and r <= EVAL_DEPTH) / n
-    return {"hit@1": hit(1), "hit@3": hit(3), "hit@5": hit(5), "mrr": round(mrr, 4), "n": n}
-
-# ----------------------------------------------------------------------------
-# Tuning: an evaluation set generated from your notes, and a sweep that recommends flags.
-#
-# --make-eval asks the chat model for one question per passage of your notes and
-# keeps only the ones that pass three checks; --tune then measures every setting
-# that needs no re-embedding on that set and names the flags that did best.
-
-EVAL_PROMPT = """You write one test question for a search engine over someone's notes.
-From the passage the user sends, reply with a JSON object:
-- "question": one question that the passage answers, asked the way a person would ask it
-  without the note open. Use your own words: do not reuse the passage's wording.
-  Write it in the passage's language.
-- "answer": the answer, a few words copied exactly from the passage."""
-
-EVAL_SCHEMA = {"type": "object", "required": ["question", "answer"],
-               "properties": {"question": {"type": "string"}, "answer": {"type": "string"}}}
-
-# Questions no note is likely to answer, in the languages the notes are written in;
-# any the notes do seem to cover (OFF_TOPIC_COVERAGE) are left out.
-UNANSWERABLE = {
-    "en": ["What is the boiling point of ethanol?", "Who won the 1998 football World Cup?",
-           "How many moons does Neptune have?", "What is the capital of Mongolia?",
-           "How do I replace a bicycle's brake cable?", "When did the Berlin Wall fall?"],
-    "zh": ["红烧肉怎么做？", "珠穆朗玛峰有多高？", "唐朝的首都在哪里？", "怎么给自行车补胎？"],
-}
-
-DROP_REASONS = {"junk": "no JSON question and answer", "answer": "answer not found in the passage",
-                "copied": f"mostly copied (over {EVAL_MAX_COPIED:.0%} of its words are the passage's)"}
-
-
-def generate_eval_set(client: ollama.Client, index: Index, settings: Settings, n: int,
-                      have: list[dict]) -> Iterator[tuple[dict | None, str]]:
-    """Yield (item, "") for every question kept and (None, a DROP_REASONS key) for every one dropped.
-
-    Stops when the set (with `have`, what an earlier run wrote) holds n questions,
-    or the passages run out. Passages already asked about are skipped. The built-in
-    unanswerable questions come right after the chat model's first reply, so a run
-    without a working chat model yields nothing. Raises OllamaError.
-    """
-    unanswerable = [q for q in unanswerable_questions(index, settings, math.ceil(n * EVAL_UNANSWERABLE_SHARE))
-                    if q not in {it["question"] for it in have}]
-    wanted = n - len(have) - len(unanswerable)
-    done = {it.get("passage") for it in have}
-    for pid, passage in eval_passages(settings, index):
-        if wanted <= 0:
-            break
-        if pid in done:
-            continue
-        item, why = generate_question(client, passage, settings)
-        if item:
-            item["passage"] = pid         # lets a second run skip it
-            wanted -= 1
-        yield item, why
-        for q in unanswerable:
-            yield {"question": q, "answers": []}, ""
-        unanswerable = []
-    for q in unanswerable:                # when no model call was needed
-        yield {"question": q, "answers": []}, ""
-
-
-def eval_passages(settings: Settings, index: Index) -> list[tuple[str, Chunk]]:
-    """The passages to ask about, as ("note.md#3", passage), in a fixed order spread over the notes.
-
-    Each indexed note is cut again into EVAL_PASSAGE_CHARS pieces; too-short ones
-    are skipped. The order takes one passage from each note in turn, and within a
-    note the first passage of every section before the second of any, so even a
-    few questions cover many notes and headings. No randomness: the same notes
-    give the same order, which is what lets a second run continue.
-    """
-    splitter = make_splitter(EVAL_PASSAGE_CHARS, 0)
-    per_note = []
-    for rel in sorted(index.files):
-        path = settings.notes_dir / rel
-        try:
-            st = path.stat()
-            sections, _ = read_note(NoteFile(rel, str(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino),
-                                    settings.max_note_mb)
-        except (OSError, ValueError):
-            continue                      # changed since it was indexed: indexing will say so
-        pieces = chunk_sections(rel, sections, splitter)
-        nth_in_section = Counter()
-        keyed = []
-        for i, c in enumerate(pieces):
-            nth_in_section[c.heading] += 1
-            if len(c.text) - LEADING_HEADINGS.match(c.text).end() >= EVAL_MIN_PASSAGE_CHARS:
-                keyed.append((nth_in_section[c.heading], i, f"{rel}#{i + 1}", c))
-        per_note.append([(pid, c) for _, _, pid, c in sorted(keyed, key=lambda k: k[:2])])
-    return [p for turn in itertools.zip_longest(*per_note) for p in turn if p is not None]
-
-
-def generate_question(client: ollama.Client, passage: Chunk, settings: Settings) -> tuple[dict | None, str]:
-    """Ask the chat model for one question about a passage, in JSON (chat_once), and judge it."""
-    messages = [{"role": "system", "content": EVAL_PROMPT}, {"role": "user", "content": passage.text}]
-    reply = chat_once(client, settings, messages, EVAL_REPLY_TOKENS, context_size(messages), format=EVAL_SCHEMA)
-    return judge_question(reply, passage)
-
-
-def judge_question(reply: str, passage: Chunk) -> tuple[dict | None, str]:
-    """Keep a generated question only if its JSON parses, its answer is in the passage, and it
-    is not mostly copied; returns (item, "") or (None, the DROP_REASONS key).
-
-    >>> p = Chunk("tea.md", "# Tea", "Green tea wants water at 80 degrees, never boiling.")
-    >>> judge_question('{"question": "How hot should water for green tea be?", "answer": "80 degrees"}', p)[0]
-    {'question': 'How hot should water for green tea be?', 'answers': ['80 degrees'], 'source': 'tea.md', 'heading': '# Tea'}
-    >>> [judge_question(r, p)[1] for r in ['{"question": "Q?"', '{"question": "Q?", "answer": "99 degrees"}',
-    ...                                    '{"question": "Green tea wants water at what?", "answer": "80 degrees"}']]
-    ['junk', 'answer', 'copied']
-    """
-    try:
-        data = json.loads(reply)
-    except ValueError:
-        return None, "junk"
-    question, answer_ = (data.get("question"), data.get("answer")) if isinstance(data, dict) else (None, None)
-    if not (isinstance(question, str) and question.strip() and isinstance(answer_, str) and answer_.strip()):
-        return None, "junk"
-    squash = lambda text: " ".join(text.lower().split())  # noqa: E731
-    if squash(answer_) not in squash(passage.text):
-        return None, "answer"
-    if copied_share(question, passage.text) > EVAL_MAX_COPIED:
-        return None, "copied"
-    return {"question": question.strip(), "answers": [answer_.strip()],
-            "source": passage.source, "heading": passage.heading}, ""
-
-
-def copied_share(question: str, passage: str) -> float:
-    """Share of the question's words (CJK: bigrams) that occur in the passage, 0 to 1.
-
-    Words are tokenize()'s (lower case, singular, no stopwords); for CJK only the
-    bigrams count, bar those made of two stopword characters ("怎么").
-    Worked example: "starter", "fed" and "often" -> 2 of 3 in the passage.
-
-    >>> copied_share("How often is the starter fed?", "The starter is fed twice a day.")
-    0.6666666666666666
-    >>> copied_share("酵种多久喂一次？", "酵种每天喂两次。")   # 酵种 of 酵种 种多 久喂 喂一 一次
-    0.2
-    """
-    def terms(text: str) -> set[str]:
-        return {t for t in tokenize(text) if not CJK_CHAR.match(t) or
-                (len(t) == 2 and not (t[0] in STOPWORDS and t[1] in STOPWORDS))}
-    asked = terms(question)
-    return len(asked & terms(passage)) / len(asked) if asked else 0.0
-
-
-def unanswerable_questions(index: Index, settings: Settings, n: int) -> list[str]:
-    """Up to n built-in questions the notes do not seem to answer, in the notes' languages."""
-    langs = notes_languages(index)
-    candidates = [q for group in itertools.zip_longest(*(UNANSWERABLE[lang] for lang in langs))
-                  for q in group if q]
-    plain = unfiltered(settings)
-    return [q for q in candidates
-            if rank(index, q, None, plain).confidence < OFF_TOPIC_COVERAGE][:n]
-
-
-def run_make_eval(args, settings: Settings, client: ollama.Client) -> int:
-    """--make-eval FILE: generate questions from the notes, appending each kept one as it comes."""
-    path = args.make_eval
-    have = []
-    if path.exists():
-        try:
-            have = load_eval_set(path)
-        except (OSError, ValueError) as e:
-            raise UsageError(f"error: {path} exists and is not an evaluation set ({e}); give a new file name")
-    index, _, _ = open_for_mode(args, settings, client, quiet=args.json)
-    end_with_newline(path)
-    written = Counter()
-    dropped: Counter[str] = Counter()
-    failure, code = None, EXIT_OK
-    try:
-        for item, why in generate_eval_set(client, index, settings, args.questions, have):
-            if item is None:
-                dropped[why] += 1
+            if m.group(1) or m.group(2) == "tag":
+                tags.append(tag_name(m.group(1) or m.group(3)))
             else:
-                with open(path, "a", encoding="utf-8") as f:    # one whole line at a time
-                    f.write(json.dumps(item, ensure_ascii=False) + "\n")
-                written["answerable" if item["answers"] else "unanswerable"] += 1
-            if not args.json:
-                err(f"  {len(have) + sum(written.values())}/{args.questions} questions, "
-                    f"{sum(dropped.values())} dropped")
-    except OllamaError as e:
-        failure, code = str(e), EXIT_OLLAMA
-    except KeyboardInterrupt:
-        failure, code = "interrupted", EXIT_INTERRUPTED
-    total = len(have) + sum(written.values())
-    summary = {"file": str(path), "questions": total, "written_now": dict(written), "from_before": len(have),
-               "dropped": {DROP_REASONS[k]: v for k, v in dropped.items()}, "chat_model": settings.chat_model,
-               "error": failure}
-    if args.json:
-        print(json.dumps(summary, ensure_ascii=False, indent=2))
-    else:
-        print(f"{path}: {total} questions ({written['answerable']} answerable and {written['unanswerable']} "
-              f"unanswerable written now, {len(have)} from before), by {settings.chat_model}")
-        if dropped:
-            print(f"dropped {sum(dropped.values())}: " +
-                  ", ".join(f"{v} {DROP_REASONS[k]}" for k, v in dropped.most_common()))
-        if not failure and total < args.questions:
-            print(f"the notes gave no more passages to ask about (passages of {EVAL_PASSAGE_CHARS} characters)")
-    answerable = written["answerable"] + sum(1 for it in have if it["answers"])
-    if failure:
-        err(f"error: {failure}; " + (f"{total} questions are in {path}: run the same command to continue"
-                                     if total else "nothing was written"))
-    elif not answerable:
-        err(f"note: {settings.chat_model} wrote no question that could be kept, so {path} holds nothing "
-            "to tune on yet; try a larger --chat-model")
-    elif not args.json:
-        err(f"next: python demo_rag.py --tune {shlex.quote(str(path))}" + notes_flag(settings))
-    return code
-
-
-@dataclass(frozen=True)
-class Variant:
-    """One combination of settings that --tune measures."""
-    chunk_size: int
-    template: bool                        # the query instruction on
-    fusion: str
-
-
-def tune(client: ollama.Client, indexes: dict[int, Index], items: list[dict], settings: Settings) -> dict:
-    """Evaluate every variant that needs no re-embedding, on each index (one per chunk size).
-
-    Variants: fusion x query template on/off x chunk size; for the best of them,
-    --top-k (TUNE_TOP_KS) and the floor (the highest --min-score that still answers
-    TUNE_ANSWERED of the answerable questions). Each question is embedded once per
-    template; everything else is NumPy on the loaded indexes. Without vectors only
-    BM25 is tuned, and `missing` says why.
-    """
-    on = replace(settings, query_instruction=None if settings.query_instruction == "" else settings.query_instruction)
-    templates = {True: on} if query_text("q", on) != "q" else {}
-    templates[False] = replace(settings, query_instruction="")
-    questions = [it["question"] for it in items]
-    qvecs, missing = {}, None
-    try:
-        for t, s in templates.items():
-            qvecs[t] = embed_checked(client, s.embed_model, [query_text(q, s) for q in questions])
-    except OllamaError as e:
-        missing = str(e)
-    for size, ix in indexes.items():
-        if not missing and not ix.complete:
-            missing = f"{int((~ix.has_vector).sum())} of {len(ix.chunks)} chunks at chunk size {size} have no vector"
-    fusions = FUSION_METHODS if not missing else ("bm25",)
-    variants = [Variant(size, t, f) for size in indexes for t in (templates if not missing else [False])
-                for f in fusions]
-    # Each template is judged by a floor calibrated with it (its probes embedded the same way).
-    index_for = {(size, t): ix if missing or calibration_current(ix, s) else calibrated(ix, client, s, ix)
-                 for size, ix in indexes.items() for t, s in templates.items()}
-    rows_of = {}
-    for v in variants:
-        index = index_for[v.chunk_size, v.template]
-        s = replace(templates.get(v.template, settings), fusion=v.fusion)
-        rows_of[v] = [(item, *tune_one(index, item, qvecs[v.template][i] if not missing else None, s))
-                      for i, item in enumerate(items)]
-    scored = [tune_scores(v, rows_of[v], settings.top_k,
-                          lambda q, ix=index_for[v.chunk_size, v.template]: relevance_floor(ix, q, settings)[0])
-              for v in variants]
-    default = Variant(settings.chunk_size, query_text("q", settings) != "q" and not missing,
-                      settings.fusion if not missing else "bm25")
-    base = next((x for x in scored if x["variant"] == default), scored[0])
-    best = rival = max(scored, key=lambda x: (x["mrr"], x["hit@1"]))
-    if best["mrr"] - base["mrr"] < TUNE_MIN_GAIN:
-        best = base                       # not measurably better: keep what is set
-    win = best["variant"]
-    ks = sorted(set(TUNE_TOP_KS) | {settings.top_k})
-    hit_at = {k: hit_at_k(rows_of[win], k) for k in ks}
-    top_k_ = min(k for k in ks if hit_at[k] >= max(hit_at.values()))
-    floor = recommend_floor(rows_of[win], top_k_)
-    flags = [f"--fusion {win.fusion}", f"--top-k {top_k_}"]
-    if floor["min_score"] is not None:
-        flags.append(f"--min-score {floor['min_score']}")
-    if not win.template and query_text("q", settings) != "q":
-        flags.append("--query-instruction ''")
-    if win.chunk_size != settings.chunk_size:
-        flags.append(f"--chunk-size {win.chunk_size}")
-    if notes := notes_flag(settings):     # the command must search the notes it was tuned on
-        flags.append(notes.strip())
-    return {"answerable": sum(1 for it in items if it.get("answers")),
-            "unanswerable": sum(1 for it in items if not it.get("answers")),
-            "from_gap_log": sum(1 for it in items if it.get("from") == GAP_FROM),
-            "embed_model": None if missing else settings.embed_model, "missing": missing,
-            "variants": [{**asdict_variant(x["variant"]), **{k: v for k, v in x.items() if k != "variant"}}
-                         for x in scored],
-            "defaults": asdict_variant(default), "winner": asdict_variant(win),
-            "not_measurably_better": None if rival is best else {**asdict_variant(rival["variant"]),
-                                                                 "mrr": rival["mrr"]},
-            "top_k": {"hit@k": hit_at, "chosen": top_k_}, "floor": floor, "flags": " ".join(flags)}
-
-
-def asdict_variant(v: Variant) -> dict:
-    return {"chunk_size": v.chunk_size, "query_instruction": "on" if v.template else "off", "fusion": v.fusion}
-
-
-def tune_one(index: Index, item: dict, qvec: np.ndarray | None, settings: Settings) -> tuple[int | None, list[float]]:
-    """One question under one variant: the rank of its first hit, and the confidence a run's
-    judge() would give at each --top-k from 1 to EVAL_DEPTH."""
-    r = rank(index, item["question"], qvec, settings)
-    ranking = [h.row for h in r.ranked[:EVAL_DEPTH]]
-    confs = [confidence(r.terms, ranking[:k], r.dense, r.rows) for k in range(1, EVAL_DEPTH + 1)]
-    return (first_hit_rank(index, ranking, item) if item.get("answers") else None), confs
-
-
-def tune_scores(v: Variant, rows: list[tuple[dict, int | None, list[float]]], top_k_: int,
-                floor: Callable[[str], float]) -> dict:
-    """hit@k and MRR of one variant, and what the current floor (of a question) answers and declines."""
-    answerable = [(rank, confs, floor(item["question"])) for item, rank, confs in rows if item.get("answers")]
-    others = [(confs, floor(item["question"])) for item, _, confs in rows if not item.get("answers")]
-    k = min(top_k_, EVAL_DEPTH) - 1
-    return {"variant": v, **metrics([rank for rank, _, _ in answerable]),
-            "answered": sum(c[k] >= f for _, c, f in answerable),
-            "declined": sum(c[k] < f for c, f in others)}
-
-
-def hit_at_k(rows: list[tuple[dict, int | None, list[float]]], k: int) -> float:
-    """Share of answerable questions with a hit in the top k."""
-    ranks = [rank for item, rank, _ in rows if item.get("answers")]
-    return round(sum(1 for r in ranks if r is not None and r <= k) / len(ranks), 4) if ranks else 0.0
-
-
-def recommend_floor(rows: list[tuple[dict, int | None, list[float]]], top_k_: int) -> dict:
-    """The highest --min-score (2 decimals) that still answers TUNE_ANSWERED of the answerable
-    questions, and how many answerable and unanswerable ones it answers and declines.
-
-    >>> rows = [({"answers": ["a"]}, 1, [c] * 10) for c in (0.9, 0.8, 0.7, 0.45)] + [({"answers": []}, None, [0.5] * 10)]
-    >>> recommend_floor(rows, 5)    # 95% of 4 questions is all 4: the floor sits at the lowest, 0.45
-    {'min_score': 0.45, 'answered': 4, 'answerable': 4, 'declined': 0, 'unanswerable': 1}
-    """
-    k = min(top_k_, EVAL_DEPTH) - 1
-    sure = sorted((c[k] for item, _, c in rows if item.get("answers")), reverse=True)
-    unsure = [c[k] for item, _, c in rows if not item.get("answers")]
-    if not sure:
-        return {"min_score": None, "answered": 0, "answerable": 0, "declined": 0, "unanswerable": len(unsure)}
-    floor = math.floor(sure[math.ceil(TUNE_ANSWERED * len(sure)) - 1] * 100) / 100
-    return {"min_score": floor, "answered": sum(c >= floor for c in sure), "answerable": len(sure),
-            "declined": sum(c < floor for c in unsure), "unanswerable": len(unsure)}
-
-
-def run_tune(args, settings: Settings, client: ollama.Client) -> int:
-    """--tune FILE: the sweep, a table, the winner and the exact flags (or --json: one object)."""
-    items = read_eval_set(args.tune)
-    index, _, _ = open_for_mode(args, settings, client, quiet=args.json)
-    if problem := eval_set_problem(index, items):
-        raise UsageError(f"error: cannot use evaluation set {args.tune}: {problem}")
-    if not any(it.get("answers") for it in items):
-        raise UsageError(f"error: {args.tune} holds no answerable question (every \"answers\" is empty), so "
-                         "there is nothing to tune on: --make-eval writes some")
-    indexes = {settings.chunk_size: index}
-    for size in args.tune_chunk_sizes or ():
-        if size in indexes:
-            continue
-        # Each size keeps its own cache, in a folder of its own, so the main one is never replaced.
-        sized = replace(settings, chunk_size=size, cache_dir=settings.cache_dir / f"chunk-{size}")
-        if not args.json:
-            err(chunk_size_cost(client, index, sized))
-        indexes[size], _, _ = open_for_mode(args, sized, client, quiet=args.json, rebuild="")
-    result = tune(client, indexes, items, settings)
-    if args.json:
-        print(json.dumps(result, ensure_ascii=False, indent=2))
-        return EXIT_OK
-    logged = f", {result['from_gap_log']} of them from the gap log" if result["from_gap_log"] else ""
-    print(f"{len(items)} questions ({result['answerable']} answerable, {result['unanswerable']} "
-          f"unanswerable{logged}); "
-          f"embedder: {result['embed_model'] or 'none'}; floor {floor_words(indexes[settings.chunk_size], settings)}, "
-          f"--top-k {settings.top_k}")
-    if result["missing"]:
-        print(f"tuned BM25, --top-k and the floor only: dense, fused and query-template variants "
-              f"need vectors ({result['missing']})")
-    print(f"{'chunk':>6} {'query':<6}{'fusion':<8}{'hit@1':>7}{'hit@5':>7}{'MRR':>7}{'answered':>10}{'declined':>10}")
-    for x in result["variants"]:
-        v = (x["chunk_size"], x["query_instruction"], x["fusion"])
-        mark = "  default" if v == tuple(result["defaults"].values()) else ""
-        mark += "  <- best" if v == tuple(result["winner"].values()) else ""
-        print(f"{x['chunk_size']:>6} {x['query_instruction']:<6}{x['fusion']:<8}{x['hit@1']:>7.3f}"
-              f"{x['hit@5']:>7.3f}{x['mrr']:>7.3f}{x['answered']:>6}/{result['answerable']:<3}"
-              f"{x['declined']:>6}/{result['unanswerable']:<3}{mark}")
-    rival = result["not_measurably_better"]
-    if rival:
-        print(f"kept the defaults: the best MRR, {rival['mrr']:.3f} ({rival['chunk_size']} {rival['query_instruction']} "
-              f"{rival['fusion']}), is less than {TUNE_MIN_GAIN} above theirs")
-    k = result["top_k"]
-    print("top-k: " + ", ".join(f"hit@{n} {h:.3f}" for n, h in k["hit@k"].items())
-          + f" -> --top-k {k['chosen']} (the smallest that finds as much)")
-    f = result["floor"]
-    if f["min_score"] is not None:
-        print(f"floor: --min-score {f['min_score']} answers {f['answered']}/{f['answerable']} answerable "
-              f"(at least {TUNE_ANSWERED:.0%}) and declines {f['declined']}/{f['unanswerable']} unanswerable")
-    print(f"recommended: python demo_rag.py {result['flags']}")
-    return EXIT_OK
-
-
-def chunk_size_cost(client: ollama.Client, index: Index, settings: Settings) -> str:
-    """One line: how many chunks a chunk size needs embedded, and roughly how long that takes."""
-    chars = sum(len(c.embed_text) for c in index.chunks)
-    chunks = math.ceil(chars / (settings.chunk_size - settings.chunk_overlap))
-    line = f"chunk size {settings.chunk_size}: about {chunks} chunks ({chars:,} characters) to embed"
-    if cache_path(settings).exists():
-        return line + f"; its cache in {settings.cache_dir} is reused, so only changes are embedded"
-    try:
-        t0 = time.perf_counter()
-        embed_checked(client, settings.embed_model, ["x " * (settings.chunk_size // 2)])
-        per_chunk = time.perf_counter() - t0
-    except OllamaError as e:
-        return line + f" (cannot embed: {e})"
-    return line + (f", at most {chunks * per_chunk:.0f}s at the {per_chunk:.2f}s one chunk took alone (batches are "
-                   f"faster); kept in {settings.cache_dir}")
-
-# ----------------------------------------------------------------------------
-# The other command-line modes: --chat, --eval, --explain, and the flags.
+                dates[m.group(2)] = date_bound(m.group(3))
+        except argparse.ArgumentTypeError as e:
+            return settings, line, f"{m.group(2) or 'tag'}: {e}"
+    rest = line[at:]
+    asked = replace(settings, **({"tags": tuple(tags)} if tags else {}), **dates)
+    if dated_backwards(asked.since, asked.until):
+        return settings, line, f"since:{asked.since} is after until:{asked.until}"
+    if not rest.strip():
+        return settings, line, "a question goes after the filters"
+    return asked, rest.strip(), ""
 
 
 def run_chat(args, settings: Settings, client: ollama.Client) -> int:
@@ -6684,84 +5911,29 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
         conv, last = outcome.conversation, outcome.retrieval
 
 
-# A #tag is a run of word characters, "/" and "-" with a letter in it (INLINE_TAG's rule), found by
-# a lookahead: spelt as INLINE_TAG is, a long "#word." the final (?=\s|$) refuses takes quadratic time.
-INLINE_FILTER = re.compile(r"\s*(?:#(?=[\w/-]*[^\W\d_])([\w/-]+)|(tag|since|until):(\S*))(?=\s|$)")
+# ----------------------------------------------------------------------------
+# --explain: one question, every step narrated with this run's values.
 
 
-def inline_filters(line: str, settings: Settings) -> tuple[Settings, str, str]:
-    """--chat's filters, typed before a question: "#work since:2026-01 what did we decide?" asks
-    "what did we decide?" of the notes tagged work dated 2026-01 or later. They hold for that
-    question, in place of the command line's of their kind. Returns the settings to ask with,
-    the question, and what is wrong with them ("" if nothing).
+def what_the_note_says(card: NoteMeta) -> str:
+    """--explain's account of what was read from a note besides its text (note_card()).
 
-    >>> s, q, problem = inline_filters("#work tag:home since:2026-01 what did we decide?", Settings())
-    >>> s.tags, s.since, q, problem
-    (('work', 'home'), '2026-01', 'what did we decide?', '')
-    >>> inline_filters("since:yesterday what?", Settings())[2]
-    "since: expected a date like 2026-01-15, 2026-01 or 2026, or a time ago like 7d, 2w, 3m or 1y, not 'yesterday'"
+    >>> what_the_note_says(NoteMeta("Trip", ("Reise",), ("travel",), "2026-03-01", "file name", "", ("map.png",)))
+    'title Trip, aliases Reise, tags #travel, dated 2026-03-01 (by its file name), embeds dropped: map.png'
     """
-    tags, dates, at = [], {}, 0
-    while m := INLINE_FILTER.match(line, at):
-        at = m.end()
-        try:
-            if m.group(1) or m.group(2) == "tag":
-                tags.append(tag_name(m.group(1) or m.group(3)))
-            else:
-                dates[m.group(2)] = date_bound(m.group(3))
-        except argparse.ArgumentTypeError as e:
-            return settings, line, f"{m.group(2) or 'tag'}: {e}"
-    rest = line[at:]
-    asked = replace(settings, **({"tags": tuple(tags)} if tags else {}), **dates)
-    if dated_backwards(asked.since, asked.until):
-        return settings, line, f"since:{asked.since} is after until:{asked.until}"
-    if not rest.strip():
-        return settings, line, "a question goes after the filters"
-    return asked, rest.strip(), ""
+    by = {"file name": "by its file name", "modified": "the day it was modified"}.get(
+        card.dated_by, f"its front matter's {card.dated_by}")
+    parts = [f"title {card.title}"] + ([f"aliases {', '.join(card.aliases)}"] if card.aliases else []) + \
+        ([f"tags {' '.join('#' + t for t in card.tags)}"] if card.tags else []) + ([f"dated {card.date} ({by})"] if card.date else []) + \
+        ([f"description {card.description!r}"] if card.description else []) + \
+        ([f"embeds dropped: {', '.join(card.dropped)}"] if card.dropped else [])
+    return ", ".join(parts)
 
 
-def run_eval(args, settings: Settings, client: ollama.Client) -> int:
-    index, _, _ = open_for_mode(args, settings, client, quiet=args.json)
-    items = read_eval_set(args.eval)
-    if problem := eval_set_problem(index, items):
-        raise UsageError(f"error: cannot use evaluation set {args.eval}: {problem}")
-    result = evaluate(client, index, items, settings, answers=args.answers)
-    if args.json:
-        print(json.dumps(result, ensure_ascii=False, indent=2))
-        return EXIT_OK
-    embedder = result["embed_model"] or "none (Ollama unavailable: BM25 only)"
-    cover = result["dense_coverage"]
-    if result["embed_model"] and cover["questions"] < cover["of"]:
-        embedder += (f" (partial: dense scores for {cover['questions']} of {cover['of']} answerable questions, "
-                     f"then {cover['missing_because']})")
-    print(f"{result['n']} answerable questions, {len(items) - result['n']} unanswerable; embedder: {embedder}")
-    print(f"{'ranker':<8}{'hit@1':>8}{'hit@3':>8}{'hit@5':>8}{'MRR':>8}")
-    for name in ("dense", "bm25", "fused"):
-        m = result["by_ranker"][name]
-        row = "".join(f"{m[k]:>8.3f}" for k in ("hit@1", "hit@3", "hit@5", "mrr")) if m["n"] else "     n/a"
-        print(f"{name:<8}{row}" + (f"   (over {m['n']} of {result['n']})" if 0 < m["n"] < result["n"] else ""))
-    f = result["floor"]
-    print(f"relevance floor {floor_words(index, settings)}: answered {f['answerable_found']}/{f['answerable']} answerable, "
-          f"declined {f['unanswerable_refused']}/{f['unanswerable']} unanswerable"
-          + (f", and {f['from_gap_log_refused']}/{f['from_gap_log']} from the gap log (asked by users; some may "
-             "be answerable now)" if f.get("from_gap_log") else ""))
-    for m in result["misses"]:
-        print(f"miss (rank {m['rank']}): {m['question']}  -> top: {m['top']}")
-    if args.answers:
-        print(answers_line(result["answers"]))
-    return EXIT_OK
-
-
-def answers_line(a: dict) -> str:
-    """--eval --answers' summary of the answers, in one line."""
-    def ratio(part: int, whole: int) -> str:
-        return f"{part}/{whole}" + (f" ({part / whole:.0%})" if whole else "")
-    speed = (f"first word {a['first_word_seconds']:.2f}s" if a["first_word_seconds"] is not None
-             else "no words written") + \
-        (f" · {a['tokens_per_second']:.1f} tokens/s" if a["tokens_per_second"] is not None else "")
-    return (f"answers by {readable_name(a['chat_model'])}: cite the gold source {ratio(a['cite_gold'], a['answerable'])} "
-            f"answerable · cited sentences supported {ratio(a['supported'], a['cited_sentences'])} · "
-            f"unanswerable declined or citing nothing {ratio(a['declined_or_uncited'], a['unanswerable'])} · {speed}")
+# What --explain's step 7 says when the chat model is not called.
+STEP_7 = {DECLINED: "not found in your notes: the chat model is not called",
+          KEYWORDS_ONLY: "searched by keywords only (step 4 says why): the chat model is not called",
+          RETRIEVAL_ONLY: "--retrieve-only: the chat model is not called"}
 
 
 def run_explain(args, settings: Settings, client: ollama.Client) -> int:
@@ -6859,25 +6031,1122 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
     return EXIT_OLLAMA if outcome.status == FAILED else EXIT_OK
 
 
-def what_the_note_says(card: NoteMeta) -> str:
-    """--explain's account of what was read from a note besides its text (note_card()).
+# ----------------------------------------------------------------------------
+# --eval: hit@k and MRR on a set of questions with known answers.
 
-    >>> what_the_note_says(NoteMeta("Trip", ("Reise",), ("travel",), "2026-03-01", "file name", "", ("map.png",)))
-    'title Trip, aliases Reise, tags #travel, dated 2026-03-01 (by its file name), embeds dropped: map.png'
+
+# Evaluation (--eval): rankings are judged down to this rank (MRR@10, as in most
+# retrieval benchmarks); a hit below it counts as a miss.
+EVAL_DEPTH = CANDIDATE_DEPTH
+GAP_FROM = "gap log"                      # what --to-eval marks its questions with (their "from")
+
+
+def item_filter_problem(item: dict) -> str:
+    """What is wrong with an evaluation item's own filters ("tags": [...], "since", "until"), "" if nothing."""
+    tags = item.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        return f"\"tags\" must be a list of tags, not {tags!r}"
+    checks = [("tags", tag_name, t) for t in tags] + [(k, date_bound, str(item[k])) for k in ("since", "until")
+                                                     if k in item]
+    for key, parse, value in checks:
+        try:
+            parse(value)
+        except argparse.ArgumentTypeError as e:
+            return f"\"{key}\": {e}"
+    return ""
+
+
+def load_eval_set(path: Path) -> list[dict]:
+    """Read a JSONL file of {"question": ..., "answers": [...], "source"?: ...} lines."""
+    items = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError:
+            item = None
+        if not (isinstance(item, dict) and isinstance(item.get("question"), str)
+                and isinstance(item.get("answers"), list)):    # a missing "answers" is no [] by default
+            raise ValueError(f"{path}:{n}: expected {{\"question\": str, \"answers\": [str, ...]}} "
+                             "([] marks a question the notes cannot answer)")
+        # subtle: "" occurs in every chunk, so [""] would score a perfect hit@1.
+        if not all(isinstance(a, str) and a.strip() for a in item["answers"]):
+            raise ValueError(f"{path}:{n}: \"answers\" must hold non-empty strings "
+                             f"([] marks a question the notes cannot answer), not {item['answers']!r}")
+        if not all(isinstance(item.get(k, ""), str) for k in ("source", "heading")):
+            raise ValueError(f"{path}:{n}: \"source\" and \"heading\" must be strings")
+        if problem := item_filter_problem(item):
+            raise ValueError(f"{path}:{n}: {problem}")
+        items.append(item)
+    return items
+
+
+def read_eval_set(path: Path) -> list[dict]:
+    """load_eval_set for the command line: a file that cannot be read is a UsageError."""
+    try:
+        return load_eval_set(path)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"error: cannot read evaluation set: {e}") from None
+
+
+def end_with_newline(path: Path) -> None:
+    """Give a file that lacks one its final newline, so a line appended next is a line of its own
+    (a set edited by hand often ends without one)."""
+    if path.exists() and path.stat().st_size and not path.read_bytes().endswith(b"\n"):
+        with open(path, "ab") as f:
+            f.write(b"\n")
+
+
+def heading_titles(path: str) -> list[str]:
+    """A heading path's titles without their #s: '# Tea › ## Green' -> ['Tea', 'Green']."""
+    return [part.lstrip("#").strip() for part in path.split(" › ") if part.strip()]
+
+
+def is_hit(chunk: Chunk, item: dict) -> bool:
+    """Does this chunk answer the item? By where it came from when the item says, else by its text.
+
+    An item with a `source` is judged by note, and with a `heading` too by section:
+    the chunk lies in that section (or a subsection), or the section starts inside
+    it (a big chunk can hold several sections). Otherwise a chunk containing one of
+    the answer strings is a hit; strings overcount (a short answer such as "12人"
+    occurs in many chunks), which is why generated sets carry their source.
+
+    >>> c = Chunk("tea.md", "# Tea › ## Green", "## Green\\nUse 80 °C water.")
+    >>> is_hit(c, {"answers": ["80 °C"]}), is_hit(c, {"answers": ["x"], "source": "tea.md"})
+    (True, True)
+    >>> is_hit(c, {"answers": ["80 °C"], "source": "tea.md", "heading": "# Tea › ## Black"})
+    False
+    >>> is_hit(c, {"answers": [], "source": "tea.md", "heading": "Green"})   # a title without its #s
+    True
     """
-    by = {"file name": "by its file name", "modified": "the day it was modified"}.get(
-        card.dated_by, f"its front matter's {card.dated_by}")
-    parts = [f"title {card.title}"] + ([f"aliases {', '.join(card.aliases)}"] if card.aliases else []) + \
-        ([f"tags {' '.join('#' + t for t in card.tags)}"] if card.tags else []) + ([f"dated {card.date} ({by})"] if card.date else []) + \
-        ([f"description {card.description!r}"] if card.description else []) + \
-        ([f"embeds dropped: {', '.join(card.dropped)}"] if card.dropped else [])
-    return ", ".join(parts)
+    if not item.get("source"):
+        return any(a.lower() in chunk.text.lower() for a in item.get("answers", []) if a.strip())
+    if chunk.source != item["source"]:
+        return False
+    want = heading_titles(item.get("heading") or "")
+    if not want:
+        return True
+    have = heading_titles(chunk.heading)
+    if any(have[i:i + len(want)] == want for i in range(len(have) - len(want) + 1)):
+        return True                       # in that section, or a subsection of it
+    # or the section starts inside the chunk (a big chunk can hold several sections)
+    return re.search(rf"^#{{1,6}}[ \t]+{re.escape(want[-1])}[ \t#]*$", chunk.text, re.MULTILINE) is not None
 
 
-# What --explain's step 7 says when the chat model is not called.
-STEP_7 = {DECLINED: "not found in your notes: the chat model is not called",
-          KEYWORDS_ONLY: "searched by keywords only (step 4 says why): the chat model is not called",
-          RETRIEVAL_ONLY: "--retrieve-only: the chat model is not called"}
+def first_hit_rank(index: Index, ranking: Iterable[int], item: dict) -> int | None:
+    """1-based rank of the first chunk that answers the item (see is_hit), None if none does."""
+    for rank, row in enumerate(ranking, 1):
+        if is_hit(index.chunks[row], item):
+            return rank
+    return None
+
+
+def metrics(ranks: list[int | None]) -> dict:
+    """hit@1/3/5 and MRR@10 (EVAL_DEPTH) from each question's first-hit rank (None: missed).
+
+    >>> metrics([1, 3, None, 6])
+    {'hit@1': 0.25, 'hit@3': 0.5, 'hit@5': 0.5, 'mrr': 0.375, 'n': 4}
+    """
+    n = len(ranks)
+    if n == 0:
+        return {"hit@1": 0.0, "hit@3": 0.0, "hit@5": 0.0, "mrr": 0.0, "n": 0}
+    hit = lambda k: round(sum(1 for r in ranks if r is not None and r <= k) / n, 4)  # noqa: E731
+    mrr = sum(1 / r for r in ranks if r is not None and r <= EVAL_DEPTH) / n
+    return {"hit@1": hit(1), "hit@3": hit(3), "hit@5": hit(5), "mrr": round(mrr, 4), "n": n}
+
+
+def eval_set_problem(index: Index, items: list[dict]) -> str | None:
+    """Why an evaluation set cannot be scored on this index (a message naming the items), or None."""
+    if not items:
+        return "it holds no questions"
+    unknown = sorted({it["source"] for it in items if it.get("source") and it["source"] not in index.files})
+    if unknown:
+        shown = first_names([u.translate(NAME_ESCAPES) for u in unknown])
+        return (f"{len(unknown)} source(s) are not among the {len(index.files)} indexed notes: {shown} "
+                "(another --notes folder, or notes renamed since the set was made?)")
+    return None
+
+
+def item_settings(item: dict, settings: Settings) -> Settings:
+    """The settings an evaluation question is asked with: its own "tags", "since" and "until", if
+    it has them, in place of the command line's."""
+    own = {k: (tuple(item[k]) if k == "tags" else item[k]) for k in ("tags", "since", "until") if k in item}
+    return replace(settings, **own)
+
+
+def floor_words(index: Index, settings: Settings) -> str:
+    """The floor in force, for a line of --eval or --tune: "--min-score 0.5" or the calibration."""
+    if settings.min_score is not None:
+        return f"--min-score {settings.min_score}"
+    floors = (index.calibration or {}).get("floors")
+    if floors:
+        return "calibrated on these notes (" + ", ".join(f"{lang} {f:.2f}" for lang, f in floors.items()) + ")"
+    floor, source = relevance_floor(index, "", settings)
+    return f"{floor} ({source})"
+
+
+def timed_answer(client: ollama.Client, index: Index, question: str,
+                 settings: Settings) -> tuple[Outcome, float | None]:
+    """answer() a question, and how many seconds the chat model took to its first word (None: it wrote none)."""
+    called, first = [], []
+
+    def plan(p: Outcome) -> None:
+        called.append(time.perf_counter())
+
+    def token(piece: str) -> None:
+        if not first and piece.strip():
+            first.append(time.perf_counter())
+    outcome = answer(client, index, question, settings, on_plan=plan, on_token=token)   # Ctrl-C ends the run
+    return outcome, (first[0] - called[0]) if first and called else None
+
+
+def answer_scores(index: Index, asked: list[tuple[dict, Outcome, float | None]], settings: Settings) -> dict:
+    """What --eval --answers reports of the answers: for answerable questions, the share whose
+    answer cites a source that holds the answer (is_hit: the gold note, and section if the set
+    names one) and the share of cited sentences the citation check supports; for unanswerable
+    ones, the share declined by the floor or answered without citing anything; the chat
+    model's mean time to first word and tokens per second."""
+    gold, cited, supported, refused, per_question = 0, 0, 0, 0, []
+    answerable = [(item, o) for item, o, _ in asked if item.get("answers")]
+    for item, o, first_word in asked:
+        c = o.check
+        hits = o.retrieval.hits
+        cites_gold = bool(c) and any(0 < n <= len(hits) and is_hit(hits[n - 1].chunk, item)
+                                     for s in c.sentences for n in s.cited)
+        if item.get("answers"):
+            gold += cites_gold
+            cited += c.count(SUPPORTED, UNSUPPORTED, WRONG) if c else 0
+            supported += c.count(SUPPORTED) if c else 0
+        else:
+            refused += o.status == DECLINED or bool(c and c.cites_nothing)
+        per_question.append({"question": item["question"], "answerable": bool(item.get("answers")),
+                             "status": o.status, "answer": o.text, "cites_gold": cites_gold,
+                             "check": c.summary() if c else None,
+                             "first_word_seconds": None if first_word is None else round(first_word, 3)})
+    firsts = [f for _, _, f in asked if f is not None]
+    speeds = [o.usage.tokens_per_second for _, o, _ in asked if o.usage and o.usage.answer_tokens]
+    unanswerable = len(asked) - len(answerable)
+    share = lambda part, whole: round(part / whole, 4) if whole else None  # noqa: E731
+    return {"chat_model": settings.chat_model, "answerable": len(answerable),
+            "answered": sum(1 for _, o in answerable if o.status == ANSWERED),
+            "cite_gold": gold, "cite_gold_share": share(gold, len(answerable)),
+            "cited_sentences": cited, "supported": supported, "supported_share": share(supported, cited),
+            "unanswerable": unanswerable, "declined_or_uncited": refused,
+            "declined_or_uncited_share": share(refused, unanswerable),
+            "first_word_seconds": round(sum(firsts) / len(firsts), 3) if firsts else None,
+            "tokens_per_second": round(sum(speeds) / len(speeds), 1) if speeds else None,
+            "questions": per_question}
+
+
+def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: Settings,
+             answers: bool = False) -> dict:
+    """Score dense, BM25 and fused retrieval on an evaluation set, and the relevance floor;
+    with `answers`, the chat model's answers too (answer_scores()). Items from the gap log
+    (--gaps --to-eval) are counted apart: asked by users and logged as unanswered, though a
+    note written since may answer them. Nothing is added to the gap log."""
+    settings = replace(settings, log_gaps=False)
+    ranks: dict[str, list] = {"fused": [], "dense": [], "bm25": []}
+    asked: list[tuple[dict, Outcome, float | None]] = []
+    misses, floor = [], {"answerable_found": 0, "answerable": 0, "unanswerable_refused": 0, "unanswerable": 0}
+    confidences = []
+    dense_used, dense_missing = 0, None   # how many answerable questions got dense scores, and why not all
+    embedded = False                      # did any question, answerable or not, get dense scores?
+    for item in items:
+        own = item_settings(item, settings)
+        if item.get("answers") and not filter_mask(index, filters_in_force(own)).any():
+            for name in ranks:            # no note passes its filters: a miss for every ranker
+                ranks[name].append(None)
+            floor["answerable"] += 1
+            misses.append({"question": item["question"], "answers": item["answers"], "rank": None,
+                           "top": no_match(filters_in_force(own), len(index.files))})
+            continue
+        if answers:
+            outcome, first_word = timed_answer(client, index, item["question"], own)
+            asked.append((item, outcome, first_word))
+            r = outcome.retrieval
+        else:
+            r = answer(client, index, item["question"], own, retrieve_only=True).retrieval
+        conf, found = r.confidence, r.found   # judged as a run judges it, on its --top-k best
+        answerable = bool(item.get("answers"))
+        embedded = embedded or r.dense is not None
+        if answerable and r.dense is not None:
+            dense_used += 1
+        elif answerable:
+            dense_missing = dense_missing or r.keywords_only_because
+        confidences.append({"question": item["question"], "answerable": answerable,
+                            "confidence": round(conf, 3), "floor": r.floor})
+        if not answerable and item.get("from") == GAP_FROM:     # counted only when the set holds some
+            floor["from_gap_log"] = floor.get("from_gap_log", 0) + 1
+            floor["from_gap_log_refused"] = floor.get("from_gap_log_refused", 0) + (not found)
+            continue
+        if not answerable:
+            floor["unanswerable"] += 1
+            floor["unanswerable_refused"] += not found
+            continue
+        floor["answerable"] += 1
+        floor["answerable_found"] += found
+        ranks["fused"].append(first_hit_rank(index, [h.row for h in r.ranked[:EVAL_DEPTH]], item))
+        for name, scores in (("dense", r.dense), ("bm25", r.lexical)):
+            if scores is None:            # no vectors (Ollama away): this ranker is not scored
+                continue
+            ranks[name].append(first_hit_rank(index, r.rows[top_rows(scores[r.rows], EVAL_DEPTH)], item))
+        if ranks["fused"][-1] != 1:
+            misses.append({"question": item["question"], "answers": item["answers"],
+                           "rank": ranks["fused"][-1],
+                           "top": passage_citation(r.hits[0].chunk, locate_passage(r.hits[0].chunk, preview_terms(r.terms)))
+                           if r.hits else None})
+    result = metrics(ranks["fused"])
+    result["by_ranker"] = {name: metrics(rs) for name, rs in ranks.items()}
+    result["floor"] = {"min_score": settings.min_score, "calibration": floors_only(index.calibration), **floor}
+    result["misses"] = misses
+    result["confidences"] = confidences
+    result["embed_model"] = settings.embed_model if embedded else None
+    # Ollama may go away mid-run: then the dense row covers only some questions, and says so.
+    result["dense_coverage"] = {"questions": dense_used, "of": floor["answerable"], "missing_because": dense_missing}
+    if answers:
+        result["answers"] = answer_scores(index, asked, settings)
+    return result
+
+
+def answers_line(a: dict) -> str:
+    """--eval --answers' summary of the answers, in one line."""
+    def ratio(part: int, whole: int) -> str:
+        return f"{part}/{whole}" + (f" ({part / whole:.0%})" if whole else "")
+    speed = (f"first word {a['first_word_seconds']:.2f}s" if a["first_word_seconds"] is not None
+             else "no words written") + \
+        (f" · {a['tokens_per_second']:.1f} tokens/s" if a["tokens_per_second"] is not None else "")
+    return (f"answers by {readable_name(a['chat_model'])}: cite the gold source {ratio(a['cite_gold'], a['answerable'])} "
+            f"answerable · cited sentences supported {ratio(a['supported'], a['cited_sentences'])} · "
+            f"unanswerable declined or citing nothing {ratio(a['declined_or_uncited'], a['unanswerable'])} · {speed}")
+
+
+def run_eval(args, settings: Settings, client: ollama.Client) -> int:
+    index, _, _ = open_for_mode(args, settings, client, quiet=args.json)
+    items = read_eval_set(args.eval)
+    if problem := eval_set_problem(index, items):
+        raise UsageError(f"error: cannot use evaluation set {args.eval}: {problem}")
+    result = evaluate(client, index, items, settings, answers=args.answers)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False, indent=2))
+        return EXIT_OK
+    embedder = result["embed_model"] or "none (Ollama unavailable: BM25 only)"
+    cover = result["dense_coverage"]
+    if result["embed_model"] and cover["questions"] < cover["of"]:
+        embedder += (f" (partial: dense scores for {cover['questions']} of {cover['of']} answerable questions, "
+                     f"then {cover['missing_because']})")
+    print(f"{result['n']} answerable questions, {len(items) - result['n']} unanswerable; embedder: {embedder}")
+    print(f"{'ranker':<8}{'hit@1':>8}{'hit@3':>8}{'hit@5':>8}{'MRR':>8}")
+    for name in ("dense", "bm25", "fused"):
+        m = result["by_ranker"][name]
+        row = "".join(f"{m[k]:>8.3f}" for k in ("hit@1", "hit@3", "hit@5", "mrr")) if m["n"] else "     n/a"
+        print(f"{name:<8}{row}" + (f"   (over {m['n']} of {result['n']})" if 0 < m["n"] < result["n"] else ""))
+    f = result["floor"]
+    print(f"relevance floor {floor_words(index, settings)}: answered {f['answerable_found']}/{f['answerable']} answerable, "
+          f"declined {f['unanswerable_refused']}/{f['unanswerable']} unanswerable"
+          + (f", and {f['from_gap_log_refused']}/{f['from_gap_log']} from the gap log (asked by users; some may "
+             "be answerable now)" if f.get("from_gap_log") else ""))
+    for m in result["misses"]:
+        print(f"miss (rank {m['rank']}): {m['question']}  -> top: {m['top']}")
+    if args.answers:
+        print(answers_line(result["answers"]))
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------------
+# --make-eval and --tune: an evaluation set generated from your notes, and a sweep that
+# recommends flags.
+#
+# --make-eval asks the chat model for one question per passage of your notes and
+# keeps only the ones that pass three checks; --tune then measures every setting
+# that needs no re-embedding on that set and names the flags that did best.
+
+
+# Tuning on your own notes (--make-eval, then --tune).
+EVAL_QUESTIONS = 40                       # questions per generated set: enough to tell variants apart
+EVAL_PASSAGE_CHARS = 300                  # questions are asked about passages this long (not chunks, so
+                                          # the set does not depend on the chunk size it will judge)
+EVAL_MIN_PASSAGE_CHARS = 100              # shorter passages (a title, a one-liner) make trivial questions
+EVAL_MAX_COPIED = 0.75                    # drop a question when more than 3/4 of its words (CJK: bigrams)
+                                          # occur in its passage: it copies rather than asks
+EVAL_UNANSWERABLE_SHARE = 1 / 8           # of the questions, this share have no answer: they calibrate the floor
+EVAL_REPLY_TOKENS = 200                   # one question and a short answer, in JSON
+TUNE_TOP_KS = (3, 5, 8)                   # --top-k values compared; the smallest that finds as much wins
+TUNE_ANSWERED = 0.95                      # the recommended floor still answers this share of answerable ones: giving
+                                          # up the odd weak one lets it sit above what the unanswerable ones score
+TUNE_MIN_GAIN = 0.02                      # MRR a variant must gain over the defaults to be recommended: one
+                                          # question moving from rank 1 to 2 is 0.5/n (0.0125 at 40), noise
+
+EVAL_PROMPT = """You write one test question for a search engine over someone's notes.
+From the passage the user sends, reply with a JSON object:
+- "question": one question that the passage answers, asked the way a person would ask it
+  without the note open. Use your own words: do not reuse the passage's wording.
+  Write it in the passage's language.
+- "answer": the answer, a few words copied exactly from the passage."""
+
+EVAL_SCHEMA = {"type": "object", "required": ["question", "answer"],
+               "properties": {"question": {"type": "string"}, "answer": {"type": "string"}}}
+
+# Questions no note is likely to answer, in the languages the notes are written in;
+# any the notes do seem to cover (OFF_TOPIC_COVERAGE) are left out.
+UNANSWERABLE = {
+    "en": ["What is the boiling point of ethanol?", "Who won the 1998 football World Cup?",
+           "How many moons does Neptune have?", "What is the capital of Mongolia?",
+           "How do I replace a bicycle's brake cable?", "When did the Berlin Wall fall?"],
+    "zh": ["红烧肉怎么做？", "珠穆朗玛峰有多高？", "唐朝的首都在哪里？", "怎么给自行车补胎？"],
+}
+
+DROP_REASONS = {"junk": "no JSON question and answer", "answer": "answer not found in the passage",
+                "copied": f"mostly copied (over {EVAL_MAX_COPIED:.0%} of its words are the passage's)"}
+
+
+def eval_passages(settings: Settings, index: Index) -> list[tuple[str, Chunk]]:
+    """The passages to ask about, as ("note.md#3", passage), in a fixed order spread over the notes.
+
+    Each indexed note is cut again into EVAL_PASSAGE_CHARS pieces; too-short ones
+    are skipped. The order takes one passage from each note in turn, and within a
+    note the first passage of every section before the second of any, so even a
+    few questions cover many notes and headings. No randomness: the same notes
+    give the same order, which is what lets a second run continue.
+    """
+    splitter = make_splitter(EVAL_PASSAGE_CHARS, 0)
+    per_note = []
+    for rel in sorted(index.files):
+        path = settings.notes_dir / rel
+        try:
+            st = path.stat()
+            sections, _ = read_note(NoteFile(rel, str(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino),
+                                    settings.max_note_mb)
+        except (OSError, ValueError):
+            continue                      # changed since it was indexed: indexing will say so
+        pieces = chunk_sections(rel, sections, splitter)
+        nth_in_section = Counter()
+        keyed = []
+        for i, c in enumerate(pieces):
+            nth_in_section[c.heading] += 1
+            if len(c.text) - LEADING_HEADINGS.match(c.text).end() >= EVAL_MIN_PASSAGE_CHARS:
+                keyed.append((nth_in_section[c.heading], i, f"{rel}#{i + 1}", c))
+        per_note.append([(pid, c) for _, _, pid, c in sorted(keyed, key=lambda k: k[:2])])
+    return [p for turn in itertools.zip_longest(*per_note) for p in turn if p is not None]
+
+
+def copied_share(question: str, passage: str) -> float:
+    """Share of the question's words (CJK: bigrams) that occur in the passage, 0 to 1.
+
+    Words are tokenize()'s (lower case, singular, no stopwords); for CJK only the
+    bigrams count, bar those made of two stopword characters ("怎么").
+    Worked example: "starter", "fed" and "often" -> 2 of 3 in the passage.
+
+    >>> copied_share("How often is the starter fed?", "The starter is fed twice a day.")
+    0.6666666666666666
+    >>> copied_share("酵种多久喂一次？", "酵种每天喂两次。")   # 酵种 of 酵种 种多 久喂 喂一 一次
+    0.2
+    """
+    def terms(text: str) -> set[str]:
+        return {t for t in tokenize(text) if not CJK_CHAR.match(t) or
+                (len(t) == 2 and not (t[0] in STOPWORDS and t[1] in STOPWORDS))}
+    asked = terms(question)
+    return len(asked & terms(passage)) / len(asked) if asked else 0.0
+
+
+def judge_question(reply: str, passage: Chunk) -> tuple[dict | None, str]:
+    """Keep a generated question only if its JSON parses, its answer is in the passage, and it
+    is not mostly copied; returns (item, "") or (None, the DROP_REASONS key).
+
+    >>> p = Chunk("tea.md", "# Tea", "Green tea wants water at 80 degrees, never boiling.")
+    >>> judge_question('{"question": "How hot should water for green tea be?", "answer": "80 degrees"}', p)[0]
+    {'question': 'How hot should water for green tea be?', 'answers': ['80 degrees'], 'source': 'tea.md', 'heading': '# Tea'}
+    >>> [judge_question(r, p)[1] for r in ['{"question": "Q?"', '{"question": "Q?", "answer": "99 degrees"}',
+    ...                                    '{"question": "Green tea wants water at what?", "answer": "80 degrees"}']]
+    ['junk', 'answer', 'copied']
+    """
+    try:
+        data = json.loads(reply)
+    except ValueError:
+        return None, "junk"
+    question, answer_ = (data.get("question"), data.get("answer")) if isinstance(data, dict) else (None, None)
+    if not (isinstance(question, str) and question.strip() and isinstance(answer_, str) and answer_.strip()):
+        return None, "junk"
+    squash = lambda text: " ".join(text.lower().split())  # noqa: E731
+    if squash(answer_) not in squash(passage.text):
+        return None, "answer"
+    if copied_share(question, passage.text) > EVAL_MAX_COPIED:
+        return None, "copied"
+    return {"question": question.strip(), "answers": [answer_.strip()],
+            "source": passage.source, "heading": passage.heading}, ""
+
+
+def generate_question(client: ollama.Client, passage: Chunk, settings: Settings) -> tuple[dict | None, str]:
+    """Ask the chat model for one question about a passage, in JSON (chat_once), and judge it."""
+    messages = [{"role": "system", "content": EVAL_PROMPT}, {"role": "user", "content": passage.text}]
+    reply = chat_once(client, settings, messages, EVAL_REPLY_TOKENS, context_size(messages), format=EVAL_SCHEMA)
+    return judge_question(reply, passage)
+
+
+def unanswerable_questions(index: Index, settings: Settings, n: int) -> list[str]:
+    """Up to n built-in questions the notes do not seem to answer, in the notes' languages."""
+    langs = notes_languages(index)
+    candidates = [q for group in itertools.zip_longest(*(UNANSWERABLE[lang] for lang in langs))
+                  for q in group if q]
+    plain = unfiltered(settings)
+    return [q for q in candidates
+            if rank(index, q, None, plain).confidence < OFF_TOPIC_COVERAGE][:n]
+
+
+def generate_eval_set(client: ollama.Client, index: Index, settings: Settings, n: int,
+                      have: list[dict]) -> Iterator[tuple[dict | None, str]]:
+    """Yield (item, "") for every question kept and (None, a DROP_REASONS key) for every one dropped.
+
+    Stops when the set (with `have`, what an earlier run wrote) holds n questions,
+    or the passages run out. Passages already asked about are skipped. The built-in
+    unanswerable questions come right after the chat model's first reply, so a run
+    without a working chat model yields nothing. Raises OllamaError.
+    """
+    unanswerable = [q for q in unanswerable_questions(index, settings, math.ceil(n * EVAL_UNANSWERABLE_SHARE))
+                    if q not in {it["question"] for it in have}]
+    wanted = n - len(have) - len(unanswerable)
+    done = {it.get("passage") for it in have}
+    for pid, passage in eval_passages(settings, index):
+        if wanted <= 0:
+            break
+        if pid in done:
+            continue
+        item, why = generate_question(client, passage, settings)
+        if item:
+            item["passage"] = pid         # lets a second run skip it
+            wanted -= 1
+        yield item, why
+        for q in unanswerable:
+            yield {"question": q, "answers": []}, ""
+        unanswerable = []
+    for q in unanswerable:                # when no model call was needed
+        yield {"question": q, "answers": []}, ""
+
+
+def run_make_eval(args, settings: Settings, client: ollama.Client) -> int:
+    """--make-eval FILE: generate questions from the notes, appending each kept one as it comes."""
+    path = args.make_eval
+    have = []
+    if path.exists():
+        try:
+            have = load_eval_set(path)
+        except (OSError, ValueError) as e:
+            raise UsageError(f"error: {path} exists and is not an evaluation set ({e}); give a new file name")
+    index, _, _ = open_for_mode(args, settings, client, quiet=args.json)
+    end_with_newline(path)
+    written = Counter()
+    dropped: Counter[str] = Counter()
+    failure, code = None, EXIT_OK
+    try:
+        for item, why in generate_eval_set(client, index, settings, args.questions, have):
+            if item is None:
+                dropped[why] += 1
+            else:
+                with open(path, "a", encoding="utf-8") as f:    # one whole line at a time
+                    f.write(json.dumps(item, ensure_ascii=False) + "\n")
+                written["answerable" if item["answers"] else "unanswerable"] += 1
+            if not args.json:
+                err(f"  {len(have) + sum(written.values())}/{args.questions} questions, "
+                    f"{sum(dropped.values())} dropped")
+    except OllamaError as e:
+        failure, code = str(e), EXIT_OLLAMA
+    except KeyboardInterrupt:
+        failure, code = "interrupted", EXIT_INTERRUPTED
+    total = len(have) + sum(written.values())
+    summary = {"file": str(path), "questions": total, "written_now": dict(written), "from_before": len(have),
+               "dropped": {DROP_REASONS[k]: v for k, v in dropped.items()}, "chat_model": settings.chat_model,
+               "error": failure}
+    if args.json:
+        print(json.dumps(summary, ensure_ascii=False, indent=2))
+    else:
+        print(f"{path}: {total} questions ({written['answerable']} answerable and {written['unanswerable']} "
+              f"unanswerable written now, {len(have)} from before), by {settings.chat_model}")
+        if dropped:
+            print(f"dropped {sum(dropped.values())}: " +
+                  ", ".join(f"{v} {DROP_REASONS[k]}" for k, v in dropped.most_common()))
+        if not failure and total < args.questions:
+            print(f"the notes gave no more passages to ask about (passages of {EVAL_PASSAGE_CHARS} characters)")
+    answerable = written["answerable"] + sum(1 for it in have if it["answers"])
+    if failure:
+        err(f"error: {failure}; " + (f"{total} questions are in {path}: run the same command to continue"
+                                     if total else "nothing was written"))
+    elif not answerable:
+        err(f"note: {settings.chat_model} wrote no question that could be kept, so {path} holds nothing "
+            "to tune on yet; try a larger --chat-model")
+    elif not args.json:
+        err(f"next: python demo_rag.py --tune {shlex.quote(str(path))}" + notes_flag(settings))
+    return code
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One combination of settings that --tune measures."""
+    chunk_size: int
+    template: bool                        # the query instruction on
+    fusion: str
+
+
+def asdict_variant(v: Variant) -> dict:
+    return {"chunk_size": v.chunk_size, "query_instruction": "on" if v.template else "off", "fusion": v.fusion}
+
+
+def tune_one(index: Index, item: dict, qvec: np.ndarray | None, settings: Settings) -> tuple[int | None, list[float]]:
+    """One question under one variant: the rank of its first hit, and the confidence a run's
+    judge() would give at each --top-k from 1 to EVAL_DEPTH."""
+    r = rank(index, item["question"], qvec, settings)
+    ranking = [h.row for h in r.ranked[:EVAL_DEPTH]]
+    confs = [confidence(r.terms, ranking[:k], r.dense, r.rows) for k in range(1, EVAL_DEPTH + 1)]
+    return (first_hit_rank(index, ranking, item) if item.get("answers") else None), confs
+
+
+def tune_scores(v: Variant, rows: list[tuple[dict, int | None, list[float]]], top_k_: int,
+                floor: Callable[[str], float]) -> dict:
+    """hit@k and MRR of one variant, and what the current floor (of a question) answers and declines."""
+    answerable = [(rank, confs, floor(item["question"])) for item, rank, confs in rows if item.get("answers")]
+    others = [(confs, floor(item["question"])) for item, _, confs in rows if not item.get("answers")]
+    k = min(top_k_, EVAL_DEPTH) - 1
+    return {"variant": v, **metrics([rank for rank, _, _ in answerable]),
+            "answered": sum(c[k] >= f for _, c, f in answerable),
+            "declined": sum(c[k] < f for c, f in others)}
+
+
+def hit_at_k(rows: list[tuple[dict, int | None, list[float]]], k: int) -> float:
+    """Share of answerable questions with a hit in the top k."""
+    ranks = [rank for item, rank, _ in rows if item.get("answers")]
+    return round(sum(1 for r in ranks if r is not None and r <= k) / len(ranks), 4) if ranks else 0.0
+
+
+def recommend_floor(rows: list[tuple[dict, int | None, list[float]]], top_k_: int) -> dict:
+    """The highest --min-score (2 decimals) that still answers TUNE_ANSWERED of the answerable
+    questions, and how many answerable and unanswerable ones it answers and declines.
+
+    >>> rows = [({"answers": ["a"]}, 1, [c] * 10) for c in (0.9, 0.8, 0.7, 0.45)] + [({"answers": []}, None, [0.5] * 10)]
+    >>> recommend_floor(rows, 5)    # 95% of 4 questions is all 4: the floor sits at the lowest, 0.45
+    {'min_score': 0.45, 'answered': 4, 'answerable': 4, 'declined': 0, 'unanswerable': 1}
+    """
+    k = min(top_k_, EVAL_DEPTH) - 1
+    sure = sorted((c[k] for item, _, c in rows if item.get("answers")), reverse=True)
+    unsure = [c[k] for item, _, c in rows if not item.get("answers")]
+    if not sure:
+        return {"min_score": None, "answered": 0, "answerable": 0, "declined": 0, "unanswerable": len(unsure)}
+    floor = math.floor(sure[math.ceil(TUNE_ANSWERED * len(sure)) - 1] * 100) / 100
+    return {"min_score": floor, "answered": sum(c >= floor for c in sure), "answerable": len(sure),
+            "declined": sum(c < floor for c in unsure), "unanswerable": len(unsure)}
+
+
+def tune(client: ollama.Client, indexes: dict[int, Index], items: list[dict], settings: Settings) -> dict:
+    """Evaluate every variant that needs no re-embedding, on each index (one per chunk size).
+
+    Variants: fusion x query template on/off x chunk size; for the best of them,
+    --top-k (TUNE_TOP_KS) and the floor (the highest --min-score that still answers
+    TUNE_ANSWERED of the answerable questions). Each question is embedded once per
+    template; everything else is NumPy on the loaded indexes. Without vectors only
+    BM25 is tuned, and `missing` says why.
+    """
+    on = replace(settings, query_instruction=None if settings.query_instruction == "" else settings.query_instruction)
+    templates = {True: on} if query_text("q", on) != "q" else {}
+    templates[False] = replace(settings, query_instruction="")
+    questions = [it["question"] for it in items]
+    qvecs, missing = {}, None
+    try:
+        for t, s in templates.items():
+            qvecs[t] = embed_checked(client, s.embed_model, [query_text(q, s) for q in questions])
+    except OllamaError as e:
+        missing = str(e)
+    for size, ix in indexes.items():
+        if not missing and not ix.complete:
+            missing = f"{int((~ix.has_vector).sum())} of {len(ix.chunks)} chunks at chunk size {size} have no vector"
+    fusions = FUSION_METHODS if not missing else ("bm25",)
+    variants = [Variant(size, t, f) for size in indexes for t in (templates if not missing else [False])
+                for f in fusions]
+    # Each template is judged by a floor calibrated with it (its probes embedded the same way).
+    index_for = {(size, t): ix if missing or calibration_current(ix, s) else calibrated(ix, client, s, ix)
+                 for size, ix in indexes.items() for t, s in templates.items()}
+    rows_of = {}
+    for v in variants:
+        index = index_for[v.chunk_size, v.template]
+        s = replace(templates.get(v.template, settings), fusion=v.fusion)
+        rows_of[v] = [(item, *tune_one(index, item, qvecs[v.template][i] if not missing else None, s))
+                      for i, item in enumerate(items)]
+    scored = [tune_scores(v, rows_of[v], settings.top_k,
+                          lambda q, ix=index_for[v.chunk_size, v.template]: relevance_floor(ix, q, settings)[0])
+              for v in variants]
+    default = Variant(settings.chunk_size, query_text("q", settings) != "q" and not missing,
+                      settings.fusion if not missing else "bm25")
+    base = next((x for x in scored if x["variant"] == default), scored[0])
+    best = rival = max(scored, key=lambda x: (x["mrr"], x["hit@1"]))
+    if best["mrr"] - base["mrr"] < TUNE_MIN_GAIN:
+        best = base                       # not measurably better: keep what is set
+    win = best["variant"]
+    ks = sorted(set(TUNE_TOP_KS) | {settings.top_k})
+    hit_at = {k: hit_at_k(rows_of[win], k) for k in ks}
+    top_k_ = min(k for k in ks if hit_at[k] >= max(hit_at.values()))
+    floor = recommend_floor(rows_of[win], top_k_)
+    flags = [f"--fusion {win.fusion}", f"--top-k {top_k_}"]
+    if floor["min_score"] is not None:
+        flags.append(f"--min-score {floor['min_score']}")
+    if not win.template and query_text("q", settings) != "q":
+        flags.append("--query-instruction ''")
+    if win.chunk_size != settings.chunk_size:
+        flags.append(f"--chunk-size {win.chunk_size}")
+    if notes := notes_flag(settings):     # the command must search the notes it was tuned on
+        flags.append(notes.strip())
+    return {"answerable": sum(1 for it in items if it.get("answers")),
+            "unanswerable": sum(1 for it in items if not it.get("answers")),
+            "from_gap_log": sum(1 for it in items if it.get("from") == GAP_FROM),
+            "embed_model": None if missing else settings.embed_model, "missing": missing,
+            "variants": [{**asdict_variant(x["variant"]), **{k: v for k, v in x.items() if k != "variant"}}
+                         for x in scored],
+            "defaults": asdict_variant(default), "winner": asdict_variant(win),
+            "not_measurably_better": None if rival is best else {**asdict_variant(rival["variant"]),
+                                                                 "mrr": rival["mrr"]},
+            "top_k": {"hit@k": hit_at, "chosen": top_k_}, "floor": floor, "flags": " ".join(flags)}
+
+
+def chunk_size_cost(client: ollama.Client, index: Index, settings: Settings) -> str:
+    """One line: how many chunks a chunk size needs embedded, and roughly how long that takes."""
+    chars = sum(len(c.embed_text) for c in index.chunks)
+    chunks = math.ceil(chars / (settings.chunk_size - settings.chunk_overlap))
+    line = f"chunk size {settings.chunk_size}: about {chunks} chunks ({chars:,} characters) to embed"
+    if cache_path(settings).exists():
+        return line + f"; its cache in {settings.cache_dir} is reused, so only changes are embedded"
+    try:
+        t0 = time.perf_counter()
+        embed_checked(client, settings.embed_model, ["x " * (settings.chunk_size // 2)])
+        per_chunk = time.perf_counter() - t0
+    except OllamaError as e:
+        return line + f" (cannot embed: {e})"
+    return line + (f", at most {chunks * per_chunk:.0f}s at the {per_chunk:.2f}s one chunk took alone (batches are "
+                   f"faster); kept in {settings.cache_dir}")
+
+
+def chunk_sizes(text: str) -> list[int]:
+    """--tune-chunk-sizes "800,1500" -> [800, 1500]."""
+    try:
+        return [int(n) for n in text.split(",") if n.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected sizes like 800,1500, not {text!r}") from None
+
+
+def run_tune(args, settings: Settings, client: ollama.Client) -> int:
+    """--tune FILE: the sweep, a table, the winner and the exact flags (or --json: one object)."""
+    items = read_eval_set(args.tune)
+    index, _, _ = open_for_mode(args, settings, client, quiet=args.json)
+    if problem := eval_set_problem(index, items):
+        raise UsageError(f"error: cannot use evaluation set {args.tune}: {problem}")
+    if not any(it.get("answers") for it in items):
+        raise UsageError(f"error: {args.tune} holds no answerable question (every \"answers\" is empty), so "
+                         "there is nothing to tune on: --make-eval writes some")
+    indexes = {settings.chunk_size: index}
+    for size in args.tune_chunk_sizes or ():
+        if size in indexes:
+            continue
+        # Each size keeps its own cache, in a folder of its own, so the main one is never replaced.
+        sized = replace(settings, chunk_size=size, cache_dir=settings.cache_dir / f"chunk-{size}")
+        if not args.json:
+            err(chunk_size_cost(client, index, sized))
+        indexes[size], _, _ = open_for_mode(args, sized, client, quiet=args.json, rebuild="")
+    result = tune(client, indexes, items, settings)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False, indent=2))
+        return EXIT_OK
+    logged = f", {result['from_gap_log']} of them from the gap log" if result["from_gap_log"] else ""
+    print(f"{len(items)} questions ({result['answerable']} answerable, {result['unanswerable']} "
+          f"unanswerable{logged}); "
+          f"embedder: {result['embed_model'] or 'none'}; floor {floor_words(indexes[settings.chunk_size], settings)}, "
+          f"--top-k {settings.top_k}")
+    if result["missing"]:
+        print(f"tuned BM25, --top-k and the floor only: dense, fused and query-template variants "
+              f"need vectors ({result['missing']})")
+    print(f"{'chunk':>6} {'query':<6}{'fusion':<8}{'hit@1':>7}{'hit@5':>7}{'MRR':>7}{'answered':>10}{'declined':>10}")
+    for x in result["variants"]:
+        v = (x["chunk_size"], x["query_instruction"], x["fusion"])
+        mark = "  default" if v == tuple(result["defaults"].values()) else ""
+        mark += "  <- best" if v == tuple(result["winner"].values()) else ""
+        print(f"{x['chunk_size']:>6} {x['query_instruction']:<6}{x['fusion']:<8}{x['hit@1']:>7.3f}"
+              f"{x['hit@5']:>7.3f}{x['mrr']:>7.3f}{x['answered']:>6}/{result['answerable']:<3}"
+              f"{x['declined']:>6}/{result['unanswerable']:<3}{mark}")
+    rival = result["not_measurably_better"]
+    if rival:
+        print(f"kept the defaults: the best MRR, {rival['mrr']:.3f} ({rival['chunk_size']} {rival['query_instruction']} "
+              f"{rival['fusion']}), is less than {TUNE_MIN_GAIN} above theirs")
+    k = result["top_k"]
+    print("top-k: " + ", ".join(f"hit@{n} {h:.3f}" for n, h in k["hit@k"].items())
+          + f" -> --top-k {k['chosen']} (the smallest that finds as much)")
+    f = result["floor"]
+    if f["min_score"] is not None:
+        print(f"floor: --min-score {f['min_score']} answers {f['answered']}/{f['answerable']} answerable "
+              f"(at least {TUNE_ANSWERED:.0%}) and declines {f['declined']}/{f['unanswerable']} unanswerable")
+    print(f"recommended: python demo_rag.py {result['flags']}")
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------------
+# --gaps: the gap log grouped by topic, and which of its questions today's notes answer.
+
+
+GAP_GROUP_SHARE = 0.4                     # two questions are one topic when their cosine stands this share of
+                                          # the way from two unrelated ones' (FLOOR_PROBES') to 1 (bench/gaps.md)
+GAP_SHOWN = 5                             # questions shown per group (--json: all of them)
+
+
+def read_log_file(path: Path) -> bytes:
+    """A log file's bytes, at most twice GAP_LOG_MAX_MB (a bigger one is no log of ours: its end
+    is cut). Raises OSError for a link, a folder or anything else that is no regular file."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | NOT_A_LINK)   # a FIFO does not wait
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise (IsADirectoryError if stat.S_ISDIR(mode) else OSError)(0, "not a regular file", str(path))
+    with os.fdopen(fd, "rb") as f:
+        return f.read(2 * GAP_LOG_MAX_MB * 2**20)
+
+
+def gap_from_line(line: bytes) -> dict | str | None:
+    """One line of the log as an entry (its question at most GAP_QUESTION_CHARS), "other version"
+    for an entry of another log format, None for a line that is no entry."""
+    try:
+        entry = json.loads(line.decode("utf-8", "replace"))
+    except ValueError:
+        return None
+    if not isinstance(entry, dict) or "v" not in entry:
+        return None
+    if entry["v"] != GAP_LOG_VERSION:
+        return "other version"
+    if not (isinstance(entry.get("question"), str) and entry["question"].strip()
+            and all(isinstance(entry.get(k), str) for k in ("time", "notes", "why"))):
+        return None
+    try:                                  # --gaps --since compares it, and dates relative filters by it
+        time.strptime(entry["time"], GAP_TIME)
+    except ValueError:
+        return None
+    if len(entry["time"]) != len("2026-01-02T03:04:05Z"):   # strptime takes "2026-1-2T3:4:5Z" too
+        return None
+    sources = entry.get("sources")
+    return {**entry, "question": entry["question"][:GAP_QUESTION_CHARS],
+            "sources": [s for s in sources if isinstance(s, dict) and isinstance(s.get("source"), str)]
+            if isinstance(sources, list) else []}
+
+
+def read_gaps(path: Path) -> tuple[list[dict], list[str]]:
+    """The gap log's entries, oldest first (GAP_LOG_OLD, then the log), and a warning for each
+    kind of line skipped: not an entry, of another log format, or the last line cut short.
+    Raises OSError (the log is a folder, say); a log that is not there has no entries."""
+    entries, warnings = [], []
+    for p in (path.with_name(GAP_LOG_OLD), path):
+        try:
+            lines = read_log_file(p).split(b"\n")
+        except FileNotFoundError:
+            continue
+        cut = lines.pop()                 # b"" after a final newline, else a line a killed run left
+        junk, other = [], set()
+        for n, line in enumerate(lines, 1):
+            entry = gap_from_line(line)
+            if isinstance(entry, dict):
+                entries.append(entry)
+            elif entry == "other version":
+                other.add(n)
+            elif line.strip():
+                junk.append(n)
+        if cut.strip():
+            entry = gap_from_line(cut)
+            if isinstance(entry, dict):
+                entries.append(entry)
+            else:
+                warnings.append(f"the last line of {p} is cut short (a run stopped while writing it?): skipped")
+        if junk:
+            warnings.append(f"{len(junk)} line(s) of {p} are not gap log entries (line {junk[0]} the first): "
+                            "skipped")
+        if other:
+            warnings.append(f"{len(other)} entries of {p} come from another version of demo_rag.py (another log "
+                            f"format than v{GAP_LOG_VERSION}): skipped")
+    return entries, warnings
+
+
+def logged_filters(entry: dict) -> Filters:
+    """The filters a logged question was searched with: those of its "filters" that read as the
+    command line would read them (a log edited by hand may hold others, which are set aside), a
+    time ago ("7d") as the days it meant when the question was asked."""
+    logged = entry.get("filters") if isinstance(entry.get("filters"), dict) else {}
+    try:
+        asked = datetime.date.fromisoformat(str(entry.get("time", ""))[:10])
+    except ValueError:
+        asked = None                      # not an entry read from the log, which checks its time
+
+    def read(value, how: Callable[[str], str]) -> str | None:
+        try:
+            return how(value) if isinstance(value, str) and value.strip() else None
+        except argparse.ArgumentTypeError:
+            return None
+
+    def day(value, end: int) -> str | None:
+        bound = read(value, date_bound)
+        return date_span(bound, asked)[end] if bound and asked and RELATIVE_DATE.fullmatch(bound.lower()) else bound
+    tags = logged.get("tags") if isinstance(logged.get("tags"), list) else []
+    since, until = day(logged.get("since"), 0), day(logged.get("until"), 1)
+    if dated_backwards(since, until):     # no note could pass: a log edited by hand
+        since = until = None
+    return Filters(read(logged.get("source"), str), tuple(dict.fromkeys(t for v in tags if (t := read(v, tag_name)))),
+                   since, until)
+
+
+def gap_vector(entry: dict, settings: Settings, dim: int) -> np.ndarray | None:
+    """The question's vector as logged, if it was embedded as this run would embed it (the same
+    model and query template) and has `dim` numbers; None otherwise."""
+    import base64
+    v = entry.get("vector")
+    if not (isinstance(v, dict) and v.get("model") == settings.embed_model
+            and v.get("query") == embed_templates(settings).query and isinstance(v.get("f16"), str)):
+        return None
+    try:
+        vec = np.frombuffer(base64.b64decode(v["f16"], validate=True), "<f2").astype(np.float32)
+    except ValueError:                    # binascii.Error is one; so is a byte count that is odd
+        return None
+    norm = float(np.linalg.norm(vec)) if len(vec) == dim and np.isfinite(vec).all() else 0.0
+    return vec / norm if norm else None
+
+
+def read_gap_log(path: Path) -> tuple[list[dict], list[str]]:
+    """read_gaps for the command line: a log that cannot be read is a UsageError."""
+    try:
+        return read_gaps(path)
+    except IsADirectoryError as e:
+        raise UsageError(f"error: {e.filename} is a folder, not the gap log; move it away") from None
+    except OSError as e:
+        raise UsageError(f"error: cannot read the gap log {e.filename or path}: {e.strerror or e}") from None
+
+
+def same_question(text: str) -> str:
+    """A question as compared with others: case and spacing set aside ("What  is X?" = "what is x?")."""
+    return " ".join(text.casefold().split())
+
+
+def gap_threshold(probes: np.ndarray, languages: list[str]) -> float:
+    """The cosine from which two questions are taken for one topic: GAP_GROUP_SHARE of the way
+    from the median cosine of two unrelated questions in one language (the probes) to 1. An
+    absolute number would not do: two texts' cosine sits near 0.8 with some embedders, near 0
+    with others. subtle: of the languages' medians, the lowest: an embedder that cannot read
+    a language finds all its texts alike, and that language's median would set the bar too high
+    for the ones it reads.
+
+    >>> gap_threshold(np.eye(3, dtype=np.float32), ["en", "en", "zh"])   # unrelated: cosine 0
+    0.4
+    """
+    medians = []
+    for lang in dict.fromkeys(languages):
+        rows = probes[[i for i, other in enumerate(languages) if other == lang]]
+        if len(rows) > 1:
+            medians.append(median((rows @ rows.T)[np.triu_indices(len(rows), 1)]))
+    typical = min(medians, default=0.0)
+    return round(typical + GAP_GROUP_SHARE * (1 - typical), 4)
+
+
+def gap_vectors(client: ollama.Client, index: Index, times: list[list[dict]],
+                settings: Settings) -> tuple[np.ndarray, float]:
+    """Each question's vector, as logged when it was embedded as this run embeds questions (else
+    embedded now), and the cosine from which two questions are one topic (gap_threshold()). One
+    batch of embedding requests: the questions whose vector is not usable, and the FLOOR_PROBES
+    the calibration did not keep (remembered_probes)."""
+    dim = index.vectors.shape[1]
+    vectors = [next((v for e in reversed(es) if (v := gap_vector(e, settings, dim)) is not None), None)
+               for es in times]
+    missing = [i for i, v in enumerate(vectors) if v is None]
+    probes = [(lang, query_text(q, settings)) for lang, qs in FLOOR_PROBES.items() for q in qs]
+    known = remembered_probes(index, index)
+    todo = [t for _, t in probes if t not in known]
+    texts = todo + [query_text(times[i][-1]["question"], settings) for i in missing]
+    got = embed_checked(client, settings.embed_model, texts) if texts else np.zeros((0, dim), np.float32)
+    if got.shape[1] != dim:
+        raise OllamaError(vector_size_changed(dim, got.shape[1], settings.embed_model))
+    for i, v in zip(missing, got[len(todo):]):
+        vectors[i] = v
+    embedded = dict(zip(todo, got))
+    probe_vectors = np.array([known[t] if t in known else embedded[t] for _, t in probes], dtype=np.float32)
+    return np.array(vectors, dtype=np.float32).reshape(len(times), dim), \
+        gap_threshold(probe_vectors, [lang for lang, _ in probes])
+
+
+def group_by_meaning(vectors: np.ndarray, threshold: float, block: int = 1024) -> list[list[int]]:
+    """Rows whose vectors lie close together, as groups of row numbers: each row in turn joins the
+    group whose mean direction it is closest to, if that cosine reaches `threshold`, or starts a
+    group; then every row moves to the mean it ended closest to. Rows are compared with the
+    groups `block` at a time (one matrix product), and with the groups their block started one
+    by one. Groups in the order they started.
+
+    >>> v = np.array([[1, 0], [0.96, 0.28], [0, 1], [0.28, 0.96]], dtype=np.float32)
+    >>> group_by_meaning(v, 0.9)
+    [[0, 1], [2, 3]]
+    """
+    n, dim = vectors.shape
+    sums, means, groups = np.zeros((n, dim), np.float32), np.zeros((n, dim), np.float32), 0
+    for start in range(0, n, block):
+        rows = vectors[start:start + block]
+        sims = rows @ means[:groups].T if groups else np.full((len(rows), 1), -np.inf, np.float32)
+        best = sims.argmax(axis=1)
+        near = sims[np.arange(len(rows)), best] >= threshold
+        joined = np.unique(best[near])
+        sums[joined] += (best[near][:, None] == joined).T.astype(np.float32) @ rows[near]
+        before = groups
+        for v in rows[~near]:             # close to no group before this block: to one it started?
+            new = means[before:groups] @ v
+            g = before + int(new.argmax()) if len(new) and new.max() >= threshold else groups
+            groups = max(groups, g + 1)
+            sums[g] += v
+            means[g] = sums[g] / np.linalg.norm(sums[g])
+        means[joined] = sums[joined] / np.linalg.norm(sums[joined], axis=1, keepdims=True)
+    labels = np.argmax(vectors @ means[:groups].T, axis=1) if n else np.zeros(0, int)
+    return [rows.tolist() for g in range(groups) if len(rows := np.flatnonzero(labels == g))]
+
+
+def now_found(index: Index, entries: list[dict], qvec: np.ndarray, settings: Settings) -> tuple[Retrieval, bool]:
+    """Today's search for a logged question, and whether today's notes answer it: it passes the
+    floor and, if it was once answered without a citation (the floor passed then too), a source
+    it was not shown then now comes first. It is searched as it was asked: with the filters in
+    force then (a question asked of the notes tagged "work" is a gap in those notes)."""
+    r = rank(index, entries[-1]["question"], qvec, with_filters(settings, logged_filters(entries[-1])))
+    if not r.found or not r.hits or not any(e["why"] == "uncited" for e in entries):
+        return r, r.found
+    shown = {(s["source"], s.get("heading")) for e in entries for s in e["sources"]}
+    return r, (r.hits[0].chunk.source, r.hits[0].chunk.heading) not in shown
+
+
+def gap_report(client: ollama.Client, index: Index, entries: list[dict], settings: Settings) -> dict:
+    """The log's entries (of one notes folder) as --gaps reports them: the same question asked
+    again counted once, questions grouped by meaning (group_by_meaning()), and for each whether
+    today's index answers it (now_found()). Groups most asked first; all of it JSON-ready."""
+    asked: dict[str, list[dict]] = {}
+    for e in entries:
+        asked.setdefault(same_question(e["question"]), []).append(e)
+    times = list(asked.values())
+    vectors, threshold = gap_vectors(client, index, times, settings)
+    t0 = time.perf_counter()
+    groups = group_by_meaning(vectors, threshold)
+    t1 = time.perf_counter()
+    today = [now_found(index, es, v, settings) for es, v in zip(times, vectors)]
+    t2 = time.perf_counter()
+    report = []
+    for rows in groups:
+        logged_at = sorted(e["time"] for i in rows for e in times[i])
+        closest = Counter(h.chunk.source for i in rows for h in today[i][0].candidates[:GAP_SOURCES])
+        found = sum(today[i][1] for i in rows)
+        report.append({"questions": len(logged_at), "first": logged_at[0], "last": logged_at[-1],
+                       "status": "closed" if found == len(rows) else "partly found" if found else "open",
+                       "now_found": found, "closest_notes": [name for name, _ in closest.most_common(GAP_SOURCES)],
+                       "asked": [{"question": times[i][-1]["question"], "times": len(times[i]),
+                                  "why": sorted({e["why"] for e in times[i]}), "now_found": today[i][1],
+                                  "filters": logged_filters(times[i][-1]).as_json(),
+                                  "confidence": round(today[i][0].confidence, 3), "floor": today[i][0].floor}
+                                 for i in sorted(rows, key=lambda i: -len(times[i]))]})
+    report.sort(key=lambda g: g["last"], reverse=True)
+    report.sort(key=lambda g: g["questions"], reverse=True)       # most asked first, then most recent
+    return {"questions": len(entries), "different": len(times), "groups": report,
+            "now_found": sum(found for _, found in today), "embed_model": settings.embed_model,
+            "threshold": round(threshold, 3),
+            "seconds": {"grouping": round(t1 - t0, 4), "now_found": round(t2 - t1, 4)}}
+
+
+def print_gaps(report: dict) -> None:
+    """--gaps on a terminal: the summary line, then each group with its dates, closest notes and
+    questions (GAP_SHOWN of them), those today's notes answer marked "now found"."""
+    groups = report["groups"]
+    print(f"{report['questions']} question(s) the notes could not answer ({report['different']} different), "
+          f"in {len(groups)} group(s); {report['now_found']} now found")
+    for n, g in enumerate(groups, 1):
+        dates = g["first"][:10] + ("" if g["first"][:10] == g["last"][:10] else f" to {g['last'][:10]}")
+        status = {"closed": "closed: today's notes answer every one",
+                  "partly found": f"partly found ({g['now_found']} of {len(g['asked'])})"}.get(g["status"], "open")
+        print(f"\n{n}. {g['questions']} question(s), {dates}: {status}"
+              + (f"; closest notes: {', '.join(g['closest_notes'])}" if g["closest_notes"] else ""))
+        for q in g["asked"][:GAP_SHOWN]:
+            times = f"{q['times']}×" if q["times"] > 1 else ""
+            asked_with = preview(shlex.join(Filters.from_json(q["filters"]).words()), 40)
+            print(f"  {times:>4} {preview(q['question'], 90)}" + (f"  (asked with {asked_with})" if asked_with else "")
+                  + ("  (now found)" if q["now_found"] else ""))
+        if len(g["asked"]) > GAP_SHOWN:
+            print(f"       … {len(g['asked']) - GAP_SHOWN} more (--json lists them all)")
+    if "to_eval" in report:
+        t = report["to_eval"]
+        print(f"\n{t['file']}: added {t['added']} open question(s) as unanswerable ones"
+              + (f" ({t['there']} were there already)" if t["there"] else "")
+              + (f"; {t['left_out']} asked with --source left out (an item's \"source\" names the note that "
+                 "answers it)" if t["left_out"] else ""))
+    else:
+        print(f"\n(the gap log: {report['log']}; --gaps --to-eval FILE adds the open questions to an "
+              "evaluation set, --gaps --clear deletes the log)")
+
+
+def gaps_to_eval(path: Path, groups: list[dict]) -> dict:
+    """--to-eval FILE: append each question no note answers yet as an unanswerable item
+    ("answers": []) marked as coming from the log, with the tags and dates it was asked with,
+    unless the set holds it already. One asked with --source is left out: an item's "source"
+    names the note that answers it, not a filter."""
+    have = {same_question(it["question"]) for it in load_eval_set(path)} if path.exists() else set()
+    still = [q for g in groups for q in g["asked"] if not q["now_found"]]
+    fresh = [q for q in still if same_question(q["question"]) not in have]
+    new = [q for q in fresh if "source" not in q["filters"]]
+    end_with_newline(path)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write("".join(json.dumps({"question": q["question"], "answers": [], "from": GAP_FROM, **q["filters"]},
+                                   ensure_ascii=False) + "\n" for q in new))
+    return {"file": str(path), "added": len(new), "there": len(still) - len(fresh), "left_out": len(fresh) - len(new)}
+
+
+def clear_gaps(path: Path, as_json: bool) -> int:
+    """--gaps --clear: delete the gap log (every notes folder's questions in it) and say how many went."""
+    files = [p for p in (path, path.with_name(GAP_LOG_OLD)) if p.exists() or p.is_symlink()]
+    entries, _ = read_gap_log(path)
+    for p in files:
+        try:
+            p.unlink()
+        except OSError as e:
+            raise UsageError(f"error: cannot delete the gap log {p}: {e.strerror or e}") from None
+    said = (f"deleted the gap log: {len(entries)} question(s), of every notes folder ({path})" if files
+            else f"no gap log to delete in {path.parent}")
+    print(json.dumps({"log": str(path), "deleted": len(entries), "note": said}, ensure_ascii=False, indent=2)
+          if as_json else said)
+    return EXIT_OK
+
+
+def run_gaps(args, settings: Settings, client: ollama.Client) -> int:
+    """--gaps: the logged questions of these notes grouped by topic, most asked first, each said
+    to be found or not by today's index; --to-eval FILE adds the open ones to an evaluation set,
+    --clear deletes the log. Needs the embedding model (to search), never the chat model."""
+    path = settings.cache_dir / GAP_LOG
+    if args.clear:
+        return clear_gaps(path, args.json)
+    if args.to_eval and (args.to_eval.exists() or args.to_eval.is_symlink()):
+        try:
+            load_eval_set(args.to_eval)
+        except (OSError, ValueError) as e:
+            raise UsageError(f"error: {args.to_eval} exists and is not an evaluation set ({e}); give another file")
+    check_notes_dir(settings.notes_dir)
+    if settings.source_filter or settings.tags:
+        raise UsageError("error: --gaps searches each logged question with the --source and --tag it was asked "
+                         "with; --since and --until say when the questions were asked")
+    entries, warnings = read_gap_log(path)
+    notes = os.path.realpath(settings.notes_dir)
+    since = date_span(settings.since)[0] if settings.since else ""        # here they date the questions,
+    until = date_span(settings.until)[1] if settings.until else "9999"    # not the notes searched
+    entries = [e for e in entries if e["notes"] == notes and since <= e["time"][:10] <= until]
+    settings = replace(settings, since=None, until=None)
+    if not args.json:
+        err(*(f"warning: {w}" for w in warnings))
+    if not entries:
+        said = (f"no question about {readable_name(str(settings.notes_dir))} is in the gap log ({path})"
+                + (f" since {since}" if since else "") + ": the questions your notes cannot answer are kept "
+                "there as they are asked")
+        print(json.dumps({"log": str(path), "questions": 0, "groups": [], "note": said, "warnings": warnings},
+                         ensure_ascii=False, indent=2) if args.json else said)
+        return EXIT_OK
+    index, _, _ = open_for_mode(args, settings, client, quiet=args.json)
+    report = {"log": str(path), **gap_report(client, index, entries, settings), "warnings": warnings}
+    if args.to_eval:
+        report["to_eval"] = gaps_to_eval(args.to_eval, report["groups"])
+    if args.json:
+        print(json.dumps(report, ensure_ascii=False, indent=2))
+    else:
+        print_gaps(report)
+    return EXIT_OK
 
 
 # ----------------------------------------------------------------------------
@@ -6893,6 +7162,7 @@ STEP_7 = {DECLINED: "not found in your notes: the chat model is not called",
 # is paid once a session, and a note saved a second ago is searchable. Calls are served
 # one at a time, in order.
 # Standard library only: a client brings its own SDK, this end needs none.
+
 
 MCP_HANDSHAKE_REVISIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")   # oldest first
 MCP_STATELESS_REVISIONS = ("2026-07-28",)  # no initialize: each request names its revision in _meta
@@ -7089,6 +7359,71 @@ def note_lines(file: NoteFile, max_mb: float) -> list[str]:
         raise ToolFailed(f"cannot read {file.rel}: {getattr(e, 'strerror', None) or e}") from None
     lines = re.split(r"\r\n|\r|\n", text)
     return lines[:-1] if lines[-1] == "" else lines
+
+
+def folder_stat(st: os.stat_result) -> tuple[int, int]:
+    return st.st_mtime_ns, st.st_ctime_ns   # ctime: a chmod that makes a folder readable
+
+
+def folder_stats(notes_dir: Path) -> dict[str, tuple[int, int]] | None:
+    """Every folder under notes_dir but hidden ones, with folder_stat(): a note added, removed or
+    renamed in one changes its mtime. None when one holds a link to a folder, whose insides
+    its stat would not show."""
+    found = {}
+    for folder, dirs, _ in os.walk(notes_dir):
+        if any(os.path.islink(os.path.join(folder, d)) for d in dirs):
+            return None
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        with contextlib.suppress(OSError):
+            found[folder] = folder_stat(os.stat(folder))
+    return found
+
+
+def file_stat(st: os.stat_result) -> tuple[int, int, int, int]:
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino     # what fingerprint() hashes
+
+
+def request_revision(params: dict) -> str | None:
+    """The stateless revision a request names in its _meta, checked; None for a request of a
+    handshake revision (which names none)."""
+    meta = params.get("_meta")
+    if not isinstance(meta, dict) or MCP_VERSION_KEY not in meta:
+        return None
+    revision = meta[MCP_VERSION_KEY]
+    if not isinstance(revision, str):
+        raise McpError(INVALID_PARAMS, f"{MCP_VERSION_KEY} must be a string")
+    if revision not in MCP_STATELESS_REVISIONS:
+        raise McpError(UNSUPPORTED_REVISION, f"protocol revision {revision[:40]!r} is not served",
+                       {"supported": list(MCP_STATELESS_REVISIONS), "requested": revision})
+    if MCP_CAPABILITIES_KEY not in meta:
+        raise McpError(INVALID_PARAMS, f"params._meta lacks {MCP_CAPABILITIES_KEY}")
+    return revision
+
+
+def result_message(id_, revision: str | None, result: dict) -> dict:
+    """A JSON-RPC result; the stateless revision's carry their type and the server's name."""
+    if revision is None:
+        result = {k: v for k, v in result.items() if k not in ("cacheScope", "ttlMs")}
+    else:
+        result = {**result, "resultType": "complete", "_meta": {MCP_SERVER_INFO_KEY: MCP_SERVER_INFO}}
+    return {"jsonrpc": "2.0", "id": id_, "result": result}
+
+
+def error_message(id_, code: int, message: str, data=None) -> dict:
+    error = {"code": code, "message": message, **({} if data is None else {"data": data})}
+    return {"jsonrpc": "2.0", "id": id_, "error": error}
+
+
+def message_lines(stream, limit: int) -> Iterator[bytes | None]:
+    """The lines of a binary stream, without their line breaks; None for a line over `limit`
+    bytes, which is read to its end but not kept."""
+    while line := stream.readline(limit + 1):
+        if len(line) > limit and not line.endswith(b"\n"):
+            while (rest := stream.readline(limit + 1)) and not rest.endswith(b"\n"):
+                pass
+            yield None
+        else:
+            yield line.rstrip(b"\r\n")
 
 
 class McpServer:
@@ -7330,71 +7665,6 @@ MCP_METHODS = {"initialize": McpServer.initialize, "server/discover": McpServer.
                "tools/list": McpServer.list_tools, "tools/call": McpServer.call_tool}
 
 
-def folder_stats(notes_dir: Path) -> dict[str, tuple[int, int]] | None:
-    """Every folder under notes_dir but hidden ones, with folder_stat(): a note added, removed or
-    renamed in one changes its mtime. None when one holds a link to a folder, whose insides
-    its stat would not show."""
-    found = {}
-    for folder, dirs, _ in os.walk(notes_dir):
-        if any(os.path.islink(os.path.join(folder, d)) for d in dirs):
-            return None
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        with contextlib.suppress(OSError):
-            found[folder] = folder_stat(os.stat(folder))
-    return found
-
-
-def folder_stat(st: os.stat_result) -> tuple[int, int]:
-    return st.st_mtime_ns, st.st_ctime_ns   # ctime: a chmod that makes a folder readable
-
-
-def file_stat(st: os.stat_result) -> tuple[int, int, int, int]:
-    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino     # what fingerprint() hashes
-
-
-def request_revision(params: dict) -> str | None:
-    """The stateless revision a request names in its _meta, checked; None for a request of a
-    handshake revision (which names none)."""
-    meta = params.get("_meta")
-    if not isinstance(meta, dict) or MCP_VERSION_KEY not in meta:
-        return None
-    revision = meta[MCP_VERSION_KEY]
-    if not isinstance(revision, str):
-        raise McpError(INVALID_PARAMS, f"{MCP_VERSION_KEY} must be a string")
-    if revision not in MCP_STATELESS_REVISIONS:
-        raise McpError(UNSUPPORTED_REVISION, f"protocol revision {revision[:40]!r} is not served",
-                       {"supported": list(MCP_STATELESS_REVISIONS), "requested": revision})
-    if MCP_CAPABILITIES_KEY not in meta:
-        raise McpError(INVALID_PARAMS, f"params._meta lacks {MCP_CAPABILITIES_KEY}")
-    return revision
-
-
-def result_message(id_, revision: str | None, result: dict) -> dict:
-    """A JSON-RPC result; the stateless revision's carry their type and the server's name."""
-    if revision is None:
-        result = {k: v for k, v in result.items() if k not in ("cacheScope", "ttlMs")}
-    else:
-        result = {**result, "resultType": "complete", "_meta": {MCP_SERVER_INFO_KEY: MCP_SERVER_INFO}}
-    return {"jsonrpc": "2.0", "id": id_, "result": result}
-
-
-def error_message(id_, code: int, message: str, data=None) -> dict:
-    error = {"code": code, "message": message, **({} if data is None else {"data": data})}
-    return {"jsonrpc": "2.0", "id": id_, "error": error}
-
-
-def message_lines(stream, limit: int) -> Iterator[bytes | None]:
-    """The lines of a binary stream, without their line breaks; None for a line over `limit`
-    bytes, which is read to its end but not kept."""
-    while line := stream.readline(limit + 1):
-        if len(line) > limit and not line.endswith(b"\n"):
-            while (rest := stream.readline(limit + 1)) and not rest.endswith(b"\n"):
-                pass
-            yield None
-        else:
-            yield line.rstrip(b"\r\n")
-
-
 def run_mcp(args, settings: Settings, client: ollama.Client) -> int:
     """--mcp: serve the notes to an MCP client on stdin and stdout until stdin ends (exit 0).
 
@@ -7424,263 +7694,7 @@ def run_mcp(args, settings: Settings, client: ollama.Client) -> int:
 
 
 # ----------------------------------------------------------------------------
-# --gaps: the gap log grouped by topic, and which of its questions today's notes answer.
-
-GAP_GROUP_SHARE = 0.4                     # two questions are one topic when their cosine stands this share of
-                                          # the way from two unrelated ones' (FLOOR_PROBES') to 1 (bench/gaps.md)
-GAP_SHOWN = 5                             # questions shown per group (--json: all of them)
-GAP_FROM = "gap log"                      # what --to-eval marks its questions with (their "from")
-
-
-def run_gaps(args, settings: Settings, client: ollama.Client) -> int:
-    """--gaps: the logged questions of these notes grouped by topic, most asked first, each said
-    to be found or not by today's index; --to-eval FILE adds the open ones to an evaluation set,
-    --clear deletes the log. Needs the embedding model (to search), never the chat model."""
-    path = settings.cache_dir / GAP_LOG
-    if args.clear:
-        return clear_gaps(path, args.json)
-    if args.to_eval and (args.to_eval.exists() or args.to_eval.is_symlink()):
-        try:
-            load_eval_set(args.to_eval)
-        except (OSError, ValueError) as e:
-            raise UsageError(f"error: {args.to_eval} exists and is not an evaluation set ({e}); give another file")
-    check_notes_dir(settings.notes_dir)
-    if settings.source_filter or settings.tags:
-        raise UsageError("error: --gaps searches each logged question with the --source and --tag it was asked "
-                         "with; --since and --until say when the questions were asked")
-    entries, warnings = read_gap_log(path)
-    notes = os.path.realpath(settings.notes_dir)
-    since = date_span(settings.since)[0] if settings.since else ""        # here they date the questions,
-    until = date_span(settings.until)[1] if settings.until else "9999"    # not the notes searched
-    entries = [e for e in entries if e["notes"] == notes and since <= e["time"][:10] <= until]
-    settings = replace(settings, since=None, until=None)
-    if not args.json:
-        err(*(f"warning: {w}" for w in warnings))
-    if not entries:
-        said = (f"no question about {readable_name(str(settings.notes_dir))} is in the gap log ({path})"
-                + (f" since {since}" if since else "") + ": the questions your notes cannot answer are kept "
-                "there as they are asked")
-        print(json.dumps({"log": str(path), "questions": 0, "groups": [], "note": said, "warnings": warnings},
-                         ensure_ascii=False, indent=2) if args.json else said)
-        return EXIT_OK
-    index, _, _ = open_for_mode(args, settings, client, quiet=args.json)
-    report = {"log": str(path), **gap_report(client, index, entries, settings), "warnings": warnings}
-    if args.to_eval:
-        report["to_eval"] = gaps_to_eval(args.to_eval, report["groups"])
-    if args.json:
-        print(json.dumps(report, ensure_ascii=False, indent=2))
-    else:
-        print_gaps(report)
-    return EXIT_OK
-
-
-def read_gap_log(path: Path) -> tuple[list[dict], list[str]]:
-    """read_gaps for the command line: a log that cannot be read is a UsageError."""
-    try:
-        return read_gaps(path)
-    except IsADirectoryError as e:
-        raise UsageError(f"error: {e.filename} is a folder, not the gap log; move it away") from None
-    except OSError as e:
-        raise UsageError(f"error: cannot read the gap log {e.filename or path}: {e.strerror or e}") from None
-
-
-def same_question(text: str) -> str:
-    """A question as compared with others: case and spacing set aside ("What  is X?" = "what is x?")."""
-    return " ".join(text.casefold().split())
-
-
-def gap_report(client: ollama.Client, index: Index, entries: list[dict], settings: Settings) -> dict:
-    """The log's entries (of one notes folder) as --gaps reports them: the same question asked
-    again counted once, questions grouped by meaning (group_by_meaning()), and for each whether
-    today's index answers it (now_found()). Groups most asked first; all of it JSON-ready."""
-    asked: dict[str, list[dict]] = {}
-    for e in entries:
-        asked.setdefault(same_question(e["question"]), []).append(e)
-    times = list(asked.values())
-    vectors, threshold = gap_vectors(client, index, times, settings)
-    t0 = time.perf_counter()
-    groups = group_by_meaning(vectors, threshold)
-    t1 = time.perf_counter()
-    today = [now_found(index, es, v, settings) for es, v in zip(times, vectors)]
-    t2 = time.perf_counter()
-    report = []
-    for rows in groups:
-        logged_at = sorted(e["time"] for i in rows for e in times[i])
-        closest = Counter(h.chunk.source for i in rows for h in today[i][0].candidates[:GAP_SOURCES])
-        found = sum(today[i][1] for i in rows)
-        report.append({"questions": len(logged_at), "first": logged_at[0], "last": logged_at[-1],
-                       "status": "closed" if found == len(rows) else "partly found" if found else "open",
-                       "now_found": found, "closest_notes": [name for name, _ in closest.most_common(GAP_SOURCES)],
-                       "asked": [{"question": times[i][-1]["question"], "times": len(times[i]),
-                                  "why": sorted({e["why"] for e in times[i]}), "now_found": today[i][1],
-                                  "filters": logged_filters(times[i][-1]).as_json(),
-                                  "confidence": round(today[i][0].confidence, 3), "floor": today[i][0].floor}
-                                 for i in sorted(rows, key=lambda i: -len(times[i]))]})
-    report.sort(key=lambda g: g["last"], reverse=True)
-    report.sort(key=lambda g: g["questions"], reverse=True)       # most asked first, then most recent
-    return {"questions": len(entries), "different": len(times), "groups": report,
-            "now_found": sum(found for _, found in today), "embed_model": settings.embed_model,
-            "threshold": round(threshold, 3),
-            "seconds": {"grouping": round(t1 - t0, 4), "now_found": round(t2 - t1, 4)}}
-
-
-def gap_vectors(client: ollama.Client, index: Index, times: list[list[dict]],
-                settings: Settings) -> tuple[np.ndarray, float]:
-    """Each question's vector, as logged when it was embedded as this run embeds questions (else
-    embedded now), and the cosine from which two questions are one topic (gap_threshold()). One
-    batch of embedding requests: the questions whose vector is not usable, and the FLOOR_PROBES
-    the calibration did not keep (remembered_probes)."""
-    dim = index.vectors.shape[1]
-    vectors = [next((v for e in reversed(es) if (v := gap_vector(e, settings, dim)) is not None), None)
-               for es in times]
-    missing = [i for i, v in enumerate(vectors) if v is None]
-    probes = [(lang, query_text(q, settings)) for lang, qs in FLOOR_PROBES.items() for q in qs]
-    known = remembered_probes(index, index)
-    todo = [t for _, t in probes if t not in known]
-    texts = todo + [query_text(times[i][-1]["question"], settings) for i in missing]
-    got = embed_checked(client, settings.embed_model, texts) if texts else np.zeros((0, dim), np.float32)
-    if got.shape[1] != dim:
-        raise OllamaError(vector_size_changed(dim, got.shape[1], settings.embed_model))
-    for i, v in zip(missing, got[len(todo):]):
-        vectors[i] = v
-    embedded = dict(zip(todo, got))
-    probe_vectors = np.array([known[t] if t in known else embedded[t] for _, t in probes], dtype=np.float32)
-    return np.array(vectors, dtype=np.float32).reshape(len(times), dim), \
-        gap_threshold(probe_vectors, [lang for lang, _ in probes])
-
-
-def gap_threshold(probes: np.ndarray, languages: list[str]) -> float:
-    """The cosine from which two questions are taken for one topic: GAP_GROUP_SHARE of the way
-    from the median cosine of two unrelated questions in one language (the probes) to 1. An
-    absolute number would not do: two texts' cosine sits near 0.8 with some embedders, near 0
-    with others. subtle: of the languages' medians, the lowest: an embedder that cannot read
-    a language finds all its texts alike, and that language's median would set the bar too high
-    for the ones it reads.
-
-    >>> gap_threshold(np.eye(3, dtype=np.float32), ["en", "en", "zh"])   # unrelated: cosine 0
-    0.4
-    """
-    medians = []
-    for lang in dict.fromkeys(languages):
-        rows = probes[[i for i, other in enumerate(languages) if other == lang]]
-        if len(rows) > 1:
-            medians.append(median((rows @ rows.T)[np.triu_indices(len(rows), 1)]))
-    typical = min(medians, default=0.0)
-    return round(typical + GAP_GROUP_SHARE * (1 - typical), 4)
-
-
-def group_by_meaning(vectors: np.ndarray, threshold: float, block: int = 1024) -> list[list[int]]:
-    """Rows whose vectors lie close together, as groups of row numbers: each row in turn joins the
-    group whose mean direction it is closest to, if that cosine reaches `threshold`, or starts a
-    group; then every row moves to the mean it ended closest to. Rows are compared with the
-    groups `block` at a time (one matrix product), and with the groups their block started one
-    by one. Groups in the order they started.
-
-    >>> v = np.array([[1, 0], [0.96, 0.28], [0, 1], [0.28, 0.96]], dtype=np.float32)
-    >>> group_by_meaning(v, 0.9)
-    [[0, 1], [2, 3]]
-    """
-    n, dim = vectors.shape
-    sums, means, groups = np.zeros((n, dim), np.float32), np.zeros((n, dim), np.float32), 0
-    for start in range(0, n, block):
-        rows = vectors[start:start + block]
-        sims = rows @ means[:groups].T if groups else np.full((len(rows), 1), -np.inf, np.float32)
-        best = sims.argmax(axis=1)
-        near = sims[np.arange(len(rows)), best] >= threshold
-        joined = np.unique(best[near])
-        sums[joined] += (best[near][:, None] == joined).T.astype(np.float32) @ rows[near]
-        before = groups
-        for v in rows[~near]:             # close to no group before this block: to one it started?
-            new = means[before:groups] @ v
-            g = before + int(new.argmax()) if len(new) and new.max() >= threshold else groups
-            groups = max(groups, g + 1)
-            sums[g] += v
-            means[g] = sums[g] / np.linalg.norm(sums[g])
-        means[joined] = sums[joined] / np.linalg.norm(sums[joined], axis=1, keepdims=True)
-    labels = np.argmax(vectors @ means[:groups].T, axis=1) if n else np.zeros(0, int)
-    return [rows.tolist() for g in range(groups) if len(rows := np.flatnonzero(labels == g))]
-
-
-def now_found(index: Index, entries: list[dict], qvec: np.ndarray, settings: Settings) -> tuple[Retrieval, bool]:
-    """Today's search for a logged question, and whether today's notes answer it: it passes the
-    floor and, if it was once answered without a citation (the floor passed then too), a source
-    it was not shown then now comes first. It is searched as it was asked: with the filters in
-    force then (a question asked of the notes tagged "work" is a gap in those notes)."""
-    r = rank(index, entries[-1]["question"], qvec, with_filters(settings, logged_filters(entries[-1])))
-    if not r.found or not r.hits or not any(e["why"] == "uncited" for e in entries):
-        return r, r.found
-    shown = {(s["source"], s.get("heading")) for e in entries for s in e["sources"]}
-    return r, (r.hits[0].chunk.source, r.hits[0].chunk.heading) not in shown
-
-
-def print_gaps(report: dict) -> None:
-    """--gaps on a terminal: the summary line, then each group with its dates, closest notes and
-    questions (GAP_SHOWN of them), those today's notes answer marked "now found"."""
-    groups = report["groups"]
-    print(f"{report['questions']} question(s) the notes could not answer ({report['different']} different), "
-          f"in {len(groups)} group(s); {report['now_found']} now found")
-    for n, g in enumerate(groups, 1):
-        dates = g["first"][:10] + ("" if g["first"][:10] == g["last"][:10] else f" to {g['last'][:10]}")
-        status = {"closed": "closed: today's notes answer every one",
-                  "partly found": f"partly found ({g['now_found']} of {len(g['asked'])})"}.get(g["status"], "open")
-        print(f"\n{n}. {g['questions']} question(s), {dates}: {status}"
-              + (f"; closest notes: {', '.join(g['closest_notes'])}" if g["closest_notes"] else ""))
-        for q in g["asked"][:GAP_SHOWN]:
-            times = f"{q['times']}×" if q["times"] > 1 else ""
-            asked_with = preview(shlex.join(Filters.from_json(q["filters"]).words()), 40)
-            print(f"  {times:>4} {preview(q['question'], 90)}" + (f"  (asked with {asked_with})" if asked_with else "")
-                  + ("  (now found)" if q["now_found"] else ""))
-        if len(g["asked"]) > GAP_SHOWN:
-            print(f"       … {len(g['asked']) - GAP_SHOWN} more (--json lists them all)")
-    if "to_eval" in report:
-        t = report["to_eval"]
-        print(f"\n{t['file']}: added {t['added']} open question(s) as unanswerable ones"
-              + (f" ({t['there']} were there already)" if t["there"] else "")
-              + (f"; {t['left_out']} asked with --source left out (an item's \"source\" names the note that "
-                 "answers it)" if t["left_out"] else ""))
-    else:
-        print(f"\n(the gap log: {report['log']}; --gaps --to-eval FILE adds the open questions to an "
-              "evaluation set, --gaps --clear deletes the log)")
-
-
-def gaps_to_eval(path: Path, groups: list[dict]) -> dict:
-    """--to-eval FILE: append each question no note answers yet as an unanswerable item
-    ("answers": []) marked as coming from the log, with the tags and dates it was asked with,
-    unless the set holds it already. One asked with --source is left out: an item's "source"
-    names the note that answers it, not a filter."""
-    have = {same_question(it["question"]) for it in load_eval_set(path)} if path.exists() else set()
-    still = [q for g in groups for q in g["asked"] if not q["now_found"]]
-    fresh = [q for q in still if same_question(q["question"]) not in have]
-    new = [q for q in fresh if "source" not in q["filters"]]
-    end_with_newline(path)
-    with open(path, "a", encoding="utf-8") as f:
-        f.write("".join(json.dumps({"question": q["question"], "answers": [], "from": GAP_FROM, **q["filters"]},
-                                   ensure_ascii=False) + "\n" for q in new))
-    return {"file": str(path), "added": len(new), "there": len(still) - len(fresh), "left_out": len(fresh) - len(new)}
-
-
-def end_with_newline(path: Path) -> None:
-    """Give a file that lacks one its final newline, so a line appended next is a line of its own
-    (a set edited by hand often ends without one)."""
-    if path.exists() and path.stat().st_size and not path.read_bytes().endswith(b"\n"):
-        with open(path, "ab") as f:
-            f.write(b"\n")
-
-
-def clear_gaps(path: Path, as_json: bool) -> int:
-    """--gaps --clear: delete the gap log (every notes folder's questions in it) and say how many went."""
-    files = [p for p in (path, path.with_name(GAP_LOG_OLD)) if p.exists() or p.is_symlink()]
-    entries, _ = read_gap_log(path)
-    for p in files:
-        try:
-            p.unlink()
-        except OSError as e:
-            raise UsageError(f"error: cannot delete the gap log {p}: {e.strerror or e}") from None
-    said = (f"deleted the gap log: {len(entries)} question(s), of every notes folder ({path})" if files
-            else f"no gap log to delete in {path.parent}")
-    print(json.dumps({"log": str(path), "deleted": len(entries), "note": said}, ensure_ascii=False, indent=2)
-          if as_json else said)
-    return EXIT_OK
+# The command line: the modes and their flags in one parser, main(), and leaving.
 
 
 @dataclass(frozen=True)
@@ -7776,6 +7790,31 @@ def all_options() -> dict[str, dict]:
             **{dest: dict(f.metadata, default=f.default) for dest, f in RUN_OPTIONS.items()}}
 
 
+def chosen_mode(args: argparse.Namespace, error: Callable[[str], None] | None = None) -> Mode:
+    """The mode the flags ask for; with `error`, any flag combination MODES does not allow is
+    reported through it (the parser's error: a usage message and exit 2)."""
+    asked = [m for m in MODES if m.flag and getattr(args, m.flag.lstrip("-").replace("-", "_"))]
+    mode = asked[0] if asked else MODES[0]
+    if error is None:
+        return mode
+    if len(asked) > 1:
+        error(f"choose one mode, not {' and '.join(m.flag for m in asked)}")
+    if mode.question and not (args.question or "").strip():
+        error(f"{mode.flag} needs a question to narrate" if mode.flag else
+              "give a question, or --chat, --eval FILE, --make-eval FILE, --tune FILE, --gaps or --mcp")
+    if not mode.question and args.question:
+        error(f"{mode.flag} takes no question (got {args.question!r}); ask it without {mode.flag}, "
+              "or inside --chat")
+    options = all_options()
+    for other in MODES:
+        for flag in other.takes:
+            dest = next(d for d, o in options.items() if o["flag"] == flag)
+            if flag not in mode.takes and getattr(args, dest) not in (None, False):
+                owners = " or ".join(m.flag or "a question" for m in MODES if flag in m.takes)
+                error(f"{flag} goes with {owners}")
+    return mode
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line, parsed and checked: the parser is built from the declarations
     (Settings' fields and RUN_OPTIONS), in --help's groups, and MODES says what goes together."""
@@ -7813,91 +7852,92 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def chosen_mode(args: argparse.Namespace, error: Callable[[str], None] | None = None) -> Mode:
-    """The mode the flags ask for; with `error`, any flag combination MODES does not allow is
-    reported through it (the parser's error: a usage message and exit 2)."""
-    asked = [m for m in MODES if m.flag and getattr(args, m.flag.lstrip("-").replace("-", "_"))]
-    mode = asked[0] if asked else MODES[0]
-    if error is None:
-        return mode
-    if len(asked) > 1:
-        error(f"choose one mode, not {' and '.join(m.flag for m in asked)}")
-    if mode.question and not (args.question or "").strip():
-        error(f"{mode.flag} needs a question to narrate" if mode.flag else
-              "give a question, or --chat, --eval FILE, --make-eval FILE, --tune FILE, --gaps or --mcp")
-    if not mode.question and args.question:
-        error(f"{mode.flag} takes no question (got {args.question!r}); ask it without {mode.flag}, "
-              "or inside --chat")
-    options = all_options()
-    for other in MODES:
-        for flag in other.takes:
-            dest = next(d for d, o in options.items() if o["flag"] == flag)
-            if flag not in mode.takes and getattr(args, dest) not in (None, False):
-                owners = " or ".join(m.flag or "a question" for m in MODES if flag in m.takes)
-                error(f"{flag} goes with {owners}")
-    return mode
-
-
-def chunk_sizes(text: str) -> list[int]:
-    """--tune-chunk-sizes "800,1500" -> [800, 1500]."""
-    try:
-        return [int(n) for n in text.split(",") if n.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected sizes like 800,1500, not {text!r}") from None
-
-
 def settings_from(args: argparse.Namespace) -> Settings:
     """The Settings the parsed flags ask for (each field parses into the dest of its own name)."""
     return Settings(**{f.name: getattr(args, f.name) for f in fields(Settings)})
 
 
-def notes_flag(settings: Settings) -> str:
-    """' --notes DIR', quoted for a shell, for a command to copy; '' for the default folder."""
-    return "" if settings.notes_dir == NOTES_DIR else f" --notes {shlex.quote(str(settings.notes_dir))}"
+def mend_closed_streams() -> None:
+    """Open /dev/null on each of file descriptors 0, 1 and 2 that is closed (`<&-`, `>&-`,
+    `2>&-`): otherwise the first file the run opens takes that number, and what a library
+    writes to "stderr" lands in it, the cache file say. stdout and stderr, which Python then
+    sets to None, get a stream on it; stdin stays None, for --chat to say so."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))
 
 
-def err(*lines: str) -> None:
-    for line in lines:
-        print(line, file=sys.stderr, flush=True)
+def command_line_streams() -> tuple:
+    """Set stdout and stderr up for the command line (closed ones mended, control characters
+    escaped, stderr dropping what it cannot write: there is nowhere left to say so), unless
+    they are already; return the ones before."""
+    before = sys.stdout, sys.stderr
+    if not isinstance(sys.stdout, EscapedControls):
+        mend_closed_streams()
+        sys.stdout, sys.stderr = EscapedControls(sys.stdout), EscapedControls(sys.stderr, quiet=True)
+    return before
 
 
-def preview(text: str, width: int = 72, terms: Iterable[tuple[str, float]] = ()) -> str:
-    """One line of a chunk, cut to `width` terminal columns (a CJK character takes two): its
-    passage (passage_offset), where the rarest of `terms` (term, idf) occur, as search engines
-    show, or else its start past its headings (they are in the citation).
-
-    >>> preview("## Title\\n\\nRAG 是检索增强生成", 12)
-    'RAG 是检索…'
-    >>> preview("Intro words here. Later the starter needs feeding twice a day.", 30, [("starter", 2.0)])
-    '… Later the starter needs fee…'
-    """
-    at = passage_offset(text, terms)
-    line = ("… " if text[LEADING_HEADINGS.match(text).end():at].strip() else "") + " ".join(text[at:].split())
-    used = 0
-    for i, ch in enumerate(line):
-        used += 2 if re.match(rf"[{CJK}\uff00-\uffef\u3000-\u303f]", ch) else 1
-        if used > width - 1:
-            return line[:i] + "…"
-    return line
-
-
-NOT_TEXT = "not valid UTF-8 text (check the terminal's encoding, e.g. the locale)"
-
-
-def is_text(s: str) -> bool:
-    """False for a string that carries undecodable bytes (surrogates) from argv or stdin.
-
-    >>> is_text("café"), is_text("caf\\udce9")
-    (True, False)
-    """
+def run_mode(argv: list[str] | None) -> int:
+    """Parse the flags, set up, and run the mode they ask for; returns the exit code."""
+    args = parse_args(argv)
+    settings = settings_from(args)
+    if settings.top_k > (cap := top_k_limit(settings.chunk_size, settings.max_answer_tokens)):
+        err(f"note: --top-k {settings.top_k} is more sources than fit in a {MAX_NUM_CTX}-token context; "
+            f"using {cap}")
+        settings = replace(settings, top_k=cap)
+    previous = sigterm_as_interrupt()
     try:
-        s.encode("utf-8")
-        return True
-    except UnicodeEncodeError:
-        return False
+        try:
+            client = ollama_client(args.timeout)
+        except ValueError as e:
+            raise UsageError(f"error: {e}") from None
+        if note := destination_note():
+            err(note)
+        return chosen_mode(args).run(args, settings, client)
+    except BrokenPipeError:
+        return EXIT_OK
+    except (FileNotFoundError, NotADirectoryError, UsageError, OllamaError, KeyboardInterrupt) as e:
+        message, code = failure(e)
+        err(message)
+        if args.json:                     # a script reading stdout learns what happened too
+            print(json.dumps({"error": message.strip(), "exit_code": code}, ensure_ascii=False))
+        return code
+    finally:
+        restore_sigterm(previous)
 
-# ----------------------------------------------------------------------------
-# Leaving: the command line's last step.
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit code. Everything it prints shows control
+    characters instead of obeying them (EscapedControls): notes come from strangers. A
+    stdout that was closed, or that cannot be written, is said in one line (exit code 1)."""
+    streams = command_line_streams()
+    try:
+        if sys.__stdout__ is None:        # closed as the run began: Python gives None
+            err("error: stdout is closed, so nothing could be shown; send it somewhere "
+                "(> answer.txt, or > /dev/null to only update the index)")
+            return EXIT_OUTPUT
+        with np.errstate(all="ignore"):   # a server's 1e308 would make NumPy warn in lines of source;
+            code = run_mode(argv)         # vectors that are not numbers are refused in words instead
+        with contextlib.suppress(BrokenPipeError):    # a reader that went away (`| head`) is no error
+            sys.stdout.flush()            # a full disk shows here at the latest, while it can be said
+        return code
+    except OutputError as e:
+        err(f"error: {e}")
+        return EXIT_OUTPUT
+    finally:
+        if sys.stdout.escaped:
+            err(f"note: stdout's encoding ({sys.stdout.encoding}) lacks some characters of the output: they "
+                "are written as \\u escapes (PYTHONIOENCODING=utf-8 writes them as they are)")
+        sys.stdout, sys.stderr = streams
 
 
 def exit_now(code: int) -> None:
