@@ -5336,6 +5336,21 @@ def logged(outcome: Outcome, settings: Settings) -> Outcome:
 
 
 EXIT_OK, EXIT_OUTPUT, EXIT_USAGE, EXIT_OLLAMA, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+MODES_GROUP, OUTPUT_GROUP = "modes (one at a time; the default answers the question)", "output"
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One way to run the script: its flag, what runs, and what goes with it. Each mode's
+    section ends with its Mode; the command line gathers them (MODES) into one parser."""
+    flag: str                             # "" for the default: one question
+    run: Callable[[argparse.Namespace, Settings, ollama.Client], int]
+    question: bool                        # needs the question argument (the others refuse it)
+    json: bool                            # --json prints one object for it
+    options: dict = field(default_factory=dict)    # the flags it declares (option()), by dest
+    takes: tuple[str, ...] = ()           # the flags that go with this mode and no other
+    examples: tuple[str, ...] = ()        # lines of --help's examples: arguments, what they do
+    problem: Callable[[argparse.Namespace], str] = lambda args: ""   # what is wrong with its flags
 
 
 class UsageError(Exception):
@@ -5800,6 +5815,17 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
     return {FAILED: EXIT_OLLAMA, INTERRUPTED: EXIT_INTERRUPTED}.get(outcome.status, EXIT_OK)
 
 
+
+
+QUESTION = Mode("", run_question, question=True, json=True, takes=("--retrieve-only", "--show-prompt"),
+                options={"retrieve_only": option(False, "--retrieve-only", OUTPUT_GROUP,
+                                                 "show the sources, skip the chat model",
+                                                 action="store_true"),
+                         "show_prompt": option(False, "--show-prompt", OUTPUT_GROUP,
+                                               "print the exact prompt sent", action="store_true")},
+                examples=('"How do I undo the last commit?"        answer from demo-data/',
+                          '--notes ~/vault "what did we decide?"   answer from your own notes'))
+
 # ----------------------------------------------------------------------------
 # --chat: follow-up questions in a conversation, filters typed before a question.
 
@@ -5910,6 +5936,13 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
         print_outcome(outcome)
         conv, last = outcome.conversation, outcome.retrieval
 
+
+
+
+CHAT = Mode("--chat", run_chat, question=False, json=False,
+            options={"chat": option(False, "--chat", MODES_GROUP, "ask follow-up questions in a "
+                                    "conversation", action="store_true")},
+            examples=("--notes ~/vault --chat                  follow-up questions",))
 
 # ----------------------------------------------------------------------------
 # --explain: one question, every step narrated with this run's values.
@@ -6030,6 +6063,14 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
     err(*(f"warning: {w}" for w in outcome.warnings))
     return EXIT_OLLAMA if outcome.status == FAILED else EXIT_OK
 
+
+
+
+EXPLAIN = Mode("--explain", run_explain, question=True, json=False, takes=("--retrieve-only",),
+               options={"explain": option(False, "--explain", MODES_GROUP,
+                                          "narrate every step with this run's values",
+                                          action="store_true")},
+               examples=('--explain "What is BM25?"               every step, with this run\'s values',))
 
 # ----------------------------------------------------------------------------
 # --eval: hit@k and MRR on a set of questions with known answers.
@@ -6353,6 +6394,17 @@ def run_eval(args, settings: Settings, client: ollama.Client) -> int:
     return EXIT_OK
 
 
+
+
+EVAL = Mode("--eval", run_eval, question=False, json=True, takes=("--answers",),
+            options={"eval": option(None, "--eval", MODES_GROUP, "measure retrieval on an evaluation "
+                                    "set", type=Path, metavar="JSONL"),
+                     "answers": option(False, "--answers", MODES_GROUP, "with --eval: also ask the chat "
+                                       "model each question and score its answers (cites the gold "
+                                       "source, citations supported, time to first word)",
+                                       action="store_true")},
+            examples=("--eval demo-data/eval.jsonl             measure retrieval",))
+
 # ----------------------------------------------------------------------------
 # --make-eval and --tune: an evaluation set generated from your notes, and a sweep that
 # recommends flags.
@@ -6525,7 +6577,7 @@ def generate_eval_set(client: ollama.Client, index: Index, settings: Settings, n
 
 def run_make_eval(args, settings: Settings, client: ollama.Client) -> int:
     """--make-eval FILE: generate questions from the notes, appending each kept one as it comes."""
-    path = args.make_eval
+    path, wanted = args.make_eval, EVAL_QUESTIONS if args.questions is None else args.questions
     have = []
     if path.exists():
         try:
@@ -6538,7 +6590,7 @@ def run_make_eval(args, settings: Settings, client: ollama.Client) -> int:
     dropped: Counter[str] = Counter()
     failure, code = None, EXIT_OK
     try:
-        for item, why in generate_eval_set(client, index, settings, args.questions, have):
+        for item, why in generate_eval_set(client, index, settings, wanted, have):
             if item is None:
                 dropped[why] += 1
             else:
@@ -6546,7 +6598,7 @@ def run_make_eval(args, settings: Settings, client: ollama.Client) -> int:
                     f.write(json.dumps(item, ensure_ascii=False) + "\n")
                 written["answerable" if item["answers"] else "unanswerable"] += 1
             if not args.json:
-                err(f"  {len(have) + sum(written.values())}/{args.questions} questions, "
+                err(f"  {len(have) + sum(written.values())}/{wanted} questions, "
                     f"{sum(dropped.values())} dropped")
     except OllamaError as e:
         failure, code = str(e), EXIT_OLLAMA
@@ -6564,7 +6616,7 @@ def run_make_eval(args, settings: Settings, client: ollama.Client) -> int:
         if dropped:
             print(f"dropped {sum(dropped.values())}: " +
                   ", ".join(f"{v} {DROP_REASONS[k]}" for k, v in dropped.most_common()))
-        if not failure and total < args.questions:
+        if not failure and total < wanted:
             print(f"the notes gave no more passages to ask about (passages of {EVAL_PASSAGE_CHARS} characters)")
     answerable = written["answerable"] + sum(1 for it in have if it["answers"])
     if failure:
@@ -6780,6 +6832,29 @@ def run_tune(args, settings: Settings, client: ollama.Client) -> int:
     print(f"recommended: python demo_rag.py {result['flags']}")
     return EXIT_OK
 
+
+
+
+MAKE_EVAL = Mode("--make-eval", run_make_eval, question=False, json=True, takes=("--questions",),
+                 options={"make_eval": option(None, "--make-eval", MODES_GROUP, "write an evaluation set "
+                                              "of questions generated from the notes (appends; run "
+                                              "again to continue)", type=Path, metavar="JSONL"),
+                          "questions": option(None, "--questions", MODES_GROUP, "with --make-eval: how "
+                                              f"many questions to write (default {EVAL_QUESTIONS})",
+                                              type=int, metavar="N")},
+                 examples=("--notes ~/vault --make-eval set.jsonl   questions from your notes, then:",),
+                 problem=lambda args: "need --questions >= 1" if args.questions is not None and args.questions < 1
+                 else "")
+TUNE = Mode("--tune", run_tune, question=False, json=True, takes=("--tune-chunk-sizes",),
+            options={"tune": option(None, "--tune", MODES_GROUP, "compare retrieval settings on an "
+                                    "evaluation set and recommend flags", type=Path, metavar="JSONL"),
+                     "tune_chunk_sizes": option(None, "--tune-chunk-sizes", MODES_GROUP, "with --tune: "
+                                                "also try these chunk sizes (each embeds the notes once "
+                                                "and keeps its cache)", type=chunk_sizes,
+                                                metavar="N,N")},
+            examples=("--notes ~/vault --tune set.jsonl        the flags that do best on them",),
+            problem=lambda args: "need every --tune-chunk-sizes value >= 50 and above --chunk-overlap"
+            if any(n < 50 or n <= args.chunk_overlap for n in args.tune_chunk_sizes or ()) else "")
 
 # ----------------------------------------------------------------------------
 # --gaps: the gap log grouped by topic, and which of its questions today's notes answer.
@@ -7148,6 +7223,19 @@ def run_gaps(args, settings: Settings, client: ollama.Client) -> int:
         print_gaps(report)
     return EXIT_OK
 
+
+
+
+GAPS = Mode("--gaps", run_gaps, question=False, json=True, takes=("--to-eval", "--clear"),
+            options={"gaps": option(False, "--gaps", MODES_GROUP, "the questions the notes could not "
+                                    "answer (the gap log), grouped by topic, and which of them the "
+                                    "notes answer now", action="store_true"),
+                     "to_eval": option(None, "--to-eval", MODES_GROUP, "with --gaps: add the questions "
+                                       "still unanswered to an evaluation set, as unanswerable ones",
+                                       type=Path, metavar="JSONL"),
+                     "clear": option(False, "--clear", MODES_GROUP, "with --gaps: delete the gap log",
+                                     action="store_true")},
+            examples=("--notes ~/vault --gaps                  what your notes could not answer",))
 
 # ----------------------------------------------------------------------------
 # Serving the notes to agents (--mcp): the Model Context Protocol over stdio.
@@ -7693,83 +7781,56 @@ def run_mcp(args, settings: Settings, client: ollama.Client) -> int:
     return EXIT_OK
 
 
+
+
+MCP = Mode("--mcp", run_mcp, question=False, json=False,
+           options={"mcp": option(False, "--mcp", MODES_GROUP, "serve the notes to agents (Claude "
+                                  "Desktop, VS Code, ...) as an MCP server on stdin/stdout",
+                                  action="store_true")},
+           examples=("--notes ~/vault --mcp                   serve them to an agent (MCP, stdio)",))
+
 # ----------------------------------------------------------------------------
 # The command line: the modes and their flags in one parser, main(), and leaving.
 
-
-@dataclass(frozen=True)
-class Mode:
-    """One way to run the script: its flag, what runs, and what goes with it."""
-    flag: str                             # "" for the default: one question
-    run: Callable[[argparse.Namespace, Settings, ollama.Client], int]
-    question: bool                        # needs the question argument (the others refuse it)
-    json: bool                            # --json prints one object for it
-    takes: tuple[str, ...] = ()           # the flags that go with this mode and no other
-
-
-MODES = (Mode("", run_question, question=True, json=True, takes=("--retrieve-only", "--show-prompt")),
-         Mode("--chat", run_chat, question=False, json=False),
-         Mode("--explain", run_explain, question=True, json=False, takes=("--retrieve-only",)),
-         Mode("--eval", run_eval, question=False, json=True, takes=("--answers",)),
-         Mode("--make-eval", run_make_eval, question=False, json=True, takes=("--questions",)),
-         Mode("--tune", run_tune, question=False, json=True, takes=("--tune-chunk-sizes",)),
-         Mode("--gaps", run_gaps, question=False, json=True, takes=("--to-eval", "--clear")),
-         Mode("--mcp", run_mcp, question=False, json=False))
-
-MODES_GROUP, OUTPUT_GROUP = "modes (one at a time; the default answers the question)", "output"
+MODES = (QUESTION, CHAT, EXPLAIN, EVAL, MAKE_EVAL, TUNE, GAPS, MCP)     # --help lists them in this order
 GROUPS = (MODES_GROUP, NOTES_GROUP, RETRIEVAL_GROUP, MODELS_GROUP, OUTPUT_GROUP)
 
-# The flags that are not Settings: which mode runs, and how a run reports. Each is declared as a
+# The flags no one mode owns: what a run may redo, and how it reports. Each is declared as a
 # Settings field is (option()), with the dest argparse gives it.
 RUN_OPTIONS = {
-    "chat": option(False, "--chat", MODES_GROUP, "ask follow-up questions in a conversation", action="store_true"),
-    "explain": option(False, "--explain", MODES_GROUP, "narrate every step with this run's values",
+    "rebuild": option(False, "--rebuild", NOTES_GROUP, "re-read and re-embed every note",
                       action="store_true"),
-    "eval": option(None, "--eval", MODES_GROUP, "measure retrieval on an evaluation set", type=Path,
-                   metavar="JSONL"),
-    "answers": option(False, "--answers", MODES_GROUP, "with --eval: also ask the chat model each question "
-                      "and score its answers (cites the gold source, citations supported, time to first word)",
-                      action="store_true"),
-    "make_eval": option(None, "--make-eval", MODES_GROUP, "write an evaluation set of questions generated "
-                        "from the notes (appends; run again to continue)", type=Path, metavar="JSONL"),
-    "questions": option(None, "--questions", MODES_GROUP,
-                        f"with --make-eval: how many questions to write (default {EVAL_QUESTIONS})", type=int,
-                        metavar="N"),
-    "tune": option(None, "--tune", MODES_GROUP, "compare retrieval settings on an evaluation set and "
-                   "recommend flags", type=Path, metavar="JSONL"),
-    "tune_chunk_sizes": option(None, "--tune-chunk-sizes", MODES_GROUP, "with --tune: also try these chunk "
-                               "sizes (each embeds the notes once and keeps its cache)", type=lambda text:
-                               chunk_sizes(text), metavar="N,N"),
-    "mcp": option(False, "--mcp", MODES_GROUP, "serve the notes to agents (Claude Desktop, VS Code, ...) as an "
-                  "MCP server on stdin/stdout", action="store_true"),
-    "gaps": option(False, "--gaps", MODES_GROUP, "the questions the notes could not answer (the gap log), "
-                   "grouped by topic, and which of them the notes answer now", action="store_true"),
-    "to_eval": option(None, "--to-eval", MODES_GROUP, "with --gaps: add the questions still unanswered to an "
-                      "evaluation set, as unanswerable ones", type=Path, metavar="JSONL"),
-    "clear": option(False, "--clear", MODES_GROUP, "with --gaps: delete the gap log", action="store_true"),
-    "rebuild": option(False, "--rebuild", NOTES_GROUP, "re-read and re-embed every note", action="store_true"),
-    "timeout": option(OLLAMA_TIMEOUT, "--timeout", MODELS_GROUP, "give up when Ollama is silent this long "
-                      f"(default {OLLAMA_TIMEOUT:g})", POSITIVE, type=float, metavar="SECONDS"),
-    "retrieve_only": option(False, "--retrieve-only", OUTPUT_GROUP, "show the sources, skip the chat model",
-                            action="store_true"),
-    "show_prompt": option(False, "--show-prompt", OUTPUT_GROUP, "print the exact prompt sent", action="store_true"),
-    "json": option(False, "--json", OUTPUT_GROUP, "print one JSON object instead of text", action="store_true"),
-    "progress_seconds": option(PROGRESS_SECONDS, "--progress-seconds", OUTPUT_GROUP, "when stderr is not a "
-                               f"terminal, a progress line every S seconds (default {PROGRESS_SECONDS:g})",
-                               SECONDS, type=float, metavar="S"),
+    "timeout": option(OLLAMA_TIMEOUT, "--timeout", MODELS_GROUP, "give up when Ollama is silent "
+                      f"this long (default {OLLAMA_TIMEOUT:g})", POSITIVE, type=float,
+                      metavar="SECONDS"),
+    "json": option(False, "--json", OUTPUT_GROUP, "print one JSON object instead of text",
+                   action="store_true"),
+    "progress_seconds": option(PROGRESS_SECONDS, "--progress-seconds", OUTPUT_GROUP, "when stderr is "
+                               "not a terminal, a progress line every S seconds (default "
+                               f"{PROGRESS_SECONDS:g})", SECONDS, type=float, metavar="S"),
 }
 
-USAGE = "demo_rag.py [options] QUESTION | --chat | --explain QUESTION | --eval/--make-eval/--tune FILE | --gaps | --mcp"
-EXAMPLES = """examples:
-  python demo_rag.py "How do I undo the last commit?"        answer from demo-data/
-  python demo_rag.py --notes ~/vault "what did we decide?"   answer from your own notes
-  python demo_rag.py --notes ~/vault --chat                  follow-up questions
-  python demo_rag.py --explain "What is BM25?"               every step, with this run's values
-  python demo_rag.py --eval demo-data/eval.jsonl             measure retrieval
-  python demo_rag.py --notes ~/vault --make-eval set.jsonl   questions from your notes, then:
-  python demo_rag.py --notes ~/vault --tune set.jsonl        the flags that do best on them
-  python demo_rag.py --notes ~/vault --gaps                  what your notes could not answer
-  python demo_rag.py --notes ~/vault --mcp                   serve them to an agent (MCP, stdio)"""
+ENVIRONMENT = f"""environment:
+  OLLAMA_HOST      the Ollama to use (default {DEFAULT_HOST}); nothing is sent elsewhere
+  {NO_LOG_ENV}  set to 1: keep no gap log (as --no-log)
+
+exit codes:
+  0 answered, declined or sources shown · 1 stdout could not be written · 2 bad usage or
+  no usable notes · 3 Ollama could not answer · 130 interrupted"""
+
+
+def mode_usage(mode: Mode) -> str:
+    """How a mode is asked for: "QUESTION", "--chat", "--explain QUESTION", "--eval FILE"."""
+    own = mode.options.get(mode.flag.lstrip("-").replace("-", "_"), {})
+    file = " FILE" if own and own.metadata["argparse"].get("type") is Path else ""
+    question = "QUESTION" if mode.question else ""
+    return " ".join(part for part in (mode.flag + file, question) if part)
+
+
+def or_list(words: Iterable[str]) -> str:
+    """["a", "b", "c"] -> "a, b or c"."""
+    *head, last = words
+    return f"{', '.join(head)} or {last}" if head else last
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -7785,9 +7846,11 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def all_options() -> dict[str, dict]:
-    """Every flag's declaration (option()'s metadata), by the dest it parses into."""
-    return {**{f.name: dict(f.metadata, default=f.default) for f in fields(Settings)},
-            **{dest: dict(f.metadata, default=f.default) for dest, f in RUN_OPTIONS.items()}}
+    """Every flag's declaration (option()'s metadata), by the dest it parses into: the
+    Settings', each mode's, then those no mode owns."""
+    declared = {**{f.name: f for f in fields(Settings)},
+                **{dest: f for mode in MODES for dest, f in mode.options.items()}, **RUN_OPTIONS}
+    return {dest: dict(f.metadata, default=f.default) for dest, f in declared.items()}
 
 
 def chosen_mode(args: argparse.Namespace, error: Callable[[str], None] | None = None) -> Mode:
@@ -7801,7 +7864,7 @@ def chosen_mode(args: argparse.Namespace, error: Callable[[str], None] | None = 
         error(f"choose one mode, not {' and '.join(m.flag for m in asked)}")
     if mode.question and not (args.question or "").strip():
         error(f"{mode.flag} needs a question to narrate" if mode.flag else
-              "give a question, or --chat, --eval FILE, --make-eval FILE, --tune FILE, --gaps or --mcp")
+              f"give a question, or {or_list(mode_usage(m) for m in MODES if not m.question)}")
     if not mode.question and args.question:
         error(f"{mode.flag} takes no question (got {args.question!r}); ask it without {mode.flag}, "
               "or inside --chat")
@@ -7818,7 +7881,9 @@ def chosen_mode(args: argparse.Namespace, error: Callable[[str], None] | None = 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line, parsed and checked: the parser is built from the declarations
     (Settings' fields and RUN_OPTIONS), in --help's groups, and MODES says what goes together."""
-    p = ArgumentParser(prog="demo_rag.py", usage=USAGE, epilog=EXAMPLES,
+    usage = "demo_rag.py [options] " + " | ".join(mode_usage(m) for m in MODES)
+    examples = "examples:\n" + "\n".join(f"  python demo_rag.py {line}" for m in MODES for line in m.examples)
+    p = ArgumentParser(prog="demo_rag.py", usage=usage, epilog=f"{examples}\n\n{ENVIRONMENT}",
                        description="Ask questions of your notes with local Ollama models.",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.json_requested = "--json" in (sys.argv[1:] if argv is None else argv)
@@ -7836,19 +7901,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         if o["check"] and value is not None and not o["check"][0](value):
             p.error(f"{o['flag']} {o['check'][1]}, not {value}")
     mode = chosen_mode(args, p.error)
-    if args.questions is not None and args.questions < 1 or \
-            any(n < 50 or n <= args.chunk_overlap for n in args.tune_chunk_sizes or ()):
-        p.error("need --questions >= 1, and every --tune-chunk-sizes value >= 50 and above --chunk-overlap")
+    if problem := mode.problem(args):
+        p.error(problem)
     if args.top_k < 1 or args.chunk_size < 50 or not 0 <= args.chunk_overlap < args.chunk_size:
         p.error("need --top-k >= 1, --chunk-size >= 50 and 0 <= --chunk-overlap < --chunk-size")
     if dated_backwards(args.since, args.until):
         p.error(f"--since {args.since} is after --until {args.until}: no note could be dated between them")
     if args.json and not mode.json:
-        p.error("--json prints one object for a question, --eval, --make-eval or --tune; "
-                "--chat and --explain are for people to read, --mcp speaks JSON-RPC anyway")
+        p.error(f"--json prints one object for {or_list(m.flag or 'a question' for m in MODES if m.json)}"
+                f", not for {mode.flag}")
     if args.question and not is_text(args.question):
         p.error(f"the question: {NOT_TEXT}")
-    args.questions = EVAL_QUESTIONS if args.questions is None else args.questions
     return args
 
 

@@ -34,6 +34,13 @@ def test_help_is_grouped_with_examples(server):
     starts = [out.stdout.index(g + ":\n") for g in rag.GROUPS]
     assert starts == sorted(starts)                          # in the order GROUPS gives
     assert "examples:\n  python demo_rag.py" in out.stdout and out.stdout.count("\n  --") >= 28
+    usage = out.stdout.split("\n\n")[0]
+    assert all(m.flag in usage for m in rag.MODES)                       # every mode, from MODES
+    assert all(f"python demo_rag.py {line}" in out.stdout for m in rag.MODES for line in m.examples)
+    # where Ollama is looked for, the switch for the gap log, and what each exit code means
+    assert "OLLAMA_HOST" in out.stdout and rag.NO_LOG_ENV in out.stdout
+    codes = out.stdout[out.stdout.index("exit codes:"):]
+    assert all(f"{code} " in codes for code in (0, 1, 2, 3, 130))
 
 
 @pytest.mark.parametrize("args, says", [
@@ -44,7 +51,8 @@ def test_help_is_grouped_with_examples(server):
     (["--tune-chunk-sizes", "800", "--eval", "set.jsonl"], "--tune-chunk-sizes goes with --tune"),
     (["--chat", "--retrieve-only"], "--retrieve-only goes with a question or --explain"),
     (["--explain", "--show-prompt", "what?"], "--show-prompt goes with a question"),
-    (["--chat", "--json"], "--chat and --explain are for people to read"),
+    (["--chat", "--json"], "--json prints one object for a question, --eval, --make-eval, --tune or --gaps, "
+                           "not for --chat"),
     ([], "give a question, or --chat"),
 ])
 def test_flags_that_do_not_go_together_are_one_line_and_exit_2(server, args, says):
