@@ -98,8 +98,90 @@ def test_the_check_itself_catches_a_forward_reference(monkeypatch):
 
 
 def test_part_one_reads_in_one_sitting():
-    assert PART_II - PART_I <= 455, f"Part I is {PART_II - PART_I} lines"
-    assert PART_I - 1 <= 120, f"{PART_I - 1} lines come before Part I"
+    assert PART_II - PART_I <= 450, f"Part I is {PART_II - PART_I} lines"
+    the_map = MAP.count("\n") + 2                          # with the blank line before it
+    assert PART_I - 1 - the_map <= 120, f"{PART_I - 1 - the_map} lines besides the map come before Part I"
+
+
+# The map of Parts II and III in the module docstring: a section a line, its banner's title
+# (the words before the first colon) in a column of its own.
+MAP = rag.__doc__[rag.__doc__.index("The map of Parts II and III"):]
+MAP_TITLE_WIDTH = 31
+
+
+def map_titles() -> list[str]:
+    return [line[4:4 + MAP_TITLE_WIDTH].strip() for line in MAP.splitlines()
+            if re.match(r"    \S", line)]
+
+
+def sections() -> list[tuple[str, int, int]]:
+    """Every section banner of Parts II and III: (title, first line, last line), 1-based."""
+    starts = [(i + 2, LINES[i + 1][2:].split(":")[0]) for i in range(PART_II, len(LINES) - 1)
+              if re.fullmatch(r"# -{20,}", LINES[i])]
+    ends = [n - 1 for n, _ in starts[1:]] + [len(LINES)]
+    return [(title, n, end) for (n, title), end in zip(starts, ends)]
+
+
+def test_the_docstring_s_map_names_every_section_of_parts_two_and_three_in_order():
+    titles = [title for title, _, _ in sections()]
+    assert len(titles) >= 25
+    assert map_titles() == titles, (map_titles(), titles)
+
+
+def test_the_map_test_sees_a_section_added_or_renamed(monkeypatch):
+    at = LINES.index("# Opening the index: the cache as it is, or brought up to date when the notes or the")
+    for changed in (LINES[:at] + ["# Opened: another title"] + LINES[at + 1:],
+                    LINES[:at] + ["# " + "-" * 76, "# A new section: here"] + LINES[at:]):
+        monkeypatch.setattr(sys.modules[__name__], "LINES", changed)
+        assert map_titles() != [title for title, _, _ in sections()]
+
+
+def test_no_section_outgrows_its_banner():
+    sizes = {title: end - start + 1 for title, start, end in sections()}
+    assert max(sizes.values()) <= 600, sizes
+
+
+def test_no_line_is_over_100_characters_but_a_url():
+    long = [(n, line) for n, line in enumerate(LINES, 1) if len(line) > 100 and "http" not in line]
+    assert not long, long[:5]
+
+
+def used_above_definition() -> dict[str, set[str]]:
+    """For Parts II and III: the module-level names of the part that a statement above their
+    definition reads (a function's body included: the reader meets the name there first)."""
+    tree = ast.parse(SOURCE)
+    defined_at = {}
+    for stmt in tree.body:
+        for name in defined(stmt):
+            defined_at.setdefault(name, stmt.lineno)
+    bounds = {"II": (PART_II, PART_III), "III": (PART_III, 10**9)}
+    out = {part: set() for part in bounds}
+    for stmt in tree.body:
+        for part, (a, b) in bounds.items():
+            if a <= stmt.lineno < b:
+                out[part] |= {n for n in globals_read(stmt)
+                              if a <= defined_at.get(n, 0) < b and defined_at[n] > stmt.lineno}
+    return out
+
+
+def test_parts_two_and_three_define_names_before_they_use_them_but_where_the_map_says():
+    said = MAP[MAP.index("Named above their definition"):]
+    for part, names in used_above_definition().items():
+        assert len(names) <= 30, (part, sorted(names))
+        unsaid = {n for n in names if not re.search(rf"\b{n}\b", said)}
+        assert not unsaid, f"Part {part} uses {sorted(unsaid)} above their definition: say why in the map"
+
+
+def test_each_mode_s_run_function_and_mode_sit_in_one_section_of_part_three():
+    tree = ast.parse(SOURCE)
+    where = {name: stmt.lineno for stmt in tree.body for name in defined(stmt)}
+    def section_of(line: int) -> str:
+        return next(title for title, start, end in sections() if start <= line <= end)
+    for mode_name in ("QUESTION", "CHAT", "EXPLAIN", "EVAL", "MAKE_EVAL", "TUNE", "GAPS", "MCP"):
+        mode = getattr(rag, mode_name)
+        assert mode in rag.MODES
+        assert section_of(where[mode_name]) == section_of(where[mode.run.__name__]), mode_name
+    assert len(rag.MODES) == 8                              # ...and no mode is left out of the list
 
 
 def test_part_one_answers_a_question_end_to_end(server, notes, tmp_path):
