@@ -104,14 +104,11 @@ import functools
 import gc
 import hashlib
 import importlib
-import inspect
 import ipaddress
 import itertools
 import json
-import logging
 import math
 import mmap
-import operator
 import os
 import pickle
 import re
@@ -132,21 +129,25 @@ from pathlib import Path, PurePosixPath
 from typing import Callable, Iterable, Iterator, NamedTuple
 
 # Start-up details; a first reading can skip to Part I. The garbage collector waits while these
-# imports build their few hundred thousand long-lived objects, which the command line then exempts
-# (gc.freeze; an importing notebook keeps its collector). NumPy's BLAS threads start blind to Ctrl-C
-# and SIGTERM, or the kernel may hand one of those to them and the main thread never wakes.
+# imports (and, run as a script, the whole file) build their many long-lived objects, which the
+# command line then exempts (gc.freeze, at the end; an importing notebook keeps its collector).
+# NumPy's BLAS threads start blind to Ctrl-C and SIGTERM, or the kernel may hand one of those to
+# them and the main thread never wakes.
 gc.disable()
 _signals = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM}) \
     if hasattr(signal, "pthread_sigmask") else None
+if __name__ == "__main__":                # no event loop here: httpcore is spared importing trio
+    sys.modules.setdefault("trio", None)  # (0.1 s, where installed); its import fails at once
 try:
     import httpx  # the ollama client's HTTP layer: its connection errors surface mid-stream
     import numpy as np
     try:
         import ollama
     except (ValueError, ImportError, httpx.InvalidURL):
-        # ollama makes a client as it is imported, which fails on a malformed OLLAMA_HOST or a proxy
-        # setting httpx cannot use (socks5://): import it without them, and ollama_client() says why.
-        _hidden = {k: os.environ.pop(k) for k in list(os.environ) if re.fullmatch(r"ollama_host|(https?|all)_proxy", k, re.I)}
+        # ollama makes a client as it is imported, which fails on a malformed OLLAMA_HOST or a
+        # proxy httpx cannot use (socks5://): import it without them; ollama_client() says why.
+        _hidden = {k: os.environ.pop(k) for k in list(os.environ)
+                   if re.fullmatch(r"ollama_host|(https?|all)_proxy", k, re.I)}
         try:
             import ollama                 # the same error again if they were not the cause
         finally:
@@ -154,9 +155,8 @@ try:
 finally:
     if _signals is not None:
         signal.pthread_sigmask(signal.SIG_SETMASK, _signals)
-    if __name__ == "__main__":
-        gc.freeze()
-    gc.enable()
+    if __name__ != "__main__":
+        gc.enable()
 # ============================================================================
 # PART I · RAG IN ONE SITTING
 # The whole idea, in the order a question meets it: 1 load, 2 fingerprint, 3 chunk, 4 embed &
@@ -1115,7 +1115,7 @@ def explain_404(said: str, model: str) -> str:
 
 
 def seconds_waited(exc: httpx.TimeoutException) -> str:
-    """How long the client waited before this timeout, as "300 s" (httpx keeps it on the request)."""
+    """How long the client waited before this timeout ("300 s"; httpx keeps it on the request)."""
     try:
         return f"{exc.request.extensions['timeout']['read']:g} s"
     except (RuntimeError, KeyError, TypeError):   # no request attached, or no read timeout
@@ -1149,7 +1149,7 @@ def explain_ollama_error(exc: Exception, model: str, mid_reply: bool = False) ->
         return OllamaError(f"Ollama at {host()} did not answer within {seconds_waited(exc)}: it "
                            f"may still be loading '{model}' (try again, or wait longer with "
                            "--timeout) or be stuck")
-    cause = exc.__context__ or exc        # the ollama client raises its own ConnectionError over httpx's
+    cause = exc.__context__ or exc        # the ollama client raises a ConnectionError over httpx's
     if isinstance(cause, httpx.ConnectError) and "SSL" in str(cause):
         return OllamaError(f"Ollama at {host()} did not answer in TLS "
                            f"({' '.join(str(cause).split())[:80]}): Ollama serves plain http, so "
@@ -1225,7 +1225,7 @@ def ollama_client(timeout: float | None = None) -> ollama.Client:
             f"OLLAMA_HOST={host()} is not an address like {DEFAULT_HOST} ({e})") from None
     proxy = ollama_proxy(url)
     tls = url.scheme == "https" or (proxy or "").lower().startswith("https:")
-    try:                                  # given a transport, httpx reads no proxy setting of its own
+    try:                                  # given a transport, httpx reads no proxy setting itself
         transport = httpx.HTTPTransport(verify=tls, proxy=proxy)
     except (ValueError, ImportError, httpx.InvalidURL) as e:
         raise ValueError(f"the proxy settings send Ollama's requests to {without_password(proxy)}, "
@@ -1562,6 +1562,8 @@ def readable_name(name: str, composed: bool = True) -> str:
     >>> readable_name("caf\\udce9.md"), readable_name("cafe\\u0301.md"), readable_name("a\\nb.md")
     ('caf\\\\xe9.md', 'café.md', 'a\\\\u000ab.md')
     """
+    if name.isascii() and name.isprintable() and "\\" not in name:
+        return name                       # most names: nothing to escape or compose
     name = unicodedata.normalize("NFC", name) if composed else name
     return os.fsencode(name.translate(NAME_ESCAPES)).decode("utf-8", "backslashreplace")
 
@@ -1692,6 +1694,7 @@ def clean_pdf_pages(pages: list[str]) -> list[str]:
 
 def read_pdf(path: Path) -> tuple[list[Section], str | None]:
     """Extract a PDF's text page by page, cleaned for chunking (needs pypdf); no warning."""
+    import logging
     import pypdf  # optional: only PDFs need it
     logging.getLogger("pypdf").setLevel(logging.ERROR)   # we report a bad PDF in one line ourselves
     try:
@@ -2891,7 +2894,7 @@ class ChunkTable(Sequence):
 
     def __eq__(self, other) -> bool:
         return (isinstance(other, Sequence) and len(self) == len(other)
-                and all(map(operator.eq, self, other)))
+                and all(a == b for a, b in zip(self, other)))
 
     @staticmethod
     def pack(chunks: Sequence[Chunk]) -> dict:
@@ -4601,6 +4604,7 @@ def then_rest(first, rest: Iterator) -> Iterator:
 
 def client_knows_think(client: ollama.Client) -> bool:
     """Whether this ollama client can send `think` (older ones raise TypeError on it)."""
+    import inspect
     return "think" in inspect.signature(client.chat).parameters
 
 
@@ -8548,6 +8552,8 @@ def exit_now(code: int) -> None:
 
 
 if __name__ == "__main__":
+    gc.freeze()                           # what the module built stays: nothing to collect there
+    gc.enable()
     # Escaped for the whole run, so that not even a traceback passes a note's control codes on.
     command_line_streams()
     exit_now(main())
