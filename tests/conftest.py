@@ -1,7 +1,9 @@
 """Shared fixtures: a stand-in Ollama server, a notes folder, and a CLI runner."""
 from __future__ import annotations
 
+import importlib.util
 import os
+import py_compile
 import shutil
 import subprocess
 import sys
@@ -9,19 +11,37 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "demo_rag.py"
+# The suite starts the script about a thousand times. `python demo_rag.py` compiles the whole file
+# at every start (Python keeps no bytecode for the script it runs), 0.2 s of which nothing is under
+# test: so the children run it as `python -m demo_rag` would, from bytecode compiled once here,
+# into __pycache__ as any import does (this machine's PYTHONDONTWRITEBYTECODE writes none itself).
+# Same code, same process, same __file__ and argv; test_cli runs the README's `python demo_rag.py`.
+py_compile.compile(str(SCRIPT), cfile=importlib.util.cache_from_source(str(SCRIPT)), doraise=True)
+SCRIPT_COMMAND = [sys.executable, "-c", "import runpy, sys; sys.path[0] = sys.argv.pop(1); "
+                  "runpy.run_module('demo_rag', run_name='__main__', alter_sys=True)", str(ROOT)]
+
+sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import demo_rag as rag  # noqa: E402
 from ollama_server import FakeOllama  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "demo_rag.py"
 # Not passed to the CLI's children (unless a test's `env` sets them). PYTHONUNBUFFERED is set in this
 # machine's environment but not in a user's: with it, a print() the script forgets to flush=True still
 # shows up at once. DEMO_RAG_NO_LOG may be set by a developer who keeps no gap log, as the README
 # offers: the gap log's tests set it themselves.
 NOT_A_USERS = ("PYTHONUNBUFFERED", "DEMO_RAG_NO_LOG", "PYTEST_CURRENT_TEST")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """With pytest-xdist installed (.ci/run installs it) and no -n given, the suite runs on
+    every core: most of its time goes to children starting and waiting, which overlap well."""
+    worker = hasattr(config, "workerinput") or "PYTEST_XDIST_WORKER" in os.environ
+    if getattr(config.option, "numprocesses", 0) is None and not config.option.collectonly \
+            and not worker:
+        config.option.numprocesses = "auto"
 
 
 def pytest_make_parametrize_id(config, val, argname):
@@ -73,7 +93,7 @@ def run_cli(*args, host: str, cwd: Path | None = None, stdin: str | None = None,
             timeout: float = 60, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run `python demo_rag.py ARGS` as a new user would, against `host` (extra `env` on top; see user_env)."""
     env = user_env(host, env)
-    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True,
+    return subprocess.run([*SCRIPT_COMMAND, *map(str, args)], capture_output=True,
                           text=True, encoding="utf-8", env=env, cwd=cwd, input=stdin, timeout=timeout)
 
 
@@ -106,7 +126,7 @@ def spawn():
 
     def start(args, host: str, **kw) -> subprocess.Popen:
         env = user_env(host, kw.pop("env", None))
-        p = subprocess.Popen([sys.executable, str(SCRIPT), *map(str, args)], env=env,
+        p = subprocess.Popen([*SCRIPT_COMMAND, *map(str, args)], env=env,
                              stdin=kw.pop("stdin", subprocess.DEVNULL), stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, **kw)
         started.append(p)

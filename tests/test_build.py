@@ -12,14 +12,13 @@ import os
 import resource
 import signal
 import subprocess
-import sys
 import threading
 import time
 
 import numpy as np
 import ollama
 import pytest
-from conftest import SCRIPT, read_cache, read_terminal, run_cli, user_env, write_cache
+from conftest import SCRIPT_COMMAND, read_cache, read_terminal, run_cli, user_env, write_cache
 from ollama_server import FakeOllama
 from test_index import make_vault
 
@@ -40,7 +39,7 @@ def args_for(vault, *extra):
 
 def start(vault, host, *extra, **kw):
     env = user_env(host)
-    return subprocess.Popen([sys.executable, str(SCRIPT), *map(str, args_for(vault, *extra))], env=env,
+    return subprocess.Popen([*SCRIPT_COMMAND, *map(str, args_for(vault, *extra))], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
@@ -119,7 +118,7 @@ def test_a_cache_that_cannot_be_written_costs_a_warning_not_the_answer(tmp_path,
         cache = cache / "sub"
     if case == "writes refused":
         kw = {"preexec_fn": file_size_limit(20_000)}
-    cmd = [sys.executable, str(SCRIPT), "kites", "--notes", str(vault), "--cache", str(cache),
+    cmd = [*SCRIPT_COMMAND, "kites", "--notes", str(vault), "--cache", str(cache),
            "--chunk-size", "300", "--chunk-overlap", "0", "--checkpoint-seconds", "0"]
     out = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=60,
                          env=user_env(server.url), **kw)
@@ -335,7 +334,7 @@ def test_progress_on_a_terminal_is_one_line_rewritten_in_place(vault):
     import pty
     with FakeOllama(embed_delay=0.15) as server:
         leader, follower = pty.openpty()            # stderr is a terminal, as in a user's shell
-        p = subprocess.Popen([sys.executable, str(SCRIPT), *map(str, args_for(vault))],
+        p = subprocess.Popen([*SCRIPT_COMMAND, *map(str, args_for(vault))],
                              stdin=follower, stdout=follower, stderr=follower,
                              env=user_env(server.url, {"COLUMNS": "200"}))
         os.close(follower)

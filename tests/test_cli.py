@@ -5,13 +5,26 @@ from __future__ import annotations
 import json
 import re
 import signal
+import subprocess
+import sys
 
 import ollama
 import pytest
 
 import demo_rag as rag
-from conftest import read_until, run_cli, write_long_chinese_note
+from conftest import ROOT, read_until, run_cli, user_env, write_long_chinese_note
 from ollama_server import FakeOllama
+
+
+def test_the_readme_s_commands_run_the_script_as_written(server, tmp_path):
+    # The other tests start the script from its bytecode (conftest's SCRIPT_COMMAND); this one
+    # runs it as the README says, the file compiled at start as a user's run compiles it.
+    env = user_env(server.url, {"PYTHONDONTWRITEBYTECODE": "1"})
+    for args in (["--help"], ["什么是 RAG？", "--cache", str(tmp_path / "cache")]):
+        out = subprocess.run([sys.executable, "demo_rag.py", *args], cwd=ROOT, env=env,
+                             capture_output=True, text=True, encoding="utf-8", timeout=120)
+        assert out.returncode == 0, out.stderr
+    assert "Top sources:" in out.stdout and "[1] rag-入门.md" in out.stdout and "Answer:" in out.stdout
 
 
 def test_question_shows_index_sources_then_streamed_answer(cli, server, notes):

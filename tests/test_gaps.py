@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, SCRIPT, user_env
+from conftest import ROOT, SCRIPT_COMMAND, user_env
 
 import demo_rag as rag
 
@@ -278,7 +278,7 @@ def test_clear_deletes_the_log(cli, notes):
 
 def test_two_runs_appending_at_once_never_mix_their_lines(server, notes, tmp_path):
     cache = tmp_path / "cache"
-    args = [sys.executable, str(SCRIPT), "--notes", str(notes), "--cache", str(cache)]
+    args = [*SCRIPT_COMMAND, "--notes", str(notes), "--cache", str(cache)]
     out = subprocess.run([*args, "--retrieve-only", "What is BM25?"], capture_output=True, env=user_env(server.url))
     assert out.returncode == 0, out.stderr
     n = 150                                                   # long questions: lines of ~5 KB each

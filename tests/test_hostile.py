@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import ollama
 import pytest
-from conftest import ROOT, SCRIPT, user_env
+from conftest import ROOT, SCRIPT, SCRIPT_COMMAND, user_env
 from ollama_server import FakeOllama
 from test_index import make_vault
 
@@ -157,7 +157,7 @@ def test_a_second_interrupt_during_the_save_waits_for_it(vault, server, tmp_path
 def test_two_signals_back_to_back_keep_the_work_and_say_what_was_kept(vault):
     # GNU timeout signals the child, then its group: two signals at once.
     with FakeOllama(hold_at=5) as server:
-        p = subprocess.Popen([sys.executable, str(SCRIPT), "kites", "--notes", str(vault), "--cache",
+        p = subprocess.Popen([*SCRIPT_COMMAND, "kites", "--notes", str(vault), "--cache",
                               str(vault.parent / "cache"), "--chunk-size", "300", "--chunk-overlap", "0",
                               "--retrieve-only", "--checkpoint-seconds", "1000"],
                              env=user_env(server.url), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -36,10 +36,9 @@ def test_a_citation_of_thousands_of_digits_is_no_traceback(cli, server, folder):
 def mcp_session(server, folder, tmp_path, lines: list[bytes], timeout: float = 60):
     """--mcp fed these lines, then EOF: (exit code, the messages on stdout, stderr)."""
     import subprocess
-    import sys
 
-    from conftest import SCRIPT, user_env
-    p = subprocess.run([sys.executable, str(SCRIPT), "--mcp", "--notes", str(folder), "--cache", str(tmp_path / "cache")],
+    from conftest import SCRIPT_COMMAND, user_env
+    p = subprocess.run([*SCRIPT_COMMAND, "--mcp", "--notes", str(folder), "--cache", str(tmp_path / "cache")],
                        input=b"".join(line + b"\n" for line in lines), capture_output=True,
                        env=user_env(server.url), timeout=timeout)
     return p.returncode, [json.loads(line) for line in p.stdout.splitlines()], p.stderr.decode("utf-8", "replace")

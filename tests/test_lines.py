@@ -6,14 +6,13 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import demo_rag as rag
-from conftest import ROOT, SCRIPT, read_cache, read_terminal, read_until, user_env, write_cache
+from conftest import ROOT, SCRIPT_COMMAND, read_cache, read_terminal, read_until, user_env, write_cache
 
 # A real, messy documentation corpus of the workplace's shared/ folder (beside the checkout in CI,
 # at /work/shared on a developer's machine); not part of the project, so skipped where it is not.
@@ -222,7 +221,7 @@ def on_a_terminal(args, host: str) -> tuple[str, str]:
     """Run the script with stdout a terminal (a pty); (what it wrote there, its stderr)."""
     import pty
     leader, follower = pty.openpty()
-    p = subprocess.Popen([sys.executable, str(SCRIPT), *map(str, args)], stdin=subprocess.DEVNULL, stdout=follower,
+    p = subprocess.Popen([*SCRIPT_COMMAND, *map(str, args)], stdin=subprocess.DEVNULL, stdout=follower,
                          stderr=subprocess.PIPE, env=user_env(host, {"TERM": "xterm-256color"}))
     os.close(follower)
     try:

@@ -9,14 +9,13 @@ import os
 import re
 import socket
 import subprocess
-import sys
 import threading
 import unicodedata
 
 import pytest
 
 import demo_rag as rag
-from conftest import SCRIPT, read_cache, run_cli, run_cli_audited, user_env, write_cache
+from conftest import SCRIPT_COMMAND, read_cache, run_cli, run_cli_audited, user_env, write_cache
 from ollama_server import FakeOllama
 
 NOTE = "# Kites\n\nA kite needs steady wind and a long string; launch it with your back to the wind.\n"
@@ -351,7 +350,7 @@ def test_a_question_that_is_not_utf8_is_a_usage_error(cli, notes):
 
 
 def test_a_chat_line_that_is_not_utf8_does_not_end_the_session(server, notes, tmp_path):
-    p = subprocess.run([sys.executable, str(SCRIPT), "--chat", "--notes", str(notes), "--cache", str(tmp_path / "c")],
+    p = subprocess.run([*SCRIPT_COMMAND, "--chat", "--notes", str(notes), "--cache", str(tmp_path / "c")],
                        input=b"caf\xe9?\nWhat is asyncio?\n/stats\n", capture_output=True, timeout=60,
                        env=user_env(server.url))
     out, err = p.stdout.decode(), p.stderr.decode()

@@ -10,11 +10,10 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
-from conftest import SCRIPT, read_until, user_env
+from conftest import SCRIPT_COMMAND, read_until, user_env
 from ollama_server import FakeOllama
 
 import demo_rag as rag
@@ -100,7 +99,7 @@ def run_with_fds(args, host: str, close=(), env=None, **streams) -> subprocess.C
         for fd in close:
             os.close(fd)
     streams = {"stdin": subprocess.DEVNULL, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **streams}
-    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], env=user_env(host, env),
+    return subprocess.run([*SCRIPT_COMMAND, *map(str, args)], env=user_env(host, env),
                           preexec_fn=closing if close else None, timeout=60, **streams)
 
 
@@ -257,7 +256,7 @@ def test_an_interrupt_mid_answer_carries_the_outcome_so_far(server, tmp_path):
 
 def test_the_answer_s_line_ends_before_what_stderr_says_after_it_in_one_pipe(server, notes, tmp_path):
     # `2>&1 | less`: the answer's last line must be ended on stdout before the check's line on stderr.
-    out = subprocess.run([sys.executable, str(SCRIPT), "What is asyncio?", "--notes", str(notes),
+    out = subprocess.run([*SCRIPT_COMMAND, "What is asyncio?", "--notes", str(notes),
                           "--cache", str(tmp_path / "c")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          env=user_env(server.url), timeout=60)
     text = out.stdout.decode()

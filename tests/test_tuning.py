@@ -6,14 +6,13 @@ import json
 import math
 import signal
 import subprocess
-import sys
 
 import numpy as np
 import ollama
 import pytest
 
 import demo_rag as rag
-from conftest import ROOT, SCRIPT, note_texts, run_cli
+from conftest import ROOT, SCRIPT_COMMAND, note_texts, run_cli
 from ollama_server import FakeOllama
 
 
@@ -72,7 +71,7 @@ def test_make_eval_continues_after_ctrl_c_without_repeating_itself(notes, tmp_pa
     with FakeOllama() as server:
         release = server.hold("/api/chat", after=3)        # the fourth question waits: stop it there
         env = {**__import__("os").environ, "OLLAMA_HOST": server.url}
-        proc = subprocess.Popen([sys.executable, str(SCRIPT), "--notes", str(notes), "--cache", str(tmp_path / "c"),
+        proc = subprocess.Popen([*SCRIPT_COMMAND, "--notes", str(notes), "--cache", str(tmp_path / "c"),
                                  "--make-eval", str(out_file), "--questions", "12"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         try:
