@@ -226,7 +226,8 @@ def test_part_one_never_unpickles_code(server, notes, tmp_path):
 
 def test_part_one_and_the_command_line_rank_the_same_top_source(server, notes, tmp_path):
     """Part I and `--fusion rrf` with Part II's additions turned off (the embedding prompts)
-    must agree on the top source of every question of demo-data/eval.jsonl."""
+    must agree on the top source of every question of demo-data/eval.jsonl: every question
+    through the command line's own settings and search(), two of them through the script."""
     client = ollama.Client(host=server.url)
     index = rag.index_notes(notes, client, cache_dir=tmp_path / "part1")
     questions = [json.loads(line)["question"] for line in (ROOT / "demo-data" / "eval.jsonl").read_text().splitlines()
@@ -234,18 +235,15 @@ def test_part_one_and_the_command_line_rank_the_same_top_source(server, notes, t
     part_one = [rag.search_notes(index, q, client)[0][0].chunk.citation for q in questions]
     flags = ["--notes", notes, "--cache", tmp_path / "cli", "--fusion", "rrf", "--query-instruction", "",
              "--doc-instruction", "", "--retrieve-only", "--json"]
-    first = subprocess.run([*SCRIPT_COMMAND, questions[0], *map(str, flags)], capture_output=True,
-                           text=True, env={"OLLAMA_HOST": server.url, "PATH": ""})
-    assert first.returncode == 0, first.stderr             # builds the cache; the rest run warm, side by side
-    runs = [subprocess.Popen([*SCRIPT_COMMAND, q, *map(str, flags)], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, env={"OLLAMA_HOST": server.url, "PATH": ""})
-            for q in questions]
-    cli = []
-    for run in runs:
-        out, errors = run.communicate(timeout=120)
-        assert run.returncode == 0, errors
-        top = json.loads(out)["sources"][0]
-        cli.append(" › ".join(part for part in (top["source"], top["heading"]) if part))
+    settings = rag.settings_from(rag.parse_args([questions[0], *map(str, flags)]))
+    big, _ = rag.open_index(settings, client)
+    cli = [rag.search(client, big, q, settings).hits[0].chunk.citation for q in questions]
+    for i in (0, -1):                                       # the same, printed by the script
+        run = subprocess.run([*SCRIPT_COMMAND, questions[i], *map(str, flags)], capture_output=True,
+                             text=True, env={"OLLAMA_HOST": server.url, "PATH": ""}, timeout=120)
+        assert run.returncode == 0, run.stderr
+        top = json.loads(run.stdout)["sources"][0]
+        assert " › ".join(part for part in (top["source"], top["heading"]) if part) == cli[i]
     disagree = [(q, a, b) for q, a, b in zip(questions, part_one, cli) if a != b]
     assert not disagree, disagree
     assert len(set(part_one)) >= 8                          # the questions reach most notes: not a trivial match
