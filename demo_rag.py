@@ -174,8 +174,7 @@ CHUNK_OVERLAP = 80                        # at most this much of a chunk's end s
 EMBED_BATCH = 32                          # texts per request to Ollama's /api/embed
 TOP_K = 5                                 # sources put in the prompt
 RRF_K = 60                                # step 5's fusion adds 1/(RRF_K + rank); its authors' 60
-MIN_SCORE = 0.4                           # "not found" below this confidence (words + meaning,
-                                          # 0 to 2, step 5; chosen in bench/fusion-study.md)
+MIN_SCORE = 0.4                           # "not found" below this confidence (0 to 2, step 5)
 TEMPERATURE = 0.3                         # low: we want the notes, not creativity
 NUM_CTX = 8192                            # tokens the chat model reads (Ollama cuts longer prompts)
 
@@ -191,6 +190,7 @@ class NoteFile(NamedTuple):
     mtime_ns: int
     ctime_ns: int                         # with ino, what an edit cannot keep: `touch -r`, `cp -p`
     ino: int                              # and `rsync -t` set size, mtime back (git checks all 4)
+    dev: int = 0                          # its disk: with ino, which file this is (0: not known)
 
 
 def list_notes(notes_dir: Path) -> list[NoteFile]:
@@ -718,6 +718,9 @@ GAP_LOG_MAX_MB = 16                       # past this the log starts a new file 
                                           # questions a file with vectors of 1,024 numbers
 # The log is opened as itself: a link in its place (to a file, a FIFO, a device) is refused.
 NOT_A_LINK = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+MAX_QUESTION_CHARS = 4000                 # a longer question is refused, not searched: each
+                                          # word costs a pass over the hits, and a pasted
+                                          # page is no question
 GAP_QUESTION_CHARS = 2000                 # of a question, this much is kept:
                                           # a pasted page is no question
 GAP_SOURCES = 3                           # the closest sources kept with each question
@@ -1643,13 +1646,14 @@ class Section(NamedTuple):
                                           # itself, on its first section
 
 
-def read_text(path: Path) -> tuple[list[Section], str | None]:
+def read_text(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
     """Read a Markdown or text note: one section, plus a warning or None. Markdown is read as its
     owner writes it (read_markdown): front matter parsed and taken off the top, Obsidian's markup
     cleaned with every line break kept, so the section starts on the line after the front matter
-    and lines counted in its text are the file's lines. A .txt note is its text, all of it."""
+    and lines counted in its text are the file's lines. A .txt note is its text, all of it.
+    `data` is the file's bytes, when the caller has read them (read_note)."""
     try:
-        data = path.read_bytes()
+        data = path.read_bytes() if data is None else data
     except OSError as e:
         raise ValueError(e.strerror) from None
     text, warning = decode_note(data)
@@ -1692,13 +1696,15 @@ def clean_pdf_pages(pages: list[str]) -> list[str]:
     return ["\n".join(ls) for ls in lines]
 
 
-def read_pdf(path: Path) -> tuple[list[Section], str | None]:
-    """Extract a PDF's text page by page, cleaned for chunking (needs pypdf); no warning."""
+def read_pdf(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
+    """Extract a PDF's text page by page, cleaned for chunking (needs pypdf); no warning.
+    `data` is the file's bytes, when the caller has read them (read_note)."""
+    import io
     import logging
     import pypdf  # optional: only PDFs need it
     logging.getLogger("pypdf").setLevel(logging.ERROR)   # we report a bad PDF in one line ourselves
     try:
-        reader = pypdf.PdfReader(path)
+        reader = pypdf.PdfReader(path if data is None else io.BytesIO(data))
         if reader.is_encrypted:
             raise ValueError("encrypted PDF")
         pages = [page.extract_text() or "" for page in reader.pages]
@@ -1723,18 +1729,19 @@ def importable(module: str) -> bool:
 
 
 class NoteType(NamedTuple):
-    """How one kind of file becomes a note: its reader (path -> sections and a warning or None)
-    and the optional package the reader needs."""
-    read: Callable[[Path], tuple[list[Section], str | None]]
+    """How one kind of file becomes a note: its reader (path and bytes -> sections and a warning
+    or None) and the optional package the reader needs."""
+    read: Callable[[Path, bytes | None], tuple[list[Section], str | None]]
     needs: str | None = None
 
 
 # Which files are notes, and how each kind is read: the one table the scanner, the messages
 # and --explain go by. Part I's suffixes are read as text; each lambda looks its reader up
 # when called, so the table can sit up here with the other settings. To add a type, add a line.
-NOTE_TYPES = {**{suffix: NoteType(lambda path: read_text(path)) for suffix in NOTE_SUFFIXES},
+NOTE_TYPES = {**{suffix: NoteType(lambda path, data=None: read_text(path, data))
+                 for suffix in NOTE_SUFFIXES},
               # optional: pip install pypdf
-              ".pdf": NoteType(lambda path: read_pdf(path), "pypdf")}
+              ".pdf": NoteType(lambda path, data=None: read_pdf(path, data), "pypdf")}
 
 
 # Where a followed link never leads: the whole disk, and the kernel's own trees (files that
@@ -1779,14 +1786,20 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
     Hidden folders (.git, .obsidian, ...) and the `skip` folders (the cache) are not
     entered. A symlink whose target lies outside the notes folder is skipped, with one
     warning naming them all, unless follow_links (--follow-links): a shared folder must
-    not make /etc/shadow a source, nor walk the whole disk. Links within the folder
-    are followed, once: a link back to an ancestor is a loop, reported and skipped.
+    not make /etc/shadow a source, nor walk the whole disk. A link to a folder the walk
+    reads under its own name is skipped (a link back to an ancestor is a loop), and named;
+    other links within the folder (into a hidden one) are followed, once.
     Only regular files are notes (never a FIFO or a device), and `rel` is
     readable_name(): a name that is not UTF-8 shows its bytes, a control character its code.
     """
     skip_real = {os.path.realpath(p) for p in skip}
     root = os.path.realpath(notes_dir)
     leaves = []                               # links that lead outside the folder, not followed
+    shortcuts = []                            # links to folders read under their own names
+
+    def read_as_itself(real: str) -> bool:    # a folder inside, not hidden, not skipped
+        return os.path.commonpath([root, real]) == root and real not in skip_real and \
+            not any(part.startswith(".") for part in Path(os.path.relpath(real, root)).parts)
 
     def inside(path: str) -> bool:         # or followed: --follow-links, but never to / or /proc
         if not os.path.islink(path):
@@ -1814,6 +1827,15 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
         leaves += [readable_name(prefix + d) + "/" for d in sorted(outside)]
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in outside
                          and os.path.realpath(os.path.join(folder, d)) not in skip_real)
+        for d in [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
+            target = os.path.realpath(os.path.join(folder, d))
+            if os.path.commonpath([target, real]) == target:
+                warnings.append(f"skipped {readable_name(prefix + d)}/: a symlink loop back to "
+                                "a folder that holds it")
+                dirs.remove(d)
+            elif read_as_itself(target):
+                shortcuts.append(readable_name(prefix + d) + "/")
+                dirs.remove(d)
         for name in sorted(names):
             suffix = os.path.splitext(name)[1].lower()
             if name.startswith(".") or suffix not in NOTE_TYPES:
@@ -1838,13 +1860,17 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
             if not stat.S_ISREG(st.st_mode):  # a FIFO or /dev/zero: opening it would wait forever
                 warnings.append(f"skipped {rel}: not a regular file")
                 continue
-            files.append(NoteFile(rel, path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+            files.append(NoteFile(rel, path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino,
+                                  st.st_dev))
     for suffix, rels in unreadable.items():
         # Left out of the fingerprint too, so installing the package later indexes them.
         kind = suffix.lstrip(".").upper()
         warnings.append(f"skipped {len(rels)} {kind}s ({', '.join(sorted(rels))}): "
                         f"{kind} support needs `pip install {NOTE_TYPES[suffix].needs}`")
     files, warnings = drop_linked_twins(files, linked, warnings)
+    if shortcuts:
+        warnings.append(f"skipped {len(shortcuts)} symlink(s) to folders read under their own "
+                        f"names ({first_names(shortcuts)})")
     if leaves:
         warnings.append(f"skipped {len(leaves)} symlink(s) to outside the notes folder "
                         f"({first_names(leaves)}): " +
@@ -1896,17 +1922,42 @@ def too_big(size: int, max_mb: float) -> str:
             if size > max_mb * 2**20 else "")
 
 
-def read_note(file: NoteFile, max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
+INODE_BITS = 2**63 - 1                    # what an index keeps of an inode number (int64)
+
+
+def note_bytes(file: NoteFile, max_mb: float = MAX_NOTE_MB) -> bytes:
+    """The bytes of the very file the scan listed, at most max_mb of them. A note swapped since
+    (by a link to a file outside the folder, by a FIFO) is another file: opened, it shows another
+    device and inode, and is refused unread. Raises ValueError with the reason."""
+    try:
+        fd = os.open(file.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))   # a FIFO: no wait
+        with open(fd, "rb") as f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_ino & INODE_BITS != file.ino & INODE_BITS \
+                    or file.dev and st.st_dev != file.dev:
+                raise ValueError("replaced since the folder was listed (by a link or another "
+                                 "file): left out until the next run looks again")
+            data = f.read(int(max_mb * 2**20) + 1)   # no more, even if it grew since
+    except OSError as e:
+        raise ValueError(e.strerror) from None
+    if why := too_big(len(data), max_mb):
+        raise ValueError(why)
+    return data
+
+
+def read_note(file: NoteFile, max_mb: float = MAX_NOTE_MB,
+              data: bytes | None = None) -> tuple[list[Section], str | None]:
     """Read one note as a list of Sections, plus a warning or None.
 
     A text note is one section; a PDF is one section per page. The reader comes
-    from NOTE_TYPES. Raises ValueError, with the reason, for a
-    note that cannot be used.
+    from NOTE_TYPES, and reads `data`: the note's bytes (note_bytes), read here unless
+    given. Raises ValueError, with the reason, for a note that cannot be used.
     """
     if why := too_big(file.size, max_mb):
         raise ValueError(why)
     path = Path(file.path)
-    sections, warning = NOTE_TYPES[path.suffix.lower()].read(path)
+    data = note_bytes(file, max_mb) if data is None else data
+    sections, warning = NOTE_TYPES[path.suffix.lower()].read(path, data)
     if says_little(sections):
         raise ValueError(STUB)
     return sections, warning
@@ -2415,8 +2466,6 @@ class Index:
         return bool(self.has_vector.all())
 
 
-INODE_BITS = 2**63 - 1
-
 
 def stat_of(f: NoteFile) -> tuple[int, int, int, int]:
     """What a record keeps of a note's stat: size, mtime, ctime, inode (its low 63 bits: the
@@ -2460,6 +2509,7 @@ class IndexReport:
     note_warnings: dict[str, str] = field(default_factory=dict)   # the update's Index's
     skipped: dict[str, Skip] = field(default_factory=dict)        # ...and by name
     unsaid: list[tuple[str, str]] = field(default_factory=list)   # not in .warnings yet
+    kept: str = ""                        # why the cache was left as it was: no notes found
 
     def warn(self, rel: str, digest: str, warning: str) -> None:
         """Keep what a note needs said (a guessed encoding, chunks the model refused), to say
@@ -2538,15 +2588,6 @@ def count_file(report: IndexReport, rel: str, before: FileRecord | None, digest:
     else:
         report.changed += 1
     report.touched.append(rel)
-
-
-def file_digest(path: Path) -> str:
-    """MD5 of a file's bytes, read in blocks so a big file never sits in memory."""
-    h = hashlib.md5()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def text_key(text: str) -> bytes:
@@ -2719,6 +2760,7 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
         if skip and skip.kind == "content" and same_stat(skip, f):
             report.skipped[f.rel] = skip      # the same bytes were no note last time either
             continue
+        data = None                       # the note's bytes, once read
         if rec and same_stat(rec, f):
             digest, was = rec.digest, f.rel
         else:
@@ -2727,10 +2769,11 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
                 report.skip(f, why, "size")
                 continue
             try:
-                digest = file_digest(f.path)
-            except OSError as e:
-                report.skip(f, e.strerror, "access")
+                data = note_bytes(f, settings.max_note_mb)
+            except ValueError as e:       # gone, unreadable, or replaced since the scan
+                report.skip(f, str(e), "access")
                 continue
+            digest = hashlib.md5(data).hexdigest()
             was = by_digest.get(digest)
         # same bytes as before: reuse its chunks
         if was is not None and lines_known(old.chunks, old_files[was]):
@@ -2747,7 +2790,7 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
                 report.warn(f.rel, digest, old.note_warnings[digest])
             continue
         try:
-            sections, warning = read_note(f, settings.max_note_mb)
+            sections, warning = read_note(f, settings.max_note_mb, data)
         except ValueError as e:           # read a moment ago to be hashed: its bytes are the reason
             report.skip(f, str(e), "content")
             continue
@@ -4209,6 +4252,48 @@ def same_notes(old: Index, new: Index) -> bool:
         sorted(r.digest for r in new.files.values())
 
 
+LOSS_SHARE = 0.5                          # a cache about to lose more than this share of its
+                                          # notes keeps a copy of itself, and says so
+
+
+def kept_path(path: Path) -> Path:
+    """Where a cache keeps its copy from before it lost most of its notes. The name ends as a
+    cache file's does, so the copy is a donor (vector_donors) when they come back."""
+    return path.with_name(path.name.replace(f".v{CACHE_FORMAT}.pkl", f".kept.v{CACHE_FORMAT}.pkl"))
+
+
+def keep_before_loss(path: Path, old: Index, files: list[NoteFile], folder: Path) -> str:
+    """When most of a cache's notes are not in the folder now (a sync half done, a folder half
+    moved), link the cache file to kept_path() before it is replaced: their vectors stay, for
+    the day they come back. Returns what to say ("" when few were lost or no copy was made)."""
+    here = {f.rel for f in files}
+    gone = sum(rel not in here for rel in old.files)
+    if gone < 2 or gone <= LOSS_SHARE * len(old.files) or not path.exists():
+        return ""
+    kept = kept_path(path)
+    try:
+        kept.unlink(missing_ok=True)
+        os.link(path, kept)               # the writer replaces the cache's name, not its bytes
+    except OSError:
+        import shutil                     # a disk without hard links: a copy, then
+        try:
+            shutil.copyfile(path, kept)
+        except OSError:
+            return ""
+    return (f"{gone} of the {len(old.files)} notes the cache held are gone from "
+            f"{readable_name(str(folder))}: the cache before is kept as {kept.name}, and its "
+            "vectors serve them if they come back (delete it if they are gone for good)")
+
+
+def drop_kept_copy(path: Path, index: Index) -> None:
+    """Delete the copy keep_before_loss() made once the index holds as many vectors again."""
+    kept = kept_path(path)
+    header = read_header(kept) if kept.exists() else None
+    with contextlib.suppress(TypeError, IndexError, KeyError, OSError):
+        if header and int(index.has_vector.sum()) >= int(header["vectors_shape"][0]):
+            kept.unlink()
+
+
 def repeat_warnings(index: Index) -> list[str]:
     """The warnings an unchanged index still owes of the notes it holds (a guessed encoding,
     chunks the model refused): said on every run, not just the first."""
@@ -4242,7 +4327,7 @@ def still_skipped(index: Index, files: list[NoteFile],
             skip = skip._replace(why=why)
         elif skip.kind == "access":
             try:
-                open(f.path, "rb").close()
+                os.close(os.open(f.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)))
                 return None
             except OSError:
                 pass
@@ -4332,6 +4417,7 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     on_disk = int(old.has_vector.sum()) if old is not None and donor is None else 0
     writer = CacheWriter(path, settings.checkpoint_seconds, on_disk,
                          floor=on_disk if rebuild else 0)
+    cached = old if donor is None else None   # what the cache at `path` holds now
     if rebuild:
         old, reason = None, rebuild
     if old is not None and old.fingerprint == now and old.complete:
@@ -4351,13 +4437,24 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
             return index, report
     if old is None and reason != "no cache yet":
         progress(f"rebuilding index: {reason}")
+    loss = keep_before_loss(path, cached, files, settings.notes_dir) if cached else ""
     donors = [] if old is not None or rebuild else vector_donors(settings, path, build)
+    if old is not None and kept_path(path).exists():
+        donors = [kept_path(path)]        # notes that went missing may be back
     index, report = update_index(settings, client, old, files, progress, writer, build, donors)
+    report.warnings[:0] = warnings + ([loss] if loss else [])
+    if cached is not None and cached.files and not index.files:   # not saved: kept as it is
+        if loss:                          # the cache itself is kept: no copy of it is needed
+            kept_path(path).unlink(missing_ok=True)
+            report.warnings.remove(loss)
+        report.deleted, report.kept = 0, (
+            f"the cache of {len(cached.files)} notes is kept as it was (a drive not mounted yet, "
+            f"a sync not done?); delete {readable_name(str(path))} if they are gone for good")
+        return index, report
     if old is not None and calibration_current(old, settings) and same_notes(old, index):
         index = replace(index, calibration=old.calibration)    # notes touched or renamed: valid
     elif index.complete:
         index = calibrated(index, client, settings, old)
-    report.warnings[:0] = warnings
     if unsaid and index.has_vector.any():
         report.warnings.append(build_unsaid(settings.embed_model))
     report.reason = report.reason or ("" if old is not None else reason)
@@ -4366,6 +4463,8 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
         report.warnings.append(writer.problem)
     if saved and (donor is not None or reason == "no cache yet"):   # this folder's first cache
         report.warnings += tidy_caches(settings.cache_dir, path, donor)
+    if saved and not loss:
+        drop_kept_copy(path, index)
     return index, report
 
 
@@ -5786,6 +5885,22 @@ def is_text(s: str) -> bool:
         return False
 
 
+def question_problem(question: str) -> str:
+    """Why a question cannot be asked as it is ("" when it can): bytes that are not text, or
+    more than MAX_QUESTION_CHARS characters. Every front end asks this one before searching.
+
+    >>> question_problem("What is BM25?"), question_problem("x" * 5000).split(":")[0]
+    ('', 'the question is 5,000 characters long, over the 4,000 searched')
+    """
+    if not is_text(question):
+        return f"the question: {NOT_TEXT}"
+    if len(question) > MAX_QUESTION_CHARS:
+        return (f"the question is {len(question):,} characters long, over the "
+                f"{MAX_QUESTION_CHARS:,} searched: ask about one thing, or put a long text "
+                "in a note")
+    return ""
+
+
 def notes_flag(settings: Settings) -> str:
     """' --notes DIR', quoted for a shell, for a command to copy; '' for the default folder."""
     return ("" if settings.notes_dir == NOTES_DIR
@@ -5914,13 +6029,16 @@ def no_match(filters: Filters, notes: int) -> str:
             "file name, else the day it was modified)")
 
 
-def check_usable(index: Index, settings: Settings, source: str = "--source") -> None:
+def check_usable(index: Index, settings: Settings, source: str = "--source",
+                 report: IndexReport | None = None) -> None:
     """Raise UsageError unless the index holds notes, some of which the `source` pattern
-    (settings.source_filter) and the tag and date filters match."""
+    (settings.source_filter) and the tag and date filters match; the `report` of the index's
+    opening says why a cache was kept."""
     if not index.chunks:
         raise UsageError(f"no usable notes in {settings.notes_dir} (looked for "
                          f"{', '.join(NOTE_TYPES)}, at least {MIN_NOTE_CHARS} characters, or "
-                         f"{MIN_NOTE_BODY} besides headings)")
+                         f"{MIN_NOTE_BODY} besides headings)"
+                         + (f"; {report.kept}" if report and report.kept else ""))
     if not source_mask(index, settings.source_filter).any():
         raise UsageError(f"no note matches {source} '{settings.source_filter}' (a glob like "
                          "'work/*.md', or a part of a note's path relative to "
@@ -5936,7 +6054,7 @@ def open_for_mode(args: argparse.Namespace, settings: Settings, client: ollama.C
     rebuild = ("--rebuild" if args.rebuild else "") if rebuild is None else rebuild
     index, report, took = index_with_progress(settings, client, rebuild, quiet,
                                               args.progress_seconds)
-    check_usable(index, settings)
+    check_usable(index, settings, report=report)
     return index, report, took
 
 
@@ -6266,8 +6384,8 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
                 f"error: --chat cannot read its questions from stdin ({e.strerror or e})") from None
         if not line:
             continue
-        if not is_text(line):
-            print(f"({NOT_TEXT}; ask again)")
+        if problem := question_problem(line):
+            print(f"({problem}; ask again)")
             continue
         if line.startswith("/"):
             command = line.split()[0]     # "/quit now" is /quit
@@ -6497,7 +6615,7 @@ def load_eval_set(path: Path) -> list[dict]:
                              f"question the notes cannot answer), not {item['answers']!r}")
         if not all(isinstance(item.get(k, ""), str) for k in ("source", "heading")):
             raise ValueError(f"{path}:{n}: \"source\" and \"heading\" must be strings")
-        if problem := item_filter_problem(item):
+        if problem := item_filter_problem(item) or question_problem(item["question"]):
             raise ValueError(f"{path}:{n}: {problem}")
         items.append(item)
     return items
@@ -6873,13 +6991,11 @@ def eval_passages(settings: Settings, index: Index) -> list[tuple[str, Chunk]]:
     splitter = make_splitter(EVAL_PASSAGE_CHARS, 0)
     per_note = []
     for rel in sorted(index.files):
-        path = settings.notes_dir / rel
+        record = index.files[rel]         # the note as indexed: read only if it is that file
         try:
-            st = path.stat()
-            sections, _ = read_note(NoteFile(rel, str(path), st.st_size, st.st_mtime_ns,
-                                             st.st_ctime_ns, st.st_ino),
+            sections, _ = read_note(NoteFile(rel, str(settings.notes_dir / rel), *record[:4]),
                                     settings.max_note_mb)
-        except (OSError, ValueError):
+        except ValueError:
             continue                      # changed since it was indexed: indexing will say so
         pieces = chunk_sections(rel, sections, splitter)
         nth_in_section = Counter()
@@ -7785,7 +7901,8 @@ def mcp_tools(settings: Settings) -> dict[str, dict]:
                         "is relevant enough, meaning the notes do not hold the answer. Fast (well "
                         "under a second); follow a hit with read_note for the text around it.",
          "inputSchema": {"type": "object", "properties": {
-             "query": {"type": "string", "minLength": 1, "description": "a question or keywords"},
+             "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUESTION_CHARS,
+                       "description": "a question or keywords"},
              "top_k": {"type": "integer", "minimum": 1, "maximum": top,
                        "description": f"how many passages at most (default {settings.top_k})"},
              **filters}, "required": ["query"], "additionalProperties": False}},
@@ -7811,7 +7928,7 @@ def mcp_tools(settings: Settings) -> dict[str, dict]:
                         "unless the user wants their own model's answer. Says 'not found' when "
                         "the notes do not hold the answer.",
          "inputSchema": {"type": "object", "properties": {
-             "question": {"type": "string", "minLength": 1,
+             "question": {"type": "string", "minLength": 1, "maxLength": MAX_QUESTION_CHARS,
                           "description": "the question, in any language"},
              **filters}, "required": ["question"], "additionalProperties": False}},
     ]}
@@ -7862,6 +7979,9 @@ def argument_problem(tool: dict, arguments: dict) -> str | None:
             return f"{name} is blank"
         if kind is str and not is_text(value):
             return f"{name}: {NOT_TEXT}"
+        if kind is str and len(value) > p.get("maxLength", len(value)):
+            return (f"{name} is {len(value):,} characters long: at most {p['maxLength']:,} "
+                    "(ask about one thing)")
         if kind is int and value < p.get("minimum", value):
             return f"{name} must be {p['minimum']} or more, not {value}"
         if kind is int and value > p.get("maximum", value):
@@ -7939,13 +8059,9 @@ def note_lines(file: NoteFile, max_mb: float) -> list[str]:
             sections, _ = read_note(file, max_mb)
             return [line for s in sections
                     for line in [f"--- page {s.page} ---", *s.text.splitlines()]]
-        with open(file.path, "rb") as f:  # no more than the limit, even if it grew since the scan
-            data = f.read(int(max_mb * 2**20) + 1)
-        if why := too_big(len(data), max_mb):
-            raise ValueError(why)
-        text, _ = decode_note(data)
-    except (OSError, ValueError) as e:
-        raise ToolFailed(f"cannot read {file.rel}: {getattr(e, 'strerror', None) or e}") from None
+        text, _ = decode_note(note_bytes(file, max_mb))
+    except ValueError as e:
+        raise ToolFailed(f"cannot read {file.rel}: {e}") from None
     lines = re.split(r"\r\n|\r|\n", text)
     return lines[:-1] if lines[-1] == "" else lines
 
@@ -8173,7 +8289,7 @@ class McpServer:
             self.warn_once(w)
         if self.report.embed_error:
             self.warn_once(f"{self.report.embed_error}; searching by keywords (BM25) only")
-        check_usable(self.index, self.settings)
+        check_usable(self.index, self.settings, report=self.report)
 
     def still_current(self) -> bool:
         """Would a refresh keep the held index as it is? Asked by stat alone: every folder the
@@ -8212,7 +8328,7 @@ class McpServer:
         if dated_backwards(s.since, s.until):
             raise UsageError(f"since {s.since} is after until {s.until}: no note could be dated "
                              "between them")
-        check_usable(self.index, s, source="source")
+        check_usable(self.index, s, source="source", report=self.report)
         return s
 
     def search_notes(self, arguments: dict) -> dict:
@@ -8438,8 +8554,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("--json prints one object for "
                 f"{or_list(m.flag or 'a question' for m in MODES if m.json)}; {mode.flag} "
                 f"{mode.prints}")
-    if args.question and not is_text(args.question):
-        p.error(f"the question: {NOT_TEXT}")
+    if args.question and (problem := question_problem(args.question)):
+        p.error(problem)
     return args
 
 

@@ -377,11 +377,16 @@ def test_quit_with_words_after_it_quits(cli, server, notes):
     assert out.returncode == 0 and "unknown command" not in out.stdout and not server.of("/api/chat")
 
 
-def test_a_huge_question_never_asks_for_more_than_the_largest_context(cli, server, notes):
+def test_a_huge_question_is_refused_in_one_line_and_a_long_one_fits_the_largest_context(
+        cli, server, notes):
     out = cli("--notes", notes, "BM25 ranking " * 10_000)  # 130,000 characters: about what one argument may hold
-    assert "Traceback" not in out.stderr
+    assert out.returncode == rag.EXIT_USAGE and "Traceback" not in out.stderr
+    assert "130,000 characters long, over the 4,000 searched" in out.stderr, out.stderr
+    assert not server.of("/api/chat") and not server.of("/api/embed")
+    out = cli("--notes", notes, ("BM25 ranking " * 400)[:rag.MAX_QUESTION_CHARS])
+    assert out.returncode == 0, out.stderr
     asked = [body["options"]["num_ctx"] for body in server.of("/api/chat")]
-    assert asked == [rag.MAX_NUM_CTX], asked
+    assert asked and max(asked) <= rag.MAX_NUM_CTX, asked
 
 
 def test_without_ollama_the_first_thing_said_is_that_it_is_not_reachable(cli, notes, dead_host):

@@ -1,0 +1,212 @@
+"""A notes folder that changes under the script: a note swapped for a link while it is read, a
+folder empty for a moment (a drive not mounted, a sync half done), most notes gone at once, a
+link to a folder that sorts before the folder itself. Nothing outside the folder is read and
+nothing embedded is lost."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+
+import pytest
+
+import demo_rag as rag
+from conftest import ROOT
+
+SECRET = "the vault door code is 4417"
+
+
+def cache_files(cache) -> list:
+    return sorted(p for p in cache.glob("*.pkl"))
+
+
+def note_count(notes) -> int:
+    return sum(p.suffix in (".md", ".txt") for p in notes.iterdir())
+
+
+@pytest.fixture
+def outside(tmp_path):
+    """A file outside the notes folder that no run may read."""
+    secret = tmp_path / "outside.md"
+    secret.write_text(f"# Secret\n\n{SECRET}, written outside the notes folder.\n")
+    return secret
+
+
+# ---- a note swapped for a link between the scan and the read ------------------------------
+
+def swapped(folder, outside, name="a.md") -> rag.NoteFile:
+    """The scan's record of `name`, then `name` replaced by a link to `outside`."""
+    (folder / name).write_text("# Coffee\n\nThe coffee ratio is 1:16, brewed at 93 degrees.\n")
+    files, _ = rag.scan_notes(folder)
+    (folder / name).unlink()
+    (folder / name).symlink_to(outside)
+    return next(f for f in files if f.rel == name)
+
+
+def test_a_note_swapped_for_a_link_after_the_scan_is_refused_unread(tmp_path, outside):
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    file = swapped(folder, outside)
+    with pytest.raises(ValueError, match="replaced since the folder was listed"):
+        rag.read_note(file)
+    with pytest.raises(rag.ToolFailed, match="replaced since the folder was listed"):
+        rag.note_lines(file, rag.MAX_NOTE_MB)
+
+
+def test_a_note_swapped_for_a_fifo_is_refused_without_waiting(tmp_path):
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\n\nSome text about fermentation and yeast.\n")
+    file = next(f for f in rag.scan_notes(folder)[0] if f.rel == "a.md")
+    (folder / "a.md").unlink()
+    os.mkfifo(folder / "a.md")
+    said = []
+
+    def read():
+        try:
+            rag.read_note(file)
+        except ValueError as e:
+            said.append(str(e))
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(10)
+    if reader.is_alive():                                 # blocked in open(): let it go, then fail
+        os.close(os.open(folder / "a.md", os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail("reading a FIFO waited for a writer")
+    assert said and "replaced" in said[0], said
+
+
+def test_a_pdf_swapped_for_a_link_is_refused_before_its_reader_sees_it(tmp_path, outside):
+    pytest.importorskip("pypdf")
+    from pdfs import make_pdf
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    make_pdf(folder / "a.pdf", [["The coffee ratio is 1:16, brewed at 93 degrees."]])
+    file = next(f for f in rag.scan_notes(folder)[0] if f.rel == "a.pdf")
+    make_pdf(outside.with_suffix(".pdf"), [[SECRET]])
+    (folder / "a.pdf").unlink()
+    (folder / "a.pdf").symlink_to(outside.with_suffix(".pdf"))
+    with pytest.raises(ValueError, match="replaced"):
+        rag.read_note(file)
+
+
+def test_an_index_update_never_reads_what_a_swapped_note_points_to(tmp_path, outside, server):
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "b.md").write_text("# Tea\n\nGreen tea steeps at 80 degrees for two minutes.\n")
+    file = swapped(folder, outside)
+    files = [file, *(f for f in rag.scan_notes(folder)[0] if f.rel == "b.md")]
+    settings = rag.Settings(notes_dir=folder, cache_dir=tmp_path / "cache")
+    index, report = rag.update_index(settings, rag.ollama_client(), None, files)
+    assert not any(SECRET in c.text for c in index.chunks)
+    assert not any(SECRET in t for t in server.embedded_texts())
+    assert [c.source for c in index.chunks] == ["b.md"]
+    assert any("a.md" in w and "replaced" in w for w in report.warnings), report.warnings
+
+
+# ---- a folder empty for a moment, or most of it gone -------------------------------------
+
+def test_an_empty_folder_keeps_its_cache_and_notes_that_come_back_are_not_embedded_again(
+        cli, server, notes, tmp_path):
+    assert cli("--notes", notes, "--retrieve-only", "coffee ratio").returncode == 0
+    [cache] = cache_files(cli.cache)
+    size, away, n = cache.stat().st_size, tmp_path / "away", note_count(notes)
+    shutil.move(notes, away)
+    notes.mkdir()                                         # the mount point, the drive not there yet
+    for args in (["coffee ratio"], ["coffee ratio", "--json"]):
+        out = cli("--notes", notes, "--retrieve-only", *args)
+        assert out.returncode == rag.EXIT_USAGE and "Traceback" not in out.stderr
+        said = out.stdout + out.stderr
+        assert f"cache of {n} notes is kept as it was" in said, said
+        assert cache_files(cli.cache) == [cache] and cache.stat().st_size == size
+    notes.rmdir()
+    shutil.copytree(away, notes)                          # back, as new files with new times
+    embedded = len(server.embedded_texts())
+    out = cli("--notes", notes, "--retrieve-only", "coffee ratio", "--json")
+    assert out.returncode == 0, out.stderr
+    assert len(server.embedded_texts()) - embedded == 1   # the question, no chunk
+    assert json.loads(out.stdout)["sources"]
+
+
+def test_a_folder_that_lost_most_notes_keeps_a_copy_whose_vectors_serve_them_when_back(
+        cli, server, notes, tmp_path):
+    assert cli("--notes", notes, "--retrieve-only", "coffee ratio").returncode == 0
+    away, n = tmp_path / "away", note_count(notes)
+    away.mkdir()
+    moved = sorted(p for p in notes.iterdir() if p.suffix in (".md", ".txt"))[:6]
+    for p in moved:
+        shutil.move(p, away / p.name)
+    out = cli("--notes", notes, "--retrieve-only", "coffee ratio")
+    assert out.returncode == 0, out.stderr
+    assert f"6 of the {n} notes the cache held are gone" in out.stderr, out.stderr
+    assert len(cache_files(cli.cache)) == 2               # the cache and the copy kept
+    for p in moved:
+        shutil.copy(away / p.name, notes / p.name)
+    embedded = len(server.embedded_texts())
+    out = cli("--notes", notes, "--retrieve-only", "coffee ratio")
+    assert out.returncode == 0, out.stderr
+    assert len(server.embedded_texts()) - embedded == 1   # the question, no chunk
+    assert len(cache_files(cli.cache)) == 1               # the copy is not needed any more
+
+
+def test_a_few_notes_gone_keep_no_copy(cli, notes):
+    assert cli("--notes", notes, "--retrieve-only", "coffee ratio").returncode == 0
+    (notes / "sourdough.md").unlink()
+    out = cli("--notes", notes, "--retrieve-only", "coffee ratio")
+    assert out.returncode == 0 and "gone from" not in out.stderr
+    assert len(cache_files(cli.cache)) == 1
+
+
+# ---- a question too long to search ---------------------------------------------------------
+
+LONG = "How do I brew coffee? " * 500                     # 11,000 characters
+
+
+def test_a_long_question_is_refused_in_one_line_in_the_chat_and_the_chat_goes_on(cli, server, notes):
+    out = cli("--notes", notes, "--chat", stdin=f"{LONG}\nWhat is BM25?\n")
+    assert out.returncode == 0 and "Traceback" not in out.stderr
+    assert "characters long, over the 4,000 searched" in out.stdout + out.stderr
+    assert len(server.of("/api/chat")) >= 1               # the next question is answered
+    assert not any(LONG.strip() in t for t in server.embedded_texts())
+
+
+def test_a_long_question_is_refused_by_every_mcp_tool_that_takes_one(server, notes, tmp_path):
+    from test_mcp import Mcp
+    m = Mcp(["--notes", notes, "--cache", tmp_path / "cache"], server.url, None)
+    try:
+        m.initialize()
+        for tool, key in (("search_notes", "query"), ("ask_notes", "question")):
+            reply = m.request("tools/call", {"name": tool, "arguments": {key: LONG}})
+            said = json.dumps(reply)
+            assert "11,000 characters long" in said and "4,000" in said, reply
+        assert not server.of("/api/chat")
+    finally:
+        m.close()
+
+
+def test_every_eval_question_fits_the_bound():
+    questions = [json.loads(line)["question"] for line in
+                 (ROOT / "demo-data" / "eval.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    assert questions and max(map(len, questions)) < rag.MAX_QUESTION_CHARS / 20
+
+
+# ---- a link to a folder that sorts before the folder ------------------------------------
+
+def test_a_folder_is_read_under_its_own_name_when_a_link_to_it_sorts_first(cli, tmp_path):
+    folder = tmp_path / "notes"
+    (folder / "zz-projects").mkdir(parents=True)
+    (folder / "zz-projects" / "plan.md").write_text(
+        "# Plan\n\nThe launch of the greenhouse project is planned for the spring.\n")
+    (folder / "other.md").write_text("# Other\n\nSomething about sourdough starters.\n")
+    (folder / "aa-shortcut").symlink_to(folder / "zz-projects")
+    (folder / "zz-projects" / "back").symlink_to(folder)
+    out = cli("--notes", folder, "--retrieve-only", "greenhouse launch", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["sources"][0]["source"] == "zz-projects/plan.md"
+    assert "aa-shortcut" in out.stderr and "loop" not in out.stderr.split("aa-shortcut")[1][:80]
+    assert "zz-projects/back" in out.stderr and "loop back" in out.stderr
+    out = cli("--notes", folder, "--retrieve-only", "greenhouse launch", "--json",
+              "--source", "zz-projects/*")
+    assert out.returncode == 0, out.stderr
+    assert [s["source"] for s in json.loads(out.stdout)["sources"]] == ["zz-projects/plan.md"]
