@@ -5066,10 +5066,15 @@ class Number(NamedTuple):
     parts: tuple[str, ...] = ()
 
 
+def whole_value(digits: str) -> str:
+    """'05' -> '5': leading zeros say nothing (not int(), which refuses 4,300 digits)."""
+    return digits.lstrip("0") or "0"
+
+
 def decimal_value(whole: str, fraction: str) -> str:
     """'93', '50' -> '93.5'; trailing zeros say nothing ('2', '0' -> '2')."""
     fraction = fraction.rstrip("0")
-    return f"{int(whole)}.{fraction}" if fraction else str(int(whole))
+    return f"{whole_value(whole)}.{fraction}" if fraction else whole_value(whole)
 
 
 def decimal_mark(tokens: Sequence[str]) -> str | None:
@@ -5103,20 +5108,20 @@ def read_number(token: str, decimal: str | None) -> list[Number]:
         return [Number(token, (":".join(parts),), parts)]
     digits = token.replace(" ", "")
     marks, groups = re.findall(r"[.,]", digits), re.split(r"[.,]", digits)
-    grouped = 1 <= len(groups[0]) <= 3 and int(groups[0]) > 0 and all(
+    grouped = 1 <= len(groups[0]) <= 3 and whole_value(groups[0]) != "0" and all(
         len(g) == 3 for g in groups[1:-1])
     if not marks:
-        return [Number(token, (str(int(digits)),))]
+        return [Number(token, (whole_value(digits),))]
     if len(set(marks)) == 2:              # 1,250.5 or 1.250,5: the last mark is the decimal one
         whole = "".join(groups[:-1]) if grouped and len(set(marks[:-1])) == 1 else groups[0]
         return [Number(token, (decimal_value(whole, groups[-1]),))]
     if len(marks) > 1:
         if grouped and len(groups[-1]) == 3:
-            return [Number(token, (str(int("".join(groups))),))]
+            return [Number(token, (whole_value("".join(groups)),))]
         if marks[0] == "," or any(len(g) == 4 for g in (groups[0], groups[-1])):
-            return [Number(g, (str(int(g)),)) for g in groups]          # 1,2,3 or 5.3.2026
-        return [Number(token, (".".join(str(int(g)) for g in groups),))]  # a version: 3.11.7
-    thousands, fraction = str(int("".join(groups))), decimal_value(*groups)
+            return [Number(g, (whole_value(g),)) for g in groups]       # 1,2,3 or 5.3.2026
+        return [Number(token, (".".join(map(whole_value, groups)),))]   # a version: 3.11.7
+    thousands, fraction = whole_value("".join(groups)), decimal_value(*groups)
     if not grouped or len(groups[1]) != 3 or decimal == marks[0]:
         return [Number(token, (fraction,))]
     return [Number(token, (thousands,) if decimal else (thousands, fraction))]

@@ -308,3 +308,10 @@ def test_a_different_number_is_still_caught(lang, note, written, missing):
     sentence = {"en": f"The figure is {written} [1].", "zh": f"数值是 {written}【1】。"}[lang]
     c = rag.check_citations(sentence, [f"The figure: {note}."])
     assert c.sentences[0].verdict == "unsupported" and missing in c.sentences[0].missing_numbers, c.summary()
+
+
+def test_a_number_of_thousands_of_digits_is_read_not_refused():
+    huge = "9" * 5000                     # int() refuses more than 4,300 digits
+    c = rag.check_citations(f"Road tyres take {huge},5 psi or 1 000.{huge} psi [1].", [f"{huge},5 psi"])
+    assert [s.verdict for s in c.sentences] == ["unsupported"]
+    assert c.sentences[0].missing_numbers == (f"1000.{huge}",)
