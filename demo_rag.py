@@ -5144,17 +5144,139 @@ def is_number(term: str) -> bool:
     return any(ch.isdigit() for ch in term)
 
 
-NUMBER = re.compile(r"\d+(?:[.:,]\d+)*")
+# A number as people write it. After NFKC a thin or no-break space is a space; spaces before
+# groups of three digits group thousands (1 500). A comma or point before other than three
+# digits marks decimals (93,5 is 93.5); before exactly three it may group thousands (1,500
+# in English, 1.500 in German) or mark decimals (1,500 in German is 1.5): the text's other
+# numbers decide, else both readings count. A colon joins a ratio's or a time's parts.
+NUMBER = re.compile(r"\d{1,3}(?: \d{3}(?!\d))+(?:[.,]\d+)?|\d+(?:[.,:]\d+)*")
+MONTHS = ("jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+          "|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?").split("|")
+# An English month name next to a day or year (5 March, March 5, May 2026) is its number.
+MONTH_DATE = re.compile(rf"\b\d{{1,2}}(?:st|nd|rd|th)?\.? ({'|'.join(MONTHS)})\b"
+                        rf"|\b({'|'.join(MONTHS)})\.? \d", re.IGNORECASE)
+
+
+class Number(NamedTuple):
+    """A number as written, read: the values it may have (the first names it), and the parts
+    of a ratio or a time (1:16, 23:59), which a source may state on their own."""
+    written: str
+    values: tuple[str, ...]
+    parts: tuple[str, ...] = ()
+
+
+def whole_value(digits: str) -> str:
+    """'05' -> '5': leading zeros say nothing (not int(), which refuses 4,300 digits)."""
+    return digits.lstrip("0") or "0"
+
+
+def decimal_value(whole: str, fraction: str) -> str:
+    """'93', '50' -> '93.5'; trailing zeros say nothing ('2', '0' -> '2')."""
+    fraction = fraction.rstrip("0")
+    return f"{whole_value(whole)}.{fraction}" if fraction else whole_value(whole)
+
+
+def decimal_mark(tokens: Sequence[str]) -> str | None:
+    """The mark a text's numbers use for decimals, where one of them shows it and none shows
+    the other: '93,5' shows ',', '1.5' and '1,250.5' show '.', '1.250.000' shows ','."""
+    shown = set()
+    for token in tokens:
+        marks, groups = re.findall(r"[.,]", token), re.split(r"[.,]", token)
+        if ":" in token or not marks:
+            continue
+        if len(set(marks)) == 2:
+            shown.add(marks[-1])
+        elif len(marks) == 1 and len(groups[1]) != 3:
+            shown.add(marks[0])
+        elif len(marks) > 1 and all(len(g) == 3 for g in groups[1:]):
+            shown.add("." if marks[0] == "," else ",")
+    return shown.pop() if len(shown) == 1 else None
+
+
+def read_number(token: str, decimal: str | None) -> list[Number]:
+    """The numbers one NUMBER match states, `decimal` being its text's decimal mark if known:
+    one, or a date's day, month and year (5.3.2026) or a list's items (1,2,3) each on its own.
+
+    >>> [n.values for n in read_number("1.250", None) + read_number("1.250", ",")]
+    [('1250', '1.25'), ('1250',)]
+    >>> [n.values for n in read_number("93,5", None) + read_number("1 500", None)]
+    [('93.5',), ('1500',)]
+    """
+    if ":" in token:
+        parts = tuple(read_number(p, decimal)[0].values[0] for p in token.split(":"))
+        return [Number(token, (":".join(parts),), parts)]
+    digits = token.replace(" ", "")
+    marks, groups = re.findall(r"[.,]", digits), re.split(r"[.,]", digits)
+    grouped = 1 <= len(groups[0]) <= 3 and whole_value(groups[0]) != "0" and all(
+        len(g) == 3 for g in groups[1:-1])
+    if not marks:
+        return [Number(token, (whole_value(digits),))]
+    if len(set(marks)) == 2:              # 1,250.5 or 1.250,5: the last mark is the decimal one
+        whole = "".join(groups[:-1]) if grouped and len(set(marks[:-1])) == 1 else groups[0]
+        return [Number(token, (decimal_value(whole, groups[-1]),))]
+    if len(marks) > 1:
+        if grouped and len(groups[-1]) == 3:
+            return [Number(token, (whole_value("".join(groups)),))]
+        if marks[0] == "," or any(len(g) == 4 for g in (groups[0], groups[-1])):
+            return [Number(g, (whole_value(g),)) for g in groups]       # 1,2,3 or 5.3.2026
+        return [Number(token, (".".join(map(whole_value, groups)),))]   # a version: 3.11.7
+    thousands, fraction = whole_value("".join(groups)), decimal_value(*groups)
+    if not grouped or len(groups[1]) != 3 or decimal == marks[0]:
+        return [Number(token, (fraction,))]
+    return [Number(token, (thousands,) if decimal else (thousands, fraction))]
+
+
+def read_numbers(text: str) -> list[Number]:
+    """The numbers a text states, citations left out, each read as read_number() reads it, and
+    a month named next to a day or year as its number."""
+    text = CITATION.sub(" ", unicodedata.normalize("NFKC", text))
+    tokens = NUMBER.findall(text)
+    decimal = decimal_mark(tokens)
+    numbers = [n for token in tokens for n in read_number(token, decimal)]
+    for m in MONTH_DATE.finditer(text):
+        month = m.group(1) or m.group(2)
+        numbers.append(Number(month, (str(next(i for i, name in enumerate(MONTHS, 1)
+                                                if re.fullmatch(name, month.lower()))),)))
+    return numbers
 
 
 def numbers_in(text: str) -> set[str]:
-    """The numbers a text states, whole (tokenize() splits 1.5 into 1 and 5), citations left out.
+    """Every value a text's numbers may have, their parts included: what a source holds.
 
     >>> sorted(numbers_in("1,500 g at 93.5 °C, a 1:16 ratio, v0.6 [2]"))
-    ['0.6', '1500', '1:16', '93.5']
+    ['0.6', '1', '1500', '16', '1:16', '93.5']
+    >>> sorted(numbers_in("93,5 °C, 1 500 g, 1.250 g on 5 March 2026")), numbers_in("1,250")
+    (['1250', '1500', '2026', '3', '5', '93.5'], {'1250', '1.25'})
     """
-    text = CITATION.sub(" ", unicodedata.normalize("NFKC", text))
-    return {n.replace(",", "") for n in NUMBER.findall(text)}
+    return {v for n in read_numbers(text) for v in n.values + n.parts}
+
+
+def number_held(number: Number, held: set[str]) -> bool:
+    """Whether `held` (a source's numbers_in()) has a value `number` may have. A ratio or time
+    whose source writes none is held when its parts are, but for a ratio's 1: its unit.
+
+    >>> note = numbers_in("93,5 °C, 1500 g, 16 g per g")
+    >>> [number_held(n, note) for n in read_numbers("935 °C, 93.5 °C, 1 500 g, a 1:16 ratio")]
+    [False, True, True, True]
+    """
+    parts = [p for p in number.parts if not (p == "1" and len(number.parts) == 2)]
+    return bool(held.intersection(number.values)) or (
+        bool(parts) and not any(":" in v for v in held) and held.issuperset(parts))
+
+
+def codes_in(text: str) -> dict[str, str]:
+    """The codes a text names, letters then digits (a flight TP9999, a model qwen3), each as
+    compared (folded as tokenize() folds words) and as written; citations left out.
+
+    >>> codes_in("Flight TP9999 (an A320s) [2], qwen3 or v2 at 5kg, 航班TP9999")
+    {'tp9999': 'TP9999', 'a320': 'A320s', 'qwen3': 'qwen3', 'v2': 'v2'}
+    """
+    text = CITATION.sub(" ", unicodedata.normalize("NFKC", text)).translate(ZERO_WIDTH)
+    codes: dict[str, str] = {}
+    for word in TOKEN.findall(text):
+        if re.fullmatch(r"[^\W\d_]+\d[^\W_]*", word):
+            codes.setdefault(singular(word.lower()), word)
+    return codes
 
 
 class SentenceCheck(NamedTuple):
@@ -5167,7 +5289,8 @@ class SentenceCheck(NamedTuple):
     support: float                        # the share of its words' weight its sources hold, 0 to 1
     best: int | None                      # the source holding the largest share (1-based), or None
     best_support: float                   # ...and that share
-    missing_numbers: tuple[str, ...] = () # its numbers that none of its cited sources holds
+    missing_numbers: tuple[str, ...] = () # its numbers and codes (TP9999) that none of its
+                                          # cited sources holds
 
 
 @dataclass(frozen=True)
@@ -5244,11 +5367,13 @@ def check_citations(answer: str, sources: Sequence[str], lexicon: Lexicon | None
     each weighed by its idf: over the whole notes when `lexicon` is given (index.lexicon:
     the weights the relevance floor uses, so "the" or "coffee" in a coffee folder says
     little), else over the sources themselves. A number weighs as the rarest word and must
-    be in a cited source. Verdicts: WRONG if it cites a number that names no source;
-    SUPPORTED if its cited sources hold at least `support_min` of its terms' weight and
-    all its numbers, else UNSUPPORTED; UNCITED if it cites nothing yet states something;
-    SKIPPED if it states nothing to check (too few terms, or it says the notes lack the
-    answer). A sentence in another script than its sources is judged by its numbers alone.
+    be in a cited source, read as people write it (number_held()), and so must a code
+    such as TP9999. Verdicts: WRONG if it cites a number that names no source; SUPPORTED if
+    its cited sources hold at least `support_min` of its terms' weight and all its numbers
+    and codes, else UNSUPPORTED; UNCITED if it cites nothing yet states something; SKIPPED if
+    it states nothing to check (too few terms, or it says the notes lack the answer and
+    states no number or code). A sentence in another script than its sources is judged by
+    its numbers alone; one that says the notes lack something, by its numbers and codes.
     In a notebook: `check_citations(outcome.text, [h.chunk.text for h in
     outcome.retrieval.hits], index.lexicon).summary()`.
 
@@ -5263,6 +5388,7 @@ def check_citations(answer: str, sources: Sequence[str], lexicon: Lexicon | None
     """
     source_terms = [{stem(t) for t in tokenize(s)} for s in sources]
     source_numbers = [numbers_in(s) for s in sources]
+    source_codes = [set(codes_in(s)) for s in sources]
     languages = [question_language(s) for s in sources]
     n = max(len(lexicon.lengths), 1) if lexicon is not None else max(len(sources), 1)
 
@@ -5292,13 +5418,27 @@ def check_citations(answer: str, sources: Sequence[str], lexicon: Lexicon | None
                         w / 2 if len(t) == 2 and CJK_CHAR.match(t) and t[0] in held and t[1] in held
                         else 0.0 for t, w in weights.items())
             return found / total if total else 0.0
-        shares = [share(held) for held in source_terms]
+        said = read_numbers(text)
+
+        def words_held(words: set[str], numbers: set[str]) -> set[str]:
+            """A source's words, and the words of each number it holds however it writes it
+            (the 1 and 500 of "1 500", the March of "5 March" where it says 2026-03-05)."""
+            return words | {stem(t) for x in said if number_held(x, numbers)
+                            for t in tokenize(x.written)}
+        shares = [share(words_held(words, numbers))
+                  for words, numbers in zip(source_terms, source_numbers)]
         best = (max(range(len(shares)), key=lambda i: (shares[i], -i)) if shares and max(shares) > 0
                 else None)
         valid = [c for c in cited if 0 < c <= len(sources)]
-        held = set().union(*(source_terms[c - 1] for c in valid))
-        numbers = tuple(
-            sorted(numbers_in(text) - set().union(*(source_numbers[c - 1] for c in valid))))
+        numbers_cited = set().union(*(source_numbers[c - 1] for c in valid))
+        held = words_held(set().union(*(source_terms[c - 1] for c in valid)), numbers_cited)
+        codes = set().union(*(source_codes[c - 1] for c in valid))
+        codes_missing = [code for key, code in codes_in(text).items() if key not in codes]
+        in_codes = {d for code in codes_missing for d in re.findall(r"\d+", code)}
+        numbers = tuple(dict.fromkeys(      # TP9998 missing: its 9998 goes without saying
+            x.values[0] for x in said if not number_held(x, numbers_cited)
+            and x.values[0] not in in_codes)) + tuple(codes_missing)
+        states_numbers = any(map(is_number, terms))
         support = share(held)
         declines = NOT_IN_NOTES.search(text) is not None
         # A sentence in another script than all its sources (Chinese about English notes) shares
@@ -5309,11 +5449,14 @@ def check_citations(answer: str, sources: Sequence[str], lexicon: Lexicon | None
             verdict = WRONG
         elif other_script:
             verdict = UNSUPPORTED if numbers else SKIPPED
-        elif cited and not declines and (len(terms) >= CITED_MIN_TERMS
-                                         or any(map(is_number, terms))):
+        elif cited and declines:
+            # "The notes say TP9999 does not leave until 23:59 [1]" states facts despite its
+            # "not", so its numbers and codes are checked; its words may name what the notes
+            # lack, so they are not.
+            verdict = UNSUPPORTED if numbers else SUPPORTED if states_numbers else SKIPPED
+        elif cited and (len(terms) >= CITED_MIN_TERMS or states_numbers):
             verdict = SUPPORTED if support >= support_min and not numbers else UNSUPPORTED
-        elif not cited and not declines and (len(terms) >= CLAIM_MIN_TERMS
-                                             or any(map(is_number, terms))) \
+        elif not cited and not declines and (len(terms) >= CLAIM_MIN_TERMS or states_numbers) \
                 and not text.rstrip().endswith(":"):
             verdict = UNCITED
         else:

@@ -25,16 +25,22 @@ SENTENCES = {
            "swapped": "Wipe the chain clean, then oil it every 300 km [{tyres}].",
            "wrong": "Oil the chain every 300 km [7].",
            "uncited": "Mountain bike tyres need about 30 psi.",
-           "outside": "Carbon frames are lighter than steel ones [{chain}]."},
+           "outside": "Carbon frames are lighter than steel ones [{chain}].",
+           "negated": "The notes say road tyres should never go below 80 psi [{tyres}].",
+           "negated, number changed": "The notes say road tyres should never go below 95 psi [{tyres}]."},
     "zh": {"supported": "公路车轮胎打到 80 psi【{tyres}】。",
            "number changed": "公路车轮胎打到 95 psi [{tyres}]。",
            "swapped": "链条每骑 300 公里上一次油，上油前先擦干净 [{tyres}]。",
            "wrong": "链条每骑 300 公里上油 [7]。",
            "uncited": "山地车的轮胎气压大约 30 psi。",
-           "outside": "碳纤维车架比钢架轻得多，价格也更贵 [{chain}]。"},
+           "outside": "碳纤维车架比钢架轻得多，价格也更贵 [{chain}]。",
+           "negated": "资料里没有说明公路车轮胎可以低于 80 psi【{tyres}】。",
+           "negated, number changed": "资料里没有说明公路车轮胎可以低于 95 psi【{tyres}】。"},
 }
 VERDICT = {"supported": "supported", "number changed": "unsupported", "swapped": "unsupported",
-           "wrong": "wrong", "uncited": "uncited", "outside": "unsupported"}
+           "wrong": "wrong", "uncited": "uncited", "outside": "unsupported",
+           # a sentence that says what the notes do not say still has its numbers checked
+           "negated": "supported", "negated, number changed": "unsupported"}
 
 
 @pytest.fixture
@@ -77,7 +83,7 @@ def test_each_verdict_in_both_languages(cli, server, bike, lang, case):
     last = check["sentences"][-1]
     if case == "swapped":                 # the source that holds its words instead is named
         assert last["best_source"] == n["chain"] and f"is in [{n['chain']}], not [{n['tyres']}]" in check["summary"]
-    if case == "number changed":
+    if case in ("number changed", "negated, number changed"):
         assert last["missing_numbers"] == ["95"] and f"95 not in [{n['tyres']}]" in check["summary"]
     if case == "wrong":
         assert check["wrong_numbers"] == [7] and "[7] names no source (2 were sent)" in check["summary"]
@@ -237,3 +243,75 @@ def test_saying_the_notes_lack_the_answer_is_no_claim_and_gets_no_warning(answer
     c = rag.check_citations(answer, [NOTES["en"]["tyres.md"]])
     assert [s.verdict for s in c.sentences] == ["skipped"] and c.cites_nothing and not c.states_facts
     assert c.summary() == "checked: no sentence states anything to check"
+
+
+FLIGHT = {"en": "# Flights\n\nFlight TP9999 to Lisbon leaves at 23:59 from gate 12; boarding closes 20 minutes "
+                "before.\n",
+          "zh": "# 航班\n\nTP9999 航班 23:59 从 12 号登机口飞往里斯本，起飞前 20 分钟停止登机。\n"}
+# Sentences that say what the notes do not say, in other words and both languages: each
+# states the flight's time and code, {time} and {code} standing for right or wrong ones.
+NEGATED = [
+    ("en", "The notes say flight {code} does not leave Lisbon until {time} [1]."),
+    ("en", "According to the notes, {code} never departs for Lisbon before {time} [1]."),
+    ("en", "No flight in the context leaves for Lisbon earlier than {code} at {time} [1]."),
+    ("en", "The source doesn't give a gate change; {code} leaves at {time} from gate 12 [1]."),
+    ("en", "There is no information about delays: {code} departs at {time} [1]."),
+    ("zh", "资料里没有说明 {code} 航班会在 {time} 之前起飞 [1]。"),
+    ("zh", "笔记没有提到更早的航班，{code} 航班 {time} 起飞【1】。"),
+    ("zh", "未提及延误，{code} 航班 {time} 从 12 号登机口起飞 [1]。"),
+]
+
+
+@pytest.mark.parametrize("lang, sentence", NEGATED)
+def test_a_sentence_saying_what_the_notes_do_not_say_still_has_its_facts_checked(lang, sentence):
+    assert rag.NOT_IN_NOTES.search(sentence)          # the wording is one the rule knows
+    right = rag.check_citations(sentence.format(code="TP9999", time="23:59"), [FLIGHT[lang]])
+    assert [s.verdict for s in right.sentences] == ["supported"], right.summary()
+    for code, time, missing in [("TP9999", "22:59", ("22:59",)), ("TP9998", "23:59", ("TP9998",))]:
+        wrong = rag.check_citations(sentence.format(code=code, time=time), [FLIGHT[lang]])
+        assert [s.verdict for s in wrong.sentences] == ["unsupported"], wrong.summary()
+        assert wrong.sentences[0].missing_numbers == missing
+
+
+def test_a_code_is_a_fact_like_a_number():
+    c = rag.check_citations("Flight TP9998 to Lisbon leaves at 23:59 from gate 12 [1].", [FLIGHT["en"]])
+    assert [s.verdict for s in c.sentences] == ["unsupported"] and "TP9998 not in [1]" in c.summary()
+
+
+# (a note's number, a sentence's number that means the same) and (..., one that does not)
+SAME = [("93,5 °C", "93.5 °C"), ("93.5 °C", "93,5 °C"), ("1500 g", "1 500 g"), ("1500 g", "1\u202f500 g"),
+        ("1500 g", "1\u00a0500 g"), ("1500 g", "1\u2009500 g"), ("1 500 g", "1500 g"), ("1250 g", "1.250 g"),
+        ("1250 g", "1,250 g"), ("1.250 g, 93,5 °C", "1250 g"), ("1,250 g, 2.5 kg", "1250 g"),
+        ("16 g of water to 1 g", "1:16"), ("1:16", "1:16"), ("2026-03-05", "5 March 2026"),
+        ("2026-03-05", "March 5, 2026"), ("5 March 2026", "2026-03-05"), ("05.03.2026", "5 Mar 2026"),
+        ("2026-03-05", "2026年3月5日"), ("1,250.5 g", "1250.5 g"), ("1.250,5 g", "1250,5 g"),
+        ("2.50 m", "2.5 m"), ("1.250.000 g", "1,250,000 g"), ("Python 3.11.7", "Python 3.11.7"),
+        ("1.25 kg", "1,250 kg"), ("1,25 kg", "1.250 kg")]       # alone, 1,250 may be either
+DIFFERENT = [("93,5 °C", "935 °C", "935"), ("93.5 °C", "935 °C", "935"), ("1 500 g", "500 g", "500"),
+             ("1500 g", "150 g", "150"), ("1,250 g, 2.5 kg", "1.25 g", "1.25"),
+             ("1.250 g, 93,5 °C", "1.25 g", "1.25"), ("1:16 ratio, 15 g", "1:15", "1:15"),
+             ("2026-03-05", "6 March 2026", "6"), ("2026-03-05", "5 April 2026", "4"),
+             ("2026-03-05", "2026年4月5日", "4"), ("23:59", "22:59", "22:59"), ("Python 3.11.7", "Python 3.11.8", "3.11.8")]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("note, written", SAME)
+def test_a_number_written_another_way_is_the_same_number(lang, note, written):
+    sentence = {"en": f"The figure is {written} [1].", "zh": f"数值是 {written}【1】。"}[lang]
+    c = rag.check_citations(sentence, [f"The figure: {note}."])
+    assert c.sentences[0].missing_numbers == () and c.sentences[0].verdict != "unsupported", c.summary()
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("note, written, missing", DIFFERENT)
+def test_a_different_number_is_still_caught(lang, note, written, missing):
+    sentence = {"en": f"The figure is {written} [1].", "zh": f"数值是 {written}【1】。"}[lang]
+    c = rag.check_citations(sentence, [f"The figure: {note}."])
+    assert c.sentences[0].verdict == "unsupported" and missing in c.sentences[0].missing_numbers, c.summary()
+
+
+def test_a_number_of_thousands_of_digits_is_read_not_refused():
+    huge = "9" * 5000                     # int() refuses more than 4,300 digits
+    c = rag.check_citations(f"Road tyres take {huge},5 psi or 1 000.{huge} psi [1].", [f"{huge},5 psi"])
+    assert [s.verdict for s in c.sentences] == ["unsupported"]
+    assert c.sentences[0].missing_numbers == (f"1000.{huge}",)
