@@ -5245,8 +5245,10 @@ def numbers_in(text: str) -> set[str]:
 
     >>> sorted(numbers_in("1,500 g at 93.5 °C, a 1:16 ratio, v0.6 [2]"))
     ['0.6', '1', '1500', '16', '1:16', '93.5']
-    >>> sorted(numbers_in("93,5 °C, 1 500 g, 1.250 g on 5 March 2026")), numbers_in("1,250")
-    (['1250', '1500', '2026', '3', '5', '93.5'], {'1250', '1.25'})
+    >>> sorted(numbers_in("93,5 °C, 1 500 g, 1.250 g on 5 March 2026"))
+    ['1250', '1500', '2026', '3', '5', '93.5']
+    >>> sorted(numbers_in("1,250"))       # thousands, or a decimal comma: both readings
+    ['1.25', '1250']
     """
     return {v for n in read_numbers(text) for v in n.values + n.parts}
 
