@@ -104,7 +104,10 @@ def test_keys_yaml_reads_but_no_identifier_would_keep_the_front_matter(cli, tmp_
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert [s["source"] for s in result["sources"]] == ["2026-11-08.md"] and result["sources"][0]["tags"] == ["daily"]
-    assert not result["warnings"] and "mood" not in result["sources"][0]["text"]
+    text = result["sources"][0]["text"]
+    assert not result["warnings"] and "tags:" not in text and "daily" not in text     # read, not kept as YAML
+    assert text.startswith("mood:: ok\n\n\ndate (created): 2026-11-08\nweather today: rain\n📅: sunday\nfoo/bar: 1\n")
+    assert result["sources"][0]["start_line"] == 2                                   # each property on its own line
 
 
 def test_block_ids_stay_out_of_sources_and_citations_but_not_out_of_code(cli, tmp_path):
