@@ -1548,10 +1548,10 @@ def flat_text(value) -> str:
     return " ".join(value.split()) if isinstance(value, str) else ""
 
 
-def property_key(key: str | re.Match) -> str:
-    """A property's key as shown, from parse_front_matter()'s key or its line's YAML_KEY match:
-    no ": " in it ("key: value" is cut at the first), which only a quoted key could hold."""
-    return (key if isinstance(key, str) else yaml_key(key)).replace(": ", ":")
+def property_key(key: str) -> str:
+    """A property's key as shown: no ": " in it ("key: value" is cut at the first), which only a
+    quoted key could hold."""
+    return key.replace(": ", ":")
 
 
 def note_properties(fields_: dict) -> dict[str, str]:
@@ -1568,19 +1568,22 @@ def note_properties(fields_: dict) -> dict[str, str]:
 
 
 def front_matter_text(block: str, properties: dict[str, str]) -> str:
-    """The front matter `block` (the "---" lines too) as the note's text shows it: each property
-    as "key: value" on its key's line (the last, for a key given twice), every other line blank,
-    so that lines counted in the text still match the file and a source cites the line.
+    """The front matter `block` (the "---" lines too) as the note's text shows it: each of the
+    `properties` (note_properties) as "key: value" on its key's line (the last, for a key given
+    twice), the key as written there, every other line blank, so that lines counted in the text
+    still match the file and a source cites the line.
 
     >>> front_matter_text("---\\ntags: [a]\\nPhone: 1\\nwork:\\n  k: v\\n---\\n",
     ...                   {"phone": "1", "work": "k: v"})
-    '\\n\\nphone: 1\\nwork: k: v\\n\\n\\n'
+    '\\n\\nPhone: 1\\nwork: k: v\\n\\n\\n'
     """
     lines = block.split("\n")
-    at = {property_key(m): i for i, line in enumerate(lines) if (m := YAML_KEY.fullmatch(line))}
+    at = {property_key(yaml_key(m)): (i, m.group(1).strip().strip("\"'"))
+          for i, line in enumerate(lines) if (m := YAML_KEY.fullmatch(line))}
     shown = [""] * len(lines)
     for key, value in properties.items():
-        shown[at[key]] = f"{key}: {value}"
+        line, written = at[key]
+        shown[line] = f"{property_key(written)}: {value}"
     return "\n".join(shown)
 
 
@@ -1617,8 +1620,9 @@ def read_markdown(text: str) -> tuple[str, NoteMeta, str | None]:
     body, dropped = clean_markup(body)
     meta, said = meta_from(fields_, INLINE_TAG.findall(FENCE.sub("", body)), dropped)
     if properties := note_properties(fields_):
-        body = front_matter_text(m.group(), properties) + body
-        meta = meta._replace(properties=tuple(f"{k}: {v}" for k, v in properties.items()))
+        shown = front_matter_text(m.group(), properties)
+        body = shown + body
+        meta = meta._replace(properties=tuple(line for line in shown.split("\n") if line))
     return body, meta, "; ".join(problems + said) or None
 
 

@@ -106,7 +106,7 @@ def test_keys_yaml_reads_but_no_identifier_would_keep_the_front_matter(cli, tmp_
     assert [s["source"] for s in result["sources"]] == ["2026-11-08.md"] and result["sources"][0]["tags"] == ["daily"]
     text = result["sources"][0]["text"]
     assert not result["warnings"] and "tags:" not in text and "daily" not in text     # read, not kept as YAML
-    assert text.startswith("mood:: ok\n\n\ndate (created): 2026-11-08\nweather today: rain\n📅: sunday\nfoo/bar: 1\n")
+    assert text.startswith("mood:: ok\n\n\nDate (created): 2026-11-08\nWeather today: rain\n📅: sunday\nfoo/bar: 1\n")
     assert result["sources"][0]["start_line"] == 2                                   # each property on its own line
 
 
