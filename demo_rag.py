@@ -1429,7 +1429,8 @@ def parse_front_matter(block: str) -> dict[str, str | list[str] | dict] | None:
             path = [(i, k) for i, k in path if i < indent] + [(indent, yaml_key(leaf))]
             value = yaml_value(leaf.group(2) or "")
             if value and not BLOCK_SCALAR.fullmatch(str(value)):   # a mapping's key has none
-                fields_[key] = {**(fields_[key] or {}), ".".join(k for _, k in path): value}
+                leaves = fields_[key] = fields_[key] or {}
+                leaves[".".join(k for _, k in path)] = value
             nested = True
         elif line[:1] in " \t":
             nested = True                 # a list in a nested mapping, or a mapping

@@ -737,7 +737,7 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '    pairs = ()',
      ["tests/test_obsidian.py", "-k", "fact_kept or quirks or flow_mapping or before_properties or keys_yaml"]),
     ("a nested front matter mapping's leaves are passed over",
-     '                fields_[key] = {**(fields_[key] or {}), ".".join(k for _, k in path): value}',
+     '                leaves[".".join(k for _, k in path)] = value',
      '                pass',
      ["tests/test_obsidian.py", "-k", "fact_kept or quirks or flow_mapping or before_properties or keys_yaml"]),
     ("yaml double-quoted escapes are kept as written",
