@@ -672,7 +672,7 @@ EMBED_PROMPTS = [
      "https://huggingface.co/intfloat/multilingual-e5-small"),
 ]
 
-CACHE_FORMAT = 10                         # bump when the cache file's
+CACHE_FORMAT = 11                         # bump when the cache file's
                                           # layout changes (see upgraded())
 TOKENIZER_VERSION = 3                     # bump when tokenize() changes: a
                                           # cache's BM25 words are counted again
@@ -1262,6 +1262,8 @@ class NoteMeta(NamedTuple):
                                           # that is a date), "file name", "modified"
     description: str = ""                 # description: or summary:
     dropped: tuple[str, ...] = ()         # what embeds (![[...]]) named: taken out of the text
+    properties: tuple[str, ...] = ()      # the front matter's other keys, "key: value" each
+                                          # (note_properties), as the note's text shows them
 
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")  # front matter and Obsidian's
@@ -1294,38 +1296,108 @@ INLINE_TAG = re.compile(
 DATE_KEYS = ("date", "created", "updated")     # the first of these that holds a date dates the note
 DAY = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[T ][\d:.+-]*Z?)?")
 DAY_IN_NAME = re.compile(r"(?<!\d)\d{4}-\d{2}-\d{2}(?!\d)")
+# The front matter keys NoteMeta has a field for; every other key is one of the note's properties.
+READ_KEYS = ("title", "aliases", "alias", "tags", "tag", *DATE_KEYS, "description", "summary")
 
 
-def yaml_value(text: str) -> str | list[str]:
-    """One YAML value as text: quotes taken off, an inline [list] as a list, a trailing
-    # comment dropped, null as "".
+# YAML's escapes in a "double-quoted" string (\x, \u and \U take hex digits); any other stays
+# as written.
+YAML_ESCAPES = {"0": "\0", "a": "\a", "b": "\b", "t": "\t", "\t": "\t", "n": "\n", "v": "\v",
+                "f": "\f", "r": "\r", "e": "\x1b", " ": " ", '"': '"', "/": "/", "\\": "\\",
+                "N": "\x85", "_": "\xa0", "L": "\u2028", "P": "\u2029"}
+YAML_ESCAPE = re.compile(r"\\(x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|.)")
+QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"|\'((?:[^\']|\'\')*)\'')
+# Where a flow collection ([a, b] or {k: v}) nests or ends an item: a bracket, a comma, or a
+# quoted scalar (it may hold both), which starts an item or follows ": " ("it's" holds no quote).
+FLOW_TOKEN = re.compile(r"""(?:(?<=[\s,\[{:])|^)(?:"(?:[^"\\]|\\.)*+"|'(?:[^']|'')*+')|[\[\]{},]""")
+# An anchor (&base) or a tag (!!str) before a value names or types it: no part of it.
+YAML_PROPERTIES = re.compile(r"\A(?:[&!][^\s,\[\]{}]+(?:[ \t]+|\Z))+")
+YAML_ALIAS = re.compile(r"\*[^\s,\[\]{}]+")
+
+
+def yaml_unescape(text: str) -> str:
+    """The inside of a YAML double-quoted string as the text it stands for; a lone surrogate
+    (half of a JSON-style pair) becomes U+FFFD.
+
+    >>> yaml_unescape(r'say \\"hi\\" \\\\ C:\\\\tmp\\t\\u00e9 \\ud83d\\ude00 \\q')
+    'say "hi" \\\\ C:\\\\tmp\\té 😀 \\\\q'
+    """
+    def one(m: re.Match) -> str:
+        code = m.group(1)
+        if len(code) == 1:
+            return YAML_ESCAPES.get(code, m.group())
+        return chr(int(code[1:], 16)) if int(code[1:], 16) <= 0x10FFFF else m.group()
+    return YAML_ESCAPE.sub(one, text).encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def flow_items(inner: str) -> list[str]:
+    """The items of a flow collection (what is between its brackets), cut at its own commas:
+    not those in quotes or in a collection nested in it.
+
+    >>> flow_items("a, 'b, c', [d, e], {f: g, h: i}, it's, ")
+    ['a', "'b, c'", '[d, e]', '{f: g, h: i}', "it's"]
+    """
+    items, depth, start = [], 0, 0
+    for m in FLOW_TOKEN.finditer(inner):
+        token = m.group()
+        if token in ("[", "{"):
+            depth += 1
+        elif token in ("]", "}"):
+            depth -= 1
+        elif token == "," and depth == 0:
+            items.append(inner[start:m.start()])
+            start = m.end()
+    return [item.strip() for item in [*items, inner[start:]] if item.strip()]
+
+
+def yaml_value(text: str) -> str | list[str] | dict:
+    """One YAML value: quotes taken off (with a double-quoted string's escapes), an inline [list]
+    as a list of its texts, an inline {mapping} as a dict (YAML writes a set so: {a, b}), a
+    trailing # comment dropped; null, and an alias (*base: a reference to an anchor, not
+    followed), as "". An anchor (&base) or a tag (!!str) before a value is taken off.
 
     >>> [yaml_value(v) for v in ("'it''s'", "[a, 'b, c', \\"d\\"]", "2026 # year", "~")]
     ["it's", ['a', 'b, c', 'd'], '2026', '']
+    >>> [yaml_value(v) for v in (r'"a \\"b\\" c\\\\d"', "{garden: true, b}", "*base", "&b x")]
+    ['a "b" c\\\\d', {'garden': 'true', 'b': ''}, '', 'x']
     """
-    text = text.strip()
-    if text[:1] in "\"'" and (m := re.match(r'"((?:[^"\\\\]|\\\\.)*)"|\'((?:[^\']|\'\')*)\'',
-                                            text)):
-        return (m.group(1).replace('\\"', '"') if m.group(1) is not None
+    text = YAML_PROPERTIES.sub("", text.strip())
+    if m := QUOTED.match(text):
+        return (yaml_unescape(m.group(1)) if m.group(1) is not None
                 else m.group(2).replace("''", "'"))
     if text.startswith("[") and text.endswith("]"):
-        items = re.findall(r'\s*("(?:[^"\\\\]|\\\\.)*"|\'(?:[^\']|\'\')*\'|[^,]*)\s*(?:,|$)',
-                           text[1:-1])
-        return [v for v in (yaml_value(i) for i in items if i.strip()) if isinstance(v, str) and v]
+        return [v for v in map(yaml_value, flow_items(text[1:-1])) if isinstance(v, str) and v]
+    if text.startswith("{") and text.endswith("}"):
+        pairs = {}
+        for item in flow_items(text[1:-1]):
+            quoted = QUOTED.match(item)
+            at = quoted.end() if quoted else 0
+            key, sep, value = item[at:].partition(": ")
+            key = yaml_value(item[:at] + (key[:-1] if not sep and key.endswith(":") else key))
+            if isinstance(key, str) and key:
+                pairs[key] = yaml_value(value)
+        return pairs
     text = re.sub(r"(?:^|[ \t])#.*", "", text).strip()
-    return "" if text in ("~", "null", "Null", "NULL") else text
+    return "" if text in ("~", "null", "Null", "NULL") or YAML_ALIAS.fullmatch(text) else text
 
 
-def parse_front_matter(block: str) -> dict[str, str | list[str]] | None:
+def yaml_key(m: re.Match) -> str:
+    """A top-level key as parse_front_matter() files it (YAML_KEY's match): unquoted, lower-case."""
+    return m.group(1).strip().strip("\"'").lower()
+
+
+def parse_front_matter(block: str) -> dict[str, str | list[str] | dict] | None:
     """Front matter's top-level keys, read without a YAML library: `key: value`, lists inline
-    ([a, b]) or as "- item" lines, quoted strings, # comments, | and > blocks (joined into one
-    line); nested mappings are passed over, and of a key given twice the last counts. None if a
-    line is none of these, or no key reads as a name (NAME_KEY: "Landlord (Tue 5/3): bring the
-    lease" alone is prose): then the block is no front matter.
+    ([a, b]) or as "- item" lines, mappings inline ({k: v}) or indented under their key (their
+    scalar leaves, by their path: {"phone.work": ...}), quoted strings, # comments, | and >
+    blocks (joined into one line); of a key given twice the last counts. None if a line is none
+    of these, or no key reads as a name (NAME_KEY: "Landlord (Tue 5/3): bring the lease" alone
+    is prose): then the block is no front matter.
 
     >>> parse_front_matter('title: "A: b" # c\\ntags:\\n  - x\\n  - "y z"\\n'
-    ...                    'aliases: [one, \\'two, 2\\']\\nm:\\n  k: 1\\n')
-    {'title': 'A: b', 'tags': ['x', 'y z'], 'aliases': ['one', 'two, 2'], 'm': ''}
+    ...                    'aliases: [one, \\'two, 2\\']\\nm:\\n  k: 1\\n  n:\\n    o: p\\n')
+    {'title': 'A: b', 'tags': ['x', 'y z'], 'aliases': ['one', 'two, 2'],
+     'm': {'k': '1', 'n.o': 'p'}}
     >>> parse_front_matter("Meeting with the landlord\\nThe deposit is 2400 euros.") is None
     True
     >>> parse_front_matter('mood:: ok\\nDate (created): 2026-01-02\\n"My key": v\\n📅: x\\n'
@@ -1334,14 +1406,14 @@ def parse_front_matter(block: str) -> dict[str, str | list[str]] | None:
     >>> parse_front_matter("Landlord (Tue 5/3): bring the lease, ask about the boiler") is None
     True
     """
-    fields_: dict[str, str | list[str]] = {}
+    fields_: dict[str, str | list[str] | dict] = {}
     key, block_lines, nested = None, None, False
+    path: list[tuple[int, str]] = []      # the nested keys (their indents) above the line read
     for line in block.split("\n"):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         if m := YAML_KEY.fullmatch(line):
-            key, value, nested = m.group(1).strip().strip("\"'").lower(), (m.group(2)
-                                                                           or "").strip(), False
+            key, value, nested, path = yaml_key(m), (m.group(2) or "").strip(), False, []
             block_lines = [] if BLOCK_SCALAR.fullmatch(value) else None
             fields_[key] = "" if block_lines is not None else yaml_value(value)
         elif key is None:
@@ -1354,8 +1426,18 @@ def parse_front_matter(block: str) -> dict[str, str | list[str]] | None:
                                                                                 list)):
             value = yaml_value(item.group(1) or "")
             fields_[key] = [*(fields_[key] or []), *([value] if isinstance(value, str) else value)]
+        elif line[:1] in " \t" and (leaf := YAML_KEY.fullmatch(line.lstrip(" \t"))) \
+                and (fields_[key] == "" or isinstance(fields_[key], dict)):
+            indent = len(line) - len(line.lstrip(" \t"))
+            path = [(i, k) for i, k in path if i < indent] + [(indent, yaml_key(leaf))]
+            value = yaml_value(leaf.group(2) or "")
+            if value and not BLOCK_SCALAR.fullmatch(str(value)):   # a mapping's key has none
+                leaves = fields_[key] = fields_[key] or {}
+                leaves[".".join(k for _, k in path)] = value
+            nested = True
         elif line[:1] in " \t":
-            nested = True                 # a nested mapping's line: passed over
+            nested = True                 # a list in a nested mapping, or a mapping
+                                          # under a scalar: passed over
         else:
             return None
     return fields_ if any(NAME_KEY.fullmatch(k) for k in fields_) else None
@@ -1375,8 +1457,9 @@ def iso_day(text: str) -> str | None:
 
 def meta_from(fields_: dict, inline_tags: list[str],
               dropped: tuple[str, ...]) -> tuple[NoteMeta, list[str]]:
-    """A NoteMeta from parsed front matter (unknown keys ignored), the inline #tags and the
-    embeds dropped, and what to warn of (a date that is no date).
+    """A NoteMeta from parsed front matter (the keys in READ_KEYS; note_properties() takes the
+    others), the inline #tags and the embeds dropped, and what to warn of (a date that is no
+    date). Of a {mapping}, the keys count: `tags: {garden: true}` tags the note #garden.
 
     >>> meta, said = meta_from({"tags": "a, #b/c", "aliases": None, "created": "2026-13-45",
     ...                         "updated": "2026-02-03"}, ["a"], ())
@@ -1385,7 +1468,7 @@ def meta_from(fields_: dict, inline_tags: list[str],
      ["front matter created: '2026-13-45' is no date like 2026-01-15; ignored"])
     """
     def texts(value, split: str = ",") -> list[str]:
-        values = (value if isinstance(value, list)
+        values = (value if isinstance(value, list) else list(value) if isinstance(value, dict)
                   else re.split(split, value) if isinstance(value, str) else [])
         return [" ".join(v.split()) for v in values if v.strip()]
 
@@ -1456,9 +1539,63 @@ def clean_markup(text: str) -> tuple[str, tuple[str, ...]]:
     return drop_block_ids(text), tuple(d for d in dict.fromkeys(dropped) if d)
 
 
+def flat_text(value) -> str:
+    """A front matter value as one line of text: a list's items, a mapping's `key: value`s.
+
+    >>> flat_text(["a", "b"]), flat_text({"work": "+44 1", "home": ["2", "3"], "x": ""})
+    ('a, b', 'work: +44 1, home: 2, 3, x')
+    """
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {flat_text(v)}" if flat_text(v) else k for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(filter(None, map(flat_text, value)))
+    return " ".join(value.split()) if isinstance(value, str) else ""
+
+
+def property_key(key: str) -> str:
+    """A property's key as shown: no ": " in it ("key: value" is cut at the first), which only a
+    quoted key could hold."""
+    return key.replace(": ", ":")
+
+
+def note_properties(fields_: dict) -> dict[str, str]:
+    """The front matter's properties, the keys NoteMeta has no field for (READ_KEYS), as text:
+    key -> its value in one line, its markup cleaned (a link property "[[Acme]]" reads Acme).
+    Obsidian users keep facts there (`phone:`, `company:`); a key with no value is left out.
+
+    >>> note_properties({"title": "T", "company": "[[Zanzibarco]]", "phone": "+44 20", "x": ""})
+    {'company': 'Zanzibarco', 'phone': '+44 20'}
+    """
+    shown = {property_key(key): " ".join(clean_markup(flat_text(value))[0].split())
+             for key, value in fields_.items() if key not in READ_KEYS}
+    return {key: value for key, value in shown.items() if value}
+
+
+def front_matter_text(block: str, properties: dict[str, str]) -> str:
+    """The front matter `block` (the "---" lines too) as the note's text shows it: each of the
+    `properties` (note_properties) as "key: value" on its key's line (the last, for a key given
+    twice), the key as written there, every other line blank, so that lines counted in the text
+    still match the file and a source cites the line.
+
+    >>> front_matter_text("---\\ntags: [a]\\nPhone: 1\\nwork:\\n  k: v\\n---\\n",
+    ...                   {"phone": "1", "work": "k: v"})
+    '\\n\\nPhone: 1\\nwork: k: v\\n\\n\\n'
+    """
+    lines = block.split("\n")
+    at = {property_key(yaml_key(m)): (i, m.group(1).strip().strip("\"'"))
+          for i, line in enumerate(lines) if (m := YAML_KEY.fullmatch(line))}
+    shown = [""] * len(lines)
+    for key, value in properties.items():
+        line, written = at[key]
+        shown[line] = f"{property_key(written)}: {value}"
+    return "\n".join(shown)
+
+
 def read_markdown(text: str) -> tuple[str, NoteMeta, str | None]:
-    """A Markdown note's text without its front matter and with Obsidian's markup as a reader
-    sees it (clean_markup), what the note says of itself, and a warning or None.
+    """A Markdown note's text with Obsidian's markup as a reader sees it (clean_markup), what
+    the note says of itself, and a warning or None. Of its front matter, the text keeps the
+    properties only, each on its own line (front_matter_text): searched, embedded and quoted
+    with the rest; title, aliases, tags, dates and description go to the NoteMeta alone.
 
     Front matter is a block at the very top, between "---" lines, whose lines are YAML keys
     (parse_front_matter); anything else there (a horizontal rule, prose) stays text, and so does
@@ -1468,6 +1605,9 @@ def read_markdown(text: str) -> tuple[str, NoteMeta, str | None]:
     >>> body, meta, _ = read_markdown(note)
     >>> body, meta.aliases, meta.tags
     ('See the keys #todo', ('Hotkeys',), ('work', 'todo'))
+    >>> body, meta, _ = read_markdown("---\\ntags: [a]\\nphone: '+44 20'\\n---\\nCall #b")
+    >>> body, meta.tags, meta.properties
+    ('\\n\\nphone: +44 20\\n\\nCall #b', ('a', 'b'), ('phone: +44 20',))
     >>> read_markdown("---\\nMeeting with the landlord\\nThe deposit is 2400 euros.\\n---\\n")[0]
     '---\\nMeeting with the landlord\\nThe deposit is 2400 euros.\\n---\\n'
     """
@@ -1483,6 +1623,10 @@ def read_markdown(text: str) -> tuple[str, NoteMeta, str | None]:
             problems.append("its front matter does not parse as YAML keys: read as text")
     body, dropped = clean_markup(body)
     meta, said = meta_from(fields_, INLINE_TAG.findall(FENCE.sub("", body)), dropped)
+    if properties := note_properties(fields_):
+        shown = front_matter_text(m.group(), properties)
+        body = shown + body
+        meta = meta._replace(properties=tuple(line for line in shown.split("\n") if line))
     return body, meta, "; ".join(problems + said) or None
 
 
@@ -3253,7 +3397,7 @@ def read_header(path: Path) -> dict | None:
 
 
 # Older cache formats whose vectors are worth keeping: upgraded() fills in what they lack.
-UPGRADABLE = (5, 9)
+UPGRADABLE = (5, 9, 10)
 FIRST_WITH_HEADER = 9                     # from this format on, a cache file starts with its header
 
 
@@ -3327,9 +3471,10 @@ def upgraded(d: dict) -> dict:
     """An older cache's fields in this version's layout, every vector kept. What it did not
     record is left for the next update to find out, and an empty fingerprint makes that
     update happen: each text note is read once (lines_known: the lines its chunks start on, what
-    it says of itself and its cleaned text were not kept), and a chunk whose text is the same
-    reuses its vector. Its skipped notes are read once (a stub was a note under 50 characters,
-    headings counted; a format 5 cache's reasons had no kind). A format 5 cache's notes are hashed
+    it says of itself and its cleaned text were not kept; before format 11, its front matter's
+    properties were not text), and a chunk whose text is the same reuses its vector. Its skipped
+    notes are read once (a stub was a note under 50 characters, headings counted; a format 5
+    cache's reasons had no kind). A format 5 cache's notes are hashed
     once (their records have no ctime or inode: -1 matches none), and the model's build is taken
     to be the one Ollama runs now."""
     chunks = check(d["chunks"], dict, "chunks")
@@ -6205,6 +6350,8 @@ def open_for_mode(args: argparse.Namespace, settings: Settings, client: ollama.C
 
 # ----------------------------------------------------------------------------
 # Showing sources: each cited by its passage, over a one-line preview, a link on a terminal.
+JSON_PROPERTY_CHARS = 300                 # --json shows this much of a front matter
+                                          # property's value: a pasted blob stays short
 
 
 def preview(text: str, width: int = 72, terms: Iterable[tuple[str, float]] = ()) -> str:
@@ -6295,14 +6442,27 @@ def print_hits(hits: list[Hit], lexical_only: bool, terms: list[tuple[str, float
     print()
 
 
+def properties_json(card: NoteMeta) -> dict[str, str]:
+    """A note's front matter properties as --json shows them: key -> text, each value cut to
+    JSON_PROPERTY_CHARS (the whole of it is in the note's text).
+
+    >>> properties_json(NoteMeta(properties=("phone: +44 20", "contact: email: a@b.c")))
+    {'phone': '+44 20', 'contact': 'email: a@b.c'}
+    """
+    pairs = (p.partition(": ")[::2] for p in card.properties)
+    return {k: v if len(v) <= JSON_PROPERTY_CHARS else v[:JSON_PROPERTY_CHARS - 1] + "…"
+            for k, v in pairs}
+
+
 def hit_json(h: Hit, terms: Iterable[tuple[str, float]] = (), card: NoteMeta | None = None) -> dict:
     """One source as --json shows it: the chunk (its heading is where it starts, its lines from
     start_line to end_line), the passage the search's `terms` matched (its line and section), and
-    what its note says of itself (note_card()) when given."""
+    what its note says of itself (note_card(), its properties too) when given."""
     p = locate_passage(h.chunk, terms)
     about = {} if card is None else {"title": card.title, "aliases": list(card.aliases),
                                      "tags": list(card.tags), "date": card.date,
-                                     "dated_by": card.dated_by}
+                                     "dated_by": card.dated_by,
+                                     "properties": properties_json(card)}
     return {"rank": h.rank, "source": h.chunk.source, "heading": h.chunk.heading,
             "page": h.chunk.page, "start_line": p.start_line, "end_line": p.end_line,
             "line": p.line, "section": p.heading, **about, "score": round(h.score, 4),
@@ -6582,9 +6742,9 @@ def what_the_note_says(card: NoteMeta) -> str:
     """--explain's account of what was read from a note besides its text (note_card()).
 
     >>> what_the_note_says(NoteMeta("Trip", ("Reise",), ("travel",), "2026-03-01", "file name",
-    ...                             "", ("map.png",)))
-    'title Trip, aliases Reise, tags #travel, dated 2026-03-01 (by its file name), embeds dropped:
-     map.png'
+    ...                             "", ("map.png",), ("hotel: Lapa", "nights: 5")))
+    'title Trip, aliases Reise, tags #travel, dated 2026-03-01 (by its file name), properties
+     hotel, nights, embeds dropped: map.png'
     """
     by = {"file name": "by its file name", "modified": "the day it was modified"}.get(
         card.dated_by, f"its front matter's {card.dated_by}")
@@ -6592,6 +6752,8 @@ def what_the_note_says(card: NoteMeta) -> str:
              card.tags and f"tags {' '.join('#' + t for t in card.tags)}",
              card.date and f"dated {card.date} ({by})",
              card.description and f"description {card.description!r}",
+             card.properties and "properties "
+             + ", ".join(p.partition(": ")[0] for p in card.properties),
              card.dropped and f"embeds dropped: {', '.join(card.dropped)}"]
     return ", ".join(part for part in parts if part)
 

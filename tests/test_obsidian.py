@@ -104,7 +104,10 @@ def test_keys_yaml_reads_but_no_identifier_would_keep_the_front_matter(cli, tmp_
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert [s["source"] for s in result["sources"]] == ["2026-11-08.md"] and result["sources"][0]["tags"] == ["daily"]
-    assert not result["warnings"] and "mood" not in result["sources"][0]["text"]
+    text = result["sources"][0]["text"]
+    assert not result["warnings"] and "tags:" not in text and "daily" not in text     # read, not kept as YAML
+    assert text.startswith("mood:: ok\n\n\nDate (created): 2026-11-08\nWeather today: rain\n📅: sunday\nfoo/bar: 1\n")
+    assert result["sources"][0]["start_line"] == 2                                   # each property on its own line
 
 
 def test_block_ids_stay_out_of_sources_and_citations_but_not_out_of_code(cli, tmp_path):
@@ -290,3 +293,91 @@ def test_front_matter_rules_take_linear_time_on_hostile_notes(text):
     assert rag.strip_front_matter(text) == text         # no front matter: nothing dropped
     assert rag.read_markdown(text)[0] == text
     assert time.perf_counter() - t0 < 5                 # a backtracking regex takes hours here
+
+
+def test_a_fact_kept_in_a_property_answers_the_question(cli, server, tmp_path):
+    # Obsidian users keep facts in properties: the supplier's phone is nowhere in its text.
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    supplier = ('---\ncompany: Zanzibarco\nphone: "+44 20 7946 0958"\ntags: [supplier]\ncontact:\n'
+                '  email: "orders@zanzibarco.example"\nup: "[[Suppliers]]"\n---\n# Tiles\n\n'
+                f"We order the blue tiles here; delivery takes two weeks. {PAD}\n")
+    (vault / "Tiles.md").write_text(supplier, encoding="utf-8")
+    (vault / "Plumber.md").write_text(f"# Plumber\n\nThe plumber's number is on the fridge. {PAD}\n")
+    (vault / "Garden.md").write_text(f"# Garden\n\nWater the basil every morning in summer. {PAD}\n")
+    out = cli("Zanzibarco phone number", "--notes", vault, "--json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["status"] == "answered" and result["found"], (result["status"], result["answer"])
+    top = result["sources"][0]
+    assert top["source"] == "Tiles.md"
+    assert top["properties"] == {"company": "Zanzibarco", "phone": "+44 20 7946 0958",
+                                 "contact": "email: orders@zanzibarco.example", "up": "Suppliers"}
+    assert top["tags"] == ["supplier"] and "tags:" not in top["text"] and "---" not in top["text"]
+    assert top["text"].startswith("company: Zanzibarco\nphone: +44 20 7946 0958\n\ncontact: email: "
+                                  "orders@zanzibarco.example\n\nup: Suppliers\n\n# Tiles\n")
+    lines = supplier.split("\n")                     # each property cited by its own line in the file
+    assert top["start_line"] == 2 and lines[top["line"] - 1].startswith(("company:", "phone:")), top
+    (prompt,) = [b["messages"][-1]["content"] for b in server.of("/api/chat")]
+    assert "> phone: +44 20 7946 0958" in prompt      # the chat model reads it in the source
+    embedded = [t for b in server.of("/api/embed") for t in b["input"]]
+    assert any("phone: +44 20 7946 0958" in t for t in embedded)
+
+
+@pytest.mark.parametrize("front, field, want", [
+    ('title: "Say \\"hi\\" to C:\\\\tmp"', "title", 'Say "hi" to C:\\tmp'),     # YAML's \" and \\
+    ('title: "caf\\u00e9\\tbar"', "title", "café bar"),
+    ('title: "one\\ntwo" # a comment', "title", "one two"),                      # a line break, one line
+    ("tags: {garden: true, 'big tree': yes}", "tags", ["garden", "big tree"]),    # a mapping's keys
+    ("tags: [a, {b: 1}, [c], *ref]", "tags", ["a"]),                             # no junk, no reference
+    ("base: &names [Kew, Wisley]\naliases: *names", "aliases", []),              # an alias is no value
+    ("aliases: &one Kew Gardens", "aliases", ["Kew Gardens"]),                   # an anchor is no part of it
+])
+def test_yaml_quirks_in_front_matter_read_as_yaml_means_them(tmp_path, front, field, want):
+    note = tmp_path / "n.md"
+    note.write_text(f"---\n{front}\n---\nThe greenhouse needs shading paint by May. {PAD}\n", encoding="utf-8")
+    (section,), warning = rag.read_text(note)
+    got = getattr(section.meta, field)
+    assert (list(got) if isinstance(got, tuple) else got) == want and warning is None
+    assert "*" not in section.text and "&" not in section.text and "{" not in section.text, section.text
+
+
+def test_a_flow_mapping_of_tags_is_filtered_by_its_keys(cli, tmp_path):
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "shade.md").write_text(f"---\ntags: {{garden: true}}\n---\nThe greenhouse needs shading paint. {PAD}\n")
+    (vault / "other.md").write_text(f"# Other\n\nThe greenhouse door sticks in winter. {PAD}\n")
+    out = cli("What does the greenhouse need?", "--notes", vault, "--retrieve-only", "--json", "--tag", "garden")
+    assert sources(out) == ["shade.md"]
+    assert json.loads(out.stdout)["sources"][0]["tags"] == ["garden"]
+
+
+def test_a_cache_from_before_properties_were_text_reads_its_notes_again(cli, server, tmp_path, monkeypatch):
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "Tiles.md").write_text(f"---\ncompany: Zanzibarco\ntags: [tiles]\n---\nBlue tiles, two weeks. {PAD}\n")
+    (vault / "Garden.md").write_text(f"# Garden\n\nWater the basil every morning in summer. {PAD}\n")
+    # The index as format 10 built it, properties not read, in a format 10 file.
+    monkeypatch.setattr(rag, "note_properties", lambda fields_: {}, raising=False)
+    index, _ = rag.open_index(rag.Settings(notes_dir=vault, cache_dir=cli.cache), rag.ollama_client())
+    monkeypatch.undo()
+    assert not any("Zanzibarco" in c.text for c in index.chunks)
+    (path,) = cli.cache.glob(f"*.v{rag.CACHE_FORMAT}.pkl")
+    body = rag.index_to_dict(index)
+    header = {k: body.pop(k) for k in rag.HEADER_KEYS}
+    header["format"] = 10
+
+    def rest(f):
+        rag.pickle.dump(body, f, protocol=rag.pickle.HIGHEST_PROTOCOL)
+        f.write(bytes(-f.tell() % rag.VECTOR_ALIGN))
+        f.write(np.ascontiguousarray(index.vectors, dtype=rag.DISK_VECTORS).data)
+    path.unlink()
+    rag.save_cache(path.with_name(path.name.replace(f".v{rag.CACHE_FORMAT}.", ".v10.")), header, then=rest)
+    embeds = len(server.of("/api/embed"))
+    out = cli("Which company sells the tiles? Zanzibarco", "--notes", vault, "--retrieve-only", "--json")
+    assert out.returncode == 0, out.stderr
+    top = json.loads(out.stdout)["sources"][0]
+    assert top["source"] == "Tiles.md" and top["text"].startswith("company: Zanzibarco\n"), top
+    assert top["properties"] == {"company": "Zanzibarco"} and top["tags"] == ["tiles"]
+    again = [t for b in server.of("/api/embed")[embeds:] for t in b["input"]]
+    assert not any("basil" in t for t in again), again      # the note without properties keeps its vector
