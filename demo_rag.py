@@ -7328,19 +7328,44 @@ def read_log_file(path: Path) -> bytes:
         return f.read(2 * GAP_LOG_MAX_MB * 2**20)
 
 
+# An entry's fields and the types they must have (type(None): it may be null); the first four
+# every entry has. A line of another shape is no entry of ours, however it came to be.
+GAP_FIELDS = {"time": (str,), "question": (str,), "notes": (str,), "why": (str,),
+              "asked": (str,), "language": (str,), "via": (str,), "confidence": (int, float),
+              "floor": (int, float), "sources": (list,), "filters": (dict,), "vector": (dict,)}
+GAP_SOURCE_FIELDS = {"source": (str,), "heading": (str, type(None)),
+                     "score": (int, float)}
+
+
+def has_shape(d: dict, fields: dict[str, tuple[type, ...]], required: int) -> bool:
+    """Do `d`'s fields among `fields` have their types, the first `required` of them present?
+    (True is no number, though Python's bool is an int.)
+
+    >>> has_shape({"source": "a.md", "heading": ["# A"]}, GAP_SOURCE_FIELDS, 1)
+    False
+    """
+    return all(k in d for k in itertools.islice(fields, required)) and all(
+        isinstance(d[k], types) and not isinstance(d[k], bool)
+        for k, types in fields.items() if k in d)
+
+
 def gap_from_line(line: bytes) -> dict | str | None:
     """One line of the log as an entry (its question at most GAP_QUESTION_CHARS), "other version"
-    for an entry of another log format, None for a line that is no entry."""
+    for an entry of another log format, None for a line that is no entry: not JSON (or nested
+    past what the parser can follow), a field not of its type (GAP_FIELDS), a question that is no
+    text (a lone surrogate, which no embedding request can carry)."""
     try:
         entry = json.loads(line.decode("utf-8", "replace"))
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(entry, dict) or "v" not in entry:
         return None
     if entry["v"] != GAP_LOG_VERSION:
         return "other version"
-    if not (isinstance(entry.get("question"), str) and entry["question"].strip()
-            and all(isinstance(entry.get(k), str) for k in ("time", "notes", "why"))):
+    if not (has_shape(entry, GAP_FIELDS, 4) and entry["question"].strip()
+            and is_text(entry["question"])          # as every question asked is
+            and all(isinstance(s, dict) and has_shape(s, GAP_SOURCE_FIELDS, 1)
+                    for s in entry.get("sources", []))):
         return None
     try:                                  # --gaps --since and relative filters go by it
         time.strptime(entry["time"], GAP_TIME)
@@ -7348,11 +7373,8 @@ def gap_from_line(line: bytes) -> dict | str | None:
         return None
     if len(entry["time"]) != len("2026-01-02T03:04:05Z"):   # strptime takes "2026-1-2T3:4:5Z" too
         return None
-    sources = entry.get("sources")
     return {**entry, "question": entry["question"][:GAP_QUESTION_CHARS],
-            "sources": [s for s in sources if isinstance(s, dict)
-                        and isinstance(s.get("source"), str)]
-            if isinstance(sources, list) else []}
+            "sources": entry.get("sources", [])}
 
 
 def read_gaps(path: Path) -> tuple[list[dict], list[str]]:
@@ -7641,19 +7663,17 @@ def gaps_to_eval(path: Path, groups: list[dict]) -> dict:
 
 
 def clear_gaps(path: Path, as_json: bool) -> int:
-    """--gaps --clear: delete the gap log (every notes folder's questions in it) and say how many
-    went."""
+    """--gaps --clear: delete the gap log (every notes folder's questions in it) and say which
+    files went. Not a byte of them is read: a log too damaged to read must still go."""
     files = [p for p in (path, path.with_name(GAP_LOG_OLD)) if p.exists() or p.is_symlink()]
-    entries, _ = read_gap_log(path)
     for p in files:
         try:
             p.unlink()
         except OSError as e:
             raise UsageError(f"error: cannot delete the gap log {p}: {e.strerror or e}") from None
-    said = (f"deleted the gap log: {len(entries)} question(s), of every notes folder ({path})"
-            if files
-            else f"no gap log to delete in {path.parent}")
-    result = {"log": str(path), "deleted": len(entries), "note": said}
+    said = (f"deleted the gap log, every notes folder's questions: {', '.join(map(str, files))}"
+            if files else f"no gap log to delete in {path.parent}")
+    result = {"log": str(path), "deleted_files": [str(p) for p in files], "note": said}
     print(json.dumps(result, ensure_ascii=False, indent=2) if as_json else said)
     return EXIT_OK
 

@@ -724,6 +724,24 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '        fences = ANY_FENCE.finditer(text)\n        fence = next(fences, None)\n'
      '        while fence and fence.end() <= m.start():\n            fence = next(fences, None)\n',
      ["tests/test_obsidian.py", "-k", "linear_time_among"]),
+    ("gap log: a line nested too deep for the parser is let through (RecursionError)",
+     '    except (ValueError, RecursionError):\n        return None\n    if not isinstance(entry, dict)',
+     '    except ValueError:\n        return None\n    if not isinstance(entry, dict)',
+     ["tests/test_gaps.py", "-k", "wrong_shape"]),
+    ("gap log: a source's fields are not checked (a heading that is a list crashes --gaps)",
+     '            and all(isinstance(s, dict) and has_shape(s, GAP_SOURCE_FIELDS, 1)\n',
+     '            and all(isinstance(s, dict) and "source" in s\n',
+     ["tests/test_gaps.py", "-k", "wrong_shape"]),
+    ("gap log: an entry's field types are not checked",
+     '    if not (has_shape(entry, GAP_FIELDS, 4) and entry["question"].strip()',
+     '    if not (has_shape(entry, dict.fromkeys(list(GAP_FIELDS)[:4], (str,)), 4)\n'
+     '            and entry["question"].strip()',
+     ["tests/test_gaps.py", "-k", "wrong_shape"]),
+    ("gap log: --gaps --clear reads the log before deleting it",
+     '    files = [p for p in (path, path.with_name(GAP_LOG_OLD)) if p.exists() or p.is_symlink()]\n',
+     '    read_gap_log(path)\n'
+     '    files = [p for p in (path, path.with_name(GAP_LOG_OLD)) if p.exists() or p.is_symlink()]\n',
+     ["tests/test_gaps.py", "-k", "reads_nothing or wrong_shape"]),
 ]
 
 
