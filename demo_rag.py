@@ -7903,8 +7903,11 @@ def source_line(r: Retrieval, hit: Hit) -> str:
 
 
 def tool_result(text: str, structured: dict | None = None, error: bool = False) -> dict:
-    """A tools/call result: a text block for people and models, the same as JSON for programs."""
-    result = {"content": [{"type": "text", "text": text}], "isError": error}
+    """A tools/call result: a text block for people and models, its control characters escaped
+    as the terminal's are (a client may print it: a note's ESC ] 52 writes to the clipboard), and
+    the same as JSON for programs, exact as --json is when read back."""
+    result = {"content": [{"type": "text", "text": text.translate(CONTROL_ESCAPES)}],
+              "isError": error}
     return result if structured is None else {**result, "structuredContent": structured}
 
 

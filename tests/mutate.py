@@ -742,6 +742,10 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '    read_gap_log(path)\n'
      '    files = [p for p in (path, path.with_name(GAP_LOG_OLD)) if p.exists() or p.is_symlink()]\n',
      ["tests/test_gaps.py", "-k", "reads_nothing or wrong_shape"]),
+    ("mcp: a tool's text block carries a note's control characters raw (ESC ] 52, C1 CSI)",
+     '    result = {"content": [{"type": "text", "text": text.translate(CONTROL_ESCAPES)}],',
+     '    result = {"content": [{"type": "text", "text": text}],',
+     ["tests/test_mcp.py", "-k", "control_characters"]),
 ]
 
 

@@ -334,6 +334,34 @@ def test_ask_notes_answers_with_its_sources_and_says_not_found(mcp):
     assert m.close()[0] == 0
 
 
+CLIPBOARD = "\x1b]52;c;cHduZWQ=\x07"          # a terminal that obeys it puts "pwned" on the clipboard
+CSI = "\x9b2J"                                # C1's CSI: clears the screen on some terminals
+
+
+def test_every_tool_s_text_escapes_a_note_s_control_characters_and_its_json_keeps_them(mcp, server, notes):
+    """The text block is shown to people (a client may print it): the control characters in it are
+    escaped, as the command line's output escapes them. structuredContent is data: the exact text."""
+    (notes / "kites.md").write_text(f"# Kites {CLIPBOARD}\n\nA kite flies on a long string in strong wind, "
+                                    f"{CLIPBOARD} and {CSI} the kite string holds.\n", encoding="utf-8")
+    (notes / f"clip{CLIPBOARD}.md").write_text(f"# Clip\n\nThe kite string {CSI} note about kites in wind.\n",
+                                               encoding="utf-8")
+    server.answer = f"A kite flies on a long string {CLIPBOARD}{CSI} [1]."
+    m = mcp()
+    found = m.call("search_notes", query="kite string in strong wind")
+    read = m.call("read_note", path="kites.md")
+    asked = m.call("ask_notes", question="How does a kite fly in strong wind?")
+    for r in (found, read, asked):
+        text = r["content"][0]["text"]
+        assert r["isError"] is False and "\\u001b]52;c;cHduZWQ=\\u0007" in text, text
+        assert not set(text) & set(map(chr, rag.CONTROL_ESCAPES)), text   # no ESC, BEL, CSI, ...
+    assert "\\u009b2J" in found["content"][0]["text"] + asked["content"][0]["text"]
+    assert any(s["path"] == "kites.md" and CLIPBOARD in s["text"] and CSI in s["text"]     # the exact text
+               for s in found["structuredContent"]["sources"])
+    assert read["structuredContent"]["text"] == (notes / "kites.md").read_text(encoding="utf-8").rstrip("\n")
+    assert asked["structuredContent"]["answer"] == server.answer
+    assert m.close()[0] == 0
+
+
 def test_search_and_ask_take_the_command_line_s_tag_and_date_filters(mcp, tmp_path):
     vault = tmp_path / "vault"
     (vault / "daily").mkdir(parents=True)
