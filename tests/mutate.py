@@ -746,6 +746,28 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '    result = {"content": [{"type": "text", "text": text.translate(CONTROL_ESCAPES)}],',
      '    result = {"content": [{"type": "text", "text": text}],',
      ["tests/test_mcp.py", "-k", "control_characters"]),
+    ("gap log: ask_notes' questions are not marked as asked through MCP",
+     '                         keywords_because=self.report.embed_error, via=VIA_MCP)',
+     '                         keywords_because=self.report.embed_error)',
+     ["tests/test_mcp.py", "-k", "gap_log_via_mcp"]),
+    ("gap log: --gaps counts no question as asked through MCP",
+     '    via_mcp = [sum(e.get("via") == VIA_MCP for e in es) for es in times]',
+     '    via_mcp = [0 for es in times]',
+     ["tests/test_gaps.py", "tests/test_mcp.py", "-k", "agent_asked or gap_log_via_mcp"]),
+    ("gap log: --gaps on a terminal leaves out the via-MCP markers",
+     '                  + (f"  ({via})" if q["via_mcp"] else "")\n',
+     '',
+     ["tests/test_gaps.py", "-k", "agent_asked"]),
+    ("gap log: --mcp ignores --no-log (ask_notes logs with the server's own log always on)",
+     '        outcome = answer(self.client, self.index, arguments["question"], settings,',
+     '        outcome = answer(self.client, self.index, arguments["question"],\n'
+     '                         replace(settings, log_gaps=True),',
+     ["tests/test_mcp.py", "-k", "gap_log_via_mcp"]),
+    ("gap log: the MCP server's instructions keep the gap log quiet",
+     '                    "guessing. Cite the paths you used. A question ask_notes cannot answer goes "\n'
+     '                    f"to the user\'s gap log (--gaps); --no-log or {NO_LOG_ENV}=1 keeps none.")',
+     '                    "guessing. Cite the paths you used.")',
+     ["tests/test_mcp.py", "-k", "gap_log_via_mcp"]),
 ]
 
 

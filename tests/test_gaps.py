@@ -265,6 +265,19 @@ def test_since_and_until_date_the_logged_questions_not_the_notes(cli, notes):
     assert sorted(asked()) == sorted(asked("--since", "2026", "--until", "2026-03-02"))    # notes undated by them
 
 
+def test_gaps_counts_the_questions_an_agent_asked_through_mcp(cli, notes):
+    write_log(cli, [entry(KITES[0], notes, via="mcp"), entry(KITES[0], notes, via="mcp"), entry(KITES[1], notes),
+                    entry(TAXES[0], notes)])
+    report = gaps_json(cli, notes)
+    kites, taxes = report["groups"]
+    assert (report["via_mcp"], kites["via_mcp"], taxes["via_mcp"]) == (2, 2, 0)
+    assert [(q["question"], q["times"], q["via_mcp"]) for q in kites["asked"]] == [(KITES[0], 2, 2), (KITES[1], 1, 0)]
+    out = cli("--notes", notes, "--gaps")
+    assert "; 0 now found; 2 asked by an agent (via MCP)\n" in out.stdout
+    assert "1. 3 question(s) (2 via MCP), " in out.stdout and "2. 1 question(s), " in out.stdout
+    assert f"  2× {KITES[0]}  (via MCP)\n" in out.stdout and f"{KITES[1]}\n" in out.stdout
+
+
 def test_clear_deletes_the_log(cli, notes):
     assert cli("--notes", notes, OFF_TOPIC).returncode == 0
     out = cli("--notes", notes, "--gaps", "--clear")
