@@ -5846,7 +5846,7 @@ def remember(conv: Conversation, turn: Turn) -> Conversation:
 
 def answer(client: ollama.Client, index: Index, question: str, settings: Settings,
            conversation: Conversation | None = None, retrieve_only: bool = False,
-           keywords_because: str | None = None,
+           keywords_because: str | None = None, via: str = "",
            on_plan: Callable[[Outcome], None] = lambda plan: None,
            on_token: Callable[[str], None] = lambda piece: None) -> Outcome:
     """Answer one question, in a conversation if one is given: search, decide, prompt, stream.
@@ -5860,6 +5860,7 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
     than search() does (Ollama's error rather than a count); search()'s own reason
     is replaced with it.
     A question the notes could not answer is added to the gap log on the way out (logged()),
+    marked as asked `via` a front end other than the command line if one is named ("mcp"),
     unless settings.log_gaps is off.
     In a notebook: `outcome = answer(ollama.Client(), index, "What is BM25?", settings)`,
     then outcome.status, outcome.text and outcome.retrieval.hits.
@@ -5882,7 +5883,7 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
                    timings=dict(r.timings))
     on_plan(plan)
     if status != ANSWERING:
-        return logged(plan, settings)
+        return logged(plan, settings, via)
     t0, pieces = time.perf_counter(), []
     stream = stream_chat(client, settings.chat_model, messages, num_ctx, settings.keep_alive,
                          settings.max_answer_tokens)
@@ -5907,7 +5908,8 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
                           check=check_citations(text, [h.chunk.text for h in r.hits],
                                                 index.lexicon),
                           conversation=remember(replace(conv, num_ctx=num_ctx), turn),
-                          timings={**plan.timings, "answer": time.perf_counter() - t0}), settings)
+                          timings={**plan.timings, "answer": time.perf_counter() - t0}),
+                  settings, via)
 
 
 # ----------------------------------------------------------------------------
@@ -5942,10 +5944,11 @@ def logging_gaps(settings: Settings) -> bool:
     return settings.log_gaps and os.environ.get(NO_LOG_ENV, "").strip() in ("", "0")
 
 
-def gap_entry(outcome: Outcome, settings: Settings, why: str) -> dict:
+def gap_entry(outcome: Outcome, settings: Settings, why: str, via: str = "") -> dict:
     """One line of the gap log: when, the question as it was searched (a follow-up as rewritten,
     with what was typed under "asked"), its language, the notes folder, why it is a gap, the
-    confidence and floor, the closest sources, the filters in force and the question's vector."""
+    confidence and floor, the closest sources, the filters in force, the question's vector, and
+    under "via" the front end it came through, if not the command line."""
     import base64                         # here alone: the vector as text, compactly
     r = outcome.retrieval
     question = (outcome.query or outcome.question)[:GAP_QUESTION_CHARS]
@@ -5958,6 +5961,8 @@ def gap_entry(outcome: Outcome, settings: Settings, why: str) -> dict:
              "filters": filters_in_force(settings).as_json()}
     if outcome.query:
         entry["asked"] = outcome.question[:GAP_QUESTION_CHARS]
+    if via:
+        entry["via"] = via
     if r.query_vector is not None:
         entry["vector"] = {"model": settings.embed_model, "query": embed_templates(settings).query,
                            "f16": base64.b64encode(r.query_vector.astype("<f2").tobytes())
@@ -6019,15 +6024,16 @@ def append_gap(path: Path, entry: dict) -> None:
         os.close(fd)
 
 
-def logged(outcome: Outcome, settings: Settings) -> Outcome:
-    """The outcome, after adding it to the gap log if it is a gap and the log is kept. A log
-    that cannot be written costs the run one warning (in outcome.warnings), never the answer."""
+def logged(outcome: Outcome, settings: Settings, via: str = "") -> Outcome:
+    """The outcome, after adding it to the gap log if it is a gap and the log is kept (marked
+    as asked `via` a front end, if one is named). A log that cannot be written costs the run one
+    warning (in outcome.warnings), never the answer."""
     why = gap_reason(outcome)
     if why is None or not logging_gaps(settings):
         return outcome
     path = settings.cache_dir / GAP_LOG
     try:
-        append_gap(path, gap_entry(outcome, settings, why))
+        append_gap(path, gap_entry(outcome, settings, why, via))
     except OSError as e:
         return replace(outcome, warnings=[*outcome.warnings, "the gap log could not be written "
                                           f"({path}: {e.strerror or e}); --no-log or "
@@ -7735,6 +7741,7 @@ GAP_GROUP_SHARE = 0.4                     # two questions are one topic when the
                                           # stands this share of the way from two unrelated
                                           # ones' (FLOOR_PROBES') to 1 (bench/gaps.md)
 GAP_SHOWN = 5                             # questions shown per group (--json: all of them)
+VIA_MCP = "mcp"                           # an entry's "via": asked by an agent (--mcp's ask_notes)
 
 
 def read_log_file(path: Path) -> bytes:
@@ -7751,19 +7758,44 @@ def read_log_file(path: Path) -> bytes:
         return f.read(2 * GAP_LOG_MAX_MB * 2**20)
 
 
+# An entry's fields and the types they must have (type(None): it may be null); the first four
+# every entry has. A line of another shape is no entry of ours, however it came to be.
+GAP_FIELDS = {"time": (str,), "question": (str,), "notes": (str,), "why": (str,),
+              "asked": (str,), "language": (str,), "via": (str,), "confidence": (int, float),
+              "floor": (int, float), "sources": (list,), "filters": (dict,), "vector": (dict,)}
+GAP_SOURCE_FIELDS = {"source": (str,), "heading": (str, type(None)),
+                     "score": (int, float)}
+
+
+def has_shape(d: dict, fields: dict[str, tuple[type, ...]], required: int) -> bool:
+    """Do `d`'s fields among `fields` have their types, the first `required` of them present?
+    (True is no number, though Python's bool is an int.)
+
+    >>> has_shape({"source": "a.md", "heading": ["# A"]}, GAP_SOURCE_FIELDS, 1)
+    False
+    """
+    return all(k in d for k in itertools.islice(fields, required)) and all(
+        isinstance(d[k], types) and not isinstance(d[k], bool)
+        for k, types in fields.items() if k in d)
+
+
 def gap_from_line(line: bytes) -> dict | str | None:
     """One line of the log as an entry (its question at most GAP_QUESTION_CHARS), "other version"
-    for an entry of another log format, None for a line that is no entry."""
+    for an entry of another log format, None for a line that is no entry: not JSON (or nested
+    past what the parser can follow), a field not of its type (GAP_FIELDS), a question that is no
+    text (a lone surrogate, which no embedding request can carry)."""
     try:
         entry = json.loads(line.decode("utf-8", "replace"))
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(entry, dict) or "v" not in entry:
         return None
     if entry["v"] != GAP_LOG_VERSION:
         return "other version"
-    if not (isinstance(entry.get("question"), str) and entry["question"].strip()
-            and all(isinstance(entry.get(k), str) for k in ("time", "notes", "why"))):
+    if not (has_shape(entry, GAP_FIELDS, 4) and entry["question"].strip()
+            and is_text(entry["question"])          # as every question asked is
+            and all(isinstance(s, dict) and has_shape(s, GAP_SOURCE_FIELDS, 1)
+                    for s in entry.get("sources", []))):
         return None
     try:                                  # --gaps --since and relative filters go by it
         time.strptime(entry["time"], GAP_TIME)
@@ -7771,11 +7803,8 @@ def gap_from_line(line: bytes) -> dict | str | None:
         return None
     if len(entry["time"]) != len("2026-01-02T03:04:05Z"):   # strptime takes "2026-1-2T3:4:5Z" too
         return None
-    sources = entry.get("sources")
     return {**entry, "question": entry["question"][:GAP_QUESTION_CHARS],
-            "sources": [s for s in sources if isinstance(s, dict)
-                        and isinstance(s.get("source"), str)]
-            if isinstance(sources, list) else []}
+            "sources": entry.get("sources", [])}
 
 
 def read_gaps(path: Path) -> tuple[list[dict], list[str]]:
@@ -7981,6 +8010,7 @@ def gap_report(client: ollama.Client, index: Index, entries: list[dict],
     for e in entries:
         asked.setdefault(same_question(e["question"]), []).append(e)
     times = list(asked.values())
+    via_mcp = [sum(e.get("via") == VIA_MCP for e in es) for es in times]
     vectors, threshold = gap_vectors(client, index, times, settings)
     t0 = time.perf_counter()
     groups = group_by_meaning(vectors, threshold)
@@ -7994,13 +8024,14 @@ def gap_report(client: ollama.Client, index: Index, entries: list[dict],
                           for h in today[i][0].candidates[:GAP_SOURCES])
         found = sum(today[i][1] for i in rows)
         report.append({"questions": len(logged_at), "first": logged_at[0], "last": logged_at[-1],
+                       "via_mcp": sum(via_mcp[i] for i in rows),
                        "status": ("closed" if found == len(rows) else
                                   "partly found" if found else "open"),
                        "now_found": found,
                        "closest_notes": [name for name, _ in closest.most_common(GAP_SOURCES)],
                        "asked": [{"question": times[i][-1]["question"], "times": len(times[i]),
                                   "why": sorted({e["why"] for e in times[i]}),
-                                  "now_found": today[i][1],
+                                  "via_mcp": via_mcp[i], "now_found": today[i][1],
                                   "filters": logged_filters(times[i][-1]).as_json(),
                                   "confidence": round(today[i][0].confidence, 3),
                                   "floor": today[i][0].floor}
@@ -8008,30 +8039,36 @@ def gap_report(client: ollama.Client, index: Index, entries: list[dict],
     report.sort(key=lambda g: g["last"], reverse=True)
     report.sort(key=lambda g: g["questions"], reverse=True)       # most asked, then most recent
     return {"questions": len(entries), "different": len(times), "groups": report,
-            "now_found": sum(found for _, found in today), "embed_model": settings.embed_model,
+            "now_found": sum(found for _, found in today), "via_mcp": sum(via_mcp),
+            "embed_model": settings.embed_model,
             "threshold": round(threshold, 3),
             "seconds": {"grouping": round(t1 - t0, 4), "now_found": round(t2 - t1, 4)}}
 
 
 def print_gaps(report: dict) -> None:
     """--gaps on a terminal: the summary line, then each group with its dates, closest notes and
-    questions (GAP_SHOWN of them), those today's notes answer marked "now found"."""
+    questions (GAP_SHOWN of them), those today's notes answer marked "now found", those an agent
+    asked (through --mcp) "via MCP"."""
     groups = report["groups"]
     print(f"{report['questions']} question(s) the notes could not answer ({report['different']} "
-          f"different), in {len(groups)} group(s); {report['now_found']} now found")
+          f"different), in {len(groups)} group(s); {report['now_found']} now found"
+          + (f"; {report['via_mcp']} asked by an agent (via MCP)" if report["via_mcp"] else ""))
     for n, g in enumerate(groups, 1):
         dates = g["first"][:10] + ("" if g["first"][:10] == g["last"][:10]
                                    else f" to {g['last'][:10]}")
         status = {"closed": "closed: today's notes answer every one",
                   "partly found": f"partly found ({g['now_found']} of {len(g['asked'])})",
                   }.get(g["status"], "open")
-        print(f"\n{n}. {g['questions']} question(s), {dates}: {status}"
+        via = f" ({g['via_mcp']} via MCP)" if g["via_mcp"] else ""
+        print(f"\n{n}. {g['questions']} question(s){via}, {dates}: {status}"
               + (f"; closest notes: {', '.join(g['closest_notes'])}" if g["closest_notes"] else ""))
         for q in g["asked"][:GAP_SHOWN]:
             times = f"{q['times']}×" if q["times"] > 1 else ""
             asked_with = preview(shlex.join(Filters.from_json(q["filters"]).words()), 40)
+            via = (f"{q['via_mcp']}× " if q["via_mcp"] < q["times"] else "") + "via MCP"
             print(f"  {times:>4} {preview(q['question'], 90)}"
                   + (f"  (asked with {asked_with})" if asked_with else "")
+                  + (f"  ({via})" if q["via_mcp"] else "")
                   + ("  (now found)" if q["now_found"] else ""))
         if len(g["asked"]) > GAP_SHOWN:
             print(f"       … {len(g['asked']) - GAP_SHOWN} more (--json lists them all)")
@@ -8064,19 +8101,17 @@ def gaps_to_eval(path: Path, groups: list[dict]) -> dict:
 
 
 def clear_gaps(path: Path, as_json: bool) -> int:
-    """--gaps --clear: delete the gap log (every notes folder's questions in it) and say how many
-    went."""
+    """--gaps --clear: delete the gap log (every notes folder's questions in it) and say which
+    files went. Not a byte of them is read: a log too damaged to read must still go."""
     files = [p for p in (path, path.with_name(GAP_LOG_OLD)) if p.exists() or p.is_symlink()]
-    entries, _ = read_gap_log(path)
     for p in files:
         try:
             p.unlink()
         except OSError as e:
             raise UsageError(f"error: cannot delete the gap log {p}: {e.strerror or e}") from None
-    said = (f"deleted the gap log: {len(entries)} question(s), of every notes folder ({path})"
-            if files
-            else f"no gap log to delete in {path.parent}")
-    result = {"log": str(path), "deleted": len(entries), "note": said}
+    said = (f"deleted the gap log, every notes folder's questions: {', '.join(map(str, files))}"
+            if files else f"no gap log to delete in {path.parent}")
+    result = {"log": str(path), "deleted_files": [str(p) for p in files], "note": said}
     print(json.dumps(result, ensure_ascii=False, indent=2) if as_json else said)
     return EXIT_OK
 
@@ -8173,7 +8208,8 @@ UNSUPPORTED_REVISION = -32022
 MCP_INSTRUCTIONS = ("Search the user's own notes (a local folder) before answering from memory: "
                     "search_notes first, read_note to see more around a hit. When search_notes "
                     "says found: false, the notes do not hold the answer; say so instead of "
-                    "guessing. Cite the paths you used.")
+                    "guessing. Cite the paths you used. A question ask_notes cannot answer goes "
+                    f"to the user's gap log (--gaps); --no-log or {NO_LOG_ENV}=1 keeps none.")
 
 # search_notes' and ask_notes' filters: argument -> (the Settings field it sets for the call, the
 # function that reads it as the command line's flag does, its JSON Schema).
@@ -8310,8 +8346,11 @@ def source_line(r: Retrieval, hit: Hit) -> str:
 
 
 def tool_result(text: str, structured: dict | None = None, error: bool = False) -> dict:
-    """A tools/call result: a text block for people and models, the same as JSON for programs."""
-    result = {"content": [{"type": "text", "text": text}], "isError": error}
+    """A tools/call result: a text block for people and models, its control characters escaped
+    as the terminal's are (a client may print it: a note's ESC ] 52 writes to the clipboard), and
+    the same as JSON for programs, exact as --json is when read back."""
+    result = {"content": [{"type": "text", "text": text.translate(CONTROL_ESCAPES)}],
+              "isError": error}
     return result if structured is None else {**result, "structuredContent": structured}
 
 
@@ -8687,7 +8726,7 @@ class McpServer:
             self.num_ctx = chat_context(settings, self.args.timeout)   # loads the chat model
         outcome = answer(self.client, self.index, arguments["question"], settings,
                          Conversation(num_ctx=self.num_ctx),
-                         keywords_because=self.report.embed_error)
+                         keywords_because=self.report.embed_error, via=VIA_MCP)
         why = outcome.retrieval.keywords_only_because
         for w in ([f"{why}; searching by keywords (BM25) only"] if why else []) + outcome.warnings:
             self.warn_once(w)

@@ -265,10 +265,24 @@ def test_since_and_until_date_the_logged_questions_not_the_notes(cli, notes):
     assert sorted(asked()) == sorted(asked("--since", "2026", "--until", "2026-03-02"))    # notes undated by them
 
 
+def test_gaps_counts_the_questions_an_agent_asked_through_mcp(cli, notes):
+    write_log(cli, [entry(KITES[0], notes, via="mcp"), entry(KITES[0], notes, via="mcp"), entry(KITES[1], notes),
+                    entry(TAXES[0], notes)])
+    report = gaps_json(cli, notes)
+    kites, taxes = report["groups"]
+    assert (report["via_mcp"], kites["via_mcp"], taxes["via_mcp"]) == (2, 2, 0)
+    assert [(q["question"], q["times"], q["via_mcp"]) for q in kites["asked"]] == [(KITES[0], 2, 2), (KITES[1], 1, 0)]
+    out = cli("--notes", notes, "--gaps")
+    assert "; 0 now found; 2 asked by an agent (via MCP)\n" in out.stdout
+    assert "1. 3 question(s) (2 via MCP), " in out.stdout and "2. 1 question(s), " in out.stdout
+    assert f"  2× {KITES[0]}  (via MCP)\n" in out.stdout and f"{KITES[1]}\n" in out.stdout
+
+
 def test_clear_deletes_the_log(cli, notes):
     assert cli("--notes", notes, OFF_TOPIC).returncode == 0
     out = cli("--notes", notes, "--gaps", "--clear")
-    assert out.returncode == 0 and "deleted the gap log: 1 question(s)" in out.stdout, out.stderr
+    assert out.returncode == 0 and out.stdout.strip() == \
+        f"deleted the gap log, every notes folder's questions: {cli.cache / rag.GAP_LOG}", out.stderr
     assert not (cli.cache / rag.GAP_LOG).exists()
     out = cli("--notes", notes, "--gaps")
     assert out.returncode == 0 and "no question about" in out.stdout and "is in the gap log" in out.stdout
@@ -460,3 +474,55 @@ def test_to_eval_into_a_file_that_is_no_evaluation_set_is_refused(cli, notes, tm
 def test_the_gap_flags_go_with_gaps(cli, args, says):
     out = cli(*args)
     assert out.returncode == 2 and says in out.stderr
+
+
+DAMAGED = {
+    "nested 100,000 deep": "[" * 100_000 + "]" * 100_000,
+    "an object nested 100,000 deep": '{"v": 1, "filters": ' + '{"a": ' * 100_000 + "0" + "}" * 100_001,
+    "a heading that is a list": lambda notes: entry(TAXES[0], notes, sources=[
+        {"source": "bm25.md", "heading": ["# BM25"], "score": 0.3}], why="uncited"),
+    "a source that is a string": lambda notes: entry(TAXES[0], notes, sources=["bm25.md"]),
+    "a score that is text": lambda notes: entry(TAXES[0], notes, sources=[
+        {"source": "bm25.md", "heading": None, "score": "high"}]),
+    "sources that are an object": lambda notes: entry(TAXES[0], notes, sources={"source": "bm25.md"}),
+    "filters that are a list": lambda notes: entry(TAXES[0], notes, filters=["work"]),
+    "a vector that is a number": lambda notes: entry(TAXES[0], notes, vector=3),
+    "asked that is a number": lambda notes: entry(TAXES[0], notes, asked=7),
+    "a language that is null": lambda notes: entry(TAXES[0], notes, language=None),
+    "a confidence that is text": lambda notes: entry(TAXES[0], notes, confidence="low"),
+    "via that is a list": lambda notes: entry(TAXES[0], notes, via=["mcp"]),
+    # a lone surrogate, as JSON's \\ud800: no request to the embedder can carry it
+    "a question that is no text": lambda notes: json.dumps(entry("kite \ud800 wind", notes)),
+}
+
+
+@pytest.mark.parametrize("case", list(DAMAGED))
+def test_a_line_of_the_wrong_shape_is_skipped_and_clear_still_clears(cli, notes, case):
+    bad = DAMAGED[case] if isinstance(DAMAGED[case], str) else DAMAGED[case](notes)    # a line, or an entry
+    write_log(cli, [entry(KITES[0], notes, sources=[{"source": "kites.md", "heading": "# Kites", "score": 0.2}],
+                          why="uncited"), bad])
+    says = f"1 line(s) of {cli.cache / rag.GAP_LOG} are not gap log entries (line 2 the first): skipped"
+    out = cli("--notes", notes, "--gaps")
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    assert "1 question(s) the notes could not answer" in out.stdout and says in out.stderr
+    out = cli("--notes", notes, "--gaps", "--json")
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    report = json.loads(out.stdout)
+    assert report["questions"] == 1 and report["warnings"] == [says]
+    out = cli("--notes", notes, "--gaps", "--clear")
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    assert "deleted the gap log" in out.stdout and not (cli.cache / rag.GAP_LOG).exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_clear_reads_nothing_it_deletes(cli, notes):
+    """--clear removes the files as they are: not a byte of them is read (a FIFO would refuse)."""
+    cli.cache.mkdir(parents=True)
+    (cli.cache / rag.GAP_LOG).write_bytes(b"[" * 100_000 + b"\n\xff\xfe not even text\n" + b"{" * 5000)
+    os.mkfifo(cli.cache / rag.GAP_LOG_OLD)
+    out = cli("--notes", notes, "--gaps", "--clear", "--json", timeout=60)
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    said = json.loads(out.stdout)
+    assert said["deleted_files"] == [str(cli.cache / rag.GAP_LOG), str(cli.cache / rag.GAP_LOG_OLD)]
+    assert said["note"].startswith("deleted the gap log")
+    assert not (cli.cache / rag.GAP_LOG).exists() and not (cli.cache / rag.GAP_LOG_OLD).exists()

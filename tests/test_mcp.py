@@ -334,6 +334,60 @@ def test_ask_notes_answers_with_its_sources_and_says_not_found(mcp):
     assert m.close()[0] == 0
 
 
+SWALLOW = "What is the airspeed velocity of an unladen swallow?"
+
+
+@pytest.mark.parametrize("how", ["kept", "--no-log", "env"])
+def test_ask_notes_keeps_what_it_cannot_answer_in_the_gap_log_via_mcp_unless_told_not(mcp, cli, notes, how):
+    m = mcp(*(["--no-log"] if how == "--no-log" else []), env={rag.NO_LOG_ENV: "1"} if how == "env" else None)
+    instructions = m.initialize()["result"]["instructions"]
+    assert "gap log" in instructions and "--no-log" in instructions and rag.NO_LOG_ENV in instructions
+    assert m.call("search_notes", query=SWALLOW)["structuredContent"]["found"] is False      # a search: not kept
+    assert m.call("ask_notes", question=SWALLOW)["structuredContent"]["status"] == "declined"
+    assert m.close()[0] == 0
+    log = cli.cache / rag.GAP_LOG
+    if how != "kept":
+        assert not log.exists()
+        return
+    (e,) = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    assert (e["question"], e["why"], e["via"]) == (SWALLOW, "floor", "mcp")
+    assert cli("--notes", notes, SWALLOW).returncode == 0                 # the command line's: no "via"
+    report = json.loads(cli("--notes", notes, "--gaps", "--json").stdout)
+    ((asked,),) = [g["asked"] for g in report["groups"]]
+    assert (report["via_mcp"], report["groups"][0]["via_mcp"], asked["via_mcp"], asked["times"]) == (1, 1, 1, 2)
+    out = cli("--notes", notes, "--gaps")
+    assert "; 1 asked by an agent (via MCP)" in out.stdout and "1. 2 question(s) (1 via MCP)," in out.stdout
+    assert "unladen swallow?  (1× via MCP)" in out.stdout, out.stdout
+
+
+CLIPBOARD = "\x1b]52;c;cHduZWQ=\x07"          # a terminal that obeys it puts "pwned" on the clipboard
+CSI = "\x9b2J"                                # C1's CSI: clears the screen on some terminals
+
+
+def test_every_tool_s_text_escapes_a_note_s_control_characters_and_its_json_keeps_them(mcp, server, notes):
+    """The text block is shown to people (a client may print it): the control characters in it are
+    escaped, as the command line's output escapes them. structuredContent is data: the exact text."""
+    (notes / "kites.md").write_text(f"# Kites {CLIPBOARD}\n\nA kite flies on a long string in strong wind, "
+                                    f"{CLIPBOARD} and {CSI} the kite string holds.\n", encoding="utf-8")
+    (notes / f"clip{CLIPBOARD}.md").write_text(f"# Clip\n\nThe kite string {CSI} note about kites in wind.\n",
+                                               encoding="utf-8")
+    server.answer = f"A kite flies on a long string {CLIPBOARD}{CSI} [1]."
+    m = mcp()
+    found = m.call("search_notes", query="kite string in strong wind")
+    read = m.call("read_note", path="kites.md")
+    asked = m.call("ask_notes", question="How does a kite fly in strong wind?")
+    for r in (found, read, asked):
+        text = r["content"][0]["text"]
+        assert r["isError"] is False and "\\u001b]52;c;cHduZWQ=\\u0007" in text, text
+        assert not set(text) & set(map(chr, rag.CONTROL_ESCAPES)), text   # no ESC, BEL, CSI, ...
+    assert "\\u009b2J" in found["content"][0]["text"] + asked["content"][0]["text"]
+    assert any(s["path"] == "kites.md" and CLIPBOARD in s["text"] and CSI in s["text"]     # the exact text
+               for s in found["structuredContent"]["sources"])
+    assert read["structuredContent"]["text"] == (notes / "kites.md").read_text(encoding="utf-8").rstrip("\n")
+    assert asked["structuredContent"]["answer"] == server.answer
+    assert m.close()[0] == 0
+
+
 def test_search_and_ask_take_the_command_line_s_tag_and_date_filters(mcp, tmp_path):
     vault = tmp_path / "vault"
     (vault / "daily").mkdir(parents=True)
