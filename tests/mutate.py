@@ -788,7 +788,7 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      "    for m in MONTH_DATE.finditer(\"\"):",
      ["tests/test_citations.py", "-k", "written_another or different_number"]),
     ("front matter properties are not put in the note's text (only in --json)",
-     '        body = front_matter_text(m.group(), properties) + body\n',
+     '        body = shown + body\n',
      '',
      ["tests/test_obsidian.py", "-k", "fact_kept or quirks or flow_mapping or before_properties or keys_yaml"]),
     ("front matter properties go at the block's top, not on their keys' lines",
