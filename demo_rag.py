@@ -4410,12 +4410,20 @@ def kept_path(path: Path) -> Path:
 def keep_before_loss(path: Path, old: Index, files: list[NoteFile], folder: Path) -> str:
     """When most of a cache's notes are not in the folder now (a sync half done, a folder half
     moved), link the cache file to kept_path() before it is replaced: their vectors stay, for
-    the day they come back. Returns what to say ("" when few were lost or no copy was made)."""
+    the day they come back. A copy from an earlier loss that holds more vectors than the cache
+    stays as it is: a sync that drops notes twice keeps what it had before the first. Returns
+    what to say ("" when few were lost or no copy was made)."""
     here = {f.rel for f in files}
     gone = sum(rel not in here for rel in old.files)
     if gone < 2 or gone <= LOSS_SHARE * len(old.files) or not path.exists():
         return ""
     kept = kept_path(path)
+    earlier = read_header(kept) if kept.exists() else None
+    with contextlib.suppress(TypeError, IndexError, KeyError):
+        if earlier and int(earlier["vectors_shape"][0]) > int(old.has_vector.sum()):
+            return (f"{gone} of the {len(old.files)} notes the cache held are gone from "
+                    f"{readable_name(str(folder))}: {kept.name}, kept when notes went before, "
+                    "holds more vectors and stays as it is")
     try:
         kept.unlink(missing_ok=True)
         os.link(path, kept)               # the writer replaces the cache's name, not its bytes
@@ -4582,6 +4590,7 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
             return index, report
     if old is None and reason != "no cache yet":
         progress(f"rebuilding index: {reason}")
+    copied = not kept_path(path).exists()   # a copy from an earlier loss is never deleted here
     loss = keep_before_loss(path, cached, files, settings.notes_dir) if cached else ""
     donors = [] if old is not None or rebuild else vector_donors(settings, path, build)
     if old is not None and kept_path(path).exists():
@@ -4589,7 +4598,7 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     index, report = update_index(settings, client, old, files, progress, writer, build, donors)
     report.warnings[:0] = warnings + ([loss] if loss else [])
     if cached is not None and cached.files and not index.files:   # not saved: kept as it is
-        if loss:                          # the cache itself is kept: no copy of it is needed
+        if loss and copied:               # the cache itself is kept: no copy of it is needed
             kept_path(path).unlink(missing_ok=True)
             report.warnings.remove(loss)
         report.deleted, report.kept = 0, (

@@ -867,6 +867,14 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '                    f"to the user\'s gap log (--gaps); --no-log or {NO_LOG_ENV}=1 keeps none.")',
      '                    "guessing. Cite the paths you used.")',
      ["tests/test_mcp.py", "-k", "gap_log_via_mcp"]),
+    ("a second loss replaces the copy kept at the first, though it holds more vectors",
+     '        if earlier and int(earlier["vectors_shape"][0]) > int(old.has_vector.sum()):',
+     '        if False:',
+     ["tests/test_hostile_round.py", "-k", "second_loss"]),
+    ("a folder empty after a loss deletes the copy kept at that loss",
+     '        if loss and copied:               # the cache itself is kept: no copy of it is needed',
+     '        if loss:',
+     ["tests/test_hostile_round.py", "-k", "empty_after"]),
 ]
 
 
