@@ -5302,8 +5302,12 @@ def is_number(term: str) -> bool:
 # groups of three digits group thousands (1 500). A comma or point before other than three
 # digits marks decimals (93,5 is 93.5); before exactly three it may group thousands (1,500
 # in English, 1.500 in German) or mark decimals (1,500 in German is 1.5): the text's other
-# numbers decide, else both readings count. A colon joins a ratio's or a time's parts.
-NUMBER = re.compile(r"\d{1,3}(?: \d{3}(?!\d))+(?:[.,]\d+)?|\d+(?:[.,:]\d+)*")
+# numbers decide, else both readings count. A colon joins a ratio's or a time's parts. A minus
+# sign (or "minus", 零下) makes it negative, -5 °C is not 5 °C; a dash after a digit or letter
+# does not: 3-5, 2026-03-05, COVID-19.
+NUMBER = re.compile(r"(?P<minus>(?<![0-9A-Za-z\u00c0-\u024f.,:/\-−–])[-−–]|\bminus |零下)?"
+                    r"(?P<digits>\d{1,3}(?: \d{3}(?!\d))+(?:[.,]\d+)?|\d+(?:[.,:]\d+)*)",
+                    re.IGNORECASE)
 MONTHS = ("jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
           "|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?").split("|")
 # An English month name next to a day or year (5 March, March 5, May 2026) is its number.
@@ -5380,13 +5384,25 @@ def read_number(token: str, decimal: str | None) -> list[Number]:
     return [Number(token, (thousands,) if decimal else (thousands, fraction))]
 
 
+def negative(number: Number) -> Number:
+    """A number read after a minus sign: its values negative (but 0)."""
+    return number._replace(values=tuple(v if v == "0" else f"-{v}" for v in number.values))
+
+
 def read_numbers(text: str) -> list[Number]:
-    """The numbers a text states, citations left out, each read as read_number() reads it, and
-    a month named next to a day or year as its number."""
+    """The numbers a text states, citations left out, each read as read_number() reads it
+    (negative after a minus sign), and a month named next to a day or year as its number.
+
+    >>> [n.values for n in read_numbers("-5 °C, −2.5, minus 3, 零下4度, 3-5 g, COVID-19")]
+    [('-5',), ('-2.5',), ('-3',), ('-4',), ('3',), ('5',), ('19',)]
+    """
     text = CITATION.sub(" ", unicodedata.normalize("NFKC", text))
-    tokens = NUMBER.findall(text)
-    decimal = decimal_mark(tokens)
-    numbers = [n for token in tokens for n in read_number(token, decimal)]
+    matches = [(m["minus"], m["digits"]) for m in NUMBER.finditer(text)]
+    decimal = decimal_mark([digits for _, digits in matches])
+    numbers = []
+    for minus, digits in matches:
+        read = read_number(digits, decimal)
+        numbers += [negative(read[0]), *read[1:]] if minus else read
     for m in MONTH_DATE.finditer(text):
         month = m.group(1) or m.group(2)
         numbers.append(Number(month, (str(next(i for i, name in enumerate(MONTHS, 1)

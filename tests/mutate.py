@@ -875,6 +875,14 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '        if loss and copied:               # the cache itself is kept: no copy of it is needed',
      '        if loss:',
      ["tests/test_hostile_round.py", "-k", "empty_after"]),
+    ("the citation check reads -5 as 5: a number that lost its minus sign passes",
+     '        numbers += [negative(read[0]), *read[1:]] if minus else read',
+     '        numbers += read',
+     ["tests/test_hostile_round.py", "-k", "minus_sign"]),
+    ("the citation check reads a dash after a digit as a minus sign (3-5 is 3 and -5)",
+     'r"(?P<minus>(?<![0-9A-Za-z\\u00c0-\\u024f.,:/\\-−–])[-−–]',
+     'r"(?P<minus>[-−–]',
+     ["tests/test_hostile_round.py", "-k", "minus_sign"]),
 ]
 
 

@@ -49,3 +49,38 @@ def test_a_folder_empty_after_losing_most_notes_keeps_the_copy(cli, server, note
     out = cli("--notes", notes, "--retrieve-only", "coffee ratio")
     assert out.returncode == 0, out.stderr
     assert len(server.embedded_texts()) - embedded == 1   # the question, no chunk
+
+
+# ---- a number's sign ---------------------------------------------------------------------
+
+def verdict(answer: str, source: str) -> str:
+    [sentence] = rag.check_citations(answer, [source]).sentences
+    return sentence.verdict
+
+
+def test_a_number_that_lost_or_gained_its_minus_sign_is_caught():
+    for answer, source in [
+            ("Temperatures drop to -5 °C at night in January [1].",
+             "Temperatures drop to 5 °C at night in January."),
+            ("Temperatures drop to 5 °C at night in January [1].",
+             "Temperatures drop to −5 °C at night in January."),
+            ("The account balance is minus 200 euros this month [1].",
+             "The account balance is 200 euros this month."),
+            ("The account balance is 200 euros this month [1].",
+             "The account balance is -200 euros this month."),
+            ("一月夜间气温降到零下5度 [1]。", "一月夜间气温降到5度。"),
+            ("一月夜间气温降到5度 [1]。", "一月夜间气温降到-5度。")]:
+        assert verdict(answer, source) == rag.UNSUPPORTED, (answer, source)
+
+
+def test_a_minus_sign_written_another_way_and_dashes_between_numbers_still_match():
+    for answer, source in [
+            ("Temperatures drop to −5 °C at night in January [1].",
+             "Temperatures drop to -5 °C at night in January."),
+            ("Temperatures drop to minus 5 °C at night in January [1].",
+             "Temperatures drop to –5 °C at night in January."),
+            ("一月夜间气温降到-5度 [1]。", "一月夜间气温降到零下5度。"),
+            ("Use 3-5 g of salt per litre of water [1].", "Use 3 to 5 g of salt per litre of water."),
+            ("The release is due on 2026-03-05 for COVID-19 data [1].",
+             "The release for COVID-19 data is due on 5 March 2026.")]:
+        assert verdict(answer, source) == rag.SUPPORTED, (answer, source)
