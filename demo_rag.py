@@ -5313,6 +5313,20 @@ MONTHS = ("jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(
 # An English month name next to a day or year (5 March, March 5, May 2026) is its number.
 MONTH_DATE = re.compile(rf"\b\d{{1,2}}(?:st|nd|rd|th)?\.? ({'|'.join(MONTHS)})\b"
                         rf"|\b({'|'.join(MONTHS)})\.? \d", re.IGNORECASE)
+# A date as people write it, read as one value (2026-03-05, or --03-05 without a year), so that
+# its day and month cannot swap: form i's groups are y<i>, m<i>, d<i>; 3/5/2026 and 03-05-2026
+# (a<5>, b<5>) put the day first in Europe and the month first in the US, so both are read.
+MONTH = "|".join(MONTHS)
+DATE = re.compile(
+    r"(?<![\d.])(?P<y1>\d{4})[-/.](?P<m1>\d{1,2})[-/.](?P<d1>\d{1,2})(?![\d.]\d|\d)"
+    r"|(?<!\d)(?P<y2>\d{4}) ?年 ?(?P<m2>\d{1,2}) ?月 ?(?P<d2>\d{1,2}) ?[日号]"
+    r"|(?<!\d)(?P<m3>\d{1,2}) ?月 ?(?P<d3>\d{1,2}) ?[日号]"
+    r"|(?<![\d.])(?P<d4>\d{1,2})\.(?P<m4>\d{1,2})\.(?P<y4>\d{4})(?!\d)"
+    r"|(?<![\d/-])(?P<a5>\d{1,2})[/-](?P<b5>\d{1,2})[/-](?P<y5>\d{4})(?!\d)"
+    rf"|\b(?P<d6>\d{{1,2}})(?:st|nd|rd|th)?\.? (?P<m6>{MONTH})\b\.?(?:,? (?P<y6>\d{{4}})(?!\d))?"
+    rf"|\b(?P<m7>{MONTH})\.? (?P<d7>\d{{1,2}})(?:st|nd|rd|th)?\b(?:,? (?P<y7>\d{{4}})(?!\d))?",
+    re.IGNORECASE)
+DATE_VALUE = re.compile(r"(?:\d{4}|-)-\d\d-\d\d")    # how read_date() writes a date
 
 
 class Number(NamedTuple):
@@ -5384,6 +5398,39 @@ def read_number(token: str, decimal: str | None) -> list[Number]:
     return [Number(token, (thousands,) if decimal else (thousands, fraction))]
 
 
+def month_number(name: str) -> int:
+    """'March' or 'mar' -> 3."""
+    return next(i for i, form in enumerate(MONTHS, 1) if re.fullmatch(form, name.lower()))
+
+
+def read_date(m: re.Match) -> Number | None:
+    """The date a DATE match states: its values (2026-03-05, or both readings of 3/5/2026), and
+    as parts its numbers as written and the day without the year (--03-05), which an answer
+    that leaves out the year may state. None for no real month and day (13/45/2026).
+
+    >>> [read_date(m) for m in DATE.finditer("5 March 2026, 3/4/2026")]     # doctest: +ELLIPSIS
+    [Number(written='5 March 2026', values=('2026-03-05',), parts=('5', '2026', '3', '--03-05')),
+     Number(written='3/4/2026', values=('2026-04-03', '2026-03-04'), parts=(...))]
+    """
+    found = {name[0]: value for name, value in m.groupdict().items() if value is not None}
+    year = found.get("y")
+    if "a" in found:
+        a, b = int(found["a"]), int(found["b"])
+        readings = [(b, a), (a, b)]       # (month, day): the day first, or the month first
+    else:
+        month = found["m"]
+        readings = [(int(month) if month.isdigit() else month_number(month), int(found["d"]))]
+    readings = [(mo, d) for mo, d in dict.fromkeys(readings) if 1 <= mo <= 12 and 1 <= d <= 31]
+    if not readings:
+        return None
+    dates = [f"-{mo:02d}-{d:02d}" for mo, d in readings]
+    numbers = [whole_value(n) for n in re.findall(r"\d+", m.group(0))]
+    if not found["m" if "m" in found else "a"].isdigit():
+        numbers.append(str(readings[0][0]))
+    return Number(m.group(0), tuple(f"{year or '-'}{d}" for d in dates),
+                  tuple(dict.fromkeys(numbers)) + (tuple(f"-{d}" for d in dates) if year else ()))
+
+
 def negative(number: Number) -> Number:
     """A number read after a minus sign: its values negative (but 0)."""
     return number._replace(values=tuple(v if v == "0" else f"-{v}" for v in number.values))
@@ -5405,9 +5452,8 @@ def read_numbers(text: str) -> list[Number]:
         numbers += [negative(read[0]), *read[1:]] if minus else read
     for m in MONTH_DATE.finditer(text):
         month = m.group(1) or m.group(2)
-        numbers.append(Number(month, (str(next(i for i, name in enumerate(MONTHS, 1)
-                                                if re.fullmatch(name, month.lower()))),)))
-    return numbers
+        numbers.append(Number(month, (str(month_number(month)),)))
+    return numbers + [date for m in DATE.finditer(text) if (date := read_date(m))]
 
 
 def numbers_in(text: str) -> set[str]:
@@ -5416,7 +5462,7 @@ def numbers_in(text: str) -> set[str]:
     >>> sorted(numbers_in("1,500 g at 93.5 °C, a 1:16 ratio, v0.6 [2]"))
     ['0.6', '1', '1500', '16', '1:16', '93.5']
     >>> sorted(numbers_in("93,5 °C, 1 500 g, 1.250 g on 5 March 2026"))
-    ['1250', '1500', '2026', '3', '5', '93.5']
+    ['--03-05', '1250', '1500', '2026', '2026-03-05', '3', '5', '93.5']
     >>> sorted(numbers_in("1,250"))       # thousands, or a decimal comma: both readings
     ['1.25', '1250']
     """
@@ -5425,15 +5471,22 @@ def numbers_in(text: str) -> set[str]:
 
 def number_held(number: Number, held: set[str]) -> bool:
     """Whether `held` (a source's numbers_in()) has a value `number` may have. A ratio or time
-    whose source writes none is held when its parts are, but for a ratio's 1: its unit.
+    whose source writes none is held when its parts are, but for a ratio's 1: its unit; so is
+    a date whose source states no date (a date it states must be the same: 5 March is not 3 May).
 
-    >>> note = numbers_in("93,5 °C, 1500 g, 16 g per g")
+    >>> note = numbers_in("93,5 °C, 1500 g, 16 g per g, due 2026-03-05")
     >>> [number_held(n, note) for n in read_numbers("935 °C, 93.5 °C, 1 500 g, a 1:16 ratio")]
     [False, True, True, True]
+    >>> [number_held(n, note) for n in read_numbers("on 5 March, not 2026-05-03")][-2:]
+    [True, False]
     """
-    parts = [p for p in number.parts if not (p == "1" and len(number.parts) == 2)]
-    return bool(held.intersection(number.values)) or (
-        bool(parts) and not any(":" in v for v in held) and held.issuperset(parts))
+    if held.intersection(number.values):
+        return True
+    dated = DATE_VALUE.fullmatch(number.values[0]) is not None
+    rival = any(DATE_VALUE.fullmatch(v) if dated else ":" in v for v in held)
+    parts = [p for p in number.parts if not DATE_VALUE.fullmatch(p)
+             and not (p == "1" and len(number.parts) == 2)]
+    return bool(parts) and not rival and held.issuperset(parts)
 
 
 def codes_in(text: str) -> dict[str, str]:

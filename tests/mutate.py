@@ -883,6 +883,18 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      'r"(?P<minus>(?<![0-9A-Za-z\\u00c0-\\u024f.,:/\\-−–])[-−–]',
      'r"(?P<minus>[-−–]',
      ["tests/test_hostile_round.py", "-k", "minus_sign"]),
+    ("the citation check holds a date by its parts though the source states another date",
+     '    rival = any(DATE_VALUE.fullmatch(v) if dated else ":" in v for v in held)',
+     '    rival = any(":" in v for v in held)',
+     ["tests/test_hostile_round.py", "-k", "date"]),
+    ("the citation check asks a source that states no date for the answer's date without year",
+     '    parts = [p for p in number.parts if not DATE_VALUE.fullmatch(p)\n             and not',
+     '    parts = [p for p in number.parts if\n             not',
+     ["tests/test_hostile_round.py", "-k", "date"]),
+    ("the citation check reads no date without a year in a source that writes the year",
+     '+ (tuple(f"-{d}" for d in dates) if year else ()))',
+     '+ ())',
+     ["tests/test_hostile_round.py", "-k", "date"]),
 ]
 
 

@@ -80,7 +80,42 @@ def test_a_minus_sign_written_another_way_and_dashes_between_numbers_still_match
             ("Temperatures drop to minus 5 °C at night in January [1].",
              "Temperatures drop to –5 °C at night in January."),
             ("一月夜间气温降到-5度 [1]。", "一月夜间气温降到零下5度。"),
-            ("Use 3-5 g of salt per litre of water [1].", "Use 3 to 5 g of salt per litre of water."),
+            ("Use 3-5 g of salt per litre of water [1].",
+             "Use 3 to 5 g of salt per litre of water."),
             ("The release is due on 2026-03-05 for COVID-19 data [1].",
              "The release for COVID-19 data is due on 5 March 2026.")]:
+        assert verdict(answer, source) == rag.SUPPORTED, (answer, source)
+
+
+# ---- a date's day and month ------------------------------------------------------------
+
+def test_a_date_whose_day_and_month_swapped_is_caught_however_written():
+    for answer, source in [
+            ("The lease ends on 2026-03-05 for the flat [1].",
+             "The lease ends on 2026-05-03 for the flat."),
+            ("The lease ends on 5 March 2026 for the flat [1].",
+             "The lease ends on 3 May 2026 for the flat."),
+            ("The lease ends on March 5, 2026 for the flat [1].",
+             "The lease ends on 2026-05-03 for the flat."),
+            ("The lease ends on 5.3.2026 for the flat [1].",
+             "The lease ends on 3.5.2026 for the flat."),
+            ("The lease ends on March 5 for the flat [1].",
+             "The lease ends on 3 May 2026 for the flat."),
+            ("租约在2026年3月5日到期 [1]。", "租约在2026年5月3日到期。"),
+            ("租约在3月5日到期 [1]。", "租约在2026-05-03到期。")]:
+        assert verdict(answer, source) == rag.UNSUPPORTED, (answer, source)
+
+
+def test_a_date_written_another_way_still_matches():
+    for answer, source in [
+            ("The lease ends on 5 March 2026 for the flat [1].",
+             "The lease ends on 2026-03-05 for the flat."),
+            ("The lease ends on March 5 for the flat [1].",
+             "The lease ends on 5.3.2026 for the flat."),
+            ("The lease ends on 03/05/2026 for the flat [1].",
+             "The lease ends on 5 March 2026 for the flat."),
+            ("租约在3月5日到期 [1]。", "租约在2026年3月5日到期。"),
+            # a source that states no date: the answer's date is held by its parts
+            ("The lease ends on 5 March 2026 for the flat [1].",
+             "The lease of the flat ends in 2026, in month 3, on day 5.")]:
         assert verdict(answer, source) == rag.SUPPORTED, (answer, source)
