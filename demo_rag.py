@@ -1309,7 +1309,9 @@ YAML_ESCAPE = re.compile(r"\\(x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|.)
 QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"|\'((?:[^\']|\'\')*)\'')
 # Where a flow collection ([a, b] or {k: v}) nests or ends an item: a bracket, a comma, or a
 # quoted scalar (it may hold both), which starts an item or follows ": " ("it's" holds no quote).
-FLOW_TOKEN = re.compile(r"""(?:(?<=[\s,\[{:])|^)(?:"(?:[^"\\]|\\.)*+"|'(?:[^']|'')*+')|[\[\]{},]""")
+# (?=(X*))\1 takes X* whole, never backing off into it: Python 3.10 has no possessive *+.
+FLOW_TOKEN = re.compile(r"""(?:(?<=[\s,\[{:])|^)"""
+                        r"""(?:"(?=((?:[^"\\]|\\.)*))\1"|'(?=((?:[^']|'')*))\2')|[\[\]{},]""")
 # An anchor (&base) or a tag (!!str) before a value names or types it: no part of it.
 YAML_PROPERTIES = re.compile(r"\A(?:[&!][^\s,\[\]{}]+(?:[ \t]+|\Z))+")
 YAML_ALIAS = re.compile(r"\*[^\s,\[\]{}]+")
