@@ -126,7 +126,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path, PurePosixPath
-from typing import Callable, Iterable, Iterator, NamedTuple
+from typing import Callable, Collection, Iterable, Iterator, NamedTuple
 
 # Start-up details; a first reading can skip to Part I. The garbage collector waits while these
 # imports (and, run as a script, the whole file) build their many long-lived objects, which the
@@ -4409,23 +4409,31 @@ def kept_path(path: Path) -> Path:
     return path.with_name(path.name.replace(f".v{CACHE_FORMAT}.pkl", f".kept.v{CACHE_FORMAT}.pkl"))
 
 
-def keep_before_loss(path: Path, old: Index, files: list[NoteFile], folder: Path) -> str:
-    """When most of a cache's notes are not in the folder now (a sync half done, a folder half
-    moved), link the cache file to kept_path() before it is replaced: their vectors stay, for
-    the day they come back. A copy from an earlier loss that holds more vectors than the cache
-    stays as it is: a sync that drops notes twice keeps what it had before the first. Returns
-    what to say ("" when few were lost or no copy was made)."""
-    here = {f.rel for f in files}
+def file_id(path: Path) -> tuple[int, int] | None:
+    """Which file `path` names now, and its last write: a save replaces it by another."""
+    with contextlib.suppress(OSError):
+        st = os.stat(path)
+        return st.st_ino, st.st_mtime_ns
+    return None
+
+
+def keep_before_loss(path: Path, old: Index, here: Collection[str], folder: Path) -> str:
+    """When most of a cache's notes are not `here` (the notes found now: a sync half done, a
+    folder half moved, notes or a folder that cannot be read for now), link the cache file to
+    kept_path() before it is replaced: their vectors stay, for the day they come back. A copy
+    from an earlier loss that holds more vectors than the cache stays as it is: a sync that
+    drops notes twice keeps what it had before the first. Returns what to say ("" when few
+    were lost)."""
     gone = sum(rel not in here for rel in old.files)
     if gone < 2 or gone <= LOSS_SHARE * len(old.files) or not path.exists():
         return ""
+    said = (f"{gone} of the {len(old.files)} notes the cache held are gone from "
+            f"{readable_name(str(folder))} or cannot be read now")
     kept = kept_path(path)
     earlier = read_header(kept) if kept.exists() else None
     with contextlib.suppress(TypeError, IndexError, KeyError):
         if earlier and int(earlier["vectors_shape"][0]) > int(old.has_vector.sum()):
-            return (f"{gone} of the {len(old.files)} notes the cache held are gone from "
-                    f"{readable_name(str(folder))}: {kept.name}, kept when notes went before, "
-                    "holds more vectors and stays as it is")
+            return f"{said}: {kept.name}, kept when notes went before, stays as it is"
     try:
         kept.unlink(missing_ok=True)
         os.link(path, kept)               # the writer replaces the cache's name, not its bytes
@@ -4433,20 +4441,22 @@ def keep_before_loss(path: Path, old: Index, files: list[NoteFile], folder: Path
         import shutil                     # a disk without hard links: a copy, then
         try:
             shutil.copyfile(path, kept)
-        except OSError:
-            return ""
-    return (f"{gone} of the {len(old.files)} notes the cache held are gone from "
-            f"{readable_name(str(folder))}: the cache before is kept as {kept.name}, and its "
-            "vectors serve them if they come back (delete it if they are gone for good)")
+        except OSError as e:
+            kept.unlink(missing_ok=True)
+            return f"{said}, and no copy of the cache could be kept ({e.strerror or e})"
+    return (f"{said}: the cache before is kept as {kept.name}, and its vectors serve them if "
+            "they come back (delete it if they are gone for good)")
 
 
 def drop_kept_copy(path: Path, index: Index) -> None:
-    """Delete the copy keep_before_loss() made once the index holds as many vectors again."""
+    """Delete the copy keep_before_loss() made once every note it held is back in the index
+    (by the digest of its bytes, wherever it is now) with its vectors."""
     kept = kept_path(path)
-    header = read_header(kept) if kept.exists() else None
-    with contextlib.suppress(TypeError, IndexError, KeyError, OSError):
-        if header and int(index.has_vector.sum()) >= int(header["vectors_shape"][0]):
-            kept.unlink()
+    copy = load_index(kept)[0] if kept.exists() else None
+    here = {record.digest for record in index.files.values()}
+    if copy is not None and index.complete and \
+            all(record.digest in here for record in copy.files.values()):
+        kept.unlink(missing_ok=True)
 
 
 def repeat_warnings(index: Index) -> list[str]:
@@ -4593,11 +4603,15 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     if old is None and reason != "no cache yet":
         progress(f"rebuilding index: {reason}")
     copied = not kept_path(path).exists()   # a copy from an earlier loss is never deleted here
-    loss = keep_before_loss(path, cached, files, settings.notes_dir) if cached else ""
+    loss = keep_before_loss(path, cached, {f.rel for f in files}, settings.notes_dir) \
+        if cached else ""
+    listed = file_id(path)
     donors = [] if old is not None or rebuild else vector_donors(settings, path, build)
     if old is not None and kept_path(path).exists():
         donors = [kept_path(path)]        # notes that went missing may be back
     index, report = update_index(settings, client, old, files, progress, writer, build, donors)
+    if cached is not None and not loss and file_id(path) == listed:   # no checkpoint since
+        loss = keep_before_loss(path, cached, index.files, settings.notes_dir)   # unreadable
     report.warnings[:0] = warnings + ([loss] if loss else [])
     if cached is not None and cached.files and not index.files:   # not saved: kept as it is
         if loss and copied:               # the cache itself is kept: no copy of it is needed

@@ -210,3 +210,56 @@ def test_a_folder_is_read_under_its_own_name_when_a_link_to_it_sorts_first(cli, 
               "--source", "zz-projects/*")
     assert out.returncode == 0, out.stderr
     assert [s["source"] for s in json.loads(out.stdout)["sources"]] == ["zz-projects/plan.md"]
+
+
+def test_new_notes_do_not_delete_the_copy_while_the_notes_it_holds_are_away(
+        cli, server, notes, tmp_path):
+    assert cli("--notes", notes, "--retrieve-only", "coffee ratio").returncode == 0
+    away = tmp_path / "away"
+    away.mkdir()
+    moved = sorted(p for p in notes.iterdir() if p.suffix in (".md", ".txt"))[:6]
+    for p in moved:
+        shutil.move(p, away / p.name)
+    assert cli("--notes", notes, "--retrieve-only", "coffee ratio").returncode == 0
+    for i in range(20):                                   # more vectors than the copy holds
+        (notes / f"new-{i}.md").write_text(f"# Note {i}\n\nA new note, number {i}, about "
+                                           f"the {i}th bicycle repair of the season.\n")
+    assert cli("--notes", notes, "--retrieve-only", "coffee ratio").returncode == 0
+    assert len(cache_files(cli.cache)) == 2               # its notes are still away
+    for p in moved:
+        shutil.copy(away / p.name, notes / p.name)
+    embedded = len(server.embedded_texts())
+    assert cli("--notes", notes, "--retrieve-only", "coffee ratio").returncode == 0
+    assert len(server.embedded_texts()) - embedded == 1   # the question, no chunk
+    assert len(cache_files(cli.cache)) == 1
+
+
+def unreadable(monkeypatch, paths: set[str]) -> None:
+    """Opening these files fails as a note without read permission does (the tests run as root,
+    whom chmod does not stop)."""
+    real_open = os.open
+
+    def refusing(path, *args, **kw):
+        if os.fspath(path) in paths:
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_open(path, *args, **kw)
+    monkeypatch.setattr(os, "open", refusing)
+
+
+def test_notes_that_cannot_be_read_for_now_keep_a_copy_of_the_cache(server, notes, tmp_path,
+                                                                    monkeypatch):
+    settings = rag.Settings(notes_dir=notes, cache_dir=tmp_path / "cache")
+    rag.open_index(settings)
+    locked = sorted(p for p in notes.iterdir() if p.suffix in (".md", ".txt"))[:7]
+    for p in locked:                                      # chmod 000 changes the ctime: read again
+        os.utime(p, ns=(p.stat().st_atime_ns, p.stat().st_mtime_ns + 10**9))
+    with monkeypatch.context() as m:
+        unreadable(m, {str(p) for p in locked})
+        index, report = rag.open_index(settings)
+    assert len(index.files) == len(list(notes.glob("*.*"))) - 1 - 7   # eval.jsonl is no note
+    assert any("cannot be read now" in w and "kept as" in w for w in report.warnings), \
+        report.warnings
+    embedded = len(server.embedded_texts())
+    index, report = rag.open_index(settings)              # readable again
+    assert len(server.embedded_texts()) == embedded and report.embedded == 0
+    assert len(cache_files(settings.cache_dir)) == 1
