@@ -867,6 +867,14 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '                    f"to the user\'s gap log (--gaps); --no-log or {NO_LOG_ENV}=1 keeps none.")',
      '                    "guessing. Cite the paths you used.")',
      ["tests/test_mcp.py", "-k", "gap_log_via_mcp"]),
+    ("a first build embeds its notes in file order (a big log before the small notes)",
+     "    todo = smallest_notes_first(chunks, np.flatnonzero(~has_vector))",
+     "    todo = np.flatnonzero(~has_vector)",
+     ["tests/test_build.py", "-k", "small_notes"]),
+    ("smallest_notes_first puts the biggest notes first",
+     "    return rows[np.argsort([size[note] for note in notes], kind=\"stable\")]",
+     "    return rows[np.argsort([-size[note] for note in notes], kind=\"stable\")]",
+     ["tests/test_build.py", "-k", "small_notes"]),
 ]
 
 
