@@ -1245,7 +1245,8 @@ def ollama_client(timeout: float | None = None) -> ollama.Client:
 
 # ----------------------------------------------------------------------------
 # Markdown as Obsidian writes it: front matter (aliases, tags, dates), [[wikilinks]], ![[embeds]],
-# %%comments%% and > [!callouts]. Replaces Part I's strip_front_matter, which only drops the block.
+# %%comments%%, ==highlights==, > [!callouts] and Dataview's queries. Replaces Part I's
+# strip_front_matter, which only drops the block.
 
 
 class NoteMeta(NamedTuple):
@@ -1280,7 +1281,21 @@ NAME_KEY = re.compile(r"\w[\w.-]*(?:[ \t]+[\w.-]+)*")   # "tags", "created at": 
 YAML_ITEM = re.compile(r"[ \t]*-(?:[ \t]+(.*))?")
 BLOCK_SCALAR = re.compile(r"[|>][+-]?")
 WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]*)\]\]")
-COMMENT = re.compile(r"%%.*?%%", re.DOTALL)
+# What Obsidian shows of a note's spans, found in one pass so that whichever opens first wins, as
+# in Obsidian: code (a fence, or `inline` on one line) shows as written, %%a comment%% (or one that
+# never closes: to the note's end) hides all in it, fences too; ==a highlight== (no "==" in it,
+# which keeps this linear) shows its text; the banner an Excalidraw drawing's note opens with
+# (its drawing data is a comment) shows nothing.
+OBSIDIAN_SPAN = re.compile(
+    r"(?P<fence>^[ \t>]*(?P<tick>```|~~~)[ \t]*(?P<lang>[\w-]*).*?(?:^[ \t>]*(?P=tick)|\Z))"
+    r"|(?P<code>(?<!`)(?P<ticks>`+)(?!`)(?:(?!(?P=ticks))[^\n])*(?P=ticks)(?!`))"
+    r"|(?P<comment>%%.*?(?:%%|\Z))"
+    r"|(?P<banner>^==⚠\ufe0f? +Switch to EXCALIDRAW VIEW[^\n]*)"
+    r"|(?<!=)==(?=[^\s=])(?P<mark>(?:[^=\n]|=(?!=))*?)(?<=[^\s=])==(?!=)",
+    re.MULTILINE | re.DOTALL)
+# Fenced blocks that hold no text of the author's: Dataview's and Tasks' queries (Obsidian shows
+# their results, notes found elsewhere), an Excalidraw drawing's data.
+NOT_TEXT_BLOCKS = ("dataview", "dataviewjs", "tasks", "compressed-json")
 CALLOUT = re.compile(r"^([ \t]*(?:>[ \t]?)+)\[!([^\]\n]*)\][+-]?[ \t]*(.*)$", re.MULTILINE)
 # A block id, the anchor a [[Note#^id]] link points at: Latin letters, digits and dashes, at a
 # line's end after a space, or alone on the line after a table or a list.
@@ -1509,10 +1524,29 @@ def drop_block_ids(text: str) -> str:
     return "".join(kept) + text[at:]
 
 
+def shown_spans(text: str) -> str:
+    """`text` with its OBSIDIAN_SPAN spans as Obsidian shows them, every line break kept: code as
+    written (but a NOT_TEXT_BLOCKS query), comments (one never closed hides the rest, as in
+    Obsidian), and the Excalidraw banner dropped, highlights as their text.
+
+    >>> shown_spans("==Key== `a==b` x==y\\n```dataview\\nLIST\\n```\\n`%%` 50%% off\\nhidden")
+    'Key `a==b` x==y\\n\\n\\n\\n`%%` 50\\n'
+    """
+    def shown(m: re.Match) -> str:
+        if m["mark"] is not None:
+            return m["mark"]
+        if m["comment"] is not None or m["banner"] is not None \
+                or m["fence"] is not None and m["lang"].lower() in NOT_TEXT_BLOCKS:
+            return "\n" * m.group().count("\n")
+        return m.group()
+    return OBSIDIAN_SPAN.sub(shown, text)
+
+
 def clean_markup(text: str) -> tuple[str, tuple[str, ...]]:
     """Obsidian's markup as a reader sees it, every line break kept (lines still count as in the
     file), and what the embeds it dropped named: [[Note]] -> Note, [[Note|text]] -> text,
-    [[Note#Part]] -> Note › Part, ![[file]] and %%comments%% dropped, a callout's [!type]
+    [[Note#Part]] -> Note › Part, ![[file]] dropped, comments, highlights, queries and the
+    Excalidraw banner as shown_spans() shows them, a callout's [!type]
     marker replaced by its title (or its type), a block id (^id) dropped outside code blocks,
     where "grep ^d" means what it says. A link that never closes stays as it is.
 
@@ -1533,8 +1567,7 @@ def clean_markup(text: str) -> tuple[str, tuple[str, ...]]:
         parts = [p.strip() for p in target.split("#") if p.strip()
                  and not p.strip().startswith("^")]
         return shown.strip() or " › ".join(parts)
-    text = COMMENT.sub(lambda m: "\n" * m.group().count("\n"), text)
-    text = WIKILINK.sub(link, text)
+    text = WIKILINK.sub(link, shown_spans(text))
     text = CALLOUT.sub(lambda m: m.group(1) + (m.group(3) or m.group(2).strip().capitalize()), text)
     return drop_block_ids(text), tuple(d for d in dict.fromkeys(dropped) if d)
 
