@@ -1956,12 +1956,43 @@ def drop_linked_twins(files: list[NoteFile], linked: set[str],
     return kept, warnings
 
 
+# Where Obsidian's Templates core plugin and the Templater plugin keep the folder of templates:
+# notes of placeholders (<% tp.date.now() %>, {{date}}) that new notes are made from, not notes.
+TEMPLATE_SETTINGS = ((".obsidian/templates.json", "folder"),
+                     (".obsidian/plugins/templater-obsidian/data.json", "templates_folder"))
+SETTINGS_MAX_BYTES = 1 << 20              # a plugin's settings file read beyond this is no JSON
+
+
+def templates_folders(notes_dir: Path) -> dict[str, tuple[str, str]]:
+    """The templates folders that Obsidian's settings in notes_dir name (TEMPLATE_SETTINGS):
+    real path -> (the folder as named under notes_dir, the settings file naming it). A settings
+    file that is missing, not a regular file or not JSON, or a folder that is not one inside
+    notes_dir, names none."""
+    root, found = os.path.realpath(notes_dir), {}
+    for setting, key in TEMPLATE_SETTINGS:
+        path = os.path.join(root, setting)
+        try:
+            if not stat.S_ISREG(os.stat(path).st_mode):      # a FIFO would block the open
+                continue
+            with open(path, "rb") as f:
+                folder = json.loads(f.read(SETTINGS_MAX_BYTES)).get(key)
+        except (OSError, ValueError, AttributeError, RecursionError):
+            continue
+        if not isinstance(folder, str) or not folder.strip("/"):
+            continue
+        real = os.path.realpath(os.path.join(root, folder.strip("/")))
+        if real != root and os.path.commonpath([root, real]) == root and os.path.isdir(real):
+            found.setdefault(real, (readable_name(os.path.relpath(real, root)), setting))
+    return found
+
+
 def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
                follow_links: bool = False) -> tuple[list[NoteFile], list[str]]:
     """List note files under notes_dir, sorted, with warnings for what was passed over.
 
-    Hidden folders (.git, .obsidian, ...) and the `skip` folders (the cache) are not
-    entered. A symlink whose target lies outside the notes folder is skipped, with one
+    Hidden folders (.git, .obsidian, ...), the `skip` folders (the cache) and the templates
+    folder Obsidian's settings name (templates_folders) are not entered, the last said in a
+    line. A symlink whose target lies outside the notes folder is skipped, with one
     warning naming them all, unless follow_links (--follow-links): a shared folder must
     not make /etc/shadow a source, nor walk the whole disk. A link to a folder the walk
     reads under its own name is skipped (a link back to an ancestor is a loop), and named;
@@ -1969,7 +2000,8 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
     Only regular files are notes (never a FIFO or a device), and `rel` is
     readable_name(): a name that is not UTF-8 shows its bytes, a control character its code.
     """
-    skip_real = {os.path.realpath(p) for p in skip}
+    templates = templates_folders(notes_dir)
+    skip_real = {os.path.realpath(p) for p in skip} | set(templates)
     root = os.path.realpath(notes_dir)
     leaves = []                               # links that lead outside the folder, not followed
     shortcuts = []                            # links to folders read under their own names
@@ -2045,6 +2077,11 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
         warnings.append(f"skipped {len(rels)} {kind}s ({', '.join(sorted(rels))}): "
                         f"{kind} support needs `pip install {NOTE_TYPES[suffix].needs}`")
     files, warnings = drop_linked_twins(files, linked, warnings)
+    if templates:
+        named = dict(templates.values())
+        warnings.append(f"skipped {', '.join(folder + '/' for folder in named)}: templates, not "
+                        f"notes (the templates folder {', '.join(dict.fromkeys(named.values()))} "
+                        "names)")
     if shortcuts:
         warnings.append(f"skipped {len(shortcuts)} symlink(s) to folders read under their own "
                         f"names ({first_names(shortcuts)})")

@@ -899,6 +899,18 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '    r"|(?P<banner>^==⚠\\ufe0f? +Switch to EXCALIDRAW VIEW[^\\n]*)"',
      '    r"|(?P<banner>(?!))"',
      ["tests/test_obsidian.py", "-k", "highlights or excalidraw"]),
+    ("templates folder: the folder Obsidian's settings name is read as notes",
+     "    skip_real = {os.path.realpath(p) for p in skip} | set(templates)",
+     "    skip_real = {os.path.realpath(p) for p in skip}",
+     ["tests/test_obsidian.py", "-k", "templates_folder"]),
+    ("templates folder: the Templater plugin's setting is not read",
+     '                     (".obsidian/plugins/templater-obsidian/data.json", "templates_folder"))',
+     '                     (".obsidian/plugins/templater-obsidian/data.json", "folder"))',
+     ["tests/test_obsidian.py", "-k", "templates_folder"]),
+    ("templates folder: a folder outside the notes is passed over",
+     "        if real != root and os.path.commonpath([root, real]) == root and os.path.isdir(real):",
+     "        if os.path.isdir(real):",
+     ["tests/test_obsidian.py", "-k", "templates_folder"]),
 ]
 
 

@@ -131,6 +131,35 @@ def test_an_excalidraw_note_keeps_its_drawing_s_words_only(tmp_path):
     assert on_disk[section.line - 1 + section.text.split("\n").index("# Excalidraw Data")] == "# Excalidraw Data"
 
 
+@pytest.mark.parametrize("setting, json_text", [
+    (".obsidian/templates.json", '{"folder": "Templates"}'),
+    (".obsidian/plugins/templater-obsidian/data.json",
+     '{"command_timeout": 5, "templates_folder": "/Templates/", "trigger_on_file_creation": true}'),
+])
+def test_the_templates_folder_obsidian_names_is_passed_over_in_one_line(cli, tmp_path, setting, json_text):
+    vault = tmp_path / "vault"
+    (vault / "Templates").mkdir(parents=True)
+    (vault / setting).parent.mkdir(parents=True)
+    (vault / setting).write_text(json_text)
+    for name in ("Daily", "Meeting", "Book"):
+        (vault / "Templates" / f"{name}.md").write_text(
+            f"---\ncreated: <% tp.date.now(\"YYYY-MM-DD\") %>\n---\n# {name} about the zeppelin hangar\n\n{PAD}\n")
+    (vault / "hangar.md").write_text(f"# Hangar\n\nThe zeppelin hangar opens at nine. {PAD}\n")
+    out = cli("When does the zeppelin hangar open?", "--notes", vault, "--retrieve-only", "--json")
+    assert sources(out) == ["hangar.md"]
+    assert json.loads(out.stdout)["warnings"] == [
+        f"skipped Templates/: templates, not notes (the templates folder {setting} names)"]
+    # a settings file that is no JSON, or names no folder inside the notes, passes nothing over
+    (tmp_path / "outside").mkdir()
+    for broken in ("{not json", '{"folder": ""}', "[1]", '{"folder": "/", "templates_folder": "Templates/.."}',
+                   '{"folder": "../outside", "templates_folder": "../outside"}'):
+        (vault / setting).write_text(broken)
+        out = cli("When does the zeppelin hangar open?", "--notes", vault, "--retrieve-only", "--json")
+        warnings = json.loads(out.stdout)["warnings"]
+        assert not any(w.startswith("skipped") for w in warnings) and "Traceback" not in out.stderr
+        assert any("'<% tp.date.now(\"YYYY-M" in w for w in warnings), warnings   # the templates read
+
+
 def test_keys_yaml_reads_but_no_identifier_would_keep_the_front_matter(cli, tmp_path):
     vault = tmp_path / "vault"
     vault.mkdir()
