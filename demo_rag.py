@@ -1245,7 +1245,8 @@ def ollama_client(timeout: float | None = None) -> ollama.Client:
 
 # ----------------------------------------------------------------------------
 # Markdown as Obsidian writes it: front matter (aliases, tags, dates), [[wikilinks]], ![[embeds]],
-# %%comments%% and > [!callouts]. Replaces Part I's strip_front_matter, which only drops the block.
+# %%comments%%, ==highlights==, > [!callouts] and Dataview's queries. Replaces Part I's
+# strip_front_matter, which only drops the block.
 
 
 class NoteMeta(NamedTuple):
@@ -1280,7 +1281,21 @@ NAME_KEY = re.compile(r"\w[\w.-]*(?:[ \t]+[\w.-]+)*")   # "tags", "created at": 
 YAML_ITEM = re.compile(r"[ \t]*-(?:[ \t]+(.*))?")
 BLOCK_SCALAR = re.compile(r"[|>][+-]?")
 WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]*)\]\]")
-COMMENT = re.compile(r"%%.*?%%", re.DOTALL)
+# What Obsidian shows of a note's spans, found in one pass so that whichever opens first wins, as
+# in Obsidian: code (a fence, or `inline` on one line) shows as written, %%a comment%% (or one that
+# never closes: to the note's end) hides all in it, fences too; ==a highlight== (no "==" in it,
+# which keeps this linear) shows its text; the banner an Excalidraw drawing's note opens with
+# (its drawing data is a comment) shows nothing.
+OBSIDIAN_SPAN = re.compile(
+    r"(?P<fence>^[ \t>]*(?P<tick>```|~~~)[ \t]*(?P<lang>[\w-]*).*?(?:^[ \t>]*(?P=tick)|\Z))"
+    r"|(?P<code>(?<!`)(?P<ticks>`+)(?!`)(?:(?!(?P=ticks))[^\n])*(?P=ticks)(?!`))"
+    r"|(?P<comment>%%.*?(?:%%|\Z))"
+    r"|(?P<banner>^==⚠\ufe0f? +Switch to EXCALIDRAW VIEW[^\n]*)"
+    r"|(?<!=)==(?=[^\s=])(?P<mark>(?:[^=\n]|=(?!=))*?)(?<=[^\s=])==(?!=)",
+    re.MULTILINE | re.DOTALL)
+# Fenced blocks that hold no text of the author's: Dataview's and Tasks' queries (Obsidian shows
+# their results, notes found elsewhere), an Excalidraw drawing's data.
+NOT_TEXT_BLOCKS = ("dataview", "dataviewjs", "tasks", "compressed-json")
 CALLOUT = re.compile(r"^([ \t]*(?:>[ \t]?)+)\[!([^\]\n]*)\][+-]?[ \t]*(.*)$", re.MULTILINE)
 # A block id, the anchor a [[Note#^id]] link points at: Latin letters, digits and dashes, at a
 # line's end after a space, or alone on the line after a table or a list.
@@ -1511,10 +1526,29 @@ def drop_block_ids(text: str) -> str:
     return "".join(kept) + text[at:]
 
 
+def shown_spans(text: str) -> str:
+    """`text` with its OBSIDIAN_SPAN spans as Obsidian shows them, every line break kept: code as
+    written (but a NOT_TEXT_BLOCKS query), comments (one never closed hides the rest, as in
+    Obsidian), and the Excalidraw banner dropped, highlights as their text.
+
+    >>> shown_spans("==Key== `a==b` x==y\\n```dataview\\nLIST\\n```\\n`%%` 50%% off\\nhidden")
+    'Key `a==b` x==y\\n\\n\\n\\n`%%` 50\\n'
+    """
+    def shown(m: re.Match) -> str:
+        if m["mark"] is not None:
+            return m["mark"]
+        if m["comment"] is not None or m["banner"] is not None \
+                or m["fence"] is not None and m["lang"].lower() in NOT_TEXT_BLOCKS:
+            return "\n" * m.group().count("\n")
+        return m.group()
+    return OBSIDIAN_SPAN.sub(shown, text)
+
+
 def clean_markup(text: str) -> tuple[str, tuple[str, ...]]:
     """Obsidian's markup as a reader sees it, every line break kept (lines still count as in the
     file), and what the embeds it dropped named: [[Note]] -> Note, [[Note|text]] -> text,
-    [[Note#Part]] -> Note › Part, ![[file]] and %%comments%% dropped, a callout's [!type]
+    [[Note#Part]] -> Note › Part, ![[file]] dropped, comments, highlights, queries and the
+    Excalidraw banner as shown_spans() shows them, a callout's [!type]
     marker replaced by its title (or its type), a block id (^id) dropped outside code blocks,
     where "grep ^d" means what it says. A link that never closes stays as it is.
 
@@ -1535,8 +1569,7 @@ def clean_markup(text: str) -> tuple[str, tuple[str, ...]]:
         parts = [p.strip() for p in target.split("#") if p.strip()
                  and not p.strip().startswith("^")]
         return shown.strip() or " › ".join(parts)
-    text = COMMENT.sub(lambda m: "\n" * m.group().count("\n"), text)
-    text = WIKILINK.sub(link, text)
+    text = WIKILINK.sub(link, shown_spans(text))
     text = CALLOUT.sub(lambda m: m.group(1) + (m.group(3) or m.group(2).strip().capitalize()), text)
     return drop_block_ids(text), tuple(d for d in dict.fromkeys(dropped) if d)
 
@@ -1925,12 +1958,43 @@ def drop_linked_twins(files: list[NoteFile], linked: set[str],
     return kept, warnings
 
 
+# Where Obsidian's Templates core plugin and the Templater plugin keep the folder of templates:
+# notes of placeholders (<% tp.date.now() %>, {{date}}) that new notes are made from, not notes.
+TEMPLATE_SETTINGS = ((".obsidian/templates.json", "folder"),
+                     (".obsidian/plugins/templater-obsidian/data.json", "templates_folder"))
+SETTINGS_MAX_BYTES = 1 << 20              # a plugin's settings file read beyond this is no JSON
+
+
+def templates_folders(notes_dir: Path) -> dict[str, tuple[str, str]]:
+    """The templates folders that Obsidian's settings in notes_dir name (TEMPLATE_SETTINGS):
+    real path -> (the folder as named under notes_dir, the settings file naming it). A settings
+    file that is missing, not a regular file or not JSON, or a folder that is not one inside
+    notes_dir, names none."""
+    root, found = os.path.realpath(notes_dir), {}
+    for setting, key in TEMPLATE_SETTINGS:
+        path = os.path.join(root, setting)
+        try:
+            if not stat.S_ISREG(os.stat(path).st_mode):      # a FIFO would block the open
+                continue
+            with open(path, "rb") as f:
+                folder = json.loads(f.read(SETTINGS_MAX_BYTES)).get(key)
+        except (OSError, ValueError, AttributeError, RecursionError):
+            continue
+        if not isinstance(folder, str) or not folder.strip("/"):
+            continue
+        real = os.path.realpath(os.path.join(root, folder.strip("/")))
+        if real != root and os.path.commonpath([root, real]) == root and os.path.isdir(real):
+            found.setdefault(real, (readable_name(os.path.relpath(real, root)), setting))
+    return found
+
+
 def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
                follow_links: bool = False) -> tuple[list[NoteFile], list[str]]:
     """List note files under notes_dir, sorted, with warnings for what was passed over.
 
-    Hidden folders (.git, .obsidian, ...) and the `skip` folders (the cache) are not
-    entered. A symlink whose target lies outside the notes folder is skipped, with one
+    Hidden folders (.git, .obsidian, ...), the `skip` folders (the cache) and the templates
+    folder Obsidian's settings name (templates_folders) are not entered, the last said in a
+    line. A symlink whose target lies outside the notes folder is skipped, with one
     warning naming them all, unless follow_links (--follow-links): a shared folder must
     not make /etc/shadow a source, nor walk the whole disk. A link to a folder the walk
     reads under its own name is skipped (a link back to an ancestor is a loop), and named;
@@ -1938,7 +2002,8 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
     Only regular files are notes (never a FIFO or a device), and `rel` is
     readable_name(): a name that is not UTF-8 shows its bytes, a control character its code.
     """
-    skip_real = {os.path.realpath(p) for p in skip}
+    templates = templates_folders(notes_dir)
+    skip_real = {os.path.realpath(p) for p in skip} | set(templates)
     root = os.path.realpath(notes_dir)
     leaves = []                               # links that lead outside the folder, not followed
     shortcuts = []                            # links to folders read under their own names
@@ -2014,6 +2079,11 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
         warnings.append(f"skipped {len(rels)} {kind}s ({', '.join(sorted(rels))}): "
                         f"{kind} support needs `pip install {NOTE_TYPES[suffix].needs}`")
     files, warnings = drop_linked_twins(files, linked, warnings)
+    if templates:
+        named = dict(templates.values())
+        warnings.append(f"skipped {', '.join(folder + '/' for folder in named)}: templates, not "
+                        f"notes (the templates folder {', '.join(dict.fromkeys(named.values()))} "
+                        "names)")
     if shortcuts:
         warnings.append(f"skipped {len(shortcuts)} symlink(s) to folders read under their own "
                         f"names ({first_names(shortcuts)})")
@@ -2773,6 +2843,20 @@ def skip_warnings(skipped: dict[str, Skip]) -> list[str]:
     return [f"skipped {len(skipped)} notes: {', '.join(shown)}; --json or --explain names them"]
 
 
+def smallest_notes_first(chunks: Sequence[Chunk], rows: np.ndarray) -> np.ndarray:
+    """`rows` (chunks to embed) reordered so that the notes with the fewest of them come first,
+    each note's in order: a first build stopped part way has then made many notes searchable by
+    meaning, not a part of one long log. Only the embedding order changes, never the rows'.
+
+    >>> notes = [Chunk(note, "", "...") for note in ["log.md"] * 3 + ["x.md", "y.md", "y.md"]]
+    >>> smallest_notes_first(notes, np.arange(6)).tolist()
+    [3, 4, 5, 0, 1, 2]
+    """
+    notes = [chunks[i].source for i in rows]
+    size = Counter(notes)
+    return rows[np.argsort([size[note] for note in notes], kind="stable")]
+
+
 def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, chunks: list[Chunk],
                  reuse: np.ndarray, report: IndexReport,
                  progress: Callable[[str | EmbedProgress], None],
@@ -2819,7 +2903,7 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, c
         if found:
             progress(f"{found:,} chunks' vectors found in other caches of {settings.embed_model} "
                      "(the same texts, embedded before)")
-    todo = np.flatnonzero(~has_vector)
+    todo = smallest_notes_first(chunks, np.flatnonzero(~has_vector))
     if len(todo) == 0:
         return vectors, has_vector
     # sized_here: dim is this run's

@@ -101,6 +101,35 @@ def test_two_processes_building_at_once_both_finish_and_nothing_is_embedded_agai
     assert texts_the_next_run_embeds(vault) == 0
 
 
+def test_a_first_build_stopped_after_one_request_has_embedded_the_small_notes_not_the_log(tmp_path):
+    # A log of 80 chunks named to come first, and ten notes of one chunk: the first request's
+    # 32 texts are the ten notes and the log's start, and the index is laid out as it would be.
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "a-log.md").write_text("".join(f"## Entry {i}\n\n" + f"Log line {i} of the server, "
+                                            "nothing to see here. " * 5 + "\n\n" for i in range(80)))
+    for i in range(10):
+        (vault / f"note-{i}.md").write_text(f"Note {i} holds the one fact {i * 7} about kites.\n")
+    with FakeOllama(die_after_embeds=1) as server:
+        out = run_cli(*args_for(vault), host=server.url)
+    assert out.returncode == 0 and "Top sources (keywords only)" in out.stdout, out.stderr
+    (cache,) = (tmp_path / "cache").iterdir()
+    index, _ = rag.load_index(cache)
+    assert int(index.has_vector.sum()) == PER_REQUEST
+    for i in range(10):
+        rec = index.files[f"note-{i}.md"]
+        assert index.has_vector[rec.start:rec.stop].all(), f"note-{i}.md has no vector"
+    assert [c.source for c in index.chunks] == ["a-log.md"] * 80 + [f"note-{i}.md" for i in range(10)]
+    # resumed, it holds what a build never stopped holds, row for row
+    assert texts_the_next_run_embeds(vault) == 90 - PER_REQUEST
+    with FakeOllama() as server:
+        assert run_cli(*args_for(vault, "--cache", tmp_path / "whole"), host=server.url).returncode == 0
+    resumed, whole = (rag.load_index(next(folder.iterdir()))[0]
+                      for folder in (tmp_path / "cache", tmp_path / "whole"))
+    assert list(resumed.chunks) == list(whole.chunks) and resumed.complete and whole.complete
+    assert np.array_equal(resumed.vectors, whole.vectors)
+
+
 # ---- a cache that cannot be written -----------------------------------------------------
 
 def file_size_limit(limit):

@@ -93,6 +93,73 @@ def test_obsidian_markup_is_cleaned_and_every_line_break_kept(tmp_path):
     assert "title: Plan" in rag.read_text(txt)[0][0].text and "[[Other note|" in rag.read_text(txt)[0][0].text
 
 
+def test_highlights_queries_and_an_unclosed_comment_read_as_obsidian_shows_them(tmp_path):
+    note = tmp_path / "n.md"
+    lines = ["# Plan", "The ==zeppelin hangar== opens at ==nine==.", "Code: `a==b` and `%%`, 10 == 10.",
+             "```python", "assert a==b", "%%timeit", "```",
+             "```dataview", "TABLE status FROM #project", "```",
+             "~~~dataviewjs", "dv.list(dv.pages())", "~~~",
+             "```tasks", "not done", "```",
+             "%% a closed comment %% kept", "Title", "=====", "x %% never closed, as Obsidian hides it",
+             "Hidden line.", "```", "hidden code", "```", ""]
+    note.write_text("\n".join(lines), encoding="utf-8")
+    (section,), warning = rag.read_text(note)
+    assert warning is None and section.line == 1
+    shown = section.text.split("\n")
+    assert len(shown) == len(lines)                 # every line break kept: lines still count as on disk
+    assert shown[:8] == ["# Plan", "The zeppelin hangar opens at nine.", "Code: `a==b` and `%%`, 10 == 10.",
+                         "```python", "assert a==b", "%%timeit", "```", ""]
+    assert shown[8:16] == [""] * 8                  # the queries' lines blank, their fences too
+    assert shown[16:20] == [" kept", "Title", "=====", "x "]
+    assert shown[20:] == [""] * 5
+
+
+def test_an_excalidraw_note_keeps_its_drawing_s_words_only(tmp_path):
+    note = tmp_path / "Drawing 2026-03-01.excalidraw.md"
+    text = ("---\n\nexcalidraw-plugin: parsed\ntags: [excalidraw]\n\n---\n"
+            "==⚠  Switch to EXCALIDRAW VIEW in the MORE OPTIONS menu of this document. ⚠== You can decompress "
+            "Drawing data with the command palette: 'Decompress current Excalidraw file'. For more info check "
+            "in plugin settings under 'Saving'\n\n\n# Excalidraw Data\n## Text Elements\n"
+            "The zeppelin hangar opens at nine ^Xk2a9Qpl\n\n%%\n## Drawing\n```compressed-json\n"
+            "N4KAkARALgngDg5gLgAQQwA\n```\n%%")
+    note.write_text(text, encoding="utf-8")
+    (section,), _ = rag.read_text(note)
+    assert "EXCALIDRAW VIEW" not in section.text and "N4KA" not in section.text and "Drawing" not in section.text
+    assert "# Excalidraw Data\n## Text Elements\nThe zeppelin hangar opens at nine\n" in section.text
+    on_disk = text.split("\n")
+    assert section.text.count("\n") == len(on_disk) - section.line
+    assert on_disk[section.line - 1 + section.text.split("\n").index("# Excalidraw Data")] == "# Excalidraw Data"
+
+
+@pytest.mark.parametrize("setting, json_text", [
+    (".obsidian/templates.json", '{"folder": "Templates"}'),
+    (".obsidian/plugins/templater-obsidian/data.json",
+     '{"command_timeout": 5, "templates_folder": "/Templates/", "trigger_on_file_creation": true}'),
+])
+def test_the_templates_folder_obsidian_names_is_passed_over_in_one_line(cli, tmp_path, setting, json_text):
+    vault = tmp_path / "vault"
+    (vault / "Templates").mkdir(parents=True)
+    (vault / setting).parent.mkdir(parents=True)
+    (vault / setting).write_text(json_text)
+    for name in ("Daily", "Meeting", "Book"):
+        (vault / "Templates" / f"{name}.md").write_text(
+            f"---\ncreated: <% tp.date.now(\"YYYY-MM-DD\") %>\n---\n# {name} about the zeppelin hangar\n\n{PAD}\n")
+    (vault / "hangar.md").write_text(f"# Hangar\n\nThe zeppelin hangar opens at nine. {PAD}\n")
+    out = cli("When does the zeppelin hangar open?", "--notes", vault, "--retrieve-only", "--json")
+    assert sources(out) == ["hangar.md"]
+    assert json.loads(out.stdout)["warnings"] == [
+        f"skipped Templates/: templates, not notes (the templates folder {setting} names)"]
+    # a settings file that is no JSON, or names no folder inside the notes, passes nothing over
+    (tmp_path / "outside").mkdir()
+    for broken in ("{not json", '{"folder": ""}', "[1]", '{"folder": "/", "templates_folder": "Templates/.."}',
+                   '{"folder": "../outside", "templates_folder": "../outside"}'):
+        (vault / setting).write_text(broken)
+        out = cli("When does the zeppelin hangar open?", "--notes", vault, "--retrieve-only", "--json")
+        warnings = json.loads(out.stdout)["warnings"]
+        assert not any(w.startswith("skipped") for w in warnings) and "Traceback" not in out.stderr
+        assert any("'<% tp.date.now(\"YYYY-M" in w for w in warnings), warnings   # the templates read
+
+
 def test_keys_yaml_reads_but_no_identifier_would_keep_the_front_matter(cli, tmp_path):
     vault = tmp_path / "vault"
     vault.mkdir()
@@ -282,6 +349,15 @@ def test_block_ids_take_linear_time_among_many_code_blocks():
     t0 = time.perf_counter()
     assert rag.drop_block_ids(text) == "```\nx\n```\nt\n" * 20_000
     assert time.perf_counter() - t0 < 5                 # each id against every fence: minutes here
+
+
+@pytest.mark.parametrize("text", ["a==" * 300_000, "==a=" * 300_000, "``a`" * 250_000, "```a``a`a" * 100_000,
+                                  "%%`" * 300_000, "```\n" * 100_000, "x ==" + "a " * 500_000])
+def test_obsidian_spans_take_linear_time_on_hostile_notes(text):
+    import time
+    t0 = time.perf_counter()
+    assert rag.clean_markup(text)[0].count("\n") == text.count("\n")
+    assert time.perf_counter() - t0 < 5                 # a span scanned to each line's end: hours here
 
 
 @pytest.mark.parametrize("text", ["---\na: 1\n" + "  - x\n" * 50_000 + "prose, no closing line",
