@@ -84,7 +84,8 @@ reading it (tests/test_layers.py holds it to the banners).
     --eval                         evaluate, load_eval_set, run_eval; EVAL
     --make-eval and --tune         generate_eval_set, run_make_eval, tune, run_tune; MAKE_EVAL, TUNE
     --gaps                         read_gaps, gap_report, run_gaps; GAPS
-    --mcp                          McpServer, mcp_tools, run_mcp; MCP
+    --mcp's tools                  mcp_tools, argument_problem, tool_result, search_result
+    --mcp                          McpServer, run_mcp; MCP
     The command line               MODES, parse_args, run_mode, main, exit_now
 
 Named above their definition, on purpose: search's score() and judge() read the floor
@@ -8177,39 +8178,16 @@ GAPS = Mode(
     examples=(("--notes ~/vault --gaps", "what your notes could not answer"),))
 
 # ----------------------------------------------------------------------------
-# --mcp: the notes served to agents over the Model Context Protocol, on stdin and stdout.
+# --mcp's tools: search_notes, read_note and ask_notes as an agent sees them, and their results.
 #
-# An editor or assistant (Claude Desktop, VS Code, Cursor, ...) starts `demo_rag.py --mcp`
-# and talks JSON-RPC 2.0 with it, one message a line on stdin and stdout. Three tools:
-# search_notes (the same search() as a question's), read_note (a note of the index, by
-# lines) and ask_notes (the same answer()). The index is opened by the first call and held:
-# every call refreshes it first, as a run opens it: a stat() of every note and folder says
-# whether anything changed (McpServer.still_current), and if something did, open_index
-# updates it (taking the held index for the cache while no note changed). So the start-up
-# is paid once a session, and a note saved a second ago is searchable. Calls are served
-# one at a time, in order.
-# Standard library only: a client brings its own SDK, this end needs none.
+# search_notes runs the same search() as a question, ask_notes the same answer(), and read_note
+# reads a note of the index by its lines. Each tool is described to the agent by JSON Schemas
+# (mcp_tools), its arguments are checked against them (argument_problem), and its result is
+# one value for programs and a text for people and models (tool_result). The server below runs
+# them; what is here reads no message and holds no index.
 
 
-MCP_HANDSHAKE_REVISIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")   # oldest first
-MCP_STATELESS_REVISIONS = ("2026-07-28",)  # no initialize: each request names its revision in _meta
-MCP_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"            # those requests' _meta keys
-MCP_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
-MCP_SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"             # ...and their results'
-MCP_SERVER_INFO = {"name": "demo_rag", "title": "Your notes (demo_rag)", "version": "1.0"}
 MCP_READ_LINES = 200                      # lines read_note gives when not told; the agent asks on
-MCP_MAX_MESSAGE = 16 << 20                # bytes in one message from the client, at most
-MCP_PROGRESS_SECONDS = 0.5                # one progress notification this often, at most
-# JSON-RPC's error codes, and the stateless revision's for a revision this server does not speak.
-PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = (
-    -32700, -32600, -32601, -32602, -32603)
-UNSUPPORTED_REVISION = -32022
-
-MCP_INSTRUCTIONS = ("Search the user's own notes (a local folder) before answering from memory: "
-                    "search_notes first, read_note to see more around a hit. When search_notes "
-                    "says found: false, the notes do not hold the answer; say so instead of "
-                    "guessing. Cite the paths you used. A question ask_notes cannot answer goes "
-                    f"to the user's gap log (--gaps); --no-log or {NO_LOG_ENV}=1 keeps none.")
 
 # search_notes' and ask_notes' filters: argument -> (the Settings field it sets for the call, the
 # function that reads it as the command line's flag does, its JSON Schema).
@@ -8275,14 +8253,6 @@ def mcp_tools(settings: Settings) -> dict[str, dict]:
                           "description": "the question, in any language"},
              **filters}, "required": ["question"], "additionalProperties": False}},
     ]}
-
-
-class McpError(Exception):
-    """A request the server refuses: a JSON-RPC error with this code, message and data."""
-
-    def __init__(self, code: int, message: str, data=None):
-        super().__init__(message)
-        self.code, self.data = code, data
 
 
 class ToolFailed(Exception):
@@ -8410,6 +8380,47 @@ def note_lines(file: NoteFile, max_mb: float) -> list[str]:
         raise ToolFailed(f"cannot read {file.rel}: {e}") from None
     lines = re.split(r"\r\n|\r|\n", text)
     return lines[:-1] if lines[-1] == "" else lines
+
+
+# ----------------------------------------------------------------------------
+# --mcp: the notes served to agents over the Model Context Protocol, on stdin and stdout.
+#
+# An editor or assistant (Claude Desktop, VS Code, Cursor, ...) starts `demo_rag.py --mcp`
+# and talks JSON-RPC 2.0 with it, one message a line on stdin and stdout, to call the tools
+# above. The index is opened by the first call and held: every call refreshes it first, as a
+# run opens it: a stat() of every note and folder says whether anything changed
+# (McpServer.still_current), and if something did, open_index updates it (taking the held
+# index for the cache while no note changed). So the start-up is paid once a session, and a
+# note saved a second ago is searchable. Calls are served one at a time, in order.
+# Standard library only: a client brings its own SDK, this end needs none.
+
+
+MCP_HANDSHAKE_REVISIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")   # oldest first
+MCP_STATELESS_REVISIONS = ("2026-07-28",)  # no initialize: each request names its revision in _meta
+MCP_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"            # those requests' _meta keys
+MCP_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
+MCP_SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"             # ...and their results'
+MCP_SERVER_INFO = {"name": "demo_rag", "title": "Your notes (demo_rag)", "version": "1.0"}
+MCP_MAX_MESSAGE = 16 << 20                # bytes in one message from the client, at most
+MCP_PROGRESS_SECONDS = 0.5                # one progress notification this often, at most
+# JSON-RPC's error codes, and the stateless revision's for a revision this server does not speak.
+PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = (
+    -32700, -32600, -32601, -32602, -32603)
+UNSUPPORTED_REVISION = -32022
+
+MCP_INSTRUCTIONS = ("Search the user's own notes (a local folder) before answering from memory: "
+                    "search_notes first, read_note to see more around a hit. When search_notes "
+                    "says found: false, the notes do not hold the answer; say so instead of "
+                    "guessing. Cite the paths you used. A question ask_notes cannot answer goes "
+                    f"to the user's gap log (--gaps); --no-log or {NO_LOG_ENV}=1 keeps none.")
+
+
+class McpError(Exception):
+    """A request the server refuses: a JSON-RPC error with this code, message and data."""
+
+    def __init__(self, code: int, message: str, data=None):
+        super().__init__(message)
+        self.code, self.data = code, data
 
 
 def folder_stat(st: os.stat_result) -> tuple[int, int]:
