@@ -8588,8 +8588,10 @@ class McpServer:
         return {"tools": list(self.tools.values()), "cacheScope": "private", "ttlMs": 0}
 
     def call_tool(self, params: dict) -> dict:
-        """tools/call: check the name and arguments (a JSON-RPC error if wrong), refresh the
-        index, run the tool; a tool that fails is a result with isError and one line."""
+        """tools/call: check the tool's name (a JSON-RPC error if there is no such tool) and its
+        arguments, refresh the index, run the tool. Wrong arguments, like a tool that fails, are
+        a result with isError and one line: the model reads it and can call again, where an
+        error would stop in the client."""
         name, arguments = params.get("name"), params.get("arguments", {})
         if not isinstance(name, str) or name not in self.tools:     # a list or object is none
             raise McpError(INVALID_PARAMS,
@@ -8597,7 +8599,7 @@ class McpServer:
         if not isinstance(arguments, dict):
             raise McpError(INVALID_PARAMS, "arguments must be an object")
         if why := argument_problem(self.tools[name], arguments):
-            raise McpError(INVALID_PARAMS, f"{name}: {why}")
+            return tool_result(f"{name}: {why}", error=True)
         token = ((params.get("_meta") or {}).get("progressToken")
                  if isinstance(params.get("_meta"), dict) else None)
         try:

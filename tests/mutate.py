@@ -867,6 +867,10 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '                    f"to the user\'s gap log (--gaps); --no-log or {NO_LOG_ENV}=1 keeps none.")',
      '                    "guessing. Cite the paths you used.")',
      ["tests/test_mcp.py", "-k", "gap_log_via_mcp"]),
+    ("mcp: wrong arguments are a JSON-RPC error (-32602) the model never reads, not a tool result",
+     '            return tool_result(f"{name}: {why}", error=True)',
+     '            raise McpError(INVALID_PARAMS, f"{name}: {why}")',
+     ["tests/test_mcp.py", "-k", "fault or refuses_every or tag_and_date or official"]),
 ]
 
 

@@ -178,16 +178,28 @@ def test_every_fault_is_answered_and_the_server_goes_on(mcp):
         assert reply["id"] == (7 if b'"id": 7' in raw else 8 if b'"id": 8' in raw else None), reply
     assert m.request("resources/list")["error"]["code"] == -32601
     assert m.request("tools/list", [1])["error"]["code"] == -32602
-    bad_calls = [({"name": "search_notes", "arguments": {}}, "missing argument 'query'"),
-                 ({"name": "search_notes", "arguments": {"query": 3}}, "query must be a string"),
-                 ({"name": "search_notes", "arguments": {"query": "  "}}, "query is blank"),
-                 ({"name": "search_notes", "arguments": {"query": "x", "top_k": 0}}, "top_k must be 1 or more"),
-                 ({"name": "search_notes", "arguments": {"query": "x", "top_k": 999}}, "top_k must be at most"),
-                 ({"name": "search_notes", "arguments": {"query": "x", "top_k": True}}, "top_k must be an integer"),
-                 ({"name": "search_notes", "arguments": {"query": "x", "k": 3}}, "unknown argument 'k'"),
-                 ({"name": "search_notes", "arguments": "x"}, "arguments must be an object"),
-                 ({"name": "read_note", "arguments": {"path": "bm25.md", "start_line": "1"}}, "start_line must be"),
+    # wrong arguments: a tool result with isError, for the model to read and call again
+    bad_arguments = [("search_notes", {}, "missing argument 'query'"),
+                     ("search_notes", {"query": 3}, "query must be a string"),
+                     ("search_notes", {"query": "  "}, "query is blank"),
+                     ("search_notes", {"query": "x", "top_k": 0}, "top_k must be 1 or more"),
+                     ("search_notes", {"query": "x", "top_k": 999}, "top_k must be at most"),
+                     ("search_notes", {"query": "x", "top_k": True}, "top_k must be an integer"),
+                     ("search_notes", {"query": "x", "k": 3}, "unknown argument 'k'"),
+                     ("read_note", {"path": "bm25.md", "start_line": "1"}, "start_line must be")]
+    for tool, arguments, said in bad_arguments:
+        r = m.call(tool, **arguments)
+        assert r["isError"] is True and said in r["content"][0]["text"], (arguments, r)
+        assert r["content"][0]["text"].startswith(f"{tool}: ") and "structuredContent" not in r
+    for revision in HANDSHAKE:            # a result with isError is one in every revision
+        m.initialize(revision)
+        assert m.call("search_notes", query="x", top_k=0)["isError"] is True
+    stateless = m.call("search_notes", meta=ENVELOPE, query="x", top_k=0)
+    assert stateless["isError"] is True and stateless["resultType"] == "complete"
+    # no such tool, or no arguments object: the request itself is wrong
+    bad_calls = [({"name": "search_notes", "arguments": "x"}, "arguments must be an object"),
                  ({"name": "delete_notes", "arguments": {}}, "unknown tool 'delete_notes'"),
+                 ({"name": ["search_notes"], "arguments": {}}, "unknown tool"),
                  ({"arguments": {}}, "unknown tool")]
     for params, said in bad_calls:
         error = m.request("tools/call", params)["error"]
@@ -312,11 +324,12 @@ def test_read_note_refuses_every_file_the_index_does_not_hold(mcp, notes, tmp_pa
                  "link-out.md", "folder-out/secret.md", "data.json", "stub.md", "big.md", ".secret.md",
                  "./bm25.md", "bm25.md/../bm25.md", "", "nothing.md", "\x1b[2J.md"]:
         if not path:
-            continue                      # a blank path is the schema's to refuse (JSON-RPC error)
+            continue                      # a blank path is the schema's to refuse: below
         r = m.call("read_note", path=path)
         assert r["isError"] is True and "not a note of the index" in r["content"][0]["text"], (path, r)
         assert "swordfish" not in json.dumps(r) and "\x1b" not in json.dumps(r, ensure_ascii=False)
-    assert m.request("tools/call", {"name": "read_note", "arguments": {"path": ""}})["error"]["code"] == -32602
+    blank = m.call("read_note", path="")              # the schema's to refuse, before any look
+    assert blank["isError"] is True and blank["content"][0]["text"] == "read_note: path is blank"
     assert m.close()[0] == 0
 
 
@@ -409,10 +422,10 @@ def test_search_and_ask_take_the_command_line_s_tag_and_date_filters(mcp, tmp_pa
     assert bad["isError"] is True and "yesterday" in bad["content"][0]["text"]
     backwards = m.call("search_notes", query="budget", since="2026-03", until="2026-01")
     assert backwards["isError"] is True and "after" in backwards["content"][0]["text"]
-    wrong = m.request("tools/call", {"name": "search_notes", "arguments": {"query": "budget", "tags": "work"}})
-    assert wrong["error"]["code"] == rag.INVALID_PARAMS and "tags must be an array" in wrong["error"]["message"]
-    blank = m.request("tools/call", {"name": "search_notes", "arguments": {"query": "budget", "tags": [""]}})
-    assert blank["error"]["code"] == rag.INVALID_PARAMS and "tags[0] is blank" in blank["error"]["message"]
+    wrong = m.call("search_notes", query="budget", tags="work")
+    assert wrong["isError"] is True and "tags must be an array" in wrong["content"][0]["text"]
+    blank = m.call("search_notes", query="budget", tags=[""])
+    assert blank["isError"] is True and "tags[0] is blank" in blank["content"][0]["text"]
     assert m.close()[0] == 0
 
 
@@ -625,8 +638,10 @@ def test_the_official_sdk_client_lists_and_calls_every_tool(server, notes, tmp_p
             assert refused.is_error and "not a note of the index" in refused.content[0].text
             answered = await c.call_tool("ask_notes", {"question": "What is BM25?"})
             assert answered.structured_content["status"] == "answered"
-            with pytest.raises(MCPError, match="missing argument 'query'"):
-                await c.call_tool("search_notes", {})
+            wrong = await c.call_tool("search_notes", {"query": "What is BM25?", "top_k": 0})
+            assert wrong.is_error and wrong.content[0].text == "search_notes: top_k must be 1 or more, not 0"
+            with pytest.raises(MCPError, match="unknown tool 'delete_notes'"):
+                await c.call_tool("delete_notes", {})
             if mode == "legacy":
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")      # the SDK warns that 2026-07-28 has no ping
