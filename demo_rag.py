@@ -8208,10 +8208,71 @@ SEARCH_FILTERS = {
 }
 
 
+def json_object(properties: dict, optional: Iterable[str] = ()) -> dict:
+    """A JSON Schema for an object with these properties and no other, all of them required but
+    the `optional` ones."""
+    return {"type": "object", "properties": properties, "additionalProperties": False,
+            "required": [name for name in properties if name not in optional]}
+
+
+def mcp_output_schemas() -> dict[str, dict]:
+    """The JSON Schemas of the tools' results (structuredContent, as search_result, ask_result
+    and read_note make it), by tool: an agent's client checks each result against its tool's.
+    Closed objects but for a note's own front matter properties, so that a field added to a
+    result and not here fails the suite, not the client."""
+    string, integer, number, boolean = ({"type": t} for t in ("string", "integer", "number",
+                                                               "boolean"))
+    strings, integers = {"type": "array", "items": string}, {"type": "array", "items": integer}
+    text_or_null = {"type": ["string", "null"]}
+    line = {"type": ["integer", "null"]}  # null: a PDF's page has no lines
+    source = json_object({                # source_json()
+        "rank": integer, "path": string, "heading": string, "page": line,
+        "start_line": line, "end_line": line,
+        "line": {**line, "description": "the line to open the note at: where the passage the "
+                                        "query matched starts"},
+        "section": string, "title": string, "aliases": strings, "tags": strings, "date": string,
+        "dated_by": string, "properties": {"type": "object", "additionalProperties": string},
+        "score": number, "text": string},
+        optional=("title", "aliases", "tags", "date", "dated_by", "properties"))
+    sources = {"type": "array", "items": source}
+    citations = json_object({             # CitationCheck.as_json()
+        "summary": string, "sources": integer, "cites_nothing": boolean,
+        "states_facts": boolean, "wrong_numbers": integers,
+        "counts": {"type": "object", "additionalProperties": integer},
+        "sentences": {"type": "array", "items": json_object({
+            "text": string, "cited": integers, "verdict": string, "support": number,
+            "best_source": {"type": ["integer", "null"]}, "best_support": number,
+            "missing_numbers": strings})}})
+    return {
+        "search_notes": json_object({
+            "query": string,
+            "found": {**boolean, "description": "false: no passage is relevant enough, the notes "
+                                                "likely do not hold the answer"},
+            "why": {**text_or_null, "description": "why found is false; null when found"},
+            "confidence": number, "floor": json_object({"value": number, "source": string}),
+            "lexical_only": boolean, "keywords_only_because": text_or_null,
+            "sources": sources}),
+        "read_note": json_object({"path": string, "start_line": integer, "end_line": integer,
+                                  "total_lines": integer, "text": string}),
+        "ask_notes": json_object({
+            "status": {"enum": [ANSWERED, DECLINED, KEYWORDS_ONLY, FAILED]},
+            "answer": {**text_or_null, "description": "null: the chat model was not called"},
+            "why": text_or_null, "sources": sources,
+            "citations": {"anyOf": [citations, {"type": "null"}]},
+            "cut_short": text_or_null, "warnings": strings})}
+
+
+# What every tool is, as its annotations tell a client: it reads the notes and changes nothing
+# in them, and talks to nothing but the user's own Ollama; so a client need not ask the user
+# before each call. (Destructive and idempotent count only for a tool that writes; said anyway.)
+MCP_READS_ONLY = {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": False}
+
+
 def mcp_tools(settings: Settings) -> dict[str, dict]:
     """The tools, by name, as tools/list shows them: what each does, for an agent to choose by,
-    and the JSON Schema of its arguments."""
+    the JSON Schemas of its arguments and of its result, and its annotations."""
     filters = {name: schema for name, (_, _, schema) in SEARCH_FILTERS.items()}
+    output = mcp_output_schemas()
     top = top_k_limit(settings.chunk_size, settings.max_answer_tokens)
     return {t["name"]: t for t in [
         {"name": "search_notes", "title": "Search the notes",
@@ -8226,7 +8287,9 @@ def mcp_tools(settings: Settings) -> dict[str, dict]:
                        "description": "a question or keywords"},
              "top_k": {"type": "integer", "minimum": 1, "maximum": top,
                        "description": f"how many passages at most (default {settings.top_k})"},
-             **filters}, "required": ["query"], "additionalProperties": False}},
+             **filters}, "required": ["query"], "additionalProperties": False},
+         "outputSchema": output["search_notes"],
+         "annotations": {"title": "Search the notes", **MCP_READS_ONLY, "idempotentHint": True}},
         {"name": "read_note", "title": "Read a note",
          "description": "Read one note of the user's notes folder by the path search_notes gave "
                         f"(relative to the folder), {MCP_READ_LINES} lines at a time unless told "
@@ -8240,7 +8303,9 @@ def mcp_tools(settings: Settings) -> dict[str, dict]:
                             "description": "first line to read (default 1)"},
              "line_count": {"type": "integer", "minimum": 1,
                             "description": f"how many lines (default {MCP_READ_LINES})"}},
-             "required": ["path"], "additionalProperties": False}},
+             "required": ["path"], "additionalProperties": False},
+         "outputSchema": output["read_note"],
+         "annotations": {"title": "Read a note", **MCP_READS_ONLY, "idempotentHint": True}},
         {"name": "ask_notes", "title": "Ask the notes (local model)",
          "description": "Answer a question from the user's notes with the user's own local chat "
                         f"model, {settings.chat_model} through Ollama: the answer cites its "
@@ -8251,7 +8316,12 @@ def mcp_tools(settings: Settings) -> dict[str, dict]:
          "inputSchema": {"type": "object", "properties": {
              "question": {"type": "string", "minLength": 1, "maxLength": MAX_QUESTION_CHARS,
                           "description": "the question, in any language"},
-             **filters}, "required": ["question"], "additionalProperties": False}},
+             **filters}, "required": ["question"], "additionalProperties": False},
+         "outputSchema": output["ask_notes"],
+         # Not idempotent: the chat model words each answer anew, and a question it cannot
+         # answer adds a line to the gap log each time it is asked.
+         "annotations": {"title": "Ask the notes (local model)", **MCP_READS_ONLY,
+                         "idempotentHint": False}},
     ]}
 
 
@@ -8316,17 +8386,23 @@ def source_line(r: Retrieval, hit: Hit) -> str:
 
 
 def tool_result(text: str, structured: dict | None = None, error: bool = False) -> dict:
-    """A tools/call result: a text block for people and models, its control characters escaped
-    as the terminal's are (a client may print it: a note's ESC ] 52 writes to the clipboard), and
-    the same as JSON for programs, exact as --json is when read back."""
-    result = {"content": [{"type": "text", "text": text.translate(CONTROL_ESCAPES)}],
-              "isError": error}
-    return result if structured is None else {**result, "structuredContent": structured}
+    """A tools/call result: `structured`, the value for programs (exact, as --json is when read
+    back), first as itself and then serialized in a text block for clients that read only text,
+    as the specification asks; last, `text` for people and models. Control characters in the
+    text blocks are escaped as the terminal's are (a client may print them: a note's ESC ] 52
+    writes to the clipboard); in the JSON, as the \\u escapes that JSON reads back the same."""
+    readable = {"type": "text", "text": text.translate(CONTROL_ESCAPES)}
+    if structured is None:
+        return {"content": [readable], "isError": error}
+    serialized = json.dumps(structured, ensure_ascii=False).translate(CONTROL_ESCAPES)
+    return {"content": [{"type": "text", "text": serialized}, readable], "isError": error,
+            "structuredContent": structured}
 
 
 def search_result(query: str, r: Retrieval, status: str, why: str) -> dict:
     """search_notes' result: the verdict, then the sources (best first)."""
-    verdict = {"query": query, "found": r.found, "confidence": round(r.confidence, 3),
+    verdict = {"query": query, "found": r.found, "why": None if r.found else why,
+               "confidence": round(r.confidence, 3),
                "floor": {"value": round(r.floor, 3), "source": r.floor_source},
                "lexical_only": r.lexical_only,
                "keywords_only_because": r.keywords_only_because,
