@@ -5674,10 +5674,12 @@ class Outcome:
     answered        the chat model answered from the sources: `text` (`cut_short` says why
                     it stops short, if it was stopped: a length limit, a loop), and `check`:
                     its citations checked against the sources sent
-    declined        the sources are below the relevance floor (`why`): NOT_FOUND, no chat model
+    declined        the sources are below the relevance floor, or by keywords alone there is
+                    none (`why`): NOT_FOUND, no chat model
     keywords only   the question could not be searched by meaning (`why`): the sources, no chat
                     model
-    failed          nothing was found to show, or the chat model failed (`why`; `text` is what came)
+    failed          the question's vector does not fit the index's, or the chat model failed
+                    (`why`; `text` is what came)
     retrieval only  asked for the sources alone (--retrieve-only)
     interrupted     Ctrl-C or SIGTERM came while the chat model answered (`text` is what came):
                     answer() raises AnswerInterrupted, which carries this outcome
@@ -5718,13 +5720,16 @@ def decide(r: Retrieval, retrieve_only: bool = False) -> tuple[str, str]:
     Sources below the floor are declined. Sources found by keywords alone are shown
     but not answered from: the question could not be embedded (Ollama or the
     embedding model is away, or the index lacks vectors), so the ranking lacks its
-    meaning half, and the chat model is most often just as unreachable.
+    meaning half, and the chat model is most often just as unreachable. No source
+    at all by keywords alone is declined too: nothing matched, which is no failure,
+    and the reason says why the meaning was not searched and what to do.
     """
     keywords = r.keywords_only_because
     if r.reembed_because:
         return FAILED, r.reembed_because
     if keywords and not r.hits:
-        return FAILED, keywords           # nothing to show: the reason says what to do
+        return DECLINED, (f"no passage has any of its words, and it could not be searched by "
+                          f"meaning: {keywords}")
     if not r.found:
         return DECLINED, (f"confidence {r.confidence:.2f} < the floor {r.floor:.2f}, "
                           f"{r.floor_source}")
@@ -6437,7 +6442,8 @@ def print_hits(hits: list[Hit], lexical_only: bool, terms: list[tuple[str, float
     and section: locate_passage) over a one-line preview of it, with what its note says of itself
     (`notes`: Retrieval.notes) if it says anything; on a terminal, each file under `notes_dir` a
     link."""
-    print("Top sources" + (" (keywords only):" if lexical_only else ":"))
+    print("Top sources" + (" (keywords only):" if lexical_only else ":")
+          + ("" if hits else " none"))
     for h in hits:
         scores = (f"bm25 {h.lexical:.2f}" if lexical_only
                   else f"cos {h.dense:.3f} · bm25 {h.lexical:.2f}")
@@ -6492,7 +6498,8 @@ def print_outcome(outcome: Outcome) -> None:
         print(flush=True)                 # the chat model broke off mid-answer: end its line,
         err(f"error: {outcome.why}")      # so that what comes next starts on one of its own
     elif outcome.status == DECLINED:
-        print(f"{NOT_FOUND} ({outcome.why}; the closest sources are above)")
+        above = "; the closest sources are above" if outcome.retrieval.hits else ""
+        print(f"{NOT_FOUND} ({outcome.why}{above})")
     elif outcome.status == KEYWORDS_ONLY:
         print(f"Keyword-only passages above ({outcome.why}).")
     elif outcome.status == FAILED:
@@ -8338,6 +8345,8 @@ def argument_problem(tool: dict, arguments: dict) -> str | None:
     >>> (argument_problem(read_note, {"path": "a.md", "lines": 3}),
     ...  argument_problem(read_note, {"path": "a.md"}))
     ("unknown argument 'lines' (read_note takes path, start_line, line_count)", None)
+    >>> [argument_problem(read_note, {"path": "a.md", "start_line": n}) for n in (2.0, 2.5)]
+    [None, 'start_line must be an integer, not 2.5']
     """
     schema = tool["inputSchema"]
     props = schema["properties"]
@@ -8349,7 +8358,8 @@ def argument_problem(tool: dict, arguments: dict) -> str | None:
             return f"unknown argument {name[:80]!r} ({tool['name']} takes {', '.join(props)})"
         p = props[name]
         kind = {"string": str, "integer": int, "array": list}[p["type"]]
-        if not isinstance(value, kind) or isinstance(value, bool):
+        integral = isinstance(value, float) and value.is_integer()   # JSON Schema's: 2.0 is one
+        if not (isinstance(value, kind) or kind is int and integral) or isinstance(value, bool):
             article = "an" if p["type"] in ("integer", "array") else "a"
             return f"{name} must be {article} {p['type']}, not {json.dumps(value)[:40]}"
         if kind is list:
@@ -8412,7 +8422,8 @@ def search_result(query: str, r: Retrieval, status: str, why: str) -> dict:
     elif r.found:
         head = f"Found in your notes (confidence {r.confidence:.2f}, floor {r.floor:.2f}):"
     else:
-        head = f"{NOT_FOUND} ({why}). The closest passages, which likely do not hold the answer:"
+        head = f"{NOT_FOUND} ({why})." + (" The closest passages, which likely do not hold the "
+                                          "answer:" if r.hits else "")
     blocks = [f"{source_line(r, h)}  (score {h.score:.3f})\n{h.chunk.text}" for h in r.hits]
     return tool_result("\n\n".join([head, *blocks]), verdict)
 
@@ -8669,6 +8680,9 @@ class McpServer:
         a result with isError and one line: the model reads it and can call again, where an
         error would stop in the client."""
         name, arguments = params.get("name"), params.get("arguments", {})
+        if name is None:
+            raise McpError(INVALID_PARAMS, "tools/call needs the name of the tool to call "
+                                           f"(params.name: {', '.join(self.tools)})")
         if not isinstance(name, str) or name not in self.tools:     # a list or object is none
             raise McpError(INVALID_PARAMS,
                            f"unknown tool {str(name)[:80]!r} (tools: {', '.join(self.tools)})")
@@ -8676,6 +8690,8 @@ class McpServer:
             raise McpError(INVALID_PARAMS, "arguments must be an object")
         if why := argument_problem(self.tools[name], arguments):
             return tool_result(f"{name}: {why}", error=True)
+        # A number that passed is an integer: 2.0 as 2 (no argument of ours takes a fraction).
+        arguments = {k: int(v) if isinstance(v, float) else v for k, v in arguments.items()}
         token = ((params.get("_meta") or {}).get("progressToken")
                  if isinstance(params.get("_meta"), dict) else None)
         try:

@@ -197,6 +197,8 @@ def test_every_fault_is_answered_and_the_server_goes_on(mcp):
                      ("search_notes", {"query": "x", "top_k": 0}, "top_k must be 1 or more"),
                      ("search_notes", {"query": "x", "top_k": 999}, "top_k must be at most"),
                      ("search_notes", {"query": "x", "top_k": True}, "top_k must be an integer"),
+                     ("search_notes", {"query": "x", "top_k": 2.5}, "top_k must be an integer, not 2.5"),
+                     ("search_notes", {"query": "x", "top_k": 0.0}, "top_k must be 1 or more"),
                      ("search_notes", {"query": "x", "k": 3}, "unknown argument 'k'"),
                      ("read_note", {"path": "bm25.md", "start_line": "1"}, "start_line must be")]
     for tool, arguments, problem in bad_arguments:
@@ -212,7 +214,8 @@ def test_every_fault_is_answered_and_the_server_goes_on(mcp):
     bad_calls = [({"name": "search_notes", "arguments": "x"}, "arguments must be an object"),
                  ({"name": "delete_notes", "arguments": {}}, "unknown tool 'delete_notes'"),
                  ({"name": ["search_notes"], "arguments": {}}, "unknown tool"),
-                 ({"arguments": {}}, "unknown tool")]
+                 ({"arguments": {}}, "tools/call needs the name of the tool to call (params.name: "
+                                     "search_notes, read_note, ask_notes)")]
     for params, problem in bad_calls:
         error = m.request("tools/call", params)["error"]
         assert error["code"] == -32602 and problem in error["message"], (params, error)
@@ -257,6 +260,8 @@ def test_search_notes_gives_sources_with_their_place_and_the_floor_s_verdict(mcp
     m.initialize()
     r = m.call("search_notes", query="What is BM25?", top_k=2)
     s = r["structuredContent"]
+    assert m.call("search_notes", query="What is BM25?", top_k=2.0) == r     # JSON Schema's integer: 2.0 is 2
+    assert len(m.call("search_notes", query="bm25 asyncio coffee tea", top_k=1.0)["structuredContent"]["sources"]) == 1
     assert r["isError"] is False and s["found"] is True and s["query"] == "What is BM25?"
     assert s["confidence"] >= s["floor"]["value"] and s["lexical_only"] is False and 1 <= len(s["sources"]) <= 2
     first = s["sources"][0]
@@ -518,6 +523,9 @@ def test_every_result_validates_against_its_tool_s_output_schema(mcp, server, no
     assert keywords["lexical_only"] is True and keywords["keywords_only_because"]
     unanswered = check("ask_notes", question="What is BM25?")
     assert unanswered["isError"] is True and unanswered["structuredContent"]["status"] == "keywords only"
+    nothing = check("search_notes", query="zzzqqq")["structuredContent"]
+    assert (nothing["found"], nothing["sources"], nothing["lexical_only"]) == (False, [], True)
+    assert check("ask_notes", question="zzzqqq")["structuredContent"]["status"] == "declined"
     assert m.close()[0] == 0
 
 
@@ -534,8 +542,17 @@ def test_ollama_down_searches_by_keywords_and_ask_notes_fails_as_the_command_lin
     asked = m.call("ask_notes", question="What is BM25?")
     assert asked["isError"] is True and asked["structuredContent"]["status"] == "keywords only"
     assert s["keywords_only_because"] in said(asked)
+    # no keyword matches: not found, with the reason (no error: there is only no match)
     nothing = m.call("search_notes", query="zzzqqq")
-    assert nothing["isError"] is True and said(nothing) == f"error: {s['keywords_only_because']}"
+    why = f"no passage has any of its words, and it could not be searched by meaning: {s['keywords_only_because']}"
+    assert nothing["isError"] is False and nothing["structuredContent"]["found"] is False
+    assert nothing["structuredContent"]["why"] == why and nothing["structuredContent"]["sources"] == []
+    assert said(nothing) == f"{rag.NOT_FOUND} ({why})."
+    unanswered = m.call("ask_notes", question="zzzqqq")
+    assert unanswered["isError"] is False and unanswered["structuredContent"]["status"] == "declined"
+    assert unanswered["structuredContent"]["why"] == why and said(unanswered) == f"{rag.NOT_FOUND} ({why})"
+    line = json.loads(cli("--notes", notes, "zzzqqq", "--retrieve-only", "--json", host=dead_host).stdout)
+    assert (line["status"], line["sources"]) == ("declined", [])   # as the command line says it
     code, err = m.close()
     assert code == 0 and err.count("searching by keywords (BM25) only") == 1, err   # said once a session
 
@@ -730,6 +747,8 @@ def test_the_official_sdk_client_lists_and_calls_every_tool(server, notes, tmp_p
             # the SDK checks each result against its tool's outputSchema: one that broke it would raise
             assert not found.is_error and found.structured_content["sources"][0]["path"] == "bm25.md"
             assert json.loads(found.content[0].text) == found.structured_content
+            two = await c.call_tool("search_notes", {"query": "What is BM25?", "top_k": 2.0})   # an integer
+            assert not two.is_error and 1 <= len(two.structured_content["sources"]) <= 2
             read = await c.call_tool("read_note", {"path": "bm25.md", "line_count": 1})
             assert read.structured_content["text"] == "# BM25 in plain words"
             refused = await c.call_tool("read_note", {"path": "../../etc/passwd"})
