@@ -8189,9 +8189,10 @@ GAPS = Mode(
 #
 # search_notes runs the same search() as a question, ask_notes the same answer(), and read_note
 # reads a note of the index by its lines. Each tool is described to the agent by JSON Schemas
-# (mcp_tools), its arguments are checked against them (argument_problem), and its result is
-# one value for programs and a text for people and models (tool_result). The server below runs
-# them; what is here reads no message and holds no index.
+# of its arguments and its result and by annotations (mcp_tools); its arguments are checked
+# against their schema (argument_problem), and its result is one value for programs, the same
+# as JSON text, and a text for people and models (tool_result). The server below runs them;
+# what is here reads no message and holds no index.
 
 
 MCP_READ_LINES = 200                      # lines read_note gives when not told; the agent asks on
