@@ -84,7 +84,8 @@ reading it (tests/test_layers.py holds it to the banners).
     --eval                         evaluate, load_eval_set, run_eval; EVAL
     --make-eval and --tune         generate_eval_set, run_make_eval, tune, run_tune; MAKE_EVAL, TUNE
     --gaps                         read_gaps, gap_report, run_gaps; GAPS
-    --mcp                          McpServer, mcp_tools, run_mcp; MCP
+    --mcp's tools                  mcp_tools, argument_problem, tool_result, search_result
+    --mcp                          McpServer, run_mcp; MCP
     The command line               MODES, parse_args, run_mode, main, exit_now
 
 Named above their definition, on purpose: search's score() and judge() read the floor
@@ -5851,10 +5852,12 @@ class Outcome:
     answered        the chat model answered from the sources: `text` (`cut_short` says why
                     it stops short, if it was stopped: a length limit, a loop), and `check`:
                     its citations checked against the sources sent
-    declined        the sources are below the relevance floor (`why`): NOT_FOUND, no chat model
+    declined        the sources are below the relevance floor, or by keywords alone there is
+                    none (`why`): NOT_FOUND, no chat model
     keywords only   the question could not be searched by meaning (`why`): the sources, no chat
                     model
-    failed          nothing was found to show, or the chat model failed (`why`; `text` is what came)
+    failed          the question's vector does not fit the index's, or the chat model failed
+                    (`why`; `text` is what came)
     retrieval only  asked for the sources alone (--retrieve-only)
     interrupted     Ctrl-C or SIGTERM came while the chat model answered (`text` is what came):
                     answer() raises AnswerInterrupted, which carries this outcome
@@ -5895,13 +5898,16 @@ def decide(r: Retrieval, retrieve_only: bool = False) -> tuple[str, str]:
     Sources below the floor are declined. Sources found by keywords alone are shown
     but not answered from: the question could not be embedded (Ollama or the
     embedding model is away, or the index lacks vectors), so the ranking lacks its
-    meaning half, and the chat model is most often just as unreachable.
+    meaning half, and the chat model is most often just as unreachable. No source
+    at all by keywords alone is declined too: nothing matched, which is no failure,
+    and the reason says why the meaning was not searched and what to do.
     """
     keywords = r.keywords_only_because
     if r.reembed_because:
         return FAILED, r.reembed_because
     if keywords and not r.hits:
-        return FAILED, keywords           # nothing to show: the reason says what to do
+        return DECLINED, (f"no passage has any of its words, and it could not be searched by "
+                          f"meaning: {keywords}")
     if not r.found:
         return DECLINED, (f"confidence {r.confidence:.2f} < the floor {r.floor:.2f}, "
                           f"{r.floor_source}")
@@ -6614,7 +6620,8 @@ def print_hits(hits: list[Hit], lexical_only: bool, terms: list[tuple[str, float
     and section: locate_passage) over a one-line preview of it, with what its note says of itself
     (`notes`: Retrieval.notes) if it says anything; on a terminal, each file under `notes_dir` a
     link."""
-    print("Top sources" + (" (keywords only):" if lexical_only else ":"))
+    print("Top sources" + (" (keywords only):" if lexical_only else ":")
+          + ("" if hits else " none"))
     for h in hits:
         scores = (f"bm25 {h.lexical:.2f}" if lexical_only
                   else f"cos {h.dense:.3f} · bm25 {h.lexical:.2f}")
@@ -6669,7 +6676,8 @@ def print_outcome(outcome: Outcome) -> None:
         print(flush=True)                 # the chat model broke off mid-answer: end its line,
         err(f"error: {outcome.why}")      # so that what comes next starts on one of its own
     elif outcome.status == DECLINED:
-        print(f"{NOT_FOUND} ({outcome.why}; the closest sources are above)")
+        above = "; the closest sources are above" if outcome.retrieval.hits else ""
+        print(f"{NOT_FOUND} ({outcome.why}{above})")
     elif outcome.status == KEYWORDS_ONLY:
         print(f"Keyword-only passages above ({outcome.why}).")
     elif outcome.status == FAILED:
@@ -8355,39 +8363,17 @@ GAPS = Mode(
     examples=(("--notes ~/vault --gaps", "what your notes could not answer"),))
 
 # ----------------------------------------------------------------------------
-# --mcp: the notes served to agents over the Model Context Protocol, on stdin and stdout.
+# --mcp's tools: search_notes, read_note and ask_notes as an agent sees them, and their results.
 #
-# An editor or assistant (Claude Desktop, VS Code, Cursor, ...) starts `demo_rag.py --mcp`
-# and talks JSON-RPC 2.0 with it, one message a line on stdin and stdout. Three tools:
-# search_notes (the same search() as a question's), read_note (a note of the index, by
-# lines) and ask_notes (the same answer()). The index is opened by the first call and held:
-# every call refreshes it first, as a run opens it: a stat() of every note and folder says
-# whether anything changed (McpServer.still_current), and if something did, open_index
-# updates it (taking the held index for the cache while no note changed). So the start-up
-# is paid once a session, and a note saved a second ago is searchable. Calls are served
-# one at a time, in order.
-# Standard library only: a client brings its own SDK, this end needs none.
+# search_notes runs the same search() as a question, ask_notes the same answer(), and read_note
+# reads a note of the index by its lines. Each tool is described to the agent by JSON Schemas
+# of its arguments and its result and by annotations (mcp_tools); its arguments are checked
+# against their schema (argument_problem), and its result is one value for programs, the same
+# as JSON text, and a text for people and models (tool_result). The server below runs them;
+# what is here reads no message and holds no index.
 
 
-MCP_HANDSHAKE_REVISIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")   # oldest first
-MCP_STATELESS_REVISIONS = ("2026-07-28",)  # no initialize: each request names its revision in _meta
-MCP_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"            # those requests' _meta keys
-MCP_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
-MCP_SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"             # ...and their results'
-MCP_SERVER_INFO = {"name": "demo_rag", "title": "Your notes (demo_rag)", "version": "1.0"}
 MCP_READ_LINES = 200                      # lines read_note gives when not told; the agent asks on
-MCP_MAX_MESSAGE = 16 << 20                # bytes in one message from the client, at most
-MCP_PROGRESS_SECONDS = 0.5                # one progress notification this often, at most
-# JSON-RPC's error codes, and the stateless revision's for a revision this server does not speak.
-PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = (
-    -32700, -32600, -32601, -32602, -32603)
-UNSUPPORTED_REVISION = -32022
-
-MCP_INSTRUCTIONS = ("Search the user's own notes (a local folder) before answering from memory: "
-                    "search_notes first, read_note to see more around a hit. When search_notes "
-                    "says found: false, the notes do not hold the answer; say so instead of "
-                    "guessing. Cite the paths you used. A question ask_notes cannot answer goes "
-                    f"to the user's gap log (--gaps); --no-log or {NO_LOG_ENV}=1 keeps none.")
 
 # search_notes' and ask_notes' filters: argument -> (the Settings field it sets for the call, the
 # function that reads it as the command line's flag does, its JSON Schema).
@@ -8408,10 +8394,71 @@ SEARCH_FILTERS = {
 }
 
 
+def json_object(properties: dict, optional: Iterable[str] = ()) -> dict:
+    """A JSON Schema for an object with these properties and no other, all of them required but
+    the `optional` ones."""
+    return {"type": "object", "properties": properties, "additionalProperties": False,
+            "required": [name for name in properties if name not in optional]}
+
+
+def mcp_output_schemas() -> dict[str, dict]:
+    """The JSON Schemas of the tools' results (structuredContent, as search_result, ask_result
+    and read_note make it), by tool: an agent's client checks each result against its tool's.
+    Closed objects but for a note's own front matter properties, so that a field added to a
+    result and not here fails the suite, not the client."""
+    string, integer, number, boolean = ({"type": t} for t in ("string", "integer", "number",
+                                                               "boolean"))
+    strings, integers = {"type": "array", "items": string}, {"type": "array", "items": integer}
+    text_or_null = {"type": ["string", "null"]}
+    line = {"type": ["integer", "null"]}  # null: a PDF's page has no lines
+    source = json_object({                # source_json()
+        "rank": integer, "path": string, "heading": string, "page": line,
+        "start_line": line, "end_line": line,
+        "line": {**line, "description": "the line to open the note at: where the passage the "
+                                        "query matched starts"},
+        "section": string, "title": string, "aliases": strings, "tags": strings, "date": string,
+        "dated_by": string, "properties": {"type": "object", "additionalProperties": string},
+        "score": number, "text": string},
+        optional=("title", "aliases", "tags", "date", "dated_by", "properties"))
+    sources = {"type": "array", "items": source}
+    citations = json_object({             # CitationCheck.as_json()
+        "summary": string, "sources": integer, "cites_nothing": boolean,
+        "states_facts": boolean, "wrong_numbers": integers,
+        "counts": {"type": "object", "additionalProperties": integer},
+        "sentences": {"type": "array", "items": json_object({
+            "text": string, "cited": integers, "verdict": string, "support": number,
+            "best_source": {"type": ["integer", "null"]}, "best_support": number,
+            "missing_numbers": strings})}})
+    return {
+        "search_notes": json_object({
+            "query": string,
+            "found": {**boolean, "description": "false: no passage is relevant enough, the notes "
+                                                "likely do not hold the answer"},
+            "why": {**text_or_null, "description": "why found is false; null when found"},
+            "confidence": number, "floor": json_object({"value": number, "source": string}),
+            "lexical_only": boolean, "keywords_only_because": text_or_null,
+            "sources": sources}),
+        "read_note": json_object({"path": string, "start_line": integer, "end_line": integer,
+                                  "total_lines": integer, "text": string}),
+        "ask_notes": json_object({
+            "status": {"enum": [ANSWERED, DECLINED, KEYWORDS_ONLY, FAILED]},
+            "answer": {**text_or_null, "description": "null: the chat model was not called"},
+            "why": text_or_null, "sources": sources,
+            "citations": {"anyOf": [citations, {"type": "null"}]},
+            "cut_short": text_or_null, "warnings": strings})}
+
+
+# What every tool is, as its annotations tell a client: it reads the notes and changes nothing
+# in them, and talks to nothing but the user's own Ollama; so a client need not ask the user
+# before each call. (Destructive and idempotent count only for a tool that writes; said anyway.)
+MCP_READS_ONLY = {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": False}
+
+
 def mcp_tools(settings: Settings) -> dict[str, dict]:
     """The tools, by name, as tools/list shows them: what each does, for an agent to choose by,
-    and the JSON Schema of its arguments."""
+    the JSON Schemas of its arguments and of its result, and its annotations."""
     filters = {name: schema for name, (_, _, schema) in SEARCH_FILTERS.items()}
+    output = mcp_output_schemas()
     top = top_k_limit(settings.chunk_size, settings.max_answer_tokens)
     return {t["name"]: t for t in [
         {"name": "search_notes", "title": "Search the notes",
@@ -8426,7 +8473,9 @@ def mcp_tools(settings: Settings) -> dict[str, dict]:
                        "description": "a question or keywords"},
              "top_k": {"type": "integer", "minimum": 1, "maximum": top,
                        "description": f"how many passages at most (default {settings.top_k})"},
-             **filters}, "required": ["query"], "additionalProperties": False}},
+             **filters}, "required": ["query"], "additionalProperties": False},
+         "outputSchema": output["search_notes"],
+         "annotations": {"title": "Search the notes", **MCP_READS_ONLY, "idempotentHint": True}},
         {"name": "read_note", "title": "Read a note",
          "description": "Read one note of the user's notes folder by the path search_notes gave "
                         f"(relative to the folder), {MCP_READ_LINES} lines at a time unless told "
@@ -8440,7 +8489,9 @@ def mcp_tools(settings: Settings) -> dict[str, dict]:
                             "description": "first line to read (default 1)"},
              "line_count": {"type": "integer", "minimum": 1,
                             "description": f"how many lines (default {MCP_READ_LINES})"}},
-             "required": ["path"], "additionalProperties": False}},
+             "required": ["path"], "additionalProperties": False},
+         "outputSchema": output["read_note"],
+         "annotations": {"title": "Read a note", **MCP_READS_ONLY, "idempotentHint": True}},
         {"name": "ask_notes", "title": "Ask the notes (local model)",
          "description": "Answer a question from the user's notes with the user's own local chat "
                         f"model, {settings.chat_model} through Ollama: the answer cites its "
@@ -8451,16 +8502,13 @@ def mcp_tools(settings: Settings) -> dict[str, dict]:
          "inputSchema": {"type": "object", "properties": {
              "question": {"type": "string", "minLength": 1, "maxLength": MAX_QUESTION_CHARS,
                           "description": "the question, in any language"},
-             **filters}, "required": ["question"], "additionalProperties": False}},
+             **filters}, "required": ["question"], "additionalProperties": False},
+         "outputSchema": output["ask_notes"],
+         # Not idempotent: the chat model words each answer anew, and a question it cannot
+         # answer adds a line to the gap log each time it is asked.
+         "annotations": {"title": "Ask the notes (local model)", **MCP_READS_ONLY,
+                         "idempotentHint": False}},
     ]}
-
-
-class McpError(Exception):
-    """A request the server refuses: a JSON-RPC error with this code, message and data."""
-
-    def __init__(self, code: int, message: str, data=None):
-        super().__init__(message)
-        self.code, self.data = code, data
 
 
 class ToolFailed(Exception):
@@ -8476,6 +8524,8 @@ def argument_problem(tool: dict, arguments: dict) -> str | None:
     >>> (argument_problem(read_note, {"path": "a.md", "lines": 3}),
     ...  argument_problem(read_note, {"path": "a.md"}))
     ("unknown argument 'lines' (read_note takes path, start_line, line_count)", None)
+    >>> [argument_problem(read_note, {"path": "a.md", "start_line": n}) for n in (2.0, 2.5)]
+    [None, 'start_line must be an integer, not 2.5']
     """
     schema = tool["inputSchema"]
     props = schema["properties"]
@@ -8487,7 +8537,8 @@ def argument_problem(tool: dict, arguments: dict) -> str | None:
             return f"unknown argument {name[:80]!r} ({tool['name']} takes {', '.join(props)})"
         p = props[name]
         kind = {"string": str, "integer": int, "array": list}[p["type"]]
-        if not isinstance(value, kind) or isinstance(value, bool):
+        integral = isinstance(value, float) and value.is_integer()   # JSON Schema's: 2.0 is one
+        if not (isinstance(value, kind) or kind is int and integral) or isinstance(value, bool):
             article = "an" if p["type"] in ("integer", "array") else "a"
             return f"{name} must be {article} {p['type']}, not {json.dumps(value)[:40]}"
         if kind is list:
@@ -8524,17 +8575,23 @@ def source_line(r: Retrieval, hit: Hit) -> str:
 
 
 def tool_result(text: str, structured: dict | None = None, error: bool = False) -> dict:
-    """A tools/call result: a text block for people and models, its control characters escaped
-    as the terminal's are (a client may print it: a note's ESC ] 52 writes to the clipboard), and
-    the same as JSON for programs, exact as --json is when read back."""
-    result = {"content": [{"type": "text", "text": text.translate(CONTROL_ESCAPES)}],
-              "isError": error}
-    return result if structured is None else {**result, "structuredContent": structured}
+    """A tools/call result: `structured`, the value for programs (exact, as --json is when read
+    back), first as itself and then serialized in a text block for clients that read only text,
+    as the specification asks; last, `text` for people and models. Control characters in the
+    text blocks are escaped as the terminal's are (a client may print them: a note's ESC ] 52
+    writes to the clipboard); in the JSON, as the \\u escapes that JSON reads back the same."""
+    readable = {"type": "text", "text": text.translate(CONTROL_ESCAPES)}
+    if structured is None:
+        return {"content": [readable], "isError": error}
+    serialized = json.dumps(structured, ensure_ascii=False).translate(CONTROL_ESCAPES)
+    return {"content": [{"type": "text", "text": serialized}, readable], "isError": error,
+            "structuredContent": structured}
 
 
 def search_result(query: str, r: Retrieval, status: str, why: str) -> dict:
     """search_notes' result: the verdict, then the sources (best first)."""
-    verdict = {"query": query, "found": r.found, "confidence": round(r.confidence, 3),
+    verdict = {"query": query, "found": r.found, "why": None if r.found else why,
+               "confidence": round(r.confidence, 3),
                "floor": {"value": round(r.floor, 3), "source": r.floor_source},
                "lexical_only": r.lexical_only,
                "keywords_only_because": r.keywords_only_because,
@@ -8544,7 +8601,8 @@ def search_result(query: str, r: Retrieval, status: str, why: str) -> dict:
     elif r.found:
         head = f"Found in your notes (confidence {r.confidence:.2f}, floor {r.floor:.2f}):"
     else:
-        head = f"{NOT_FOUND} ({why}). The closest passages, which likely do not hold the answer:"
+        head = f"{NOT_FOUND} ({why})." + (" The closest passages, which likely do not hold the "
+                                          "answer:" if r.hits else "")
     blocks = [f"{source_line(r, h)}  (score {h.score:.3f})\n{h.chunk.text}" for h in r.hits]
     return tool_result("\n\n".join([head, *blocks]), verdict)
 
@@ -8588,6 +8646,47 @@ def note_lines(file: NoteFile, max_mb: float) -> list[str]:
         raise ToolFailed(f"cannot read {file.rel}: {e}") from None
     lines = re.split(r"\r\n|\r|\n", text)
     return lines[:-1] if lines[-1] == "" else lines
+
+
+# ----------------------------------------------------------------------------
+# --mcp: the notes served to agents over the Model Context Protocol, on stdin and stdout.
+#
+# An editor or assistant (Claude Desktop, VS Code, Cursor, ...) starts `demo_rag.py --mcp`
+# and talks JSON-RPC 2.0 with it, one message a line on stdin and stdout, to call the tools
+# above. The index is opened by the first call and held: every call refreshes it first, as a
+# run opens it: a stat() of every note and folder says whether anything changed
+# (McpServer.still_current), and if something did, open_index updates it (taking the held
+# index for the cache while no note changed). So the start-up is paid once a session, and a
+# note saved a second ago is searchable. Calls are served one at a time, in order.
+# Standard library only: a client brings its own SDK, this end needs none.
+
+
+MCP_HANDSHAKE_REVISIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")   # oldest first
+MCP_STATELESS_REVISIONS = ("2026-07-28",)  # no initialize: each request names its revision in _meta
+MCP_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"            # those requests' _meta keys
+MCP_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
+MCP_SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"             # ...and their results'
+MCP_SERVER_INFO = {"name": "demo_rag", "title": "Your notes (demo_rag)", "version": "1.0"}
+MCP_MAX_MESSAGE = 16 << 20                # bytes in one message from the client, at most
+MCP_PROGRESS_SECONDS = 0.5                # one progress notification this often, at most
+# JSON-RPC's error codes, and the stateless revision's for a revision this server does not speak.
+PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = (
+    -32700, -32600, -32601, -32602, -32603)
+UNSUPPORTED_REVISION = -32022
+
+MCP_INSTRUCTIONS = ("Search the user's own notes (a local folder) before answering from memory: "
+                    "search_notes first, read_note to see more around a hit. When search_notes "
+                    "says found: false, the notes do not hold the answer; say so instead of "
+                    "guessing. Cite the paths you used. A question ask_notes cannot answer goes "
+                    f"to the user's gap log (--gaps); --no-log or {NO_LOG_ENV}=1 keeps none.")
+
+
+class McpError(Exception):
+    """A request the server refuses: a JSON-RPC error with this code, message and data."""
+
+    def __init__(self, code: int, message: str, data=None):
+        super().__init__(message)
+        self.code, self.data = code, data
 
 
 def folder_stat(st: os.stat_result) -> tuple[int, int]:
@@ -8755,16 +8854,23 @@ class McpServer:
         return {"tools": list(self.tools.values()), "cacheScope": "private", "ttlMs": 0}
 
     def call_tool(self, params: dict) -> dict:
-        """tools/call: check the name and arguments (a JSON-RPC error if wrong), refresh the
-        index, run the tool; a tool that fails is a result with isError and one line."""
+        """tools/call: check the tool's name (a JSON-RPC error if there is no such tool) and its
+        arguments, refresh the index, run the tool. Wrong arguments, like a tool that fails, are
+        a result with isError and one line: the model reads it and can call again, where an
+        error would stop in the client."""
         name, arguments = params.get("name"), params.get("arguments", {})
+        if name is None:
+            raise McpError(INVALID_PARAMS, "tools/call needs the name of the tool to call "
+                                           f"(params.name: {', '.join(self.tools)})")
         if not isinstance(name, str) or name not in self.tools:     # a list or object is none
             raise McpError(INVALID_PARAMS,
                            f"unknown tool {str(name)[:80]!r} (tools: {', '.join(self.tools)})")
         if not isinstance(arguments, dict):
             raise McpError(INVALID_PARAMS, "arguments must be an object")
         if why := argument_problem(self.tools[name], arguments):
-            raise McpError(INVALID_PARAMS, f"{name}: {why}")
+            return tool_result(f"{name}: {why}", error=True)
+        # A number that passed is an integer: 2.0 as 2 (no argument of ours takes a fraction).
+        arguments = {k: int(v) if isinstance(v, float) else v for k, v in arguments.items()}
         token = ((params.get("_meta") or {}).get("progressToken")
                  if isinstance(params.get("_meta"), dict) else None)
         try:

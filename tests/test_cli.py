@@ -181,9 +181,17 @@ def test_ollama_down_first_run_gives_lexical_passages(tmp_path, notes, dead_host
         assert "(12 chunks embedded)" in out.stderr and "Answer:" in out.stdout
 
 
-def test_ollama_down_and_no_matching_words_exits_3(tmp_path, notes, dead_host):
-    out = run_cli("Zebras?", "--notes", notes, "--cache", tmp_path / "c", host=dead_host)
-    assert out.returncode == 3 and "ollama serve" in out.stderr and "Traceback" not in out.stderr
+@pytest.mark.parametrize("how", [(), ("--retrieve-only",)], ids=["question", "retrieve-only"])
+def test_ollama_down_and_no_matching_words_is_not_found_with_the_reason(tmp_path, notes, dead_host, how):
+    # nothing matched, which is no failure: said as such, with why the meaning was not searched
+    out = run_cli("Zebras?", *how, "--notes", notes, "--cache", tmp_path / "c", host=dead_host)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    assert "Top sources (keywords only): none" in out.stdout and "closest sources" not in out.stdout
+    assert f"{rag.NOT_FOUND} (no passage has any of its words, and it could not be searched by meaning: " \
+           f"Ollama is not reachable at {dead_host}" in out.stdout and "ollama serve" in out.stdout
+    run = json.loads(run_cli("Zebras?", *how, "--json", "--notes", notes, "--cache", tmp_path / "c",
+                             host=dead_host).stdout)
+    assert (run["status"], run["sources"], run["error"]) == ("declined", [], None)
 
 
 def test_non_utf8_note_is_decoded_with_a_stated_fallback(cli, tmp_path):

@@ -180,6 +180,7 @@ def test_a_long_question_is_refused_by_every_mcp_tool_that_takes_one(server, not
             reply = m.request("tools/call", {"name": tool, "arguments": {key: LONG}})
             said = json.dumps(reply)
             assert "11,000 characters long" in said and "4,000" in said, reply
+            assert reply["result"]["isError"] is True       # a tool error, for the model to read
         assert not server.of("/api/chat")
     finally:
         m.close()

@@ -78,11 +78,16 @@ class Mcp:
         return m
 
     def call(self, tool: str, notes: list | None = None, meta: dict | None = None, **arguments) -> dict:
-        """tools/call's result (a JSON-RPC error fails the test)."""
+        """tools/call's result (a JSON-RPC error fails the test), checked: its first text block is
+        its structuredContent as JSON, when it has one."""
         reply = self.request("tools/call", {"name": tool, "arguments": arguments,
                                             **({"_meta": meta} if meta else {})}, notes)
         assert "result" in reply, reply
-        return reply["result"]
+        result = reply["result"]
+        if "structuredContent" in result:
+            serialized, _ = result["content"]
+            assert json.loads(serialized["text"]) == result["structuredContent"], result
+        return result
 
     def initialize(self, revision: str = "2025-06-18") -> dict:
         reply = self.request("initialize", {"protocolVersion": revision, "capabilities": {},
@@ -96,6 +101,13 @@ class Mcp:
         self.lines += [line for line in (self.buffer + rest).split(b"\n") if line]
         check_stdout(self.lines)
         return self.p.returncode, err.decode()
+
+
+def said(result: dict) -> str:
+    """A tool result's text for people and models: its last text block (after the JSON of its
+    structuredContent, when it has one)."""
+    assert all(block["type"] == "text" for block in result["content"]), result
+    return result["content"][-1]["text"]
 
 
 def check_stdout(lines: list[bytes]) -> None:
@@ -178,20 +190,35 @@ def test_every_fault_is_answered_and_the_server_goes_on(mcp):
         assert reply["id"] == (7 if b'"id": 7' in raw else 8 if b'"id": 8' in raw else None), reply
     assert m.request("resources/list")["error"]["code"] == -32601
     assert m.request("tools/list", [1])["error"]["code"] == -32602
-    bad_calls = [({"name": "search_notes", "arguments": {}}, "missing argument 'query'"),
-                 ({"name": "search_notes", "arguments": {"query": 3}}, "query must be a string"),
-                 ({"name": "search_notes", "arguments": {"query": "  "}}, "query is blank"),
-                 ({"name": "search_notes", "arguments": {"query": "x", "top_k": 0}}, "top_k must be 1 or more"),
-                 ({"name": "search_notes", "arguments": {"query": "x", "top_k": 999}}, "top_k must be at most"),
-                 ({"name": "search_notes", "arguments": {"query": "x", "top_k": True}}, "top_k must be an integer"),
-                 ({"name": "search_notes", "arguments": {"query": "x", "k": 3}}, "unknown argument 'k'"),
-                 ({"name": "search_notes", "arguments": "x"}, "arguments must be an object"),
-                 ({"name": "read_note", "arguments": {"path": "bm25.md", "start_line": "1"}}, "start_line must be"),
+    # wrong arguments: a tool result with isError, for the model to read and call again
+    bad_arguments = [("search_notes", {}, "missing argument 'query'"),
+                     ("search_notes", {"query": 3}, "query must be a string"),
+                     ("search_notes", {"query": "  "}, "query is blank"),
+                     ("search_notes", {"query": "x", "top_k": 0}, "top_k must be 1 or more"),
+                     ("search_notes", {"query": "x", "top_k": 999}, "top_k must be at most"),
+                     ("search_notes", {"query": "x", "top_k": True}, "top_k must be an integer"),
+                     ("search_notes", {"query": "x", "top_k": 2.5}, "top_k must be an integer, not 2.5"),
+                     ("search_notes", {"query": "x", "top_k": 0.0}, "top_k must be 1 or more"),
+                     ("search_notes", {"query": "x", "k": 3}, "unknown argument 'k'"),
+                     ("read_note", {"path": "bm25.md", "start_line": "1"}, "start_line must be")]
+    for tool, arguments, problem in bad_arguments:
+        r = m.call(tool, **arguments)
+        assert r["isError"] is True and problem in said(r), (arguments, r)
+        assert said(r).startswith(f"{tool}: ") and "structuredContent" not in r
+    for revision in HANDSHAKE:            # a result with isError is one in every revision
+        m.initialize(revision)
+        assert m.call("search_notes", query="x", top_k=0)["isError"] is True
+    stateless = m.call("search_notes", meta=ENVELOPE, query="x", top_k=0)
+    assert stateless["isError"] is True and stateless["resultType"] == "complete"
+    # no such tool, or no arguments object: the request itself is wrong
+    bad_calls = [({"name": "search_notes", "arguments": "x"}, "arguments must be an object"),
                  ({"name": "delete_notes", "arguments": {}}, "unknown tool 'delete_notes'"),
-                 ({"arguments": {}}, "unknown tool")]
-    for params, said in bad_calls:
+                 ({"name": ["search_notes"], "arguments": {}}, "unknown tool"),
+                 ({"arguments": {}}, "tools/call needs the name of the tool to call (params.name: "
+                                     "search_notes, read_note, ask_notes)")]
+    for params, problem in bad_calls:
         error = m.request("tools/call", params)["error"]
-        assert error["code"] == -32602 and said in error["message"], (params, error)
+        assert error["code"] == -32602 and problem in error["message"], (params, error)
     # a notification gets no reply, nor does a response or a blank line: the next line is the ping's
     m.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}})
     m.send({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "search_notes"}})
@@ -233,6 +260,8 @@ def test_search_notes_gives_sources_with_their_place_and_the_floor_s_verdict(mcp
     m.initialize()
     r = m.call("search_notes", query="What is BM25?", top_k=2)
     s = r["structuredContent"]
+    assert m.call("search_notes", query="What is BM25?", top_k=2.0) == r     # JSON Schema's integer: 2.0 is 2
+    assert len(m.call("search_notes", query="bm25 asyncio coffee tea", top_k=1.0)["structuredContent"]["sources"]) == 1
     assert r["isError"] is False and s["found"] is True and s["query"] == "What is BM25?"
     assert s["confidence"] >= s["floor"]["value"] and s["lexical_only"] is False and 1 <= len(s["sources"]) <= 2
     first = s["sources"][0]
@@ -241,7 +270,7 @@ def test_search_notes_gives_sources_with_their_place_and_the_floor_s_verdict(mcp
     assert first["start_line"] <= first["line"] <= first["end_line"] <= len(lines)
     assert first["text"].split("\n")[0] in lines[first["start_line"] - 1]   # the lines are the file's
     assert first["text"] in (ROOT / "demo-data/bm25.md").read_text(encoding="utf-8")
-    assert r["content"][0]["type"] == "text" and f"[1] bm25.md:{first['line']} › # BM25" in r["content"][0]["text"]
+    assert f"[1] bm25.md:{first['line']} › # BM25" in said(r)
     # off-topic: declined, with the closest passages still given
     off = m.call("search_notes", query="What is the airspeed velocity of an unladen swallow?")["structuredContent"]
     assert off["found"] is False
@@ -249,7 +278,7 @@ def test_search_notes_gives_sources_with_their_place_and_the_floor_s_verdict(mcp
     only = m.call("search_notes", query="temperature", source="*茶*")["structuredContent"]
     assert only["sources"] and all("茶" in h["path"] for h in only["sources"])
     none = m.call("search_notes", query="temperature", source="recipes/*.md")
-    assert none["isError"] is True and "no note matches source 'recipes/*.md'" in none["content"][0]["text"]
+    assert none["isError"] is True and "no note matches source 'recipes/*.md'" in said(none)
     assert m.close()[0] == 0
 
 
@@ -284,13 +313,13 @@ def test_read_note_reads_a_note_by_its_lines_on_disk(mcp, notes):
     r = m.call("read_note", path="kites.md", start_line=4, line_count=3)
     assert r["structuredContent"] == {"path": "kites.md", "start_line": 4, "end_line": 6, "total_lines": 500,
                                       "text": "# Kites\n\nA kite flies on a long string in the wind."}
-    assert "read on with start_line 7" in r["content"][0]["text"]
+    assert "read on with start_line 7" in said(r)
     whole = m.call("read_note", path="kites.md")["structuredContent"]
     assert (whole["start_line"], whole["end_line"]) == (1, rag.MCP_READ_LINES)
     assert m.call("read_note", path="kites.md", start_line=498)["structuredContent"]["text"] == \
         "line 498\nline 499\nline 500"
     past = m.call("read_note", path="kites.md", start_line=501)
-    assert past["isError"] and "kites.md has 500 lines; start_line 501 is past its end" in past["content"][0]["text"]
+    assert past["isError"] and "kites.md has 500 lines; start_line 501 is past its end" in said(past)
     assert m.call("read_note", path="中国茶冲泡.md")["structuredContent"]["text"].startswith("#")
     assert m.close()[0] == 0
 
@@ -312,11 +341,12 @@ def test_read_note_refuses_every_file_the_index_does_not_hold(mcp, notes, tmp_pa
                  "link-out.md", "folder-out/secret.md", "data.json", "stub.md", "big.md", ".secret.md",
                  "./bm25.md", "bm25.md/../bm25.md", "", "nothing.md", "\x1b[2J.md"]:
         if not path:
-            continue                      # a blank path is the schema's to refuse (JSON-RPC error)
+            continue                      # a blank path is the schema's to refuse: below
         r = m.call("read_note", path=path)
-        assert r["isError"] is True and "not a note of the index" in r["content"][0]["text"], (path, r)
+        assert r["isError"] is True and "not a note of the index" in said(r), (path, r)
         assert "swordfish" not in json.dumps(r) and "\x1b" not in json.dumps(r, ensure_ascii=False)
-    assert m.request("tools/call", {"name": "read_note", "arguments": {"path": ""}})["error"]["code"] == -32602
+    blank = m.call("read_note", path="")              # the schema's to refuse, before any look
+    assert blank["isError"] is True and said(blank) == "read_note: path is blank"
     assert m.close()[0] == 0
 
 
@@ -326,11 +356,11 @@ def test_ask_notes_answers_with_its_sources_and_says_not_found(mcp):
     s = r["structuredContent"]
     assert r["isError"] is False and s["status"] == "answered" and s["answer"]
     assert s["citations"]["summary"].startswith("checked: ") and s["citations"]["sentences"]
-    assert f"({s['citations']['summary']})" in r["content"][0]["text"]      # the check, for the agent too
-    assert s["sources"][0]["path"] == "bm25.md" and "Sources:\n[1] bm25.md:" in r["content"][0]["text"]
+    assert f"({s['citations']['summary']})" in said(r)      # the check, for the agent too
+    assert s["sources"][0]["path"] == "bm25.md" and "Sources:\n[1] bm25.md:" in said(r)
     off = m.call("ask_notes", question="What is the airspeed velocity of an unladen swallow?")
     assert off["isError"] is False and off["structuredContent"]["status"] == "declined"
-    assert off["content"][0]["text"].startswith(rag.NOT_FOUND)
+    assert said(off).startswith(rag.NOT_FOUND)
     assert m.close()[0] == 0
 
 
@@ -365,8 +395,10 @@ CSI = "\x9b2J"                                # C1's CSI: clears the screen on s
 
 
 def test_every_tool_s_text_escapes_a_note_s_control_characters_and_its_json_keeps_them(mcp, server, notes):
-    """The text block is shown to people (a client may print it): the control characters in it are
-    escaped, as the command line's output escapes them. structuredContent is data: the exact text."""
+    """The text blocks are shown to people (a client may print them): the control characters in them
+    are escaped, as the command line's output escapes them; in the JSON block, as JSON's own escapes,
+    which read back as the same characters (Mcp.call checks it). structuredContent is data: the exact
+    text."""
     (notes / "kites.md").write_text(f"# Kites {CLIPBOARD}\n\nA kite flies on a long string in strong wind, "
                                     f"{CLIPBOARD} and {CSI} the kite string holds.\n", encoding="utf-8")
     (notes / f"clip{CLIPBOARD}.md").write_text(f"# Clip\n\nThe kite string {CSI} note about kites in wind.\n",
@@ -377,10 +409,13 @@ def test_every_tool_s_text_escapes_a_note_s_control_characters_and_its_json_keep
     read = m.call("read_note", path="kites.md")
     asked = m.call("ask_notes", question="How does a kite fly in strong wind?")
     for r in (found, read, asked):
-        text = r["content"][0]["text"]
-        assert r["isError"] is False and "\\u001b]52;c;cHduZWQ=\\u0007" in text, text
-        assert not set(text) & set(map(chr, rag.CONTROL_ESCAPES)), text   # no ESC, BEL, CSI, ...
+        assert r["isError"] is False and len(r["content"]) == 2
+        for block in r["content"]:        # the JSON, then the text for people and models
+            text = block["text"]
+            assert "\\u001b]52;c;cHduZWQ=\\u0007" in text, text
+            assert not set(text) & set(map(chr, rag.CONTROL_ESCAPES)), text   # no ESC, BEL, CSI, ...
     assert "\\u009b2J" in found["content"][0]["text"] + asked["content"][0]["text"]
+    assert "\\u009b2J" in said(found) + said(asked)
     assert any(s["path"] == "kites.md" and CLIPBOARD in s["text"] and CSI in s["text"]     # the exact text
                for s in found["structuredContent"]["sources"])
     assert read["structuredContent"]["text"] == (notes / "kites.md").read_text(encoding="utf-8").rstrip("\n")
@@ -404,15 +439,93 @@ def test_search_and_ask_take_the_command_line_s_tag_and_date_filters(mcp, tmp_pa
     assert hit["tags"] == ["work/acme"] and hit["date"] == "2026-02-03" and hit["dated_by"] == "date"
     assert paths(m.call("ask_notes", question="What is the budget?", tags=["#work"])) == {"work.md"}
     none = m.call("search_notes", query="budget", tags=["home"])
-    assert none["isError"] is True and "no note matches" in none["content"][0]["text"]
+    assert none["isError"] is True and "no note matches" in said(none)
     bad = m.call("search_notes", query="budget", since="yesterday")
-    assert bad["isError"] is True and "yesterday" in bad["content"][0]["text"]
+    assert bad["isError"] is True and "yesterday" in said(bad)
     backwards = m.call("search_notes", query="budget", since="2026-03", until="2026-01")
-    assert backwards["isError"] is True and "after" in backwards["content"][0]["text"]
-    wrong = m.request("tools/call", {"name": "search_notes", "arguments": {"query": "budget", "tags": "work"}})
-    assert wrong["error"]["code"] == rag.INVALID_PARAMS and "tags must be an array" in wrong["error"]["message"]
-    blank = m.request("tools/call", {"name": "search_notes", "arguments": {"query": "budget", "tags": [""]}})
-    assert blank["error"]["code"] == rag.INVALID_PARAMS and "tags[0] is blank" in blank["error"]["message"]
+    assert backwards["isError"] is True and "after" in said(backwards)
+    wrong = m.call("search_notes", query="budget", tags="work")
+    assert wrong["isError"] is True and "tags must be an array" in said(wrong)
+    blank = m.call("search_notes", query="budget", tags=[""])
+    assert blank["isError"] is True and "tags[0] is blank" in said(blank)
+    assert m.close()[0] == 0
+
+
+def test_every_tool_says_it_only_reads_and_what_its_result_holds(mcp):
+    m = mcp()
+    m.initialize("2025-03-26")            # annotations came in 2025-03-26, with their own title
+    tools = {t["name"]: t for t in m.request("tools/list")["result"]["tools"]}
+    for name, t in tools.items():
+        hints = t["annotations"]
+        assert (hints["readOnlyHint"], hints["destructiveHint"], hints["openWorldHint"]) == (True, False, False)
+        assert hints["title"] == t["title"] and t["title"], name
+        assert t["outputSchema"]["type"] == "object" and t["outputSchema"]["required"], name
+    assert {name: t["annotations"]["idempotentHint"] for name, t in tools.items()} == {
+        "search_notes": True, "read_note": True, "ask_notes": False}   # a chat model words each answer anew
+    assert m.close()[0] == 0
+
+
+def output_checker(m: Mcp):
+    """check(tool, **arguments): m.call's result, its structuredContent validated against the outputSchema
+    the server lists for the tool (with the validator its $schema names, 2020-12 when none)."""
+    jsonschema = pytest.importorskip("jsonschema", reason="jsonschema comes with the MCP SDK (.ci/run)")
+    schemas = {t["name"]: t["outputSchema"] for t in m.request("tools/list")["result"]["tools"]}
+    validators = {}
+    for name, schema in schemas.items():
+        cls = jsonschema.validators.validator_for(schema)
+        cls.check_schema(schema)
+        validators[name] = cls(schema)
+
+    def check(tool: str, **arguments) -> dict:
+        r = m.call(tool, **arguments)
+        assert "structuredContent" in r, r
+        errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
+                  for e in validators[tool].iter_errors(r["structuredContent"])]
+        assert not errors, (tool, arguments, errors)
+        return r
+    return check
+
+
+def test_every_result_validates_against_its_tool_s_output_schema(mcp, server, notes, tmp_path, dead_host):
+    (notes / "work.md").write_text("---\ntags: [work/acme]\ndate: 2026-02-03\nowner: Ann\naliases: [plan]\n---\n"
+                                   "# Budget\nThe budget for the launch is 4,000 euros, agreed with finance.\n",
+                                   encoding="utf-8")
+    with_pdf = __import__("importlib").util.find_spec("pypdf") is not None
+    if with_pdf:
+        from pdfs import make_pdf
+        make_pdf(notes / "manual.pdf", [["The zeppelin manual: a hangar holds the airship on its",
+                                         "mooring mast between flights over the lake."]])
+    m = mcp()
+    m.initialize()
+    check = output_checker(m)
+    found = check("search_notes", query="What is BM25?")["structuredContent"]
+    assert found["found"] is True and found["why"] is None
+    off = check("search_notes", query=SWALLOW)["structuredContent"]
+    assert off["found"] is False and off["why"].startswith("confidence ")
+    dated = check("search_notes", query="budget for the launch", tags=["work"])["structuredContent"]["sources"][0]
+    assert dated["properties"] == {"owner": "Ann"} and dated["aliases"] == ["plan"]
+    if with_pdf:
+        page = check("search_notes", query="zeppelin hangar mooring mast")["structuredContent"]["sources"][0]
+        assert page["path"] == "manual.pdf" and page["page"] == 1 and page["line"] is None
+        check("read_note", path="manual.pdf")
+    check("read_note", path="bm25.md", start_line=2, line_count=3)
+    answered = check("ask_notes", question="What is BM25?")["structuredContent"]
+    assert answered["status"] == "answered" and answered["citations"]["sentences"]
+    assert check("ask_notes", question=SWALLOW)["structuredContent"]["status"] == "declined"
+    assert m.close()[0] == 0
+    m = mcp("--chat-model", "nope:1b")    # a failed answer is an error, its structuredContent valid still
+    failed = output_checker(m)("ask_notes", question="What is BM25?")
+    assert failed["isError"] is True and failed["structuredContent"]["status"] == "failed"
+    assert m.close()[0] == 0
+    m = mcp(host=dead_host)               # Ollama away: by keywords, with the vectors cached above
+    check = output_checker(m)
+    keywords = check("search_notes", query="What is BM25?")["structuredContent"]
+    assert keywords["lexical_only"] is True and keywords["keywords_only_because"]
+    unanswered = check("ask_notes", question="What is BM25?")
+    assert unanswered["isError"] is True and unanswered["structuredContent"]["status"] == "keywords only"
+    nothing = check("search_notes", query="zzzqqq")["structuredContent"]
+    assert (nothing["found"], nothing["sources"], nothing["lexical_only"]) == (False, [], True)
+    assert check("ask_notes", question="zzzqqq")["structuredContent"]["status"] == "declined"
     assert m.close()[0] == 0
 
 
@@ -428,9 +541,18 @@ def test_ollama_down_searches_by_keywords_and_ask_notes_fails_as_the_command_lin
     assert run["warnings"][-1] == f"{s['keywords_only_because']}; searching by keywords (BM25) only"
     asked = m.call("ask_notes", question="What is BM25?")
     assert asked["isError"] is True and asked["structuredContent"]["status"] == "keywords only"
-    assert s["keywords_only_because"] in asked["content"][0]["text"]
+    assert s["keywords_only_because"] in said(asked)
+    # no keyword matches: not found, with the reason (no error: there is only no match)
     nothing = m.call("search_notes", query="zzzqqq")
-    assert nothing["isError"] is True and nothing["content"][0]["text"] == f"error: {s['keywords_only_because']}"
+    why = f"no passage has any of its words, and it could not be searched by meaning: {s['keywords_only_because']}"
+    assert nothing["isError"] is False and nothing["structuredContent"]["found"] is False
+    assert nothing["structuredContent"]["why"] == why and nothing["structuredContent"]["sources"] == []
+    assert said(nothing) == f"{rag.NOT_FOUND} ({why})."
+    unanswered = m.call("ask_notes", question="zzzqqq")
+    assert unanswered["isError"] is False and unanswered["structuredContent"]["status"] == "declined"
+    assert unanswered["structuredContent"]["why"] == why and said(unanswered) == f"{rag.NOT_FOUND} ({why})"
+    line = json.loads(cli("--notes", notes, "zzzqqq", "--retrieve-only", "--json", host=dead_host).stdout)
+    assert (line["status"], line["sources"]) == ("declined", [])   # as the command line says it
     code, err = m.close()
     assert code == 0 and err.count("searching by keywords (BM25) only") == 1, err   # said once a session
 
@@ -439,7 +561,7 @@ def test_a_chat_model_not_pulled_is_a_tool_error_in_the_command_line_s_words(mcp
     m = mcp("--chat-model", "nope:1b")
     r = m.call("ask_notes", question="What is BM25?")
     run = json.loads(cli("--notes", notes, "--chat-model", "nope:1b", "What is BM25?", "--json").stdout)
-    assert r["isError"] is True and r["content"][0]["text"].startswith(f"error: {run['error']}")
+    assert r["isError"] is True and said(r).startswith(f"error: {run['error']}")
     assert m.close()[0] == 0
 
 
@@ -467,7 +589,7 @@ def test_every_call_sees_the_notes_as_they_are_now_and_an_unchanged_folder_costs
     assert "lifting gas" in m.call("read_note", path="airship.md")["structuredContent"]["text"]   # before a search
     (notes / "zeppelin.md").unlink()
     gone = m.call("read_note", path="zeppelin.md")
-    assert gone["isError"] and "not a note of the index" in gone["content"][0]["text"]
+    assert gone["isError"] and "not a note of the index" in said(gone)
     code, err = m.close()
     assert code == 0 and "zeppelin.md" in err                               # the refresh is logged
 
@@ -535,7 +657,7 @@ def test_an_interrupted_refresh_keeps_what_was_embedded_as_a_run_does(tmp_path, 
         server.release()
         code, err = m.close()
     assert reply["id"] == 1 and reply["result"]["isError"] is True
-    assert reply["result"]["content"][0]["text"] == "kept 128 of 300 vectors; run again to continue"
+    assert said(reply["result"]) == "kept 128 of 300 vectors; run again to continue"
     assert code == 130 and "kept 128 of 300 vectors" in err and "Traceback" not in err
     with FakeOllama() as server:
         out = run_cli("kites", *args, "--retrieve-only", host=server.url)
@@ -581,11 +703,11 @@ def test_nothing_but_protocol_messages_reaches_stdout_whatever_is_warned(mcp, se
     m.call("read_note", path="latin.md")
     code, err = m.close()                 # check_stdout: every line a JSON-RPC message
     assert code == 0
-    for said in ["Windows-1252", "symlink(s) to outside the notes folder", "over the 0.004 MB limit",
-                 "embedding ", "embedded "]:
-        assert said in err, (said, err)
-    assert not [line for line in m.lines for said in (b"Windows-1252", b"symlink(s)", b"MB limit", b"embedded ")
-                if said in line]
+    for warned in ["Windows-1252", "symlink(s) to outside the notes folder", "over the 0.004 MB limit",
+                   "embedding ", "embedded "]:
+        assert warned in err, (warned, err)
+    assert not [line for line in m.lines for warned in (b"Windows-1252", b"symlink(s)", b"MB limit", b"embedded ")
+                if warned in line]
     assert notes_seen and all(n["method"] == "notifications/progress" for n in notes_seen)
 
 
@@ -614,19 +736,29 @@ def test_the_official_sdk_client_lists_and_calls_every_tool(server, notes, tmp_p
             tools = {t.name: t for t in (await c.list_tools()).tools}
             assert list(tools) == ["search_notes", "read_note", "ask_notes"]
             assert tools["search_notes"].input_schema["required"] == ["query"]
+            for tool in tools.values():
+                hints = tool.annotations
+                assert hints.read_only_hint and not hints.destructive_hint and not hints.open_world_hint
+                assert hints.idempotent_hint is (tool.name != "ask_notes") and tool.output_schema
 
             async def on_progress(done, total, message):
                 progress.append((done, total))
             found = await c.call_tool("search_notes", {"query": "What is BM25?"}, progress_callback=on_progress)
+            # the SDK checks each result against its tool's outputSchema: one that broke it would raise
             assert not found.is_error and found.structured_content["sources"][0]["path"] == "bm25.md"
+            assert json.loads(found.content[0].text) == found.structured_content
+            two = await c.call_tool("search_notes", {"query": "What is BM25?", "top_k": 2.0})   # an integer
+            assert not two.is_error and 1 <= len(two.structured_content["sources"]) <= 2
             read = await c.call_tool("read_note", {"path": "bm25.md", "line_count": 1})
             assert read.structured_content["text"] == "# BM25 in plain words"
             refused = await c.call_tool("read_note", {"path": "../../etc/passwd"})
             assert refused.is_error and "not a note of the index" in refused.content[0].text
             answered = await c.call_tool("ask_notes", {"question": "What is BM25?"})
             assert answered.structured_content["status"] == "answered"
-            with pytest.raises(MCPError, match="missing argument 'query'"):
-                await c.call_tool("search_notes", {})
+            wrong = await c.call_tool("search_notes", {"query": "What is BM25?", "top_k": 0})
+            assert wrong.is_error and wrong.content[0].text == "search_notes: top_k must be 1 or more, not 0"
+            with pytest.raises(MCPError, match="unknown tool 'delete_notes'"):
+                await c.call_tool("delete_notes", {})
             if mode == "legacy":
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")      # the SDK warns that 2026-07-28 has no ping

@@ -60,11 +60,12 @@ def test_a_chat_model_failing_mid_answer_is_an_outcome_with_what_came(server, op
     assert o.conversation == rag.Conversation()
 
 
-def test_nothing_found_by_keywords_alone_is_a_failure_with_the_reason(server, opened):
+def test_nothing_found_by_keywords_alone_is_not_found_with_the_reason(server, opened):
     client, index, s = opened
     server.errors["/api/embed"] = (500, "the embedder broke")
     o = rag.answer(client, index, "zzqx vvbn", s)
-    assert o.status == rag.FAILED and "the embedder broke" in o.why and o.retrieval.hits == []
+    assert o.status == rag.DECLINED and "the embedder broke" in o.why and o.retrieval.hits == []
+    assert o.why.startswith("no passage has any of its words") and server.of("/api/chat") == []
 
 
 def test_json_says_how_each_question_ended(server, notes, tmp_path):
