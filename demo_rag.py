@@ -5327,6 +5327,10 @@ def cited_numbers(text: str) -> list[int]:
     return numbers
 
 
+# A power is no digit of its number: NFKC would make 10² the number 102.
+SUPERSCRIPTS = str.maketrans({c: f"^{d}" for d, c in enumerate("⁰¹²³⁴⁵⁶⁷⁸⁹")})
+
+
 def answer_sentences(answer: str) -> list[str]:
     """An answer cut into sentences at CJK and Latin punctuation and at line breaks, code blocks
     and inline code left out (a [1] there is code, not a citation), list marks dropped. A citation
@@ -5339,7 +5343,8 @@ def answer_sentences(answer: str) -> list[str]:
     >>> answer_sentences(""), answer_sentences(" . ")
     ([], [])
     """
-    text = CODE.sub(" ", unicodedata.normalize("NFKC", answer).translate(ZERO_WIDTH))
+    text = CODE.sub(" ", unicodedata.normalize("NFKC", answer.translate(SUPERSCRIPTS))
+                    .translate(ZERO_WIDTH))
     pieces = []
     for line in text.splitlines():
         line = LINE_MARK.sub("", line)
@@ -5407,7 +5412,7 @@ def is_number(term: str) -> bool:
 # sign (or "minus", 零下) makes it negative, -5 °C is not 5 °C; a dash after a digit or letter
 # does not: 3-5, 2026-03-05, COVID-19.
 NUMBER = re.compile(r"(?P<minus>(?<![0-9A-Za-z\u00c0-\u024f.,:/\-−–])[-−–]|\bminus |零下)?"
-                    r"(?P<digits>\d{1,3}(?: \d{3}(?!\d))+(?:[.,]\d+)?|\d+(?:[.,:]\d+)*)",
+                    r"(?P<digits>\d{1,3}(?: \d{3}(?!\d))+(?:[.,]\d+)?|\d+(?:[.,:/]\d+)*)",
                     re.IGNORECASE)
 MONTHS = ("jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
           "|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?").split("|")
@@ -5455,7 +5460,7 @@ def decimal_mark(tokens: Sequence[str]) -> str | None:
     shown = set()
     for token in tokens:
         marks, groups = re.findall(r"[.,]", token), re.split(r"[.,]", token)
-        if ":" in token or not marks:
+        if ":" in token or "/" in token or not marks:
             continue
         if len(set(marks)) == 2:
             shown.add(marks[-1])
@@ -5475,6 +5480,12 @@ def read_number(token: str, decimal: str | None) -> list[Number]:
     >>> [n.values for n in read_number("93,5", None) + read_number("1 500", None)]
     [('93.5',), ('1500',)]
     """
+    if "/" in token:                      # a fraction, 1/2; 3/5/2026 is read by DATE
+        pieces = token.split("/")
+        if len(pieces) > 2 or ":" in token:
+            return [n for piece in pieces for n in read_number(piece, decimal)]
+        parts = tuple(read_number(p, decimal)[0].values[0] for p in pieces)
+        return [Number(token, ("/".join(parts),), parts)]
     if ":" in token:
         parts = tuple(read_number(p, decimal)[0].values[0] for p in token.split(":"))
         return [Number(token, (":".join(parts),), parts)]
@@ -5544,7 +5555,8 @@ def read_numbers(text: str) -> list[Number]:
     >>> [n.values for n in read_numbers("-5 °C, −2.5, minus 3, 零下4度, 3-5 g, COVID-19")]
     [('-5',), ('-2.5',), ('-3',), ('-4',), ('3',), ('5',), ('19',)]
     """
-    text = CITATION.sub(" ", unicodedata.normalize("NFKC", text))
+    text = unicodedata.normalize("NFKC", text.translate(SUPERSCRIPTS)).replace("\u2044", "/")
+    text = CITATION.sub(" ", text)        # ½ is 1⁄2 (a fraction slash) once normalized
     matches = [(m["minus"], m["digits"]) for m in NUMBER.finditer(text)]
     decimal = decimal_mark([digits for _, digits in matches])
     numbers = []
@@ -5584,7 +5596,8 @@ def number_held(number: Number, held: set[str]) -> bool:
     if held.intersection(number.values):
         return True
     dated = DATE_VALUE.fullmatch(number.values[0]) is not None
-    rival = any(DATE_VALUE.fullmatch(v) if dated else ":" in v for v in held)
+    mark = "/" if "/" in number.values[0] else ":"   # a fraction's rival is a fraction
+    rival = any(DATE_VALUE.fullmatch(v) if dated else mark in v for v in held)
     parts = [p for p in number.parts if not DATE_VALUE.fullmatch(p)
              and not (p == "1" and len(number.parts) == 2)]
     return bool(parts) and not rival and held.issuperset(parts)
