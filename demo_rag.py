@@ -5548,17 +5548,32 @@ def negative(number: Number) -> Number:
     return number._replace(values=tuple(v if v == "0" else f"-{v}" for v in number.values))
 
 
-def read_numbers(text: str) -> list[Number]:
+def number_text(text: str) -> str:
+    """The text as its numbers are read: normalized (NFKC, but a power is no digit and ½ is
+    1/2), citations left out."""
+    text = unicodedata.normalize("NFKC", text.translate(SUPERSCRIPTS)).replace("\u2044", "/")
+    return CITATION.sub(" ", text)
+
+
+def text_decimal_mark(text: str) -> str | None:
+    """The decimal mark a text's numbers show (decimal_mark), or None."""
+    return decimal_mark([m["digits"] for m in NUMBER.finditer(number_text(text))])
+
+
+def read_numbers(text: str, decimal: str | None = None) -> list[Number]:
     """The numbers a text states, citations left out, each read as read_number() reads it
     (negative after a minus sign), and a month named next to a day or year as its number.
+    A 1,250 is read by the decimal mark the text shows, else by `decimal` (its sources'),
+    else both ways.
 
     >>> [n.values for n in read_numbers("-5 °C, −2.5, minus 3, 零下4度, 3-5 g, COVID-19")]
     [('-5',), ('-2.5',), ('-3',), ('-4',), ('3',), ('5',), ('19',)]
+    >>> [n.values for n in read_numbers("1,500 €") + read_numbers("1,500 €", ".")]
+    [('1500', '1.5'), ('1500',)]
     """
-    text = unicodedata.normalize("NFKC", text.translate(SUPERSCRIPTS)).replace("\u2044", "/")
-    text = CITATION.sub(" ", text)        # ½ is 1⁄2 (a fraction slash) once normalized
+    text = number_text(text)
     matches = [(m["minus"], m["digits"]) for m in NUMBER.finditer(text)]
-    decimal = decimal_mark([digits for _, digits in matches])
+    decimal = decimal_mark([digits for _, digits in matches]) or decimal
     numbers = []
     for minus, digits in matches:
         read = read_number(digits, decimal)
@@ -5569,8 +5584,9 @@ def read_numbers(text: str) -> list[Number]:
     return numbers + [date for m in DATE.finditer(text) if (date := read_date(m))]
 
 
-def numbers_in(text: str) -> set[str]:
-    """Every value a text's numbers may have, their parts included: what a source holds.
+def numbers_in(text: str, decimal: str | None = None) -> set[str]:
+    """Every value a text's numbers may have, their parts included: what a source holds
+    (a 1,250 read by `decimal`, the answer's mark, where the source shows none).
 
     >>> sorted(numbers_in("1,500 g at 93.5 °C, a 1:16 ratio, v0.6 [2]"))
     ['0.6', '1', '1500', '16', '1:16', '93.5']
@@ -5579,7 +5595,7 @@ def numbers_in(text: str) -> set[str]:
     >>> sorted(numbers_in("1,250"))       # thousands, or a decimal comma: both readings
     ['1.25', '1250']
     """
-    return {v for n in read_numbers(text) for v in n.values + n.parts}
+    return {v for n in read_numbers(text, decimal) for v in n.values + n.parts}
 
 
 def number_held(number: Number, held: set[str]) -> bool:
@@ -5726,8 +5742,9 @@ def check_citations(answer: str, sources: Sequence[str], lexicon: Lexicon | None
      (2 were sent) · 1 sentence cites nothing'
     """
     source_terms = [{stem(t) for t in tokenize(s)} for s in sources]
-    source_numbers = [numbers_in(s) for s in sources]
+    source_numbers = [numbers_in(s, text_decimal_mark(answer)) for s in sources]
     source_codes = [set(codes_in(s)) for s in sources]
+    source_marks = [text_decimal_mark(s) for s in sources]
     languages = [question_language(s) for s in sources]
     n = max(len(lexicon.lengths), 1) if lexicon is not None else max(len(sources), 1)
 
@@ -5757,7 +5774,9 @@ def check_citations(answer: str, sources: Sequence[str], lexicon: Lexicon | None
                         w / 2 if len(t) == 2 and CJK_CHAR.match(t) and t[0] in held and t[1] in held
                         else 0.0 for t, w in weights.items())
             return found / total if total else 0.0
-        said = read_numbers(text)
+        valid = [c for c in cited if 0 < c <= len(sources)]
+        marks = {source_marks[c - 1] for c in valid} - {None}
+        said = read_numbers(text, marks.pop() if len(marks) == 1 else None)   # as its sources
 
         def words_held(words: set[str], numbers: set[str]) -> set[str]:
             """A source's words, and the words of each number it holds however it writes it
@@ -5768,7 +5787,6 @@ def check_citations(answer: str, sources: Sequence[str], lexicon: Lexicon | None
                   for words, numbers in zip(source_terms, source_numbers)]
         best = (max(range(len(shares)), key=lambda i: (shares[i], -i)) if shares and max(shares) > 0
                 else None)
-        valid = [c for c in cited if 0 < c <= len(sources)]
         numbers_cited = set().union(*(source_numbers[c - 1] for c in valid))
         held = words_held(set().union(*(source_terms[c - 1] for c in valid)), numbers_cited)
         codes = set().union(*(source_codes[c - 1] for c in valid))
