@@ -320,3 +320,11 @@ def test_a_number_of_thousands_of_digits_is_read_not_refused():
     c = rag.check_citations(f"Road tyres take {huge},5 psi or 1 000.{huge} psi [1].", [f"{huge},5 psi"])
     assert [s.verdict for s in c.sentences] == ["unsupported"]
     assert c.sentences[0].missing_numbers == (f"1000.{huge}",)
+
+
+def test_a_1_250_is_read_both_ways_where_its_cited_sources_disagree_on_the_decimal_mark():
+    c = rag.check_citations("The crate weighs 1,250 kg on a 2 km road [1][2].",
+                            ["Die Kiste wiegt 1,25 kg.", "The road is 2 km, 2.5 with the bridge."])
+    assert c.sentences[0].missing_numbers == (), c.summary()
+    c = rag.check_citations("The crate weighs 1,250 kg [1].", ["The crate weighs 1.25 kg."])
+    assert c.sentences[0].missing_numbers == ("1250",), c.summary()
