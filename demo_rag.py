@@ -9166,7 +9166,7 @@ def chosen_mode(args: argparse.Namespace, error: Callable[[str], None] | None = 
         error(f"choose one mode, not {' and '.join(m.flag for m in asked)}")
     if mode.question and not (args.question or "").strip():
         error(f"{mode.flag} needs a question to narrate" if mode.flag else
-              f"give a question, or {or_list(mode_usage(m) for m in MODES if not m.question)}")
+              f"give a question, or {or_list(mode_usage(m) for m in MODES if m.flag)}")
     if not mode.question and args.question:
         error(f"{mode.flag} takes no question (got {args.question!r}); ask it without {mode.flag}, "
               "or inside --chat")

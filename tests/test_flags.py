@@ -56,7 +56,7 @@ def test_help_is_grouped_with_examples(server):
     (["--explain", "--show-prompt", "what?"], "--show-prompt goes with a question"),
     (["--chat", "--json"], "--json prints one object for a question, --eval, --make-eval, --tune or --gaps; "
                            "--chat prints text for people to read"),
-    ([], "give a question, or --chat"),
+    ([], "give a question, or --chat, --explain QUESTION, --eval FILE"),
 ])
 def test_flags_that_do_not_go_together_are_one_line_and_exit_2(server, args, says):
     out = run_cli(*args, "--json", host=server.url) if "--json" not in args else run_cli(*args, host=server.url)
