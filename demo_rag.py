@@ -7436,7 +7436,8 @@ def run_eval(args, settings: Settings, client: ollama.Client) -> int:
           + (f", and {f['from_gap_log_refused']}/{f['from_gap_log']} from the gap log (asked by "
              "users; some may be answerable now)" if f.get("from_gap_log") else ""))
     for m in result["misses"]:
-        print(f"miss (rank {m['rank']}): {m['question']}  -> top: {m['top']}")
+        where = f"rank {m['rank']}" if m["rank"] is not None else "not found"
+        print(f"miss ({where}): {m['question']}  -> top: {m['top']}")
     if args.answers:
         print(answers_line(result["answers"]))
     return EXIT_OK

@@ -86,7 +86,7 @@ def test_eval_text_table_lists_rankers_and_misses(tmp_path, server):
     assert lines[0].startswith("121 answerable questions, 1 unanswerable; embedder: qwen3-embedding:0.6b")
     assert lines[1].split() == ["ranker", "hit@1", "hit@3", "hit@5", "MRR"]
     assert [ln.split()[0] for ln in lines[2:5]] == ["dense", "bm25", "fused"]
-    assert any(ln.startswith("miss (rank None): Which otter sleeps in burrows?") for ln in lines)
+    assert any(ln.startswith("miss (not found): Which otter sleeps in burrows?") for ln in lines)
 
 
 def test_bad_eval_file_is_a_clear_error(cli, notes, tmp_path):
