@@ -4616,6 +4616,26 @@ def stale_reason(index: Index, settings: Settings) -> str:
     return ""
 
 
+def out_of_reach(notes_dir: Path, old: Index, files: list[NoteFile]) -> list[NoteFile]:
+    """The notes `old` holds that the scan did not list because they cannot be reached now (a
+    folder that refuses us, a disk that errs), as `old` recorded them: not gone, so kept as they
+    were. A note whose path says "no such file" is gone; one still there was left out by the
+    scan on purpose (hidden now, a link out of the folder) and stays out."""
+    listed = {f.rel for f in files}
+    kept = []
+    for rel in old.files:
+        if rel in listed:
+            continue
+        path = os.path.join(notes_dir, *rel.split("/"))
+        try:
+            os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError:
+            kept.append(NoteFile(rel, path, *old.files[rel][:4]))
+    return kept
+
+
 def open_index(settings: Settings, client: ollama.Client | None = None, rebuild: str = "",
                progress: Callable[[str | EmbedProgress], None] = lambda s: None,
                held: Index | None = None) -> tuple[Index, IndexReport]:
@@ -4658,6 +4678,12 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
         reason = note or reason
     if old is not None and reason:        # an older version's cache, or these notes elsewhere
         progress(f"updating index: {reason}")
+    if old is not None and old.fingerprint != now and \
+            (unreached := out_of_reach(settings.notes_dir, old, files)):
+        files = files + unreached
+        warnings.append(f"{len(unreached)} note(s) cannot be reached now "
+                        f"({', '.join(f.rel for f in unreached[:3])}"
+                        f"{', …' if len(unreached) > 3 else ''}): kept as they were")
     build = model_digest(client, settings.embed_model)
     if old is not None:
         reason = stale_reason(old, settings) or build_changed(old, build)

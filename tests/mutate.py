@@ -1029,6 +1029,14 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      "    source_numbers = [numbers_in(s, text_decimal_mark(answer)) for s in sources]",
      "    source_numbers = [numbers_in(s) for s in sources]",
      ["tests/test_citations.py", "-k", "written_another or different_number"]),
+    ("notes in a folder that cannot be reached for now are dropped as if deleted",
+     "            kept.append(NoteFile(rel, path, *old.files[rel][:4]))",
+     "            pass",
+     ["tests/test_folder_blinks.py", "-k", "reached"]),
+    ("a note that cannot be reached is kept even when its path says it is gone",
+     "        except (FileNotFoundError, NotADirectoryError):\n            continue\n",
+     "        except (FileNotFoundError, NotADirectoryError):\n            kept.append(NoteFile(rel, path, *old.files[rel][:4]))\n",
+     ["tests/test_folder_blinks.py", "tests/test_index.py", "-k", "reached or delet"]),
 ]
 
 

@@ -264,3 +264,38 @@ def test_notes_that_cannot_be_read_for_now_keep_a_copy_of_the_cache(server, note
     index, report = rag.open_index(settings)              # readable again
     assert len(server.embedded_texts()) == embedded and report.embedded == 0
     assert len(cache_files(settings.cache_dir)) == 1
+
+
+def test_notes_in_a_folder_that_cannot_be_reached_for_now_are_kept_as_they_were(
+        server, notes, tmp_path, monkeypatch):
+    sub = notes / "sub"
+    sub.mkdir()
+    for i in range(3):
+        (sub / f"n{i}.md").write_text(f"# Sub {i}\n\nA note about bicycle repair number {i}.\n")
+    settings = rag.Settings(notes_dir=notes, cache_dir=tmp_path / "cache")
+    held = len(rag.open_index(settings)[0].files)
+    real_scandir, real_stat = os.scandir, os.stat
+
+    def refused(path):                                    # as a folder without r and x does
+        return PermissionError(13, "Permission denied", os.fspath(path))
+
+    def scandir(path="."):
+        if os.fspath(path).rstrip("/") == str(sub):
+            raise refused(path)
+        return real_scandir(path)
+
+    def stat(path, *args, **kw):
+        if os.fspath(path).startswith(str(sub) + os.sep):
+            raise refused(path)
+        return real_stat(path, *args, **kw)
+    with monkeypatch.context() as m:
+        m.setattr(os, "scandir", scandir)
+        m.setattr(os, "stat", stat)
+        index, report = rag.open_index(settings)
+    assert len(index.files) == held and report.deleted == 0
+    assert any("3 note(s) cannot be reached now" in w for w in report.warnings), report.warnings
+    embedded = len(server.embedded_texts())
+    index, report = rag.open_index(settings)              # reachable again: nothing to embed
+    assert len(index.files) == held and len(server.embedded_texts()) == embedded
+    (sub / "n0.md").unlink()                              # and a note really gone is gone
+    assert len(rag.open_index(settings)[0].files) == held - 1
