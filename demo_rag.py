@@ -5768,7 +5768,8 @@ def check_citations(answer: str, sources: Sequence[str], lexicon: Lexicon | None
      (2 were sent) · 1 sentence cites nothing'
     """
     source_terms = [{stem(t) for t in tokenize(s)} for s in sources]
-    source_numbers = [numbers_in(s, text_decimal_mark(answer)) for s in sources]
+    answer_mark = text_decimal_mark(answer)   # read once: it tells each source's 1,250
+    source_numbers = [numbers_in(s, answer_mark) for s in sources]
     source_codes = [set(codes_in(s)) for s in sources]
     source_marks = [text_decimal_mark(s) for s in sources]
     languages = [question_language(s) for s in sources]

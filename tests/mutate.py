@@ -1026,7 +1026,7 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      "        said = read_numbers(text)",
      ["tests/test_citations.py", "-k", "written_another or different_number"]),
     ("a source's 1,500 is read both ways though the answer shows a decimal point",
-     "    source_numbers = [numbers_in(s, text_decimal_mark(answer)) for s in sources]",
+     "    source_numbers = [numbers_in(s, answer_mark) for s in sources]",
      "    source_numbers = [numbers_in(s) for s in sources]",
      ["tests/test_citations.py", "-k", "written_another or different_number"]),
     ("notes in a folder that cannot be reached for now are dropped as if deleted",
