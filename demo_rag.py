@@ -133,12 +133,13 @@ from typing import Callable, Collection, Iterable, Iterator, NamedTuple
 # imports (and, run as a script, the whole file) build their many long-lived objects, which the
 # command line then exempts (gc.freeze, at the end; an importing notebook keeps its collector).
 # NumPy's BLAS threads start blind to Ctrl-C and SIGTERM, or the kernel may hand one of those to
-# them and the main thread never wakes.
+# them and the main thread never wakes. A Ctrl-C before the run begins (run_mode) touched nothing.
 gc.disable()
 _signals = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM}) \
     if hasattr(signal, "pthread_sigmask") else None
 if __name__ == "__main__":                # no event loop here: httpcore is spared importing trio
     sys.modules.setdefault("trio", None)  # (0.1 s, where installed); its import fails at once
+    signal.signal(signal.SIGINT, lambda *_: (os.write(2, b"\ninterrupted\n"), os._exit(130)))
 try:
     import httpx  # the ollama client's HTTP layer: its connection errors surface mid-stream
     import numpy as np
@@ -3758,20 +3759,22 @@ class CacheWriter:
         return self.problem is None
 
 
-def sigterm_as_interrupt():
-    """Make SIGTERM stop a run the way Ctrl-C does (what was embedded is kept); return the
-    previous handler for restore_sigterm, or None off the main thread (a notebook's worker)."""
+def sigterm_as_interrupt() -> dict | None:
+    """Make Ctrl-C and SIGTERM raise KeyboardInterrupt, which stops a run keeping what was
+    embedded; return the previous handlers for restore_sigterm, or None off the main thread
+    (a notebook's worker). Before this, a script's Ctrl-C just ends it (see the imports)."""
     def interrupt(signum, frame):
         raise KeyboardInterrupt
     try:
-        return signal.signal(signal.SIGTERM, interrupt)
+        return {signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
+                signal.SIGTERM: signal.signal(signal.SIGTERM, interrupt)}
     except ValueError:
         return None
 
 
-def restore_sigterm(previous) -> None:
-    if previous is not None:
-        signal.signal(signal.SIGTERM, previous)
+def restore_sigterm(previous: dict | None) -> None:
+    for signum, handler in (previous or {}).items():
+        signal.signal(signum, handler)
 
 
 # ----------------------------------------------------------------------------

@@ -1037,6 +1037,14 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      "        except (FileNotFoundError, NotADirectoryError):\n            continue\n",
      "        except (FileNotFoundError, NotADirectoryError):\n            kept.append(NoteFile(rel, path, *old.files[rel][:4]))\n",
      ["tests/test_folder_blinks.py", "tests/test_index.py", "-k", "reached or delet"]),
+    ("a Ctrl-C while the script starts prints Python's traceback",
+     '    signal.signal(signal.SIGINT, lambda *_: (os.write(2, b"\\ninterrupted\\n"), os._exit(130)))',
+     "    pass",
+     ["tests/test_cli.py", "-k", "before_the_run"]),
+    ("once the run begins, Ctrl-C still ends it at once, keeping nothing said",
+     "        return {signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),",
+     "        return {signal.SIGINT: signal.getsignal(signal.SIGINT),",
+     ["tests/test_cli.py", "-k", "ctrl_c"]),
 ]
 
 

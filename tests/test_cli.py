@@ -12,7 +12,7 @@ import ollama
 import pytest
 
 import demo_rag as rag
-from conftest import ROOT, read_until, run_cli, user_env, write_long_chinese_note
+from conftest import ROOT, SCRIPT, read_until, run_cli, user_env, write_long_chinese_note
 from ollama_server import FakeOllama
 
 
@@ -389,3 +389,35 @@ def test_questions_of_different_lengths_ask_for_the_same_context_size(cli, serve
     sizes = [body["options"]["num_ctx"] for body in server.of("/api/chat")]
     sent = [sum(rag.estimate_tokens(m["content"]) for m in body["messages"]) for body in server.of("/api/chat")]
     assert sent[0] + 1000 < sent[1] and sizes == [8192, 8192], (sent, sizes)
+
+
+# The script run from source with a Ctrl-C sent to itself at a chosen moment of its start-up:
+# while the heavy imports run with signals blocked (numpy looked for), or while the command line
+# is read (parse_args), before run_mode's handlers are in place.
+CTRL_C_AT = """
+import os, runpy, signal, sys
+moment, sys.argv = sys.argv[1], sys.argv[2:]      # the script, then its arguments
+if moment == "imports":
+    class Finder:
+        def find_spec(self, name, path=None, target=None):
+            if name == "numpy":
+                os.kill(os.getpid(), signal.SIGINT)
+    sys.meta_path.insert(0, Finder())
+else:
+    import argparse
+    parse = argparse.ArgumentParser.parse_args
+    def parse_args(self, *a, **kw):
+        os.kill(os.getpid(), signal.SIGINT)
+        return parse(self, *a, **kw)
+    argparse.ArgumentParser.parse_args = parse_args
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("moment", ["imports", "parsing"])
+def test_ctrl_c_before_the_run_begins_exits_130_without_a_traceback(tmp_path, moment):
+    out = subprocess.run([sys.executable, "-c", CTRL_C_AT, moment, str(SCRIPT), "q", "--notes",
+                          tmp_path, "--cache", tmp_path / "cache"],
+                         capture_output=True, text=True, env=user_env("http://127.0.0.1:9"), timeout=60)
+    assert (out.returncode, out.stderr, out.stdout) == (130, "\ninterrupted\n", "")
+    assert not (tmp_path / "cache").exists()
