@@ -3579,6 +3579,18 @@ def upgraded(d: dict) -> dict:
     return {**d, "format": CACHE_FORMAT, "fingerprint": "", "notes": None, "skipped": {}}
 
 
+def damage_said(e: Exception) -> str:
+    """Why a cache file could not be loaded, in words: a file cut short is the common case.
+
+    >>> damage_said(EOFError("Ran out of input"))
+    'it ends too soon: a copy cut short, or a disk that was full'
+    """
+    said = str(e).strip().split("\n")[0][:100]
+    if isinstance(e, EOFError) or "truncated" in said:
+        return "it ends too soon: a copy cut short, or a disk that was full"
+    return f"{type(e).__name__}: {said}" if said else type(e).__name__
+
+
 def load_index(path: Path) -> tuple[Index | None, str]:
     """Load a cache file; on any problem return (None, a one-line reason). A cache an older
     version wrote (UPGRADABLE) comes back with a note saying so instead of "".
@@ -3609,7 +3621,7 @@ def load_index(path: Path) -> tuple[Index | None, str]:
     except CacheDamaged as e:
         return None, f"cache is damaged ({e})"
     except Exception as e:  # truncated, corrupt, foreign: never trust it, rebuild
-        return None, f"cache is damaged ({type(e).__name__})"
+        return None, f"cache is damaged ({damage_said(e)})"
 
 
 def vectors_elsewhere(donors: Sequence[Path], wanted: dict[bytes, list[int]],

@@ -1045,6 +1045,10 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      "        return {signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),",
      "        return {signal.SIGINT: signal.getsignal(signal.SIGINT),",
      ["tests/test_cli.py", "-k", "ctrl_c"]),
+    ("a damaged cache is named only by its exception's class",
+     '        return None, f"cache is damaged ({damage_said(e)})"',
+     '        return None, f"cache is damaged ({type(e).__name__})"',
+     ["tests/test_index.py", "-k", "damaged"]),
 ]
 
 

@@ -199,11 +199,12 @@ def test_a_cache_crafted_to_run_code_is_refused_and_rebuilt(vault, server, tmp_p
 
 
 @pytest.mark.parametrize("damage, reason", [
-    (lambda b: b[: len(b) // 2], "cache is damaged"),
-    (lambda b: b"not a pickle at all", "cache is damaged"),
+    (lambda b: b[: len(b) // 2], "cache is damaged (vectors are cut short"),
+    (lambda b: b[:100], "cache is damaged (it ends too soon: a copy cut short"),
+    (lambda b: b"not a pickle at all", "cache is damaged (UnpicklingError: invalid load key"),
     (lambda b: pickle.dumps(["a", "foreign", "pickle"]), "cache is from another version"),
     (lambda b: pickle.dumps({"format": 1}), "cache is from another version"),
-    (lambda b: b"", "cache is damaged"),
+    (lambda b: b"", "cache is damaged (it ends too soon"),
 ])
 def test_damaged_caches_are_rebuilt_with_one_line(vault, server, damage, reason):
     path = rag.cache_path(vault)
