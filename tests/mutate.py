@@ -1049,6 +1049,10 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '        return None, f"cache is damaged ({damage_said(e)})"',
      '        return None, f"cache is damaged ({type(e).__name__})"',
      ["tests/test_index.py", "-k", "damaged"]),
+    ("--json leaves out why a question was declined",
+     '            "why": outcome.why or None, "found": r.found,',
+     '            "found": r.found,',
+     ["tests/test_outcome.py", "-k", "json"]),
 ]
 
 

@@ -72,8 +72,14 @@ def test_json_says_how_each_question_ended(server, notes, tmp_path):
     def run(*args):
         out = run_cli(*args, "--notes", notes, "--cache", tmp_path / "c", "--json", host=server.url)
         return out.returncode, json.loads(out.stdout)
-    assert [(code, o["status"]) for code, o in (run(ON_TOPIC), run(OFF_TOPIC), run(ON_TOPIC, "--retrieve-only"))] \
+    runs = [run(ON_TOPIC), run(OFF_TOPIC), run(ON_TOPIC, "--retrieve-only")]
+    assert [(code, o["status"]) for code, o in runs] \
         == [(0, "answered"), (0, "declined"), (0, "retrieval only")]
+    # a script learns why as a reader does: the declined one's reason is the line the terminal shows
+    (_, answered), (_, declined), _ = runs
+    assert answered["why"] is None and declined["why"].startswith("confidence 0.")
+    shown = run_cli(OFF_TOPIC, "--notes", notes, "--cache", tmp_path / "c", host=server.url).stdout
+    assert f"{rag.NOT_FOUND} ({declined['why']}" in shown
 
 
 def test_chat_does_not_answer_from_a_keyword_only_search(notes, tmp_path):
