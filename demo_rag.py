@@ -1546,6 +1546,25 @@ def shown_spans(text: str) -> str:
     return OBSIDIAN_SPAN.sub(shown, text)
 
 
+def unclosed_comment(text: str, first_line: int = 1) -> str | None:
+    """A warning when a %% comment never closes and so hides text to the note's end, as in
+    Obsidian (a "50%% off" opens one), or None. `first_line`: the file's line `text` starts on.
+
+    >>> unclosed_comment("Sale: 50%% off\\nthe rest")
+    'the %% on line 1 opens a comment that never closes: Obsidian hides the rest (2 lines)'
+    """
+    last = None
+    for last in OBSIDIAN_SPAN.finditer(text):
+        pass
+    hidden = last["comment"] if last is not None else None
+    if hidden is None or hidden.endswith("%%") and len(hidden) >= 4 or not hidden[2:].strip():
+        return None
+    line = first_line + text.count("\n", 0, last.start())
+    lines = hidden.count("\n") + (not hidden.endswith("\n"))
+    return (f"the %% on line {line} opens a comment that never closes: Obsidian hides the rest "
+            f"({lines} line{'s' * (lines != 1)})")
+
+
 def clean_markup(text: str) -> tuple[str, tuple[str, ...]]:
     """Obsidian's markup as a reader sees it, every line break kept (lines still count as in the
     file), and what the embeds it dropped named: [[Note]] -> Note, [[Note|text]] -> text,
@@ -1658,6 +1677,8 @@ def read_markdown(text: str) -> tuple[str, NoteMeta, str | None]:
                                              ""))) \
                 and NAME_KEY.fullmatch(key.group(1).strip().strip("\"'")):
             problems.append("its front matter does not parse as YAML keys: read as text")
+    if hidden := unclosed_comment(body, 1 + text.count("\n", 0, len(text) - len(body))):
+        problems.append(hidden)
     body, dropped = clean_markup(body)
     meta, said = meta_from(fields_, INLINE_TAG.findall(FENCE.sub("", body)), dropped)
     if properties := note_properties(fields_):
@@ -6789,7 +6810,8 @@ def outcome_json(outcome: Outcome, report: IndexReport, index_seconds: float,
     r, u = outcome.retrieval, outcome.usage
     timings = {"index": index_seconds, **outcome.timings}
     return {"question": outcome.question, "status": outcome.status, "answer": outcome.text,
-            "why": outcome.why or None, "found": r.found, "lexical_only": r.lexical_only, "confidence": round(r.confidence, 3),
+            "why": outcome.why or None,
+            "found": r.found, "lexical_only": r.lexical_only, "confidence": round(r.confidence, 3),
             "floor": {"value": r.floor, "source": r.floor_source},
             "sources": [hit_json(h, preview_terms(r.terms), r.notes.get(h.chunk.source))
                         for h in r.hits],

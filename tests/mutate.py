@@ -1050,9 +1050,13 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '        return None, f"cache is damaged ({type(e).__name__})"',
      ["tests/test_index.py", "-k", "damaged"]),
     ("--json leaves out why a question was declined",
-     '            "why": outcome.why or None, "found": r.found,',
-     '            "found": r.found,',
+     '            "why": outcome.why or None,\n',
+     '',
      ["tests/test_outcome.py", "-k", "json"]),
+    ("an unclosed %% hides the rest of a note without a word",
+     "    if hidden := unclosed_comment(body, 1 + text.count(",
+     "    if False and unclosed_comment(body, 1 + text.count(",
+     ["tests/test_obsidian.py", "-k", "unclosed"]),
 ]
 
 

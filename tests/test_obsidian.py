@@ -104,7 +104,11 @@ def test_highlights_queries_and_an_unclosed_comment_read_as_obsidian_shows_them(
              "Hidden line.", "```", "hidden code", "```", ""]
     note.write_text("\n".join(lines), encoding="utf-8")
     (section,), warning = rag.read_text(note)
-    assert warning is None and section.line == 1
+    assert warning == ("the %% on line 20 opens a comment that never closes: Obsidian hides the rest "
+                       "(5 lines)") and section.line == 1
+    assert rag.read_markdown("Sale: 50%% off")[2] == ("the %% on line 1 opens a comment that never "
+                                                     "closes: Obsidian hides the rest (1 line)")
+    assert rag.read_markdown("---\ntags: [a]\n---\nx\n%%\n  \n")[2] is None   # hides no text
     shown = section.text.split("\n")
     assert len(shown) == len(lines)                 # every line break kept: lines still count as on disk
     assert shown[:8] == ["# Plan", "The zeppelin hangar opens at nine.", "Code: `a==b` and `%%`, 10 == 10.",
