@@ -6708,11 +6708,13 @@ def properties_json(card: NoteMeta) -> dict[str, str]:
             for k, v in pairs}
 
 
-def hit_json(h: Hit, terms: Iterable[tuple[str, float]] = (), card: NoteMeta | None = None) -> dict:
+def hit_json(h: Hit, terms: Iterable[tuple[str, float]] = (), card: NoteMeta | None = None,
+             passage: Passage | None = None) -> dict:
     """One source as --json shows it: the chunk (its heading is where it starts, its lines from
-    start_line to end_line), the passage the search's `terms` matched (its line and section), and
-    what its note says of itself (note_card(), its properties too) when given."""
-    p = locate_passage(h.chunk, terms)
+    start_line to end_line), the passage the search's `terms` matched (its line and section;
+    located here unless given), and what its note says of itself (note_card(), its properties
+    too) when given."""
+    p = passage or locate_passage(h.chunk, terms)
     about = {} if card is None else {"title": card.title, "aliases": list(card.aliases),
                                      "tags": list(card.tags), "date": card.date,
                                      "dated_by": card.dated_by,
@@ -8625,17 +8627,36 @@ def argument_problem(tool: dict, arguments: dict) -> str | None:
     return None
 
 
-def source_json(r: Retrieval, hit: Hit) -> dict:
+def passages(r: Retrieval) -> list[Passage]:
+    """Where each hit's passage is (locate_passage), found once for both of a result's forms."""
+    terms = preview_terms(r.terms)
+    return [locate_passage(h.chunk, terms) for h in r.hits]
+
+
+def source_json(r: Retrieval, hit: Hit, passage: Passage) -> dict:
     """One source as the tools give it: what --json gives (hit_json: its lines, the line and
     section of the passage the query matched, its note's title, tags and date), under "path"."""
-    d = hit_json(hit, preview_terms(r.terms), r.notes.get(hit.chunk.source))
+    d = hit_json(hit, card=r.notes.get(hit.chunk.source), passage=passage)
     return {"rank": d.pop("rank"), "path": d.pop("source"), **d}
 
 
-def source_line(r: Retrieval, hit: Hit) -> str:
+def source_line(hit: Hit, passage: Passage) -> str:
     """A source as the tools' text names it: "[2] bike.md:14 › ## Tyres", as the terminal does."""
-    passage = locate_passage(hit.chunk, preview_terms(r.terms))
     return f"[{hit.rank}] {passage_citation(hit.chunk, passage)}"
+
+
+# A character CONTROL_ESCAPES escapes: found by a regular expression, which is many times faster
+# than translate() going through a text that holds none, as nearly every text does.
+CONTROL_CHARACTER = re.compile("[" + "".join(map(chr, CONTROL_ESCAPES)) + "]")
+
+
+def escaped(text: str) -> str:
+    r"""`text` with its control characters escaped (CONTROL_ESCAPES).
+
+    >>> escaped("a\x1b]52;c\x07 b\n")
+    'a\\u001b]52;c\\u0007 b\n'
+    """
+    return text.translate(CONTROL_ESCAPES) if CONTROL_CHARACTER.search(text) else text
 
 
 def tool_result(text: str, structured: dict | None = None, error: bool = False) -> dict:
@@ -8644,22 +8665,23 @@ def tool_result(text: str, structured: dict | None = None, error: bool = False) 
     as the specification asks; last, `text` for people and models. Control characters in the
     text blocks are escaped as the terminal's are (a client may print them: a note's ESC ] 52
     writes to the clipboard); in the JSON, as the \\u escapes that JSON reads back the same."""
-    readable = {"type": "text", "text": text.translate(CONTROL_ESCAPES)}
+    readable = {"type": "text", "text": escaped(text)}
     if structured is None:
         return {"content": [readable], "isError": error}
-    serialized = json.dumps(structured, ensure_ascii=False).translate(CONTROL_ESCAPES)
+    serialized = escaped(json.dumps(structured, ensure_ascii=False))
     return {"content": [{"type": "text", "text": serialized}, readable], "isError": error,
             "structuredContent": structured}
 
 
 def search_result(query: str, r: Retrieval, status: str, why: str) -> dict:
     """search_notes' result: the verdict, then the sources (best first)."""
+    located = passages(r)
     verdict = {"query": query, "found": r.found, "why": None if r.found else why,
                "confidence": round(r.confidence, 3),
                "floor": {"value": round(r.floor, 3), "source": r.floor_source},
                "lexical_only": r.lexical_only,
                "keywords_only_because": r.keywords_only_because,
-               "sources": [source_json(r, h) for h in r.hits]}
+               "sources": [source_json(r, h, p) for h, p in zip(r.hits, located)]}
     if status == KEYWORDS_ONLY:
         head = f"Found by keywords only ({why}); the best passages:"
     elif r.found:
@@ -8667,7 +8689,8 @@ def search_result(query: str, r: Retrieval, status: str, why: str) -> dict:
     else:
         head = f"{NOT_FOUND} ({why})." + (" The closest passages, which likely do not hold the "
                                           "answer:" if r.hits else "")
-    blocks = [f"{source_line(r, h)}  (score {h.score:.3f})\n{h.chunk.text}" for h in r.hits]
+    blocks = [f"{source_line(h, p)}  (score {h.score:.3f})\n{h.chunk.text}"
+              for h, p in zip(r.hits, located)]
     return tool_result("\n\n".join([head, *blocks]), verdict)
 
 
@@ -8675,8 +8698,9 @@ def ask_result(outcome: Outcome) -> dict:
     """ask_notes' result: the answer and its sources, or why there is none. No answer for want
     of Ollama (keywords only) is an error too: the tool exists to call the chat model."""
     r = outcome.retrieval
-    sources = [source_json(r, h) for h in r.hits]
-    listed = "\n".join(source_line(r, h) for h in r.hits)
+    located = passages(r)
+    sources = [source_json(r, h, p) for h, p in zip(r.hits, located)]
+    listed = "\n".join(source_line(h, p) for h, p in zip(r.hits, located))
     said = {ANSWERED: outcome.text or "", DECLINED: f"{NOT_FOUND} ({outcome.why})",
             KEYWORDS_ONLY: f"Not answered: {outcome.why}; the chat model was not called. Passages "
                            "found by keywords (search_notes gives their text):",

@@ -11,13 +11,13 @@ default chunk size, drawn from a vocabulary of 20,000 made-up words) and their i
 once, in this process, with the tests' hashed embedder at 1,024 dimensions (tests/ollama_server.py,
 hashed_vector), then kept in --work for the next run. The server is `demo_rag.py --mcp` as a
 subprocess, spoken to in raw JSON lines over its stdin and stdout; a call's time is the
-client's, from writing the request to reading the reply. Before each call, as an agent thinks
+client's, from writing the request to reading the reply. Before each pair, as an agent thinks
 between calls, the client waits --pause seconds, then times search() in this process on the same
-index and question, then the call. The questions are 4 words of one section each, so that every
-one finds something. Then ask_notes is asked, its answer streaming a piece every --piece-ms
-(the stand-in's chat), and as many calls are timed while it streams; the answer is then cancelled.
-The command line is `demo_rag.py --retrieve-only --json QUESTION`, start to exit, against the
-same stand-in server.
+index and question, then (APART seconds later) the call. The questions are 4 words of one section
+each, so that every one finds something. Then ask_notes is asked, its answer streaming a piece
+every --piece-ms (the stand-in's chat), and a quarter as many pairs are timed while it streams;
+the answer is then cancelled. The command line is `demo_rag.py --retrieve-only --json QUESTION`,
+start to exit, against the same stand-in server.
 """
 from __future__ import annotations
 
@@ -43,6 +43,7 @@ from ollama_server import FakeOllama, hashed_vector  # noqa: E402
 
 DIM = 1024                                # qwen3-embedding:0.6b's vector size
 VOCABULARY = 20_000
+APART = 0.15                              # seconds between search() and the call of a pair
 
 
 def words(rng: np.random.Generator) -> list[str]:
@@ -148,7 +149,8 @@ def slow_answer(piece_ms: float, stop: threading.Event):
 def side_by_side(c: Client, client, index, settings, questions: list[str], calls: int, pause: float
                  ) -> tuple[list[float], list[float], float]:
     """`calls` pairs: search() in this process, then the same question as a call; and the share
-    of calls that found something."""
+    of calls that found something. The two are APART seconds apart, so that neither shares the
+    cores with the other's NumPy threads, which spin a while after their work before they sleep."""
     inside, over, found = [], [], 0
     for i in range(calls):
         q = questions[1 + i % (len(questions) - 1)]
@@ -156,6 +158,7 @@ def side_by_side(c: Client, client, index, settings, questions: list[str], calls
         t0 = time.perf_counter()
         rag.search(client, index, q, settings)
         inside.append(time.perf_counter() - t0)
+        time.sleep(APART)
         took, result = c.search(q)
         over.append(took)
         found += result["structuredContent"]["found"]
@@ -241,6 +244,7 @@ def parts(n: int, work: Path, calls: int) -> dict:
             t3 = time.perf_counter()
             rag.rank(held.index, q, qvec, s)
             t4 = time.perf_counter()
+            held.looked = time.monotonic()          # as a look made while idle leaves it
             call(m, q)
             t5 = time.perf_counter()
             for k, v in zip(took, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)):
@@ -253,7 +257,7 @@ def main() -> None:
     p.add_argument("--sizes", type=int, nargs="+", default=[5000, 50000])
     p.add_argument("--calls", type=int, default=200, help="search_notes calls after the first")
     p.add_argument("--runs", type=int, default=10, help="command-line runs")
-    p.add_argument("--pause", type=float, default=0.3, help="seconds the client thinks before each call")
+    p.add_argument("--pause", type=float, default=0.2, help="seconds the client thinks before each pair")
     p.add_argument("--piece-ms", type=float, default=20, help="ms between the pieces of a streamed answer")
     p.add_argument("--work", type=Path, default=Path("/tmp/demo_rag-bench-mcp"), help="where the vaults are kept")
     a = p.parse_args()

@@ -1081,6 +1081,10 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      "        reply.close()\n    text = \"\".join(pieces)",
      "        pass\n    text = \"\".join(pieces)",
      ["tests/test_mcp_concurrency.py", "-k", "cancels_an_answer or gets_no_answer"]),
+    ("the tools' text blocks skip escaping once a regular expression looks for control characters",
+     "    return text.translate(CONTROL_ESCAPES) if CONTROL_CHARACTER.search(text) else text",
+     "    return text",
+     ["tests/test_mcp.py", "-k", "escapes"]),
 ]
 
 
