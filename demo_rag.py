@@ -8829,12 +8829,14 @@ class HeldIndex:
             if self.idle_for() == 0.0:
                 self.idle_looks += 1
                 self.bring_up_to_date(lambda event: None)
-        except (FileNotFoundError, NotADirectoryError, UsageError, OllamaError):
+        except Exception:                 # a bug too: the next call meets it, and says it
             self.watched = None           # unsettled: the next call refreshes and says why
         finally:
             self.lock.release()
 
     def bring_up_to_date(self, progress: Callable[[str | EmbedProgress], None]) -> None:
+        """Look (still_current), and refresh if something changed; the look counts from when it
+        began, since a change made during it may not show in it."""
         started = time.monotonic()
         if not self.still_current():
             self.refresh(progress)
@@ -9159,6 +9161,7 @@ class McpServer:
         self.forget(id_)
 
     def forget(self, id_) -> None:
+        """The request is answered (or never will be): a cancellation for it is ignored now."""
         with self.lock:
             if request_id(id_):
                 self.calls.pop(id_, None)

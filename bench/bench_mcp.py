@@ -22,15 +22,18 @@ start to exit, against the same stand-in server.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
 import platform
+import socket
 import statistics
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -165,32 +168,72 @@ def side_by_side(c: Client, client, index, settings, questions: list[str], calls
     return inside, over, found / calls
 
 
-def measure(n: int, work: Path, calls: int, runs: int, pause: float, piece_ms: float) -> dict:
-    with FakeOllama(dim=DIM) as server:
-        notes, cache, questions = built(work, n, server)
-        env = {**os.environ, "OLLAMA_HOST": server.url}
+class StandIn:
+    """The shared Ollama stand-in (a script, --standin) as a process on a free port: hashed
+    vectors of DIM numbers, and ask_notes' answer a scripted text of ~3,500 characters streamed
+    8 characters a piece, a piece every piece_ms. Its vectors are not the tests' hashed ones, so
+    its questions find by keywords, but the work of a search is the same."""
+
+    def __init__(self, script: Path, piece_ms: float, question: str, work: Path):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        answers = work / "standin-answers.json"
+        answers.write_text(json.dumps({question: "".join(f"step {i}, " for i in range(400))}))
+        env = {**os.environ, "STANDIN_PORT": str(port), "STANDIN_EMBED": "hash", "STANDIN_DIM": str(DIM),
+               "STANDIN_PIECE_MS": str(piece_ms), "STANDIN_SCRIPT": str(answers)}
+        self.p = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        self.url = f"http://127.0.0.1:{port}"
+        for _ in range(100):
+            with contextlib.suppress(OSError):
+                urllib.request.urlopen(self.url + "/api/tags", timeout=1).read()
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"the stand-in {script} did not start")
+
+    def close(self) -> None:
+        self.p.terminate()
+        self.p.wait(timeout=30)
+
+
+def measure(n: int, work: Path, calls: int, runs: int, pause: float, piece_ms: float,
+            standin: Path | None = None) -> dict:
+    """Side by side at n chunks: search() in this process and the call; the same while ask_notes
+    streams; a first call and command-line runs. Against the tests' stand-in (FakeOllama), or
+    the shared one when `standin` names its script."""
+    with FakeOllama(dim=DIM) as fake:
+        notes, cache, questions = built(work, n, fake)
+        server = StandIn(standin, piece_ms, questions[0], work) if standin else None
+        url = server.url if server else fake.url
+        env = {**os.environ, "OLLAMA_HOST": url}
         env.pop("PYTHONUNBUFFERED", None)
-        os.environ["OLLAMA_HOST"] = server.url
+        os.environ["OLLAMA_HOST"] = url
         args = ["--notes", notes, "--cache", cache]
         settings = rag.Settings(notes_dir=notes, cache_dir=cache)
         client = rag.ollama_client()
         index, _ = rag.open_index(settings, client)
+        assert index.complete and len(index.chunks) == n
         c = Client(args, env)
         c.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
                                  "clientInfo": {"name": "bench", "version": "1"}})
         first, result = c.search(questions[0])
-        assert not result["isError"] and result["structuredContent"]["found"], result
+        assert not result["isError"] and (standin or result["structuredContent"]["found"]), result
         inside, over, found = side_by_side(c, client, index, settings, questions, calls, pause)
         stop = threading.Event()
-        server.answer = slow_answer(piece_ms, stop)
+        fake.answer = slow_answer(piece_ms, stop)
         c.send({"jsonrpc": "2.0", "id": "ask", "method": "tools/call",
                 "params": {"name": "ask_notes", "arguments": {"question": questions[0]}}})
-        server.wait_for(lambda: any(r["path"] == "/api/chat" for r in server.requests))
-        chat = next(r for r in server.requests if r["path"] == "/api/chat")
+        if server:
+            time.sleep(1)                 # the answer starts streaming (its ~440 pieces take longer)
+        else:
+            fake.wait_for(lambda: any(r["path"] == "/api/chat" for r in fake.requests))
+        chat = next((r for r in fake.requests if r["path"] == "/api/chat"), {})
         asking_inside, asking, _ = side_by_side(c, client, index, settings, questions, calls // 4, pause)
-        streamed = not chat["done"]
+        streamed = not chat.get("done", True)
         c.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "ask"}})
-        server.wait_for(lambda: chat["done"])
+        if chat:
+            fake.wait_for(lambda: chat["done"])
         stop.set()
         c.close()
         cli = []
@@ -199,12 +242,15 @@ def measure(n: int, work: Path, calls: int, runs: int, pause: float, piece_ms: f
             out = subprocess.run([sys.executable, str(ROOT / "demo_rag.py"), *map(str, args), "--retrieve-only",
                                   "--json", q], capture_output=True, text=True, env=env)
             cli.append(time.perf_counter() - t0)
-            assert out.returncode == 0 and json.loads(out.stdout)["found"], out.stderr
+            assert out.returncode == 0 and (standin or json.loads(out.stdout)["found"]), out.stderr
+        if server:
+            server.close()
     med = statistics.median
     return {"chunks": n, "first": first, "search": med(inside), "search_p90": p90(inside),
             "call": med(over), "call_p90": p90(over), "found": found, "asking": med(asking),
-            "asking_p90": p90(asking), "asking_search": med(asking_inside), "streamed": streamed,
-            "gone": chat["gone"], "cli": med(cli), "calls": calls, "runs": runs}
+            "asking_p90": p90(asking), "asking_search": med(asking_inside),
+            "streamed": streamed if chat else "not seen (the shared stand-in)",
+            "gone": chat.get("gone", "not seen"), "cli": med(cli), "calls": calls, "runs": runs}
 
 
 def call(m: rag.McpServer, query: str) -> dict:
@@ -259,19 +305,22 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=10, help="command-line runs")
     p.add_argument("--pause", type=float, default=0.2, help="seconds the client thinks before each pair")
     p.add_argument("--piece-ms", type=float, default=20, help="ms between the pieces of a streamed answer")
+    p.add_argument("--standin", type=Path, help="the shared Ollama stand-in's script (ollama_standin.py) to "
+                   "measure against, instead of the tests' FakeOllama")
     p.add_argument("--work", type=Path, default=Path("/tmp/demo_rag-bench-mcp"), help="where the vaults are kept")
     a = p.parse_args()
     a.work.mkdir(parents=True, exist_ok=True)
     print(f"machine: {os.cpu_count()} cores ({platform.processor() or platform.machine()}), Python "
           f"{platform.python_version()}, NumPy {np.__version__}; embedder: the tests' hashed one, {DIM} dims, "
-          f"behind tests/ollama_server.py; chat: its stand-in answer, a piece every {a.piece_ms:g} ms; "
+          f"behind {a.standin or 'tests/ollama_server.py'}; chat: a stand-in answer, a piece every "
+          f"{a.piece_ms:g} ms; "
           f"{a.pause:g} s between calls")
     print("| chunks | search() median | p90 | call median | p90 | call / search() | call while ask_notes "
           "streams: median | p90 | first call | CLI run median |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in a.sizes:
         load = os.getloadavg()[0]
-        r = measure(n, a.work, a.calls, a.runs, a.pause, a.piece_ms)
+        r = measure(n, a.work, a.calls, a.runs, a.pause, a.piece_ms, a.standin)
         ms = {k: v * 1000 for k, v in r.items() if isinstance(v, float)}
         print(f"| {n:,} | {ms['search']:.1f} ms | {ms['search_p90']:.1f} ms | {ms['call']:.1f} ms "
               f"| {ms['call_p90']:.1f} ms | {r['call'] / r['search']:.2f}× | {ms['asking']:.1f} ms "

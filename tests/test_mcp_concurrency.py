@@ -207,3 +207,12 @@ def test_a_search_cancelled_while_the_index_is_built_is_not_answered_and_its_pro
         code, err = m.close()
     assert code == 0 and "Traceback" not in err and after == []
     assert not [line for line in m.lines if json.loads(line).get("id") == "s"]
+
+
+def test_a_client_that_stops_reading_ends_the_server_cleanly_while_its_stdin_stays_open(mcp):
+    m = mcp()
+    m.p.stdout.close()                    # the reader of the server's messages goes away
+    m.send({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    code = m.p.wait(timeout=30)           # its stdin still open: the reader thread waits on it
+    err = m.p.stderr.read().decode()
+    assert code == 0 and "Fatal" not in err and "Traceback" not in err, err
