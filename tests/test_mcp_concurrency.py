@@ -93,7 +93,7 @@ def test_the_sdk_cancels_an_answer_mid_stream_which_stops_it_and_a_search_meanwh
                 seen["streaming while found"] = not chat["done"]
                 seen["found"] = found.structured_content["sources"][0]["path"]
                 stop.cancel()
-            await anyio.to_thread.run_sync(lambda: server.wait_for(lambda: chat["gone"], timeout=10))
+            await anyio.to_thread.run_sync(lambda: server.wait_for(lambda: chat.get("gone"), timeout=10))
             seen["parts sent"] = chat["sent_parts"]
             assert (await c.call_tool("search_notes", {"query": "What is BM25?"})).structured_content["found"]
     anyio.run(session)
@@ -112,7 +112,7 @@ def test_a_cancelled_call_gets_no_answer_and_a_cancel_for_no_call_is_ignored(mcp
             "params": {"name": "ask_notes", "arguments": {"question": "What is BM25?"}}})
     chat = slow_answer()
     cancel(m, "ask")
-    server.wait_for(lambda: chat["gone"], timeout=10)               # its stream closed: Ollama stops
+    server.wait_for(lambda: chat.get("gone"), timeout=10)               # its stream closed: Ollama stops
     assert m.request("ping")["result"] == {}          # the next line is the ping's: none for "ask"
     time.sleep(0.3)
     code, err = m.close()
@@ -128,7 +128,7 @@ def test_stdin_ending_while_an_answer_streams_ends_the_server_at_once(mcp, serve
     t0 = time.monotonic()
     code, err = m.close()
     assert code == 0 and time.monotonic() - t0 < 5 and "Traceback" not in err and "Fatal" not in err, err
-    server.wait_for(lambda: chat["gone"], timeout=10)               # it did not answer on
+    server.wait_for(lambda: chat.get("gone"), timeout=10)               # it did not answer on
 
 
 def test_ctrl_c_while_an_answer_streams_says_so_to_its_caller_and_ends(mcp, server, slow_answer):
