@@ -85,7 +85,8 @@ reading it (tests/test_layers.py holds it to the banners).
     --make-eval and --tune         generate_eval_set, run_make_eval, tune, run_tune; MAKE_EVAL, TUNE
     --gaps                         read_gaps, gap_report, run_gaps; GAPS
     --mcp's tools                  mcp_tools, argument_problem, tool_result, search_result
-    --mcp                          McpServer, run_mcp; MCP
+    The held index                 HeldIndex: current(), look() while idle, still_current
+    --mcp                          McpServer: read, handle, Later, cancel; run_mcp; MCP
     The command line               MODES, parse_args, run_mode, main, exit_now
 
 Named above their definition, on purpose: search's score() and judge() read the floor
@@ -112,6 +113,7 @@ import math
 import mmap
 import os
 import pickle
+import queue
 import re
 import shlex
 import signal
@@ -6165,8 +6167,9 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
     t0, pieces = time.perf_counter(), []
     stream = stream_chat(client, settings.chat_model, messages, num_ctx, settings.keep_alive,
                          settings.max_answer_tokens)
+    reply = iter(stream)
     try:
-        for piece in stream:
+        for piece in reply:
             pieces.append(piece)
             on_token(piece)
     except OllamaError as e:
@@ -6179,6 +6182,8 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
                                         why="interrupted mid-answer, so the answer is cut short",
                                         timings={**plan.timings,
                                                  "answer": time.perf_counter() - t0})) from None
+    finally:                              # on_token may raise: the stream closes, Ollama stops
+        reply.close()
     text = "".join(pieces)
     turn = Turn(question, text, query or question)
     return logged(replace(plan, status=ANSWERED, text=text, usage=stream.usage,
@@ -6739,11 +6744,13 @@ def properties_json(card: NoteMeta) -> dict[str, str]:
             for k, v in pairs}
 
 
-def hit_json(h: Hit, terms: Iterable[tuple[str, float]] = (), card: NoteMeta | None = None) -> dict:
+def hit_json(h: Hit, terms: Iterable[tuple[str, float]] = (), card: NoteMeta | None = None,
+             passage: Passage | None = None) -> dict:
     """One source as --json shows it: the chunk (its heading is where it starts, its lines from
-    start_line to end_line), the passage the search's `terms` matched (its line and section), and
-    what its note says of itself (note_card(), its properties too) when given."""
-    p = locate_passage(h.chunk, terms)
+    start_line to end_line), the passage the search's `terms` matched (its line and section;
+    located here unless given), and what its note says of itself (note_card(), its properties
+    too) when given."""
+    p = passage or locate_passage(h.chunk, terms)
     about = {} if card is None else {"title": card.title, "aliases": list(card.aliases),
                                      "tags": list(card.tags), "date": card.date,
                                      "dated_by": card.dated_by,
@@ -8657,17 +8664,36 @@ def argument_problem(tool: dict, arguments: dict) -> str | None:
     return None
 
 
-def source_json(r: Retrieval, hit: Hit) -> dict:
+def passages(r: Retrieval) -> list[Passage]:
+    """Where each hit's passage is (locate_passage), found once for both of a result's forms."""
+    terms = preview_terms(r.terms)
+    return [locate_passage(h.chunk, terms) for h in r.hits]
+
+
+def source_json(r: Retrieval, hit: Hit, passage: Passage) -> dict:
     """One source as the tools give it: what --json gives (hit_json: its lines, the line and
     section of the passage the query matched, its note's title, tags and date), under "path"."""
-    d = hit_json(hit, preview_terms(r.terms), r.notes.get(hit.chunk.source))
+    d = hit_json(hit, card=r.notes.get(hit.chunk.source), passage=passage)
     return {"rank": d.pop("rank"), "path": d.pop("source"), **d}
 
 
-def source_line(r: Retrieval, hit: Hit) -> str:
+def source_line(hit: Hit, passage: Passage) -> str:
     """A source as the tools' text names it: "[2] bike.md:14 › ## Tyres", as the terminal does."""
-    passage = locate_passage(hit.chunk, preview_terms(r.terms))
     return f"[{hit.rank}] {passage_citation(hit.chunk, passage)}"
+
+
+# A character CONTROL_ESCAPES escapes: found by a regular expression, which is many times faster
+# than translate() going through a text that holds none, as nearly every text does.
+CONTROL_CHARACTER = re.compile("[" + "".join(map(chr, CONTROL_ESCAPES)) + "]")
+
+
+def escaped(text: str) -> str:
+    r"""`text` with its control characters escaped (CONTROL_ESCAPES).
+
+    >>> escaped("a\x1b]52;c\x07 b\n")
+    'a\\u001b]52;c\\u0007 b\n'
+    """
+    return text.translate(CONTROL_ESCAPES) if CONTROL_CHARACTER.search(text) else text
 
 
 def tool_result(text: str, structured: dict | None = None, error: bool = False) -> dict:
@@ -8676,22 +8702,23 @@ def tool_result(text: str, structured: dict | None = None, error: bool = False) 
     as the specification asks; last, `text` for people and models. Control characters in the
     text blocks are escaped as the terminal's are (a client may print them: a note's ESC ] 52
     writes to the clipboard); in the JSON, as the \\u escapes that JSON reads back the same."""
-    readable = {"type": "text", "text": text.translate(CONTROL_ESCAPES)}
+    readable = {"type": "text", "text": escaped(text)}
     if structured is None:
         return {"content": [readable], "isError": error}
-    serialized = json.dumps(structured, ensure_ascii=False).translate(CONTROL_ESCAPES)
+    serialized = escaped(json.dumps(structured, ensure_ascii=False))
     return {"content": [{"type": "text", "text": serialized}, readable], "isError": error,
             "structuredContent": structured}
 
 
 def search_result(query: str, r: Retrieval, status: str, why: str) -> dict:
     """search_notes' result: the verdict, then the sources (best first)."""
+    located = passages(r)
     verdict = {"query": query, "found": r.found, "why": None if r.found else why,
                "confidence": round(r.confidence, 3),
                "floor": {"value": round(r.floor, 3), "source": r.floor_source},
                "lexical_only": r.lexical_only,
                "keywords_only_because": r.keywords_only_because,
-               "sources": [source_json(r, h) for h in r.hits]}
+               "sources": [source_json(r, h, p) for h, p in zip(r.hits, located)]}
     if status == KEYWORDS_ONLY:
         head = f"Found by keywords only ({why}); the best passages:"
     elif r.found:
@@ -8699,7 +8726,8 @@ def search_result(query: str, r: Retrieval, status: str, why: str) -> dict:
     else:
         head = f"{NOT_FOUND} ({why})." + (" The closest passages, which likely do not hold the "
                                           "answer:" if r.hits else "")
-    blocks = [f"{source_line(r, h)}  (score {h.score:.3f})\n{h.chunk.text}" for h in r.hits]
+    blocks = [f"{source_line(h, p)}  (score {h.score:.3f})\n{h.chunk.text}"
+              for h, p in zip(r.hits, located)]
     return tool_result("\n\n".join([head, *blocks]), verdict)
 
 
@@ -8707,8 +8735,9 @@ def ask_result(outcome: Outcome) -> dict:
     """ask_notes' result: the answer and its sources, or why there is none. No answer for want
     of Ollama (keywords only) is an error too: the tool exists to call the chat model."""
     r = outcome.retrieval
-    sources = [source_json(r, h) for h in r.hits]
-    listed = "\n".join(source_line(r, h) for h in r.hits)
+    located = passages(r)
+    sources = [source_json(r, h, p) for h, p in zip(r.hits, located)]
+    listed = "\n".join(source_line(h, p) for h, p in zip(r.hits, located))
     said = {ANSWERED: outcome.text or "", DECLINED: f"{NOT_FOUND} ({outcome.why})",
             KEYWORDS_ONLY: f"Not answered: {outcome.why}; the chat model was not called. Passages "
                            "found by keywords (search_notes gives their text):",
@@ -8745,15 +8774,180 @@ def note_lines(file: NoteFile, max_mb: float) -> list[str]:
 
 
 # ----------------------------------------------------------------------------
+# The held index: the notes' index as a long-lived front end (--mcp) holds it, kept current.
+#
+# Opened by the first call and held, it is brought up to date as a run opens it (open_index,
+# taking the held index for the cache while no note changed). Whether anything changed is asked
+# by stat alone (HeldIndex.still_current): a stat() of every note and folder the last refresh
+# saw, and Ollama asked for the embedding model's build. On a big folder that costs about as
+# much as a search, so a call does not pay it: it serves the index as it is when the last look
+# began less than `fresh_seconds` ago, and the front end looks while it idles (look(), right
+# after a call and then every half of that), which is when an agent thinks. So a change goes
+# unseen for at most `fresh_seconds`, and a call costs its search. One lock makes one refresh
+# at a time; an Index is never changed once made, so a caller keeps the one it got, answering
+# with it, while a refresh makes the next. Another front end (a local HTTP endpoint, say) takes
+# this object as it is.
+
+
+MCP_FRESH_SECONDS = 1.0                   # a call may serve the notes as they were this long ago
+MCP_WATCH_SECONDS = 300.0                 # idle looks stop this long after the last call
+
+
+def folder_stat(st: os.stat_result) -> tuple[int, int]:
+    return st.st_mtime_ns, st.st_ctime_ns   # ctime: a chmod that makes a folder readable
+
+
+def folder_stats(notes_dir: Path) -> dict[str, tuple[int, int]] | None:
+    """Every folder under notes_dir but hidden ones, with folder_stat(): a note added, removed or
+    renamed in one changes its mtime. None when one holds a link to a folder, whose insides
+    its stat would not show."""
+    found = {}
+    for folder, dirs, _ in os.walk(notes_dir):
+        if any(os.path.islink(os.path.join(folder, d)) for d in dirs):
+            return None
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        with contextlib.suppress(OSError):
+            found[folder] = folder_stat(os.stat(folder))
+    return found
+
+
+def file_stat(st: os.stat_result) -> tuple[int, int, int, int]:
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino     # what fingerprint() hashes
+
+
+class HeldIndex:
+    """The index of one folder's notes, held between calls and kept current: current() gives
+    it as the notes are (at most `fresh_seconds` ago); look() looks for changes while idle."""
+
+    def __init__(self, settings: Settings, client: ollama.Client, rebuild: str = "",
+                 fresh_seconds: float = MCP_FRESH_SECONDS,
+                 progress_seconds: float = PROGRESS_SECONDS):
+        self.settings, self.client, self.fresh_seconds = settings, client, fresh_seconds
+        self.rebuild = rebuild            # the first opening's reason to rebuild, no other's
+        self.progress_seconds = progress_seconds
+        self.index: Index | None = None   # opened by the first call, then held
+        self.report = IndexReport()
+        self.watched: tuple[dict, list[str], list[tuple]] | None = None     # see still_current
+        self.looked = -math.inf           # when the last look that found the index current began
+        self.used = -math.inf             # when a caller last asked for the index
+        self.idle_looks = 0               # looks made while idle (look()), for the curious
+        self.said: set[str] = set()       # warnings logged already: once a session, not once a call
+        self.lock = threading.Lock()
+
+    def current(self, progress: Callable[[str | EmbedProgress], None] = lambda event: None
+                ) -> tuple[Index, IndexReport]:
+        """The index and its report as the notes are, or were at most fresh_seconds ago,
+        brought up to date first if they changed (`progress` hears of it, as open_index's does).
+        Raises UsageError when no note is usable, FileNotFoundError when the folder is gone."""
+        with self.lock:
+            self.used = time.monotonic()
+            if self.watched is None or self.used - self.looked >= self.fresh_seconds:
+                self.bring_up_to_date(progress)
+            return self.index, self.report
+
+    def idle_for(self) -> float | None:
+        """How long the front end may idle before look() has work: 0 right after a call, then
+        half of fresh_seconds after each look; None when it has none until the next call (the
+        index is not settled, looks are off, or no call came for MCP_WATCH_SECONDS)."""
+        now = time.monotonic()
+        if self.watched is None or self.fresh_seconds <= 0 or now - self.used > MCP_WATCH_SECONDS:
+            return None
+        if self.looked < self.used:
+            return 0.0
+        return max(0.0, self.looked + self.fresh_seconds / 2 - now)
+
+    def look(self) -> None:
+        """While idle: look for changes if it is time (idle_for), bringing the index up to date
+        if there are some. Skipped while a caller holds the index's lock. What fails here is left
+        for the next call to meet and say."""
+        if not self.lock.acquire(blocking=False):
+            return
+        try:
+            if self.idle_for() == 0.0:
+                self.idle_looks += 1
+                self.bring_up_to_date(lambda event: None)
+        except Exception:                 # a bug too: the next call meets it, and says it
+            self.watched = None           # unsettled: the next call refreshes and says why
+        finally:
+            self.lock.release()
+
+    def bring_up_to_date(self, progress: Callable[[str | EmbedProgress], None]) -> None:
+        """Look (still_current), and refresh if something changed; the look counts from when it
+        began, since a change made during it may not show in it."""
+        started = time.monotonic()
+        if not self.still_current():
+            self.refresh(progress)
+        if self.watched is not None:
+            self.looked = started
+
+    def refresh(self, progress: Callable[[str | EmbedProgress], None]) -> None:
+        """Bring the held index up to date with the notes, as a run opens it: progress on stderr,
+        and to `progress`. Raises UsageError when no note is usable."""
+        line = ProgressLine(sys.stderr, self.progress_seconds)
+
+        def both(event: str | EmbedProgress) -> None:
+            line(event)
+            progress(event)
+        try:
+            self.index, self.report = open_index(self.settings, self.client, self.rebuild, both,
+                                                 self.index)
+        finally:
+            line.finish()
+        self.rebuild = ""
+        # What still_current() compares with: the folders' stats first, so that a change made
+        # while the notes are listed shows in one or the other.
+        folders = folder_stats(self.settings.notes_dir)
+        files, _ = scan_notes(self.settings.notes_dir, [self.settings.cache_dir],
+                              self.settings.follow_links)
+        current = folders is not None and fingerprint(files) == self.index.fingerprint and \
+            self.index.complete and calibration_current(self.index, self.settings)
+        self.watched = (folders, [f.path for f in files],
+                        [file_stat(os.stat(f.path)) for f in files]) if current else None
+        if self.report.touched:
+            err(f"{self.report.summary(len(self.index.files))}: "
+                f"{first_names(self.report.touched, 8)}")
+        for w in self.report.warnings:
+            self.warn_once(w)
+        if self.report.embed_error:
+            self.warn_once(f"{self.report.embed_error}; searching by keywords (BM25) only")
+        check_usable(self.index, self.settings, report=self.report)
+
+    def still_current(self) -> bool:
+        """Would a refresh keep the held index as it is? Asked by stat alone: every folder the
+        last refresh saw has its mtime and ctime (no note added, removed or renamed), every note
+        it listed the stat the index's fingerprint was made of (none edited), the index is
+        complete and calibrated, and Ollama runs the same build of the model. open_index's fast
+        path asks the same, but walks the folder to list the notes first, which costs several
+        times more on a big folder; a folder holding a link to a folder is always walked."""
+        if self.watched is None or self.index is None or not self.index.complete or \
+                not calibration_current(self.index, self.settings):
+            return False
+        folders, paths, stats = self.watched
+        try:
+            if any(folder_stat(os.stat(path)) != seen for path, seen in folders.items()) or \
+                    [file_stat(os.stat(path)) for path in paths] != stats:
+                return False
+        except OSError:
+            return False
+        return not build_changed(self.index, model_digest(self.client, self.settings.embed_model))
+
+    def warn_once(self, warning: str) -> None:
+        """Log a warning on stderr, unless this session did already (the index's come each call)."""
+        if warning not in self.said:
+            self.said.add(warning)
+            err(f"warning: {warning}")
+
+
+# ----------------------------------------------------------------------------
 # --mcp: the notes served to agents over the Model Context Protocol, on stdin and stdout.
 #
 # An editor or assistant (Claude Desktop, VS Code, Cursor, ...) starts `demo_rag.py --mcp`
 # and talks JSON-RPC 2.0 with it, one message a line on stdin and stdout, to call the tools
-# above. The index is opened by the first call and held: every call refreshes it first, as a
-# run opens it: a stat() of every note and folder says whether anything changed
-# (McpServer.still_current), and if something did, open_index updates it (taking the held
-# index for the cache while no note changed). So the start-up is paid once a session, and a
-# note saved a second ago is searchable. Calls are served one at a time, in order.
+# above. The index is opened by the first call and held (HeldIndex, above): the start-up is
+# paid once a session, a call costs its search, and a note saved a second ago is searchable.
+# Calls are answered in order, but for ask_notes, whose answer streams in a thread of its own
+# while other calls are answered; a call the client cancels is not answered, and an answer
+# cancelled stops streaming.
 # Standard library only: a client brings its own SDK, this end needs none.
 
 
@@ -8783,28 +8977,6 @@ class McpError(Exception):
     def __init__(self, code: int, message: str, data=None):
         super().__init__(message)
         self.code, self.data = code, data
-
-
-def folder_stat(st: os.stat_result) -> tuple[int, int]:
-    return st.st_mtime_ns, st.st_ctime_ns   # ctime: a chmod that makes a folder readable
-
-
-def folder_stats(notes_dir: Path) -> dict[str, tuple[int, int]] | None:
-    """Every folder under notes_dir but hidden ones, with folder_stat(): a note added, removed or
-    renamed in one changes its mtime. None when one holds a link to a folder, whose insides
-    its stat would not show."""
-    found = {}
-    for folder, dirs, _ in os.walk(notes_dir):
-        if any(os.path.islink(os.path.join(folder, d)) for d in dirs):
-            return None
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        with contextlib.suppress(OSError):
-            found[folder] = folder_stat(os.stat(folder))
-    return found
-
-
-def file_stat(st: os.stat_result) -> tuple[int, int, int, int]:
-    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino     # what fingerprint() hashes
 
 
 def request_revision(params: dict) -> str | None:
@@ -8851,28 +9023,186 @@ def message_lines(stream, limit: int) -> Iterator[bytes | None]:
             yield line.rstrip(b"\r\n")
 
 
+def start_daemon(target: Callable, *args, name: str) -> threading.Thread:
+    """Run target(*args) in a daemon thread (it keeps no process alive) that Ctrl-C and SIGTERM
+    never go to: the kernel hands a signal to any thread not blocking it, and only the main
+    thread wakes for one."""
+    blocked = (signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+               if hasattr(signal, "pthread_sigmask") else None)
+    try:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        thread.start()
+    finally:
+        if blocked is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    return thread
+
+
+class CallCancelled(Exception):
+    """The client cancelled the call (notifications/cancelled): it is not answered."""
+
+
+class Later(NamedTuple):
+    """A request's result made in a thread of its own (ask_notes: seconds to minutes), while
+    other requests are answered: work(cancelled) returns the result."""
+    work: Callable[[threading.Event], dict]
+
+
+def tool_outcome(run: Callable[[], dict | Later]) -> dict | Later:
+    """run()'s result; a tool that fails as a result with isError and one line."""
+    try:
+        return run()
+    except ToolFailed as e:
+        return tool_result(str(e), error=True)
+    except (FileNotFoundError, NotADirectoryError, UsageError, OllamaError) as e:
+        return tool_result(failure(e)[0].strip(), error=True)
+
+
+def request_id(id_) -> bool:
+    """Is this a request's id as JSON-RPC allows it: a string or an integer (not a boolean)?"""
+    return isinstance(id_, (str, int)) and not isinstance(id_, bool)
+
+
+def requested(line: bytes) -> tuple[object, str, object] | None:
+    """A line's id, method and params, if it is a JSON-RPC request or notification; else None."""
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(message, dict) or not isinstance(message.get("method"), str):
+        return None
+    return message.get("id"), message["method"], message.get("params")
+
+
 class McpServer:
-    """One MCP session over stdio: the settings and client of the run, the index it holds,
-    and where protocol messages go (`out`, a binary stream: stdout's own descriptor)."""
+    """One MCP session over stdio: the settings and client of the run, the index it holds
+    (HeldIndex), and where protocol messages go (`out`, a binary stream: stdout's own
+    descriptor). Lines are read in a thread of their own, so that a cancellation is heard while
+    the call it cancels runs; requests are answered in order in the main thread, but for
+    ask_notes, which streams its answer in a thread of its own while searches are answered."""
 
     def __init__(self, args: argparse.Namespace, settings: Settings, client: ollama.Client, out):
         self.args, self.settings, self.client, self.out = args, settings, client, out
         self.tools = mcp_tools(settings)
-        self.index: Index | None = None   # opened by the first tool call, then held
-        self.report = IndexReport()
-        self.rebuild = "--rebuild" if args.rebuild else ""     # the first opening's, no other
-        self.said: set[str] = set()       # warnings logged already: once a session, not once a call
+        self.held = HeldIndex(settings, client, "--rebuild" if args.rebuild else "",
+                              MCP_FRESH_SECONDS if args.fresh_seconds is None
+                              else args.fresh_seconds, args.progress_seconds)
         self.num_ctx: int | None = None   # ask_notes' context size, known on its first call
-        self.watched: tuple[dict, list[str], list[tuple]] | None = None     # see still_current
+        self.writing = threading.Lock()   # one message at a time on stdout, from any thread
+        self.lock = threading.Lock()      # guards `calls` and `later`
+        self.calls: dict = {}             # request id -> Event set when it is cancelled
+        self.later: dict = {}             # request id -> its revision, while a Later runs
 
     def serve(self, stdin) -> None:
-        """Answer every message from `stdin` (binary) in turn, until it ends."""
-        for line in message_lines(stdin, MCP_MAX_MESSAGE):
-            if line is None:
-                self.send(error_message(None, INVALID_REQUEST,
-                                        f"a message over {MCP_MAX_MESSAGE >> 20} MB"))
-            elif line.strip() and (reply := self.reply(line)) is not None:
-                self.send(reply)
+        """Answer every message from `stdin` (binary), until it ends; look for changes in the
+        notes while none comes. At the end, answers still streaming are stopped."""
+        inbox: queue.SimpleQueue = queue.SimpleQueue()
+        # The reader reads a copy of the descriptor: left waiting on sys.stdin itself as the
+        # process ends, it would hold the lock that Python's shutdown takes to close it.
+        own = os.fdopen(os.dup(stdin.fileno()), "rb")
+        start_daemon(self.read, own, inbox, name="read the client's messages")
+        try:
+            while (line := self.next_line(inbox)) != b"\x00end":
+                if line is None:
+                    self.send(error_message(None, INVALID_REQUEST,
+                                            f"a message over {MCP_MAX_MESSAGE >> 20} MB"))
+                elif line.strip():
+                    self.handle(line)
+        except KeyboardInterrupt as e:    # Ctrl-C or SIGTERM: said to each caller, then end
+            with self.lock:
+                streaming = dict(self.later)
+            for id_, revision in streaming.items():
+                said = tool_result(str(e).strip() or "interrupted", error=True)
+                self.respond(id_, result_message(id_, revision, said))
+            raise
+        finally:
+            with self.lock:
+                for cancelled in self.calls.values():
+                    cancelled.set()
+
+    def read(self, stdin, inbox: queue.SimpleQueue) -> None:
+        """The reader thread: each line to `inbox`, and b"\\x00end" at the end. A request is
+        known from the moment it is read, so that a cancellation read after it always finds it;
+        a cancellation is acted on at once, since the call it names may be running."""
+        try:
+            for line in message_lines(stdin, MCP_MAX_MESSAGE):
+                what = requested(line) if line else None
+                if what and what[1] == "notifications/cancelled":
+                    params = what[2] if isinstance(what[2], dict) else {}
+                    self.cancel(params.get("requestId"))
+                    continue
+                if what and request_id(what[0]):
+                    with self.lock:
+                        self.calls.setdefault(what[0], threading.Event())
+                inbox.put(line)
+        finally:
+            inbox.put(b"\x00end")
+
+    def next_line(self, inbox: queue.SimpleQueue) -> bytes | None:
+        """The next line from the reader; meanwhile, the held index looks for changes when due."""
+        while True:
+            try:
+                return inbox.get(timeout=self.held.idle_for())
+            except queue.Empty:
+                self.held.look()
+
+    def cancel(self, id_) -> None:
+        """Cancel a request that is not answered yet; an id unknown or answered is ignored."""
+        with self.lock:
+            cancelled = self.calls.get(id_) if request_id(id_) else None
+        if cancelled is not None:
+            cancelled.set()
+
+    def handle(self, line: bytes) -> None:
+        """Answer one line: now, or from a thread of its own (Later), or not at all (a
+        notification, a response, a cancelled request)."""
+        what = requested(line)
+        id_ = what[0] if what and request_id(what[0]) else None
+        with self.lock:
+            cancelled = self.calls.get(id_) or threading.Event()
+        reply = None if cancelled.is_set() else self.reply(line, cancelled)
+        if isinstance(reply, tuple):      # (revision, Later)
+            revision, later = reply
+            with self.lock:
+                self.later[id_] = revision
+            start_daemon(self.answer_later, id_, revision, later, cancelled, name=f"call {id_}")
+        elif reply is not None:
+            self.respond(id_, reply)
+        else:
+            self.forget(id_)
+
+    def answer_later(self, id_, revision: str | None, later: Later,
+                     cancelled: threading.Event) -> None:
+        """A Later's thread: its result, unless the call was cancelled meanwhile."""
+        try:
+            result = later.work(cancelled)
+        except CallCancelled:
+            result = None
+        except Exception as e:            # a bug of this server: on stderr; the session goes on
+            import traceback
+            err(f"error: internal error in tools/call: {e!r}", traceback.format_exc().rstrip())
+            self.respond(id_, error_message(id_, INTERNAL_ERROR, f"internal error: {e!r}"[:200]))
+            return
+        if result is None:
+            self.forget(id_)
+            return
+        with contextlib.suppress(OSError, ValueError):   # the session ended meanwhile
+            self.respond(id_, result_message(id_, revision, result))
+
+    def respond(self, id_, message: dict) -> None:
+        """Send a request's answer, unless it was cancelled; it is forgotten either way."""
+        with self.lock:
+            cancelled = self.calls.get(id_) if request_id(id_) else None
+        if cancelled is None or not cancelled.is_set():
+            self.send(message)
+        self.forget(id_)
+
+    def forget(self, id_) -> None:
+        """The request is answered (or never will be): a cancellation for it is ignored now."""
+        with self.lock:
+            if request_id(id_):
+                self.calls.pop(id_, None)
+                self.later.pop(id_, None)
 
     def send(self, message: dict) -> None:
         """Write one message, on one line (JSON escapes every line break within it)."""
@@ -8881,12 +9211,14 @@ class McpServer:
             data = text.encode("utf-8")
         except UnicodeEncodeError:        # a lone surrogate: as a \\u escape, which JSON allows
             data = json.dumps(message).encode("ascii")
-        self.out.write(data + b"\n")
-        self.out.flush()
+        with self.writing:
+            self.out.write(data + b"\n")
+            self.out.flush()
 
-    def reply(self, line: bytes) -> dict | None:
-        """The answer to one line from the client: a result or an error; None for a notification
-        or a response (the server asks nothing, so one is not for it)."""
+    def reply(self, line: bytes, cancelled: threading.Event) -> dict | tuple | None:
+        """The answer to one line from the client: a result or an error, or (revision, Later)
+        for a result made in a thread of its own; None for a notification, a response (the
+        server asks nothing, so one is not for it) or a request cancelled as it was served."""
         try:
             message = json.loads(line)
         except (ValueError, RecursionError) as e:
@@ -8899,7 +9231,7 @@ class McpServer:
             return None                   # a notification (initialized, ...): nothing to do
         if method is None and ("result" in message or "error" in message):
             return None
-        usable_id = isinstance(id_, (str, int)) and not isinstance(id_, bool)
+        usable_id = request_id(id_)
         if message.get("jsonrpc") != "2.0" or not isinstance(method, str) or not usable_id:
             return error_message(id_ if usable_id else None, INVALID_REQUEST,
                                  "a request needs jsonrpc '2.0', a string method and an id that "
@@ -8914,21 +9246,23 @@ class McpServer:
             if handler is None:
                 raise McpError(METHOD_NOT_FOUND,
                                f"no method {method[:80]!r} (served: {', '.join(MCP_METHODS)})")
-            result = handler(self, params)
+            result = handler(self, params, cancelled)
         except McpError as e:
             return error_message(id_, e.code, str(e), e.data)
         except KeyboardInterrupt as e:    # Ctrl-C or SIGTERM: said to the caller, then end
             if method == "tools/call":
                 said = tool_result(str(e).strip() or "interrupted", error=True)
-                self.send(result_message(id_, revision, said))
+                self.respond(id_, result_message(id_, revision, said))
             raise
         except Exception as e:            # a bug of this server: on stderr; the session goes on
             import traceback
             err(f"error: internal error in {method}: {e!r}", traceback.format_exc().rstrip())
             return error_message(id_, INTERNAL_ERROR, f"internal error: {e!r}"[:200])
+        if isinstance(result, Later):
+            return revision, result
         return result_message(id_, revision, result)
 
-    def initialize(self, params: dict) -> dict:
+    def initialize(self, params: dict, cancelled: threading.Event) -> dict:
         """The handshake: the client's revision if it is served, else the newest that is."""
         asked = params.get("protocolVersion")
         if not isinstance(asked, str):
@@ -8937,23 +9271,23 @@ class McpServer:
         return {"protocolVersion": revision, "capabilities": {"tools": {"listChanged": False}},
                 "serverInfo": MCP_SERVER_INFO, "instructions": MCP_INSTRUCTIONS}
 
-    def discover(self, params: dict) -> dict:
+    def discover(self, params: dict, cancelled: threading.Event) -> dict:
         """server/discover, the stateless revision's handshake-free introduction."""
         return {"supportedVersions": [*MCP_STATELESS_REVISIONS, *MCP_HANDSHAKE_REVISIONS[::-1]],
                 "capabilities": {"tools": {"listChanged": False}}, "instructions": MCP_INSTRUCTIONS,
                 "cacheScope": "private", "ttlMs": 0}
 
-    def ping(self, params: dict) -> dict:
+    def ping(self, params: dict, cancelled: threading.Event) -> dict:
         return {}
 
-    def list_tools(self, params: dict) -> dict:
+    def list_tools(self, params: dict, cancelled: threading.Event) -> dict:
         return {"tools": list(self.tools.values()), "cacheScope": "private", "ttlMs": 0}
 
-    def call_tool(self, params: dict) -> dict:
+    def call_tool(self, params: dict, cancelled: threading.Event) -> dict | Later:
         """tools/call: check the tool's name (a JSON-RPC error if there is no such tool) and its
-        arguments, refresh the index, run the tool. Wrong arguments, like a tool that fails, are
-        a result with isError and one line: the model reads it and can call again, where an
-        error would stop in the client."""
+        arguments, take the index as the notes are, run the tool: ask_notes Later, the others
+        now. Wrong arguments, like a tool that fails, are a result with isError and one line:
+        the model reads it and can call again, where an error would stop in the client."""
         name, arguments = params.get("name"), params.get("arguments", {})
         if name is None:
             raise McpError(INVALID_PARAMS, "tools/call needs the name of the tool to call "
@@ -8969,80 +9303,32 @@ class McpServer:
         arguments = {k: int(v) if isinstance(v, float) else v for k, v in arguments.items()}
         token = ((params.get("_meta") or {}).get("progressToken")
                  if isinstance(params.get("_meta"), dict) else None)
-        try:
-            self.refresh(token)
-            return getattr(self, name)(arguments)
-        except ToolFailed as e:
-            return tool_result(str(e), error=True)
-        except (FileNotFoundError, NotADirectoryError, UsageError, OllamaError) as e:
-            return tool_result(failure(e)[0].strip(), error=True)
 
-    def refresh(self, token) -> None:
-        """Bring the held index up to date with the notes, as a run opens it: progress on stderr,
-        and to the client too when it sent a progress `token`. Raises UsageError when no note is
-        usable."""
-        if self.still_current():
-            return
-        line, shown = ProgressLine(sys.stderr, self.args.progress_seconds), [0.0, -1]  # when, what
+        def run() -> dict | Later:
+            index, report = self.held.current(self.progress_to(token, cancelled))
+            if name == "ask_notes":       # seconds to minutes: searches go on meanwhile
+                return Later(lambda stop: tool_outcome(
+                    lambda: self.ask_notes(arguments, index, report, stop)))
+            return getattr(self, name)(arguments, index, report)
+        return tool_outcome(run)
+
+    def progress_to(self, token, cancelled: threading.Event
+                    ) -> Callable[[str | EmbedProgress], None]:
+        """What tells the client how a build goes, when its call sent a progress `token`: one
+        notification every MCP_PROGRESS_SECONDS at most, and none once the call is cancelled."""
+        shown = [0.0, -1]                 # when, what
 
         def progress(event: str | EmbedProgress) -> None:
-            line(event)
             due = isinstance(event, EmbedProgress) and event.done > shown[1] and (
                 time.monotonic() - shown[0] >= MCP_PROGRESS_SECONDS or event.done == event.total)
-            if token is not None and due:
+            if token is not None and due and not cancelled.is_set():
                 shown[:] = time.monotonic(), event.done          # progress must only grow
                 self.send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {
                     "progressToken": token, "progress": event.done, "total": event.total,
                     "message": progress_text(event)}})
-        try:
-            self.index, self.report = open_index(self.settings, self.client, self.rebuild, progress,
-                                                 self.index)
-        finally:
-            line.finish()
-        self.rebuild = ""
-        # What still_current() compares with: the folders' stats first, so that a change made
-        # while the notes are listed shows in one or the other.
-        folders = folder_stats(self.settings.notes_dir)
-        files, _ = scan_notes(self.settings.notes_dir, [self.settings.cache_dir],
-                              self.settings.follow_links)
-        current = folders is not None and fingerprint(files) == self.index.fingerprint
-        self.watched = (folders, [f.path for f in files],
-                        [file_stat(os.stat(f.path)) for f in files]) if current else None
-        if self.report.touched:
-            err(f"{self.report.summary(len(self.index.files))}: "
-                f"{first_names(self.report.touched, 8)}")
-        for w in self.report.warnings:
-            self.warn_once(w)
-        if self.report.embed_error:
-            self.warn_once(f"{self.report.embed_error}; searching by keywords (BM25) only")
-        check_usable(self.index, self.settings, report=self.report)
+        return progress
 
-    def still_current(self) -> bool:
-        """Would a refresh keep the held index as it is? Asked by stat alone: every folder the
-        last refresh saw has its mtime and ctime (no note added, removed or renamed), every note
-        it listed the stat the index's fingerprint was made of (none edited), the index is
-        complete and calibrated, and Ollama runs the same build of the model. open_index's fast
-        path asks the same, but walks the folder to list the notes first, which costs several
-        times more on a big folder; a folder holding a link to a folder is always walked."""
-        if self.watched is None or self.index is None or not self.index.complete or \
-                not calibration_current(self.index, self.settings):
-            return False
-        folders, paths, stats = self.watched
-        try:
-            if any(folder_stat(os.stat(path)) != seen for path, seen in folders.items()) or \
-                    [file_stat(os.stat(path)) for path in paths] != stats:
-                return False
-        except OSError:
-            return False
-        return not build_changed(self.index, model_digest(self.client, self.settings.embed_model))
-
-    def warn_once(self, warning: str) -> None:
-        """Log a warning on stderr, unless this session did already (the index's come each call)."""
-        if warning not in self.said:
-            self.said.add(warning)
-            err(f"warning: {warning}")
-
-    def settings_for(self, arguments: dict) -> Settings:
+    def settings_for(self, arguments: dict, index: Index, report: IndexReport) -> Settings:
         """This run's settings with a call's filters (SEARCH_FILTERS) in place; raises UsageError
         when they match no note."""
         try:
@@ -9054,25 +9340,25 @@ class McpServer:
         if dated_backwards(s.since, s.until):
             raise UsageError(f"since {s.since} is after until {s.until}: no note could be dated "
                              "between them")
-        check_usable(self.index, s, source="source", report=self.report)
+        check_usable(index, s, source="source", report=report)
         return s
 
-    def search_notes(self, arguments: dict) -> dict:
-        settings = self.settings_for(arguments)
+    def search_notes(self, arguments: dict, index: Index, report: IndexReport) -> dict:
+        settings = self.settings_for(arguments, index, report)
         if "top_k" in arguments:
             settings = replace(settings, top_k=arguments["top_k"])
-        r = search(self.client, self.index, arguments["query"], settings)
-        if r.keywords_only_because and self.report.embed_error:   # the build knows why best
-            r = replace(r, keywords_only_because=self.report.embed_error)
+        r = search(self.client, index, arguments["query"], settings)
+        if r.keywords_only_because and report.embed_error:   # the build knows why best
+            r = replace(r, keywords_only_because=report.embed_error)
         if r.keywords_only_because:
-            self.warn_once(f"{r.keywords_only_because}; searching by keywords (BM25) only")
+            self.held.warn_once(f"{r.keywords_only_because}; searching by keywords (BM25) only")
         status, why = decide(r, retrieve_only=True)
         if status == FAILED:
             raise ToolFailed(f"error: {why}")
         return search_result(arguments["query"], r, status, why)
 
-    def read_note(self, arguments: dict) -> dict:
-        file = self.note_file(arguments["path"])
+    def read_note(self, arguments: dict, index: Index, report: IndexReport) -> dict:
+        file = self.note_file(arguments["path"], index)
         lines = note_lines(file, self.settings.max_note_mb)
         start, count = arguments.get("start_line", 1), arguments.get("line_count", MCP_READ_LINES)
         if start > max(len(lines), 1):
@@ -9086,7 +9372,7 @@ class McpServer:
                                                     "end_line": end, "total_lines": len(lines),
                                                     "text": "\n".join(part)})
 
-    def note_file(self, path: str) -> NoteFile:
+    def note_file(self, path: str, index: Index) -> NoteFile:
         """The note at `path` if it is one of the index's: listed by scan_notes now (so not hidden,
         not a link out of the folder, a note type), and indexed (so within --max-note-mb and
         usable). Anything else is refused, whatever it names."""
@@ -9094,22 +9380,30 @@ class McpServer:
         files, _ = scan_notes(self.settings.notes_dir, [self.settings.cache_dir],
                               self.settings.follow_links)
         file = next((f for f in files if f.rel == rel), None)
-        if file is None or rel not in self.index.files:
+        if file is None or rel not in index.files:
             raise ToolFailed(f"not a note of the index: {readable_name(path)[:200]} (give a path "
                              "as search_notes gives it, relative to the notes folder; other files "
                              "cannot be read)")
         return file
 
-    def ask_notes(self, arguments: dict) -> dict:
-        settings = self.settings_for(arguments)
+    def ask_notes(self, arguments: dict, index: Index, report: IndexReport,
+                  cancelled: threading.Event) -> dict:
+        """The answer, in a Later's thread; raises CallCancelled once the call is cancelled,
+        before the chat model is asked or at the next piece of its answer, which closes the
+        stream: Ollama stops generating."""
+        settings = self.settings_for(arguments, index, report)
         if self.num_ctx is None:
             self.num_ctx = chat_context(settings, self.args.timeout)   # loads the chat model
-        outcome = answer(self.client, self.index, arguments["question"], settings,
-                         Conversation(num_ctx=self.num_ctx),
-                         keywords_because=self.report.embed_error, via=VIA_MCP)
+
+        def unless_cancelled(_) -> None:
+            if cancelled.is_set():
+                raise CallCancelled
+        outcome = answer(self.client, index, arguments["question"], settings,
+                         Conversation(num_ctx=self.num_ctx), keywords_because=report.embed_error,
+                         via=VIA_MCP, on_plan=unless_cancelled, on_token=unless_cancelled)
         why = outcome.retrieval.keywords_only_because
         for w in ([f"{why}; searching by keywords (BM25) only"] if why else []) + outcome.warnings:
-            self.warn_once(w)
+            self.held.warn_once(w)
         return ask_result(outcome)
 
 
@@ -9149,10 +9443,15 @@ def run_mcp(args, settings: Settings, client: ollama.Client) -> int:
 
 
 MCP = Mode(
-    "--mcp", run_mcp, question=False, json=False,
+    "--mcp", run_mcp, question=False, json=False, takes=("--fresh-seconds",),
     options={"mcp": option(False, "--mcp", MODES_GROUP, "serve the notes to agents (Claude "
                            "Desktop, VS Code, ...) as an MCP server on stdin/stdout",
-                           action="store_true")},
+                           action="store_true"),
+             "fresh_seconds": option(None, "--fresh-seconds", MODES_GROUP,
+                                     "with --mcp: a call sees every change made to the notes "
+                                     "more than S seconds before it (default "
+                                     f"{MCP_FRESH_SECONDS:g}; looked for while idle; 0: before "
+                                     "each call)", SECONDS, type=float, metavar="S")},
     examples=(("--notes ~/vault --mcp", "serve them to an agent (MCP, stdio)"),),
     prints="speaks JSON-RPC anyway")
 

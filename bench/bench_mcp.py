@@ -1,4 +1,5 @@
-"""Benchmark --mcp: a search_notes call against a command-line run per question, same index.
+"""Benchmark --mcp: a search_notes call against search() in this process, on the same index, side
+by side in one run; a call while ask_notes streams an answer; and a command-line run per question.
 
 Run from the project root (offline; the tests' stand-in server answers the question's vector):
 
@@ -10,20 +11,29 @@ default chunk size, drawn from a vocabulary of 20,000 made-up words) and their i
 once, in this process, with the tests' hashed embedder at 1,024 dimensions (tests/ollama_server.py,
 hashed_vector), then kept in --work for the next run. The server is `demo_rag.py --mcp` as a
 subprocess, spoken to in raw JSON lines over its stdin and stdout; a call's time is the
-client's, from writing the request to reading the reply. The questions are 4 words of one
-section each, so that every one finds something. The command line is
-`demo_rag.py --retrieve-only --json QUESTION`, start to exit, against the same stand-in server.
+client's, from writing the request to reading the reply. Before each pair, as an agent thinks
+between calls, the client waits --pause seconds, then times search() in this process on the same
+index and question, then (APART seconds later) the call. The questions are 4 words of one section
+each, so that every one finds something. Then ask_notes is asked, its answer streaming a piece
+every --piece-ms (the stand-in's chat), and a quarter as many pairs are timed while it streams;
+the answer is then cancelled. The command line is `demo_rag.py --retrieve-only --json QUESTION`,
+start to exit, against the same stand-in server.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import json
 import os
 import platform
+import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +46,7 @@ from ollama_server import FakeOllama, hashed_vector  # noqa: E402
 
 DIM = 1024                                # qwen3-embedding:0.6b's vector size
 VOCABULARY = 20_000
+APART = 0.15                              # seconds between search() and the call of a pair
 
 
 def words(rng: np.random.Generator) -> list[str]:
@@ -103,12 +114,14 @@ class Client:
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
         self.id = 0
 
+    def send(self, message: dict) -> None:
+        self.p.stdin.write(json.dumps(message).encode() + b"\n")
+        self.p.stdin.flush()
+
     def request(self, method: str, params: dict) -> dict:
         self.id += 1
-        self.p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": self.id, "method": method, "params": params}).encode()
-                           + b"\n")
-        self.p.stdin.flush()
-        while "id" not in (reply := json.loads(self.p.stdout.readline())):
+        self.send({"jsonrpc": "2.0", "id": self.id, "method": method, "params": params})
+        while (reply := json.loads(self.p.stdout.readline())).get("id") != self.id:
             pass
         return reply
 
@@ -122,26 +135,106 @@ class Client:
         self.p.wait(timeout=60)
 
 
-def p95(values: list[float]) -> float:
-    return float(np.percentile(values, 95))
+def p90(values: list[float]) -> float:
+    return float(np.percentile(values, 90))
 
 
-def measure(n: int, work: Path, calls: int, runs: int) -> dict:
-    with FakeOllama(dim=DIM) as server:
-        notes, cache, questions = built(work, n, server)
-        env = {**os.environ, "OLLAMA_HOST": server.url}
+def slow_answer(piece_ms: float, stop: threading.Event):
+    """An answer that streams a piece every piece_ms until `stop` (words that differ, so that
+    the loop check does not cut it short)."""
+    yield "The answer [1] "
+    for n in itertools.count():
+        if stop.wait(piece_ms / 1000):
+            return
+        yield f"then {n} "
+
+
+def side_by_side(c: Client, client, index, settings, questions: list[str], calls: int, pause: float
+                 ) -> tuple[list[float], list[float], float]:
+    """`calls` pairs: search() in this process, then the same question as a call; and the share
+    of calls that found something. The two are APART seconds apart, so that neither shares the
+    cores with the other's NumPy threads, which spin a while after their work before they sleep."""
+    inside, over, found = [], [], 0
+    for i in range(calls):
+        q = questions[1 + i % (len(questions) - 1)]
+        time.sleep(pause)
+        t0 = time.perf_counter()
+        rag.search(client, index, q, settings)
+        inside.append(time.perf_counter() - t0)
+        time.sleep(APART)
+        took, result = c.search(q)
+        over.append(took)
+        found += result["structuredContent"]["found"]
+    return inside, over, found / calls
+
+
+class StandIn:
+    """The shared Ollama stand-in (a script, --standin) as a process on a free port: hashed
+    vectors of DIM numbers, and ask_notes' answer a scripted text of ~3,500 characters streamed
+    8 characters a piece, a piece every piece_ms. Its vectors are not the tests' hashed ones, so
+    its questions find by keywords, but the work of a search is the same."""
+
+    def __init__(self, script: Path, piece_ms: float, question: str, work: Path):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        answers = work / "standin-answers.json"
+        answers.write_text(json.dumps({question: "".join(f"step {i}, " for i in range(400))}))
+        env = {**os.environ, "STANDIN_PORT": str(port), "STANDIN_EMBED": "hash", "STANDIN_DIM": str(DIM),
+               "STANDIN_PIECE_MS": str(piece_ms), "STANDIN_SCRIPT": str(answers)}
+        self.p = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        self.url = f"http://127.0.0.1:{port}"
+        for _ in range(100):
+            with contextlib.suppress(OSError):
+                urllib.request.urlopen(self.url + "/api/tags", timeout=1).read()
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"the stand-in {script} did not start")
+
+    def close(self) -> None:
+        self.p.terminate()
+        self.p.wait(timeout=30)
+
+
+def measure(n: int, work: Path, calls: int, runs: int, pause: float, piece_ms: float,
+            standin: Path | None = None) -> dict:
+    """Side by side at n chunks: search() in this process and the call; the same while ask_notes
+    streams; a first call and command-line runs. Against the tests' stand-in (FakeOllama), or
+    the shared one when `standin` names its script."""
+    with FakeOllama(dim=DIM) as fake:
+        notes, cache, questions = built(work, n, fake)
+        server = StandIn(standin, piece_ms, questions[0], work) if standin else None
+        url = server.url if server else fake.url
+        env = {**os.environ, "OLLAMA_HOST": url}
         env.pop("PYTHONUNBUFFERED", None)
+        os.environ["OLLAMA_HOST"] = url
         args = ["--notes", notes, "--cache", cache]
+        settings = rag.Settings(notes_dir=notes, cache_dir=cache)
+        client = rag.ollama_client()
+        index, _ = rag.open_index(settings, client)
+        assert index.complete and len(index.chunks) == n
         c = Client(args, env)
         c.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
                                  "clientInfo": {"name": "bench", "version": "1"}})
         first, result = c.search(questions[0])
-        assert not result["isError"] and result["structuredContent"]["found"], result
-        times, found = [], 0
-        for i in range(calls):
-            took, result = c.search(questions[1 + i % (len(questions) - 1)])
-            times.append(took)
-            found += result["structuredContent"]["found"]
+        assert not result["isError"] and (standin or result["structuredContent"]["found"]), result
+        inside, over, found = side_by_side(c, client, index, settings, questions, calls, pause)
+        stop = threading.Event()
+        fake.answer = slow_answer(piece_ms, stop)
+        c.send({"jsonrpc": "2.0", "id": "ask", "method": "tools/call",
+                "params": {"name": "ask_notes", "arguments": {"question": questions[0]}}})
+        if server:
+            time.sleep(1)                 # the answer starts streaming (its ~440 pieces take longer)
+        else:
+            fake.wait_for(lambda: any(r["path"] == "/api/chat" for r in fake.requests))
+        chat = next((r for r in fake.requests if r["path"] == "/api/chat"), {})
+        asking_inside, asking, _ = side_by_side(c, client, index, settings, questions, calls // 4, pause)
+        streamed = not chat.get("done", True)
+        c.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "ask"}})
+        if chat:
+            fake.wait_for(lambda: chat["done"])
+        stop.set()
         c.close()
         cli = []
         for q in questions[1:runs + 1]:
@@ -149,10 +242,20 @@ def measure(n: int, work: Path, calls: int, runs: int) -> dict:
             out = subprocess.run([sys.executable, str(ROOT / "demo_rag.py"), *map(str, args), "--retrieve-only",
                                   "--json", q], capture_output=True, text=True, env=env)
             cli.append(time.perf_counter() - t0)
-            assert out.returncode == 0 and json.loads(out.stdout)["found"], out.stderr
-    return {"chunks": n, "first": first, "median": statistics.median(times), "p95": p95(times),
-            "found": found / calls, "cli_median": statistics.median(cli), "cli_p95": p95(cli), "calls": calls,
-            "runs": runs}
+            assert out.returncode == 0 and (standin or json.loads(out.stdout)["found"]), out.stderr
+        if server:
+            server.close()
+    med = statistics.median
+    return {"chunks": n, "first": first, "search": med(inside), "search_p90": p90(inside),
+            "call": med(over), "call_p90": p90(over), "found": found, "asking": med(asking),
+            "asking_p90": p90(asking), "asking_search": med(asking_inside),
+            "streamed": streamed if chat else "not seen (the shared stand-in)",
+            "gone": chat.get("gone", "not seen"), "cli": med(cli), "calls": calls, "runs": runs}
+
+
+def call(m: rag.McpServer, query: str) -> dict:
+    """A search_notes call to an in-process server, as its main thread serves one."""
+    return m.call_tool({"name": "search_notes", "arguments": {"query": query}}, threading.Event())
 
 
 def in_process(work: Path, n: int, server: FakeOllama) -> tuple[rag.McpServer, list[str]]:
@@ -160,37 +263,39 @@ def in_process(work: Path, n: int, server: FakeOllama) -> tuple[rag.McpServer, l
     search; and the vault's questions."""
     notes, cache, questions = built(work, n, server)
     os.environ["OLLAMA_HOST"] = server.url
-    m = rag.McpServer(argparse.Namespace(rebuild=False, progress_seconds=10, timeout=300),
+    m = rag.McpServer(argparse.Namespace(rebuild=False, progress_seconds=10, timeout=300, fresh_seconds=None),
                       rag.Settings(notes_dir=notes, cache_dir=cache), rag.ollama_client(), open(os.devnull, "wb"))
-    m.call_tool({"name": "search_notes", "arguments": {"query": questions[0]}})
+    call(m, questions[0])
     return m, questions
 
 
 def parts(n: int, work: Path, calls: int) -> dict:
     """Where a call's time goes, by the server's own steps, timed in this process (the stand-in
-    server runs here too): the refresh that finds nothing changed (a stat per note and folder,
-    and Ollama asked for the model's build), the question's vector (an HTTP round trip), the
-    ranking (search()'s rank over every chunk) and the whole call."""
+    server runs here too): the look that finds nothing changed (a stat per note and folder, and
+    Ollama asked for the model's build), which a call no longer waits for but the server makes
+    while idle; the question's vector (an HTTP round trip), the ranking (search()'s rank over
+    every chunk) and the whole call."""
     with FakeOllama(dim=DIM) as server:
         m, questions = in_process(work, n, server)
-        s, client = m.settings, m.client
-        took: dict[str, list[float]] = {k: [] for k in ("refresh", "build", "embed_query", "rank", "call")}
+        s, client, held = m.settings, m.client, m.held
+        took: dict[str, list[float]] = {k: [] for k in ("look", "build", "embed_query", "rank", "call")}
         for i in range(calls):
             q = questions[1 + i % (len(questions) - 1)]
             t0 = time.perf_counter()
-            m.refresh(None)
+            assert held.still_current()
             t1 = time.perf_counter()
             rag.model_digest(client, s.embed_model)
             t2 = time.perf_counter()
             qvec = rag.embed_query(client, q, s)
             t3 = time.perf_counter()
-            rag.rank(m.index, q, qvec, s)
+            rag.rank(held.index, q, qvec, s)
             t4 = time.perf_counter()
-            m.call_tool({"name": "search_notes", "arguments": {"query": q}})
+            held.looked = time.monotonic()          # as a look made while idle leaves it
+            call(m, q)
             t5 = time.perf_counter()
             for k, v in zip(took, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)):
                 took[k].append(v)
-    return {k: statistics.median(v) for k, v in took.items()}
+    return {"notes": len(held.watched[1]), **{k: statistics.median(v) for k, v in took.items()}}
 
 
 def main() -> None:
@@ -198,30 +303,41 @@ def main() -> None:
     p.add_argument("--sizes", type=int, nargs="+", default=[5000, 50000])
     p.add_argument("--calls", type=int, default=200, help="search_notes calls after the first")
     p.add_argument("--runs", type=int, default=10, help="command-line runs")
+    p.add_argument("--pause", type=float, default=0.2, help="seconds the client thinks before each pair")
+    p.add_argument("--piece-ms", type=float, default=20, help="ms between the pieces of a streamed answer")
+    p.add_argument("--standin", type=Path, help="the shared Ollama stand-in's script (ollama_standin.py) to "
+                   "measure against, instead of the tests' FakeOllama")
     p.add_argument("--work", type=Path, default=Path("/tmp/demo_rag-bench-mcp"), help="where the vaults are kept")
     a = p.parse_args()
     a.work.mkdir(parents=True, exist_ok=True)
     print(f"machine: {os.cpu_count()} cores ({platform.processor() or platform.machine()}), Python "
           f"{platform.python_version()}, NumPy {np.__version__}; embedder: the tests' hashed one, {DIM} dims, "
-          "behind tests/ollama_server.py")
-    print("| chunks | first call | search_notes median | p95 | CLI run median | p95 | median speed-up |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+          f"behind {a.standin or 'tests/ollama_server.py'}; chat: a stand-in answer, a piece every "
+          f"{a.piece_ms:g} ms; "
+          f"{a.pause:g} s between calls")
+    print("| chunks | search() median | p90 | call median | p90 | call / search() | call while ask_notes "
+          "streams: median | p90 | first call | CLI run median |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in a.sizes:
         load = os.getloadavg()[0]
-        r = measure(n, a.work, a.calls, a.runs)
-        print(f"| {n:,} | {r['first'] * 1000:.0f} ms | {r['median'] * 1000:.1f} ms | {r['p95'] * 1000:.1f} ms "
-              f"| {r['cli_median'] * 1000:.0f} ms | {r['cli_p95'] * 1000:.0f} ms "
-              f"| {r['cli_median'] / r['median']:.0f}× |", flush=True)
-        print(f"  ({r['calls']} calls, {r['found']:.0%} found; {r['runs']} command-line runs; load average "
+        r = measure(n, a.work, a.calls, a.runs, a.pause, a.piece_ms, a.standin)
+        ms = {k: v * 1000 for k, v in r.items() if isinstance(v, float)}
+        print(f"| {n:,} | {ms['search']:.1f} ms | {ms['search_p90']:.1f} ms | {ms['call']:.1f} ms "
+              f"| {ms['call_p90']:.1f} ms | {r['call'] / r['search']:.2f}× | {ms['asking']:.1f} ms "
+              f"| {ms['asking_p90']:.1f} ms | {ms['first']:.0f} ms | {ms['cli']:.0f} ms |", flush=True)
+        print(f"  ({r['calls']} calls, {r['found']:.0%} found; {r['calls'] // 4} during the answer, "
+              f"search() {ms['asking_search']:.1f} ms then; the answer streamed throughout: {r['streamed']}, "
+              f"its stream closed by the cancel: {r['gone']}; {r['runs']} command-line runs; load average "
               f"{load:.1f} before, {os.getloadavg()[0]:.1f} after)", flush=True)
     print("\nwhere a call goes, medians of as many calls, in-process (see parts()):")
-    print("| chunks | refresh, nothing changed | of it: the model's build asked | the question's vector | "
-          "ranking | whole call |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    print("| chunks | notes | look, nothing changed (idle) | of it: the model's build asked | the question's "
+          "vector | ranking | whole call |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
     for n in a.sizes:
-        t = {k: v * 1000 for k, v in parts(n, a.work, min(a.calls, 50)).items()}
-        print(f"| {n:,} | {t['refresh']:.1f} ms | {t['build']:.1f} ms | {t['embed_query']:.1f} ms "
-              f"| {t['rank']:.1f} ms | {t['call']:.1f} ms |", flush=True)
+        t = parts(n, a.work, min(a.calls, 50))
+        ms = {k: v * 1000 for k, v in t.items() if k != "notes"}
+        print(f"| {n:,} | {t['notes']:,} | {ms['look']:.1f} ms | {ms['build']:.1f} ms | {ms['embed_query']:.1f} ms "
+              f"| {ms['rank']:.1f} ms | {ms['call']:.1f} ms |", flush=True)
 
 
 if __name__ == "__main__":

@@ -41,13 +41,13 @@ def main() -> None:
         qvec = rag.embed_query(m.client, q, s)
 
         def both() -> None:
-            watch = threading.Thread(target=m.still_current)
+            watch = threading.Thread(target=m.held.still_current)
             watch.start()
-            rag.rank(m.index, q, qvec, s)
+            rag.rank(m.held.index, q, qvec, s)
             watch.join()
-        check, ranking, together = median_ms(m.still_current), median_ms(lambda: rag.rank(m.index, q, qvec, s)), \
+        check, ranking, together = median_ms(m.held.still_current), median_ms(lambda: rag.rank(m.held.index, q, qvec, s)), \
             median_ms(both)
-    print(f"load average {os.getloadavg()[0]:.1f}; {len(m.watched[1]):,} notes, {len(m.index.chunks):,} chunks")
+    print(f"load average {os.getloadavg()[0]:.1f}; {len(m.held.watched[1]):,} notes, {len(m.held.index.chunks):,} chunks")
     print(f"stat check {check:.1f} ms, ranking {ranking:.1f} ms: one after the other {check + ranking:.1f} ms, "
           f"at once {together:.1f} ms")
 

@@ -569,7 +569,7 @@ def test_a_chat_model_not_pulled_is_a_tool_error_in_the_command_line_s_words(mcp
 
 def test_every_call_sees_the_notes_as_they_are_now_and_an_unchanged_folder_costs_no_reading(mcp, server,
                                                                                             notes, tmp_path):
-    m = mcp()
+    m = mcp("--fresh-seconds", 0)         # each call looks first: the edits below come right before calls
     assert m.call("search_notes", query="What is BM25?")["structuredContent"]["found"]
     for cache in (tmp_path / "cache").iterdir():      # held in memory: the cache is not read again
         cache.unlink()
@@ -598,7 +598,7 @@ def test_no_change_goes_unseen_however_it_is_made(mcp, notes, tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
     (notes / "empty").mkdir()
-    m = mcp()
+    m = mcp("--fresh-seconds", 0)
     m.call("search_notes", query="warm up")
 
     def top(query):
@@ -617,7 +617,7 @@ def test_no_change_goes_unseen_however_it_is_made(mcp, notes, tmp_path):
     assert m.close()[0] == 0
     # a folder linked from outside (--follow-links): what changes in it is seen as well
     (notes / "linked").symlink_to(outside)
-    m = mcp("--follow-links")
+    m = mcp("--follow-links", "--fresh-seconds", 0)
     m.call("search_notes", query="warm up")
     (outside / "moss.md").write_text("# Moss\n\nMoss carpets shaded stones in damp northern woods.")
     assert m.call("search_notes", query="moss carpets")["structuredContent"]["sources"][0]["path"] == \
