@@ -148,8 +148,7 @@ try:
     try:
         import ollama
     except (ValueError, ImportError, httpx.InvalidURL):
-        # ollama makes a client as it is imported, which fails on a malformed OLLAMA_HOST or a
-        # proxy httpx cannot use (socks5://): import it without them; ollama_client() says why.
+        # ollama's import fails on a bad OLLAMA_HOST or proxy (socks5://): retry without them
         _hidden = {k: os.environ.pop(k) for k in list(os.environ)
                    if re.fullmatch(r"ollama_host|(https?|all)_proxy", k, re.I)}
         try:
