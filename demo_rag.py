@@ -7058,8 +7058,8 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
     err(*(f"warning: {w}" for w in report.warnings))   # what a question's run would say too
     print("\nSTEP 3 · CHUNK: cut at headings, then paragraphs, lines, sentences")
     rel, rec = max(index.files.items(), key=lambda kv: (kv[1].stop - kv[1].start, kv[1].size))
-    say(f"{rel} became {rec.stop - rec.start} chunk(s) of at most {settings.chunk_size} characters "
-        f"(notes shorter than that stay whole; try --chunk-size 300):")
+    say(f"{rel} became {rec.stop - rec.start} chunk(s) of at most {settings.chunk_size} "
+        "characters, headings aside (notes shorter than that stay whole; try --chunk-size 300):")
     for c in index.chunks[rec.start:rec.stop][:4]:
         say(f"{len(c.text):>5} chars  {c.heading or '(no heading)'}", indent="    ")
 
