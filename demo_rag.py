@@ -172,7 +172,7 @@ CACHE_DIR = HERE / ".demo-cache"          # vectors kept between runs
 EMBED_MODEL = "qwen3-embedding:0.6b"      # text -> vector (step 4); multilingual
 CHAT_MODEL = "qwen3:0.6b"                 # writes the answer; small enough for a CPU laptop
 NOTE_SUFFIXES = (".md", ".markdown", ".txt")
-CHUNK_SIZE = 1500                         # characters per chunk, at most (step 3)
+CHUNK_SIZE = 1500                         # characters per chunk, at most, headings aside (step 3)
 CHUNK_OVERLAP = 80                        # at most this much of a chunk's end starts the next too
 EMBED_BATCH = 32                          # texts per request to Ollama's /api/embed
 TOP_K = 5                                 # sources put in the prompt
@@ -235,6 +235,8 @@ def fingerprint(files: list[NoteFile]) -> str:
 # times; a sentence is too little to answer from. So notes are cut at headings ("# " titles the
 # note: nothing to cut there), then paragraphs, lines and sentences (look-behinds keep its end
 # with a sentence), "" as a last resort, into chunks of at most CHUNK_SIZE that know their headings.
+# Headings the splitter left alone (their section is longer than a chunk) answer nothing: they
+# join the chunk after them, passing CHUNK_SIZE by their length (over half a chunk: an outline).
 SEPARATORS = [r"\n(?=## )", r"\n(?=### )", r"\n(?=#### )", r"\n\n", r"\n",
               r"(?<=[。！？；])", r"(?<=[.!?])\s+", r"\s+", ""]
 HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
@@ -273,15 +275,17 @@ def make_splitter(chunk_size: int = CHUNK_SIZE, chunk_overlap: int = CHUNK_OVERL
 def chunk_note(rel: str, text: str, splitter, page: int | None = None,
                line: int | None = None) -> list[Chunk]:
     """Cut one note's text into chunks that know their file, heading path, page and line."""
-    outline = heading_outline(text)
-    chunks = []
+    outline, pieces = heading_outline(text), []   # pieces: (where in text, text) of each chunk
     for doc in splitter.create_documents([text]):
-        # It is about the section of its first line that is no heading ("# T\n## P\ntext" -> P).
-        start = max(doc.metadata.get("start_index", 0), 0)
-        offset = start + LEADING_HEADINGS.match(doc.page_content).end()
-        chunks.append(Chunk(rel, heading_path(outline, offset), doc.page_content, page,
-                            None if line is None else line + text.count("\n", 0, start)))
-    return chunks
+        start, body = max(doc.metadata.get("start_index", 0), 0), doc.page_content
+        at, heads = pieces[-1] if pieces else (0, "")
+        if LEADING_HEADINGS.fullmatch(heads + "\n") and 0 < len(heads) <= splitter._chunk_size / 2:
+            start, body = pieces.pop()[0], text[at:max(start, at + len(heads))] + body
+        pieces.append((start, body))
+    # It is about the section of its first line that is no heading ("# T\n## P\ntext" -> P).
+    return [Chunk(rel, heading_path(outline, start + LEADING_HEADINGS.match(body).end()), body,
+                  page, None if line is None else line + text.count("\n", 0, start))
+            for start, body in pieces]
 
 
 def heading_outline(text: str) -> list[tuple[int, int, str]]:
@@ -362,7 +366,7 @@ def save_cache(path: Path, data: dict, then: Callable | None = None) -> None:
 
 
 def load_cache(path: Path, stamp: str) -> tuple[list[Chunk], np.ndarray] | None:
-    """The chunks and vectors save_cache wrote with this stamp (fingerprint and model), or None:
+    """The chunks and vectors save_cache wrote with this stamp (notes, model, chunking), or None:
     no cache, another stamp (something changed), or a file that cannot be trusted."""
     try:
         with open(path, "rb") as f:
@@ -391,7 +395,7 @@ def index_notes(notes_dir: Path = NOTES_DIR, client: ollama.Client | None = None
     files = list_notes(notes_dir)
     key = hashlib.md5(f"{notes_dir.resolve()}\0{embed_model}".encode()).hexdigest()[:10]
     path = cache_dir / f"part1-{key}.pkl"
-    stamp = f"{fingerprint(files)} {embed_model}"
+    stamp = f"{fingerprint(files)} {embed_model} chunks v2"   # v3 once chunk_note cuts otherwise
     if cached := load_cache(path, stamp):
         chunks, vectors = cached
     else:
@@ -675,8 +679,9 @@ EMBED_PROMPTS = [
      "https://huggingface.co/intfloat/multilingual-e5-small"),
 ]
 
-CACHE_FORMAT = 11                         # bump when the cache file's
-                                          # layout changes (see upgraded())
+CACHE_FORMAT = 12                         # bump when the cache file's
+                                          # layout or chunk_note changes
+                                          # (see upgraded())
 TOKENIZER_VERSION = 3                     # bump when tokenize() changes: a
                                           # cache's BM25 words are counted again
 # On disk, vectors are float32, memory-mapped straight from the cache file: no
@@ -2836,8 +2841,9 @@ def text_key(text: str) -> bytes:
 
 
 def lines_known(chunks: Sequence[Chunk], record: FileRecord) -> bool:
-    """Do a note's chunks know the lines they start on? A text note's do, unless an older cache
-    (UPGRADABLE) kept them; a PDF's have pages instead. A note's chunks are alike, so one tells."""
+    """Do a note's chunks know the lines they start on? A text note's do, and a PDF's their pages
+    instead, unless an older cache (UPGRADABLE) kept them: upgraded() forgets both, so that its
+    notes are chunked again. A note's chunks are alike, so one tells."""
     if record.start == record.stop:
         return True
     first = chunks[record.start]
@@ -3507,7 +3513,7 @@ def read_header(path: Path) -> dict | None:
 
 
 # Older cache formats whose vectors are worth keeping: upgraded() fills in what they lack.
-UPGRADABLE = (5, 9, 10)
+UPGRADABLE = (5, 9, 10, 11)
 FIRST_WITH_HEADER = 9                     # from this format on, a cache file starts with its header
 
 
@@ -3580,17 +3586,19 @@ def recounted(index: Index) -> Index:
 def upgraded(d: dict) -> dict:
     """An older cache's fields in this version's layout, every vector kept. What it did not
     record is left for the next update to find out, and an empty fingerprint makes that
-    update happen: each text note is read once (lines_known: the lines its chunks start on, what
-    it says of itself and its cleaned text were not kept; before format 11, its front matter's
-    properties were not text), and a chunk whose text is the same reuses its vector. Its skipped
+    update happen: each note is read and chunked once more (its chunks lose their lines and
+    pages, so lines_known says no: the lines they start on, what it says of itself and its
+    cleaned text were not kept; before format 11, its front matter's properties were not text;
+    before format 12, headings alone could be a chunk), and a chunk whose text is the same
+    reuses its vector. Its skipped
     notes are read once (a stub was a note under 50 characters, headings counted; a format 5
     cache's reasons had no kind). A format 5 cache's notes are hashed
     once (their records have no ctime or inode: -1 matches none), and the model's build is taken
     to be the one Ollama runs now."""
     chunks = check(d["chunks"], dict, "chunks")
     shape = check(chunks["source_ids"], tuple, "source ids")[1]
-    d = {**d,
-         "chunks": {**chunks, "lines": ("<i8", shape, np.full(shape, -1, dtype="<i8").tobytes())}}
+    none = ("<i8", shape, np.full(shape, -1, dtype="<i8").tobytes())
+    d = {**d, "chunks": {**chunks, "lines": none, "pages": none}}
     if d["format"] < FIRST_WITH_HEADER:
         records = {check(rel, str, "file name"):
                    FileRecord(*check(r, tuple, "file record")[:2], -1, -1, *r[2:])
@@ -7093,8 +7101,8 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
     err(*(f"warning: {w}" for w in report.warnings))   # what a question's run would say too
     print("\nSTEP 3 · CHUNK: cut at headings, then paragraphs, lines, sentences")
     rel, rec = max(index.files.items(), key=lambda kv: (kv[1].stop - kv[1].start, kv[1].size))
-    say(f"{rel} became {rec.stop - rec.start} chunk(s) of at most {settings.chunk_size} characters "
-        f"(notes shorter than that stay whole; try --chunk-size 300):")
+    say(f"{rel} became {rec.stop - rec.start} chunk(s) of at most {settings.chunk_size} "
+        "characters, headings aside (notes shorter than that stay whole; try --chunk-size 300):")
     for c in index.chunks[rec.start:rec.stop][:4]:
         say(f"{len(c.text):>5} chars  {c.heading or '(no heading)'}", indent="    ")
 

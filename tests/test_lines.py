@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import demo_rag as rag
-from conftest import ROOT, SCRIPT_COMMAND, read_cache, read_terminal, read_until, user_env, write_cache
+from conftest import ROOT, SCRIPT_COMMAND, note_texts, read_cache, read_terminal, read_until, user_env, write_cache
 
 # A real, messy documentation corpus of the workplace's shared/ folder (beside the checkout in CI,
 # at /work/shared on a developer's machine); not part of the project, so skipped where it is not.
@@ -338,3 +338,66 @@ def test_a_cache_whose_lines_column_does_not_hold_together_is_rebuilt(cli, bike,
     assert out.returncode == 0 and "rebuilding index: cache is damaged (chunk columns disagree)" in out.stderr
     line = number_of(file_lines(bike / "bike-maintenance.md"), "On race days")
     assert printed_sources(out.stdout)[0].startswith(f"[1] bike-maintenance.md:{line} › ")
+
+
+# ---- a cache whose notes were cut before headings joined the text after them ----------------------
+
+def cut_as_format_11(rel, text, splitter, page=None, line=None):
+    """chunk_note as a format 11 cache's notes were cut: headings the splitter left alone made a chunk."""
+    outline, chunks = rag.heading_outline(text), []
+    for doc in splitter.create_documents([text]):
+        start = max(doc.metadata.get("start_index", 0), 0)
+        offset = start + rag.LEADING_HEADINGS.match(doc.page_content).end()
+        chunks.append(rag.Chunk(rel, rag.heading_path(outline, offset), doc.page_content, page,
+                                None if line is None else line + text.count("\n", 0, start)))
+    return chunks
+
+
+def headings_only(chunk: rag.Chunk) -> bool:
+    return all(re.fullmatch(r"#{1,6} .*", line) for line in chunk.text.split("\n") if line.strip())
+
+
+POUR = "Pour the water slowly in circles, wait for the bloom and keep the kettle moving. " * 8
+
+
+@pytest.mark.parametrize("kind", ["markdown", "pdf"])
+def test_a_format_11_cache_has_its_notes_chunked_again_keeping_the_vectors_of_the_same_texts(
+        cli, server, tmp_path, monkeypatch, kind):
+    if kind == "pdf":
+        pytest.importorskip("pypdf")
+    from pdfs import make_pdf
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    if kind == "markdown":
+        (notes / "brew.md").write_text(f"# Brew\n\n## Pour over\n\n{POUR}\n\n## Grind\n\nMedium fine, like sand.\n")
+    else:
+        make_pdf(notes / "brew.pdf", [["# Pour over", POUR]])
+    (notes / "kettle.md").write_text("Descale the kettle every month with citric acid, then rinse it twice.\n")
+    settings = rag.Settings(notes_dir=notes, cache_dir=cli.cache, chunk_size=300, chunk_overlap=0)
+    monkeypatch.setattr(rag, "chunk_note", cut_as_format_11)
+    old, _ = rag.open_index(settings, rag.ollama_client())
+    monkeypatch.undo()
+    assert [c.text for c in old.chunks if headings_only(c)] == (["# Brew", "## Pour over"] if kind == "markdown"
+                                                               else ["# Pour over"])
+    (path,) = cli.cache.glob(f"*.v{rag.CACHE_FORMAT}.pkl")
+    d, vectors = read_cache(path)
+    path.unlink()
+    d["format"] = 11
+    write_cache(path.with_name(path.name.replace(f".v{rag.CACHE_FORMAT}.", ".v11.")), d, vectors)
+    embedded = len(server.of("/api/embed"))
+    flags = ["--notes", notes, "--chunk-size", 300, "--chunk-overlap", 0, "--retrieve-only"]
+    out = cli("how do I pour?", *flags)
+    assert out.returncode == 0, out.stderr
+    assert "updating index: cache written by an older demo_rag (format 11): its vectors are kept" in out.stderr
+    index, _ = rag.load_index(path)
+    assert not [c for c in index.chunks if headings_only(c)], list(index.chunks)
+    fresh, _ = rag.open_index(rag.replace(settings, cache_dir=tmp_path / "fresh"), rag.ollama_client())
+    assert list(index.chunks) == list(fresh.chunks)           # as a build from scratch cuts them
+    again = note_texts([t for body in server.of("/api/embed")[embedded:] for t in body["input"]])
+    assert not any("Descale" in t for t in again), again      # the unchanged chunk keeps its vector
+    out = cli("how do I pour?", *flags, "--json")
+    first = next(s for s in json.loads(out.stdout)["sources"] if s["text"].startswith(old.chunks[0].text))
+    if kind == "markdown":
+        assert (first["start_line"], first["heading"]) == (1, "# Brew › ## Pour over")
+    else:
+        assert (first["page"], first["heading"]) == (1, "# Pour over")

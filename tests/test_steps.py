@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -97,6 +98,46 @@ def test_chinese_text_splits_at_sentence_ends():
     chunks = rag.chunk_note("zh.md", text, rag.make_splitter(120, 0))
     assert len(chunks) > 5
     assert all(c.text.endswith("。") for c in chunks[:-1]), [c.text[-5:] for c in chunks]
+
+
+def headings_only(chunk) -> bool:
+    return all(re.fullmatch(r"#{1,6} .*", line) for line in chunk.text.split("\n") if line.strip())
+
+
+LONG_EN = "Pour the water slowly in circles, wait for the bloom and keep the kettle moving. " * 8
+LONG_ZH = "把水慢慢地绕圈倒进去，等咖啡粉膨胀，再一边移动水壶一边继续注水。" * 20
+
+
+@pytest.mark.parametrize("title, section, body", [("# Coffee", "## Pour over", LONG_EN),
+                                                   ("# 咖啡", "## 手冲", LONG_ZH)], ids=["English", "Chinese"])
+def test_a_heading_whose_section_is_longer_than_a_chunk_joins_the_text_after_it(title, section, body):
+    # The title's section starts with a subsection longer than a chunk, which starts with one
+    # paragraph longer than a chunk: the splitter leaves "# T" and "## S" alone, one chunk each.
+    text = f"{title}\n\n{section}\n\n{body}\n\n## Notes\n\nshort.\n"
+    assert len(body) > 600
+    chunks = rag.chunk_note("n.md", text, rag.make_splitter(300, 0), line=3)
+    assert not [c for c in chunks if headings_only(c)], chunks
+    first = chunks[0]
+    assert first.text.startswith(f"{title}\n\n{section}\n\n{body[:20]}")
+    assert first.line == 3 and first.citation == f"n.md › {title} › {section}"
+    assert len(first.text) <= 300 + len(f"{title}\n\n{section}\n\n")   # the headings pass the size
+    assert chunks[-1].text == "## Notes\n\nshort." and chunks[-1].line == 3 + text[:text.index("## Notes")].count("\n")
+    joined = "".join(c.text for c in chunks)
+    assert all(word in joined for word in body.split()[:5])
+
+
+def test_a_note_of_headings_only_keeps_them_and_an_outline_keeps_its_size():
+    # Headings and nothing after: nothing to join, and the note would say nothing without them.
+    chunks = rag.chunk_note("t.md", "# Trip\n## Ideas\n", rag.make_splitter(300, 0), line=1)
+    assert [(c.text, c.line, c.citation) for c in chunks] == [("# Trip\n## Ideas", 1, "t.md › # Trip › ## Ideas")]
+    # An outline: a chunk's worth of headings is a text of its own, not joined to the next.
+    outline = "".join(f"## Chapter {i} of the long outline\n" for i in range(40))
+    chunks = rag.chunk_note("o.md", outline, rag.make_splitter(300, 0))
+    assert len(chunks) > 3 and all(len(c.text) <= 300 for c in chunks)
+    # A heading at the very end, after a full chunk, stays: it is the note's text as written.
+    text = "# Log\n\n" + "Ran the backup job again and it finished. " * 7 + "\n\n## Next"
+    chunks = rag.chunk_note("l.md", text, rag.make_splitter(300, 0))
+    assert chunks[-1].text == "## Next" and chunks[0].text.startswith("# Log\n\nRan")
 
 
 # ---- tokenize & BM25 ----------------------------------------------------------
