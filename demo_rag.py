@@ -2250,7 +2250,8 @@ class ZipBomb(ValueError):
 class Unzipped:
     """A zip archive's parts, each unzipped a piece at a time, never past MAX_UNZIPPED_MB in all:
     a part's declared size is checked before it is opened, and its bytes are counted as they
-    come (a declared size can lie)."""
+    come. A declared size can lie: zipfile stops at it (then finds the part's checksum wrong),
+    and the count holds the bound whatever zipfile does."""
 
     def __init__(self, archive, kind: str):
         self.archive, self.kind = archive, kind
@@ -2270,7 +2271,8 @@ class Unzipped:
         info = self.archive.getinfo(name)
         bomb = ZipBomb(f"a zip bomb? {name} unzips past {MAX_UNZIPPED_MB:g} MB")
         if info.file_size > self.left:
-            raise bomb
+            raise ZipBomb(f"a zip bomb? {name} would unzip to {info.file_size / 2**20:.0f} MB "
+                          f"(a note's parts may unzip to {MAX_UNZIPPED_MB:g} MB in all)")
         with self.archive.open(info) as f:
             while piece := f.read(ZIP_PIECE):
                 self.left -= len(piece)

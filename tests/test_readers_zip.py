@@ -132,6 +132,20 @@ def zip_bomb(path, declared: int | None = None, megabytes: int = 200):
     return path
 
 
+def two_big_parts(path):
+    """A .docx whose styles.xml and document.xml unzip to 60 MB each: well-formed styles, blank."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        with z.open("word/styles.xml", "w") as f:
+            f.write(b"<styles>")
+            for _ in range(60):
+                f.write(b" " * 2**20)
+            f.write(b"</styles>")
+        with z.open("word/document.xml", "w") as f:
+            for _ in range(60):
+                f.write(bytes(2**20))
+    return path
+
+
 def billion_laughs(path):
     lol = "".join(f'<!ENTITY l{i} "{f"&l{i - 1};" * 10}">' for i in range(1, 10))
     return make_docx(path, [], document=f'<?xml version="1.0"?><!DOCTYPE w [<!ENTITY l0 "lol">{lol}]>'
@@ -163,7 +177,10 @@ def encrypted(path):
 
 
 HOSTILE = [
-    ("bomb.docx", zip_bomb, "a zip bomb? word/document.xml unzips past 100 MB"),
+    ("bomb.docx", zip_bomb, "a zip bomb? word/document.xml would unzip to 200 MB (a note's parts "
+                            "may unzip to 100 MB in all)"),
+    ("two.docx", two_big_parts, "a zip bomb? word/document.xml would unzip to 60 MB (a note's parts "
+                                "may unzip to 100 MB in all)"),
     ("lying.docx", lambda p: zip_bomb(p, declared=1000), "not a readable Word file: a damaged zip (Bad CRC-32"),
     ("many.docx", many_members, "a zip bomb? it holds 10,004 files, over 10,000"),
     ("laughs.docx", billion_laughs, "its XML declares entities (a billion laughs?): refused"),
