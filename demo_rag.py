@@ -2267,7 +2267,7 @@ class Unzipped:
         """The part `name` unzipped, ZIP_PIECE bytes at a time. Raises ValueError if there is no
         such part, ZipBomb past the bound."""
         if not self.has(name):
-            raise ValueError(f"no {name} in it: not a {self.kind} file")
+            raise ValueError(f"it has no {name}, which every {self.kind} file has")
         info = self.archive.getinfo(name)
         bomb = ZipBomb(f"a zip bomb? {name} unzips past {MAX_UNZIPPED_MB:g} MB")
         if info.file_size > self.left:
@@ -2299,7 +2299,7 @@ def read_zipped(path: Path, data: bytes | None, kind: str,
     except RuntimeError:                  # zipfile's word for a part locked with a password
         raise ValueError(f"encrypted {kind} file") from None
     except NotImplementedError as e:      # a compression zipfile lacks
-        raise ValueError(f"a {kind} file zipped in a way Python cannot read ({e})") from None
+        raise ValueError(f"zipped in a way Python cannot read ({e})") from None
 
 
 def parse_xml(pieces: Iterable[bytes], start: Callable[[str, dict], None],
@@ -2318,6 +2318,7 @@ def parse_xml(pieces: Iterable[bytes], start: Callable[[str, dict], None],
     def refuse(*_) -> None:
         raise ValueError("its XML declares entities (a billion laughs?): refused")
     parser = xml.parsers.expat.ParserCreate(namespace_separator="}")
+    parser.buffer_text = True             # a text in one call, not one a line
     parser.EntityDeclHandler = refuse
     parser.StartElementHandler = lambda tag, attrs: start(
         named(tag), {named(k): v for k, v in attrs.items()})

@@ -189,7 +189,9 @@ HOSTILE = [
     ("bad.ipynb", lambda p: p.write_text('{"cells": [{"cell_type": "markdown", "source": "# A'),
      "not a notebook: its JSON does not parse (Unterminated string"),
     ("list.ipynb", lambda p: p.write_text("[1, 2]"), "not a notebook: its JSON holds no cells"),
-    ("bad.epub", lambda p: make_epub(p, []), "no text found in this EPUB file")]
+    ("bad.epub", lambda p: make_epub(p, []), "no text found in this EPUB file"),
+    ("empty.docx", lambda p: zipfile.ZipFile(p, "w").close(),
+     "it has no word/document.xml, which every Word file has")]
 
 
 @pytest.mark.parametrize("name, make, reason", HOSTILE)
