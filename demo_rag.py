@@ -2072,7 +2072,8 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
                 dirs.remove(d)
         for name in sorted(names):
             suffix = os.path.splitext(name)[1].lower()
-            if name.startswith(".") or suffix not in NOTE_TYPES:
+            # "~$report.docx": the lock file Word keeps beside a document it has open
+            if name.startswith((".", "~$")) or suffix not in NOTE_TYPES:
                 continue
             rel = readable_name(prefix + name)
             path = os.path.join(folder, name)
@@ -2677,7 +2678,8 @@ def epub_chapters(book: Unzipped) -> tuple[list[Section], str | None]:
     """An EPUB's chapters, in its reading order, each a section numbered from 1 (cited "chapter
     3"): META-INF/container.xml names the package file, whose spine orders the chapters its
     manifest lists. Chapters the spine marks as not in the reading order (linear="no": notes,
-    a cover) are left out; one that cannot be read is named in the warning, and the others read."""
+    a cover) are left out, and so is the table of contents (it repeats the headings); a chapter
+    that cannot be read is named in the warning, and the others read."""
     import posixpath                      # (only here: a chapter's href is relative to the package)
     from urllib.parse import unquote
     package = next((a["full-path"] for a in xml_parts(
@@ -2686,7 +2688,8 @@ def epub_chapters(book: Unzipped) -> tuple[list[Section], str | None]:
     if package is None:
         raise ValueError("its META-INF/container.xml names no package file: not an EPUB")
     listed = xml_parts(book.pieces(package), lambda tag, a: local(tag) in ("item", "itemref"))
-    manifest = {a["id"]: a for a in listed if "id" in a and "href" in a}
+    manifest = {a["id"]: a for a in listed if "id" in a and "href" in a
+                and "nav" not in a.get("properties", "").split()}    # EPUB 3's table of contents
     spine = [manifest[a["idref"]] for a in listed
              if a.get("idref") in manifest and a.get("linear") != "no"]
     sections, unread = [], []

@@ -78,10 +78,10 @@ def make_odt(path: Path, blocks: list[tuple[str, str]]) -> Path:
     return path
 
 
-def make_epub(path: Path, chapters: list[tuple[str, list[str]]]) -> Path:
+def make_epub(path: Path, chapters: list[tuple[str, list[str]]], nav: bool = False) -> Path:
     """An EPUB 2 as Calibre and Sigil write one: mimetype, META-INF/container.xml, OEBPS/content.opf
     and a chapter file each, XHTML 1.1 with its DOCTYPE (&nbsp; is the outside DTD's), plus a cover
-    the spine marks linear="no"."""
+    the spine marks linear="no"; `nav`: EPUB 3's table of contents too, first in the spine."""
     def page(title: str, paragraphs: list[str]) -> str:
         body = f"<h1>{escape(title)}</h1>" + "".join(f"<p>{escape(p)}&nbsp;</p>" for p in paragraphs)
         return ('<?xml version="1.0" encoding="utf-8"?>\n<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.1//EN" '
@@ -91,6 +91,9 @@ def make_epub(path: Path, chapters: list[tuple[str, list[str]]]) -> Path:
     items = "".join(f'<item id="c{i}" href="Text/chapter%20{i}.xhtml" media-type="application/xhtml+xml"/>'
                     for i in range(1, len(chapters) + 1))
     spine = "".join(f'<itemref idref="c{i}"/>' for i in range(1, len(chapters) + 1))
+    if nav:
+        items += '<item id="nav" href="Text/nav.xhtml" media-type="application/xhtml+xml" properties="nav"/>'
+        spine = '<itemref idref="nav"/>' + spine
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("mimetype", "application/epub+zip", zipfile.ZIP_STORED)
         z.writestr("META-INF/container.xml",
@@ -103,6 +106,7 @@ def make_epub(path: Path, chapters: list[tuple[str, list[str]]]) -> Path:
                    '<item id="cover" href="Text/cover.xhtml" media-type="application/xhtml+xml"/>'
                    f'{items}</manifest><spine><itemref idref="cover" linear="no"/>{spine}</spine></package>')
         z.writestr("OEBPS/Text/cover.xhtml", page("Cover", ["The cover page, never read."]))
+        z.writestr("OEBPS/Text/nav.xhtml", page("Contents", [title for title, _ in chapters]))
         for i, (title, paragraphs) in enumerate(chapters, 1):
             z.writestr(f"OEBPS/Text/chapter {i}.xhtml", page(title, paragraphs))
     return path

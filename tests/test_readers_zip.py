@@ -109,9 +109,10 @@ def test_an_older_notebook_v3_reads_its_worksheets(tmp_path):
 
 
 def test_an_e_book_is_its_chapters_in_reading_order(tmp_path):
-    sections, warning = rag.read_epub(make_epub(tmp_path / "b.epub", [("One", ["first"]), ("Two", ["second"])]))
+    sections, warning = rag.read_epub(make_epub(tmp_path / "b.epub", [("One", ["first"]), ("Two", ["second"])],
+                                                nav=True))
     assert [(s.page, s.text) for s in sections] == [(1, "# One\n\nfirst"), (2, "# Two\n\nsecond")]
-    assert warning is None                # the cover (linear="no") and the <head> left out
+    assert warning is None                # the cover (linear="no"), the contents and the <head> left out
 
 
 # ---- hostile files ------------------------------------------------------------------------
@@ -264,6 +265,15 @@ def test_an_unchanged_document_is_not_read_again_when_renamed(tmp_path, server, 
     monkeypatch.setitem(rag.NOTE_TYPES, ".docx", rag.NoteType(lambda *a: pytest.fail("read again")))
     index, _ = rag.open_index(s, client)
     assert {c.source for c in index.chunks} == {"boiler.docx", "tea.md"}
+
+
+def test_word_s_lock_file_beside_an_open_document_is_no_note(tmp_path, cli):
+    notes = folder_with(tmp_path, "")
+    shutil.copy(OFFICE / "kettle.docx", notes / "kettle.docx")
+    (notes / "~$kettle.docx").write_bytes(b"\x0bJane Doe" + bytes(150))    # as Word writes it
+    out = cli(QUESTION, "--notes", notes, "--retrieve-only")
+    assert out.returncode == 0 and "~$" not in out.stderr + out.stdout, out.stderr
+    assert "indexed 2 notes" in out.stderr
 
 
 def test_the_types_are_named_from_the_table(tmp_path, cli):
