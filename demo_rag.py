@@ -2255,14 +2255,14 @@ class Unzipped:
     and the count holds the bound whatever zipfile does."""
 
     def __init__(self, archive, kind: str):
-        self.archive, self.kind = archive, kind
+        self.archive, self.kind, self.names = archive, kind, set(archive.namelist())
         self.left = int(MAX_UNZIPPED_MB * 2**20)
         if len(archive.infolist()) > MAX_ZIP_MEMBERS:
             raise ZipBomb(f"a zip bomb? it holds {len(archive.infolist()):,} files, over "
                           f"{MAX_ZIP_MEMBERS:,}")
 
     def has(self, name: str) -> bool:
-        return name in self.archive.NameToInfo
+        return name in self.names
 
     def pieces(self, name: str) -> Iterator[bytes]:
         """The part `name` unzipped, ZIP_PIECE bytes at a time. Raises ValueError if there is no
@@ -2270,7 +2270,6 @@ class Unzipped:
         if not self.has(name):
             raise ValueError(f"it has no {name}, which every {self.kind} file has")
         info = self.archive.getinfo(name)
-        bomb = ZipBomb(f"a zip bomb? {name} unzips past {MAX_UNZIPPED_MB:g} MB")
         if info.file_size > self.left:
             raise ZipBomb(f"a zip bomb? {name} would unzip to {info.file_size / 2**20:.0f} MB "
                           f"(a note's parts may unzip to {MAX_UNZIPPED_MB:g} MB in all)")
@@ -2278,12 +2277,14 @@ class Unzipped:
             while piece := f.read(ZIP_PIECE):
                 self.left -= len(piece)
                 if self.left < 0:
-                    raise bomb
+                    raise ZipBomb(f"a zip bomb? {name} unzips past what a note's parts may "
+                                  f"unzip to in all, {MAX_UNZIPPED_MB:g} MB")
                 yield piece
 
 
 def read_zipped(path: Path, data: bytes | None, kind: str,
-                read: Callable[[Unzipped], tuple[list[Section], str | None]]):
+                read: Callable[[Unzipped], tuple[list[Section], str | None]]
+                ) -> tuple[list[Section], str | None]:
     """A zip-based note's sections and warning, as read(Unzipped) finds them in its bytes
     (`data`, or the file's). A damaged, encrypted or unreadable zip raises ValueError, saying so."""
     import io
