@@ -9133,8 +9133,10 @@ def mcp_tools(settings: Settings) -> dict[str, dict]:
          "description": "Read one note of the user's notes folder by the path search_notes gave "
                         f"(relative to the folder), {MCP_READ_LINES} lines at a time unless told "
                         "otherwise; the result says how many lines the note has. Lines are "
-                        "numbered as in the file. Only notes the search covers can be read: no "
-                        "other file, nothing outside the folder.",
+                        "numbered as in the file; a PDF, Word, e-book or notebook file gives the "
+                        "text read from it, each page, chapter or cell under a line naming it as "
+                        "its place is cited ('--- cell 12 ---'). Only notes the search covers can "
+                        "be read: no other file, nothing outside the folder.",
          "inputSchema": {"type": "object", "properties": {
              "path": {"type": "string", "minLength": 1,
                       "description": "the note's path, as search_notes gave it"},
