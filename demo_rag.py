@@ -62,6 +62,7 @@ reading it (tests/test_layers.py holds it to the banners).
     Talking to Ollama              ollama_client, the only client; explain_ollama_error
     Markdown as Obsidian writes it read_markdown, parse_front_matter; note_card, note_words
     Reading real folders           scan_notes, read_note, NOTE_TYPES; decode_note, readable_name
+    Office, e-books and notebooks  read_docx, read_odt, read_epub, read_notebook; Unzipped
     Embedding                      embed_templates, embed_refusing, embed_query, model_digest
     BM25's inverted index          Lexicon: build_lexicon, query_postings, bm25_scores
     The incremental index          Index, IndexReport; update_index, fill_vectors embed what is new
@@ -92,7 +93,8 @@ reading it (tests/test_layers.py holds it to the banners).
 Named above their definition, on purpose: search's score() and judge() read the floor
 (off_topic_meaning, relevance_floor, PROBE_REACH) that calibrate() measures with search;
 fill_vectors takes vectors from other caches (vectors_elsewhere); answer() hands each outcome to
-the gap log (logged); McpServer and its method table MCP_METHODS name each other.
+the gap log (logged); McpServer and its method table MCP_METHODS name each other; NOTE_TYPES
+names the readers of the section after its own (read_docx, read_odt, read_epub, read_notebook).
 """
 
 from __future__ import annotations
@@ -1847,9 +1849,11 @@ def decode_note(data: bytes) -> tuple[str, str | None]:
 class Section(NamedTuple):
     """A piece of a note's text, as its reader returns it, and where it sits in the file."""
     text: str
-    page: int | None = None               # a PDF's page, counted from 1
+    page: int | None = None               # a PDF's page, an e-book's chapter or a notebook's cell,
+                                          # counted from 1 (NoteType.place names it)
     line: int | None = None               # the file's line where `text` starts (front matter before
-                                          # it counts); None for a page, which has no lines to go to
+                                          # it counts); None for text extracted, which has no lines
+                                          # on disk to go to
     meta: NoteMeta | None = None          # what a Markdown note says of
                                           # itself, on its first section
 
@@ -1938,18 +1942,37 @@ def importable(module: str) -> bool:
 
 class NoteType(NamedTuple):
     """How one kind of file becomes a note: its reader (path and bytes -> sections and a warning
-    or None) and the optional package the reader needs."""
+    or None), the optional package the reader needs, whether the note is text whose lines on
+    disk a source cites (else its text is extracted), and the word before a section's number
+    (Section.page) where a source is cited: "p.3", "chapter 3", "cell 3" ("": none, the headings
+    alone place a passage of a Word file)."""
     read: Callable[[Path, bytes | None], tuple[list[Section], str | None]]
     needs: str | None = None
+    lines: bool = False
+    place: str = "p."
 
 
 # Which files are notes, and how each kind is read: the one table the scanner, the messages
 # and --explain go by. Part I's suffixes are read as text; each lambda looks its reader up
 # when called, so the table can sit up here with the other settings. To add a type, add a line.
-NOTE_TYPES = {**{suffix: NoteType(lambda path, data=None: read_text(path, data))
+NOTE_TYPES = {**{suffix: NoteType(lambda path, data=None: read_text(path, data), lines=True)
                  for suffix in NOTE_SUFFIXES},
               # optional: pip install pypdf
-              ".pdf": NoteType(lambda path, data=None: read_pdf(path, data), "pypdf")}
+              ".pdf": NoteType(lambda path, data=None: read_pdf(path, data), "pypdf"),
+              ".docx": NoteType(lambda path, data=None: read_docx(path, data), place=""),
+              ".odt": NoteType(lambda path, data=None: read_odt(path, data), place=""),
+              ".epub": NoteType(lambda path, data=None: read_epub(path, data), place="chapter "),
+              ".ipynb": NoteType(lambda path, data=None: read_notebook(path, data), place="cell ")}
+
+
+def place_name(rel: str, page: int) -> str:
+    """How a note's numbered section (Section.page) is cited, by its type: "p.3", "cell 3".
+
+    >>> place_name("manual.pdf", 3), place_name("analysis.ipynb", 12)
+    ('p.3', 'cell 12')
+    """
+    kind = NOTE_TYPES.get(PurePosixPath(rel).suffix.lower(), NoteType(read_text))
+    return f"{kind.place}{page}"
 
 
 # Where a followed link never leads: the whole disk, and the kernel's own trees (files that
@@ -2078,7 +2101,8 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
                 dirs.remove(d)
         for name in sorted(names):
             suffix = os.path.splitext(name)[1].lower()
-            if name.startswith(".") or suffix not in NOTE_TYPES:
+            # "~$report.docx": the lock file Word keeps beside a document it has open
+            if name.startswith((".", "~$")) or suffix not in NOTE_TYPES:
                 continue
             rel = readable_name(prefix + name)
             path = os.path.join(folder, name)
@@ -2208,9 +2232,573 @@ def read_note(file: NoteFile, max_mb: float = MAX_NOTE_MB,
     return sections, warning
 
 
+def under_headings(above: str, own: str) -> str:
+    """A heading path (`own`) under the headings left open by the sections before it (`above`):
+    those of a lower level than its first stay over it.
+
+    >>> under_headings("# A › ## B", "## C"), under_headings("# A", ""), under_headings("", "# C")
+    ('# A › ## C', '# A', '# C')
+    """
+    if not own:
+        return above
+    level = len(own) - len(own.lstrip("#"))
+    kept = [h for h in re.split(r" › (?=#)", above) if h and len(h) - len(h.lstrip("#")) < level]
+    return " › ".join(kept + [own])
+
+
 def chunk_sections(rel: str, sections: list[Section], splitter) -> list[Chunk]:
-    """Part I's chunk_note over each section of a note."""
-    return [c for s in sections for c in chunk_note(rel, s.text, splitter, s.page, s.line)]
+    """Part I's chunk_note over each section of a note, each under the headings that the sections
+    before it left open: a notebook's Markdown cell heads the code cells after it, a book's
+    chapter cut into two files is one chapter."""
+    chunks, above = [], ""
+    for s in sections:
+        chunks += [c._replace(heading=under_headings(above, c.heading))
+                   for c in chunk_note(rel, s.text, splitter, s.page, s.line)]
+        above = under_headings(above, heading_path(heading_outline(s.text), len(s.text)))
+    return chunks
+
+
+# ----------------------------------------------------------------------------
+# Office, e-books and notebooks: Word (.docx), OpenDocument text (.odt), EPUB and Jupyter
+# notebooks, read with the standard library alone, as their owners wrote them: headings become
+# Markdown headings, which Part I's chunk_note cuts at and cites, and what is not the author's
+# text (styles, images, a notebook's outputs) is left out. The first three are zip archives of
+# XML, and a hostile one must not fill the memory: what is unzipped is counted as it comes and
+# bounded (a zip bomb is named and skipped), and XML may declare no entities of its own (a
+# "billion laughs" expands a few lines of them into gigabytes).
+
+MAX_ZIP_MEMBERS = 10_000                  # a document holds dozens of files; a bomb, millions
+MAX_UNZIPPED_MB = 20 * MAX_NOTE_MB        # all a zip's parts read may unzip to: a Word file's
+                                          # XML is 5 to 10 times its zipped size
+ZIP_PIECE = 1 << 16                       # bytes unzipped and parsed at a time
+
+
+class ZipBomb(ValueError):
+    """A zip whose parts unzip past MAX_UNZIPPED_MB, or that holds over MAX_ZIP_MEMBERS files."""
+
+
+class Unzipped:
+    """A zip archive's parts, each unzipped a piece at a time, never past MAX_UNZIPPED_MB in all:
+    a part's declared size is checked before it is opened, and its bytes are counted as they
+    come. A declared size can lie: zipfile stops at it (then finds the part's checksum wrong),
+    and the count holds the bound whatever zipfile does."""
+
+    def __init__(self, archive, kind: str):
+        self.archive, self.kind, self.names = archive, kind, set(archive.namelist())
+        self.left = int(MAX_UNZIPPED_MB * 2**20)
+        if len(archive.infolist()) > MAX_ZIP_MEMBERS:
+            raise ZipBomb(f"a zip bomb? it holds {len(archive.infolist()):,} files, over "
+                          f"{MAX_ZIP_MEMBERS:,}")
+
+    def has(self, name: str) -> bool:
+        return name in self.names
+
+    def pieces(self, name: str) -> Iterator[bytes]:
+        """The part `name` unzipped, ZIP_PIECE bytes at a time. Raises ValueError if there is no
+        such part, ZipBomb past the bound."""
+        if not self.has(name):
+            raise ValueError(f"it has no {name}, which every {self.kind} file has")
+        info = self.archive.getinfo(name)
+        if info.file_size > self.left:
+            raise ZipBomb(f"a zip bomb? {name} would unzip to {info.file_size / 2**20:.0f} MB "
+                          f"(a note's parts may unzip to {MAX_UNZIPPED_MB:g} MB in all)")
+        with self.archive.open(info) as f:
+            while piece := f.read(ZIP_PIECE):
+                self.left -= len(piece)
+                if self.left < 0:
+                    raise ZipBomb(f"a zip bomb? {name} unzips past what a note's parts may "
+                                  f"unzip to in all, {MAX_UNZIPPED_MB:g} MB")
+                yield piece
+
+
+def read_zipped(path: Path, data: bytes | None, kind: str,
+                read: Callable[[Unzipped], tuple[list[Section], str | None]]
+                ) -> tuple[list[Section], str | None]:
+    """A zip-based note's sections and warning, as read(Unzipped) finds them in its bytes
+    (`data`, or the file's). A damaged, encrypted or unreadable zip raises ValueError, saying so."""
+    import io
+    import zipfile                        # (only here: most folders hold no zip-based note)
+    import zlib
+    try:
+        data = path.read_bytes() if data is None else data
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            return read(Unzipped(archive, kind))
+    except OSError as e:
+        raise ValueError(e.strerror or str(e)) from None
+    except (zipfile.BadZipFile, zlib.error, EOFError) as e:
+        raise ValueError(f"not a readable {kind} file: a damaged zip ({e})") from None
+    except RuntimeError:                  # zipfile's word for a part locked with a password
+        raise ValueError(f"encrypted {kind} file") from None
+    except NotImplementedError as e:      # a compression zipfile lacks
+        raise ValueError(f"zipped in a way Python cannot read ({e})") from None
+
+
+def parse_xml(pieces: Iterable[bytes], start: Callable[[str, dict], None],
+              end: Callable[[str], None], text: Callable[[str], None]) -> None:
+    """Parse XML fed a piece at a time, calling start(tag, attributes), end(tag) and text(data)
+    as they come, names as "{namespace}local" (ElementTree's). Entity declarations are refused
+    (raising ValueError) before any is expanded; an entity a DTD outside the file would declare
+    (XHTML's &nbsp;) reads as HTML names it. Raises ValueError for XML that is not well-formed.
+    Nothing is kept but what the handlers keep."""
+    import html                           # (only here, with expat: for zip-based notes alone)
+    import xml.parsers.expat
+
+    def named(name: str) -> str:
+        return "{" + name if "}" in name else name
+
+    def refuse(*_) -> None:
+        raise ValueError("its XML declares entities (a billion laughs?): refused")
+    parser = xml.parsers.expat.ParserCreate(namespace_separator="}")
+    parser.buffer_text = True             # a text in one call, not one a line
+    parser.EntityDeclHandler = refuse
+    parser.StartElementHandler = lambda tag, attrs: start(
+        named(tag), {named(k): v for k, v in attrs.items()})
+    parser.EndElementHandler = lambda tag: end(named(tag))
+    parser.CharacterDataHandler = text
+    parser.SkippedEntityHandler = lambda name, _: text(html.unescape(f"&{name};"))
+    try:
+        for piece in pieces:
+            parser.Parse(piece, False)
+        parser.Parse(b"", True)
+    except xml.parsers.expat.ExpatError as e:
+        raise ValueError(f"not well-formed XML ({e})") from None
+
+
+def xml_parts(pieces: Iterable[bytes], wanted: Callable[[str, dict], bool]) -> list[dict]:
+    """The attributes of each element `wanted` (tag, attributes) accepts, for the small XML
+    parts that say where things are (an EPUB's container and package files).
+
+    >>> xml_parts([b'<a><b x="1"/><c/><b x="2"/></a>'], lambda tag, _: tag == "b")
+    [{'x': '1'}, {'x': '2'}]
+    """
+    found: list[dict] = []
+    parse_xml(pieces, lambda tag, attrs: wanted(tag, attrs) and found.append(attrs),
+              lambda tag: None, lambda data: None)
+    return found
+
+
+def local(tag: str) -> str:
+    """An element's name without its namespace: "{uri}p" -> "p"."""
+    return tag.rpartition("}")[2]
+
+
+# A line of a document's text that Markdown would take for a heading or a code fence: escaped,
+# so that only the document's own headings are headings.
+NOT_A_HEADING = re.compile(r"^(?=#{1,6}(?:[ \t]|$)|```|~~~)", re.MULTILINE)
+
+
+class Blocks:
+    """A document's text as its XML is parsed: its paragraphs, a blank line between them, its
+    headings as Markdown headings, a list item after "- " and a table's row as its cells with
+    " | " between them. A paragraph in another (a text box) comes before it."""
+
+    def __init__(self):
+        self.done: list[str] = []         # the blocks finished, in order
+        self.open: list[list[str]] = []   # the text of the paragraphs open, innermost last
+        self.rows: list[list[str]] = []   # the cells of the table rows open
+        self.cells: list[list[str]] = []  # the paragraphs of the table cells open
+
+    def text(self, data: str) -> None:
+        if self.open:
+            self.open[-1].append(data)
+
+    def start_paragraph(self) -> None:
+        self.open.append([])
+
+    def end_paragraph(self, level: int = 0, listed: bool = False) -> None:
+        """Close the paragraph open, a heading of `level` (1 to 6) or a list item if so."""
+        line = "".join(self.open.pop()).strip()
+        if level and not self.cells:
+            line = "#" * level + " " + " ".join(line.split()) if line else ""
+        elif line:
+            line = ("- " if listed else "") + NOT_A_HEADING.sub("\\\\", line)
+        self.add(line)
+
+    def add(self, block: str) -> None:
+        if block:
+            (self.cells[-1] if self.cells else self.done).append(block)
+
+    def start_row(self) -> None:
+        self.rows.append([])
+
+    def start_cell(self) -> None:
+        self.cells.append([])
+
+    def end_cell(self) -> None:
+        cell = " ".join(" ".join(self.cells.pop()).split())
+        if self.rows:
+            self.rows[-1].append(cell)
+
+    def end_row(self) -> None:
+        self.add(NOT_A_HEADING.sub("\\\\", " | ".join(self.rows.pop()).strip(" |")))
+
+    def markdown(self) -> str:
+        return "\n\n".join(self.done)
+
+
+def extracted(sections: list[Section], kind: str) -> list[Section]:
+    """`sections`, or ValueError when they hold no text: nothing to index."""
+    if not any(s.text.strip() for s in sections):
+        raise ValueError(f"no text found in this {kind} file")
+    return sections
+
+
+def fenced(code: str, language: str = "") -> str:
+    """Code as a Markdown fence, so that a "# comment" in it is no heading; a line of it that
+    would close the fence starts with a space.
+
+    >>> print(fenced("# setup\\nx = 1", "python"))
+    ```python
+    # setup
+    x = 1
+    ```
+    """
+    code = re.sub(r"^(?=```|~~~)", " ", code.strip("\n"), flags=re.MULTILINE)
+    return f"```{language}\n{code}\n```"
+
+
+# Word's namespaces: the one Word writes, and strict Office Open XML's.
+WORD_NAMESPACES = ("{http://schemas.openxmlformats.org/wordprocessingml/2006/main}",
+                   "{http://purl.oclc.org/ooxml/wordprocessingml/main}")
+# Word names its heading styles "heading 1" to "heading 9" in styles.xml whatever the language it
+# shows them in (a German Word's "Überschrift 1" has the id "berschrift1" and that name), and its
+# table of contents "toc 1": those paragraphs repeat the headings, and are left out.
+WORD_HEADING_STYLE = re.compile(r"heading ?([1-9])", re.IGNORECASE)
+WORD_TOC_STYLE = re.compile(r"toc ?[1-9]|toc heading", re.IGNORECASE)
+TOC = -1                                  # a "level" of a paragraph left out
+
+
+def word(tag: str) -> str:
+    """A name of Word's namespace without it, "" for any other: "{…/main}p" -> "p"."""
+    return next((tag[len(ns):] for ns in WORD_NAMESPACES if tag.startswith(ns)), "")
+
+
+def word_value(attrs: dict) -> str:
+    """An element's w:val attribute, "" if it has none."""
+    return next((attrs[ns + "val"] for ns in WORD_NAMESPACES if ns + "val" in attrs), "")
+
+
+def word_heading_styles(pieces: Iterable[bytes]) -> dict[str, int]:
+    """The paragraph styles of a Word file's styles.xml that are headings: style id -> level, 1 to
+    6 (a deeper one counts as 6), or TOC. A style is a heading by its name (WORD_HEADING_STYLE),
+    by its outline level, or by the style it is based on."""
+    styles: dict[str, dict] = {}
+    style: dict = {}
+
+    def start(tag: str, attrs: dict) -> None:
+        nonlocal style
+        name = word(tag)
+        if name == "style":
+            style = styles.setdefault(next((v for k, v in attrs.items() if word(k) == "styleId"),
+                                           ""), {})
+        elif name in ("name", "basedOn", "outlineLvl"):
+            style[name] = word_value(attrs)
+    parse_xml(pieces, start, lambda tag: None, lambda data: None)
+
+    def level(style_id: str, depth: int = 0) -> int:
+        style = styles.get(style_id, {})
+        name = style.get("name", style_id)
+        if m := WORD_HEADING_STYLE.fullmatch(name) or WORD_HEADING_STYLE.fullmatch(style_id):
+            return min(int(m.group(1)), 6)
+        if WORD_TOC_STYLE.fullmatch(name):
+            return TOC
+        if style.get("outlineLvl", "").isdigit() and int(style["outlineLvl"]) < 9:
+            return min(int(style["outlineLvl"]) + 1, 6)
+        return level(style["basedOn"], depth + 1) if "basedOn" in style and depth < 10 else 0
+    return {style_id: lv for style_id in styles if (lv := level(style_id))}
+
+
+def word_markdown(pieces: Iterable[bytes], styles: dict[str, int]) -> str:
+    """A Word file's document.xml as Markdown (Blocks), its headings by their styles (`styles`:
+    word_heading_styles) or outline levels. The text is what Word shows: tracked deletions,
+    field codes and the copy of a drawing's text kept for old readers (mc:Fallback) are left out;
+    so are the table of contents and images."""
+    blocks, open_, kinds, skip = Blocks(), Counter(), [], 0   # kinds: each open paragraph's
+                                                                # [level, listed]
+
+    def start(tag: str, attrs: dict) -> None:
+        nonlocal skip
+        if skip or local(tag) == "Fallback":
+            skip += 1
+            return
+        name = word(tag)
+        open_[name] += 1
+        if name == "p":
+            blocks.start_paragraph()
+            kinds.append([0, False])
+        elif name == "pStyle" and kinds:
+            kinds[-1][0] = styles.get(word_value(attrs), kinds[-1][0])
+        elif name == "outlineLvl" and kinds and word_value(attrs).isdigit() and open_["pPr"]:
+            kinds[-1][0] = min(int(word_value(attrs)) + 1, 6) if int(word_value(attrs)) < 9 else 0
+        elif name == "numPr" and kinds:
+            kinds[-1][1] = True
+        elif name in ("tab", "ptab") and open_["r"]:
+            blocks.text("\t")
+        elif name in ("br", "cr") and open_["r"]:
+            blocks.text("\n")
+        elif name == "noBreakHyphen":
+            blocks.text("-")
+        elif name == "tr":
+            blocks.start_row()
+        elif name == "tc":
+            blocks.start_cell()
+
+    def end(tag: str) -> None:
+        nonlocal skip
+        if skip:
+            skip -= 1
+            return
+        name = word(tag)
+        open_[name] -= 1
+        if name == "p":
+            level, listed = kinds.pop()
+            if level == TOC:
+                blocks.open.pop()
+            else:
+                blocks.end_paragraph(level, listed)
+        elif name == "tc":
+            blocks.end_cell()
+        elif name == "tr":
+            blocks.end_row()
+    parse_xml(pieces, start, end, lambda data: open_["t"] and not skip and blocks.text(data))
+    return blocks.markdown()
+
+
+def word_sections(doc: Unzipped) -> tuple[list[Section], str | None]:
+    """A Word file's text, one section: its headings are the places a source cites, as Word
+    files have no pages (their pages are laid out as they are shown)."""
+    main = "word/document.xml"
+    if doc.has("_rels/.rels"):            # where the package says its document is
+        main = next((a["Target"].lstrip("/") for a in xml_parts(
+            doc.pieces("_rels/.rels"), lambda tag, a: local(tag) == "Relationship")
+            if a.get("Type", "").endswith("/officeDocument") and a.get("Target")), main)
+    folder = main.rpartition("/")[0]
+    styles = f"{folder}/styles.xml" if folder else "styles.xml"
+    levels = word_heading_styles(doc.pieces(styles)) if doc.has(styles) else {}
+    return extracted([Section(word_markdown(doc.pieces(main), levels))], "Word"), None
+
+
+def read_docx(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
+    """Read a Word (.docx) file as Markdown, one section (word_sections); no warning."""
+    return read_zipped(path, data, "Word", word_sections)
+
+
+ODF_TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
+ODF_TABLE = "{urn:oasis:names:tc:opendocument:xmlns:table:1.0}"
+ODF_OFFICE = "{urn:oasis:names:tc:opendocument:xmlns:office:1.0}"
+# What an OpenDocument text holds that is not its running text: footnotes, comments, the text
+# deleted with changes tracked, and the indexes that repeat the headings.
+ODF_LEFT_OUT = frozenset({ODF_TEXT + "note", ODF_OFFICE + "annotation",
+                          ODF_TEXT + "tracked-changes", ODF_TEXT + "table-of-content",
+                          ODF_TEXT + "illustration-index", ODF_TEXT + "alphabetical-index",
+                          ODF_TEXT + "bibliography"})
+
+
+def odf_markdown(pieces: Iterable[bytes]) -> str:
+    """An OpenDocument text's content.xml as Markdown (Blocks): text:h is a heading of its
+    text:outline-level, a list item's first paragraph follows "- "; ODF_LEFT_OUT is left out."""
+    blocks, kinds, items, skip = Blocks(), [], [], 0     # items: has each open list item
+                                                         # had its first paragraph?
+
+    def start(tag: str, attrs: dict) -> None:
+        nonlocal skip
+        if skip or tag in ODF_LEFT_OUT:
+            skip += 1
+        elif tag in (ODF_TEXT + "p", ODF_TEXT + "h"):
+            level = attrs.get(ODF_TEXT + "outline-level", "1")
+            level = min(max(int(level), 1), 6) if level.isdigit() else 1
+            kinds.append((level if tag == ODF_TEXT + "h" else 0, bool(items) and not items[-1]))
+            if items:
+                items[-1] = True
+            blocks.start_paragraph()
+        elif tag == ODF_TEXT + "list-item":
+            items.append(False)
+        elif tag == ODF_TEXT + "s":       # spaces: text:c of them (at most a line's worth)
+            count = attrs.get(ODF_TEXT + "c", "1")
+            blocks.text(" " * min(int(count) if count.isdigit() else 1, 80))
+        elif tag == ODF_TEXT + "tab":
+            blocks.text("\t")
+        elif tag == ODF_TEXT + "line-break":
+            blocks.text("\n")
+        elif tag == ODF_TABLE + "table-row":
+            blocks.start_row()
+        elif tag == ODF_TABLE + "table-cell":
+            blocks.start_cell()
+
+    def end(tag: str) -> None:
+        nonlocal skip
+        if skip:
+            skip -= 1
+        elif tag in (ODF_TEXT + "p", ODF_TEXT + "h"):
+            blocks.end_paragraph(*kinds.pop())
+        elif tag == ODF_TEXT + "list-item":
+            items.pop()
+        elif tag == ODF_TABLE + "table-cell":
+            blocks.end_cell()
+        elif tag == ODF_TABLE + "table-row":
+            blocks.end_row()
+    parse_xml(pieces, start, end, lambda data: not skip and blocks.text(data))
+    return blocks.markdown()
+
+
+def read_odt(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
+    """Read an OpenDocument text (.odt: LibreOffice, Google Docs' download) as Markdown, one
+    section cited by its headings, as a Word file is; no warning."""
+    return read_zipped(path, data, "OpenDocument", lambda doc: (extracted(
+        [Section(odf_markdown(doc.pieces("content.xml")))], "OpenDocument"), None))
+
+
+# XHTML's elements that start a block of text, and those whose text is not the book's.
+XHTML_BLOCKS = frozenset("address article aside blockquote body dd div dl dt figcaption figure "
+                         "footer h1 h2 h3 h4 h5 h6 header hr li nav ol p pre section table tr "
+                         "ul".split())
+XHTML_LEFT_OUT = frozenset({"head", "script", "style", "svg", "template"})
+
+
+def xhtml_markdown(pieces: Iterable[bytes]) -> str:
+    """An e-book chapter's XHTML as Markdown (Blocks): h1 to h6 are headings, a list item follows
+    "- ", a table's cells are cut by " | ", <pre> is fenced code, runs of white space are one
+    space; the <head>, scripts, styles and images are left out. A minimal reader for the XHTML
+    of EPUBs, which must be well-formed XML, not HTML as browsers forgive it."""
+    blocks, at = Blocks(), {"skip": 0, "pre": 0, "level": 0, "listed": False}
+    blocks.start_paragraph()
+
+    def flush() -> None:
+        if at["pre"]:
+            blocks.add(fenced("".join(blocks.open.pop())))
+        else:                             # spaces from two pieces of text are one too
+            blocks.open[-1][:] = [re.sub(" +", " ", "".join(blocks.open[-1]))]
+            blocks.end_paragraph(at["level"], at["listed"])
+        blocks.start_paragraph()
+        at["level"], at["listed"] = 0, False
+
+    def start(tag: str, attrs: dict) -> None:
+        name = local(tag)
+        if at["skip"] or name in XHTML_LEFT_OUT:
+            at["skip"] += 1
+        elif name == "br":
+            blocks.text("\n")
+        elif name in XHTML_BLOCKS:
+            flush()
+            at["level"] = int(name[1]) if re.fullmatch(r"h[1-6]", name) else 0
+            at["listed"] = name == "li"
+            at["pre"] += name == "pre"
+
+    def end(tag: str) -> None:
+        name = local(tag)
+        if at["skip"]:
+            at["skip"] -= 1
+        elif name in ("td", "th"):
+            blocks.text(" | ")
+        elif name in XHTML_BLOCKS:
+            if name == "tr":              # no " | " after the last cell
+                blocks.open[-1][:] = ["".join(blocks.open[-1]).rstrip(" |")]
+            flush()
+            at["pre"] -= name == "pre"
+
+    def text(data: str) -> None:
+        if not at["skip"]:
+            blocks.text(data if at["pre"] else re.sub(r"[ \t\r\n]+", " ", data))
+    parse_xml(pieces, start, end, text)
+    flush()
+    return blocks.markdown()
+
+
+def epub_chapters(book: Unzipped) -> tuple[list[Section], str | None]:
+    """An EPUB's chapters, in its reading order, each a section numbered from 1 (cited "chapter
+    3"): META-INF/container.xml names the package file, whose spine orders the chapters its
+    manifest lists. Chapters the spine marks as not in the reading order (linear="no": notes,
+    a cover) are left out, and so is the table of contents (it repeats the headings); a chapter
+    that cannot be read is named in the warning, and the others read."""
+    import posixpath                      # (only here: a chapter's href is relative to the package)
+    from urllib.parse import unquote
+    package = next((a["full-path"] for a in xml_parts(
+        book.pieces("META-INF/container.xml"), lambda tag, a: local(tag) == "rootfile")
+        if a.get("full-path")), None)
+    if package is None:
+        raise ValueError("its META-INF/container.xml names no package file: not an EPUB")
+    listed = xml_parts(book.pieces(package), lambda tag, a: local(tag) in ("item", "itemref"))
+    manifest = {a["id"]: a for a in listed if "id" in a and "href" in a
+                and "nav" not in a.get("properties", "").split()}    # EPUB 3's table of contents
+    spine = [manifest[a["idref"]] for a in listed
+             if a.get("idref") in manifest and a.get("linear") != "no"]
+    sections, unread = [], []
+    for item in spine:
+        if item.get("media-type") != "application/xhtml+xml":
+            continue
+        name = posixpath.normpath(posixpath.join(posixpath.dirname(package),
+                                                 unquote(item["href"].partition("#")[0])))
+        try:
+            text = xhtml_markdown(book.pieces(name))
+        except ZipBomb:
+            raise
+        except ValueError as e:
+            unread.append(f"{name}: {e}")
+            continue
+        if text.strip():
+            sections.append(Section(text, len(sections) + 1))
+    said = f"left out {len(unread)} chapter(s) it could not read ({first_names(unread, 2)})"
+    if unread and not sections:
+        raise ValueError(said)
+    return extracted(sections, "EPUB"), said if unread else None
+
+
+def read_epub(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
+    """Read an e-book (.epub, 2 or 3, without DRM) as its chapters in reading order
+    (epub_chapters), and a warning naming any chapter left out."""
+    return read_zipped(path, data, "EPUB", epub_chapters)
+
+
+# What a Markdown cell holds that is no text: an image pasted into it (an attachment, or the
+# image itself as a data: URI, often hundreds of kilobytes of base64).
+CELL_IMAGE = re.compile(r"!\[[^\]\n]*\]\((?:attachment:|data:)[^)]*\)")
+
+
+def cell_source(cell: dict) -> str:
+    """A notebook cell's text: its source (a string, or the list of its lines Jupyter writes;
+    nbformat 3 calls a code cell's "input"), "" if it holds none."""
+    source = cell.get("source", cell.get("input", ""))
+    if isinstance(source, list):
+        source = "".join(line for line in source if isinstance(line, str))
+    return source if isinstance(source, str) else ""
+
+
+def read_notebook(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
+    """Read a Jupyter notebook (.ipynb) as its cells, a section each, numbered as the notebook
+    orders them (cited "cell 12"): a Markdown cell as its Markdown (its headings head the cells
+    after it: chunk_sections), a code cell's source as fenced code, so that a "# comment" is no
+    heading, a raw cell's as text. Left out: outputs, which the code wrote and the next run
+    rewrites, and whose tables, logs and tracebacks would outnumber the author's words; the
+    metadata, and images. nbformat 4, and 3 (cells in worksheets, heading cells). No warning."""
+    try:
+        notebook = json.loads(path.read_bytes() if data is None else data)
+    except OSError as e:
+        raise ValueError(e.strerror or str(e)) from None
+    except (ValueError, RecursionError) as e:
+        raise ValueError(f"not a notebook: its JSON does not parse ({e})") from None
+    if not isinstance(notebook, dict):
+        raise ValueError("not a notebook: its JSON holds no cells")
+    cells = notebook.get("cells")
+    if not isinstance(cells, list):       # nbformat 3: cells in worksheets
+        cells = [c for w in notebook.get("worksheets") or [] if isinstance(w, dict)
+                 for c in w.get("cells") or []]
+    metadata = notebook.get("metadata") if isinstance(notebook.get("metadata"), dict) else {}
+    language = str((metadata.get("language_info") or {}).get("name", "")
+                   or (metadata.get("kernelspec") or {}).get("language", ""))
+    sections = []
+    for number, cell in enumerate(cells, 1):
+        if not isinstance(cell, dict) or not (source := cell_source(cell)).strip():
+            continue
+        kind = cell.get("cell_type")
+        if kind == "markdown":
+            text = CELL_IMAGE.sub("", source)
+        elif kind == "heading":           # nbformat 3
+            level = cell.get("level") if isinstance(cell.get("level"), int) else 1
+            text = "#" * min(max(level, 1), 6) + " " + " ".join(source.split())
+        else:
+            text = fenced(source, language if kind == "code" else "")
+        sections.append(Section(text, number))
+    return extracted(sections, "notebook"), None
 
 
 # ----------------------------------------------------------------------------
@@ -2843,11 +3431,14 @@ def text_key(text: str) -> bytes:
 def lines_known(chunks: Sequence[Chunk], record: FileRecord) -> bool:
     """Do a note's chunks know the lines they start on? A text note's do, and a PDF's their pages
     instead, unless an older cache (UPGRADABLE) kept them: upgraded() forgets both, so that its
-    notes are chunked again. A note's chunks are alike, so one tells."""
+    notes are chunked again; a note extracted without either (a Word file) has none to know. A
+    note's chunks are alike, so one tells."""
     if record.start == record.stop:
         return True
     first = chunks[record.start]
-    return first.line is not None or first.page is not None
+    kind = NOTE_TYPES.get(PurePosixPath(first.source).suffix.lower())
+    return first.line is not None or first.page is not None \
+        or kind is not None and not kind.lines and not kind.place
 
 
 def skip_warnings(skipped: dict[str, Skip]) -> list[str]:
@@ -4914,10 +5505,13 @@ def preview_terms(terms: list[Term]) -> list[tuple[str, float]]:
 
 
 def passage_place(chunk: Chunk, passage: Passage) -> str:
-    """Where to open a source: "bike.md:14"; a PDF's page, "manual.pdf › p.3"."""
+    """Where to open a source: "bike.md:14"; a PDF's page, "manual.pdf › p.3"; a notebook's
+    cell, "analysis.ipynb › cell 12" (place_name); a Word file's, its name alone (its headings
+    follow in the citation)."""
     if passage.line is not None:
         return f"{chunk.source}:{passage.line}"
-    return " › ".join([chunk.source] + ([f"p.{chunk.page}"] if chunk.page is not None else []))
+    return " › ".join([chunk.source] + ([place_name(chunk.source, chunk.page)]
+                                        if chunk.page is not None else []))
 
 
 def passage_citation(chunk: Chunk, passage: Passage) -> str:
@@ -6758,14 +7352,15 @@ def hit_json(h: Hit, terms: Iterable[tuple[str, float]] = (), card: NoteMeta | N
     located here unless given), and what its note says of itself (note_card(), its properties
     too) when given."""
     p = passage or locate_passage(h.chunk, terms)
+    place = None if h.chunk.page is None else place_name(h.chunk.source, h.chunk.page)
     about = {} if card is None else {"title": card.title, "aliases": list(card.aliases),
                                      "tags": list(card.tags), "date": card.date,
                                      "dated_by": card.dated_by,
                                      "properties": properties_json(card)}
     return {"rank": h.rank, "source": h.chunk.source, "heading": h.chunk.heading,
-            "page": h.chunk.page, "start_line": p.start_line, "end_line": p.end_line,
-            "line": p.line, "section": p.heading, **about, "score": round(h.score, 4),
-            "text": h.chunk.text}
+            "page": h.chunk.page, "place": place, "start_line": p.start_line,
+            "end_line": p.end_line, "line": p.line, "section": p.heading, **about,
+            "score": round(h.score, 4), "text": h.chunk.text}
 
 
 def cut_short_warning(outcome: Outcome) -> str:
@@ -8522,7 +9117,7 @@ def mcp_output_schemas() -> dict[str, dict]:
     text_or_null = {"type": ["string", "null"]}
     line = {"type": ["integer", "null"]}  # null: a PDF's page has no lines
     source = json_object({                # source_json()
-        "rank": integer, "path": string, "heading": string, "page": line,
+        "rank": integer, "path": string, "heading": string, "page": line, "place": text_or_null,
         "start_line": line, "end_line": line,
         "line": {**line, "description": "the line to open the note at: where the passage the "
                                         "query matched starts"},
@@ -8572,10 +9167,11 @@ def mcp_tools(settings: Settings) -> dict[str, dict]:
     top = top_k_limit(settings.chunk_size, settings.max_answer_tokens)
     return {t["name"]: t for t in [
         {"name": "search_notes", "title": "Search the notes",
-         "description": "Search the user's own notes (a local folder of Markdown, text and PDF "
-                        "files) by meaning and by keywords, in any language. Returns the best "
-                        "passages, best first, each with its path, the line to open it at, "
-                        "section, score and text, and a verdict: found is false when no passage "
+         "description": "Search the user's own notes (a local folder of "
+                        f"{', '.join(NOTE_TYPES)} files) by meaning and by keywords, in any "
+                        "language. Returns the best passages, best first, each with its path, the "
+                        "line to open it at (or its page, chapter or cell: place), section, score "
+                        "and text, and a verdict: found is false when no passage "
                         "is relevant enough, meaning the notes do not hold the answer. Fast (well "
                         "under a second); follow a hit with read_note for the text around it.",
          "inputSchema": {"type": "object", "properties": {
@@ -8590,8 +9186,10 @@ def mcp_tools(settings: Settings) -> dict[str, dict]:
          "description": "Read one note of the user's notes folder by the path search_notes gave "
                         f"(relative to the folder), {MCP_READ_LINES} lines at a time unless told "
                         "otherwise; the result says how many lines the note has. Lines are "
-                        "numbered as in the file. Only notes the search covers can be read: no "
-                        "other file, nothing outside the folder.",
+                        "numbered as in the file; a PDF, Word, e-book or notebook file gives the "
+                        "text read from it, each page, chapter or cell under a line naming it as "
+                        "its place is cited ('--- cell 12 ---'). Only notes the search covers can "
+                        "be read: no other file, nothing outside the folder.",
          "inputSchema": {"type": "object", "properties": {
              "path": {"type": "string", "minLength": 1,
                       "description": "the note's path, as search_notes gave it"},
@@ -8765,14 +9363,16 @@ def ask_result(outcome: Outcome) -> dict:
 def note_lines(file: NoteFile, max_mb: float) -> list[str]:
     """A note's lines as read_note gives them: a text note's as on disk (front matter too, so
     the numbers are the file's; a line ends at \\n, \\r\\n or \\r as read_text counts them),
-    other notes' as their reader extracts them, each page under a '--- page N ---' line.
+    other notes' as their reader extracts them (never a zip's bytes), each numbered section under
+    a line that names it as a source cites it: '--- p.3 ---', '--- cell 12 ---'.
     Raises ToolFailed for a note that cannot be read."""
     reader = NOTE_TYPES[Path(file.path).suffix.lower()]
     try:
-        if reader.needs:                  # PDF: pages of extracted text
+        if not reader.lines:              # a PDF, a Word file: their text, extracted
             sections, _ = read_note(file, max_mb)
-            return [line for s in sections
-                    for line in [f"--- page {s.page} ---", *s.text.splitlines()]]
+            return [line for s in sections for line in
+                    [*([] if s.page is None else [f"--- {place_name(file.rel, s.page)} ---"]),
+                     *s.text.splitlines()]]
         text, _ = decode_note(note_bytes(file, max_mb))
     except ValueError as e:
         raise ToolFailed(f"cannot read {file.rel}: {e}") from None
@@ -9558,7 +10158,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     examples = "examples:\n" + "\n".join(f"  python demo_rag.py {arguments:<39} {what}"
                                          for m in MODES for arguments, what in m.examples)
     p = ArgumentParser(prog="demo_rag.py", usage=usage, epilog=f"{examples}\n\n{ENVIRONMENT}",
-                       description="Ask questions of your notes with local Ollama models.",
+                       description="Ask questions of your notes with local Ollama models "
+                                   f"(notes: {', '.join(NOTE_TYPES)} files).",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.json_requested = "--json" in (sys.argv[1:] if argv is None else argv)
     groups = {name: p.add_argument_group(name) for name in GROUPS}

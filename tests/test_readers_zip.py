@@ -1,0 +1,289 @@
+"""Word, OpenDocument, EPUB and Jupyter notes: read as their owners wrote them (headings as the
+heading path, an e-book's chapters and a notebook's cells as the place cited, what is not the
+author's text left out), and a hostile one (a zip bomb, a billion laughs, a damaged file) named
+and skipped, as a scanned PDF is, while the other notes are indexed."""
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+import tracemalloc
+import zipfile
+
+import ollama
+import pytest
+from conftest import ROOT
+from office_files import make_docx, make_epub, make_notebook, make_odt
+from test_mcp import Mcp
+
+import demo_rag as rag
+
+OFFICE = ROOT / "tests" / "office"          # written by pandoc from the same Markdown
+CLAIMS = "The warranty lasts 24 months from the date of purchase; keep the receipt for any zeppelin claim."
+QUESTION = "Must I keep the receipt for a zeppelin?"
+TEA = "# Tea\n\nGreen tea wants water at about 80 degrees, never boiling."
+BLOCKS = [("toc", "Safety 1"), ("h1", "Safety"), ("p", "Never fill the kettle above the MAX line."),
+          ("p", "# 1 is not a heading here"), ("li", "unplug it first"),
+          ("h1", "Warranty"), ("h2", "Claims"), ("p", CLAIMS)]
+CELLS = [("markdown", "# Kettles\n\nWe read the kettle receipts."),
+         ("code", "# Claims: not a heading, a comment\nimport pandas as pd\nreceipts = pd.read_csv('r.csv')"),
+         ("markdown", "## Claims\n\nA zeppelin claim needs the receipt.![plot](attachment:plot.png)"),
+         ("code", "zeppelin_claims = receipts[receipts.months <= 24]  # the warranty's 24 months")]
+
+
+def folder_with(tmp_path, name: str):
+    """A notes folder holding one file of each kind under test, and a Markdown note."""
+    notes = tmp_path / "notes"
+    notes.mkdir(exist_ok=True)
+    (notes / "tea.md").write_text(TEA)
+    return notes
+
+
+@pytest.mark.parametrize("name, make, place, section", [
+    ("kettle.docx", lambda p: shutil.copy(OFFICE / "kettle.docx", p), None, "# Warranty › ## Claims"),
+    ("kettle.odt", lambda p: shutil.copy(OFFICE / "kettle.odt", p), None, "# Warranty › ## Claims"),
+    ("kettle.epub", lambda p: shutil.copy(OFFICE / "kettle.epub", p), "chapter 4", "# Warranty › ## Claims"),
+    ("word.docx", lambda p: make_docx(p, BLOCKS), None, "# Warranty › ## Claims"),
+    ("deutsch.docx", lambda p: make_docx(p, BLOCKS, "de"), None, "# Warranty › ## Claims"),
+    ("office.odt", lambda p: make_odt(p, BLOCKS), None, "# Warranty › ## Claims"),
+    ("book.epub", lambda p: make_epub(p, [("Safety", ["Never fill it above MAX."]),
+                                         ("Warranty", [CLAIMS])]), "chapter 2", "# Warranty"),
+    ("claims.ipynb", lambda p: make_notebook(p, CELLS, outputs="zeppelin " * 50), "cell 3",
+     "# Kettles › ## Claims"),
+    ("walkthrough.ipynb", lambda p: shutil.copy(ROOT / "examples" / "walkthrough.ipynb", p), "cell 19",
+     "# RAG, one step at a time › ## 9. Part II: the pipeline the command line runs")])
+def test_each_type_is_found_by_its_last_section_and_cited_there(tmp_path, cli, name, make, place, section):
+    notes = folder_with(tmp_path, name)
+    make(notes / name)
+    question = QUESTION if name != "walkthrough.ipynb" else \
+        "Which follow-up is first rewritten into a standalone search query?"    # Jupyter's own notebook
+    out = cli(question, "--notes", notes, "--json", "--retrieve-only")
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    top = json.loads(out.stdout)["sources"][0]
+    assert (top["source"], top["place"], top["section"]) == (name, place, section)
+    assert top["line"] is None and ("zeppelin" in top["text"] or "standalone" in top["text"])
+    shown = cli(question, "--notes", notes, "--retrieve-only").stdout
+    assert f"[1] {' › '.join(filter(None, [name, place, section]))}" in shown
+
+
+def test_word_keeps_its_headings_and_text_and_leaves_out_what_word_does_not_show(tmp_path):
+    body = ('<w:p><w:pPr><w:pStyle w:val="Heading1"/></w:pPr><w:r><w:t>Kept</w:t></w:r></w:p>'
+            '<w:p><w:r><w:t xml:space="preserve">now </w:t></w:r><w:del><w:r><w:delText>gone '
+            '</w:delText></w:r></w:del><w:r><w:instrText>PAGE</w:instrText><w:tab/><w:t>here</w:t></w:r></w:p>'
+            '<w:p><w:pPr><w:outlineLvl w:val="1"/></w:pPr><w:r><w:t>By its outline</w:t></w:r></w:p>'
+            '<w:tbl><w:tr><w:tc><w:p><w:r><w:t>a</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>b</w:t></w:r>'
+            '</w:p></w:tc></w:tr></w:tbl><w:p><w:r><mc:AlternateContent><mc:Choice><w:t>shape</w:t></mc:Choice>'
+            '<mc:Fallback><w:t>shape again</w:t></mc:Fallback></mc:AlternateContent></w:r></w:p>')
+    document = (f'<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main" '
+                f'xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006"><w:body>{body}'
+                f'</w:body></w:document>')
+    (section,), warning = rag.read_docx(make_docx(tmp_path / "w.docx", [], document=document))
+    assert section.text == "# Kept\n\nnow \there\n\n## By its outline\n\na | b\n\nshape"
+    assert warning is None and (section.page, section.line) == (None, None)
+    (section,), _ = rag.read_docx(make_docx(tmp_path / "de.docx", BLOCKS, "de"))
+    assert section.text.startswith("# Safety\n\nNever fill")            # its table of contents left out
+    assert [h[2] for h in rag.heading_outline(section.text)] == ["Safety", "Warranty", "Claims"]
+    assert "\\# 1 is not a heading here\n\n- unplug it first" in section.text
+
+
+def test_a_notebook_is_its_cells_without_outputs_and_its_code_has_no_headings(tmp_path):
+    sections, warning = rag.read_notebook(make_notebook(tmp_path / "n.ipynb", CELLS, outputs="OUTPUT TEXT"))
+    assert [s.page for s in sections] == [1, 2, 3, 4] and warning is None
+    text = "\n".join(s.text for s in sections)
+    assert "OUTPUT" not in text and "Figure" not in text and "iVBOR" not in text and "attachment" not in text
+    assert sections[1].text.startswith("```python\n# Claims: not a heading")
+    assert [h[2] for h in rag.heading_outline(text)] == ["Kettles", "Claims"]
+    chunks = rag.chunk_sections("n.ipynb", sections, rag.make_splitter())
+    assert [c.heading for c in chunks] == ["# Kettles", "# Kettles", "# Kettles › ## Claims",
+                                           "# Kettles › ## Claims"]
+    # Jupyter's own notebook: every cell read but its outputs, numbered as Jupyter orders them
+    walkthrough = json.loads((ROOT / "examples" / "walkthrough.ipynb").read_text())
+    sections, _ = rag.read_notebook(ROOT / "examples" / "walkthrough.ipynb")
+    assert [s.page for s in sections] == [i for i, c in enumerate(walkthrough["cells"], 1) if c["source"]]
+    assert sections[0].text.startswith("# RAG, one step at a time")
+
+
+def test_an_older_notebook_v3_reads_its_worksheets(tmp_path):
+    v3 = {"nbformat": 3, "metadata": {}, "worksheets": [{"cells": [
+        {"cell_type": "heading", "level": 2, "source": ["Setup"]},
+        {"cell_type": "code", "language": "python", "input": ["# a comment\n", "x = 1"], "outputs": []}]}]}
+    (tmp_path / "old.ipynb").write_text(json.dumps(v3))
+    sections, _ = rag.read_notebook(tmp_path / "old.ipynb")
+    assert [(s.page, s.text) for s in sections] == [(1, "## Setup"), (2, "```\n# a comment\nx = 1\n```")]
+
+
+def test_an_e_book_is_its_chapters_in_reading_order(tmp_path):
+    sections, warning = rag.read_epub(make_epub(tmp_path / "b.epub", [("One", ["first"]), ("Two", ["second"])],
+                                                nav=True))
+    assert [(s.page, s.text) for s in sections] == [(1, "# One\n\nfirst"), (2, "# Two\n\nsecond")]
+    assert warning is None                # the cover (linear="no"), the contents and the <head> left out
+
+
+# ---- hostile files ------------------------------------------------------------------------
+
+def zip_bomb(path, declared: int | None = None, megabytes: int = 200):
+    """A .docx whose document.xml is `megabytes` of zeros (about 200 KB zipped); `declared`:
+    the size its headers give instead of the true one (a lie)."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z, z.open("word/document.xml", "w") as f:
+        for _ in range(megabytes):
+            f.write(bytes(2**20))
+    if declared is not None:              # the local header's and the central directory's sizes
+        data = bytearray(path.read_bytes())
+        real = struct.pack("<I", megabytes * 2**20)
+        for at in (data.find(b"PK\x03\x04") + 22, data.find(b"PK\x01\x02") + 24):
+            assert data[at:at + 4] == real
+            data[at:at + 4] = struct.pack("<I", declared)
+        path.write_bytes(bytes(data))
+    return path
+
+
+def two_big_parts(path):
+    """A .docx whose styles.xml and document.xml unzip to 60 MB each: well-formed styles, blank."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        with z.open("word/styles.xml", "w") as f:
+            f.write(b"<styles>")
+            for _ in range(60):
+                f.write(b" " * 2**20)
+            f.write(b"</styles>")
+        with z.open("word/document.xml", "w") as f:
+            for _ in range(60):
+                f.write(bytes(2**20))
+    return path
+
+
+def billion_laughs(path):
+    lol = "".join(f'<!ENTITY l{i} "{f"&l{i - 1};" * 10}">' for i in range(1, 10))
+    return make_docx(path, [], document=f'<?xml version="1.0"?><!DOCTYPE w [<!ENTITY l0 "lol">{lol}]>'
+                                        '<w:document xmlns:w="x"><w:body>&l9;</w:body></w:document>')
+
+
+def many_members(path):
+    make_docx(path, [("p", CLAIMS)])
+    with zipfile.ZipFile(path, "a") as z:
+        for i in range(rag.MAX_ZIP_MEMBERS):
+            z.writestr(f"word/media/{i}.png", b"")
+    return path
+
+
+def truncated(path):
+    data = make_docx(path, BLOCKS).read_bytes()
+    path.write_bytes(data[:len(data) // 2])
+    return path
+
+
+def encrypted(path):
+    make_odt(path, BLOCKS)
+    data = bytearray(path.read_bytes())   # each part's flags say: locked with a password
+    for header, at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        for start in [i for i in range(len(data)) if data.startswith(header, i)]:
+            data[start + at] |= 0x1
+    path.write_bytes(bytes(data))
+    return path
+
+
+HOSTILE = [
+    ("bomb.docx", zip_bomb, "a zip bomb? word/document.xml would unzip to 200 MB (a note's parts "
+                            "may unzip to 100 MB in all)"),
+    ("two.docx", two_big_parts, "a zip bomb? word/document.xml would unzip to 60 MB (a note's parts "
+                                "may unzip to 100 MB in all)"),
+    ("lying.docx", lambda p: zip_bomb(p, declared=1000), "not a readable Word file: a damaged zip (Bad CRC-32"),
+    ("many.docx", many_members, "a zip bomb? it holds 10,004 files, over 10,000"),
+    ("laughs.docx", billion_laughs, "its XML declares entities (a billion laughs?): refused"),
+    ("cut.docx", truncated, "not a readable Word file: a damaged zip (File is not a zip file)"),
+    ("locked.odt", encrypted, "encrypted OpenDocument file"),
+    ("bad.ipynb", lambda p: p.write_text('{"cells": [{"cell_type": "markdown", "source": "# A'),
+     "not a notebook: its JSON does not parse (Unterminated string"),
+    ("list.ipynb", lambda p: p.write_text("[1, 2]"), "not a notebook: its JSON holds no cells"),
+    ("bad.epub", lambda p: make_epub(p, []), "no text found in this EPUB file"),
+    ("empty.docx", lambda p: zipfile.ZipFile(p, "w").close(),
+     "it has no word/document.xml, which every Word file has")]
+
+
+@pytest.mark.parametrize("name, make, reason", HOSTILE)
+def test_a_hostile_file_is_named_and_skipped_and_the_others_indexed(tmp_path, cli, name, make, reason):
+    notes = folder_with(tmp_path, name)
+    make(notes / name)
+    out = cli("green tea", "--notes", notes, "--retrieve-only")
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    said = [line for line in out.stderr.splitlines() if name in line]
+    assert len(said) == 1 and said[0].startswith(f"warning: skipped {name}: {reason}"), said
+    assert "indexed 1 note" in out.stderr and "[1] tea.md" in out.stdout
+
+
+@pytest.mark.parametrize("make", [zip_bomb, lambda p: zip_bomb(p, declared=1000)], ids=["bomb", "lying"])
+def test_a_zip_bomb_is_refused_within_bounded_memory(tmp_path, make):
+    path = make(tmp_path / "bomb.docx")
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match="zip bomb|damaged zip"):
+            rag.read_docx(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * path.stat().st_size + 4 * 2**20, peak
+
+
+def test_a_chapter_that_will_not_parse_is_named_and_the_rest_of_the_book_read(tmp_path):
+    book = make_epub(tmp_path / "b.epub", [("One", ["first"]), ("Two", ["second"])])
+    path = tmp_path / "broken.epub"
+    with zipfile.ZipFile(book) as z, zipfile.ZipFile(path, "w") as broken:
+        for name in z.namelist():
+            chapter_2 = name == "OEBPS/Text/chapter 2.xhtml"
+            broken.writestr(name, "<html><p>never closed</html>" if chapter_2 else z.read(name))
+    sections, warning = rag.read_epub(path)
+    assert [s.text for s in sections] == ["# One\n\nfirst"]
+    assert warning.startswith("left out 1 chapter(s) it could not read (OEBPS/Text/chapter 2.xhtml: not "
+                              "well-formed XML (mismatched tag")
+
+
+# ---- everywhere a note is read ------------------------------------------------------------
+
+def test_mcp_read_note_gives_a_documents_text_with_its_places_never_its_zip(tmp_path, server):
+    notes = folder_with(tmp_path, "")
+    for name in ("kettle.docx", "kettle.epub"):
+        shutil.copy(OFFICE / name, notes / name)
+    make_notebook(notes / "claims.ipynb", CELLS, outputs="OUTPUT")
+    m = Mcp(["--notes", notes, "--cache", tmp_path / "cache"], server.url)
+    try:
+        docx = m.call("read_note", path="kettle.docx")["structuredContent"]
+        assert docx["text"].startswith("The ACME kettle\n\n# Safety") and "PK" not in docx["text"]
+        epub = m.call("read_note", path="kettle.epub")["structuredContent"]["text"].split("\n")
+        assert epub[epub.index("--- chapter 4 ---") + 1] == "# Warranty"
+        cells = m.call("read_note", path="claims.ipynb")["structuredContent"]["text"]
+        assert "--- cell 4 ---\n```python\nzeppelin_claims" in cells and "OUTPUT" not in cells
+        found = m.call("search_notes", query=QUESTION)["structuredContent"]["sources"][0]
+        assert (found["path"], found["place"]) in {("kettle.epub", "chapter 4"), ("kettle.docx", None),
+                                                   ("claims.ipynb", "cell 4")}
+    finally:
+        m.p.kill()
+        m.p.wait(timeout=30)
+
+
+def test_an_unchanged_document_is_not_read_again_when_renamed(tmp_path, server, monkeypatch):
+    notes = folder_with(tmp_path, "")
+    shutil.copy(OFFICE / "kettle.docx", notes / "kettle.docx")
+    s = rag.Settings(notes_dir=notes, cache_dir=tmp_path / "cache")
+    client = ollama.Client(host=server.url)
+    rag.open_index(s, client)
+    (notes / "kettle.docx").rename(notes / "boiler.docx")
+    monkeypatch.setitem(rag.NOTE_TYPES, ".docx",
+                        rag.NOTE_TYPES[".docx"]._replace(read=lambda *a: pytest.fail("read again")))
+    index, _ = rag.open_index(s, client)
+    assert {c.source for c in index.chunks} == {"boiler.docx", "tea.md"}
+
+
+def test_word_s_lock_file_beside_an_open_document_is_no_note(tmp_path, cli):
+    notes = folder_with(tmp_path, "")
+    shutil.copy(OFFICE / "kettle.docx", notes / "kettle.docx")
+    (notes / "~$kettle.docx").write_bytes(b"\x0bJane Doe" + bytes(150))    # as Word writes it
+    out = cli(QUESTION, "--notes", notes, "--retrieve-only")
+    assert out.returncode == 0 and "~$" not in out.stderr + out.stdout, out.stderr
+    assert "indexed 2 notes" in out.stderr
+
+
+def test_the_types_are_named_from_the_table(tmp_path, cli):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    out = cli("anything", "--notes", empty)
+    assert ".pdf, .docx, .odt, .epub, .ipynb, at least" in out.stderr
+    assert ".docx, .odt, .epub, .ipynb files" in cli("--help").stdout
