@@ -2417,10 +2417,14 @@ class PageLines:
         titles = {block: " ".join(out[n - 1] for n in range(where[1], where[2] + 1)).strip()
                   for block, where in found}
         found = [(b, w) for b, w in found if len(titles[b]) <= HEADING_MAX_CHARS]
-        shift = heading_shift([where[0] for _, where in found])
-        for block, (level, first, last) in found:
+        # A first heading that repeats the page's <title> is the title (pandoc's title block).
+        titled = bool(found) and titles[found[0][0]] == self.title
+        levels = [where[0] for _, where in found[titled:]]
+        shift = 2 - min(levels, default=2) if titled else heading_shift(levels)
+        for k, (block, (level, first, last)) in enumerate(found):
             out[first - 1:last] = [""] * (last - first + 1)
-            out[first - 1] = heading_line(level + shift, titles[block].rstrip(" ¶"))
+            out[first - 1] = heading_line(1 if titled and k == 0 else level + shift,
+                                          titles[block].rstrip(" ¶"))
         return out
 
 
