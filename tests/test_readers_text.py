@@ -87,6 +87,9 @@ zeppelin-shaped receipt in the drawer.</p>
 </html>
 """
 
+# `pandoc kettle.md -o kettle.html` (pandoc 3.9, no -s): a fragment, its sections all <h1>.
+PANDOC_FRAGMENT = PANDOC_PAGE[PANDOC_PAGE.index('<h1 id="filling">'):PANDOC_PAGE.index("</body>")]
+
 # Written in Emacs: a capture template's property drawer, a TODO with a priority and tags, a
 # scheduled date, a logbook, a source block, a comment, and #+ settings.
 EMACS_ORG = """#+TITLE: Kettle care
@@ -220,6 +223,7 @@ zeppelin-shaped receipt in the drawer.
 SAMPLES = [
     ("kettle-saved.html", SAVED_PAGE, "# Kettle care › ## Warranty"),
     ("kettle-pandoc.html", PANDOC_PAGE, "# Kettle care › ## Warranty"),
+    ("kettle-fragment.html", PANDOC_FRAGMENT, "## Warranty"),
     ("kettle-emacs.org", EMACS_ORG, "# Kettle care › ## Warranty"),
     ("kettle-pandoc.org", PANDOC_ORG, "# Kettle care › ## Warranty"),
     ("kettle-sphinx.rst", SPHINX_RST, "# Kettle care › ## Warranty"),
