@@ -1075,6 +1075,14 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      "                out[i] = line\n                i += 1\n                continue\n"
      "            out[i] = \"\" if name",
      ["tests/test_readers_text.py", "-k", "left_out"]),
+    ("a web page's declared charset is not read: its legacy bytes are a guess",
+     "    if warning and (m := HTML_CHARSET.search(data, 0, 1024)):",
+     "    if False and (m := HTML_CHARSET.search(data, 0, 1024)):",
+     ["tests/test_readers_text.py", "-k", "charset"]),
+    ("a web page's charset is taken even when it changes the file's lines",
+     '            if said.count("\\n") == data.count(b"\\n") and said.count("\\r") == data.count(b"\\r"):',
+     "            if True:",
+     ["tests/test_readers_text.py", "-k", "charset"]),
 ]
 
 

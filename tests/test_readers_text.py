@@ -377,3 +377,17 @@ def test_the_readme_names_every_type_of_the_table():
     for suffix in rag.NOTE_TYPES:
         assert f"`{suffix}`" in readme, suffix
 
+
+
+def test_a_page_s_declared_charset_decides_where_its_bytes_alone_would_be_a_guess():
+    body = "<p>Grüße aus Köln, sagt die Teekanne.</p>\n"
+    said = ('<meta charset="windows-1252">\n' + body).encode("cp1252")
+    (section,), warning = rag.read_html(Path("p.html"), said)
+    assert (section.text.split("\n")[1], warning) == ("Grüße aus Köln, sagt die Teekanne.", None)
+    _, guessed = rag.read_html(Path("p.html"), body.encode("cp1252"))
+    assert guessed and "a guess" in guessed
+    # a charset that would change the file's lines (UTF-16 without a BOM) is not taken
+    data = b'<meta charset="utf-16">\n<p>\xe9t\xe9 au caf\xe9!</p>\n'
+    assert len(data) % 2 == 0 and data.decode("utf-16").count("\n") != data.count(b"\n")
+    (section,), _ = rag.read_html(Path("p.html"), data)
+    assert section.text.count("\n") == 2 and "caf" in section.text
