@@ -2400,7 +2400,8 @@ class PageLines:
 
     def lines(self, count: int) -> list[str]:
         """The page's `count` lines: the text on each, headings as Markdown's."""
-        out, owners = [""] * count, {}
+        out = [""] * count
+        alone: dict[int, int] = {}        # line -> the block whose text it holds (-1: several)
         for n, runs in self.runs.items():
             parts, last = [], None
             for block, piece, _ in runs:
@@ -2411,22 +2412,24 @@ class PageLines:
                 last = block
             text = "".join(parts).rstrip()
             out[n - 1] = plain_line(text if runs[0][2] else text.lstrip())
-            owners[n] = {block for block, piece, _ in runs if piece.strip()}
-        found = [(block, where) for block, where in self.headings.items() if where[1] is not None
-                 and all(owners.get(n, set()) <= {block} for n in range(where[1], where[2] + 1))]
-        titles = {block: " ".join(out[n - 1] for n in range(where[1], where[2] + 1)).strip()
-                  for block, where in found}
-        found = [(b, w) for b, w in found if len(titles[b]) <= HEADING_MAX_CHARS]
+            if blocks := {block for block, piece, _ in runs if piece.strip()}:
+                alone[n] = blocks.pop() if len(blocks) == 1 else -1
+        headings = []                     # (level, first line, last line, title): on lines alone
+        for block, (level, first, last) in self.headings.items():
+            if first is not None and all(alone.get(n) == block for n in range(first, last + 1)
+                                         if n in alone):
+                title = " ".join(out[n - 1] for n in range(first, last + 1)).strip()
+                if len(title) <= HEADING_MAX_CHARS:
+                    headings.append((level, first, last, title))
         # A first heading that repeats the page's <title> is the title (pandoc's title block).
-        titled = bool(found) and titles[found[0][0]] == self.title
-        levels = [where[0] for _, where in found[titled:]]
+        titled = bool(headings) and headings[0][3] == self.title
+        levels = [level for level, *_ in headings[titled:]]
         shift = 2 - min(levels, default=2) if titled else heading_shift(levels)
-        for k, (block, (level, first, last)) in enumerate(found):
+        for k, (level, first, last, title) in enumerate(headings):
             out[first - 1:last] = [""] * (last - first + 1)
             out[first - 1] = heading_line(1 if titled and k == 0 else level + shift,
-                                          titles[block].rstrip(" ¶"))
+                                          title.rstrip(" ¶"))
         return out
-
 
 
 def page_text(data: bytes) -> tuple[str, str | None]:

@@ -1051,7 +1051,7 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '        pieces = html.unescape(raw).split("\\n")',
      ["tests/test_readers_text.py", "-k", "browser_shows"]),
     ("a page's first heading that repeats its <title> is one more section",
-     "        titled = bool(found) and titles[found[0][0]] == self.title",
+     "        titled = bool(headings) and headings[0][3] == self.title",
      "        titled = False",
      ["tests/test_readers_text.py", "-k", "pandoc"]),
     ("a document's many top-level headings become titles, which the chunker does not cut at",
