@@ -63,6 +63,7 @@ reading it (tests/test_layers.py holds it to the banners).
     Markdown as Obsidian writes it read_markdown, parse_front_matter; note_card, note_words
     Reading real folders           scan_notes, read_note, NOTE_TYPES; decode_note, readable_name
     Office, e-books and notebooks  read_docx, read_odt, read_epub, read_notebook; Unzipped
+    Web pages, Org and reST        read_html (html_tokens, PageLines), read_org, read_rst
     Embedding                      embed_templates, embed_refusing, embed_query, model_digest
     BM25's inverted index          Lexicon: build_lexicon, query_postings, bm25_scores
     The incremental index          Index, IndexReport; update_index, fill_vectors embed what is new
@@ -93,8 +94,9 @@ reading it (tests/test_layers.py holds it to the banners).
 Named above their definition, on purpose: search's score() and judge() read the floor
 (off_topic_meaning, relevance_floor, PROBE_REACH) that calibrate() measures with search;
 fill_vectors takes vectors from other caches (vectors_elsewhere); answer() hands each outcome to
-the gap log (logged); McpServer and its method table MCP_METHODS name each other; NOTE_TYPES
-names the readers of the section after its own (read_docx, read_odt, read_epub, read_notebook).
+the gap log (logged); McpServer and its method table MCP_METHODS name each other;
+NOTE_TYPES, the table of readers, names those of the two sections after it (read_docx, read_odt,
+read_epub, read_notebook; read_html, read_org, read_rst).
 """
 
 from __future__ import annotations
@@ -1962,7 +1964,11 @@ NOTE_TYPES = {**{suffix: NoteType(lambda path, data=None: read_text(path, data),
               ".docx": NoteType(lambda path, data=None: read_docx(path, data), place=""),
               ".odt": NoteType(lambda path, data=None: read_odt(path, data), place=""),
               ".epub": NoteType(lambda path, data=None: read_epub(path, data), place="chapter "),
-              ".ipynb": NoteType(lambda path, data=None: read_notebook(path, data), place="cell ")}
+              ".ipynb": NoteType(lambda path, data=None: read_notebook(path, data), place="cell "),
+              ".html": NoteType(lambda path, data=None: read_html(path, data), lines=True),
+              ".htm": NoteType(lambda path, data=None: read_html(path, data), lines=True),
+              ".org": NoteType(lambda path, data=None: read_org(path, data), lines=True),
+              ".rst": NoteType(lambda path, data=None: read_rst(path, data), lines=True)}
 
 
 def place_name(rel: str, page: int) -> str:
@@ -2799,6 +2805,499 @@ def read_notebook(path: Path, data: bytes | None = None) -> tuple[list[Section],
             text = fenced(source, language if kind == "code" else "")
         sections.append(Section(text, number))
     return extracted(sections, "notebook"), None
+
+
+# ----------------------------------------------------------------------------
+# Web pages, Org and reST: read_html, read_org, read_rst turn each into Markdown-headed text whose
+# line N is the file's line N, so that Part I's chunker cuts at the document's own headings and a
+# source cites the line an editor opens. What is not the author's text (a page's scripts, styles
+# and navigation; Org's drawers and #+ settings; reST's comments and tables of contents) becomes
+# blank lines, which keep the count. Standard library only.
+
+
+def plain_line(line: str) -> str:
+    """A line of the author's text as the chunker must read it: one that Markdown would take for
+    a heading or a code fence ("# a shell comment" in a code block) gets a space before it.
+
+    >>> plain_line("# install it"), plain_line("```"), plain_line("#hashtag")
+    (' # install it', ' ```', '#hashtag')
+    """
+    return " " + line if re.match(r"#{1,6}[ \t]|```|~~~", line) else line
+
+
+def heading_shift(levels: list[int]) -> int:
+    """What to add to a document's heading levels, in order, to make them Markdown's: a top level
+    used once, first, is the title ("#", which the chunker does not cut at); a top level used
+    more often holds the sections, which it cuts at from "##" on.
+
+    >>> heading_shift([1, 2, 2]), heading_shift([1, 2, 1]), heading_shift([2, 3]), heading_shift([])
+    (0, 1, -1, 0)
+    """
+    if not levels:
+        return 0
+    top = min(levels)
+    return (1 if levels[0] == top and levels.count(top) == 1 else 2) - top
+
+
+def heading_line(level: int, title: str) -> str:
+    """A heading as Markdown writes it (level 1 to 6); "" for a heading with no text.
+
+    >>> heading_line(2, "Install"), heading_line(9, "Deep"), heading_line(2, " ")
+    ('## Install', '###### Deep', '')
+    """
+    title = " ".join(title.split())
+    return f"{'#' * max(1, min(level, 6))} {title}" if title else ""
+
+
+def text_lines(path: Path, data: bytes | None) -> tuple[list[str], str | None]:
+    """A text note's lines, as read_text counts them (a BOM dropped; \\r\\n, \\r, \\n end a line),
+    plus a warning when its encoding was a guess. Raises ValueError for one that is no text."""
+    try:
+        data = path.read_bytes() if data is None else data
+    except OSError as e:
+        raise ValueError(e.strerror) from None
+    text, warning = decode_note(data)
+    return re.split(r"\r\n|\r|\n", text.lstrip("\ufeff")), warning
+
+
+# Elements whose content is not the page author's text: code, styles, what a site puts around
+# every page (menus, sidebars, search boxes, the site's footer), what stands in for another thing.
+HTML_DROPPED = frozenset({"script", "style", "template", "noscript", "nav", "aside", "svg",
+                          "button", "select", "iframe", "object", "canvas", "title"})
+HTML_DROPPED_ROLES = frozenset({"navigation", "banner", "contentinfo", "search", "complementary"})
+HTML_RAW = frozenset({"script", "style", "title", "textarea", "xmp", "iframe", "noembed"})
+HTML_VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link",
+                       "meta", "param", "source", "track", "wbr"})
+# Inline elements sit inside a line of text; every other element starts a block of its own.
+HTML_INLINE = frozenset({"a", "abbr", "b", "bdi", "bdo", "cite", "code", "data", "del", "dfn",
+                         "em", "font", "i", "img", "ins", "kbd", "label", "mark", "q", "s", "samp",
+                         "small", "span", "strong", "sub", "sup", "time", "tt", "u", "var", "wbr"})
+HEADINGS_HTML = frozenset(f"h{n}" for n in range(1, 7))
+HTML_SIBLINGS = frozenset({"p", "li", "dt", "dd", "tr", "td", "th", "option"})  # end at their next
+HTML_MAX_DEPTH = 512                      # elements open at once; browsers nest no deeper either
+HEADING_MAX_CHARS = 200                   # a longer "heading" (an <h2> never closed) is text
+HTML_TAG = re.compile(r"<(?:!--|[!?]|(/?)([A-Za-z][^\s/>]*))")
+TAG_END = re.compile(r"""=[ \t\n\f]*(["'])|>""")
+HTML_ROLE = re.compile(r"""\brole\s*=\s*["']?([\w-]+)""", re.IGNORECASE)
+HTML_SPACES = re.compile(r"\s+")
+HTML_CHARSET = re.compile(rb"""<meta\b[^>]*?charset\s*=\s*["']?\s*([\w.:-]+)""", re.IGNORECASE)
+
+
+def tag_end(page: str, at: int) -> int:
+    """Where the tag whose name ends at `at` ends (its ">"), past quoted attribute values
+    (title="a>b"); -1 when it never does.
+
+    >>> tag_end("<a title='x>y'>z", 2), tag_end("<a title='x", 2)
+    (14, -1)
+    """
+    while q := TAG_END.search(page, at):
+        if not q.group(1):
+            return q.start()
+        at = page.find(q.group(1), q.end()) + 1
+        if at == 0:
+            return -1
+    return -1
+
+
+def html_tokens(page: str) -> Iterator[tuple[str, str, str, int]]:
+    """A page's tags and text, as (kind, tag name, text, offset): ("start", "a", ' href="x"', 9),
+    ("end", "a", "", 20), ("text", "", "words", 12); comments and declarations left out. Linear
+    in the page's length whatever it holds: a tag never closed (the file ends inside it) ends the
+    page, as in a browser, instead of being looked for again at every "<" after it.
+
+    >>> list(html_tokens("<p class='a>b'>Hi<!-- x --><br/>"))
+    [('start', 'p', " class='a>b'", 0), ('text', '', 'Hi', 15), ('start', 'br', '/', 27)]
+    """
+    at = 0
+    while at < len(page):
+        m = HTML_TAG.search(page, at)
+        if m is None or m.start() > at:
+            yield "text", "", page[at:m.start() if m else len(page)], at
+            if m is None:
+                return
+        if m.group() == "<!--":
+            end, skip = page.find("-->", m.end()), 3
+        elif m.group(2) is None:          # <!DOCTYPE ...>, <?xml ...?>
+            end, skip = page.find(">", m.end()), 1
+        else:
+            end, skip = tag_end(page, m.end()), 1
+        if end < 0:
+            return
+        at = end + skip
+        if m.group(2) is None:
+            continue
+        name = m.group(2).lower()
+        if m.group(1):
+            yield "end", name, "", m.start()
+            continue
+        yield "start", name, page[m.end():end], m.start()
+        if name in HTML_RAW and not page.endswith("/", m.end(), end):   # text to its end tag
+            close = re.compile(rf"</{name}[\s/>]", re.IGNORECASE).search(page, at)
+            stop = close.start() if close else len(page)
+            yield "text", "", page[at:stop], at
+            yield "end", name, "", stop
+            at = page.find(">", stop) + 1 if close else len(page)
+            if at == 0:
+                return
+
+
+class PageLines:
+    """A web page's text as read_html builds it, by the file's lines: each text run goes on the
+    line it starts on (runs of two blocks on one line are spaced apart), headings on their own
+    lines as Markdown's, the content of HTML_DROPPED elements left out."""
+
+    def __init__(self):
+        self.runs: dict[int, list[tuple[int, str, bool]]] = {}  # line -> (block, text, in <pre>)
+        self.open: list[tuple[str, bool]] = []                   # elements open: (name, dropped)
+        self.counts: Counter = Counter()                         # ...how many of each name
+        self.dropped = self.pre = self.block = self.heading = 0
+        self.headings: dict[int, list] = {}       # block -> [level, first line, last line]
+        self.title: str | None = None             # <title>'s text, once one is open
+
+    def start(self, name: str, attributes: str) -> None:
+        """An element opens: a heading or a block starts; it is left out or is code."""
+        if name in HTML_SIBLINGS and self.open and self.open[-1][0] == name:
+            self.end(name)                # a new <li> ends the one before it
+        if name in HEADINGS_HTML and self.heading:
+            self.end(f"h{self.heading}")
+        role = HTML_ROLE.search(attributes) if "role" in attributes.lower() else None
+        drop = name in HTML_DROPPED or bool(role and role.group(1).lower() in HTML_DROPPED_ROLES) \
+            or name == "footer" and not (self.counts["article"] or self.counts["main"])
+        if name == "title" and self.title is None and not self.dropped:
+            self.title = ""
+        if name not in HTML_INLINE and not self.heading:
+            self.block += 1
+            if name in HEADINGS_HTML and not self.dropped:
+                self.heading = int(name[1])
+                self.headings[self.block] = [self.heading, None, None]
+        if name in HTML_VOID or attributes.endswith("/") or len(self.open) >= HTML_MAX_DEPTH:
+            return
+        self.open.append((name, drop))
+        self.counts[name] += 1
+        self.dropped += drop
+        self.pre += name in ("pre", "textarea", "xmp")
+
+    def end(self, name: str) -> None:
+        """An element closes, and every element opened inside it that is still open."""
+        while self.counts[name]:
+            top, drop = self.open.pop()
+            self.counts[top] -= 1
+            self.dropped -= drop
+            self.pre -= top in ("pre", "textarea", "xmp")
+            if top in HEADINGS_HTML:
+                self.heading = 0
+            if top == name:
+                break
+        if name in HEADINGS_HTML:
+            self.heading = 0
+        if name not in HTML_INLINE and not self.heading:
+            self.block += 1
+
+    def text(self, raw: str, line: int) -> None:
+        """A run of text that starts on `line`: each of its lines on the file's line."""
+        import html                       # only web pages need its table of entities
+        if self.dropped:
+            if self.title == "" and self.open and self.open[-1][0] == "title":
+                self.title = " ".join(html.unescape(raw).split())
+            return
+        pieces = raw.split("\n")
+        for k, piece in enumerate(pieces):
+            if not self.pre and (not piece or piece.isspace() and 0 < k < len(pieces) - 1):
+                continue                  # a line of spaces alone: nothing to show or to space
+            piece = html.unescape(piece) if "&" in piece else piece   # &#10; makes no new line
+            piece = piece.replace("\0", "\ufffd").replace("\r", " ").replace("\n", " ")
+            piece = piece if self.pre else HTML_SPACES.sub(" ", piece)
+            self.runs.setdefault(line + k, []).append((self.block, piece, bool(self.pre)))
+            if self.block in self.headings and piece.strip():
+                where = self.headings[self.block]
+                where[1] = line + k if where[1] is None else where[1]
+                where[2] = line + k
+
+    def lines(self, count: int) -> list[str]:
+        """The page's `count` lines: the text on each, headings as Markdown's."""
+        out = [""] * count
+        alone: dict[int, int] = {}        # line -> the block whose text it holds (-1: several)
+        for n, runs in self.runs.items():
+            parts, last = [], None
+            for block, piece, _ in runs:
+                if parts and block != last and not parts[-1].endswith(" ") \
+                        and not piece.startswith(" "):
+                    parts.append(" ")
+                parts.append(piece)
+                last = block
+            text = "".join(parts).rstrip()
+            out[n - 1] = plain_line(text if runs[0][2] else text.lstrip())
+            if blocks := {block for block, piece, _ in runs if piece.strip()}:
+                alone[n] = blocks.pop() if len(blocks) == 1 else -1
+        headings = []                     # (level, first line, last line, title): on lines alone
+        for block, (level, first, last) in self.headings.items():
+            if first is not None and all(alone.get(n) == block for n in range(first, last + 1)
+                                         if n in alone):
+                title = " ".join(out[n - 1] for n in range(first, last + 1)).strip()
+                if len(title) <= HEADING_MAX_CHARS:
+                    headings.append((level, first, last, title))
+        # A first heading that repeats the page's <title> is the title (pandoc's title block).
+        titled = bool(headings) and headings[0][3] == self.title
+        levels = [level for level, *_ in headings[titled:]]
+        shift = 2 - min(levels, default=2) if titled else heading_shift(levels)
+        for k, (level, first, last, title) in enumerate(headings):
+            out[first - 1:last] = [""] * (last - first + 1)
+            out[first - 1] = heading_line(1 if titled and k == 0 else level + shift,
+                                          title.rstrip(" ¶"))
+        return out
+
+
+def page_text(data: bytes) -> tuple[str, str | None]:
+    """A web page's bytes as text, plus a warning when its encoding was a guess: decode_note's
+    reading, unless that is a guess and the page names its charset (<meta charset>), which
+    then decides (one that would change the file's lines is not taken)."""
+    text, warning = decode_note(data)
+    if warning and (m := HTML_CHARSET.search(data, 0, 1024)):
+        name = m.group(1).decode("ascii").lower()
+        name = "cp1252" if name in ("iso-8859-1", "latin1", "us-ascii", "ascii") else name
+        with contextlib.suppress(LookupError, UnicodeDecodeError):
+            said = data.decode(name)
+            if said.count("\n") == data.count(b"\n") and said.count("\r") == data.count(b"\r"):
+                return said, None
+    return text, warning
+
+
+def read_html(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
+    """Read a web page (.html, .htm) as a browser shows its text: tags taken off, entities
+    decoded, <h1>-<h6> as Markdown's headings, each text on its line of the file, <pre> as
+    written; scripts, styles and navigation (HTML_DROPPED) left out; <title> titles the note.
+    Raises ValueError for a page with no text outside those."""
+    try:
+        data = path.read_bytes() if data is None else data
+    except OSError as e:
+        raise ValueError(e.strerror) from None
+    page, warning = page_text(data)
+    page = page.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    lines, at, line = PageLines(), 0, 1
+    for kind, name, text, offset in html_tokens(page):
+        line += page.count("\n", at, offset)
+        at = offset
+        if kind == "start":
+            lines.start(name, text)
+        elif kind == "end":
+            lines.end(name)
+        else:
+            lines.text(text, line)
+    body = "\n".join(lines.lines(page.count("\n") + 1))
+    if not body.strip():
+        raise ValueError("no text outside its scripts, styles and navigation")
+    return [Section(body, line=1, meta=NoteMeta(title=lines.title) if lines.title else None)], \
+        warning
+
+
+ORG_HEADLINE = re.compile(r"(\*+)[ \t]+(.*)")
+ORG_TAGS = re.compile(r"[ \t]+:([\w@#%:]+):[ \t]*$")
+ORG_PRIORITY = re.compile(r"\[#[A-Za-z0-9]\][ \t]*")
+ORG_KEYWORD = re.compile(r"[ \t]*#\+(\w+)(?:\[[^\]\n]*\])?:[ \t]*(.*)")      # #+TITLE: Tea
+ORG_BLOCK = re.compile(r"[ \t]*#\+(begin|end)_(\S+).*", re.IGNORECASE)
+ORG_DRAWER = re.compile(r"[ \t]*:[\w-]+:[ \t]*")
+ORG_DRAWER_END = re.compile(r"[ \t]*:END:[ \t]*", re.IGNORECASE)
+ORG_NOT_TEXT = re.compile(r"[ \t]*(?:(?:SCHEDULED|DEADLINE|CLOSED|CLOCK):.*|#(?:[ \t].*)?)")
+ORG_LINK = re.compile(r"\[\[([^\[\]\n]*)\](?:\[([^\[\]\n]*)\])?\]")
+ORG_DROPPED_BLOCKS = ("comment", "export")     # commented out; raw HTML or LaTeX for an export
+ORG_TODO_KEYS = ("todo", "seq_todo", "typ_todo")
+
+
+def org_links(line: str) -> str:
+    """Org's links as the reader sees them: [[target][words]] as its words, [[target]] as is.
+
+    >>> org_links("See [[https://orgmode.org][the manual]] and [[file:tea.org]].")
+    'See the manual and file:tea.org.'
+    """
+    return ORG_LINK.sub(lambda m: m.group(2) if m.group(2) is not None else m.group(1), line)
+
+
+def org_headline(text: str, keywords: set[str]) -> tuple[str, list[str]]:
+    """A headline's title without its TODO keyword, priority and tags, and the tags.
+
+    >>> org_headline("TODO [#A] Brew [[x][green]] tea :tea:home:", {"TODO", "DONE"})
+    ('Brew green tea', ['tea', 'home'])
+    """
+    tags = []
+    if m := ORG_TAGS.search(text):
+        tags, text = [t for t in m.group(1).split(":") if t], text[:m.start()]
+    first, _, rest = text.partition(" ")
+    text = rest if first in keywords else text
+    return org_links(ORG_PRIORITY.sub("", text, count=1)).strip(), tags
+
+
+def read_org(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
+    """Read an Emacs Org-mode note (.org): headlines (*, **) as Markdown's "##", "###" (#+TITLE,
+    the title, as "#"), without their TODO keyword, priority and tags (which become the note's
+    tags); the text of blocks (#+BEGIN_SRC) kept, links as their words. Left out as blank lines:
+    drawers (:PROPERTIES: ... :END:), #+ settings, # comments, planning lines (SCHEDULED:),
+    comment and export blocks. A drawer or block never closed is text, as in Org."""
+    lines, warning = text_lines(path, data)
+    keywords = {"TODO", "DONE"}
+    ends: dict[str, list[int]] = {}       # where each kind of block and drawer closes, in order
+    for i, line in enumerate(lines):
+        if m := ORG_BLOCK.fullmatch(line):
+            if m.group(1).lower() == "end":
+                ends.setdefault(m.group(2).lower(), []).append(i)
+        elif ORG_DRAWER_END.fullmatch(line):
+            ends.setdefault(":end:", []).append(i)
+        elif (m := ORG_KEYWORD.fullmatch(line)) and m.group(1).lower() in ORG_TODO_KEYS:
+            keywords |= {re.sub(r"\(.*\)", "", w) for w in m.group(2).split() if w != "|"}
+    headlines = [i for i, line in enumerate(lines) if ORG_HEADLINE.fullmatch(line)]
+
+    def closes(kind: str, i: int) -> int | None:   # the line that closes what opens on line i
+        after = ends.get(kind, [])
+        k = bisect.bisect_right(after, i)
+        return after[k] if k < len(after) else None
+    out, meta, tags = [""] * len(lines), {}, []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if m := ORG_HEADLINE.fullmatch(line):
+            title, more = org_headline(m.group(2), keywords)
+            out[i], tags = heading_line(len(m.group(1)) + 1, title), tags + more
+        elif (m := ORG_BLOCK.fullmatch(line)) and (end := closes(m.group(2).lower(), i)):
+            if m.group(2).lower() not in ORG_DROPPED_BLOCKS:       # ",* x" is a quoted "* x"
+                out[i + 1:end] = [plain_line(re.sub(r"^([ \t]*),(?=\*|#\+)", r"\1", inner))
+                                  for inner in lines[i + 1:end]]
+            i = end
+        elif m := ORG_KEYWORD.fullmatch(line):
+            key, value = m.group(1).lower(), org_links(m.group(2)).strip()
+            meta.setdefault(key, value)
+            if key == "title" and value and not any(h < i for h in headlines[:1]):
+                out[i] = heading_line(1, value)
+            elif key == "caption":
+                out[i] = plain_line(value)
+        elif ORG_DRAWER.fullmatch(line) and (end := closes(":end:", i)) is not None \
+                and end < next(iter(headlines[bisect.bisect_right(headlines, i):]), end + 1):
+            i = end                       # a drawer closes before the next headline, or is none
+        elif not ORG_NOT_TEXT.fullmatch(line) and not ORG_BLOCK.fullmatch(line):
+            out[i] = plain_line(org_links(line))
+        i += 1
+    tags += [t for t in meta.get("filetags", "").split(":") if t.strip()]
+    date = re.search(r"\d{4}-\d{2}-\d{2}", meta.get("date", ""))
+    day = iso_day(date.group()) if date else None
+    card = NoteMeta(title=meta.get("title", ""), tags=tuple(dict.fromkeys(tags)), date=day or "",
+                    dated_by="date" if day else "", description=meta.get("description", ""))
+    return [Section("\n".join(out), line=1, meta=card)], warning
+
+
+RST_ADORNMENT = re.compile(r"([!-/:-@\[-`{-~])\1+[ \t]*")       # "=====", "-----", "~~~~~"
+RST_EXPLICIT = re.compile(r"([ \t]*)\.\.(?:[ \t]+(.*))?")         # ".. note::", ".. a comment"
+RST_DIRECTIVE = re.compile(r"([\w:+.-]+?)[ \t]*::(?:[ \t]+(.*))?")
+RST_OPTION = re.compile(r"[ \t]+:[^:\n]+:(?:[ \t].*)?")           # a directive's "   :linenos:"
+RST_FIELD = re.compile(r":([^:\s][^:\n]*?):(?:[ \t]+(.*))?")      # ":author: Ann"
+# A role's text (:ref:`words <target>`), ``code``, a link's words (`words <url>`_), `text`; a
+# role's name is bounded, or a line of colons would be tried from every one.
+RST_INLINE = re.compile(r":[\w.+-]{1,40}(?::[\w.+-]{1,40}){0,2}:`([^`\n]+)`"
+                        r"|``([^`\n]+)``|`([^`\n]+)`__?|`([^`\n]+)`")
+# Directives with no text of the author's (a table of contents, an image, raw HTML, another
+# file, generated API docs: auto*), and those whose content is code, kept as written.
+RST_DROPPED = frozenset({"toctree", "image", "include", "raw", "contents", "sectnum", "index",
+                         "meta", "highlight", "literalinclude", "default-role", "role",
+                         "target-notes", "header", "footer", "title", "class",
+                         "tabularcolumns", "only"})
+RST_CODE = frozenset({"code", "code-block", "sourcecode", "doctest", "testcode", "testoutput",
+                      "parsed-literal", "math", "productionlist"})
+
+
+def rst_inline(line: str) -> str:
+    """reST's inline markup as the reader sees it: roles, links and literals as their words.
+
+    >>> rst_inline("Use :func:`~os.path.join` or :ref:`the guide <guide>`, ``x = 1``, "
+    ...            "`Python <https://python.org>`_.")
+    'Use join or the guide, x = 1, Python.'
+    """
+    def words(m: re.Match) -> str:
+        text = next(g for g in m.groups() if g is not None)
+        if m.group(2) is not None:        # ``literal``: as written
+            return text
+        text = re.sub(r"\s*<[^<>]*>$", "", text) or text
+        return text[1:].rsplit(".", 1)[-1] if text.startswith("~") else text.lstrip("!")
+    return RST_INLINE.sub(words, line)
+
+
+def indent(line: str) -> int:
+    """How far a line is indented (a tab counts as one)."""
+    return len(line) - len(line.lstrip())
+
+
+def read_rst(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
+    """Read a reStructuredText note (.rst): section titles (underlined, or over- and underlined,
+    with any punctuation; levels in the order their styles first appear) as Markdown's headings
+    on the title's line; directives' content kept (code as written), roles and links as their
+    words, top fields (:author: Ann) as "author: Ann". Left out as blank lines: the adornment,
+    comments, link targets, substitution definitions, and the directives in RST_DROPPED."""
+    lines, warning = text_lines(path, data)
+    out, heads, styles = [""] * len(lines), [], {}
+    literal = None                        # the indent of the paragraph whose "::" opened a block
+    i = 0
+
+    def block_end(at: int) -> int:       # past the lines indented under line `at`
+        j = at + 1
+        while j < len(lines) and (not lines[j].strip() or indent(lines[j]) > indent(lines[at])):
+            j += 1
+        return j
+    while i < len(lines):
+        line = lines[i]
+        after_blank = i == 0 or not lines[i - 1].strip()
+        under = lines[i + 1] if i + 1 < len(lines) else ""
+        if literal is not None and (not line.strip() or indent(line) > literal):
+            out[i] = plain_line(line)
+            i += 1
+            continue
+        literal = None
+        if m := RST_EXPLICIT.fullmatch(line):
+            rest = m.group(2) or ""
+            directive = RST_DIRECTIVE.fullmatch(rest)
+            name = directive.group(1).lower() if directive else ""
+            if rest.startswith("["):                          # a footnote: its text is text
+                out[i] = plain_line(rst_inline(re.sub(r"^\[[^\]]*\][ \t]*", "", rest)))
+                i += 1
+                continue
+            if not directive or name in RST_DROPPED or name.startswith("auto") \
+                    or rest.startswith(("_", "|")):            # comment, target, substitution
+                i = block_end(i)
+                continue
+            out[i] = "" if name in RST_CODE or name == "figure" else \
+                plain_line(rst_inline(directive.group(2) or ""))
+            i += 1
+            while i < len(lines) and RST_OPTION.fullmatch(lines[i]):
+                i += 1
+            if name in RST_CODE:
+                end = block_end(i - 1)
+                out[i:end] = map(plain_line, lines[i:end])
+                i = end
+            continue
+        if RST_ADORNMENT.fullmatch(line) and i + 2 < len(lines) and lines[i + 1].strip() \
+                and lines[i + 2].strip() == line.strip() \
+                and not RST_ADORNMENT.fullmatch(lines[i + 1]):        # over- and underlined
+            heads.append((i + 1, (line[0], True), lines[i + 1].strip()))
+            i += 3
+            continue
+        if line.strip() and not line[0].isspace() and after_blank \
+                and RST_ADORNMENT.fullmatch(under) and not RST_ADORNMENT.fullmatch(line) \
+                and len(under.rstrip()) >= min(len(line.rstrip()), 4):
+            heads.append((i, (under[0], False), line.strip()))
+            i += 2
+            continue
+        if RST_ADORNMENT.fullmatch(line) and after_blank and not under.strip():
+            pass                                              # a transition
+        elif m := RST_FIELD.fullmatch(line):
+            out[i] = f"{m.group(1)}: {rst_inline(m.group(2))}" if m.group(2) else ""
+        else:
+            text = rst_inline(line)
+            if text.rstrip().endswith("::"):
+                literal = indent(line)
+                text = text.rstrip()[:-1] if text.strip() != "::" else ""
+            out[i] = plain_line(text)
+        i += 1
+    for at, style, _ in heads:
+        styles.setdefault(style, len(styles) + 1)
+    shift = heading_shift([styles[style] for _, style, _ in heads])
+    for at, style, title in heads:
+        out[at] = heading_line(styles[style] + shift, rst_inline(title))
+    return [Section("\n".join(out), line=1)], warning
 
 
 # ----------------------------------------------------------------------------

@@ -285,5 +285,5 @@ def test_the_types_are_named_from_the_table(tmp_path, cli):
     empty = tmp_path / "empty"
     empty.mkdir()
     out = cli("anything", "--notes", empty)
-    assert ".pdf, .docx, .odt, .epub, .ipynb, at least" in out.stderr
-    assert ".docx, .odt, .epub, .ipynb files" in cli("--help").stdout
+    assert ".pdf, .docx, .odt, .epub, .ipynb, " in out.stderr
+    assert ".docx, .odt, .epub, .ipynb, " in " ".join(cli("--help").stdout.split())

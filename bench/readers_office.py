@@ -12,7 +12,7 @@ and the last chunk's citation. Then the hostile files: the time and the peak mem
 (tracemalloc) to refuse a zip bomb, a zip whose sizes lie, and a billion laughs.
 
     pip install --target /tmp/pp pypandoc_binary            # a pandoc, for this study only
-    PANDOC=/tmp/pp/pypandoc/files/pandoc python bench/readers.py
+    PANDOC=/tmp/pp/pypandoc/files/pandoc python bench/readers_office.py
 """
 import json
 import os

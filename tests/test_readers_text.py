@@ -1,0 +1,393 @@
+"""Web pages, Org-mode and reStructuredText notes, in the shapes the tools people use write them:
+each found by a question about its last section and cited at the file's own line, with what is
+not the author's text (scripts, navigation, drawers, settings, comments) left out, and hostile
+files named and skipped in one line, never a traceback or a run that does not end."""
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+import demo_rag as rag
+
+# "Save page as" (Chrome, "Webpage, HTML only"): the page as the site served it, with the mark of
+# the web comment the browser adds; scripts, a site header and menus, a sidebar, a footer.
+SAVED_PAGE = """<!DOCTYPE html>
+<!-- saved from url=(0041)https://kettles.example.org/care/kettle -->
+<html lang="en" class="no-js"><head><meta http-equiv="Content-Type" content="text/html; charset=UTF-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Kettle care · Kettles &amp; Co</title>
+<link rel="stylesheet" href="./Kettle care_files/site.css">
+<style>.menu { display: flex } /* STYLEWORD */</style>
+<script async="" src="./Kettle care_files/analytics.js"></script>
+<script>window.dataLayer = []; var s = "</div><h2>SCRIPTWORD</h2>"; if (a < b) { go(); }</script>
+</head>
+<body class="page">
+<header class="site-header" role="banner"><a class="logo" href="https://kettles.example.org/">Kettles &amp; Co BANNERWORD</a>
+<nav class="menu"><ul><li><a href="https://kettles.example.org/shop">Shop NAVWORD</a></li><li><a href="https://kettles.example.org/care">Care</a></li></ul></nav>
+</header>
+<main id="content">
+<article>
+<h1>Kettle care</h1>
+<p>Fill the kettle to the <em>MAX</em> line,
+never above it &mdash; it boils over.</p>
+<h2 id="descaling">Descaling</h2>
+<p>Descale every month with citric acid:</p>
+<pre><code># two spoons of acid
+boil --twice
+</code></pre>
+<h2 id="warranty">Warranty</h2>
+<p>The warranty lasts 24 months from the date of purchase;
+keep the zeppelin-shaped receipt in the drawer.</p>
+</article>
+<aside class="sidebar"><h3>Related SIDEWORD</h3><p>Teapots for every season.</p></aside>
+</main>
+<footer class="site-footer"><p>&copy; 2024 Kettles &amp; Co FOOTWORD</p></footer>
+<noscript><img src="https://pixel.example.org/p.gif" alt="">NOSCRIPTWORD</noscript>
+</body></html>
+"""
+
+# `pandoc -s --toc kettle.md -o kettle.html` (pandoc 3.9), its long style sheet cut short.
+PANDOC_PAGE = """<!DOCTYPE html>
+<html xmlns="http://www.w3.org/1999/xhtml" lang="" xml:lang="">
+<head>
+  <meta charset="utf-8" />
+  <meta name="generator" content="pandoc" />
+  <meta name="viewport" content="width=device-width, initial-scale=1.0, user-scalable=yes" />
+  <title>Kettle care</title>
+  <style>
+    html { color: #1a1a1a; background-color: #fdfdfd; }
+    code span.co { color: #60a0b0; font-style: italic; } /* Comment STYLEWORD */
+  </style>
+</head>
+<body>
+<header id="title-block-header">
+<h1 class="title">Kettle care</h1>
+</header>
+<nav id="TOC" role="doc-toc">
+<ul>
+<li><a href="#filling" id="toc-filling">Filling NAVWORD</a></li>
+<li><a href="#descaling" id="toc-descaling">Descaling</a></li>
+<li><a href="#warranty" id="toc-warranty">Warranty</a></li>
+</ul>
+</nav>
+<h1 id="filling">Filling</h1>
+<p>Fill the kettle to the MAX line, never above it.</p>
+<h1 id="descaling">Descaling</h1>
+<p>Descale every month with citric acid:</p>
+<div class="sourceCode" id="cb1"><pre class="sourceCode sh"><code class="sourceCode bash"><span id="cb1-1"><a href="#cb1-1" aria-hidden="true" tabindex="-1"></a><span class="co"># two spoons of acid</span></span>
+<span id="cb1-2"><a href="#cb1-2" aria-hidden="true" tabindex="-1"></a><span class="ex">boil</span> <span class="at">--twice</span></span></code></pre></div>
+<h1 id="warranty">Warranty</h1>
+<p>The warranty lasts 24 months from the date of purchase; keep the
+zeppelin-shaped receipt in the drawer.</p>
+</body>
+</html>
+"""
+
+# `pandoc kettle.md -o kettle.html` (pandoc 3.9, no -s): a fragment, its sections all <h1>.
+PANDOC_FRAGMENT = PANDOC_PAGE[PANDOC_PAGE.index('<h1 id="filling">'):PANDOC_PAGE.index("</body>")]
+
+# Written in Emacs: a capture template's property drawer, a TODO with a priority and tags, a
+# scheduled date, a logbook, a source block, a comment, and #+ settings.
+EMACS_ORG = """#+TITLE: Kettle care
+#+AUTHOR: Ann
+#+FILETAGS: :home:
+#+STARTUP: overview SETTINGWORD
+:PROPERTIES:
+:ID:       6f1c2a4e-PROPWORD
+:END:
+
+* Filling
+Fill the kettle to the MAX line, never above it.
+* TODO [#A] Descaling                                              :chores:
+SCHEDULED: <2024-03-06 Wed +1m>
+:LOGBOOK:
+- State "DONE"       from "TODO"       [2024-02-06 Tue 09:12] LOGWORD
+:END:
+Descale every month with citric acid:
+#+BEGIN_SRC sh
+# two spoons of acid
+boil --twice
+#+END_SRC
+# remember to buy acid COMMENTWORD
+* Warranty
+:PROPERTIES:
+:CREATED:  [2024-01-02 Tue 10:00]
+:END:
+The warranty lasts 24 months from the date of purchase; keep the
+zeppelin-shaped receipt in the drawer.
+"""
+
+# `pandoc -s kettle.md -t org` (pandoc 3.9): a CUSTOM_ID drawer under every headline.
+PANDOC_ORG = """#+title: Kettle care
+
+* Filling
+:PROPERTIES:
+:CUSTOM_ID: filling
+:END:
+Fill the kettle to the MAX line, never above it.
+
+* Descaling
+:PROPERTIES:
+:CUSTOM_ID: descaling PROPWORD
+:END:
+Descale every month with citric acid:
+
+#+begin_src sh
+# two spoons of acid
+boil --twice
+#+end_src
+
+* Warranty
+:PROPERTIES:
+:CUSTOM_ID: warranty
+:END:
+The warranty lasts 24 months from the date of purchase; keep the
+zeppelin-shaped receipt in the drawer.
+"""
+
+# A Sphinx project's page: a field list, a table of contents, roles, a note, a code block, a
+# comment, a link target, sections underlined in the order Sphinx's style guide gives.
+SPHINX_RST = """:orphan:
+
+.. _kettle-care:
+
+###########
+Kettle care
+###########
+
+.. toctree::
+   :maxdepth: 2
+
+   TOCWORD-page
+
+Fill the kettle to the :term:`MAX line <max>`, never above it.
+
+Descaling
+=========
+
+Descale every month with citric acid (see :ref:`acids`)::
+
+   # two spoons of acid
+   boil --twice
+
+.. note::
+   Let it cool first.
+
+.. This is a comment: COMMENTWORD
+
+.. code-block:: sh
+   :linenos:
+
+   # rinse
+   rinse --three-times
+
+Warranty
+========
+
+The warranty lasts 24 months from the date of purchase; keep the
+zeppelin-shaped receipt in the drawer (`terms <https://example.org/terms>`_).
+"""
+
+# `pandoc -s kettle.md -t rst` (pandoc 3.9).
+PANDOC_RST = """===========
+Kettle care
+===========
+
+Filling
+=======
+
+Fill the kettle to the MAX line, never above it.
+
+Descaling
+=========
+
+Descale every month with citric acid:
+
+.. code:: sh
+
+   # two spoons of acid
+   boil --twice
+
+Warranty
+========
+
+The warranty lasts 24 months from the date of purchase; keep the
+zeppelin-shaped receipt in the drawer.
+"""
+
+# (file name, its text, the heading path its last section is cited under)
+SAMPLES = [
+    ("kettle-saved.html", SAVED_PAGE, "# Kettle care › ## Warranty"),
+    ("kettle-pandoc.html", PANDOC_PAGE, "# Kettle care › ## Warranty"),
+    ("kettle-fragment.html", PANDOC_FRAGMENT, "## Warranty"),
+    ("kettle-emacs.org", EMACS_ORG, "# Kettle care › ## Warranty"),
+    ("kettle-pandoc.org", PANDOC_ORG, "# Kettle care › ## Warranty"),
+    ("kettle-sphinx.rst", SPHINX_RST, "# Kettle care › ## Warranty"),
+    ("kettle-pandoc.rst", PANDOC_RST, "# Kettle care › ## Warranty"),
+]
+LEFT_OUT = ("SCRIPTWORD", "STYLEWORD", "NAVWORD", "BANNERWORD", "SIDEWORD", "FOOTWORD",
+            "NOSCRIPTWORD", "PROPWORD", "SETTINGWORD", "LOGWORD", "COMMENTWORD", "TOCWORD")
+OTHER_NOTE = "# Tea\n\nGreen tea wants water at about 80 degrees, never boiling, for two minutes.\n"
+
+
+def line_of(text: str, words: str) -> int:
+    """The 1-based number of the only line of `text` that holds `words`."""
+    (n,) = [i for i, line in enumerate(text.split("\n"), 1) if words in line]
+    return n
+
+
+def note_file(path: Path) -> rag.NoteFile:
+    st = path.stat()
+    return rag.NoteFile(path.name, str(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+@pytest.mark.parametrize("name, text, heading", SAMPLES, ids=[s[0] for s in SAMPLES])
+def test_the_last_section_is_found_and_cited_at_the_file_s_line(cli, tmp_path, name, text, heading):
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / name).write_text(text, encoding="utf-8")
+    (folder / "tea.md").write_text(OTHER_NOTE, encoding="utf-8")
+    out = cli("How long is the warranty? Where is the zeppelin-shaped receipt kept?",
+              "--notes", folder, "--retrieve-only", "--json")
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr and "skipped" not in out.stderr, out.stderr
+    top = json.loads(out.stdout)["sources"][0]
+    line = line_of(text, "zeppelin-shaped")
+    assert (top["source"], top["line"], top["section"]) == (name, line, heading), top
+    # --mcp's read_note shows the file's own lines: the cited line is the one holding the words
+    lines = rag.note_lines(note_file(folder / name), rag.MAX_NOTE_MB)
+    assert len(lines) == text.count("\n") and "zeppelin-shaped" in lines[line - 1]
+    printed = cli("zeppelin-shaped receipt warranty", "--notes", folder, "--retrieve-only").stdout
+    assert f"[1] {name}:{line} › {heading}" in printed, printed
+
+
+@pytest.mark.parametrize("name, text, heading", SAMPLES, ids=[s[0] for s in SAMPLES])
+def test_what_is_not_the_author_s_text_is_left_out_and_every_line_stays_in_place(
+        tmp_path, name, text, heading):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    (section,), warning = rag.NOTE_TYPES[path.suffix].read(path, None)
+    assert warning is None and section.line == 1
+    assert section.text.count("\n") == text.count("\n")      # line N is the file's line N
+    assert not [w for w in LEFT_OUT if w in section.text], section.text
+    for words in ("MAX", "citric acid", "--twice", "24 months", "zeppelin-shaped"):
+        assert words in section.text.split("\n")[line_of(text, words) - 1], words
+    # code keeps its "# comment" as text, never as a heading the chunker would cut at
+    assert [h[2] for h in rag.heading_outline(section.text)][-1] == "Warranty"
+    assert "two spoons of acid" not in {h[2] for h in rag.heading_outline(section.text)}
+
+
+def test_a_note_s_card_takes_its_title_and_tags_from_the_file():
+    page = rag.read_html(Path("p.html"), SAVED_PAGE.encode())[0][0]
+    org = rag.read_org(Path("k.org"), EMACS_ORG.encode())[0][0]
+    assert page.meta.title == "Kettle care · Kettles & Co"
+    assert (org.meta.title, org.meta.tags) == ("Kettle care", ("chores", "home"))
+    assert "TODO" not in org.text and "[#A]" not in org.text and ":chores:" not in org.text
+
+
+def test_html_text_is_decoded_and_placed_as_a_browser_shows_it():
+    page = ("<p>caf&eacute; &amp; t&#233;a&#10;on one line</p>\n"
+            "<p>one</p><p>two</p>\n<table><tr><td>Model</td><td>K1</td></tr></table>\n"
+            "<h2>A\nlong title</h2>\n<h2>C#</h2>\n<p>x</p>\n")
+    lines = rag.read_html(Path("p.html"), page.encode())[0][0].text.split("\n")
+    assert lines[:3] == ["café & téa on one line", "one two", "Model K1"]
+    assert lines[3:6] == ["## A long title", "", "## C#"]
+
+
+@pytest.mark.parametrize("title", ["Title\n=====", "=====\nTitle\n=====", "Title\n~~~~~", "Title\n####"])
+def test_rst_titles_take_their_level_from_the_order_their_style_first_appears(title):
+    text = f"{title}\n\nIntro.\n\nFirst\n-----\n\nOne.\n\nSecond\n------\n\nTwo.\n"
+    lines = rag.read_rst(Path("t.rst"), text.encode())[0][0].text.split("\n")
+    headings = [ln for ln in lines if ln.startswith("#")]
+    assert headings == ["# Title", "## First", "## Second"], lines
+
+
+def test_org_drawers_and_blocks_never_closed_are_text_as_in_org():
+    text = "* A\n:PROPERTIES:\nkept words\n* B\n#+BEGIN_SRC sh\nalso kept\n"
+    lines = rag.read_org(Path("o.org"), text.encode())[0][0].text.split("\n")
+    assert lines[:6] == ["## A", ":PROPERTIES:", "kept words", "## B", "", "also kept"], lines
+
+
+# ---- hostile files: one warning each, the run goes on, and it ends soon ------------------------
+
+HOSTILE = {
+    "unclosed-attribute.html": b"<a title='" + b"x" * 2_000_000,
+    "only-scripts.html": b"<html><head><script>" + b"var a = 1;\n" * 1000 + b"</script></head></html>",
+    "nul.html": b"<p>text\0" + b"\0" * 100 + b"</p>",
+    "nul.org": b"* A\n\0\0\0binary",
+    "nul.rst": b"Title\n=====\n\0\0\0",
+    "unclosed-lt.html": b"<a" * 1_000_000,
+    "quoted-lt.html": b"<a '" * 500_000,
+}
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_a_hostile_file_is_named_in_one_warning_and_skipped(cli, tmp_path, name):
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "tea.md").write_text(OTHER_NOTE, encoding="utf-8")
+    (folder / name).write_bytes(HOSTILE[name])
+    started = time.perf_counter()
+    out = cli("green tea", "--notes", folder, "--retrieve-only", timeout=120)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    assert time.perf_counter() - started < 30                      # html.parser: hours on some
+    said = [ln for ln in out.stderr.splitlines() if name in ln]
+    assert len(said) == 1 and said[0].startswith(f"warning: skipped {name}: "), out.stderr
+    assert "[1] tea.md" in out.stdout
+
+
+@pytest.mark.parametrize("name, data", [
+    ("unclosed.html", "<html><body><h1>Kettle<p>Fill it to the MAX line.<ul><li>Descale"
+                      "<li>Rinse three times, the zeppelin way<div><div><span>"),
+    ("unclosed-attribute.html", "<p>The zeppelin kettle.</p><a title='" + "x\n" * 500_000),
+    ("deep.html", "<div>" * 100_000 + "<p>The zeppelin-shaped kettle, nested deep.</p>"),
+    ("long-line.html", "<p>" + "Tea and kettles. " * 120_000 + "The zeppelin word.</p>"),
+    ("entities.html", "<p>" + "&amp;&#" * 300_000 + " zeppelin</p>"),
+    ("many-headings.html", "<h2>Part\n" * 50_000 + "<p>zeppelin"),
+    ("stars.org", "* x\n" * 100_000 + "zeppelin\n"),
+    ("colons.rst", ":a" * 500_000 + "\n\nzeppelin\n"),
+    ("adornments.rst", "==\n" * 300_000 + "\nzeppelin\n"),
+])
+def test_a_page_a_browser_would_show_is_read_in_linear_time(tmp_path, name, data):
+    path = tmp_path / name
+    path.write_text(data, encoding="utf-8")
+    started = time.perf_counter()
+    (section,), _ = rag.NOTE_TYPES[path.suffix].read(path, None)
+    assert time.perf_counter() - started < 20, name
+    assert "zeppelin" in section.text and section.text.count("\n") == data.count("\n")
+
+
+def test_help_and_the_looked_for_message_name_every_type_of_the_table(cli, tmp_path):
+    helped = cli("--help").stdout
+    assert all(suffix in helped for suffix in (".html", ".htm", ".org", ".rst"))
+    assert re.search(r"\.md, .*\.rst files", " ".join(helped.split())), helped
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    out = cli("tea", "--notes", empty)
+    assert out.returncode == 2 and f"looked for {', '.join(rag.NOTE_TYPES)}" in out.stderr
+    assert ".html, .htm, .org, .rst" in out.stderr, out.stderr
+
+
+def test_the_readme_names_every_type_of_the_table():
+    readme = (Path(rag.__file__).parent / "README.md").read_text(encoding="utf-8")
+    for suffix in rag.NOTE_TYPES:
+        assert f"`{suffix}`" in readme, suffix
+
+
+
+def test_a_page_s_declared_charset_decides_where_its_bytes_alone_would_be_a_guess():
+    body = "<p>Grüße aus Köln, sagt die Teekanne.</p>\n"
+    said = ('<meta charset="windows-1252">\n' + body).encode("cp1252")
+    (section,), warning = rag.read_html(Path("p.html"), said)
+    assert (section.text.split("\n")[1], warning) == ("Grüße aus Köln, sagt die Teekanne.", None)
+    _, guessed = rag.read_html(Path("p.html"), body.encode("cp1252"))
+    assert guessed and "a guess" in guessed
+    # a charset that would change the file's lines (UTF-16 without a BOM) is not taken
+    data = b'<meta charset="utf-16">\n<p>\xe9t\xe9 au caf\xe9!</p>\n'
+    assert len(data) % 2 == 0 and data.decode("utf-16").count("\n") != data.count(b"\n")
+    (section,), _ = rag.read_html(Path("p.html"), data)
+    assert section.text.count("\n") == 2 and "caf" in section.text
