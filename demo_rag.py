@@ -1860,16 +1860,24 @@ class Section(NamedTuple):
                                           # itself, on its first section
 
 
+def note_data(path: Path, data: bytes | None) -> bytes:
+    """A note's bytes: `data` when its caller read them (read_note), else the file's. Raises
+    ValueError, with the reason, for a file that cannot be read."""
+    if data is not None:
+        return data
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        raise ValueError(e.strerror or str(e)) from None
+
+
 def read_text(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
     """Read a Markdown or text note: one section, plus a warning or None. Markdown is read as its
     owner writes it (read_markdown): front matter parsed and taken off the top, Obsidian's markup
     cleaned with every line break kept, so the section starts on the line after the front matter
     and lines counted in its text are the file's lines. A .txt note is its text, all of it.
     `data` is the file's bytes, when the caller has read them (read_note)."""
-    try:
-        data = path.read_bytes() if data is None else data
-    except OSError as e:
-        raise ValueError(e.strerror) from None
+    data = note_data(path, data)
     text, warning = decode_note(data)
     text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     if path.suffix.lower() not in MARKDOWN_SUFFIXES:
@@ -2325,11 +2333,11 @@ def read_zipped(path: Path, data: bytes | None, kind: str,
     import io
     import zipfile                        # (only here: most folders hold no zip-based note)
     import zlib
+    data = note_data(path, data)
     try:
-        data = path.read_bytes() if data is None else data
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             return read(Unzipped(archive, kind))
-    except OSError as e:
+    except OSError as e:                  # a part zipfile cannot read
         raise ValueError(e.strerror or str(e)) from None
     except (zipfile.BadZipFile, zlib.error, EOFError) as e:
         raise ValueError(f"not a readable {kind} file: a damaged zip ({e})") from None
@@ -2776,10 +2784,9 @@ def read_notebook(path: Path, data: bytes | None = None) -> tuple[list[Section],
     heading, a raw cell's as text. Left out: outputs, which the code wrote and the next run
     rewrites, and whose tables, logs and tracebacks would outnumber the author's words; the
     metadata, and images. nbformat 4, and 3 (cells in worksheets, heading cells). No warning."""
+    data = note_data(path, data)
     try:
-        notebook = json.loads(path.read_bytes() if data is None else data)
-    except OSError as e:
-        raise ValueError(e.strerror or str(e)) from None
+        notebook = json.loads(data)
     except (ValueError, RecursionError) as e:
         raise ValueError(f"not a notebook: its JSON does not parse ({e})") from None
     if not isinstance(notebook, dict):
@@ -2852,10 +2859,7 @@ def heading_line(level: int, title: str) -> str:
 def text_lines(path: Path, data: bytes | None) -> tuple[list[str], str | None]:
     """A text note's lines, as read_text counts them (a BOM dropped; \\r\\n, \\r, \\n end a line),
     plus a warning when its encoding was a guess. Raises ValueError for one that is no text."""
-    try:
-        data = path.read_bytes() if data is None else data
-    except OSError as e:
-        raise ValueError(e.strerror) from None
+    data = note_data(path, data)
     text, warning = decode_note(data)
     return re.split(r"\r\n|\r|\n", text.lstrip("\ufeff")), warning
 
@@ -3067,10 +3071,7 @@ def read_html(path: Path, data: bytes | None = None) -> tuple[list[Section], str
     decoded, <h1>-<h6> as Markdown's headings, each text on its line of the file, <pre> as
     written; scripts, styles and navigation (HTML_DROPPED) left out; <title> titles the note.
     Raises ValueError for a page with no text outside those."""
-    try:
-        data = path.read_bytes() if data is None else data
-    except OSError as e:
-        raise ValueError(e.strerror) from None
+    data = note_data(path, data)
     page, warning = page_text(data)
     page = page.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     lines, at, line = PageLines(), 0, 1
