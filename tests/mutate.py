@@ -1240,6 +1240,10 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '            if said.count("\\n") == data.count(b"\\n") and said.count("\\r") == data.count(b"\\r"):',
      "            if True:",
      ["tests/test_readers_text.py", "-k", "charset"]),
+    ("a reader reads the file again instead of the bytes its caller checked",
+     "    if data is not None:\n        return data\n    try:\n        return path.read_bytes()",
+     "    if False:\n        return data\n    try:\n        return path.read_bytes()",
+     ["tests/test_folder_blinks.py", "-k", "bytes_its_caller"]),
 ]
 
 

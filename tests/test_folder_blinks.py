@@ -299,3 +299,10 @@ def test_notes_in_a_folder_that_cannot_be_reached_for_now_are_kept_as_they_were(
     assert len(index.files) == held and len(server.embedded_texts()) == embedded
     (sub / "n0.md").unlink()                              # and a note really gone is gone
     assert len(rag.open_index(settings)[0].files) == held - 1
+
+
+def test_every_reader_takes_the_bytes_its_caller_checked_not_the_file_again(tmp_path):
+    note = tmp_path / "n.md"
+    note.write_text("# Swapped\n\nwhat the file holds now")
+    (section,), _ = rag.read_text(note, b"# Checked\n\nthe bytes read_note checked")
+    assert "the bytes read_note checked" in section.text and "holds now" not in section.text
