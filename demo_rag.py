@@ -5926,28 +5926,36 @@ def best_match(line: str, terms: Iterable[tuple[str, float]], span: int = 60) ->
 
     >>> best_match("tea, then more tea and a marathon", [("marathon", 2.0), ("tea", 0.1)])
     25
+    >>> best_match("a marathon alone; " + "x " * 40 + "tea and a marathon",
+    ...            [("marathon", 2.0), ("tea", 0.1)])
+    108
     """
     lowered = line.lower()
-    found = [(m.start(), term, w) for term, w in terms if w > 0
-             for m in re.finditer(re.escape(term), lowered)]
-    if not found:
+    weight = {term: w for term, w in terms if w > 0}
+    places = {term: starts for term in weight    # each term's starts, in order
+              if (starts := [m.start() for m in re.finditer(re.escape(term), lowered)])}
+    if not places:
         return None
-    rarest = max(w for _, _, w in found)
+    rarest = max(weight[term] for term in places)
+
+    def near(at: int, starts: list[int]) -> bool:        # a start within span of `at`?
+        k = bisect.bisect_right(starts, at - span)
+        return k < len(starts) and starts[k] < at + span
 
     def nearby(at: int) -> float:
-        return sum({term: w for s, term, w in found if abs(s - at) < span}.values())
-    return max((s for s, _, w in found if w == rarest), key=lambda at: (nearby(at), -at))
+        return sum(weight[term] for term, starts in places.items() if near(at, starts))
+    return max((at for term, starts in places.items() if weight[term] == rarest for at in starts),
+               key=lambda at: (nearby(at), -at))
 
 
-def keyword_in_context(line: str, terms: Iterable[tuple[str, float]], span: int = 60) -> int:
-    """Where a preview of `line` should start: a little before best_match(); 0 when that is
-    near the start anyway, or no term is in it.
+def keyword_in_context(line: str, best: int | None) -> int:
+    """Where a preview of `line` should start: a little before `best`, where best_match()
+    found the terms; 0 when that is near the start anyway, or no term is in it.
 
     >>> line = "Tea notes. " * 8 + "The marathon is 42.195 km."
-    >>> line[keyword_in_context(line, [("marathon", 2.0), ("tea", 0.1)]):]
+    >>> line[keyword_in_context(line, best_match(line, [("marathon", 2.0), ("tea", 0.1)])):]
     'notes. The marathon is 42.195 km.'
     """
-    best = best_match(line, terms, span)
     if best is None or best <= KWIC_LEAD:
         return 0
     cut = line.rfind(" ", 0, best - KWIC_LEAD // 2)       # start at a word boundary nearby
@@ -5975,7 +5983,7 @@ def passage_offset(text: str, terms: Iterable[tuple[str, float]] = ()) -> int:
         k = max(bisect.bisect_right(starts, at) - 1, 0)
         return words[k].start() + min(at - starts[k], len(words[k].group()))
     term_at = in_text(match)
-    return max(in_text(keyword_in_context(line, terms)), text.rfind("\n", 0, term_at) + 1)
+    return max(in_text(keyword_in_context(line, match)), text.rfind("\n", 0, term_at) + 1)
 
 
 def locate_passage(chunk: Chunk, terms: Iterable[tuple[str, float]] = ()) -> Passage:

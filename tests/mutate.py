@@ -25,6 +25,14 @@ TARGET = "demo_rag.py"
 
 # (description, old snippet, new snippet, pytest arguments selecting the tests that reach it)
 MUTATIONS: list[tuple[str, str, str, list[str]]] = [
+    ("a passage starts at the rarest term's first place, not where other terms are near it",
+     "               key=lambda at: (nearby(at), -at))",
+     "               key=lambda at: -at)",
+     ["tests/test_doctests.py"]),
+    ("best_match sees a term as near when it is span characters past",
+     "        return k < len(starts) and starts[k] < at + span",
+     "        return k < len(starts)",
+     ["tests/test_doctests.py"]),
     ("unpickler accepts builtins (exec, eval, getattr gadgets)",
      '        raise self.Refused(f"refusing to load {module}.{name} from a cache file")',
      '        if module == "builtins":\n            return super().find_class(module, name)\n'
