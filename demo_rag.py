@@ -69,10 +69,10 @@ reading it (tests/test_layers.py holds it to the banners).
     The incremental index          Index, IndexReport; update_index, fill_vectors embed what is new
     The cache's layout             index_to_dict, index_from_dict: plain columns, checked as read
     The cache on disk              cache_path, save_index, load_index, adopted, CacheWriter
+    Where a source's passage is    locate_passage, passage_citation, changed_since_indexed
     Search                         search -> Retrieval: rank = score, select, judge, trim; Filters
     The relevance floor            calibrate, calibrated, relevance_floor, question_language
     Opening the index              open_index: the cache as it is, or brought up to date
-    Where a source's passage is    locate_passage, passage_citation, changed_since_indexed
     Answering                      stream_chat -> ChatStream, chat_context, strip_think
     The citation check             check_citations -> CitationCheck
     One question, one outcome      answer -> Outcome: decide, prompt_within, rewrite_query, remember
@@ -4911,6 +4911,202 @@ def restore_sigterm(previous: dict | None) -> None:
 
 
 # ----------------------------------------------------------------------------
+# Where a source's passage is: replaces Part I's Chunk.citation, which names the section a
+# chunk starts in, in the prompt and wherever a source is shown. A chunk often spans several
+# sections, and the one that answers holds the passage the question matched (the part its
+# preview shows, keyword in context), so a source is cited by that passage's file, line and
+# section, "bike.md:14 › # Bike › ## Tyres": `vim +14 bike.md`, `code -g bike.md:14` and an
+# editor's "go to line" land on it. The lines are the index's: for a note edited since, they
+# are where its passages were, and changed_since_indexed() says which notes those are.
+
+
+KWIC_LEAD = 12                            # characters of context kept before the first match
+
+
+class Passage(NamedTuple):
+    """Where a source's passage is in its note; its lines are None for a PDF's page."""
+    line: int | None                      # the file's line the passage starts on: the one to open
+    end_line: int | None                  # the chunk's last line
+    heading: str                          # the headings in force there: "# A › ## B"
+    start_line: int | None                # the chunk's first line
+    offset: int                           # where in the chunk's text the passage starts
+
+
+def headings_at(chunk: Chunk, offset: int) -> str:
+    """The headings in force at `offset` of a chunk's text: its heading path (where its first
+    line is) with the headings it holds further on, up to `offset`, in force over it.
+
+    >>> headings_at(Chunk("n.md", "# A › ## B", "## B\\nb\\n### C\\nc\\n## D\\nd"), 14)
+    '# A › ## B › ### C'
+    """
+    lead = LEADING_HEADINGS.match(chunk.text).end()
+    held = [(-1, len(h) - len(h.lstrip("#")), h.lstrip("#").strip())       # "## B" -> (-1, 2, "B")
+            for h in re.split(r" › (?=#)", chunk.heading) if h]
+    return heading_path(held + [h for h in heading_outline(chunk.text) if h[0] >= lead], offset)
+
+
+def best_match(line: str, terms: Iterable[tuple[str, float]], span: int = 60) -> int | None:
+    """Where in `line` the rarest term found in it occurs (of several places, the one with the
+    most other terms within `span` characters, then the earliest); None when no term is in it.
+
+    >>> best_match("tea, then more tea and a marathon", [("marathon", 2.0), ("tea", 0.1)])
+    25
+    >>> best_match("a marathon alone; " + "x " * 40 + "tea and a marathon",
+    ...            [("marathon", 2.0), ("tea", 0.1)])
+    108
+    """
+    lowered = line.lower()
+    weight = {term: w for term, w in terms if w > 0}
+    places = {term: starts for term in weight    # each term's starts, in order
+              if (starts := [m.start() for m in re.finditer(re.escape(term), lowered)])}
+    if not places:
+        return None
+    rarest = max(weight[term] for term in places)
+
+    def near(at: int, starts: list[int]) -> bool:        # a start within span of `at`?
+        k = bisect.bisect_right(starts, at - span)
+        return k < len(starts) and starts[k] < at + span
+
+    def nearby(at: int) -> float:
+        return sum(weight[term] for term, starts in places.items() if near(at, starts))
+    return max((at for term, starts in places.items() if weight[term] == rarest for at in starts),
+               key=lambda at: (nearby(at), -at))
+
+
+def keyword_in_context(line: str, best: int | None) -> int:
+    """Where a preview of `line` should start: a little before `best`, where best_match()
+    found the terms; 0 when that is near the start anyway, or no term is in it.
+
+    >>> line = "Tea notes. " * 8 + "The marathon is 42.195 km."
+    >>> line[keyword_in_context(line, best_match(line, [("marathon", 2.0), ("tea", 0.1)])):]
+    'notes. The marathon is 42.195 km.'
+    """
+    if best is None or best <= KWIC_LEAD:
+        return 0
+    cut = line.rfind(" ", 0, best - KWIC_LEAD // 2)       # start at a word boundary nearby
+    return cut + 1 if best - KWIC_LEAD <= cut else best - KWIC_LEAD // 2
+
+
+def passage_offset(text: str, terms: Iterable[tuple[str, float]] = ()) -> int:
+    """Where in a chunk's text its passage starts: where its preview starts (keyword_in_context,
+    on the text past its leading headings with its white space made single spaces), but not on
+    a line before the one the term is on; past the leading headings when no term is in it.
+
+    >>> text = "## Oil\\nOil it well.\\nUse psi."     # keyword_in_context alone: "well. Use psi."
+    >>> text[passage_offset(text, [("psi", 2.0)]):], text[passage_offset(text):]
+    ('Use psi.', 'Oil it well.\\nUse psi.')
+    """
+    lead = LEADING_HEADINGS.match(text).end()
+    word = re.compile(r"\S+")
+    line = " ".join(word.findall(text, lead))
+    match = best_match(line, terms)
+    if match is None:
+        return lead
+
+    def in_text(at: int) -> int:          # a position in `line` as one in `text`
+        k = line.count(" ", 0, at)        # `at` is in the k-th word (or just after it)
+        found = next(itertools.islice(word.finditer(text, lead), k, None))
+        return found.start() + min(at - line.rfind(" ", 0, at) - 1, len(found.group()))
+    term_at = in_text(match)
+    return max(in_text(keyword_in_context(line, match)), text.rfind("\n", 0, term_at) + 1)
+
+
+def locate_passage(chunk: Chunk, terms: Iterable[tuple[str, float]] = ()) -> Passage:
+    """Where the passage of `chunk` that a search's `terms` (term, idf: preview_terms) matched
+    is: its line and section, with the chunk's first and last lines. Without a term in the chunk,
+    the passage is its first line past the headings it opens with. Every printer of a source,
+    the prompt and --json go by it.
+
+    >>> text = "## Chain\\nOil it.\\n\\n## Tyres\\nRoad: 80 psi."
+    >>> c = Chunk("bike.md", "# Bike › ## Chain", text, line=5)
+    >>> locate_passage(c, [("psi", 2.0)])
+    Passage(line=9, end_line=9, heading='# Bike › ## Tyres', start_line=5, offset=27)
+    >>> locate_passage(c).line, locate_passage(c).heading
+    (6, '# Bike › ## Chain')
+    """
+    offset = passage_offset(chunk.text, terms)
+    heading = headings_at(chunk, offset)
+    if chunk.line is None:
+        return Passage(None, None, heading, None, offset)
+    return Passage(chunk.line + chunk.text.count("\n", 0, offset),
+                   chunk.line + chunk.text.count("\n"), heading, chunk.line, offset)
+
+
+def preview_terms(terms: list[Term]) -> list[tuple[str, float]]:
+    """A search's terms (Retrieval.terms) as (term, idf), rarest first."""
+    return sorted(((t.text, t.idf) for t in terms), key=lambda tw: -tw[1])
+
+
+def passage_place(chunk: Chunk, passage: Passage) -> str:
+    """Where to open a source: "bike.md:14"; a PDF's page, "manual.pdf › p.3"; a notebook's
+    cell, "analysis.ipynb › cell 12" (place_name); a Word file's, its name alone (its headings
+    follow in the citation)."""
+    if passage.line is not None:
+        return f"{chunk.source}:{passage.line}"
+    return " › ".join([chunk.source] + ([place_name(chunk.source, chunk.page)]
+                                        if chunk.page is not None else []))
+
+
+def passage_citation(chunk: Chunk, passage: Passage) -> str:
+    """A source as the prompt and every printer name it: "bike.md:14 › # Bike › ## Tyres"."""
+    return " › ".join([passage_place(chunk, passage)]
+                      + ([passage.heading] if passage.heading else []))
+
+
+def note_path(notes_dir: str, rel: str) -> str | None:
+    """The file under notes_dir that a note's name (`rel`, readable_name() of its path, as
+    scan_notes gives it) stands for now, or None. A name shown with escapes (a control
+    character, bytes that are not UTF-8) or with its accents composed is looked for among
+    its folder's entries, whose own names are made readable the same way."""
+    if not notes_dir:
+        return None
+    path = notes_dir
+    for part in rel.split("/"):
+        as_is = readable_name(part, composed=False) == part
+        if as_is and os.path.lexists(os.path.join(path, part)):
+            path = os.path.join(path, part)
+            continue
+        try:
+            names = os.listdir(path)
+        except OSError:
+            return None
+        found = next((n for n in names
+                      if part in (readable_name(n), readable_name(n, composed=False))), None)
+        if found is None:
+            return None
+        path = os.path.join(path, found)
+    return path
+
+
+def changed_since_indexed(index: Index, hits: Iterable[Hit]) -> list[str]:
+    """The notes of these hits whose file is not as the index read it (a stat: its size, times
+    or inode differ, or it is gone): the lines shown for them are where its passages were.
+    [] when the index does not know its folder (a notebook's own Index)."""
+    if not index.notes_dir:
+        return []
+    changed = []
+    for h in hits:
+        rel = h.chunk.source
+        record = (index.files.holding(h.row, rel) if isinstance(index.files, FileTable)
+                  else index.files.get(rel))
+        if rel in changed or record is None:
+            continue
+        path = note_path(index.notes_dir, rel)
+        try:
+            st = os.stat(path) if path else None
+        except OSError:
+            st = None
+        now = st and NoteFile(rel, path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+        if now is None or not same_stat(record, now):
+            changed.append(rel)
+    return changed
+
+
+def changed_warning(rel: str) -> str:
+    return f"{rel} changed since it was indexed: its lines shown are where its passages were then"
+
+
+# ----------------------------------------------------------------------------
 # Search: replaces Part I's search_notes. One path for every caller (the command line, the
 # modes, notebooks): the question embedded with its template, then ranked in four stages,
 # each a function of its own so that a new step can sit between two of them:
@@ -4921,8 +5117,9 @@ def restore_sigterm(previous: dict | None) -> None:
 #     judge   the first --top-k: do they answer? (confidence, floor) -> Verdict
 #     trim    of those, the sources close to the best: the prompt's -> hits
 #
-# rank() composes them; search() embeds the question and calls it, and so do the
-# calibration, --eval and --tune, so that what is measured is what a run does.
+# rank() composes them and locates each source's passage (the section above), once for every
+# front end; search() embeds the question and calls it, and so do the calibration, --eval and
+# --tune, so that what is measured is what a run does.
 
 
 CANDIDATE_DEPTH = 10                      # candidates select() keeps: --eval's
@@ -4980,6 +5177,7 @@ class Retrieval:
     timings: dict[str, float] = field(default_factory=dict)
     notes: dict[str, NoteMeta] = field(default_factory=dict)   # the ranked notes'
                                                                # note_card()s, by source
+    passages: list[Passage] = field(default_factory=list)      # where each of `hits` matched
 
     @property
     def lexical_only(self) -> bool:
@@ -5367,16 +5565,18 @@ def trim(candidates: list[Hit], scores: Scores) -> list[Hit]:
 
 def rank(index: Index, question: str, qvec: np.ndarray | None, settings: Settings) -> Retrieval:
     """Rank the chunks for an embedded question (qvec None: keywords only): score, select,
-    judge and trim, as the banner above draws them. At most top_k_limit() sources are
-    judged and sent, however high settings.top_k is."""
+    judge and trim, as the banner above draws them, and locate each source's passage, which
+    every front end shows. At most top_k_limit() sources are judged and sent, however high
+    settings.top_k is."""
     scores = score(index, question, qvec, settings)
     ranked = select(index, scores, max(CANDIDATE_DEPTH, settings.top_k))
     # A reranker would reorder `ranked` here: judge and trim take what it puts first.
     judged = ranked[:min(settings.top_k, top_k_limit(settings.chunk_size))]
     verdict = judge(index, question, scores, judged, settings)
-    return Retrieval(trim(judged, scores), judged, ranked, qvec, *scores, *verdict,
-                     found=verdict.found,
-                     notes={h.chunk.source: card_of(index, h.chunk.source) for h in ranked})
+    hits, terms = trim(judged, scores), preview_terms(scores.terms)
+    return Retrieval(hits, judged, ranked, qvec, *scores, *verdict, found=verdict.found,
+                     notes={h.chunk.source: card_of(index, h.chunk.source) for h in ranked},
+                     passages=[locate_passage(h.chunk, terms) for h in hits])
 
 
 def search(client: ollama.Client, index: Index, question: str, settings: Settings) -> Retrieval:
@@ -5883,202 +6083,6 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     if saved and not loss:
         drop_kept_copy(path, index)
     return index, report
-
-
-# ----------------------------------------------------------------------------
-# Where a source's passage is: replaces Part I's Chunk.citation, which names the section a
-# chunk starts in, in the prompt and wherever a source is shown. A chunk often spans several
-# sections, and the one that answers holds the passage the question matched (the part its
-# preview shows, keyword in context), so a source is cited by that passage's file, line and
-# section, "bike.md:14 › # Bike › ## Tyres": `vim +14 bike.md`, `code -g bike.md:14` and an
-# editor's "go to line" land on it. The lines are the index's: for a note edited since, they
-# are where its passages were, and changed_since_indexed() says which notes those are.
-
-
-KWIC_LEAD = 12                            # characters of context kept before the first match
-
-
-class Passage(NamedTuple):
-    """Where a source's passage is in its note; its lines are None for a PDF's page."""
-    line: int | None                      # the file's line the passage starts on: the one to open
-    end_line: int | None                  # the chunk's last line
-    heading: str                          # the headings in force there: "# A › ## B"
-    start_line: int | None                # the chunk's first line
-    offset: int                           # where in the chunk's text the passage starts
-
-
-def headings_at(chunk: Chunk, offset: int) -> str:
-    """The headings in force at `offset` of a chunk's text: its heading path (where its first
-    line is) with the headings it holds further on, up to `offset`, in force over it.
-
-    >>> headings_at(Chunk("n.md", "# A › ## B", "## B\\nb\\n### C\\nc\\n## D\\nd"), 14)
-    '# A › ## B › ### C'
-    """
-    lead = LEADING_HEADINGS.match(chunk.text).end()
-    held = [(-1, len(h) - len(h.lstrip("#")), h.lstrip("#").strip())       # "## B" -> (-1, 2, "B")
-            for h in re.split(r" › (?=#)", chunk.heading) if h]
-    return heading_path(held + [h for h in heading_outline(chunk.text) if h[0] >= lead], offset)
-
-
-def best_match(line: str, terms: Iterable[tuple[str, float]], span: int = 60) -> int | None:
-    """Where in `line` the rarest term found in it occurs (of several places, the one with the
-    most other terms within `span` characters, then the earliest); None when no term is in it.
-
-    >>> best_match("tea, then more tea and a marathon", [("marathon", 2.0), ("tea", 0.1)])
-    25
-    >>> best_match("a marathon alone; " + "x " * 40 + "tea and a marathon",
-    ...            [("marathon", 2.0), ("tea", 0.1)])
-    108
-    """
-    lowered = line.lower()
-    weight = {term: w for term, w in terms if w > 0}
-    places = {term: starts for term in weight    # each term's starts, in order
-              if (starts := [m.start() for m in re.finditer(re.escape(term), lowered)])}
-    if not places:
-        return None
-    rarest = max(weight[term] for term in places)
-
-    def near(at: int, starts: list[int]) -> bool:        # a start within span of `at`?
-        k = bisect.bisect_right(starts, at - span)
-        return k < len(starts) and starts[k] < at + span
-
-    def nearby(at: int) -> float:
-        return sum(weight[term] for term, starts in places.items() if near(at, starts))
-    return max((at for term, starts in places.items() if weight[term] == rarest for at in starts),
-               key=lambda at: (nearby(at), -at))
-
-
-def keyword_in_context(line: str, best: int | None) -> int:
-    """Where a preview of `line` should start: a little before `best`, where best_match()
-    found the terms; 0 when that is near the start anyway, or no term is in it.
-
-    >>> line = "Tea notes. " * 8 + "The marathon is 42.195 km."
-    >>> line[keyword_in_context(line, best_match(line, [("marathon", 2.0), ("tea", 0.1)])):]
-    'notes. The marathon is 42.195 km.'
-    """
-    if best is None or best <= KWIC_LEAD:
-        return 0
-    cut = line.rfind(" ", 0, best - KWIC_LEAD // 2)       # start at a word boundary nearby
-    return cut + 1 if best - KWIC_LEAD <= cut else best - KWIC_LEAD // 2
-
-
-def passage_offset(text: str, terms: Iterable[tuple[str, float]] = ()) -> int:
-    """Where in a chunk's text its passage starts: where its preview starts (keyword_in_context,
-    on the text past its leading headings with its white space made single spaces), but not on
-    a line before the one the term is on; past the leading headings when no term is in it.
-
-    >>> text = "## Oil\\nOil it well.\\nUse psi."     # keyword_in_context alone: "well. Use psi."
-    >>> text[passage_offset(text, [("psi", 2.0)]):], text[passage_offset(text):]
-    ('Use psi.', 'Oil it well.\\nUse psi.')
-    """
-    lead = LEADING_HEADINGS.match(text).end()
-    words = list(re.compile(r"\S+").finditer(text, lead))
-    line = " ".join(m.group() for m in words)
-    match = best_match(line, terms)
-    if match is None:
-        return lead
-    starts = list(itertools.accumulate((len(m.group()) + 1 for m in words), initial=0))
-
-    def in_text(at: int) -> int:          # a position in `line` as one in `text`
-        k = max(bisect.bisect_right(starts, at) - 1, 0)
-        return words[k].start() + min(at - starts[k], len(words[k].group()))
-    term_at = in_text(match)
-    return max(in_text(keyword_in_context(line, match)), text.rfind("\n", 0, term_at) + 1)
-
-
-def locate_passage(chunk: Chunk, terms: Iterable[tuple[str, float]] = ()) -> Passage:
-    """Where the passage of `chunk` that a search's `terms` (term, idf: preview_terms) matched
-    is: its line and section, with the chunk's first and last lines. Without a term in the chunk,
-    the passage is its first line past the headings it opens with. Every printer of a source,
-    the prompt and --json go by it.
-
-    >>> text = "## Chain\\nOil it.\\n\\n## Tyres\\nRoad: 80 psi."
-    >>> c = Chunk("bike.md", "# Bike › ## Chain", text, line=5)
-    >>> locate_passage(c, [("psi", 2.0)])
-    Passage(line=9, end_line=9, heading='# Bike › ## Tyres', start_line=5, offset=27)
-    >>> locate_passage(c).line, locate_passage(c).heading
-    (6, '# Bike › ## Chain')
-    """
-    offset = passage_offset(chunk.text, terms)
-    heading = headings_at(chunk, offset)
-    if chunk.line is None:
-        return Passage(None, None, heading, None, offset)
-    return Passage(chunk.line + chunk.text.count("\n", 0, offset),
-                   chunk.line + chunk.text.count("\n"), heading, chunk.line, offset)
-
-
-def preview_terms(terms: list[Term]) -> list[tuple[str, float]]:
-    """A search's terms (Retrieval.terms) as (term, idf), rarest first."""
-    return sorted(((t.text, t.idf) for t in terms), key=lambda tw: -tw[1])
-
-
-def passage_place(chunk: Chunk, passage: Passage) -> str:
-    """Where to open a source: "bike.md:14"; a PDF's page, "manual.pdf › p.3"; a notebook's
-    cell, "analysis.ipynb › cell 12" (place_name); a Word file's, its name alone (its headings
-    follow in the citation)."""
-    if passage.line is not None:
-        return f"{chunk.source}:{passage.line}"
-    return " › ".join([chunk.source] + ([place_name(chunk.source, chunk.page)]
-                                        if chunk.page is not None else []))
-
-
-def passage_citation(chunk: Chunk, passage: Passage) -> str:
-    """A source as the prompt and every printer name it: "bike.md:14 › # Bike › ## Tyres"."""
-    return " › ".join([passage_place(chunk, passage)]
-                      + ([passage.heading] if passage.heading else []))
-
-
-def note_path(notes_dir: str, rel: str) -> str | None:
-    """The file under notes_dir that a note's name (`rel`, readable_name() of its path, as
-    scan_notes gives it) stands for now, or None. A name shown with escapes (a control
-    character, bytes that are not UTF-8) or with its accents composed is looked for among
-    its folder's entries, whose own names are made readable the same way."""
-    if not notes_dir:
-        return None
-    path = notes_dir
-    for part in rel.split("/"):
-        as_is = readable_name(part, composed=False) == part
-        if as_is and os.path.lexists(os.path.join(path, part)):
-            path = os.path.join(path, part)
-            continue
-        try:
-            names = os.listdir(path)
-        except OSError:
-            return None
-        found = next((n for n in names
-                      if part in (readable_name(n), readable_name(n, composed=False))), None)
-        if found is None:
-            return None
-        path = os.path.join(path, found)
-    return path
-
-
-def changed_since_indexed(index: Index, hits: Iterable[Hit]) -> list[str]:
-    """The notes of these hits whose file is not as the index read it (a stat: its size, times
-    or inode differ, or it is gone): the lines shown for them are where its passages were.
-    [] when the index does not know its folder (a notebook's own Index)."""
-    if not index.notes_dir:
-        return []
-    changed = []
-    for h in hits:
-        rel = h.chunk.source
-        record = (index.files.holding(h.row, rel) if isinstance(index.files, FileTable)
-                  else index.files.get(rel))
-        if rel in changed or record is None:
-            continue
-        path = note_path(index.notes_dir, rel)
-        try:
-            st = os.stat(path) if path else None
-        except OSError:
-            st = None
-        now = st and NoteFile(rel, path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-        if now is None or not same_stat(record, now):
-            changed.append(rel)
-    return changed
-
-
-def changed_warning(rel: str) -> str:
-    return f"{rel} changed since it was indexed: its lines shown are where its passages were then"
 
 
 # ----------------------------------------------------------------------------
@@ -7136,19 +7140,21 @@ def history_text(conv: Conversation, budget: int) -> str:
     return "\n".join(lines)
 
 
-def prompt_within(question: str, hits: list[Hit], conv: Conversation,
-                  answer_tokens: int = ANSWER_TOKENS,
-                  terms: Iterable[tuple[str, float]] = ()) -> tuple[list[dict], int]:
-    """The prompt (rules, sources, the conversation so far, the question) and its num_ctx,
-    which keeps room for an answer of `answer_tokens`. Each source is cited by the line and
-    section of the passage the search's `terms` matched in it (locate_passage).
+def prompt_within(question: str, r: Retrieval, conv: Conversation,
+                  answer_tokens: int = ANSWER_TOKENS) -> tuple[list[dict], int]:
+    """The prompt (rules, the sources r.hits, the conversation so far, the question) and its
+    num_ctx, which keeps room for an answer of `answer_tokens`. Each source is cited by the
+    line and section of the passage the search matched in it (r.passages).
 
     Sources are never cut: if they alone overflow the conversation's context, it grows
     (to the next rung: Ollama reloads the model for every new size) and the history
     gets what is left, oldest turns dropped first.
     """
+    where = {h.rank: p for h, p in zip(r.hits, r.passages)}
+
     def cite(h: Hit) -> str:
-        return passage_citation(h.chunk, locate_passage(h.chunk, terms))
+        return passage_citation(h.chunk, where[h.rank])
+    hits = r.hits
     base = build_messages(question, hits, cite=cite)
     fixed = sum(estimate_tokens(m["content"]) for m in base) + answer_tokens
     if not conv.turns and not conv.summary:
@@ -7265,8 +7271,7 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
     if r.keywords_only_because and keywords_because:
         r = replace(r, keywords_only_because=keywords_because)
     status, why = decide(r, retrieve_only)
-    messages, num_ctx = prompt_within(question, r.hits, conv, settings.max_answer_tokens,
-                                      preview_terms(r.terms))
+    messages, num_ctx = prompt_within(question, r, conv, settings.max_answer_tokens)
     plan = Outcome(question, query, r, messages, num_ctx, status, why, conversation=conv,
                    warnings=[changed_warning(rel) for rel in changed_since_indexed(index, r.hits)],
                    timings=dict(r.timings))
@@ -7752,18 +7757,18 @@ JSON_PROPERTY_CHARS = 300                 # --json shows this much of a front ma
                                           # property's value: a pasted blob stays short
 
 
-def preview(text: str, width: int = 72, terms: Iterable[tuple[str, float]] = ()) -> str:
-    """One line of a chunk, cut to `width` terminal columns (a CJK character takes two): its
-    passage (passage_offset), where the rarest of `terms` (term, idf) occur, as search engines
-    show, or else its start past its headings (they are in the citation).
+def preview(text: str, width: int = 72, at: int | None = None) -> str:
+    """One line of a chunk, cut to `width` terminal columns (a CJK character takes two): from
+    `at`, its passage's offset (where the rarest of the search's terms occur, as search engines
+    show), or else its start past its headings (they are in the citation).
 
     >>> preview("## Title\\n\\nRAG 是检索增强生成", 12)
     'RAG 是检索…'
-    >>> preview("Intro words here. Later the starter needs feeding twice a day.", 30,
-    ...         [("starter", 2.0)])
+    >>> text = "Intro words here. Later the starter needs feeding twice a day."
+    >>> preview(text, 30, passage_offset(text, [("starter", 2.0)]))
     '… Later the starter needs fee…'
     """
-    at = passage_offset(text, terms)
+    at = passage_offset(text) if at is None else at
     skipped = text[LEADING_HEADINGS.match(text).end():at].strip()
     line = ("… " if skipped else "") + " ".join(text[at:].split())
     used = 0
@@ -7822,22 +7827,21 @@ def print_citation(chunk: Chunk, passage: Passage, notes_dir: str = "") -> None:
     print(citation[len(place):], end="")
 
 
-def print_hits(hits: list[Hit], lexical_only: bool, terms: list[tuple[str, float]] = (),
-               notes_dir: str = "", notes: Mapping[str, NoteMeta] | None = None) -> None:
-    """The sources, each cited by the passage where the question's rarest `terms` occur (its line
-    and section: locate_passage) over a one-line preview of it, with what its note says of itself
-    (`notes`: Retrieval.notes) if it says anything; on a terminal, each file under `notes_dir` a
-    link."""
-    print("Top sources" + (" (keywords only):" if lexical_only else ":")
-          + ("" if hits else " none"))
-    for h in hits:
-        scores = (f"bm25 {h.lexical:.2f}" if lexical_only
+def print_hits(r: Retrieval, notes_dir: str = "") -> None:
+    """A search's sources, each cited by its passage, where the question's rarest terms occur
+    (its line and section: Retrieval.passages), over a one-line preview of it, with what its
+    note says of itself (Retrieval.notes) if it says anything; on a terminal, each file under
+    `notes_dir` a link."""
+    print("Top sources" + (" (keywords only):" if r.lexical_only else ":")
+          + ("" if r.hits else " none"))
+    for h, passage in zip(r.hits, r.passages):
+        scores = (f"bm25 {h.lexical:.2f}" if r.lexical_only
                   else f"cos {h.dense:.3f} · bm25 {h.lexical:.2f}")
-        about = card_line((notes or {}).get(h.chunk.source))
+        about = card_line(r.notes.get(h.chunk.source))
         print(f"  [{h.rank}] ", end="")
-        print_citation(h.chunk, locate_passage(h.chunk, terms), notes_dir)
+        print_citation(h.chunk, passage, notes_dir)
         print(f"  ({scores})" + (f"\n      {about}" if about else "")
-              + f"\n      {preview(h.chunk.text, terms=terms)}")
+              + f"\n      {preview(h.chunk.text, at=passage.offset)}")
     print()
 
 
@@ -7853,13 +7857,10 @@ def properties_json(card: NoteMeta) -> dict[str, str]:
             for k, v in pairs}
 
 
-def hit_json(h: Hit, terms: Iterable[tuple[str, float]] = (), card: NoteMeta | None = None,
-             passage: Passage | None = None) -> dict:
+def hit_json(h: Hit, p: Passage, card: NoteMeta | None = None) -> dict:
     """One source as --json shows it: the chunk (its heading is where it starts, its lines from
-    start_line to end_line), the passage the search's `terms` matched (its line and section;
-    located here unless given), and what its note says of itself (note_card(), its properties
-    too) when given."""
-    p = passage or locate_passage(h.chunk, terms)
+    start_line to end_line), the passage the search matched (`p`: its line and section), and
+    what its note says of itself (note_card(), its properties too) when given."""
     place = None if h.chunk.page is None else place_name(h.chunk.source, h.chunk.page)
     about = {} if card is None else {"title": card.title, "aliases": list(card.aliases),
                                      "tags": list(card.tags), "date": card.date,
@@ -7930,8 +7931,8 @@ def outcome_json(outcome: Outcome, report: IndexReport, index_seconds: float,
             "why": outcome.why or None,
             "found": r.found, "lexical_only": r.lexical_only, "confidence": round(r.confidence, 3),
             "floor": {"value": r.floor, "source": r.floor_source},
-            "sources": [hit_json(h, preview_terms(r.terms), r.notes.get(h.chunk.source))
-                        for h in r.hits],
+            "sources": [hit_json(h, p, r.notes.get(h.chunk.source))
+                        for h, p in zip(r.hits, r.passages)],
             "timings": {k: round(v, 3) for k, v in timings.items()},
             "tokens": {} if u is None else {"prompt": u.prompt_tokens, "answer": u.answer_tokens,
                                             "per_second": round(u.tokens_per_second, 1)},
@@ -7971,9 +7972,7 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
         # the rest were said while indexing
         if plan.retrieval.keywords_only_because and not report.embed_error:
             err(f"warning: {run_warnings(report, plan)[-1]}")
-        print_hits(plan.retrieval.hits, plan.retrieval.lexical_only,
-                   preview_terms(plan.retrieval.terms),
-                   index.notes_dir, plan.retrieval.notes)
+        print_hits(plan.retrieval, index.notes_dir)
         if args.show_prompt:
             print_prompt(plan.messages, templates, plan.num_ctx, settings.max_answer_tokens,
                          UNSENT.get(plan.status, ""))
@@ -8078,9 +8077,7 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
     def show_sources(plan: Outcome) -> None:
         if plan.query:
             print(f"(searching for: {plan.query})")
-        print_hits(plan.retrieval.hits, plan.retrieval.lexical_only,
-                   preview_terms(plan.retrieval.terms),
-                   index.notes_dir, plan.retrieval.notes)
+        print_hits(plan.retrieval, index.notes_dir)
 
     while True:
         try:
@@ -8104,10 +8101,9 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
                 conv, last = Conversation(num_ctx=conv.num_ctx), None
                 print("(conversation cleared)")
             elif command == "/sources":
-                for h in last.hits if last else []:
+                for h, passage in zip(last.hits, last.passages) if last else []:
                     print(f"[{h.rank}] ", end="")
-                    print_citation(h.chunk, locate_passage(h.chunk, preview_terms(last.terms)),
-                                   index.notes_dir)
+                    print_citation(h.chunk, passage, index.notes_dir)
                     print(f"  {h.score:.3f}\n{h.chunk.text}\n")
             elif command == "/stats":
                 print(f"notes {len(index.files)} · chunks {len(index.chunks)} · embed "
@@ -8554,11 +8550,10 @@ def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: S
             ranks[name].append(
                 first_hit_rank(index, r.rows[top_rows(scores[r.rows], EVAL_DEPTH)], item))
         if ranks["fused"][-1] != 1:
-            top = r.hits[0].chunk if r.hits else None
             misses.append({"question": item["question"], "answers": item["answers"],
                            "rank": ranks["fused"][-1],
-                           "top": passage_citation(top, locate_passage(top, preview_terms(r.terms)))
-                           if top else None})
+                           "top": passage_citation(r.hits[0].chunk, r.passages[0])
+                           if r.hits else None})
     result = metrics(ranks["fused"])
     result["by_ranker"] = {name: metrics(rs) for name, rs in ranks.items()}
     result["floor"] = {"min_score": settings.min_score,
@@ -9777,16 +9772,10 @@ def argument_problem(tool: dict, arguments: dict) -> str | None:
     return None
 
 
-def passages(r: Retrieval) -> list[Passage]:
-    """Where each hit's passage is (locate_passage), found once for both of a result's forms."""
-    terms = preview_terms(r.terms)
-    return [locate_passage(h.chunk, terms) for h in r.hits]
-
-
 def source_json(r: Retrieval, hit: Hit, passage: Passage) -> dict:
     """One source as the tools give it: what --json gives (hit_json: its lines, the line and
     section of the passage the query matched, its note's title, tags and date), under "path"."""
-    d = hit_json(hit, card=r.notes.get(hit.chunk.source), passage=passage)
+    d = hit_json(hit, passage, r.notes.get(hit.chunk.source))
     return {"rank": d.pop("rank"), "path": d.pop("source"), **d}
 
 
@@ -9825,13 +9814,12 @@ def tool_result(text: str, structured: dict | None = None, error: bool = False) 
 
 def search_result(query: str, r: Retrieval, status: str, why: str) -> dict:
     """search_notes' result: the verdict, then the sources (best first)."""
-    located = passages(r)
     verdict = {"query": query, "found": r.found, "why": None if r.found else why,
                "confidence": round(r.confidence, 3),
                "floor": {"value": round(r.floor, 3), "source": r.floor_source},
                "lexical_only": r.lexical_only,
                "keywords_only_because": r.keywords_only_because,
-               "sources": [source_json(r, h, p) for h, p in zip(r.hits, located)]}
+               "sources": [source_json(r, h, p) for h, p in zip(r.hits, r.passages)]}
     if status == KEYWORDS_ONLY:
         head = f"Found by keywords only ({why}); the best passages:"
     elif r.found:
@@ -9840,7 +9828,7 @@ def search_result(query: str, r: Retrieval, status: str, why: str) -> dict:
         head = f"{NOT_FOUND} ({why})." + (" The closest passages, which likely do not hold the "
                                           "answer:" if r.hits else "")
     blocks = [f"{source_line(h, p)}  (score {h.score:.3f})\n{h.chunk.text}"
-              for h, p in zip(r.hits, located)]
+              for h, p in zip(r.hits, r.passages)]
     return tool_result("\n\n".join([head, *blocks]), verdict)
 
 
@@ -9848,9 +9836,8 @@ def ask_result(outcome: Outcome) -> dict:
     """ask_notes' result: the answer and its sources, or why there is none. No answer for want
     of Ollama (keywords only) is an error too: the tool exists to call the chat model."""
     r = outcome.retrieval
-    located = passages(r)
-    sources = [source_json(r, h, p) for h, p in zip(r.hits, located)]
-    listed = "\n".join(source_line(h, p) for h, p in zip(r.hits, located))
+    sources = [source_json(r, h, p) for h, p in zip(r.hits, r.passages)]
+    listed = "\n".join(source_line(h, p) for h, p in zip(r.hits, r.passages))
     said = {ANSWERED: outcome.text or "", DECLINED: f"{NOT_FOUND} ({outcome.why})",
             KEYWORDS_ONLY: f"Not answered: {outcome.why}; the chat model was not called. Passages "
                            "found by keywords (search_notes gives their text):",

@@ -25,6 +25,14 @@ TARGET = "demo_rag.py"
 
 # (description, old snippet, new snippet, pytest arguments selecting the tests that reach it)
 MUTATIONS: list[tuple[str, str, str, list[str]]] = [
+    ("rank() locates its sources' passages without the search's terms (their first lines)",
+     "                     passages=[locate_passage(h.chunk, terms) for h in hits])",
+     "                     passages=[locate_passage(h.chunk) for h in hits])",
+     ["tests/test_lines.py"]),
+    ("a source's preview starts past its headings, not at its passage",
+     "              + f\"\\n      {preview(h.chunk.text, at=passage.offset)}\")",
+     "              + f\"\\n      {preview(h.chunk.text)}\")",
+     ["tests/test_lines.py", "tests/test_cli.py", "tests/test_steps.py"]),
     ("a passage starts at the rarest term's first place, not where other terms are near it",
      "               key=lambda at: (nearby(at), -at))",
      "               key=lambda at: -at)",

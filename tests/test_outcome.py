@@ -48,8 +48,8 @@ def test_the_chat_model_is_not_called_unless_the_rule_says(server, opened, case,
     assert o.status == status and o.text is None and o.why
     assert o.conversation == rag.Conversation()            # nothing answered: no turn remembered
     assert server.of("/api/chat") == []
-    assert o.messages == rag.prompt_within(o.question, o.retrieval.hits, rag.Conversation(), s.max_answer_tokens,
-                                           rag.preview_terms(o.retrieval.terms))[0]   # what would have been sent
+    assert o.messages == rag.prompt_within(o.question, o.retrieval, rag.Conversation(),
+                                           s.max_answer_tokens)[0]   # what would have been sent
 
 
 def test_a_chat_model_failing_mid_answer_is_an_outcome_with_what_came(server, opened):
