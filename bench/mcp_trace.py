@@ -1,0 +1,140 @@
+"""Where a search_notes call's time goes over stdio: the server's own steps, timed inside it, and
+the trip between the two processes, against search() in the client's process on the same index.
+
+Run from the project root, after bench/bench_mcp.py has built its vaults (offline):
+
+    python bench/mcp_trace.py                 # 5,000 chunks, 100 calls
+    python bench/mcp_trace.py --chunks 50000
+
+The server is `demo_rag.py --mcp` started through a small wrapper that times its functions (the
+search, the result's building, the whole tools/call, the reply's writing) and stamps when a line
+is read and when its handling starts; the stamps are perf_counter(), which on Linux is the system's
+monotonic clock, so the client's and the server's can be subtracted. The pairs are timed as
+bench_mcp.py times them: --pause seconds of "thinking", search() here, APART seconds, the call.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(1, str(ROOT / "tests"))
+import bench_mcp as bench  # noqa: E402
+import demo_rag as rag  # noqa: E402
+from ollama_server import FakeOllama  # noqa: E402
+
+# The server, wrapped: each step's time goes to stderr as "T step ms", each event as "A event t".
+WRAPPER = r'''
+import sys, time
+sys.path.insert(0, sys.argv.pop(1))
+import demo_rag as rag
+
+def say(line):
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+def timed(owner, name):
+    original = getattr(owner, name)
+    def step(*args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            say(f"T {name} {(time.perf_counter() - t0) * 1000:.3f}")
+    setattr(owner, name, step)
+    return step
+
+for name in ("search", "search_result"):
+    timed(rag, name)
+rag.MCP_METHODS["tools/call"] = timed(rag.McpServer, "call_tool")
+timed(rag.McpServer, "send")
+lines = rag.message_lines
+def read_lines(stream, limit):
+    for line in lines(stream, limit):
+        say(f"A read {time.perf_counter():.6f}")
+        yield line
+rag.message_lines = read_lines
+handle = rag.McpServer.handle
+def handled(self, line):
+    say(f"A handle {time.perf_counter():.6f}")
+    handle(self, line)
+rag.McpServer.handle = handled
+sys.exit(rag.main(sys.argv[1:]))
+'''
+
+
+def trace(n: int, work: Path, calls: int, pause: float) -> dict[str, float]:
+    """Medians over `calls` pairs at n chunks, in ms."""
+    with FakeOllama(dim=bench.DIM) as fake, tempfile.TemporaryDirectory() as tmp:
+        notes, cache, questions = bench.built(work, n, fake)
+        os.environ["OLLAMA_HOST"] = fake.url
+        settings = rag.Settings(notes_dir=notes, cache_dir=cache)
+        client = rag.ollama_client()
+        index, _ = rag.open_index(settings, client)
+        log = Path(tmp) / "server.log"
+        with open(log, "w") as err:
+            p = subprocess.Popen([sys.executable, "-c", WRAPPER, str(ROOT), "--mcp", "--notes", str(notes),
+                                  "--cache", str(cache)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=err, env={**os.environ, "OLLAMA_HOST": fake.url})
+
+            def request(id_: int, method: str, params: dict) -> dict:
+                p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": id_, "method": method,
+                                          "params": params}).encode() + b"\n")
+                p.stdin.flush()
+                return json.loads(p.stdout.readline())
+            request(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                      "clientInfo": {"name": "trace", "version": "1"}})
+            request(1, "tools/call", {"name": "search_notes", "arguments": {"query": questions[0]}})
+            inside, sent, got = [], [], []
+            for i in range(calls):
+                q = questions[1 + i % (len(questions) - 1)]
+                time.sleep(pause)
+                t0 = time.perf_counter()
+                rag.search(client, index, q, settings)
+                inside.append(time.perf_counter() - t0)
+                time.sleep(bench.APART)
+                sent.append(time.perf_counter())
+                request(2 + i, "tools/call", {"name": "search_notes", "arguments": {"query": q}})
+                got.append(time.perf_counter())
+            p.stdin.close()
+            p.wait(timeout=60)
+        steps: dict[str, list[float]] = {}
+        events: dict[str, list[float]] = {}
+        for line in log.read_text().splitlines():
+            kind, name, value = (line.split() + ["", "", ""])[:3]
+            if kind == "T":
+                steps.setdefault(name, []).append(float(value))
+            elif kind == "A":
+                events.setdefault(name, []).append(float(value))
+    last = {k: v[-calls:] for k, v in {**steps, **events}.items()}   # the timed calls' own
+    med = statistics.median
+    return {"search() here": med(inside) * 1000, "call": med(b - a for a, b in zip(sent, got)) * 1000,
+            "client to server": med(r - s for s, r in zip(sent, last["read"])) * 1000,
+            "read to handled": med(h - r for r, h in zip(last["read"], last["handle"])) * 1000,
+            "search in the server": med(last["search"]), "the result built": med(last["search_result"]),
+            "tools/call in all": med(last["call_tool"]), "reply written": med(last["send"])}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--chunks", type=int, default=5000)
+    p.add_argument("--calls", type=int, default=100)
+    p.add_argument("--pause", type=float, default=0.2)
+    p.add_argument("--work", type=Path, default=Path("/tmp/demo_rag-bench-mcp"))
+    a = p.parse_args()
+    t = trace(a.chunks, a.work, a.calls, a.pause)
+    print(f"{a.chunks:,} chunks, {a.calls} calls, medians (load average {os.getloadavg()[0]:.1f}):")
+    print("| " + " | ".join(t) + " |\n|" + "---:|" * len(t))
+    print("| " + " | ".join(f"{v:.2f} ms" for v in t.values()) + " |")
+
+
+if __name__ == "__main__":
+    main()
