@@ -9617,8 +9617,10 @@ def mcp_output_schemas() -> dict[str, dict]:
     string, integer, number, boolean = ({"type": t} for t in ("string", "integer", "number",
                                                                "boolean"))
     strings, integers = {"type": "array", "items": string}, {"type": "array", "items": integer}
-    text_or_null = {"type": ["string", "null"]}
-    line = {"type": ["integer", "null"]}  # null: a PDF's page has no lines
+    # Nullable as anyOf, not a list of types: a client that maps schemas onto a dialect of one
+    # type each (Gemini's function declarations, say) takes it.
+    text_or_null = {"anyOf": [string, {"type": "null"}]}
+    line = {"anyOf": [integer, {"type": "null"}]}         # null: a PDF's page has no lines
     source = json_object({                # source_json()
         "rank": integer, "path": string, "heading": string, "page": line, "place": text_or_null,
         "start_line": line, "end_line": line,
@@ -9635,7 +9637,7 @@ def mcp_output_schemas() -> dict[str, dict]:
         "counts": {"type": "object", "additionalProperties": integer},
         "sentences": {"type": "array", "items": json_object({
             "text": string, "cited": integers, "verdict": string, "support": number,
-            "best_source": {"type": ["integer", "null"]}, "best_support": number,
+            "best_source": {"anyOf": [integer, {"type": "null"}]}, "best_support": number,
             "missing_numbers": strings})}})
     return {
         "search_notes": json_object({

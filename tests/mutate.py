@@ -25,6 +25,10 @@ TARGET = "demo_rag.py"
 
 # (description, old snippet, new snippet, pytest arguments selecting the tests that reach it)
 MUTATIONS: list[tuple[str, str, str, list[str]]] = [
+    ("mcp: a nullable field's schema is a list of types, which one-type dialects reject",
+     '    text_or_null = {"anyOf": [string, {"type": "null"}]}',
+     '    text_or_null = {"type": ["string", "null"]}',
+     ["tests/test_mcp.py", "-k", "only_reads"]),
     ("rank() locates its sources' passages without the search's terms (their first lines)",
      "                     passages=[locate_passage(h.chunk, terms) for h in hits])",
      "                     passages=[locate_passage(h.chunk) for h in hits])",

@@ -462,6 +462,15 @@ def test_every_tool_says_it_only_reads_and_what_its_result_holds(mcp):
         assert t["outputSchema"]["type"] == "object" and t["outputSchema"]["required"], name
     assert {name: t["annotations"]["idempotentHint"] for name, t in tools.items()} == {
         "search_notes": True, "read_note": True, "ask_notes": False}   # a chat model words each answer anew
+
+    def types(schema) -> list:            # every "type" in a schema, however deep
+        if isinstance(schema, dict):
+            return [v for k, v in schema.items() if k == "type"] + [t for v in schema.values() for t in types(v)]
+        return [t for v in schema for t in types(v)] if isinstance(schema, list) else []
+    # One type each, nullable ones as anyOf: what the MCP Inspector CLI's --strict check asks, since a
+    # client mapping schemas onto a one-type dialect (Gemini's function declarations) rejects a list.
+    found = [t for tool in tools.values() for key in ("inputSchema", "outputSchema") for t in types(tool[key])]
+    assert "null" in found and all(isinstance(t, str) for t in found), found
     assert m.close()[0] == 0
 
 
