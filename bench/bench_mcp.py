@@ -109,10 +109,14 @@ def built(work: Path, n: int, server: FakeOllama) -> tuple[Path, Path, list[str]
 class Client:
     """A raw-lines MCP client of `demo_rag.py --mcp`."""
 
-    def __init__(self, args: list, env: dict):
-        self.p = subprocess.Popen([sys.executable, str(ROOT / "demo_rag.py"), "--mcp", *map(str, args)],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    def __init__(self, args: list, env: dict, run: list | None = None, stderr=subprocess.DEVNULL):
+        """`run`: what starts the server, instead of this Python running demo_rag.py (--mcp and
+        `args` follow it)."""
+        self.p = subprocess.Popen([*(run or [sys.executable, str(ROOT / "demo_rag.py")]), "--mcp",
+                                   *map(str, args)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=stderr, env=env)
         self.id = 0
+        self.sent: list[float] = []       # when each search was sent (perf_counter)
 
     def send(self, message: dict) -> None:
         self.p.stdin.write(json.dumps(message).encode() + b"\n")
@@ -127,6 +131,7 @@ class Client:
 
     def search(self, query: str) -> tuple[float, dict]:
         t0 = time.perf_counter()
+        self.sent.append(t0)
         reply = self.request("tools/call", {"name": "search_notes", "arguments": {"query": query}})
         return time.perf_counter() - t0, reply["result"]
 

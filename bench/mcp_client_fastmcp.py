@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import time
 
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 from fastmcp.exceptions import ToolError
+from mcp_stop_button import search_during_answer
 
 
 async def main(root: str, notes: str, cache: str) -> None:
@@ -42,21 +42,7 @@ async def main(root: str, notes: str, cache: str) -> None:
             await client.call_tool("no_such_tool", {})
         except Exception as e:
             print("unknown tool ->", type(e).__name__, str(e)[:100])
-        t0 = time.perf_counter()
-        ask = asyncio.create_task(client.call_tool("ask_notes", {"question": "how do I brew pour-over coffee"}))
-        await asyncio.sleep(1.5)
-        s0 = time.perf_counter()
-        await client.call_tool("search_notes", {"query": "bm25"})
-        print(f"search 1.5 s into ask_notes: {(time.perf_counter() - s0) * 1000:.0f} ms; ask done: {ask.done()}")
-        ask.cancel()
-        try:
-            await ask
-            print("ask: answered")
-        except asyncio.CancelledError:
-            print(f"ask: cancelled at {time.perf_counter() - t0:.2f} s")
-        s0 = time.perf_counter()
-        await client.call_tool("search_notes", {"query": "bm25"})
-        print(f"search after: {(time.perf_counter() - s0) * 1000:.0f} ms")
+        await search_during_answer(client.call_tool)
 
 
 if __name__ == "__main__":

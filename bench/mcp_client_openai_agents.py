@@ -14,10 +14,10 @@ import asyncio
 import json
 import os
 import sys
-import time
 
 from agents.mcp import MCPServerStdio, MCPUtil
 from agents.run_context import RunContextWrapper
+from mcp_stop_button import search_during_answer
 
 
 def model_input(output) -> tuple[int, int]:
@@ -49,18 +49,7 @@ async def main(root: str, notes: str, cache: str) -> None:
                 print("unknown tool ->", await server.call_tool("no_such_tool", {}))
             except Exception as e:
                 print("unknown tool ->", type(e).__name__, str(e)[:100])
-            t0 = time.perf_counter()
-            ask = asyncio.create_task(server.call_tool("ask_notes", {"question": "how do I brew pour-over coffee"}))
-            await asyncio.sleep(1.5)
-            s0 = time.perf_counter()
-            await server.call_tool("search_notes", {"query": "bm25"})
-            print(f"search 1.5 s into ask_notes: {(time.perf_counter() - s0) * 1000:.0f} ms; ask done: {ask.done()}")
-            ask.cancel()
-            try:
-                await ask
-                print("ask: answered")
-            except asyncio.CancelledError:
-                print(f"ask: cancelled at {time.perf_counter() - t0:.2f} s")
+            await search_during_answer(server.call_tool)
 
 
 if __name__ == "__main__":

@@ -9,19 +9,17 @@ Run from the project root, after bench/bench_mcp.py has built its vaults (offlin
 The server is `demo_rag.py --mcp` started through a small wrapper that times its functions (the
 search, the result's building, the whole tools/call, the reply's writing) and stamps when a line
 is read and when its handling starts; the stamps are perf_counter(), which on Linux is the system's
-monotonic clock, so the client's and the server's can be subtracted. The pairs are timed as
-bench_mcp.py times them: --pause seconds of "thinking", search() here, APART seconds, the call.
+monotonic clock, so the client's and the server's can be subtracted. The pairs are timed by
+bench_mcp.py's own side_by_side(): --pause seconds of "thinking", search() here, APART seconds, the
+call.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,31 +79,14 @@ def trace(n: int, work: Path, calls: int, pause: float) -> dict[str, float]:
         index, _ = rag.open_index(settings, client)
         log = Path(tmp) / "server.log"
         with open(log, "w") as err:
-            p = subprocess.Popen([sys.executable, "-c", WRAPPER, str(ROOT), "--mcp", "--notes", str(notes),
-                                  "--cache", str(cache)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 stderr=err, env={**os.environ, "OLLAMA_HOST": fake.url})
-
-            def request(id_: int, method: str, params: dict) -> dict:
-                p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": id_, "method": method,
-                                          "params": params}).encode() + b"\n")
-                p.stdin.flush()
-                return json.loads(p.stdout.readline())
-            request(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                      "clientInfo": {"name": "trace", "version": "1"}})
-            request(1, "tools/call", {"name": "search_notes", "arguments": {"query": questions[0]}})
-            inside, sent, got = [], [], []
-            for i in range(calls):
-                q = questions[1 + i % (len(questions) - 1)]
-                time.sleep(pause)
-                t0 = time.perf_counter()
-                rag.search(client, index, q, settings)
-                inside.append(time.perf_counter() - t0)
-                time.sleep(bench.APART)
-                sent.append(time.perf_counter())
-                request(2 + i, "tools/call", {"name": "search_notes", "arguments": {"query": q}})
-                got.append(time.perf_counter())
-            p.stdin.close()
-            p.wait(timeout=60)
+            c = bench.Client(["--notes", notes, "--cache", cache], {**os.environ, "OLLAMA_HOST": fake.url},
+                             run=[sys.executable, "-c", WRAPPER, str(ROOT)], stderr=err)
+            c.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                     "clientInfo": {"name": "trace", "version": "1"}})
+            c.search(questions[0])
+            inside, over, _ = bench.side_by_side(c, client, index, settings, questions, calls, pause)
+            c.close()
+        sent = c.sent[-calls:]
         steps: dict[str, list[float]] = {}
         events: dict[str, list[float]] = {}
         for line in log.read_text().splitlines():
@@ -116,7 +97,7 @@ def trace(n: int, work: Path, calls: int, pause: float) -> dict[str, float]:
                 events.setdefault(name, []).append(float(value))
     last = {k: v[-calls:] for k, v in {**steps, **events}.items()}   # the timed calls' own
     med = statistics.median
-    return {"search() here": med(inside) * 1000, "call": med(b - a for a, b in zip(sent, got)) * 1000,
+    return {"search() here": med(inside) * 1000, "call": med(over) * 1000,
             "client to server": med(r - s for s, r in zip(sent, last["read"])) * 1000,
             "read to handled": med(h - r for r, h in zip(last["read"], last["handle"])) * 1000,
             "search in the server": med(last["search"]), "the result built": med(last["search_result"]),
