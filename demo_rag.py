@@ -5014,8 +5014,8 @@ def passage_offset(text: str, terms: Iterable[tuple[str, float]] = ()) -> int:
 def locate_passage(chunk: Chunk, terms: Iterable[tuple[str, float]] = ()) -> Passage:
     """Where the passage of `chunk` that a search's `terms` (term, idf: preview_terms) matched
     is: its line and section, with the chunk's first and last lines. Without a term in the chunk,
-    the passage is its first line past the headings it opens with. Every printer of a source,
-    the prompt and --json go by it.
+    the passage is its first line past the headings it opens with. rank() locates each source's
+    passage once (Retrieval.passages); every printer of a source, the prompt and --json go by it.
 
     >>> text = "## Chain\\nOil it.\\n\\n## Tyres\\nRoad: 80 psi."
     >>> c = Chunk("bike.md", "# Bike › ## Chain", text, line=5)
@@ -7154,14 +7154,13 @@ def prompt_within(question: str, r: Retrieval, conv: Conversation,
 
     def cite(h: Hit) -> str:
         return passage_citation(h.chunk, where[h.rank])
-    hits = r.hits
-    base = build_messages(question, hits, cite=cite)
+    base = build_messages(question, r.hits, cite=cite)
     fixed = sum(estimate_tokens(m["content"]) for m in base) + answer_tokens
     if not conv.turns and not conv.summary:
         return base, rung(max(fixed, conv.num_ctx))
     fixed += HISTORY_HEADER_TOKENS
     num_ctx = rung(max(fixed, conv.num_ctx))
-    return build_messages(question, hits, history_text(conv, num_ctx - fixed), cite), num_ctx
+    return build_messages(question, r.hits, history_text(conv, num_ctx - fixed), cite), num_ctx
 
 
 def chat_once(client: ollama.Client, settings: Settings, messages: list[dict], num_predict: int,
