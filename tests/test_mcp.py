@@ -6,6 +6,7 @@ dependency: those tests are skipped without it). stdout must carry protocol mess
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
@@ -131,7 +132,7 @@ def mcp(server, notes, tmp_path):
             m.p.kill()
         m.p.wait(timeout=30)
         for pipe in (m.p.stdin, m.p.stdout, m.p.stderr):
-            with __import__("contextlib").suppress(OSError):
+            with contextlib.suppress(OSError):
                 pipe.close()
 
 

@@ -6,7 +6,6 @@ raw JSON lines where it cannot (that no response ever comes, a cancel for no cal
 """
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import sys
@@ -15,29 +14,13 @@ import time
 
 import pytest
 from conftest import SCRIPT, user_env
+import test_mcp
 from test_mcp import Mcp, said, sdk
 
 import demo_rag as rag
 
+mcp = test_mcp.mcp                        # its fixture: servers on a copy of demo-data/, all ended
 PIECE_SECONDS = 0.02                      # a slow chat model: one piece of its answer this often
-
-
-@pytest.fixture
-def mcp(server, notes, tmp_path):
-    """Start servers on a copy of demo-data/, as test_mcp's fixture does; all are ended."""
-    started = []
-
-    def start(*args):
-        started.append(Mcp(["--notes", notes, "--cache", tmp_path / "cache", *args], server.url))
-        return started[-1]
-    yield start
-    for m in started:
-        if m.p.poll() is None:
-            m.p.kill()
-        m.p.wait(timeout=30)
-        for pipe in (m.p.stdin, m.p.stdout, m.p.stderr):
-            with contextlib.suppress(OSError):
-                pipe.close()
 
 
 @pytest.fixture
