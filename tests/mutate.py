@@ -988,7 +988,7 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '',
      ["tests/test_mcp.py", "-k", "validates_against or official"]),
     ("mcp: the outputSchema says a source always has lines (a PDF's page has none)",
-     '    line = {"type": ["integer", "null"]}  # null: a PDF\'s page has no lines',
+     '    line = {"anyOf": [integer, {"type": "null"}]}         # null: a PDF\'s page has no lines',
      '    line = {"type": "integer"}',
      ["tests/test_mcp.py", "-k", "validates_against"]),
     ("mcp: no text block holds structuredContent's JSON (clients that read only text miss it)",
