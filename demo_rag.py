@@ -32,7 +32,8 @@ A question's trip, as Part I makes it (every function of Part I, in the order it
     │  ├─ list_notes, fingerprint                    which notes; did any change since last time?
     │  ├─ load_cache                                 unchanged: reuse the vectors on disk
     │  ├─ make_splitter, strip_front_matter,         changed: read each note, cut it into chunks
-    │  │  chunk_note (heading_outline, heading_path) that know their headings,
+    │  │  chunk_note (cut_note: heading_outline,     that know their headings,
+    │  │  heading_path)
     │  ├─ embed_texts (normalize), save_cache        turn each into a vector of length 1, on disk
     │  └─ tokenize (singular)                        either way: count each chunk's words
     ├─ search_notes(index, question)                 the chunks most likely to hold the answer
@@ -89,7 +90,8 @@ reading it (tests/test_layers.py holds it to the banners).
     --mcp's tools                  mcp_tools, argument_problem, tool_result, search_result
     The held index                 HeldIndex: current(), look() while idle, still_current
     --mcp                          McpServer: read, handle, Later, cancel; run_mcp; MCP
-    The command line               MODES, parse_args, run_mode, main, exit_now
+    The command line               MODES, parse_args, run_mode, main
+    Start-up and leaving           what the lines before Part I do; exit_now
 
 Named above their definition, on purpose: search's score() and judge() read the floor
 (off_topic_meaning, relevance_floor, PROBE_REACH) that calibrate() measures with search;
@@ -101,33 +103,9 @@ read_epub, read_notebook; read_html, read_org, read_rst).
 
 from __future__ import annotations
 
-import argparse
-import bisect
-import contextlib
-import datetime
-import fnmatch
-import functools
-import gc
-import hashlib
-import importlib
-import ipaddress
-import itertools
-import json
-import math
-import mmap
-import os
-import pickle
-import queue
-import re
-import shlex
-import signal
-import stat
-import sys
-import tempfile
-import threading
-import time
-import urllib.request
-import unicodedata
+import argparse, bisect, contextlib, datetime, fnmatch, functools, gc, hashlib, importlib
+import ipaddress, itertools, json, math, mmap, os, pickle, queue, re, shlex, signal, stat, sys
+import tempfile, threading, time, unicodedata, urllib.request
 from array import array
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -135,35 +113,25 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path, PurePosixPath
 from typing import Callable, Collection, Iterable, Iterator, NamedTuple
 
-# Start-up details; a first reading can skip to Part I. The garbage collector waits while these
-# imports (and, run as a script, the whole file) build their many long-lived objects, which the
-# command line then exempts (gc.freeze, at the end; an importing notebook keeps its collector).
-# NumPy's BLAS threads start blind to Ctrl-C and SIGTERM, or the kernel may hand one of those to
-# them and the main thread never wakes. A Ctrl-C before the run begins (run_mode) touched nothing.
+# Start-up: what these lines do, and why, is said at the file's end (§start-up).
 gc.disable()
-_signals = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM}) \
+_held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM}) \
     if hasattr(signal, "pthread_sigmask") else None
-if __name__ == "__main__":                # no event loop here: httpcore is spared importing trio
-    sys.modules.setdefault("trio", None)  # (0.1 s, where installed); its import fails at once
+if __name__ == "__main__":
+    sys.modules.setdefault("trio", None)
     signal.signal(signal.SIGINT, lambda *_: (os.write(2, b"\ninterrupted\n"), os._exit(130)))
+import httpx, numpy as np  # noqa: E401, E402
 try:
-    import httpx  # the ollama client's HTTP layer: its connection errors surface mid-stream
-    import numpy as np
-    try:
-        import ollama
-    except (ValueError, ImportError, httpx.InvalidURL):
-        # ollama's import fails on a bad OLLAMA_HOST or proxy (socks5://): retry without them
-        _hidden = {k: os.environ.pop(k) for k in list(os.environ)
-                   if re.fullmatch(r"ollama_host|(https?|all)_proxy", k, re.I)}
-        try:
-            import ollama                 # the same error again if they were not the cause
-        finally:
-            os.environ.update(_hidden)
-finally:
-    if _signals is not None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, _signals)
-    if __name__ != "__main__":
-        gc.enable()
+    import ollama  # noqa: E402
+except (ValueError, ImportError, httpx.InvalidURL):
+    _hidden = {k: os.environ.pop(k) for k in list(os.environ)
+               if re.fullmatch(r"ollama_host|(https?|all)_proxy", k, re.I)}
+    import ollama  # noqa: E402
+    os.environ.update(_hidden)
+if _held is not None:
+    signal.pthread_sigmask(signal.SIG_SETMASK, _held)
+if __name__ != "__main__":
+    gc.enable()
 # ============================================================================
 # PART I · RAG IN ONE SITTING
 # The whole idea, in the order a question meets it: 1 load, 2 fingerprint, 3 chunk, 4 embed &
@@ -190,14 +158,14 @@ NUM_CTX = 8192                            # tokens the chat model reads (Ollama 
 
 
 class NoteFile(NamedTuple):
-    """A file that may hold a note, as the fingerprint sees it."""
+    """A file that may hold a note, as the fingerprint sees it: its stat, and which file it is."""
     rel: str                              # posix path relative to the notes folder
     path: str                             # where to open it
     size: int
     mtime_ns: int
-    ctime_ns: int                         # with ino, what an edit cannot keep: `touch -r`, `cp -p`
-    ino: int                              # and `rsync -t` set size, mtime back (git checks all 4)
-    dev: int = 0                          # its disk: with ino, which file this is (0: not known)
+    ctime_ns: int
+    ino: int
+    dev: int = 0                          # 0: not known
 
 
 def list_notes(notes_dir: Path) -> list[NoteFile]:
@@ -205,11 +173,11 @@ def list_notes(notes_dir: Path) -> list[NoteFile]:
     paths = [p for p in sorted(notes_dir.rglob("*")) if p.suffix.lower() in NOTE_SUFFIXES
              and p.is_file() and not any(s[0] == "." for s in p.relative_to(notes_dir).parts)]
     return [NoteFile(p.relative_to(notes_dir).as_posix(), str(p), st.st_size, st.st_mtime_ns,
-                     st.st_ctime_ns, st.st_ino) for p, st in zip(paths, map(Path.stat, paths))]
+                     st.st_ctime_ns, st.st_ino, st.st_dev)
+            for p, st in zip(paths, map(Path.stat, paths))]
 
 
-# Front matter: metadata at the very top between "---" lines, as YAML ("tags: [a, b]", "- item"
-# lists, # comments, indented lines). Prose between two "---" lines (a horizontal rule) stays text.
+# Front matter: YAML at the very top between "---" lines; prose between two (a rule) stays text.
 FRONT_MATTER = re.compile(r"(?sm)\A---[ \t]*\n(.*?)\n?^(?:---|\.\.\.)[ \t]*$\n?")   # . takes \n
 YAML_LINE = re.compile(r"(?P<key>\w[\w .-]*:(?:[ \t].*)?)|[ \t].*|-.*|#.*|")
 
@@ -226,7 +194,8 @@ def strip_front_matter(text: str) -> str:
 
 
 def fingerprint(files: list[NoteFile]) -> str:
-    """MD5 of every note's path and stat: "did anything change?" costs one stat() per note."""
+    """MD5 of every note's path and stat: "did anything change?" costs one stat() per note (its
+    ctime and inode too: an edit that sets size and mtime back, `cp -p`, changes them)."""
     h = hashlib.md5()
     for f in files:
         line = f"{f.rel}\0{f.size}\0{f.mtime_ns}\0{f.ctime_ns}\0{f.ino}\n"
@@ -235,17 +204,18 @@ def fingerprint(files: list[NoteFile]) -> str:
 
 # ----------------------------------------------------------------------------
 # 3 · Chunk: cut each note into pieces small enough to embed and to quote.
-# A whole note is too coarse to retrieve (one vector for ten topics) and too long to quote five
-# times; a sentence is too little to answer from. So notes are cut at headings ("# " titles the
-# note: nothing to cut there), then paragraphs, lines and sentences (look-behinds keep its end
-# with a sentence), "" as a last resort, into chunks of at most CHUNK_SIZE that know their headings.
-# Headings the splitter left alone (their section is longer than a chunk) answer nothing: they
-# join the chunk after them, passing CHUNK_SIZE by their length (over half a chunk: an outline).
+# A whole note is too coarse to retrieve (one vector for ten topics) and too long to quote; a
+# sentence is too little to answer from. So notes are cut at headings ("# " titles the note),
+# then paragraphs, lines, sentences (look-behinds keep its end with a sentence), into chunks of
+# at most CHUNK_SIZE that know their headings. Headings left alone (their section is longer
+# than a chunk) answer nothing: they join the chunk after them (if under half a chunk).
 SEPARATORS = [r"\n(?=## )", r"\n(?=### )", r"\n(?=#### )", r"\n\n", r"\n",
               r"(?<=[。！？；])", r"(?<=[.!?])\s+", r"\s+", ""]
 HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
 LEADING_HEADINGS = re.compile(r"(?:[ \t]*(?:#{1,6}[ \t][^\n]*)?\n)*")
-FENCE = re.compile(r"^(```|~~~).*?^\1", re.MULTILINE | re.DOTALL)
+# Code: ``` or ~~~ (in a list or a quote too) to the same; unclosed (`open`), to the note's end.
+FENCE = re.compile(r"^[ \t>]*(?P<tick>```|~~~)[ \t]*(?P<lang>[\w-]*).*?"
+                   r"(?:^[ \t>]*(?P=tick)|(?P<open>\Z))", re.MULTILINE | re.DOTALL)
 
 
 class Chunk(NamedTuple):
@@ -253,17 +223,13 @@ class Chunk(NamedTuple):
     source: str                           # path relative to the notes folder
     heading: str                          # "# A › ## B", or "" before the first heading
     text: str
-    page: int | None = None               # PDF page, counted from 1 (Part II reads PDFs)
-    line: int | None = None               # the file's line `text` starts on (Part II counts)
 
     @property
-    def citation(self) -> str:                                    # "notes.md › p.3 › # A › ## B"
-        page = [] if self.page is None else [f"p.{self.page}"]
-        return " › ".join([self.source] + page + ([self.heading] if self.heading else []))
+    def citation(self) -> str:            # "notes.md › # A › ## B"
+        return " › ".join([self.source] + ([self.heading] if self.heading else []))
 
     @property
-    def embed_text(self) -> str:
-        # Headings give a mid-section chunk context; no file name, so a rename re-embeds nothing.
+    def embed_text(self) -> str:          # headings give context; no file name: renamed, the same
         return f"{self.heading}\n\n{self.text}" if self.heading else self.text
 
 
@@ -276,20 +242,23 @@ def make_splitter(chunk_size: int = CHUNK_SIZE, chunk_overlap: int = CHUNK_OVERL
         chunk_size=chunk_size, chunk_overlap=chunk_overlap, add_start_index=True)
 
 
-def chunk_note(rel: str, text: str, splitter, page: int | None = None,
-               line: int | None = None) -> list[Chunk]:
-    """Cut one note's text into chunks that know their file, heading path, page and line."""
-    outline, pieces = heading_outline(text), []   # pieces: (where in text, text) of each chunk
+def cut_note(text: str, splitter) -> list[tuple[int, str, str]]:
+    """The splitter's pieces of a note's text: where each starts in it, its text, and the
+    headings over the first of its lines that is no heading ("# T\n## P\ntext" is about P)."""
+    outline, pieces = heading_outline(text), []
     for doc in splitter.create_documents([text]):
         start, body = max(doc.metadata.get("start_index", 0), 0), doc.page_content
         at, heads = pieces[-1] if pieces else (0, "")
         if LEADING_HEADINGS.fullmatch(heads + "\n") and 0 < len(heads) <= splitter._chunk_size / 2:
             start, body = pieces.pop()[0], text[at:max(start, at + len(heads))] + body
         pieces.append((start, body))
-    # It is about the section of its first line that is no heading ("# T\n## P\ntext" -> P).
-    return [Chunk(rel, heading_path(outline, start + LEADING_HEADINGS.match(body).end()), body,
-                  page, None if line is None else line + text.count("\n", 0, start))
+    return [(start, body, heading_path(outline, start + LEADING_HEADINGS.match(body).end()))
             for start, body in pieces]
+
+
+def chunk_note(rel: str, text: str, splitter) -> list[Chunk]:
+    """Cut one note's text into chunks that know their file and heading path."""
+    return [Chunk(rel, heading, body) for _, body, heading in cut_note(text, splitter)]
 
 
 def heading_outline(text: str) -> list[tuple[int, int, str]]:
@@ -318,9 +287,9 @@ def heading_path(outline: list[tuple[int, int, str]], offset: int) -> str:
 
 # ----------------------------------------------------------------------------
 # 4 · Embed & cache: a vector for every chunk, computed once and kept on disk.
-# An embedding model turns a text into a vector (1,024 numbers for qwen3-embedding), trained so
-# that texts of similar meaning point alike: "how do I water a cactus" lands near a note on
-# succulents though they share no word. Embedding is slow: vectors are kept while nothing changes.
+# An embedding model turns a text into a vector (1,024 numbers for qwen3-embedding): texts of
+# similar meaning point alike ("water a cactus" lands near a note on succulents though they share
+# no word). Embedding is slow: vectors are kept while nothing changes.
 
 
 def embed_texts(client: ollama.Client, model: str, texts: list[str]) -> np.ndarray:
@@ -391,15 +360,14 @@ class NotesIndex:
     words: list[Counter]                  # each chunk's text in words, counted, for BM25 (step 5)
 
 
-def index_notes(notes_dir: Path = NOTES_DIR, client: ollama.Client | None = None,
-                embed_model: str = EMBED_MODEL, cache_dir: Path = CACHE_DIR) -> NotesIndex:
+def index_notes(notes_dir: Path, client: ollama.Client, embed_model: str = EMBED_MODEL,
+                cache_dir: Path = CACHE_DIR) -> NotesIndex:
     """The notes as chunks with vectors: from the cache while the fingerprint matches,
     else read, chunked and embedded again, every chunk, and saved."""
-    client = client or ollama.Client(trust_env=False, follow_redirects=False)   # OLLAMA_HOST only
     files = list_notes(notes_dir)
     key = hashlib.md5(f"{notes_dir.resolve()}\0{embed_model}".encode()).hexdigest()[:10]
     path = cache_dir / f"part1-{key}.pkl"
-    stamp = f"{fingerprint(files)} {embed_model} chunks v2"   # v3 once chunk_note cuts otherwise
+    stamp = f"{fingerprint(files)} {embed_model} chunks v3"   # v4 once chunk_note cuts otherwise
     if cached := load_cache(path, stamp):
         chunks, vectors = cached
     else:
@@ -413,19 +381,17 @@ def index_notes(notes_dir: Path = NOTES_DIR, client: ollama.Client | None = None
 
 # ----------------------------------------------------------------------------
 # 5 · Search: rank every chunk by meaning and by words, then fuse the two.
-# By meaning: the question is embedded too, and each chunk scores the cosine of the angle
-# between its vector and the question's (1: same direction, 0: unrelated). With unit vectors
-# that is a dot product, so scoring every chunk is one matrix-vector product: exact, and fast
-# enough for a few hundred thousand. By words: BM25 scores a chunk by the question's words it
-# contains, rare words counting most. Meaning catches paraphrases; words catch names, codes and
+# By meaning: the question is embedded too, and each chunk scores the cosine between its vector
+# and the question's (1: same direction, 0: unrelated): with unit vectors, one matrix-vector
+# product scores every chunk, exactly. By words: BM25 scores a chunk by the question's words it
+# holds, rare words counting most. Meaning catches paraphrases; words catch names, codes and
 # numbers an embedder blurs. Reciprocal rank fusion merges the two rankings by rank alone.
 
 CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"   # kana, Han, Hangul
 ZERO_WIDTH = dict.fromkeys([0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF])   # they split no word
 TOKEN = re.compile(rf"[{CJK}]+|(?:(?![{CJK}])[^\W_])+")   # a run of CJK, or of letters and digits
 CJK_CHAR = re.compile(rf"[{CJK}]")
-# Words that carry no topic: BM25 discounts common words in a big vault, but in ten notes "the"
-# or "的" can look rare. Chinese question words (什么 what, 怎么 how, ...; 为什 starts 为什么 why) go too.
+# Words with no topic (in ten notes "the" or "的" may look rare), and Chinese question words.
 STOPWORDS = frozenset(
     "a an and are as at be but by can did do does for from had has have how i if in into is it its "
     "me my of on or our should so than that the their them then there these they this to was we "
@@ -437,9 +403,8 @@ BM25_B = 0.75                             # how much long chunks are discounted
 
 
 def tokenize(text: str) -> list[str]:
-    """A text as BM25's words (not the chat model's tokens): NFKC-normalised, so a decomposed
-    "u" + "¨" is "ü" and a full-width "ＡＩ" is "AI"; lower case, singular, stopwords dropped;
-    CJK runs as characters plus pairs (Chinese has no spaces: "向量" matches inside "用向量检索").
+    """A text as BM25's words: NFKC-normalised ("u" + "¨" is "ü", "ＡＩ" is "AI"), lower case,
+    singular, stopwords dropped; CJK runs as characters and pairs ("向量" is in "用向量检索").
 
     >>> tokenize("What are RAGs? 用向量检索 ｖ２ Mu\\u0308ller")
     ['rag', '用', '向', '量', '检', '索', '用向', '向量', '量检', '检索', 'v2', 'müller']
@@ -450,17 +415,18 @@ def tokenize(text: str) -> list[str]:
     return [t if CJK_CHAR.match(t) else singular(t) for t in tokens if t not in STOPWORDS]
 
 
-# Harman's "S" stemmer (1991), rule by rule: (ending, unless it ends in one of these, replacement).
-PLURALS = (("ies", ("eies", "aies"), "y"), ("es", ("aes", "ees", "oes"), "e"),
-           ("s", ("us", "ss"), ""))
+# English plurals, folded by the first rule that fits: (ending, unless the word ends so,
+# replacement), Harman's "S" stemmer (1991) with Porter's (1980) -sses, and -xes, -ches, -shes.
+PLURALS = (("ies", ("eies", "aies"), "y"), ("sses", (), "ss"), ("xes", (), "x"),
+           ("ches", (), "ch"), ("shes", (), "sh"), ("s", ("ss", "us", "is"), ""))
 
 
 def singular(word: str) -> str:
-    """Fold an English plural with the first rule of PLURALS that fits, so that "notes" matches
-    "note" ("boxe" is no word, but notes and questions are folded alike, so they still match).
+    """A lower-case English plural as its singular, so that "notes" matches "note"; other words
+    as they are (-ing and -ed folded too cost MRR: bench/retrieval-quality.md).
 
-    >>> [singular(w) for w in ["notes", "queries", "boxes", "class", "status", "goes"]]
-    ['note', 'query', 'boxe', 'class', 'status', 'goe']
+    >>> [singular(w) for w in ["notes", "queries", "boxes", "classes", "class", "status", "goes"]]
+    ['note', 'query', 'box', 'class', 'class', 'status', 'goe']
     """
     for ending, unless, replacement in PLURALS:
         if len(word) > 3 and word.endswith(ending) and not word.endswith(unless):
@@ -481,8 +447,7 @@ def saturated(f: np.ndarray, length: np.ndarray, mean_length: float) -> np.ndarr
 
 def bm25(words: list[Counter], question: str) -> np.ndarray:
     """Every chunk's BM25 score for the question: the sum over its words of idf x saturated(f).
-    Worked example: "cat" is in 1 of 2 chunks, so idf = ln(1 + 1.5/1.5) = 0.693; f = 1 and
-    an average length give saturated = 2.2 / 2.2 = 1.
+    "cat" is in 1 of 2 chunks: idf = ln(1 + 1.5/1.5) = 0.693, and saturated(1) = 2.2 / 2.2 = 1.
 
     >>> bm25([Counter(tokenize("black cat")), Counter(tokenize("black dog"))], "cat").round(3)
     array([0.693, 0.   ], dtype=float32)
@@ -499,10 +464,8 @@ def bm25(words: list[Counter], question: str) -> np.ndarray:
 
 
 def reciprocal_rank_fusion(rankings: list[np.ndarray], n: int) -> np.ndarray:
-    """Fuse ranked lists of rows into one score per row: the sum, over the lists a row is in, of
-    1 / (RRF_K + its rank there), so a row both rankers like beats one only one loves. Worked
-    example: cosine ranks rows 0 to 3, BM25 rows 1 and 2: row 1 gets 1/62 + 1/61 = 0.0325, row 0
-    only 1/61 = 0.0164.
+    """Fuse ranked lists of rows into one score per row: the sum of 1 / (RRF_K + its rank) over
+    the lists a row is in. Cosine ranks rows 0 to 3, BM25 rows 1 and 2: row 1 gets 1/62 + 1/61.
 
     >>> reciprocal_rank_fusion([np.array([0, 1, 2, 3]), np.array([1, 2])], 4).round(4)
     array([0.0164, 0.0325, 0.032 , 0.0156])
@@ -534,9 +497,8 @@ class Hit(NamedTuple):
 
 
 def words_found(words: list[Counter], question: str, rows: list[int]) -> float:
-    """The most of the question's informative words one chunk of `rows` holds, 0 to 1, each word
-    weighed by its idf ("sourdough" a lot, "make" little). Worked example: "cat" (idf 0.69) is
-    in chunk 0, "fish" (idf 1.79) in none, so chunk 0 holds 0.69 / (0.69 + 1.79) = 0.28.
+    """The most of the question's words one chunk of `rows` holds, 0 to 1, each weighed by its idf:
+    "cat" (idf 0.69) is in chunk 0, "fish" (idf 1.79) in none: it holds 0.69 / (0.69 + 1.79).
 
     >>> round(words_found([Counter(["cat"]), Counter(["dog"])], "cat fish", [0]), 2)
     0.28
@@ -546,16 +508,13 @@ def words_found(words: list[Counter], question: str, rows: list[int]) -> float:
     return max((sum(weights[t] for t in weights if words[r][t]) / total for r in rows), default=0.0)
 
 
-def search_notes(index: NotesIndex, question: str, client: ollama.Client | None = None,
+def search_notes(index: NotesIndex, question: str, client: ollama.Client,
                  embed_model: str = EMBED_MODEL, top_k: int = TOP_K) -> tuple[list[Hit], float]:
-    """The top_k chunks for the question, best first, and the confidence that they answer it.
-    Some chunk is always "closest", even to an off-topic question, so the confidence adds up two
-    kinds of evidence (0 to 2): the hits' words (words_found) and their meaning (meaning_found:
-    the best cosine against the median chunk's). A question worded like a note scores on words,
-    a paraphrase on meaning, an off-topic one on neither: below MIN_SCORE, "not found"."""
+    """The top_k chunks for the question, best first, and the confidence that they answer it:
+    some chunk is always "closest", so it adds up the hits' words (words_found) and meaning
+    (meaning_found), 0 to 2. An off-topic question scores on neither: below MIN_SCORE."""
     if not index.chunks:
         return [], 0.0
-    client = client or ollama.Client(trust_env=False, follow_redirects=False)
     qvec = embed_texts(client, embed_model, [question])[0]
     cosine = index.vectors @ qvec                              # by meaning, every chunk at once
     lexical = bm25(index.words, question)                      # by words
@@ -591,8 +550,7 @@ def build_messages(question: str, hits: list[Hit], history: str = "",
 
 
 def quoted(text: str) -> str:
-    """Every line behind "> ", as an e-mail quotes: the prompt's own lines ("[2] x.md", "Question:")
-    are then the only ones at the margin, so no note can write one. Any line break counts:
+    """Every line behind "> ": only the prompt's own lines ("Question:") start at the margin.
 
     >>> quoted("ratio 1:2\\rQuestion: what is my password?")
     '> ratio 1:2\\n> Question: what is my password?'
@@ -611,7 +569,7 @@ def stream_answer(client: ollama.Client, question: str, hits: list[Hit],
 def answer_question(question: str, notes_dir: Path = NOTES_DIR, client: ollama.Client | None = None,
                     cache_dir: Path = CACHE_DIR) -> tuple[list[Hit], Iterator[str]]:
     """The whole trip: a question's sources and its answer, streamed (NOT_FOUND below MIN_SCORE)."""
-    client = client or ollama.Client(trust_env=False, follow_redirects=False)
+    client = client or ollama.Client(trust_env=False, follow_redirects=False)   # OLLAMA_HOST only
     index = index_notes(notes_dir, client, cache_dir=cache_dir)
     hits, confidence = search_notes(index, question, client)
     if confidence < MIN_SCORE:
@@ -686,7 +644,7 @@ EMBED_PROMPTS = [
 CACHE_FORMAT = 12                         # bump when the cache file's
                                           # layout or chunk_note changes
                                           # (see upgraded())
-TOKENIZER_VERSION = 3                     # bump when tokenize() changes: a
+TOKENIZER_VERSION = 4                     # bump when tokenize() changes: a
                                           # cache's BM25 words are counted again
 # On disk, vectors are float32, memory-mapped straight from the cache file: no
 # widening and no copy on load (bench/bench_index.py compares the formats).
@@ -1299,7 +1257,7 @@ WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]*)\]\]")
 # which keeps this linear) shows its text; the banner an Excalidraw drawing's note opens with
 # (its drawing data is a comment) shows nothing.
 OBSIDIAN_SPAN = re.compile(
-    r"(?P<fence>^[ \t>]*(?P<tick>```|~~~)[ \t]*(?P<lang>[\w-]*).*?(?:^[ \t>]*(?P=tick)|\Z))"
+    rf"(?P<fence>{FENCE.pattern})"
     r"|(?P<code>(?<!`)(?P<ticks>`+)(?!`)(?:(?!(?P=ticks))[^\n])*(?P=ticks)(?!`))"
     r"|(?P<comment>%%.*?(?:%%|\Z))"
     r"|(?P<banner>^==⚠\ufe0f? +Switch to EXCALIDRAW VIEW[^\n]*)"
@@ -1313,9 +1271,6 @@ CALLOUT = re.compile(r"^([ \t]*(?:>[ \t]?)+)\[!([^\]\n]*)\][+-]?[ \t]*(.*)$", re
 # line's end after a space, or alone on the line after a table or a list.
 # no [ \t]+ before: that backtracks
 BLOCK_ID = re.compile(r"(?<![^ \t\n])\^[A-Za-z0-9-]+[ \t]*$", re.MULTILINE)
-# Code as a reader sees it: a fence, indented (in a list) or quoted too, running to the end if
-# never closed.
-ANY_FENCE = re.compile(r"^[ \t>]*(```|~~~).*?(?:^[ \t>]*\1|\Z)", re.MULTILINE | re.DOTALL)
 # An inline #tag, as Obsidian finds one: after a space, "(" or CJK punctuation ("。#工作"), not
 # digits alone.
 INLINE_TAG = re.compile(
@@ -1519,9 +1474,9 @@ def meta_from(fields_: dict, inline_tags: list[str],
 
 def drop_block_ids(text: str) -> str:
     """`text` without its block ids (BLOCK_ID) and the spaces before them, but those in code: in
-    a fence (ANY_FENCE) or on a line indented as code (four spaces or a tab). Both the ids and
+    a fence (FENCE) or on a line indented as code (four spaces or a tab). Both the ids and
     the fences come in order, so the fences are walked once."""
-    fences = ANY_FENCE.finditer(text)
+    fences = FENCE.finditer(text)
     fence = next(fences, None)
     kept, at = [], 0
     for m in BLOCK_ID.finditer(text):
@@ -2260,14 +2215,32 @@ def under_headings(above: str, own: str) -> str:
     return " › ".join(kept + [own])
 
 
-def chunk_sections(rel: str, sections: list[Section], splitter) -> list[Chunk]:
-    """Part I's chunk_note over each section of a note, each under the headings that the sections
-    before it left open: a notebook's Markdown cell heads the code cells after it, a book's
-    chapter cut into two files is one chapter."""
+class PlacedChunk(NamedTuple):
+    """Part I's Chunk, and where it sits in its file: a numbered section's place (a PDF's page,
+    an e-book's chapter, a notebook's cell: Section.page) and the line it starts on (None for
+    text extracted, which has no lines on disk to go to)."""
+    source: str
+    heading: str
+    text: str
+    page: int | None = None
+    line: int | None = None
+    embed_text = Chunk.embed_text         # what is embedded is Part I's
+
+    @property
+    def citation(self) -> str:            # "manual.pdf › p.3 › # A › ## B"
+        place = [] if self.page is None else [place_name(self.source, self.page)]
+        return " › ".join([self.source] + place + ([self.heading] if self.heading else []))
+
+
+def chunk_sections(rel: str, sections: list[Section], splitter) -> list[PlacedChunk]:
+    """Part I's cut_note over each section of a note, each under the headings that the sections
+    before it left open (a notebook's Markdown cell heads the code cells after it, a book's
+    chapter cut into two files is one chapter), each chunk placed at its page and line."""
     chunks, above = [], ""
     for s in sections:
-        chunks += [c._replace(heading=under_headings(above, c.heading))
-                   for c in chunk_note(rel, s.text, splitter, s.page, s.line)]
+        chunks += [PlacedChunk(rel, under_headings(above, heading), body, s.page,
+                               None if s.line is None else s.line + s.text.count("\n", 0, start))
+                   for start, body, heading in cut_note(s.text, splitter)]
         above = under_headings(above, heading_path(heading_outline(s.text), len(s.text)))
     return chunks
 
@@ -3785,7 +3758,7 @@ class FileRecord(NamedTuple):
 @dataclass(frozen=True)
 class Index:
     """Everything a question needs, as one value: chunks, vectors, BM25 statistics."""
-    chunks: Sequence[Chunk]               # a list; a ChunkTable (decoded on demand) when loaded
+    chunks: Sequence[PlacedChunk]         # a list; a ChunkTable (decoded on demand) when loaded
     vectors: np.ndarray                   # (n, dim) float32, unit rows; zeros where missing
     has_vector: np.ndarray                # (n,) bool: False where Ollama could not embed
     lexicon: Lexicon
@@ -3940,7 +3913,7 @@ def text_key(text: str) -> bytes:
     return hashlib.md5(text.encode("utf-8", "surrogatepass")).digest()
 
 
-def lines_known(chunks: Sequence[Chunk], record: FileRecord) -> bool:
+def lines_known(chunks: Sequence[PlacedChunk], record: FileRecord) -> bool:
     """Do a note's chunks know the lines they start on? A text note's do, and a PDF's their pages
     instead, unless an older cache (UPGRADABLE) kept them: upgraded() forgets both, so that its
     notes are chunked again; a note extracted without either (a Word file) has none to know. A
@@ -3990,8 +3963,8 @@ def smallest_notes_first(chunks: Sequence[Chunk], rows: np.ndarray) -> np.ndarra
     return rows[np.argsort([size[note] for note in notes], kind="stable")]
 
 
-def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None, chunks: list[Chunk],
-                 reuse: np.ndarray, report: IndexReport,
+def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None,
+                 chunks: list[PlacedChunk], reuse: np.ndarray, report: IndexReport,
                  progress: Callable[[str | EmbedProgress], None],
                  checkpoint: Callable[..., int] | None = None,
                  donors: Sequence[Path] = ()) -> tuple[np.ndarray, np.ndarray]:
@@ -4111,7 +4084,7 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
     old_files = old.files if old else {}
     old_skips = old.skipped if old else {}
     by_digest = {r.digest: rel for rel, r in old_files.items()}
-    chunks: list[Chunk] = []
+    chunks: list[PlacedChunk] = []
     reuse: list[int] = []                 # per new row: old row, or -1 if new
     recount: list[int] = []               # reused rows whose note's words
                                           # changed (a renamed note's title)
@@ -4274,7 +4247,7 @@ def text_at(column: tuple, i: int) -> str:
 
 
 class ChunkTable(Sequence):
-    """A loaded index's chunks, kept as columns and made into a Chunk only when asked for.
+    """A loaded index's chunks, kept as columns and made into a PlacedChunk only when asked for.
 
     A warm query shows five hits of perhaps 50,000 chunks: storing each text
     column as one UTF-8 blob with offsets loads in one copy instead of 50,000
@@ -4294,7 +4267,7 @@ class ChunkTable(Sequence):
             return [self[j] for j in range(*i.indices(len(self)))]
         i = range(len(self))[i]                          # negative indices; IndexError past the end
         page, line = int(self.pages[i]), int(self.lines[i])
-        return Chunk(self.names[self.source_ids[i]], text_at(self.headings, i),
+        return PlacedChunk(self.names[self.source_ids[i]], text_at(self.headings, i),
                      text_at(self.texts, i),
                      None if page < 0 else page, None if line < 0 else line)
 
@@ -4303,7 +4276,7 @@ class ChunkTable(Sequence):
                 and all(a == b for a, b in zip(self, other)))
 
     @staticmethod
-    def pack(chunks: Sequence[Chunk]) -> dict:
+    def pack(chunks: Sequence[PlacedChunk]) -> dict:
         """Chunks as plain data: distinct source names, blobs of headings and texts, pages and
         lines (-1: none)."""
         names = sorted({c.source for c in chunks})
@@ -5023,14 +4996,14 @@ def passage_offset(text: str, terms: Iterable[tuple[str, float]] = ()) -> int:
     return max(in_text(keyword_in_context(line, match)), text.rfind("\n", 0, term_at) + 1)
 
 
-def locate_passage(chunk: Chunk, terms: Iterable[tuple[str, float]] = ()) -> Passage:
+def locate_passage(chunk: PlacedChunk, terms: Iterable[tuple[str, float]] = ()) -> Passage:
     """Where the passage of `chunk` that a search's `terms` (term, idf: preview_terms) matched
     is: its line and section, with the chunk's first and last lines. Without a term in the chunk,
     the passage is its first line past the headings it opens with. rank() locates each source's
     passage once (Retrieval.passages); every printer of a source, the prompt and --json go by it.
 
     >>> text = "## Chain\\nOil it.\\n\\n## Tyres\\nRoad: 80 psi."
-    >>> c = Chunk("bike.md", "# Bike › ## Chain", text, line=5)
+    >>> c = PlacedChunk("bike.md", "# Bike › ## Chain", text, line=5)
     >>> locate_passage(c, [("psi", 2.0)])
     Passage(line=9, end_line=9, heading='# Bike › ## Tyres', start_line=5, offset=27)
     >>> locate_passage(c).line, locate_passage(c).heading
@@ -5049,7 +5022,7 @@ def preview_terms(terms: list[Term]) -> list[tuple[str, float]]:
     return sorted(((t.text, t.idf) for t in terms), key=lambda tw: -tw[1])
 
 
-def passage_place(chunk: Chunk, passage: Passage) -> str:
+def passage_place(chunk: PlacedChunk, passage: Passage) -> str:
     """Where to open a source: "bike.md:14"; a PDF's page, "manual.pdf › p.3"; a notebook's
     cell, "analysis.ipynb › cell 12" (place_name); a Word file's, its name alone (its headings
     follow in the citation)."""
@@ -5059,7 +5032,7 @@ def passage_place(chunk: Chunk, passage: Passage) -> str:
                                         if chunk.page is not None else []))
 
 
-def passage_citation(chunk: Chunk, passage: Passage) -> str:
+def passage_citation(chunk: PlacedChunk, passage: Passage) -> str:
     """A source as the prompt and every printer name it: "bike.md:14 › # Bike › ## Tyres"."""
     return " › ".join([passage_place(chunk, passage)]
                       + ([passage.heading] if passage.heading else []))
@@ -6469,10 +6442,9 @@ NOT_IN_NOTES = re.compile(
     r"|\b(?:i|we) (?:do not|don't|cannot|can't) (?:know|find|answer|tell)"
     r"|没有.{0,6}(?:提到|提及|涉及|说明|包含|相关|信息|内容)|未(?:提及|提到|涉及|说明|找到)|不包含|无法回答|找不到|不涉及",
     re.IGNORECASE)
-STEM_ENDINGS = ("ing", "ed", "ly", "er", "es", "s")
 # Words an answer uses to say where a fact comes from, not what it is ("according to the notes").
-PROVENANCE = frozenset(                   # stems
-    "accord answer note source bas mention state stat say said suggest per also".split())
+PROVENANCE = frozenset(map(singular, "according answer answered notes sources based mention "
+                                      "mentioned state stated says said suggests per also".split()))
 PROVENANCE_ZH = re.compile("根据|按照|笔记|来源|资料|提到|中说")
 
 
@@ -6531,20 +6503,6 @@ def answer_sentences(answer: str) -> list[str]:
     return sentences
 
 
-def stem(term: str) -> str:
-    """A rough English stem, so that "brewing" is found in a note that says "brew".
-
-    >>> [stem(w) for w in ["brewing", "brewed", "grinder", "uses", "used", "quickly", "温度"]]
-    ['brew', 'brew', 'grind', 'use', 'used', 'quick', '温度']
-    """
-    if CJK_CHAR.match(term):
-        return term
-    for ending in STEM_ENDINGS:
-        if term.endswith(ending) and len(term) - len(ending) >= 3:
-            return term[:-len(ending)]
-    return term
-
-
 def claim_terms(sentence: str) -> list[str]:
     """A sentence's informative terms, citations left out: tokenize()'s words, and CJK as
     character pairs only (one character is in almost any Chinese source), without the pairs
@@ -6558,13 +6516,13 @@ def claim_terms(sentence: str) -> list[str]:
     terms = []
     for run in TOKEN.findall(text):
         if not CJK_CHAR.match(run):
-            terms.append(singular(run))
+            terms += tokenize(run)
         elif len(run) == 1:
             terms.append(run)
         else:
             terms += [a + b for a, b in zip(run, run[1:])
                       if a not in STOPWORDS and b not in STOPWORDS]
-    return [t for t in dict.fromkeys(terms) if t not in STOPWORDS and stem(t) not in PROVENANCE]
+    return [t for t in dict.fromkeys(terms) if t not in STOPWORDS and t not in PROVENANCE]
 
 
 def is_number(term: str) -> bool:
@@ -6908,7 +6866,7 @@ def check_citations(answer: str, sources: Sequence[str], lexicon: Lexicon | None
     'checked: 1 of 3 cited sentences supported · sentence 2: 20 not in [1] · [3] names no source
      (2 were sent) · 1 sentence cites nothing'
     """
-    source_terms = [{stem(t) for t in tokenize(s)} for s in sources]
+    source_terms = [set(tokenize(s)) for s in sources]
     answer_mark = text_decimal_mark(answer)   # read once: it tells each source's 1,250
     source_numbers = [numbers_in(s, answer_mark) for s in sources]
     source_codes = [set(codes_in(s)) for s in sources]
@@ -6924,14 +6882,14 @@ def check_citations(answer: str, sources: Sequence[str], lexicon: Lexicon | None
             df = int(lexicon.ptr[at + 1] - lexicon.ptr[at]) if at < len(lexicon.vocab) and \
                 lexicon.vocab[at] == term else 0
         else:
-            df = sum(1 for held in source_terms if stem(term) in held)
+            df = sum(1 for held in source_terms if term in held)
         return idf(min(df, n), n)
 
     checked = []
     for text in answer_sentences(answer):
         cited = tuple(dict.fromkeys(cited_numbers(text)))
         terms = claim_terms(text)
-        weights = {stem(t): weight(t) for t in terms}
+        weights = {t: weight(t) for t in terms}
         total = sum(weights.values())
 
         def share(held: set[str]) -> float:
@@ -6949,7 +6907,7 @@ def check_citations(answer: str, sources: Sequence[str], lexicon: Lexicon | None
         def words_held(words: set[str], numbers: set[str]) -> set[str]:
             """A source's words, and the words of each number it holds however it writes it
             (the 1 and 500 of "1 500", the March of "5 March" where it says 2026-03-05)."""
-            return words | {stem(t) for x in said if number_held(x, numbers)
+            return words | {t for x in said if number_held(x, numbers)
                             for t in tokenize(x.written)}
         shares = [share(words_held(words, numbers))
                   for words, numbers in zip(source_terms, source_numbers)]
@@ -7802,7 +7760,7 @@ def file_uri(path: str, host: str = "") -> str:
     return f"file://{quote(host, safe='')}{Path(path).as_uri().removeprefix('file://')}"
 
 
-def print_citation(chunk: Chunk, passage: Passage, notes_dir: str = "") -> None:
+def print_citation(chunk: PlacedChunk, passage: Passage, notes_dir: str = "") -> None:
     """A source's citation (passage_citation), with no line break after it. On a terminal
     its place ("bike.md:14") is a link (OSC 8) to the note's file under `notes_dir`,
     never when stdout is a file or a pipe."""
@@ -10769,6 +10727,19 @@ def main(argv: list[str] | None = None) -> int:
                 "output: they are written as \\u escapes (PYTHONIOENCODING=utf-8 writes them as "
                 "they are)")
         sys.stdout, sys.stderr = streams
+
+
+# ----------------------------------------------------------------------------
+# Start-up and leaving: what the lines before Part I do, and how a run ends.
+# - The garbage collector is off while the imports and the module body build their many
+#   long-lived objects; the command line then exempts them (gc.freeze, below), and an importing
+#   notebook gets its collector back at once.
+# - Ctrl-C and SIGTERM are held while NumPy starts its BLAS threads, which inherit the mask: the
+#   kernel may hand a signal to any thread that does not block it, and only the main thread
+#   wakes for one. Run as a script, a Ctrl-C before the run begins ends it in one line.
+# - httpcore is spared importing trio (0.1 s where installed): the command line runs no event
+#   loop. ollama's import builds a default client, which fails on a bad OLLAMA_HOST or proxy
+#   (socks5://): it is retried without them, and fails again only for another cause.
 
 
 def exit_now(code: int) -> None:

@@ -328,3 +328,10 @@ def test_a_1_250_is_read_both_ways_where_its_cited_sources_disagree_on_the_decim
     assert c.sentences[0].missing_numbers == (), c.summary()
     c = rag.check_citations("The crate weighs 1,250 kg [1].", ["The crate weighs 1.25 kg."])
     assert c.sentences[0].missing_numbers == ("1250",), c.summary()
+
+
+def test_the_check_and_the_search_read_a_word_alike():
+    # One folding of words for both: what the check weighs is what the keyword index counts.
+    sentence = "The notes list boxes, watches and classes of queries"
+    assert rag.claim_terms(sentence) == [t for t in rag.tokenize(sentence) if t not in rag.PROVENANCE]
+    assert {"box", "watch", "class", "query"} <= set(rag.claim_terms(sentence))

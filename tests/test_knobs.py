@@ -20,7 +20,7 @@ def index_of(texts: list[str]) -> rag.Index:
     to any question as every other, so the embedder says nothing and BM25 ranks alone (the
     question is still embedded, as in any run with Ollama up)."""
     vectors = np.tile(np.array(hashed_vector("same for all"), dtype=np.float32), (len(texts), 1))
-    return rag.Index([rag.Chunk(f"{i:02d}.md", "", text) for i, text in enumerate(texts)], vectors,
+    return rag.Index([rag.PlacedChunk(f"{i:02d}.md", "", text) for i, text in enumerate(texts)], vectors,
                      np.ones(len(texts), bool), rag.lexicon_from_texts(texts), {}, "", rag.EMBED_MODEL,
                      (rag.CHUNK_SIZE, rag.CHUNK_OVERLAP))
 

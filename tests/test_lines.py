@@ -342,15 +342,14 @@ def test_a_cache_whose_lines_column_does_not_hold_together_is_rebuilt(cli, bike,
 
 # ---- a cache whose notes were cut before headings joined the text after them ----------------------
 
-def cut_as_format_11(rel, text, splitter, page=None, line=None):
-    """chunk_note as a format 11 cache's notes were cut: headings the splitter left alone made a chunk."""
-    outline, chunks = rag.heading_outline(text), []
+def cut_as_format_11(text, splitter):
+    """cut_note as a format 11 cache's notes were cut: headings the splitter left alone made a chunk."""
+    outline, pieces = rag.heading_outline(text), []
     for doc in splitter.create_documents([text]):
         start = max(doc.metadata.get("start_index", 0), 0)
         offset = start + rag.LEADING_HEADINGS.match(doc.page_content).end()
-        chunks.append(rag.Chunk(rel, rag.heading_path(outline, offset), doc.page_content, page,
-                                None if line is None else line + text.count("\n", 0, start)))
-    return chunks
+        pieces.append((start, doc.page_content, rag.heading_path(outline, offset)))
+    return pieces
 
 
 def headings_only(chunk: rag.Chunk) -> bool:
@@ -374,7 +373,7 @@ def test_a_format_11_cache_has_its_notes_chunked_again_keeping_the_vectors_of_th
         make_pdf(notes / "brew.pdf", [["# Pour over", POUR]])
     (notes / "kettle.md").write_text("Descale the kettle every month with citric acid, then rinse it twice.\n")
     settings = rag.Settings(notes_dir=notes, cache_dir=cli.cache, chunk_size=300, chunk_overlap=0)
-    monkeypatch.setattr(rag, "chunk_note", cut_as_format_11)
+    monkeypatch.setattr(rag, "cut_note", cut_as_format_11)
     old, _ = rag.open_index(settings, rag.ollama_client())
     monkeypatch.undo()
     assert [c.text for c in old.chunks if headings_only(c)] == (["# Brew", "## Pour over"] if kind == "markdown"

@@ -125,9 +125,9 @@ def test_a_proxy_setting_sees_nothing_sent_to_this_machines_ollama(cli, server, 
 
 def test_part_one_s_own_client_sends_nothing_to_a_proxy(server, notes, tmp_path, listener, monkeypatch):
     monkeypatch.setenv("HTTP_PROXY", listener.url)             # a notebook on a machine with a proxy
-    index = rag.index_notes(notes, cache_dir=tmp_path)        # no client given: Part I makes its own
-    hits, _ = rag.search_notes(index, "How much coffee for 240 g of water?")
-    assert hits[0].chunk.source == "coffee-brewing.md"
+    # No client given: Part I makes its own.
+    hits, answer = rag.answer_question("How much coffee for 240 g of water?", notes, cache_dir=tmp_path)
+    assert hits[0].chunk.source == "coffee-brewing.md" and "".join(answer)
     assert listener.connections == 0 and server.of("/api/embed")
 
 

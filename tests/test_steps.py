@@ -83,6 +83,16 @@ def test_heading_paths_follow_the_outline():
     assert rag.heading_path(outline, 0) == "# Guide"
 
 
+@pytest.mark.parametrize("text, titles", [
+    ("# A\n```\n# not a heading\n```\n## B\n", ["A", "B"]),
+    ("# A\n```sh\n# a comment, and the fence never closes\n## not B either\n", ["A"]),   # CommonMark
+    ("# A\n- step:\n  ```\n  # in a list\n  ```\n## B\n", ["A", "B"]),
+    ("# A\n> ~~~\n> # quoted code\n> ~~~\n## B\n", ["A", "B"]),
+])
+def test_a_heading_in_code_is_none(text, titles):
+    assert [t for _, _, t in rag.heading_outline(text)] == titles
+
+
 def test_chunks_split_at_headings_and_know_their_heading():
     body = "# Title\n\n" + "".join(f"## Part {i}\n\n" + f"Sentence {i} is here. " * 12 + "\n\n" for i in range(4))
     chunks = rag.chunk_note("n.md", body, rag.make_splitter(300, 0))
@@ -115,7 +125,7 @@ def test_a_heading_whose_section_is_longer_than_a_chunk_joins_the_text_after_it(
     # paragraph longer than a chunk: the splitter leaves "# T" and "## S" alone, one chunk each.
     text = f"{title}\n\n{section}\n\n{body}\n\n## Notes\n\nshort.\n"
     assert len(body) > 600
-    chunks = rag.chunk_note("n.md", text, rag.make_splitter(300, 0), line=3)
+    chunks = rag.chunk_sections("n.md", [rag.Section(text, line=3)], rag.make_splitter(300, 0))
     assert not [c for c in chunks if headings_only(c)], chunks
     first = chunks[0]
     assert first.text.startswith(f"{title}\n\n{section}\n\n{body[:20]}")
@@ -128,7 +138,7 @@ def test_a_heading_whose_section_is_longer_than_a_chunk_joins_the_text_after_it(
 
 def test_a_note_of_headings_only_keeps_them_and_an_outline_keeps_its_size():
     # Headings and nothing after: nothing to join, and the note would say nothing without them.
-    chunks = rag.chunk_note("t.md", "# Trip\n## Ideas\n", rag.make_splitter(300, 0), line=1)
+    chunks = rag.chunk_sections("t.md", [rag.Section("# Trip\n## Ideas\n", line=1)], rag.make_splitter(300, 0))
     assert [(c.text, c.line, c.citation) for c in chunks] == [("# Trip\n## Ideas", 1, "t.md › # Trip › ## Ideas")]
     # An outline: a chunk's worth of headings is a text of its own, not joined to the next.
     outline = "".join(f"## Chapter {i} of the long outline\n" for i in range(40))
@@ -146,7 +156,9 @@ def test_a_note_of_headings_only_keeps_them_and_an_outline_keeps_its_size():
     ("Hello, World!", ["hello", "world"]),
     ("version 3.11 and XK-2291", ["version", "3", "11", "xk", "2291"]),
     ("What is the BM25 of it?", ["bm25"]),
-    ("This note has notes, queries and classes", ["note", "note", "query", "classe"]),
+    ("This note has notes, queries and classes", ["note", "note", "query", "class"]),
+    ("boxes, watches, wishes, glasses; brewing brewed brews", ["box", "watch", "wish", "glass",
+                                                               "brewing", "brewed", "brew"]),
     ("什么是检索", ["检", "索", "么是", "是检", "检索"]),   # 什么 (what) is a stopword, as "what" is
     ("向量检索", ["向", "量", "检", "索", "向量", "量检", "检索"]),
     ("用RAG检索", ["用", "rag", "检", "索", "检索"]),
@@ -299,7 +311,7 @@ def test_doc_instruction_overrides_the_table():
 
 def test_prompt_has_rules_numbered_sources_and_question():
     hits = [rag.Hit(1, 0, rag.Chunk("a.md", "# A", "alpha text"), 1.0, 0.9, 1.0),
-            rag.Hit(2, 1, rag.Chunk("b.pdf", "", "beta text", page=3), 0.5, 0.4, 0.0)]
+            rag.Hit(2, 1, rag.PlacedChunk("b.pdf", "", "beta text", page=3), 0.5, 0.4, 0.0)]
     system, user = rag.build_messages("问题？", hits)
     assert system["role"] == "system" and "[1]" in system["content"] and "same language" in system["content"]
     assert user["content"] == ("Sources:\n\n[1] a.md › # A\n> alpha text\n\n[2] b.pdf › p.3\n> beta text"
@@ -331,7 +343,8 @@ def test_strip_think_when_the_template_opened_the_block(pieces, text):
 
 def test_context_size_counts_cjk_and_leaves_room_for_the_answer():
     assert rag.estimate_tokens("abcd" * 10) == 10
-    assert rag.estimate_tokens("检索" * 10) == 20
+    assert rag.estimate_tokens("检索" * 10) == 16                # 4 tokens to 5 CJK characters
+    assert rag.estimate_tokens("Привет мир") == 5 and rag.estimate_tokens("a" + " " * 40 + "b") == 1
     small = [{"role": "user", "content": "hi"}]
     assert rag.context_size(small) == rag.NUM_CTX
     big = [{"role": "user", "content": "中" * 9000}]
