@@ -2876,6 +2876,7 @@ class PageLines:
         if name in HEADINGS_HTML and self.heading:
             self.end(f"h{self.heading}")
         role = html_attribute(attributes, "role").lower() if "role" in attributes.lower() else ""
+        role = role.split()[0] if role.strip() else ""    # the first of its roles decides
         drop = name in HTML_DROPPED or role in HTML_DROPPED_ROLES \
             or name == "footer" and not (self.counts["article"] or self.counts["main"])
         if name == "title" and self.title is None and not self.dropped:
