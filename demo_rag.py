@@ -63,8 +63,9 @@ reading it (tests/test_layers.py holds it to the banners).
     Talking to Ollama              ollama_client, the only client; explain_ollama_error
     Markdown as Obsidian writes it read_markdown, parse_front_matter; note_card, note_words
     Reading real folders           scan_notes, read_note, NOTE_TYPES; decode_note, readable_name
-    Office, e-books and notebooks  read_docx, read_odt, read_epub, read_notebook; Unzipped
-    Web pages, Org and reST        read_html (html_tokens, PageLines), read_org, read_rst
+    Office files and notebooks     read_docx, read_odt, read_notebook; Unzipped, parse_xml
+    Web pages and e-books          read_html (html_tokens, PageLines), read_epub (epub_toc)
+    Org and reST                   read_org, read_rst: the file's own lines, Markdown's headings
     Embedding                      embed_templates, embed_refusing, embed_query, model_digest
     BM25's inverted index          Lexicon: build_lexicon, query_postings, bm25_scores
     The incremental index          Index, IndexReport; update_index, fill_vectors embed what is new
@@ -97,8 +98,8 @@ Named above their definition, on purpose: search's score() and judge() read the 
 (off_topic_meaning, relevance_floor, PROBE_REACH) that calibrate() measures with search;
 fill_vectors takes vectors from other caches (vectors_elsewhere); answer() hands each outcome to
 the gap log (logged); McpServer and its method table MCP_METHODS name each other;
-NOTE_TYPES, the table of readers, names those of the two sections after it (read_docx, read_odt,
-read_epub, read_notebook; read_html, read_org, read_rst).
+NOTE_TYPES, the table of readers, names those of the three sections after it (read_docx,
+read_odt, read_notebook; read_html, read_epub; read_org, read_rst).
 """
 
 from __future__ import annotations
@@ -2246,17 +2247,17 @@ def chunk_sections(rel: str, sections: list[Section], splitter) -> list[PlacedCh
 
 
 # ----------------------------------------------------------------------------
-# Office, e-books and notebooks: Word (.docx), OpenDocument text (.odt), EPUB and Jupyter
-# notebooks, read with the standard library alone, as their owners wrote them: headings become
-# Markdown headings, which Part I's chunk_note cuts at and cites, and what is not the author's
-# text (styles, images, a notebook's outputs) is left out. The first three are zip archives of
-# XML, and a hostile one must not fill the memory: what is unzipped is counted as it comes and
+# Office files and notebooks: Word (.docx), OpenDocument text (.odt) and Jupyter notebooks, read
+# with the standard library alone, as their owners wrote them: headings become Markdown headings,
+# which Part I's chunk_note cuts at and cites, and what is not the author's text (styles, images,
+# a notebook's outputs) is left out. Word, OpenDocument and EPUB files are zip archives of XML,
+# and a hostile one must not fill the memory: what is unzipped is counted as it comes and
 # bounded (a zip bomb is named and skipped), and XML may declare no entities of its own (a
 # "billion laughs" expands a few lines of them into gigabytes).
 
 MAX_ZIP_MEMBERS = 10_000                  # a document holds dozens of files; a bomb, millions
-MAX_UNZIPPED_MB = 20 * MAX_NOTE_MB        # all a zip's parts read may unzip to: a Word file's
-                                          # XML is 5 to 10 times its zipped size
+# All a zip's parts read may unzip to: a Word file's XML is 5 to 10 times its zipped size.
+MAX_UNZIPPED_MB = 20 * MAX_NOTE_MB
 ZIP_PIECE = 1 << 16                       # bytes unzipped and parsed at a time
 
 
@@ -2500,8 +2501,8 @@ def word_markdown(pieces: Iterable[bytes], styles: dict[str, int]) -> str:
     word_heading_styles) or outline levels. The text is what Word shows: tracked deletions,
     field codes and the copy of a drawing's text kept for old readers (mc:Fallback) are left out;
     so are the table of contents and images."""
-    blocks, open_, kinds, skip = Blocks(), Counter(), [], 0   # kinds: each open paragraph's
-                                                                # [level, listed]
+    # kinds: each open paragraph's [level, listed]
+    blocks, open_, kinds, skip = Blocks(), Counter(), [], 0
 
     def start(tag: str, attrs: dict) -> None:
         nonlocal skip
@@ -2584,8 +2585,8 @@ ODF_LEFT_OUT = frozenset({ODF_TEXT + "note", ODF_OFFICE + "annotation",
 def odf_markdown(pieces: Iterable[bytes]) -> str:
     """An OpenDocument text's content.xml as Markdown (Blocks): text:h is a heading of its
     text:outline-level, a list item's first paragraph follows "- "; ODF_LEFT_OUT is left out."""
-    blocks, kinds, items, skip = Blocks(), [], [], 0     # items: has each open list item
-                                                         # had its first paragraph?
+    # items: has each open list item had its first paragraph?
+    blocks, kinds, items, skip = Blocks(), [], [], 0
 
     def start(tag: str, attrs: dict) -> None:
         nonlocal skip
@@ -2633,107 +2634,6 @@ def read_odt(path: Path, data: bytes | None = None) -> tuple[list[Section], str 
     section cited by its headings, as a Word file is; no warning."""
     return read_zipped(path, data, "OpenDocument", lambda doc: (extracted(
         [Section(odf_markdown(doc.pieces("content.xml")))], "OpenDocument"), None))
-
-
-# XHTML's elements that start a block of text, and those whose text is not the book's.
-XHTML_BLOCKS = frozenset("address article aside blockquote body dd div dl dt figcaption figure "
-                         "footer h1 h2 h3 h4 h5 h6 header hr li nav ol p pre section table tr "
-                         "ul".split())
-XHTML_LEFT_OUT = frozenset({"head", "script", "style", "svg", "template"})
-
-
-def xhtml_markdown(pieces: Iterable[bytes]) -> str:
-    """An e-book chapter's XHTML as Markdown (Blocks): h1 to h6 are headings, a list item follows
-    "- ", a table's cells are cut by " | ", <pre> is fenced code, runs of white space are one
-    space; the <head>, scripts, styles and images are left out. A minimal reader for the XHTML
-    of EPUBs, which must be well-formed XML, not HTML as browsers forgive it."""
-    blocks, at = Blocks(), {"skip": 0, "pre": 0, "level": 0, "listed": False}
-    blocks.start_paragraph()
-
-    def flush() -> None:
-        if at["pre"]:
-            blocks.add(fenced("".join(blocks.open.pop())))
-        else:                             # spaces from two pieces of text are one too
-            blocks.open[-1][:] = [re.sub(" +", " ", "".join(blocks.open[-1]))]
-            blocks.end_paragraph(at["level"], at["listed"])
-        blocks.start_paragraph()
-        at["level"], at["listed"] = 0, False
-
-    def start(tag: str, attrs: dict) -> None:
-        name = local(tag)
-        if at["skip"] or name in XHTML_LEFT_OUT:
-            at["skip"] += 1
-        elif name == "br":
-            blocks.text("\n")
-        elif name in XHTML_BLOCKS:
-            flush()
-            at["level"] = int(name[1]) if re.fullmatch(r"h[1-6]", name) else 0
-            at["listed"] = name == "li"
-            at["pre"] += name == "pre"
-
-    def end(tag: str) -> None:
-        name = local(tag)
-        if at["skip"]:
-            at["skip"] -= 1
-        elif name in ("td", "th"):
-            blocks.text(" | ")
-        elif name in XHTML_BLOCKS:
-            if name == "tr":              # no " | " after the last cell
-                blocks.open[-1][:] = ["".join(blocks.open[-1]).rstrip(" |")]
-            flush()
-            at["pre"] -= name == "pre"
-
-    def text(data: str) -> None:
-        if not at["skip"]:
-            blocks.text(data if at["pre"] else re.sub(r"[ \t\r\n]+", " ", data))
-    parse_xml(pieces, start, end, text)
-    flush()
-    return blocks.markdown()
-
-
-def epub_chapters(book: Unzipped) -> tuple[list[Section], str | None]:
-    """An EPUB's chapters, in its reading order, each a section numbered from 1 (cited "chapter
-    3"): META-INF/container.xml names the package file, whose spine orders the chapters its
-    manifest lists. Chapters the spine marks as not in the reading order (linear="no": notes,
-    a cover) are left out, and so is the table of contents (it repeats the headings); a chapter
-    that cannot be read is named in the warning, and the others read."""
-    import posixpath                      # (only here: a chapter's href is relative to the package)
-    from urllib.parse import unquote
-    package = next((a["full-path"] for a in xml_parts(
-        book.pieces("META-INF/container.xml"), lambda tag, a: local(tag) == "rootfile")
-        if a.get("full-path")), None)
-    if package is None:
-        raise ValueError("its META-INF/container.xml names no package file: not an EPUB")
-    listed = xml_parts(book.pieces(package), lambda tag, a: local(tag) in ("item", "itemref"))
-    manifest = {a["id"]: a for a in listed if "id" in a and "href" in a
-                and "nav" not in a.get("properties", "").split()}    # EPUB 3's table of contents
-    spine = [manifest[a["idref"]] for a in listed
-             if a.get("idref") in manifest and a.get("linear") != "no"]
-    sections, unread = [], []
-    for item in spine:
-        if item.get("media-type") != "application/xhtml+xml":
-            continue
-        name = posixpath.normpath(posixpath.join(posixpath.dirname(package),
-                                                 unquote(item["href"].partition("#")[0])))
-        try:
-            text = xhtml_markdown(book.pieces(name))
-        except ZipBomb:
-            raise
-        except ValueError as e:
-            unread.append(f"{name}: {e}")
-            continue
-        if text.strip():
-            sections.append(Section(text, len(sections) + 1))
-    said = f"left out {len(unread)} chapter(s) it could not read ({first_names(unread, 2)})"
-    if unread and not sections:
-        raise ValueError(said)
-    return extracted(sections, "EPUB"), said if unread else None
-
-
-def read_epub(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
-    """Read an e-book (.epub, 2 or 3, without DRM) as its chapters in reading order
-    (epub_chapters), and a warning naming any chapter left out."""
-    return read_zipped(path, data, "EPUB", epub_chapters)
 
 
 # What a Markdown cell holds that is no text: an image pasted into it (an attachment, or the
@@ -2788,11 +2688,11 @@ def read_notebook(path: Path, data: bytes | None = None) -> tuple[list[Section],
 
 
 # ----------------------------------------------------------------------------
-# Web pages, Org and reST: read_html, read_org, read_rst turn each into Markdown-headed text whose
-# line N is the file's line N, so that Part I's chunker cuts at the document's own headings and a
-# source cites the line an editor opens. What is not the author's text (a page's scripts, styles
-# and navigation; Org's drawers and #+ settings; reST's comments and tables of contents) becomes
-# blank lines, which keep the count. Standard library only.
+# Web pages and e-books: read_html turns a page into Markdown-headed text whose line N is the
+# file's line N, so that Part I's chunker cuts at the page's own headings and a source cites the
+# line an editor opens; what is not the author's text (scripts, styles, navigation) becomes
+# blank lines, which keep the count. An e-book's chapters are XHTML pages, read the same way
+# (read_epub) but laid out by their blocks: a chapter is cited by its number, not by a line.
 
 
 def plain_line(line: str) -> str:
@@ -2829,19 +2729,12 @@ def heading_line(level: int, title: str) -> str:
     return f"{'#' * max(1, min(level, 6))} {title}" if title else ""
 
 
-def text_lines(path: Path, data: bytes | None) -> tuple[list[str], str | None]:
-    """A text note's lines, as read_text counts them (a BOM dropped; \\r\\n, \\r, \\n end a line),
-    plus a warning when its encoding was a guess. Raises ValueError for one that is no text."""
-    data = note_data(path, data)
-    text, warning = decode_note(data)
-    return re.split(r"\r\n|\r|\n", text.lstrip("\ufeff")), warning
-
-
 # Elements whose content is not the page author's text: code, styles, what a site puts around
-# every page (menus, sidebars, search boxes, the site's footer), what stands in for another thing.
-HTML_DROPPED = frozenset({"script", "style", "template", "noscript", "nav", "aside", "svg",
-                          "button", "select", "iframe", "object", "canvas", "title"})
-HTML_DROPPED_ROLES = frozenset({"navigation", "banner", "contentinfo", "search", "complementary"})
+# every page (menus, search boxes, the site's footer), what stands in for another thing. An
+# <aside> is left out only when it is mostly links (PageLines.end_aside).
+HTML_DROPPED = frozenset({"script", "style", "template", "noscript", "nav", "svg", "button",
+                          "select", "iframe", "object", "canvas", "title"})
+HTML_DROPPED_ROLES = frozenset({"navigation", "banner", "contentinfo", "search"})
 HTML_RAW = frozenset({"script", "style", "title", "textarea", "xmp", "iframe", "noembed"})
 HTML_VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link",
                        "meta", "param", "source", "track", "wbr"})
@@ -2855,8 +2748,6 @@ HTML_MAX_DEPTH = 512                      # elements open at once; browsers nest
 HEADING_MAX_CHARS = 200                   # a longer "heading" (an <h2> never closed) is text
 HTML_TAG = re.compile(r"<(?:!--|[!?]|(/?)([A-Za-z][^\s/>]*))")
 TAG_END = re.compile(r"""=[ \t\n\f]*(["'])|>""")
-HTML_ROLE = re.compile(r"""\brole\s*=\s*["']?([\w-]+)""", re.IGNORECASE)
-HTML_SPACES = re.compile(r"\s+")
 HTML_CHARSET = re.compile(rb"""<meta\b[^>]*?charset\s*=\s*["']?\s*([\w.:-]+)""", re.IGNORECASE)
 
 
@@ -2876,14 +2767,26 @@ def tag_end(page: str, at: int) -> int:
     return -1
 
 
+def html_attribute(attributes: str, name: str) -> str:
+    """An attribute's value in a tag's text (as html_tokens gives it), "" if it has none.
+
+    >>> html_attribute(' class="a" ROLE=navigation', "role"), html_attribute(" data-id='x'", "id")
+    ('navigation', '')
+    """
+    m = re.search(rf"""(?<![\w:-]){name}\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""",
+                  attributes, re.IGNORECASE)
+    return next(v for v in m.groups() if v is not None) if m else ""
+
+
 def html_tokens(page: str) -> Iterator[tuple[str, str, str, int]]:
     """A page's tags and text, as (kind, tag name, text, offset): ("start", "a", ' href="x"', 9),
-    ("end", "a", "", 20), ("text", "", "words", 12); comments and declarations left out. Linear
-    in the page's length whatever it holds: a tag never closed (the file ends inside it) ends the
+    ("end", "a", "", 20), ("text", "", "words", 12); comments and declarations left out, a
+    DTD's entity declarations too (none is ever expanded: no billion laughs). Linear in the
+    page's length whatever it holds: a tag never closed (the file ends inside it) ends the
     page, as in a browser, instead of being looked for again at every "<" after it.
 
-    >>> list(html_tokens("<p class='a>b'>Hi<!-- x --><br/>"))
-    [('start', 'p', " class='a>b'", 0), ('text', '', 'Hi', 15), ('start', 'br', '/', 27)]
+    >>> list(html_tokens("<!DOCTYPE x [<!ENTITY y 'z'>]><p class='a>b'>Hi<!-- x --><br/>"))
+    [('start', 'p', " class='a>b'", 30), ('text', '', 'Hi', 45), ('start', 'br', '/', 57)]
     """
     at = 0
     while at < len(page):
@@ -2894,8 +2797,11 @@ def html_tokens(page: str) -> Iterator[tuple[str, str, str, int]]:
                 return
         if m.group() == "<!--":
             end, skip = page.find("-->", m.end()), 3
-        elif m.group(2) is None:          # <!DOCTYPE ...>, <?xml ...?>
+        elif m.group(2) is None:          # <!DOCTYPE ...>, <?xml ...?>, <![CDATA[...]]>
             end, skip = page.find(">", m.end()), 1
+            if 0 <= page.find("[", m.end(), end):
+                close = page.find("]", m.end())
+                end = page.find(">", close) if close >= 0 else -1
         else:
             end, skip = tag_end(page, m.end()), 1
         if end < 0:
@@ -2919,17 +2825,22 @@ def html_tokens(page: str) -> Iterator[tuple[str, str, str, int]]:
 
 
 class PageLines:
-    """A web page's text as read_html builds it, by the file's lines: each text run goes on the
-    line it starts on (runs of two blocks on one line are spaced apart), headings on their own
-    lines as Markdown's, the content of HTML_DROPPED elements left out."""
+    """A web page's text as html_tokens gives it: each run of text with the file's line it
+    starts on and the block it is in, a list item's after "- ", a table row's next cell's after
+    "| "; the content of HTML_DROPPED elements, and of asides that are mostly links, left out.
+    Laid out by the file's lines (lines: a web page) or by its blocks (chapter_markdown)."""
 
-    def __init__(self):
-        self.runs: dict[int, list[tuple[int, str, bool]]] = {}  # line -> (block, text, in <pre>)
-        self.open: list[tuple[str, bool]] = []                   # elements open: (name, dropped)
-        self.counts: Counter = Counter()                         # ...how many of each name
-        self.dropped = self.pre = self.block = self.heading = 0
+    def __init__(self, anchors: Collection[str] = ()):
+        # each run of text: (its line, its block, the text, in <pre>?, its table row or 0)
+        self.runs: list[tuple[int, int, str, bool, int]] = []
+        self.open: list[tuple[str, bool, bool]] = []   # elements open: (name, dropped, aside)
+        self.counts: Counter = Counter()               # ...how many of each name
+        self.dropped = self.pre = self.block = self.heading = self.row = self.cells = 0
         self.headings: dict[int, list] = {}       # block -> [level, first line, last line]
         self.title: str | None = None             # <title>'s text, once one is open
+        self.mark = ""                            # what the next text starts with
+        self.asides: list[list[int]] = []         # each open: [first run, block, links, chars]
+        self.anchors, self.found = anchors, {}    # ids looked for -> the run where first met
 
     def start(self, name: str, attributes: str) -> None:
         """An element opens: a heading or a block starts; it is left out or is code."""
@@ -2937,8 +2848,9 @@ class PageLines:
             self.end(name)                # a new <li> ends the one before it
         if name in HEADINGS_HTML and self.heading:
             self.end(f"h{self.heading}")
-        role = HTML_ROLE.search(attributes) if "role" in attributes.lower() else None
-        drop = name in HTML_DROPPED or bool(role and role.group(1).lower() in HTML_DROPPED_ROLES) \
+        role = html_attribute(attributes, "role").lower() if "role" in attributes.lower() else ""
+        role = role.split()[0] if role.strip() else ""    # the first of its roles decides
+        drop = name in HTML_DROPPED or role in HTML_DROPPED_ROLES \
             or name == "footer" and not (self.counts["article"] or self.counts["main"])
         if name == "title" and self.title is None and not self.dropped:
             self.title = ""
@@ -2947,28 +2859,53 @@ class PageLines:
             if name in HEADINGS_HTML and not self.dropped:
                 self.heading = int(name[1])
                 self.headings[self.block] = [self.heading, None, None]
+        if name == "li" or name in HEADINGS_HTML:
+            self.mark = "- " if name == "li" else ""      # a heading's text takes no mark
+        elif name in ("td", "th"):
+            self.mark, self.cells = "| " if self.cells else "", self.cells + 1
+        elif name == "tr":
+            self.row, self.cells = self.row + 1, 0
+        if self.anchors and (at := html_attribute(attributes, "id")) in self.anchors:
+            self.found.setdefault(at, len(self.runs))
         if name in HTML_VOID or attributes.endswith("/") or len(self.open) >= HTML_MAX_DEPTH:
             return
-        self.open.append((name, drop))
+        aside = not drop and (name == "aside" or role == "complementary")
+        self.open.append((name, drop, aside))
         self.counts[name] += 1
         self.dropped += drop
         self.pre += name in ("pre", "textarea", "xmp")
+        if aside:
+            self.asides.append([len(self.runs), self.block, 0, 0])
 
     def end(self, name: str) -> None:
         """An element closes, and every element opened inside it that is still open."""
         while self.counts[name]:
-            top, drop = self.open.pop()
+            top, drop, aside = self.open.pop()
             self.counts[top] -= 1
             self.dropped -= drop
             self.pre -= top in ("pre", "textarea", "xmp")
             if top in HEADINGS_HTML:
                 self.heading = 0
+            if aside:
+                self.end_aside()
             if top == name:
                 break
         if name in HEADINGS_HTML:
             self.heading = 0
         if name not in HTML_INLINE and not self.heading:
             self.block += 1
+
+    def end_aside(self) -> None:
+        """An aside closes: left out when at least half its text is links (navigation: related
+        pages, a table of contents), kept when it is prose (a note, a footnote, a sidebar)."""
+        first, block, links, chars = self.asides.pop()
+        if links * 2 >= chars:
+            del self.runs[first:]
+            while self.headings and next(reversed(self.headings)) > block:
+                self.headings.popitem()
+        elif self.asides:
+            self.asides[-1][2] += links
+            self.asides[-1][3] += chars
 
     def text(self, raw: str, line: int) -> None:
         """A run of text that starts on `line`: each of its lines on the file's line."""
@@ -2983,8 +2920,14 @@ class PageLines:
                 continue                  # a line of spaces alone: nothing to show or to space
             piece = html.unescape(piece) if "&" in piece else piece   # &#10; makes no new line
             piece = piece.replace("\0", "\ufffd").replace("\r", " ").replace("\n", " ")
-            piece = piece if self.pre else HTML_SPACES.sub(" ", piece)
-            self.runs.setdefault(line + k, []).append((self.block, piece, bool(self.pre)))
+            piece = piece if self.pre else re.sub(r"\s+", " ", piece)
+            if self.mark and piece.strip():
+                piece, self.mark = self.mark + piece.lstrip(), ""
+            self.runs.append((line + k, self.block, piece, bool(self.pre),
+                              self.row if self.counts["tr"] else 0))
+            if self.asides:
+                self.asides[-1][2] += len(piece) if self.counts["a"] else 0
+                self.asides[-1][3] += len(piece)
             if self.block in self.headings and piece.strip():
                 where = self.headings[self.block]
                 where[1] = line + k if where[1] is None else where[1]
@@ -2994,17 +2937,17 @@ class PageLines:
         """The page's `count` lines: the text on each, headings as Markdown's."""
         out = [""] * count
         alone: dict[int, int] = {}        # line -> the block whose text it holds (-1: several)
-        for n, runs in self.runs.items():
-            parts, last = [], None
-            for block, piece, _ in runs:
+        for n, runs in itertools.groupby(self.runs, lambda run: run[0]):
+            parts, last, runs = [], None, list(runs)
+            for _, block, piece, _, _ in runs:
                 if parts and block != last and not parts[-1].endswith(" ") \
                         and not piece.startswith(" "):
                     parts.append(" ")
                 parts.append(piece)
                 last = block
             text = "".join(parts).rstrip()
-            out[n - 1] = plain_line(text if runs[0][2] else text.lstrip())
-            if blocks := {block for block, piece, _ in runs if piece.strip()}:
+            out[n - 1] = plain_line(text if runs[0][3] else text.lstrip())
+            if blocks := {run[1] for run in runs if run[2].strip()}:
                 alone[n] = blocks.pop() if len(blocks) == 1 else -1
         headings = []                     # (level, first line, last line, title): on lines alone
         for block, (level, first, last) in self.headings.items():
@@ -3024,10 +2967,69 @@ class PageLines:
         return out
 
 
+def toc_headings(paragraphs: list[list], toc: Sequence[tuple[str, int, str]],
+                 found: Mapping[str, int]) -> None:
+    """Make the entries of a table of contents (`toc`: id, level, title) headings among a
+    page's `paragraphs` ([first run, level, text], as chapter_markdown has them), in order:
+    each on the first paragraph after the one before and from its place on (the run where
+    its id was `found`, else the start) whose text is its title, else a heading of its own.
+
+    >>> paragraphs = [[0, 0, "Tea"], [1, 0, "Green."], [5, 0, "Brewing"], [6, 0, "Hot."]]
+    >>> toc_headings(paragraphs, [("", 1, "Tea"), ("b", 2, "Brewing"), ("c", 2, "Cups")],
+    ...              {"b": 4, "c": 6})
+    >>> [(level, text) for _, level, text in paragraphs]
+    [(1, 'Tea'), (0, 'Green.'), (2, 'Brewing'), (2, 'Cups'), (0, 'Hot.')]
+    """
+    firsts = [first for first, _, _ in paragraphs]
+    where: dict[str, list[int]] = {}      # a paragraph's text -> where it is
+    for k, (_, level, text) in enumerate(paragraphs):
+        if level == 0:
+            where.setdefault(text, []).append(k)
+    added, after = [], 0                  # (where, level, title) of the headings of their own
+    for at, level, title in toc:
+        title = " ".join(title.split())
+        start = max(after, bisect.bisect_left(firsts, found.get(at, 0)))
+        same = where.get(title, [])
+        if (k := bisect.bisect_left(same, start)) < len(same):
+            paragraphs[same[k]][1], after = level, same[k] + 1
+        elif title:
+            added.append((start, level, title))
+            after = start
+    done, k = [], 0
+    for start, level, title in added:
+        done += paragraphs[k:start] + [[None, level, title]]
+        k = start
+    paragraphs[:] = done + paragraphs[k:]
+
+
+def chapter_markdown(page: PageLines, toc: Sequence[tuple[str, int, str]] = ()) -> str:
+    """A page's text by its blocks, a blank line between them, for text whose lines no citation
+    opens (an e-book's chapter): headings at their level as written, a table's row on one line,
+    <pre> fenced. A page with no headings takes them from `toc` (an e-book's table of contents:
+    the id each goes to, "" for the page's start; its level; its title): toc_headings."""
+    paragraphs: list[list] = []           # [first run, level (-1: code), text]
+    for _, group in itertools.groupby(enumerate(page.runs), lambda r: -r[1][4] or r[1][1]):
+        (first, (line, block, _, pre, _)), *_ = group = list(group)
+        parts = []
+        for _, (n, b, piece, _, _) in group:
+            parts.append(("\n" * (n - line) if pre else " " * (n != line or b != block)) + piece)
+            line, block = n, b
+        text = "".join(parts) if pre else " ".join("".join(parts).split())
+        level = page.headings.get(group[0][1][1], [0])[0]
+        if text.strip():
+            paragraphs.append([first, -1 if pre else level * (len(text) <= HEADING_MAX_CHARS),
+                               text])
+    if not page.headings:
+        toc_headings(paragraphs, toc, page.found)
+    return "\n\n".join(fenced(text) if level < 0 else heading_line(level, text) if level
+                       else plain_line(text) for _, level, text in paragraphs)
+
+
 def page_text(data: bytes) -> tuple[str, str | None]:
-    """A web page's bytes as text, plus a warning when its encoding was a guess: decode_note's
-    reading, unless that is a guess and the page names its charset (<meta charset>), which
-    then decides (one that would change the file's lines is not taken)."""
+    """A web page's bytes as text, its lines ended by "\\n", plus a warning when its encoding
+    was a guess: decode_note's reading, unless that is a guess and the page names its charset
+    (<meta charset>), which then decides (one that would change the file's lines is not
+    taken)."""
     text, warning = decode_note(data)
     if warning and (m := HTML_CHARSET.search(data, 0, 1024)):
         name = m.group(1).decode("ascii").lower()
@@ -3035,19 +3037,14 @@ def page_text(data: bytes) -> tuple[str, str | None]:
         with contextlib.suppress(LookupError, UnicodeDecodeError):
             said = data.decode(name)
             if said.count("\n") == data.count(b"\n") and said.count("\r") == data.count(b"\r"):
-                return said, None
-    return text, warning
+                text, warning = said, None
+    return text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n"), warning
 
 
-def read_html(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
-    """Read a web page (.html, .htm) as a browser shows its text: tags taken off, entities
-    decoded, <h1>-<h6> as Markdown's headings, each text on its line of the file, <pre> as
-    written; scripts, styles and navigation (HTML_DROPPED) left out; <title> titles the note.
-    Raises ValueError for a page with no text outside those."""
-    data = note_data(path, data)
-    page, warning = page_text(data)
-    page = page.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
-    lines, at, line = PageLines(), 0, 1
+def page_lines(page: str, anchors: Collection[str] = ()) -> PageLines:
+    """A page's text (page_text) as PageLines reads it: html_tokens' tags and text, each text
+    with the line it starts on; the ids in `anchors`, where they are met."""
+    lines, at, line = PageLines(anchors), 0, 1
     for kind, name, text, offset in html_tokens(page):
         line += page.count("\n", at, offset)
         at = offset
@@ -3057,11 +3054,142 @@ def read_html(path: Path, data: bytes | None = None) -> tuple[list[Section], str
             lines.end(name)
         else:
             lines.text(text, line)
+    return lines
+
+
+def read_html(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
+    """Read a web page (.html, .htm) as a browser shows its text: tags taken off, entities
+    decoded, <h1>-<h6> as Markdown's headings, each text on its line of the file, <pre> as
+    written; scripts, styles and navigation (HTML_DROPPED) left out; <title> titles the note.
+    Raises ValueError for a page with no text outside those."""
+    page, warning = page_text(note_data(path, data))
+    lines = page_lines(page)
     body = "\n".join(lines.lines(page.count("\n") + 1))
     if not body.strip():
         raise ValueError("no text outside its scripts, styles and navigation")
     return [Section(body, line=1, meta=NoteMeta(title=lines.title) if lines.title else None)], \
         warning
+
+
+def epub_toc(page: str) -> list[tuple[str, int, str]]:
+    """An e-book's table of contents: each entry's link, level and title, in order, from its
+    nav document (EPUB 3: <nav epub:type="toc">, levels as its lists nest) or its toc.ncx
+    (EPUB 2: <navMap>, levels as its navPoints nest).
+
+    >>> epub_toc('<nav epub:type="toc"><ol><li><a href="a.xhtml">One</a><ol><li>'
+    ...          '<a href="a.xhtml#b">T&amp;wo</a></li></ol></li></ol></nav><nav>...</nav>')
+    [('a.xhtml', 1, 'One'), ('a.xhtml#b', 2, 'T&wo')]
+    """
+    import html
+    toc, depth, inside, title, href = [], 0, False, "", ""
+    words: list[str] | None = None        # the title's text, while it is read
+    for kind, name, text, _ in html_tokens(page):
+        if name in ("nav", "navmap"):
+            inside = kind == "start" and (name == "navmap" or "toc" in html_attribute(
+                text, "epub:type").split())
+        elif not inside:
+            continue
+        elif name in ("ol", "navpoint"):
+            depth += 1 if kind == "start" else -1
+        elif kind == "start" and name in ("a", "navlabel"):   # (<a/>: an entry with no title)
+            words, href = None if text.endswith("/") else [], html_attribute(text, "href")
+        elif kind == "text" and words is not None:
+            words.append(text)
+        elif kind == "end" and name in ("a", "navlabel") and words is not None:
+            title, words = " ".join(html.unescape("".join(words)).split()), None
+            if name == "a":
+                toc.append((href, max(depth, 1), title))
+        elif kind == "start" and name == "content":
+            toc.append((html_attribute(text, "src"), max(depth, 1), title))
+    return toc
+
+
+def epub_chapters(book: Unzipped) -> tuple[list[Section], str | None]:
+    """An EPUB's chapters, in its reading order, each a section numbered from 1 (cited "chapter
+    3"): META-INF/container.xml names the package file, whose spine orders the chapters its
+    manifest lists. Each is read as a web page is (page_lines), by its blocks; one with no
+    headings takes them from the book's table of contents (epub_toc), as LibreOffice's need
+    (their headings are styled paragraphs). Chapters the spine marks as not in the reading
+    order (linear="no": notes, a cover) are left out, and so is the table of contents (it
+    repeats the headings); a chapter that cannot be read is named in the warning, and the
+    others read."""
+    import posixpath                      # (only here: a chapter's href is relative to the package)
+    from urllib.parse import unquote
+    package = next((a["full-path"] for a in xml_parts(
+        book.pieces("META-INF/container.xml"), lambda tag, a: local(tag) == "rootfile")
+        if a.get("full-path")), None)
+    if package is None:
+        raise ValueError("its META-INF/container.xml names no package file: not an EPUB")
+    listed = xml_parts(book.pieces(package), lambda tag, a: local(tag) in ("item", "itemref"))
+    manifest = {a["id"]: a for a in listed if "id" in a and "href" in a}
+
+    def part(href: str, base: str) -> tuple[str, str]:
+        """A link's part of the zip, and the id after its "#"."""
+        name, _, at = href.partition("#")
+        return posixpath.normpath(posixpath.join(posixpath.dirname(base), unquote(name))), at
+
+    def page(name: str) -> str:
+        """A part's XHTML as text, no bigger than a web page may be."""
+        data = bytearray()
+        for piece in book.pieces(name):
+            data += piece
+            if len(data) > MAX_NOTE_MB * 2**20:
+                raise ValueError(f"its XHTML unzips past {MAX_NOTE_MB:g} MB")
+        return page_text(bytes(data))[0]
+    nav = next((a for a in manifest.values() if "nav" in a.get("properties", "").split()), None) \
+        or next((a for a in manifest.values()
+                 if a.get("media-type") == "application/x-dtbncx+xml"), None)
+    contents = part(nav["href"], package)[0] if nav else ""
+    try:
+        entries = epub_toc(page(contents)) if nav else []
+    except ZipBomb:
+        raise
+    except ValueError:                    # no table of contents: the chapters' own headings
+        entries = []
+    toc: dict[str, list[tuple[str, int, str]]] = {}    # chapter -> its entries (id, level, title)
+    for href, level, title in entries:
+        chapter, at = part(href, contents)
+        toc.setdefault(chapter, []).append((at, level, title))
+    spine = [manifest[a["idref"]] for a in listed
+             if manifest.get(a.get("idref")) not in (None, nav) and a.get("linear") != "no"]
+    sections, unread = [], []
+    for item in spine:
+        if item.get("media-type") != "application/xhtml+xml":
+            continue
+        name, _ = part(item["href"], package)
+        try:
+            lines = page_lines(page(name), {at for at, _, _ in toc.get(name, []) if at})
+        except ZipBomb:
+            raise
+        except ValueError as e:
+            unread.append(f"{name}: {e}")
+            continue
+        if text := chapter_markdown(lines, toc.get(name, [])):
+            sections.append(Section(text, len(sections) + 1))
+    said = f"left out {len(unread)} chapter(s) it could not read ({first_names(unread, 2)})"
+    if unread and not sections:
+        raise ValueError(said)
+    return extracted(sections, "EPUB"), said if unread else None
+
+
+def read_epub(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
+    """Read an e-book (.epub, 2 or 3, without DRM) as its chapters in reading order
+    (epub_chapters), and a warning naming any chapter left out."""
+    return read_zipped(path, data, "EPUB", epub_chapters)
+
+
+# ----------------------------------------------------------------------------
+# Org and reST: read_org and read_rst turn each into Markdown-headed text whose line N is the
+# file's line N, as read_html does a page; what is not the author's text (Org's drawers and #+
+# settings, reST's comments and tables of contents) becomes blank lines.
+
+
+def text_lines(path: Path, data: bytes | None) -> tuple[list[str], str | None]:
+    """A text note's lines, as read_text counts them (a BOM dropped; \\r\\n, \\r, \\n end a line),
+    plus a warning when its encoding was a guess. Raises ValueError for one that is no text."""
+    data = note_data(path, data)
+    text, warning = decode_note(data)
+    return re.split(r"\r\n|\r|\n", text.lstrip("\ufeff")), warning
 
 
 ORG_HEADLINE = re.compile(r"(\*+)[ \t]+(.*)")

@@ -9,7 +9,10 @@ text/html, an image). For each: the words kept (of the Markdown source's words, 
 them, the share found in the text read), the words that are no source word (noise), the headings
 kept (of the source's, the share found as headings, in order), its numbered places and chunks,
 and the last chunk's citation. Then the hostile files: the time and the peak memory
-(tracemalloc) to refuse a zip bomb, a zip whose sizes lie, and a billion laughs.
+(tracemalloc) to refuse a zip bomb, a zip whose sizes lie, and a billion laughs (an e-book's
+chapter is read without expanding them). When LibreOffice is installed (soffice), the e-books it
+exports from pandoc's .odt files too: their headings are styled paragraphs, named by the table of
+contents.
 
     pip install --target /tmp/pp pypandoc_binary            # a pandoc, for this study only
     PANDOC=/tmp/pp/pypandoc/files/pandoc python bench/readers_office.py
@@ -28,11 +31,23 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests")]
 import demo_rag as rag  # noqa: E402
-from test_readers_zip import billion_laughs, zip_bomb  # noqa: E402
+from test_readers_zip import billion_laughs, laughing_epub, zip_bomb  # noqa: E402
 
 SOURCES = [HERE.parent / "README.md", HERE / "fusion-study.md", HERE / "obsidian.md"]
 STYLES_ODT = Path(__import__("docutils").__file__).parent / "writers/odf_odt/styles.odt" \
     if __import__("importlib").util.find_spec("docutils") else None
+
+
+LIBREOFFICE = shutil.which("soffice")      # its e-books' headings are styled paragraphs
+
+
+def from_libreoffice(odt: Path, work: Path) -> Path | None:
+    """The e-book LibreOffice exports from `odt` (as Writer's File › Export as › EPUB does)."""
+    out = work / "libreoffice"
+    subprocess.run([LIBREOFFICE, "--headless", "--convert-to", "epub", "--outdir", str(out), str(odt)],
+                   check=True, capture_output=True, timeout=300)
+    made = out / f"{odt.stem}.epub"
+    return made.rename(work / f"{odt.stem}-libreoffice.epub") if made.exists() else None
 
 
 def words(text: str) -> Counter:
@@ -89,6 +104,8 @@ def main() -> None:
             subprocess.run([pandoc, str(md), "-f", "gfm", "-o", str(out),
                             "--metadata", f"title={md.stem}"], check=True)
             rows.append(study(out, source))
+        if LIBREOFFICE and (libre := from_libreoffice(work / f"{md.stem}.odt", work)):
+            rows.append(study(libre, source))
     if STYLES_ODT and STYLES_ODT.exists():
         rows.append(study(STYLES_ODT, None))
     notebook = HERE.parent / "examples" / "walkthrough.ipynb"
@@ -106,12 +123,13 @@ def main() -> None:
     print()
     for name, make in [("bomb.docx (200 MB of zeros)", zip_bomb),
                        ("lying.docx (declares 1 KB)", lambda p: zip_bomb(p, declared=1000)),
-                       ("laughs.docx (billion laughs)", billion_laughs)]:
+                       ("laughs.docx (billion laughs)", billion_laughs),
+                       ("laughs.epub (billion laughs in a chapter)", laughing_epub)]:
         path = make(work / name.split()[0])
         tracemalloc.start()
         started = time.perf_counter()
         try:
-            rag.read_docx(path)
+            rag.NOTE_TYPES[path.suffix].read(path, None)
             said = "read!"
         except ValueError as e:
             said = str(e)

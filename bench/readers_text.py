@@ -7,8 +7,9 @@ at and cites them) against a reference reading by another tool (HTML: the standa
 html.parser, every <h1>-<h6>; reST: docutils' sections; Org: pandoc's headers); the share of the
 reader's headings whose line in the file holds the heading's words (what a citation opens); and
 the characters of text kept against the reference's visible text. Documents not on this machine
-are passed over; the Org ones (and one page) are written by pandoc when pypandoc_binary is
-installed (`pip install pypandoc_binary`; the suite never needs it).
+are passed over; two pages are written by docutils' HTML5 writer from reST found here, and the
+Org ones (and one page) by pandoc when pypandoc_binary is installed (`pip install
+pypandoc_binary`; the suite never needs it).
 """
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ import demo_rag as rag  # noqa: E402
 
 RUST = Path.home() / ".rustup/toolchains/stable-x86_64-unknown-linux-gnu/share/doc/rust/html"
 CMAKE = Path("/usr/share/cmake-3.25/Help/manual/cmake-buildsystem.7.rst")
+CMAKE_LANGUAGE = CMAKE.with_name("cmake-language.7.rst")      # five notes, as <aside>s in HTML5
+AWSCLI_TOPICS = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}." \
+    f"{sys.version_info.minor}" / "site-packages/awscli/topics"
 SITE = Path(rag.__file__).resolve().parent   # this project (its README, for pandoc's Org)
 DOCUMENTS = [
     ("mdBook chapter (the Rust book)", RUST / "book/ch03-02-data-types.html"),
@@ -34,8 +38,7 @@ DOCUMENTS = [
     ("DocBook page (Debian's users and groups)",
      Path("/usr/share/doc/base-passwd/users-and-groups.html")),
     ("Sphinx source (CMake's buildsystem manual)", CMAKE),
-    ("awscli topic", Path(sys.prefix) / "lib" / f"python{sys.version_info.major}."
-     f"{sys.version_info.minor}" / "site-packages/awscli/topics/s3-config.rst"),
+    ("awscli topic", AWSCLI_TOPICS / "s3-config.rst"),
     ("numpy.ma README", Path(rag.np.__file__).parent / "ma/README.rst"),
 ]
 
@@ -52,6 +55,19 @@ def converted(tool: str, source: Path, to: str, folder: Path) -> Path:
     """`source` converted by pandoc to `to` ("html" with -s, "org"), in `folder`."""
     out = folder / f"{source.stem}.{to}"
     subprocess.run([tool, "-s", str(source), "-o", str(out)], check=True)
+    return out
+
+
+def docutils_page(source: Path, folder: Path) -> Path:
+    """`source` written as HTML5 by docutils (its notes, warnings, sidebars and footnotes are
+    <aside>s), without its style sheet."""
+    import docutils.core
+    out = folder / f"{source.stem}.html"
+    out.write_bytes(docutils.core.publish_string(source.read_text(encoding="utf-8"), writer_name="html5",
+                                                 settings_overrides={"report_level": 5, "halt_level": 5,
+                                                                     "output_encoding": "utf-8",
+                                                                     "embed_stylesheet": False,
+                                                                     "stylesheet_path": ""}))
     return out
 
 
@@ -133,6 +149,10 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         documents = [d for d in DOCUMENTS if d[1].is_file()]
+        documents += [(label, docutils_page(source, Path(tmp))) for label, source in [
+            ("docutils HTML5 page (CMake's language manual)", CMAKE_LANGUAGE),
+            ("docutils HTML5 page (an awscli topic)", AWSCLI_TOPICS / "config-vars.rst")]
+            if source.is_file()]
         if tool and CMAKE.is_file():
             documents += [("pandoc -s page (CMake's manual)", converted(tool, CMAKE, "html",
                                                                           Path(tmp))),

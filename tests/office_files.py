@@ -132,3 +132,44 @@ def make_notebook(path: Path, cells: list[tuple[str, str]], outputs: str = "") -
           "nbformat": 4, "nbformat_minor": 5}
     path.write_text(json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
+
+
+def make_libreoffice_epub(path: Path, chapters: list[tuple[str, list[str]]], version: int = 3) -> Path:
+    """An EPUB as LibreOffice's export (libepubgen) writes one: a section file per chapter, each
+    on one line, its heading a styled paragraph (no <h1>), the chapters' titles in the table of
+    contents only: toc.xhtml (EPUB 3's nav) and toc.ncx, or toc.ncx alone (`version` 2)."""
+    def para(kind: int, text: str) -> str:
+        return f'<p class="para{kind}"><span class="span{kind}">{escape(text)}</span></p>'
+    names = [f"section{i:04d}.xhtml" for i in range(1, len(chapters) + 1)]
+    items = "".join(f'<item href="sections/{n}" id="{n[:-6]}" media-type="application/xhtml+xml"/>' for n in names)
+    nav = '<item href="toc.xhtml" id="toc.xhtml" media-type="application/xhtml+xml" properties="nav"/>'
+    points = "".join(f'<navPoint class="document" id="section{i}" playOrder="{i}"><navLabel><text>{escape(t)}</text>'
+                     f'</navLabel><content src="sections/{n}"/></navPoint>'
+                     for i, (n, (t, _)) in enumerate(zip(names, chapters), 1))
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("mimetype", "application/epub+zip", zipfile.ZIP_STORED)
+        z.writestr("META-INF/container.xml",
+                   '<?xml version="1.0" encoding="UTF-8"?><container version="1.0" xmlns="urn:oasis:names:tc:'
+                   'opendocument:xmlns:container"><rootfiles><rootfile full-path="OEBPS/content.opf" '
+                   'media-type="application/oebps-package+xml"/></rootfiles></container>')
+        z.writestr("OEBPS/content.opf",
+                   f'<?xml version="1.0" encoding="UTF-8"?><package unique-identifier="unique-identifier" '
+                   f'version="{version}.0" xmlns="http://www.idpf.org/2007/opf"><metadata/><manifest>'
+                   f'<item href="toc.ncx" id="toc.ncx" media-type="application/x-dtbncx+xml"/>'
+                   f'{nav if version == 3 else ""}{items}</manifest><spine toc="toc.ncx">'
+                   + "".join(f'<itemref idref="{n[:-6]}"/>' for n in names) + '</spine></package>')
+        z.writestr("OEBPS/toc.ncx", '<?xml version="1.0" encoding="UTF-8"?><ncx version="2005-1" '
+                   f'xmlns="http://www.daisy.org/z3986/2005/ncx/"><navMap>{points}</navMap></ncx>')
+        if version == 3:
+            z.writestr("OEBPS/toc.xhtml",
+                       '<?xml version="1.0" encoding="UTF-8"?><html xmlns="http://www.w3.org/1999/xhtml" '
+                       'xmlns:epub="http://www.idpf.org/2007/ops"><head/><body><nav epub:type="toc"><ol>'
+                       + "".join(f'<li><a href="sections/{n}">{escape(t)}</a></li>' for n, (t, _) in zip(names, chapters))
+                       + "</ol></nav></body></html>")
+        for name, (title, paragraphs) in zip(names, chapters):
+            z.writestr(f"OEBPS/sections/{name}",
+                       '<?xml version="1.0" encoding="UTF-8"?>\n<html xmlns="http://www.w3.org/1999/xhtml"><head>'
+                       '<meta content="text/html; charset=UTF-8" http-equiv="content-type"/></head>'
+                       '<body class="body0">' + para(0, title) + "".join(para(1, p) for p in paragraphs)
+                       + "</body></html>")
+    return path

@@ -43,7 +43,7 @@ boil --twice
 <p>The warranty lasts 24 months from the date of purchase;
 keep the zeppelin-shaped receipt in the drawer.</p>
 </article>
-<aside class="sidebar"><h3>Related SIDEWORD</h3><p>Teapots for every season.</p></aside>
+<aside class="sidebar"><h3>Related SIDEWORD</h3><ul><li><a href="https://kettles.example.org/teapots">Teapots for every season</a></li><li><a href="https://kettles.example.org/cups">Cups and saucers</a></li></ul></aside>
 </main>
 <footer class="site-footer"><p>&copy; 2024 Kettles &amp; Co FOOTWORD</p></footer>
 <noscript><img src="https://pixel.example.org/p.gif" alt="">NOSCRIPTWORD</noscript>
@@ -281,6 +281,143 @@ def test_what_is_not_the_author_s_text_is_left_out_and_every_line_stays_in_place
     assert "two spoons of acid" not in {h[2] for h in rag.heading_outline(section.text)}
 
 
+# `docutils --writer=html5 kettle.rst` (docutils 0.22): a note, a sidebar, a topic, a warning,
+# a tip and a footnote, each an <aside>; the table of contents a <nav>. Its style sheet cut.
+DOCUTILS_PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8" />
+<title>Kettle care</title>
+</head>
+<body class="with-toc">
+<main id="kettle-care">
+<h1 class="title">Kettle care</h1>
+
+<nav class="contents" id="contents" role="doc-toc">
+<p class="topic-title"><a class="reference internal" href="#top">Contents NAVWORD</a></p>
+<ul class="simple">
+<li><p><a class="reference internal" href="#filling" id="toc-entry-1">Filling</a></p></li>
+</ul>
+</nav>
+<aside class="admonition note">
+<p class="admonition-title">Note</p>
+<p>Let it cool before you descale it.</p>
+</aside>
+<section id="filling">
+<h2><a class="toc-backref" href="#toc-entry-1" role="doc-backlink">Filling</a></h2>
+<p>Fill the kettle to the MAX line <a class="brackets" href="#f1" id="footnote-reference-1" role="doc-noteref"><span class="fn-bracket">[</span>1<span class="fn-bracket">]</span></a>, never above it.</p>
+<aside class="sidebar">
+<p class="sidebar-title">Why MAX</p>
+<p>Above it the water boils over the spout.</p>
+</aside>
+<aside class="topic">
+<p class="topic-title">Acids</p>
+<p>Citric acid works best.</p>
+</aside>
+<aside class="admonition warning">
+<p class="admonition-title">Warning</p>
+<p>Never descale while hot.</p>
+</aside>
+<aside class="admonition tip">
+<p class="admonition-title">Tip</p>
+<p>Rinse three times.</p>
+</aside>
+<aside class="footnote-list brackets">
+<aside class="footnote brackets" id="f1" role="doc-footnote">
+<span class="label"><span class="fn-bracket">[</span><a role="doc-backlink" href="#footnote-reference-1">1</a><span class="fn-bracket">]</span></span>
+<p>The MAX line is on the inside.</p>
+</aside>
+</aside>
+</section>
+</main>
+</body>
+</html>
+"""
+
+# `sphinx-build -b html` (Sphinx 9.0, its default theme, alabaster) on the same file: admonitions
+# are <div>s, the sidebar and the topic <aside>s; the site's sidebar is role="navigation".
+SPHINX_PAGE = """<!DOCTYPE html>
+<html lang="en" data-content_root="./">
+  <head>
+    <meta charset="utf-8" />
+    <title>Kettle care &#8212; Kettle  documentation</title>
+    <script src="_static/documentation_options.js?v=5929fcd5"></script>
+  </head><body>
+    <div class="document">
+      <div class="documentwrapper">
+        <div class="bodywrapper">
+          <div class="body" role="main">
+  <section id="kettle-care">
+<h1>Kettle care<a class="headerlink" href="#kettle-care" title="Link to this heading">¶</a></h1>
+<div class="admonition note">
+<p class="admonition-title">Note</p>
+<p>Let it cool before you descale it.</p>
+</div>
+<section id="filling">
+<h2>Filling<a class="headerlink" href="#filling" title="Link to this heading">¶</a></h2>
+<p>Fill the kettle to the MAX line <a class="footnote-reference brackets" href="#f1" id="id1" role="doc-noteref"><span class="fn-bracket">[</span>1<span class="fn-bracket">]</span></a>, never above it.</p>
+<aside class="sidebar">
+<p class="sidebar-title">Why MAX</p>
+<p>Above it the water boils over the spout.</p>
+</aside>
+<aside class="topic">
+<p class="topic-title">Acids</p>
+<p>Citric acid works best.</p>
+</aside>
+<div class="admonition warning">
+<p class="admonition-title">Warning</p>
+<p>Never descale while hot.</p>
+</div>
+<aside class="footnote-list brackets">
+<aside class="footnote brackets" id="f1" role="doc-footnote">
+<span class="label"><span class="fn-bracket">[</span><a role="doc-backlink" href="#id1">1</a><span class="fn-bracket">]</span></span>
+<p>The MAX line is on the inside.</p>
+</aside>
+</aside>
+</section>
+</section>
+          </div>
+        </div>
+      </div>
+      <div class="sphinxsidebar" role="navigation" aria-label="Main">
+        <div class="sphinxsidebarwrapper">
+<h1 class="logo"><a href="#">Kettle</a></h1>
+<h3>Navigation</h3>
+<div class="relations">
+<h3>Related Topics</h3>
+<ul>
+  <li><a href="#">Documentation overview NAVWORD</a><ul>
+  </ul></li>
+</ul>
+</div>
+        </div>
+      </div>
+      <div class="clearer"></div>
+    </div>
+    <div class="footer">
+      &#169;.
+    </div>
+  </body>
+</html>
+"""
+
+
+@pytest.mark.parametrize("page", [DOCUTILS_PAGE, SPHINX_PAGE], ids=["docutils", "sphinx"])
+def test_asides_that_hold_prose_are_kept_and_those_of_links_left_out(page):
+    (section,), _ = rag.read_html(Path("kettle.html"), page.encode())
+    lines = section.text.split("\n")
+    for words in ("Let it cool", "boils over the spout", "Citric acid works best", "Never descale while hot",
+                  "The MAX line is on the inside"):
+        assert words in lines[line_of(page, words) - 1], words
+    assert "NAVWORD" not in section.text and "Related Topics" not in section.text
+    assert [h[2] for h in rag.heading_outline(section.text)] == ["Kettle care", "Filling"]
+    # an aside of links is navigation, nested or not: left out, its heading too
+    related = ('<aside class="sidebar"><h2>Related</h2><ul><li><a href="a.html">Teapots for every season</a></li>'
+               '<li><a href="b.html">Cups</a></li></ul></aside>')
+    (section,), _ = rag.read_html(Path("p.html"), f"<h2>Tea</h2>\n<p>Brew it.</p>\n{related}\n".encode())
+    assert section.text == "# Tea\nBrew it.\n\n"
+
+
 def test_a_note_s_card_takes_its_title_and_tags_from_the_file():
     page = rag.read_html(Path("p.html"), SAVED_PAGE.encode())[0][0]
     org = rag.read_org(Path("k.org"), EMACS_ORG.encode())[0][0]
@@ -294,7 +431,7 @@ def test_html_text_is_decoded_and_placed_as_a_browser_shows_it():
             "<p>one</p><p>two</p>\n<table><tr><td>Model</td><td>K1</td></tr></table>\n"
             "<h2>A\nlong title</h2>\n<h2>C#</h2>\n<p>x</p>\n")
     lines = rag.read_html(Path("p.html"), page.encode())[0][0].text.split("\n")
-    assert lines[:3] == ["café & téa on one line", "one two", "Model K1"]
+    assert lines[:3] == ["café & téa on one line", "one two", "Model | K1"]
     assert lines[3:6] == ["## A long title", "", "## C#"]
 
 

@@ -13,12 +13,13 @@ import zipfile
 import ollama
 import pytest
 from conftest import ROOT
-from office_files import make_docx, make_epub, make_notebook, make_odt
+from office_files import make_docx, make_epub, make_libreoffice_epub, make_notebook, make_odt
 from test_mcp import Mcp
 
 import demo_rag as rag
 
-OFFICE = ROOT / "tests" / "office"          # written by pandoc from the same Markdown
+OFFICE = ROOT / "tests" / "office"          # written by pandoc from the same Markdown, and
+                                            # kettle-libreoffice.epub by LibreOffice 7.4 from kettle.odt
 CLAIMS = "The warranty lasts 24 months from the date of purchase; keep the receipt for any zeppelin claim."
 QUESTION = "Must I keep the receipt for a zeppelin?"
 TEA = "# Tea\n\nGreen tea wants water at about 80 degrees, never boiling."
@@ -43,6 +44,11 @@ def folder_with(tmp_path, name: str):
     ("kettle.docx", lambda p: shutil.copy(OFFICE / "kettle.docx", p), None, "# Warranty › ## Claims"),
     ("kettle.odt", lambda p: shutil.copy(OFFICE / "kettle.odt", p), None, "# Warranty › ## Claims"),
     ("kettle.epub", lambda p: shutil.copy(OFFICE / "kettle.epub", p), "chapter 4", "# Warranty › ## Claims"),
+    ("kettle-libreoffice.epub", lambda p: shutil.copy(OFFICE / "kettle-libreoffice.epub", p), "chapter 4",
+     "# Warranty"),                       # its headings, styled paragraphs, named by its table of contents
+    ("writer.epub", lambda p: make_libreoffice_epub(p, [("Safety", ["Never fill it above MAX."]),
+                                                        ("Warranty", [CLAIMS])], version=2), "chapter 2",
+     "# Warranty"),                       # EPUB 2: the table of contents is toc.ncx
     ("word.docx", lambda p: make_docx(p, BLOCKS), None, "# Warranty › ## Claims"),
     ("deutsch.docx", lambda p: make_docx(p, BLOCKS, "de"), None, "# Warranty › ## Claims"),
     ("office.odt", lambda p: make_odt(p, BLOCKS), None, "# Warranty › ## Claims"),
@@ -121,6 +127,14 @@ def test_an_e_book_is_its_chapters_in_reading_order(tmp_path):
 
 # ---- hostile files ------------------------------------------------------------------------
 
+def with_parts(book, path, parts: dict[str, str | bytes]):
+    """A copy of the zip `book` at `path` whose parts named in `parts` hold what it gives."""
+    with zipfile.ZipFile(book) as z, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as copy:
+        for name in z.namelist():
+            copy.writestr(name, parts.get(name, z.read(name)))
+    return path
+
+
 def zip_bomb(path, declared: int | None = None, megabytes: int = 200):
     """A .docx whose document.xml is `megabytes` of zeros (about 200 KB zipped); `declared`:
     the size its headers give instead of the true one (a lie)."""
@@ -195,6 +209,9 @@ HOSTILE = [
      "not a notebook: its JSON does not parse (Unterminated string"),
     ("list.ipynb", lambda p: p.write_text("[1, 2]"), "not a notebook: its JSON holds no cells"),
     ("bad.epub", lambda p: make_epub(p, []), "no text found in this EPUB file"),
+    ("big.epub", lambda p: with_parts(make_epub(p.parent.parent / "b.epub", [("One", [])]), p, {
+        "OEBPS/Text/chapter 1.xhtml": "<p>" + " " * 6 * 2**20}),
+     "left out 1 chapter(s) it could not read (OEBPS/Text/chapter 1.xhtml: its XHTML unzips past 5 MB)"),
     ("empty.docx", lambda p: zipfile.ZipFile(p, "w").close(),
      "it has no word/document.xml, which every Word file has")]
 
@@ -223,17 +240,95 @@ def test_a_zip_bomb_is_refused_within_bounded_memory(tmp_path, make):
     assert peak < 2 * path.stat().st_size + 4 * 2**20, peak
 
 
-def test_a_chapter_that_will_not_parse_is_named_and_the_rest_of_the_book_read(tmp_path):
-    book = make_epub(tmp_path / "b.epub", [("One", ["first"]), ("Two", ["second"])])
-    path = tmp_path / "broken.epub"
-    with zipfile.ZipFile(book) as z, zipfile.ZipFile(path, "w") as broken:
-        for name in z.namelist():
-            chapter_2 = name == "OEBPS/Text/chapter 2.xhtml"
-            broken.writestr(name, "<html><p>never closed</html>" if chapter_2 else z.read(name))
+# pandoc's chapter for "# Two" and a "## " heading whose text is a form feed, which XML forbids
+PANDOC_FORM_FEED = """<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE html>
+<html xmlns="http://www.w3.org/1999/xhtml" xmlns:epub="http://www.idpf.org/2007/ops" lang="C" xml:lang="C">
+<head>
+  <meta charset="utf-8" />
+  <meta name="generator" content="pandoc" />
+  <title>ch002.xhtml</title>
+</head>
+<body epub:type="bodymatter">
+<section id="two" class="level1">
+<h1>Two</h1>
+<p>second</p>
+<section id="section" class="level2">
+<h2>\f</h2>
+<p>A zeppelin claim needs the receipt.</p>
+</section>
+</section>
+</body>
+</html>
+"""
+
+
+def test_a_chapter_that_is_not_well_formed_xml_is_read_as_a_web_page_is_and_one_that_is_no_text_named(tmp_path):
+    book = make_epub(tmp_path / "b.epub", [("One", ["first"]), ("Two", []), ("Three", []), ("Four", [])])
+    path = with_parts(book, tmp_path / "broken.epub", {"OEBPS/Text/chapter 2.xhtml": PANDOC_FORM_FEED,
+                                                       "OEBPS/Text/chapter 3.xhtml": "<html><p>never closed</html>",
+                                                       "OEBPS/Text/chapter 4.xhtml": b"\0PNG" * 10})
     sections, warning = rag.read_epub(path)
-    assert [s.text for s in sections] == ["# One\n\nfirst"]
-    assert warning.startswith("left out 1 chapter(s) it could not read (OEBPS/Text/chapter 2.xhtml: not "
-                              "well-formed XML (mismatched tag")
+    assert [s.text for s in sections] == ["# One\n\nfirst", "# Two\n\nsecond\n\nA zeppelin claim needs the receipt.",
+                                          "never closed"]
+    assert [s.page for s in sections] == [1, 2, 3]
+    assert warning == "left out 1 chapter(s) it could not read (OEBPS/Text/chapter 4.xhtml: looks binary, not text)"
+
+
+def test_a_chapter_is_read_by_the_web_page_reader_and_laid_out_by_its_blocks(tmp_path):
+    chapter = ('<?xml version="1.0" encoding="utf-8"?>\n<html xmlns="http://www.w3.org/1999/xhtml" '
+               'xmlns:epub="http://www.idpf.org/2007/ops"><head><title>Kettle</title></head><body>'
+               '<h1>Kettle</h1><p>Fill   it to\nthe <em>MAX</em>&#160;line.</p><ul><li><p>unplug it</p></li>'
+               '<li>let it cool</li></ul><table><tr><th>Water</th><th>Descale</th></tr><tr><td><p>Soft</p></td>'
+               '<td>every 3 months</td></tr></table><pre><code># two spoons\n  boil</code></pre>'
+               '<aside epub:type="footnote"><p>Citric acid, not vinegar.</p></aside>'
+               '<nav epub:type="landmarks"><a href="x.xhtml">NAVWORD</a></nav><p># not a heading</p>'
+               '<script>SCRIPTWORD</script></body></html>')
+    book = make_epub(tmp_path / "b.epub", [("Kettle", [])])
+    (section,), _ = rag.read_epub(with_parts(book, tmp_path / "k.epub", {"OEBPS/Text/chapter 1.xhtml": chapter}))
+    assert section.text == ("# Kettle\n\nFill it to the MAX line.\n\n- unplug it\n\n- let it cool\n\n"
+                            "Water | Descale\n\nSoft | every 3 months\n\n```\n# two spoons\n  boil\n```\n\n"
+                            "Citric acid, not vinegar.\n\n # not a heading")
+
+
+def laughing_epub(path):
+    """An e-book whose chapter's DTD declares a billion laughs, and &nbsp; (as some e-books do)."""
+    lol = "".join(f'<!ENTITY l{i} "{f"&l{i - 1};" * 10}">' for i in range(1, 10))
+    chapter = (f'<?xml version="1.0"?><!DOCTYPE html [<!ENTITY nbsp "&#160;"><!ENTITY l0 "lol">{lol}]>'
+               '<html><body><h1>Laughs</h1><p>&l9; zeppelin&nbsp;kettle</p></body></html>')
+    book = make_epub(path.with_name(f"plain-{path.name}"), [("Laughs", [])])
+    return with_parts(book, path, {"OEBPS/Text/chapter 1.xhtml": chapter})
+
+
+def test_an_e_book_s_entities_are_never_expanded_nor_its_dtd_read_as_text(tmp_path):
+    path = laughing_epub(tmp_path / "laughs.epub")
+    tracemalloc.start()
+    try:
+        (section,), warning = rag.read_epub(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (section.text, warning) == ("# Laughs\n\n&l9; zeppelin kettle", None)
+    assert peak < 4 * 2**20, peak
+
+
+def test_a_chapter_with_no_headings_takes_them_from_the_table_of_contents(tmp_path):
+    chapters = [("Safety", ["Never fill it above MAX.", "Children"]), ("Warranty", ["It lasts 24 months."])]
+    for version in (3, 2):
+        sections, _ = rag.read_epub(make_libreoffice_epub(tmp_path / f"{version}.epub", chapters, version))
+        assert [s.text for s in sections] == ["# Safety\n\nNever fill it above MAX.\n\nChildren",
+                                              "# Warranty\n\nIt lasts 24 months."], version
+    # a chapter's own headings win; entries that go to an id are placed there
+    nav = ('<nav epub:type="toc"><ol><li><a href="chapter%201.xhtml">Book</a><ol>'
+           '<li><a href="chapter%201.xhtml#b">Brewing</a></li><li><a href="chapter%201.xhtml#c">Cups</a>'
+           '</li></ol></li><li><a href="chapter%202.xhtml">Ignored</a></li></ol></nav>')
+    book = make_epub(tmp_path / "b.epub", [("", []), ("Own", ["kept"])], nav=True)
+    chapter = ('<html><body><p>Tea.</p><div id="b"><p>Brewing</p><p>Hot.</p></div><p>Warm.</p>'
+               '<p id="c">Cold.</p></body></html>')
+    sections, _ = rag.read_epub(with_parts(book, tmp_path / "n.epub", {"OEBPS/Text/nav.xhtml": nav,
+                                                                        "OEBPS/Text/chapter 1.xhtml": chapter}))
+    assert [s.text for s in sections] == ["# Book\n\nTea.\n\n## Brewing\n\nHot.\n\nWarm.\n\n## Cups\n\nCold.",
+                                          "# Own\n\nkept"]
 
 
 # ---- everywhere a note is read ------------------------------------------------------------
