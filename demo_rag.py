@@ -591,18 +591,12 @@ def answer_question(question: str, notes_dir: Path = NOTES_DIR, client: ollama.C
 
 
 DEFAULT_HOST = "http://127.0.0.1:11434"   # what the ollama client uses without OLLAMA_HOST
-MIN_NOTE_CHARS = 50                       # a shorter note that says little besides its headings
-MIN_NOTE_BODY = 12                        # ...(under this) is a stub, a
-                                          # title alone say (says_little)
+MIN_NOTE_CHARS = 50                       # a shorter note is a stub (says_little) if it holds,
+MIN_NOTE_BODY = 12                        # ...besides its headings, under this: a title alone
 MAX_NOTE_MB = 5.0                         # a bigger "note" is usually an export or a log
-EMBED_BATCH_CHARS = 24_000                # characters per embedding
-                                          # request, so that one stays small
-SKIPS_NAMED = 5                           # skipped notes said one a line, by
-                                          # name; more are counted in one line
-
-ANSWER_TOKENS = 1024                      # the most an answer may take
-                                          # (num_predict, --max-answer-tokens),
-                                          # and the room the context keeps for it
+EMBED_BATCH_CHARS = 24_000                # characters per embedding request, at most
+SKIPS_NAMED = 5                           # skipped notes named one a line; more are counted
+ANSWER_TOKENS = 1024                      # an answer's most (num_predict), and its room in num_ctx
 # The context sizes asked for (num_ctx). Ollama restarts a model's runner whenever a request's
 # num_ctx differs from the one it was loaded with (needsReload in its server/sched.go), so every
 # chat request asks for Part I's NUM_CTX, or the next rung when its prompt needs more: questions
@@ -642,74 +636,53 @@ EMBED_PROMPTS = [
      "https://huggingface.co/intfloat/multilingual-e5-small"),
 ]
 
-CACHE_FORMAT = 12                         # bump when the cache file's
-                                          # layout or chunk_note changes
-                                          # (see upgraded())
-TOKENIZER_VERSION = 4                     # bump when tokenize() changes: a
-                                          # cache's BM25 words are counted again
-# On disk, vectors are float32, memory-mapped straight from the cache file: no
-# widening and no copy on load (bench/bench_index.py compares the formats).
+CACHE_FORMAT = 12                         # bump when the layout or chunk_note changes (upgraded())
+TOKENIZER_VERSION = 4                     # bump when tokenize() changes: BM25 counts again
+# On disk, vectors are float32, memory-mapped straight from the cache file: no widening and no
+# copy on load (bench/bench_index.py compares the formats); they start on a page boundary.
 DISK_VECTORS = np.dtype("<f4")
-VECTOR_ALIGN = 4096                       # the vectors start on a page
-                                          # boundary, so they map cleanly
-CHECKPOINT_SECONDS = 20.0                 # a hard kill loses at most this much embedding
-CHECKPOINT_MAX_SHARE = 0.03               # ...unless writing one would
-                                          # cost more than 3% of the build
-PROGRESS_SECONDS = 10.0                   # not on a terminal: one progress
-                                          # line this often, so logs stay short
-LEXICON_BLOCK = 1 << 20                   # postings put in order at a time by build_lexicon: memory
+VECTOR_ALIGN = 4096
+CHECKPOINT_SECONDS = 20.0                 # a hard kill loses at most this much embedding,
+CHECKPOINT_MAX_SHARE = 0.03               # ...unless a save costs more than this share of it
+PROGRESS_SECONDS = 10.0                   # off a terminal, a progress line this often
+LEXICON_BLOCK = 1 << 20                   # postings build_lexicon sorts at a time: its memory
 
-# The command line's limits (a notebook's client waits as long as its user does).
-OLLAMA_TIMEOUT = 300.0                    # seconds of silence before giving up on Ollama
-                                          # (--timeout): a cold start loads the model, and
-                                          # a CPU laptop reads a long prompt for minutes
-                                          # before the first word; a hung server still
-                                          # gets a message instead of an endless wait
-OLLAMA_CONNECT_TIMEOUT = 10.0             # seconds to connect: Ollama runs here or on the LAN, so a
-                                          # connection that takes longer goes to a wrong address
-MAX_CONTEXT_LENGTH = 1 << 24              # tokens, 16.7M: /api/show saying
-                                          # a model reads more is nonsense
-MAX_REPLY_LINE = 16 << 20                 # bytes in one line of a reply from Ollama, at most:
-                                          # twice what Ollama's own client takes (maxBufferSize,
-                                          # api/client.go), ten times 32 vectors of 4,096
-                                          # numbers, the longest line we ask for
-MAX_NUM_CTX = 32768                       # the largest context to ask for (qwen3's native window);
-                                          # --top-k is capped so that its sources fit (top_k_limit)
-MAX_ANSWER_TOKENS = MAX_NUM_CTX // 2      # --max-answer-tokens at most:
-                                          # the sources need the other half
+# The command line's limits (a notebook's client waits as long as its user does). A cold start
+# loads the model, and a CPU laptop reads a long prompt for minutes before the first word; Ollama
+# runs here or on the LAN, so a connection taking longer goes to a wrong address.
+OLLAMA_TIMEOUT = 300.0                    # seconds of silence before giving up (--timeout)
+OLLAMA_CONNECT_TIMEOUT = 10.0             # seconds to connect
+MAX_CONTEXT_LENGTH = 1 << 24              # tokens: /api/show saying a model reads more is nonsense
+# Bytes in one line of Ollama's reply, at most: twice what Ollama's own client takes
+# (maxBufferSize, api/client.go), ten times the longest line we ask for (32 vectors of 4,096).
+MAX_REPLY_LINE = 16 << 20
+MAX_NUM_CTX = 32768                       # the largest num_ctx (qwen3's window): caps --top-k
+MAX_ANSWER_TOKENS = MAX_NUM_CTX // 2      # --max-answer-tokens at most: the sources need half
+# A longer question is refused, not searched: each word costs a pass over the hits, and a pasted
+# page is no question.
+MAX_QUESTION_CHARS = 4000
 
-# The gap log: the questions the notes could not answer, kept in the cache folder (--gaps).
-GAP_LOG = "gaps.jsonl"                    # one JSON object a line, appended; never sent anywhere
-GAP_LOG_VERSION = 1                       # bump when an entry's fields
-                                          # change: older entries are skipped
+# The gap log: the questions the notes could not answer, one JSON object a line, appended, in the
+# cache folder (--gaps) and never sent anywhere. Past GAP_LOG_MAX_MB it starts a new file and
+# keeps the one before (gaps.old.jsonl): about 5,000 questions a file, with 1,024-number vectors.
+GAP_LOG = "gaps.jsonl"
+GAP_LOG_VERSION = 1                       # bump when an entry's fields change: older are skipped
 GAP_TIME = "%Y-%m-%dT%H:%M:%SZ"           # when an entry was written, in UTC
-GAP_LOG_MAX_MB = 16                       # past this the log starts a new file and keeps
-                                          # the one before (gaps.old.jsonl): at most twice
-                                          # this, the oldest going first; about 5,000
-                                          # questions a file with vectors of 1,024 numbers
-# The log is opened as itself: a link in its place (to a file, a FIFO, a device) is refused.
-NOT_A_LINK = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
-MAX_QUESTION_CHARS = 4000                 # a longer question is refused, not searched: each
-                                          # word costs a pass over the hits, and a pasted
-                                          # page is no question
-GAP_QUESTION_CHARS = 2000                 # of a question, this much is kept:
-                                          # a pasted page is no question
+GAP_LOG_MAX_MB = 16
+NOT_A_LINK = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)   # opened as itself
+GAP_QUESTION_CHARS = 2000                 # of a question, this much is kept
 GAP_SOURCES = 3                           # the closest sources kept with each question
-NO_LOG_ENV = "DEMO_RAG_NO_LOG"            # set (to anything but "" or 0):
-                                          # no run adds to the gap log
+NO_LOG_ENV = "DEMO_RAG_NO_LOG"            # set (but to "" or 0): no run adds to the log
 
-# Fusion (--fusion): how the two rankers' scores become one ranking. "evidence" is the
-# default (see fuse(); how it was chosen: bench/fusion-study.md); "rrf" is Part I's
-# reciprocal rank fusion; --tune compares them all on your own questions.
+# Fusion (--fusion): how the two rankers' scores become one ranking. "evidence" is the default
+# (fuse(); chosen in bench/fusion-study.md); "rrf" is Part I's reciprocal rank fusion; --tune
+# compares them all on your own questions.
 FUSION_METHODS = ("evidence", "zscore", "rrf", "dense", "bm25")
 FUSION_METHOD = "evidence"
-EVIDENCE_POWER = 6                        # fusion weight = evidence ** this: the
-                                          # ranker with clearly more evidence leads
-                                          # (how it was chosen: bench/fusion-study.md)
-SOURCE_CUT = 0.5                          # a source goes to the chat model only if its fused
-                                          # score stands at least this share as far above the
-                                          # average chunk's as the best one's: fewer prompt
-                                          # tokens, same evidence (bench/prompt_budget.py)
+EVIDENCE_POWER = 6                        # weight = evidence ** this: more evidence leads
+# A source goes to the chat model only if its fused score stands at least this share as far above
+# the average chunk's as the best one's: fewer prompt tokens, same evidence (prompt_budget.py).
+SOURCE_CUT = 0.5
 
 
 # ----------------------------------------------------------------------------
