@@ -108,6 +108,7 @@ import argparse, bisect, contextlib, datetime, fnmatch, functools, gc, hashlib, 
 import ipaddress, itertools, json, math, mmap, os, pickle, queue, re, shlex, signal, stat, sys
 import tempfile, threading, time, unicodedata, urllib.request
 from array import array
+from calendar import monthrange
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -699,9 +700,8 @@ def option(default, flag: str, group: str, help: str, check: tuple[Callable, str
                                             "check": check, "argparse": argparse})
 
 
-# nan fails every comparison too
+# A flag's check: (test, what it must be). nan fails both (it would never save or report).
 POSITIVE = (lambda v: 0 < v < math.inf, "must be a positive number")
-# nan would never save or report
 SECONDS = (lambda v: 0 <= v < math.inf, "must be 0 or more seconds")
 
 
@@ -727,10 +727,7 @@ def min_score(text: str) -> float:
 
 
 KEEP_ALIVE_MAX_HOURS = 2_562_047           # Go's time.Duration (int64 nanoseconds) holds no more
-
-
-DURATION_PART = r"(\d+\.?\d*|\.\d+)(ns|us|µs|ms|s|m|h)"   # one number and unit of a
-                                                          # Go duration ("1h30m": two)
+DURATION_PART = r"(\d+\.?\d*|\.\d+)(ns|us|µs|ms|s|m|h)"   # a Go duration's number and unit
 
 
 def keep_alive_seconds(value: str | float | None, signed: bool = False) -> float:
@@ -762,8 +759,7 @@ def go_duration(text: str) -> str | float:
     else:
         with contextlib.suppress(ValueError):
             value = float(text)
-    # nan fails too
-    if not abs(keep_alive_seconds(value, signed=True)) < KEEP_ALIVE_MAX_HOURS * 3600:
+    if not abs(keep_alive_seconds(value, signed=True)) < KEEP_ALIVE_MAX_HOURS * 3600:   # or nan
         raise argparse.ArgumentTypeError(f"expected a duration like 10m, 1h, 0 or -1 (at most "
                                          f"{KEEP_ALIVE_MAX_HOURS:,}h), not {text!r}")
     return value
@@ -778,12 +774,6 @@ def tag_name(text: str) -> str:
 
 
 RELATIVE_DATE = re.compile(r"(\d{1,6})([dwmy])")   # a time ago: 7d, 2w, 3m, 1y
-
-
-def month_days(year: int, month: int) -> int:
-    """How many days a month has: 28 to 31 (December has 31: its next month may be past 9999)."""
-    return (31 if month == 12
-            else (datetime.date(year, month + 1, 1) - datetime.timedelta(days=1)).day)
 
 
 def date_span(text: str, today: datetime.date | None = None) -> tuple[str, str]:
@@ -805,12 +795,12 @@ def date_span(text: str, today: datetime.date | None = None) -> tuple[str, str]:
             else:
                 months = today.year * 12 + today.month - 1 - n * (12 if unit == "y" else 1)
                 y, m0 = divmod(months, 12)
-                day = datetime.date(y, m0 + 1, min(today.day, month_days(y, m0 + 1)))
+                day = datetime.date(y, m0 + 1, min(today.day, monthrange(y, m0 + 1)[1]))
             return day.isoformat(), day.isoformat()
         if m := re.fullmatch(r"(\d{4})(?:-(\d{1,2})(?:-(\d{1,2}))?)?", value):
             y, mo, d = (int(g) if g else None for g in m.groups())
             first = datetime.date(y, mo or 1, d or 1)
-            last = first if d else datetime.date(y, mo or 12, month_days(y, mo or 12))
+            last = first if d else datetime.date(y, mo or 12, monthrange(y, mo or 12)[1])
             return first.isoformat(), last.isoformat()
     except (ValueError, OverflowError):
         pass
