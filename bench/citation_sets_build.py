@@ -14,7 +14,8 @@ An R entry is the right twin of the W entry just before it (its note says so).
 The sentence split used to check the `bad` indices is the rule of bench/citation-sets.md:
 a sentence ends at . ! ? (followed by a space or the end) and at 。！？, and at every line
 break; a period between two digits (1.5, 1.250) does not end one, nor the period of a
-day in a German date ("4. Juni"), nor "e.g."/"z.B."; citations such as [1] and closing
+day in a German date ("4. Juni"), nor the marker of a numbered list item at the start of a
+line ("1. "), nor "e.g."/"z.B."; citations such as [1] and closing
 brackets or quotes right after the mark belong to the sentence they end.
 """
 import json
@@ -55,6 +56,8 @@ def sentences(text):
                     end = False
                 elif nxt and not nxt.isspace() and nxt not in CLOSERS and nxt != "[":
                     end = False
+                elif c == "." and re.fullmatch(r"\s*\d{1,2}", prev):
+                    end = False  # the marker of a numbered list item, "1. "
                 elif c == "." and ABBREV.search(prev):
                     end = False
                 elif c == "." and re.search(r"(?:^|\s)\d{1,2}$", prev) and re.match(
