@@ -1945,41 +1945,6 @@ def place_name(rel: str, page: int) -> str:
     return f"{kind.place}{page}"
 
 
-# Where a followed link never leads: the whole disk, and the kernel's own trees (files that
-# never end, devices that block, every process's root).
-SYSTEM_TREES = ("/proc", "/sys", "/dev")
-
-
-def drop_linked_twins(files: list[NoteFile], linked: set[str],
-                      warnings: list[str]) -> tuple[list[NoteFile], list[str]]:
-    """`files` without the symlinks (`linked`, by rel) to a note listed already, under its own
-    name or another link's, and `warnings` with one line naming them: the same note twice would
-    take two of the places of every search."""
-    if not linked:
-        return files, warnings
-    seen: dict[int, list[str]] = {}       # inode -> paths kept (an inode
-                                          # alone may be another disk's)
-    for f in files:
-        if f.rel not in linked:
-            seen.setdefault(f.ino, []).append(f.path)
-    kept, twins = [], []
-    for f in files:
-        if f.rel in linked:
-            try:
-                twin = any(os.path.samefile(f.path, p) for p in seen.get(f.ino, ()))
-            except OSError:               # gone since it was listed: its read will say so
-                twin = False
-            if twin:
-                twins.append(f.rel)
-                continue
-            seen.setdefault(f.ino, []).append(f.path)
-        kept.append(f)
-    if twins:
-        warnings = [*warnings, f"skipped {len(twins)} symlink(s) to notes read under another name "
-                               f"({first_names(sorted(twins))})"]
-    return kept, warnings
-
-
 # Where Obsidian's Templates core plugin and the Templater plugin keep the folder of templates:
 # notes of placeholders (<% tp.date.now() %>, {{date}}) that new notes are made from, not notes.
 TEMPLATE_SETTINGS = ((".obsidian/templates.json", "folder"),
@@ -2010,119 +1975,182 @@ def templates_folders(notes_dir: Path) -> dict[str, tuple[str, str]]:
     return found
 
 
+class NoteScan:
+    """One walk of a notes folder, for scan_notes: the notes it finds, and what it passes over
+    and why (a line each in `warnings`, the links and packages counted in one line at the end)."""
+    # Where a followed link never leads: the kernel's own trees (files that never end, devices
+    # that block, every process's root), nor the whole disk.
+    SYSTEM_TREES = ("/proc", "/sys", "/dev")
+
+    def __init__(self, notes_dir: Path, skip: Iterable[Path], follow_links: bool):
+        self.notes_dir, self.follow_links = notes_dir, follow_links
+        self.templates = templates_folders(notes_dir)
+        self.skip_real = {os.path.realpath(p) for p in skip} | set(self.templates)
+        self.root = os.path.realpath(notes_dir)
+        self.files: list[NoteFile] = []
+        self.warnings: list[str] = []
+        self.leaves: list[str] = []       # links that lead outside the folder, not followed
+        self.shortcuts: list[str] = []    # links to folders read under their own names
+        self.linked: set[str] = set()     # notes reached through a link, by rel
+        self.twins: list[str] = []        # ...of them, those listed already (without_linked_twins)
+        self.seen: set[str] = set()       # folders read, as real paths
+        self.unreadable: dict[str, list[str]] = {}   # suffix -> notes its package is missing for
+
+    def read_as_itself(self, real: str) -> bool:
+        """Is `real` a folder the walk reads under its own name: inside, not hidden, not skipped?"""
+        return os.path.commonpath([self.root, real]) == self.root and real not in self.skip_real \
+            and not any(p.startswith(".") for p in Path(os.path.relpath(real, self.root)).parts)
+
+    def inside(self, path: str) -> bool:
+        """Is `path` no link, or one into the folder, or one --follow-links follows?"""
+        if not os.path.islink(path):
+            return True
+        real, root = os.path.realpath(path), self.root
+        return os.path.commonpath([root, real]) == root or \
+            self.follow_links and real != "/" and not any(os.path.commonpath([real, top]) == top
+                                                          for top in self.SYSTEM_TREES)
+
+    def enter(self, folder: str, dirs: list[str]) -> str | None:
+        """The prefix of the names of `folder`'s notes, with `dirs` cut down to the subfolders the
+        walk enters; None for a folder a link loop leads back to."""
+        base = os.path.relpath(folder, self.notes_dir).replace(os.sep, "/")
+        real = os.path.realpath(folder)
+        if real in self.seen:
+            self.warnings.append(
+                f"skipped {readable_name(base)}/: a symlink loop back to a folder already read")
+            dirs[:] = []
+            return None
+        self.seen.add(real)
+        prefix = "" if base == "." else base + "/"
+        outside = {d for d in dirs if not d.startswith(".")
+                   and not self.inside(os.path.join(folder, d))}
+        self.leaves += [readable_name(prefix + d) + "/" for d in sorted(outside)]
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in outside
+                         and os.path.realpath(os.path.join(folder, d)) not in self.skip_real)
+        for d in [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
+            target = os.path.realpath(os.path.join(folder, d))
+            if os.path.commonpath([target, real]) == target:
+                self.warnings.append(f"skipped {readable_name(prefix + d)}/: a symlink loop back "
+                                     "to a folder that holds it")
+                dirs.remove(d)
+            elif self.read_as_itself(target):
+                self.shortcuts.append(readable_name(prefix + d) + "/")
+                dirs.remove(d)
+        return prefix
+
+    def identity(self, path: str, rel: str) -> os.stat_result | None:
+        """Which file a note is, and its size and times: its own stat, or its target's for a link
+        the walk follows; None (said) for a link out of the folder or a file that cannot be read."""
+        try:
+            st = os.lstat(path)           # one system call a note; only a link costs more
+            if stat.S_ISLNK(st.st_mode):
+                if not self.inside(path):
+                    self.leaves.append(rel)
+                    return None
+                self.linked.add(rel)
+                return os.stat(path)
+            return st
+        except OSError as e:
+            self.warnings.append(f"skipped {rel}: {e.strerror}")
+            return None
+
+    def take(self, folder: str, prefix: str, name: str) -> None:
+        """List the file `name` as a note if it is one this run can read."""
+        suffix = os.path.splitext(name)[1].lower()
+        # "~$report.docx": the lock file Word keeps beside a document it has open
+        if name.startswith((".", "~$")) or suffix not in NOTE_TYPES:
+            return
+        rel, path = readable_name(prefix + name), os.path.join(folder, name)
+        if (st := self.identity(path, rel)) is None:
+            return
+        needs = NOTE_TYPES[suffix].needs
+        if needs and not importable(needs):
+            self.unreadable.setdefault(suffix, []).append(rel)
+        elif not stat.S_ISREG(st.st_mode):   # a FIFO or /dev/zero: opening it would wait forever
+            self.warnings.append(f"skipped {rel}: not a regular file")
+        else:
+            self.files.append(NoteFile(rel, path, st.st_size, st.st_mtime_ns, st.st_ctime_ns,
+                                       st.st_ino, st.st_dev))
+
+    def without_linked_twins(self) -> list[NoteFile]:
+        """The files but the links to a note listed already, under its own name or another
+        link's (`twins`): the same note twice would take two of the places of every search."""
+        # inode -> the paths kept under it (an inode alone may be another disk's)
+        seen: dict[int, list[str]] = {}
+        for f in self.files:
+            if f.rel not in self.linked:
+                seen.setdefault(f.ino, []).append(f.path)
+        kept = []
+        for f in self.files:
+            if f.rel in self.linked:
+                try:
+                    twin = any(os.path.samefile(f.path, p) for p in seen.get(f.ino, ()))
+                except OSError:           # gone since it was listed: its read will say so
+                    twin = False
+                if twin:
+                    self.twins.append(f.rel)
+                    continue
+                seen.setdefault(f.ino, []).append(f.path)
+            kept.append(f)
+        return kept
+
+    def passed_over(self) -> list[str]:
+        """What the walk passed over, a line for each kind: notes whose package is missing, links
+        to notes or folders read under their own names, the templates folder, links out."""
+        said = []
+        for suffix, rels in self.unreadable.items():
+            # Left out of the fingerprint too, so installing the package later indexes them.
+            kind = suffix.lstrip(".").upper()
+            said.append(f"skipped {len(rels)} {kind}s ({', '.join(sorted(rels))}): "
+                        f"{kind} support needs `pip install {NOTE_TYPES[suffix].needs}`")
+        if self.twins:
+            said.append(f"skipped {len(self.twins)} symlink(s) to notes read under another name "
+                        f"({first_names(sorted(self.twins))})")
+        if self.templates:
+            named = dict(self.templates.values())
+            said.append(f"skipped {', '.join(folder + '/' for folder in named)}: templates, not "
+                        f"notes (the templates folder {', '.join(dict.fromkeys(named.values()))} "
+                        "names)")
+        if self.shortcuts:
+            said.append(f"skipped {len(self.shortcuts)} symlink(s) to folders read under their "
+                        f"own names ({first_names(self.shortcuts)})")
+        if self.leaves:
+            said.append(f"skipped {len(self.leaves)} symlink(s) to outside the notes folder "
+                        f"({first_names(self.leaves)}): " +
+                        ("links to / or to a system folder are never followed"
+                         if self.follow_links else "--follow-links follows them"))
+        return said
+
+
 def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
                follow_links: bool = False) -> tuple[list[NoteFile], list[str]]:
     """List note files under notes_dir, sorted, with warnings for what was passed over.
 
     Hidden folders (.git, .obsidian, ...), the `skip` folders (the cache) and the templates
-    folder Obsidian's settings name (templates_folders) are not entered, the last said in a
-    line. A symlink whose target lies outside the notes folder is skipped, with one
-    warning naming them all, unless follow_links (--follow-links): a shared folder must
-    not make /etc/shadow a source, nor walk the whole disk. A link to a folder the walk
-    reads under its own name is skipped (a link back to an ancestor is a loop), and named;
-    other links within the folder (into a hidden one) are followed, once.
-    Only regular files are notes (never a FIFO or a device), and `rel` is
-    readable_name(): a name that is not UTF-8 shows its bytes, a control character its code.
+    folder Obsidian's settings name (templates_folders) are not entered. A symlink whose
+    target lies outside the notes folder is skipped unless follow_links (--follow-links): a
+    shared folder must not make /etc/shadow a source, nor walk the whole disk. A link to a
+    folder the walk reads under its own name is skipped (a link back to an ancestor is a
+    loop); other links within the folder (into a hidden one) are followed, once. Only regular
+    files are notes (never a FIFO or a device), and `rel` is readable_name(): a name that is
+    not UTF-8 shows its bytes, a control character its code.
     """
-    templates = templates_folders(notes_dir)
-    skip_real = {os.path.realpath(p) for p in skip} | set(templates)
-    root = os.path.realpath(notes_dir)
-    leaves = []                               # links that lead outside the folder, not followed
-    shortcuts = []                            # links to folders read under their own names
-
-    def read_as_itself(real: str) -> bool:    # a folder inside, not hidden, not skipped
-        return os.path.commonpath([root, real]) == root and real not in skip_real and \
-            not any(part.startswith(".") for part in Path(os.path.relpath(real, root)).parts)
-
-    def inside(path: str) -> bool:         # or followed: --follow-links, but never to / or /proc
-        if not os.path.islink(path):
-            return True
-        real = os.path.realpath(path)
-        return os.path.commonpath([root, real]) == root or \
-            follow_links and real != "/" and not any(os.path.commonpath([real, top]) == top
-                                                     for top in SYSTEM_TREES)
-    files, warnings, seen_dirs, linked = [], [], set(), set()
-    unreadable: dict[str, list[str]] = {}     # suffix -> notes whose optional package is missing
-    for folder, dirs, names in os.walk(notes_dir, followlinks=True,
-                                       onerror=lambda e: warnings.append(
-                                           f"cannot read {e.filename}: {e.strerror}")):
-        # this folder, as rel's start
-        base = os.path.relpath(folder, notes_dir).replace(os.sep, "/")
-        real = os.path.realpath(folder)
-        if real in seen_dirs:
-            warnings.append(
-                f"skipped {readable_name(base)}/: a symlink loop back to a folder already read")
-            dirs[:] = []
-            continue
-        seen_dirs.add(real)
-        prefix = "" if base == "." else base + "/"
-        outside = {d for d in dirs if not d.startswith(".") and not inside(os.path.join(folder, d))}
-        leaves += [readable_name(prefix + d) + "/" for d in sorted(outside)]
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in outside
-                         and os.path.realpath(os.path.join(folder, d)) not in skip_real)
-        for d in [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
-            target = os.path.realpath(os.path.join(folder, d))
-            if os.path.commonpath([target, real]) == target:
-                warnings.append(f"skipped {readable_name(prefix + d)}/: a symlink loop back to "
-                                "a folder that holds it")
-                dirs.remove(d)
-            elif read_as_itself(target):
-                shortcuts.append(readable_name(prefix + d) + "/")
-                dirs.remove(d)
-        for name in sorted(names):
-            suffix = os.path.splitext(name)[1].lower()
-            # "~$report.docx": the lock file Word keeps beside a document it has open
-            if name.startswith((".", "~$")) or suffix not in NOTE_TYPES:
-                continue
-            rel = readable_name(prefix + name)
-            path = os.path.join(folder, name)
-            try:
-                st = os.lstat(path)           # one system call a note; only a link costs more
-                if stat.S_ISLNK(st.st_mode):
-                    if not inside(path):
-                        leaves.append(rel)
-                        continue
-                    st = os.stat(path)
-                    linked.add(rel)
-            except OSError as e:
-                warnings.append(f"skipped {rel}: {e.strerror}")
-                continue
-            needs = NOTE_TYPES[suffix].needs
-            if needs and not importable(needs):
-                unreadable.setdefault(suffix, []).append(rel)
-                continue
-            if not stat.S_ISREG(st.st_mode):  # a FIFO or /dev/zero: opening it would wait forever
-                warnings.append(f"skipped {rel}: not a regular file")
-                continue
-            files.append(NoteFile(rel, path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino,
-                                  st.st_dev))
-    for suffix, rels in unreadable.items():
-        # Left out of the fingerprint too, so installing the package later indexes them.
-        kind = suffix.lstrip(".").upper()
-        warnings.append(f"skipped {len(rels)} {kind}s ({', '.join(sorted(rels))}): "
-                        f"{kind} support needs `pip install {NOTE_TYPES[suffix].needs}`")
-    files, warnings = drop_linked_twins(files, linked, warnings)
-    if templates:
-        named = dict(templates.values())
-        warnings.append(f"skipped {', '.join(folder + '/' for folder in named)}: templates, not "
-                        f"notes (the templates folder {', '.join(dict.fromkeys(named.values()))} "
-                        "names)")
-    if shortcuts:
-        warnings.append(f"skipped {len(shortcuts)} symlink(s) to folders read under their own "
-                        f"names ({first_names(shortcuts)})")
-    if leaves:
-        warnings.append(f"skipped {len(leaves)} symlink(s) to outside the notes folder "
-                        f"({first_names(leaves)}): " +
-                        ("links to / or to a system folder are never followed" if follow_links
-                         else "--follow-links follows them"))
+    scan = NoteScan(notes_dir, skip, follow_links)
+    said = scan.warnings
+    for folder, dirs, names in os.walk(notes_dir, followlinks=True, onerror=lambda e:
+                                       said.append(f"cannot read {e.filename}: {e.strerror}")):
+        prefix = scan.enter(folder, dirs)
+        for name in sorted(names) if prefix is not None else ():
+            scan.take(folder, prefix, name)
+    files = scan.without_linked_twins()
     # Two names that differ only in how their accents are written (Linux keeps both) keep their
     # own forms.
-    twins = {rel for rel, n in Counter(f.rel for f in files).items() if n > 1}
+    alike = {rel for rel, n in Counter(f.rel for f in files).items() if n > 1}
     files = [f._replace(rel=readable_name(os.path.relpath(f.path, notes_dir).replace(os.sep, "/"),
                                           composed=False))
-             if f.rel in twins else f for f in files]
+             if f.rel in alike else f for f in files]
     files.sort(key=lambda f: f.rel)
-    return files, warnings
+    return files, scan.warnings + scan.passed_over()
 
 
 STUB = f"under {MIN_NOTE_CHARS} characters ({MIN_NOTE_BODY} besides headings)"
