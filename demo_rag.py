@@ -4002,6 +4002,17 @@ class IndexReport:
         """Keep why a note was left out (a Skip of this `kind`), to say it and to know next run."""
         self.skipped[file.rel] = Skip(why, kind, *stat_of(file))
 
+    def count(self, rel: str, before: FileRecord | None, digest: str) -> None:
+        """Count a note as new (a renamed one too), unchanged or changed (touched)."""
+        if before is not None and before.digest == digest:
+            self.unchanged += 1
+            return
+        if before is None:
+            self.new += 1
+        else:
+            self.changed += 1
+        self.touched.append(rel)
+
     def summary(self, notes: int) -> str:
         return (f"indexed {notes} notes: {self.changed} changed, {self.new} new, {self.deleted} "
                 f"deleted, {self.unchanged} unchanged ({self.embedded} chunks embedded)")
@@ -4050,18 +4061,6 @@ def same_stat(known: FileRecord | Skip, f: NoteFile) -> bool:
     """Does a note look as it did when `known` was recorded? A touch or a rename (a new ctime)
     says no as well: its bytes are hashed again, and the same digest costs no embedding."""
     return (known.size, known.mtime_ns, known.ctime_ns, known.ino) == stat_of(f)
-
-
-def count_file(report: IndexReport, rel: str, before: FileRecord | None, digest: str) -> None:
-    """Count a note as new (including a rename), unchanged or changed."""
-    if before is None:
-        report.new += 1
-    elif before.digest == digest:
-        report.unchanged += 1
-        return
-    else:
-        report.changed += 1
-    report.touched.append(rel)
 
 
 def text_key(text: str) -> bytes:
@@ -4119,55 +4118,43 @@ def smallest_notes_first(chunks: Sequence[Chunk], rows: np.ndarray) -> np.ndarra
     return rows[np.argsort([size[note] for note in notes], kind="stable")]
 
 
-def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None,
-                 chunks: list[PlacedChunk], reuse: np.ndarray, report: IndexReport,
-                 progress: Callable[[str | EmbedProgress], None],
-                 checkpoint: Callable[..., int] | None = None,
-                 donors: Sequence[Path] = ()) -> tuple[np.ndarray, np.ndarray]:
-    """Vectors for the new chunk list: reused by row or by identical text (in the old index,
-    then in the `donors` cache files), else embedded.
-
-    Each batch goes into one float32 matrix as it arrives (never a Python float
-    per number), and `checkpoint(vectors, has_vector)` may save it. If Ollama
-    stops, the rows embedded so far are kept, the rest stay zero and marked
-    missing, so BM25 still works and the next run fills them in. Ctrl-C saves
-    what arrived and raises BuildInterrupted. The first vectors of another size
-    than the old index's raise VectorSizeChanged before anything is mixed (the
-    caller embeds everything again); a size that changes after that, within this
-    call, saves what arrived and raises VectorsOfTwoSizes: no rebuild would end.
-    """
+def vectors_kept(old: Index | None, chunks: list[PlacedChunk],
+                 reuse: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The vectors of the old index that the new chunk list keeps, by row (`reuse`: the old row
+    of each, -1 if new), else by the same text; zero rows, marked missing, where none is kept."""
     n = len(chunks)
     dim = old.vectors.shape[1] if old is not None and old.vectors.size else 0
-    vectors = np.zeros((n, dim), dtype=np.float32)
-    has_vector = np.zeros(n, dtype=bool)
-    if old is not None and dim:
-        known = reuse >= 0
-        vectors[known], has_vector[known] = old.vectors[reuse[known]], old.has_vector[reuse[known]]
-        missing = np.flatnonzero(~has_vector)
-        if len(missing):
-            # not a refused chunk's zero vector: its note changed, so it is asked (and said) again
-            usable = old.has_vector & old.vectors.any(axis=1)
-            by_text = {c.embed_text: i for i, c in enumerate(old.chunks) if usable[i]}
-            for i in missing:
-                j = by_text.get(chunks[i].embed_text)
-                if j is not None:
-                    vectors[i], has_vector[i] = old.vectors[j], True
-    if donors and not has_vector.all():
-        wanted: dict[bytes, list[int]] = {}
-        for i in np.flatnonzero(~has_vector):
-            wanted.setdefault(text_key(document_text(chunks[i], settings)), []).append(int(i))
-        found = 0
-        for rows, v in vectors_elsewhere(donors, wanted, settings):
-            if not dim:                   # the donors' size; the first batch embedded checks it
-                dim, vectors = len(v), np.zeros((n, len(v)), dtype=np.float32)
-            if len(v) == dim:
-                vectors[rows], has_vector[rows], found = v, True, found + len(rows)
-        if found:
-            progress(f"{found:,} chunks' vectors found in other caches of {settings.embed_model} "
-                     "(the same texts, embedded before)")
-    todo = smallest_notes_first(chunks, np.flatnonzero(~has_vector))
-    if len(todo) == 0:
+    vectors, has_vector = np.zeros((n, dim), dtype=np.float32), np.zeros(n, dtype=bool)
+    if not dim:
         return vectors, has_vector
+    known = reuse >= 0
+    vectors[known], has_vector[known] = old.vectors[reuse[known]], old.has_vector[reuse[known]]
+    missing = np.flatnonzero(~has_vector)
+    if len(missing):
+        # not a refused chunk's zero vector: its note changed, so it is asked (and said) again
+        usable = old.has_vector & old.vectors.any(axis=1)
+        by_text = {c.embed_text: i for i, c in enumerate(old.chunks) if usable[i]}
+        for i in missing:
+            j = by_text.get(chunks[i].embed_text)
+            if j is not None:
+                vectors[i], has_vector[i] = old.vectors[j], True
+    return vectors, has_vector
+
+
+def embed_missing(settings: Settings, client: ollama.Client, chunks: list[PlacedChunk],
+                  todo: np.ndarray, vectors: np.ndarray, has_vector: np.ndarray,
+                  report: IndexReport, progress: Callable[[str | EmbedProgress], None],
+                  checkpoint: Callable[..., int] | None) -> np.ndarray:
+    """Embed the chunks at rows `todo` into `vectors` (a new matrix, returned, if it had no
+    size yet) and mark them in `has_vector`, saving each batch with `checkpoint`.
+
+    If Ollama stops, what was embedded is kept and the rest stays missing (report.embed_error),
+    so BM25 still works and the next run fills them in. Ctrl-C saves what arrived and raises
+    BuildInterrupted. The first vectors of another size than `vectors` raise VectorSizeChanged
+    before anything is mixed (the caller embeds everything again); a size that changes after
+    that saves what arrived and raises VectorsOfTwoSizes: no rebuild would end.
+    """
+    n, dim = vectors.shape
     # sized_here: dim is this run's
     t0, done, first, sized_here = time.perf_counter(), 0, True, False
     try:
@@ -4211,13 +4198,109 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None,
     except KeyboardInterrupt:             # Ctrl-C or SIGTERM: keep what arrived, then stop
         kept = checkpoint(vectors, has_vector, interrupted=True) if checkpoint else 0
         raise BuildInterrupted(kept, n) from None
+    return vectors
+
+
+def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None,
+                 chunks: list[PlacedChunk], reuse: np.ndarray, report: IndexReport,
+                 progress: Callable[[str | EmbedProgress], None],
+                 checkpoint: Callable[..., int] | None = None,
+                 donors: Sequence[Path] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """Vectors for the new chunk list, each in one float32 matrix: kept from the old index
+    (vectors_kept), else found in the `donors` cache files (the same text, embedded before),
+    else embedded (embed_missing), the notes with the fewest chunks first."""
+    vectors, has_vector = vectors_kept(old, chunks, reuse)
+    if donors and not has_vector.all():
+        wanted: dict[bytes, list[int]] = {}
+        for i in np.flatnonzero(~has_vector):
+            wanted.setdefault(text_key(document_text(chunks[i], settings)), []).append(int(i))
+        found = 0
+        for rows, v in vectors_elsewhere(donors, wanted, settings):
+            if not vectors.shape[1]:      # the donors' size; the first batch embedded checks it
+                vectors = np.zeros((len(chunks), len(v)), dtype=np.float32)
+            if len(v) == vectors.shape[1]:
+                vectors[rows], has_vector[rows], found = v, True, found + len(rows)
+        if found:
+            progress(f"{found:,} chunks' vectors found in other caches of {settings.embed_model} "
+                     "(the same texts, embedded before)")
+    todo = smallest_notes_first(chunks, np.flatnonzero(~has_vector))
+    if len(todo):
+        vectors = embed_missing(settings, client, chunks, todo, vectors, has_vector, report,
+                                progress, checkpoint)
     # A refused chunk keeps a zero vector, so the index is complete and searched by meaning:
     # ranking gives it the typical chunk's cosine (typical_for_refused), and its words find it.
     # (With no vector at all there is no size to give it: it stays missing, and the next run
     # asks again.)
-    if dim:
+    if vectors.shape[1]:
         has_vector[report.refused] = True
     return vectors, has_vector
+
+
+class IndexDraft:
+    """The new index's chunks as update_index gathers them, note by note: each chunk taken from
+    the old index (`reuse`: its row there) or read now (-1), and each note's record and what it
+    says of itself."""
+
+    def __init__(self):
+        self.chunks: list[PlacedChunk] = []
+        self.reuse: list[int] = []
+        self.recount: list[int] = []      # reused rows whose note's words changed (a title)
+        self.records: dict[str, FileRecord] = {}
+        self.metas: dict[str, NoteMeta] = {}
+        self.splitter = None
+
+    def take(self, f: NoteFile, digest: str, old: Index, was: str) -> None:
+        """Note `f`'s chunks, taken from the old index's note `was` whose bytes it has (itself,
+        or a note renamed or copied): they need no reading and no embedding."""
+        source, meta = old.files[was], old.notes.get(was, NoteMeta())
+        start = len(self.chunks)
+        self.chunks.extend(c._replace(source=f.rel)
+                           for c in old.chunks[source.start:source.stop])
+        self.reuse.extend(range(source.start, source.stop))
+        if note_words(was, meta) != note_words(f.rel, meta):
+            self.recount.extend(range(start, len(self.chunks)))   # its words again; vectors stay
+        self.records[f.rel] = FileRecord(*stat_of(f), digest, start, len(self.chunks))
+        self.metas[f.rel] = meta
+
+    def add(self, f: NoteFile, digest: str, sections: list[Section], settings: Settings) -> None:
+        """Note `f`'s chunks, cut from its sections read now."""
+        self.splitter = self.splitter or make_splitter(settings.chunk_size, settings.chunk_overlap)
+        start = len(self.chunks)
+        self.chunks.extend(chunk_sections(f.rel, sections, self.splitter))
+        self.reuse.extend([-1] * (len(self.chunks) - start))
+        self.records[f.rel] = FileRecord(*stat_of(f), digest, start, len(self.chunks))
+        self.metas[f.rel] = next((s.meta for s in sections if s.meta), NoteMeta())
+
+    def lexicon(self, old: Index | None) -> Lexicon:
+        """The BM25 index of the chunks: the old one's counts for the rows taken as they were."""
+        counted = np.array(self.reuse, dtype=np.int64)
+        counted[self.recount] = -1
+        words = {rel: note_words(rel, meta) for rel, meta in self.metas.items()}
+        return build_lexicon(old.lexicon if old else None, counted,
+                             (lexicon_text(c, words[c.source])
+                              for c, r in zip(self.chunks, counted) if r < 0))
+
+
+def note_digest(f: NoteFile, known: FileRecord | None, skip: Skip | None, settings: Settings,
+                report: IndexReport) -> tuple[str, bytes | None] | None:
+    """The MD5 of note `f`'s bytes, and the bytes when they were read to hash them (None when
+    its stat is the same as `known`'s, whose digest it keeps); None for a note skipped unread
+    (report.skip, or `skip` again: its bytes were no note, and its stat is the same)."""
+    if skip and skip.kind == "content" and same_stat(skip, f):
+        report.skipped[f.rel] = skip
+        return None
+    if known and same_stat(known, f):
+        return known.digest, None
+    # before hashing: a log or an export is never read
+    if why := too_big(f.size, settings.max_note_mb):
+        report.skip(f, why, "size")
+        return None
+    try:
+        data = note_bytes(f, settings.max_note_mb)
+    except ValueError as e:               # gone, unreadable, or replaced since the scan
+        report.skip(f, str(e), "access")
+        return None
+    return hashlib.md5(data).hexdigest(), data
 
 
 def update_index(settings: Settings, client: ollama.Client, old: Index | None,
@@ -4228,97 +4311,52 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
     """Bring the index up to date with the files, embedding only what is new (with the
     model's `build`, its digest, which the index records) and not in a `donors` cache.
 
-    For each file: the same stat as recorded (same_stat) -> unchanged; over
-    --max-note-mb -> skipped unread; skipped before for its content, and the same
-    stat -> skipped again, unread; otherwise hash its bytes, and a digest the index
-    already holds (a touched, renamed or copied note) reuses those chunks. Only new
-    content is read, chunked and embedded, and even then a chunk whose text was
-    embedded before reuses its vector. The `writer`, if given, checkpoints the
-    index while its vectors are filled in.
+    A note's bytes are hashed only when its stat changed (note_digest), and a digest the index
+    holds (a touched, renamed or copied note) keeps its chunks; only new content is read,
+    chunked and embedded (fill_vectors). The `writer`, if given, checkpoints the index while
+    its vectors are filled in.
     """
-    report = IndexReport()
-    old_files = old.files if old else {}
-    old_skips = old.skipped if old else {}
+    report, draft = IndexReport(), IndexDraft()
+    old_files, old_skips = (old.files, old.skipped) if old else ({}, {})
     by_digest = {r.digest: rel for rel, r in old_files.items()}
-    chunks: list[PlacedChunk] = []
-    reuse: list[int] = []                 # per new row: old row, or -1 if new
-    recount: list[int] = []               # reused rows whose note's words
-                                          # changed (a renamed note's title)
-    records: dict[str, FileRecord] = {}
-    metas: dict[str, NoteMeta] = {}
-    splitter = None
     for f in files:
-        rec, skip = old_files.get(f.rel), old_skips.get(f.rel)
-        if skip and skip.kind == "content" and same_stat(skip, f):
-            report.skipped[f.rel] = skip      # the same bytes were no note last time either
+        rec = old_files.get(f.rel)
+        if not (found := note_digest(f, rec, old_skips.get(f.rel), settings, report)):
             continue
-        data = None                       # the note's bytes, once read
-        if rec and same_stat(rec, f):
-            digest, was = rec.digest, f.rel
-        else:
-            if why := too_big(f.size, settings.max_note_mb):   # before hashing: a log or
-                                                               # an export is never read
-                report.skip(f, why, "size")
-                continue
-            try:
-                data = note_bytes(f, settings.max_note_mb)
-            except ValueError as e:       # gone, unreadable, or replaced since the scan
-                report.skip(f, str(e), "access")
-                continue
-            digest = hashlib.md5(data).hexdigest()
-            was = by_digest.get(digest)
-        # same bytes as before: reuse its chunks
+        digest, data = found
+        # whose chunks these bytes had: its own (not read: the same stat), or a moved note's
+        was = f.rel if data is None else by_digest.get(digest)
         if was is not None and lines_known(old.chunks, old_files[was]):
-            source, metas[f.rel] = old_files[was], old.notes.get(was, NoteMeta())
-            start = len(chunks)
-            chunks.extend(c._replace(source=f.rel) for c in old.chunks[source.start:source.stop])
-            reuse.extend(range(source.start, source.stop))
-            if note_words(was, metas[f.rel]) != note_words(f.rel, metas[f.rel]):
-                recount.extend(range(start, len(chunks)))   # its words again; its vectors stay
-            records[f.rel] = FileRecord(*stat_of(f), digest, start, len(chunks))
-            count_file(report, f.rel, rec, digest)
-            if digest in old.note_warnings:   # read with a guess: said on
-                                              # every run, not just the first
+            draft.take(f, digest, old, was)
+            if digest in old.note_warnings:   # a guessed encoding: said on every run
                 report.warn(f.rel, digest, old.note_warnings[digest])
-            continue
-        try:
-            sections, warning = read_note(f, settings.max_note_mb, data)
-        except ValueError as e:           # read a moment ago to be hashed: its bytes are the reason
-            report.skip(f, str(e), "content")
-            continue
-        if warning:
-            report.warn(f.rel, digest, warning)
-        splitter = splitter or make_splitter(settings.chunk_size, settings.chunk_overlap)
-        start = len(chunks)
-        chunks.extend(chunk_sections(f.rel, sections, splitter))
-        reuse.extend([-1] * (len(chunks) - start))
-        records[f.rel] = FileRecord(*stat_of(f), digest, start, len(chunks))
-        metas[f.rel] = next((s.meta for s in sections if s.meta), NoteMeta())
-        count_file(report, f.rel, rec, digest)
+        else:
+            try:
+                sections, warning = read_note(f, settings.max_note_mb, data)
+            except ValueError as e:       # read a moment ago to be hashed: its bytes are why
+                report.skip(f, str(e), "content")
+                continue
+            if warning:
+                report.warn(f.rel, digest, warning)
+            draft.add(f, digest, sections, settings)
+        report.count(f.rel, rec, digest)
     report.deleted = len(set(old_files) - {f.rel for f in files})
     report.say_notes()
     report.warnings += skip_warnings(report.skipped)
-    reuse_arr = np.array(reuse, dtype=np.int64)
-    counted = reuse_arr.copy()            # the rows whose BM25 words are taken as they were
-    counted[recount] = -1
-    words = {rel: note_words(rel, meta) for rel, meta in metas.items()}
-    lexicon = build_lexicon(old.lexicon if old else None, counted,
-                            (lexicon_text(c, words[c.source]) for c, r in zip(chunks, counted)
-                             if r < 0))
-
-    stamp = fingerprint(files)
+    chunks, lexicon, stamp = draft.chunks, draft.lexicon(old), fingerprint(files)
 
     def with_vectors(vectors: np.ndarray, has_vector: np.ndarray) -> Index:
-        return Index(chunks, vectors, has_vector, lexicon, records, stamp,
+        return Index(chunks, vectors, has_vector, lexicon, draft.records, stamp,
                      settings.embed_model, (settings.chunk_size, settings.chunk_overlap),
                      embed_templates(settings).document, build, note_warnings=report.note_warnings,
                      skipped=report.skipped, notes_dir=os.path.realpath(settings.notes_dir),
-                     notes=metas)
+                     notes=draft.metas)
 
     checkpoint = (lambda v, h, interrupted=False: writer.checkpoint(
         lambda: with_vectors(v, h), interrupted, progress)) if writer else None
     try:
-        vectors, has_vector = fill_vectors(settings, client, old, chunks, reuse_arr, report,
+        vectors, has_vector = fill_vectors(settings, client, old, chunks,
+                                           np.array(draft.reuse, dtype=np.int64), report,
                                            progress, checkpoint, donors)
     except VectorSizeChanged as e:        # the old vectors are no use to the model now: all again
         report.reason = str(e)
@@ -4328,9 +4366,9 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
         vectors, has_vector = fill_vectors(settings, client, None, chunks, np.full(len(chunks), -1),
                                            report, progress, checkpoint)
     for rel, count in Counter(chunks[i].source for i in report.refused if has_vector[i]).items():
-        report.warn(rel, records[rel].digest, f"{settings.embed_model} returns no number for "
-                    f"{count} of its chunks (a fault of the model): they are found by their words "
-                    "only; --rebuild asks again")
+        report.warn(rel, draft.records[rel].digest, f"{settings.embed_model} returns no number "
+                    f"for {count} of its chunks (a fault of the model): they are found by their "
+                    "words only; --rebuild asks again")
     report.say_notes()
     return with_vectors(vectors, has_vector), report
 
