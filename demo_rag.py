@@ -5992,73 +5992,6 @@ def check_notes_dir(notes_dir: Path) -> None:
         raise FileNotFoundError(f"notes folder not found: {notes_dir}")
 
 
-def same_notes(old: Index, new: Index) -> bool:
-    """Do two indexes hold the same notes' bytes, in whatever order (notes touched, renamed or
-    moved, no more)? Then they hold the same chunks, and what was measured on them holds."""
-    return new.complete and sorted(r.digest for r in old.files.values()) == \
-        sorted(r.digest for r in new.files.values())
-
-
-LOSS_SHARE = 0.5                          # a cache about to lose more than this share of its
-                                          # notes keeps a copy of itself, and says so
-
-
-def kept_path(path: Path) -> Path:
-    """Where a cache keeps its copy from before it lost most of its notes. The name ends as a
-    cache file's does, so the copy is a donor (vector_donors) when they come back."""
-    return path.with_name(path.name.replace(f".v{CACHE_FORMAT}.pkl", f".kept.v{CACHE_FORMAT}.pkl"))
-
-
-def file_id(path: Path) -> tuple[int, int] | None:
-    """Which file `path` names now, and its last write: a save replaces it by another."""
-    with contextlib.suppress(OSError):
-        st = os.stat(path)
-        return st.st_ino, st.st_mtime_ns
-    return None
-
-
-def keep_before_loss(path: Path, old: Index, here: Collection[str], folder: Path) -> str:
-    """When most of a cache's notes are not `here` (the notes found now: a sync half done, a
-    folder half moved, notes or a folder that cannot be read for now), link the cache file to
-    kept_path() before it is replaced: their vectors stay, for the day they come back. A copy
-    from an earlier loss that holds more vectors than the cache stays as it is: a sync that
-    drops notes twice keeps what it had before the first. Returns what to say ("" when few
-    were lost)."""
-    gone = sum(rel not in here for rel in old.files)
-    if gone < 2 or gone <= LOSS_SHARE * len(old.files) or not path.exists():
-        return ""
-    said = (f"{gone} of the {len(old.files)} notes the cache held are gone from "
-            f"{readable_name(str(folder))} or cannot be read now")
-    kept = kept_path(path)
-    earlier = read_header(kept) if kept.exists() else None
-    with contextlib.suppress(TypeError, IndexError, KeyError):
-        if earlier and int(earlier["vectors_shape"][0]) > int(old.has_vector.sum()):
-            return f"{said}: {kept.name}, kept when notes went before, stays as it is"
-    try:
-        kept.unlink(missing_ok=True)
-        os.link(path, kept)               # the writer replaces the cache's name, not its bytes
-    except OSError:
-        import shutil                     # a disk without hard links: a copy, then
-        try:
-            shutil.copyfile(path, kept)
-        except OSError as e:
-            kept.unlink(missing_ok=True)
-            return f"{said}, and no copy of the cache could be kept ({e.strerror or e})"
-    return (f"{said}: the cache before is kept as {kept.name}, and its vectors serve them if "
-            "they come back (delete it if they are gone for good)")
-
-
-def drop_kept_copy(path: Path, index: Index) -> None:
-    """Delete the copy keep_before_loss() made once every note it held is back in the index
-    (by the digest of its bytes, wherever it is now) with its vectors."""
-    kept = kept_path(path)
-    copy = load_index(kept)[0] if kept.exists() else None
-    here = {record.digest for record in index.files.values()}
-    if copy is not None and index.complete and \
-            all(record.digest in here for record in copy.files.values()):
-        kept.unlink(missing_ok=True)
-
-
 def repeat_warnings(index: Index) -> list[str]:
     """The warnings an unchanged index still owes of the notes it holds (a guessed encoding,
     chunks the model refused): said on every run, not just the first."""
@@ -6151,116 +6084,228 @@ def out_of_reach(notes_dir: Path, old: Index, files: list[NoteFile]) -> list[Not
     return kept
 
 
+class KeptCopy:
+    """The copy a cache keeps of itself when it is about to lose most of its notes (a sync half
+    done, a folder half moved, notes that cannot be read for now): their vectors stay for the
+    day the notes come back, when the copy, named as a cache file is, is a donor."""
+    # A cache about to lose more than this share of its notes keeps a copy, and says so.
+    LOSS_SHARE = 0.5
+
+    def __init__(self, cache: Path):
+        self.cache = cache
+        self.path = cache.with_name(
+            cache.name.replace(f".v{CACHE_FORMAT}.pkl", f".kept.v{CACHE_FORMAT}.pkl"))
+
+    def written(self) -> tuple[int, int] | None:
+        """Which file the cache's name names now, and its last write: a save replaces it."""
+        with contextlib.suppress(OSError):
+            st = os.stat(self.cache)
+            return st.st_ino, st.st_mtime_ns
+        return None
+
+    def keep(self, old: Index, here: Collection[str], folder: Path) -> str:
+        """Link the cache file to the copy's name when most of `old`'s notes are not `here` (the
+        notes found now), before it is replaced; what to say ("" when few were lost). A copy
+        from an earlier loss holding more vectors stays: a sync that drops notes twice keeps
+        what it had before the first."""
+        gone = sum(rel not in here for rel in old.files)
+        if gone < 2 or gone <= self.LOSS_SHARE * len(old.files) or not self.cache.exists():
+            return ""
+        said = (f"{gone} of the {len(old.files)} notes the cache held are gone from "
+                f"{readable_name(str(folder))} or cannot be read now")
+        kept = self.path
+        earlier = read_header(kept) if kept.exists() else None
+        with contextlib.suppress(TypeError, IndexError, KeyError):
+            if earlier and int(earlier["vectors_shape"][0]) > int(old.has_vector.sum()):
+                return f"{said}: {kept.name}, kept when notes went before, stays as it is"
+        try:
+            kept.unlink(missing_ok=True)
+            os.link(self.cache, kept)     # the writer replaces the cache's name, not its bytes
+        except OSError:
+            import shutil                 # a disk without hard links: a copy, then
+            try:
+                shutil.copyfile(self.cache, kept)
+            except OSError as e:
+                kept.unlink(missing_ok=True)
+                return f"{said}, and no copy of the cache could be kept ({e.strerror or e})"
+        return (f"{said}: the cache before is kept as {kept.name}, and its vectors serve them if "
+                "they come back (delete it if they are gone for good)")
+
+    def drop(self, index: Index) -> None:
+        """Delete the copy once every note it held is back in `index` (by the digest of its
+        bytes, wherever it is now) with its vectors."""
+        copy = load_index(self.path)[0] if self.path.exists() else None
+        here = {record.digest for record in index.files.values()}
+        if copy is not None and index.complete and \
+                all(record.digest in here for record in copy.files.values()):
+            self.path.unlink(missing_ok=True)
+
+
+class IndexOpening:
+    """One run's opening of the index (open_index), its steps sharing what they found: the
+    notes, the cache (`old`, None once it cannot serve, and the `reason`), the file an adopted
+    index came from (`donor`), the build of the model, and the writer that saves the index."""
+
+    def __init__(self, settings: Settings, client: ollama.Client, rebuild: str,
+                 progress: Callable[[str | EmbedProgress], None]):
+        self.settings, self.client, self.progress = settings, client, progress
+        self.rebuild = rebuild
+        self.path = cache_path(settings)
+        self.copy = KeptCopy(self.path)
+
+    def find(self) -> None:
+        """The notes the folder holds now, what the scan passed over, and their fingerprint."""
+        s = self.settings
+        self.files, self.warnings = scan_notes(s.notes_dir, [s.cache_dir], s.follow_links)
+        self.now = fingerprint(self.files)
+
+    def load(self, held: Index | None) -> None:
+        """The index a long-lived caller `held` while the notes' fingerprint is still its own,
+        else the cache, else another cache of the same notes (adopted); the notes it holds that
+        cannot be reached now are kept as they were (out_of_reach)."""
+        s, rebuild = self.settings, self.rebuild
+        fresh = held is not None and not rebuild and held.fingerprint == self.now
+        old, reason = (held, "") if fresh else load_index(self.path)
+        donor = None
+        if old is None and reason == "no cache yet" and not rebuild:
+            old, note, donor = adopted(s, self.files, self.path)
+            reason = note or reason
+        if old is not None and reason:    # an older version's cache, or these notes elsewhere
+            self.progress(f"updating index: {reason}")
+        if old is not None and old.fingerprint != self.now and \
+                (unreached := out_of_reach(s.notes_dir, old, self.files)):
+            self.files = self.files + unreached
+            self.warnings.append(f"{len(unreached)} note(s) cannot be reached now "
+                                 f"({', '.join(f.rel for f in unreached[:3])}"
+                                 f"{', …' if len(unreached) > 3 else ''}): kept as they were")
+        self.old, self.reason, self.donor = old, reason, donor
+
+    def check_model(self) -> None:
+        """Drop the loaded index if these settings or this build of the model cannot use it, and
+        make the writer: until a --rebuild is done, it keeps the vectors on disk."""
+        old, s = self.old, self.settings
+        build = model_digest(self.client, s.embed_model)
+        if old is not None:
+            self.reason = stale_reason(old, s) or build_changed(old, build)
+            if self.reason:               # a donor not taken is left alone
+                old = self.donor = None
+        # said once, then recorded
+        self.unsaid = build == "" and (old is None or old.model_digest != "")
+        # None: Ollama away, so the build is taken to be as it was
+        self.build = (old.model_digest if old else "") if build is None else build
+        self.cached = old if self.donor is None else None   # what the cache at `path` holds now
+        on_disk = int(old.has_vector.sum()) if self.cached is not None else 0
+        self.writer = CacheWriter(self.path, s.checkpoint_seconds, on_disk,
+                                  floor=on_disk if self.rebuild else 0)
+        self.old, self.reason = (None, self.rebuild) if self.rebuild else (old, self.reason)
+
+    def unchanged(self) -> tuple[Index, IndexReport] | None:
+        """The loaded index as it is, when the notes are as it recorded them and every chunk has
+        a vector (no note is read); None when it needs an update."""
+        old, s, writer = self.old, self.settings, self.writer
+        if not (old is not None and old.fingerprint == self.now and old.complete):
+            return None
+        skipped = still_skipped(old, self.files, s)   # None: a skipped note may be usable now
+        if skipped is None:
+            return None
+        report = IndexReport(unchanged=len(old.files), skipped=skipped, warnings=self.warnings
+                             + repeat_warnings(old) + skip_warnings(skipped))
+        if self.unsaid:
+            report.warnings.append(build_unsaid(s.embed_model))
+        index = replace(old, model_digest=self.build)
+        if not calibration_current(old, s):   # an older cache, or Ollama was away
+            index = calibrated(index, self.client, s, old)
+        news = index.model_digest != old.model_digest or index.calibration is not old.calibration
+        if news and not writer.save(index) and writer.problem:
+            report.warnings.append(writer.problem)
+        return index, report
+
+    def update(self) -> tuple[Index, IndexReport]:
+        """The index brought up to date (update_index), its cache kept first by a KeptCopy if
+        most of its notes are gone; if all are, the cache is kept as it is (report.kept)."""
+        old, s, path, cached, copy = self.old, self.settings, self.path, self.cached, self.copy
+        if old is None and self.reason != "no cache yet":
+            self.progress(f"rebuilding index: {self.reason}")
+        copied = not copy.path.exists()   # a copy from an earlier loss is never deleted here
+        loss = copy.keep(cached, {f.rel for f in self.files}, s.notes_dir) if cached else ""
+        listed = copy.written()
+        donors = [] if old is not None or self.rebuild else vector_donors(s, path, self.build)
+        if old is not None and copy.path.exists():
+            donors = [copy.path]          # notes that went missing may be back
+        index, report = update_index(s, self.client, old, self.files, self.progress,
+                                     self.writer, self.build, donors)
+        if cached is not None and not loss and copy.written() == listed:   # no checkpoint since
+            loss = copy.keep(cached, index.files, s.notes_dir)   # unreadable
+        report.warnings[:0] = self.warnings + ([loss] if loss else [])
+        if cached is not None and cached.files and not index.files:   # not saved: kept as it is
+            if loss and copied:           # the cache itself is kept: no copy of it is needed
+                copy.path.unlink(missing_ok=True)
+                report.warnings.remove(loss)
+            report.deleted, report.kept = 0, (
+                f"the cache of {len(cached.files)} notes is kept as it was (a drive not mounted "
+                f"yet, a sync not done?); delete {readable_name(str(path))} if they are gone for "
+                "good")
+        self.loss = loss
+        return index, report
+
+    def calibrate(self, index: Index) -> Index:
+        """The index with its relevance floor: the old one's while it holds the same notes'
+        bytes (touched, renamed or moved: the same chunks), else measured anew if complete."""
+        old, s = self.old, self.settings
+        if old is not None and calibration_current(old, s) and index.complete and \
+                sorted(r.digest for r in old.files.values()) == \
+                sorted(r.digest for r in index.files.values()):
+            return replace(index, calibration=old.calibration)
+        return calibrated(index, self.client, s, old) if index.complete else index
+
+    def save(self, index: Index, report: IndexReport) -> None:
+        """Save the index, saying what could not be; a folder's first cache tidies the cache
+        folder (tidy_caches), and one whose notes are all back drops their kept copy."""
+        if self.unsaid and index.has_vector.any():
+            report.warnings.append(build_unsaid(self.settings.embed_model))
+        report.reason = report.reason or ("" if self.old is not None else self.reason)
+        saved = self.writer.save(index)
+        if not saved and self.writer.problem and not self.writer.warned:
+            report.warnings.append(self.writer.problem)
+        if saved and (self.donor is not None or self.reason == "no cache yet"):
+            report.warnings += tidy_caches(self.settings.cache_dir, self.path, self.donor)
+        if saved and not self.loss:
+            self.copy.drop(index)
+
+
 def open_index(settings: Settings, client: ollama.Client | None = None, rebuild: str = "",
                progress: Callable[[str | EmbedProgress], None] = lambda s: None,
                held: Index | None = None) -> tuple[Index, IndexReport]:
     """The notes' index: the cache as it is, or brought up to date when the notes or settings
-    changed.
+    changed, in the steps of IndexOpening.
 
-    The fast path: the fingerprint matches and every chunk has a vector, so the
-    cache is returned without reading a single note (still_skipped looks again,
-    without reading them, at the skipped notes whose cause can go away).
-    Otherwise what is embedded is saved as it goes (CacheWriter): Ctrl-C
-    (BuildInterrupted), a kill or Ollama failing mid-way keeps it, and the next
-    run embeds only what is missing. A `rebuild` reason ("--rebuild", say)
-    re-embeds everything, but never replaces the cache with one holding fewer
-    vectors until it is done.
+    The fast path: the fingerprint matches and every chunk has a vector, so the cache is
+    returned without reading a single note. Otherwise what is embedded is saved as it goes
+    (CacheWriter): Ctrl-C (BuildInterrupted), a kill or Ollama failing mid-way keeps it, and
+    the next run embeds only what is missing. A `rebuild` reason ("--rebuild", say)
+    re-embeds everything, but never replaces the cache with one holding fewer vectors until
+    it is done. A folder without a cache of its own starts from another cache of the same
+    notes (adopted), and a new index takes each vector another cache of this model holds for
+    the same text (vector_donors): what was embedded once is not paid for again.
 
-    A folder without a cache of its own starts from another cache of the same notes
-    (adopted): a moved or renamed folder, or an older version's cache, costs no reading
-    and no embedding; its first save tidies up after it (tidy_caches). Built anew, an
-    index takes each vector another cache of this model holds for the same text
-    (vector_donors): a folder sharing notes with another, or new chunk sizes for
-    notes shorter than both, cost no embedding that was paid for before.
-
-    Every run asks Ollama once which build of the embedding model it runs (model_digest):
-    the question's vector is made anew on each run, so an index of another build's vectors
-    is rebuilt even when no note changed.
-    A long-lived caller (--mcp) passes the index it `held` since its last call: while the
-    notes' fingerprint is still its own, it stands for the cache, which is then not read again.
-    Raises FileNotFoundError when the notes folder does not exist.
+    Every run asks Ollama which build of the embedding model it runs (model_digest): an index
+    of another build's vectors is rebuilt even when no note changed. A long-lived caller
+    (--mcp) passes the index it `held` since its last call, which stands for the cache while
+    the notes' fingerprint is its own. Raises FileNotFoundError when the notes folder does not
+    exist.
     """
     check_notes_dir(settings.notes_dir)
-    client = client or ollama_client()
-    files, warnings = scan_notes(settings.notes_dir, [settings.cache_dir], settings.follow_links)
-    path = cache_path(settings)
-    now = fingerprint(files)
-    old, reason = ((held, "") if held is not None and not rebuild and held.fingerprint == now
-                   else load_index(path))
-    donor = None                          # another cache file these notes' index starts from
-    if old is None and reason == "no cache yet" and not rebuild:
-        old, note, donor = adopted(settings, files, path)
-        reason = note or reason
-    if old is not None and reason:        # an older version's cache, or these notes elsewhere
-        progress(f"updating index: {reason}")
-    if old is not None and old.fingerprint != now and \
-            (unreached := out_of_reach(settings.notes_dir, old, files)):
-        files = files + unreached
-        warnings.append(f"{len(unreached)} note(s) cannot be reached now "
-                        f"({', '.join(f.rel for f in unreached[:3])}"
-                        f"{', …' if len(unreached) > 3 else ''}): kept as they were")
-    build = model_digest(client, settings.embed_model)
-    if old is not None:
-        reason = stale_reason(old, settings) or build_changed(old, build)
-        old, donor = (None, None) if reason else (old, donor)   # a donor not taken: left alone
-    unsaid = build == "" and (old is None or old.model_digest != "")   # said once, then recorded
-    build = (old.model_digest if old else "") if build is None else build   # Ollama away: as it was
-    on_disk = int(old.has_vector.sum()) if old is not None and donor is None else 0
-    writer = CacheWriter(path, settings.checkpoint_seconds, on_disk,
-                         floor=on_disk if rebuild else 0)
-    cached = old if donor is None else None   # what the cache at `path` holds now
-    if rebuild:
-        old, reason = None, rebuild
-    if old is not None and old.fingerprint == now and old.complete:
-        skipped = still_skipped(old, files, settings)   # None: a skipped note may be usable now
-        if skipped is not None:
-            report = IndexReport(unchanged=len(old.files), skipped=skipped,
-                                 warnings=warnings + repeat_warnings(old) + skip_warnings(skipped))
-            if unsaid:
-                report.warnings.append(build_unsaid(settings.embed_model))
-            index = replace(old, model_digest=build)
-            if not calibration_current(old, settings):   # an older cache, or Ollama was away
-                index = calibrated(index, client, settings, old)
-            news = (index.model_digest != old.model_digest
-                    or index.calibration is not old.calibration)
-            if news and not writer.save(index) and writer.problem:
-                report.warnings.append(writer.problem)
-            return index, report
-    if old is None and reason != "no cache yet":
-        progress(f"rebuilding index: {reason}")
-    copied = not kept_path(path).exists()   # a copy from an earlier loss is never deleted here
-    loss = keep_before_loss(path, cached, {f.rel for f in files}, settings.notes_dir) \
-        if cached else ""
-    listed = file_id(path)
-    donors = [] if old is not None or rebuild else vector_donors(settings, path, build)
-    if old is not None and kept_path(path).exists():
-        donors = [kept_path(path)]        # notes that went missing may be back
-    index, report = update_index(settings, client, old, files, progress, writer, build, donors)
-    if cached is not None and not loss and file_id(path) == listed:   # no checkpoint since
-        loss = keep_before_loss(path, cached, index.files, settings.notes_dir)   # unreadable
-    report.warnings[:0] = warnings + ([loss] if loss else [])
-    if cached is not None and cached.files and not index.files:   # not saved: kept as it is
-        if loss and copied:               # the cache itself is kept: no copy of it is needed
-            kept_path(path).unlink(missing_ok=True)
-            report.warnings.remove(loss)
-        report.deleted, report.kept = 0, (
-            f"the cache of {len(cached.files)} notes is kept as it was (a drive not mounted yet, "
-            f"a sync not done?); delete {readable_name(str(path))} if they are gone for good")
+    opening = IndexOpening(settings, client or ollama_client(), rebuild, progress)
+    opening.find()
+    opening.load(held)
+    opening.check_model()
+    if (unchanged := opening.unchanged()) is not None:
+        return unchanged
+    index, report = opening.update()
+    if report.kept:                       # the notes are all gone: the cache stays as it was
         return index, report
-    if old is not None and calibration_current(old, settings) and same_notes(old, index):
-        index = replace(index, calibration=old.calibration)    # notes touched or renamed: valid
-    elif index.complete:
-        index = calibrated(index, client, settings, old)
-    if unsaid and index.has_vector.any():
-        report.warnings.append(build_unsaid(settings.embed_model))
-    report.reason = report.reason or ("" if old is not None else reason)
-    saved = writer.save(index)
-    if not saved and writer.problem and not writer.warned:
-        report.warnings.append(writer.problem)
-    if saved and (donor is not None or reason == "no cache yet"):   # this folder's first cache
-        report.warnings += tidy_caches(settings.cache_dir, path, donor)
-    if saved and not loss:
-        drop_kept_copy(path, index)
+    index = opening.calibrate(index)
+    opening.save(index, report)
     return index, report
 
 
