@@ -1715,7 +1715,6 @@ NAME_ESCAPES = {**CONTROL_ESCAPES, ord("\t"): "\\u0009", ord("\n"): "\\u000a", o
 
 def first_names(names: Sequence[str], shown: int = 5) -> str:
     """The first `shown` of `names`, and how many more there are: for a line that must stay short.
-
     >>> first_names(["a.md", "b.md", "c.md"], 2), first_names(["a.md"])
     ('a.md, b.md, … 1 more', 'a.md')
     """
@@ -1751,10 +1750,8 @@ LEGACY_ENCODINGS = {"GB18030": ("gb18030", re.compile("[\u2e80-\uffff]")),
 
 
 def script_evidence(text: str, kin: re.Pattern, sample: int = 20_000) -> float:
-    """Share of the non-ASCII characters with a neighbour of their kind (`kin`), 0 to 1.
-
-    The first `sample` non-ASCII characters are plenty of evidence. Worked
-    example: in "M黮ler" the one non-ASCII character sits among Latin letters.
+    """Share of the (first `sample`) non-ASCII characters with a neighbour of their kind (`kin`),
+    0 to 1: in "M黮ler" the one non-ASCII character sits among Latin letters.
 
     >>> latin, chinese = LEGACY_ENCODINGS["Windows-1252"][1], LEGACY_ENCODINGS["GB18030"][1]
     >>> (script_evidence("Müller", latin), script_evidence("M黮ler", chinese),
@@ -1770,13 +1767,11 @@ def script_evidence(text: str, kin: re.Pattern, sample: int = 20_000) -> float:
 
 
 def decode_note(data: bytes) -> tuple[str, str | None]:
-    """Decode a text note's bytes, plus a warning when the encoding was a guess.
-
-    A byte-order mark decides; else UTF-8, which other encodings almost never pass
-    by accident; else GB18030 or Windows-1252, chosen by evidence, not by order:
-    the same bytes often decode in both (Latin-1 "Müller" is GB18030 "M黮ler"), and
-    the right reading is the one whose characters keep their own company
-    (script_evidence). Raises ValueError for binary data or text in neither.
+    """Decode a text note's bytes, plus a warning when the encoding was a guess. A byte-order
+    mark decides; else UTF-8, which other encodings almost never pass by accident; else
+    GB18030 or Windows-1252, the one whose characters keep their own company (script_evidence):
+    the same bytes often decode in both (Latin-1 "Müller" is GB18030 "M黮ler"). Raises
+    ValueError for binary data or text in neither.
 
     >>> decode_note("Grüße".encode("cp1252"))
     ('Grüße', 'not UTF-8; read as Windows-1252 (a guess: save it as UTF-8 to be sure)')
@@ -1807,13 +1802,11 @@ def decode_note(data: bytes) -> tuple[str, str | None]:
 class Section(NamedTuple):
     """A piece of a note's text, as its reader returns it, and where it sits in the file."""
     text: str
-    page: int | None = None               # a PDF's page, an e-book's chapter or a notebook's cell,
-                                          # counted from 1 (NoteType.place names it)
-    line: int | None = None               # the file's line where `text` starts (front matter before
-                                          # it counts); None for text extracted, which has no lines
-                                          # on disk to go to
-    meta: NoteMeta | None = None          # what a Markdown note says of
-                                          # itself, on its first section
+    # a PDF's page, an e-book's chapter or a notebook's cell, from 1 (NoteType.place names it)
+    page: int | None = None
+    # the file's line where `text` starts, front matter counted; None for text extracted
+    line: int | None = None
+    meta: NoteMeta | None = None          # on a Markdown note's first: what it says of itself
 
 
 def note_data(path: Path, data: bytes | None) -> bytes:
@@ -1828,11 +1821,10 @@ def note_data(path: Path, data: bytes | None) -> bytes:
 
 
 def read_text(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
-    """Read a Markdown or text note: one section, plus a warning or None. Markdown is read as its
-    owner writes it (read_markdown): front matter parsed and taken off the top, Obsidian's markup
-    cleaned with every line break kept, so the section starts on the line after the front matter
-    and lines counted in its text are the file's lines. A .txt note is its text, all of it.
-    `data` is the file's bytes, when the caller has read them (read_note)."""
+    """Read a Markdown or text note (its bytes `data`, if read: note_data): one section, plus a
+    warning or None. Markdown is read as Obsidian writes it (read_markdown): front matter off
+    the top, markup cleaned with every line break kept, so lines counted in the section are
+    the file's. A .txt note is its text, all of it."""
     data = note_data(path, data)
     text, warning = decode_note(data)
     text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
@@ -1875,8 +1867,8 @@ def clean_pdf_pages(pages: list[str]) -> list[str]:
 
 
 def read_pdf(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
-    """Extract a PDF's text page by page, cleaned for chunking (needs pypdf); no warning.
-    `data` is the file's bytes, when the caller has read them (read_note)."""
+    """Extract a PDF's text (its bytes `data`, if read) page by page, cleaned for chunking (needs
+    pypdf); no warning."""
     import io
     import logging
     import pypdf  # optional: only PDFs need it
@@ -1976,8 +1968,9 @@ def templates_folders(notes_dir: Path) -> dict[str, tuple[str, str]]:
 
 
 class NoteScan:
-    """One walk of a notes folder, for scan_notes: the notes it finds, and what it passes over
-    and why (a line each in `warnings`, the links and packages counted in one line at the end)."""
+    """One walk of a notes folder (scan_notes): the notes it finds, and what it passes over. A
+    link to a folder the walk reads under its own name is skipped (one back to an ancestor is
+    a loop); other links within the folder (into a hidden one) are followed, once."""
     # Where a followed link never leads: the kernel's own trees (files that never end, devices
     # that block, every process's root), nor the whole disk.
     SYSTEM_TREES = ("/proc", "/sys", "/dev")
@@ -1996,13 +1989,11 @@ class NoteScan:
         self.seen: set[str] = set()       # folders read, as real paths
         self.unreadable: dict[str, list[str]] = {}   # suffix -> notes its package is missing for
 
-    def read_as_itself(self, real: str) -> bool:
-        """Is `real` a folder the walk reads under its own name: inside, not hidden, not skipped?"""
+    def read_as_itself(self, real: str) -> bool:    # inside, not hidden, not skipped
         return os.path.commonpath([self.root, real]) == self.root and real not in self.skip_real \
             and not any(p.startswith(".") for p in Path(os.path.relpath(real, self.root)).parts)
 
-    def inside(self, path: str) -> bool:
-        """Is `path` no link, or one into the folder, or one --follow-links follows?"""
+    def inside(self, path: str) -> bool:  # or a link --follow-links follows
         if not os.path.islink(path):
             return True
         real, root = os.path.realpath(path), self.root
@@ -2124,17 +2115,11 @@ class NoteScan:
 
 def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
                follow_links: bool = False) -> tuple[list[NoteFile], list[str]]:
-    """List note files under notes_dir, sorted, with warnings for what was passed over.
-
-    Hidden folders (.git, .obsidian, ...), the `skip` folders (the cache) and the templates
-    folder Obsidian's settings name (templates_folders) are not entered. A symlink whose
-    target lies outside the notes folder is skipped unless follow_links (--follow-links): a
-    shared folder must not make /etc/shadow a source, nor walk the whole disk. A link to a
-    folder the walk reads under its own name is skipped (a link back to an ancestor is a
-    loop); other links within the folder (into a hidden one) are followed, once. Only regular
-    files are notes (never a FIFO or a device), and `rel` is readable_name(): a name that is
-    not UTF-8 shows its bytes, a control character its code.
-    """
+    """List note files under notes_dir, sorted, with warnings for what was passed over (NoteScan).
+    Hidden folders (.git, .obsidian), the `skip` folders (the cache) and the templates folder
+    (templates_folders) are not entered. A link out of the notes folder is skipped unless
+    follow_links: a shared folder must not make /etc/shadow a source, nor walk the whole disk.
+    Only regular files are notes (never a FIFO or a device), and `rel` is readable_name()."""
     scan = NoteScan(notes_dir, skip, follow_links)
     said = scan.warnings
     for folder, dirs, names in os.walk(notes_dir, followlinks=True, onerror=lambda e:
@@ -2214,12 +2199,9 @@ def note_bytes(file: NoteFile, max_mb: float = MAX_NOTE_MB) -> bytes:
 
 def read_note(file: NoteFile, max_mb: float = MAX_NOTE_MB,
               data: bytes | None = None) -> tuple[list[Section], str | None]:
-    """Read one note as a list of Sections, plus a warning or None.
-
-    A text note is one section; a PDF is one section per page. The reader comes
-    from NOTE_TYPES, and reads `data`: the note's bytes (note_bytes), read here unless
-    given. Raises ValueError, with the reason, for a note that cannot be used.
-    """
+    """Read one note as Sections (a PDF's pages, say), plus a warning or None, by its reader in
+    NOTE_TYPES from its bytes (`data`, else note_bytes). Raises ValueError, with the reason,
+    for a note that cannot be used."""
     if why := too_big(file.size, max_mb):
         raise ValueError(why)
     path = Path(file.path)
@@ -3889,11 +3871,11 @@ def bm25_scores(lex: Lexicon, terms: list[Term]) -> np.ndarray:
 
 
 class Skip(NamedTuple):
-    """A note the index left out: why, and the stat it had then."""
+    """A note the index left out: why, of which `kind`, and the stat it had then. "content": its
+    bytes are no note, not read again until it changes; "size" (over --max-note-mb) and
+    "access" (a permission) can go away under the same stat."""
     why: str
-    kind: str                             # "content": its bytes are no note, so it is not read
-                                          # again until it changes; "size" (over --max-note-mb) and
-                                          # "access" (a permission): can go away under the same stat
+    kind: str
     size: int
     mtime_ns: int
     ctime_ns: int
@@ -3918,27 +3900,23 @@ class Index:
     vectors: np.ndarray                   # (n, dim) float32, unit rows; zeros where missing
     has_vector: np.ndarray                # (n,) bool: False where Ollama could not embed
     lexicon: Lexicon
-    files: Mapping[str, FileRecord]       # a dict; a FileTable (made into
-                                          # records on demand) when loaded
+    files: Mapping[str, FileRecord]       # a dict; a FileTable when loaded
     fingerprint: str
     embed_model: str
     chunking: tuple[int, int]             # (chunk_size, chunk_overlap)
     doc_template: str = ""                # the document template the vectors were embedded with
-    model_digest: str = ""                # ...and the build of embed_model
-                                          # (model_digest), "" if not said
+    model_digest: str = ""                # ...and embed_model's build, "" if not said
     # digest -> what to say of the note on each run
     note_warnings: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, Skip] = field(default_factory=dict)        # rel -> why it was left out
     calibration: dict | None = None       # the relevance floor measured on this index (calibrate())
-    notes_dir: str = ""                   # the notes folder, as a real path
-                                          # (for other runs' adopted())
+    notes_dir: str = ""                   # the notes folder's real path (adopted())
     # rel -> what the note says of itself; a NoteTable when loaded; a note not in it says nothing
     notes: Mapping[str, NoteMeta] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
         return bool(self.has_vector.all())
-
 
 
 def stat_of(f: NoteFile) -> tuple[int, int, int, int]:
@@ -4069,9 +4047,8 @@ def text_key(text: str) -> bytes:
 
 
 def lines_known(chunks: Sequence[PlacedChunk], record: FileRecord) -> bool:
-    """Do a note's chunks know the lines they start on? A text note's do, and a PDF's their pages
-    instead, unless an older cache (UPGRADABLE) kept them: upgraded() forgets both, so that its
-    notes are chunked again; a note extracted without either (a Word file) has none to know. A
+    """Do a note's chunks know the lines (a PDF's: pages) they start on, or have none to know (a
+    Word file)? Those of an older cache do not (upgraded): its notes are chunked again. A
     note's chunks are alike, so one tells."""
     if record.start == record.stop:
         return True
@@ -4145,15 +4122,12 @@ def embed_missing(settings: Settings, client: ollama.Client, chunks: list[Placed
                   todo: np.ndarray, vectors: np.ndarray, has_vector: np.ndarray,
                   report: IndexReport, progress: Callable[[str | EmbedProgress], None],
                   checkpoint: Callable[..., int] | None) -> np.ndarray:
-    """Embed the chunks at rows `todo` into `vectors` (a new matrix, returned, if it had no
-    size yet) and mark them in `has_vector`, saving each batch with `checkpoint`.
-
-    If Ollama stops, what was embedded is kept and the rest stays missing (report.embed_error),
-    so BM25 still works and the next run fills them in. Ctrl-C saves what arrived and raises
-    BuildInterrupted. The first vectors of another size than `vectors` raise VectorSizeChanged
-    before anything is mixed (the caller embeds everything again); a size that changes after
-    that saves what arrived and raises VectorsOfTwoSizes: no rebuild would end.
-    """
+    """Embed the chunks at rows `todo` into `vectors` (returned: a new matrix if it had no size)
+    and `has_vector`, saving each batch with `checkpoint`. If Ollama stops, the rest stays
+    missing (report.embed_error): BM25 still works, and the next run fills them in. Ctrl-C
+    saves what arrived (BuildInterrupted). The first vectors of another size than `vectors`
+    raise VectorSizeChanged (the caller embeds all again); a size that changes after that
+    saves what arrived and raises VectorsOfTwoSizes: no rebuild would end."""
     n, dim = vectors.shape
     # sized_here: dim is this run's
     t0, done, first, sized_here = time.perf_counter(), 0, True, False
@@ -4237,9 +4211,8 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None,
 
 
 class IndexDraft:
-    """The new index's chunks as update_index gathers them, note by note: each chunk taken from
-    the old index (`reuse`: its row there) or read now (-1), and each note's record and what it
-    says of itself."""
+    """The new index's chunks as update_index gathers them, note by note (`reuse`: each one's
+    row in the old index, or -1: read now), with each note's record and what it says."""
 
     def __init__(self):
         self.chunks: list[PlacedChunk] = []
@@ -4308,14 +4281,10 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
                  progress: Callable[[str | EmbedProgress], None] = lambda s: None,
                  writer: CacheWriter | None = None, build: str = "",
                  donors: Sequence[Path] = ()) -> tuple[Index, IndexReport]:
-    """Bring the index up to date with the files, embedding only what is new (with the
-    model's `build`, its digest, which the index records) and not in a `donors` cache.
-
-    A note's bytes are hashed only when its stat changed (note_digest), and a digest the index
-    holds (a touched, renamed or copied note) keeps its chunks; only new content is read,
-    chunked and embedded (fill_vectors). The `writer`, if given, checkpoints the index while
-    its vectors are filled in.
-    """
+    """Bring the index up to date with the files: a note is hashed only when its stat changed
+    (note_digest), and bytes the index holds (a touched, renamed or copied note) keep their
+    chunks; only new content is read, chunked and embedded (fill_vectors, with the model's
+    `build`, which the index records), checkpointed by the `writer` if given."""
     report, draft = IndexReport(), IndexDraft()
     old_files, old_skips = (old.files, old.skipped) if old else ({}, {})
     by_digest = {r.digest: rel for rel, r in old_files.items()}
@@ -4391,11 +4360,8 @@ def check(value, kind: type, what: str):
 
 
 def arr_data(a: np.ndarray) -> tuple:
-    """An array as plain builtins: (dtype, shape, bytes).
-
-    The bytes are a read-only PickleBuffer over the array, which pickle (protocol 5)
-    writes as plain bytes: saving a big index copies none of its arrays.
-    """
+    """An array as plain builtins: (dtype, shape, bytes), the bytes a read-only PickleBuffer
+    that pickle (protocol 5) writes as they are: saving a big index copies none of its arrays."""
     return (a.dtype.str, a.shape,
             pickle.PickleBuffer(memoryview(np.ascontiguousarray(a)).toreadonly()))
 
@@ -4441,12 +4407,9 @@ def text_at(column: tuple, i: int) -> str:
 
 
 class ChunkTable(Sequence):
-    """A loaded index's chunks, kept as columns and made into a PlacedChunk only when asked for.
-
-    A warm query shows five hits of perhaps 50,000 chunks: storing each text
-    column as one UTF-8 blob with offsets loads in one copy instead of 50,000
-    string objects (and their tuples), and the few hits are decoded on demand.
-    """
+    """A loaded index's chunks, kept as columns and made into a PlacedChunk only when asked for:
+    a warm query shows five hits of perhaps 50,000 chunks, and a text column as one UTF-8 blob
+    with offsets loads as one copy, not 50,000 strings."""
 
     def __init__(self, names: list[str], source_ids: np.ndarray, headings: tuple, texts: tuple,
                  pages: np.ndarray, lines: np.ndarray):
@@ -4500,12 +4463,8 @@ class ChunkTable(Sequence):
 
 class FileTable(Mapping):
     """A loaded index's file records (rel -> FileRecord), kept as columns and made into a
-    FileRecord only when asked for.
-
-    A warm query asks for none of them, so 100,000 notes load as four arrays and a blob
-    of names instead of 100,000 tuples, and are checked in a few array operations; an
-    update asks for each record once.
-    """
+    FileRecord only when asked for: a warm query asks for none, so 100,000 notes load as
+    four arrays and a blob of names, checked in a few array operations."""
 
     def __init__(self, names: tuple, stats: np.ndarray, digests: np.ndarray, rows: np.ndarray):
         self.names = names                # (blob, offsets) of the relative paths
@@ -4560,13 +4519,10 @@ class FileTable(Mapping):
         return cls(names, stats, digests, rows)
 
 
-NOTE_META_KINDS = [tuple if "tuple" in str(kind) else str
-                   for kind in NoteMeta.__annotations__.values()]
-
-
 class NoteTable(Mapping):
     """A loaded index's NoteMeta per note (rel -> NoteMeta), kept as text columns in the order of
     its FileTable and made into a NoteMeta only when asked for: a warm query asks for its hits'."""
+    KINDS = [tuple if "tuple" in str(kind) else str for kind in NoteMeta.__annotations__.values()]
 
     def __init__(self, files: FileTable, columns: list[tuple]):
         self.files, self.columns = files, columns        # one blob_data() column per NoteMeta field
@@ -4583,7 +4539,7 @@ class NoteTable(Mapping):
             self.at = {name: i for i, name in enumerate(self.files)}
         values = [text_at(column, self.at[rel]) for column in self.columns]
         return NoteMeta(*((tuple(v.split("\n")) if v else ()) if kind is tuple else v
-                          for v, kind in zip(values, NOTE_META_KINDS)))
+                          for v, kind in zip(values, self.KINDS)))
 
     @staticmethod
     def pack(files: Mapping[str, FileRecord], notes: Mapping[str, NoteMeta]) -> dict:
@@ -4592,7 +4548,7 @@ class NoteTable(Mapping):
         metas = [notes.get(rel, NoteMeta()) for rel in files]
         return {"fields": list(NoteMeta._fields),
                 "columns": [blob_data("\n".join(m[k]) if kind is tuple else m[k] for m in metas)
-                            for k, kind in enumerate(NOTE_META_KINDS)]}
+                            for k, kind in enumerate(NoteTable.KINDS)]}
 
     @classmethod
     def unpack(cls, d: dict, arr: Callable, files: FileTable) -> NoteTable:
@@ -4623,25 +4579,22 @@ def floors_only(calibration):
             else calibration)
 
 
-def probes_hold_together(probes) -> bool:
-    """Are these a calibration's probes' vectors, as calibrate() keeps them: float32 rows, one
-    for each text, that add up to finite numbers (as a cache's vectors must)?"""
-    if not (isinstance(probes, dict) and type(probes.get("model")) is str
-            and type(probes.get("build")) is str
-            and type(probes.get("texts")) is list and probes["texts"]
-            and all(type(t) is str for t in probes["texts"])
-            and type(probes.get("vectors")) is bytes
-            and len(probes["vectors"]) % (4 * len(probes["texts"])) == 0
-            and probes["vectors"]):
-        return False
-    rows = np.frombuffer(probes["vectors"], "<f4").reshape(len(probes["texts"]), -1)
-    with np.errstate(all="ignore"):
-        return bool(np.isfinite(rows @ np.ones(rows.shape[1], np.float32)).all())
-
-
 def checked_calibration(c, probes=None) -> dict | None:
     """A cached calibration as calibrate() writes it, with its probes' vectors if they are some;
     None (calibrate again, no re-embedding) if it is not one."""
+    def probes_hold_together(probes) -> bool:
+        """Are these float32 rows, one for each probe's text, that add up to finite numbers?"""
+        if not (isinstance(probes, dict) and type(probes.get("model")) is str
+                and type(probes.get("build")) is str
+                and type(probes.get("texts")) is list and probes["texts"]
+                and all(type(t) is str for t in probes["texts"])
+                and type(probes.get("vectors")) is bytes
+                and len(probes["vectors"]) % (4 * len(probes["texts"])) == 0
+                and probes["vectors"]):
+            return False
+        rows = np.frombuffer(probes["vectors"], "<f4").reshape(len(probes["texts"]), -1)
+        with np.errstate(all="ignore"):
+            return bool(np.isfinite(rows @ np.ones(rows.shape[1], np.float32)).all())
     if not isinstance(c, dict):
         return None
     floors, meaning = c.get("floors"), c.get("meaning", {})
@@ -4686,12 +4639,9 @@ def index_to_dict(index: Index) -> dict:
 
 
 def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
-    """Rebuild an Index from index_to_dict's output, checking it as strictly as the unpickler.
-
-    A file can unpickle and still lie: a text that is a number, rows past the
-    end, a NaN vector (which would make every query "not found"). Anything that
-    does not hold together raises CacheDamaged, and the index is rebuilt.
-    """
+    """Rebuild an Index from index_to_dict's output, checked as strictly as the unpickler: a file
+    can unpickle and still lie (a text that is a number, rows past the end, a NaN vector that
+    makes every query "not found"). What does not hold together raises CacheDamaged."""
     def arr(t, dtype: str, what: str) -> np.ndarray:   # (dtype, shape, bytes) -> a read-only array
         kind, shape, data = check(t, tuple, what)
         if kind != dtype or type(shape) is not tuple or type(data) is not bytes:
@@ -4747,12 +4697,9 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
 
 
 def cache_path(settings: Settings) -> Path:
-    """One cache file per notes folder, embedding model, chunking and cache format.
-
-    So two folders never clash, trying another model or --chunk-size and coming
-    back costs no re-embedding (the first cache is still there), and two versions
-    of demo_rag sharing a cache folder each keep their own file.
-    """
+    """One cache file per notes folder, embedding model, chunking and cache format: two folders
+    never clash, going back to a model or --chunk-size tried before costs no embedding, and
+    two versions of demo_rag sharing a cache folder each keep their own file."""
     real = os.path.realpath(settings.notes_dir)
     key = f"{real}\0{settings.embed_model}\0{settings.chunk_size}/{settings.chunk_overlap}"
     digest = hashlib.md5(key.encode("utf-8", "surrogateescape")).hexdigest()[:10]
@@ -4805,18 +4752,11 @@ def vector_donors(settings: Settings, path: Path, build: str) -> list[Path]:
             and not (h["model_digest"] and build and h["model_digest"] != build)]
 
 
-def glob_escape(name: str) -> str:
-    return re.sub(r"([*?\[])", r"[\1]", name)
-
-
 def save_index(index: Index, path: Path) -> None:
-    """Write the cache atomically with Part I's save_cache: a small pickle, the header
-    (HEADER_KEYS), then one of everything else but the vectors, zeros up to the next
-    4 KB boundary, then the vectors as raw float32 rows, which load_index maps into
-    memory instead of reading them. A crash, a kill or Ctrl-C mid-write leaves the
-    previous cache intact, and two processes writing at once each replace the file
-    with one complete version. Raises OSError (disk full...).
-    """
+    """Write the cache atomically with Part I's save_cache (a crash mid-write leaves the cache
+    before; two processes writing at once each leave a whole file): a pickle of the header
+    (HEADER_KEYS), one of everything else but the vectors, zeros up to the next 4 KB, then
+    the vectors as raw float32 rows, which load_index maps into memory. Raises OSError."""
     body = index_to_dict(index)
     header = {k: body.pop(k) for k in HEADER_KEYS}
 
@@ -4826,7 +4766,7 @@ def save_index(index: Index, path: Path) -> None:
         f.write(np.ascontiguousarray(index.vectors, dtype=DISK_VECTORS).data)  # no copy if float32
     save_cache(path, header, then=body_then_vectors)
     # A process killed mid-write leaves its temp file behind; none lives an hour.
-    for old in path.parent.glob(glob_escape(path.name) + "*.tmp"):
+    for old in path.parent.glob(re.sub(r"([*?\[])", r"[\1]", path.name) + "*.tmp"):
         with contextlib.suppress(OSError):
             if time.time() - old.stat().st_mtime > 3600:
                 old.unlink()
@@ -4845,26 +4785,14 @@ def gc_paused():
             gc.enable()
 
 
-def recounted(index: Index) -> Index:
-    """A loaded index whose BM25 words another tokenize() counted, counted again from its chunks'
-    texts (no embedding), with its floor to measure again. Its empty fingerprint matches no
-    folder, so open_index brings it up to date and writes the cache again."""
-    return replace(index, lexicon=lexicon_from_texts(list(lexicon_texts(index))), fingerprint="",
-                   calibration=None)
-
-
 def upgraded(d: dict) -> dict:
-    """An older cache's fields in this version's layout, every vector kept. What it did not
-    record is left for the next update to find out, and an empty fingerprint makes that
-    update happen: each note is read and chunked once more (its chunks lose their lines and
-    pages, so lines_known says no: the lines they start on, what it says of itself and its
-    cleaned text were not kept; before format 11, its front matter's properties were not text;
-    before format 12, headings alone could be a chunk), and a chunk whose text is the same
-    reuses its vector. Its skipped
-    notes are read once (a stub was a note under 50 characters, headings counted; a format 5
-    cache's reasons had no kind). A format 5 cache's notes are hashed
-    once (their records have no ctime or inode: -1 matches none), and the model's build is taken
-    to be the one Ollama runs now."""
+    """An older cache's fields in this version's layout, every vector kept, its fingerprint
+    empty so that the next update reads and chunks each note again: its chunks lose their
+    lines and pages (lines_known says no), as what a note says of itself, its properties
+    (before format 11) and its cleaned text were not kept, and headings alone could be a chunk
+    (before 12); a chunk of the same text keeps its vector. Its skipped notes are read again
+    (the stub rule changed), a format 5 cache's notes hashed (no ctime or inode: -1 matches
+    none), and the model's build taken to be the one Ollama runs now."""
     chunks = check(d["chunks"], dict, "chunks")
     shape = check(chunks["source_ids"], tuple, "source ids")[1]
     none = ("<i8", shape, np.full(shape, -1, dtype="<i8").tobytes())
@@ -4892,12 +4820,9 @@ def damage_said(e: Exception) -> str:
 
 
 def load_index(path: Path) -> tuple[Index | None, str]:
-    """Load a cache file; on any problem return (None, a one-line reason). A cache an older
-    version wrote (UPGRADABLE) comes back with a note saying so instead of "".
-
-    The vectors are not read but memory-mapped (read-only): the OS pages them in
-    as the first search touches them, and a warm query pays no copy at all.
-    """
+    """Load a cache file, and "" or what to say of it (an older version's: UPGRADABLE); on any
+    problem (None, a one-line reason). The vectors are memory-mapped, not read: the OS pages
+    them in as the first search touches them, and a warm query copies none."""
     if not path.exists():
         return None, "no cache yet"
     try:
@@ -4913,7 +4838,11 @@ def load_index(path: Path) -> tuple[Index | None, str]:
                 return None, "cache is from another version of demo_rag"
             vectors = map_vectors(f, f.tell() + (-f.tell() % VECTOR_ALIGN), d["vectors_shape"])
             index = index_from_dict(d, vectors)
-            index = index if d.get("tokenizer") == TOKENIZER_VERSION else recounted(index)
+            if d.get("tokenizer") != TOKENIZER_VERSION:
+                # Words counted by another tokenize(): counted again, no embedding; the empty
+                # fingerprint has open_index bring the index up to date and save it.
+                index = replace(index, lexicon=lexicon_from_texts(list(lexicon_texts(index))),
+                                fingerprint="", calibration=None)
             return index, "" if written == CACHE_FORMAT else \
                 f"cache written by an older demo_rag (format {written}): its vectors are kept"
     except BuiltinsOnlyUnpickler.Refused as e:
@@ -4992,39 +4921,12 @@ def tidy_caches(cache_dir: Path, path: Path, donor: Path | None) -> list[str]:
             "for good"]
 
 
-@contextlib.contextmanager
-def interrupts_deferred(notice: str = "") -> Iterator[list[int]]:
-    """Hold Ctrl-C and SIGTERM while the block runs, writing `notice` (if any) to stderr when
-    one comes; yields the list of signals held. Off the main thread (a notebook's worker)
-    signals cannot be caught, and nothing is held."""
-    came: list[int] = []
-
-    def hold(signum, frame) -> None:
-        came.append(signum)
-        if notice:
-            with contextlib.suppress(OSError):
-                os.write(2, notice.encode())
-    try:
-        previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
-    except ValueError:
-        previous = {}
-    try:
-        yield came
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 class CacheWriter:
-    """Saves an index being built: every `seconds` while embedding, and at the end.
-
-    A checkpoint costs a full write, so on a big index it waits long enough to
-    stay under CHECKPOINT_MAX_SHARE of the build. It never replaces the cache
-    with an incomplete one holding fewer than `floor` vectors (a --rebuild with
-    Ollama away keeps the old vectors). A cache that cannot be written (disk
-    full, read-only) costs one warning, not the run: the build carries on. Ctrl-C
-    or SIGTERM during a write waits for it to finish (interrupts_deferred).
-    """
+    """Saves an index being built: every `seconds` while embedding (or less often: a write
+    takes at most CHECKPOINT_MAX_SHARE of the build), and at the end. Never an incomplete one
+    holding fewer than `floor` vectors (a --rebuild with Ollama away keeps the old ones). A
+    cache that cannot be written costs one warning, not the run; Ctrl-C or SIGTERM during a
+    write waits for it to finish (interrupts_deferred)."""
 
     def __init__(self, path: Path, seconds: float, on_disk: int = 0, floor: int = 0):
         self.path, self.seconds, self.floor = path, seconds, floor
@@ -5035,9 +4937,8 @@ class CacheWriter:
 
     def checkpoint(self, make_index: Callable[[], Index], interrupted: bool,
                    progress: Callable[[str], None]) -> int:
-        """Save make_index() if a save is due, or at once when the build was interrupted;
-        return the vectors now on disk."""
-        # 0: every batch
+        """Save make_index() if a save is due (`seconds` 0: every batch), or at once when the
+        build was interrupted; return the vectors now on disk."""
         wait = max(self.seconds, self.cost / CHECKPOINT_MAX_SHARE) if self.seconds else 0
         due = interrupted or time.perf_counter() - self.last >= wait
         if due and not self.save(make_index(), interrupted) and self.problem and not self.warned:
@@ -5045,19 +4946,39 @@ class CacheWriter:
             progress(f"warning: {self.problem}")
         return self.on_disk
 
-    def save(self, index: Index, interrupted: bool = False) -> bool:
-        """Write the index unless that would lose vectors; False if not written.
+    @staticmethod
+    @contextlib.contextmanager
+    def interrupts_deferred(notice: str = "") -> Iterator[list[int]]:
+        """Hold Ctrl-C and SIGTERM while the block runs, writing `notice` (if any) to stderr when
+        one comes; yields the signals held. Off the main thread (a notebook's worker) signals
+        cannot be caught, and nothing is held."""
+        came: list[int] = []
 
-        A Ctrl-C or SIGTERM that comes during the write is held until the file is
-        whole, then raised as KeyboardInterrupt, unless this is the save that an
-        interrupt asked for (`interrupted`): then more signals only say to wait.
-        """
+        def hold(signum, frame) -> None:
+            came.append(signum)
+            if notice:
+                with contextlib.suppress(OSError):
+                    os.write(2, notice.encode())
+        try:
+            previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
+        except ValueError:
+            previous = {}
+        try:
+            yield came
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def save(self, index: Index, interrupted: bool = False) -> bool:
+        """Write the index unless that would lose vectors; False if not written. A Ctrl-C or
+        SIGTERM during the write is raised once the file is whole, unless this is the save an
+        interrupt asked for (`interrupted`): then more signals only say to wait."""
         kept = int(index.has_vector.sum())
         if kept < self.floor and not index.complete:
             return False
         notice = f"\nsaving the {kept:,} vectors embedded so far; a moment\n" if interrupted else ""
         t0 = time.perf_counter()
-        with interrupts_deferred(notice) as came:
+        with self.interrupts_deferred(notice) as came:
             try:
                 save_index(index, self.path)
                 self.on_disk, self.problem = kept, None
@@ -5992,27 +5913,12 @@ def check_notes_dir(notes_dir: Path) -> None:
         raise FileNotFoundError(f"notes folder not found: {notes_dir}")
 
 
-def repeat_warnings(index: Index) -> list[str]:
-    """The warnings an unchanged index still owes of the notes it holds (a guessed encoding,
-    chunks the model refused): said on every run, not just the first."""
-    if not index.note_warnings:           # the common case: no record need be made
-        return []
-    said = index.note_warnings
-    return note_warning_lines([(rel, said[r.digest]) for rel, r in index.files.items()
-                               if r.digest in said])
-
-
 def still_skipped(index: Index, files: list[NoteFile],
                   settings: Settings) -> dict[str, Skip] | None:
     """The notes an unchanged index skipped, as this run's settings see them; None when one of
-    them may be usable now, and the caller updates the index.
-
-    Only a cause that can go away while a note's stat stays the same is looked
-    at again, and none by reading the note: a size over --max-note-mb (the
-    limit may be higher now) and a file that could not be opened (its permissions
-    may be fixed). A note whose bytes are no note (binary, a stub, a scanned PDF)
-    costs nothing: it is read again when it changes, or with --rebuild.
-    """
+    them may be usable now (a higher --max-note-mb, a permission fixed), and the index is
+    updated. No note is read: one whose bytes are no note (binary, a stub, a scanned PDF) is
+    read again when it changes, or with --rebuild."""
     by_rel = {f.rel: f for f in files}
     out = {}
     for rel, skip in index.skipped.items():
@@ -6042,13 +5948,6 @@ def build_changed(index: Index, build: str | None) -> str:
     return (f"'{index.embed_model}' is another build under the same name (ID "
             f"{index.model_digest[:12]} -> {build[:12]}, as `ollama list` shows it); "
             "re-embedding all")
-
-
-def build_unsaid(model: str) -> str:
-    """The warning for an Ollama that does not say which build of the model it runs."""
-    return (f"Ollama at {host()} does not say which build of '{model}' it runs (no digest in "
-            "/api/tags), so one pulled again or another machine's would go unnoticed: use "
-            "--rebuild after such a change")
 
 
 def stale_reason(index: Index, settings: Settings) -> str:
@@ -6086,10 +5985,9 @@ def out_of_reach(notes_dir: Path, old: Index, files: list[NoteFile]) -> list[Not
 
 class KeptCopy:
     """The copy a cache keeps of itself when it is about to lose most of its notes (a sync half
-    done, a folder half moved, notes that cannot be read for now): their vectors stay for the
-    day the notes come back, when the copy, named as a cache file is, is a donor."""
-    # A cache about to lose more than this share of its notes keeps a copy, and says so.
-    LOSS_SHARE = 0.5
+    done, a folder half moved, notes unreadable for now): named as a cache file is, it is a
+    donor of their vectors the day they come back."""
+    LOSS_SHARE = 0.5                      # losing more than this share of its notes keeps a copy
 
     def __init__(self, cache: Path):
         self.cache = cache
@@ -6104,10 +6002,9 @@ class KeptCopy:
         return None
 
     def keep(self, old: Index, here: Collection[str], folder: Path) -> str:
-        """Link the cache file to the copy's name when most of `old`'s notes are not `here` (the
-        notes found now), before it is replaced; what to say ("" when few were lost). A copy
-        from an earlier loss holding more vectors stays: a sync that drops notes twice keeps
-        what it had before the first."""
+        """Link the cache file to the copy's name if most of `old`'s notes are not `here` (found
+        now); what to say of it, or "". A copy from an earlier loss holding more vectors stays:
+        a sync that drops notes twice keeps what it had before the first."""
         gone = sum(rel not in here for rel in old.files)
         if gone < 2 or gone <= self.LOSS_SHARE * len(old.files) or not self.cache.exists():
             return ""
@@ -6132,8 +6029,8 @@ class KeptCopy:
                 "they come back (delete it if they are gone for good)")
 
     def drop(self, index: Index) -> None:
-        """Delete the copy once every note it held is back in `index` (by the digest of its
-        bytes, wherever it is now) with its vectors."""
+        """Delete the copy once every note it held is back in `index`, wherever (by the digest
+        of its bytes), with its vectors."""
         copy = load_index(self.path)[0] if self.path.exists() else None
         here = {record.digest for record in index.files.values()}
         if copy is not None and index.complete and \
@@ -6142,15 +6039,14 @@ class KeptCopy:
 
 
 class IndexOpening:
-    """One run's opening of the index (open_index), its steps sharing what they found: the
-    notes, the cache (`old`, None once it cannot serve, and the `reason`), the file an adopted
-    index came from (`donor`), the build of the model, and the writer that saves the index."""
+    """open_index's steps, sharing what they find: the notes, the cache (`old`: None once it
+    cannot serve, and the `reason`), the file an adopted index came from (`donor`), the
+    build of the model, and the writer that saves the index."""
 
     def __init__(self, settings: Settings, client: ollama.Client, rebuild: str,
                  progress: Callable[[str | EmbedProgress], None]):
         self.settings, self.client, self.progress = settings, client, progress
-        self.rebuild = rebuild
-        self.path = cache_path(settings)
+        self.rebuild, self.path = rebuild, cache_path(settings)
         self.copy = KeptCopy(self.path)
 
     def find(self) -> None:
@@ -6160,9 +6056,9 @@ class IndexOpening:
         self.now = fingerprint(self.files)
 
     def load(self, held: Index | None) -> None:
-        """The index a long-lived caller `held` while the notes' fingerprint is still its own,
-        else the cache, else another cache of the same notes (adopted); the notes it holds that
-        cannot be reached now are kept as they were (out_of_reach)."""
+        """The index a caller `held` while the notes are as it knew them, else the cache, else
+        another of the same notes (adopted), kept for the notes out of reach (out_of_reach);
+        dropped when these settings or the model's build cannot use it."""
         s, rebuild = self.settings, self.rebuild
         fresh = held is not None and not rebuild and held.fingerprint == self.now
         old, reason = (held, "") if fresh else load_index(self.path)
@@ -6178,40 +6074,38 @@ class IndexOpening:
             self.warnings.append(f"{len(unreached)} note(s) cannot be reached now "
                                  f"({', '.join(f.rel for f in unreached[:3])}"
                                  f"{', …' if len(unreached) > 3 else ''}): kept as they were")
-        self.old, self.reason, self.donor = old, reason, donor
-
-    def check_model(self) -> None:
-        """Drop the loaded index if these settings or this build of the model cannot use it, and
-        make the writer: until a --rebuild is done, it keeps the vectors on disk."""
-        old, s = self.old, self.settings
         build = model_digest(self.client, s.embed_model)
         if old is not None:
-            self.reason = stale_reason(old, s) or build_changed(old, build)
-            if self.reason:               # a donor not taken is left alone
-                old = self.donor = None
-        # said once, then recorded
-        self.unsaid = build == "" and (old is None or old.model_digest != "")
-        # None: Ollama away, so the build is taken to be as it was
+            reason = stale_reason(old, s) or build_changed(old, build)
+            old, donor = (None, None) if reason else (old, donor)   # a donor not taken: left alone
+        # Said once, then recorded; a build of None (Ollama away) is taken to be as it was.
+        self.unsaid = "" if build != "" or old is not None and old.model_digest == "" else (
+            f"Ollama at {host()} does not say which build of '{s.embed_model}' it runs (no digest "
+            "in /api/tags), so one pulled again or another machine's would go unnoticed: use "
+            "--rebuild after such a change")
         self.build = (old.model_digest if old else "") if build is None else build
-        self.cached = old if self.donor is None else None   # what the cache at `path` holds now
+        self.cached = old if donor is None else None   # what the cache at `path` holds now
         on_disk = int(old.has_vector.sum()) if self.cached is not None else 0
         self.writer = CacheWriter(self.path, s.checkpoint_seconds, on_disk,
-                                  floor=on_disk if self.rebuild else 0)
-        self.old, self.reason = (None, self.rebuild) if self.rebuild else (old, self.reason)
+                                  floor=on_disk if rebuild else 0)
+        self.old, self.reason = (None, rebuild) if rebuild else (old, reason)
+        self.donor = donor
 
     def unchanged(self) -> tuple[Index, IndexReport] | None:
         """The loaded index as it is, when the notes are as it recorded them and every chunk has
-        a vector (no note is read); None when it needs an update."""
+        a vector: no note is read. None when it needs an update."""
         old, s, writer = self.old, self.settings, self.writer
         if not (old is not None and old.fingerprint == self.now and old.complete):
             return None
         skipped = still_skipped(old, self.files, s)   # None: a skipped note may be usable now
         if skipped is None:
             return None
+        # the warnings it owes of its notes (a guessed encoding, refused chunks): said every run
+        owed = [(rel, old.note_warnings[r.digest]) for rel, r in old.files.items()
+                if r.digest in old.note_warnings] if old.note_warnings else []
         report = IndexReport(unchanged=len(old.files), skipped=skipped, warnings=self.warnings
-                             + repeat_warnings(old) + skip_warnings(skipped))
-        if self.unsaid:
-            report.warnings.append(build_unsaid(s.embed_model))
+                             + note_warning_lines(owed) + skip_warnings(skipped))
+        report.warnings += [self.unsaid] if self.unsaid else []
         index = replace(old, model_digest=self.build)
         if not calibration_current(old, s):   # an older cache, or Ollama was away
             index = calibrated(index, self.client, s, old)
@@ -6221,8 +6115,8 @@ class IndexOpening:
         return index, report
 
     def update(self) -> tuple[Index, IndexReport]:
-        """The index brought up to date (update_index), its cache kept first by a KeptCopy if
-        most of its notes are gone; if all are, the cache is kept as it is (report.kept)."""
+        """The index brought up to date (update_index), the cache kept first (KeptCopy) if most
+        of its notes are gone; if all are, the cache stays as it is (report.kept)."""
         old, s, path, cached, copy = self.old, self.settings, self.path, self.cached, self.copy
         if old is None and self.reason != "no cache yet":
             self.progress(f"rebuilding index: {self.reason}")
@@ -6259,10 +6153,10 @@ class IndexOpening:
         return calibrated(index, self.client, s, old) if index.complete else index
 
     def save(self, index: Index, report: IndexReport) -> None:
-        """Save the index, saying what could not be; a folder's first cache tidies the cache
-        folder (tidy_caches), and one whose notes are all back drops their kept copy."""
+        """Save the index, or say why it was not; a folder's first cache tidies the others
+        (tidy_caches), and one whose notes are all back drops their kept copy."""
         if self.unsaid and index.has_vector.any():
-            report.warnings.append(build_unsaid(self.settings.embed_model))
+            report.warnings.append(self.unsaid)
         report.reason = report.reason or ("" if self.old is not None else self.reason)
         saved = self.writer.save(index)
         if not saved and self.writer.problem and not self.writer.warned:
@@ -6277,28 +6171,19 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
                progress: Callable[[str | EmbedProgress], None] = lambda s: None,
                held: Index | None = None) -> tuple[Index, IndexReport]:
     """The notes' index: the cache as it is, or brought up to date when the notes or settings
-    changed, in the steps of IndexOpening.
+    changed (or the build of the model: model_digest), in IndexOpening's steps.
 
-    The fast path: the fingerprint matches and every chunk has a vector, so the cache is
-    returned without reading a single note. Otherwise what is embedded is saved as it goes
-    (CacheWriter): Ctrl-C (BuildInterrupted), a kill or Ollama failing mid-way keeps it, and
-    the next run embeds only what is missing. A `rebuild` reason ("--rebuild", say)
-    re-embeds everything, but never replaces the cache with one holding fewer vectors until
-    it is done. A folder without a cache of its own starts from another cache of the same
-    notes (adopted), and a new index takes each vector another cache of this model holds for
-    the same text (vector_donors): what was embedded once is not paid for again.
-
-    Every run asks Ollama which build of the embedding model it runs (model_digest): an index
-    of another build's vectors is rebuilt even when no note changed. A long-lived caller
-    (--mcp) passes the index it `held` since its last call, which stands for the cache while
-    the notes' fingerprint is its own. Raises FileNotFoundError when the notes folder does not
-    exist.
+    Unchanged notes cost no reading. What is embedded is saved as it goes (CacheWriter), so
+    Ctrl-C (BuildInterrupted), a kill or Ollama failing mid-way loses none of it. A `rebuild`
+    reason ("--rebuild") re-embeds everything, never saving fewer vectors than the cache holds
+    until done. A text embedded before, in a cache of the same notes (adopted) or another
+    (vector_donors), is not embedded again. A long-lived caller (--mcp) passes the index it
+    `held`. Raises FileNotFoundError when the notes folder does not exist.
     """
     check_notes_dir(settings.notes_dir)
     opening = IndexOpening(settings, client or ollama_client(), rebuild, progress)
     opening.find()
     opening.load(held)
-    opening.check_model()
     if (unchanged := opening.unchanged()) is not None:
         return unchanged
     index, report = opening.update()
