@@ -62,19 +62,19 @@ reading it (tests/test_layers.py holds it to the banners).
     One run's settings             Settings: every knob a run turns, declared with its flag (option)
     Talking to Ollama              ollama_client, the only client; explain_ollama_error
     Markdown as Obsidian writes it read_markdown, parse_front_matter; note_card, note_words
-    Reading real folders           scan_notes, read_note, NOTE_TYPES; decode_note, readable_name
+    Reading real folders           scan_notes (NoteScan), read_note, NOTE_TYPES; decode_note
     Office files and notebooks     read_docx, read_odt, read_notebook; Unzipped, parse_xml
     Web pages and e-books          read_html (html_tokens, PageLines), read_epub (epub_toc)
     Org and reST                   read_org, read_rst: the file's own lines, Markdown's headings
     Embedding                      embed_templates, embed_refusing, embed_query, model_digest
     BM25's inverted index          Lexicon: build_lexicon, query_postings, bm25_scores
-    The incremental index          Index, IndexReport; update_index, fill_vectors embed what is new
+    The incremental index          Index, IndexReport; update_index (IndexDraft), fill_vectors
     The cache's layout             index_to_dict, index_from_dict: plain columns, checked as read
     The cache on disk              cache_path, save_index, load_index, adopted, CacheWriter
     Where a source's passage is    locate_passage, passage_citation, changed_since_indexed
     Search                         search -> Retrieval: rank = score, select, judge, trim; Filters
     The relevance floor            calibrate, calibrated, relevance_floor, question_language
-    Opening the index              open_index: the cache as it is, or brought up to date
+    Opening the index              open_index: IndexOpening's find, load, update, calibrate, save
     Answering                      stream_chat -> ChatStream, chat_context, strip_think
     The citation check             check_citations -> CitationCheck
     One question, one outcome      answer -> Outcome: decide, prompt_within, rewrite_query, remember
