@@ -62,19 +62,19 @@ reading it (tests/test_layers.py holds it to the banners).
     One run's settings             Settings: every knob a run turns, declared with its flag (option)
     Talking to Ollama              ollama_client, the only client; explain_ollama_error
     Markdown as Obsidian writes it read_markdown, parse_front_matter; note_card, note_words
-    Reading real folders           scan_notes, read_note, NOTE_TYPES; decode_note, readable_name
+    Reading real folders           scan_notes (NoteScan), read_note, NOTE_TYPES; decode_note
     Office files and notebooks     read_docx, read_odt, read_notebook; Unzipped, parse_xml
     Web pages and e-books          read_html (html_tokens, PageLines), read_epub (epub_toc)
     Org and reST                   read_org, read_rst: the file's own lines, Markdown's headings
     Embedding                      embed_templates, embed_refusing, embed_query, model_digest
     BM25's inverted index          Lexicon: build_lexicon, query_postings, bm25_scores
-    The incremental index          Index, IndexReport; update_index, fill_vectors embed what is new
+    The incremental index          Index, IndexReport; update_index (IndexDraft), fill_vectors
     The cache's layout             index_to_dict, index_from_dict: plain columns, checked as read
     The cache on disk              cache_path, save_index, load_index, adopted, CacheWriter
     Where a source's passage is    locate_passage, passage_citation, changed_since_indexed
     Search                         search -> Retrieval: rank = score, select, judge, trim; Filters
     The relevance floor            calibrate, calibrated, relevance_floor, question_language
-    Opening the index              open_index: the cache as it is, or brought up to date
+    Opening the index              open_index: IndexOpening's find, load, update, calibrate, save
     Answering                      stream_chat -> ChatStream, chat_context, strip_think
     The citation check             check_citations -> CitationCheck
     One question, one outcome      answer -> Outcome: decide, prompt_within, rewrite_query, remember
@@ -1678,7 +1678,6 @@ NAME_ESCAPES = {**CONTROL_ESCAPES, ord("\t"): "\\u0009", ord("\n"): "\\u000a", o
 
 def first_names(names: Sequence[str], shown: int = 5) -> str:
     """The first `shown` of `names`, and how many more there are: for a line that must stay short.
-
     >>> first_names(["a.md", "b.md", "c.md"], 2), first_names(["a.md"])
     ('a.md, b.md, … 1 more', 'a.md')
     """
@@ -1714,10 +1713,8 @@ LEGACY_ENCODINGS = {"GB18030": ("gb18030", re.compile("[\u2e80-\uffff]")),
 
 
 def script_evidence(text: str, kin: re.Pattern, sample: int = 20_000) -> float:
-    """Share of the non-ASCII characters with a neighbour of their kind (`kin`), 0 to 1.
-
-    The first `sample` non-ASCII characters are plenty of evidence. Worked
-    example: in "M黮ler" the one non-ASCII character sits among Latin letters.
+    """Share of the (first `sample`) non-ASCII characters with a neighbour of their kind (`kin`),
+    0 to 1: in "M黮ler" the one non-ASCII character sits among Latin letters.
 
     >>> latin, chinese = LEGACY_ENCODINGS["Windows-1252"][1], LEGACY_ENCODINGS["GB18030"][1]
     >>> (script_evidence("Müller", latin), script_evidence("M黮ler", chinese),
@@ -1733,13 +1730,11 @@ def script_evidence(text: str, kin: re.Pattern, sample: int = 20_000) -> float:
 
 
 def decode_note(data: bytes) -> tuple[str, str | None]:
-    """Decode a text note's bytes, plus a warning when the encoding was a guess.
-
-    A byte-order mark decides; else UTF-8, which other encodings almost never pass
-    by accident; else GB18030 or Windows-1252, chosen by evidence, not by order:
-    the same bytes often decode in both (Latin-1 "Müller" is GB18030 "M黮ler"), and
-    the right reading is the one whose characters keep their own company
-    (script_evidence). Raises ValueError for binary data or text in neither.
+    """Decode a text note's bytes, plus a warning when the encoding was a guess. A byte-order
+    mark decides; else UTF-8, which other encodings almost never pass by accident; else
+    GB18030 or Windows-1252, the one whose characters keep their own company (script_evidence):
+    the same bytes often decode in both (Latin-1 "Müller" is GB18030 "M黮ler"). Raises
+    ValueError for binary data or text in neither.
 
     >>> decode_note("Grüße".encode("cp1252"))
     ('Grüße', 'not UTF-8; read as Windows-1252 (a guess: save it as UTF-8 to be sure)')
@@ -1770,13 +1765,11 @@ def decode_note(data: bytes) -> tuple[str, str | None]:
 class Section(NamedTuple):
     """A piece of a note's text, as its reader returns it, and where it sits in the file."""
     text: str
-    page: int | None = None               # a PDF's page, an e-book's chapter or a notebook's cell,
-                                          # counted from 1 (NoteType.place names it)
-    line: int | None = None               # the file's line where `text` starts (front matter before
-                                          # it counts); None for text extracted, which has no lines
-                                          # on disk to go to
-    meta: NoteMeta | None = None          # what a Markdown note says of
-                                          # itself, on its first section
+    # a PDF's page, an e-book's chapter or a notebook's cell, from 1 (NoteType.place names it)
+    page: int | None = None
+    # the file's line where `text` starts, front matter counted; None for text extracted
+    line: int | None = None
+    meta: NoteMeta | None = None          # on a Markdown note's first: what it says of itself
 
 
 def note_data(path: Path, data: bytes | None) -> bytes:
@@ -1791,11 +1784,10 @@ def note_data(path: Path, data: bytes | None) -> bytes:
 
 
 def read_text(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
-    """Read a Markdown or text note: one section, plus a warning or None. Markdown is read as its
-    owner writes it (read_markdown): front matter parsed and taken off the top, Obsidian's markup
-    cleaned with every line break kept, so the section starts on the line after the front matter
-    and lines counted in its text are the file's lines. A .txt note is its text, all of it.
-    `data` is the file's bytes, when the caller has read them (read_note)."""
+    """Read a Markdown or text note (its bytes `data`, if read: note_data): one section, plus a
+    warning or None. Markdown is read as Obsidian writes it (read_markdown): front matter off
+    the top, markup cleaned with every line break kept, so lines counted in the section are
+    the file's. A .txt note is its text, all of it."""
     data = note_data(path, data)
     text, warning = decode_note(data)
     text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
@@ -1838,8 +1830,8 @@ def clean_pdf_pages(pages: list[str]) -> list[str]:
 
 
 def read_pdf(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
-    """Extract a PDF's text page by page, cleaned for chunking (needs pypdf); no warning.
-    `data` is the file's bytes, when the caller has read them (read_note)."""
+    """Extract a PDF's text (its bytes `data`, if read) page by page, cleaned for chunking (needs
+    pypdf); no warning."""
     import io
     import logging
     import pypdf  # optional: only PDFs need it
@@ -1908,41 +1900,6 @@ def place_name(rel: str, page: int) -> str:
     return f"{kind.place}{page}"
 
 
-# Where a followed link never leads: the whole disk, and the kernel's own trees (files that
-# never end, devices that block, every process's root).
-SYSTEM_TREES = ("/proc", "/sys", "/dev")
-
-
-def drop_linked_twins(files: list[NoteFile], linked: set[str],
-                      warnings: list[str]) -> tuple[list[NoteFile], list[str]]:
-    """`files` without the symlinks (`linked`, by rel) to a note listed already, under its own
-    name or another link's, and `warnings` with one line naming them: the same note twice would
-    take two of the places of every search."""
-    if not linked:
-        return files, warnings
-    seen: dict[int, list[str]] = {}       # inode -> paths kept (an inode
-                                          # alone may be another disk's)
-    for f in files:
-        if f.rel not in linked:
-            seen.setdefault(f.ino, []).append(f.path)
-    kept, twins = [], []
-    for f in files:
-        if f.rel in linked:
-            try:
-                twin = any(os.path.samefile(f.path, p) for p in seen.get(f.ino, ()))
-            except OSError:               # gone since it was listed: its read will say so
-                twin = False
-            if twin:
-                twins.append(f.rel)
-                continue
-            seen.setdefault(f.ino, []).append(f.path)
-        kept.append(f)
-    if twins:
-        warnings = [*warnings, f"skipped {len(twins)} symlink(s) to notes read under another name "
-                               f"({first_names(sorted(twins))})"]
-    return kept, warnings
-
-
 # Where Obsidian's Templates core plugin and the Templater plugin keep the folder of templates:
 # notes of placeholders (<% tp.date.now() %>, {{date}}) that new notes are made from, not notes.
 TEMPLATE_SETTINGS = ((".obsidian/templates.json", "folder"),
@@ -1973,119 +1930,175 @@ def templates_folders(notes_dir: Path) -> dict[str, tuple[str, str]]:
     return found
 
 
-def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
-               follow_links: bool = False) -> tuple[list[NoteFile], list[str]]:
-    """List note files under notes_dir, sorted, with warnings for what was passed over.
+class NoteScan:
+    """One walk of a notes folder (scan_notes): the notes it finds, and what it passes over. A
+    link to a folder the walk reads under its own name is skipped (one back to an ancestor is
+    a loop); other links within the folder (into a hidden one) are followed, once."""
+    # Where a followed link never leads: the kernel's own trees (files that never end, devices
+    # that block, every process's root), nor the whole disk.
+    SYSTEM_TREES = ("/proc", "/sys", "/dev")
 
-    Hidden folders (.git, .obsidian, ...), the `skip` folders (the cache) and the templates
-    folder Obsidian's settings name (templates_folders) are not entered, the last said in a
-    line. A symlink whose target lies outside the notes folder is skipped, with one
-    warning naming them all, unless follow_links (--follow-links): a shared folder must
-    not make /etc/shadow a source, nor walk the whole disk. A link to a folder the walk
-    reads under its own name is skipped (a link back to an ancestor is a loop), and named;
-    other links within the folder (into a hidden one) are followed, once.
-    Only regular files are notes (never a FIFO or a device), and `rel` is
-    readable_name(): a name that is not UTF-8 shows its bytes, a control character its code.
-    """
-    templates = templates_folders(notes_dir)
-    skip_real = {os.path.realpath(p) for p in skip} | set(templates)
-    root = os.path.realpath(notes_dir)
-    leaves = []                               # links that lead outside the folder, not followed
-    shortcuts = []                            # links to folders read under their own names
+    def __init__(self, notes_dir: Path, skip: Iterable[Path], follow_links: bool):
+        self.notes_dir, self.follow_links = notes_dir, follow_links
+        self.templates = templates_folders(notes_dir)
+        self.skip_real = {os.path.realpath(p) for p in skip} | set(self.templates)
+        self.root = os.path.realpath(notes_dir)
+        self.files: list[NoteFile] = []
+        self.warnings: list[str] = []
+        self.leaves: list[str] = []       # links that lead outside the folder, not followed
+        self.shortcuts: list[str] = []    # links to folders read under their own names
+        self.linked: set[str] = set()     # notes reached through a link, by rel
+        self.twins: list[str] = []        # ...of them, those listed already (without_linked_twins)
+        self.seen: set[str] = set()       # folders read, as real paths
+        self.unreadable: dict[str, list[str]] = {}   # suffix -> notes its package is missing for
 
-    def read_as_itself(real: str) -> bool:    # a folder inside, not hidden, not skipped
-        return os.path.commonpath([root, real]) == root and real not in skip_real and \
-            not any(part.startswith(".") for part in Path(os.path.relpath(real, root)).parts)
+    def read_as_itself(self, real: str) -> bool:    # inside, not hidden, not skipped
+        return os.path.commonpath([self.root, real]) == self.root and real not in self.skip_real \
+            and not any(p.startswith(".") for p in Path(os.path.relpath(real, self.root)).parts)
 
-    def inside(path: str) -> bool:         # or followed: --follow-links, but never to / or /proc
+    def inside(self, path: str) -> bool:  # or a link --follow-links follows
         if not os.path.islink(path):
             return True
-        real = os.path.realpath(path)
+        real, root = os.path.realpath(path), self.root
         return os.path.commonpath([root, real]) == root or \
-            follow_links and real != "/" and not any(os.path.commonpath([real, top]) == top
-                                                     for top in SYSTEM_TREES)
-    files, warnings, seen_dirs, linked = [], [], set(), set()
-    unreadable: dict[str, list[str]] = {}     # suffix -> notes whose optional package is missing
-    for folder, dirs, names in os.walk(notes_dir, followlinks=True,
-                                       onerror=lambda e: warnings.append(
-                                           f"cannot read {e.filename}: {e.strerror}")):
-        # this folder, as rel's start
-        base = os.path.relpath(folder, notes_dir).replace(os.sep, "/")
+            self.follow_links and real != "/" and not any(os.path.commonpath([real, top]) == top
+                                                          for top in self.SYSTEM_TREES)
+
+    def enter(self, folder: str, dirs: list[str]) -> str | None:
+        """The prefix of the names of `folder`'s notes, with `dirs` cut down to the subfolders the
+        walk enters; None for a folder a link loop leads back to."""
+        base = os.path.relpath(folder, self.notes_dir).replace(os.sep, "/")
         real = os.path.realpath(folder)
-        if real in seen_dirs:
-            warnings.append(
+        if real in self.seen:
+            self.warnings.append(
                 f"skipped {readable_name(base)}/: a symlink loop back to a folder already read")
             dirs[:] = []
-            continue
-        seen_dirs.add(real)
+            return None
+        self.seen.add(real)
         prefix = "" if base == "." else base + "/"
-        outside = {d for d in dirs if not d.startswith(".") and not inside(os.path.join(folder, d))}
-        leaves += [readable_name(prefix + d) + "/" for d in sorted(outside)]
+        outside = {d for d in dirs if not d.startswith(".")
+                   and not self.inside(os.path.join(folder, d))}
+        self.leaves += [readable_name(prefix + d) + "/" for d in sorted(outside)]
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in outside
-                         and os.path.realpath(os.path.join(folder, d)) not in skip_real)
+                         and os.path.realpath(os.path.join(folder, d)) not in self.skip_real)
         for d in [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
             target = os.path.realpath(os.path.join(folder, d))
             if os.path.commonpath([target, real]) == target:
-                warnings.append(f"skipped {readable_name(prefix + d)}/: a symlink loop back to "
-                                "a folder that holds it")
+                self.warnings.append(f"skipped {readable_name(prefix + d)}/: a symlink loop back "
+                                     "to a folder that holds it")
                 dirs.remove(d)
-            elif read_as_itself(target):
-                shortcuts.append(readable_name(prefix + d) + "/")
+            elif self.read_as_itself(target):
+                self.shortcuts.append(readable_name(prefix + d) + "/")
                 dirs.remove(d)
-        for name in sorted(names):
-            suffix = os.path.splitext(name)[1].lower()
-            # "~$report.docx": the lock file Word keeps beside a document it has open
-            if name.startswith((".", "~$")) or suffix not in NOTE_TYPES:
-                continue
-            rel = readable_name(prefix + name)
-            path = os.path.join(folder, name)
-            try:
-                st = os.lstat(path)           # one system call a note; only a link costs more
-                if stat.S_ISLNK(st.st_mode):
-                    if not inside(path):
-                        leaves.append(rel)
-                        continue
-                    st = os.stat(path)
-                    linked.add(rel)
-            except OSError as e:
-                warnings.append(f"skipped {rel}: {e.strerror}")
-                continue
-            needs = NOTE_TYPES[suffix].needs
-            if needs and not importable(needs):
-                unreadable.setdefault(suffix, []).append(rel)
-                continue
-            if not stat.S_ISREG(st.st_mode):  # a FIFO or /dev/zero: opening it would wait forever
-                warnings.append(f"skipped {rel}: not a regular file")
-                continue
-            files.append(NoteFile(rel, path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino,
-                                  st.st_dev))
-    for suffix, rels in unreadable.items():
-        # Left out of the fingerprint too, so installing the package later indexes them.
-        kind = suffix.lstrip(".").upper()
-        warnings.append(f"skipped {len(rels)} {kind}s ({', '.join(sorted(rels))}): "
+        return prefix
+
+    def identity(self, path: str, rel: str) -> os.stat_result | None:
+        """Which file a note is, and its size and times: its own stat, or its target's for a link
+        the walk follows; None (said) for a link out of the folder or a file that cannot be read."""
+        try:
+            st = os.lstat(path)           # one system call a note; only a link costs more
+            if stat.S_ISLNK(st.st_mode):
+                if not self.inside(path):
+                    self.leaves.append(rel)
+                    return None
+                self.linked.add(rel)
+                return os.stat(path)
+            return st
+        except OSError as e:
+            self.warnings.append(f"skipped {rel}: {e.strerror}")
+            return None
+
+    def take(self, folder: str, prefix: str, name: str) -> None:
+        """List the file `name` as a note if it is one this run can read."""
+        suffix = os.path.splitext(name)[1].lower()
+        # "~$report.docx": the lock file Word keeps beside a document it has open
+        if name.startswith((".", "~$")) or suffix not in NOTE_TYPES:
+            return
+        rel, path = readable_name(prefix + name), os.path.join(folder, name)
+        if (st := self.identity(path, rel)) is None:
+            return
+        needs = NOTE_TYPES[suffix].needs
+        if needs and not importable(needs):
+            self.unreadable.setdefault(suffix, []).append(rel)
+        elif not stat.S_ISREG(st.st_mode):   # a FIFO or /dev/zero: opening it would wait forever
+            self.warnings.append(f"skipped {rel}: not a regular file")
+        else:
+            self.files.append(NoteFile(rel, path, st.st_size, st.st_mtime_ns, st.st_ctime_ns,
+                                       st.st_ino, st.st_dev))
+
+    def without_linked_twins(self) -> list[NoteFile]:
+        """The files but the links to a note listed already, under its own name or another
+        link's (`twins`): the same note twice would take two of the places of every search."""
+        # inode -> the paths kept under it (an inode alone may be another disk's)
+        seen: dict[int, list[str]] = {}
+        for f in self.files:
+            if f.rel not in self.linked:
+                seen.setdefault(f.ino, []).append(f.path)
+        kept = []
+        for f in self.files:
+            if f.rel in self.linked:
+                try:
+                    twin = any(os.path.samefile(f.path, p) for p in seen.get(f.ino, ()))
+                except OSError:           # gone since it was listed: its read will say so
+                    twin = False
+                if twin:
+                    self.twins.append(f.rel)
+                    continue
+                seen.setdefault(f.ino, []).append(f.path)
+            kept.append(f)
+        return kept
+
+    def passed_over(self) -> list[str]:
+        """What the walk passed over, a line for each kind: notes whose package is missing, links
+        to notes or folders read under their own names, the templates folder, links out."""
+        said = []
+        for suffix, rels in self.unreadable.items():
+            # Left out of the fingerprint too, so installing the package later indexes them.
+            kind = suffix.lstrip(".").upper()
+            said.append(f"skipped {len(rels)} {kind}s ({', '.join(sorted(rels))}): "
                         f"{kind} support needs `pip install {NOTE_TYPES[suffix].needs}`")
-    files, warnings = drop_linked_twins(files, linked, warnings)
-    if templates:
-        named = dict(templates.values())
-        warnings.append(f"skipped {', '.join(folder + '/' for folder in named)}: templates, not "
+        if self.twins:
+            said.append(f"skipped {len(self.twins)} symlink(s) to notes read under another name "
+                        f"({first_names(sorted(self.twins))})")
+        if self.templates:
+            named = dict(self.templates.values())
+            said.append(f"skipped {', '.join(folder + '/' for folder in named)}: templates, not "
                         f"notes (the templates folder {', '.join(dict.fromkeys(named.values()))} "
                         "names)")
-    if shortcuts:
-        warnings.append(f"skipped {len(shortcuts)} symlink(s) to folders read under their own "
-                        f"names ({first_names(shortcuts)})")
-    if leaves:
-        warnings.append(f"skipped {len(leaves)} symlink(s) to outside the notes folder "
-                        f"({first_names(leaves)}): " +
-                        ("links to / or to a system folder are never followed" if follow_links
-                         else "--follow-links follows them"))
+        if self.shortcuts:
+            said.append(f"skipped {len(self.shortcuts)} symlink(s) to folders read under their "
+                        f"own names ({first_names(self.shortcuts)})")
+        if self.leaves:
+            said.append(f"skipped {len(self.leaves)} symlink(s) to outside the notes folder "
+                        f"({first_names(self.leaves)}): " +
+                        ("links to / or to a system folder are never followed"
+                         if self.follow_links else "--follow-links follows them"))
+        return said
+
+
+def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
+               follow_links: bool = False) -> tuple[list[NoteFile], list[str]]:
+    """List note files under notes_dir, sorted, with warnings for what was passed over (NoteScan).
+    Hidden folders (.git, .obsidian), the `skip` folders (the cache) and the templates folder
+    (templates_folders) are not entered. A link out of the notes folder is skipped unless
+    follow_links: a shared folder must not make /etc/shadow a source, nor walk the whole disk.
+    Only regular files are notes (never a FIFO or a device), and `rel` is readable_name()."""
+    scan = NoteScan(notes_dir, skip, follow_links)
+    said = scan.warnings
+    for folder, dirs, names in os.walk(notes_dir, followlinks=True, onerror=lambda e:
+                                       said.append(f"cannot read {e.filename}: {e.strerror}")):
+        prefix = scan.enter(folder, dirs)
+        for name in sorted(names) if prefix is not None else ():
+            scan.take(folder, prefix, name)
+    files = scan.without_linked_twins()
     # Two names that differ only in how their accents are written (Linux keeps both) keep their
     # own forms.
-    twins = {rel for rel, n in Counter(f.rel for f in files).items() if n > 1}
+    alike = {rel for rel, n in Counter(f.rel for f in files).items() if n > 1}
     files = [f._replace(rel=readable_name(os.path.relpath(f.path, notes_dir).replace(os.sep, "/"),
                                           composed=False))
-             if f.rel in twins else f for f in files]
+             if f.rel in alike else f for f in files]
     files.sort(key=lambda f: f.rel)
-    return files, warnings
+    return files, scan.warnings + scan.passed_over()
 
 
 STUB = f"under {MIN_NOTE_CHARS} characters ({MIN_NOTE_BODY} besides headings)"
@@ -2149,12 +2162,9 @@ def note_bytes(file: NoteFile, max_mb: float = MAX_NOTE_MB) -> bytes:
 
 def read_note(file: NoteFile, max_mb: float = MAX_NOTE_MB,
               data: bytes | None = None) -> tuple[list[Section], str | None]:
-    """Read one note as a list of Sections, plus a warning or None.
-
-    A text note is one section; a PDF is one section per page. The reader comes
-    from NOTE_TYPES, and reads `data`: the note's bytes (note_bytes), read here unless
-    given. Raises ValueError, with the reason, for a note that cannot be used.
-    """
+    """Read one note as Sections (a PDF's pages, say), plus a warning or None, by its reader in
+    NOTE_TYPES from its bytes (`data`, else note_bytes). Raises ValueError, with the reason,
+    for a note that cannot be used."""
     if why := too_big(file.size, max_mb):
         raise ValueError(why)
     path = Path(file.path)
@@ -3824,11 +3834,11 @@ def bm25_scores(lex: Lexicon, terms: list[Term]) -> np.ndarray:
 
 
 class Skip(NamedTuple):
-    """A note the index left out: why, and the stat it had then."""
+    """A note the index left out: why, of which `kind`, and the stat it had then. "content": its
+    bytes are no note, not read again until it changes; "size" (over --max-note-mb) and
+    "access" (a permission) can go away under the same stat."""
     why: str
-    kind: str                             # "content": its bytes are no note, so it is not read
-                                          # again until it changes; "size" (over --max-note-mb) and
-                                          # "access" (a permission): can go away under the same stat
+    kind: str
     size: int
     mtime_ns: int
     ctime_ns: int
@@ -3853,27 +3863,23 @@ class Index:
     vectors: np.ndarray                   # (n, dim) float32, unit rows; zeros where missing
     has_vector: np.ndarray                # (n,) bool: False where Ollama could not embed
     lexicon: Lexicon
-    files: Mapping[str, FileRecord]       # a dict; a FileTable (made into
-                                          # records on demand) when loaded
+    files: Mapping[str, FileRecord]       # a dict; a FileTable when loaded
     fingerprint: str
     embed_model: str
     chunking: tuple[int, int]             # (chunk_size, chunk_overlap)
     doc_template: str = ""                # the document template the vectors were embedded with
-    model_digest: str = ""                # ...and the build of embed_model
-                                          # (model_digest), "" if not said
+    model_digest: str = ""                # ...and embed_model's build, "" if not said
     # digest -> what to say of the note on each run
     note_warnings: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, Skip] = field(default_factory=dict)        # rel -> why it was left out
     calibration: dict | None = None       # the relevance floor measured on this index (calibrate())
-    notes_dir: str = ""                   # the notes folder, as a real path
-                                          # (for other runs' adopted())
+    notes_dir: str = ""                   # the notes folder's real path (adopted())
     # rel -> what the note says of itself; a NoteTable when loaded; a note not in it says nothing
     notes: Mapping[str, NoteMeta] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
         return bool(self.has_vector.all())
-
 
 
 def stat_of(f: NoteFile) -> tuple[int, int, int, int]:
@@ -3937,6 +3943,17 @@ class IndexReport:
         """Keep why a note was left out (a Skip of this `kind`), to say it and to know next run."""
         self.skipped[file.rel] = Skip(why, kind, *stat_of(file))
 
+    def count(self, rel: str, before: FileRecord | None, digest: str) -> None:
+        """Count a note as new (a renamed one too), unchanged or changed (touched)."""
+        if before is not None and before.digest == digest:
+            self.unchanged += 1
+            return
+        if before is None:
+            self.new += 1
+        else:
+            self.changed += 1
+        self.touched.append(rel)
+
     def summary(self, notes: int) -> str:
         return (f"indexed {notes} notes: {self.changed} changed, {self.new} new, {self.deleted} "
                 f"deleted, {self.unchanged} unchanged ({self.embedded} chunks embedded)")
@@ -3987,27 +4004,14 @@ def same_stat(known: FileRecord | Skip, f: NoteFile) -> bool:
     return (known.size, known.mtime_ns, known.ctime_ns, known.ino) == stat_of(f)
 
 
-def count_file(report: IndexReport, rel: str, before: FileRecord | None, digest: str) -> None:
-    """Count a note as new (including a rename), unchanged or changed."""
-    if before is None:
-        report.new += 1
-    elif before.digest == digest:
-        report.unchanged += 1
-        return
-    else:
-        report.changed += 1
-    report.touched.append(rel)
-
-
 def text_key(text: str) -> bytes:
     """What a text embedded is known by in other caches: the MD5 of its UTF-8."""
     return hashlib.md5(text.encode("utf-8", "surrogatepass")).digest()
 
 
 def lines_known(chunks: Sequence[PlacedChunk], record: FileRecord) -> bool:
-    """Do a note's chunks know the lines they start on? A text note's do, and a PDF's their pages
-    instead, unless an older cache (UPGRADABLE) kept them: upgraded() forgets both, so that its
-    notes are chunked again; a note extracted without either (a Word file) has none to know. A
+    """Do a note's chunks know the lines (a PDF's: pages) they start on, or have none to know (a
+    Word file)? Those of an older cache do not (upgraded): its notes are chunked again. A
     note's chunks are alike, so one tells."""
     if record.start == record.stop:
         return True
@@ -4054,55 +4058,40 @@ def smallest_notes_first(chunks: Sequence[Chunk], rows: np.ndarray) -> np.ndarra
     return rows[np.argsort([size[note] for note in notes], kind="stable")]
 
 
-def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None,
-                 chunks: list[PlacedChunk], reuse: np.ndarray, report: IndexReport,
-                 progress: Callable[[str | EmbedProgress], None],
-                 checkpoint: Callable[..., int] | None = None,
-                 donors: Sequence[Path] = ()) -> tuple[np.ndarray, np.ndarray]:
-    """Vectors for the new chunk list: reused by row or by identical text (in the old index,
-    then in the `donors` cache files), else embedded.
-
-    Each batch goes into one float32 matrix as it arrives (never a Python float
-    per number), and `checkpoint(vectors, has_vector)` may save it. If Ollama
-    stops, the rows embedded so far are kept, the rest stay zero and marked
-    missing, so BM25 still works and the next run fills them in. Ctrl-C saves
-    what arrived and raises BuildInterrupted. The first vectors of another size
-    than the old index's raise VectorSizeChanged before anything is mixed (the
-    caller embeds everything again); a size that changes after that, within this
-    call, saves what arrived and raises VectorsOfTwoSizes: no rebuild would end.
-    """
+def vectors_kept(old: Index | None, chunks: list[PlacedChunk],
+                 reuse: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The vectors of the old index that the new chunk list keeps, by row (`reuse`: the old row
+    of each, -1 if new), else by the same text; zero rows, marked missing, where none is kept."""
     n = len(chunks)
     dim = old.vectors.shape[1] if old is not None and old.vectors.size else 0
-    vectors = np.zeros((n, dim), dtype=np.float32)
-    has_vector = np.zeros(n, dtype=bool)
-    if old is not None and dim:
-        known = reuse >= 0
-        vectors[known], has_vector[known] = old.vectors[reuse[known]], old.has_vector[reuse[known]]
-        missing = np.flatnonzero(~has_vector)
-        if len(missing):
-            # not a refused chunk's zero vector: its note changed, so it is asked (and said) again
-            usable = old.has_vector & old.vectors.any(axis=1)
-            by_text = {c.embed_text: i for i, c in enumerate(old.chunks) if usable[i]}
-            for i in missing:
-                j = by_text.get(chunks[i].embed_text)
-                if j is not None:
-                    vectors[i], has_vector[i] = old.vectors[j], True
-    if donors and not has_vector.all():
-        wanted: dict[bytes, list[int]] = {}
-        for i in np.flatnonzero(~has_vector):
-            wanted.setdefault(text_key(document_text(chunks[i], settings)), []).append(int(i))
-        found = 0
-        for rows, v in vectors_elsewhere(donors, wanted, settings):
-            if not dim:                   # the donors' size; the first batch embedded checks it
-                dim, vectors = len(v), np.zeros((n, len(v)), dtype=np.float32)
-            if len(v) == dim:
-                vectors[rows], has_vector[rows], found = v, True, found + len(rows)
-        if found:
-            progress(f"{found:,} chunks' vectors found in other caches of {settings.embed_model} "
-                     "(the same texts, embedded before)")
-    todo = smallest_notes_first(chunks, np.flatnonzero(~has_vector))
-    if len(todo) == 0:
+    vectors, has_vector = np.zeros((n, dim), dtype=np.float32), np.zeros(n, dtype=bool)
+    if not dim:
         return vectors, has_vector
+    known = reuse >= 0
+    vectors[known], has_vector[known] = old.vectors[reuse[known]], old.has_vector[reuse[known]]
+    missing = np.flatnonzero(~has_vector)
+    if len(missing):
+        # not a refused chunk's zero vector: its note changed, so it is asked (and said) again
+        usable = old.has_vector & old.vectors.any(axis=1)
+        by_text = {c.embed_text: i for i, c in enumerate(old.chunks) if usable[i]}
+        for i in missing:
+            j = by_text.get(chunks[i].embed_text)
+            if j is not None:
+                vectors[i], has_vector[i] = old.vectors[j], True
+    return vectors, has_vector
+
+
+def embed_missing(settings: Settings, client: ollama.Client, chunks: list[PlacedChunk],
+                  todo: np.ndarray, vectors: np.ndarray, has_vector: np.ndarray,
+                  report: IndexReport, progress: Callable[[str | EmbedProgress], None],
+                  checkpoint: Callable[..., int] | None) -> np.ndarray:
+    """Embed the chunks at rows `todo` into `vectors` (returned: a new matrix if it had no size)
+    and `has_vector`, saving each batch with `checkpoint`. If Ollama stops, the rest stays
+    missing (report.embed_error): BM25 still works, and the next run fills them in. Ctrl-C
+    saves what arrived (BuildInterrupted). The first vectors of another size than `vectors`
+    raise VectorSizeChanged (the caller embeds all again); a size that changes after that
+    saves what arrived and raises VectorsOfTwoSizes: no rebuild would end."""
+    n, dim = vectors.shape
     # sized_here: dim is this run's
     t0, done, first, sized_here = time.perf_counter(), 0, True, False
     try:
@@ -4146,13 +4135,108 @@ def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None,
     except KeyboardInterrupt:             # Ctrl-C or SIGTERM: keep what arrived, then stop
         kept = checkpoint(vectors, has_vector, interrupted=True) if checkpoint else 0
         raise BuildInterrupted(kept, n) from None
+    return vectors
+
+
+def fill_vectors(settings: Settings, client: ollama.Client, old: Index | None,
+                 chunks: list[PlacedChunk], reuse: np.ndarray, report: IndexReport,
+                 progress: Callable[[str | EmbedProgress], None],
+                 checkpoint: Callable[..., int] | None = None,
+                 donors: Sequence[Path] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """Vectors for the new chunk list, each in one float32 matrix: kept from the old index
+    (vectors_kept), else found in the `donors` cache files (the same text, embedded before),
+    else embedded (embed_missing), the notes with the fewest chunks first."""
+    vectors, has_vector = vectors_kept(old, chunks, reuse)
+    if donors and not has_vector.all():
+        wanted: dict[bytes, list[int]] = {}
+        for i in np.flatnonzero(~has_vector):
+            wanted.setdefault(text_key(document_text(chunks[i], settings)), []).append(int(i))
+        found = 0
+        for rows, v in vectors_elsewhere(donors, wanted, settings):
+            if not vectors.shape[1]:      # the donors' size; the first batch embedded checks it
+                vectors = np.zeros((len(chunks), len(v)), dtype=np.float32)
+            if len(v) == vectors.shape[1]:
+                vectors[rows], has_vector[rows], found = v, True, found + len(rows)
+        if found:
+            progress(f"{found:,} chunks' vectors found in other caches of {settings.embed_model} "
+                     "(the same texts, embedded before)")
+    todo = smallest_notes_first(chunks, np.flatnonzero(~has_vector))
+    if len(todo):
+        vectors = embed_missing(settings, client, chunks, todo, vectors, has_vector, report,
+                                progress, checkpoint)
     # A refused chunk keeps a zero vector, so the index is complete and searched by meaning:
     # ranking gives it the typical chunk's cosine (typical_for_refused), and its words find it.
     # (With no vector at all there is no size to give it: it stays missing, and the next run
     # asks again.)
-    if dim:
+    if vectors.shape[1]:
         has_vector[report.refused] = True
     return vectors, has_vector
+
+
+class IndexDraft:
+    """The new index's chunks as update_index gathers them, note by note (`reuse`: each one's
+    row in the old index, or -1: read now), with each note's record and what it says."""
+
+    def __init__(self):
+        self.chunks: list[PlacedChunk] = []
+        self.reuse: list[int] = []
+        self.recount: list[int] = []      # reused rows whose note's words changed (a title)
+        self.records: dict[str, FileRecord] = {}
+        self.metas: dict[str, NoteMeta] = {}
+        self.splitter = None
+
+    def take(self, f: NoteFile, digest: str, old: Index, was: str) -> None:
+        """Note `f`'s chunks, taken from the old index's note `was` whose bytes it has (itself,
+        or a note renamed or copied): they need no reading and no embedding."""
+        source, meta = old.files[was], old.notes.get(was, NoteMeta())
+        start = len(self.chunks)
+        self.chunks.extend(c._replace(source=f.rel)
+                           for c in old.chunks[source.start:source.stop])
+        self.reuse.extend(range(source.start, source.stop))
+        if note_words(was, meta) != note_words(f.rel, meta):
+            self.recount.extend(range(start, len(self.chunks)))   # its words again; vectors stay
+        self.records[f.rel] = FileRecord(*stat_of(f), digest, start, len(self.chunks))
+        self.metas[f.rel] = meta
+
+    def add(self, f: NoteFile, digest: str, sections: list[Section], settings: Settings) -> None:
+        """Note `f`'s chunks, cut from its sections read now."""
+        self.splitter = self.splitter or make_splitter(settings.chunk_size, settings.chunk_overlap)
+        start = len(self.chunks)
+        self.chunks.extend(chunk_sections(f.rel, sections, self.splitter))
+        self.reuse.extend([-1] * (len(self.chunks) - start))
+        self.records[f.rel] = FileRecord(*stat_of(f), digest, start, len(self.chunks))
+        self.metas[f.rel] = next((s.meta for s in sections if s.meta), NoteMeta())
+
+    def lexicon(self, old: Index | None) -> Lexicon:
+        """The BM25 index of the chunks: the old one's counts for the rows taken as they were."""
+        counted = np.array(self.reuse, dtype=np.int64)
+        counted[self.recount] = -1
+        words = {rel: note_words(rel, meta) for rel, meta in self.metas.items()}
+        return build_lexicon(old.lexicon if old else None, counted,
+                             (lexicon_text(c, words[c.source])
+                              for c, r in zip(self.chunks, counted) if r < 0))
+
+
+def note_digest(f: NoteFile, known: FileRecord | None, skip: Skip | None, settings: Settings,
+                report: IndexReport) -> tuple[str, bytes | None] | None:
+    """The MD5 of note `f`'s bytes, and the bytes when they were read to hash them (None when
+    its stat is the same as `known`'s, whose digest it keeps); None for a note skipped unread
+    (report.skip, or `skip` again: its bytes were no note, and its stat is the same)."""
+    if skip and skip.kind == "content" and same_stat(skip, f):
+        report.skipped[f.rel] = skip
+        return None
+    if known and same_stat(known, f):
+        return known.digest, None
+    # before hashing: a log or an export is never read
+    if why := too_big(f.size, settings.max_note_mb):
+        report.skip(f, why, "size")
+        return None
+    try:
+        data = note_bytes(f, settings.max_note_mb)
+    except ValueError as e:               # gone, unreadable, or replaced since the scan
+        report.skip(f, str(e), "access")
+        return None
+    return hashlib.md5(data).hexdigest(), data
 
 
 def update_index(settings: Settings, client: ollama.Client, old: Index | None,
@@ -4160,100 +4244,51 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
                  progress: Callable[[str | EmbedProgress], None] = lambda s: None,
                  writer: CacheWriter | None = None, build: str = "",
                  donors: Sequence[Path] = ()) -> tuple[Index, IndexReport]:
-    """Bring the index up to date with the files, embedding only what is new (with the
-    model's `build`, its digest, which the index records) and not in a `donors` cache.
-
-    For each file: the same stat as recorded (same_stat) -> unchanged; over
-    --max-note-mb -> skipped unread; skipped before for its content, and the same
-    stat -> skipped again, unread; otherwise hash its bytes, and a digest the index
-    already holds (a touched, renamed or copied note) reuses those chunks. Only new
-    content is read, chunked and embedded, and even then a chunk whose text was
-    embedded before reuses its vector. The `writer`, if given, checkpoints the
-    index while its vectors are filled in.
-    """
-    report = IndexReport()
-    old_files = old.files if old else {}
-    old_skips = old.skipped if old else {}
+    """Bring the index up to date with the files: a note is hashed only when its stat changed
+    (note_digest), and bytes the index holds (a touched, renamed or copied note) keep their
+    chunks; only new content is read, chunked and embedded (fill_vectors, with the model's
+    `build`, which the index records), checkpointed by the `writer` if given."""
+    report, draft = IndexReport(), IndexDraft()
+    old_files, old_skips = (old.files, old.skipped) if old else ({}, {})
     by_digest = {r.digest: rel for rel, r in old_files.items()}
-    chunks: list[PlacedChunk] = []
-    reuse: list[int] = []                 # per new row: old row, or -1 if new
-    recount: list[int] = []               # reused rows whose note's words
-                                          # changed (a renamed note's title)
-    records: dict[str, FileRecord] = {}
-    metas: dict[str, NoteMeta] = {}
-    splitter = None
     for f in files:
-        rec, skip = old_files.get(f.rel), old_skips.get(f.rel)
-        if skip and skip.kind == "content" and same_stat(skip, f):
-            report.skipped[f.rel] = skip      # the same bytes were no note last time either
+        rec = old_files.get(f.rel)
+        if not (found := note_digest(f, rec, old_skips.get(f.rel), settings, report)):
             continue
-        data = None                       # the note's bytes, once read
-        if rec and same_stat(rec, f):
-            digest, was = rec.digest, f.rel
-        else:
-            if why := too_big(f.size, settings.max_note_mb):   # before hashing: a log or
-                                                               # an export is never read
-                report.skip(f, why, "size")
-                continue
-            try:
-                data = note_bytes(f, settings.max_note_mb)
-            except ValueError as e:       # gone, unreadable, or replaced since the scan
-                report.skip(f, str(e), "access")
-                continue
-            digest = hashlib.md5(data).hexdigest()
-            was = by_digest.get(digest)
-        # same bytes as before: reuse its chunks
+        digest, data = found
+        # whose chunks these bytes had: its own (not read: the same stat), or a moved note's
+        was = f.rel if data is None else by_digest.get(digest)
         if was is not None and lines_known(old.chunks, old_files[was]):
-            source, metas[f.rel] = old_files[was], old.notes.get(was, NoteMeta())
-            start = len(chunks)
-            chunks.extend(c._replace(source=f.rel) for c in old.chunks[source.start:source.stop])
-            reuse.extend(range(source.start, source.stop))
-            if note_words(was, metas[f.rel]) != note_words(f.rel, metas[f.rel]):
-                recount.extend(range(start, len(chunks)))   # its words again; its vectors stay
-            records[f.rel] = FileRecord(*stat_of(f), digest, start, len(chunks))
-            count_file(report, f.rel, rec, digest)
-            if digest in old.note_warnings:   # read with a guess: said on
-                                              # every run, not just the first
+            draft.take(f, digest, old, was)
+            if digest in old.note_warnings:   # a guessed encoding: said on every run
                 report.warn(f.rel, digest, old.note_warnings[digest])
-            continue
-        try:
-            sections, warning = read_note(f, settings.max_note_mb, data)
-        except ValueError as e:           # read a moment ago to be hashed: its bytes are the reason
-            report.skip(f, str(e), "content")
-            continue
-        if warning:
-            report.warn(f.rel, digest, warning)
-        splitter = splitter or make_splitter(settings.chunk_size, settings.chunk_overlap)
-        start = len(chunks)
-        chunks.extend(chunk_sections(f.rel, sections, splitter))
-        reuse.extend([-1] * (len(chunks) - start))
-        records[f.rel] = FileRecord(*stat_of(f), digest, start, len(chunks))
-        metas[f.rel] = next((s.meta for s in sections if s.meta), NoteMeta())
-        count_file(report, f.rel, rec, digest)
+        else:
+            try:
+                sections, warning = read_note(f, settings.max_note_mb, data)
+            except ValueError as e:       # read a moment ago to be hashed: its bytes are why
+                report.skip(f, str(e), "content")
+                continue
+            if warning:
+                report.warn(f.rel, digest, warning)
+            draft.add(f, digest, sections, settings)
+        report.count(f.rel, rec, digest)
     report.deleted = len(set(old_files) - {f.rel for f in files})
     report.say_notes()
     report.warnings += skip_warnings(report.skipped)
-    reuse_arr = np.array(reuse, dtype=np.int64)
-    counted = reuse_arr.copy()            # the rows whose BM25 words are taken as they were
-    counted[recount] = -1
-    words = {rel: note_words(rel, meta) for rel, meta in metas.items()}
-    lexicon = build_lexicon(old.lexicon if old else None, counted,
-                            (lexicon_text(c, words[c.source]) for c, r in zip(chunks, counted)
-                             if r < 0))
-
-    stamp = fingerprint(files)
+    chunks, lexicon, stamp = draft.chunks, draft.lexicon(old), fingerprint(files)
 
     def with_vectors(vectors: np.ndarray, has_vector: np.ndarray) -> Index:
-        return Index(chunks, vectors, has_vector, lexicon, records, stamp,
+        return Index(chunks, vectors, has_vector, lexicon, draft.records, stamp,
                      settings.embed_model, (settings.chunk_size, settings.chunk_overlap),
                      embed_templates(settings).document, build, note_warnings=report.note_warnings,
                      skipped=report.skipped, notes_dir=os.path.realpath(settings.notes_dir),
-                     notes=metas)
+                     notes=draft.metas)
 
     checkpoint = (lambda v, h, interrupted=False: writer.checkpoint(
         lambda: with_vectors(v, h), interrupted, progress)) if writer else None
     try:
-        vectors, has_vector = fill_vectors(settings, client, old, chunks, reuse_arr, report,
+        vectors, has_vector = fill_vectors(settings, client, old, chunks,
+                                           np.array(draft.reuse, dtype=np.int64), report,
                                            progress, checkpoint, donors)
     except VectorSizeChanged as e:        # the old vectors are no use to the model now: all again
         report.reason = str(e)
@@ -4263,9 +4298,9 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
         vectors, has_vector = fill_vectors(settings, client, None, chunks, np.full(len(chunks), -1),
                                            report, progress, checkpoint)
     for rel, count in Counter(chunks[i].source for i in report.refused if has_vector[i]).items():
-        report.warn(rel, records[rel].digest, f"{settings.embed_model} returns no number for "
-                    f"{count} of its chunks (a fault of the model): they are found by their words "
-                    "only; --rebuild asks again")
+        report.warn(rel, draft.records[rel].digest, f"{settings.embed_model} returns no number "
+                    f"for {count} of its chunks (a fault of the model): they are found by their "
+                    "words only; --rebuild asks again")
     report.say_notes()
     return with_vectors(vectors, has_vector), report
 
@@ -4288,11 +4323,8 @@ def check(value, kind: type, what: str):
 
 
 def arr_data(a: np.ndarray) -> tuple:
-    """An array as plain builtins: (dtype, shape, bytes).
-
-    The bytes are a read-only PickleBuffer over the array, which pickle (protocol 5)
-    writes as plain bytes: saving a big index copies none of its arrays.
-    """
+    """An array as plain builtins: (dtype, shape, bytes), the bytes a read-only PickleBuffer
+    that pickle (protocol 5) writes as they are: saving a big index copies none of its arrays."""
     return (a.dtype.str, a.shape,
             pickle.PickleBuffer(memoryview(np.ascontiguousarray(a)).toreadonly()))
 
@@ -4338,12 +4370,9 @@ def text_at(column: tuple, i: int) -> str:
 
 
 class ChunkTable(Sequence):
-    """A loaded index's chunks, kept as columns and made into a PlacedChunk only when asked for.
-
-    A warm query shows five hits of perhaps 50,000 chunks: storing each text
-    column as one UTF-8 blob with offsets loads in one copy instead of 50,000
-    string objects (and their tuples), and the few hits are decoded on demand.
-    """
+    """A loaded index's chunks, kept as columns and made into a PlacedChunk only when asked for:
+    a warm query shows five hits of perhaps 50,000 chunks, and a text column as one UTF-8 blob
+    with offsets loads as one copy, not 50,000 strings."""
 
     def __init__(self, names: list[str], source_ids: np.ndarray, headings: tuple, texts: tuple,
                  pages: np.ndarray, lines: np.ndarray):
@@ -4397,12 +4426,8 @@ class ChunkTable(Sequence):
 
 class FileTable(Mapping):
     """A loaded index's file records (rel -> FileRecord), kept as columns and made into a
-    FileRecord only when asked for.
-
-    A warm query asks for none of them, so 100,000 notes load as four arrays and a blob
-    of names instead of 100,000 tuples, and are checked in a few array operations; an
-    update asks for each record once.
-    """
+    FileRecord only when asked for: a warm query asks for none, so 100,000 notes load as
+    four arrays and a blob of names, checked in a few array operations."""
 
     def __init__(self, names: tuple, stats: np.ndarray, digests: np.ndarray, rows: np.ndarray):
         self.names = names                # (blob, offsets) of the relative paths
@@ -4457,13 +4482,10 @@ class FileTable(Mapping):
         return cls(names, stats, digests, rows)
 
 
-NOTE_META_KINDS = [tuple if "tuple" in str(kind) else str
-                   for kind in NoteMeta.__annotations__.values()]
-
-
 class NoteTable(Mapping):
     """A loaded index's NoteMeta per note (rel -> NoteMeta), kept as text columns in the order of
     its FileTable and made into a NoteMeta only when asked for: a warm query asks for its hits'."""
+    KINDS = [tuple if "tuple" in str(kind) else str for kind in NoteMeta.__annotations__.values()]
 
     def __init__(self, files: FileTable, columns: list[tuple]):
         self.files, self.columns = files, columns        # one blob_data() column per NoteMeta field
@@ -4480,7 +4502,7 @@ class NoteTable(Mapping):
             self.at = {name: i for i, name in enumerate(self.files)}
         values = [text_at(column, self.at[rel]) for column in self.columns]
         return NoteMeta(*((tuple(v.split("\n")) if v else ()) if kind is tuple else v
-                          for v, kind in zip(values, NOTE_META_KINDS)))
+                          for v, kind in zip(values, self.KINDS)))
 
     @staticmethod
     def pack(files: Mapping[str, FileRecord], notes: Mapping[str, NoteMeta]) -> dict:
@@ -4489,7 +4511,7 @@ class NoteTable(Mapping):
         metas = [notes.get(rel, NoteMeta()) for rel in files]
         return {"fields": list(NoteMeta._fields),
                 "columns": [blob_data("\n".join(m[k]) if kind is tuple else m[k] for m in metas)
-                            for k, kind in enumerate(NOTE_META_KINDS)]}
+                            for k, kind in enumerate(NoteTable.KINDS)]}
 
     @classmethod
     def unpack(cls, d: dict, arr: Callable, files: FileTable) -> NoteTable:
@@ -4520,25 +4542,22 @@ def floors_only(calibration):
             else calibration)
 
 
-def probes_hold_together(probes) -> bool:
-    """Are these a calibration's probes' vectors, as calibrate() keeps them: float32 rows, one
-    for each text, that add up to finite numbers (as a cache's vectors must)?"""
-    if not (isinstance(probes, dict) and type(probes.get("model")) is str
-            and type(probes.get("build")) is str
-            and type(probes.get("texts")) is list and probes["texts"]
-            and all(type(t) is str for t in probes["texts"])
-            and type(probes.get("vectors")) is bytes
-            and len(probes["vectors"]) % (4 * len(probes["texts"])) == 0
-            and probes["vectors"]):
-        return False
-    rows = np.frombuffer(probes["vectors"], "<f4").reshape(len(probes["texts"]), -1)
-    with np.errstate(all="ignore"):
-        return bool(np.isfinite(rows @ np.ones(rows.shape[1], np.float32)).all())
-
-
 def checked_calibration(c, probes=None) -> dict | None:
     """A cached calibration as calibrate() writes it, with its probes' vectors if they are some;
     None (calibrate again, no re-embedding) if it is not one."""
+    def probes_hold_together(probes) -> bool:
+        """Are these float32 rows, one for each probe's text, that add up to finite numbers?"""
+        if not (isinstance(probes, dict) and type(probes.get("model")) is str
+                and type(probes.get("build")) is str
+                and type(probes.get("texts")) is list and probes["texts"]
+                and all(type(t) is str for t in probes["texts"])
+                and type(probes.get("vectors")) is bytes
+                and len(probes["vectors"]) % (4 * len(probes["texts"])) == 0
+                and probes["vectors"]):
+            return False
+        rows = np.frombuffer(probes["vectors"], "<f4").reshape(len(probes["texts"]), -1)
+        with np.errstate(all="ignore"):
+            return bool(np.isfinite(rows @ np.ones(rows.shape[1], np.float32)).all())
     if not isinstance(c, dict):
         return None
     floors, meaning = c.get("floors"), c.get("meaning", {})
@@ -4583,12 +4602,9 @@ def index_to_dict(index: Index) -> dict:
 
 
 def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
-    """Rebuild an Index from index_to_dict's output, checking it as strictly as the unpickler.
-
-    A file can unpickle and still lie: a text that is a number, rows past the
-    end, a NaN vector (which would make every query "not found"). Anything that
-    does not hold together raises CacheDamaged, and the index is rebuilt.
-    """
+    """Rebuild an Index from index_to_dict's output, checked as strictly as the unpickler: a file
+    can unpickle and still lie (a text that is a number, rows past the end, a NaN vector that
+    makes every query "not found"). What does not hold together raises CacheDamaged."""
     def arr(t, dtype: str, what: str) -> np.ndarray:   # (dtype, shape, bytes) -> a read-only array
         kind, shape, data = check(t, tuple, what)
         if kind != dtype or type(shape) is not tuple or type(data) is not bytes:
@@ -4644,12 +4660,9 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
 
 
 def cache_path(settings: Settings) -> Path:
-    """One cache file per notes folder, embedding model, chunking and cache format.
-
-    So two folders never clash, trying another model or --chunk-size and coming
-    back costs no re-embedding (the first cache is still there), and two versions
-    of demo_rag sharing a cache folder each keep their own file.
-    """
+    """One cache file per notes folder, embedding model, chunking and cache format: two folders
+    never clash, going back to a model or --chunk-size tried before costs no embedding, and
+    two versions of demo_rag sharing a cache folder each keep their own file."""
     real = os.path.realpath(settings.notes_dir)
     key = f"{real}\0{settings.embed_model}\0{settings.chunk_size}/{settings.chunk_overlap}"
     digest = hashlib.md5(key.encode("utf-8", "surrogateescape")).hexdigest()[:10]
@@ -4702,18 +4715,11 @@ def vector_donors(settings: Settings, path: Path, build: str) -> list[Path]:
             and not (h["model_digest"] and build and h["model_digest"] != build)]
 
 
-def glob_escape(name: str) -> str:
-    return re.sub(r"([*?\[])", r"[\1]", name)
-
-
 def save_index(index: Index, path: Path) -> None:
-    """Write the cache atomically with Part I's save_cache: a small pickle, the header
-    (HEADER_KEYS), then one of everything else but the vectors, zeros up to the next
-    4 KB boundary, then the vectors as raw float32 rows, which load_index maps into
-    memory instead of reading them. A crash, a kill or Ctrl-C mid-write leaves the
-    previous cache intact, and two processes writing at once each replace the file
-    with one complete version. Raises OSError (disk full...).
-    """
+    """Write the cache atomically with Part I's save_cache (a crash mid-write leaves the cache
+    before; two processes writing at once each leave a whole file): a pickle of the header
+    (HEADER_KEYS), one of everything else but the vectors, zeros up to the next 4 KB, then
+    the vectors as raw float32 rows, which load_index maps into memory. Raises OSError."""
     body = index_to_dict(index)
     header = {k: body.pop(k) for k in HEADER_KEYS}
 
@@ -4723,7 +4729,7 @@ def save_index(index: Index, path: Path) -> None:
         f.write(np.ascontiguousarray(index.vectors, dtype=DISK_VECTORS).data)  # no copy if float32
     save_cache(path, header, then=body_then_vectors)
     # A process killed mid-write leaves its temp file behind; none lives an hour.
-    for old in path.parent.glob(glob_escape(path.name) + "*.tmp"):
+    for old in path.parent.glob(re.sub(r"([*?\[])", r"[\1]", path.name) + "*.tmp"):
         with contextlib.suppress(OSError):
             if time.time() - old.stat().st_mtime > 3600:
                 old.unlink()
@@ -4742,26 +4748,14 @@ def gc_paused():
             gc.enable()
 
 
-def recounted(index: Index) -> Index:
-    """A loaded index whose BM25 words another tokenize() counted, counted again from its chunks'
-    texts (no embedding), with its floor to measure again. Its empty fingerprint matches no
-    folder, so open_index brings it up to date and writes the cache again."""
-    return replace(index, lexicon=lexicon_from_texts(list(lexicon_texts(index))), fingerprint="",
-                   calibration=None)
-
-
 def upgraded(d: dict) -> dict:
-    """An older cache's fields in this version's layout, every vector kept. What it did not
-    record is left for the next update to find out, and an empty fingerprint makes that
-    update happen: each note is read and chunked once more (its chunks lose their lines and
-    pages, so lines_known says no: the lines they start on, what it says of itself and its
-    cleaned text were not kept; before format 11, its front matter's properties were not text;
-    before format 12, headings alone could be a chunk), and a chunk whose text is the same
-    reuses its vector. Its skipped
-    notes are read once (a stub was a note under 50 characters, headings counted; a format 5
-    cache's reasons had no kind). A format 5 cache's notes are hashed
-    once (their records have no ctime or inode: -1 matches none), and the model's build is taken
-    to be the one Ollama runs now."""
+    """An older cache's fields in this version's layout, every vector kept, its fingerprint
+    empty so that the next update reads and chunks each note again: its chunks lose their
+    lines and pages (lines_known says no), as what a note says of itself, its properties
+    (before format 11) and its cleaned text were not kept, and headings alone could be a chunk
+    (before 12); a chunk of the same text keeps its vector. Its skipped notes are read again
+    (the stub rule changed), a format 5 cache's notes hashed (no ctime or inode: -1 matches
+    none), and the model's build taken to be the one Ollama runs now."""
     chunks = check(d["chunks"], dict, "chunks")
     shape = check(chunks["source_ids"], tuple, "source ids")[1]
     none = ("<i8", shape, np.full(shape, -1, dtype="<i8").tobytes())
@@ -4789,12 +4783,9 @@ def damage_said(e: Exception) -> str:
 
 
 def load_index(path: Path) -> tuple[Index | None, str]:
-    """Load a cache file; on any problem return (None, a one-line reason). A cache an older
-    version wrote (UPGRADABLE) comes back with a note saying so instead of "".
-
-    The vectors are not read but memory-mapped (read-only): the OS pages them in
-    as the first search touches them, and a warm query pays no copy at all.
-    """
+    """Load a cache file, and "" or what to say of it (an older version's: UPGRADABLE); on any
+    problem (None, a one-line reason). The vectors are memory-mapped, not read: the OS pages
+    them in as the first search touches them, and a warm query copies none."""
     if not path.exists():
         return None, "no cache yet"
     try:
@@ -4810,7 +4801,11 @@ def load_index(path: Path) -> tuple[Index | None, str]:
                 return None, "cache is from another version of demo_rag"
             vectors = map_vectors(f, f.tell() + (-f.tell() % VECTOR_ALIGN), d["vectors_shape"])
             index = index_from_dict(d, vectors)
-            index = index if d.get("tokenizer") == TOKENIZER_VERSION else recounted(index)
+            if d.get("tokenizer") != TOKENIZER_VERSION:
+                # Words counted by another tokenize(): counted again, no embedding; the empty
+                # fingerprint has open_index bring the index up to date and save it.
+                index = replace(index, lexicon=lexicon_from_texts(list(lexicon_texts(index))),
+                                fingerprint="", calibration=None)
             return index, "" if written == CACHE_FORMAT else \
                 f"cache written by an older demo_rag (format {written}): its vectors are kept"
     except BuiltinsOnlyUnpickler.Refused as e:
@@ -4889,39 +4884,12 @@ def tidy_caches(cache_dir: Path, path: Path, donor: Path | None) -> list[str]:
             "for good"]
 
 
-@contextlib.contextmanager
-def interrupts_deferred(notice: str = "") -> Iterator[list[int]]:
-    """Hold Ctrl-C and SIGTERM while the block runs, writing `notice` (if any) to stderr when
-    one comes; yields the list of signals held. Off the main thread (a notebook's worker)
-    signals cannot be caught, and nothing is held."""
-    came: list[int] = []
-
-    def hold(signum, frame) -> None:
-        came.append(signum)
-        if notice:
-            with contextlib.suppress(OSError):
-                os.write(2, notice.encode())
-    try:
-        previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
-    except ValueError:
-        previous = {}
-    try:
-        yield came
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 class CacheWriter:
-    """Saves an index being built: every `seconds` while embedding, and at the end.
-
-    A checkpoint costs a full write, so on a big index it waits long enough to
-    stay under CHECKPOINT_MAX_SHARE of the build. It never replaces the cache
-    with an incomplete one holding fewer than `floor` vectors (a --rebuild with
-    Ollama away keeps the old vectors). A cache that cannot be written (disk
-    full, read-only) costs one warning, not the run: the build carries on. Ctrl-C
-    or SIGTERM during a write waits for it to finish (interrupts_deferred).
-    """
+    """Saves an index being built: every `seconds` while embedding (or less often: a write
+    takes at most CHECKPOINT_MAX_SHARE of the build), and at the end. Never an incomplete one
+    holding fewer than `floor` vectors (a --rebuild with Ollama away keeps the old ones). A
+    cache that cannot be written costs one warning, not the run; Ctrl-C or SIGTERM during a
+    write waits for it to finish (interrupts_deferred)."""
 
     def __init__(self, path: Path, seconds: float, on_disk: int = 0, floor: int = 0):
         self.path, self.seconds, self.floor = path, seconds, floor
@@ -4932,9 +4900,8 @@ class CacheWriter:
 
     def checkpoint(self, make_index: Callable[[], Index], interrupted: bool,
                    progress: Callable[[str], None]) -> int:
-        """Save make_index() if a save is due, or at once when the build was interrupted;
-        return the vectors now on disk."""
-        # 0: every batch
+        """Save make_index() if a save is due (`seconds` 0: every batch), or at once when the
+        build was interrupted; return the vectors now on disk."""
         wait = max(self.seconds, self.cost / CHECKPOINT_MAX_SHARE) if self.seconds else 0
         due = interrupted or time.perf_counter() - self.last >= wait
         if due and not self.save(make_index(), interrupted) and self.problem and not self.warned:
@@ -4942,19 +4909,39 @@ class CacheWriter:
             progress(f"warning: {self.problem}")
         return self.on_disk
 
-    def save(self, index: Index, interrupted: bool = False) -> bool:
-        """Write the index unless that would lose vectors; False if not written.
+    @staticmethod
+    @contextlib.contextmanager
+    def interrupts_deferred(notice: str = "") -> Iterator[list[int]]:
+        """Hold Ctrl-C and SIGTERM while the block runs, writing `notice` (if any) to stderr when
+        one comes; yields the signals held. Off the main thread (a notebook's worker) signals
+        cannot be caught, and nothing is held."""
+        came: list[int] = []
 
-        A Ctrl-C or SIGTERM that comes during the write is held until the file is
-        whole, then raised as KeyboardInterrupt, unless this is the save that an
-        interrupt asked for (`interrupted`): then more signals only say to wait.
-        """
+        def hold(signum, frame) -> None:
+            came.append(signum)
+            if notice:
+                with contextlib.suppress(OSError):
+                    os.write(2, notice.encode())
+        try:
+            previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
+        except ValueError:
+            previous = {}
+        try:
+            yield came
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def save(self, index: Index, interrupted: bool = False) -> bool:
+        """Write the index unless that would lose vectors; False if not written. A Ctrl-C or
+        SIGTERM during the write is raised once the file is whole, unless this is the save an
+        interrupt asked for (`interrupted`): then more signals only say to wait."""
         kept = int(index.has_vector.sum())
         if kept < self.floor and not index.complete:
             return False
         notice = f"\nsaving the {kept:,} vectors embedded so far; a moment\n" if interrupted else ""
         t0 = time.perf_counter()
-        with interrupts_deferred(notice) as came:
+        with self.interrupts_deferred(notice) as came:
             try:
                 save_index(index, self.path)
                 self.on_disk, self.problem = kept, None
@@ -5889,94 +5876,12 @@ def check_notes_dir(notes_dir: Path) -> None:
         raise FileNotFoundError(f"notes folder not found: {notes_dir}")
 
 
-def same_notes(old: Index, new: Index) -> bool:
-    """Do two indexes hold the same notes' bytes, in whatever order (notes touched, renamed or
-    moved, no more)? Then they hold the same chunks, and what was measured on them holds."""
-    return new.complete and sorted(r.digest for r in old.files.values()) == \
-        sorted(r.digest for r in new.files.values())
-
-
-LOSS_SHARE = 0.5                          # a cache about to lose more than this share of its
-                                          # notes keeps a copy of itself, and says so
-
-
-def kept_path(path: Path) -> Path:
-    """Where a cache keeps its copy from before it lost most of its notes. The name ends as a
-    cache file's does, so the copy is a donor (vector_donors) when they come back."""
-    return path.with_name(path.name.replace(f".v{CACHE_FORMAT}.pkl", f".kept.v{CACHE_FORMAT}.pkl"))
-
-
-def file_id(path: Path) -> tuple[int, int] | None:
-    """Which file `path` names now, and its last write: a save replaces it by another."""
-    with contextlib.suppress(OSError):
-        st = os.stat(path)
-        return st.st_ino, st.st_mtime_ns
-    return None
-
-
-def keep_before_loss(path: Path, old: Index, here: Collection[str], folder: Path) -> str:
-    """When most of a cache's notes are not `here` (the notes found now: a sync half done, a
-    folder half moved, notes or a folder that cannot be read for now), link the cache file to
-    kept_path() before it is replaced: their vectors stay, for the day they come back. A copy
-    from an earlier loss that holds more vectors than the cache stays as it is: a sync that
-    drops notes twice keeps what it had before the first. Returns what to say ("" when few
-    were lost)."""
-    gone = sum(rel not in here for rel in old.files)
-    if gone < 2 or gone <= LOSS_SHARE * len(old.files) or not path.exists():
-        return ""
-    said = (f"{gone} of the {len(old.files)} notes the cache held are gone from "
-            f"{readable_name(str(folder))} or cannot be read now")
-    kept = kept_path(path)
-    earlier = read_header(kept) if kept.exists() else None
-    with contextlib.suppress(TypeError, IndexError, KeyError):
-        if earlier and int(earlier["vectors_shape"][0]) > int(old.has_vector.sum()):
-            return f"{said}: {kept.name}, kept when notes went before, stays as it is"
-    try:
-        kept.unlink(missing_ok=True)
-        os.link(path, kept)               # the writer replaces the cache's name, not its bytes
-    except OSError:
-        import shutil                     # a disk without hard links: a copy, then
-        try:
-            shutil.copyfile(path, kept)
-        except OSError as e:
-            kept.unlink(missing_ok=True)
-            return f"{said}, and no copy of the cache could be kept ({e.strerror or e})"
-    return (f"{said}: the cache before is kept as {kept.name}, and its vectors serve them if "
-            "they come back (delete it if they are gone for good)")
-
-
-def drop_kept_copy(path: Path, index: Index) -> None:
-    """Delete the copy keep_before_loss() made once every note it held is back in the index
-    (by the digest of its bytes, wherever it is now) with its vectors."""
-    kept = kept_path(path)
-    copy = load_index(kept)[0] if kept.exists() else None
-    here = {record.digest for record in index.files.values()}
-    if copy is not None and index.complete and \
-            all(record.digest in here for record in copy.files.values()):
-        kept.unlink(missing_ok=True)
-
-
-def repeat_warnings(index: Index) -> list[str]:
-    """The warnings an unchanged index still owes of the notes it holds (a guessed encoding,
-    chunks the model refused): said on every run, not just the first."""
-    if not index.note_warnings:           # the common case: no record need be made
-        return []
-    said = index.note_warnings
-    return note_warning_lines([(rel, said[r.digest]) for rel, r in index.files.items()
-                               if r.digest in said])
-
-
 def still_skipped(index: Index, files: list[NoteFile],
                   settings: Settings) -> dict[str, Skip] | None:
     """The notes an unchanged index skipped, as this run's settings see them; None when one of
-    them may be usable now, and the caller updates the index.
-
-    Only a cause that can go away while a note's stat stays the same is looked
-    at again, and none by reading the note: a size over --max-note-mb (the
-    limit may be higher now) and a file that could not be opened (its permissions
-    may be fixed). A note whose bytes are no note (binary, a stub, a scanned PDF)
-    costs nothing: it is read again when it changes, or with --rebuild.
-    """
+    them may be usable now (a higher --max-note-mb, a permission fixed), and the index is
+    updated. No note is read: one whose bytes are no note (binary, a stub, a scanned PDF) is
+    read again when it changes, or with --rebuild."""
     by_rel = {f.rel: f for f in files}
     out = {}
     for rel, skip in index.skipped.items():
@@ -6006,13 +5911,6 @@ def build_changed(index: Index, build: str | None) -> str:
     return (f"'{index.embed_model}' is another build under the same name (ID "
             f"{index.model_digest[:12]} -> {build[:12]}, as `ollama list` shows it); "
             "re-embedding all")
-
-
-def build_unsaid(model: str) -> str:
-    """The warning for an Ollama that does not say which build of the model it runs."""
-    return (f"Ollama at {host()} does not say which build of '{model}' it runs (no digest in "
-            "/api/tags), so one pulled again or another machine's would go unnoticed: use "
-            "--rebuild after such a change")
 
 
 def stale_reason(index: Index, settings: Settings) -> str:
@@ -6048,116 +5946,214 @@ def out_of_reach(notes_dir: Path, old: Index, files: list[NoteFile]) -> list[Not
     return kept
 
 
+class KeptCopy:
+    """The copy a cache keeps of itself when it is about to lose most of its notes (a sync half
+    done, a folder half moved, notes unreadable for now): named as a cache file is, it is a
+    donor of their vectors the day they come back."""
+    LOSS_SHARE = 0.5                      # losing more than this share of its notes keeps a copy
+
+    def __init__(self, cache: Path):
+        self.cache = cache
+        self.path = cache.with_name(
+            cache.name.replace(f".v{CACHE_FORMAT}.pkl", f".kept.v{CACHE_FORMAT}.pkl"))
+
+    def written(self) -> tuple[int, int] | None:
+        """Which file the cache's name names now, and its last write: a save replaces it."""
+        with contextlib.suppress(OSError):
+            st = os.stat(self.cache)
+            return st.st_ino, st.st_mtime_ns
+        return None
+
+    def keep(self, old: Index, here: Collection[str], folder: Path) -> str:
+        """Link the cache file to the copy's name if most of `old`'s notes are not `here` (found
+        now); what to say of it, or "". A copy from an earlier loss holding more vectors stays:
+        a sync that drops notes twice keeps what it had before the first."""
+        gone = sum(rel not in here for rel in old.files)
+        if gone < 2 or gone <= self.LOSS_SHARE * len(old.files) or not self.cache.exists():
+            return ""
+        said = (f"{gone} of the {len(old.files)} notes the cache held are gone from "
+                f"{readable_name(str(folder))} or cannot be read now")
+        kept = self.path
+        earlier = read_header(kept) if kept.exists() else None
+        with contextlib.suppress(TypeError, IndexError, KeyError):
+            if earlier and int(earlier["vectors_shape"][0]) > int(old.has_vector.sum()):
+                return f"{said}: {kept.name}, kept when notes went before, stays as it is"
+        try:
+            kept.unlink(missing_ok=True)
+            os.link(self.cache, kept)     # the writer replaces the cache's name, not its bytes
+        except OSError:
+            import shutil                 # a disk without hard links: a copy, then
+            try:
+                shutil.copyfile(self.cache, kept)
+            except OSError as e:
+                kept.unlink(missing_ok=True)
+                return f"{said}, and no copy of the cache could be kept ({e.strerror or e})"
+        return (f"{said}: the cache before is kept as {kept.name}, and its vectors serve them if "
+                "they come back (delete it if they are gone for good)")
+
+    def drop(self, index: Index) -> None:
+        """Delete the copy once every note it held is back in `index`, wherever (by the digest
+        of its bytes), with its vectors."""
+        copy = load_index(self.path)[0] if self.path.exists() else None
+        here = {record.digest for record in index.files.values()}
+        if copy is not None and index.complete and \
+                all(record.digest in here for record in copy.files.values()):
+            self.path.unlink(missing_ok=True)
+
+
+class IndexOpening:
+    """open_index's steps, sharing what they find: the notes, the cache (`old`: None once it
+    cannot serve, and the `reason`), the file an adopted index came from (`donor`), the
+    build of the model, and the writer that saves the index."""
+
+    def __init__(self, settings: Settings, client: ollama.Client, rebuild: str,
+                 progress: Callable[[str | EmbedProgress], None]):
+        self.settings, self.client, self.progress = settings, client, progress
+        self.rebuild, self.path = rebuild, cache_path(settings)
+        self.copy = KeptCopy(self.path)
+
+    def find(self) -> None:
+        """The notes the folder holds now, what the scan passed over, and their fingerprint."""
+        s = self.settings
+        self.files, self.warnings = scan_notes(s.notes_dir, [s.cache_dir], s.follow_links)
+        self.now = fingerprint(self.files)
+
+    def load(self, held: Index | None) -> None:
+        """The index a caller `held` while the notes are as it knew them, else the cache, else
+        another of the same notes (adopted), kept for the notes out of reach (out_of_reach);
+        dropped when these settings or the model's build cannot use it."""
+        s, rebuild = self.settings, self.rebuild
+        fresh = held is not None and not rebuild and held.fingerprint == self.now
+        old, reason = (held, "") if fresh else load_index(self.path)
+        donor = None
+        if old is None and reason == "no cache yet" and not rebuild:
+            old, note, donor = adopted(s, self.files, self.path)
+            reason = note or reason
+        if old is not None and reason:    # an older version's cache, or these notes elsewhere
+            self.progress(f"updating index: {reason}")
+        if old is not None and old.fingerprint != self.now and \
+                (unreached := out_of_reach(s.notes_dir, old, self.files)):
+            self.files = self.files + unreached
+            self.warnings.append(f"{len(unreached)} note(s) cannot be reached now "
+                                 f"({', '.join(f.rel for f in unreached[:3])}"
+                                 f"{', …' if len(unreached) > 3 else ''}): kept as they were")
+        build = model_digest(self.client, s.embed_model)
+        if old is not None:
+            reason = stale_reason(old, s) or build_changed(old, build)
+            old, donor = (None, None) if reason else (old, donor)   # a donor not taken: left alone
+        # Said once, then recorded; a build of None (Ollama away) is taken to be as it was.
+        self.unsaid = "" if build != "" or old is not None and old.model_digest == "" else (
+            f"Ollama at {host()} does not say which build of '{s.embed_model}' it runs (no digest "
+            "in /api/tags), so one pulled again or another machine's would go unnoticed: use "
+            "--rebuild after such a change")
+        self.build = (old.model_digest if old else "") if build is None else build
+        self.cached = old if donor is None else None   # what the cache at `path` holds now
+        on_disk = int(old.has_vector.sum()) if self.cached is not None else 0
+        self.writer = CacheWriter(self.path, s.checkpoint_seconds, on_disk,
+                                  floor=on_disk if rebuild else 0)
+        self.old, self.reason = (None, rebuild) if rebuild else (old, reason)
+        self.donor = donor
+
+    def unchanged(self) -> tuple[Index, IndexReport] | None:
+        """The loaded index as it is, when the notes are as it recorded them and every chunk has
+        a vector: no note is read. None when it needs an update."""
+        old, s, writer = self.old, self.settings, self.writer
+        if not (old is not None and old.fingerprint == self.now and old.complete):
+            return None
+        skipped = still_skipped(old, self.files, s)   # None: a skipped note may be usable now
+        if skipped is None:
+            return None
+        # the warnings it owes of its notes (a guessed encoding, refused chunks): said every run
+        owed = [(rel, old.note_warnings[r.digest]) for rel, r in old.files.items()
+                if r.digest in old.note_warnings] if old.note_warnings else []
+        report = IndexReport(unchanged=len(old.files), skipped=skipped, warnings=self.warnings
+                             + note_warning_lines(owed) + skip_warnings(skipped))
+        report.warnings += [self.unsaid] if self.unsaid else []
+        index = replace(old, model_digest=self.build)
+        if not calibration_current(old, s):   # an older cache, or Ollama was away
+            index = calibrated(index, self.client, s, old)
+        news = index.model_digest != old.model_digest or index.calibration is not old.calibration
+        if news and not writer.save(index) and writer.problem:
+            report.warnings.append(writer.problem)
+        return index, report
+
+    def update(self) -> tuple[Index, IndexReport]:
+        """The index brought up to date (update_index), the cache kept first (KeptCopy) if most
+        of its notes are gone; if all are, the cache stays as it is (report.kept)."""
+        old, s, path, cached, copy = self.old, self.settings, self.path, self.cached, self.copy
+        if old is None and self.reason != "no cache yet":
+            self.progress(f"rebuilding index: {self.reason}")
+        copied = not copy.path.exists()   # a copy from an earlier loss is never deleted here
+        loss = copy.keep(cached, {f.rel for f in self.files}, s.notes_dir) if cached else ""
+        listed = copy.written()
+        donors = [] if old is not None or self.rebuild else vector_donors(s, path, self.build)
+        if old is not None and copy.path.exists():
+            donors = [copy.path]          # notes that went missing may be back
+        index, report = update_index(s, self.client, old, self.files, self.progress,
+                                     self.writer, self.build, donors)
+        if cached is not None and not loss and copy.written() == listed:   # no checkpoint since
+            loss = copy.keep(cached, index.files, s.notes_dir)   # unreadable
+        report.warnings[:0] = self.warnings + ([loss] if loss else [])
+        if cached is not None and cached.files and not index.files:   # not saved: kept as it is
+            if loss and copied:           # the cache itself is kept: no copy of it is needed
+                copy.path.unlink(missing_ok=True)
+                report.warnings.remove(loss)
+            report.deleted, report.kept = 0, (
+                f"the cache of {len(cached.files)} notes is kept as it was (a drive not mounted "
+                f"yet, a sync not done?); delete {readable_name(str(path))} if they are gone for "
+                "good")
+        self.loss = loss
+        return index, report
+
+    def calibrate(self, index: Index) -> Index:
+        """The index with its relevance floor: the old one's while it holds the same notes'
+        bytes (touched, renamed or moved: the same chunks), else measured anew if complete."""
+        old, s = self.old, self.settings
+        if old is not None and calibration_current(old, s) and index.complete and \
+                sorted(r.digest for r in old.files.values()) == \
+                sorted(r.digest for r in index.files.values()):
+            return replace(index, calibration=old.calibration)
+        return calibrated(index, self.client, s, old) if index.complete else index
+
+    def save(self, index: Index, report: IndexReport) -> None:
+        """Save the index, or say why it was not; a folder's first cache tidies the others
+        (tidy_caches), and one whose notes are all back drops their kept copy."""
+        if self.unsaid and index.has_vector.any():
+            report.warnings.append(self.unsaid)
+        report.reason = report.reason or ("" if self.old is not None else self.reason)
+        saved = self.writer.save(index)
+        if not saved and self.writer.problem and not self.writer.warned:
+            report.warnings.append(self.writer.problem)
+        if saved and (self.donor is not None or self.reason == "no cache yet"):
+            report.warnings += tidy_caches(self.settings.cache_dir, self.path, self.donor)
+        if saved and not self.loss:
+            self.copy.drop(index)
+
+
 def open_index(settings: Settings, client: ollama.Client | None = None, rebuild: str = "",
                progress: Callable[[str | EmbedProgress], None] = lambda s: None,
                held: Index | None = None) -> tuple[Index, IndexReport]:
     """The notes' index: the cache as it is, or brought up to date when the notes or settings
-    changed.
+    changed (or the build of the model: model_digest), in IndexOpening's steps.
 
-    The fast path: the fingerprint matches and every chunk has a vector, so the
-    cache is returned without reading a single note (still_skipped looks again,
-    without reading them, at the skipped notes whose cause can go away).
-    Otherwise what is embedded is saved as it goes (CacheWriter): Ctrl-C
-    (BuildInterrupted), a kill or Ollama failing mid-way keeps it, and the next
-    run embeds only what is missing. A `rebuild` reason ("--rebuild", say)
-    re-embeds everything, but never replaces the cache with one holding fewer
-    vectors until it is done.
-
-    A folder without a cache of its own starts from another cache of the same notes
-    (adopted): a moved or renamed folder, or an older version's cache, costs no reading
-    and no embedding; its first save tidies up after it (tidy_caches). Built anew, an
-    index takes each vector another cache of this model holds for the same text
-    (vector_donors): a folder sharing notes with another, or new chunk sizes for
-    notes shorter than both, cost no embedding that was paid for before.
-
-    Every run asks Ollama once which build of the embedding model it runs (model_digest):
-    the question's vector is made anew on each run, so an index of another build's vectors
-    is rebuilt even when no note changed.
-    A long-lived caller (--mcp) passes the index it `held` since its last call: while the
-    notes' fingerprint is still its own, it stands for the cache, which is then not read again.
-    Raises FileNotFoundError when the notes folder does not exist.
+    Unchanged notes cost no reading. What is embedded is saved as it goes (CacheWriter), so
+    Ctrl-C (BuildInterrupted), a kill or Ollama failing mid-way loses none of it. A `rebuild`
+    reason ("--rebuild") re-embeds everything, never saving fewer vectors than the cache holds
+    until done. A text embedded before, in a cache of the same notes (adopted) or another
+    (vector_donors), is not embedded again. A long-lived caller (--mcp) passes the index it
+    `held`. Raises FileNotFoundError when the notes folder does not exist.
     """
     check_notes_dir(settings.notes_dir)
-    client = client or ollama_client()
-    files, warnings = scan_notes(settings.notes_dir, [settings.cache_dir], settings.follow_links)
-    path = cache_path(settings)
-    now = fingerprint(files)
-    old, reason = ((held, "") if held is not None and not rebuild and held.fingerprint == now
-                   else load_index(path))
-    donor = None                          # another cache file these notes' index starts from
-    if old is None and reason == "no cache yet" and not rebuild:
-        old, note, donor = adopted(settings, files, path)
-        reason = note or reason
-    if old is not None and reason:        # an older version's cache, or these notes elsewhere
-        progress(f"updating index: {reason}")
-    if old is not None and old.fingerprint != now and \
-            (unreached := out_of_reach(settings.notes_dir, old, files)):
-        files = files + unreached
-        warnings.append(f"{len(unreached)} note(s) cannot be reached now "
-                        f"({', '.join(f.rel for f in unreached[:3])}"
-                        f"{', …' if len(unreached) > 3 else ''}): kept as they were")
-    build = model_digest(client, settings.embed_model)
-    if old is not None:
-        reason = stale_reason(old, settings) or build_changed(old, build)
-        old, donor = (None, None) if reason else (old, donor)   # a donor not taken: left alone
-    unsaid = build == "" and (old is None or old.model_digest != "")   # said once, then recorded
-    build = (old.model_digest if old else "") if build is None else build   # Ollama away: as it was
-    on_disk = int(old.has_vector.sum()) if old is not None and donor is None else 0
-    writer = CacheWriter(path, settings.checkpoint_seconds, on_disk,
-                         floor=on_disk if rebuild else 0)
-    cached = old if donor is None else None   # what the cache at `path` holds now
-    if rebuild:
-        old, reason = None, rebuild
-    if old is not None and old.fingerprint == now and old.complete:
-        skipped = still_skipped(old, files, settings)   # None: a skipped note may be usable now
-        if skipped is not None:
-            report = IndexReport(unchanged=len(old.files), skipped=skipped,
-                                 warnings=warnings + repeat_warnings(old) + skip_warnings(skipped))
-            if unsaid:
-                report.warnings.append(build_unsaid(settings.embed_model))
-            index = replace(old, model_digest=build)
-            if not calibration_current(old, settings):   # an older cache, or Ollama was away
-                index = calibrated(index, client, settings, old)
-            news = (index.model_digest != old.model_digest
-                    or index.calibration is not old.calibration)
-            if news and not writer.save(index) and writer.problem:
-                report.warnings.append(writer.problem)
-            return index, report
-    if old is None and reason != "no cache yet":
-        progress(f"rebuilding index: {reason}")
-    copied = not kept_path(path).exists()   # a copy from an earlier loss is never deleted here
-    loss = keep_before_loss(path, cached, {f.rel for f in files}, settings.notes_dir) \
-        if cached else ""
-    listed = file_id(path)
-    donors = [] if old is not None or rebuild else vector_donors(settings, path, build)
-    if old is not None and kept_path(path).exists():
-        donors = [kept_path(path)]        # notes that went missing may be back
-    index, report = update_index(settings, client, old, files, progress, writer, build, donors)
-    if cached is not None and not loss and file_id(path) == listed:   # no checkpoint since
-        loss = keep_before_loss(path, cached, index.files, settings.notes_dir)   # unreadable
-    report.warnings[:0] = warnings + ([loss] if loss else [])
-    if cached is not None and cached.files and not index.files:   # not saved: kept as it is
-        if loss and copied:               # the cache itself is kept: no copy of it is needed
-            kept_path(path).unlink(missing_ok=True)
-            report.warnings.remove(loss)
-        report.deleted, report.kept = 0, (
-            f"the cache of {len(cached.files)} notes is kept as it was (a drive not mounted yet, "
-            f"a sync not done?); delete {readable_name(str(path))} if they are gone for good")
+    opening = IndexOpening(settings, client or ollama_client(), rebuild, progress)
+    opening.find()
+    opening.load(held)
+    if (unchanged := opening.unchanged()) is not None:
+        return unchanged
+    index, report = opening.update()
+    if report.kept:                       # the notes are all gone: the cache stays as it was
         return index, report
-    if old is not None and calibration_current(old, settings) and same_notes(old, index):
-        index = replace(index, calibration=old.calibration)    # notes touched or renamed: valid
-    elif index.complete:
-        index = calibrated(index, client, settings, old)
-    if unsaid and index.has_vector.any():
-        report.warnings.append(build_unsaid(settings.embed_model))
-    report.reason = report.reason or ("" if old is not None else reason)
-    saved = writer.save(index)
-    if not saved and writer.problem and not writer.warned:
-        report.warnings.append(writer.problem)
-    if saved and (donor is not None or reason == "no cache yet"):   # this folder's first cache
-        report.warnings += tidy_caches(settings.cache_dir, path, donor)
-    if saved and not loss:
-        drop_kept_copy(path, index)
+    index = opening.calibrate(index)
+    opening.save(index, report)
     return index, report
 
 
