@@ -7305,40 +7305,19 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
 # ----------------------------------------------------------------------------
 # The gap log: what the notes could not answer. A question below the relevance floor, or
 # answered without citing a single source, says what the notes lack, so answer() appends it
-# (logged()) to GAP_LOG in the cache folder, and --gaps shows them grouped by topic. The log
-# stays on this machine: only --gaps sends a question on, to the embedding model, when its
-# vector was made by another one. Each question is one line, written
-# with one write() in append mode, so two runs writing at once never mix their lines; a
-# line a killed run left cut short is skipped on reading. Each keeps its question's vector,
-# so --gaps groups a thousand questions without embedding them again.
+# (logged()) to GAP_LOG, and --gaps shows them grouped by topic. Only --gaps sends a logged
+# question on, to the embedding model, when its vector was made by another one. Each entry
+# keeps its question's vector, so --gaps groups a thousand questions without embedding them
+# again; a line a killed run left cut short is skipped on reading.
 
 
 GAP_LOG_OLD = "gaps.old.jsonl"            # the log before the last GAP_LOG_MAX_MB was passed
 
 
-def gap_reason(outcome: Outcome) -> str | None:
-    """Why an outcome belongs in the gap log: "floor" (declined) or "uncited" (answered without
-    citing any source); None if it does not. A search by keywords alone is no gap: Ollama was
-    away, not the note."""
-    if outcome.retrieval.lexical_only:
-        return None
-    if outcome.status == DECLINED:
-        return "floor"
-    if outcome.status == ANSWERED and outcome.check is not None and outcome.check.cites_nothing:
-        return "uncited"
-    return None
-
-
-def logging_gaps(settings: Settings) -> bool:
-    """Is the gap log kept this run: --no-log not given, and NO_LOG_ENV not set."""
-    return settings.log_gaps and os.environ.get(NO_LOG_ENV, "").strip() in ("", "0")
-
-
 def gap_entry(outcome: Outcome, settings: Settings, why: str, via: str = "") -> dict:
-    """One line of the gap log: when, the question as it was searched (a follow-up as rewritten,
-    with what was typed under "asked"), its language, the notes folder, why it is a gap, the
-    confidence and floor, the closest sources, the filters in force, the question's vector, and
-    under "via" the front end it came through, if not the command line."""
+    """One line of the gap log. Its question is the one searched (a follow-up as rewritten,
+    what was typed under "asked"); "via" names the front end it came through, if not the
+    command line."""
     import base64                         # here alone: the vector as text, compactly
     r = outcome.retrieval
     question = (outcome.query or outcome.question)[:GAP_QUESTION_CHARS]
@@ -7360,36 +7339,6 @@ def gap_entry(outcome: Outcome, settings: Settings, why: str, via: str = "") -> 
     return entry
 
 
-def locked_gap_log(path: Path) -> int:
-    """The log at `path`, opened to append and locked, the lock released as it is closed (POSIX
-    only: elsewhere two runs' writes may still meet). A run that waited while another moved the
-    full log to GAP_LOG_OLD opens the new one instead of adding to the old."""
-    fd = -1
-    for _ in range(3):                    # moved again while this run waited: it looks once more
-        if fd >= 0:
-            os.close(fd)
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | NOT_A_LINK, 0o600)
-        try:
-            import fcntl
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except (ImportError, OSError):    # no locks here (Windows, some network shares)
-            return fd
-        with contextlib.suppress(FileNotFoundError):          # moved: the next open makes one
-            if os.stat(path).st_ino == os.fstat(fd).st_ino:
-                return fd
-    return fd                             # a file system whose inode numbers differ so: as it is
-
-
-def start_new_gap_log(path: Path, fd: int) -> None:
-    """Move the full log (open as fd, locked by append_gap) to GAP_LOG_OLD. subtle: where there
-    are no locks two runs can find it full at once; the check that `path` is still this file lets
-    only the first move it, so the second cannot move the new log, with one line in it, over the
-    old one."""
-    with contextlib.suppress(OSError):
-        if os.stat(path).st_ino == os.fstat(fd).st_ino:
-            os.replace(path, path.with_name(GAP_LOG_OLD))
-
-
 def append_gap(path: Path, entry: dict) -> None:
     """Append one entry to the log as one line, in one write() (O_APPEND: another run's line
     goes before or after it, never inside), on a line of its own if a killed run left the last
@@ -7397,10 +7346,30 @@ def append_gap(path: Path, entry: dict) -> None:
     goes) and the next entry starts a new one. The file is the user's alone (mode 600).
     subtle: the file grows a page at a time while another run writes a long line, so its last
     byte, looked at then, is no newline though that run's line will end with one; so one run
-    at a time looks and writes (locked_gap_log), else it would add an empty line."""
+    at a time looks and writes (locked()), else it would add an empty line."""
+
+    def locked() -> int:
+        """The log, opened to append and locked, the lock released as it is closed (POSIX
+        only: elsewhere two runs' writes may still meet). A run that waited while another
+        moved the full log to GAP_LOG_OLD opens the new one instead of adding to the old."""
+        fd = -1
+        for _ in range(3):                # moved again while this run waited: it looks once more
+            if fd >= 0:
+                os.close(fd)
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | NOT_A_LINK, 0o600)
+            try:
+                import fcntl
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except (ImportError, OSError):    # no locks here (Windows, some network shares)
+                return fd
+            with contextlib.suppress(FileNotFoundError):      # moved: the next open makes one
+                if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                    return fd
+        return fd                         # a file system whose inode numbers differ so: as it is
+
     # backslashreplace: a lone surrogate (a file name that is not UTF-8) becomes JSON's own \udcxx
     line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace")
-    fd = locked_gap_log(path)
+    fd = locked()
     try:
         size = os.fstat(fd).st_size
         if size:
@@ -7408,18 +7377,31 @@ def append_gap(path: Path, entry: dict) -> None:
             if os.read(fd, 1) != b"\n":
                 line = b"\n" + line
         os.write(fd, line)
+        # subtle: where there are no locks two runs can find the log full at once; only the
+        # first moves it, since `path` is still its file, so the second cannot move the new
+        # log, with one line in it, over the old one.
         if os.fstat(fd).st_size > GAP_LOG_MAX_MB * 2**20:
-            start_new_gap_log(path, fd)
+            with contextlib.suppress(OSError):
+                if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                    os.replace(path, path.with_name(GAP_LOG_OLD))
     finally:
         os.close(fd)
 
 
 def logged(outcome: Outcome, settings: Settings, via: str = "") -> Outcome:
-    """The outcome, after adding it to the gap log if it is a gap and the log is kept (marked
-    as asked `via` a front end, if one is named). A log that cannot be written costs the run one
-    warning (in outcome.warnings), never the answer."""
-    why = gap_reason(outcome)
-    if why is None or not logging_gaps(settings):
+    """The outcome, after adding it to the gap log if it is a gap and the log is kept
+    (settings.log_gaps, and NO_LOG_ENV not set). A search by keywords alone is no gap:
+    Ollama was away, not the note. A log that cannot be written costs a warning, never the
+    answer."""
+    check = outcome.check
+    if outcome.status == DECLINED:
+        why = "floor"
+    elif outcome.status == ANSWERED and check is not None and check.cites_nothing:
+        why = "uncited"
+    else:
+        return outcome
+    kept = settings.log_gaps and os.environ.get(NO_LOG_ENV, "").strip() in ("", "0")
+    if outcome.retrieval.lexical_only or not kept:
         return outcome
     path = settings.cache_dir / GAP_LOG
     try:
