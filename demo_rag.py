@@ -10535,7 +10535,7 @@ MCP = Mode(
     prints="speaks JSON-RPC anyway")
 
 # ----------------------------------------------------------------------------
-# The command line: the modes and their flags in one parser, main(), and leaving.
+# The command line: the modes and their flags in one parser, and main().
 
 MODES = (QUESTION, CHAT, EXPLAIN, EVAL, MAKE_EVAL, TUNE, GAPS, MCP)    # in --help's order
 GROUPS = (MODES_GROUP, NOTES_GROUP, RETRIEVAL_GROUP, MODELS_GROUP, OUTPUT_GROUP)
@@ -10669,11 +10669,17 @@ def settings_from(args: argparse.Namespace) -> Settings:
     return Settings(**{f.name: getattr(args, f.name) for f in fields(Settings)})
 
 
-def mend_closed_streams() -> None:
-    """Open /dev/null on each of file descriptors 0, 1 and 2 that is closed (`<&-`, `>&-`,
-    `2>&-`): otherwise the first file the run opens takes that number, and what a library
+def command_line_streams() -> tuple:
+    """Set stdout and stderr up for the command line, unless they are already; return the
+    ones before. A file descriptor 0, 1 or 2 that is closed (`<&-`, `>&-`, `2>&-`) gets
+    /dev/null: otherwise the first file the run opens takes that number, and what a library
     writes to "stderr" lands in it, the cache file say. stdout and stderr, which Python then
-    sets to None, get a stream on it; stdin stays None, for --chat to say so."""
+    sets to None, get a stream on it; stdin stays None, for --chat to say so. Both then show
+    control characters instead of obeying them, and stderr drops what it cannot write: there
+    is nowhere left to say so."""
+    before = sys.stdout, sys.stderr
+    if isinstance(sys.stdout, EscapedControls):
+        return before
     for fd in (0, 1, 2):
         try:
             os.fstat(fd)
@@ -10685,17 +10691,8 @@ def mend_closed_streams() -> None:
     for name in ("stdout", "stderr"):
         if getattr(sys, name) is None:
             setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))
-
-
-def command_line_streams() -> tuple:
-    """Set stdout and stderr up for the command line (closed ones mended, control characters
-    escaped, stderr dropping what it cannot write: there is nowhere left to say so), unless
-    they are already; return the ones before."""
-    before = sys.stdout, sys.stderr
-    if not isinstance(sys.stdout, EscapedControls):
-        mend_closed_streams()
-        sys.stdout = EscapedControls(sys.stdout)
-        sys.stderr = EscapedControls(sys.stderr, quiet=True)
+    sys.stdout = EscapedControls(sys.stdout)
+    sys.stderr = EscapedControls(sys.stderr, quiet=True)
     return before
 
 
@@ -10742,9 +10739,10 @@ def main(argv: list[str] | None = None) -> int:
         # numbers are refused in words instead.
         with np.errstate(all="ignore"):
             code = run_mode(argv)
-        with contextlib.suppress(BrokenPipeError):    # a reader gone away (`| head`) is no error
-            sys.stdout.flush()            # a full disk shows here at the latest, while it can be
-                                          # said
+        # A full disk shows here at the latest, while it can still be said; a reader gone
+        # away (`| head`) is no error.
+        with contextlib.suppress(BrokenPipeError):
+            sys.stdout.flush()
         return code
     except OutputError as e:
         err(f"error: {e}")
