@@ -75,9 +75,9 @@ reading it (tests/test_layers.py holds it to the banners).
     Search                         search -> Retrieval: rank = score, select, judge, trim; Filters
     The relevance floor            calibrate, calibrated, relevance_floor, question_language
     Opening the index              open_index: IndexOpening's find, load, update, calibrate, save
-    Answering                      stream_chat -> ChatStream, chat_context, strip_think
+    Answering                      stream_chat -> ChatStream, chat_once, chat_context, strip_think
     The citation check             check_citations -> CitationCheck
-    One question, one outcome      answer -> Outcome: decide, prompt_within, rewrite_query, remember
+    One question, one outcome      answer -> Outcome: decide, prompt_within; Conversation
     The gap log                    logged: answer() appends the questions the notes left open
   Part III · the modes, a section each with its flags, Mode and printing
     The modes' shared set-up       Mode, open_for_mode, index_with_progress, EscapedControls
@@ -6164,7 +6164,7 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
 
 def rung(tokens: int) -> int:
     """The smallest context size of NUM_CTX_LADDER that holds `tokens`; MAX_NUM_CTX at most
-    (a longer prompt is cut, and prompt_cut_warning says so).
+    (a longer prompt is cut, and ChatStream says so).
 
     >>> rung(10), rung(8193), rung(10**6)
     (8192, 16384, 32768)
@@ -6184,17 +6184,6 @@ def context_size(messages: list[dict], at_least: int = 0) -> int:
     return rung(max(sum(estimate_tokens(m["content"]) for m in messages) + ANSWER_TOKENS, at_least))
 
 
-def then_rest(first, rest: Iterator) -> Iterator:
-    """`first` (if not None), then the rest of a stream; closing this closes the stream, and with
-    it the connection, which is how Ollama learns to stop generating."""
-    try:
-        if first is not None:
-            yield first
-        yield from rest
-    finally:
-        rest.close()
-
-
 def client_knows_think(client: ollama.Client) -> bool:
     """Whether this ollama client can send `think` (older ones raise TypeError on it)."""
     import inspect
@@ -6203,24 +6192,29 @@ def client_knows_think(client: ollama.Client) -> bool:
 
 def ollama_chat(client: ollama.Client, model: str, messages: list[dict], options: dict,
                 stream: bool, keep_alive: str | float | None = None, **request):
-    """client.chat with thinking turned off, for thinking and non-thinking models alike.
-
-    `keep_alive` (--keep-alive) is sent only when set: Ollama's own default otherwise.
-    `request` passes more of the chat API's fields (format=..., for --make-eval).
-
-    Thinking models (qwen3) are asked not to think: it would only delay the answer.
-    Some Ollama versions refuse the `think` field for models without that ability
-    ("... does not support thinking", status 400): then ask again without it.
+    """client.chat with thinking turned off, for thinking and non-thinking models alike:
+    thinking (qwen3) would only delay the answer. Some Ollama versions refuse the `think`
+    field for a model without that ability (status 400, "... does not support thinking"):
+    then it asks again without it. `keep_alive` (--keep-alive) is sent only when set, else
+    Ollama's own default holds; `request` adds chat API fields (format=..., for --make-eval).
     """
     if keep_alive is not None:
         request["keep_alive"] = keep_alive
+
+    def then_rest(first, rest: Iterator) -> Iterator:
+        # Closing this closes the stream, and with it the connection: Ollama stops generating.
+        try:
+            if first is not None:
+                yield first
+            yield from rest
+        finally:
+            rest.close()
+
     def call(**think):
         reply = client.chat(model=model, messages=messages, stream=stream, options=options,
                             **request, **think)
-        if not stream:
-            return reply
-        first = next(reply, None)         # a stream's errors arrive with its first part
-        return then_rest(first, reply)
+        # A stream's errors arrive with its first part: read it here, where a 400 is caught.
+        return then_rest(next(reply, None), reply) if stream else reply
     if not client_knows_think(client):    # ollama < 0.5 has no `think`: ChatStream says so
         return call()
     try:
@@ -6231,28 +6225,24 @@ def ollama_chat(client: ollama.Client, model: str, messages: list[dict], options
         return call()
 
 
-def loaded_context(model: str, timeout: float | None = None) -> int | None:
-    """The context the chat model is loaded with, if Ollama has it loaded and says so (/api/ps).
-    It asks with at most OLLAMA_CONNECT_TIMEOUT: Ollama answers this at once, and a stuck one
-    must not hold the question up for --timeout before the search has even begun."""
-    try:
-        wait = min(timeout or OLLAMA_CONNECT_TIMEOUT, OLLAMA_CONNECT_TIMEOUT)
-        running = ollama_client(wait).ps().models
-    except Exception:                     # an Ollama too old for /api/ps, or away: answer() says
-        return None
-    names = {model, model if ":" in model else model + ":latest"}
-    sizes = [getattr(m, "context_length", None) for m in running if {m.model, m.name} & names]
-    return next((n for n in sizes if isinstance(n, int) and n > 0), None)
-
-
 def chat_context(settings: Settings, timeout: float | None = None) -> int:
     """The context size this run's chat requests start from, and the chat model loading
-    meanwhile: if Ollama has it loaded with NUM_CTX or more (/api/ps), that size, since
+    meanwhile. If Ollama has it loaded with NUM_CTX or more (/api/ps), that size, since
     asking for less would make it load the model again; otherwise NUM_CTX, and a chat
     request with no messages asks Ollama to load it now, in the background, so that it
     is ready when the sources are (Ollama answers it done_reason "load"). Nothing waits
-    for that, and a failure changes nothing: the answer's own request says what is wrong."""
-    loaded = loaded_context(settings.chat_model, timeout)
+    for that, and a failure changes nothing: the answer's own request says what is wrong.
+    /api/ps gets OLLAMA_CONNECT_TIMEOUT at most: Ollama answers it at once, and a stuck
+    one must not hold the question up for --timeout before the search has even begun."""
+    model = settings.chat_model
+    names = {model, model if ":" in model else model + ":latest"}
+    try:
+        wait = min(timeout or OLLAMA_CONNECT_TIMEOUT, OLLAMA_CONNECT_TIMEOUT)
+        running = ollama_client(wait).ps().models
+    except Exception:                     # an Ollama too old for /api/ps, or away: as not loaded
+        running = []
+    sizes = [getattr(m, "context_length", None) for m in running if {m.model, m.name} & names]
+    loaded = next((n for n in sizes if isinstance(n, int) and n > 0), None)
     if loaded and loaded >= NUM_CTX:
         return loaded
     if keep_alive_seconds(settings.keep_alive) < 1:
@@ -6268,18 +6258,14 @@ def chat_context(settings: Settings, timeout: float | None = None) -> int:
     return NUM_CTX
 
 
-THINK_TAGS = ("<think>", "</think>")
-
-
 def strip_think(pieces: Iterable[str], opened_in_prompt: bool = False) -> Iterator[str]:
-    """Drop the think block a reply opens with from a stream of text pieces, even when a tag is
-    split.
+    """A reply's text pieces, less the think block it opens with (a tag may span two pieces).
 
     Only a block at the very start is reasoning: a "<think>" later in an answer (one
     that explains how models reason, say) is text. When the model's template opened
-    the block in the prompt (opened_in_prompt, see think_opens_in_prompt), the reply
-    holds only the closing "</think>": everything up to it is held back and dropped,
-    and a reply that never closes it is given whole at its end.
+    the block in the prompt (opened_in_prompt, see ChatStream.think_opens_in_prompt),
+    the reply holds only the closing "</think>": everything up to it is held back and
+    dropped, and a reply that never closes it is given whole at its end.
 
     >>> "".join(strip_think(["<thi", "nk>hmm</think>", "\\nHello [1]"]))
     'Hello [1]'
@@ -6288,14 +6274,15 @@ def strip_think(pieces: Iterable[str], opened_in_prompt: bool = False) -> Iterat
     >>> "".join(strip_think(["reasoning...</th", "ink>\\n\\nHello [1]"], opened_in_prompt=True))
     'Hello [1]'
     """
+    tags = ("<think>", "</think>")
     buf, state = "", "start"              # start -> think | held -> after -> text
     for piece in pieces:
         buf += piece
         if state == "start":
             head = buf.lstrip()
-            if not head or any(tag.startswith(head) and tag != head for tag in THINK_TAGS):
+            if not head or any(tag.startswith(head) and tag != head for tag in tags):
                 continue                  # it may still become a tag
-            opener = next((tag for tag in THINK_TAGS if head.startswith(tag)), None)
+            opener = next((tag for tag in tags if head.startswith(tag)), None)
             if opener == "<think>":
                 state, buf = "think", head[len(opener):]
             elif opener == "</think>":    # the block was opened in the prompt and is empty
@@ -6319,21 +6306,6 @@ def strip_think(pieces: Iterable[str], opened_in_prompt: bool = False) -> Iterat
         yield buf.lstrip()                # a reply that was never a think block after all
 
 
-def think_opens_in_prompt(client: ollama.Client, model: str) -> bool:
-    """Whether the chat model's template may open a think block in the prompt that
-    Ollama cannot turn off: its template mentions <think> and Ollama does not list
-    "thinking" among the model's abilities (or this client cannot ask not to think).
-    Then the reply holds only the closing </think>. One /api/show request; an Ollama
-    that cannot answer it gets False, the streaming default."""
-    try:
-        info = client.show(model)
-    except OLLAMA_FAILURES:
-        return False
-    capable = ("thinking" in (getattr(info, "capabilities", None) or [])
-               and client_knows_think(client))
-    return "<think>" in (getattr(info, "template", None) or "") and not capable
-
-
 class ChatUsage(NamedTuple):
     """Ollama's counts for one answer (from the stream's final part)."""
     prompt_tokens: int                    # prompt_eval_count: what the model actually read
@@ -6345,73 +6317,24 @@ class ChatUsage(NamedTuple):
         return self.answer_tokens / self.answer_seconds if self.answer_seconds > 0 else 0.0
 
 
-# An answer is stopped, and said to be cut short, when it reaches num_predict tokens (Ollama stops
-# it there, done_reason "length"), when it runs past ANSWER_CHARS_PER_TOKEN characters per such
-# token (a server that ignores num_predict: Ollama's own bound, for a request without it, is 10
-# times num_ctx tokens, boundedNumPredict in its llm/llama_server.go), or when it loops (looping()).
-ANSWER_CHARS_PER_TOKEN = 16               # prose takes 1 to 6 characters a token; code, tables more
-# An answer whose last LOOP_WINDOW characters are one run of text of at most LOOP_UNIT characters,
-# over and over (4 times or more), is stuck; looked for after every LOOP_CHECK_CHARS of it.
-LOOP_WINDOW = 1600
-LOOP_UNIT = 400
-LOOP_CHECK_CHARS = 100
-
-
-def looping(tail: str) -> bool:
-    """Whether the end of an answer (its last LOOP_WINDOW characters) is one run of at most
-    LOOP_UNIT characters repeated over and over: a model stuck in a loop. A list of similar
-    items is not, since its items differ somewhere: a number, a name.
-
-    >>> looping("The notes say so [1]. " * 80)
-    True
-    >>> looping("".join(f"- day {n}: feed it [1]\\n" for n in range(99)))
-    False
-    """
-    return len(tail) >= LOOP_WINDOW and any(tail[n:] == tail[:-n] for n in range(1, LOOP_UNIT + 1))
-
-
-# A prompt that reads this share of num_ctx filled the window: we asked for room
-# for the answer besides, so Ollama must have cut it to fit.
-PROMPT_FILLED_SHARE = 0.95
-
-
-def prompt_cut_warning(read: int, messages: list[dict], num_ctx: int) -> str | None:
-    """A warning when Ollama read fewer prompt tokens than were sent (it cuts from the front).
-
-    Two signs: the count fills the window, or it is below the least the prompt can be
-    (TOKENS_AT_LEAST of the estimate: it can be off either way, so only a clear margin counts).
-
-    >>> print(prompt_cut_warning(900, [{"content": "x" * 8000}], 4096))  # >= 1400 tokens
-    the prompt did not fit the chat model's context: Ollama read 900 tokens of about 2000 sent
-    (num_ctx 4096), cutting its start (rules, first sources); try a smaller --top-k or
-    --chunk-size, or a model with a longer context
-    >>> prompt_cut_warning(1900, [{"content": "x" * 8000}], 4096) is None
-    True
-    """
-    sent = sum(estimate_tokens(m["content"]) for m in messages)
-    if read < PROMPT_FILLED_SHARE * num_ctx and read >= TOKENS_AT_LEAST * sent:
-        return None
-    return (f"the prompt did not fit the chat model's context: Ollama read {read} tokens of about "
-            f"{sent} sent (num_ctx {num_ctx}), cutting its start (rules, first sources); try a "
-            "smaller --top-k or --chunk-size, or a model with a longer context")
-
-
-def package_version(name: str) -> str:
-    """The installed version of a package, for messages."""
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return "unknown version"
-
-
 class ChatStream:
-    """A streamed answer: iterate for its text pieces, thinking stripped. Once the
-    stream has ended, .usage holds Ollama's token counts (None if it sent none),
+    """A streamed answer (stream_chat): iterate for its text pieces, thinking stripped.
+    Once the stream has ended, .usage holds Ollama's token counts (None if it sent none),
     .warnings one line per problem (the prompt was cut, or the client cannot ask the
-    model not to think) and .cut_short why the reply was stopped before its end
-    (None: it ended by itself). Raises OllamaError while iterating.
+    model not to think) and .cut_short why the reply was stopped before its end (None:
+    it ended by itself). Raises OllamaError while iterating.
+
+    A reply is cut short when it reaches num_predict tokens (Ollama stops it, done_reason
+    "length"), when it runs past CHARS_PER_TOKEN characters per such token (a server that
+    ignores num_predict: Ollama's own bound, for a request without it, is 10 times num_ctx
+    tokens, boundedNumPredict in its llm/llama_server.go), or when it loops (looping()).
     """
+    CHARS_PER_TOKEN = 16                  # prose takes 1 to 6 characters a token; code, tables more
+    # looping(): an answer whose last LOOP_WINDOW characters are one run of at most LOOP_UNIT
+    # characters over and over (4 times or more) is stuck; looked for every LOOP_CHECK_CHARS.
+    LOOP_WINDOW = 1600
+    LOOP_UNIT = 400
+    LOOP_CHECK_CHARS = 100
 
     def __init__(self, client: ollama.Client, model: str, messages: list[dict], options: dict,
                  keep_alive: str | float | None = None):
@@ -6423,16 +6346,33 @@ class ChatStream:
 
     def __iter__(self) -> Iterator[str]:
         if not client_knows_think(self.client):
-            self.warnings.append(f"this ollama client ({package_version('ollama')}) cannot ask "
-                                 "models not to think, so thinking models answer more slowly: "
+            from importlib import metadata
+            try:
+                version = metadata.version("ollama")
+            except metadata.PackageNotFoundError:
+                version = "unknown version"
+            self.warnings.append(f"this ollama client ({version}) cannot ask models not to "
+                                 "think, so thinking models answer more slowly: "
                                  "pip install -U ollama")
-        hold = think_opens_in_prompt(self.client, self.model)
-        return strip_think(self.pieces(), opened_in_prompt=hold)
+        return strip_think(self.pieces(), opened_in_prompt=self.think_opens_in_prompt())
+
+    def think_opens_in_prompt(self) -> bool:
+        """Whether the model's template may open a think block in the prompt that Ollama
+        cannot turn off (strip_think's opened_in_prompt): the template mentions <think> and
+        Ollama does not list "thinking" among the model's abilities (or this client cannot
+        ask not to think). An Ollama that cannot answer /api/show gets False."""
+        try:
+            info = self.client.show(self.model)
+        except OLLAMA_FAILURES:
+            return False
+        capable = ("thinking" in (getattr(info, "capabilities", None) or [])
+                   and client_knows_think(self.client))
+        return "<think>" in (getattr(info, "template", None) or "") and not capable
 
     def pieces(self) -> Iterator[str]:
-        """The reply's text as it comes, until it ends or is cut short (ANSWER_CHARS_PER_TOKEN)."""
+        """The reply's text as it comes, until it ends or is cut short."""
         tokens = self.options["num_predict"]
-        most = tokens * ANSWER_CHARS_PER_TOKEN
+        most = tokens * self.CHARS_PER_TOKEN
         reply, got, checked, tail = None, 0, 0, ""
         try:
             reply = ollama_chat(self.client, self.model, self.messages, self.options, stream=True,
@@ -6441,15 +6381,15 @@ class ChatStream:
                 if part.done:
                     self.finish(part)
                 text = (part.message.content or "")[:most - got]
-                got, tail = got + len(text), (tail + text)[-LOOP_WINDOW:]
+                got, tail = got + len(text), (tail + text)[-self.LOOP_WINDOW:]
                 yield text
                 if got >= most:
                     self.cut_short = (f"it ran past {most:,} characters, more than {tokens} tokens "
                                       "hold (the server did not stop it at --max-answer-tokens)")
                     return
-                if got - checked >= LOOP_CHECK_CHARS:
+                if got - checked >= self.LOOP_CHECK_CHARS:
                     checked = got
-                    if looping(tail):
+                    if self.looping(tail):
                         self.cut_short = ("the model was repeating the same text over and over, "
                                           "so it was stopped")
                         return
@@ -6468,25 +6408,71 @@ class ChatStream:
             return
         self.usage = ChatUsage(part.prompt_eval_count, part.eval_count or 0,
                                (part.eval_duration or 0) / 1e9)
-        cut = prompt_cut_warning(part.prompt_eval_count, self.messages, self.options["num_ctx"])
+        cut = self.prompt_cut_warning(part.prompt_eval_count, self.messages,
+                                      self.options["num_ctx"])
         if cut:
             self.warnings.append(cut)
+
+    @classmethod
+    def looping(cls, tail: str) -> bool:
+        """Whether the end of an answer shows a model stuck in a loop (see LOOP_WINDOW). A
+        list of similar items does not, since its items differ somewhere: a number, a name.
+
+        >>> ChatStream.looping("The notes say so [1]. " * 80)
+        True
+        >>> ChatStream.looping("".join(f"- day {n}: feed it [1]\\n" for n in range(99)))
+        False
+        """
+        return len(tail) >= cls.LOOP_WINDOW and \
+            any(tail[n:] == tail[:-n] for n in range(1, cls.LOOP_UNIT + 1))
+
+    @staticmethod
+    def prompt_cut_warning(read: int, messages: list[dict], num_ctx: int) -> str | None:
+        """A warning when Ollama read fewer prompt tokens than were sent (it cuts from the
+        front). Two signs: the count fills 95% of the window (room for the answer was asked
+        for besides, so Ollama must have cut the prompt to fit), or it is below the least
+        the prompt can be (TOKENS_AT_LEAST of the estimate, which can be off either way:
+        only a clear margin counts).
+
+        >>> print(ChatStream.prompt_cut_warning(900, [{"content": "x" * 8000}], 4096))
+        the prompt did not fit the chat model's context: Ollama read 900 tokens of about 2000 sent
+        (num_ctx 4096), cutting its start (rules, first sources); try a smaller --top-k or
+        --chunk-size, or a model with a longer context
+        >>> ChatStream.prompt_cut_warning(1900, [{"content": "x" * 8000}], 4096) is None
+        True
+        """
+        sent = sum(estimate_tokens(m["content"]) for m in messages)
+        if read < 0.95 * num_ctx and read >= TOKENS_AT_LEAST * sent:
+            return None
+        return (f"the prompt did not fit the chat model's context: Ollama read {read} tokens of "
+                f"about {sent} sent (num_ctx {num_ctx}), cutting its start (rules, first "
+                "sources); try a smaller --top-k or --chunk-size, or a model with a longer context")
 
 
 def stream_chat(client: ollama.Client, model: str, messages: list[dict], num_ctx: int | None = None,
                 keep_alive: str | float | None = None,
                 num_predict: int = ANSWER_TOKENS) -> ChatStream:
-    """Stream the chat model's reply, of at most `num_predict` tokens, as text pieces, thinking
-    stripped. Raises OllamaError.
-
-    Iterate over the result for the text; once it ends, its .usage holds Ollama's
-    token counts, its .warnings what went wrong on the way (a prompt that did not
-    fit, thinking that could not be turned off) and its .cut_short why the reply
-    was stopped before its end, if it was. See ChatStream.
-    """
+    """The chat model's reply, of at most `num_predict` tokens, as a ChatStream: iterate for
+    the text, thinking stripped; then its .usage, .warnings and .cut_short."""
     options = {"temperature": TEMPERATURE, "num_ctx": num_ctx or context_size(messages),
                "num_predict": num_predict}
     return ChatStream(client, model, messages, options, keep_alive)
+
+
+def chat_once(client: ollama.Client, settings: Settings, messages: list[dict], num_predict: int,
+              num_ctx: int, **request) -> str:
+    """One short reply from the chat model, not streamed: temperature 0, no thinking, at most
+    num_predict tokens, think block dropped. `request` adds chat API fields (format=...).
+    A conversation's query rewrite and --make-eval's questions ask through it. Raises
+    OllamaError."""
+    try:
+        reply = ollama_chat(client, settings.chat_model, messages, stream=False,
+                            keep_alive=settings.keep_alive,
+                            options={"temperature": 0, "num_predict": num_predict,
+                                     "num_ctx": num_ctx}, **request)
+    except OLLAMA_FAILURES as e:
+        raise explain_ollama_error(e, settings.chat_model) from None
+    return "".join(strip_think([reply.message.content or ""]))
 
 
 # ----------------------------------------------------------------------------
@@ -7048,29 +7034,9 @@ def check_citations(answer: str, sources: Sequence[str], lexicon: Lexicon | None
 # step with earlier turns: a follow-up is rewritten to stand alone before it is searched.
 
 
-# A conversation (--chat, or answer() with a Conversation): what is remembered, and how
-# follow-ups are rewritten.
-CHAT_VERBATIM_TURNS = 3                   # recent turns kept word for word; older ones summarised
-SUMMARY_CHARS = 600                       # the summary of older turns stays under ~150 tokens
-SUMMARY_QUESTION_CHARS = 80               # per summarised turn: enough
-                                          # of the question to recall it,
-SUMMARY_ANSWER_CHARS = 120                # and of the answer's first sentence
-HISTORY_HEADER_TOKENS = 50                # "Conversation so far:" and line breaks, with a margin
-REWRITE_TURNS = 2                         # a follow-up leans on the last turn or two, not on all
-REWRITE_ANSWER_CHARS = 160                # each of those answers, shown to
-                                          # the rewriter: its first sentence
-REWRITE_TOKENS = 64                       # a standalone query is one short
-                                          # line; stop a rambling model
-
-FOLLOW_UP = re.compile(
-    r"\b(it|its|this|that|these|those|they|them|their|he|she|the same|above|former|latter)\b"
-    r"|它|它们|这个|那个|这些|那些|这|那|上面|前面|上述|他|她|其|呢[？?]?$", re.IGNORECASE)
-
-
 ANSWERED, DECLINED, KEYWORDS_ONLY, FAILED, RETRIEVAL_ONLY, INTERRUPTED = (
     "answered", "declined", "keywords only", "failed", "retrieval only", "interrupted")
-ANSWERING = "answering"                   # the status on_plan sees when the
-                                          # chat model is about to be called
+ANSWERING = "answering"                   # what on_plan sees when the chat model is to be called
 
 
 @dataclass(frozen=True)
@@ -7082,29 +7048,112 @@ class Turn:
 
 @dataclass(frozen=True)
 class Conversation:
-    """The conversation so far: recent turns verbatim, older ones as a summary, and the
-    context size its requests share (it only grows: each change would reload the model)."""
+    """The conversation so far (--chat, or answer() given one): recent turns word for word,
+    older ones folded into a summary, and num_ctx, the whole prompt's budget, history
+    included, which its requests share (it only grows: see prompt_within)."""
     turns: tuple[Turn, ...] = ()
     summary: str = ""
-    num_ctx: int = NUM_CTX                # the whole prompt budget, history included
+    num_ctx: int = NUM_CTX
+
+    VERBATIM_TURNS = 3                    # recent turns kept word for word; older ones summarised
+    SUMMARY_CHARS = 600                   # the summary of older turns: under ~150 tokens
+    SUMMARY_QUESTION_CHARS = 80           # of each: enough of the question to recall it,
+    SUMMARY_ANSWER_CHARS = 120            # and of the answer's first sentence
+    HEADER_TOKENS = 50                    # "Conversation so far:" and line breaks, with a margin
+    REWRITE_TURNS = 2                     # a follow-up leans on the last turn or two, not on all
+    REWRITE_ANSWER_CHARS = 160            # of each of those answers, its first sentence
+    REWRITE_TOKENS = 64                   # a standalone query is one short line: stop a rambler
+    REWRITE_PROMPT = """Rewrite the user's last question as one standalone search query, using the
+conversation to replace pronouns and fill in what is left out. Keep the question's
+language. Reply with the query only."""
+    FOLLOW_UP = re.compile(
+        r"\b(it|its|this|that|these|those|they|them|their|he|she|the same|above|former|latter)\b"
+        r"|它|它们|这个|那个|这些|那些|这|那|上面|前面|上述|他|她|其|呢[？?]?$", re.IGNORECASE)
+
+    @staticmethod
+    def first_sentence(text: str, limit: int) -> str:
+        """The first sentence of a text, cut to `limit` characters.
+
+        >>> Conversation.first_sentence("One. Two.", 80)
+        'One.'
+        >>> Conversation.first_sentence("A long first sentence.", 8)
+        'A long …'
+        """
+        m = re.match(r".+?(?:[。！？]|[.!?](?=\s|$))", text.strip(), re.DOTALL)
+        s = " ".join((m.group(0) if m else text.strip()).splitlines())   # any break: \r, \u2028 too
+        return s if len(s) <= limit else s[:limit - 1] + "…"
+
+    def remember(self, turn: Turn) -> Conversation:
+        """With `turn` added; turns beyond the verbatim window fold into the summary."""
+        turns, summary = self.turns + (turn,), self.summary
+        while len(turns) > self.VERBATIM_TURNS:
+            old, turns = turns[0], turns[1:]
+            summary = (summary + " " if summary else "") + \
+                f"Asked “{self.first_sentence(old.question, self.SUMMARY_QUESTION_CHARS)}”: " \
+                f"{self.first_sentence(old.answer, self.SUMMARY_ANSWER_CHARS)}"
+            summary = summary[-self.SUMMARY_CHARS:]    # the oldest part goes first
+        return Conversation(turns, summary, self.num_ctx)
+
+    def history(self, budget: int) -> str:
+        """The conversation as prompt text within `budget` tokens (as build_messages quotes it),
+        dropping oldest first. A turn's later lines are indented, so only its "Q:" and "A:"
+        start a line: an answer that quotes a note's "Q: ..." line cannot pass for a turn."""
+        def hanging(text: str) -> str:    # any line break counts, as in quoted()
+            return "\n   ".join(text.splitlines())
+        lines = [f"(earlier: {hanging(self.summary)})"] if self.summary else []
+        lines += [f"Q: {hanging(t.question)}\nA: {hanging(t.answer)}" for t in self.turns]
+        while lines and estimate_tokens(quoted("\n".join(lines))) > budget:
+            lines.pop(0)
+        return "\n".join(lines)
+
+    def needs_rewrite(self, question: str) -> bool:
+        """A cheap check: does this question lean on earlier turns (pronouns, ellipsis)?
+
+        >>> Conversation((Turn("q", "a", "q"),)).needs_rewrite("how is it unlike threads?")
+        True
+        >>> Conversation((Turn("q", "a", "q"),)).needs_rewrite("what is asyncio?")
+        False
+        """
+        if not self.turns:
+            return False
+        q = question.strip()
+        # a CJK character is a word
+        words = sum(len(w) if CJK_CHAR.match(w) else 1 for w in TOKEN.findall(q))
+        return bool(self.FOLLOW_UP.search(q)) or words <= 2   # too short to stand: "and threads?"
+
+    def rewrite(self, client: ollama.Client, question: str, settings: Settings) -> str:
+        """A follow-up question as the chat model rewrites it to stand alone (chat_once); ""
+        if it stands alone already, or the chat model could not be asked (then the question
+        is searched as typed, and search() falls back to keywords and says why)."""
+        if not self.needs_rewrite(question):
+            return ""
+        recent = "\n".join(
+            f"Q: {t.question}\nA: {self.first_sentence(t.answer, self.REWRITE_ANSWER_CHARS)}"
+            for t in self.turns[-self.REWRITE_TURNS:])
+        messages = [{"role": "system", "content": self.REWRITE_PROMPT},
+                    {"role": "user", "content": f"{recent}\n\nLast question: {question}"}]
+        try:
+            reply = chat_once(client, settings, messages, self.REWRITE_TOKENS,
+                              context_size(messages, at_least=self.num_ctx))
+        except OllamaError:
+            return ""
+        text = reply.strip().strip('"').splitlines()
+        return text[0].strip() if text and text[0].strip() else question
 
 
 @dataclass(frozen=True)
 class Outcome:
     """What one question came to, as one value. Its `status`:
 
-    answered        the chat model answered from the sources: `text` (`cut_short` says why
-                    it stops short, if it was stopped: a length limit, a loop), and `check`:
-                    its citations checked against the sources sent
-    declined        the sources are below the relevance floor, or by keywords alone there is
-                    none (`why`): NOT_FOUND, no chat model
-    keywords only   the question could not be searched by meaning (`why`): the sources, no chat
-                    model
+    answered        the chat model answered from the sources: `text`, `cut_short` (why it
+                    was stopped, if it was: a length limit, a loop), `check` (its citations)
+    declined        no source to answer from (`why`: decide()): NOT_FOUND, no chat model
+    keywords only   searched by keywords alone (`why`): the sources, no chat model
     failed          the question's vector does not fit the index's, or the chat model failed
                     (`why`; `text` is what came)
     retrieval only  asked for the sources alone (--retrieve-only)
-    interrupted     Ctrl-C or SIGTERM came while the chat model answered (`text` is what came):
-                    answer() raises AnswerInterrupted, which carries this outcome
+    interrupted     Ctrl-C or SIGTERM came while the chat model answered (`text` is what came),
+                    carried by AnswerInterrupted
     """
     question: str
     query: str                            # the standalone rewrite that was searched, "" if none
@@ -7113,18 +7162,14 @@ class Outcome:
     num_ctx: int
     status: str
     why: str = ""
-    text: str | None = None               # the answer as it came; None:
-                                          # the chat model was not called
+    text: str | None = None               # None: the chat model was not called
     usage: ChatUsage | None = None        # Ollama's token counts, when answered
-    warnings: list[str] = field(default_factory=list)   # a source's note changed since it
-                                                        # was indexed, and the chat model's
-                                                        # reply's (a cut prompt, ...)
-    cut_short: str | None = None          # why the answer was stopped
-                                          # before its end; None: it ended
+    # Warnings: a source's note changed since it was indexed, the reply's (a cut prompt, ...)
+    warnings: list[str] = field(default_factory=list)
+    cut_short: str | None = None
     conversation: Conversation = Conversation()          # with this turn added when answered
     timings: dict[str, float] = field(default_factory=dict)
-    check: CitationCheck | None = None    # the answer's citations checked
-                                          # (check_citations); None: not answered
+    check: CitationCheck | None = None
 
 
 class AnswerInterrupted(KeyboardInterrupt):
@@ -7162,19 +7207,6 @@ def decide(r: Retrieval, retrieve_only: bool = False) -> tuple[str, str]:
     return ANSWERING, ""
 
 
-def history_text(conv: Conversation, budget: int) -> str:
-    """The conversation as prompt text within `budget` tokens (as build_messages quotes it),
-    dropping oldest first. A turn's later lines are indented, so only its "Q:" and "A:" start a
-    line: an answer that quotes a note's "Q: ..." line cannot pass for a turn of its own."""
-    def hanging(text: str) -> str:        # any line break counts, as in quoted()
-        return "\n   ".join(text.splitlines())
-    lines = [f"(earlier: {hanging(conv.summary)})"] if conv.summary else []
-    lines += [f"Q: {hanging(t.question)}\nA: {hanging(t.answer)}" for t in conv.turns]
-    while lines and estimate_tokens(quoted("\n".join(lines))) > budget:
-        lines.pop(0)
-    return "\n".join(lines)
-
-
 def prompt_within(question: str, r: Retrieval, conv: Conversation,
                   answer_tokens: int = ANSWER_TOKENS) -> tuple[list[dict], int]:
     """The prompt (rules, the sources r.hits, the conversation so far, the question) and its
@@ -7193,84 +7225,9 @@ def prompt_within(question: str, r: Retrieval, conv: Conversation,
     fixed = sum(estimate_tokens(m["content"]) for m in base) + answer_tokens
     if not conv.turns and not conv.summary:
         return base, rung(max(fixed, conv.num_ctx))
-    fixed += HISTORY_HEADER_TOKENS
+    fixed += conv.HEADER_TOKENS
     num_ctx = rung(max(fixed, conv.num_ctx))
-    return build_messages(question, r.hits, history_text(conv, num_ctx - fixed), cite), num_ctx
-
-
-def chat_once(client: ollama.Client, settings: Settings, messages: list[dict], num_predict: int,
-              num_ctx: int, **request) -> str:
-    """One short reply from the chat model, not streamed: temperature 0, no thinking, at most
-    num_predict tokens, think block dropped. `request` adds chat API fields (format=...).
-    The query rewrite and --make-eval's questions ask through it. Raises OllamaError."""
-    try:
-        reply = ollama_chat(client, settings.chat_model, messages, stream=False,
-                            keep_alive=settings.keep_alive,
-                            options={"temperature": 0, "num_predict": num_predict,
-                                     "num_ctx": num_ctx}, **request)
-    except OLLAMA_FAILURES as e:
-        raise explain_ollama_error(e, settings.chat_model) from None
-    return "".join(strip_think([reply.message.content or ""]))
-
-
-def needs_rewrite(question: str, conv: Conversation) -> bool:
-    """A cheap check: does this question lean on earlier turns (pronouns, ellipsis)?
-
-    >>> needs_rewrite("how is it different from threads?", Conversation((Turn("q", "a", "q"),)))
-    True
-    >>> needs_rewrite("what is asyncio?", Conversation((Turn("q", "a", "q"),)))
-    False
-    """
-    if not conv.turns:
-        return False
-    q = question.strip()
-    # a CJK character is a word
-    words = sum(len(w) if CJK_CHAR.match(w) else 1 for w in TOKEN.findall(q))
-    return bool(FOLLOW_UP.search(q)) or words <= 2      # too short to stand: "and threads?"
-
-
-REWRITE_PROMPT = """Rewrite the user's last question as one standalone search query, using the
-conversation to replace pronouns and fill in what is left out. Keep the question's
-language. Reply with the query only."""
-
-
-def first_sentence(text: str, limit: int) -> str:
-    """The first sentence of a text, cut to `limit` characters.
-
-    >>> first_sentence("One. Two.", 80)
-    'One.'
-    >>> first_sentence("A long first sentence.", 8)
-    'A long …'
-    """
-    m = re.match(r".+?(?:[。！？]|[.!?](?=\s|$))", text.strip(), re.DOTALL)
-    s = " ".join((m.group(0) if m else text.strip()).splitlines())   # any break: \r, \u2028 too
-    return s if len(s) <= limit else s[:limit - 1] + "…"
-
-
-def rewrite_query(client: ollama.Client, question: str, conv: Conversation,
-                  settings: Settings) -> str:
-    """Ask the chat model for a standalone version of a follow-up question (chat_once)."""
-    recent = "\n".join(f"Q: {t.question}\nA: {first_sentence(t.answer, REWRITE_ANSWER_CHARS)}"
-                       for t in conv.turns[-REWRITE_TURNS:])
-    messages = [{"role": "system", "content": REWRITE_PROMPT},
-                {"role": "user", "content": f"{recent}\n\nLast question: {question}"}]
-    reply = chat_once(client, settings, messages, REWRITE_TOKENS,
-                      context_size(messages, at_least=conv.num_ctx))
-    text = reply.strip().strip('"').splitlines()
-    return text[0].strip() if text and text[0].strip() else question
-
-
-def remember(conv: Conversation, turn: Turn) -> Conversation:
-    """Add a turn; turns beyond the verbatim window fold into a one-line-each summary."""
-    turns = conv.turns + (turn,)
-    summary = conv.summary
-    while len(turns) > CHAT_VERBATIM_TURNS:
-        old, turns = turns[0], turns[1:]
-        summary = (summary + " " if summary else "") + \
-            f"Asked “{first_sentence(old.question, SUMMARY_QUESTION_CHARS)}”: " \
-            f"{first_sentence(old.answer, SUMMARY_ANSWER_CHARS)}"
-        summary = summary[-SUMMARY_CHARS:]    # the oldest part goes first
-    return Conversation(turns, summary, conv.num_ctx)
+    return build_messages(question, r.hits, conv.history(num_ctx - fixed), cite), num_ctx
 
 
 def answer(client: ollama.Client, index: Index, question: str, settings: Settings,
@@ -7281,26 +7238,18 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
     """Answer one question, in a conversation if one is given: search, decide, prompt, stream.
 
     on_plan(outcome) is called once the sources are known and before the chat model
-    is (status ANSWERING if it will be): a front end prints the sources there, so that
-    they show before the answer. on_token(piece) gets the answer as it streams. The
-    chat model failing mid-way is an outcome (FAILED, with what came), not an
-    exception; an interrupt stays one (AnswerInterrupted, with the same outcome).
-    `keywords_because` says why the index lacks vectors, when its build knows better
-    than search() does (Ollama's error rather than a count); search()'s own reason
-    is replaced with it.
-    A question the notes could not answer is added to the gap log on the way out (logged()),
-    marked as asked `via` a front end other than the command line if one is named ("mcp"),
-    unless settings.log_gaps is off.
+    is (status ANSWERING if it will be): a front end prints the sources there, before
+    the answer. on_token(piece) gets the answer as it streams. The chat model failing
+    mid-way is an outcome (FAILED), not an exception; an interrupt stays one.
+    `keywords_because`, why the index lacks vectors when its build knows better than
+    search() does (Ollama's error rather than a count), replaces search()'s reason.
+    A question the notes could not answer is added to the gap log on the way out
+    (logged(); `via`: the front end it came through, "mcp", if not the command line).
     In a notebook: `outcome = answer(ollama.Client(), index, "What is BM25?", settings)`,
     then outcome.status, outcome.text and outcome.retrieval.hits.
     """
     conv = conversation or Conversation()
-    query = ""
-    if needs_rewrite(question, conv):
-        try:
-            query = rewrite_query(client, question, conv, settings)
-        except OllamaError:
-            pass                          # search as typed: search() falls back and says why
+    query = conv.rewrite(client, question, settings)
     r = search(client, index, query or question, settings)
     if r.keywords_only_because and keywords_because:
         r = replace(r, keywords_only_because=keywords_because)
@@ -7312,74 +7261,49 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
     on_plan(plan)
     if status != ANSWERING:
         return logged(plan, settings, via)
-    t0, pieces = time.perf_counter(), []
     stream = stream_chat(client, settings.chat_model, messages, num_ctx, settings.keep_alive,
                          settings.max_answer_tokens)
-    reply = iter(stream)
+    t0, pieces, reply = time.perf_counter(), [], iter(stream)
+
+    def came(status: str, **more) -> Outcome:
+        """The plan with what the chat model sent, the answer as far as it came."""
+        return replace(plan, status=status, text="".join(pieces),
+                       warnings=plan.warnings + stream.warnings,
+                       timings={**plan.timings, "answer": time.perf_counter() - t0}, **more)
     try:
         for piece in reply:
             pieces.append(piece)
             on_token(piece)
     except OllamaError as e:
-        return replace(plan, status=FAILED, why=str(e), text="".join(pieces),
-                       warnings=plan.warnings + stream.warnings,
-                       timings={**plan.timings, "answer": time.perf_counter() - t0})
+        return came(FAILED, why=str(e))
     except KeyboardInterrupt:
-        raise AnswerInterrupted(replace(plan, status=INTERRUPTED, text="".join(pieces),
-                                        warnings=plan.warnings + stream.warnings,
-                                        why="interrupted mid-answer, so the answer is cut short",
-                                        timings={**plan.timings,
-                                                 "answer": time.perf_counter() - t0})) from None
+        raise AnswerInterrupted(
+            came(INTERRUPTED, why="interrupted mid-answer, so the answer is cut short")) from None
     finally:                              # on_token may raise: the stream closes, Ollama stops
         reply.close()
     text = "".join(pieces)
-    turn = Turn(question, text, query or question)
-    return logged(replace(plan, status=ANSWERED, text=text, usage=stream.usage,
-                          warnings=plan.warnings + stream.warnings, cut_short=stream.cut_short,
-                          check=check_citations(text, [h.chunk.text for h in r.hits],
-                                                index.lexicon),
-                          conversation=remember(replace(conv, num_ctx=num_ctx), turn),
-                          timings={**plan.timings, "answer": time.perf_counter() - t0}),
-                  settings, via)
+    conv = replace(conv, num_ctx=num_ctx).remember(Turn(question, text, query or question))
+    check = check_citations(text, [h.chunk.text for h in r.hits], index.lexicon)
+    return logged(came(ANSWERED, usage=stream.usage, cut_short=stream.cut_short, check=check,
+                       conversation=conv), settings, via)
 
 
 # ----------------------------------------------------------------------------
 # The gap log: what the notes could not answer. A question below the relevance floor, or
 # answered without citing a single source, says what the notes lack, so answer() appends it
-# (logged()) to GAP_LOG in the cache folder, and --gaps shows them grouped by topic. The log
-# stays on this machine: only --gaps sends a question on, to the embedding model, when its
-# vector was made by another one. Each question is one line, written
-# with one write() in append mode, so two runs writing at once never mix their lines; a
-# line a killed run left cut short is skipped on reading. Each keeps its question's vector,
-# so --gaps groups a thousand questions without embedding them again.
+# (logged()) to GAP_LOG, and --gaps shows them grouped by topic. Only --gaps sends a logged
+# question on, to the embedding model, when its vector was made by another one. Each entry
+# keeps its question's vector, so --gaps groups a thousand questions without embedding them
+# again; a line a killed run left cut short is skipped on reading.
 
 
 GAP_LOG_OLD = "gaps.old.jsonl"            # the log before the last GAP_LOG_MAX_MB was passed
 
 
-def gap_reason(outcome: Outcome) -> str | None:
-    """Why an outcome belongs in the gap log: "floor" (declined) or "uncited" (answered without
-    citing any source); None if it does not. A search by keywords alone is no gap: Ollama was
-    away, not the note."""
-    if outcome.retrieval.lexical_only:
-        return None
-    if outcome.status == DECLINED:
-        return "floor"
-    if outcome.status == ANSWERED and outcome.check is not None and outcome.check.cites_nothing:
-        return "uncited"
-    return None
-
-
-def logging_gaps(settings: Settings) -> bool:
-    """Is the gap log kept this run: --no-log not given, and NO_LOG_ENV not set."""
-    return settings.log_gaps and os.environ.get(NO_LOG_ENV, "").strip() in ("", "0")
-
-
 def gap_entry(outcome: Outcome, settings: Settings, why: str, via: str = "") -> dict:
-    """One line of the gap log: when, the question as it was searched (a follow-up as rewritten,
-    with what was typed under "asked"), its language, the notes folder, why it is a gap, the
-    confidence and floor, the closest sources, the filters in force, the question's vector, and
-    under "via" the front end it came through, if not the command line."""
+    """One line of the gap log. Its question is the one searched (a follow-up as rewritten,
+    what was typed under "asked"); "via" names the front end it came through, if not the
+    command line."""
     import base64                         # here alone: the vector as text, compactly
     r = outcome.retrieval
     question = (outcome.query or outcome.question)[:GAP_QUESTION_CHARS]
@@ -7401,36 +7325,6 @@ def gap_entry(outcome: Outcome, settings: Settings, why: str, via: str = "") -> 
     return entry
 
 
-def locked_gap_log(path: Path) -> int:
-    """The log at `path`, opened to append and locked, the lock released as it is closed (POSIX
-    only: elsewhere two runs' writes may still meet). A run that waited while another moved the
-    full log to GAP_LOG_OLD opens the new one instead of adding to the old."""
-    fd = -1
-    for _ in range(3):                    # moved again while this run waited: it looks once more
-        if fd >= 0:
-            os.close(fd)
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | NOT_A_LINK, 0o600)
-        try:
-            import fcntl
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except (ImportError, OSError):    # no locks here (Windows, some network shares)
-            return fd
-        with contextlib.suppress(FileNotFoundError):          # moved: the next open makes one
-            if os.stat(path).st_ino == os.fstat(fd).st_ino:
-                return fd
-    return fd                             # a file system whose inode numbers differ so: as it is
-
-
-def start_new_gap_log(path: Path, fd: int) -> None:
-    """Move the full log (open as fd, locked by append_gap) to GAP_LOG_OLD. subtle: where there
-    are no locks two runs can find it full at once; the check that `path` is still this file lets
-    only the first move it, so the second cannot move the new log, with one line in it, over the
-    old one."""
-    with contextlib.suppress(OSError):
-        if os.stat(path).st_ino == os.fstat(fd).st_ino:
-            os.replace(path, path.with_name(GAP_LOG_OLD))
-
-
 def append_gap(path: Path, entry: dict) -> None:
     """Append one entry to the log as one line, in one write() (O_APPEND: another run's line
     goes before or after it, never inside), on a line of its own if a killed run left the last
@@ -7438,10 +7332,30 @@ def append_gap(path: Path, entry: dict) -> None:
     goes) and the next entry starts a new one. The file is the user's alone (mode 600).
     subtle: the file grows a page at a time while another run writes a long line, so its last
     byte, looked at then, is no newline though that run's line will end with one; so one run
-    at a time looks and writes (locked_gap_log), else it would add an empty line."""
+    at a time looks and writes (locked()), else it would add an empty line."""
+
+    def locked() -> int:
+        """The log, opened to append and locked, the lock released as it is closed (POSIX
+        only: elsewhere two runs' writes may still meet). A run that waited while another
+        moved the full log to GAP_LOG_OLD opens the new one instead of adding to the old."""
+        fd = -1
+        for _ in range(3):                # moved again while this run waited: it looks once more
+            if fd >= 0:
+                os.close(fd)
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | NOT_A_LINK, 0o600)
+            try:
+                import fcntl
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except (ImportError, OSError):    # no locks here (Windows, some network shares)
+                return fd
+            with contextlib.suppress(FileNotFoundError):      # moved: the next open makes one
+                if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                    return fd
+        return fd                         # a file system whose inode numbers differ so: as it is
+
     # backslashreplace: a lone surrogate (a file name that is not UTF-8) becomes JSON's own \udcxx
     line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace")
-    fd = locked_gap_log(path)
+    fd = locked()
     try:
         size = os.fstat(fd).st_size
         if size:
@@ -7449,18 +7363,31 @@ def append_gap(path: Path, entry: dict) -> None:
             if os.read(fd, 1) != b"\n":
                 line = b"\n" + line
         os.write(fd, line)
+        # subtle: where there are no locks two runs can find the log full at once; only the
+        # first moves it, since `path` is still its file, so the second cannot move the new
+        # log, with one line in it, over the old one.
         if os.fstat(fd).st_size > GAP_LOG_MAX_MB * 2**20:
-            start_new_gap_log(path, fd)
+            with contextlib.suppress(OSError):
+                if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                    os.replace(path, path.with_name(GAP_LOG_OLD))
     finally:
         os.close(fd)
 
 
 def logged(outcome: Outcome, settings: Settings, via: str = "") -> Outcome:
-    """The outcome, after adding it to the gap log if it is a gap and the log is kept (marked
-    as asked `via` a front end, if one is named). A log that cannot be written costs the run one
-    warning (in outcome.warnings), never the answer."""
-    why = gap_reason(outcome)
-    if why is None or not logging_gaps(settings):
+    """The outcome, after adding it to the gap log if it is a gap and the log is kept
+    (settings.log_gaps, and NO_LOG_ENV not set). A search by keywords alone is no gap:
+    Ollama was away, not the note. A log that cannot be written costs a warning, never the
+    answer."""
+    check = outcome.check
+    if outcome.status == DECLINED:
+        why = "floor"
+    elif outcome.status == ANSWERED and check is not None and check.cites_nothing:
+        why = "uncited"
+    else:
+        return outcome
+    kept = settings.log_gaps and os.environ.get(NO_LOG_ENV, "").strip() in ("", "0")
+    if outcome.retrieval.lexical_only or not kept:
         return outcome
     path = settings.cache_dir / GAP_LOG
     try:
@@ -10594,7 +10521,7 @@ MCP = Mode(
     prints="speaks JSON-RPC anyway")
 
 # ----------------------------------------------------------------------------
-# The command line: the modes and their flags in one parser, main(), and leaving.
+# The command line: the modes and their flags in one parser, and main().
 
 MODES = (QUESTION, CHAT, EXPLAIN, EVAL, MAKE_EVAL, TUNE, GAPS, MCP)    # in --help's order
 GROUPS = (MODES_GROUP, NOTES_GROUP, RETRIEVAL_GROUP, MODELS_GROUP, OUTPUT_GROUP)
@@ -10728,11 +10655,17 @@ def settings_from(args: argparse.Namespace) -> Settings:
     return Settings(**{f.name: getattr(args, f.name) for f in fields(Settings)})
 
 
-def mend_closed_streams() -> None:
-    """Open /dev/null on each of file descriptors 0, 1 and 2 that is closed (`<&-`, `>&-`,
-    `2>&-`): otherwise the first file the run opens takes that number, and what a library
+def command_line_streams() -> tuple:
+    """Set stdout and stderr up for the command line, unless they are already; return the
+    ones before. A file descriptor 0, 1 or 2 that is closed (`<&-`, `>&-`, `2>&-`) gets
+    /dev/null: otherwise the first file the run opens takes that number, and what a library
     writes to "stderr" lands in it, the cache file say. stdout and stderr, which Python then
-    sets to None, get a stream on it; stdin stays None, for --chat to say so."""
+    sets to None, get a stream on it; stdin stays None, for --chat to say so. Both then show
+    control characters instead of obeying them, and stderr drops what it cannot write: there
+    is nowhere left to say so."""
+    before = sys.stdout, sys.stderr
+    if isinstance(sys.stdout, EscapedControls):
+        return before
     for fd in (0, 1, 2):
         try:
             os.fstat(fd)
@@ -10744,17 +10677,8 @@ def mend_closed_streams() -> None:
     for name in ("stdout", "stderr"):
         if getattr(sys, name) is None:
             setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))
-
-
-def command_line_streams() -> tuple:
-    """Set stdout and stderr up for the command line (closed ones mended, control characters
-    escaped, stderr dropping what it cannot write: there is nowhere left to say so), unless
-    they are already; return the ones before."""
-    before = sys.stdout, sys.stderr
-    if not isinstance(sys.stdout, EscapedControls):
-        mend_closed_streams()
-        sys.stdout = EscapedControls(sys.stdout)
-        sys.stderr = EscapedControls(sys.stderr, quiet=True)
+    sys.stdout = EscapedControls(sys.stdout)
+    sys.stderr = EscapedControls(sys.stderr, quiet=True)
     return before
 
 
@@ -10801,9 +10725,10 @@ def main(argv: list[str] | None = None) -> int:
         # numbers are refused in words instead.
         with np.errstate(all="ignore"):
             code = run_mode(argv)
-        with contextlib.suppress(BrokenPipeError):    # a reader gone away (`| head`) is no error
-            sys.stdout.flush()            # a full disk shows here at the latest, while it can be
-                                          # said
+        # A full disk shows here at the latest, while it can still be said; a reader gone
+        # away (`| head`) is no error.
+        with contextlib.suppress(BrokenPipeError):
+            sys.stdout.flush()
         return code
     except OutputError as e:
         err(f"error: {e}")

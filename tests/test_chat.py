@@ -61,12 +61,12 @@ def test_a_self_contained_question_is_not_rewritten(cli, server, notes):
 
 
 def test_the_first_turn_is_never_rewritten():
-    assert not rag.needs_rewrite("What is it?", rag.Conversation())
+    assert not rag.Conversation().needs_rewrite("What is it?")
     conv = rag.Conversation((rag.Turn("什么是 RAG？", "检索增强生成", "什么是 RAG？"),))
     for q in ["它和微调有什么区别？", "那这个呢", "上面说的切块是什么", "why is that?", "and threads?"]:
-        assert rag.needs_rewrite(q, conv), q
+        assert conv.needs_rewrite(q), q
     for q in ["泡龙井用多少度的水？", "How do I undo the last commit?"]:
-        assert not rag.needs_rewrite(q, conv), q
+        assert not conv.needs_rewrite(q), q
 
 
 def test_clear_forgets_the_conversation(cli, server, notes):
@@ -116,7 +116,7 @@ def test_a_long_conversation_stays_within_the_budget(server, tmp_path, monkeypat
     for body in answers(server):
         sent = sum(rag.estimate_tokens(m["content"]) for m in body["messages"])
         assert sent + rag.ANSWER_TOKENS <= body["options"]["num_ctx"], (sent, body["options"])
-    assert len(conv.turns) == rag.CHAT_VERBATIM_TURNS and conv.summary
+    assert len(conv.turns) == rag.Conversation.VERBATIM_TURNS and conv.summary
     # the sources of the current question are never trimmed
     last = answers(server)[-1]["messages"][1]["content"]
     assert last.count("\n[") >= 1 and "Question: 全程马拉松有多少公里？" in last

@@ -74,8 +74,8 @@ def test_a_server_that_ignores_num_predict_is_stopped_at_the_character_cap(cli, 
     out = cli(QUESTION, "--notes", notes, "--max-answer-tokens", "10")
     assert out.returncode == 0, out.stderr
     answer = out.stdout.split("Answer:\n", 1)[1].rstrip("\n")
-    assert len(answer) == 10 * rag.ANSWER_CHARS_PER_TOKEN and server.answer.startswith(answer)
-    assert f"cut short: it ran past {10 * rag.ANSWER_CHARS_PER_TOKEN} characters" in out.stderr
+    assert len(answer) == 10 * rag.ChatStream.CHARS_PER_TOKEN and server.answer.startswith(answer)
+    assert f"cut short: it ran past {10 * rag.ChatStream.CHARS_PER_TOKEN} characters" in out.stderr
     assert server.records("/api/chat")[0]["gone"]
 
 
