@@ -964,7 +964,7 @@ def where_is(hostname: str | None) -> str:
     ...                        "127.1", "192.0.2.7")]
     ['this machine', 'this machine', 'this machine', 'this link', 'this machine', 'elsewhere']
     """
-    import socket                         # (only here: a name is looked up as the connection would)
+    import socket                         # only here: a name is looked up as the connection would
     name = (hostname or "127.0.0.1").lower().rstrip(".")
     if name == "localhost":
         return "this machine"
@@ -983,12 +983,12 @@ def where_is(hostname: str | None) -> str:
 
 
 def ollama_proxy(url: httpx.URL) -> str | None:
-    """The proxy that requests to Ollama at `url` go through, or None. Never one for this machine
-    or its network link, as Go's ProxyFromEnvironment (which the ollama CLI uses) never proxies
-    loopback; httpx left to itself would send even 127.0.0.1's requests, the notes in them, to
-    HTTP_PROXY. Elsewhere, the user's settings as Python's urllib reads them: HTTP_PROXY or
-    HTTPS_PROXY by the scheme, else ALL_PROXY, in either case, unless NO_PROXY names the host
-    (on macOS and Windows, the system's settings when the environment has none)."""
+    """The proxy that requests to Ollama at `url` go through, or None. None for this machine or
+    its link, as the ollama CLI (Go's ProxyFromEnvironment) never proxies loopback, where httpx
+    would send even 127.0.0.1's requests, the notes in them, to HTTP_PROXY. Elsewhere, the
+    user's settings as urllib reads them: HTTP(S)_PROXY by the scheme, else ALL_PROXY, in either
+    case, unless NO_PROXY names the host (on macOS and Windows, the system's when the
+    environment has none)."""
     if where_is(url.host) != "elsewhere":
         return None
     proxies = urllib.request.getproxies()
@@ -1034,12 +1034,12 @@ class Redirected(ollama.ResponseError):
         super().__init__(f"redirect to {location}", status)
         self.location = location
 
-
-def refuse_redirect(response: httpx.Response) -> None:
-    """The client's response hook: a redirect ends the request, saying where it pointed
-    (without the hook, httpx would give the status alone)."""
-    if response.is_redirect:
-        raise Redirected(response.status_code, response.headers.get("location", ""))
+    @staticmethod
+    def hook(response: httpx.Response) -> None:
+        """The client's response hook: a redirect ends the request, saying where it pointed
+        (without the hook, httpx would give the status alone)."""
+        if response.is_redirect:
+            raise Redirected(response.status_code, response.headers.get("location", ""))
 
 
 # Ollama's own 404 for a model it does not have, in each of its wordings (server/routes.go):
@@ -1061,17 +1061,13 @@ def explain_404(said: str, model: str) -> str:
             "Ollama, or an Ollama too old for this script (update it: https://ollama.com/download)")
 
 
-def seconds_waited(exc: httpx.TimeoutException) -> str:
-    """How long the client waited before this timeout ("300 s"; httpx keeps it on the request)."""
-    try:
-        return f"{exc.request.extensions['timeout']['read']:g} s"
-    except (RuntimeError, KeyError, TypeError):   # no request attached, or no read timeout
-        return "the time allowed"
-
-
 def explain_ollama_error(exc: Exception, model: str, mid_reply: bool = False) -> OllamaError:
     """Turn the client's exceptions into one line a user can act on; `mid_reply`: part of
     a streamed reply had come (then a broken connection is not an unreachable server)."""
+    try:                                  # a timeout's: httpx keeps it on the request
+        waited = f"{exc.request.extensions['timeout']['read']:g} s"
+    except (AttributeError, RuntimeError, KeyError, TypeError):
+        waited = "the time allowed"
     if isinstance(exc, Redirected):
         return OllamaError(f"Ollama at {host()} answered with a redirect ({exc.status_code}) to "
                            f"{exc.location[:200] or 'nowhere'}; not followed: point OLLAMA_HOST at "
@@ -1090,12 +1086,12 @@ def explain_ollama_error(exc: Exception, model: str, mid_reply: bool = False) ->
                            "cut short (did it stop or restart?)")
     if mid_reply and isinstance(exc, httpx.TimeoutException):
         return OllamaError(f"Ollama at {host()} stopped answering mid-way: nothing more came "
-                           f"within {seconds_waited(exc)}, so the answer is cut short (try again, "
-                           "or wait longer with --timeout)")
+                           f"within {waited}, so the answer is cut short (try again, or wait "
+                           "longer with --timeout)")
     if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
-        return OllamaError(f"Ollama at {host()} did not answer within {seconds_waited(exc)}: it "
-                           f"may still be loading '{model}' (try again, or wait longer with "
-                           "--timeout) or be stuck")
+        return OllamaError(f"Ollama at {host()} did not answer within {waited}: it may still be "
+                           f"loading '{model}' (try again, or wait longer with --timeout) or be "
+                           "stuck")
     cause = exc.__context__ or exc        # the ollama client raises a ConnectionError over httpx's
     if isinstance(cause, httpx.ConnectError) and "SSL" in str(cause):
         return OllamaError(f"Ollama at {host()} did not answer in TLS "
@@ -1105,43 +1101,17 @@ def explain_ollama_error(exc: Exception, model: str, mid_reply: bool = False) ->
                        f"(or point OLLAMA_HOST at it)")
 
 
-# What a call to Ollama can raise that is Ollama's doing, not ours: an error status (a
-# redirect among them), a connection that fails or breaks, and a reply that is not what the
-# API promises (the client's JSON and pydantic errors are ValueErrors, and so are the checks
-# of embed_texts and embed_batches).
+# What a call to Ollama can raise that is Ollama's doing, not ours: an error status (a redirect
+# among them), a connection that fails or breaks, and a reply that is not what the API promises
+# (the client's JSON and pydantic errors are ValueErrors, and so are our checks of its replies).
 OLLAMA_FAILURES = (ollama.ResponseError, ConnectionError, httpx.TransportError, ValueError)
-
-
-class ReplyTooLong(ValueError):
-    """A line of Ollama's reply ran past MAX_REPLY_LINE bytes."""
-
-
-class CappedLines(httpx.SyncByteStream):
-    """A reply's bytes as they come, raising ReplyTooLong once a line runs past MAX_REPLY_LINE."""
-
-    def __init__(self, stream):
-        self.stream = stream
-
-    def __iter__(self) -> Iterator[bytes]:
-        run = 0                           # bytes since the last line break
-        for chunk in self.stream:
-            first, last = chunk.find(b"\n"), chunk.rfind(b"\n")
-            if (run + len(chunk) if first < 0 else run + first) > MAX_REPLY_LINE:
-                raise ReplyTooLong(f"a line of its reply ran past {MAX_REPLY_LINE >> 20} MB, "
-                                   "where Ollama's are a few hundred bytes: a broken server, or "
-                                   "not Ollama")
-            run = run + len(chunk) if first < 0 else len(chunk) - last - 1
-            yield chunk
-
-    def close(self) -> None:
-        self.stream.close()
 
 
 class LinesCapped(httpx.BaseTransport):
     """A transport whose replies may hold no line longer than MAX_REPLY_LINE bytes. The client
     holds a whole line in memory, several times over (httpx's iter_lines joins it, json.loads and
     pydantic copy it), so one endless line from a broken server would fill the memory; a longer
-    line ends the reply with ReplyTooLong instead, closing the connection. Replies are asked for
+    line ends the reply with a ValueError instead, closing the connection. Replies are asked for
     uncompressed (Ollama sends them so anyway), so the bytes counted are the bytes kept."""
 
     def __init__(self, transport: httpx.BaseTransport):
@@ -1150,26 +1120,44 @@ class LinesCapped(httpx.BaseTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         request.headers["Accept-Encoding"] = "identity"
         response = self.transport.handle_request(request)
-        response.stream = CappedLines(response.stream)
+        response.stream = self.Capped(response.stream)
         return response
 
     def close(self) -> None:
         self.transport.close()
 
+    class Capped(httpx.SyncByteStream):
+        """A reply's bytes as they come, until a line runs past MAX_REPLY_LINE."""
+
+        def __init__(self, stream):
+            self.stream = stream
+
+        def __iter__(self) -> Iterator[bytes]:
+            run = 0                       # bytes since the last line break
+            for chunk in self.stream:
+                first, last = chunk.find(b"\n"), chunk.rfind(b"\n")
+                if (run + len(chunk) if first < 0 else run + first) > MAX_REPLY_LINE:
+                    raise ValueError(f"a line of its reply ran past {MAX_REPLY_LINE >> 20} MB, "
+                                     "where Ollama's are a few hundred bytes: a broken server, "
+                                     "or not Ollama")
+                run = run + len(chunk) if first < 0 else len(chunk) - last - 1
+                yield chunk
+
+        def close(self) -> None:
+            self.stream.close()
+
 
 def ollama_client(timeout: float | None = None) -> ollama.Client:
     """The command line's Ollama client, the only one Part II makes. It sends nothing anywhere
-    but OLLAMA_HOST: no proxy for this machine or its link (ollama_proxy), no redirect followed
-    (refuse_redirect). It gives up on a server silent for `timeout` seconds (None: waits as long
-    as it takes), and when nothing on the way is https it skips loading the system's TLS
-    certificates, which it would never use and which take a good part of a warm query's
-    start-up. Raises ValueError, in words, when OLLAMA_HOST is not an address or its proxy
-    cannot be used."""
+    but OLLAMA_HOST (ollama_proxy, Redirected), gives up on a server silent for `timeout`
+    seconds (None: waits as long as it takes), and when nothing on the way is https skips
+    loading the system's TLS certificates, a good part of a warm query's start-up. Raises
+    ValueError, in words, when OLLAMA_HOST is not an address or its proxy cannot be used."""
+    not_an_address = f"OLLAMA_HOST={host()} is not an address like {DEFAULT_HOST}"
     try:
         url = ollama_url()
     except httpx.InvalidURL as e:
-        raise ValueError(
-            f"OLLAMA_HOST={host()} is not an address like {DEFAULT_HOST} ({e})") from None
+        raise ValueError(f"{not_an_address} ({e})") from None
     proxy = ollama_proxy(url)
     tls = url.scheme == "https" or (proxy or "").lower().startswith("https:")
     try:                                  # given a transport, httpx reads no proxy setting itself
@@ -1181,10 +1169,9 @@ def ollama_client(timeout: float | None = None) -> ollama.Client:
         {"timeout": httpx.Timeout(timeout, connect=min(timeout, OLLAMA_CONNECT_TIMEOUT))}
     try:
         return ollama.Client(transport=LinesCapped(transport), follow_redirects=False,
-                             event_hooks={"response": [refuse_redirect]}, **options)
+                             event_hooks={"response": [Redirected.hook]}, **options)
     except (ValueError, httpx.InvalidURL) as e:
-        raise ValueError(
-            f"OLLAMA_HOST={host()} is not an address like {DEFAULT_HOST} ({e})") from None
+        raise ValueError(f"{not_an_address} ({e})") from None
 
 
 # ----------------------------------------------------------------------------

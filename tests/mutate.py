@@ -481,7 +481,7 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      ["tests/test_network.py", "-k", "remote or no_proxy"]),
     ("a redirect followed to the host it names",
      '        return ollama.Client(transport=LinesCapped(transport), follow_redirects=False,\n'
-     '                             event_hooks={"response": [refuse_redirect]}, **options)',
+     '                             event_hooks={"response": [Redirected.hook]}, **options)',
      '        return ollama.Client(transport=LinesCapped(transport), follow_redirects=True, **options)',
      ["tests/test_network.py", "-k", "redirect"]),
     ("every 404 called a model not pulled",
