@@ -3422,26 +3422,21 @@ def document_text(chunk: Chunk, settings: Settings) -> str:
 
 def embed_batches(client: ollama.Client, model: str, texts: Iterable[str]) -> Iterator[np.ndarray]:
     """Part I's embed_texts, batch by batch as each arrives, so that a build can save what came
-    (CacheWriter). A batch holds at most EMBED_BATCH texts and EMBED_BATCH_CHARS characters:
-    a folder of long chunks makes no huge request."""
+    (CacheWriter), and Ollama's failures raised as an OllamaError that says what to do. A batch
+    holds at most EMBED_BATCH texts and EMBED_BATCH_CHARS characters: a folder of long chunks
+    makes no huge request."""
     batch: list[str] = []
-    for text in itertools.chain(texts, [None]):       # None: the end, send what is left
-        if batch and (text is None or len(batch) == EMBED_BATCH
-                      or sum(map(len, batch)) + len(text) > EMBED_BATCH_CHARS):
-            rows = np.array(client.embed(model=model, input=batch).embeddings, dtype=np.float32)
-            if rows.ndim != 2 or len(rows) != len(batch):         # a server may send anything
-                raise ValueError(f"{len(rows)} vectors came back for {len(batch)} texts")
-            yield normalize(rows)
-            batch = []
-        if text is not None:
-            batch.append(text)
-
-
-def checked_batches(client: ollama.Client, model: str,
-                    texts: Iterable[str]) -> Iterator[np.ndarray]:
-    """embed_batches, with Ollama's failures raised as an OllamaError that says what to do."""
     try:
-        yield from embed_batches(client, model, texts)
+        for text in itertools.chain(texts, [None]):       # None: the end, send what is left
+            if batch and (text is None or len(batch) == EMBED_BATCH
+                          or sum(map(len, batch)) + len(text) > EMBED_BATCH_CHARS):
+                rows = np.array(client.embed(model=model, input=batch).embeddings, dtype=np.float32)
+                if rows.ndim != 2 or len(rows) != len(batch):     # a server may send anything
+                    raise ValueError(f"{len(rows)} vectors came back for {len(batch)} texts")
+                yield normalize(rows)
+                batch = []
+            if text is not None:
+                batch.append(text)
     except OLLAMA_FAILURES as e:
         raise explain_ollama_error(e, model) from None
 
@@ -3462,7 +3457,7 @@ NOT_A_NUMBER = re.compile(r"NaN or Inf values|unsupported value: NaN")
 
 def embed_refusing(client: ollama.Client, model: str,
                    texts: Iterable[str]) -> Iterator[np.ndarray | None]:
-    """checked_batches(), but a batch Ollama refuses because a vector is not a number is sent
+    """embed_batches(), but a batch Ollama refuses because a vector is not a number is sent
     again one text at a time, and each text it still refuses comes back as None: one such
     text must not cost the vectors of all the others. A model that refuses the first three
     texts alone, before any vector came back, embeds nothing: its error is raised."""
@@ -3471,7 +3466,7 @@ def embed_refusing(client: ollama.Client, model: str,
         drawn: list[str] = []             # the texts this pass took, in order
         sent = 0                          # ...and how many of them came back as vectors
         try:
-            for rows in checked_batches(client, model, (drawn.append(t) or t for t in texts)):
+            for rows in embed_batches(client, model, (drawn.append(t) or t for t in texts)):
                 sent, any_vector = sent + len(rows), True
                 yield rows
             return
@@ -3520,14 +3515,17 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(wide * 0.8 + (len(text) - ascii_ - wide) / 2 + ascii_ / 4)
 
 
-def embed_context_length(client: ollama.Client, model: str) -> int | None:
-    """Where Ollama cuts an embedding input, from /api/show: the model's trained context
-    ("<arch>.context_length") or a smaller num_ctx its Modelfile sets. None if not told, or
-    if what it says is no context size (0, -5, "8192", True, 10**30): no advice beats nonsense."""
+def embed_context_warning(client: ollama.Client, settings: Settings,
+                          texts: Iterable[str]) -> str | None:
+    """A warning when texts about to be embedded may be longer than the embedder reads
+    (Ollama would silently embed only their start), with the chunk size that would fit. Where
+    Ollama cuts comes from /api/show: the model's trained context ("<arch>.context_length") or
+    a smaller num_ctx its Modelfile sets, unless it is no context size (0, -5, "8192", True,
+    10**30): no advice beats nonsense."""
     try:
-        info = client.show(model)
+        info = client.show(settings.embed_model)
     except OLLAMA_FAILURES:
-        return None
+        info = None
     model_info = dict(getattr(info, "modelinfo", None) or getattr(info, "model_info", None) or {})
     limits = [v for k, v in model_info.items() if k.endswith(".context_length")]
     # subtle: at most 12 digits, as int() refuses a string of over 4,300 (CPython's guard)
@@ -3535,17 +3533,10 @@ def embed_context_length(client: ollama.Client, model: str) -> int | None:
                         re.MULTILINE)
     limits += [int(num_ctx.group(1))] if num_ctx else []
     limits = [n for n in limits if type(n) is int and 0 < n <= MAX_CONTEXT_LENGTH]
-    return min(limits) if limits else None
-
-
-def embed_context_warning(client: ollama.Client, settings: Settings,
-                          texts: Iterable[str]) -> str | None:
-    """A warning when texts about to be embedded may be longer than the embedder reads
-    (Ollama would silently embed only their start), with the chunk size that would fit."""
-    limit = embed_context_length(client, settings.embed_model)
-    if limit is None:
+    if not limits:
         return (f"Ollama did not say {settings.embed_model}'s context length (/api/show), "
                 "so chunks were not checked against it")
+    limit = min(limits)
     total, over = 0, []                   # (tokens, characters) of each text that is too long
     for text in texts:
         total, tokens = total + 1, estimate_tokens(text) * TOKENS_AT_MOST
@@ -3689,24 +3680,10 @@ def in_row_order(parts: list[tuple]) -> tuple:
     return terms[pick], counts[pick], rows[by], sizes[by]
 
 
-def renumber(ids: np.ndarray, new_id: np.ndarray) -> None:
-    """Replace each id by new_id[id], in place, a block at a time (no big temporary).
-
-    >>> ids = np.array([2, 0, 2])
-    >>> renumber(ids, np.array([1, 2, 0]))
-    >>> ids.tolist()
-    [0, 1, 0]
-    """
-    for a in range(0, len(ids), LEXICON_BLOCK):
-        ids[a:a + LEXICON_BLOCK] = new_id[ids[a:a + LEXICON_BLOCK]]
-
-
 def sort_by_term(terms: np.ndarray, counts_in: np.ndarray, rows: np.ndarray, sizes: np.ndarray,
                  n_terms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Postings in row order (row rows[k] has the next sizes[k]) put in term order by a counting
-    sort.
-
-    Term t's postings end up at ptr[t]:ptr[t + 1] of (docs, counts), still in row order.
+    sort: term t's postings end up at ptr[t]:ptr[t + 1] of (docs, counts), still in row order.
     Rows 3 (terms 1, 0) and 4 (term 1):
 
     >>> terms, counts_in, rows, sizes = map(np.array, ([1, 0, 1], [5, 6, 7], [3, 4], [2, 1]))
@@ -3736,10 +3713,8 @@ def sort_by_term(terms: np.ndarray, counts_in: np.ndarray, rows: np.ndarray, siz
 
 def build_lexicon(old: Lexicon | None, reuse: np.ndarray, new_texts: Iterable[str]) -> Lexicon:
     """A lexicon for a new list of chunks, tokenising only the chunks that are new.
-
-    `reuse[i]` is the row in `old` whose terms chunk i has, or -1 for a new chunk;
-    the new chunks' texts come in `new_texts` (any iterable: each is tokenised and
-    let go), in order of their -1 entries.
+    `reuse[i]` is the row in `old` whose terms chunk i has, or -1 for a new chunk; the new
+    chunks' texts come in `new_texts` (any iterable: each is tokenised and let go), in order.
 
     Memory stays a few bytes per posting: each term gets an int id from one dict
     (which keeps one copy of its string), postings live in flat arrays of ids and
@@ -3756,7 +3731,9 @@ def build_lexicon(old: Lexicon | None, reuse: np.ndarray, new_texts: Iterable[st
     del term_id
     terms, counts, seg_rows, seg_sizes = in_row_order(parts)
     del parts
-    renumber(terms, place)
+    # Each term id becomes its place in vocab, a block at a time: no big temporary.
+    for a in range(0, len(terms), LEXICON_BLOCK):
+        terms[a:a + LEXICON_BLOCK] = place[terms[a:a + LEXICON_BLOCK]]
     del place
     ptr, docs, counts = sort_by_term(terms, counts, seg_rows, seg_sizes, len(vocab))
     return Lexicon(vocab, ptr, docs, counts, lengths)
