@@ -5164,7 +5164,7 @@ def changed_warning(rel: str) -> str:
 #     score   every chunk by meaning and by words, fused          -> Scores
 #     select  the best CANDIDATE_DEPTH of them, best first         -> the ranked Hits
 #             (a step that reorders candidates, a reranker, goes here)
-#     judge   the first --top-k: do they answer? (confidence, floor) -> Verdict
+#     judge   the first --top-k: do they answer?                  -> confidence, floor
 #     trim    of those, the sources close to the best: the prompt's -> hits
 #
 # rank() composes them and locates each source's passage (the section above), once for every
@@ -5172,8 +5172,7 @@ def changed_warning(rel: str) -> str:
 # --tune, so that what is measured is what a run does.
 
 
-CANDIDATE_DEPTH = 10                      # candidates select() keeps: --eval's
-                                          # MRR@10 and --tune look this deep
+CANDIDATE_DEPTH = 10                      # kept by select(): MRR@10 and --tune look this deep
 
 
 def card_of(index: Index, rel: str) -> NoteMeta:
@@ -5193,41 +5192,33 @@ class Scores(NamedTuple):
     terms: list[Term]                     # the question's terms, tokenized once
 
 
-class Verdict(NamedTuple):
-    """Stage 3, judge(): how sure we are that the candidates hold an answer."""
-    confidence: float                     # confidence(); below `floor` = not found
-    floor: float                          # what it had to reach (relevance_floor())
-    floor_source: str                     # where the floor comes from, in words
+@dataclass(frozen=True)
+class Retrieval:
+    """The result of one search: every stage's output, flat, so a caller reads r.hits or r.dense.
+    From `rows` to `terms`, score()'s Scores: each ranker's scores over all chunks, for
+    --explain and --eval; from `confidence` to `floor_source`, judge()'s verdict."""
+    hits: list[Hit]                       # trim(): what the chat model gets
+    candidates: list[Hit]                 # the first --top-k of `ranked`: what judge() looked at
+    ranked: list[Hit]                     # select(): the best CANDIDATE_DEPTH (or --top-k) first
+    query_vector: np.ndarray | None       # None: searched by keywords only
+    rows: np.ndarray
+    dense: np.ndarray | None              # None without usable vectors
+    lexical: np.ndarray
+    fused: np.ndarray
+    weights: dict[str, float]
+    terms: list[Term]
+    confidence: float                     # below `floor`: not found
+    floor: float = MIN_SCORE
+    floor_source: str = ""                # where the floor comes from, in words
+    keywords_only_because: str | None = None
+    reembed_because: str = ""             # the question's vector has another size than the index's
+    timings: dict[str, float] = field(default_factory=dict)
+    notes: dict[str, NoteMeta] = field(default_factory=dict)   # ranked notes' note_card()s
+    passages: list[Passage] = field(default_factory=list)      # where each of `hits` matched
 
     @property
     def found(self) -> bool:
         return self.confidence >= self.floor
-
-
-@dataclass(frozen=True)
-class Retrieval:
-    """The result of one search: every stage's output, flat, so a caller reads r.hits or r.dense."""
-    hits: list[Hit]                       # trim(): what the chat model gets
-    candidates: list[Hit]                 # the first --top-k of `ranked`: what judge() looked at
-    ranked: list[Hit]                     # select(): the best CANDIDATE_DEPTH
-                                          # (or --top-k), best first
-    query_vector: np.ndarray | None       # None: searched by keywords only
-    rows: np.ndarray                      # score()'s Scores, field by field: each ranker's scores
-    dense: np.ndarray | None              # over all chunks (for --explain and --eval); dense is
-    lexical: np.ndarray                   # None without usable vectors
-    fused: np.ndarray
-    weights: dict[str, float]
-    terms: list[Term]
-    confidence: float                     # judge()'s Verdict, field by field
-    floor: float = MIN_SCORE
-    floor_source: str = ""
-    found: bool = False
-    keywords_only_because: str | None = None
-    reembed_because: str = ""             # the question's vector has another size than the index's
-    timings: dict[str, float] = field(default_factory=dict)
-    notes: dict[str, NoteMeta] = field(default_factory=dict)   # the ranked notes'
-                                                               # note_card()s, by source
-    passages: list[Passage] = field(default_factory=list)      # where each of `hits` matched
 
     @property
     def lexical_only(self) -> bool:
@@ -5247,12 +5238,9 @@ def median(values: np.ndarray) -> float:
 
 
 def coverage(terms: list[Term], row: int) -> float:
-    """Share of a query's idf weight whose terms occur in chunk `row`, 0 to 1.
-
-    It asks "are the question's informative words in this passage?", and does not
-    depend on the embedder or on how many chunks there are. Worked example, "cat"
-    in chunk 0 only, "fish" in neither: idf(cat) = ln(1 + 1.5/1.5) = 0.69, idf(fish)
-    = ln(1 + 2.5/0.5) = 1.79, so chunk 0 covers 0.69 / (0.69 + 1.79) = 0.28.
+    """Part I's words_found() of chunk `row`, read from the postings: the share of the
+    question's idf weight whose terms it holds, 0 to 1, whatever the embedder or the number of
+    chunks. Part I's example, "cat" in chunk 0 only and "fish" in neither:
 
     >>> lex = lexicon_from_texts(["black cat", "black dog"])
     >>> round(coverage(query_postings(lex, "cat fish"), 0), 2)
@@ -5386,23 +5374,18 @@ def standout(scores: np.ndarray) -> float:
     6.92
     """
     n = len(scores)
-    if n < 2:
-        return 0.0
-    sd = float(scores.std())
-    if sd == 0:
+    sd = float(scores.std()) if n > 1 else 0.0
+    if sd == 0:                           # one score, or all alike: none stands out
         return 0.0
     return (float(scores.max()) - float(scores.mean())) / sd - math.sqrt(2 * math.log(n))
 
 
 def fuse_other(parts: dict[str, np.ndarray], method: str) -> tuple[np.ndarray, dict[str, float]]:
-    """The alternatives to the default fusion: z-scores weighted by standout, one ranker
-    alone, or Part I's reciprocal rank fusion.
-
-    "zscore" weights each ranker by its standout() alone: a ranker no better than
-    noise gets 0; when neither stands out, both count equally. "dense" or "bm25"
-    alone falls back to the other ranker when it is missing (no vectors). "rrf" is
-    reciprocal_rank_fusion() of the two rankings, BM25's holding only the chunks
-    with a question word (as in Part I's search_notes).
+    """The alternatives to the default fusion. "zscore" weights each ranker by its standout()
+    alone: a ranker no better than noise gets 0; when neither stands out, both count equally.
+    "dense" or "bm25" alone falls back to the other ranker when it is missing (no vectors).
+    "rrf" is Part I's reciprocal_rank_fusion() of the two rankings, BM25's holding only the
+    chunks with a question word (as in search_notes).
 
     >>> fused, _ = fuse_other({"dense": np.array([0.9, 0.7, 0.5, 0.1]),
     ...                        "bm25": np.array([0.0, 3.0, 2.0, 0.0])}, "rrf")
@@ -5508,15 +5491,11 @@ def top_rows(scores: np.ndarray, k: int) -> np.ndarray:
 
 def confidence(terms: list[Term], hit_rows: list[int], dense: np.ndarray | None,
                rows: np.ndarray) -> float:
-    """How sure we are that the notes hold an answer (compared with --min-score): the
-    evidence of words plus the evidence of meaning, each 0 to 1, so 0 to 2 in all.
-
-    Words: the most of the question's informative words one hit holds (coverage).
-    Meaning: how far the best hit's cosine moved from the typical chunk's (the
-    median over `rows`) towards a perfect 1.0. That is judged on each embedder's own
-    scale: e5's cosines all sit near 0.8, MiniLM's near 0.1, and a fixed offset
-    would suit only one of them. A paraphrase scores on meaning, a question worded
-    like the note on words, an unanswerable one on neither. Keywords only: words alone.
+    """How sure we are that the notes hold an answer, 0 to 2, as Part I's search_notes says it:
+    the most of the question's informative words one hit holds (coverage), plus meaning_found()
+    of the best hit's cosine over the typical chunk's (the median over `rows`). A paraphrase
+    scores on meaning, a question worded like the note on words, an unanswerable one on
+    neither. Keywords only: words alone.
 
     >>> lex = lexicon_from_texts(["black cat", "black dog"])
     >>> round(confidence(query_postings(lex, "cat"), [0, 1], None, np.arange(2)), 2)
@@ -5601,11 +5580,11 @@ def select(index: Index, scores: Scores, depth: int) -> list[Hit]:
 
 
 def judge(index: Index, question: str, scores: Scores, candidates: list[Hit],
-          settings: Settings) -> Verdict:
-    """Stage 3: the candidates' confidence against the relevance floor of this index and
-    language."""
+          settings: Settings) -> tuple[float, float, str]:
+    """Stage 3: the candidates' confidence, and the relevance floor it must reach, for this
+    index and language, with where that comes from (relevance_floor())."""
     conf = confidence(scores.terms, [h.row for h in candidates], scores.dense, scores.rows)
-    return Verdict(conf, *relevance_floor(index, question, settings))
+    return conf, *relevance_floor(index, question, settings)
 
 
 def trim(candidates: list[Hit], scores: Scores) -> list[Hit]:
@@ -5624,7 +5603,7 @@ def rank(index: Index, question: str, qvec: np.ndarray | None, settings: Setting
     judged = ranked[:min(settings.top_k, top_k_limit(settings.chunk_size))]
     verdict = judge(index, question, scores, judged, settings)
     hits, terms = trim(judged, scores), preview_terms(scores.terms)
-    return Retrieval(hits, judged, ranked, qvec, *scores, *verdict, found=verdict.found,
+    return Retrieval(hits, judged, ranked, qvec, *scores, *verdict,
                      notes={h.chunk.source: card_of(index, h.chunk.source) for h in ranked},
                      passages=[locate_passage(h.chunk, terms) for h in hits])
 
