@@ -986,9 +986,8 @@ def ollama_proxy(url: httpx.URL) -> str | None:
     """The proxy that requests to Ollama at `url` go through, or None. None for this machine or
     its link, as the ollama CLI (Go's ProxyFromEnvironment) never proxies loopback, where httpx
     would send even 127.0.0.1's requests, the notes in them, to HTTP_PROXY. Elsewhere, the
-    user's settings as urllib reads them: HTTP(S)_PROXY by the scheme, else ALL_PROXY, in either
-    case, unless NO_PROXY names the host (on macOS and Windows, the system's when the
-    environment has none)."""
+    user's settings as urllib reads them: HTTP(S)_PROXY by the scheme, else ALL_PROXY, unless
+    NO_PROXY names the host (on macOS and Windows, the system's when the environment has none)."""
     if where_is(url.host) != "elsewhere":
         return None
     proxies = urllib.request.getproxies()
@@ -1048,19 +1047,6 @@ class Redirected(ollama.ResponseError):
 MODEL_NOT_FOUND = re.compile(r"\bmodel\b.*\bnot found\b", re.IGNORECASE)
 
 
-def explain_404(said: str, model: str) -> str:
-    """What a 404 with the text `said` means: the model is not pulled, if Ollama says so;
-    otherwise OLLAMA_HOST does not lead to Ollama's API, and the line says what it leads to."""
-    if MODEL_NOT_FOUND.search(said):
-        return f"model '{model}' is not pulled: run `ollama pull {model}`"
-    said = " ".join(said.split())[:80] or "no text"
-    if path := ollama_url().path.strip("/"):          # it parses: the client was made from it
-        return (f"Ollama at {host()} answered 404 ({said}): OLLAMA_HOST has a path, /{path}, and "
-                f"Ollama's address has none: try OLLAMA_HOST={without_path(host())}")
-    return (f"the server at {host()} answered 404 ({said}) where Ollama's API should be: it is not "
-            "Ollama, or an Ollama too old for this script (update it: https://ollama.com/download)")
-
-
 def explain_ollama_error(exc: Exception, model: str, mid_reply: bool = False) -> OllamaError:
     """Turn the client's exceptions into one line a user can act on; `mid_reply`: part of
     a streamed reply had come (then a broken connection is not an unreachable server)."""
@@ -1072,12 +1058,21 @@ def explain_ollama_error(exc: Exception, model: str, mid_reply: bool = False) ->
         return OllamaError(f"Ollama at {host()} answered with a redirect ({exc.status_code}) to "
                            f"{exc.location[:200] or 'nowhere'}; not followed: point OLLAMA_HOST at "
                            "Ollama itself")
-    if isinstance(exc, ollama.ResponseError) and exc.status_code == 404:
-        return OllamaError(explain_404(str(exc.error), model))
     if isinstance(exc, ollama.ResponseError):
         said = " ".join(str(exc.error).split())     # an HTML error page would take 200 lines
-        return OllamaError(
-            f"Ollama could not run '{model}': {said[:200] + ' …' if len(said) > 200 else said}")
+        if exc.status_code != 404:
+            return OllamaError(
+                f"Ollama could not run '{model}': {said[:200] + ' …' if len(said) > 200 else said}")
+        if MODEL_NOT_FOUND.search(str(exc.error)):
+            return OllamaError(f"model '{model}' is not pulled: run `ollama pull {model}`")
+        said = said[:80] or "no text"
+        if path := ollama_url().path.strip("/"):      # it parses: the client was made from it
+            return OllamaError(f"Ollama at {host()} answered 404 ({said}): OLLAMA_HOST has a "
+                               f"path, /{path}, and Ollama's address has none: try "
+                               f"OLLAMA_HOST={without_path(host())}")
+        return OllamaError(f"the server at {host()} answered 404 ({said}) where Ollama's API "
+                           "should be: it is not Ollama, or an Ollama too old for this script "
+                           "(update it: https://ollama.com/download)")
     if isinstance(exc, ValueError):       # JSON that will not parse, or not the API's shape
         return OllamaError(
             f"Ollama's reply for '{model}' could not be used: {' '.join(str(exc).split())}")
@@ -3500,7 +3495,6 @@ def embed_query(client: ollama.Client, question: str, settings: Settings) -> np.
 # least TOKENS_AT_LEAST times a prompt's (qwen3's tokenizer read 0.86 or more of any prompt there).
 TOKENS_AT_MOST = 1.3
 TOKENS_AT_LEAST = 0.7
-SPACES = re.compile(r"[ \t]{2,}")
 
 
 def estimate_tokens(text: str) -> int:
@@ -3509,7 +3503,7 @@ def estimate_tokens(text: str) -> int:
     >>> estimate_tokens("RAG 检索增强生成"), estimate_tokens("a" * 400), estimate_tokens("Привет")
     (6, 100, 3)
     """
-    text = SPACES.sub(" ", text)
+    text = re.sub(r"[ \t]{2,}", " ", text)
     ascii_ = len(text.encode("ascii", "ignore"))
     wide = len(CJK_CHAR.findall(text)) if ascii_ < len(text) else 0
     return math.ceil(wide * 0.8 + (len(text) - ascii_ - wide) / 2 + ascii_ / 4)
@@ -3584,16 +3578,13 @@ def model_digest(client: ollama.Client, model: str) -> str | None:
 
 @dataclass(frozen=True)
 class Lexicon:
-    """An inverted index: for each term, the chunks it occurs in and how often.
-
-    Postings of term `vocab[t]` are rows `docs[ptr[t]:ptr[t+1]]` with counts
-    `counts[ptr[t]:ptr[t+1]]`; `lengths[row]` is the chunk's token count.
-    """
+    """An inverted index: for each term, the chunks it occurs in and how often. Postings of
+    term `vocab[t]` are rows `docs[ptr[t]:ptr[t+1]]` with counts `counts[ptr[t]:ptr[t+1]]`."""
     vocab: list[str]                      # sorted, so a lookup is a binary search
     ptr: np.ndarray                       # (len(vocab) + 1,) int64
     docs: np.ndarray                      # (postings,) int32
     counts: np.ndarray                    # (postings,) float32
-    lengths: np.ndarray                   # (chunks,) float32
+    lengths: np.ndarray                   # (chunks,) float32: each chunk's token count
 
 
 def concat_ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
@@ -3607,10 +3598,9 @@ def concat_ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
 
 def tokenize_rows(texts: Iterable[str], rows: np.ndarray, term_id: dict[str, int],
                   lengths: np.ndarray) -> tuple:
-    """Tokenise each new chunk into flat arrays of (term id, count), ids from `term_id`.
-
-    Returns (ids, counts, rows, sizes): chunk rows[k] has sizes[k] distinct terms, whose
-    postings come k-th; lengths[rows[k]] becomes its number of tokens.
+    """Tokenise each new chunk into flat arrays of (term id, count), ids from `term_id`:
+    (ids, counts, rows, sizes), chunk rows[k] having sizes[k] distinct terms, whose postings
+    come k-th; lengths[rows[k]] becomes its number of tokens.
 
     >>> term_id, lengths = {}, np.zeros(2, dtype=np.float32)
     >>> ids, counts, rows, sizes = tokenize_rows(["cats cats dogs", "dogs"], np.array([0, 1]),
@@ -3634,10 +3624,8 @@ def tokenize_rows(texts: Iterable[str], rows: np.ndarray, term_id: dict[str, int
 
 def reused_postings(old: Lexicon, rows: np.ndarray, src: np.ndarray,
                     term_id: dict[str, int]) -> tuple:
-    """The postings of old rows `src`, given to new rows `rows`, with term ids from `term_id`.
-
-    Returns (ids, counts, rows, sizes) like tokenize_rows; an old row may be reused twice.
-    """
+    """The postings of old rows `src`, given to new rows `rows`, with term ids from `term_id`,
+    as tokenize_rows returns them; an old row may be reused twice."""
     order = np.argsort(old.docs, kind="stable")        # old postings by row
     by_row = np.searchsorted(old.docs[order], np.arange(len(old.lengths) + 1))
     starts, lens = by_row[src], by_row[src + 1] - by_row[src]
@@ -3715,11 +3703,8 @@ def build_lexicon(old: Lexicon | None, reuse: np.ndarray, new_texts: Iterable[st
     """A lexicon for a new list of chunks, tokenising only the chunks that are new.
     `reuse[i]` is the row in `old` whose terms chunk i has, or -1 for a new chunk; the new
     chunks' texts come in `new_texts` (any iterable: each is tokenised and let go), in order.
-
-    Memory stays a few bytes per posting: each term gets an int id from one dict
-    (which keeps one copy of its string), postings live in flat arrays of ids and
-    counts, and they are put in term order by a counting sort.
-    """
+    Memory stays a few bytes per posting: each term gets an int id from one dict (which keeps
+    one copy of its string), postings live in flat arrays, put in order by a counting sort."""
     lengths = np.zeros(len(reuse), dtype=np.float32)
     term_id: dict[str, int] = {}                       # term -> id, in order of first sight
     parts = [tokenize_rows(new_texts, np.flatnonzero(reuse < 0), term_id, lengths)]
@@ -5176,8 +5161,7 @@ CANDIDATE_DEPTH = 10                      # kept by select(): MRR@10 and --tune 
 
 
 def card_of(index: Index, rel: str) -> NoteMeta:
-    """note_card() of one note of the index (undated if the index has no record of its file: one
-    made by hand)."""
+    """note_card() of one of the index's notes (undated when it has no record of its file)."""
     rec = index.files.get(rel)
     return note_card(rel, index.notes.get(rel, NoteMeta()), rec.mtime_ns if rec else None)
 
@@ -5364,11 +5348,9 @@ def weighted_z_scores(parts: dict[str, np.ndarray],
 
 
 def standout(scores: np.ndarray) -> float:
-    """How far the best score stands above what chance would give, in standard deviations.
-
-    The best of n random scores lies about sqrt(2 ln n) standard deviations above
-    their mean; a ranker that found something relevant puts its best further out.
-    Values <= 0 mean "no better than noise".
+    """How far the best score stands above what chance would give, in standard deviations: the
+    best of n random scores lies about sqrt(2 ln n) of them above their mean, and a ranker that
+    found something relevant puts its best further out. <= 0: no better than noise.
 
     >>> round(standout(np.array([0.0] * 99 + [1.0])), 2)
     6.92
@@ -5437,16 +5419,12 @@ FUSION_NOTES = {"evidence": "z-scores weighted by each ranker's evidence on this
 def fuse(dense: np.ndarray | None, lexical: np.ndarray, words_found: float,
          method: str = FUSION_METHOD,
          off_topic: tuple[float, float] | None = None) -> tuple[np.ndarray, dict[str, float]]:
-    """Fuse two rankers' scores into one; returns the fused scores and each ranker's share.
-
-    Each ranker's scores become z-scores, so cosines and BM25 are comparable, and
-    each counts by the evidence it found on this question, the two halves of
-    confidence(): BM25 by `words_found`, how much of the question's informative
-    words its best chunk holds (coverage()); dense by meaning_found(), how far its
-    best cosine moved from the typical chunk's towards a perfect match. Raised to
-    EVIDENCE_POWER, so the ranker with clearly more evidence leads and the other
-    only breaks its near-ties: a question worded like the note is ranked by its
-    words, a paraphrase by its meaning, and an embedder that is noise on these notes
+    """Fuse two rankers' scores into one (weighted_z_scores); returns the fused scores and each
+    ranker's share. Each counts by the evidence it found on this question, the two halves of
+    confidence(): BM25 by `words_found` (coverage() of its best chunk), dense by meaning_found()
+    of its best cosine. Raised to EVIDENCE_POWER, so the ranker with clearly more evidence
+    leads and the other only breaks its near-ties: a question worded like the note is ranked
+    by its words, a paraphrase by its meaning, and an embedder that is noise on these notes
     (an English-only one on Chinese) cannot drag good keyword hits down.
     On a calibrated index, `off_topic` holds how much meaning its off-topic probes found
     (typical, highest), and the cosine counts by meaning_weight() instead.
@@ -5593,10 +5571,9 @@ def trim(candidates: list[Hit], scores: Scores) -> list[Hit]:
 
 
 def rank(index: Index, question: str, qvec: np.ndarray | None, settings: Settings) -> Retrieval:
-    """Rank the chunks for an embedded question (qvec None: keywords only): score, select,
-    judge and trim, as the banner above draws them, and locate each source's passage, which
-    every front end shows. At most top_k_limit() sources are judged and sent, however high
-    settings.top_k is."""
+    """Rank the chunks for an embedded question (qvec None: keywords only) as the banner above
+    draws it, and locate each source's passage, which every front end shows. At most
+    top_k_limit() sources are judged and sent, however high settings.top_k is."""
     scores = score(index, question, qvec, settings)
     ranked = select(index, scores, max(CANDIDATE_DEPTH, settings.top_k))
     # A reranker would reorder `ranked` here: judge and trim take what it puts first.
@@ -5610,11 +5587,8 @@ def rank(index: Index, question: str, qvec: np.ndarray | None, settings: Setting
 
 def search(client: ollama.Client, index: Index, question: str, settings: Settings) -> Retrieval:
     """The one search path every caller takes: embed the question, rank(), say how it went.
-
-    When the question cannot be embedded (Ollama away, the model not pulled) or
-    some chunks have no vector yet, it ranks by keywords alone and records why
-    in `keywords_only_because`.
-    """
+    When the question cannot be embedded (Ollama away, the model not pulled) or some chunks
+    have no vector yet, it ranks by keywords alone and says why (`keywords_only_because`)."""
     t0 = time.perf_counter()
     qvec, why, changed = None, None, ""
     if not index.complete:
@@ -5629,11 +5603,10 @@ def search(client: ollama.Client, index: Index, question: str, settings: Setting
                                "is not a number")
         held = index.vectors.shape[1]
         if qvec is not None and held and len(qvec) != held:
-            changed = (f"{settings.embed_model} returned {len(qvec)} numbers for the question "
-                       f"where the index's vectors have {held}: another model answers under that "
-                       "name now (re-pulled, or another server at this address?); --rebuild "
-                       "re-embeds the notes with it")
-            why = changed
+            why = changed = (f"{settings.embed_model} returned {len(qvec)} numbers for the "
+                             f"question where the index's vectors have {held}: another model "
+                             "answers under that name now (re-pulled, or another server at this "
+                             "address?); --rebuild re-embeds the notes with it")
     t1 = time.perf_counter()
     r = rank(index, question, qvec, settings)
     return replace(r, keywords_only_because=why, reembed_because=changed,
@@ -5673,25 +5646,19 @@ FLOOR_PROBES = {
            "加拿大有多少人口？", "冬天怎样省电费？", "蜂蜜为什么不会变质？", "奶酪是怎么做出来的？",
            "国际象棋的王车易位有什么规则？", "被蜜蜂蜇了怎么处理？", "怎样让纸飞机飞得更远？", "电动牙刷的刷头多久换一次？"],
 }
-FLOOR_MARGIN = 0.05                       # the floor: the probes' median confidence
-                                          # plus this, at least MIN_SCORE (how they
-                                          # were chosen: bench/floor_eval.py)
+# calibrate()'s rule (chosen with bench/floor_eval.py). A language needs MIN_CALIBRATION_PROBES
+# left once those the notes do cover are dropped: notes that hold two thirds of these everyday
+# questions leave too few off-topic ones to set a floor by.
+FLOOR_MARGIN = 0.05                       # the floor: the probes' median confidence plus this
 MIN_CALIBRATION_CHUNKS = 20               # fewer chunks say too little about an off-topic question
-MIN_CALIBRATION_PROBES = 8                # per language, after dropping those the notes do cover;
-                                          # notes that hold two thirds of these everyday questions
-                                          # leave too few off-topic ones to set a floor by
-OFF_TOPIC_COVERAGE = 0.5                  # a probe whose words one chunk
-                                          # mostly holds is not off-topic here
-PROBE_REACH = 0.25                        # the most of 24 probes is about what 1 off-topic
-                                          # question in 25 exceeds: the cosine counts in
-                                          # full only a quarter of their spread above it
-                                          # (0, 0.25, 0.5 tried: bench/floor_eval.py)
-
-
-ZH_CJK_SHARE = 0.25                       # a text is "zh" once more than this share of its
-                                          # characters is CJK: a Chinese word takes about 2
-                                          # characters, an English one about 6 with its space,
-                                          # so above a quarter most of its words are Chinese
+MIN_CALIBRATION_PROBES = 8
+OFF_TOPIC_COVERAGE = 0.5                  # more of a probe's words in one chunk: not off-topic
+# The most of 24 probes is about what 1 off-topic question in 25 exceeds: the cosine counts in
+# full only a quarter of their spread above it (0, 0.25 and 0.5 tried: bench/floor_eval.py).
+PROBE_REACH = 0.25
+# A text is "zh" once more than this share of its characters is CJK: a Chinese word takes about
+# 2 characters, an English one about 6 with its space, so above a quarter most are Chinese.
+ZH_CJK_SHARE = 0.25
 
 
 def question_language(text: str) -> str:
