@@ -5166,7 +5166,8 @@ def card_of(index: Index, rel: str) -> NoteMeta:
     return note_card(rel, index.notes.get(rel, NoteMeta()), rec.mtime_ns if rec else None)
 
 
-class Scores(NamedTuple):
+@dataclass(frozen=True)
+class Scores:
     """Stage 1, score(): every chunk's scores for one question."""
     rows: np.ndarray                      # the chunks --source allows; `fused` is -inf elsewhere
     dense: np.ndarray | None              # by meaning, the cosines; None: keywords only
@@ -5177,21 +5178,14 @@ class Scores(NamedTuple):
 
 
 @dataclass(frozen=True)
-class Retrieval:
-    """The result of one search: every stage's output, flat, so a caller reads r.hits or r.dense.
-    From `rows` to `terms`, score()'s Scores: each ranker's scores over all chunks, for
-    --explain and --eval; from `confidence` to `floor_source`, judge()'s verdict."""
+class Retrieval(Scores):
+    """The result of one search: score()'s Scores (for --explain and --eval) and every later
+    stage's output, flat, so a caller reads r.hits or r.dense."""
     hits: list[Hit]                       # trim(): what the chat model gets
     candidates: list[Hit]                 # the first --top-k of `ranked`: what judge() looked at
     ranked: list[Hit]                     # select(): the best CANDIDATE_DEPTH (or --top-k) first
     query_vector: np.ndarray | None       # None: searched by keywords only
-    rows: np.ndarray
-    dense: np.ndarray | None              # None without usable vectors
-    lexical: np.ndarray
-    fused: np.ndarray
-    weights: dict[str, float]
-    terms: list[Term]
-    confidence: float                     # below `floor`: not found
+    confidence: float                     # judge()'s: below `floor`, not found
     floor: float = MIN_SCORE
     floor_source: str = ""                # where the floor comes from, in words
     keywords_only_because: str | None = None
@@ -5578,9 +5572,10 @@ def rank(index: Index, question: str, qvec: np.ndarray | None, settings: Setting
     ranked = select(index, scores, max(CANDIDATE_DEPTH, settings.top_k))
     # A reranker would reorder `ranked` here: judge and trim take what it puts first.
     judged = ranked[:min(settings.top_k, top_k_limit(settings.chunk_size))]
-    verdict = judge(index, question, scores, judged, settings)
+    conf, floor, floor_source = judge(index, question, scores, judged, settings)
     hits, terms = trim(judged, scores), preview_terms(scores.terms)
-    return Retrieval(hits, judged, ranked, qvec, *scores, *verdict,
+    return Retrieval(**vars(scores), hits=hits, candidates=judged, ranked=ranked, query_vector=qvec,
+                     confidence=conf, floor=floor, floor_source=floor_source,
                      notes={h.chunk.source: card_of(index, h.chunk.source) for h in ranked},
                      passages=[locate_passage(h.chunk, terms) for h in hits])
 
