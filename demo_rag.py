@@ -1033,13 +1033,6 @@ class Redirected(ollama.ResponseError):
         super().__init__(f"redirect to {location}", status)
         self.location = location
 
-    @staticmethod
-    def hook(response: httpx.Response) -> None:
-        """The client's response hook: a redirect ends the request, saying where it pointed
-        (without the hook, httpx would give the status alone)."""
-        if response.is_redirect:
-            raise Redirected(response.status_code, response.headers.get("location", ""))
-
 
 # Ollama's own 404 for a model it does not have, in each of its wordings (server/routes.go):
 # "model 'x' not found" and "model \"x\" not found, try pulling it first". Any other 404 came
@@ -1102,52 +1095,37 @@ def explain_ollama_error(exc: Exception, model: str, mid_reply: bool = False) ->
 OLLAMA_FAILURES = (ollama.ResponseError, ConnectionError, httpx.TransportError, ValueError)
 
 
-class LinesCapped(httpx.BaseTransport):
-    """A transport whose replies may hold no line longer than MAX_REPLY_LINE bytes. The client
+class CappedLines(httpx.SyncByteStream):
+    """A reply's bytes as they come, until a line runs past MAX_REPLY_LINE bytes. The client
     holds a whole line in memory, several times over (httpx's iter_lines joins it, json.loads and
     pydantic copy it), so one endless line from a broken server would fill the memory; a longer
     line ends the reply with a ValueError instead, closing the connection. Replies are asked for
     uncompressed (Ollama sends them so anyway), so the bytes counted are the bytes kept."""
 
-    def __init__(self, transport: httpx.BaseTransport):
-        self.transport = transport
+    def __init__(self, stream):
+        self.stream = stream
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        request.headers["Accept-Encoding"] = "identity"
-        response = self.transport.handle_request(request)
-        response.stream = self.Capped(response.stream)
-        return response
+    def __iter__(self) -> Iterator[bytes]:
+        run = 0                           # bytes since the last line break
+        for chunk in self.stream:
+            first, last = chunk.find(b"\n"), chunk.rfind(b"\n")
+            if (run + len(chunk) if first < 0 else run + first) > MAX_REPLY_LINE:
+                raise ValueError(f"a line of its reply ran past {MAX_REPLY_LINE >> 20} MB, where "
+                                 "Ollama's are a few hundred bytes: a broken server, or not Ollama")
+            run = run + len(chunk) if first < 0 else len(chunk) - last - 1
+            yield chunk
 
     def close(self) -> None:
-        self.transport.close()
-
-    class Capped(httpx.SyncByteStream):
-        """A reply's bytes as they come, until a line runs past MAX_REPLY_LINE."""
-
-        def __init__(self, stream):
-            self.stream = stream
-
-        def __iter__(self) -> Iterator[bytes]:
-            run = 0                       # bytes since the last line break
-            for chunk in self.stream:
-                first, last = chunk.find(b"\n"), chunk.rfind(b"\n")
-                if (run + len(chunk) if first < 0 else run + first) > MAX_REPLY_LINE:
-                    raise ValueError(f"a line of its reply ran past {MAX_REPLY_LINE >> 20} MB, "
-                                     "where Ollama's are a few hundred bytes: a broken server, "
-                                     "or not Ollama")
-                run = run + len(chunk) if first < 0 else len(chunk) - last - 1
-                yield chunk
-
-        def close(self) -> None:
-            self.stream.close()
+        self.stream.close()
 
 
 def ollama_client(timeout: float | None = None) -> ollama.Client:
     """The command line's Ollama client, the only one Part II makes. It sends nothing anywhere
-    but OLLAMA_HOST (ollama_proxy, Redirected), gives up on a server silent for `timeout`
-    seconds (None: waits as long as it takes), and when nothing on the way is https skips
-    loading the system's TLS certificates, a good part of a warm query's start-up. Raises
-    ValueError, in words, when OLLAMA_HOST is not an address or its proxy cannot be used."""
+    but OLLAMA_HOST (ollama_proxy, Redirected), caps its replies' lines (CappedLines), gives up
+    on a server silent for `timeout` seconds (None: waits as long as it takes), and when nothing
+    on the way is https skips loading the system's TLS certificates, a good part of a warm
+    query's start-up. Raises ValueError, in words, when OLLAMA_HOST is not an address or its
+    proxy cannot be used."""
     not_an_address = f"OLLAMA_HOST={host()} is not an address like {DEFAULT_HOST}"
     try:
         url = ollama_url()
@@ -1162,9 +1140,17 @@ def ollama_client(timeout: float | None = None) -> ollama.Client:
                          f"which cannot be used ({e}); or list {url.host} in NO_PROXY") from None
     options = {} if timeout is None else \
         {"timeout": httpx.Timeout(timeout, connect=min(timeout, OLLAMA_CONNECT_TIMEOUT))}
+
+    def checked(response: httpx.Response) -> None:
+        """A redirect ends the request, saying where it pointed (httpx alone would give only
+        the status); any other reply is read through CappedLines."""
+        if response.is_redirect:
+            raise Redirected(response.status_code, response.headers.get("location", ""))
+        response.stream = CappedLines(response.stream)
     try:
-        return ollama.Client(transport=LinesCapped(transport), follow_redirects=False,
-                             event_hooks={"response": [Redirected.hook]}, **options)
+        return ollama.Client(transport=transport, follow_redirects=False,
+                             headers={"Accept-Encoding": "identity"},
+                             event_hooks={"response": [checked]}, **options)
     except (ValueError, httpx.InvalidURL) as e:
         raise ValueError(f"{not_an_address} ({e})") from None
 
@@ -3383,12 +3369,11 @@ def embed_templates(settings: Settings) -> Templates:
     query, document, source = next(((q, d, card) for pattern, q, d, card in EMBED_PROMPTS
                                     if re.search(pattern, name)),
                                    ("", "", "none known for this model"))
-    overrides = [flag for flag, value in (("--query-instruction", settings.query_instruction),
-                                          ("--doc-instruction", settings.doc_instruction))
-                 if value is not None]
-    if overrides:
-        source = " and ".join(overrides) + ("" if len(overrides) == 2
-                                            else f"; the other from {source}")
+    given = {"--query-instruction": settings.query_instruction,
+             "--doc-instruction": settings.doc_instruction}
+    flags = [flag for flag, value in given.items() if value is not None]
+    if flags:
+        source = " and ".join(flags) + ("" if len(flags) == 2 else f"; the other from {source}")
     return Templates(query if settings.query_instruction is None else settings.query_instruction,
                      document if settings.doc_instruction is None else settings.doc_instruction,
                      source)
@@ -5048,9 +5033,8 @@ def passage_offset(text: str, terms: Iterable[tuple[str, float]] = ()) -> int:
 
 def locate_passage(chunk: PlacedChunk, terms: Iterable[tuple[str, float]] = ()) -> Passage:
     """Where the passage of `chunk` that a search's `terms` (term, idf: preview_terms) matched
-    is: its line and section, with the chunk's first and last lines. Without a term in the chunk,
-    the passage is its first line past the headings it opens with. rank() locates each source's
-    passage once (Retrieval.passages); every printer of a source, the prompt and --json go by it.
+    is: its line and section, with the chunk's first and last lines (rank() keeps each hit's).
+    Without a term in the chunk, the passage is its first line past the headings it opens with.
 
     >>> text = "## Chain\\nOil it.\\n\\n## Tyres\\nRoad: 80 psi."
     >>> c = PlacedChunk("bike.md", "# Bike › ## Chain", text, line=5)

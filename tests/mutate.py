@@ -480,9 +480,14 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '    return None\n',
      ["tests/test_network.py", "-k", "remote or no_proxy"]),
     ("a redirect followed to the host it names",
-     '        return ollama.Client(transport=LinesCapped(transport), follow_redirects=False,\n'
-     '                             event_hooks={"response": [Redirected.hook]}, **options)',
-     '        return ollama.Client(transport=LinesCapped(transport), follow_redirects=True, **options)',
+     '        if response.is_redirect:\n'
+     '            raise Redirected(response.status_code, response.headers.get("location", ""))\n'
+     '        response.stream = CappedLines(response.stream)\n'
+     '    try:\n'
+     '        return ollama.Client(transport=transport, follow_redirects=False,\n',
+     '        response.stream = CappedLines(response.stream)\n'
+     '    try:\n'
+     '        return ollama.Client(transport=transport, follow_redirects=True,\n',
      ["tests/test_network.py", "-k", "redirect"]),
     ("every 404 called a model not pulled",
      "        if MODEL_NOT_FOUND.search(str(exc.error)):",
