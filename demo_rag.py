@@ -954,7 +954,7 @@ def where_is(hostname: str | None) -> str:
     ...                        "127.1", "192.0.2.7")]
     ['this machine', 'this machine', 'this machine', 'this link', 'this machine', 'elsewhere']
     """
-    import socket                         # (only here: a name is looked up as the connection would)
+    import socket                         # only here: a name is looked up as the connection would
     name = (hostname or "127.0.0.1").lower().rstrip(".")
     if name == "localhost":
         return "this machine"
@@ -973,12 +973,11 @@ def where_is(hostname: str | None) -> str:
 
 
 def ollama_proxy(url: httpx.URL) -> str | None:
-    """The proxy that requests to Ollama at `url` go through, or None. Never one for this machine
-    or its network link, as Go's ProxyFromEnvironment (which the ollama CLI uses) never proxies
-    loopback; httpx left to itself would send even 127.0.0.1's requests, the notes in them, to
-    HTTP_PROXY. Elsewhere, the user's settings as Python's urllib reads them: HTTP_PROXY or
-    HTTPS_PROXY by the scheme, else ALL_PROXY, in either case, unless NO_PROXY names the host
-    (on macOS and Windows, the system's settings when the environment has none)."""
+    """The proxy that requests to Ollama at `url` go through, or None. None for this machine or
+    its link, as the ollama CLI (Go's ProxyFromEnvironment) never proxies loopback, where httpx
+    would send even 127.0.0.1's requests, the notes in them, to HTTP_PROXY. Elsewhere, the
+    user's settings as urllib reads them: HTTP(S)_PROXY by the scheme, else ALL_PROXY, unless
+    NO_PROXY names the host (on macOS and Windows, the system's when the environment has none)."""
     if where_is(url.host) != "elsewhere":
         return None
     proxies = urllib.request.getproxies()
@@ -1025,53 +1024,38 @@ class Redirected(ollama.ResponseError):
         self.location = location
 
 
-def refuse_redirect(response: httpx.Response) -> None:
-    """The client's response hook: a redirect ends the request, saying where it pointed
-    (without the hook, httpx would give the status alone)."""
-    if response.is_redirect:
-        raise Redirected(response.status_code, response.headers.get("location", ""))
-
-
 # Ollama's own 404 for a model it does not have, in each of its wordings (server/routes.go):
 # "model 'x' not found" and "model \"x\" not found, try pulling it first". Any other 404 came
 # from a route this Ollama lacks (it is too old) or from a server that is not Ollama.
 MODEL_NOT_FOUND = re.compile(r"\bmodel\b.*\bnot found\b", re.IGNORECASE)
 
 
-def explain_404(said: str, model: str) -> str:
-    """What a 404 with the text `said` means: the model is not pulled, if Ollama says so;
-    otherwise OLLAMA_HOST does not lead to Ollama's API, and the line says what it leads to."""
-    if MODEL_NOT_FOUND.search(said):
-        return f"model '{model}' is not pulled: run `ollama pull {model}`"
-    said = " ".join(said.split())[:80] or "no text"
-    if path := ollama_url().path.strip("/"):          # it parses: the client was made from it
-        return (f"Ollama at {host()} answered 404 ({said}): OLLAMA_HOST has a path, /{path}, and "
-                f"Ollama's address has none: try OLLAMA_HOST={without_path(host())}")
-    return (f"the server at {host()} answered 404 ({said}) where Ollama's API should be: it is not "
-            "Ollama, or an Ollama too old for this script (update it: https://ollama.com/download)")
-
-
-def seconds_waited(exc: httpx.TimeoutException) -> str:
-    """How long the client waited before this timeout ("300 s"; httpx keeps it on the request)."""
-    try:
-        return f"{exc.request.extensions['timeout']['read']:g} s"
-    except (RuntimeError, KeyError, TypeError):   # no request attached, or no read timeout
-        return "the time allowed"
-
-
 def explain_ollama_error(exc: Exception, model: str, mid_reply: bool = False) -> OllamaError:
     """Turn the client's exceptions into one line a user can act on; `mid_reply`: part of
     a streamed reply had come (then a broken connection is not an unreachable server)."""
+    try:                                  # a timeout's: httpx keeps it on the request
+        waited = f"{exc.request.extensions['timeout']['read']:g} s"
+    except (AttributeError, RuntimeError, KeyError, TypeError):
+        waited = "the time allowed"
     if isinstance(exc, Redirected):
         return OllamaError(f"Ollama at {host()} answered with a redirect ({exc.status_code}) to "
                            f"{exc.location[:200] or 'nowhere'}; not followed: point OLLAMA_HOST at "
                            "Ollama itself")
-    if isinstance(exc, ollama.ResponseError) and exc.status_code == 404:
-        return OllamaError(explain_404(str(exc.error), model))
     if isinstance(exc, ollama.ResponseError):
         said = " ".join(str(exc.error).split())     # an HTML error page would take 200 lines
-        return OllamaError(
-            f"Ollama could not run '{model}': {said[:200] + ' …' if len(said) > 200 else said}")
+        if exc.status_code != 404:
+            return OllamaError(
+                f"Ollama could not run '{model}': {said[:200] + ' …' if len(said) > 200 else said}")
+        if MODEL_NOT_FOUND.search(str(exc.error)):
+            return OllamaError(f"model '{model}' is not pulled: run `ollama pull {model}`")
+        said = said[:80] or "no text"
+        if path := ollama_url().path.strip("/"):      # it parses: the client was made from it
+            return OllamaError(f"Ollama at {host()} answered 404 ({said}): OLLAMA_HOST has a "
+                               f"path, /{path}, and Ollama's address has none: try "
+                               f"OLLAMA_HOST={without_path(host())}")
+        return OllamaError(f"the server at {host()} answered 404 ({said}) where Ollama's API "
+                           "should be: it is not Ollama, or an Ollama too old for this script "
+                           "(update it: https://ollama.com/download)")
     if isinstance(exc, ValueError):       # JSON that will not parse, or not the API's shape
         return OllamaError(
             f"Ollama's reply for '{model}' could not be used: {' '.join(str(exc).split())}")
@@ -1080,12 +1064,12 @@ def explain_ollama_error(exc: Exception, model: str, mid_reply: bool = False) ->
                            "cut short (did it stop or restart?)")
     if mid_reply and isinstance(exc, httpx.TimeoutException):
         return OllamaError(f"Ollama at {host()} stopped answering mid-way: nothing more came "
-                           f"within {seconds_waited(exc)}, so the answer is cut short (try again, "
-                           "or wait longer with --timeout)")
+                           f"within {waited}, so the answer is cut short (try again, or wait "
+                           "longer with --timeout)")
     if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
-        return OllamaError(f"Ollama at {host()} did not answer within {seconds_waited(exc)}: it "
-                           f"may still be loading '{model}' (try again, or wait longer with "
-                           "--timeout) or be stuck")
+        return OllamaError(f"Ollama at {host()} did not answer within {waited}: it may still be "
+                           f"loading '{model}' (try again, or wait longer with --timeout) or be "
+                           "stuck")
     cause = exc.__context__ or exc        # the ollama client raises a ConnectionError over httpx's
     if isinstance(cause, httpx.ConnectError) and "SSL" in str(cause):
         return OllamaError(f"Ollama at {host()} did not answer in TLS "
@@ -1095,19 +1079,18 @@ def explain_ollama_error(exc: Exception, model: str, mid_reply: bool = False) ->
                        f"(or point OLLAMA_HOST at it)")
 
 
-# What a call to Ollama can raise that is Ollama's doing, not ours: an error status (a
-# redirect among them), a connection that fails or breaks, and a reply that is not what the
-# API promises (the client's JSON and pydantic errors are ValueErrors, and so are the checks
-# of embed_texts and embed_batches).
+# What a call to Ollama can raise that is Ollama's doing, not ours: an error status (a redirect
+# among them), a connection that fails or breaks, and a reply that is not what the API promises
+# (the client's JSON and pydantic errors are ValueErrors, and so are our checks of its replies).
 OLLAMA_FAILURES = (ollama.ResponseError, ConnectionError, httpx.TransportError, ValueError)
 
 
-class ReplyTooLong(ValueError):
-    """A line of Ollama's reply ran past MAX_REPLY_LINE bytes."""
-
-
 class CappedLines(httpx.SyncByteStream):
-    """A reply's bytes as they come, raising ReplyTooLong once a line runs past MAX_REPLY_LINE."""
+    """A reply's bytes as they come, until a line runs past MAX_REPLY_LINE bytes. The client
+    holds a whole line in memory, several times over (httpx's iter_lines joins it, json.loads and
+    pydantic copy it), so one endless line from a broken server would fill the memory; a longer
+    line ends the reply with a ValueError instead, closing the connection. Replies are asked for
+    uncompressed (Ollama sends them so anyway), so the bytes counted are the bytes kept."""
 
     def __init__(self, stream):
         self.stream = stream
@@ -1117,9 +1100,8 @@ class CappedLines(httpx.SyncByteStream):
         for chunk in self.stream:
             first, last = chunk.find(b"\n"), chunk.rfind(b"\n")
             if (run + len(chunk) if first < 0 else run + first) > MAX_REPLY_LINE:
-                raise ReplyTooLong(f"a line of its reply ran past {MAX_REPLY_LINE >> 20} MB, "
-                                   "where Ollama's are a few hundred bytes: a broken server, or "
-                                   "not Ollama")
+                raise ValueError(f"a line of its reply ran past {MAX_REPLY_LINE >> 20} MB, where "
+                                 "Ollama's are a few hundred bytes: a broken server, or not Ollama")
             run = run + len(chunk) if first < 0 else len(chunk) - last - 1
             yield chunk
 
@@ -1127,39 +1109,18 @@ class CappedLines(httpx.SyncByteStream):
         self.stream.close()
 
 
-class LinesCapped(httpx.BaseTransport):
-    """A transport whose replies may hold no line longer than MAX_REPLY_LINE bytes. The client
-    holds a whole line in memory, several times over (httpx's iter_lines joins it, json.loads and
-    pydantic copy it), so one endless line from a broken server would fill the memory; a longer
-    line ends the reply with ReplyTooLong instead, closing the connection. Replies are asked for
-    uncompressed (Ollama sends them so anyway), so the bytes counted are the bytes kept."""
-
-    def __init__(self, transport: httpx.BaseTransport):
-        self.transport = transport
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        request.headers["Accept-Encoding"] = "identity"
-        response = self.transport.handle_request(request)
-        response.stream = CappedLines(response.stream)
-        return response
-
-    def close(self) -> None:
-        self.transport.close()
-
-
 def ollama_client(timeout: float | None = None) -> ollama.Client:
     """The command line's Ollama client, the only one Part II makes. It sends nothing anywhere
-    but OLLAMA_HOST: no proxy for this machine or its link (ollama_proxy), no redirect followed
-    (refuse_redirect). It gives up on a server silent for `timeout` seconds (None: waits as long
-    as it takes), and when nothing on the way is https it skips loading the system's TLS
-    certificates, which it would never use and which take a good part of a warm query's
-    start-up. Raises ValueError, in words, when OLLAMA_HOST is not an address or its proxy
-    cannot be used."""
+    but OLLAMA_HOST (ollama_proxy, Redirected), caps its replies' lines (CappedLines), gives up
+    on a server silent for `timeout` seconds (None: waits as long as it takes), and when nothing
+    on the way is https skips loading the system's TLS certificates, a good part of a warm
+    query's start-up. Raises ValueError, in words, when OLLAMA_HOST is not an address or its
+    proxy cannot be used."""
+    not_an_address = f"OLLAMA_HOST={host()} is not an address like {DEFAULT_HOST}"
     try:
         url = ollama_url()
     except httpx.InvalidURL as e:
-        raise ValueError(
-            f"OLLAMA_HOST={host()} is not an address like {DEFAULT_HOST} ({e})") from None
+        raise ValueError(f"{not_an_address} ({e})") from None
     proxy = ollama_proxy(url)
     tls = url.scheme == "https" or (proxy or "").lower().startswith("https:")
     try:                                  # given a transport, httpx reads no proxy setting itself
@@ -1169,12 +1130,19 @@ def ollama_client(timeout: float | None = None) -> ollama.Client:
                          f"which cannot be used ({e}); or list {url.host} in NO_PROXY") from None
     options = {} if timeout is None else \
         {"timeout": httpx.Timeout(timeout, connect=min(timeout, OLLAMA_CONNECT_TIMEOUT))}
+
+    def checked(response: httpx.Response) -> None:
+        """A redirect ends the request, saying where it pointed (httpx alone would give only
+        the status); any other reply is read through CappedLines."""
+        if response.is_redirect:
+            raise Redirected(response.status_code, response.headers.get("location", ""))
+        response.stream = CappedLines(response.stream)
     try:
-        return ollama.Client(transport=LinesCapped(transport), follow_redirects=False,
-                             event_hooks={"response": [refuse_redirect]}, **options)
+        return ollama.Client(transport=transport, follow_redirects=False,
+                             headers={"Accept-Encoding": "identity"},
+                             event_hooks={"response": [checked]}, **options)
     except (ValueError, httpx.InvalidURL) as e:
-        raise ValueError(
-            f"OLLAMA_HOST={host()} is not an address like {DEFAULT_HOST} ({e})") from None
+        raise ValueError(f"{not_an_address} ({e})") from None
 
 
 # ----------------------------------------------------------------------------
@@ -3401,12 +3369,11 @@ def embed_templates(settings: Settings) -> Templates:
     query, document, source = next(((q, d, card) for pattern, q, d, card in EMBED_PROMPTS
                                     if re.search(pattern, name)),
                                    ("", "", "none known for this model"))
-    overrides = [flag for flag, value in (("--query-instruction", settings.query_instruction),
-                                          ("--doc-instruction", settings.doc_instruction))
-                 if value is not None]
-    if overrides:
-        source = " and ".join(overrides) + ("" if len(overrides) == 2
-                                            else f"; the other from {source}")
+    given = {"--query-instruction": settings.query_instruction,
+             "--doc-instruction": settings.doc_instruction}
+    flags = [flag for flag, value in given.items() if value is not None]
+    if flags:
+        source = " and ".join(flags) + ("" if len(flags) == 2 else f"; the other from {source}")
     return Templates(query if settings.query_instruction is None else settings.query_instruction,
                      document if settings.doc_instruction is None else settings.doc_instruction,
                      source)
@@ -3435,26 +3402,21 @@ def document_text(chunk: Chunk, settings: Settings) -> str:
 
 def embed_batches(client: ollama.Client, model: str, texts: Iterable[str]) -> Iterator[np.ndarray]:
     """Part I's embed_texts, batch by batch as each arrives, so that a build can save what came
-    (CacheWriter). A batch holds at most EMBED_BATCH texts and EMBED_BATCH_CHARS characters:
-    a folder of long chunks makes no huge request."""
+    (CacheWriter), and Ollama's failures raised as an OllamaError that says what to do. A batch
+    holds at most EMBED_BATCH texts and EMBED_BATCH_CHARS characters: a folder of long chunks
+    makes no huge request."""
     batch: list[str] = []
-    for text in itertools.chain(texts, [None]):       # None: the end, send what is left
-        if batch and (text is None or len(batch) == EMBED_BATCH
-                      or sum(map(len, batch)) + len(text) > EMBED_BATCH_CHARS):
-            rows = np.array(client.embed(model=model, input=batch).embeddings, dtype=np.float32)
-            if rows.ndim != 2 or len(rows) != len(batch):         # a server may send anything
-                raise ValueError(f"{len(rows)} vectors came back for {len(batch)} texts")
-            yield normalize(rows)
-            batch = []
-        if text is not None:
-            batch.append(text)
-
-
-def checked_batches(client: ollama.Client, model: str,
-                    texts: Iterable[str]) -> Iterator[np.ndarray]:
-    """embed_batches, with Ollama's failures raised as an OllamaError that says what to do."""
     try:
-        yield from embed_batches(client, model, texts)
+        for text in itertools.chain(texts, [None]):       # None: the end, send what is left
+            if batch and (text is None or len(batch) == EMBED_BATCH
+                          or sum(map(len, batch)) + len(text) > EMBED_BATCH_CHARS):
+                rows = np.array(client.embed(model=model, input=batch).embeddings, dtype=np.float32)
+                if rows.ndim != 2 or len(rows) != len(batch):     # a server may send anything
+                    raise ValueError(f"{len(rows)} vectors came back for {len(batch)} texts")
+                yield normalize(rows)
+                batch = []
+            if text is not None:
+                batch.append(text)
     except OLLAMA_FAILURES as e:
         raise explain_ollama_error(e, model) from None
 
@@ -3475,7 +3437,7 @@ NOT_A_NUMBER = re.compile(r"NaN or Inf values|unsupported value: NaN")
 
 def embed_refusing(client: ollama.Client, model: str,
                    texts: Iterable[str]) -> Iterator[np.ndarray | None]:
-    """checked_batches(), but a batch Ollama refuses because a vector is not a number is sent
+    """embed_batches(), but a batch Ollama refuses because a vector is not a number is sent
     again one text at a time, and each text it still refuses comes back as None: one such
     text must not cost the vectors of all the others. A model that refuses the first three
     texts alone, before any vector came back, embeds nothing: its error is raised."""
@@ -3484,7 +3446,7 @@ def embed_refusing(client: ollama.Client, model: str,
         drawn: list[str] = []             # the texts this pass took, in order
         sent = 0                          # ...and how many of them came back as vectors
         try:
-            for rows in checked_batches(client, model, (drawn.append(t) or t for t in texts)):
+            for rows in embed_batches(client, model, (drawn.append(t) or t for t in texts)):
                 sent, any_vector = sent + len(rows), True
                 yield rows
             return
@@ -3518,7 +3480,6 @@ def embed_query(client: ollama.Client, question: str, settings: Settings) -> np.
 # least TOKENS_AT_LEAST times a prompt's (qwen3's tokenizer read 0.86 or more of any prompt there).
 TOKENS_AT_MOST = 1.3
 TOKENS_AT_LEAST = 0.7
-SPACES = re.compile(r"[ \t]{2,}")
 
 
 def estimate_tokens(text: str) -> int:
@@ -3527,20 +3488,23 @@ def estimate_tokens(text: str) -> int:
     >>> estimate_tokens("RAG 检索增强生成"), estimate_tokens("a" * 400), estimate_tokens("Привет")
     (6, 100, 3)
     """
-    text = SPACES.sub(" ", text)
+    text = re.sub(r"[ \t]{2,}", " ", text)
     ascii_ = len(text.encode("ascii", "ignore"))
     wide = len(CJK_CHAR.findall(text)) if ascii_ < len(text) else 0
     return math.ceil(wide * 0.8 + (len(text) - ascii_ - wide) / 2 + ascii_ / 4)
 
 
-def embed_context_length(client: ollama.Client, model: str) -> int | None:
-    """Where Ollama cuts an embedding input, from /api/show: the model's trained context
-    ("<arch>.context_length") or a smaller num_ctx its Modelfile sets. None if not told, or
-    if what it says is no context size (0, -5, "8192", True, 10**30): no advice beats nonsense."""
+def embed_context_warning(client: ollama.Client, settings: Settings,
+                          texts: Iterable[str]) -> str | None:
+    """A warning when texts about to be embedded may be longer than the embedder reads
+    (Ollama would silently embed only their start), with the chunk size that would fit. Where
+    Ollama cuts comes from /api/show: the model's trained context ("<arch>.context_length") or
+    a smaller num_ctx its Modelfile sets, unless it is no context size (0, -5, "8192", True,
+    10**30): no advice beats nonsense."""
     try:
-        info = client.show(model)
+        info = client.show(settings.embed_model)
     except OLLAMA_FAILURES:
-        return None
+        info = None
     model_info = dict(getattr(info, "modelinfo", None) or getattr(info, "model_info", None) or {})
     limits = [v for k, v in model_info.items() if k.endswith(".context_length")]
     # subtle: at most 12 digits, as int() refuses a string of over 4,300 (CPython's guard)
@@ -3548,17 +3512,10 @@ def embed_context_length(client: ollama.Client, model: str) -> int | None:
                         re.MULTILINE)
     limits += [int(num_ctx.group(1))] if num_ctx else []
     limits = [n for n in limits if type(n) is int and 0 < n <= MAX_CONTEXT_LENGTH]
-    return min(limits) if limits else None
-
-
-def embed_context_warning(client: ollama.Client, settings: Settings,
-                          texts: Iterable[str]) -> str | None:
-    """A warning when texts about to be embedded may be longer than the embedder reads
-    (Ollama would silently embed only their start), with the chunk size that would fit."""
-    limit = embed_context_length(client, settings.embed_model)
-    if limit is None:
+    if not limits:
         return (f"Ollama did not say {settings.embed_model}'s context length (/api/show), "
                 "so chunks were not checked against it")
+    limit = min(limits)
     total, over = 0, []                   # (tokens, characters) of each text that is too long
     for text in texts:
         total, tokens = total + 1, estimate_tokens(text) * TOKENS_AT_MOST
@@ -3606,16 +3563,13 @@ def model_digest(client: ollama.Client, model: str) -> str | None:
 
 @dataclass(frozen=True)
 class Lexicon:
-    """An inverted index: for each term, the chunks it occurs in and how often.
-
-    Postings of term `vocab[t]` are rows `docs[ptr[t]:ptr[t+1]]` with counts
-    `counts[ptr[t]:ptr[t+1]]`; `lengths[row]` is the chunk's token count.
-    """
+    """An inverted index: for each term, the chunks it occurs in and how often. Postings of
+    term `vocab[t]` are rows `docs[ptr[t]:ptr[t+1]]` with counts `counts[ptr[t]:ptr[t+1]]`."""
     vocab: list[str]                      # sorted, so a lookup is a binary search
     ptr: np.ndarray                       # (len(vocab) + 1,) int64
     docs: np.ndarray                      # (postings,) int32
     counts: np.ndarray                    # (postings,) float32
-    lengths: np.ndarray                   # (chunks,) float32
+    lengths: np.ndarray                   # (chunks,) float32: each chunk's token count
 
 
 def concat_ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
@@ -3629,10 +3583,9 @@ def concat_ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
 
 def tokenize_rows(texts: Iterable[str], rows: np.ndarray, term_id: dict[str, int],
                   lengths: np.ndarray) -> tuple:
-    """Tokenise each new chunk into flat arrays of (term id, count), ids from `term_id`.
-
-    Returns (ids, counts, rows, sizes): chunk rows[k] has sizes[k] distinct terms, whose
-    postings come k-th; lengths[rows[k]] becomes its number of tokens.
+    """Tokenise each new chunk into flat arrays of (term id, count), ids from `term_id`:
+    (ids, counts, rows, sizes), chunk rows[k] having sizes[k] distinct terms, whose postings
+    come k-th; lengths[rows[k]] becomes its number of tokens.
 
     >>> term_id, lengths = {}, np.zeros(2, dtype=np.float32)
     >>> ids, counts, rows, sizes = tokenize_rows(["cats cats dogs", "dogs"], np.array([0, 1]),
@@ -3656,10 +3609,8 @@ def tokenize_rows(texts: Iterable[str], rows: np.ndarray, term_id: dict[str, int
 
 def reused_postings(old: Lexicon, rows: np.ndarray, src: np.ndarray,
                     term_id: dict[str, int]) -> tuple:
-    """The postings of old rows `src`, given to new rows `rows`, with term ids from `term_id`.
-
-    Returns (ids, counts, rows, sizes) like tokenize_rows; an old row may be reused twice.
-    """
+    """The postings of old rows `src`, given to new rows `rows`, with term ids from `term_id`,
+    as tokenize_rows returns them; an old row may be reused twice."""
     order = np.argsort(old.docs, kind="stable")        # old postings by row
     by_row = np.searchsorted(old.docs[order], np.arange(len(old.lengths) + 1))
     starts, lens = by_row[src], by_row[src + 1] - by_row[src]
@@ -3702,24 +3653,10 @@ def in_row_order(parts: list[tuple]) -> tuple:
     return terms[pick], counts[pick], rows[by], sizes[by]
 
 
-def renumber(ids: np.ndarray, new_id: np.ndarray) -> None:
-    """Replace each id by new_id[id], in place, a block at a time (no big temporary).
-
-    >>> ids = np.array([2, 0, 2])
-    >>> renumber(ids, np.array([1, 2, 0]))
-    >>> ids.tolist()
-    [0, 1, 0]
-    """
-    for a in range(0, len(ids), LEXICON_BLOCK):
-        ids[a:a + LEXICON_BLOCK] = new_id[ids[a:a + LEXICON_BLOCK]]
-
-
 def sort_by_term(terms: np.ndarray, counts_in: np.ndarray, rows: np.ndarray, sizes: np.ndarray,
                  n_terms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Postings in row order (row rows[k] has the next sizes[k]) put in term order by a counting
-    sort.
-
-    Term t's postings end up at ptr[t]:ptr[t + 1] of (docs, counts), still in row order.
+    sort: term t's postings end up at ptr[t]:ptr[t + 1] of (docs, counts), still in row order.
     Rows 3 (terms 1, 0) and 4 (term 1):
 
     >>> terms, counts_in, rows, sizes = map(np.array, ([1, 0, 1], [5, 6, 7], [3, 4], [2, 1]))
@@ -3749,15 +3686,10 @@ def sort_by_term(terms: np.ndarray, counts_in: np.ndarray, rows: np.ndarray, siz
 
 def build_lexicon(old: Lexicon | None, reuse: np.ndarray, new_texts: Iterable[str]) -> Lexicon:
     """A lexicon for a new list of chunks, tokenising only the chunks that are new.
-
-    `reuse[i]` is the row in `old` whose terms chunk i has, or -1 for a new chunk;
-    the new chunks' texts come in `new_texts` (any iterable: each is tokenised and
-    let go), in order of their -1 entries.
-
-    Memory stays a few bytes per posting: each term gets an int id from one dict
-    (which keeps one copy of its string), postings live in flat arrays of ids and
-    counts, and they are put in term order by a counting sort.
-    """
+    `reuse[i]` is the row in `old` whose terms chunk i has, or -1 for a new chunk; the new
+    chunks' texts come in `new_texts` (any iterable: each is tokenised and let go), in order.
+    Memory stays a few bytes per posting: each term gets an int id from one dict (which keeps
+    one copy of its string), postings live in flat arrays, put in order by a counting sort."""
     lengths = np.zeros(len(reuse), dtype=np.float32)
     term_id: dict[str, int] = {}                       # term -> id, in order of first sight
     parts = [tokenize_rows(new_texts, np.flatnonzero(reuse < 0), term_id, lengths)]
@@ -3769,7 +3701,9 @@ def build_lexicon(old: Lexicon | None, reuse: np.ndarray, new_texts: Iterable[st
     del term_id
     terms, counts, seg_rows, seg_sizes = in_row_order(parts)
     del parts
-    renumber(terms, place)
+    # Each term id becomes its place in vocab, a block at a time: no big temporary.
+    for a in range(0, len(terms), LEXICON_BLOCK):
+        terms[a:a + LEXICON_BLOCK] = place[terms[a:a + LEXICON_BLOCK]]
     del place
     ptr, docs, counts = sort_by_term(terms, counts, seg_rows, seg_sizes, len(vocab))
     return Lexicon(vocab, ptr, docs, counts, lengths)
@@ -5076,9 +5010,8 @@ def passage_offset(text: str, terms: Iterable[tuple[str, float]] = ()) -> int:
 
 def locate_passage(chunk: PlacedChunk, terms: Iterable[tuple[str, float]] = ()) -> Passage:
     """Where the passage of `chunk` that a search's `terms` (term, idf: preview_terms) matched
-    is: its line and section, with the chunk's first and last lines. Without a term in the chunk,
-    the passage is its first line past the headings it opens with. rank() locates each source's
-    passage once (Retrieval.passages); every printer of a source, the prompt and --json go by it.
+    is: its line and section, with the chunk's first and last lines (rank() keeps each hit's).
+    Without a term in the chunk, the passage is its first line past the headings it opens with.
 
     >>> text = "## Chain\\nOil it.\\n\\n## Tyres\\nRoad: 80 psi."
     >>> c = PlacedChunk("bike.md", "# Bike › ## Chain", text, line=5)
@@ -5177,7 +5110,7 @@ def changed_warning(rel: str) -> str:
 #     score   every chunk by meaning and by words, fused          -> Scores
 #     select  the best CANDIDATE_DEPTH of them, best first         -> the ranked Hits
 #             (a step that reorders candidates, a reranker, goes here)
-#     judge   the first --top-k: do they answer? (confidence, floor) -> Verdict
+#     judge   the first --top-k: do they answer?                  -> confidence, floor
 #     trim    of those, the sources close to the best: the prompt's -> hits
 #
 # rank() composes them and locates each source's passage (the section above), once for every
@@ -5185,18 +5118,17 @@ def changed_warning(rel: str) -> str:
 # --tune, so that what is measured is what a run does.
 
 
-CANDIDATE_DEPTH = 10                      # candidates select() keeps: --eval's
-                                          # MRR@10 and --tune look this deep
+CANDIDATE_DEPTH = 10                      # kept by select(): MRR@10 and --tune look this deep
 
 
 def card_of(index: Index, rel: str) -> NoteMeta:
-    """note_card() of one note of the index (undated if the index has no record of its file: one
-    made by hand)."""
+    """note_card() of one of the index's notes (undated when it has no record of its file)."""
     rec = index.files.get(rel)
     return note_card(rel, index.notes.get(rel, NoteMeta()), rec.mtime_ns if rec else None)
 
 
-class Scores(NamedTuple):
+@dataclass(frozen=True)
+class Scores:
     """Stage 1, score(): every chunk's scores for one question."""
     rows: np.ndarray                      # the chunks --source allows; `fused` is -inf elsewhere
     dense: np.ndarray | None              # by meaning, the cosines; None: keywords only
@@ -5206,41 +5138,26 @@ class Scores(NamedTuple):
     terms: list[Term]                     # the question's terms, tokenized once
 
 
-class Verdict(NamedTuple):
-    """Stage 3, judge(): how sure we are that the candidates hold an answer."""
-    confidence: float                     # confidence(); below `floor` = not found
-    floor: float                          # what it had to reach (relevance_floor())
-    floor_source: str                     # where the floor comes from, in words
+@dataclass(frozen=True)
+class Retrieval(Scores):
+    """The result of one search: score()'s Scores (for --explain and --eval) and every later
+    stage's output, flat, so a caller reads r.hits or r.dense."""
+    hits: list[Hit]                       # trim(): what the chat model gets
+    candidates: list[Hit]                 # the first --top-k of `ranked`: what judge() looked at
+    ranked: list[Hit]                     # select(): the best CANDIDATE_DEPTH (or --top-k) first
+    query_vector: np.ndarray | None       # None: searched by keywords only
+    confidence: float                     # judge()'s: below `floor`, not found
+    floor: float = MIN_SCORE
+    floor_source: str = ""                # where the floor comes from, in words
+    keywords_only_because: str | None = None
+    reembed_because: str = ""             # the question's vector has another size than the index's
+    timings: dict[str, float] = field(default_factory=dict)
+    notes: dict[str, NoteMeta] = field(default_factory=dict)   # ranked notes' note_card()s
+    passages: list[Passage] = field(default_factory=list)      # where each of `hits` matched
 
     @property
     def found(self) -> bool:
         return self.confidence >= self.floor
-
-
-@dataclass(frozen=True)
-class Retrieval:
-    """The result of one search: every stage's output, flat, so a caller reads r.hits or r.dense."""
-    hits: list[Hit]                       # trim(): what the chat model gets
-    candidates: list[Hit]                 # the first --top-k of `ranked`: what judge() looked at
-    ranked: list[Hit]                     # select(): the best CANDIDATE_DEPTH
-                                          # (or --top-k), best first
-    query_vector: np.ndarray | None       # None: searched by keywords only
-    rows: np.ndarray                      # score()'s Scores, field by field: each ranker's scores
-    dense: np.ndarray | None              # over all chunks (for --explain and --eval); dense is
-    lexical: np.ndarray                   # None without usable vectors
-    fused: np.ndarray
-    weights: dict[str, float]
-    terms: list[Term]
-    confidence: float                     # judge()'s Verdict, field by field
-    floor: float = MIN_SCORE
-    floor_source: str = ""
-    found: bool = False
-    keywords_only_because: str | None = None
-    reembed_because: str = ""             # the question's vector has another size than the index's
-    timings: dict[str, float] = field(default_factory=dict)
-    notes: dict[str, NoteMeta] = field(default_factory=dict)   # the ranked notes'
-                                                               # note_card()s, by source
-    passages: list[Passage] = field(default_factory=list)      # where each of `hits` matched
 
     @property
     def lexical_only(self) -> bool:
@@ -5260,12 +5177,9 @@ def median(values: np.ndarray) -> float:
 
 
 def coverage(terms: list[Term], row: int) -> float:
-    """Share of a query's idf weight whose terms occur in chunk `row`, 0 to 1.
-
-    It asks "are the question's informative words in this passage?", and does not
-    depend on the embedder or on how many chunks there are. Worked example, "cat"
-    in chunk 0 only, "fish" in neither: idf(cat) = ln(1 + 1.5/1.5) = 0.69, idf(fish)
-    = ln(1 + 2.5/0.5) = 1.79, so chunk 0 covers 0.69 / (0.69 + 1.79) = 0.28.
+    """Part I's words_found() of chunk `row`, read from the postings: the share of the
+    question's idf weight whose terms it holds, 0 to 1, whatever the embedder or the number of
+    chunks. Part I's example, "cat" in chunk 0 only and "fish" in neither:
 
     >>> lex = lexicon_from_texts(["black cat", "black dog"])
     >>> round(coverage(query_postings(lex, "cat fish"), 0), 2)
@@ -5389,33 +5303,26 @@ def weighted_z_scores(parts: dict[str, np.ndarray],
 
 
 def standout(scores: np.ndarray) -> float:
-    """How far the best score stands above what chance would give, in standard deviations.
-
-    The best of n random scores lies about sqrt(2 ln n) standard deviations above
-    their mean; a ranker that found something relevant puts its best further out.
-    Values <= 0 mean "no better than noise".
+    """How far the best score stands above what chance would give, in standard deviations: the
+    best of n random scores lies about sqrt(2 ln n) of them above their mean, and a ranker that
+    found something relevant puts its best further out. <= 0: no better than noise.
 
     >>> round(standout(np.array([0.0] * 99 + [1.0])), 2)
     6.92
     """
     n = len(scores)
-    if n < 2:
-        return 0.0
-    sd = float(scores.std())
-    if sd == 0:
+    sd = float(scores.std()) if n > 1 else 0.0
+    if sd == 0:                           # one score, or all alike: none stands out
         return 0.0
     return (float(scores.max()) - float(scores.mean())) / sd - math.sqrt(2 * math.log(n))
 
 
 def fuse_other(parts: dict[str, np.ndarray], method: str) -> tuple[np.ndarray, dict[str, float]]:
-    """The alternatives to the default fusion: z-scores weighted by standout, one ranker
-    alone, or Part I's reciprocal rank fusion.
-
-    "zscore" weights each ranker by its standout() alone: a ranker no better than
-    noise gets 0; when neither stands out, both count equally. "dense" or "bm25"
-    alone falls back to the other ranker when it is missing (no vectors). "rrf" is
-    reciprocal_rank_fusion() of the two rankings, BM25's holding only the chunks
-    with a question word (as in Part I's search_notes).
+    """The alternatives to the default fusion. "zscore" weights each ranker by its standout()
+    alone: a ranker no better than noise gets 0; when neither stands out, both count equally.
+    "dense" or "bm25" alone falls back to the other ranker when it is missing (no vectors).
+    "rrf" is Part I's reciprocal_rank_fusion() of the two rankings, BM25's holding only the
+    chunks with a question word (as in search_notes).
 
     >>> fused, _ = fuse_other({"dense": np.array([0.9, 0.7, 0.5, 0.1]),
     ...                        "bm25": np.array([0.0, 3.0, 2.0, 0.0])}, "rrf")
@@ -5467,16 +5374,12 @@ FUSION_NOTES = {"evidence": "z-scores weighted by each ranker's evidence on this
 def fuse(dense: np.ndarray | None, lexical: np.ndarray, words_found: float,
          method: str = FUSION_METHOD,
          off_topic: tuple[float, float] | None = None) -> tuple[np.ndarray, dict[str, float]]:
-    """Fuse two rankers' scores into one; returns the fused scores and each ranker's share.
-
-    Each ranker's scores become z-scores, so cosines and BM25 are comparable, and
-    each counts by the evidence it found on this question, the two halves of
-    confidence(): BM25 by `words_found`, how much of the question's informative
-    words its best chunk holds (coverage()); dense by meaning_found(), how far its
-    best cosine moved from the typical chunk's towards a perfect match. Raised to
-    EVIDENCE_POWER, so the ranker with clearly more evidence leads and the other
-    only breaks its near-ties: a question worded like the note is ranked by its
-    words, a paraphrase by its meaning, and an embedder that is noise on these notes
+    """Fuse two rankers' scores into one (weighted_z_scores); returns the fused scores and each
+    ranker's share. Each counts by the evidence it found on this question, the two halves of
+    confidence(): BM25 by `words_found` (coverage() of its best chunk), dense by meaning_found()
+    of its best cosine. Raised to EVIDENCE_POWER, so the ranker with clearly more evidence
+    leads and the other only breaks its near-ties: a question worded like the note is ranked
+    by its words, a paraphrase by its meaning, and an embedder that is noise on these notes
     (an English-only one on Chinese) cannot drag good keyword hits down.
     On a calibrated index, `off_topic` holds how much meaning its off-topic probes found
     (typical, highest), and the cosine counts by meaning_weight() instead.
@@ -5521,15 +5424,11 @@ def top_rows(scores: np.ndarray, k: int) -> np.ndarray:
 
 def confidence(terms: list[Term], hit_rows: list[int], dense: np.ndarray | None,
                rows: np.ndarray) -> float:
-    """How sure we are that the notes hold an answer (compared with --min-score): the
-    evidence of words plus the evidence of meaning, each 0 to 1, so 0 to 2 in all.
-
-    Words: the most of the question's informative words one hit holds (coverage).
-    Meaning: how far the best hit's cosine moved from the typical chunk's (the
-    median over `rows`) towards a perfect 1.0. That is judged on each embedder's own
-    scale: e5's cosines all sit near 0.8, MiniLM's near 0.1, and a fixed offset
-    would suit only one of them. A paraphrase scores on meaning, a question worded
-    like the note on words, an unanswerable one on neither. Keywords only: words alone.
+    """How sure we are that the notes hold an answer, 0 to 2, as Part I's search_notes says it:
+    the most of the question's informative words one hit holds (coverage), plus meaning_found()
+    of the best hit's cosine over the typical chunk's (the median over `rows`). A paraphrase
+    scores on meaning, a question worded like the note on words, an unanswerable one on
+    neither. Keywords only: words alone.
 
     >>> lex = lexicon_from_texts(["black cat", "black dog"])
     >>> round(confidence(query_postings(lex, "cat"), [0, 1], None, np.arange(2)), 2)
@@ -5614,11 +5513,11 @@ def select(index: Index, scores: Scores, depth: int) -> list[Hit]:
 
 
 def judge(index: Index, question: str, scores: Scores, candidates: list[Hit],
-          settings: Settings) -> Verdict:
-    """Stage 3: the candidates' confidence against the relevance floor of this index and
-    language."""
+          settings: Settings) -> tuple[float, float, str]:
+    """Stage 3: the candidates' confidence, and the relevance floor it must reach, for this
+    index and language, with where that comes from (relevance_floor())."""
     conf = confidence(scores.terms, [h.row for h in candidates], scores.dense, scores.rows)
-    return Verdict(conf, *relevance_floor(index, question, settings))
+    return conf, *relevance_floor(index, question, settings)
 
 
 def trim(candidates: list[Hit], scores: Scores) -> list[Hit]:
@@ -5627,28 +5526,25 @@ def trim(candidates: list[Hit], scores: Scores) -> list[Hit]:
 
 
 def rank(index: Index, question: str, qvec: np.ndarray | None, settings: Settings) -> Retrieval:
-    """Rank the chunks for an embedded question (qvec None: keywords only): score, select,
-    judge and trim, as the banner above draws them, and locate each source's passage, which
-    every front end shows. At most top_k_limit() sources are judged and sent, however high
-    settings.top_k is."""
+    """Rank the chunks for an embedded question (qvec None: keywords only) as the banner above
+    draws it, and locate each source's passage, which every front end shows. At most
+    top_k_limit() sources are judged and sent, however high settings.top_k is."""
     scores = score(index, question, qvec, settings)
     ranked = select(index, scores, max(CANDIDATE_DEPTH, settings.top_k))
     # A reranker would reorder `ranked` here: judge and trim take what it puts first.
     judged = ranked[:min(settings.top_k, top_k_limit(settings.chunk_size))]
-    verdict = judge(index, question, scores, judged, settings)
+    conf, floor, floor_source = judge(index, question, scores, judged, settings)
     hits, terms = trim(judged, scores), preview_terms(scores.terms)
-    return Retrieval(hits, judged, ranked, qvec, *scores, *verdict, found=verdict.found,
+    return Retrieval(**vars(scores), hits=hits, candidates=judged, ranked=ranked, query_vector=qvec,
+                     confidence=conf, floor=floor, floor_source=floor_source,
                      notes={h.chunk.source: card_of(index, h.chunk.source) for h in ranked},
                      passages=[locate_passage(h.chunk, terms) for h in hits])
 
 
 def search(client: ollama.Client, index: Index, question: str, settings: Settings) -> Retrieval:
     """The one search path every caller takes: embed the question, rank(), say how it went.
-
-    When the question cannot be embedded (Ollama away, the model not pulled) or
-    some chunks have no vector yet, it ranks by keywords alone and records why
-    in `keywords_only_because`.
-    """
+    When the question cannot be embedded (Ollama away, the model not pulled) or some chunks
+    have no vector yet, it ranks by keywords alone and says why (`keywords_only_because`)."""
     t0 = time.perf_counter()
     qvec, why, changed = None, None, ""
     if not index.complete:
@@ -5663,11 +5559,10 @@ def search(client: ollama.Client, index: Index, question: str, settings: Setting
                                "is not a number")
         held = index.vectors.shape[1]
         if qvec is not None and held and len(qvec) != held:
-            changed = (f"{settings.embed_model} returned {len(qvec)} numbers for the question "
-                       f"where the index's vectors have {held}: another model answers under that "
-                       "name now (re-pulled, or another server at this address?); --rebuild "
-                       "re-embeds the notes with it")
-            why = changed
+            why = changed = (f"{settings.embed_model} returned {len(qvec)} numbers for the "
+                             f"question where the index's vectors have {held}: another model "
+                             "answers under that name now (re-pulled, or another server at this "
+                             "address?); --rebuild re-embeds the notes with it")
     t1 = time.perf_counter()
     r = rank(index, question, qvec, settings)
     return replace(r, keywords_only_because=why, reembed_because=changed,
@@ -5707,25 +5602,19 @@ FLOOR_PROBES = {
            "加拿大有多少人口？", "冬天怎样省电费？", "蜂蜜为什么不会变质？", "奶酪是怎么做出来的？",
            "国际象棋的王车易位有什么规则？", "被蜜蜂蜇了怎么处理？", "怎样让纸飞机飞得更远？", "电动牙刷的刷头多久换一次？"],
 }
-FLOOR_MARGIN = 0.05                       # the floor: the probes' median confidence
-                                          # plus this, at least MIN_SCORE (how they
-                                          # were chosen: bench/floor_eval.py)
+# calibrate()'s rule (chosen with bench/floor_eval.py). A language needs MIN_CALIBRATION_PROBES
+# left once those the notes do cover are dropped: notes that hold two thirds of these everyday
+# questions leave too few off-topic ones to set a floor by.
+FLOOR_MARGIN = 0.05                       # the floor: the probes' median confidence plus this
 MIN_CALIBRATION_CHUNKS = 20               # fewer chunks say too little about an off-topic question
-MIN_CALIBRATION_PROBES = 8                # per language, after dropping those the notes do cover;
-                                          # notes that hold two thirds of these everyday questions
-                                          # leave too few off-topic ones to set a floor by
-OFF_TOPIC_COVERAGE = 0.5                  # a probe whose words one chunk
-                                          # mostly holds is not off-topic here
-PROBE_REACH = 0.25                        # the most of 24 probes is about what 1 off-topic
-                                          # question in 25 exceeds: the cosine counts in
-                                          # full only a quarter of their spread above it
-                                          # (0, 0.25, 0.5 tried: bench/floor_eval.py)
-
-
-ZH_CJK_SHARE = 0.25                       # a text is "zh" once more than this share of its
-                                          # characters is CJK: a Chinese word takes about 2
-                                          # characters, an English one about 6 with its space,
-                                          # so above a quarter most of its words are Chinese
+MIN_CALIBRATION_PROBES = 8
+OFF_TOPIC_COVERAGE = 0.5                  # more of a probe's words in one chunk: not off-topic
+# The most of 24 probes is about what 1 off-topic question in 25 exceeds: the cosine counts in
+# full only a quarter of their spread above it (0, 0.25 and 0.5 tried: bench/floor_eval.py).
+PROBE_REACH = 0.25
+# A text is "zh" once more than this share of its characters is CJK: a Chinese word takes about
+# 2 characters, an English one about 6 with its space, so above a quarter most are Chinese.
+ZH_CJK_SHARE = 0.25
 
 
 def question_language(text: str) -> str:
