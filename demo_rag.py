@@ -7529,6 +7529,7 @@ def logged(outcome: Outcome, settings: Settings, via: str = "") -> Outcome:
 
 
 EXIT_OK, EXIT_OUTPUT, EXIT_USAGE, EXIT_OLLAMA, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+OUTCOME_EXITS = {FAILED: EXIT_OLLAMA, INTERRUPTED: EXIT_INTERRUPTED}   # other Outcomes: EXIT_OK
 MODES_GROUP, OUTPUT_GROUP = "modes (one at a time; the default answers the question)", "output"
 
 
@@ -8017,7 +8018,7 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
     else:
         print(json.dumps(outcome_json(outcome, report, took, templates), ensure_ascii=False,
                          indent=2))
-    return {FAILED: EXIT_OLLAMA, INTERRUPTED: EXIT_INTERRUPTED}.get(outcome.status, EXIT_OK)
+    return OUTCOME_EXITS.get(outcome.status, EXIT_OK)
 
 
 QUESTION = Mode(
@@ -8279,7 +8280,7 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
     if outcome.status in (ANSWERED, FAILED) and outcome.text is not None:
         print_outcome(outcome)            # step 7 said why the chat model was not called
     err(*(f"warning: {w}" for w in outcome.warnings))
-    return EXIT_OLLAMA if outcome.status == FAILED else EXIT_OK
+    return OUTCOME_EXITS.get(outcome.status, EXIT_OK)
 
 
 EXPLAIN = Mode(
