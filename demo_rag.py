@@ -80,11 +80,11 @@ reading it (tests/test_layers.py holds it to the banners).
     One question, one outcome      answer -> Outcome: decide, prompt_within; Conversation
     The gap log                    logged: answer() appends the questions the notes left open
   Part III · the modes, a section each with its flags, Mode and printing
-    The modes' shared set-up       Mode, open_for_mode, index_with_progress, EscapedControls
+    The modes' shared set-up       Mode, open_for_mode (ProgressLine, check_usable), EscapedControls
     Showing sources                print_hits, print_citation, hit_json, print_outcome, preview
     The question                   run_question, outcome_json; QUESTION, the default mode
     --chat                         run_chat, inline_filters; CHAT
-    --explain                      run_explain; EXPLAIN
+    --explain                      run_explain: explain_index, explain_search, explain_prompt
     --eval                         evaluate, load_eval_set, run_eval; EVAL
     --make-eval and --tune         generate_eval_set, run_make_eval, tune, run_tune; MAKE_EVAL, TUNE
     --gaps                         read_gaps, gap_report, run_gaps; GAPS
@@ -7304,6 +7304,7 @@ def logged(outcome: Outcome, settings: Settings, via: str = "") -> Outcome:
 
 
 EXIT_OK, EXIT_OUTPUT, EXIT_USAGE, EXIT_OLLAMA, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+OUTCOME_EXITS = {FAILED: EXIT_OLLAMA, INTERRUPTED: EXIT_INTERRUPTED}   # other Outcomes: EXIT_OK
 MODES_GROUP, OUTPUT_GROUP = "modes (one at a time; the default answers the question)", "output"
 
 
@@ -7335,38 +7336,31 @@ class OutputError(Exception):
     """stdout cannot be written (a full disk, a device's error): main() says so and exits 1."""
 
 
-JSON_ESCAPES = "demo_rag.json_escapes"
-
-
-def json_escapes(error: UnicodeEncodeError) -> tuple[str, int]:
-    r"""A codec error handler (EscapedControls registers it) that writes the characters an
-    encoding lacks as JSON's \u escapes, two for one beyond U+FFFF: valid JSON inside a string,
-    the only place such characters occur in JSON, and readable code points elsewhere.
-
-    >>> _ = EscapedControls(sys.stdout)       # registers it
-    >>> print("RAG 检索 – 😀".encode("cp1252", JSON_ESCAPES).decode("cp1252"))
-    RAG \u68c0\u7d22 – \ud83d\ude00
-    """
-    return json.dumps(error.object[error.start:error.end])[1:-1], error.end
-
-
 class EscapedControls:
     """A text stream (stdout, stderr) that shows control characters as \\u001b and the like
-    instead of passing them on: what a note, a file name, the chat model or a server says
-    cannot move the cursor, retitle or clear the terminal, or write to its clipboard. A
-    character the stream's encoding lacks (Chinese on a cp1252 stdout) is written as such an
-    escape too, and .escaped says so. The escapes are JSON's own, so --json output stays
-    valid and reads back the same.
-
-    A stream that cannot be written (a full disk) raises OutputError, or, if `quiet` (for
-    stderr, when there is nowhere left to say so), drops what it cannot write."""
+    instead of passing them on, so that what a note, a file name, the chat model or a server
+    says cannot move the cursor, retitle or clear the terminal, or write to its clipboard; the
+    characters its encoding lacks (Chinese on cp1252) too (.escaped says so). The escapes are
+    JSON's own, so that --json output stays valid; failing() says what a failed write raises."""
+    ESCAPES = "demo_rag.json_escapes"     # the name json_escapes is registered under
 
     def __init__(self, stream, quiet: bool = False):
         self.raw = stream                 # ProgressLine writes its own "\r\x1b[K" here
         self.quiet = quiet
         self.escaped = False
         import codecs                     # the command line's streams alone need it
-        codecs.register_error(JSON_ESCAPES, json_escapes)
+        codecs.register_error(self.ESCAPES, self.json_escapes)
+
+    @staticmethod
+    def json_escapes(error: UnicodeEncodeError) -> tuple[str, int]:
+        r"""The codec error handler for the characters an encoding lacks: JSON's \u escapes (two
+        beyond U+FFFF), valid in a JSON string, the only place such characters occur in JSON.
+
+        >>> _ = EscapedControls(sys.stdout)       # registers it
+        >>> print("RAG 检索 – 😀".encode("cp1252", EscapedControls.ESCAPES).decode("cp1252"))
+        RAG \u68c0\u7d22 – \ud83d\ude00
+        """
+        return json.dumps(error.object[error.start:error.end])[1:-1], error.end
 
     def write(self, text: str) -> int:
         text = text.translate(CONTROL_ESCAPES)
@@ -7376,7 +7370,7 @@ class EscapedControls:
             except UnicodeEncodeError:    # raised before anything is written
                 self.escaped = True
                 encoding = self.raw.encoding
-                return self.raw.write(text.encode(encoding, JSON_ESCAPES).decode(encoding))
+                return self.raw.write(text.encode(encoding, self.ESCAPES).decode(encoding))
         return len(text)
 
     def write_link(self, text: str, uri: str) -> None:
@@ -7397,7 +7391,8 @@ class EscapedControls:
     @contextlib.contextmanager
     def failing(self):
         """What a write or flush that fails raises: BrokenPipeError as it is (a reader such as
-        `head` went away, which is no error), other OSErrors as OutputError, nothing if quiet."""
+        `head` went away, which is no error), other OSErrors (a full disk) as OutputError;
+        nothing if `quiet` (stderr, when there is nowhere left to say so)."""
         try:
             yield
         except OSError as e:
@@ -7490,13 +7485,10 @@ def progress_text(e: EmbedProgress) -> str:
 
 
 class ProgressLine:
-    """Shows open_index's progress on a stream (stderr), as a callable.
-
-    On a terminal: one line rewritten in place, at most 10 times a second. Not
-    on a terminal (a pipe, a log, CI): a line every `every` seconds, so a long
-    build's log stays readable. Either way finish() ends with a summary line.
-    Plain messages (str) are printed as they come, unless quiet.
-    """
+    """open_index's progress on a stream (stderr), as a callable: on a terminal one line
+    rewritten in place at most 10 times a second, else (a pipe, a log, CI) a line every `every`
+    seconds, so that a long build's log stays readable; finish() ends with a summary line.
+    Plain messages (str) are printed as they come, unless quiet."""
 
     def __init__(self, stream, every: float = PROGRESS_SECONDS, quiet: bool = False):
         self.stream, self.quiet = stream, quiet
@@ -7519,10 +7511,8 @@ class ProgressLine:
     def finish(self) -> None:
         e, self.latest = self.latest, None
         if e is not None:
-            rate = e.embedded / max(e.seconds, 1e-9)
-            self.write(
-                f"  embedded {e.embedded:,} chunks in {duration(e.seconds)} "
-                f"({rate:.1f} chunks/s)\n")
+            self.write(f"  embedded {e.embedded:,} chunks in {duration(e.seconds)} "
+                       f"({e.embedded / max(e.seconds, 1e-9):.1f} chunks/s)\n")
 
     def write(self, text: str) -> None:
         if self.tty:
@@ -7536,47 +7526,19 @@ class ProgressLine:
         self.stream.flush()
 
 
-def index_with_progress(settings: Settings, client: ollama.Client, rebuild: str, quiet: bool,
-                        progress_seconds: float = PROGRESS_SECONDS
-                        ) -> tuple[Index, IndexReport, float]:
-    """open_index with the progress and the index summary on stderr.
-
-    Embedding progress is shown even when quiet (it is on stderr, and a long
-    build needs it): one line rewritten in place on a terminal, else a line
-    every `progress_seconds` (ProgressLine).
-    """
-    t0 = time.perf_counter()
-    line = ProgressLine(sys.stderr, progress_seconds, quiet)
-    try:
-        index, report = open_index(settings, client, rebuild, line)
-    finally:
-        line.finish()
-    took = time.perf_counter() - t0
-    if not quiet:
-        for w in report.warnings:
-            err(f"warning: {w}")
-        err(f"{report.summary(len(index.files))} in {took:.2f}s")
-        if report.touched:
-            names = report.touched[:8] + ([f"… {len(report.touched) - 8} more"]
-                                          if len(report.touched) > 8 else [])
-            err("  (re)indexed: " + ", ".join(names))
-        if report.embed_error:
-            err(f"warning: {report.embed_error}; searching by keywords (BM25) only")
-    return index, report, took
-
-
-def no_match(filters: Filters, notes: int) -> str:
-    """What to say when no note passes the filters."""
-    return (f"no note matches {filters} (of {notes} notes; a note's tags are its front matter's "
-            "and its #tags, its date its front matter's date, created or updated, else one in its "
-            "file name, else the day it was modified)")
+def no_match(index: Index, settings: Settings) -> str:
+    """What to say when no note of the index passes the settings' filters; "" when some does."""
+    if filter_mask(index, filters := filters_in_force(settings)).any():
+        return ""
+    return (f"no note matches {filters} (of {len(index.files)} notes; a note's tags are its "
+            "front matter's and its #tags, its date its front matter's date, created or updated, "
+            "else one in its file name, else the day it was modified)")
 
 
 def check_usable(index: Index, settings: Settings, source: str = "--source",
                  report: IndexReport | None = None) -> None:
-    """Raise UsageError unless the index holds notes, some of which the `source` pattern
-    (settings.source_filter) and the tag and date filters match; the `report` of the index's
-    opening says why a cache was kept."""
+    """Raise UsageError unless the index holds notes and some pass the filters (the `source`
+    pattern, tags, dates); the `report` of the index's opening says why a cache was kept."""
     if not index.chunks:
         raise UsageError(f"no usable notes in {settings.notes_dir} (looked for "
                          f"{', '.join(NOTE_TYPES)}, at least {MIN_NOTE_CHARS} characters, or "
@@ -7586,25 +7548,36 @@ def check_usable(index: Index, settings: Settings, source: str = "--source",
         raise UsageError(f"no note matches {source} '{settings.source_filter}' (a glob like "
                          "'work/*.md', or a part of a note's path relative to "
                          f"{readable_name(str(settings.notes_dir))})")
-    if not filter_mask(index, filters := filters_in_force(settings)).any():
-        raise UsageError(no_match(filters, len(index.files)))
+    if problem := no_match(index, settings):
+        raise UsageError(problem)
 
 
 def open_for_mode(args: argparse.Namespace, settings: Settings, client: ollama.Client, quiet: bool,
                   rebuild: str | None = None) -> tuple[Index, IndexReport, float]:
-    """Every mode's set-up: the index, opened with this run's --rebuild and --progress-seconds,
-    then checked to hold notes and some that --source matches. Raises UsageError."""
+    """Every mode's set-up: open_index with this run's --rebuild, its embedding progress on
+    stderr even when quiet (a long build needs it: ProgressLine, every --progress-seconds), then
+    unless quiet the index's summary; then checked (check_usable). Raises UsageError."""
     rebuild = ("--rebuild" if args.rebuild else "") if rebuild is None else rebuild
-    index, report, took = index_with_progress(settings, client, rebuild, quiet,
-                                              args.progress_seconds)
+    t0 = time.perf_counter()
+    line = ProgressLine(sys.stderr, args.progress_seconds, quiet)
+    try:
+        index, report = open_index(settings, client, rebuild, line)
+    finally:
+        line.finish()
+    took = time.perf_counter() - t0
+    if not quiet:
+        err(*(f"warning: {w}" for w in report.warnings))
+        err(f"{report.summary(len(index.files))} in {took:.2f}s")
+        if report.touched:
+            err("  (re)indexed: " + first_names(report.touched, 8))
+        if report.embed_error:
+            err(f"warning: {report.embed_error}; searching by keywords (BM25) only")
     check_usable(index, settings, report=report)
     return index, report, took
 
 
 # ----------------------------------------------------------------------------
 # Showing sources: each cited by its passage, over a one-line preview, a link on a terminal.
-JSON_PROPERTY_CHARS = 300                 # --json shows this much of a front matter
-                                          # property's value: a pasted blob stays short
 
 
 def preview(text: str, width: int = 72, at: int | None = None) -> str:
@@ -7629,7 +7602,7 @@ def preview(text: str, width: int = 72, at: int | None = None) -> str:
     return line
 
 
-def card_line(card: NoteMeta | None, width: int = 72) -> str:
+def card_line(card: NoteMeta | None) -> str:
     """A note's title, aliases, tags and date in one line, "" for a note that states none of them.
 
     >>> card_line(NoteMeta("快捷键", ("Hotkeys",), ("tool/obsidian",), "2026-01-15", "created"))
@@ -7640,14 +7613,7 @@ def card_line(card: NoteMeta | None, width: int = 72) -> str:
     parts = [card.title + (f" ({', '.join(card.aliases)})" if card.aliases else "")]
     parts += [" ".join(f"#{t}" for t in card.tags)] if card.tags else []
     parts += [f"{card.date} ({card.dated_by})"] if card.dated_by != "modified" else []
-    return preview(" · ".join(parts), width)
-
-
-def links_wanted(stream) -> bool:
-    """Are links written to `stream`? Only to the command line's own stdout on a terminal
-    (EscapedControls, which lets them through) that is not a "dumb" one."""
-    return (isinstance(stream, EscapedControls) and stream.isatty()
-            and os.environ.get("TERM") != "dumb")
+    return preview(" · ".join(parts))
 
 
 def file_uri(path: str, host: str = "") -> str:
@@ -7659,29 +7625,27 @@ def file_uri(path: str, host: str = "") -> str:
     'file://laptop/notes/tea%20%26%20me%1B%5D8%3B%3Bx%07.md'
     """
     from urllib.parse import quote
-    # C:/ on Windows
+    # as_uri() spells a Windows path as file:///C:/...
     return f"file://{quote(host, safe='')}{Path(path).as_uri().removeprefix('file://')}"
 
 
 def print_citation(chunk: PlacedChunk, passage: Passage, notes_dir: str = "") -> None:
-    """A source's citation (passage_citation), with no line break after it. On a terminal
-    its place ("bike.md:14") is a link (OSC 8) to the note's file under `notes_dir`,
-    never when stdout is a file or a pipe."""
-    import socket                         # (only here: a link names the machine its file is on)
+    """A source's citation (passage_citation), with no line break after it; its place
+    ("bike.md:14") a link (OSC 8) to the note's file under `notes_dir` on the command line's own
+    stdout (EscapedControls lets links through) on a terminal, unless a "dumb" one."""
     place, citation = passage_place(chunk, passage), passage_citation(chunk, passage)
-    path = note_path(notes_dir, chunk.source) if links_wanted(sys.stdout) else None
-    if path is None:
-        print(citation, end="")
-        return
-    sys.stdout.write_link(place, file_uri(os.path.abspath(path), socket.gethostname()))
-    print(citation[len(place):], end="")
+    path = (note_path(notes_dir, chunk.source) if isinstance(sys.stdout, EscapedControls)
+            and sys.stdout.isatty() and os.environ.get("TERM") != "dumb" else None)
+    if path is not None:
+        import socket                     # (only here: a link names the machine its file is on)
+        sys.stdout.write_link(place, file_uri(os.path.abspath(path), socket.gethostname()))
+        citation = citation[len(place):]
+    print(citation, end="")
 
 
 def print_hits(r: Retrieval, notes_dir: str = "") -> None:
-    """A search's sources, each cited by its passage, where the question's rarest terms occur
-    (its line and section: Retrieval.passages), over a one-line preview of it, with what its
-    note says of itself (Retrieval.notes) if it says anything; on a terminal, each file under
-    `notes_dir` a link."""
+    """A search's sources, each cited by its passage (print_citation) over what its note says of
+    itself (card_line) and a one-line preview of the passage."""
     print("Top sources" + (" (keywords only):" if r.lexical_only else ":")
           + ("" if r.hits else " none"))
     for h, passage in zip(r.hits, r.passages):
@@ -7695,27 +7659,24 @@ def print_hits(r: Retrieval, notes_dir: str = "") -> None:
     print()
 
 
-def properties_json(card: NoteMeta) -> dict[str, str]:
+def properties_json(card: NoteMeta, chars: int = 300) -> dict[str, str]:
     """A note's front matter properties as --json shows them: key -> text, each value cut to
-    JSON_PROPERTY_CHARS (the whole of it is in the note's text).
+    `chars`, so that a pasted blob stays short (the whole of it is in the note's text).
 
     >>> properties_json(NoteMeta(properties=("phone: +44 20", "contact: email: a@b.c")))
     {'phone': '+44 20', 'contact': 'email: a@b.c'}
     """
     pairs = (p.partition(": ")[::2] for p in card.properties)
-    return {k: v if len(v) <= JSON_PROPERTY_CHARS else v[:JSON_PROPERTY_CHARS - 1] + "…"
-            for k, v in pairs}
+    return {k: v if len(v) <= chars else v[:chars - 1] + "…" for k, v in pairs}
 
 
 def hit_json(h: Hit, p: Passage, card: NoteMeta | None = None) -> dict:
-    """One source as --json shows it: the chunk (its heading is where it starts, its lines from
-    start_line to end_line), the passage the search matched (`p`: its line and section), and
-    what its note says of itself (note_card(), its properties too) when given."""
+    """One source as --json shows it: the chunk (its heading where it starts, its lines), the
+    passage the search matched (`p`), and what its note says of itself (note_card()) if given."""
     place = None if h.chunk.page is None else place_name(h.chunk.source, h.chunk.page)
     about = {} if card is None else {"title": card.title, "aliases": list(card.aliases),
                                      "tags": list(card.tags), "date": card.date,
-                                     "dated_by": card.dated_by,
-                                     "properties": properties_json(card)}
+                                     "dated_by": card.dated_by, "properties": properties_json(card)}
     return {"rank": h.rank, "source": h.chunk.source, "heading": h.chunk.heading,
             "page": h.chunk.page, "place": place, "start_line": p.start_line,
             "end_line": p.end_line, "line": p.line, "section": p.heading, **about,
@@ -7728,15 +7689,14 @@ def cut_short_warning(outcome: Outcome) -> str:
 
 def print_outcome(outcome: Outcome) -> None:
     """What follows the sources (and the streamed answer) on a terminal: how the question ended."""
+    # The chat model wrote (all of it, or until it broke off): end its line before stderr speaks.
+    if outcome.text is not None:
+        print(flush=True)
     if outcome.status == ANSWERED:
-        print(flush=True)                 # end the answer's last line before stderr speaks
         if outcome.cut_short:
             err(f"warning: {cut_short_warning(outcome)}")
         if outcome.check:                 # on stderr, as warnings: stdout keeps the answer alone
             err(outcome.check.summary())
-    elif outcome.status == FAILED and outcome.text is not None:
-        print(flush=True)                 # the chat model broke off mid-answer: end its line,
-        err(f"error: {outcome.why}")      # so that what comes next starts on one of its own
     elif outcome.status == DECLINED:
         above = "; the closest sources are above" if outcome.retrieval.hits else ""
         print(f"{NOT_FOUND} ({outcome.why}{above})")
@@ -7750,26 +7710,10 @@ def print_outcome(outcome: Outcome) -> None:
 # The question: the default mode, a question in, sources and a streamed answer out.
 
 
-# Why the prompt --show-prompt prints was not sent.
-UNSENT = {DECLINED: "below the relevance floor", KEYWORDS_ONLY: "Ollama unavailable",
-          FAILED: "Ollama unavailable", RETRIEVAL_ONLY: "--retrieve-only"}
-
-
 def run_warnings(report: IndexReport, outcome: Outcome) -> list[str]:
-    """What a run has to warn of before the answer: the index's warnings, and a search by
-    keywords only."""
+    """What a run warns of before the answer: the index's warnings, a search by keywords only."""
     why = outcome.retrieval.keywords_only_because
     return report.warnings + ([f"{why}; searching by keywords (BM25) only"] if why else [])
-
-
-def timings_line(outcome: Outcome, index_seconds: float) -> str:
-    """'index 0.12s · embed_query 0.05s · ...', with Ollama's token counts when it answered."""
-    timings = {"index": index_seconds, **outcome.timings}
-    line = " · ".join(f"{k} {v:.2f}s" for k, v in timings.items())
-    if u := outcome.usage:
-        line += (f" · {u.prompt_tokens} prompt tokens · {u.answer_tokens} answer tokens "
-                 f"({round(u.tokens_per_second, 1)} tokens/s)")
-    return line
 
 
 def outcome_json(outcome: Outcome, report: IndexReport, index_seconds: float,
@@ -7795,14 +7739,14 @@ def outcome_json(outcome: Outcome, report: IndexReport, index_seconds: float,
             "embedding_prompts": templates._asdict()}
 
 
-def print_prompt(messages: list[dict], templates: Templates, num_ctx: int, num_predict: int,
-                 unsent: str = "") -> None:
-    """--show-prompt: the messages as sent (or why they are not), their options, and the
-    embedding prompts."""
+def print_prompt(plan: Outcome, templates: Templates, num_predict: int) -> None:
+    """--show-prompt: the plan's messages (sent, or why not), options and embedding prompts."""
+    unsent = {DECLINED: "below the relevance floor", KEYWORDS_ONLY: "Ollama unavailable",
+              FAILED: "Ollama unavailable", RETRIEVAL_ONLY: "--retrieve-only"}.get(plan.status)
     print(f"Prompt (not sent: {unsent}):" if unsent else "Prompt:")
-    for m in messages:
+    for m in plan.messages:
         print(f"--- {m['role']} ---\n{m['content']}")
-    print(f"--- options: temperature={TEMPERATURE}, num_ctx={num_ctx}, "
+    print(f"--- options: temperature={TEMPERATURE}, num_ctx={plan.num_ctx}, "
           f"num_predict={num_predict} ---")
     print(f"--- embedding prompts ({templates.source}): query {templates.query or 'none'!r}, "
           f"document {templates.document or 'none'!r} ---\n")
@@ -7816,16 +7760,15 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
     templates = embed_templates(settings)
 
     def show(plan: Outcome) -> None:      # before the chat model is called
-        if not echo:                      # open_index was quiet: say them all here
+        if not echo:                      # open_for_mode was quiet: say them all here
             err(*(f"warning: {w}" for w in run_warnings(report, plan)))
             return
-        # the rest were said while indexing
+        # open_for_mode said the index's warnings, and "keywords only" if it lacks vectors
         if plan.retrieval.keywords_only_because and not report.embed_error:
             err(f"warning: {run_warnings(report, plan)[-1]}")
         print_hits(plan.retrieval, index.notes_dir)
         if args.show_prompt:
-            print_prompt(plan.messages, templates, plan.num_ctx, settings.max_answer_tokens,
-                         UNSENT.get(plan.status, ""))
+            print_prompt(plan, templates, settings.max_answer_tokens)
         if plan.status == ANSWERING:
             print("Answer:")
 
@@ -7842,13 +7785,15 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
     err(*(f"warning: {w}" for w in outcome.warnings))
     if echo:
         print_outcome(outcome)
-        err("timings: " + timings_line(outcome, took))
+        line = " · ".join(f"{k} {v:.2f}s" for k, v in {"index": took, **outcome.timings}.items())
+        if u := outcome.usage:            # Ollama's token counts, when it answered
+            line += (f" · {u.prompt_tokens} prompt tokens · {u.answer_tokens} answer tokens "
+                     f"({round(u.tokens_per_second, 1)} tokens/s)")
+        err("timings: " + line)
     else:
         print(json.dumps(outcome_json(outcome, report, took, templates), ensure_ascii=False,
                          indent=2))
-    return {FAILED: EXIT_OLLAMA, INTERRUPTED: EXIT_INTERRUPTED}.get(outcome.status, EXIT_OK)
-
-
+    return OUTCOME_EXITS.get(outcome.status, EXIT_OK)
 
 
 QUESTION = Mode(
@@ -7864,17 +7809,11 @@ QUESTION = Mode(
 # --chat: follow-up questions in a conversation, filters typed before a question.
 
 
-# A #tag is a run of word characters, "/" and "-" with a letter in it (INLINE_TAG's rule), found by
-# a lookahead: spelt as INLINE_TAG is, a long "#word." that the final (?=\s|$) refuses takes
-# quadratic time.
-INLINE_FILTER = re.compile(r"\s*(?:#(?=[\w/-]*[^\W\d_])([\w/-]+)|(tag|since|until):(\S*))(?=\s|$)")
-
-
 def inline_filters(line: str, settings: Settings) -> tuple[Settings, str, str]:
     """--chat's filters, typed before a question: "#work since:2026-01 what did we decide?" asks
-    "what did we decide?" of the notes tagged work dated 2026-01 or later. They hold for that
-    question, in place of the command line's of their kind. Returns the settings to ask with,
-    the question, and what is wrong with them ("" if nothing).
+    "what did we decide?" of the notes tagged work dated 2026-01 or later, in place of the command
+    line's filters of their kind. Returns the settings to ask with, the question, and what is
+    wrong with them ("" if nothing).
 
     >>> s, q, problem = inline_filters("#work tag:home since:2026-01 what did we decide?",
     ...                                Settings())
@@ -7884,8 +7823,12 @@ def inline_filters(line: str, settings: Settings) -> tuple[Settings, str, str]:
     "since: expected a date like 2026-01-15, 2026-01 or 2026, or a time ago like 7d, 2w, 3m or
      1y, not 'yesterday'"
     """
+    # A #tag is a run of word characters, "/" and "-" with a letter in it (INLINE_TAG's rule),
+    # found by a lookahead: spelt as INLINE_TAG is, a long "#word." that the final (?=\s|$)
+    # refuses takes quadratic time.
+    one_filter = re.compile(r"\s*(?:#(?=[\w/-]*[^\W\d_])([\w/-]+)|(tag|since|until):(\S*))(?=\s|$)")
     tags, dates, at = [], {}, 0
-    while m := INLINE_FILTER.match(line, at):
+    while m := one_filter.match(line, at):
         at = m.end()
         try:
             if m.group(1) or m.group(2) == "tag":
@@ -7912,17 +7855,11 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
     index, report, _ = open_for_mode(args, settings, client, quiet=False)
     with contextlib.suppress(AttributeError):     # a line that is not UTF-8 is then said, not fatal
         sys.stdin.reconfigure(errors="surrogateescape")
-    # last: the last turn's Retrieval
-    conv, last, warned = Conversation(num_ctx=num_ctx), None, set()
+    conv, last = Conversation(num_ctx=num_ctx), None   # last: the last turn's Retrieval
+    warned = set()                        # the kinds of warning said: each once a session
     commands = "/sources  /clear  /stats  /quit"
     print(f"Ask about your notes ({len(index.files)} notes). Filters go before a question: #tag "
           f"since:2026-01 until:2026-03. Commands: {commands}. Ctrl-D leaves.")
-
-    def warn_once(text: str) -> None:     # a cut prompt is said once a session, not every turn
-        kind = text.split(":")[0]         # the numbers after it change from turn to turn
-        if kind not in warned:
-            warned.add(kind)
-            err(f"\nwarning: {text}")
 
     def show_sources(plan: Outcome) -> None:
         if plan.query:
@@ -7963,19 +7900,18 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
                 print(f"unknown command {command}; commands: {commands}")
             continue
         asked, question, problem = inline_filters(line, settings)
-        filters = filters_in_force(asked)
-        if problem or not filter_mask(index, filters).any():
-            print(f"({problem or no_match(filters, len(index.files))}; ask again)")
+        if problem := problem or no_match(index, asked):
+            print(f"({problem}; ask again)")
             continue
         outcome = answer(client, index, question, asked, conv, keywords_because=report.embed_error,
                          on_plan=show_sources,
                          on_token=lambda piece: print(piece, end="", flush=True))
-        for w in outcome.warnings:
-            warn_once(w)
+        for w in outcome.warnings:        # its kind: what a cut prompt says before its numbers
+            if (kind := w.split(":")[0]) not in warned:
+                warned.add(kind)
+                err(f"\nwarning: {w}")
         print_outcome(outcome)
         conv, last = outcome.conversation, outcome.retrieval
-
-
 
 
 CHAT = Mode(
@@ -8008,34 +7944,14 @@ def what_the_note_says(card: NoteMeta) -> str:
     return ", ".join(part for part in parts if part)
 
 
-# What --explain's step 7 says when the chat model is not called.
-STEP_7 = {DECLINED: "not found in your notes: the chat model is not called",
-          KEYWORDS_ONLY: "searched by keywords only (step 4 says why): the chat model is not "
-                         "called",
-          RETRIEVAL_ONLY: "--retrieve-only: the chat model is not called"}
+def say(text: str, indent: str = "  ") -> None:
+    """Print a paragraph of --explain: wrapped at 78 columns, its later lines indented more."""
+    from textwrap import fill
+    print(fill(text, 78, initial_indent=indent, subsequent_indent=indent + "  "))
 
 
-def run_explain(args, settings: Settings, client: ollama.Client) -> int:
-    """--explain: one question, every step narrated with this run's real values (80 columns).
-
-    Steps 4 to 7 narrate what search() and the answer functions returned, so the
-    narration cannot drift from what the pipeline does.
-    """
-    from textwrap import fill, shorten
-
-    def say(text: str = "", indent: str = "  ") -> None:
-        print(fill(text, 78, initial_indent=indent, subsequent_indent=indent + "  ")
-              if text else "")
-
-    def cut(text: str, width: int) -> str:
-        return shorten(text, width, placeholder=" …")
-
-    def label(c: Chunk) -> str:          # file and innermost heading: "notes.md › ## Part"
-        return cut(" › ".join([c.source] + c.heading.split(" › ")[-1:]) if c.heading
-                   else c.source, 60)
-
-    # as run_question
-    num_ctx = NUM_CTX if args.retrieve_only else chat_context(settings, args.timeout)
+def explain_index(args, settings: Settings, client: ollama.Client) -> tuple[Index, IndexReport]:
+    """--explain's steps 1 to 3: the notes, their fingerprint, the chunks of the biggest one."""
     print("STEP 1 · LOAD: find the notes")
     files, _ = scan_notes(settings.notes_dir, [settings.cache_dir], settings.follow_links)
     say(f"{len(files)} files under {readable_name(settings.notes_dir.name)}/: "
@@ -8054,70 +7970,92 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
         "characters, headings aside (notes shorter than that stay whole; try --chunk-size 300):")
     for c in index.chunks[rec.start:rec.stop][:4]:
         say(f"{len(c.text):>5} chars  {c.heading or '(no heading)'}", indent="    ")
+    return index, report
 
-    def narrate(plan: Outcome) -> None:   # steps 4 to 7: what answer() found, before it answers
-        r = plan.retrieval
-        print("\nSTEP 4 · EMBED: text -> a vector of numbers; similar meaning, similar direction")
-        if r.query_vector is not None:
-            qvec = r.query_vector
-            say(f"{settings.embed_model} turned the question into {len(qvec)} numbers of total "
-                f"length 1: [{', '.join(f'{x:+.3f}' for x in qvec[:4])}, …]")
-        else:
-            say(f"Ollama unavailable ({r.keywords_only_because}); keywords (BM25) only")
-        templates = embed_templates(settings)
-        say(f"embedding prompts ({templates.source}): query {templates.query or 'none'!r}, "
-            f"document {templates.document or 'none'!r}"
-            + ("" if templates.query or templates.document else ": none applied"))
 
-        print("\nSTEP 5 · SEARCH: rank by meaning (cosine) and by words (BM25), then fuse")
-        if str(filters := filters_in_force(settings)):
-            say(f"only notes {filters} allows: {len(r.rows)} of {len(index.chunks)} chunks")
-        for name, key, scores in (("cosine", "dense", r.dense), ("BM25", "bm25", r.lexical),
-                                  ("fused", "", r.fused)):
-            if scores is not None:
-                note = (f"weight {r.weights.get(key, 0.0):.2f}" if key
-                        else FUSION_NOTES[settings.fusion])
-                print(f"  {name} ({cut(note, 60)}):")
-                for i in r.rows[top_rows(scores[r.rows], 3)]:   # not what --source excluded
-                    print(f"    {scores[i]:>7.3f}  {label(index.chunks[i])}")
-        say(f"confidence {r.confidence:.2f} against the floor {r.floor:.2f} ({r.floor_source}): "
-            + ("answer from these sources" if r.found else "not found in your notes"))
-        kept_all = all_kept(r.candidates, r.fused[r.rows])
-        say(f"the prompt gets {len(r.hits)} of the top {len(r.candidates)}: " + (
-            f"all of them, since {kept_all}" if kept_all else "those whose fused score stands at "
-            f"least {SOURCE_CUT:.0%} as far above the average chunk's as the best one's"))
-        for rel in dict.fromkeys(h.chunk.source for h in r.hits):
-            say(f"{rel}: {what_the_note_says(r.notes[rel])}", indent="    ")
-        print("\nSTEP 6 · PROMPT: rules · numbered sources · question (--show-prompt: in full)")
-        for m in plan.messages:
-            print(f"  --- {m['role']}: {estimate_tokens(m['content'])} tokens (estimated) ---")
-            lines = [ln for ln in m["content"].splitlines() if ln.strip()]
-            shown = lines if m["role"] == "system" else [
-                ln for ln in lines if re.match(r"\[\d+\] |Sources:|Question:", ln)]
-            for line in shown:
-                print("  " + cut(line, 76))
-        say(f"num_ctx {plan.num_ctx}: the first of {'/'.join(map(str, NUM_CTX_LADDER))} that holds "
-            f"the estimate plus {settings.max_answer_tokens} tokens for the answer, so Ollama cuts "
-            "nothing, "
-            + (f"and no less than {num_ctx}, the size this run's chat requests keep to, so Ollama "
-               "loads the model once" if plan.num_ctx == num_ctx else
-               f"more than the {num_ctx} this run started from: Ollama loads the model again"))
-        print(f"\nSTEP 7 · ANSWER: {settings.chat_model}, streamed")
-        if plan.status == ANSWERING:
-            print("Answer:")
-        else:
-            say(STEP_7.get(plan.status, f"{plan.why}: the chat model is not called"))
+def explain_search(r: Retrieval, index: Index, settings: Settings) -> None:
+    """--explain's steps 4 and 5: the question as a vector, its rankings, what the prompt gets."""
+    from textwrap import shorten
+    print("\nSTEP 4 · EMBED: text -> a vector of numbers; similar meaning, similar direction")
+    if r.query_vector is not None:
+        qvec = r.query_vector
+        say(f"{settings.embed_model} turned the question into {len(qvec)} numbers of total "
+            f"length 1: [{', '.join(f'{x:+.3f}' for x in qvec[:4])}, …]")
+    else:
+        say(f"Ollama unavailable ({r.keywords_only_because}); keywords (BM25) only")
+    templates = embed_templates(settings)
+    say(f"embedding prompts ({templates.source}): query {templates.query or 'none'!r}, "
+        f"document {templates.document or 'none'!r}"
+        + ("" if templates.query or templates.document else ": none applied"))
+    print("\nSTEP 5 · SEARCH: rank by meaning (cosine) and by words (BM25), then fuse")
+    if str(filters := filters_in_force(settings)):
+        say(f"only notes {filters} allows: {len(r.rows)} of {len(index.chunks)} chunks")
+    for name, key, scores in (("cosine", "dense", r.dense), ("BM25", "bm25", r.lexical),
+                              ("fused", "", r.fused)):
+        if scores is not None:
+            note = (f"weight {r.weights.get(key, 0.0):.2f}" if key
+                    else FUSION_NOTES[settings.fusion])
+            print(f"  {name} ({shorten(note, 60, placeholder=' …')}):")
+            for i in r.rows[top_rows(scores[r.rows], 3)]:   # not what --source excluded
+                c = index.chunks[i]       # named "notes.md › ## Part": its innermost heading
+                label = c.source + (f" › {c.heading.split(' › ')[-1]}" if c.heading else "")
+                print(f"    {scores[i]:>7.3f}  {shorten(label, 60, placeholder=' …')}")
+    say(f"confidence {r.confidence:.2f} against the floor {r.floor:.2f} ({r.floor_source}): "
+        + ("answer from these sources" if r.found else "not found in your notes"))
+    kept_all = all_kept(r.candidates, r.fused[r.rows])
+    say(f"the prompt gets {len(r.hits)} of the top {len(r.candidates)}: " + (
+        f"all of them, since {kept_all}" if kept_all else "those whose fused score stands at "
+        f"least {SOURCE_CUT:.0%} as far above the average chunk's as the best one's"))
+    for rel in dict.fromkeys(h.chunk.source for h in r.hits):
+        say(f"{rel}: {what_the_note_says(r.notes[rel])}", indent="    ")
+
+
+def explain_prompt(plan: Outcome, settings: Settings, num_ctx: int) -> None:
+    """--explain's steps 6 and 7: the prompt, the context it needs against the `num_ctx` this
+    run loaded the chat model with, and whether the model is called."""
+    from textwrap import shorten
+    print("\nSTEP 6 · PROMPT: rules · numbered sources · question (--show-prompt: in full)")
+    for m in plan.messages:
+        print(f"  --- {m['role']}: {estimate_tokens(m['content'])} tokens (estimated) ---")
+        lines = [ln for ln in m["content"].splitlines() if ln.strip()]
+        shown = lines if m["role"] == "system" else [
+            ln for ln in lines if re.match(r"\[\d+\] |Sources:|Question:", ln)]
+        for line in shown:
+            print("  " + shorten(line, 76, placeholder=" …"))
+    loads = (f"and no less than {num_ctx}, the size this run's chat requests keep to, so Ollama "
+             "loads the model once" if plan.num_ctx == num_ctx else
+             f"more than the {num_ctx} this run started from: Ollama loads the model again")
+    say(f"num_ctx {plan.num_ctx}: the first of {'/'.join(map(str, NUM_CTX_LADDER))} that holds "
+        f"the estimate plus {settings.max_answer_tokens} tokens for the answer, so Ollama cuts "
+        f"nothing, {loads}")
+    print(f"\nSTEP 7 · ANSWER: {settings.chat_model}, streamed")
+    if plan.status == ANSWERING:
+        print("Answer:")
+        return
+    why_not = {DECLINED: "not found in your notes", RETRIEVAL_ONLY: "--retrieve-only",
+               KEYWORDS_ONLY: "searched by keywords only (step 4 says why)"}
+    say(f"{why_not.get(plan.status, plan.why)}: the chat model is not called")
+
+
+def run_explain(args, settings: Settings, client: ollama.Client) -> int:
+    """--explain: one question, every step narrated with this run's real values (80 columns);
+    steps 4 to 7 from answer()'s plan, so that the narration cannot drift from the pipeline."""
+    # as run_question: the chat model loads while the notes are indexed
+    num_ctx = NUM_CTX if args.retrieve_only else chat_context(settings, args.timeout)
+    index, report = explain_index(args, settings, client)
+
+    def narrate(plan: Outcome) -> None:
+        explain_search(plan.retrieval, index, settings)
+        explain_prompt(plan, settings, num_ctx)
 
     outcome = answer(client, index, args.question, settings, Conversation(num_ctx=num_ctx),
                      retrieve_only=args.retrieve_only, keywords_because=report.embed_error,
                      on_plan=narrate,
                      on_token=lambda piece: print(piece, end="", flush=True))
     if outcome.status in (ANSWERED, FAILED) and outcome.text is not None:
-        print_outcome(outcome)
+        print_outcome(outcome)            # step 7 said why the chat model was not called
     err(*(f"warning: {w}" for w in outcome.warnings))
-    return EXIT_OLLAMA if outcome.status == FAILED else EXIT_OK
-
-
+    return OUTCOME_EXITS.get(outcome.status, EXIT_OK)
 
 
 EXPLAIN = Mode(
@@ -8130,60 +8068,66 @@ EXPLAIN = Mode(
 # --eval: hit@k and MRR on a set of questions with known answers.
 
 
-# Evaluation (--eval): rankings are judged down to this rank (MRR@10, as in most
-# retrieval benchmarks); a hit below it counts as a miss.
-EVAL_DEPTH = CANDIDATE_DEPTH
 GAP_FROM = "gap log"                      # what --to-eval marks its questions with (their "from")
 
 
-def item_filter_problem(item: dict) -> str:
-    """What is wrong with an evaluation item's own filters ("tags": [...], "since", "until"), ""
-    if nothing."""
+def item_filters(item: dict) -> dict:
+    """An evaluation item's own filters ("tags": [...], "since", "until"), read as the command
+    line reads --tag, --since and --until: the Settings fields they replace. Raises ValueError
+    naming the field that is wrong.
+
+    >>> item_filters({"question": "?", "answers": [], "tags": ["#work"], "since": 2026})
+    {'tags': ('work',), 'since': '2026'}
+    """
     tags = item.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-        return f"\"tags\" must be a list of tags, not {tags!r}"
-    checks = [("tags", tag_name, t) for t in tags] + [
-        (k, date_bound, str(item[k])) for k in ("since", "until") if k in item]
-    for key, parse, value in checks:
-        try:
-            parse(value)
-        except argparse.ArgumentTypeError as e:
-            return f"\"{key}\": {e}"
-    return ""
+        raise ValueError(f"\"tags\" must be a list of tags, not {tags!r}")
+    own = {}
+    for key in ("tags", "since", "until"):
+        if key in item:
+            try:
+                own[key] = (tuple(map(tag_name, tags)) if key == "tags"
+                            else date_bound(str(item[key])))
+            except argparse.ArgumentTypeError as e:
+                raise ValueError(f"\"{key}\": {e}") from None
+    return own
 
 
-def load_eval_set(path: Path) -> list[dict]:
-    """Read a JSONL file of {"question": ..., "answers": [...], "source"?: ...} lines."""
-    items = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except ValueError:
-            item = None
-        if not (isinstance(item, dict) and isinstance(item.get("question"), str)
-                and isinstance(item.get("answers"), list)):    # no "answers" is not []
-            raise ValueError(f"{path}:{n}: expected {{\"question\": str, \"answers\": [str, ...]}} "
-                             "([] marks a question the notes cannot answer)")
-        # subtle: "" occurs in every chunk, so [""] would score a perfect hit@1.
-        if not all(isinstance(a, str) and a.strip() for a in item["answers"]):
-            raise ValueError(f"{path}:{n}: \"answers\" must hold non-empty strings ([] marks a "
-                             f"question the notes cannot answer), not {item['answers']!r}")
-        if not all(isinstance(item.get(k, ""), str) for k in ("source", "heading")):
-            raise ValueError(f"{path}:{n}: \"source\" and \"heading\" must be strings")
-        if problem := item_filter_problem(item) or question_problem(item["question"]):
-            raise ValueError(f"{path}:{n}: {problem}")
-        items.append(item)
-    return items
-
-
-def read_eval_set(path: Path) -> list[dict]:
-    """load_eval_set for the command line: a file that cannot be read is a UsageError."""
+def load_eval_set(path: Path, appending: bool = False) -> list[dict]:
+    """An evaluation set: a JSONL file of {"question": ..., "answers": [...], "source"?: ...}
+    lines. One that cannot be read, or holds a line of another shape, is a UsageError; one to
+    append to (--make-eval, --to-eval) may not be there yet: then it holds nothing."""
+    if appending and not path.exists():   # a link to no file yet is written through
+        return []
+    items, n = [], 0                      # n: the line read last (0: none yet)
     try:
-        return load_eval_set(path)
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except ValueError:
+                item = None
+            if not (isinstance(item, dict) and isinstance(item.get("question"), str)
+                    and isinstance(item.get("answers"), list)):    # no "answers" is not []
+                raise ValueError('expected {"question": str, "answers": [str, ...]} ([] marks a '
+                                 "question the notes cannot answer)")
+            # subtle: "" occurs in every chunk, so [""] would score a perfect hit@1.
+            if not all(isinstance(a, str) and a.strip() for a in item["answers"]):
+                raise ValueError('"answers" must hold non-empty strings ([] marks a question the '
+                                 f"notes cannot answer), not {item['answers']!r}")
+            if not all(isinstance(item.get(k, ""), str) for k in ("source", "heading")):
+                raise ValueError('"source" and "heading" must be strings')
+            if problem := question_problem(item["question"]):
+                raise ValueError(problem)
+            item_filters(item)            # checked as read; evaluate() applies them
+            items.append(item)
     except (OSError, ValueError) as e:
-        raise UsageError(f"error: cannot read evaluation set: {e}") from None
+        said = f"{path}:{n}: {e}" if n else e
+        raise UsageError(f"error: {path} exists and is not an evaluation set ({said}); give a new "
+                         "file name" if appending else f"error: cannot read evaluation set: {said}"
+                         ) from None
+    return items
 
 
 def end_with_newline(path: Path) -> None:
@@ -8194,19 +8138,22 @@ def end_with_newline(path: Path) -> None:
             f.write(b"\n")
 
 
+def folded(text: str) -> str:
+    """A text as compared with others: case and spacing set aside ("What  is X?" = "what is x?")."""
+    return " ".join(text.casefold().split())
+
+
 def heading_titles(path: str) -> list[str]:
     """A heading path's titles without their #s: '# Tea › ## Green' -> ['Tea', 'Green']."""
     return [part.lstrip("#").strip() for part in path.split(" › ") if part.strip()]
 
 
 def is_hit(chunk: Chunk, item: dict) -> bool:
-    """Does this chunk answer the item? By where it came from when the item says, else by its text.
-
-    An item with a `source` is judged by note, and with a `heading` too by section:
-    the chunk lies in that section (or a subsection), or the section starts inside
-    it (a big chunk can hold several sections). Otherwise a chunk containing one of
-    the answer strings is a hit; strings overcount (a short answer such as "12人"
-    occurs in many chunks), which is why generated sets carry their source.
+    """Does this chunk answer the item? An item with a `source` is judged by note, and with a
+    `heading` too by section: the chunk lies in that section (or a subsection), or the section
+    starts inside it (a big chunk can hold several sections). Otherwise a chunk containing one of
+    the answer strings is a hit; strings overcount (a short answer such as "12人" occurs in many
+    chunks), which is why generated sets carry their source.
 
     >>> c = Chunk("tea.md", "# Tea › ## Green", "## Green\\nUse 80 °C water.")
     >>> is_hit(c, {"answers": ["80 °C"]}), is_hit(c, {"answers": ["x"], "source": "tea.md"})
@@ -8225,54 +8172,42 @@ def is_hit(chunk: Chunk, item: dict) -> bool:
         return True
     have = heading_titles(chunk.heading)
     if any(have[i:i + len(want)] == want for i in range(len(have) - len(want) + 1)):
-        return True                       # in that section, or a subsection of it
-    # or the section starts inside the chunk (a big chunk can hold several sections)
+        return True
     return re.search(rf"^#{{1,6}}[ \t]+{re.escape(want[-1])}[ \t#]*$", chunk.text,
                      re.MULTILINE) is not None
 
 
 def first_hit_rank(index: Index, ranking: Iterable[int], item: dict) -> int | None:
     """1-based rank of the first chunk that answers the item (see is_hit), None if none does."""
-    for rank, row in enumerate(ranking, 1):
-        if is_hit(index.chunks[row], item):
-            return rank
-    return None
+    return next((n for n, row in enumerate(ranking, 1) if is_hit(index.chunks[row], item)), None)
 
 
-def metrics(ranks: list[int | None]) -> dict:
-    """hit@1/3/5 and MRR@10 (EVAL_DEPTH) from each question's first-hit rank (None: missed).
+def metrics(ranks: list[int | None], ks: Iterable[int] = (1, 3, 5)) -> dict:
+    """hit@k for each of `ks` and MRR@10 (CANDIDATE_DEPTH: a hit below it is a miss, as in most
+    retrieval benchmarks) from each question's first-hit rank (None: missed).
 
     >>> metrics([1, 3, None, 6])
     {'hit@1': 0.25, 'hit@3': 0.5, 'hit@5': 0.5, 'mrr': 0.375, 'n': 4}
     """
-    n = len(ranks)
-    if n == 0:
-        return {"hit@1": 0.0, "hit@3": 0.0, "hit@5": 0.0, "mrr": 0.0, "n": 0}
-    hit = lambda k: round(sum(1 for r in ranks if r is not None and r <= k) / n, 4)  # noqa: E731
-    mrr = sum(1 / r for r in ranks if r is not None and r <= EVAL_DEPTH) / n
-    return {"hit@1": hit(1), "hit@3": hit(3), "hit@5": hit(5), "mrr": round(mrr, 4), "n": n}
+    n = max(len(ranks), 1)                # no question: every score 0
+    hits = {f"hit@{k}": round(sum(1 for r in ranks if r is not None and r <= k) / n, 4)
+            for k in ks}
+    mrr = sum(1 / r for r in ranks if r is not None and r <= CANDIDATE_DEPTH) / n
+    return {**hits, "mrr": round(mrr, 4), "n": len(ranks)}
 
 
-def eval_set_problem(index: Index, items: list[dict]) -> str | None:
-    """Why an evaluation set cannot be scored on this index (a message naming the items), or
-    None."""
-    if not items:
-        return "it holds no questions"
+def check_eval_set(index: Index, items: list[dict], path: Path) -> None:
+    """Raise UsageError unless the evaluation set at `path` can be scored on this index: it
+    holds questions, and the notes it names as their sources are indexed."""
     unknown = sorted(
         {it["source"] for it in items if it.get("source") and it["source"] not in index.files})
-    if unknown:
-        shown = first_names([u.translate(NAME_ESCAPES) for u in unknown])
-        return (f"{len(unknown)} source(s) are not among the {len(index.files)} indexed notes: "
-                f"{shown} (another --notes folder, or notes renamed since the set was made?)")
-    return None
-
-
-def item_settings(item: dict, settings: Settings) -> Settings:
-    """The settings an evaluation question is asked with: its own "tags", "since" and "until", if
-    it has them, in place of the command line's."""
-    own = {k: (tuple(item[k]) if k == "tags" else item[k]) for k in ("tags", "since", "until")
-           if k in item}
-    return replace(settings, **own)
+    if items and not unknown:
+        return
+    problem = "it holds no questions" if not items else (
+        f"{len(unknown)} source(s) are not among the {len(index.files)} indexed notes: "
+        f"{first_names([u.translate(NAME_ESCAPES) for u in unknown])} (another --notes folder, "
+        "or notes renamed since the set was made?)")
+    raise UsageError(f"error: cannot use evaluation set {path}: {problem}")
 
 
 def floor_words(index: Index, settings: Settings) -> str:
@@ -8289,33 +8224,28 @@ def floor_words(index: Index, settings: Settings) -> str:
 
 def timed_answer(client: ollama.Client, index: Index, question: str,
                  settings: Settings) -> tuple[Outcome, float | None]:
-    """answer() a question, and how many seconds the chat model took to its first word (None:
-    it wrote none)."""
+    """answer() a question (an interrupt is let through: Ctrl-C ends the run), and how many
+    seconds the chat model took to its first word (None: it wrote none)."""
     called, first = [], []
-
-    def plan(p: Outcome) -> None:
-        called.append(time.perf_counter())
 
     def token(piece: str) -> None:
         if not first and piece.strip():
             first.append(time.perf_counter())
-    # Ctrl-C ends the run
-    outcome = answer(client, index, question, settings, on_plan=plan, on_token=token)
+    outcome = answer(client, index, question, settings, on_token=token,
+                     on_plan=lambda plan: called.append(time.perf_counter()))
     return outcome, (first[0] - called[0]) if first and called else None
 
 
 def answer_scores(index: Index, asked: list[tuple[dict, Outcome, float | None]],
                   settings: Settings) -> dict:
-    """What --eval --answers reports of the answers: for answerable questions, the share whose
-    answer cites a source that holds the answer (is_hit: the gold note, and section if the set
-    names one) and the share of cited sentences the citation check supports; for unanswerable
-    ones, the share declined by the floor or answered without citing anything; the chat
-    model's mean time to first word and tokens per second."""
+    """What --eval --answers reports: of the answerable questions, the share whose answer cites a
+    source holding the answer (is_hit) and the share of cited sentences the citation check
+    supports; of the unanswerable, the share declined by the floor or answered citing nothing;
+    the chat model's mean time to first word and tokens per second."""
     gold, cited, supported, refused, per_question = 0, 0, 0, 0, []
     answerable = [(item, o) for item, o, _ in asked if item.get("answers")]
     for item, o, first_word in asked:
-        c = o.check
-        hits = o.retrieval.hits
+        c, hits = o.check, o.retrieval.hits
         cites_gold = bool(c) and any(0 < n <= len(hits) and is_hit(hits[n - 1].chunk, item)
                                      for s in c.sentences for n in s.cited)
         if item.get("answers"):
@@ -8347,85 +8277,75 @@ def answer_scores(index: Index, asked: list[tuple[dict, Outcome, float | None]],
 
 def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: Settings,
              answers: bool = False) -> dict:
-    """Score dense, BM25 and fused retrieval on an evaluation set, and the relevance floor;
-    with `answers`, the chat model's answers too (answer_scores()). Items from the gap log
-    (--gaps --to-eval) are counted apart: asked by users and logged as unanswered, though a
-    note written since may answer them. Nothing is added to the gap log."""
+    """Score dense, BM25 and fused retrieval on an evaluation set, and the relevance floor; with
+    `answers`, the chat model's answers too (answer_scores). Items from the gap log (--to-eval)
+    are counted apart: a note written since may answer them. Nothing is added to the gap log."""
     settings = replace(settings, log_gaps=False)
     ranks: dict[str, list] = {"fused": [], "dense": [], "bm25": []}
-    asked: list[tuple[dict, Outcome, float | None]] = []
-    misses, floor = [], {"answerable_found": 0, "answerable": 0, "unanswerable_refused": 0,
-                         "unanswerable": 0}
-    confidences = []
+    floor = {"answerable_found": 0, "answerable": 0, "unanswerable_refused": 0, "unanswerable": 0}
+    asked, misses, confidences = [], [], []
     dense_used, dense_missing = 0, None   # answerable questions with dense scores; why not all
     embedded = False                      # did any question, answerable or not, get dense scores?
     for item in items:
-        own = item_settings(item, settings)
-        if item.get("answers") and not filter_mask(index, filters_in_force(own)).any():
+        own = replace(settings, **item_filters(item))
+        answerable = bool(item.get("answers"))
+        if answerable and (why := no_match(index, own)):
             for name in ranks:            # no note passes its filters: a miss for every ranker
                 ranks[name].append(None)
             floor["answerable"] += 1
             misses.append({"question": item["question"], "answers": item["answers"], "rank": None,
-                           "top": no_match(filters_in_force(own), len(index.files))})
+                           "top": why})
             continue
         if answers:
-            outcome, first_word = timed_answer(client, index, item["question"], own)
-            asked.append((item, outcome, first_word))
-            r = outcome.retrieval
+            asked.append((item, *timed_answer(client, index, item["question"], own)))
+            r = asked[-1][1].retrieval
         else:
             r = answer(client, index, item["question"], own, retrieve_only=True).retrieval
-        conf, found = r.confidence, r.found   # judged as a run judges it, on its --top-k best
-        answerable = bool(item.get("answers"))
         embedded = embedded or r.dense is not None
-        if answerable and r.dense is not None:
-            dense_used += 1
-        elif answerable:
-            dense_missing = dense_missing or r.keywords_only_because
         confidences.append({"question": item["question"], "answerable": answerable,
-                            "confidence": round(conf, 3), "floor": r.floor})
-        if not answerable and item.get("from") == GAP_FROM:     # counted when there are some
-            floor["from_gap_log"] = floor.get("from_gap_log", 0) + 1
-            floor["from_gap_log_refused"] = floor.get("from_gap_log_refused", 0) + (not found)
-            continue
+                            "confidence": round(r.confidence, 3), "floor": r.floor})
+        # Found as a run judges it (its --top-k best); the gap log's keys only when it has some.
         if not answerable:
-            floor["unanswerable"] += 1
-            floor["unanswerable_refused"] += not found
+            kind = "from_gap_log" if item.get("from") == GAP_FROM else "unanswerable"
+            floor[kind] = floor.get(kind, 0) + 1
+            floor[f"{kind}_refused"] = floor.get(f"{kind}_refused", 0) + (not r.found)
             continue
         floor["answerable"] += 1
-        floor["answerable_found"] += found
-        ranks["fused"].append(first_hit_rank(index, [h.row for h in r.ranked[:EVAL_DEPTH]], item))
+        floor["answerable_found"] += r.found
+        if r.dense is not None:
+            dense_used += 1
+        else:
+            dense_missing = dense_missing or r.keywords_only_because
+        fused = [h.row for h in r.ranked[:CANDIDATE_DEPTH]]
+        ranks["fused"].append(first_hit_rank(index, fused, item))
         for name, scores in (("dense", r.dense), ("bm25", r.lexical)):
-            if scores is None:            # no vectors (Ollama away): this ranker is not scored
-                continue
-            ranks[name].append(
-                first_hit_rank(index, r.rows[top_rows(scores[r.rows], EVAL_DEPTH)], item))
+            if scores is not None:        # no vectors (Ollama away): this ranker is not scored
+                ranks[name].append(
+                    first_hit_rank(index, r.rows[top_rows(scores[r.rows], CANDIDATE_DEPTH)], item))
         if ranks["fused"][-1] != 1:
             misses.append({"question": item["question"], "answers": item["answers"],
                            "rank": ranks["fused"][-1],
                            "top": passage_citation(r.hits[0].chunk, r.passages[0])
                            if r.hits else None})
-    result = metrics(ranks["fused"])
-    result["by_ranker"] = {name: metrics(rs) for name, rs in ranks.items()}
-    result["floor"] = {"min_score": settings.min_score,
-                       "calibration": floors_only(index.calibration), **floor}
-    result["misses"] = misses
-    result["confidences"] = confidences
-    result["embed_model"] = settings.embed_model if embedded else None
     # Ollama may go away mid-run: then the dense row covers only some questions, and says so.
-    result["dense_coverage"] = {"questions": dense_used, "of": floor["answerable"],
-                                "missing_because": dense_missing}
-    if answers:
-        result["answers"] = answer_scores(index, asked, settings)
-    return result
+    coverage = {"questions": dense_used, "of": floor["answerable"],
+                "missing_because": dense_missing}
+    return {**metrics(ranks["fused"]),
+            "by_ranker": {name: metrics(rs) for name, rs in ranks.items()},
+            "floor": {"min_score": settings.min_score,
+                      "calibration": floors_only(index.calibration), **floor},
+            "misses": misses, "confidences": confidences,
+            "embed_model": settings.embed_model if embedded else None, "dense_coverage": coverage,
+            **({"answers": answer_scores(index, asked, settings)} if answers else {})}
 
 
 def answers_line(a: dict) -> str:
     """--eval --answers' summary of the answers, in one line."""
     def ratio(part: int, whole: int) -> str:
         return f"{part}/{whole}" + (f" ({part / whole:.0%})" if whole else "")
-    speed = (f"first word {a['first_word_seconds']:.2f}s" if a["first_word_seconds"] is not None
-             else "no words written") + \
-        (f" · {a['tokens_per_second']:.1f} tokens/s" if a["tokens_per_second"] is not None else "")
+    speed = ("no words written" if a["first_word_seconds"] is None
+             else f"first word {a['first_word_seconds']:.2f}s") + (
+        "" if a["tokens_per_second"] is None else f" · {a['tokens_per_second']:.1f} tokens/s")
     return (f"answers by {readable_name(a['chat_model'])}: cite the gold source "
             f"{ratio(a['cite_gold'], a['answerable'])} answerable · cited sentences supported "
             f"{ratio(a['supported'], a['cited_sentences'])} · unanswerable declined or citing "
@@ -8434,9 +8354,8 @@ def answers_line(a: dict) -> str:
 
 def run_eval(args, settings: Settings, client: ollama.Client) -> int:
     index, _, _ = open_for_mode(args, settings, client, quiet=args.json)
-    items = read_eval_set(args.eval)
-    if problem := eval_set_problem(index, items):
-        raise UsageError(f"error: cannot use evaluation set {args.eval}: {problem}")
+    items = load_eval_set(args.eval)
+    check_eval_set(index, items, args.eval)
     result = evaluate(client, index, items, settings, answers=args.answers)
     if args.json:
         print(json.dumps(result, ensure_ascii=False, indent=2))
@@ -8469,8 +8388,6 @@ def run_eval(args, settings: Settings, client: ollama.Client) -> int:
     return EXIT_OK
 
 
-
-
 EVAL = Mode(
     "--eval", run_eval, question=False, json=True, takes=("--answers",),
     options={"eval": option(None, "--eval", MODES_GROUP, "measure retrieval on an evaluation set",
@@ -8481,36 +8398,27 @@ EVAL = Mode(
     examples=(("--eval demo-data/eval.jsonl", "measure retrieval"),))
 
 # ----------------------------------------------------------------------------
-# --make-eval and --tune: an evaluation set generated from your notes, and a sweep that
-# recommends flags.
-#
-# --make-eval asks the chat model for one question per passage of your notes and
-# keeps only the ones that pass three checks; --tune then measures every setting
-# that needs no re-embedding on that set and names the flags that did best.
+# --make-eval and --tune: an evaluation set of questions the chat model asks of your notes'
+# passages (kept when they pass three checks), and a sweep of every setting that needs no
+# re-embedding on such a set, which names the flags that did best.
 
 
-# Tuning on your own notes (--make-eval, then --tune).
-EVAL_QUESTIONS = 40                       # questions per generated set:
-                                          # enough to tell variants apart
-EVAL_PASSAGE_CHARS = 300                  # questions are asked about passages this
-                                          # long (not chunks, so the set does not
-                                          # depend on the chunk size it will judge)
-EVAL_MIN_PASSAGE_CHARS = 100              # shorter passages (a title, a
-                                          # one-liner) make trivial questions
-EVAL_MAX_COPIED = 0.75                    # drop a question when more than 3/4 of
-                                          # its words (CJK: bigrams) occur in its
-                                          # passage: it copies rather than asks
-EVAL_UNANSWERABLE_SHARE = 1 / 8           # of the questions, this share have
-                                          # no answer: they calibrate the floor
+EVAL_QUESTIONS = 40                       # per generated set: enough to tell variants apart
+# Questions are asked about passages of 100 to 300 characters: not chunks, so that the set does
+# not depend on the chunk size it will judge; shorter ones (a title, a one-liner) ask trivia.
+EVAL_PASSAGE_CHARS = (100, 300)
+# A question is dropped when more than this share of its words (CJK: bigrams) occur in its
+# passage: it copies rather than asks.
+EVAL_MAX_COPIED = 0.75
+EVAL_UNANSWERABLE_SHARE = 1 / 8           # of the questions have no answer: they set the floor
 EVAL_REPLY_TOKENS = 200                   # one question and a short answer, in JSON
-TUNE_TOP_KS = (3, 5, 8)                   # --top-k values compared; the
-                                          # smallest that finds as much wins
-TUNE_ANSWERED = 0.95                      # the recommended floor still answers this share of
-                                          # answerable ones: giving up the odd weak one lets
-                                          # it sit above what the unanswerable ones score
-TUNE_MIN_GAIN = 0.02                      # MRR a variant must gain over the defaults
-                                          # to be recommended: one question moving from
-                                          # rank 1 to 2 is 0.5/n (0.0125 at 40), noise
+TUNE_TOP_KS = (3, 5, 8)                   # --top-k values tried: the smallest finding most wins
+# The recommended floor still answers this share of the answerable questions: giving up the odd
+# weak one lets it sit above what the unanswerable ones score.
+TUNE_ANSWERED = 0.95
+# The MRR a variant must gain over the defaults to be recommended: one question moving from
+# rank 1 to 2 is 0.5/n (0.0125 at 40), noise.
+TUNE_MIN_GAIN = 0.02
 
 EVAL_PROMPT = """You write one test question for a search engine over someone's notes.
 From the passage the user sends, reply with a JSON object:
@@ -8528,8 +8436,7 @@ UNANSWERABLE = {
     "en": ["What is the boiling point of ethanol?", "Who won the 1998 football World Cup?",
            "How many moons does Neptune have?", "What is the capital of Mongolia?",
            "How do I replace a bicycle's brake cable?", "When did the Berlin Wall fall?"],
-    "zh": ["红烧肉怎么做？", "珠穆朗玛峰有多高？", "唐朝的首都在哪里？", "怎么给自行车补胎？"],
-}
+    "zh": ["红烧肉怎么做？", "珠穆朗玛峰有多高？", "唐朝的首都在哪里？", "怎么给自行车补胎？"]}
 
 DROP_REASONS = {"junk": "no JSON question and answer", "answer": "answer not found in the passage",
                 "copied": f"mostly copied (over {EVAL_MAX_COPIED:.0%} of its words are the "
@@ -8537,15 +8444,12 @@ DROP_REASONS = {"junk": "no JSON question and answer", "answer": "answer not fou
 
 
 def eval_passages(settings: Settings, index: Index) -> list[tuple[str, Chunk]]:
-    """The passages to ask about, as ("note.md#3", passage), in a fixed order spread over the notes.
-
-    Each indexed note is cut again into EVAL_PASSAGE_CHARS pieces; too-short ones
-    are skipped. The order takes one passage from each note in turn, and within a
-    note the first passage of every section before the second of any, so even a
-    few questions cover many notes and headings. No randomness: the same notes
-    give the same order, which is what lets a second run continue.
-    """
-    splitter = make_splitter(EVAL_PASSAGE_CHARS, 0)
+    """The passages to ask about, as ("note.md#3", passage): each note cut again into
+    EVAL_PASSAGE_CHARS pieces; one from each note in turn, a section's first before any second,
+    so that a few questions cover many notes and headings; no randomness, so that a second run
+    can continue the first."""
+    shortest, longest = EVAL_PASSAGE_CHARS
+    splitter = make_splitter(longest, 0)
     per_note = []
     for rel in sorted(index.files):
         record = index.files[rel]         # the note as indexed: read only if it is that file
@@ -8555,22 +8459,19 @@ def eval_passages(settings: Settings, index: Index) -> list[tuple[str, Chunk]]:
         except ValueError:
             continue                      # changed since it was indexed: indexing will say so
         pieces = chunk_sections(rel, sections, splitter)
-        nth_in_section = Counter()
-        keyed = []
+        nth_in_section, keyed = Counter(), []
         for i, c in enumerate(pieces):
             nth_in_section[c.heading] += 1
-            if len(c.text) - LEADING_HEADINGS.match(c.text).end() >= EVAL_MIN_PASSAGE_CHARS:
+            if len(c.text) - LEADING_HEADINGS.match(c.text).end() >= shortest:
                 keyed.append((nth_in_section[c.heading], i, f"{rel}#{i + 1}", c))
         per_note.append([(pid, c) for _, _, pid, c in sorted(keyed, key=lambda k: k[:2])])
     return [p for turn in itertools.zip_longest(*per_note) for p in turn if p is not None]
 
 
 def copied_share(question: str, passage: str) -> float:
-    """Share of the question's words (CJK: bigrams) that occur in the passage, 0 to 1.
-
-    Words are tokenize()'s (lower case, singular, no stopwords); for CJK only the
-    bigrams count, bar those made of two stopword characters ("怎么").
-    Worked example: "starter", "fed" and "often" -> 2 of 3 in the passage.
+    """Share of the question's words that occur in the passage, 0 to 1: tokenize()'s words
+    (lower case, singular, no stopwords), of CJK only the bigrams, bar those made of two
+    stopword characters ("怎么"). Below, "starter", "fed" and "often": 2 of 3 in the passage.
 
     >>> copied_share("How often is the starter fed?", "The starter is fed twice a day.")
     0.6666666666666666
@@ -8607,23 +8508,12 @@ def judge_question(reply: str, passage: Chunk) -> tuple[dict | None, str]:
     if not (isinstance(question, str) and question.strip() and isinstance(answer_, str)
             and answer_.strip()):
         return None, "junk"
-    squash = lambda text: " ".join(text.lower().split())  # noqa: E731
-    if squash(answer_) not in squash(passage.text):
+    if folded(answer_) not in folded(passage.text):
         return None, "answer"
     if copied_share(question, passage.text) > EVAL_MAX_COPIED:
         return None, "copied"
     return {"question": question.strip(), "answers": [answer_.strip()],
             "source": passage.source, "heading": passage.heading}, ""
-
-
-def generate_question(client: ollama.Client, passage: Chunk,
-                      settings: Settings) -> tuple[dict | None, str]:
-    """Ask the chat model for one question about a passage, in JSON (chat_once), and judge it."""
-    messages = [{"role": "system", "content": EVAL_PROMPT},
-                {"role": "user", "content": passage.text}]
-    reply = chat_once(client, settings, messages, EVAL_REPLY_TOKENS, context_size(messages),
-                      format=EVAL_SCHEMA)
-    return judge_question(reply, passage)
 
 
 def unanswerable_questions(index: Index, settings: Settings, n: int) -> list[str]:
@@ -8638,18 +8528,15 @@ def unanswerable_questions(index: Index, settings: Settings, n: int) -> list[str
 
 def generate_eval_set(client: ollama.Client, index: Index, settings: Settings, n: int,
                       have: list[dict]) -> Iterator[tuple[dict | None, str]]:
-    """Yield (item, "") for every question kept and (None, a DROP_REASONS key) for every one
-    dropped.
-
-    Stops when the set (with `have`, what an earlier run wrote) holds n questions,
-    or the passages run out. Passages already asked about are skipped. The built-in
-    unanswerable questions come right after the chat model's first reply, so a run
-    without a working chat model yields nothing. Raises OllamaError.
-    """
-    unanswerable = [q
-                    for q in unanswerable_questions(index, settings,
-                                                    math.ceil(n * EVAL_UNANSWERABLE_SHARE))
-                    if q not in {it["question"] for it in have}]
+    """Ask the chat model for a question about each passage in turn (chat_once, in JSON) and yield
+    (item, "") for each kept, (None, a DROP_REASONS key) for each dropped (judge_question), until
+    the set (with `have`, what an earlier run wrote) holds n or the passages run out; passages
+    asked about before are skipped. The built-in unanswerable questions come after the chat
+    model's first reply, so that a run without a working chat model yields nothing. Raises
+    OllamaError."""
+    asked = {it["question"] for it in have}
+    unanswerable = [q for q in unanswerable_questions(
+        index, settings, math.ceil(n * EVAL_UNANSWERABLE_SHARE)) if q not in asked]
     wanted = n - len(have) - len(unanswerable)
     done = {it.get("passage") for it in have}
     for pid, passage in eval_passages(settings, index):
@@ -8657,7 +8544,10 @@ def generate_eval_set(client: ollama.Client, index: Index, settings: Settings, n
             break
         if pid in done:
             continue
-        item, why = generate_question(client, passage, settings)
+        messages = [{"role": "system", "content": EVAL_PROMPT},
+                    {"role": "user", "content": passage.text}]
+        item, why = judge_question(chat_once(client, settings, messages, EVAL_REPLY_TOKENS,
+                                             context_size(messages), format=EVAL_SCHEMA), passage)
         if item:
             item["passage"] = pid         # lets a second run skip it
             wanted -= 1
@@ -8672,18 +8562,11 @@ def generate_eval_set(client: ollama.Client, index: Index, settings: Settings, n
 def run_make_eval(args, settings: Settings, client: ollama.Client) -> int:
     """--make-eval FILE: generate questions from the notes, appending each kept one as it comes."""
     path, wanted = args.make_eval, EVAL_QUESTIONS if args.questions is None else args.questions
-    have = []
-    if path.exists():
-        try:
-            have = load_eval_set(path)
-        except (OSError, ValueError) as e:
-            raise UsageError(
-                f"error: {path} exists and is not an evaluation set ({e}); give a new file name")
+    have = load_eval_set(path, appending=True)
     index, _, _ = open_for_mode(args, settings, client, quiet=args.json)
     end_with_newline(path)
-    written = Counter()
-    dropped: Counter[str] = Counter()
-    failure, code = None, EXIT_OK
+    written, dropped = Counter(), Counter()
+    stopped, code = None, EXIT_OK         # why the run ended before the set was full, if it did
     try:
         for item, why in generate_eval_set(client, index, settings, wanted, have):
             if item is None:
@@ -8693,35 +8576,33 @@ def run_make_eval(args, settings: Settings, client: ollama.Client) -> int:
                     f.write(json.dumps(item, ensure_ascii=False) + "\n")
                 written["answerable" if item["answers"] else "unanswerable"] += 1
             if not args.json:
-                err(f"  {len(have) + sum(written.values())}/{wanted} questions, "
-                    f"{sum(dropped.values())} dropped")
+                err(f"  {len(have) + written.total()}/{wanted} questions, "
+                    f"{dropped.total()} dropped")
     except OllamaError as e:
-        failure, code = str(e), EXIT_OLLAMA
+        stopped, code = str(e), EXIT_OLLAMA
     except KeyboardInterrupt:
-        failure, code = "interrupted", EXIT_INTERRUPTED
-    total = len(have) + sum(written.values())
-    summary = {"file": str(path), "questions": total, "written_now": dict(written),
-               "from_before": len(have),
-               "dropped": {DROP_REASONS[k]: v for k, v in dropped.items()},
-               "chat_model": settings.chat_model,
-               "error": failure}
+        stopped, code = "interrupted", EXIT_INTERRUPTED
+    total = len(have) + written.total()
     if args.json:
-        print(json.dumps(summary, ensure_ascii=False, indent=2))
+        print(json.dumps({"file": str(path), "questions": total, "written_now": dict(written),
+                          "from_before": len(have),
+                          "dropped": {DROP_REASONS[k]: v for k, v in dropped.items()},
+                          "chat_model": settings.chat_model, "error": stopped},
+                         ensure_ascii=False, indent=2))
     else:
         print(f"{path}: {total} questions ({written['answerable']} answerable and "
               f"{written['unanswerable']} unanswerable written now, {len(have)} from before), by "
               f"{settings.chat_model}")
         if dropped:
-            print(f"dropped {sum(dropped.values())}: " +
+            print(f"dropped {dropped.total()}: " +
                   ", ".join(f"{v} {DROP_REASONS[k]}" for k, v in dropped.most_common()))
-        if not failure and total < wanted:
-            print(f"the notes gave no more passages to ask about (passages of {EVAL_PASSAGE_CHARS} "
-                  "characters)")
+        if not stopped and total < wanted:
+            print("the notes gave no more passages to ask about (passages of "
+                  f"{EVAL_PASSAGE_CHARS[1]} characters)")
     answerable = written["answerable"] + sum(1 for it in have if it["answers"])
-    if failure:
-        err(f"error: {failure}; "
-            + (f"{total} questions are in {path}: run the same command to continue"
-                                     if total else "nothing was written"))
+    if stopped:
+        err(f"error: {stopped}; " + (f"{total} questions are in {path}: run the same command to "
+                                     "continue" if total else "nothing was written"))
     elif not answerable:
         err(f"note: {settings.chat_model} wrote no question that could be kept, so {path} holds "
             "nothing to tune on yet; try a larger --chat-model")
@@ -8730,48 +8611,36 @@ def run_make_eval(args, settings: Settings, client: ollama.Client) -> int:
     return code
 
 
-@dataclass(frozen=True)
-class Variant:
-    """One combination of settings that --tune measures."""
+class Variant(NamedTuple):
+    """One combination of settings that --tune measures (--json shows its _asdict())."""
     chunk_size: int
-    template: bool                        # the query instruction on
+    query_instruction: str                # "on" or "off"
     fusion: str
-
-
-def asdict_variant(v: Variant) -> dict:
-    return {"chunk_size": v.chunk_size, "query_instruction": "on" if v.template else "off",
-            "fusion": v.fusion}
 
 
 def tune_one(index: Index, item: dict, qvec: np.ndarray | None,
              settings: Settings) -> tuple[int | None, list[float]]:
     """One question under one variant: the rank of its first hit, and the confidence a run's
-    judge() would give at each --top-k from 1 to EVAL_DEPTH."""
+    judge() would give at each --top-k from 1 to CANDIDATE_DEPTH."""
     r = rank(index, item["question"], qvec, settings)
-    ranking = [h.row for h in r.ranked[:EVAL_DEPTH]]
-    confs = [confidence(r.terms, ranking[:k], r.dense, r.rows) for k in range(1, EVAL_DEPTH + 1)]
+    ranking = [h.row for h in r.ranked[:CANDIDATE_DEPTH]]
+    confs = [confidence(r.terms, ranking[:k], r.dense, r.rows)
+             for k in range(1, CANDIDATE_DEPTH + 1)]
     return (first_hit_rank(index, ranking, item) if item.get("answers") else None), confs
 
 
-def tune_scores(v: Variant, rows: list[tuple[dict, int | None, list[float]]], top_k_: int,
+def tune_scores(rows: list[tuple[dict, int | None, list[float]]], top_k_: int,
                 floor: Callable[[str], float]) -> dict:
-    """hit@k and MRR of one variant, and what the current floor (of a question) answers and
-    declines."""
+    """hit@k and MRR of one variant's questions (tune_one's rows), and what the current floor
+    (of a question) answers and declines."""
     answerable = [(rank, confs, floor(item["question"])) for item, rank, confs in rows
                   if item.get("answers")]
     others = [(confs, floor(item["question"])) for item, _, confs in rows
               if not item.get("answers")]
-    k = min(top_k_, EVAL_DEPTH) - 1
-    return {"variant": v, **metrics([rank for rank, _, _ in answerable]),
+    k = min(top_k_, CANDIDATE_DEPTH) - 1
+    return {**metrics([rank for rank, _, _ in answerable]),
             "answered": sum(c[k] >= f for _, c, f in answerable),
             "declined": sum(c[k] < f for c, f in others)}
-
-
-def hit_at_k(rows: list[tuple[dict, int | None, list[float]]], k: int) -> float:
-    """Share of answerable questions with a hit in the top k."""
-    ranks = [rank for item, rank, _ in rows if item.get("answers")]
-    return (round(sum(1 for r in ranks if r is not None and r <= k) / len(ranks), 4) if ranks
-            else 0.0)
 
 
 def recommend_floor(rows: list[tuple[dict, int | None, list[float]]], top_k_: int) -> dict:
@@ -8783,7 +8652,7 @@ def recommend_floor(rows: list[tuple[dict, int | None, list[float]]], top_k_: in
     >>> recommend_floor(rows, 5)    # 95% of 4 questions is all 4: the floor is the lowest, 0.45
     {'min_score': 0.45, 'answered': 4, 'answerable': 4, 'declined': 0, 'unanswerable': 1}
     """
-    k = min(top_k_, EVAL_DEPTH) - 1
+    k = min(top_k_, CANDIDATE_DEPTH) - 1
     sure = sorted((c[k] for item, _, c in rows if item.get("answers")), reverse=True)
     unsure = [c[k] for item, _, c in rows if not item.get("answers")]
     if not sure:
@@ -8796,78 +8665,68 @@ def recommend_floor(rows: list[tuple[dict, int | None, list[float]]], top_k_: in
 
 def tune(client: ollama.Client, indexes: dict[int, Index], items: list[dict],
          settings: Settings) -> dict:
-    """Evaluate every variant that needs no re-embedding, on each index (one per chunk size).
-
-    Variants: fusion x query template on/off x chunk size; for the best of them,
-    --top-k (TUNE_TOP_KS) and the floor (the highest --min-score that still answers
-    TUNE_ANSWERED of the answerable questions). Each question is embedded once per
-    template; everything else is NumPy on the loaded indexes. Without vectors only
-    BM25 is tuned, and `missing` says why.
-    """
-    on = replace(settings, query_instruction=None if settings.query_instruction == ""
-                 else settings.query_instruction)
-    templates = {True: on} if query_text("q", on) != "q" else {}
-    templates[False] = replace(settings, query_instruction="")
-    questions = [it["question"] for it in items]
+    """Evaluate every variant that needs no re-embedding (chunk size, one per index x query
+    template on/off x fusion), then for the best of them --top-k (TUNE_TOP_KS) and the floor
+    (recommend_floor). Each question is embedded once per template; everything else is NumPy
+    on the loaded indexes. Without vectors only BM25 is tuned, and `missing` says why."""
+    on = replace(settings, query_instruction=settings.query_instruction or None)
+    templates = {"on": on} if query_text("q", on) != "q" else {}
+    templates["off"] = replace(settings, query_instruction="")
     qvecs, missing = {}, None
     try:
         for t, s in templates.items():
-            qvecs[t] = embed_checked(client, s.embed_model, [query_text(q, s) for q in questions])
+            qvecs[t] = embed_checked(client, s.embed_model,
+                                     [query_text(it["question"], s) for it in items])
     except OllamaError as e:
         missing = str(e)
     for size, ix in indexes.items():
         if not missing and not ix.complete:
             missing = (f"{int((~ix.has_vector).sum())} of {len(ix.chunks)} chunks at chunk size "
                        f"{size} have no vector")
-    fusions = FUSION_METHODS if not missing else ("bm25",)
-    variants = [Variant(size, t, f) for size in indexes
-                for t in (templates if not missing else [False])
-                for f in fusions]
+    if missing:                           # BM25 alone, which no template changes
+        templates = {"off": templates["off"]}
     # Each template is judged by a floor calibrated with it (its probes embedded the same way).
     index_for = {(size, t): ix if missing or calibration_current(ix, s)
                  else calibrated(ix, client, s, ix)
                  for size, ix in indexes.items() for t, s in templates.items()}
-    rows_of = {}
+    variants = [Variant(size, t, f) for size in indexes for t in templates
+                for f in (("bm25",) if missing else FUSION_METHODS)]
+    rows_of, scored = {}, {}
     for v in variants:
-        index = index_for[v.chunk_size, v.template]
-        s = replace(templates.get(v.template, settings), fusion=v.fusion)
-        rows_of[v] = [(item,
-                       *tune_one(index, item, qvecs[v.template][i] if not missing else None, s))
-                      for i, item in enumerate(items)]
-    scored = [tune_scores(v, rows_of[v], settings.top_k,
-                          lambda q, ix=index_for[v.chunk_size, v.template]:
-                          relevance_floor(ix, q, settings)[0])
-              for v in variants]
-    default = Variant(settings.chunk_size, query_text("q", settings) != "q" and not missing,
-                      settings.fusion if not missing else "bm25")
-    base = next((x for x in scored if x["variant"] == default), scored[0])
-    best = rival = max(scored, key=lambda x: (x["mrr"], x["hit@1"]))
-    if best["mrr"] - base["mrr"] < TUNE_MIN_GAIN:
-        best = base                       # not measurably better: keep what is set
-    win = best["variant"]
+        ix = index_for[v.chunk_size, v.query_instruction]
+        s = replace(templates[v.query_instruction], fusion=v.fusion)
+        qvec = [None] * len(items) if missing else qvecs[v.query_instruction]
+        rows_of[v] = [(item, *tune_one(ix, item, qvec[i], s)) for i, item in enumerate(items)]
+        scored[v] = tune_scores(rows_of[v], settings.top_k,
+                                lambda q: relevance_floor(ix, q, settings)[0])
+    default = Variant(settings.chunk_size,
+                      "on" if query_text("q", settings) != "q" and not missing else "off",
+                      "bm25" if missing else settings.fusion)
+    best = rival = max(scored, key=lambda v: (scored[v]["mrr"], scored[v]["hit@1"]))
+    if scored[best]["mrr"] - scored[default]["mrr"] < TUNE_MIN_GAIN:
+        best = default                    # not measurably better: keep what is set
     ks = sorted(set(TUNE_TOP_KS) | {settings.top_k})
-    hit_at = {k: hit_at_k(rows_of[win], k) for k in ks}
+    found = metrics([rank for item, rank, _ in rows_of[best] if item.get("answers")], ks)
+    hit_at = {k: found[f"hit@{k}"] for k in ks}
     top_k_ = min(k for k in ks if hit_at[k] >= max(hit_at.values()))
-    floor = recommend_floor(rows_of[win], top_k_)
-    flags = [f"--fusion {win.fusion}", f"--top-k {top_k_}"]
+    floor = recommend_floor(rows_of[best], top_k_)
+    flags = [f"--fusion {best.fusion}", f"--top-k {top_k_}"]
     if floor["min_score"] is not None:
         flags.append(f"--min-score {floor['min_score']}")
-    if not win.template and query_text("q", settings) != "q":
+    if best.query_instruction == "off" and query_text("q", settings) != "q":
         flags.append("--query-instruction ''")
-    if win.chunk_size != settings.chunk_size:
-        flags.append(f"--chunk-size {win.chunk_size}")
+    if best.chunk_size != settings.chunk_size:
+        flags.append(f"--chunk-size {best.chunk_size}")
     if notes := notes_flag(settings):     # the command must search the notes it was tuned on
         flags.append(notes.strip())
     return {"answerable": sum(1 for it in items if it.get("answers")),
             "unanswerable": sum(1 for it in items if not it.get("answers")),
             "from_gap_log": sum(1 for it in items if it.get("from") == GAP_FROM),
             "embed_model": None if missing else settings.embed_model, "missing": missing,
-            "variants": [{**asdict_variant(x["variant"]),
-                          **{k: v for k, v in x.items() if k != "variant"}}
-                         for x in scored],
-            "defaults": asdict_variant(default), "winner": asdict_variant(win),
-            "not_measurably_better": None if rival is best else {**asdict_variant(rival["variant"]),
-                                                                 "mrr": rival["mrr"]},
+            "variants": [{**v._asdict(), **x} for v, x in scored.items()],
+            "defaults": default._asdict(), "winner": best._asdict(),
+            "not_measurably_better": None if rival == best
+            else {**rival._asdict(), "mrr": scored[rival]["mrr"]},
             "top_k": {"hit@k": hit_at, "chosen": top_k_}, "floor": floor, "flags": " ".join(flags)}
 
 
@@ -8899,10 +8758,9 @@ def chunk_sizes(text: str) -> list[int]:
 
 def run_tune(args, settings: Settings, client: ollama.Client) -> int:
     """--tune FILE: the sweep, a table, the winner and the exact flags (or --json: one object)."""
-    items = read_eval_set(args.tune)
+    items = load_eval_set(args.tune)
     index, _, _ = open_for_mode(args, settings, client, quiet=args.json)
-    if problem := eval_set_problem(index, items):
-        raise UsageError(f"error: cannot use evaluation set {args.tune}: {problem}")
+    check_eval_set(index, items, args.tune)
     if not any(it.get("answers") for it in items):
         raise UsageError(f"error: {args.tune} holds no answerable question (every \"answers\" is "
                          "empty), so there is nothing to tune on: --make-eval writes some")
@@ -8953,8 +8811,6 @@ def run_tune(args, settings: Settings, client: ollama.Client) -> int:
     return EXIT_OK
 
 
-
-
 MAKE_EVAL = Mode(
     "--make-eval", run_make_eval, question=False, json=True, takes=("--questions",),
     options={"make_eval": option(None, "--make-eval", MODES_GROUP, "write an evaluation set of "
@@ -8981,20 +8837,17 @@ TUNE = Mode(
 # --gaps: the gap log grouped by topic, and which of its questions today's notes answer.
 
 
-GAP_GROUP_SHARE = 0.4                     # two questions are one topic when their cosine
-                                          # stands this share of the way from two unrelated
-                                          # ones' (FLOOR_PROBES') to 1 (bench/gaps.md)
-GAP_SHOWN = 5                             # questions shown per group (--json: all of them)
+# Two questions are one topic when their cosine stands this share of the way from that of two
+# unrelated ones (FLOOR_PROBES') to 1 (bench/gaps.md).
+GAP_GROUP_SHARE = 0.4
 VIA_MCP = "mcp"                           # an entry's "via": asked by an agent (--mcp's ask_notes)
 
 
 def read_log_file(path: Path) -> bytes:
     """A log file's bytes, at most twice GAP_LOG_MAX_MB (a bigger one is no log of ours: its end
     is cut). Raises OSError for a link, a folder or anything else that is no regular file."""
-    # a FIFO does not wait
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | NOT_A_LINK)
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | NOT_A_LINK)  # a FIFO: no wait
+    if not stat.S_ISREG(mode := os.fstat(fd).st_mode):
         os.close(fd)
         error = IsADirectoryError if stat.S_ISDIR(mode) else OSError
         raise error(0, "not a regular file", str(path))
@@ -9007,8 +8860,7 @@ def read_log_file(path: Path) -> bytes:
 GAP_FIELDS = {"time": (str,), "question": (str,), "notes": (str,), "why": (str,),
               "asked": (str,), "language": (str,), "via": (str,), "confidence": (int, float),
               "floor": (int, float), "sources": (list,), "filters": (dict,), "vector": (dict,)}
-GAP_SOURCE_FIELDS = {"source": (str,), "heading": (str, type(None)),
-                     "score": (int, float)}
+GAP_SOURCE_FIELDS = {"source": (str,), "heading": (str, type(None)), "score": (int, float)}
 
 
 def has_shape(d: dict, fields: dict[str, tuple[type, ...]], required: int) -> bool:
@@ -9061,23 +8913,18 @@ def read_gaps(path: Path) -> tuple[list[dict], list[str]]:
             lines = read_log_file(p).split(b"\n")
         except FileNotFoundError:
             continue
-        cut = lines.pop()                 # b"" after a final newline, else a line a killed run left
         junk, other = [], set()
         for n, line in enumerate(lines, 1):
             entry = gap_from_line(line)
             if isinstance(entry, dict):
                 entries.append(entry)
+            elif n == len(lines) and line.strip():    # no newline after it: a killed run's
+                warnings.append(
+                    f"the last line of {p} is cut short (a run stopped while writing it?): skipped")
             elif entry == "other version":
                 other.add(n)
             elif line.strip():
                 junk.append(n)
-        if cut.strip():
-            entry = gap_from_line(cut)
-            if isinstance(entry, dict):
-                entries.append(entry)
-            else:
-                warnings.append(
-                    f"the last line of {p} is cut short (a run stopped while writing it?): skipped")
         if junk:
             warnings.append(f"{len(junk)} line(s) of {p} are not gap log entries (line {junk[0]} "
                             "the first): skipped")
@@ -9097,11 +8944,9 @@ def logged_filters(entry: dict) -> Filters:
     except ValueError:
         asked = None                      # not an entry read from the log, which checks its time
 
-    def read(value, how: Callable[[str], str]) -> str | None:
-        try:
+    def read(value, how: Callable[[str], str]) -> str | None:   # None for what does not read
+        with contextlib.suppress(argparse.ArgumentTypeError):
             return how(value) if isinstance(value, str) and value.strip() else None
-        except argparse.ArgumentTypeError:
-            return None
 
     def day(value, end: int) -> str | None:
         bound = read(value, date_bound)
@@ -9112,8 +8957,7 @@ def logged_filters(entry: dict) -> Filters:
     if dated_backwards(since, until):     # no note could pass: a log edited by hand
         since = until = None
     return Filters(read(logged.get("source"), str),
-                   tuple(dict.fromkeys(t for v in tags if (t := read(v, tag_name)))),
-                   since, until)
+                   tuple(dict.fromkeys(t for v in tags if (t := read(v, tag_name)))), since, until)
 
 
 def gap_vector(entry: dict, settings: Settings, dim: int) -> np.ndarray | None:
@@ -9133,31 +8977,12 @@ def gap_vector(entry: dict, settings: Settings, dim: int) -> np.ndarray | None:
     return vec / norm if norm else None
 
 
-def read_gap_log(path: Path) -> tuple[list[dict], list[str]]:
-    """read_gaps for the command line: a log that cannot be read is a UsageError."""
-    try:
-        return read_gaps(path)
-    except IsADirectoryError as e:
-        raise UsageError(
-            f"error: {e.filename} is a folder, not the gap log; move it away") from None
-    except OSError as e:
-        raise UsageError(
-            f"error: cannot read the gap log {e.filename or path}: {e.strerror or e}") from None
-
-
-def same_question(text: str) -> str:
-    """A question as compared with others: case and spacing set aside ("What  is X?" = "what is
-    x?")."""
-    return " ".join(text.casefold().split())
-
-
 def gap_threshold(probes: np.ndarray, languages: list[str]) -> float:
-    """The cosine from which two questions are taken for one topic: GAP_GROUP_SHARE of the way
-    from the median cosine of two unrelated questions in one language (the probes) to 1. An
-    absolute number would not do: two texts' cosine sits near 0.8 with some embedders, near 0
-    with others. subtle: of the languages' medians, the lowest: an embedder that cannot read
-    a language finds all its texts alike, and that language's median would set the bar too high
-    for the ones it reads.
+    """The cosine from which two questions are one topic: GAP_GROUP_SHARE of the way from the
+    median cosine of two unrelated questions in one language (the probes) to 1, not a number of
+    its own: two texts' cosine sits near 0.8 with some embedders, near 0 with others. subtle:
+    the lowest language's median, since an embedder that cannot read a language finds all its
+    texts alike, and that median would set the bar too high for the languages it reads.
 
     >>> gap_threshold(np.eye(3, dtype=np.float32), ["en", "en", "zh"])   # unrelated: cosine 0
     0.4
@@ -9179,8 +9004,7 @@ def gap_vectors(client: ollama.Client, index: Index, times: list[list[dict]],
     the calibration did not keep (remembered_probes)."""
     dim = index.vectors.shape[1]
     vectors = [next((v for e in reversed(es) if (v := gap_vector(e, settings, dim)) is not None),
-                    None)
-               for es in times]
+                    None) for es in times]
     missing = [i for i, v in enumerate(vectors) if v is None]
     probes = [(lang, query_text(q, settings)) for lang, qs in FLOOR_PROBES.items() for q in qs]
     known = remembered_probes(index, index)
@@ -9192,9 +9016,8 @@ def gap_vectors(client: ollama.Client, index: Index, times: list[list[dict]],
         raise OllamaError(vector_size_changed(dim, got.shape[1], settings.embed_model))
     for i, v in zip(missing, got[len(todo):]):
         vectors[i] = v
-    embedded = dict(zip(todo, got))
-    probe_vectors = np.array([known[t] if t in known else embedded[t] for _, t in probes],
-                             dtype=np.float32)
+    known.update(zip(todo, got))
+    probe_vectors = np.array([known[t] for _, t in probes], dtype=np.float32)
     return np.array(vectors, dtype=np.float32).reshape(len(times), dim), \
         gap_threshold(probe_vectors, [lang for lang, _ in probes])
 
@@ -9252,7 +9075,7 @@ def gap_report(client: ollama.Client, index: Index, entries: list[dict],
     today's index answers it (now_found()). Groups most asked first; all of it JSON-ready."""
     asked: dict[str, list[dict]] = {}
     for e in entries:
-        asked.setdefault(same_question(e["question"]), []).append(e)
+        asked.setdefault(folded(e["question"]), []).append(e)
     times = list(asked.values())
     via_mcp = [sum(e.get("via") == VIA_MCP for e in es) for es in times]
     vectors, threshold = gap_vectors(client, index, times, settings)
@@ -9280,19 +9103,15 @@ def gap_report(client: ollama.Client, index: Index, entries: list[dict],
                                   "confidence": round(today[i][0].confidence, 3),
                                   "floor": today[i][0].floor}
                                  for i in sorted(rows, key=lambda i: -len(times[i]))]})
-    report.sort(key=lambda g: g["last"], reverse=True)
-    report.sort(key=lambda g: g["questions"], reverse=True)       # most asked, then most recent
+    report.sort(key=lambda g: (g["questions"], g["last"]), reverse=True)  # most asked, then latest
     return {"questions": len(entries), "different": len(times), "groups": report,
             "now_found": sum(found for _, found in today), "via_mcp": sum(via_mcp),
-            "embed_model": settings.embed_model,
-            "threshold": round(threshold, 3),
+            "embed_model": settings.embed_model, "threshold": round(threshold, 3),
             "seconds": {"grouping": round(t1 - t0, 4), "now_found": round(t2 - t1, 4)}}
 
 
-def print_gaps(report: dict) -> None:
-    """--gaps on a terminal: the summary line, then each group with its dates, closest notes and
-    questions (GAP_SHOWN of them), those today's notes answer marked "now found", those an agent
-    asked (through --mcp) "via MCP"."""
+def print_gaps(report: dict, shown: int = 5) -> None:
+    """--gaps on a terminal: a summary line, then each group with `shown` of its questions."""
     groups = report["groups"]
     print(f"{report['questions']} question(s) the notes could not answer ({report['different']} "
           f"different), in {len(groups)} group(s); {report['now_found']} now found"
@@ -9306,7 +9125,7 @@ def print_gaps(report: dict) -> None:
         via = f" ({g['via_mcp']} via MCP)" if g["via_mcp"] else ""
         print(f"\n{n}. {g['questions']} question(s){via}, {dates}: {status}"
               + (f"; closest notes: {', '.join(g['closest_notes'])}" if g["closest_notes"] else ""))
-        for q in g["asked"][:GAP_SHOWN]:
+        for q in g["asked"][:shown]:
             times = f"{q['times']}×" if q["times"] > 1 else ""
             asked_with = preview(shlex.join(Filters.from_json(q["filters"]).words()), 40)
             via = (f"{q['via_mcp']}× " if q["via_mcp"] < q["times"] else "") + "via MCP"
@@ -9314,8 +9133,8 @@ def print_gaps(report: dict) -> None:
                   + (f"  (asked with {asked_with})" if asked_with else "")
                   + (f"  ({via})" if q["via_mcp"] else "")
                   + ("  (now found)" if q["now_found"] else ""))
-        if len(g["asked"]) > GAP_SHOWN:
-            print(f"       … {len(g['asked']) - GAP_SHOWN} more (--json lists them all)")
+        if len(g["asked"]) > shown:
+            print(f"       … {len(g['asked']) - shown} more (--json lists them all)")
     if "to_eval" in report:
         t = report["to_eval"]
         print(f"\n{t['file']}: added {t['added']} open question(s) as unanswerable ones"
@@ -9327,14 +9146,13 @@ def print_gaps(report: dict) -> None:
               "an evaluation set, --gaps --clear deletes the log)")
 
 
-def gaps_to_eval(path: Path, groups: list[dict]) -> dict:
-    """--to-eval FILE: append each question no note answers yet as an unanswerable item
-    ("answers": []) marked as coming from the log, with the tags and dates it was asked with,
-    unless the set holds it already. One asked with --source is left out: an item's "source"
-    names the note that answers it, not a filter."""
-    have = {same_question(it["question"]) for it in load_eval_set(path)} if path.exists() else set()
+def gaps_to_eval(path: Path, have: list[dict], groups: list[dict]) -> dict:
+    """--to-eval FILE: append each question no note answers yet, unless the set holds it (`have`),
+    as an unanswerable item ("answers": []) from the log, with the tags and dates it was asked
+    with; one asked with --source is left out: an item's "source" names the note answering it."""
+    there = {folded(it["question"]) for it in have}
     still = [q for g in groups for q in g["asked"] if not q["now_found"]]
-    fresh = [q for q in still if same_question(q["question"]) not in have]
+    fresh = [q for q in still if folded(q["question"]) not in there]
     new = [q for q in fresh if "source" not in q["filters"]]
     end_with_newline(path)
     with open(path, "a", encoding="utf-8") as f:
@@ -9367,17 +9185,19 @@ def run_gaps(args, settings: Settings, client: ollama.Client) -> int:
     path = settings.cache_dir / GAP_LOG
     if args.clear:
         return clear_gaps(path, args.json)
-    if args.to_eval and (args.to_eval.exists() or args.to_eval.is_symlink()):
-        try:
-            load_eval_set(args.to_eval)
-        except (OSError, ValueError) as e:
-            raise UsageError(f"error: {args.to_eval} exists and is not an evaluation set ({e}); "
-                             "give another file")
+    have = load_eval_set(args.to_eval, appending=True) if args.to_eval else []
     check_notes_dir(settings.notes_dir)
     if settings.source_filter or settings.tags:
         raise UsageError("error: --gaps searches each logged question with the --source and --tag "
                          "it was asked with; --since and --until say when the questions were asked")
-    entries, warnings = read_gap_log(path)
+    try:
+        entries, warnings = read_gaps(path)
+    except IsADirectoryError as e:
+        raise UsageError(
+            f"error: {e.filename} is a folder, not the gap log; move it away") from None
+    except OSError as e:
+        raise UsageError(
+            f"error: cannot read the gap log {e.filename or path}: {e.strerror or e}") from None
     notes = os.path.realpath(settings.notes_dir)
     # Here they date the questions, not the notes searched.
     since = date_span(settings.since)[0] if settings.since else ""
@@ -9398,14 +9218,12 @@ def run_gaps(args, settings: Settings, client: ollama.Client) -> int:
     report = {"log": str(path), **gap_report(client, index, entries, settings),
               "warnings": warnings}
     if args.to_eval:
-        report["to_eval"] = gaps_to_eval(args.to_eval, report["groups"])
+        report["to_eval"] = gaps_to_eval(args.to_eval, have, report["groups"])
     if args.json:
         print(json.dumps(report, ensure_ascii=False, indent=2))
     else:
         print_gaps(report)
     return EXIT_OK
-
-
 
 
 GAPS = Mode(

@@ -324,6 +324,18 @@ def test_eval_applies_each_question_s_own_filters_and_explain_says_what_was_read
            "2026-04-10 (its front matter's date), description 'Five days in April with the kids'" in said
 
 
+def test_an_eval_item_s_filters_are_read_as_the_flags_read_them(cli, vault, tmp_path):
+    # "#home" is the tag home, as --tag '#home' is, and a year written as a number is that year, as
+    # --since 2026 is: the question is asked of those notes (Home/Budget.md: #home/finance, 2026-02-05).
+    path = tmp_path / "set.jsonl"
+    path.write_text(json.dumps({"question": "Budget decisions?", "answers": ["x"], "source": "Home/Budget.md",
+                                "tags": ["#home"], "since": 2026}) + "\n")
+    out = cli("--eval", path, "--notes", vault, "--json")
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    result = json.loads(out.stdout)
+    assert result["hit@1"] == 1.0 and not result["misses"], result["misses"]
+
+
 def test_an_older_cache_keeps_its_vectors_and_reads_the_notes_again(cli, server, vault):
     first = cli("What are my Shortcuts?", "--notes", vault, "--retrieve-only")
     assert first.returncode == 0, first.stderr
