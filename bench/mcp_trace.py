@@ -50,21 +50,21 @@ def timed(owner, name):
     setattr(owner, name, step)
     return step
 
-for name in ("search", "search_result"):
+for name in ("search", "search_tool", "tool_result"):
     timed(rag, name)
-rag.MCP_METHODS["tools/call"] = timed(rag.McpServer, "call_tool")
-timed(rag.McpServer, "send")
+timed(rag.McpServer, "call_tool")         # McpServer() takes its methods as they are then
+timed(rag.JsonRpcLines, "send")
 lines = rag.message_lines
 def read_lines(stream, limit):
     for line in lines(stream, limit):
         say(f"A read {time.perf_counter():.6f}")
         yield line
 rag.message_lines = read_lines
-handle = rag.McpServer.handle
+handle = rag.JsonRpcLines.handle
 def handled(self, line):
     say(f"A handle {time.perf_counter():.6f}")
     handle(self, line)
-rag.McpServer.handle = handled
+rag.JsonRpcLines.handle = handled
 sys.exit(rag.main(sys.argv[1:]))
 '''
 
@@ -100,7 +100,9 @@ def trace(n: int, work: Path, calls: int, pause: float) -> dict[str, float]:
     return {"search() here": med(inside) * 1000, "call": med(over) * 1000,
             "client to server": med(r - s for s, r in zip(sent, last["read"])) * 1000,
             "read to handled": med(h - r for r, h in zip(last["read"], last["handle"])) * 1000,
-            "search in the server": med(last["search"]), "the result built": med(last["search_result"]),
+            "search in the server": med(last["search"]),
+            "the result built": med(a - b for a, b in zip(last["search_tool"], last["search"]))
+            + med(last["tool_result"]),
             "tools/call in all": med(last["call_tool"]), "reply written": med(last["send"])}
 
 

@@ -23,9 +23,10 @@ from test_index import make_vault
 
 import demo_rag as rag
 
-HANDSHAKE = list(rag.MCP_HANDSHAKE_REVISIONS)
-STATELESS = list(rag.MCP_STATELESS_REVISIONS)
-ENVELOPE = {rag.MCP_VERSION_KEY: "2026-07-28", rag.MCP_CAPABILITIES_KEY: {}}
+HANDSHAKE = list(rag.McpServer.HANDSHAKE_REVISIONS)
+STATELESS = list(rag.McpServer.STATELESS_REVISIONS)
+VERSION_KEY, CAPABILITIES_KEY = rag.McpServer.VERSION_KEY, rag.McpServer.CAPABILITIES_KEY
+ENVELOPE = {VERSION_KEY: "2026-07-28", CAPABILITIES_KEY: {}}
 
 
 class Mcp:
@@ -156,7 +157,7 @@ def test_the_stateless_revision_needs_no_handshake_and_says_its_version_in_every
     discover = m.request("server/discover", {"_meta": ENVELOPE})["result"]
     assert discover["supportedVersions"][0] == "2026-07-28" and set(discover["supportedVersions"]) == set(
         HANDSHAKE + STATELESS)
-    assert discover["resultType"] == "complete" and discover["_meta"][rag.MCP_SERVER_INFO_KEY]["name"] == "demo_rag"
+    assert discover["resultType"] == "complete" and discover["_meta"][rag.McpServer.SERVER_INFO_KEY]["name"] == "demo_rag"
     assert discover["capabilities"]["tools"] == {"listChanged": False} and discover["ttlMs"] == 0
     tools = m.request("tools/list", {"_meta": ENVELOPE})["result"]
     assert [t["name"] for t in tools["tools"]] == ["search_notes", "read_note", "ask_notes"]
@@ -165,10 +166,10 @@ def test_the_stateless_revision_needs_no_handshake_and_says_its_version_in_every
                                      "_meta": ENVELOPE})["result"]
     assert found["resultType"] == "complete" and found["structuredContent"]["sources"][0]["path"] == "bm25.md"
     # a revision it does not serve is named, with those it does; a half envelope is refused
-    wrong = m.request("tools/list", {"_meta": {**ENVELOPE, rag.MCP_VERSION_KEY: "2027-01-01"}})["error"]
+    wrong = m.request("tools/list", {"_meta": {**ENVELOPE, VERSION_KEY: "2027-01-01"}})["error"]
     assert wrong["code"] == -32022 and wrong["data"] == {"supported": STATELESS, "requested": "2027-01-01"}
-    half = m.request("tools/list", {"_meta": {rag.MCP_VERSION_KEY: "2026-07-28"}})["error"]
-    assert half["code"] == -32602 and rag.MCP_CAPABILITIES_KEY in half["message"]
+    half = m.request("tools/list", {"_meta": {VERSION_KEY: "2026-07-28"}})["error"]
+    assert half["code"] == -32602 and CAPABILITIES_KEY in half["message"]
     # handshake-era results carry none of the stateless revision's fields
     legacy = m.request("tools/list")["result"]
     assert set(legacy) == {"tools"}
