@@ -7713,18 +7713,19 @@ def index_with_progress(settings: Settings, client: ollama.Client, rebuild: str,
     return index, report, took
 
 
-def no_match(filters: Filters, notes: int) -> str:
-    """What to say when no note passes the filters."""
-    return (f"no note matches {filters} (of {notes} notes; a note's tags are its front matter's "
-            "and its #tags, its date its front matter's date, created or updated, else one in its "
-            "file name, else the day it was modified)")
+def no_match(filters: Filters, notes: int, named: Callable[[Filters], str] = str) -> str:
+    """What to say when no note passes the filters, `named` as the caller takes them."""
+    return (f"no note matches {named(filters)} (of {notes} notes; a note's tags are its front "
+            "matter's and its #tags, its date its front matter's date, created or updated, else "
+            "one in its file name, else the day it was modified)")
 
 
 def check_usable(index: Index, settings: Settings, source: str = "--source",
-                 report: IndexReport | None = None) -> None:
+                 report: IndexReport | None = None, named: Callable[[Filters], str] = str) -> None:
     """Raise UsageError unless the index holds notes, some of which the `source` pattern
-    (settings.source_filter) and the tag and date filters match; the `report` of the index's
-    opening says why a cache was kept."""
+    (settings.source_filter) and the tag and date filters match, those written as `named`
+    writes them (the command line's flags); the `report` of the index's opening says why a
+    cache was kept."""
     if not index.chunks:
         raise UsageError(f"no usable notes in {settings.notes_dir} (looked for "
                          f"{', '.join(NOTE_TYPES)}, at least {MIN_NOTE_CHARS} characters, or "
@@ -7735,7 +7736,7 @@ def check_usable(index: Index, settings: Settings, source: str = "--source",
                          "'work/*.md', or a part of a note's path relative to "
                          f"{readable_name(str(settings.notes_dir))})")
     if not filter_mask(index, filters := filters_in_force(settings)).any():
-        raise UsageError(no_match(filters, len(index.files)))
+        raise UsageError(no_match(filters, len(index.files), named))
 
 
 def open_for_mode(args: argparse.Namespace, settings: Settings, client: ollama.Client, quiet: bool,
@@ -9608,19 +9609,21 @@ class ToolFailed(Exception):
 
 def filtered(notes: Notes, filters: dict) -> Settings:
     """This run's settings with a call's filters (SEARCH_FILTERS) in place, each read as the
-    command line reads its flag; raises UsageError when one is wrong or they match no note."""
+    command line reads its flag; raises UsageError, naming them as the tools do, when one is
+    wrong or they match no note."""
     given = {}
     for name, value in filters.items():
         setting, read = SEARCH_FILTERS[name]
         try:
             given[setting] = read(value)
         except argparse.ArgumentTypeError as e:
-            raise UsageError(str(e)) from None
+            raise UsageError(f"{name}: {e}") from None
     s = replace(notes.settings, **given)
     if dated_backwards(s.since, s.until):
         raise UsageError(f"since {s.since} is after until {s.until}: no note could be dated "
                          "between them")
-    check_usable(notes.index, s, source="source", report=notes.report)
+    check_usable(notes.index, s, "source", notes.report, named=lambda f: ", ".join(
+        f"{name} {json.dumps(value, ensure_ascii=False)}" for name, value in f.as_json().items()))
     return s
 
 

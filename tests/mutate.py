@@ -1014,6 +1014,15 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '        if name is None:\n',
      '        if name is None and False:\n',
      ["tests/test_mcp.py", "-k", "fault"]),
+    ("mcp: filters that match no note are named as the command line's flags (--tag x), not as the tool's arguments",
+     '    check_usable(notes.index, s, "source", notes.report, named=lambda f: ", ".join(\n'
+     '        f"{name} {json.dumps(value, ensure_ascii=False)}" for name, value in f.as_json().items()))\n',
+     '    check_usable(notes.index, s, "source", notes.report)\n',
+     ["tests/test_mcp.py", "-k", "named_as_the_tool"]),
+    ("mcp: a filter that is wrong (since: yesterday) is not named",
+     '            raise UsageError(f"{name}: {e}") from None',
+     '            raise UsageError(str(e)) from None',
+     ["tests/test_mcp.py", "-k", "named_as_the_tool"]),
     ("nothing found by keywords alone (Ollama away) is a failure, not 'not found'",
      '        return DECLINED, (f"no passage has any of its words, and it could not be searched by "\n'
      '                          f"meaning: {keywords}")\n',

@@ -453,6 +453,19 @@ def test_search_and_ask_take_the_command_line_s_tag_and_date_filters(mcp, tmp_pa
     assert m.close()[0] == 0
 
 
+def test_a_filter_that_is_wrong_or_matches_nothing_is_named_as_the_tool_s_argument_not_as_a_flag(mcp):
+    m = mcp()
+    for tool, asked in [("search_notes", {"query": "budget"}), ("ask_notes", {"question": "What is the budget?"})]:
+        none = m.call(tool, **asked, tags=["nosuchtag"], since="2020")
+        assert none["isError"] is True and said(none).startswith(
+            'no note matches tags ["nosuchtag"], since "2020" (of '), said(none)
+        for argument, value in [("since", "yesterday"), ("until", "soon"), ("tags", ["two words"])]:
+            wrong = m.call(tool, **asked, **{argument: value})
+            assert wrong["isError"] is True and said(wrong).startswith(f"{argument}: expected a "), said(wrong)
+        assert "--" not in said(none) + said(wrong)
+    assert m.close()[0] == 0
+
+
 def test_every_tool_says_it_only_reads_and_what_its_result_holds(mcp):
     m = mcp()
     m.initialize("2025-03-26")            # annotations came in 2025-03-26, with their own title
