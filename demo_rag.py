@@ -10223,9 +10223,9 @@ class JsonRpcLines:
         self.calls: dict = {}             # request id -> Event set when it is cancelled
         self.later: dict = {}             # request id -> its Later, while its thread runs
 
-    def serve(self, stdin) -> None:
-        """Answer every message from `stdin` (binary), until it ends. At the end, answers still
-        streaming are stopped."""
+    def serve(self, stdin, finish_seconds: float) -> None:
+        """Answer every message from `stdin` (binary) until it ends, and the answers still being
+        made then within `finish_seconds` (a piped client's last call may be one); stop the rest."""
         inbox: queue.SimpleQueue = queue.SimpleQueue()
         # The reader reads a copy of the descriptor: left waiting on sys.stdin itself as the
         # process ends, it would hold the lock that Python's shutdown takes to close it.
@@ -10238,6 +10238,12 @@ class JsonRpcLines:
                                             f"a message over {self.MAX_MESSAGE >> 20} MB"))
                 elif line.strip():
                     self.handle(line)
+            deadline = time.monotonic() + finish_seconds
+            while self.later and time.monotonic() < deadline:
+                time.sleep(0.05)          # a Later's thread forgets its call when it is done
+            if self.later:
+                err(f"stdin ended: stopped {len(self.later)} answer(s) not finished within "
+                    f"{finish_seconds:g} s (--timeout)")
         except KeyboardInterrupt as e:    # Ctrl-C or SIGTERM: said to each caller, then end
             with self.lock:
                 streaming = dict(self.later)
@@ -10537,7 +10543,7 @@ def run_mcp(args, settings: Settings, client: ollama.Client) -> int:
         err(f"serving the notes in {readable_name(str(settings.notes_dir))} over MCP on "
             f"stdin/stdout (revisions {revisions}); logs here; closing stdin (Ctrl-D) stops it")
         if sys.stdin is not None:         # closed as the run began (`<&-`): as if it ended at once
-            McpServer(args, settings, client, out).rpc.serve(sys.stdin.buffer)
+            McpServer(args, settings, client, out).rpc.serve(sys.stdin.buffer, args.timeout)
     except BrokenPipeError:               # the client went away: nobody is left to answer
         pass
     finally:
