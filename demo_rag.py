@@ -9960,14 +9960,16 @@ class HeldIndex:
             return self.index, self.report
 
     def idle_for(self) -> float | None:
-        """How long the front end may idle before look() has work: 0 right after a call, then
-        half of fresh_seconds after each look; None when it has none until the next call (the
-        index is not settled, looks are off, or no call came for MCP_WATCH_SECONDS)."""
+        """How long the front end may idle before look() has work: a tenth of fresh_seconds after
+        a call began, then half of it after each look; None when it has none until the next call
+        (the index is not settled, looks are off, or no call came for MCP_WATCH_SECONDS)."""
         now = time.monotonic()
         if self.watched is None or self.fresh_seconds <= 0 or now - self.used > MCP_WATCH_SECONDS:
             return None
+        # Not at once: while its client reads the answer, a look's stats (and Ollama, asked for
+        # the model's build) would take the cores it needs.
         if self.looked < self.used:
-            return 0.0
+            return max(0.0, self.used + self.fresh_seconds / 10 - now)
         return max(0.0, self.looked + self.fresh_seconds / 2 - now)
 
     def look(self) -> None:

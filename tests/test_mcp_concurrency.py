@@ -169,20 +169,23 @@ def test_a_note_edited_while_the_server_idles_is_seen_by_the_next_call_which_loo
 
 def test_the_held_index_serves_a_call_without_looking_while_its_last_look_is_fresh(server, notes, tmp_path):
     settings = rag.Settings(notes_dir=notes, cache_dir=tmp_path / "cache")
-    held = rag.HeldIndex(settings, rag.ollama_client(), fresh_seconds=3600)
+    held = rag.HeldIndex(settings, rag.ollama_client(), fresh_seconds=2000)
     index, _ = held.current()             # opened: looked just now
-    assert held.idle_for() > 1000
+    assert held.idle_for() > 900
     tags = len(server.of("/api/tags"))
-    assert held.current()[0] is index and held.idle_for() == 0      # served, not looked: a look is due
-    assert len(server.of("/api/tags")) == tags
+    assert held.current()[0] is index     # served, not looked: a look is due a tenth of 2000 s on,
+    assert 190 < held.idle_for() <= 200   # not at once, while the client reads the answer
     held.look()
-    assert held.idle_looks == 1 and len(server.of("/api/tags")) == tags + 1 and held.idle_for() > 1000
+    assert held.idle_looks == 0 and len(server.of("/api/tags")) == tags
+    held.used, held.looked = held.used - 200, held.looked - 200       # 200 s on
+    held.look()
+    assert held.idle_looks == 1 and len(server.of("/api/tags")) == tags + 1 and held.idle_for() > 900
     held.look()                           # not due: nothing asked
     assert held.idle_looks == 1 and len(server.of("/api/tags")) == tags + 1
     (notes / "zeppelin.md").write_text("# Zeppelins\n\nA zeppelin hangar at Friedrichshafen held airships.")
     assert held.current()[0] is index     # within the bound: served as it was, nothing asked
     assert len(server.of("/api/tags")) == tags + 1
-    held.looked -= 3600                   # an hour on: the next call looks first, and sees the note
+    held.looked -= 2000                   # long after: the next call looks first, and sees the note
     assert "zeppelin.md" in held.current()[0].files
     assert rag.HeldIndex(settings, rag.ollama_client(), fresh_seconds=0).idle_for() is None
 
