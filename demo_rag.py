@@ -9709,8 +9709,7 @@ def ask_tool(notes: Notes, question: str, num_ctx: int = NUM_CTX,
     outcome = answer(notes.client, notes.index, question, settings, Conversation(num_ctx=num_ctx),
                      keywords_because=notes.report.embed_error, via=notes.via,
                      on_plan=on_plan, on_token=on_token)
-    why = outcome.retrieval.keywords_only_because
-    for w in ([f"{why}; searching by keywords (BM25) only"] if why else []) + outcome.warnings:
+    for w in run_warnings(notes.report, outcome) + outcome.warnings:
         notes.warn(w)
     return {"status": outcome.status, "answer": outcome.text, "why": outcome.why or None,
             "sources": sources_json(outcome.retrieval),
