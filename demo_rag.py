@@ -7723,9 +7723,9 @@ def no_match(filters: Filters, notes: int, named: Callable[[Filters], str] = str
 def check_usable(index: Index, settings: Settings, source: str = "--source",
                  report: IndexReport | None = None, named: Callable[[Filters], str] = str) -> None:
     """Raise UsageError unless the index holds notes, some of which the `source` pattern
-    (settings.source_filter) and the tag and date filters match, those written as `named`
-    writes them (the command line's flags); the `report` of the index's opening says why a
-    cache was kept."""
+    (settings.source_filter) and the tag and date filters match (said as `named` writes them;
+    str: the command line's flags); the `report` of the index's opening says why a cache was
+    kept."""
     if not index.chunks:
         raise UsageError(f"no usable notes in {settings.notes_dir} (looked for "
                          f"{', '.join(NOTE_TYPES)}, at least {MIN_NOTE_CHARS} characters, or "
