@@ -9906,28 +9906,6 @@ MCP_FRESH_SECONDS = 1.0                   # a call may serve the notes as they w
 MCP_WATCH_SECONDS = 300.0                 # idle looks stop this long after the last call
 
 
-def folder_stat(st: os.stat_result) -> tuple[int, int]:
-    return st.st_mtime_ns, st.st_ctime_ns   # ctime: a chmod that makes a folder readable
-
-
-def folder_stats(notes_dir: Path) -> dict[str, tuple[int, int]] | None:
-    """Every folder under notes_dir but hidden ones, with folder_stat(): a note added, removed or
-    renamed in one changes its mtime. None when one holds a link to a folder, whose insides
-    its stat would not show."""
-    found = {}
-    for folder, dirs, _ in os.walk(notes_dir):
-        if any(os.path.islink(os.path.join(folder, d)) for d in dirs):
-            return None
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        with contextlib.suppress(OSError):
-            found[folder] = folder_stat(os.stat(folder))
-    return found
-
-
-def file_stat(st: os.stat_result) -> tuple[int, int, int, int]:
-    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino     # what fingerprint() hashes
-
-
 class HeldIndex:
     """The index of one folder's notes, held between calls and kept current: current() gives
     it as the notes are (at most `fresh_seconds` ago); look() looks for changes while idle."""
@@ -10011,13 +9989,13 @@ class HeldIndex:
         self.rebuild = ""
         # What still_current() compares with: the folders' stats first, so that a change made
         # while the notes are listed shows in one or the other.
-        folders = folder_stats(self.settings.notes_dir)
+        folders = self.folder_stats()
         files, _ = scan_notes(self.settings.notes_dir, [self.settings.cache_dir],
                               self.settings.follow_links)
         current = folders is not None and fingerprint(files) == self.index.fingerprint and \
             self.index.complete and calibration_current(self.index, self.settings)
         self.watched = (folders, [f.path for f in files],
-                        [file_stat(os.stat(f.path)) for f in files]) if current else None
+                        [self.file_stat(os.stat(f.path)) for f in files]) if current else None
         if self.report.touched:
             err(f"{self.report.summary(len(self.index.files))}: "
                 f"{first_names(self.report.touched, 8)}")
@@ -10026,6 +10004,27 @@ class HeldIndex:
         if self.report.embed_error:
             self.warn_once(f"{self.report.embed_error}; searching by keywords (BM25) only")
         check_usable(self.index, self.settings, report=self.report)
+
+    @staticmethod
+    def folder_stat(st: os.stat_result) -> tuple[int, int]:
+        return st.st_mtime_ns, st.st_ctime_ns   # ctime: a chmod that makes a folder readable
+
+    @staticmethod
+    def file_stat(st: os.stat_result) -> tuple[int, int, int, int]:
+        return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino     # what fingerprint() hashes
+
+    def folder_stats(self) -> dict[str, tuple[int, int]] | None:
+        """Every folder under the notes folder but hidden ones, with folder_stat(): a note added,
+        removed or renamed in one changes its mtime. None when one holds a link to a folder,
+        whose insides its stat would not show."""
+        found = {}
+        for folder, dirs, _ in os.walk(self.settings.notes_dir):
+            if any(os.path.islink(os.path.join(folder, d)) for d in dirs):
+                return None
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+            with contextlib.suppress(OSError):
+                found[folder] = self.folder_stat(os.stat(folder))
+        return found
 
     def still_current(self) -> bool:
         """Would a refresh keep the held index as it is? Asked by stat alone: every folder the
@@ -10039,8 +10038,8 @@ class HeldIndex:
             return False
         folders, paths, stats = self.watched
         try:
-            if any(folder_stat(os.stat(path)) != seen for path, seen in folders.items()) or \
-                    [file_stat(os.stat(path)) for path in paths] != stats:
+            if any(self.folder_stat(os.stat(path)) != seen for path, seen in folders.items()) or \
+                    [self.file_stat(os.stat(path)) for path in paths] != stats:
                 return False
         except OSError:
             return False
