@@ -88,18 +88,17 @@ reading it (tests/test_layers.py holds it to the banners).
     --eval                         evaluate, load_eval_set, run_eval; EVAL
     --make-eval and --tune         generate_eval_set, run_make_eval, tune, run_tune; MAKE_EVAL, TUNE
     --gaps                         read_gaps, gap_report, run_gaps; GAPS
-    --mcp's tools                  mcp_tools, argument_problem, tool_result, search_result
+    --mcp's tools                  Notes -> search_tool, read_tool, ask_tool; mcp_tools
     The held index                 HeldIndex: current(), look() while idle, still_current
-    --mcp                          McpServer: read, handle, Later, cancel; run_mcp; MCP
+    --mcp                          McpServer: answer, call_tool; JsonRpcLines, Later; run_mcp; MCP
     The command line               MODES, parse_args, run_mode, main
     Start-up and leaving           what the lines before Part I do; exit_now
 
 Named above their definition, on purpose: search's score() and judge() read the floor
 (off_topic_meaning, relevance_floor, PROBE_REACH) that calibrate() measures with search;
 fill_vectors takes vectors from other caches (vectors_elsewhere); answer() hands each outcome to
-the gap log (logged); McpServer and its method table MCP_METHODS name each other;
-NOTE_TYPES, the table of readers, names those of the three sections after it (read_docx,
-read_odt, read_notebook; read_html, read_epub; read_org, read_rst).
+the gap log (logged); NOTE_TYPES, the table of readers, names those of the three sections after
+it (read_docx, read_odt, read_notebook; read_html, read_epub; read_org, read_rst).
 """
 
 from __future__ import annotations
@@ -7526,19 +7525,21 @@ class ProgressLine:
         self.stream.flush()
 
 
-def no_match(index: Index, settings: Settings) -> str:
-    """What to say when no note of the index passes the settings' filters; "" when some does."""
+def no_match(index: Index, settings: Settings, named: Callable[[Filters], str] = str) -> str:
+    """What to say when no note of the index passes the settings' filters, `named` as the caller
+    takes them (str: the command line's flags); "" when some does."""
     if filter_mask(index, filters := filters_in_force(settings)).any():
         return ""
-    return (f"no note matches {filters} (of {len(index.files)} notes; a note's tags are its "
-            "front matter's and its #tags, its date its front matter's date, created or updated, "
-            "else one in its file name, else the day it was modified)")
+    return (f"no note matches {named(filters)} (of {len(index.files)} notes; a note's tags are "
+            "its front matter's and its #tags, its date its front matter's date, created or "
+            "updated, else one in its file name, else the day it was modified)")
 
 
 def check_usable(index: Index, settings: Settings, source: str = "--source",
-                 report: IndexReport | None = None) -> None:
+                 report: IndexReport | None = None, named: Callable[[Filters], str] = str) -> None:
     """Raise UsageError unless the index holds notes and some pass the filters (the `source`
-    pattern, tags, dates); the `report` of the index's opening says why a cache was kept."""
+    pattern, tags, dates; said as `named` writes them); the `report` of the index's opening says
+    why a cache was kept."""
     if not index.chunks:
         raise UsageError(f"no usable notes in {settings.notes_dir} (looked for "
                          f"{', '.join(NOTE_TYPES)}, at least {MIN_NOTE_CHARS} characters, or "
@@ -7548,7 +7549,7 @@ def check_usable(index: Index, settings: Settings, source: str = "--source",
         raise UsageError(f"no note matches {source} '{settings.source_filter}' (a glob like "
                          "'work/*.md', or a part of a note's path relative to "
                          f"{readable_name(str(settings.notes_dir))})")
-    if problem := no_match(index, settings):
+    if problem := no_match(index, settings, named):
         raise UsageError(problem)
 
 
@@ -7683,8 +7684,8 @@ def hit_json(h: Hit, p: Passage, card: NoteMeta | None = None) -> dict:
             "score": round(h.score, 4), "text": h.chunk.text}
 
 
-def cut_short_warning(outcome: Outcome) -> str:
-    return f"the answer was cut short: {outcome.cut_short}"
+def cut_short_warning(why: str) -> str:
+    return f"the answer was cut short: {why}"
 
 
 def print_outcome(outcome: Outcome) -> None:
@@ -7694,7 +7695,7 @@ def print_outcome(outcome: Outcome) -> None:
         print(flush=True)
     if outcome.status == ANSWERED:
         if outcome.cut_short:
-            err(f"warning: {cut_short_warning(outcome)}")
+            err(f"warning: {cut_short_warning(outcome.cut_short)}")
         if outcome.check:                 # on stderr, as warnings: stdout keeps the answer alone
             err(outcome.check.summary())
     elif outcome.status == DECLINED:
@@ -7731,7 +7732,7 @@ def outcome_json(outcome: Outcome, report: IndexReport, index_seconds: float,
             "tokens": {} if u is None else {"prompt": u.prompt_tokens, "answer": u.answer_tokens,
                                             "per_second": round(u.tokens_per_second, 1)},
             "warnings": run_warnings(report, outcome) + outcome.warnings
-            + ([cut_short_warning(outcome)] if outcome.cut_short else []),
+            + ([cut_short_warning(outcome.cut_short)] if outcome.cut_short else []),
             "cut_short": outcome.cut_short,
             "error": outcome.why if outcome.status in (FAILED, INTERRUPTED) else None,
             "citations": outcome.check.as_json() if outcome.check else None,
@@ -9239,49 +9240,160 @@ GAPS = Mode(
     examples=(("--notes ~/vault --gaps", "what your notes could not answer"),))
 
 # ----------------------------------------------------------------------------
-# --mcp's tools: search_notes, read_note and ask_notes as an agent sees them, and their results.
+# --mcp's tools: search_notes, read_note and ask_notes as functions any front end calls.
 #
-# search_notes runs the same search() as a question, ask_notes the same answer(), and read_note
-# reads a note of the index by its lines. Each tool is described to the agent by JSON Schemas
-# of its arguments and its result and by annotations (mcp_tools); its arguments are checked
-# against their schema (argument_problem), and its result is one value for programs, the same
-# as JSON text, and a text for people and models (tool_result). The server below runs them;
-# what is here reads no message and holds no index.
+# A tool is a function: the notes as they are now (Notes) and its arguments in, one dict out,
+# the result its output schema describes. search_tool runs the same search() as a question,
+# ask_tool the same answer(), and read_tool reads a note of the index by its lines. --mcp
+# serves them to agents, who see them as mcp_tools describes them (JSON Schemas of their
+# arguments, checked by argument_problem, and results); a notebook or a page calls them as
+# they are. Nothing here reads a message or holds an index.
 
 
 MCP_READ_LINES = 200                      # lines read_note gives when not told; the agent asks on
 
-# search_notes' and ask_notes' filters: argument -> (the Settings field it sets for the call, the
-# function that reads it as the command line's flag does, its JSON Schema).
-DATE_WORDS = "a day, month or year (2026-01-15, 2026-01, 2026) or a time ago (7d, 2w, 3m, 1y)"
-SEARCH_FILTERS = {
-    "source": ("source_filter", str, {"type": "string", "minLength": 1, "description":
-                                      "only notes whose path matches: a glob such as "
-                                      "'work/*.md', or a part of the path (the server's "
-                                      "--source when not given)"}),
-    "tags": ("tags", lambda tags: tuple(dict.fromkeys(map(tag_name, tags))), {
-        "type": "array", "items": {"type": "string", "minLength": 1}, "description":
-        "only notes with any of these tags (front matter's or inline #tags; 'a' also "
-        "matches 'a/b')"}),
-    "since": ("since", date_bound, {"type": "string", "minLength": 1, "description":
-                                    f"only notes dated then or later: {DATE_WORDS}"}),
-    "until": ("until", date_bound, {"type": "string", "minLength": 1, "description":
-                                    f"only notes dated then or earlier: {DATE_WORDS}"}),
-}
+# The filters search_notes and ask_notes take: argument -> the Settings field it sets for the
+# call, and the function that reads it as the command line reads its flag.
+SEARCH_FILTERS = {"source": ("source_filter", str),
+                  "tags": ("tags", lambda tags: tuple(dict.fromkeys(map(tag_name, tags)))),
+                  "since": ("since", date_bound), "until": ("until", date_bound)}
 
 
-def json_object(properties: dict, optional: Iterable[str] = ()) -> dict:
-    """A JSON Schema for an object with these properties and no other, all of them required but
-    the `optional` ones."""
-    return {"type": "object", "properties": properties, "additionalProperties": False,
-            "required": [name for name in properties if name not in optional]}
+@dataclass(frozen=True)
+class Notes:
+    """What a tool works on: this run's settings and Ollama client, the notes' index as it is
+    now and the report of its opening (open_index's, or a HeldIndex's current()), where a
+    warning goes, and the front end the gap log marks a question as asked through (VIA_MCP).
+    In a notebook: `notes = Notes(settings, client, *open_index(settings, client))`."""
+    settings: Settings
+    client: ollama.Client
+    index: Index
+    report: IndexReport
+    warn: Callable[[str], None] = lambda warning: err(f"warning: {warning}")
+    via: str = ""
+
+
+class ToolFailed(Exception):
+    """A tool that cannot do what it was asked: a result with isError and this one line."""
+
+
+def filtered(notes: Notes, filters: dict) -> Settings:
+    """This run's settings with a call's filters (SEARCH_FILTERS) in place, each read as the
+    command line reads its flag; raises UsageError, naming them as the tools do, when one is
+    wrong or they match no note."""
+    given = {}
+    for name, value in filters.items():
+        setting, read = SEARCH_FILTERS[name]
+        try:
+            given[setting] = read(value)
+        except argparse.ArgumentTypeError as e:
+            raise UsageError(f"{name}: {e}") from None
+    s = replace(notes.settings, **given)
+    if dated_backwards(s.since, s.until):
+        raise UsageError(f"since {s.since} is after until {s.until}: no note could be dated "
+                         "between them")
+    check_usable(notes.index, s, "source", notes.report, named=lambda f: ", ".join(
+        f"{name} {json.dumps(value, ensure_ascii=False)}" for name, value in f.as_json().items()))
+    return s
+
+
+def sources_json(r: Retrieval) -> list[dict]:
+    """The sources as the tools give them: as --json does (hit_json), each under "path"."""
+    return [{"rank": d.pop("rank"), "path": d.pop("source"), **d}
+            for d in (hit_json(h, p, r.notes.get(h.chunk.source))
+                      for h, p in zip(r.hits, r.passages))]
+
+
+def search_tool(notes: Notes, query: str, top_k: int | None = None, **filters) -> dict:
+    """search_notes: the sources a question gets (search()) and the floor's verdict. `filters`:
+    source, tags, since and until, as their flags. Raises UsageError for filters that are wrong
+    or match no note, ToolFailed for a question's vector that does not fit the index's."""
+    settings = filtered(notes, filters)
+    if top_k is not None:
+        settings = replace(settings, top_k=top_k)
+    r = search(notes.client, notes.index, query, settings)
+    if r.keywords_only_because and notes.report.embed_error:   # the build knows why best
+        r = replace(r, keywords_only_because=notes.report.embed_error)
+    if r.keywords_only_because:
+        notes.warn(f"{r.keywords_only_because}; searching by keywords (BM25) only")
+    status, why = decide(r, retrieve_only=True)
+    if status == FAILED:
+        raise ToolFailed(f"error: {why}")
+    return {"query": query, "found": r.found, "why": None if r.found else why,
+            "confidence": round(r.confidence, 3),
+            "floor": {"value": round(r.floor, 3), "source": r.floor_source},
+            "lexical_only": r.lexical_only,
+            "keywords_only_because": r.keywords_only_because, "sources": sources_json(r)}
+
+
+def note_lines(file: NoteFile, max_mb: float) -> list[str]:
+    """A note's lines as read_note gives them: a text note's as on disk (front matter too, so
+    the numbers are the file's; a line ends at \\n, \\r\\n or \\r as read_text counts them),
+    other notes' as their reader extracts them (never a zip's bytes), each numbered section under
+    a line that names it as a source cites it: '--- p.3 ---', '--- cell 12 ---'.
+    Raises ToolFailed for a note that cannot be read."""
+    reader = NOTE_TYPES[Path(file.path).suffix.lower()]
+    try:
+        if not reader.lines:              # a PDF, a Word file: their text, extracted
+            sections, _ = read_note(file, max_mb)
+            return [line for s in sections for line in
+                    [*([] if s.page is None else [f"--- {place_name(file.rel, s.page)} ---"]),
+                     *s.text.splitlines()]]
+        text, _ = decode_note(note_bytes(file, max_mb))
+    except ValueError as e:
+        raise ToolFailed(f"cannot read {file.rel}: {e}") from None
+    lines = re.split(r"\r\n|\r|\n", text)
+    return lines[:-1] if lines[-1] == "" else lines
+
+
+def read_tool(notes: Notes, path: str, start_line: int = 1,
+              line_count: int = MCP_READ_LINES) -> dict:
+    """read_note: `line_count` lines of a note from `start_line` (note_lines) and how many it
+    has. The note must be one of the index's: listed by scan_notes now (so not hidden, not a
+    link out of the folder, a note type) and indexed (so within --max-note-mb and usable).
+    Anything else is refused with ToolFailed, whatever it names."""
+    s, rel = notes.settings, unicodedata.normalize("NFC", path)
+    files, _ = scan_notes(s.notes_dir, [s.cache_dir], s.follow_links)
+    file = next((f for f in files if f.rel == rel), None)
+    if file is None or rel not in notes.index.files:
+        raise ToolFailed(f"not a note of the index: {readable_name(path)[:200]} (give a path "
+                         "as search_notes gives it, relative to the notes folder; other files "
+                         "cannot be read)")
+    lines = note_lines(file, s.max_note_mb)
+    if start_line > max(len(lines), 1):
+        raise ToolFailed(f"{file.rel} has {len(lines)} lines; start_line {start_line} is past "
+                         "its end")
+    part = lines[start_line - 1:start_line - 1 + line_count]
+    return {"path": file.rel, "start_line": start_line, "end_line": start_line + len(part) - 1,
+            "total_lines": len(lines), "text": "\n".join(part)}
+
+
+def ask_tool(notes: Notes, question: str, num_ctx: int = NUM_CTX,
+             on_plan: Callable[[Outcome], None] = lambda plan: None,
+             on_token: Callable[[str], None] = lambda piece: None, **filters) -> dict:
+    """ask_notes: the chat model's answer (answer(), as a question's) with its sources and its
+    citations checked, or why there is none. `num_ctx`: chat_context()'s; on_plan and on_token
+    are answer()'s, and what one raises goes through, the answer's stream closed (Ollama stops).
+    `filters` and UsageError as search_tool's."""
+    settings = filtered(notes, filters)
+    outcome = answer(notes.client, notes.index, question, settings, Conversation(num_ctx=num_ctx),
+                     keywords_because=notes.report.embed_error, via=notes.via,
+                     on_plan=on_plan, on_token=on_token)
+    for w in run_warnings(notes.report, outcome) + outcome.warnings:
+        notes.warn(w)
+    return {"status": outcome.status, "answer": outcome.text, "why": outcome.why or None,
+            "sources": sources_json(outcome.retrieval),
+            "citations": outcome.check.as_json() if outcome.check else None,
+            "cut_short": outcome.cut_short, "warnings": outcome.warnings}
 
 
 def mcp_output_schemas() -> dict[str, dict]:
-    """The JSON Schemas of the tools' results (structuredContent, as search_result, ask_result
-    and read_note make it), by tool: an agent's client checks each result against its tool's.
-    Closed objects but for a note's own front matter properties, so that a field added to a
-    result and not here fails the suite, not the client."""
+    """The JSON Schemas of the tools' results, by tool: an agent's client checks each result
+    against its tool's. Closed objects but for a note's own front matter properties, so that a
+    field added to a result and not here fails the suite, not the client."""
+    def closed(properties: dict, optional: Iterable[str] = ()) -> dict:
+        return {"type": "object", "properties": properties, "additionalProperties": False,
+                "required": [name for name in properties if name not in optional]}
     string, integer, number, boolean = ({"type": t} for t in ("string", "integer", "number",
                                                                "boolean"))
     strings, integers = {"type": "array", "items": string}, {"type": "array", "items": integer}
@@ -9289,7 +9401,7 @@ def mcp_output_schemas() -> dict[str, dict]:
     # type each (Gemini's function declarations, say) takes it.
     text_or_null = {"anyOf": [string, {"type": "null"}]}
     line = {"anyOf": [integer, {"type": "null"}]}         # null: a PDF's page has no lines
-    source = json_object({                # source_json()
+    source = closed({                     # sources_json()
         "rank": integer, "path": string, "heading": string, "page": line, "place": text_or_null,
         "start_line": line, "end_line": line,
         "line": {**line, "description": "the line to open the note at: where the passage the "
@@ -9299,26 +9411,26 @@ def mcp_output_schemas() -> dict[str, dict]:
         "score": number, "text": string},
         optional=("title", "aliases", "tags", "date", "dated_by", "properties"))
     sources = {"type": "array", "items": source}
-    citations = json_object({             # CitationCheck.as_json()
+    citations = closed({                  # CitationCheck.as_json()
         "summary": string, "sources": integer, "cites_nothing": boolean,
         "states_facts": boolean, "wrong_numbers": integers,
         "counts": {"type": "object", "additionalProperties": integer},
-        "sentences": {"type": "array", "items": json_object({
+        "sentences": {"type": "array", "items": closed({
             "text": string, "cited": integers, "verdict": string, "support": number,
             "best_source": {"anyOf": [integer, {"type": "null"}]}, "best_support": number,
             "missing_numbers": strings})}})
     return {
-        "search_notes": json_object({
+        "search_notes": closed({
             "query": string,
             "found": {**boolean, "description": "false: no passage is relevant enough, the notes "
                                                 "likely do not hold the answer"},
             "why": {**text_or_null, "description": "why found is false; null when found"},
-            "confidence": number, "floor": json_object({"value": number, "source": string}),
+            "confidence": number, "floor": closed({"value": number, "source": string}),
             "lexical_only": boolean, "keywords_only_because": text_or_null,
             "sources": sources}),
-        "read_note": json_object({"path": string, "start_line": integer, "end_line": integer,
-                                  "total_lines": integer, "text": string}),
-        "ask_notes": json_object({
+        "read_note": closed({"path": string, "start_line": integer, "end_line": integer,
+                             "total_lines": integer, "text": string}),
+        "ask_notes": closed({
             "status": {"enum": [ANSWERED, DECLINED, KEYWORDS_ONLY, FAILED]},
             "answer": {**text_or_null, "description": "null: the chat model was not called"},
             "why": text_or_null, "sources": sources,
@@ -9326,18 +9438,27 @@ def mcp_output_schemas() -> dict[str, dict]:
             "cut_short": text_or_null, "warnings": strings})}
 
 
-# What every tool is, as its annotations tell a client: it reads the notes and changes nothing
-# in them, and talks to nothing but the user's own Ollama; so a client need not ask the user
-# before each call. (Destructive and idempotent count only for a tool that writes; said anyway.)
-MCP_READS_ONLY = {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": False}
-
-
 def mcp_tools(settings: Settings) -> dict[str, dict]:
     """The tools, by name, as tools/list shows them: what each does, for an agent to choose by,
     the JSON Schemas of its arguments and of its result, and its annotations."""
-    filters = {name: schema for name, (_, _, schema) in SEARCH_FILTERS.items()}
+    dates = "a day, month or year (2026-01-15, 2026-01, 2026) or a time ago (7d, 2w, 3m, 1y)"
+    filters = {  # SEARCH_FILTERS'
+        "source": {"type": "string", "minLength": 1, "description": "only notes whose path "
+                   "matches: a glob such as 'work/*.md', or a part of the path (the server's "
+                   "--source when not given)"},
+        "tags": {"type": "array", "items": {"type": "string", "minLength": 1}, "description":
+                 "only notes with any of these tags (front matter's or inline #tags; 'a' also "
+                 "matches 'a/b')"},
+        "since": {"type": "string", "minLength": 1,
+                  "description": f"only notes dated then or later: {dates}"},
+        "until": {"type": "string", "minLength": 1,
+                  "description": f"only notes dated then or earlier: {dates}"}}
     output = mcp_output_schemas()
     top = top_k_limit(settings.chunk_size, settings.max_answer_tokens)
+    # Every tool reads the notes, changes nothing and talks to nothing but the user's own
+    # Ollama, as its annotations tell a client, which then need not ask the user before a call.
+    # (Destructive and idempotent count only for a tool that writes; said anyway.)
+    reads_only = {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": False}
     return {t["name"]: t for t in [
         {"name": "search_notes", "title": "Search the notes",
          "description": "Search the user's own notes (a local folder of "
@@ -9354,7 +9475,7 @@ def mcp_tools(settings: Settings) -> dict[str, dict]:
                        "description": f"how many passages at most (default {settings.top_k})"},
              **filters}, "required": ["query"], "additionalProperties": False},
          "outputSchema": output["search_notes"],
-         "annotations": {"title": "Search the notes", **MCP_READS_ONLY, "idempotentHint": True}},
+         "annotations": {"title": "Search the notes", **reads_only, "idempotentHint": True}},
         {"name": "read_note", "title": "Read a note",
          "description": "Read one note of the user's notes folder by the path search_notes gave "
                         f"(relative to the folder), {MCP_READ_LINES} lines at a time unless told "
@@ -9372,7 +9493,7 @@ def mcp_tools(settings: Settings) -> dict[str, dict]:
                             "description": f"how many lines (default {MCP_READ_LINES})"}},
              "required": ["path"], "additionalProperties": False},
          "outputSchema": output["read_note"],
-         "annotations": {"title": "Read a note", **MCP_READS_ONLY, "idempotentHint": True}},
+         "annotations": {"title": "Read a note", **reads_only, "idempotentHint": True}},
         {"name": "ask_notes", "title": "Ask the notes (local model)",
          "description": "Answer a question from the user's notes with the user's own local chat "
                         f"model, {settings.chat_model} through Ollama: the answer cites its "
@@ -9387,13 +9508,9 @@ def mcp_tools(settings: Settings) -> dict[str, dict]:
          "outputSchema": output["ask_notes"],
          # Not idempotent: the chat model words each answer anew, and a question it cannot
          # answer adds a line to the gap log each time it is asked.
-         "annotations": {"title": "Ask the notes (local model)", **MCP_READS_ONLY,
+         "annotations": {"title": "Ask the notes (local model)", **reads_only,
                          "idempotentHint": False}},
     ]}
-
-
-class ToolFailed(Exception):
-    """A tool that cannot do what it was asked: a result with isError and this one line."""
 
 
 def argument_problem(tool: dict, arguments: dict) -> str | None:
@@ -9442,149 +9559,21 @@ def argument_problem(tool: dict, arguments: dict) -> str | None:
     return None
 
 
-def source_json(r: Retrieval, hit: Hit, passage: Passage) -> dict:
-    """One source as the tools give it: what --json gives (hit_json: its lines, the line and
-    section of the passage the query matched, its note's title, tags and date), under "path"."""
-    d = hit_json(hit, passage, r.notes.get(hit.chunk.source))
-    return {"rank": d.pop("rank"), "path": d.pop("source"), **d}
-
-
-def source_line(hit: Hit, passage: Passage) -> str:
-    """A source as the tools' text names it: "[2] bike.md:14 › ## Tyres", as the terminal does."""
-    return f"[{hit.rank}] {passage_citation(hit.chunk, passage)}"
-
-
-# A character CONTROL_ESCAPES escapes: found by a regular expression, which is many times faster
-# than translate() going through a text that holds none, as nearly every text does.
-CONTROL_CHARACTER = re.compile("[" + "".join(map(chr, CONTROL_ESCAPES)) + "]")
-
-
-def escaped(text: str) -> str:
-    r"""`text` with its control characters escaped (CONTROL_ESCAPES).
-
-    >>> escaped("a\x1b]52;c\x07 b\n")
-    'a\\u001b]52;c\\u0007 b\n'
-    """
-    return text.translate(CONTROL_ESCAPES) if CONTROL_CHARACTER.search(text) else text
-
-
-def tool_result(text: str, structured: dict | None = None, error: bool = False) -> dict:
-    """A tools/call result: `structured`, the value for programs (exact, as --json is when read
-    back), first as itself and then serialized in a text block for clients that read only text,
-    as the specification asks; last, `text` for people and models. Control characters in the
-    text blocks are escaped as the terminal's are (a client may print them: a note's ESC ] 52
-    writes to the clipboard); in the JSON, as the \\u escapes that JSON reads back the same."""
-    readable = {"type": "text", "text": escaped(text)}
-    if structured is None:
-        return {"content": [readable], "isError": error}
-    serialized = escaped(json.dumps(structured, ensure_ascii=False))
-    return {"content": [{"type": "text", "text": serialized}, readable], "isError": error,
-            "structuredContent": structured}
-
-
-def search_result(query: str, r: Retrieval, status: str, why: str) -> dict:
-    """search_notes' result: the verdict, then the sources (best first)."""
-    verdict = {"query": query, "found": r.found, "why": None if r.found else why,
-               "confidence": round(r.confidence, 3),
-               "floor": {"value": round(r.floor, 3), "source": r.floor_source},
-               "lexical_only": r.lexical_only,
-               "keywords_only_because": r.keywords_only_because,
-               "sources": [source_json(r, h, p) for h, p in zip(r.hits, r.passages)]}
-    if status == KEYWORDS_ONLY:
-        head = f"Found by keywords only ({why}); the best passages:"
-    elif r.found:
-        head = f"Found in your notes (confidence {r.confidence:.2f}, floor {r.floor:.2f}):"
-    else:
-        head = f"{NOT_FOUND} ({why})." + (" The closest passages, which likely do not hold the "
-                                          "answer:" if r.hits else "")
-    blocks = [f"{source_line(h, p)}  (score {h.score:.3f})\n{h.chunk.text}"
-              for h, p in zip(r.hits, r.passages)]
-    return tool_result("\n\n".join([head, *blocks]), verdict)
-
-
-def ask_result(outcome: Outcome) -> dict:
-    """ask_notes' result: the answer and its sources, or why there is none. No answer for want
-    of Ollama (keywords only) is an error too: the tool exists to call the chat model."""
-    r = outcome.retrieval
-    sources = [source_json(r, h, p) for h, p in zip(r.hits, r.passages)]
-    listed = "\n".join(source_line(h, p) for h, p in zip(r.hits, r.passages))
-    said = {ANSWERED: outcome.text or "", DECLINED: f"{NOT_FOUND} ({outcome.why})",
-            KEYWORDS_ONLY: f"Not answered: {outcome.why}; the chat model was not called. Passages "
-                           "found by keywords (search_notes gives their text):",
-            FAILED: f"error: {outcome.why}" + (f"\nThe answer so far: {outcome.text}"
-                                               if outcome.text else "")}
-    checked = outcome.check.summary() if outcome.check else ""
-    text = (said[outcome.status] + (f"\n\n({checked})" if checked else "")
-            + (f"\n\nSources:\n{listed}" if listed else ""))
-    if outcome.cut_short:
-        text += f"\n\n(warning: {cut_short_warning(outcome)})"
-    return tool_result(text, {"status": outcome.status, "answer": outcome.text,
-                              "why": outcome.why or None, "sources": sources,
-                              "citations": outcome.check.as_json() if outcome.check else None,
-                              "cut_short": outcome.cut_short, "warnings": outcome.warnings},
-                       error=outcome.status in (FAILED, KEYWORDS_ONLY))
-
-
-def note_lines(file: NoteFile, max_mb: float) -> list[str]:
-    """A note's lines as read_note gives them: a text note's as on disk (front matter too, so
-    the numbers are the file's; a line ends at \\n, \\r\\n or \\r as read_text counts them),
-    other notes' as their reader extracts them (never a zip's bytes), each numbered section under
-    a line that names it as a source cites it: '--- p.3 ---', '--- cell 12 ---'.
-    Raises ToolFailed for a note that cannot be read."""
-    reader = NOTE_TYPES[Path(file.path).suffix.lower()]
-    try:
-        if not reader.lines:              # a PDF, a Word file: their text, extracted
-            sections, _ = read_note(file, max_mb)
-            return [line for s in sections for line in
-                    [*([] if s.page is None else [f"--- {place_name(file.rel, s.page)} ---"]),
-                     *s.text.splitlines()]]
-        text, _ = decode_note(note_bytes(file, max_mb))
-    except ValueError as e:
-        raise ToolFailed(f"cannot read {file.rel}: {e}") from None
-    lines = re.split(r"\r\n|\r|\n", text)
-    return lines[:-1] if lines[-1] == "" else lines
-
-
 # ----------------------------------------------------------------------------
 # The held index: the notes' index as a long-lived front end (--mcp) holds it, kept current.
 #
 # Opened by the first call and held, it is brought up to date as a run opens it (open_index,
 # taking the held index for the cache while no note changed). Whether anything changed is asked
-# by stat alone (HeldIndex.still_current): a stat() of every note and folder the last refresh
-# saw, and Ollama asked for the embedding model's build. On a big folder that costs about as
-# much as a search, so a call does not pay it: it serves the index as it is when the last look
-# began less than `fresh_seconds` ago, and the front end looks while it idles (look(), right
-# after a call and then every half of that), which is when an agent thinks. So a change goes
-# unseen for at most `fresh_seconds`, and a call costs its search. One lock makes one refresh
-# at a time; an Index is never changed once made, so a caller keeps the one it got, answering
-# with it, while a refresh makes the next. Another front end (a local HTTP endpoint, say) takes
-# this object as it is.
+# by stat alone (still_current: a stat() of every note and folder the last refresh saw, and
+# Ollama asked for the embedding model's build), which on a big folder costs about a search; so
+# a call serves the index as its last look left it, if that look began less than fresh_seconds
+# ago, and the front end looks while it idles (look()), which is when an agent thinks. One lock
+# makes one refresh at a time; an Index never changes once made, so a caller answers with the
+# one it got while a refresh makes the next. Any long-lived front end takes it as it is.
 
 
 MCP_FRESH_SECONDS = 1.0                   # a call may serve the notes as they were this long ago
 MCP_WATCH_SECONDS = 300.0                 # idle looks stop this long after the last call
-
-
-def folder_stat(st: os.stat_result) -> tuple[int, int]:
-    return st.st_mtime_ns, st.st_ctime_ns   # ctime: a chmod that makes a folder readable
-
-
-def folder_stats(notes_dir: Path) -> dict[str, tuple[int, int]] | None:
-    """Every folder under notes_dir but hidden ones, with folder_stat(): a note added, removed or
-    renamed in one changes its mtime. None when one holds a link to a folder, whose insides
-    its stat would not show."""
-    found = {}
-    for folder, dirs, _ in os.walk(notes_dir):
-        if any(os.path.islink(os.path.join(folder, d)) for d in dirs):
-            return None
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        with contextlib.suppress(OSError):
-            found[folder] = folder_stat(os.stat(folder))
-    return found
-
-
-def file_stat(st: os.stat_result) -> tuple[int, int, int, int]:
-    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino     # what fingerprint() hashes
 
 
 class HeldIndex:
@@ -9618,14 +9607,16 @@ class HeldIndex:
             return self.index, self.report
 
     def idle_for(self) -> float | None:
-        """How long the front end may idle before look() has work: 0 right after a call, then
-        half of fresh_seconds after each look; None when it has none until the next call (the
-        index is not settled, looks are off, or no call came for MCP_WATCH_SECONDS)."""
+        """How long the front end may idle before look() has work: a tenth of fresh_seconds after
+        a call began, then half of it after each look; None when it has none until the next call
+        (the index is not settled, looks are off, or no call came for MCP_WATCH_SECONDS)."""
         now = time.monotonic()
         if self.watched is None or self.fresh_seconds <= 0 or now - self.used > MCP_WATCH_SECONDS:
             return None
+        # Not at once: while its client reads the answer, a look's stats (and Ollama, asked for
+        # the model's build) would take the cores it needs.
         if self.looked < self.used:
-            return 0.0
+            return max(0.0, self.used + self.fresh_seconds / 10 - now)
         return max(0.0, self.looked + self.fresh_seconds / 2 - now)
 
     def look(self) -> None:
@@ -9668,13 +9659,13 @@ class HeldIndex:
         self.rebuild = ""
         # What still_current() compares with: the folders' stats first, so that a change made
         # while the notes are listed shows in one or the other.
-        folders = folder_stats(self.settings.notes_dir)
+        folders = self.folder_stats()
         files, _ = scan_notes(self.settings.notes_dir, [self.settings.cache_dir],
                               self.settings.follow_links)
         current = folders is not None and fingerprint(files) == self.index.fingerprint and \
             self.index.complete and calibration_current(self.index, self.settings)
         self.watched = (folders, [f.path for f in files],
-                        [file_stat(os.stat(f.path)) for f in files]) if current else None
+                        [self.file_stat(os.stat(f.path)) for f in files]) if current else None
         if self.report.touched:
             err(f"{self.report.summary(len(self.index.files))}: "
                 f"{first_names(self.report.touched, 8)}")
@@ -9683,6 +9674,27 @@ class HeldIndex:
         if self.report.embed_error:
             self.warn_once(f"{self.report.embed_error}; searching by keywords (BM25) only")
         check_usable(self.index, self.settings, report=self.report)
+
+    @staticmethod
+    def folder_stat(st: os.stat_result) -> tuple[int, int]:
+        return st.st_mtime_ns, st.st_ctime_ns   # ctime: a chmod that makes a folder readable
+
+    @staticmethod
+    def file_stat(st: os.stat_result) -> tuple[int, int, int, int]:
+        return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino     # what fingerprint() hashes
+
+    def folder_stats(self) -> dict[str, tuple[int, int]] | None:
+        """Every folder under the notes folder but hidden ones, with folder_stat(): a note added,
+        removed or renamed in one changes its mtime. None when one holds a link to a folder,
+        whose insides its stat would not show."""
+        found = {}
+        for folder, dirs, _ in os.walk(self.settings.notes_dir):
+            if any(os.path.islink(os.path.join(folder, d)) for d in dirs):
+                return None
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+            with contextlib.suppress(OSError):
+                found[folder] = self.folder_stat(os.stat(folder))
+        return found
 
     def still_current(self) -> bool:
         """Would a refresh keep the held index as it is? Asked by stat alone: every folder the
@@ -9696,8 +9708,8 @@ class HeldIndex:
             return False
         folders, paths, stats = self.watched
         try:
-            if any(folder_stat(os.stat(path)) != seen for path, seen in folders.items()) or \
-                    [file_stat(os.stat(path)) for path in paths] != stats:
+            if any(self.folder_stat(os.stat(path)) != seen for path, seen in folders.items()) or \
+                    [self.file_stat(os.stat(path)) for path in paths] != stats:
                 return False
         except OSError:
             return False
@@ -9714,73 +9726,101 @@ class HeldIndex:
 # --mcp: the notes served to agents over the Model Context Protocol, on stdin and stdout.
 #
 # An editor or assistant (Claude Desktop, VS Code, Cursor, ...) starts `demo_rag.py --mcp`
-# and talks JSON-RPC 2.0 with it, one message a line on stdin and stdout, to call the tools
-# above. The index is opened by the first call and held (HeldIndex, above): the start-up is
-# paid once a session, a call costs its search, and a note saved a second ago is searchable.
-# Calls are answered in order, but for ask_notes, whose answer streams in a thread of its own
-# while other calls are answered; a call the client cancels is not answered, and an answer
-# cancelled stops streaming.
-# Standard library only: a client brings its own SDK, this end needs none.
+# and talks JSON-RPC 2.0 with it, a message a line on stdin and stdout. JsonRpcLines carries
+# the messages, McpServer answers them: each call runs a tool on the index it holds (start-up
+# paid once a session) and sends its result as JSON and as text (tool_result). Calls are
+# answered in order, but ask_notes streams its answer in a thread of its own meanwhile; a call
+# cancelled is not answered, an answer stops. Standard library only: clients bring the SDK.
 
 
-MCP_HANDSHAKE_REVISIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")   # oldest first
-MCP_STATELESS_REVISIONS = ("2026-07-28",)  # no initialize: each request names its revision in _meta
-MCP_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"            # those requests' _meta keys
-MCP_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
-MCP_SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"             # ...and their results'
-MCP_SERVER_INFO = {"name": "demo_rag", "title": "Your notes (demo_rag)", "version": "1.0"}
-MCP_MAX_MESSAGE = 16 << 20                # bytes in one message from the client, at most
-MCP_PROGRESS_SECONDS = 0.5                # one progress notification this often, at most
-# JSON-RPC's error codes, and the stateless revision's for a revision this server does not speak.
-PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = (
-    -32700, -32600, -32601, -32602, -32603)
-UNSUPPORTED_REVISION = -32022
+# A character CONTROL_ESCAPES escapes: found by a regular expression, which is many times faster
+# than translate() going through a text that holds none, as nearly every text does.
+CONTROL_CHARACTER = re.compile("[" + "".join(map(chr, CONTROL_ESCAPES)) + "]")
 
-MCP_INSTRUCTIONS = ("Search the user's own notes (a local folder) before answering from memory: "
-                    "search_notes first, read_note to see more around a hit. When search_notes "
-                    "says found: false, the notes do not hold the answer; say so instead of "
-                    "guessing. Cite the paths you used. A question ask_notes cannot answer goes "
-                    f"to the user's gap log (--gaps); --no-log or {NO_LOG_ENV}=1 keeps none.")
+
+def escaped(text: str) -> str:
+    r"""`text` with its control characters escaped (CONTROL_ESCAPES).
+
+    >>> escaped("a\x1b]52;c\x07 b\n")
+    'a\\u001b]52;c\\u0007 b\n'
+    """
+    return text.translate(CONTROL_ESCAPES) if CONTROL_CHARACTER.search(text) else text
+
+
+def tool_result(text: str, structured: dict | None = None, error: bool = False) -> dict:
+    """A tools/call result: `structured`, the value for programs (exact, as --json is when read
+    back), first as itself and then serialized in a text block for clients that read only text,
+    as the specification asks; last, `text` for people and models. Control characters in the
+    text blocks are escaped as the terminal's are (a client may print them: a note's ESC ] 52
+    writes to the clipboard); in the JSON, as the \\u escapes that JSON reads back the same."""
+    readable = {"type": "text", "text": escaped(text)}
+    if structured is None:
+        return {"content": [readable], "isError": error}
+    serialized = escaped(json.dumps(structured, ensure_ascii=False))
+    return {"content": [{"type": "text", "text": serialized}, readable], "isError": error,
+            "structuredContent": structured}
+
+
+def readable(tool: str, result: dict) -> str:
+    """A tool's result written out for people and models: the verdict or the answer, then the
+    sources, each cited as the terminal cites it; or the lines read, and where to read on."""
+    def cited(s: dict) -> str:            # passage_citation() of a source read back
+        chunk = Chunk(s["path"], s["heading"], s["text"], s["page"])
+        passage = Passage(s["line"], s["end_line"], s["section"], s["start_line"], 0)
+        return f"[{s['rank']}] {passage_citation(chunk, passage)}"
+    r, sources = result, result.get("sources", [])
+    if tool == "read_note":
+        end = r["end_line"]
+        return r["text"] + (f"\n\n[lines {r['start_line']}-{end} of {r['total_lines']}; read "
+                            f"on with start_line {end + 1}]" if end < r["total_lines"] else "")
+    if tool == "search_notes":
+        if r["found"] and r["keywords_only_because"]:
+            head = f"Found by keywords only ({r['keywords_only_because']}); the best passages:"
+        elif r["found"]:
+            head = (f"Found in your notes (confidence {r['confidence']:.2f}, floor "
+                    f"{r['floor']['value']:.2f}):")
+        else:
+            head = f"{NOT_FOUND} ({r['why']})." + (" The closest passages, which likely do not "
+                                                   "hold the answer:" if sources else "")
+        return "\n\n".join([head, *(f"{cited(s)}  (score {s['score']:.3f})\n{s['text']}"
+                                    for s in sources)])
+    said = {ANSWERED: r["answer"] or "", DECLINED: f"{NOT_FOUND} ({r['why']})",
+            KEYWORDS_ONLY: f"Not answered: {r['why']}; the chat model was not called. Passages "
+                           "found by keywords (search_notes gives their text):",
+            FAILED: f"error: {r['why']}" + (f"\nThe answer so far: {r['answer']}"
+                                            if r["answer"] else "")}
+    checked, listed = r["citations"] and r["citations"]["summary"], "\n".join(map(cited, sources))
+    return (said[r["status"]] + (f"\n\n({checked})" if checked else "")
+            + (f"\n\nSources:\n{listed}" if listed else "")
+            + (f"\n\n(warning: {cut_short_warning(r['cut_short'])})" if r["cut_short"] else ""))
 
 
 class McpError(Exception):
-    """A request the server refuses: a JSON-RPC error with this code, message and data."""
+    """A request refused: a JSON-RPC error with this message, code and data."""
+    PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = (
+        -32700, -32600, -32601, -32602, -32603)   # JSON-RPC's
+    UNSUPPORTED_REVISION = -32022         # MCP's stateless revision: one not served
 
-    def __init__(self, code: int, message: str, data=None):
+    def __init__(self, message: str, code: int = INVALID_PARAMS, data=None):
         super().__init__(message)
         self.code, self.data = code, data
 
 
-def request_revision(params: dict) -> str | None:
-    """The stateless revision a request names in its _meta, checked; None for a request of a
-    handshake revision (which names none)."""
-    meta = params.get("_meta")
-    if not isinstance(meta, dict) or MCP_VERSION_KEY not in meta:
-        return None
-    revision = meta[MCP_VERSION_KEY]
-    if not isinstance(revision, str):
-        raise McpError(INVALID_PARAMS, f"{MCP_VERSION_KEY} must be a string")
-    if revision not in MCP_STATELESS_REVISIONS:
-        raise McpError(UNSUPPORTED_REVISION, f"protocol revision {revision[:40]!r} is not served",
-                       {"supported": list(MCP_STATELESS_REVISIONS), "requested": revision})
-    if MCP_CAPABILITIES_KEY not in meta:
-        raise McpError(INVALID_PARAMS, f"params._meta lacks {MCP_CAPABILITIES_KEY}")
-    return revision
-
-
-def result_message(id_, revision: str | None, result: dict) -> dict:
-    """A JSON-RPC result; the stateless revision's carry their type and the server's name."""
-    if revision is None:
-        result = {k: v for k, v in result.items() if k not in ("cacheScope", "ttlMs")}
-    else:
-        result = {**result, "resultType": "complete",
-                  "_meta": {MCP_SERVER_INFO_KEY: MCP_SERVER_INFO}}
+def result_message(id_, result: dict) -> dict:
     return {"jsonrpc": "2.0", "id": id_, "result": result}
 
 
 def error_message(id_, code: int, message: str, data=None) -> dict:
     error = {"code": code, "message": message, **({} if data is None else {"data": data})}
     return {"jsonrpc": "2.0", "id": id_, "error": error}
+
+
+def internal_error(id_, method: str, e: Exception) -> dict:
+    """The answer to a request that met a bug of this server, which goes to stderr: the session
+    goes on."""
+    import traceback
+    err(f"error: internal error in {method}: {e!r}", traceback.format_exc().rstrip())
+    return error_message(id_, McpError.INTERNAL_ERROR, f"internal error: {e!r}"[:200])
 
 
 def message_lines(stream, limit: int) -> Iterator[bytes | None]:
@@ -9793,6 +9833,22 @@ def message_lines(stream, limit: int) -> Iterator[bytes | None]:
             yield None
         else:
             yield line.rstrip(b"\r\n")
+
+
+def request_id(id_) -> bool:
+    """Is this a request's id as JSON-RPC allows it: a string or an integer (not a boolean)?"""
+    return isinstance(id_, (str, int)) and not isinstance(id_, bool)
+
+
+def requested(line: bytes) -> tuple[object, str, object] | None:
+    """A line's id, method and params, if it is a JSON-RPC request or notification; else None."""
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(message, dict) or not isinstance(message.get("method"), str):
+        return None
+    return message.get("id"), message["method"], message.get("params")
 
 
 def start_daemon(target: Callable, *args, name: str) -> threading.Thread:
@@ -9815,59 +9871,31 @@ class CallCancelled(Exception):
 
 
 class Later(NamedTuple):
-    """A request's result made in a thread of its own (ask_notes: seconds to minutes), while
-    other requests are answered: work(cancelled) returns the result."""
+    """A request's result made in a thread of its own (ask_notes: seconds to minutes) while
+    other requests are answered: work(cancelled) returns it; interrupted(why) is the result
+    to send instead when the server is stopped first."""
     work: Callable[[threading.Event], dict]
+    interrupted: Callable[[str], dict]
 
 
-def tool_outcome(run: Callable[[], dict | Later]) -> dict | Later:
-    """run()'s result; a tool that fails as a result with isError and one line."""
-    try:
-        return run()
-    except ToolFailed as e:
-        return tool_result(str(e), error=True)
-    except (FileNotFoundError, NotADirectoryError, UsageError, OllamaError) as e:
-        return tool_result(failure(e)[0].strip(), error=True)
+class JsonRpcLines:
+    """JSON-RPC 2.0 on a pair of byte streams, a message a line (MCP's stdio transport): a
+    request's result is `answer`'s, or a Later's, made in a thread of its own. Lines are read in
+    a thread of their own, so that a cancellation is heard while the call it names runs; a
+    request cancelled is not answered. While none comes, the held index looks for changes."""
 
+    MAX_MESSAGE = 16 << 20                # bytes in one message from the client, at most
 
-def request_id(id_) -> bool:
-    """Is this a request's id as JSON-RPC allows it: a string or an integer (not a boolean)?"""
-    return isinstance(id_, (str, int)) and not isinstance(id_, bool)
-
-
-def requested(line: bytes) -> tuple[object, str, object] | None:
-    """A line's id, method and params, if it is a JSON-RPC request or notification; else None."""
-    try:
-        message = json.loads(line)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(message, dict) or not isinstance(message.get("method"), str):
-        return None
-    return message.get("id"), message["method"], message.get("params")
-
-
-class McpServer:
-    """One MCP session over stdio: the settings and client of the run, the index it holds
-    (HeldIndex), and where protocol messages go (`out`, a binary stream: stdout's own
-    descriptor). Lines are read in a thread of their own, so that a cancellation is heard while
-    the call it cancels runs; requests are answered in order in the main thread, but for
-    ask_notes, which streams its answer in a thread of its own while searches are answered."""
-
-    def __init__(self, args: argparse.Namespace, settings: Settings, client: ollama.Client, out):
-        self.args, self.settings, self.client, self.out = args, settings, client, out
-        self.tools = mcp_tools(settings)
-        self.held = HeldIndex(settings, client, "--rebuild" if args.rebuild else "",
-                              MCP_FRESH_SECONDS if args.fresh_seconds is None
-                              else args.fresh_seconds, args.progress_seconds)
-        self.num_ctx: int | None = None   # ask_notes' context size, known on its first call
-        self.writing = threading.Lock()   # one message at a time on stdout, from any thread
+    def __init__(self, out, answer: Callable, held: HeldIndex):
+        self.out, self.answer, self.held = out, answer, held      # out: a binary stream
+        self.writing = threading.Lock()   # one message at a time on `out`, from any thread
         self.lock = threading.Lock()      # guards `calls` and `later`
         self.calls: dict = {}             # request id -> Event set when it is cancelled
-        self.later: dict = {}             # request id -> its revision, while a Later runs
+        self.later: dict = {}             # request id -> its Later, while its thread runs
 
-    def serve(self, stdin) -> None:
-        """Answer every message from `stdin` (binary), until it ends; look for changes in the
-        notes while none comes. At the end, answers still streaming are stopped."""
+    def serve(self, stdin, finish_seconds: float) -> None:
+        """Answer every message from `stdin` (binary) until it ends, and the answers still being
+        made then within `finish_seconds` (a piped client's last call may be one); stop the rest."""
         inbox: queue.SimpleQueue = queue.SimpleQueue()
         # The reader reads a copy of the descriptor: left waiting on sys.stdin itself as the
         # process ends, it would hold the lock that Python's shutdown takes to close it.
@@ -9876,16 +9904,22 @@ class McpServer:
         try:
             while (line := self.next_line(inbox)) != b"\x00end":
                 if line is None:
-                    self.send(error_message(None, INVALID_REQUEST,
-                                            f"a message over {MCP_MAX_MESSAGE >> 20} MB"))
+                    self.send(error_message(None, McpError.INVALID_REQUEST,
+                                            f"a message over {self.MAX_MESSAGE >> 20} MB"))
                 elif line.strip():
                     self.handle(line)
+            deadline = time.monotonic() + finish_seconds
+            while self.later and time.monotonic() < deadline:
+                time.sleep(0.05)          # a Later's thread forgets its call when it is done
+            if self.later:
+                err(f"stdin ended: stopped {len(self.later)} answer(s) not finished within "
+                    f"{finish_seconds:g} s (--timeout)")
         except KeyboardInterrupt as e:    # Ctrl-C or SIGTERM: said to each caller, then end
             with self.lock:
                 streaming = dict(self.later)
-            for id_, revision in streaming.items():
-                said = tool_result(str(e).strip() or "interrupted", error=True)
-                self.respond(id_, result_message(id_, revision, said))
+            for id_, later in streaming.items():
+                said = later.interrupted(str(e).strip() or "interrupted")
+                self.respond(id_, result_message(id_, said))
             raise
         finally:
             with self.lock:
@@ -9897,11 +9931,13 @@ class McpServer:
         known from the moment it is read, so that a cancellation read after it always finds it;
         a cancellation is acted on at once, since the call it names may be running."""
         try:
-            for line in message_lines(stdin, MCP_MAX_MESSAGE):
+            for line in message_lines(stdin, self.MAX_MESSAGE):
                 what = requested(line) if line else None
                 if what and what[1] == "notifications/cancelled":
-                    params = what[2] if isinstance(what[2], dict) else {}
-                    self.cancel(params.get("requestId"))
+                    id_ = (what[2] if isinstance(what[2], dict) else {}).get("requestId")
+                    with self.lock:       # an id unknown or answered is ignored
+                        if request_id(id_) and id_ in self.calls:
+                            self.calls[id_].set()
                     continue
                 if what and request_id(what[0]):
                     with self.lock:
@@ -9918,48 +9954,53 @@ class McpServer:
             except queue.Empty:
                 self.held.look()
 
-    def cancel(self, id_) -> None:
-        """Cancel a request that is not answered yet; an id unknown or answered is ignored."""
-        with self.lock:
-            cancelled = self.calls.get(id_) if request_id(id_) else None
-        if cancelled is not None:
-            cancelled.set()
-
     def handle(self, line: bytes) -> None:
-        """Answer one line: now, or from a thread of its own (Later), or not at all (a
-        notification, a response, a cancelled request)."""
-        what = requested(line)
-        id_ = what[0] if what and request_id(what[0]) else None
+        """Answer one line: now, or from a thread of its own (a Later), or not at all (a
+        notification, a response, a request cancelled)."""
+        try:
+            message = json.loads(line)
+        except (ValueError, RecursionError) as e:
+            return self.send(error_message(None, McpError.PARSE_ERROR,
+                                           f"not JSON: {str(e)[:120]}"))
+        if not isinstance(message, dict):
+            return self.send(error_message(None, McpError.INVALID_REQUEST,
+                                           "a message is one JSON object (batches are not served)"))
+        id_, method = message.get("id"), message.get("method")
+        if "id" not in message and isinstance(method, str):
+            return                        # a notification (initialized, ...): nothing to do
+        if method is None and ("result" in message or "error" in message):
+            return                        # a response: the server asks nothing, so not for it
+        if message.get("jsonrpc") != "2.0" or not isinstance(method, str) or not request_id(id_):
+            return self.respond(id_, error_message(
+                id_ if request_id(id_) else None, McpError.INVALID_REQUEST, "a request needs "
+                "jsonrpc '2.0', a string method and an id that is a string or an integer"))
         with self.lock:
             cancelled = self.calls.get(id_) or threading.Event()
-        reply = None if cancelled.is_set() else self.reply(line, cancelled)
-        if isinstance(reply, tuple):      # (revision, Later)
-            revision, later = reply
-            with self.lock:
-                self.later[id_] = revision
-            start_daemon(self.answer_later, id_, revision, later, cancelled, name=f"call {id_}")
-        elif reply is not None:
-            self.respond(id_, reply)
-        else:
-            self.forget(id_)
+        if cancelled.is_set():
+            return self.forget(id_)
+        try:
+            result = self.answer(id_, method, message.get("params", {}), cancelled)
+        except McpError as e:
+            return self.respond(id_, error_message(id_, e.code, str(e), e.data))
+        except Exception as e:            # a bug of this server: on stderr; the session goes on
+            return self.respond(id_, internal_error(id_, method, e))
+        if not isinstance(result, Later):
+            return self.respond(id_, result_message(id_, result))
+        with self.lock:
+            self.later[id_] = result
+        start_daemon(self.answer_later, id_, result, cancelled, name=f"call {id_}")
 
-    def answer_later(self, id_, revision: str | None, later: Later,
-                     cancelled: threading.Event) -> None:
+    def answer_later(self, id_, later: Later, cancelled: threading.Event) -> None:
         """A Later's thread: its result, unless the call was cancelled meanwhile."""
         try:
-            result = later.work(cancelled)
+            message = result_message(id_, later.work(cancelled))
         except CallCancelled:
-            result = None
-        except Exception as e:            # a bug of this server: on stderr; the session goes on
-            import traceback
-            err(f"error: internal error in tools/call: {e!r}", traceback.format_exc().rstrip())
-            self.respond(id_, error_message(id_, INTERNAL_ERROR, f"internal error: {e!r}"[:200]))
-            return
-        if result is None:
             self.forget(id_)
             return
+        except Exception as e:            # a bug of this server: on stderr; the session goes on
+            message = internal_error(id_, "tools/call", e)
         with contextlib.suppress(OSError, ValueError):   # the session ended meanwhile
-            self.respond(id_, result_message(id_, revision, result))
+            self.respond(id_, message)
 
     def respond(self, id_, message: dict) -> None:
         """Send a request's answer, unless it was cancelled; it is forgotten either way."""
@@ -9987,73 +10028,116 @@ class McpServer:
             self.out.write(data + b"\n")
             self.out.flush()
 
-    def reply(self, line: bytes, cancelled: threading.Event) -> dict | tuple | None:
-        """The answer to one line from the client: a result or an error, or (revision, Later)
-        for a result made in a thread of its own; None for a notification, a response (the
-        server asks nothing, so one is not for it) or a request cancelled as it was served."""
+
+def tool_call(name: str, run: Callable[[], dict | Later]) -> dict | Later:
+    """tools/call's result for a tool's run(): its result for programs and as text (readable),
+    or the Later that makes it; a tool that fails, a result with isError and one line. No
+    answer for want of Ollama (keywords only) is an error too: ask_notes exists to call the
+    chat model."""
+    try:
+        result = run()
+    except ToolFailed as e:
+        return tool_result(str(e), error=True)
+    except (FileNotFoundError, NotADirectoryError, UsageError, OllamaError) as e:
+        return tool_result(failure(e)[0].strip(), error=True)
+    if isinstance(result, Later):
+        return result
+    return tool_result(readable(name, result), result,
+                       error=result.get("status") in (FAILED, KEYWORDS_ONLY))
+
+
+class McpServer:
+    """One MCP session: the run's settings and client, the index it holds (HeldIndex), and
+    MCP's methods, which answer the requests its JsonRpcLines (`rpc`) reads: the handshake,
+    tools/list, and tools/call, a tool run on the index as the notes are now."""
+
+    HANDSHAKE_REVISIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")  # oldest first
+    STATELESS_REVISIONS = ("2026-07-28",)  # no initialize: each request names one in its _meta
+    VERSION_KEY = "io.modelcontextprotocol/protocolVersion"        # those requests' _meta keys
+    CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
+    SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"         # ...and their results'
+    SERVER_INFO = {"name": "demo_rag", "title": "Your notes (demo_rag)", "version": "1.0"}
+    PROGRESS_SECONDS = 0.5                # one progress notification this often, at most
+    INSTRUCTIONS = ("Search the user's own notes (a local folder) before answering from memory: "
+                    "search_notes first, read_note to see more around a hit. When search_notes "
+                    "says found: false, the notes do not hold the answer; say so instead of "
+                    "guessing. Cite the paths you used. A question ask_notes cannot answer goes "
+                    f"to the user's gap log (--gaps); --no-log or {NO_LOG_ENV}=1 keeps none.")
+
+    def __init__(self, args: argparse.Namespace, settings: Settings, client: ollama.Client, out):
+        self.settings, self.client, self.timeout = settings, client, args.timeout
+        self.tools = mcp_tools(settings)
+        self.held = HeldIndex(settings, client, "--rebuild" if args.rebuild else "",
+                              MCP_FRESH_SECONDS if args.fresh_seconds is None
+                              else args.fresh_seconds, args.progress_seconds)
+        self.num_ctx: int | None = None   # ask_notes' context size, known on its first call
+        self.rpc = JsonRpcLines(out, self.answer, self.held)
+        self.methods = {"initialize": self.initialize, "server/discover": self.discover,
+                        "ping": lambda params, cancelled: {},
+                        "tools/list": lambda params, cancelled: {"tools": list(
+                            self.tools.values()), "cacheScope": "private", "ttlMs": 0},
+                        "tools/call": self.call_tool}
+
+    def answer(self, id_, method: str, params, cancelled: threading.Event) -> dict | Later:
+        """A request's result as its revision frames it, or the Later that makes it; raises
+        McpError for a request refused. Ctrl-C or SIGTERM is said to a tools/call, then raised."""
+        if not isinstance(params, dict):
+            raise McpError("params must be an object")
+        revision = self.revision(params)
+        if method not in self.methods:
+            raise McpError(f"no method {method[:80]!r} (served: {', '.join(self.methods)})",
+                           McpError.METHOD_NOT_FOUND)
         try:
-            message = json.loads(line)
-        except (ValueError, RecursionError) as e:
-            return error_message(None, PARSE_ERROR, f"not JSON: {str(e)[:120]}")
-        if not isinstance(message, dict):
-            return error_message(None, INVALID_REQUEST,
-                                 "a message is one JSON object (batches are not served)")
-        id_, method = message.get("id"), message.get("method")
-        if "id" not in message and isinstance(method, str):
-            return None                   # a notification (initialized, ...): nothing to do
-        if method is None and ("result" in message or "error" in message):
-            return None
-        usable_id = request_id(id_)
-        if message.get("jsonrpc") != "2.0" or not isinstance(method, str) or not usable_id:
-            return error_message(id_ if usable_id else None, INVALID_REQUEST,
-                                 "a request needs jsonrpc '2.0', a string method and an id that "
-                                 "is a string or an integer")
-        revision = None
-        try:
-            params = message.get("params", {})
-            if not isinstance(params, dict):
-                raise McpError(INVALID_PARAMS, "params must be an object")
-            revision = request_revision(params)
-            handler = MCP_METHODS.get(method)
-            if handler is None:
-                raise McpError(METHOD_NOT_FOUND,
-                               f"no method {method[:80]!r} (served: {', '.join(MCP_METHODS)})")
-            result = handler(self, params, cancelled)
-        except McpError as e:
-            return error_message(id_, e.code, str(e), e.data)
-        except KeyboardInterrupt as e:    # Ctrl-C or SIGTERM: said to the caller, then end
+            result = self.methods[method](params, cancelled)
+        except KeyboardInterrupt as e:
             if method == "tools/call":
                 said = tool_result(str(e).strip() or "interrupted", error=True)
-                self.respond(id_, result_message(id_, revision, said))
+                self.rpc.respond(id_, result_message(id_, self.framed(revision, said)))
             raise
-        except Exception as e:            # a bug of this server: on stderr; the session goes on
-            import traceback
-            err(f"error: internal error in {method}: {e!r}", traceback.format_exc().rstrip())
-            return error_message(id_, INTERNAL_ERROR, f"internal error: {e!r}"[:200])
         if isinstance(result, Later):
-            return revision, result
-        return result_message(id_, revision, result)
+            return Later(lambda stop: self.framed(revision, result.work(stop)),
+                         lambda why: self.framed(revision, result.interrupted(why)))
+        return self.framed(revision, result)
+
+    def revision(self, params: dict) -> str | None:
+        """The stateless revision a request names in its _meta, checked; None for a request of a
+        handshake revision (which names none)."""
+        meta = params.get("_meta")
+        if not isinstance(meta, dict) or self.VERSION_KEY not in meta:
+            return None
+        revision = meta[self.VERSION_KEY]
+        if not isinstance(revision, str):
+            raise McpError(f"{self.VERSION_KEY} must be a string")
+        if revision not in self.STATELESS_REVISIONS:
+            raise McpError(f"protocol revision {revision[:40]!r} is not served",
+                           McpError.UNSUPPORTED_REVISION,
+                           {"supported": list(self.STATELESS_REVISIONS), "requested": revision})
+        if self.CAPABILITIES_KEY not in meta:
+            raise McpError(f"params._meta lacks {self.CAPABILITIES_KEY}")
+        return revision
+
+    def framed(self, revision: str | None, result: dict) -> dict:
+        """A result as a revision has it: the stateless one's carry their type and the server's
+        name; the handshake revisions' lack its cache fields."""
+        if revision is None:
+            return {k: v for k, v in result.items() if k not in ("cacheScope", "ttlMs")}
+        return {**result, "resultType": "complete",
+                "_meta": {self.SERVER_INFO_KEY: self.SERVER_INFO}}
 
     def initialize(self, params: dict, cancelled: threading.Event) -> dict:
         """The handshake: the client's revision if it is served, else the newest that is."""
         asked = params.get("protocolVersion")
         if not isinstance(asked, str):
-            raise McpError(INVALID_PARAMS, "initialize needs protocolVersion, a string")
-        revision = asked if asked in MCP_HANDSHAKE_REVISIONS else MCP_HANDSHAKE_REVISIONS[-1]
-        return {"protocolVersion": revision, "capabilities": {"tools": {"listChanged": False}},
-                "serverInfo": MCP_SERVER_INFO, "instructions": MCP_INSTRUCTIONS}
+            raise McpError("initialize needs protocolVersion, a string")
+        served = asked if asked in self.HANDSHAKE_REVISIONS else self.HANDSHAKE_REVISIONS[-1]
+        return {"protocolVersion": served, "capabilities": {"tools": {"listChanged": False}},
+                "serverInfo": self.SERVER_INFO, "instructions": self.INSTRUCTIONS}
 
     def discover(self, params: dict, cancelled: threading.Event) -> dict:
         """server/discover, the stateless revision's handshake-free introduction."""
-        return {"supportedVersions": [*MCP_STATELESS_REVISIONS, *MCP_HANDSHAKE_REVISIONS[::-1]],
-                "capabilities": {"tools": {"listChanged": False}}, "instructions": MCP_INSTRUCTIONS,
-                "cacheScope": "private", "ttlMs": 0}
-
-    def ping(self, params: dict, cancelled: threading.Event) -> dict:
-        return {}
-
-    def list_tools(self, params: dict, cancelled: threading.Event) -> dict:
-        return {"tools": list(self.tools.values()), "cacheScope": "private", "ttlMs": 0}
+        return {"supportedVersions": [*self.STATELESS_REVISIONS, *self.HANDSHAKE_REVISIONS[::-1]],
+                "capabilities": {"tools": {"listChanged": False}},
+                "instructions": self.INSTRUCTIONS, "cacheScope": "private", "ttlMs": 0}
 
     def call_tool(self, params: dict, cancelled: threading.Event) -> dict | Later:
         """tools/call: check the tool's name (a JSON-RPC error if there is no such tool) and its
@@ -10062,126 +10146,55 @@ class McpServer:
         the model reads it and can call again, where an error would stop in the client."""
         name, arguments = params.get("name"), params.get("arguments", {})
         if name is None:
-            raise McpError(INVALID_PARAMS, "tools/call needs the name of the tool to call "
-                                           f"(params.name: {', '.join(self.tools)})")
+            raise McpError("tools/call needs the name of the tool to call (params.name: "
+                           f"{', '.join(self.tools)})")
         if not isinstance(name, str) or name not in self.tools:     # a list or object is none
-            raise McpError(INVALID_PARAMS,
-                           f"unknown tool {str(name)[:80]!r} (tools: {', '.join(self.tools)})")
+            raise McpError(f"unknown tool {str(name)[:80]!r} (tools: {', '.join(self.tools)})")
         if not isinstance(arguments, dict):
-            raise McpError(INVALID_PARAMS, "arguments must be an object")
+            raise McpError("arguments must be an object")
         if why := argument_problem(self.tools[name], arguments):
             return tool_result(f"{name}: {why}", error=True)
         # A number that passed is an integer: 2.0 as 2 (no argument of ours takes a fraction).
         arguments = {k: int(v) if isinstance(v, float) else v for k, v in arguments.items()}
-        token = ((params.get("_meta") or {}).get("progressToken")
-                 if isinstance(params.get("_meta"), dict) else None)
+        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
 
         def run() -> dict | Later:
-            index, report = self.held.current(self.progress_to(token, cancelled))
+            progress = self.progress_to(meta.get("progressToken"), cancelled)
+            notes = Notes(self.settings, self.client, *self.held.current(progress),
+                          warn=self.held.warn_once, via=VIA_MCP)
             if name == "ask_notes":       # seconds to minutes: searches go on meanwhile
-                return Later(lambda stop: tool_outcome(
-                    lambda: self.ask_notes(arguments, index, report, stop)))
-            return getattr(self, name)(arguments, index, report)
-        return tool_outcome(run)
+                return Later(lambda stop: tool_call(name, lambda: self.ask(notes, arguments, stop)),
+                             lambda why: tool_result(why, error=True))
+            return {"search_notes": search_tool, "read_note": read_tool}[name](notes, **arguments)
+        return tool_call(name, run)
 
     def progress_to(self, token, cancelled: threading.Event
                     ) -> Callable[[str | EmbedProgress], None]:
         """What tells the client how a build goes, when its call sent a progress `token`: one
-        notification every MCP_PROGRESS_SECONDS at most, and none once the call is cancelled."""
+        notification every PROGRESS_SECONDS at most, and none once the call is cancelled."""
         shown = [0.0, -1]                 # when, what
 
         def progress(event: str | EmbedProgress) -> None:
             due = isinstance(event, EmbedProgress) and event.done > shown[1] and (
-                time.monotonic() - shown[0] >= MCP_PROGRESS_SECONDS or event.done == event.total)
+                time.monotonic() - shown[0] >= self.PROGRESS_SECONDS or event.done == event.total)
             if token is not None and due and not cancelled.is_set():
                 shown[:] = time.monotonic(), event.done          # progress must only grow
-                self.send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {
+                self.rpc.send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {
                     "progressToken": token, "progress": event.done, "total": event.total,
                     "message": progress_text(event)}})
         return progress
 
-    def settings_for(self, arguments: dict, index: Index, report: IndexReport) -> Settings:
-        """This run's settings with a call's filters (SEARCH_FILTERS) in place; raises UsageError
-        when they match no note."""
-        try:
-            s = replace(self.settings, **{f: read(arguments[name])
-                                          for name, (f, read, _) in SEARCH_FILTERS.items()
-                                          if name in arguments})
-        except argparse.ArgumentTypeError as e:
-            raise UsageError(str(e)) from None
-        if dated_backwards(s.since, s.until):
-            raise UsageError(f"since {s.since} is after until {s.until}: no note could be dated "
-                             "between them")
-        check_usable(index, s, source="source", report=report)
-        return s
-
-    def search_notes(self, arguments: dict, index: Index, report: IndexReport) -> dict:
-        settings = self.settings_for(arguments, index, report)
-        if "top_k" in arguments:
-            settings = replace(settings, top_k=arguments["top_k"])
-        r = search(self.client, index, arguments["query"], settings)
-        if r.keywords_only_because and report.embed_error:   # the build knows why best
-            r = replace(r, keywords_only_because=report.embed_error)
-        if r.keywords_only_because:
-            self.held.warn_once(f"{r.keywords_only_because}; searching by keywords (BM25) only")
-        status, why = decide(r, retrieve_only=True)
-        if status == FAILED:
-            raise ToolFailed(f"error: {why}")
-        return search_result(arguments["query"], r, status, why)
-
-    def read_note(self, arguments: dict, index: Index, report: IndexReport) -> dict:
-        file = self.note_file(arguments["path"], index)
-        lines = note_lines(file, self.settings.max_note_mb)
-        start, count = arguments.get("start_line", 1), arguments.get("line_count", MCP_READ_LINES)
-        if start > max(len(lines), 1):
-            raise ToolFailed(f"{file.rel} has {len(lines)} lines; start_line {start} is past "
-                             "its end")
-        part = lines[start - 1:start - 1 + count]
-        end = start + len(part) - 1
-        more = f"\n\n[lines {start}-{end} of {len(lines)}; read on with start_line {end + 1}]" \
-            if end < len(lines) else ""
-        return tool_result("\n".join(part) + more, {"path": file.rel, "start_line": start,
-                                                    "end_line": end, "total_lines": len(lines),
-                                                    "text": "\n".join(part)})
-
-    def note_file(self, path: str, index: Index) -> NoteFile:
-        """The note at `path` if it is one of the index's: listed by scan_notes now (so not hidden,
-        not a link out of the folder, a note type), and indexed (so within --max-note-mb and
-        usable). Anything else is refused, whatever it names."""
-        rel = unicodedata.normalize("NFC", path)
-        files, _ = scan_notes(self.settings.notes_dir, [self.settings.cache_dir],
-                              self.settings.follow_links)
-        file = next((f for f in files if f.rel == rel), None)
-        if file is None or rel not in index.files:
-            raise ToolFailed(f"not a note of the index: {readable_name(path)[:200]} (give a path "
-                             "as search_notes gives it, relative to the notes folder; other files "
-                             "cannot be read)")
-        return file
-
-    def ask_notes(self, arguments: dict, index: Index, report: IndexReport,
-                  cancelled: threading.Event) -> dict:
-        """The answer, in a Later's thread; raises CallCancelled once the call is cancelled,
-        before the chat model is asked or at the next piece of its answer, which closes the
-        stream: Ollama stops generating."""
-        settings = self.settings_for(arguments, index, report)
+    def ask(self, notes: Notes, arguments: dict, cancelled: threading.Event) -> dict:
+        """ask_notes in a Later's thread, until the call is cancelled: CallCancelled is raised
+        before the chat model is asked or at its answer's next piece (Ollama stops)."""
         if self.num_ctx is None:
-            self.num_ctx = chat_context(settings, self.args.timeout)   # loads the chat model
+            self.num_ctx = chat_context(self.settings, self.timeout)   # loads the chat model
 
         def unless_cancelled(_) -> None:
             if cancelled.is_set():
                 raise CallCancelled
-        outcome = answer(self.client, index, arguments["question"], settings,
-                         Conversation(num_ctx=self.num_ctx), keywords_because=report.embed_error,
-                         via=VIA_MCP, on_plan=unless_cancelled, on_token=unless_cancelled)
-        why = outcome.retrieval.keywords_only_because
-        for w in ([f"{why}; searching by keywords (BM25) only"] if why else []) + outcome.warnings:
-            self.held.warn_once(w)
-        return ask_result(outcome)
-
-
-MCP_METHODS = {"initialize": McpServer.initialize, "server/discover": McpServer.discover,
-               "ping": McpServer.ping, "tools/list": McpServer.list_tools,
-               "tools/call": McpServer.call_tool}
+        return ask_tool(notes, **arguments, num_ctx=self.num_ctx, on_plan=unless_cancelled,
+                        on_token=unless_cancelled)
 
 
 def run_mcp(args, settings: Settings, client: ollama.Client) -> int:
@@ -10196,11 +10209,11 @@ def run_mcp(args, settings: Settings, client: ollama.Client) -> int:
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     try:
-        revisions = ", ".join(MCP_HANDSHAKE_REVISIONS + MCP_STATELESS_REVISIONS)
+        revisions = ", ".join(McpServer.HANDSHAKE_REVISIONS + McpServer.STATELESS_REVISIONS)
         err(f"serving the notes in {readable_name(str(settings.notes_dir))} over MCP on "
             f"stdin/stdout (revisions {revisions}); logs here; closing stdin (Ctrl-D) stops it")
         if sys.stdin is not None:         # closed as the run began (`<&-`): as if it ended at once
-            McpServer(args, settings, client, out).serve(sys.stdin.buffer)
+            McpServer(args, settings, client, out).rpc.serve(sys.stdin.buffer, args.timeout)
     except BrokenPipeError:               # the client went away: nobody is left to answer
         pass
     finally:
@@ -10210,8 +10223,6 @@ def run_mcp(args, settings: Settings, client: ollama.Client) -> int:
         with contextlib.suppress(OSError):
             out.close()
     return EXIT_OK
-
-
 
 
 MCP = Mode(
