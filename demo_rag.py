@@ -212,7 +212,9 @@ def fingerprint(files: list[NoteFile]) -> str:
 # than a chunk) answer nothing: they join the chunk after them (if under half a chunk).
 SEPARATORS = [r"\n(?=## )", r"\n(?=### )", r"\n(?=#### )", r"\n\n", r"\n",
               r"(?<=[。！？；])", r"(?<=[.!?])\s+", r"\s+", ""]
-HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+# A heading's title ends at its last character that is no space or closing "#" (one lazy (.+?)
+# before [ \t#]*$ would try a run of spaces again from each character: quadratic).
+HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?[^ \t#\n]|[^\n])[ \t#]*$", re.MULTILINE)
 LEADING_HEADINGS = re.compile(r"(?:[ \t]*(?:#{1,6}[ \t][^\n]*)?\n)*")
 # Code: ``` or ~~~ (in a list or a quote too) to the same; unclosed (`open`), to the note's end.
 FENCE = re.compile(r"^[ \t>]*(?P<tick>```|~~~)[ \t]*(?P<lang>[\w-]*).*?"
@@ -1444,19 +1446,24 @@ def meta_from(fields_: dict, inline_tags: list[str],
 
 
 class Obsidian:
-    """Obsidian's markup, as clean_markup reads it."""
+    """Obsidian's markup, and Markdown's that Obsidian (and Jupyter) show otherwise than written,
+    as clean_markup and shown_spans read them."""
     # What Obsidian shows of a note's spans, found in one pass so that whichever opens first
-    # wins, as in Obsidian: code (a fence, or `inline` on one line) shows as written, %%a
-    # comment%% (or one that never closes: to the note's end) hides all in it, fences too; ==a
-    # highlight== (no "==" in it, which keeps this linear) shows its text; the banner an
-    # Excalidraw drawing's note opens with (its drawing data is a comment) shows nothing; nor
-    # does a block id, the anchor a [[Note#^id]] link points at: Latin letters, digits and
-    # dashes at a line's end after a space (taken from the first of the spaces before it, so
-    # that a run of them is not tried from every one), or alone on the line.
+    # wins, as in Obsidian: code (a fence, or `inline` on one line) as written; a comment,
+    # %%...%% or <!--...--> (one never closed: to the note's end, which keeps this linear),
+    # nothing, fences too; an HTML tag, a link's definition ("[1]: https://..."), nothing; a
+    # link, [words](target) or [words][ref], its words (an image: its alt text); ==a highlight==
+    # (no "==" in it, which keeps this linear), its text; the banner an Excalidraw drawing's note
+    # opens with, nothing; nor a block id, the anchor of a [[Note#^id]] link: Latin letters,
+    # digits, dashes, at a line's end after a space (from the first space of a run, not each).
     SPAN = re.compile(
         rf"(?P<fence>{FENCE.pattern})"
         r"|(?P<code>(?<!`)(?P<ticks>`+)(?!`)(?:(?!(?P=ticks))[^\n])*(?P=ticks)(?!`))"
-        r"|(?P<comment>%%.*?(?:%%|\Z))"
+        r"|(?P<comment>%%.*?(?:%%|\Z)|<!--.*?(?:-->|\Z))"
+        r"|(?P<tag></?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?>)"
+        r"|(?P<refdef>^ {0,3}\[(?!\^)[^\[\]\n]+\]:[ \t]+\S+"
+        r"""(?:[ \t]+(?:"[^"\n]*"|'[^'\n]*'|\([^()\n]*\)))?[ \t]*$)"""
+        r"|!?\[(?P<words>[^\[\]\n]*)\](?:\((?:[^()\n]|\([^()\n]*\))*\)|\[[^\[\]\n]*\])"
         r"|(?P<banner>^==⚠\ufe0f? +Switch to EXCALIDRAW VIEW[^\n]*)"
         r"|(?<!=)==(?=[^\s=])(?P<mark>(?:[^=\n]|=(?!=))*?)(?<=[^\s=])==(?!=)"
         r"|(?P<id>(?:(?<=[^ \t\n])[ \t]+|^)\^[A-Za-z0-9-]+[ \t]*$)",
@@ -1472,22 +1479,33 @@ class Obsidian:
         r"(?<![^\s(\u3000-\u303f\uff01-\uff0f\uff1a-\uff20])#([\w/-]*[^\W\d_][\w/-]*)")
 
 
-def shown_spans(text: str) -> str:
+def shown_spans(text: str, obsidian: bool = True) -> str:
     """`text` with its Obsidian.SPAN spans as Obsidian shows them, every line break kept: code
     as written (but a query, NOT_TEXT_BLOCKS), comments (one never closed hides the rest, as in
-    Obsidian) and the Excalidraw banner dropped, highlights as their text; block ids dropped
-    but on a line indented as code (four spaces or a tab), where "grep ^d" means what it says.
+    Obsidian), HTML's tags, links' definitions and the Excalidraw banner dropped, a link as its
+    words, a highlight as its text; block ids dropped but on a line indented as code (four
+    spaces or a tab), where "grep ^d" means what it says. Not `obsidian` (a notebook's
+    Markdown): Markdown's spans only, Obsidian's as written.
 
     >>> shown_spans("==Key== `a==b` x==y\\n```dataview\\nLIST\\n```\\n`%%` 50%% off\\nhidden")
     'Key `a==b` x==y\\n\\n\\n\\n`%%` 50\\n'
+    >>> shown_spans('<p align="center">See [the docs](https://x.org/a_(b)) ![a plot](data:,)</p>')
+    'See the docs a plot'
     """
     def shown(m: re.Match) -> str:
+        if m["words"] is not None:
+            return m["words"]
+        if m["tag"] is not None or m["refdef"] is not None \
+                or m["comment"] is not None and (obsidian or m["comment"].startswith("<")):
+            return "\n" * m.group().count("\n")
+        if not obsidian:
+            return m.group()
         if m["mark"] is not None:
             return m["mark"]
         if m["id"] is not None:
             line = text.rfind("\n", 0, m.start()) + 1
             return m.group() if text.startswith(("    ", "\t"), line) else ""
-        if m["comment"] is not None or m["banner"] is not None \
+        if m["banner"] is not None \
                 or m["fence"] is not None and m["lang"].lower() in Obsidian.NOT_TEXT_BLOCKS:
             return "\n" * m.group().count("\n")
         return m.group()
@@ -1495,8 +1513,9 @@ def shown_spans(text: str) -> str:
 
 
 def unclosed_comment(text: str, first_line: int = 1) -> str | None:
-    """A warning when a %% comment never closes and so hides text to the note's end, as in
-    Obsidian (a "50%% off" opens one), or None. `first_line`: the file's line `text` starts on.
+    """A warning when a comment (%% or <!--) never closes and so hides text to the note's end,
+    as in Obsidian (a "50%% off" opens one), or None. `first_line`: the file's line `text`
+    starts on.
 
     >>> unclosed_comment("Sale: 50%% off\\nthe rest")
     'the %% on line 1 opens a comment that never closes: Obsidian hides the rest (2 lines)'
@@ -1505,12 +1524,14 @@ def unclosed_comment(text: str, first_line: int = 1) -> str | None:
     for last in Obsidian.SPAN.finditer(text):
         pass
     hidden = last["comment"] if last is not None else None
-    if hidden is None or hidden.endswith("%%") and len(hidden) >= 4 or not hidden[2:].strip():
+    opener, closer = ("%%", "%%") if hidden and hidden[0] == "%" else ("<!--", "-->")
+    if hidden is None or hidden.endswith(closer) and len(hidden) >= len(opener + closer) \
+            or not hidden[len(opener):].strip():
         return None
     line = first_line + text.count("\n", 0, last.start())
     lines = hidden.count("\n") + (not hidden.endswith("\n"))
-    return (f"the %% on line {line} opens a comment that never closes: Obsidian hides the rest "
-            f"({lines} line{'s' * (lines != 1)})")
+    return (f"the {opener} on line {line} opens a comment that never closes: Obsidian hides the "
+            f"rest ({lines} line{'s' * (lines != 1)})")
 
 
 def clean_markup(text: str) -> tuple[str, tuple[str, ...]]:
@@ -1777,6 +1798,17 @@ class Section(NamedTuple):
                                           # itself, on its first section
 
 
+def too_big(size: int, max_mb: float) -> str:
+    """Why a note of `size` bytes is too big to read ("" if it is not): a file's, known from its
+    stat alone, or its text's in UTF-8, which a reader makes from smaller bytes (a zip's).
+
+    >>> too_big(3 * 2**30, 5.0), too_big(100, 5.0)
+    ('3072.0 MB is over the 5 MB limit (--max-note-mb)', '')
+    """
+    return (f"{size / 2**20:.1f} MB is over the {max_mb:g} MB limit (--max-note-mb)"
+            if size > max_mb * 2**20 else "")
+
+
 def note_data(path: Path, data: bytes | None) -> bytes:
     """A note's bytes: `data` when its caller read them (read_note), else the file's. Raises
     ValueError, with the reason, for a file that cannot be read."""
@@ -1788,12 +1820,13 @@ def note_data(path: Path, data: bytes | None) -> bytes:
         raise ValueError(e.strerror or str(e)) from None
 
 
-def read_text(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
+def read_text(path: Path, data: bytes | None = None,
+              max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
     """Read a Markdown or text note: one section, plus a warning or None. Markdown is read as its
     owner writes it (read_markdown): front matter parsed and taken off the top, Obsidian's markup
     cleaned with every line break kept, so the section starts on the line after the front matter
     and lines counted in its text are the file's lines. A .txt note is its text, all of it.
-    `data` is the file's bytes, when the caller has read them (read_note)."""
+    `data` is the file's bytes, when the caller has read them (read_note), within `max_mb`."""
     data = note_data(path, data)
     text, warning = decode_note(data)
     text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
@@ -1835,9 +1868,11 @@ def clean_pdf_pages(pages: list[str]) -> list[str]:
     return ["\n".join(ls) for ls in lines]
 
 
-def read_pdf(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
-    """Extract a PDF's text page by page, cleaned for chunking (needs pypdf); no warning.
-    `data` is the file's bytes, when the caller has read them (read_note)."""
+def read_pdf(path: Path, data: bytes | None = None,
+             max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
+    """Extract a PDF's text page by page, cleaned for chunking (needs pypdf), stopping once it
+    passes `max_mb` (its streams unzip); no warning. `data` is the file's bytes, when the caller
+    has read them (read_note)."""
     import io
     import logging
     import pypdf  # optional: only PDFs need it
@@ -1846,7 +1881,12 @@ def read_pdf(path: Path, data: bytes | None = None) -> tuple[list[Section], str 
         reader = pypdf.PdfReader(path if data is None else io.BytesIO(data))
         if reader.is_encrypted:
             raise ValueError("encrypted PDF")
-        pages = [page.extract_text() or "" for page in reader.pages]
+        pages, size = [], 0
+        for page in reader.pages:
+            pages.append(page.extract_text() or "")
+            size += len(pages[-1].encode("utf-8", "surrogatepass"))
+            if why := too_big(size, max_mb):
+                raise ValueError(f"its text: {why}")
     except ValueError:
         raise
     except Exception as e:  # pypdf raises many kinds of errors on malformed files
@@ -1868,12 +1908,12 @@ def importable(module: str) -> bool:
 
 
 class NoteType(NamedTuple):
-    """How one kind of file becomes a note: its reader (path and bytes -> sections and a warning
-    or None), the optional package the reader needs, whether the note is text whose lines on
-    disk a source cites (else its text is extracted), and the word before a section's number
-    (Section.page) where a source is cited: "p.3", "chapter 3", "cell 3" ("": none, the headings
-    alone place a passage of a Word file)."""
-    read: Callable[[Path, bytes | None], tuple[list[Section], str | None]]
+    """How one kind of file becomes a note: its reader (path, bytes and --max-note-mb, which its
+    text may not pass -> sections and a warning or None), the optional package the reader
+    needs, whether the note is text whose lines on disk a source cites (else its text is
+    extracted), and the word before a section's number (Section.page) where a source is cited:
+    "p.3", "chapter 3", "cell 3" ("": none, the headings alone place a passage of a Word file)."""
+    read: Callable[[Path, bytes | None, float], tuple[list[Section], str | None]]
     needs: str | None = None
     lines: bool = False
     place: str = "p."
@@ -1882,18 +1922,18 @@ class NoteType(NamedTuple):
 # Which files are notes, and how each kind is read: the one table the scanner, the messages
 # and --explain go by. Part I's suffixes are read as text; each lambda looks its reader up
 # when called, so the table can sit up here with the other settings. To add a type, add a line.
-NOTE_TYPES = {**{suffix: NoteType(lambda path, data=None: read_text(path, data), lines=True)
+NOTE_TYPES = {**{suffix: NoteType(lambda *a: read_text(*a), lines=True)
                  for suffix in NOTE_SUFFIXES},
               # optional: pip install pypdf
-              ".pdf": NoteType(lambda path, data=None: read_pdf(path, data), "pypdf"),
-              ".docx": NoteType(lambda path, data=None: read_docx(path, data), place=""),
-              ".odt": NoteType(lambda path, data=None: read_odt(path, data), place=""),
-              ".epub": NoteType(lambda path, data=None: read_epub(path, data), place="chapter "),
-              ".ipynb": NoteType(lambda path, data=None: read_notebook(path, data), place="cell "),
-              ".html": NoteType(lambda path, data=None: read_html(path, data), lines=True),
-              ".htm": NoteType(lambda path, data=None: read_html(path, data), lines=True),
-              ".org": NoteType(lambda path, data=None: read_org(path, data), lines=True),
-              ".rst": NoteType(lambda path, data=None: read_rst(path, data), lines=True)}
+              ".pdf": NoteType(lambda *a: read_pdf(*a), "pypdf"),
+              ".docx": NoteType(lambda *a: read_docx(*a), place=""),
+              ".odt": NoteType(lambda *a: read_odt(*a), place=""),
+              ".epub": NoteType(lambda *a: read_epub(*a), place="chapter "),
+              ".ipynb": NoteType(lambda *a: read_notebook(*a), place="cell "),
+              ".html": NoteType(lambda *a: read_html(*a), lines=True),
+              ".htm": NoteType(lambda *a: read_html(*a), lines=True),
+              ".org": NoteType(lambda *a: read_org(*a), lines=True),
+              ".rst": NoteType(lambda *a: read_rst(*a), lines=True)}
 
 
 def place_name(rel: str, page: int) -> str:
@@ -2112,16 +2152,6 @@ def says_little(sections: list[Section]) -> bool:
     return size(text) < MIN_NOTE_CHARS and size(body) < MIN_NOTE_BODY
 
 
-def too_big(size: int, max_mb: float) -> str:
-    """Why a note of `size` bytes is too big to read ("" if it is not): known from its stat alone.
-
-    >>> too_big(3 * 2**30, 5.0), too_big(100, 5.0)
-    ('3072.0 MB is over the 5 MB limit (--max-note-mb)', '')
-    """
-    return (f"{size / 2**20:.1f} MB is over the {max_mb:g} MB limit (--max-note-mb)"
-            if size > max_mb * 2**20 else "")
-
-
 INODE_BITS = 2**63 - 1                    # what an index keeps of an inode number (int64)
 
 
@@ -2151,13 +2181,23 @@ def read_note(file: NoteFile, max_mb: float = MAX_NOTE_MB,
 
     A text note is one section; a PDF is one section per page. The reader comes
     from NOTE_TYPES, and reads `data`: the note's bytes (note_bytes), read here unless
-    given. Raises ValueError, with the reason, for a note that cannot be used.
+    given. Raises ValueError, with the reason, for a note that cannot be used: one whose
+    text passes max_mb too, and one its reader fails on (the reader's fault costs this note,
+    never the folder).
     """
     if why := too_big(file.size, max_mb):
         raise ValueError(why)
     path = Path(file.path)
     data = note_bytes(file, max_mb) if data is None else data
-    sections, warning = NOTE_TYPES[path.suffix.lower()].read(path, data)
+    try:
+        sections, warning = NOTE_TYPES[path.suffix.lower()].read(path, data, max_mb)
+    except ValueError:
+        raise
+    except Exception as e:
+        raise ValueError(f"its reader failed ({type(e).__name__}: {str(e)[:200]})") from None
+    size = sum(len(s.text.encode("utf-8", "surrogatepass")) for s in sections)
+    if why := too_big(size, max_mb):      # as a text note's bytes are
+        raise ValueError(f"its text: {why}")
     if says_little(sections):
         raise ValueError(STUB)
     return sections, warning
@@ -2354,16 +2394,25 @@ def html_tokens(page: str) -> Iterator[tuple[str, str, str, int]]:
                 return
 
 
+class TooBig(ValueError):
+    """A note past a bound (its text past --max-note-mb, its zip's parts past theirs): skipped
+    whole, never in part (an e-book's chapter past it is no chapter "it could not read")."""
+
+
 class PageLines:
     """A web page's text as html_tokens gives it: each run of text with the file's line it
     starts on and the block it is in, a list item's after "- ", a table row's next cell's after
     "| "; the content of Html.DROPPED elements, and of asides that are mostly links, left out.
-    Laid out by the file's lines (lines: a web page) or by its blocks (block_markdown)."""
+    Laid out by the file's lines (lines: a web page) or by its blocks (block_markdown). Its text
+    (in UTF-8, as a text note's bytes) may take `max_mb` less what is `used` already: reading
+    stops there (TooBig), so that a small zip makes no huge text."""
 
-    def __init__(self, anchors: Collection[str] = ()):
+    def __init__(self, anchors: Collection[str] = (), max_mb: float = MAX_NOTE_MB, used: int = 0):
+        self.max_mb, self.used = max_mb, used
         # each run of text: (its line, its block, the text, in <pre>?, its table row or 0)
         self.runs: list[tuple[int, int, str, bool, int]] = []
-        self.open: list[tuple[str, bool, bool]] = []   # elements open: (name, dropped, aside)
+        # elements open: (name, dropped, "aside" or "header": one kept or not once it closes)
+        self.open: list[tuple[str, bool, str]] = []
         self.counts: Counter = Counter()               # how many of each name are open
         self.dropped = self.pre = self.block = self.heading = self.row = self.cells = 0
         self.headings: dict[int, list] = {}       # block -> [level, first line, last line]
@@ -2380,8 +2429,8 @@ class PageLines:
             self.end(f"h{self.heading}")
         role = html_attribute(attributes, "role").lower() if "role" in attributes.lower() else ""
         role = next(iter(role.split()), "")               # the first of its roles decides
-        drop = name in Html.DROPPED or role in Html.DROPPED_ROLES \
-            or name == "footer" and not (self.counts["article"] or self.counts["main"])
+        chrome = self.chrome(name, attributes)
+        drop = name in Html.DROPPED or role in Html.DROPPED_ROLES or chrome == "footer"
         if name == "title" and self.title is None and not self.dropped:
             self.title = ""
         if name not in Html.INLINE and not self.heading:
@@ -2399,13 +2448,30 @@ class PageLines:
             self.found.setdefault(at, len(self.runs))
         if name in Html.VOID or attributes.endswith("/") or len(self.open) >= Html.MAX_DEPTH:
             return
-        aside = not drop and (name == "aside" or role == "complementary")
+        aside = "" if drop else "header" if chrome else \
+            "aside" if name == "aside" or role == "complementary" else ""
         self.open.append((name, drop, aside))
         self.counts[name] += 1
         self.dropped += drop
         self.pre += name in ("pre", "textarea", "xmp")
         if aside:
             self.asides.append([len(self.runs), self.block, 0, 0])
+
+    def chrome(self, name: str, attributes: str) -> str:
+        """ "header" or "footer" for an element around the page, not its article's: a <header>
+        or <footer>, or an element of class "header" or "footer" (docutils', Sphinx's), outside
+        <article>, <main> and <section>; else ""."""
+        if self.counts["article"] or self.counts["main"] or self.counts["section"]:
+            return ""
+        classes = html_attribute(attributes, "class").split() if "class" in attributes else ()
+        return next((k for k in ("header", "footer") if k == name or k in classes), "")
+
+    def count(self, text: str, waiting: int = 0) -> None:
+        """Count `text` against the bound on the page's text, and `waiting` characters more (read,
+        not laid out yet): past it, raise TooBig."""
+        self.used += len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+        if why := too_big(self.used + waiting, self.max_mb):
+            raise TooBig(f"its text: {why}")
 
     def end(self, name: str) -> None:
         """An element closes, and every element opened inside it that is still open."""
@@ -2417,7 +2483,7 @@ class PageLines:
             if top in Html.HEADINGS:
                 self.heading = 0
             if aside:
-                self.end_aside()
+                self.end_aside(aside == "header")
             if top == name:
                 break
         if name in Html.HEADINGS:
@@ -2425,11 +2491,12 @@ class PageLines:
         if name not in Html.INLINE and not self.heading:
             self.block += 1
 
-    def end_aside(self) -> None:
+    def end_aside(self, header: bool) -> None:
         """An aside closes: left out when at least half its text is links (navigation: related
-        pages, a table of contents), kept when it is prose (a note, a footnote, a sidebar)."""
+        pages, a table of contents), kept when it is prose (a note, a footnote, a sidebar). So
+        does a page's header (chrome): left out unless it holds a heading (pandoc's title)."""
         first, block, links, chars = self.asides.pop()
-        if links * 2 >= chars:
+        if links * 2 >= chars if not header else next(reversed(self.headings), 0) <= block:
             del self.runs[first:]
             while self.headings and next(reversed(self.headings)) > block:
                 self.headings.popitem()
@@ -2453,6 +2520,7 @@ class PageLines:
             piece = piece if self.pre else re.sub(r"\s+", " ", piece)
             if self.mark and piece.strip():
                 piece, self.mark = self.mark + piece.lstrip(), ""
+            self.count(piece)
             self.runs.append((line + k, self.block, piece, bool(self.pre),
                               self.row if self.counts["tr"] else 0))
             if self.asides:
@@ -2563,17 +2631,18 @@ def page_text(data: bytes) -> tuple[str, str | None]:
     if warning and (m := Html.CHARSET.search(data, 0, 1024)):
         name = m.group(1).decode("ascii").lower()
         name = "cp1252" if name in ("iso-8859-1", "latin1", "us-ascii", "ascii") else name
-        with contextlib.suppress(LookupError, UnicodeDecodeError):
+        with contextlib.suppress(LookupError, ValueError):   # "undefined" is a codec that fails
             said = data.decode(name)
             if said.count("\n") == data.count(b"\n") and said.count("\r") == data.count(b"\r"):
                 text, warning = said, None
     return text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n"), warning
 
 
-def page_lines(page: str, anchors: Collection[str] = ()) -> PageLines:
+def page_lines(page: str, anchors: Collection[str] = (), max_mb: float = MAX_NOTE_MB,
+               used: int = 0) -> PageLines:
     """A page's text (page_text) as PageLines reads it: html_tokens' tags and text, each text
     with the line it starts on; the ids in `anchors`, where they are met."""
-    lines, at, line = PageLines(anchors), 0, 1
+    lines, at, line = PageLines(anchors, max_mb, used), 0, 1
     for kind, name, text, offset in html_tokens(page):
         line += page.count("\n", at, offset)
         at = offset
@@ -2586,13 +2655,14 @@ def page_lines(page: str, anchors: Collection[str] = ()) -> PageLines:
     return lines
 
 
-def read_html(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
+def read_html(path: Path, data: bytes | None = None,
+              max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
     """Read a web page (.html, .htm) as a browser shows its text: tags taken off, entities
     decoded, <h1>-<h6> as Markdown's headings, each text on its line of the file, <pre> as
     written; scripts, styles and navigation (Html.DROPPED) left out; <title> titles the note.
     Raises ValueError for a page with no text outside those."""
     page, warning = page_text(note_data(path, data))
-    lines = page_lines(page)
+    lines = page_lines(page, max_mb=max_mb)
     body = "\n".join(lines.lines(page.count("\n") + 1))
     if not body.strip():
         raise ValueError("no text outside its scripts, styles and navigation")
@@ -2609,55 +2679,54 @@ def read_html(path: Path, data: bytes | None = None) -> tuple[list[Section], str
 # and XML may declare no entities (a "billion laughs" expands a few lines into gigabytes).
 
 
-class ZipBomb(ValueError):
-    """A zip whose parts unzip past Unzipped.MAX_MB, or that holds over MAX_MEMBERS files."""
-
-
 class Unzipped:
-    """A zip archive's parts, each unzipped a piece at a time, never past MAX_MB in all: a part's
-    declared size is checked before it is opened, and its bytes are counted as they come (a
-    declared size can lie: zipfile stops at it, and the count holds whatever zipfile does)."""
+    """A zip archive's parts, each unzipped a piece at a time, never past TIMES the note's bound
+    (`max_mb`, which bounds its text too) in all: a part's declared size is checked before it is
+    opened, and its bytes are counted as they come (a declared size can lie: zipfile stops at
+    it, and the count holds whatever zipfile does)."""
     MAX_MEMBERS = 10_000                  # a document holds dozens of files; a bomb, millions
-    MAX_MB = 20 * MAX_NOTE_MB             # a Word file's XML is 5 to 10 times its zipped size
+    TIMES = 20                            # a Word file's XML is 5 to 10 times its zipped size
     PIECE = 1 << 16                       # bytes unzipped and parsed at a time
 
-    def __init__(self, archive, kind: str):
+    def __init__(self, archive, kind: str, max_mb: float):
         self.archive, self.kind, self.names = archive, kind, set(archive.namelist())
-        self.left = int(self.MAX_MB * 2**20)
+        self.max_mb, self.bound = max_mb, self.TIMES * max_mb
+        self.left = int(self.bound * 2**20)
         if len(archive.infolist()) > self.MAX_MEMBERS:
-            raise ZipBomb(f"a zip bomb? it holds {len(archive.infolist()):,} files, over "
-                          f"{self.MAX_MEMBERS:,}")
+            raise TooBig(f"a zip bomb? it holds {len(archive.infolist()):,} files, over "
+                         f"{self.MAX_MEMBERS:,}")
 
     def pieces(self, name: str) -> Iterator[bytes]:
         """The part `name` unzipped, PIECE bytes at a time. Raises ValueError if there is no
-        such part, ZipBomb past the bound."""
+        such part, TooBig past the bound."""
         if name not in self.names:
             raise ValueError(f"it has no {name}, which every {self.kind} file has")
         info = self.archive.getinfo(name)
         if info.file_size > self.left:
-            raise ZipBomb(f"a zip bomb? {name} would unzip to {info.file_size / 2**20:.0f} MB "
-                          f"(a note's parts may unzip to {self.MAX_MB:g} MB in all)")
+            raise TooBig(f"a zip bomb? {name} would unzip to {info.file_size / 2**20:.0f} MB "
+                         f"(a note's parts may unzip to {self.bound:g} MB in all)")
         with self.archive.open(info) as f:
             while piece := f.read(self.PIECE):
                 self.left -= len(piece)
                 if self.left < 0:
-                    raise ZipBomb(f"a zip bomb? {name} unzips past what a note's parts may "
-                                  f"unzip to in all, {self.MAX_MB:g} MB")
+                    raise TooBig(f"a zip bomb? {name} unzips past what a note's parts may "
+                                 f"unzip to in all, {self.bound:g} MB")
                 yield piece
 
 
-def read_zipped(path: Path, data: bytes | None, kind: str,
+def read_zipped(path: Path, data: bytes | None, max_mb: float, kind: str,
                 read: Callable[[Unzipped], tuple[list[Section], str | None]]
                 ) -> tuple[list[Section], str | None]:
     """A zip-based note's sections and warning, as read(Unzipped) finds them in its bytes
-    (`data`, or the file's). A damaged, encrypted or unreadable zip raises ValueError, saying so."""
+    (`data`, or the file's), within `max_mb`. A damaged, encrypted or unreadable zip raises
+    ValueError, saying so."""
     import io
     import zipfile                        # (only here: most folders hold no zip-based note)
     import zlib
     data = note_data(path, data)
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            return read(Unzipped(archive, kind))
+            return read(Unzipped(archive, kind, max_mb))
     except OSError as e:                  # a part zipfile cannot read
         raise ValueError(e.strerror or str(e)) from None
     except (zipfile.BadZipFile, zlib.error, EOFError) as e:
@@ -2726,12 +2795,14 @@ def extracted(sections: list[Section], kind: str) -> list[Section]:
 
 def outline_heading(value: str, first: int, last: int) -> str | None:
     """A heading ("h1" to "h6": a deeper one is "h6") from an outline level numbered from `first`
-    to `last` (Word: 0 to 8, its 9 is body text; OpenDocument: 1 to 10), None for any other.
+    to `last` (Word: 0 to 8, its 9 is body text; OpenDocument: 1 to 10), None for any other
+    (a "²", thousands of digits).
 
-    >>> outline_heading("0", 0, 8), outline_heading("7", 1, 10), outline_heading("9", 0, 8)
+    >>> outline_heading("0", 0, 8), outline_heading("7", 1, 10), outline_heading("²", 0, 8)
     ('h1', 'h6', None)
     """
-    if not value.isdigit() or not first <= int(value) <= last:
+    if not (value.isascii() and value.isdigit() and len(value) < 5) \
+            or not first <= int(value) <= last:
         return None
     return f"h{min(int(value) - first + 1, 6)}"
 
@@ -2740,11 +2811,13 @@ class OfficeText:
     """A Word or OpenDocument text read into PageLines, as a page is, for block_markdown: each
     paragraph as an element of its kind ("p", "h1" to "h6", a list item "li"; None: left out)
     once it closes, as Word says its kind inside it, a line break in it as a <br>; a table's
-    rows and cells as "tr" and "td". A paragraph inside another (a text box) comes before it."""
+    rows and cells as "tr" and "td". A paragraph inside another (a text box, an OpenDocument
+    footnote) comes before it. Its text is bounded as a page's, the paragraphs open too."""
 
-    def __init__(self):
-        self.page = PageLines()
+    def __init__(self, max_mb: float):
+        self.page = PageLines(max_mb=max_mb)
         self.open: list[list] = []        # each open paragraph: [its kind, its texts]
+        self.waiting = 0                  # characters in the open paragraphs
 
     def start(self, kind: str | None = "p") -> None:
         self.open.append([kind, []])
@@ -2752,9 +2825,12 @@ class OfficeText:
     def text(self, data: str) -> None:
         if self.open:
             self.open[-1][1].append(data)
+            self.waiting += len(data)
+            self.page.count("", self.waiting)
 
     def end(self) -> None:
         kind, texts = self.open.pop()
+        self.waiting -= sum(map(len, texts))
         if kind:                          # its entities decoded by expat: not to decode again
             self.page.start(kind, "")
             for k, line in enumerate("".join(texts).replace("&", "&amp;").split("\n")):
@@ -2847,36 +2923,41 @@ def word_text(doc: OfficeText, pieces: Iterable[bytes], styles: dict[str, str | 
     parse_xml(pieces, start, end, lambda data: open_["t"] and not skip and doc.text(data))
 
 
-def read_docx(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
+def read_docx(path: Path, data: bytes | None = None,
+              max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
     """Read a Word (.docx) file as Markdown, one section cited by its headings (a Word file has
-    no pages: they are laid out as it is shown); no warning."""
+    no pages: they are laid out as it is shown), its footnotes and endnotes after its text, as
+    an e-book's are; no warning."""
     def sections(doc: Unzipped) -> tuple[list[Section], str | None]:
         main = "word/document.xml"
         if "_rels/.rels" in doc.names:    # where the package says its document is
             main = next((a["Target"].lstrip("/") for a in xml_parts(
                 doc.pieces("_rels/.rels"), lambda tag, a: local(tag) == "Relationship")
                 if a.get("Type", "").endswith("/officeDocument") and a.get("Target")), main)
-        styles = main[:main.rfind("/") + 1] + "styles.xml"
-        text = OfficeText()
-        word_text(text, doc.pieces(main),
-                  word_styles(doc.pieces(styles)) if styles in doc.names else {})
+        folder, text = main[:main.rfind("/") + 1], OfficeText(doc.max_mb)
+        styles = word_styles(doc.pieces(folder + "styles.xml")) \
+            if folder + "styles.xml" in doc.names else {}
+        for part in (main, f"{folder}footnotes.xml", f"{folder}endnotes.xml"):
+            if part == main or part in doc.names:
+                word_text(text, doc.pieces(part), styles)
         return extracted([Section(block_markdown(text.page))], "Word"), None
-    return read_zipped(path, data, "Word", sections)
+    return read_zipped(path, data, max_mb, "Word", sections)
 
 
-# What an OpenDocument text holds that is not its running text: footnotes, comments, the text
-# deleted with changes tracked, and the indexes that repeat the headings. And the elements that
-# are blocks of a page, as HTML names them.
-ODF_LEFT_OUT = frozenset({"note", "annotation", "tracked-changes", "table-of-content",
+# What an OpenDocument text holds that is not its running text: comments, a footnote's number,
+# the text deleted with changes tracked, and the indexes that repeat the headings (a footnote's
+# text is read, before the paragraph that cites it). And the elements that are blocks of a page,
+# as HTML names them.
+ODF_LEFT_OUT = frozenset({"annotation", "note-citation", "tracked-changes", "table-of-content",
                           "illustration-index", "alphabetical-index", "bibliography"})
 ODF_BLOCKS = {"list-item": "li", "table-row": "tr", "table-cell": "td"}
 
 
-def odf_markdown(pieces: Iterable[bytes]) -> str:
+def odf_markdown(pieces: Iterable[bytes], max_mb: float) -> str:
     """An OpenDocument text's content.xml as Markdown (OfficeText): text:h is a heading of its
     text:outline-level, a list item's first paragraph follows "- "; ODF_LEFT_OUT is left out.
     Its elements are known by their names alone: content.xml uses each in one namespace."""
-    text, skip = OfficeText(), 0
+    text, skip = OfficeText(max_mb), 0
 
     def start(tag: str, attrs: dict) -> None:
         nonlocal skip
@@ -2904,11 +2985,12 @@ def odf_markdown(pieces: Iterable[bytes]) -> str:
     return block_markdown(text.page)
 
 
-def read_odt(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
+def read_odt(path: Path, data: bytes | None = None,
+             max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
     """Read an OpenDocument text (.odt: LibreOffice, Google Docs' download) as Markdown, one
     section cited by its headings, as a Word file is (odf_markdown); no warning."""
-    return read_zipped(path, data, "OpenDocument", lambda doc: (extracted(
-        [Section(odf_markdown(doc.pieces("content.xml")))], "OpenDocument"), None))
+    return read_zipped(path, data, max_mb, "OpenDocument", lambda doc: (extracted(
+        [Section(odf_markdown(doc.pieces("content.xml"), doc.max_mb))], "OpenDocument"), None))
 
 
 def epub_toc(page: str) -> list[tuple[str, int, str]]:
@@ -2971,8 +3053,8 @@ def epub_chapters(book: Unzipped) -> tuple[list[Section], str | None]:
         data = bytearray()
         for piece in book.pieces(name):
             data += piece
-            if len(data) > MAX_NOTE_MB * 2**20:
-                raise ValueError(f"its XHTML unzips past {MAX_NOTE_MB:g} MB")
+            if len(data) > book.max_mb * 2**20:
+                raise ValueError(f"its XHTML unzips past {book.max_mb:g} MB")
         return page_text(bytes(data))[0]
     nav = next((a for a in manifest.values() if "nav" in a.get("properties", "").split()), None) \
         or next((a for a in manifest.values()
@@ -2980,7 +3062,7 @@ def epub_chapters(book: Unzipped) -> tuple[list[Section], str | None]:
     contents = part(nav["href"], package)[0] if nav else ""
     try:
         entries = epub_toc(page(contents)) if nav else []
-    except ZipBomb:
+    except TooBig:
         raise
     except ValueError:                    # no table of contents: the chapters' own headings
         entries = []
@@ -2990,68 +3072,78 @@ def epub_chapters(book: Unzipped) -> tuple[list[Section], str | None]:
         toc.setdefault(chapter, []).append((at, level, title))
     spine = [manifest[a["idref"]] for a in listed
              if manifest.get(a.get("idref")) not in (None, nav) and a.get("linear") != "no"]
-    sections, unread = [], []
+    sections, unread, used = [], [], 0   # used: the text's size so far, which the bound holds
     for item in spine:
         if item.get("media-type") != "application/xhtml+xml":
             continue
         name, _ = part(item["href"], package)
         try:
-            lines = page_lines(page(name), {at for at, _, _ in toc.get(name, []) if at})
-        except ZipBomb:
+            lines = page_lines(page(name), {at for at, _, _ in toc.get(name, []) if at},
+                               book.max_mb, used)
+        except TooBig:
             raise
         except ValueError as e:
             unread.append(f"{name}: {e}")
             continue
         if text := block_markdown(lines, toc.get(name, [])):
             sections.append(Section(text, len(sections) + 1))
+            used = lines.used
     said = f"left out {len(unread)} chapter(s) it could not read ({first_names(unread, 2)})"
     if unread and not sections:
         raise ValueError(said)
     return extracted(sections, "EPUB"), said if unread else None
 
 
-def read_epub(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
+def read_epub(path: Path, data: bytes | None = None,
+              max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
     """Read an e-book (.epub, 2 or 3, without DRM) as its chapters in reading order
     (epub_chapters), and a warning naming any chapter left out."""
-    return read_zipped(path, data, "EPUB", epub_chapters)
+    return read_zipped(path, data, max_mb, "EPUB", epub_chapters)
 
 
-# What a Markdown cell holds that is no text: an image pasted into it (an attachment, or the
-# image itself as a data: URI, often hundreds of kilobytes of base64).
-CELL_IMAGE = re.compile(r"!\[[^\]\n]*\]\((?:attachment:|data:)[^)]*\)")
-
-
-def read_notebook(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
+def read_notebook(path: Path, data: bytes | None = None,
+                  max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
     """Read a Jupyter notebook (.ipynb) as its cells, a section each, numbered as the notebook
-    orders them (cited "cell 12"): a Markdown cell as its Markdown (its headings head the cells
-    after it: chunk_sections), a code cell's source fenced (a "# comment" is no heading), a raw
-    cell's as text. Left out: outputs (the code wrote them, the next run rewrites them, and their
-    tables, logs and tracebacks would outnumber the author's words), metadata and images.
-    nbformat 4, and 3 (cells in worksheets, heading cells). No warning."""
-    try:
-        notebook = json.loads(note_data(path, data))
+    orders them (cited "cell 12"): a Markdown cell as Jupyter shows it (shown_spans: links as
+    their words, an image as its alt text, HTML's tags and comments left out; its headings head
+    the cells after it), a code cell's source fenced (a "# comment" is no heading), a raw cell's
+    as text. Left out: outputs (the code wrote them, the next run rewrites them, and their
+    tables, logs and tracebacks would outnumber the author's words) and metadata. nbformat 4,
+    and 3 (cells in worksheets, heading cells). A value of another type than Jupyter writes (a
+    number for the worksheets, a list for the metadata) is passed over; no warning. Its text
+    outgrows its JSON by the fences alone (their language is a name, 40 letters at most)."""
+    def listed(value) -> list:
+        return value if isinstance(value, list) else []
+
+    def mapped(value) -> dict:
+        return value if isinstance(value, dict) else {}
+    try:                                  # an integer of thousands of digits Python cannot read
+        notebook = json.loads(note_data(path, data),
+                              parse_int=lambda digits: int(digits) if len(digits) < 100 else 0)
     except (ValueError, RecursionError) as e:
         raise ValueError(f"not a notebook: its JSON does not parse ({e})") from None
     if not isinstance(notebook, dict):
         raise ValueError("not a notebook: its JSON holds no cells")
     cells = notebook.get("cells")
     if not isinstance(cells, list):       # nbformat 3: cells in worksheets
-        cells = [c for w in notebook.get("worksheets") or [] if isinstance(w, dict)
-                 for c in w.get("cells") or []]
-    metadata = notebook.get("metadata") if isinstance(notebook.get("metadata"), dict) else {}
-    language = str((metadata.get("language_info") or {}).get("name", "")
-                   or (metadata.get("kernelspec") or {}).get("language", ""))
+        cells = [c for w in listed(notebook.get("worksheets"))
+                 for c in listed(mapped(w).get("cells"))]
+    metadata = mapped(notebook.get("metadata"))
+    language = mapped(metadata.get("language_info")).get("name") \
+        or mapped(metadata.get("kernelspec")).get("language")
+    language = language if isinstance(language, str) and re.fullmatch(r"[\w+#.-]{1,40}",
+                                                                       language) else ""
     sections = []
-    for number, cell in enumerate(cells, 1):
+    for number, cell in enumerate(map(mapped, cells), 1):
         # its source: a string, or the list of its lines Jupyter writes (nbformat 3: "input")
-        source = cell.get("source", cell.get("input", "")) if isinstance(cell, dict) else ""
+        source = cell.get("source", cell.get("input", ""))
         if isinstance(source, list):
             source = "".join(line for line in source if isinstance(line, str))
         if not isinstance(source, str) or not source.strip():
             continue
         kind = cell.get("cell_type")
         if kind == "markdown":
-            text = CELL_IMAGE.sub("", source)
+            text = shown_spans(source, obsidian=False)
         elif kind == "heading":           # nbformat 3
             text = heading_line(cell["level"] if isinstance(cell.get("level"), int) else 1, source)
         else:
@@ -3070,11 +3162,14 @@ class Org:
     """Org's syntax as read_org reads it: headlines, #+ settings, blocks (#+BEGIN_SRC ...
     #+END_SRC), drawers (:NAME: ... :END:), lines that are no text (SCHEDULED:, # comments)."""
     HEADLINE = re.compile(r"(\*+)[ \t]+(.*)")
-    TAGS = re.compile(r"[ \t]+:([\w@#%:]+):[ \t]*$")
+    # Tags, from the first of the spaces before them: from every one, a run of spaces is
+    # scanned again at each (quadratic).
+    TAGS = re.compile(r"(?<![ \t])[ \t]+:([\w@#%:]+):[ \t]*$")
     PRIORITY = re.compile(r"\[#[A-Za-z0-9]\][ \t]*")
     KEYWORD = re.compile(r"[ \t]*#\+(\w+)(?:\[[^\]\n]*\])?:[ \t]*(.*)")      # #+TITLE: Tea
     BLOCK = re.compile(r"[ \t]*#\+(begin|end)_(\S+).*", re.IGNORECASE)
-    DRAWER = re.compile(r"[ \t]*:[\w-]+:[ \t]*")
+    DRAWER = re.compile(r"[ \t]*:([\w-]+):[ \t]*")
+    FIXED_WIDTH = re.compile(r"[ \t]*:(?:[ \t](.*))?")                # ": a line as written"
     DRAWER_END = re.compile(r"[ \t]*:END:[ \t]*", re.IGNORECASE)
     NOT_TEXT = re.compile(r"[ \t]*(?:(?:SCHEDULED|DEADLINE|CLOSED|CLOCK):.*|#(?:[ \t].*)?)")
     LINK = re.compile(r"\[\[([^\[\]\n]*)\](?:\[([^\[\]\n]*)\])?\]")
@@ -3105,12 +3200,14 @@ class Org:
         return Org.links(Org.PRIORITY.sub("", text, count=1)).strip(), tags
 
 
-def read_org(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
+def read_org(path: Path, data: bytes | None = None,
+             max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
     """Read an Emacs Org-mode note (.org): headlines (*, **) as Markdown's "##", "###" (#+TITLE,
     the title, as "#"), without their TODO keyword, priority and tags (which become the note's
-    tags); the text of blocks (#+BEGIN_SRC) kept, links as their words. Left out as blank lines:
-    drawers (:PROPERTIES: ... :END:), #+ settings, # comments, planning lines (SCHEDULED:),
-    comment and export blocks. A drawer or block never closed is text, as in Org."""
+    tags); the text of blocks (#+BEGIN_SRC), of drawers and of fixed-width lines (": text") as
+    written, links elsewhere as their words. Left out as blank lines, as Org's exporter leaves
+    them out: PROPERTIES and LOGBOOK drawers, #+ settings, # comments, planning lines
+    (SCHEDULED:), comment and export blocks. A drawer or block never closed is text, as in Org."""
     text, warning = page_text(note_data(path, data))
     lines, keywords = text.split("\n"), {"TODO", "DONE"}
     ends: dict[str, list[int]] = {}       # where each kind of block and drawer closes, in order
@@ -3121,7 +3218,8 @@ def read_org(path: Path, data: bytes | None = None) -> tuple[list[Section], str 
         elif Org.DRAWER_END.fullmatch(line):
             ends.setdefault(":end:", []).append(i)
         elif (m := Org.KEYWORD.fullmatch(line)) and m.group(1).lower() in Org.TODO_KEYS:
-            keywords |= {re.sub(r"\(.*\)", "", w) for w in m.group(2).split() if w != "|"}
+            # "TODO(t)": a keyword and its key (a pattern tried from every "(" would be quadratic)
+            keywords |= {w.partition("(")[0] for w in m.group(2).split() if w != "|"} - {""}
     headlines = [i for i, line in enumerate(lines) if Org.HEADLINE.fullmatch(line)]
 
     def closes(kind: str, i: int) -> int | None:   # the line that closes what opens on line i
@@ -3129,6 +3227,7 @@ def read_org(path: Path, data: bytes | None = None) -> tuple[list[Section], str 
         k = bisect.bisect_right(after, i)
         return after[k] if k < len(after) else None
     out, meta, tags, i = [""] * len(lines), {}, [], 0
+    drawn: set[int] = set()               # the :END: lines of the drawers whose text is read
     while i < len(lines):
         line = lines[i]
         if m := Org.HEADLINE.fullmatch(line):
@@ -3146,9 +3245,17 @@ def read_org(path: Path, data: bytes | None = None) -> tuple[list[Section], str 
                 out[i] = heading_line(1, value)
             elif key == "caption":
                 out[i] = plain_line(value)
-        elif Org.DRAWER.fullmatch(line) and (end := closes(":end:", i)) is not None \
+        elif i in drawn:                  # an ordinary drawer's :END:
+            pass
+        elif (m := Org.DRAWER.fullmatch(line)) and (end := closes(":end:", i)) is not None \
                 and end < next(iter(headlines[bisect.bisect_right(headlines, i):]), end + 1):
-            i = end                       # a drawer closes before the next headline, or is none
+            # a drawer (it closes before the next headline, or is none): Org's exporter leaves
+            # PROPERTIES and LOGBOOK out, and keeps the others' text
+            if m.group(1).lower() in ("properties", "logbook"):
+                i = end
+            drawn.add(end)
+        elif m := Org.FIXED_WIDTH.fullmatch(line):
+            out[i] = plain_line(m.group(1) or "")
         elif not Org.NOT_TEXT.fullmatch(line) and not Org.BLOCK.fullmatch(line):
             out[i] = plain_line(Org.links(line))
         i += 1
@@ -3162,21 +3269,22 @@ def read_org(path: Path, data: bytes | None = None) -> tuple[list[Section], str 
 
 class Rst:
     """reStructuredText's syntax, as read_rst reads it. INLINE: a role's text (:ref:`words
-    <target>`), ``code``, a link's words (`words <url>`_), `text`; a role's name is bounded, or
-    a line of colons would be tried from every one. DROPPED: directives with no text of the
-    author's (a table of contents, an image, raw HTML, another file; generated API docs, auto*,
-    too); CODE: those whose content is code, kept as written."""
+    <target>`), ``code``, a link's words (`words <url>`_), `text`, a reference's name (Python_,
+    not in *emphasis*; a name starts where no name goes on, or it is tried from each letter); a
+    role's name is bounded, or a line of colons would be tried from every one. DROPPED:
+    directives with no text of the author's (a table of contents, an image, raw HTML, another
+    file; generated API docs, auto*, too); CODE: those whose content is code, kept as written."""
     ADORNMENT = re.compile(r"([!-/:-@\[-`{-~])\1+[ \t]*")         # "=====", "-----", "~~~~~"
     EXPLICIT = re.compile(r"([ \t]*)\.\.(?:[ \t]+(.*))?")           # ".. note::", ".. a comment"
     DIRECTIVE = re.compile(r"([\w:+.-]+?)[ \t]*::(?:[ \t]+(.*))?")
-    OPTION = re.compile(r"[ \t]+:[^:\n]+:(?:[ \t].*)?")             # a directive's "   :linenos:"
+    OPTION = re.compile(r"[ \t]+:([^:\n]+):(?:[ \t]+(.*))?")        # a directive's "   :linenos:"
     FIELD = re.compile(r":([^:\s][^:\n]*?):(?:[ \t]+(.*))?")        # ":author: Ann"
     INLINE = re.compile(r":[\w.+-]{1,40}(?::[\w.+-]{1,40}){0,2}:`([^`\n]+)`"
-                        r"|``([^`\n]+)``|`([^`\n]+)`__?|`([^`\n]+)`")
+                        r"|``([^`\n]+)``|`([^`\n]+)`__?|`([^`\n]+)`"
+                        r"|(?<![\w.:+*-])([^\W_]+(?:[-._:+][^\W_]+)*)__?(?![\w`*])")
     DROPPED = frozenset({"toctree", "image", "include", "raw", "contents", "sectnum", "index",
                          "meta", "highlight", "literalinclude", "default-role", "role",
-                         "target-notes", "header", "footer", "title", "class",
-                         "tabularcolumns", "only"})
+                         "target-notes", "header", "footer", "title", "tabularcolumns", "only"})
     CODE = frozenset({"code", "code-block", "sourcecode", "doctest", "testcode", "testoutput",
                       "parsed-literal", "math", "productionlist"})
 
@@ -3185,14 +3293,16 @@ class Rst:
         """reST's inline markup as the reader sees it: roles, links and literals as their words.
 
         >>> Rst.inline("Use :func:`~os.path.join` or :ref:`the guide <guide>`, ``x = 1``, "
-        ...            "`Python <https://python.org>`_.")
-        'Use join or the guide, x = 1, Python.'
+        ...            "`Python <https://python.org>`_, reStructuredText_, ``x_`` and *r_*.")
+        'Use join or the guide, x = 1, Python, reStructuredText, x_ and *r_*.'
         """
         def words(m: re.Match) -> str:
             text = next(g for g in m.groups() if g is not None)
             if m.group(2) is not None:    # ``literal``: as written
                 return text
-            text = re.sub(r"\s*<[^<>]*>$", "", text) or text
+            # the link's target taken off, from the first of the spaces before it (quadratic,
+            # from every one)
+            text = re.sub(r"(?<!\s)\s*<[^<>]*>$", "", text) or text
             return text[1:].rsplit(".", 1)[-1] if text.startswith("~") else text.lstrip("!")
         return Rst.INLINE.sub(words, line)
 
@@ -3212,7 +3322,8 @@ class Rst:
         """Read the explicit markup (".. " and `rest`) on line i into `out`, and return the line
         after it: a footnote's text is text; a comment, a link target, a substitution
         definition and a directive of DROPPED are left out, their indented lines too; of any
-        other directive, its argument is text and its content is read on (CODE's as written)."""
+        other directive, its argument is text and its content is read on (CODE's as written, after
+        its options; of them, a :caption: is text)."""
         directive = Rst.DIRECTIVE.fullmatch(rest)
         name = directive.group(1).lower() if directive else ""
         if rest.startswith("["):
@@ -3223,17 +3334,20 @@ class Rst:
             return Rst.block_end(lines, i)
         out[i] = "" if name in Rst.CODE or name == "figure" else \
             plain_line(Rst.inline(directive.group(2) or ""))
-        i += 1
-        while i < len(lines) and Rst.OPTION.fullmatch(lines[i]):
+        at, i = i, i + 1
+        while i < len(lines) and (option := Rst.OPTION.fullmatch(lines[i])):
+            if option.group(1) == "caption":
+                out[i] = plain_line(Rst.inline(option.group(2) or ""))
             i += 1
         if name not in Rst.CODE:
             return i
-        end = Rst.block_end(lines, i - 1)
+        end = Rst.block_end(lines, at)
         out[i:end] = map(plain_line, lines[i:end])
         return end
 
 
-def read_rst(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
+def read_rst(path: Path, data: bytes | None = None,
+             max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
     """Read a reStructuredText note (.rst): section titles (underlined, or over- and underlined,
     with any punctuation; levels in the order their styles first appear) as Markdown's headings
     on the title's line; directives' content kept (code and literal blocks as written), roles
