@@ -62,9 +62,9 @@ reading it (tests/test_layers.py holds it to the banners).
     One run's settings             Settings: every knob a run turns, declared with its flag (option)
     Talking to Ollama              ollama_client, the only client; explain_ollama_error
     Markdown as Obsidian writes it read_markdown, parse_front_matter; note_card, note_words
-    Reading real folders           scan_notes (NoteScan), read_note, NOTE_TYPES; decode_note
-    Office files and notebooks     read_docx, read_odt, read_notebook; Unzipped, parse_xml
-    Web pages and e-books          read_html (html_tokens, PageLines), read_epub (epub_toc)
+    Reading real folders           scan_notes, read_note, NOTE_TYPES; decode_note, readable_name
+    Web pages                      read_html: html_tokens, PageLines (by lines; block_markdown)
+    Office, e-books and notebooks  read_docx, read_odt (OfficeText), read_epub, read_notebook
     Org and reST                   read_org, read_rst: the file's own lines, Markdown's headings
     Embedding                      embed_templates, embed_refusing, embed_query, model_digest
     BM25's inverted index          Lexicon: build_lexicon, query_postings, bm25_scores
@@ -98,7 +98,7 @@ Named above their definition, on purpose: search's score() and judge() read the 
 (off_topic_meaning, relevance_floor, PROBE_REACH) that calibrate() measures with search;
 fill_vectors takes vectors from other caches (vectors_elsewhere); answer() hands each outcome to
 the gap log (logged); NOTE_TYPES, the table of readers, names those of the three sections after
-it (read_docx, read_odt, read_notebook; read_html, read_epub; read_org, read_rst).
+it (read_html; read_docx, read_odt, read_epub, read_notebook; read_org, read_rst).
 """
 
 from __future__ import annotations
@@ -212,7 +212,9 @@ def fingerprint(files: list[NoteFile]) -> str:
 # than a chunk) answer nothing: they join the chunk after them (if under half a chunk).
 SEPARATORS = [r"\n(?=## )", r"\n(?=### )", r"\n(?=#### )", r"\n\n", r"\n",
               r"(?<=[。！？；])", r"(?<=[.!?])\s+", r"\s+", ""]
-HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+# A heading's title ends at its last character that is no space or closing "#" (one lazy (.+?)
+# before [ \t#]*$ would try a run of spaces again from each character: quadratic).
+HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?[^ \t#\n]|[^\n])[ \t#]*$", re.MULTILINE)
 LEADING_HEADINGS = re.compile(r"(?:[ \t]*(?:#{1,6}[ \t][^\n]*)?\n)*")
 # Code: ``` or ~~~ (in a list or a quote too) to the same; unclosed (`open`), to the note's end.
 FENCE = re.compile(r"^[ \t>]*(?P<tick>```|~~~)[ \t]*(?P<lang>[\w-]*).*?"
@@ -1152,153 +1154,125 @@ def ollama_client(timeout: float | None = None) -> ollama.Client:
 
 class NoteMeta(NamedTuple):
     """What a note says of itself besides its text: its front matter, inline #tags and the embeds
-    taken out of its text. The index keeps one per note; note_card() fills in the title and the
-    date a note does not state (its file name, its modification day)."""
-    title: str = ""                       # front matter's title: ("": the file name is the title)
+    taken out of its text, one per note in the index; note_card() fills in a title and a date
+    the note does not state. `dated_by`: "date", "created" or "updated" (the first of these keys
+    that holds a date), "file name" or "modified"."""
+    title: str = ""                       # front matter's title ("": the file name is the title)
     aliases: tuple[str, ...] = ()
-    tags: tuple[str, ...] = ()            # front matter's, then inline
-                                          # #tags, without "#", as written
+    tags: tuple[str, ...] = ()            # front matter's, then inline #tags: no "#", as written
     date: str = ""                        # YYYY-MM-DD
-    dated_by: str = ""                    # where the date came from: "date", "created",
-                                          # "updated" (front matter, the first of them
-                                          # that is a date), "file name", "modified"
+    dated_by: str = ""
     description: str = ""                 # description: or summary:
     dropped: tuple[str, ...] = ()         # what embeds (![[...]]) named: taken out of the text
     properties: tuple[str, ...] = ()      # the front matter's other keys, "key: value" each
-                                          # (note_properties), as the note's text shows them
 
 
-MARKDOWN_SUFFIXES = (".md", ".markdown")  # front matter and Obsidian's
-                                          # markup are read in these only
+MARKDOWN_SUFFIXES = (".md", ".markdown")  # read for front matter and Obsidian's markup
 FRONT_MATTER_BLOCK = re.compile(r"\A---[ \t]*\n(.*?)^(?:---|\.\.\.)[ \t]*$\n?",
                                 re.DOTALL | re.MULTILINE)
-# A top-level key, as YAML reads one: quoted, or plain text that starts with no indent or YAML
-# indicator and holds no ": " ("Date (created)", "📅", "foo/bar", a Dataview "mood:: ok"). The
-# key's own spaces stay in it, taken off later: a "[ \t]*" before the colon would backtrack.
-YAML_KEY = re.compile(r"""("[^"\n]*"|'[^'\n]*'|"""
-                      r"""[^\s#:?,\[\]{}&*!|>'"%@`-](?:[^:\n#]|:(?=\S)|(?<=\S)#)*)"""
-                      r":(?:[ \t]+(.*))?")
-NAME_KEY = re.compile(r"\w[\w.-]*(?:[ \t]+[\w.-]+)*")   # "tags", "created at": one a block
-YAML_ITEM = re.compile(r"[ \t]*-(?:[ \t]+(.*))?")
-BLOCK_SCALAR = re.compile(r"[|>][+-]?")
-WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]*)\]\]")
-# What Obsidian shows of a note's spans, found in one pass so that whichever opens first wins, as
-# in Obsidian: code (a fence, or `inline` on one line) shows as written, %%a comment%% (or one that
-# never closes: to the note's end) hides all in it, fences too; ==a highlight== (no "==" in it,
-# which keeps this linear) shows its text; the banner an Excalidraw drawing's note opens with
-# (its drawing data is a comment) shows nothing.
-OBSIDIAN_SPAN = re.compile(
-    rf"(?P<fence>{FENCE.pattern})"
-    r"|(?P<code>(?<!`)(?P<ticks>`+)(?!`)(?:(?!(?P=ticks))[^\n])*(?P=ticks)(?!`))"
-    r"|(?P<comment>%%.*?(?:%%|\Z))"
-    r"|(?P<banner>^==⚠\ufe0f? +Switch to EXCALIDRAW VIEW[^\n]*)"
-    r"|(?<!=)==(?=[^\s=])(?P<mark>(?:[^=\n]|=(?!=))*?)(?<=[^\s=])==(?!=)",
-    re.MULTILINE | re.DOTALL)
-# Fenced blocks that hold no text of the author's: Dataview's and Tasks' queries (Obsidian shows
-# their results, notes found elsewhere), an Excalidraw drawing's data.
-NOT_TEXT_BLOCKS = ("dataview", "dataviewjs", "tasks", "compressed-json")
-CALLOUT = re.compile(r"^([ \t]*(?:>[ \t]?)+)\[!([^\]\n]*)\][+-]?[ \t]*(.*)$", re.MULTILINE)
-# A block id, the anchor a [[Note#^id]] link points at: Latin letters, digits and dashes, at a
-# line's end after a space, or alone on the line after a table or a list.
-# no [ \t]+ before: that backtracks
-BLOCK_ID = re.compile(r"(?<![^ \t\n])\^[A-Za-z0-9-]+[ \t]*$", re.MULTILINE)
-# An inline #tag, as Obsidian finds one: after a space, "(" or CJK punctuation ("。#工作"), not
-# digits alone.
-INLINE_TAG = re.compile(
-    r"(?<![^\s(\u3000-\u303f\uff01-\uff0f\uff1a-\uff20])#([\w/-]*[^\W\d_][\w/-]*)")
 DATE_KEYS = ("date", "created", "updated")     # the first of these that holds a date dates the note
-DAY = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[T ][\d:.+-]*Z?)?")
-DAY_IN_NAME = re.compile(r"(?<!\d)\d{4}-\d{2}-\d{2}(?!\d)")
 # The front matter keys NoteMeta has a field for; every other key is one of the note's properties.
 READ_KEYS = ("title", "aliases", "alias", "tags", "tag", *DATE_KEYS, "description", "summary")
 
 
-# YAML's escapes in a "double-quoted" string (\x, \u and \U take hex digits); any other stays
-# as written.
-YAML_ESCAPES = {"0": "\0", "a": "\a", "b": "\b", "t": "\t", "\t": "\t", "n": "\n", "v": "\v",
-                "f": "\f", "r": "\r", "e": "\x1b", " ": " ", '"': '"', "/": "/", "\\": "\\",
-                "N": "\x85", "_": "\xa0", "L": "\u2028", "P": "\u2029"}
-YAML_ESCAPE = re.compile(r"\\(x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|.)")
-QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"|\'((?:[^\']|\'\')*)\'')
-# Where a flow collection ([a, b] or {k: v}) nests or ends an item: a bracket, a comma, or a
-# quoted scalar (it may hold both), which starts an item or follows ": " ("it's" holds no quote).
-# (?=(X*))\1 takes X* whole, never backing off into it: Python 3.10 has no possessive *+.
-FLOW_TOKEN = re.compile(r"""(?:(?<=[\s,\[{:])|^)"""
-                        r"""(?:"(?=((?:[^"\\]|\\.)*))\1"|'(?=((?:[^']|'')*))\2')|[\[\]{},]""")
-# An anchor (&base) or a tag (!!str) before a value names or types it: no part of it.
-YAML_PROPERTIES = re.compile(r"\A(?:[&!][^\s,\[\]{}]+(?:[ \t]+|\Z))+")
-YAML_ALIAS = re.compile(r"\*[^\s,\[\]{}]+")
+class Yaml:
+    """The little of YAML that front matter uses (parse_front_matter), without a YAML library."""
+    # A top-level key as YAML reads one: quoted, or plain text with no indent, no YAML indicator
+    # first and no ": " ("Date (created)", "📅", "foo/bar", a Dataview "mood:: ok"). Its own
+    # spaces stay in it, taken off later: a "[ \t]*" before the colon would backtrack.
+    KEY = re.compile(r"""("[^"\n]*"|'[^'\n]*'|"""
+                     r"""[^\s#:?,\[\]{}&*!|>'"%@`-](?:[^:\n#]|:(?=\S)|(?<=\S)#)*)"""
+                     r":(?:[ \t]+(.*))?")
+    NAME_KEY = re.compile(r"\w[\w.-]*(?:[ \t]+[\w.-]+)*")   # "tags", "created at": one a block
+    ITEM = re.compile(r"[ \t]*-(?:[ \t]+(.*))?")
+    BLOCK_SCALAR = re.compile(r"[|>][+-]?")
+    # A "double-quoted" string's escapes (\x, \u, \U take hex digits); others stay as written.
+    ESCAPES = {"0": "\0", "a": "\a", "b": "\b", "t": "\t", "\t": "\t", "n": "\n", "v": "\v",
+               "f": "\f", "r": "\r", "e": "\x1b", " ": " ", '"': '"', "/": "/", "\\": "\\",
+               "N": "\x85", "_": "\xa0", "L": "\u2028", "P": "\u2029"}
+    ESCAPE = re.compile(r"\\(x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|.)")
+    QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"|\'((?:[^\']|\'\')*)\'')
+    # Where a flow collection ([a, b] or {k: v}) nests or ends an item: a bracket, a comma, or a
+    # quoted scalar (it may hold both) that starts an item or follows ": " ("it's" holds none).
+    # (?=(X*))\1 takes X* whole, never backing off into it: Python 3.10 has no possessive *+.
+    FLOW_TOKEN = re.compile(
+        r"""(?:(?<=[\s,\[{:])|^)(?:"(?=((?:[^"\\]|\\.)*))\1"|'(?=((?:[^']|'')*))\2')|[\[\]{},]""")
+    # An anchor (&base) or a tag (!!str) before a value names or types it: no part of it.
+    PROPERTIES = re.compile(r"\A(?:[&!][^\s,\[\]{}]+(?:[ \t]+|\Z))+")
+    ALIAS = re.compile(r"\*[^\s,\[\]{}]+")
 
+    @staticmethod
+    def unescape(text: str) -> str:
+        """The inside of a YAML double-quoted string as the text it stands for; a lone surrogate
+        (half of a JSON-style pair) becomes U+FFFD.
 
-def yaml_unescape(text: str) -> str:
-    """The inside of a YAML double-quoted string as the text it stands for; a lone surrogate
-    (half of a JSON-style pair) becomes U+FFFD.
+        >>> Yaml.unescape(r'say \\"hi\\" \\\\ C:\\\\tmp\\t\\u00e9 \\ud83d\\ude00 \\q')
+        'say "hi" \\\\ C:\\\\tmp\\té 😀 \\\\q'
+        """
+        def one(m: re.Match) -> str:
+            code = m.group(1)
+            if len(code) == 1:
+                return Yaml.ESCAPES.get(code, m.group())
+            return chr(int(code[1:], 16)) if int(code[1:], 16) <= 0x10FFFF else m.group()
+        text = Yaml.ESCAPE.sub(one, text)
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
-    >>> yaml_unescape(r'say \\"hi\\" \\\\ C:\\\\tmp\\t\\u00e9 \\ud83d\\ude00 \\q')
-    'say "hi" \\\\ C:\\\\tmp\\té 😀 \\\\q'
-    """
-    def one(m: re.Match) -> str:
-        code = m.group(1)
-        if len(code) == 1:
-            return YAML_ESCAPES.get(code, m.group())
-        return chr(int(code[1:], 16)) if int(code[1:], 16) <= 0x10FFFF else m.group()
-    return YAML_ESCAPE.sub(one, text).encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    @staticmethod
+    def items(inner: str) -> list[str]:
+        """The items of a flow collection (what is between its brackets), cut at its own commas:
+        not those in quotes or in a collection nested in it.
 
+        >>> Yaml.items("a, 'b, c', [d, e], {f: g, h: i}, it's, ")
+        ['a', "'b, c'", '[d, e]', '{f: g, h: i}', "it's"]
+        """
+        items, depth, start = [], 0, 0
+        for m in Yaml.FLOW_TOKEN.finditer(inner):
+            token = m.group()
+            if token in ("[", "{"):
+                depth += 1
+            elif token in ("]", "}"):
+                depth -= 1
+            elif token == "," and depth == 0:
+                items.append(inner[start:m.start()])
+                start = m.end()
+        return [item.strip() for item in [*items, inner[start:]] if item.strip()]
 
-def flow_items(inner: str) -> list[str]:
-    """The items of a flow collection (what is between its brackets), cut at its own commas:
-    not those in quotes or in a collection nested in it.
+    @staticmethod
+    def value(text: str) -> str | list[str] | dict:
+        """One YAML value: quotes taken off (with a double-quoted string's escapes), an inline
+        [list] as a list of its texts, an inline {mapping} as a dict (YAML writes a set so: {a,
+        b}), a trailing # comment dropped; null, and an alias (*base: a reference to an anchor,
+        not followed), as "". An anchor (&base) or a tag (!!str) before a value is taken off.
 
-    >>> flow_items("a, 'b, c', [d, e], {f: g, h: i}, it's, ")
-    ['a', "'b, c'", '[d, e]', '{f: g, h: i}', "it's"]
-    """
-    items, depth, start = [], 0, 0
-    for m in FLOW_TOKEN.finditer(inner):
-        token = m.group()
-        if token in ("[", "{"):
-            depth += 1
-        elif token in ("]", "}"):
-            depth -= 1
-        elif token == "," and depth == 0:
-            items.append(inner[start:m.start()])
-            start = m.end()
-    return [item.strip() for item in [*items, inner[start:]] if item.strip()]
+        >>> [Yaml.value(v) for v in ("'it''s'", "[a, 'b, c', \\"d\\"]", "2026 # year", "~")]
+        ["it's", ['a', 'b, c', 'd'], '2026', '']
+        >>> [Yaml.value(v) for v in (r'"a \\"b\\" c\\\\d"', "{garden: true, b}", "*base", "&b x")]
+        ['a "b" c\\\\d', {'garden': 'true', 'b': ''}, '', 'x']
+        """
+        text = Yaml.PROPERTIES.sub("", text.strip())
+        if m := Yaml.QUOTED.match(text):
+            return (Yaml.unescape(m.group(1)) if m.group(1) is not None
+                    else m.group(2).replace("''", "'"))
+        if text.startswith("[") and text.endswith("]"):
+            values = map(Yaml.value, Yaml.items(text[1:-1]))
+            return [v for v in values if isinstance(v, str) and v]
+        if text.startswith("{") and text.endswith("}"):
+            pairs = {}
+            for item in Yaml.items(text[1:-1]):
+                quoted = Yaml.QUOTED.match(item)
+                at = quoted.end() if quoted else 0
+                key, sep, value = item[at:].partition(": ")
+                key = Yaml.value(item[:at] + (key[:-1] if not sep and key.endswith(":") else key))
+                if isinstance(key, str) and key:
+                    pairs[key] = Yaml.value(value)
+            return pairs
+        text = re.sub(r"(?:^|[ \t])#.*", "", text).strip()
+        return "" if text in ("~", "null", "Null", "NULL") or Yaml.ALIAS.fullmatch(text) else text
 
-
-def yaml_value(text: str) -> str | list[str] | dict:
-    """One YAML value: quotes taken off (with a double-quoted string's escapes), an inline [list]
-    as a list of its texts, an inline {mapping} as a dict (YAML writes a set so: {a, b}), a
-    trailing # comment dropped; null, and an alias (*base: a reference to an anchor, not
-    followed), as "". An anchor (&base) or a tag (!!str) before a value is taken off.
-
-    >>> [yaml_value(v) for v in ("'it''s'", "[a, 'b, c', \\"d\\"]", "2026 # year", "~")]
-    ["it's", ['a', 'b, c', 'd'], '2026', '']
-    >>> [yaml_value(v) for v in (r'"a \\"b\\" c\\\\d"', "{garden: true, b}", "*base", "&b x")]
-    ['a "b" c\\\\d', {'garden': 'true', 'b': ''}, '', 'x']
-    """
-    text = YAML_PROPERTIES.sub("", text.strip())
-    if m := QUOTED.match(text):
-        return (yaml_unescape(m.group(1)) if m.group(1) is not None
-                else m.group(2).replace("''", "'"))
-    if text.startswith("[") and text.endswith("]"):
-        return [v for v in map(yaml_value, flow_items(text[1:-1])) if isinstance(v, str) and v]
-    if text.startswith("{") and text.endswith("}"):
-        pairs = {}
-        for item in flow_items(text[1:-1]):
-            quoted = QUOTED.match(item)
-            at = quoted.end() if quoted else 0
-            key, sep, value = item[at:].partition(": ")
-            key = yaml_value(item[:at] + (key[:-1] if not sep and key.endswith(":") else key))
-            if isinstance(key, str) and key:
-                pairs[key] = yaml_value(value)
-        return pairs
-    text = re.sub(r"(?:^|[ \t])#.*", "", text).strip()
-    return "" if text in ("~", "null", "Null", "NULL") or YAML_ALIAS.fullmatch(text) else text
-
-
-def yaml_key(m: re.Match) -> str:
-    """A top-level key as parse_front_matter() files it (YAML_KEY's match): unquoted, lower-case."""
-    return m.group(1).strip().strip("\"'").lower()
+    @staticmethod
+    def key(m: re.Match) -> str:
+        """A top-level key (a Yaml.KEY match) as front matter files it: unquoted, lower-case."""
+        return m.group(1).strip().strip("\"'").lower()
 
 
 def parse_front_matter(block: str) -> dict[str, str | list[str] | dict] | None:
@@ -1306,8 +1280,8 @@ def parse_front_matter(block: str) -> dict[str, str | list[str] | dict] | None:
     ([a, b]) or as "- item" lines, mappings inline ({k: v}) or indented under their key (their
     scalar leaves, by their path: {"phone.work": ...}), quoted strings, # comments, | and >
     blocks (joined into one line); of a key given twice the last counts. None if a line is none
-    of these, or no key reads as a name (NAME_KEY: "Landlord (Tue 5/3): bring the lease" alone
-    is prose): then the block is no front matter.
+    of these, or no key reads as a name (Yaml.NAME_KEY: "Landlord (Tue 5/3): bring the lease"
+    alone is prose): then the block is no front matter.
 
     >>> parse_front_matter('title: "A: b" # c\\ntags:\\n  - x\\n  - "y z"\\n'
     ...                    'aliases: [one, \\'two, 2\\']\\nm:\\n  k: 1\\n  n:\\n    o: p\\n')
@@ -1327,35 +1301,33 @@ def parse_front_matter(block: str) -> dict[str, str | list[str] | dict] | None:
     for line in block.split("\n"):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        if m := YAML_KEY.fullmatch(line):
-            key, value, nested, path = yaml_key(m), (m.group(2) or "").strip(), False, []
-            block_lines = [] if BLOCK_SCALAR.fullmatch(value) else None
-            fields_[key] = "" if block_lines is not None else yaml_value(value)
+        if m := Yaml.KEY.fullmatch(line):
+            key, value, nested, path = Yaml.key(m), (m.group(2) or "").strip(), False, []
+            block_lines = [] if Yaml.BLOCK_SCALAR.fullmatch(value) else None
+            fields_[key] = "" if block_lines is not None else Yaml.value(value)
         elif key is None:
             return None
         elif block_lines is not None and line[:1] in " \t":
             block_lines.append(line.strip())
             fields_[key] = " ".join(block_lines)
-        elif (item := YAML_ITEM.fullmatch(line)) and not nested and (fields_[key] == "" or
-                                                                     isinstance(fields_[key],
-                                                                                list)):
-            value = yaml_value(item.group(1) or "")
+        elif (item := Yaml.ITEM.fullmatch(line)) and not nested \
+                and (fields_[key] == "" or isinstance(fields_[key], list)):
+            value = Yaml.value(item.group(1) or "")
             fields_[key] = [*(fields_[key] or []), *([value] if isinstance(value, str) else value)]
-        elif line[:1] in " \t" and (leaf := YAML_KEY.fullmatch(line.lstrip(" \t"))) \
+        elif line[:1] in " \t" and (leaf := Yaml.KEY.fullmatch(line.lstrip(" \t"))) \
                 and (fields_[key] == "" or isinstance(fields_[key], dict)):
             indent = len(line) - len(line.lstrip(" \t"))
-            path = [(i, k) for i, k in path if i < indent] + [(indent, yaml_key(leaf))]
-            value = yaml_value(leaf.group(2) or "")
-            if value and not BLOCK_SCALAR.fullmatch(str(value)):   # a mapping's key has none
+            path = [(i, k) for i, k in path if i < indent] + [(indent, Yaml.key(leaf))]
+            value = Yaml.value(leaf.group(2) or "")
+            if value and not Yaml.BLOCK_SCALAR.fullmatch(str(value)):   # a mapping's key has none
                 leaves = fields_[key] = fields_[key] or {}
                 leaves[".".join(k for _, k in path)] = value
             nested = True
-        elif line[:1] in " \t":
-            nested = True                 # a list in a nested mapping, or a mapping
-                                          # under a scalar: passed over
+        elif line[:1] in " \t":          # a list in a nested mapping, or a mapping under
+            nested = True                 # a scalar: passed over
         else:
             return None
-    return fields_ if any(NAME_KEY.fullmatch(k) for k in fields_) else None
+    return fields_ if any(Yaml.NAME_KEY.fullmatch(k) for k in fields_) else None
 
 
 def iso_day(text: str) -> str | None:
@@ -1364,7 +1336,7 @@ def iso_day(text: str) -> str | None:
     >>> [iso_day(d) for d in ("2026-01-15", "2026-01-15T09:30:00Z", "2026-13-45", "yesterday")]
     ['2026-01-15', '2026-01-15', None, None]
     """
-    if m := DAY.fullmatch(text.strip()):
+    if m := re.fullmatch(r"(\d{4})-(\d{2})-(\d{2})(?:[T ][\d:.+-]*Z?)?", text.strip()):
         with contextlib.suppress(ValueError):
             return datetime.date(*map(int, m.groups())).isoformat()
     return None
@@ -1372,7 +1344,7 @@ def iso_day(text: str) -> str | None:
 
 def meta_from(fields_: dict, inline_tags: list[str],
               dropped: tuple[str, ...]) -> tuple[NoteMeta, list[str]]:
-    """A NoteMeta from parsed front matter (the keys in READ_KEYS; note_properties() takes the
+    """A NoteMeta from parsed front matter (the keys in READ_KEYS; front_matter_text() shows the
     others), the inline #tags and the embeds dropped, and what to warn of (a date that is no
     date). Of a {mapping}, the keys count: `tags: {garden: true}` tags the note #garden.
 
@@ -1403,71 +1375,100 @@ def meta_from(fields_: dict, inline_tags: list[str],
                     text(fields_.get("description", fields_.get("summary"))), dropped), said
 
 
-def drop_block_ids(text: str) -> str:
-    """`text` without its block ids (BLOCK_ID) and the spaces before them, but those in code: in
-    a fence (FENCE) or on a line indented as code (four spaces or a tab). Both the ids and
-    the fences come in order, so the fences are walked once."""
-    fences = FENCE.finditer(text)
-    fence = next(fences, None)
-    kept, at = [], 0
-    for m in BLOCK_ID.finditer(text):
-        while fence and fence.end() <= m.start():
-            fence = next(fences, None)
-        line = text.rfind("\n", 0, m.start()) + 1
-        if fence and fence.start() <= m.start() or text.startswith(("    ", "\t"), line):
-            continue
-        start = m.start()
-        while start > at and text[start - 1] in " \t":
-            start -= 1
-        kept.append(text[at:start])
-        at = m.end()
-    return "".join(kept) + text[at:]
+class Obsidian:
+    """Obsidian's markup, and Markdown's that Obsidian (and Jupyter) show otherwise than written,
+    as clean_markup and shown_spans read them."""
+    # What Obsidian shows of a note's spans, found in one pass so that whichever opens first
+    # wins, as in Obsidian: code (a fence, or `inline` on one line) as written; a comment,
+    # %%...%% or <!--...--> (one never closed: to the note's end, which keeps this linear),
+    # nothing, fences too; an HTML tag, a link's definition ("[1]: https://..."), nothing; a
+    # link, [words](target) or [words][ref], its words (an image: its alt text); ==a highlight==
+    # (no "==" in it, which keeps this linear), its text; the banner an Excalidraw drawing's note
+    # opens with, nothing; nor a block id, the anchor of a [[Note#^id]] link: Latin letters,
+    # digits, dashes, at a line's end after a space (from the first space of a run, not each).
+    SPAN = re.compile(
+        rf"(?P<fence>{FENCE.pattern})"
+        r"|(?P<code>(?<!`)(?P<ticks>`+)(?!`)(?:(?!(?P=ticks))[^\n])*(?P=ticks)(?!`))"
+        r"|(?P<comment>%%.*?(?:%%|\Z)|<!--.*?(?:-->|\Z))"
+        r"|(?P<tag></?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?>)"
+        r"|(?P<refdef>^ {0,3}\[(?!\^)[^\[\]\n]+\]:[ \t]+\S+"
+        r"""(?:[ \t]+(?:"[^"\n]*"|'[^'\n]*'|\([^()\n]*\)))?[ \t]*$)"""
+        r"|!?\[(?P<words>[^\[\]\n]*)\](?:\((?:[^()\n]|\([^()\n]*\))*\)|\[[^\[\]\n]*\])"
+        r"|(?P<banner>^==⚠\ufe0f? +Switch to EXCALIDRAW VIEW[^\n]*)"
+        r"|(?<!=)==(?=[^\s=])(?P<mark>(?:[^=\n]|=(?!=))*?)(?<=[^\s=])==(?!=)"
+        r"|(?P<id>(?:(?<=[^ \t\n])[ \t]+|^)\^[A-Za-z0-9-]+[ \t]*$)",
+        re.MULTILINE | re.DOTALL)
+    # Fenced blocks that hold no text of the author's: Dataview's and Tasks' queries (Obsidian
+    # shows their results, notes found elsewhere), an Excalidraw drawing's data.
+    NOT_TEXT_BLOCKS = ("dataview", "dataviewjs", "tasks", "compressed-json")
+    WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]*)\]\]")
+    CALLOUT = re.compile(r"^([ \t]*(?:>[ \t]?)+)\[!([^\]\n]*)\][+-]?[ \t]*(.*)$", re.MULTILINE)
+    # An inline #tag, as Obsidian finds one: after a space, "(" or CJK punctuation ("。#工作"),
+    # not digits alone.
+    INLINE_TAG = re.compile(
+        r"(?<![^\s(\u3000-\u303f\uff01-\uff0f\uff1a-\uff20])#([\w/-]*[^\W\d_][\w/-]*)")
 
 
-def shown_spans(text: str) -> str:
-    """`text` with its OBSIDIAN_SPAN spans as Obsidian shows them, every line break kept: code as
-    written (but a NOT_TEXT_BLOCKS query), comments (one never closed hides the rest, as in
-    Obsidian), and the Excalidraw banner dropped, highlights as their text.
+def shown_spans(text: str, obsidian: bool = True) -> str:
+    """`text` with its Obsidian.SPAN spans as Obsidian shows them, every line break kept: code
+    as written (but a query, NOT_TEXT_BLOCKS), comments (one never closed hides the rest, as in
+    Obsidian), HTML's tags, links' definitions and the Excalidraw banner dropped, a link as its
+    words, a highlight as its text; block ids dropped but on a line indented as code (four
+    spaces or a tab), where "grep ^d" means what it says. Not `obsidian` (a notebook's
+    Markdown): Markdown's spans only, Obsidian's as written.
 
     >>> shown_spans("==Key== `a==b` x==y\\n```dataview\\nLIST\\n```\\n`%%` 50%% off\\nhidden")
     'Key `a==b` x==y\\n\\n\\n\\n`%%` 50\\n'
+    >>> shown_spans('<p align="center">See [the docs](https://x.org/a_(b)) ![a plot](data:,)</p>')
+    'See the docs a plot'
     """
     def shown(m: re.Match) -> str:
+        if m["words"] is not None:
+            return m["words"]
+        if m["tag"] is not None or m["refdef"] is not None \
+                or m["comment"] is not None and (obsidian or m["comment"].startswith("<")):
+            return "\n" * m.group().count("\n")
+        if not obsidian:
+            return m.group()
         if m["mark"] is not None:
             return m["mark"]
-        if m["comment"] is not None or m["banner"] is not None \
-                or m["fence"] is not None and m["lang"].lower() in NOT_TEXT_BLOCKS:
+        if m["id"] is not None:
+            line = text.rfind("\n", 0, m.start()) + 1
+            return m.group() if text.startswith(("    ", "\t"), line) else ""
+        if m["banner"] is not None \
+                or m["fence"] is not None and m["lang"].lower() in Obsidian.NOT_TEXT_BLOCKS:
             return "\n" * m.group().count("\n")
         return m.group()
-    return OBSIDIAN_SPAN.sub(shown, text)
+    return Obsidian.SPAN.sub(shown, text)
 
 
 def unclosed_comment(text: str, first_line: int = 1) -> str | None:
-    """A warning when a %% comment never closes and so hides text to the note's end, as in
-    Obsidian (a "50%% off" opens one), or None. `first_line`: the file's line `text` starts on.
+    """A warning when a comment (%% or <!--) never closes and so hides text to the note's end,
+    as in Obsidian (a "50%% off" opens one), or None. `first_line`: the file's line `text`
+    starts on.
 
     >>> unclosed_comment("Sale: 50%% off\\nthe rest")
     'the %% on line 1 opens a comment that never closes: Obsidian hides the rest (2 lines)'
     """
     last = None
-    for last in OBSIDIAN_SPAN.finditer(text):
+    for last in Obsidian.SPAN.finditer(text):
         pass
     hidden = last["comment"] if last is not None else None
-    if hidden is None or hidden.endswith("%%") and len(hidden) >= 4 or not hidden[2:].strip():
+    opener, closer = ("%%", "%%") if hidden and hidden[0] == "%" else ("<!--", "-->")
+    if hidden is None or hidden.endswith(closer) and len(hidden) >= len(opener + closer) \
+            or not hidden[len(opener):].strip():
         return None
     line = first_line + text.count("\n", 0, last.start())
     lines = hidden.count("\n") + (not hidden.endswith("\n"))
-    return (f"the %% on line {line} opens a comment that never closes: Obsidian hides the rest "
-            f"({lines} line{'s' * (lines != 1)})")
+    return (f"the {opener} on line {line} opens a comment that never closes: Obsidian hides the "
+            f"rest ({lines} line{'s' * (lines != 1)})")
 
 
 def clean_markup(text: str) -> tuple[str, tuple[str, ...]]:
-    """Obsidian's markup as a reader sees it, every line break kept (lines still count as in the
-    file), and what the embeds it dropped named: [[Note]] -> Note, [[Note|text]] -> text,
-    [[Note#Part]] -> Note › Part, ![[file]] dropped, comments, highlights, queries and the
-    Excalidraw banner as shown_spans() shows them, a callout's [!type]
-    marker replaced by its title (or its type), a block id (^id) dropped outside code blocks,
-    where "grep ^d" means what it says. A link that never closes stays as it is.
+    """Obsidian's markup as a reader sees it, every line break kept (lines count as in the file),
+    and what the embeds it dropped named: [[Note]] -> Note, [[Note|text]] -> text, [[Note#Part]]
+    -> Note › Part, ![[file]] dropped, spans as shown_spans() shows them, a callout's [!type]
+    marker as its title (or its type). A link that never closes stays as it is.
 
     >>> clean_markup("[[Note]], [[Note|text]], [[Note#Part]], [[#Part]], [[]][[|]]![[a.png]] [[x")
     ('Note, text, Note › Part, Part,  [[x', ('a.png',))
@@ -1486,9 +1487,10 @@ def clean_markup(text: str) -> tuple[str, tuple[str, ...]]:
         parts = [p.strip() for p in target.split("#") if p.strip()
                  and not p.strip().startswith("^")]
         return shown.strip() or " › ".join(parts)
-    text = WIKILINK.sub(link, shown_spans(text))
-    text = CALLOUT.sub(lambda m: m.group(1) + (m.group(3) or m.group(2).strip().capitalize()), text)
-    return drop_block_ids(text), tuple(d for d in dict.fromkeys(dropped) if d)
+    text = Obsidian.WIKILINK.sub(link, shown_spans(text))
+    text = Obsidian.CALLOUT.sub(
+        lambda m: m.group(1) + (m.group(3) or m.group(2).strip().capitalize()), text)
+    return text, tuple(d for d in dict.fromkeys(dropped) if d)
 
 
 def flat_text(value) -> str:
@@ -1504,42 +1506,27 @@ def flat_text(value) -> str:
     return " ".join(value.split()) if isinstance(value, str) else ""
 
 
-def property_key(key: str) -> str:
-    """A property's key as shown: no ": " in it ("key: value" is cut at the first), which only a
-    quoted key could hold."""
-    return key.replace(": ", ":")
+def front_matter_text(block: str, fields_: dict) -> str:
+    """The front matter `block` (its "---" lines too) as the note's text shows it: its
+    properties, the keys NoteMeta has no field for (READ_KEYS), each as "key: value" on the key's
+    line (the last, for a key given twice), the value in one line with its markup cleaned (a
+    link "[[Acme]]" reads Acme); every other line blank, so that lines counted in the text are
+    the file's. Obsidian users keep facts there (`phone:`, `company:`). A key with no value
+    shows nothing; one that holds ": " (quoted) shows ":", as "key: value" is cut at the first.
 
-
-def note_properties(fields_: dict) -> dict[str, str]:
-    """The front matter's properties, the keys NoteMeta has no field for (READ_KEYS), as text:
-    key -> its value in one line, its markup cleaned (a link property "[[Acme]]" reads Acme).
-    Obsidian users keep facts there (`phone:`, `company:`); a key with no value is left out.
-
-    >>> note_properties({"title": "T", "company": "[[Zanzibarco]]", "phone": "+44 20", "x": ""})
-    {'company': 'Zanzibarco', 'phone': '+44 20'}
-    """
-    shown = {property_key(key): " ".join(clean_markup(flat_text(value))[0].split())
-             for key, value in fields_.items() if key not in READ_KEYS}
-    return {key: value for key, value in shown.items() if value}
-
-
-def front_matter_text(block: str, properties: dict[str, str]) -> str:
-    """The front matter `block` (the "---" lines too) as the note's text shows it: each of the
-    `properties` (note_properties) as "key: value" on its key's line (the last, for a key given
-    twice), the key as written there, every other line blank, so that lines counted in the text
-    still match the file and a source cites the line.
-
-    >>> front_matter_text("---\\ntags: [a]\\nPhone: 1\\nwork:\\n  k: v\\n---\\n",
-    ...                   {"phone": "1", "work": "k: v"})
-    '\\n\\nPhone: 1\\nwork: k: v\\n\\n\\n'
+    >>> front_matter_text("---\\ntags: [a]\\nPhone: 1\\nwork:\\n  k: v\\nx:\\n---\\n",
+    ...                   {"tags": ["a"], "phone": "1", "work": {"k": "v"}, "x": ""})
+    '\\n\\nPhone: 1\\nwork: k: v\\n\\n\\n\\n'
     """
     lines = block.split("\n")
-    at = {property_key(yaml_key(m)): (i, m.group(1).strip().strip("\"'"))
-          for i, line in enumerate(lines) if (m := YAML_KEY.fullmatch(line))}
+    at = {Yaml.key(m): (i, m.group(1).strip().strip("\"'"))
+          for i, line in enumerate(lines) if (m := Yaml.KEY.fullmatch(line))}
     shown = [""] * len(lines)
-    for key, value in properties.items():
-        line, written = at[key]
-        shown[line] = f"{property_key(written)}: {value}"
+    for key, value in fields_.items():
+        value = " ".join(clean_markup(flat_text(value))[0].split())
+        if key not in READ_KEYS and value:
+            line, written = at[key]
+            shown[line] = f"{written.replace(': ', ':')}: {value}"
     return "\n".join(shown)
 
 
@@ -1560,27 +1547,22 @@ def read_markdown(text: str) -> tuple[str, NoteMeta, str | None]:
     >>> body, meta, _ = read_markdown("---\\ntags: [a]\\nphone: '+44 20'\\n---\\nCall #b")
     >>> body, meta.tags, meta.properties
     ('\\n\\nphone: +44 20\\n\\nCall #b', ('a', 'b'), ('phone: +44 20',))
-    >>> read_markdown("---\\nMeeting with the landlord\\nThe deposit is 2400 euros.\\n---\\n")[0]
-    '---\\nMeeting with the landlord\\nThe deposit is 2400 euros.\\n---\\n'
     """
-    fields_: dict = {}
-    body, problems = text, []
+    fields_, body, problems = {}, text, []
     if m := FRONT_MATTER_BLOCK.match(text):
         parsed = parse_front_matter(m.group(1))
         if parsed is not None:
             fields_, body = parsed, text[m.end():]
-        elif (key := YAML_KEY.fullmatch(next((ln for ln in m.group(1).split("\n") if ln.strip()),
-                                             ""))) \
-                and NAME_KEY.fullmatch(key.group(1).strip().strip("\"'")):
+        elif (key := Yaml.KEY.fullmatch(next(filter(str.strip, m.group(1).split("\n")), ""))) \
+                and Yaml.NAME_KEY.fullmatch(Yaml.key(key)):
             problems.append("its front matter does not parse as YAML keys: read as text")
     if hidden := unclosed_comment(body, 1 + text.count("\n", 0, len(text) - len(body))):
         problems.append(hidden)
     body, dropped = clean_markup(body)
-    meta, said = meta_from(fields_, INLINE_TAG.findall(FENCE.sub("", body)), dropped)
-    if properties := note_properties(fields_):
-        shown = front_matter_text(m.group(), properties)
+    meta, said = meta_from(fields_, Obsidian.INLINE_TAG.findall(FENCE.sub("", body)), dropped)
+    if (shown := front_matter_text(m.group(), fields_) if fields_ else "").strip():
         body = shown + body
-        meta = meta._replace(properties=tuple(line for line in shown.split("\n") if line))
+        meta = meta._replace(properties=tuple(filter(None, shown.split("\n"))))
     return body, meta, "; ".join(problems + said) or None
 
 
@@ -1597,8 +1579,8 @@ def note_card(rel: str, meta: NoteMeta, mtime_ns: int | None) -> NoteMeta:
     card = meta._replace(title=meta.title or stem)
     if meta.date:
         return card
-    day = next((d for d in map(iso_day, DAY_IN_NAME.findall(stem)) if d), None)
-    if day:
+    days = re.findall(r"(?<!\d)\d{4}-\d{2}-\d{2}(?!\d)", stem)
+    if day := next((d for d in map(iso_day, days) if d), None):
         return card._replace(date=day, dated_by="file name")
     if mtime_ns is None:
         return card
@@ -1739,6 +1721,17 @@ class Section(NamedTuple):
     meta: NoteMeta | None = None          # on a Markdown note's first: what it says of itself
 
 
+def too_big(size: int, max_mb: float) -> str:
+    """Why a note of `size` bytes is too big to read ("" if it is not): a file's, known from its
+    stat alone, or its text's in UTF-8, which a reader makes from smaller bytes (a zip's).
+
+    >>> too_big(3 * 2**30, 5.0), too_big(100, 5.0)
+    ('3072.0 MB is over the 5 MB limit (--max-note-mb)', '')
+    """
+    return (f"{size / 2**20:.1f} MB is over the {max_mb:g} MB limit (--max-note-mb)"
+            if size > max_mb * 2**20 else "")
+
+
 def note_data(path: Path, data: bytes | None) -> bytes:
     """A note's bytes: `data` when its caller read them (read_note), else the file's. Raises
     ValueError, with the reason, for a file that cannot be read."""
@@ -1750,11 +1743,12 @@ def note_data(path: Path, data: bytes | None) -> bytes:
         raise ValueError(e.strerror or str(e)) from None
 
 
-def read_text(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
-    """Read a Markdown or text note (its bytes `data`, if read: note_data): one section, plus a
-    warning or None. Markdown is read as Obsidian writes it (read_markdown): front matter off
-    the top, markup cleaned with every line break kept, so lines counted in the section are
-    the file's. A .txt note is its text, all of it."""
+def read_text(path: Path, data: bytes | None = None,
+              max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
+    """Read a Markdown or text note (its bytes `data`, if read: note_data, within `max_mb`): one
+    section, plus a warning or None. Markdown is read as Obsidian writes it (read_markdown):
+    front matter off the top, markup cleaned with every line break kept, so lines counted in
+    the section are the file's. A .txt note is its text, all of it."""
     data = note_data(path, data)
     text, warning = decode_note(data)
     text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
@@ -1796,9 +1790,10 @@ def clean_pdf_pages(pages: list[str]) -> list[str]:
     return ["\n".join(ls) for ls in lines]
 
 
-def read_pdf(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
+def read_pdf(path: Path, data: bytes | None = None,
+             max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
     """Extract a PDF's text (its bytes `data`, if read) page by page, cleaned for chunking (needs
-    pypdf); no warning."""
+    pypdf), stopping once it passes `max_mb` (its streams unzip); no warning."""
     import io
     import logging
     import pypdf  # optional: only PDFs need it
@@ -1807,7 +1802,12 @@ def read_pdf(path: Path, data: bytes | None = None) -> tuple[list[Section], str 
         reader = pypdf.PdfReader(path if data is None else io.BytesIO(data))
         if reader.is_encrypted:
             raise ValueError("encrypted PDF")
-        pages = [page.extract_text() or "" for page in reader.pages]
+        pages, size = [], 0
+        for page in reader.pages:
+            pages.append(page.extract_text() or "")
+            size += len(pages[-1].encode("utf-8", "surrogatepass"))
+            if why := too_big(size, max_mb):
+                raise ValueError(f"its text: {why}")
     except ValueError:
         raise
     except Exception as e:  # pypdf raises many kinds of errors on malformed files
@@ -1829,12 +1829,12 @@ def importable(module: str) -> bool:
 
 
 class NoteType(NamedTuple):
-    """How one kind of file becomes a note: its reader (path and bytes -> sections and a warning
-    or None), the optional package the reader needs, whether the note is text whose lines on
-    disk a source cites (else its text is extracted), and the word before a section's number
-    (Section.page) where a source is cited: "p.3", "chapter 3", "cell 3" ("": none, the headings
-    alone place a passage of a Word file)."""
-    read: Callable[[Path, bytes | None], tuple[list[Section], str | None]]
+    """How one kind of file becomes a note: its reader (path, bytes and --max-note-mb, which its
+    text may not pass -> sections and a warning or None), the optional package the reader
+    needs, whether the note is text whose lines on disk a source cites (else its text is
+    extracted), and the word before a section's number (Section.page) where a source is cited:
+    "p.3", "chapter 3", "cell 3" ("": none, the headings alone place a passage of a Word file)."""
+    read: Callable[[Path, bytes | None, float], tuple[list[Section], str | None]]
     needs: str | None = None
     lines: bool = False
     place: str = "p."
@@ -1843,18 +1843,18 @@ class NoteType(NamedTuple):
 # Which files are notes, and how each kind is read: the one table the scanner, the messages
 # and --explain go by. Part I's suffixes are read as text; each lambda looks its reader up
 # when called, so the table can sit up here with the other settings. To add a type, add a line.
-NOTE_TYPES = {**{suffix: NoteType(lambda path, data=None: read_text(path, data), lines=True)
+NOTE_TYPES = {**{suffix: NoteType(lambda *a: read_text(*a), lines=True)
                  for suffix in NOTE_SUFFIXES},
               # optional: pip install pypdf
-              ".pdf": NoteType(lambda path, data=None: read_pdf(path, data), "pypdf"),
-              ".docx": NoteType(lambda path, data=None: read_docx(path, data), place=""),
-              ".odt": NoteType(lambda path, data=None: read_odt(path, data), place=""),
-              ".epub": NoteType(lambda path, data=None: read_epub(path, data), place="chapter "),
-              ".ipynb": NoteType(lambda path, data=None: read_notebook(path, data), place="cell "),
-              ".html": NoteType(lambda path, data=None: read_html(path, data), lines=True),
-              ".htm": NoteType(lambda path, data=None: read_html(path, data), lines=True),
-              ".org": NoteType(lambda path, data=None: read_org(path, data), lines=True),
-              ".rst": NoteType(lambda path, data=None: read_rst(path, data), lines=True)}
+              ".pdf": NoteType(lambda *a: read_pdf(*a), "pypdf"),
+              ".docx": NoteType(lambda *a: read_docx(*a), place=""),
+              ".odt": NoteType(lambda *a: read_odt(*a), place=""),
+              ".epub": NoteType(lambda *a: read_epub(*a), place="chapter "),
+              ".ipynb": NoteType(lambda *a: read_notebook(*a), place="cell "),
+              ".html": NoteType(lambda *a: read_html(*a), lines=True),
+              ".htm": NoteType(lambda *a: read_html(*a), lines=True),
+              ".org": NoteType(lambda *a: read_org(*a), lines=True),
+              ".rst": NoteType(lambda *a: read_rst(*a), lines=True)}
 
 
 def place_name(rel: str, page: int) -> str:
@@ -2094,16 +2094,6 @@ def says_little(sections: list[Section]) -> bool:
     return size(text) < MIN_NOTE_CHARS and size(body) < MIN_NOTE_BODY
 
 
-def too_big(size: int, max_mb: float) -> str:
-    """Why a note of `size` bytes is too big to read ("" if it is not): known from its stat alone.
-
-    >>> too_big(3 * 2**30, 5.0), too_big(100, 5.0)
-    ('3072.0 MB is over the 5 MB limit (--max-note-mb)', '')
-    """
-    return (f"{size / 2**20:.1f} MB is over the {max_mb:g} MB limit (--max-note-mb)"
-            if size > max_mb * 2**20 else "")
-
-
 INODE_BITS = 2**63 - 1                    # what an index keeps of an inode number (int64)
 
 
@@ -2131,12 +2121,21 @@ def read_note(file: NoteFile, max_mb: float = MAX_NOTE_MB,
               data: bytes | None = None) -> tuple[list[Section], str | None]:
     """Read one note as Sections (a PDF's pages, say), plus a warning or None, by its reader in
     NOTE_TYPES from its bytes (`data`, else note_bytes). Raises ValueError, with the reason,
-    for a note that cannot be used."""
+    for a note that cannot be used: one whose text passes max_mb too, and one its reader fails
+    on (the reader's fault costs this note, never the folder)."""
     if why := too_big(file.size, max_mb):
         raise ValueError(why)
     path = Path(file.path)
     data = note_bytes(file, max_mb) if data is None else data
-    sections, warning = NOTE_TYPES[path.suffix.lower()].read(path, data)
+    try:
+        sections, warning = NOTE_TYPES[path.suffix.lower()].read(path, data, max_mb)
+    except ValueError:
+        raise
+    except Exception as e:
+        raise ValueError(f"its reader failed ({type(e).__name__}: {str(e)[:200]})") from None
+    size = sum(len(s.text.encode("utf-8", "surrogatepass")) for s in sections)
+    if why := too_big(size, max_mb):      # as a text note's bytes are
+        raise ValueError(f"its text: {why}")
     if says_little(sections):
         raise ValueError(STUB)
     return sections, warning
@@ -2187,70 +2186,485 @@ def chunk_sections(rel: str, sections: list[Section], splitter) -> list[PlacedCh
 
 
 # ----------------------------------------------------------------------------
-# Office files and notebooks: Word (.docx), OpenDocument text (.odt) and Jupyter notebooks, read
-# with the standard library alone, as their owners wrote them: headings become Markdown headings,
-# which Part I's chunk_note cuts at and cites, and what is not the author's text (styles, images,
-# a notebook's outputs) is left out. Word, OpenDocument and EPUB files are zip archives of XML,
-# and a hostile one must not fill the memory: what is unzipped is counted as it comes and
-# bounded (a zip bomb is named and skipped), and XML may declare no entities of its own (a
-# "billion laughs" expands a few lines of them into gigabytes).
-
-MAX_ZIP_MEMBERS = 10_000                  # a document holds dozens of files; a bomb, millions
-# All a zip's parts read may unzip to: a Word file's XML is 5 to 10 times its zipped size.
-MAX_UNZIPPED_MB = 20 * MAX_NOTE_MB
-ZIP_PIECE = 1 << 16                       # bytes unzipped and parsed at a time
+# Web pages: read_html turns a page into Markdown-headed text whose line N is the file's line N,
+# so that Part I's chunker cuts at the page's own headings and a source cites the line an editor
+# opens; what is not the author's text (scripts, styles, navigation) becomes blank lines. What
+# has no lines to cite (an e-book's chapter, a Word file) is laid out by its blocks instead.
 
 
-class ZipBomb(ValueError):
-    """A zip whose parts unzip past MAX_UNZIPPED_MB, or that holds over MAX_ZIP_MEMBERS files."""
+def plain_line(line: str) -> str:
+    """A line of the author's text as the chunker must read it: one that Markdown would take for
+    a heading or a code fence ("# a shell comment" in a code block) gets a space before it.
+
+    >>> plain_line("# install it"), plain_line("```"), plain_line("#hashtag")
+    (' # install it', ' ```', '#hashtag')
+    """
+    return " " + line if re.match(r"#{1,6}[ \t]|```|~~~", line) else line
+
+
+def heading_shift(levels: list[int]) -> int:
+    """What to add to a document's heading levels, in order, to make them Markdown's: a top level
+    used once, first, is the title ("#", which the chunker does not cut at); a top level used
+    more often holds the sections, which it cuts at from "##" on.
+
+    >>> heading_shift([1, 2, 2]), heading_shift([1, 2, 1]), heading_shift([2, 3]), heading_shift([])
+    (0, 1, -1, 0)
+    """
+    if not levels:
+        return 0
+    top = min(levels)
+    return (1 if levels[0] == top and levels.count(top) == 1 else 2) - top
+
+
+def heading_line(level: int, title: str) -> str:
+    """A heading as Markdown writes it (level 1 to 6); "" for a heading with no text.
+
+    >>> heading_line(2, "Install"), heading_line(9, "Deep"), heading_line(2, " ")
+    ('## Install', '###### Deep', '')
+    """
+    title = " ".join(title.split())
+    return f"{'#' * max(1, min(level, 6))} {title}" if title else ""
+
+
+def fenced(code: str, language: str = "") -> str:
+    """Code as a Markdown fence, so that a "# comment" in it is no heading; a line of it that
+    would close the fence starts with a space.
+
+    >>> fenced("# setup\\n```", "python")
+    '```python\\n# setup\\n ```\\n```'
+    """
+    code = re.sub(r"^(?=```|~~~)", " ", code.strip("\n"), flags=re.MULTILINE)
+    return f"```{language}\n{code}\n```"
+
+
+class Html:
+    """What the page reader knows of HTML. DROPPED, DROPPED_ROLES: what is not the author's text
+    (code, styles, what a site puts around every page: menus, search boxes, its footer; what
+    stands in for another thing; an <aside> only when mostly links: PageLines.end_aside). RAW:
+    text up to the end tag. INLINE elements sit in a line of text; every other starts a block."""
+    DROPPED = frozenset({"script", "style", "template", "noscript", "nav", "svg", "button",
+                         "select", "iframe", "object", "canvas", "title"})
+    DROPPED_ROLES = frozenset({"navigation", "banner", "contentinfo", "search"})
+    RAW = frozenset({"script", "style", "title", "textarea", "xmp", "iframe", "noembed"})
+    VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link",
+                      "meta", "param", "source", "track", "wbr"})
+    INLINE = frozenset({"a", "abbr", "b", "bdi", "bdo", "cite", "code", "data", "del", "dfn",
+                        "em", "font", "i", "img", "ins", "kbd", "label", "mark", "q", "s", "samp",
+                        "small", "span", "strong", "sub", "sup", "time", "tt", "u", "var", "wbr"})
+    HEADINGS = frozenset(f"h{n}" for n in range(1, 7))
+    SIBLINGS = frozenset({"p", "li", "dt", "dd", "tr", "td", "th", "option"})   # end at the next
+    MAX_DEPTH = 512                       # elements open at once; browsers nest no deeper either
+    HEADING_MAX_CHARS = 200               # a longer "heading" (an <h2> never closed) is text
+    TAG = re.compile(r"<(?:!--|[!?]|(/?)([A-Za-z][^\s/>]*))")
+    TAG_END = re.compile(r"""=[ \t\n\f]*(["'])|>""")
+    CHARSET = re.compile(rb"""<meta\b[^>]*?charset\s*=\s*["']?\s*([\w.:-]+)""", re.IGNORECASE)
+
+
+def tag_end(page: str, at: int) -> int:
+    """Where the tag whose name ends at `at` ends (its ">"), past quoted attribute values
+    (title="a>b"); -1 when it never does.
+
+    >>> tag_end("<a title='x>y'>z", 2), tag_end("<a title='x", 2)
+    (14, -1)
+    """
+    while q := Html.TAG_END.search(page, at):
+        if not q.group(1):
+            return q.start()
+        at = page.find(q.group(1), q.end()) + 1
+        if at == 0:
+            return -1
+    return -1
+
+
+def html_attribute(attributes: str, name: str) -> str:
+    """An attribute's value in a tag's text (as html_tokens gives it), "" if it has none.
+
+    >>> html_attribute(' class="a" ROLE=navigation', "role"), html_attribute(" data-id='x'", "id")
+    ('navigation', '')
+    """
+    m = re.search(rf"""(?<![\w:-]){name}\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""",
+                  attributes, re.IGNORECASE)
+    return next(v for v in m.groups() if v is not None) if m else ""
+
+
+def html_tokens(page: str) -> Iterator[tuple[str, str, str, int]]:
+    """A page's tags and text, as (kind, tag name, text, offset): ("start", "a", ' href="x"', 9),
+    ("end", "a", "", 20), ("text", "", "words", 12); comments and declarations (a DTD's
+    entities too: none is ever expanded) left out. Linear in the page's length: a tag never
+    closed ends the page, as in a browser, instead of being looked for again at every "<".
+
+    >>> list(html_tokens("<!DOCTYPE x [<!ENTITY y 'z'>]><p class='a>b'>Hi<!-- x --><br/>"))
+    [('start', 'p', " class='a>b'", 30), ('text', '', 'Hi', 45), ('start', 'br', '/', 57)]
+    """
+    at = 0
+    while at < len(page):
+        m = Html.TAG.search(page, at)
+        if m is None or m.start() > at:
+            yield "text", "", page[at:m.start() if m else len(page)], at
+            if m is None:
+                return
+        if m.group() == "<!--":
+            end, skip = page.find("-->", m.end()), 3
+        elif m.group(2) is None:          # <!DOCTYPE ...>, <?xml ...?>, <![CDATA[...]]>
+            end, skip = page.find(">", m.end()), 1
+            if 0 <= page.find("[", m.end(), end):
+                close = page.find("]", m.end())
+                end = page.find(">", close) if close >= 0 else -1
+        else:
+            end, skip = tag_end(page, m.end()), 1
+        if end < 0:
+            return
+        at = end + skip
+        if m.group(2) is None:
+            continue
+        name = m.group(2).lower()
+        if m.group(1):
+            yield "end", name, "", m.start()
+            continue
+        yield "start", name, page[m.end():end], m.start()
+        if name in Html.RAW and not page.endswith("/", m.end(), end):   # text to its end tag
+            close = re.compile(rf"</{name}[\s/>]", re.IGNORECASE).search(page, at)
+            stop = close.start() if close else len(page)
+            yield "text", "", page[at:stop], at
+            yield "end", name, "", stop
+            at = page.find(">", stop) + 1 if close else len(page)
+            if at == 0:
+                return
+
+
+class TooBig(ValueError):
+    """A note past a bound (its text past --max-note-mb, its zip's parts past theirs): skipped
+    whole, never in part (an e-book's chapter past it is no chapter "it could not read")."""
+
+
+class PageLines:
+    """A web page's text as html_tokens gives it: each run of text with the file's line it
+    starts on and the block it is in, a list item's after "- ", a table row's next cell's after
+    "| "; the content of Html.DROPPED elements, and of asides that are mostly links, left out.
+    Laid out by the file's lines (lines: a web page) or by its blocks (block_markdown). Its text
+    (in UTF-8, as a text note's bytes) may take `max_mb` less what is `used` already: reading
+    stops there (TooBig), so that a small zip makes no huge text."""
+
+    def __init__(self, anchors: Collection[str] = (), max_mb: float = MAX_NOTE_MB, used: int = 0):
+        self.max_mb, self.used = max_mb, used
+        # each run of text: (its line, its block, the text, in <pre>?, its table row or 0)
+        self.runs: list[tuple[int, int, str, bool, int]] = []
+        # elements open: (name, dropped, "aside" or "header": one kept or not once it closes)
+        self.open: list[tuple[str, bool, str]] = []
+        self.counts: Counter = Counter()               # how many of each name are open
+        self.dropped = self.pre = self.block = self.heading = self.row = self.cells = 0
+        self.headings: dict[int, list] = {}       # block -> [level, first line, last line]
+        self.title: str | None = None             # <title>'s text, once one is open
+        self.mark = ""                            # what the next text starts with
+        self.asides: list[list[int]] = []         # each open: [first run, block, links, chars]
+        self.anchors, self.found = anchors, {}    # ids looked for -> the run where first met
+
+    def start(self, name: str, attributes: str) -> None:
+        """An element opens: a heading or a block starts; it is left out or is code."""
+        if name in Html.SIBLINGS and self.open and self.open[-1][0] == name:
+            self.end(name)                # a new <li> ends the one before it
+        if name in Html.HEADINGS and self.heading:
+            self.end(f"h{self.heading}")
+        role = html_attribute(attributes, "role").lower() if "role" in attributes.lower() else ""
+        role = next(iter(role.split()), "")               # the first of its roles decides
+        chrome = self.chrome(name, attributes)
+        drop = name in Html.DROPPED or role in Html.DROPPED_ROLES or chrome == "footer"
+        if name == "title" and self.title is None and not self.dropped:
+            self.title = ""
+        if name not in Html.INLINE and not self.heading:
+            self.block += 1
+            if name in Html.HEADINGS and not self.dropped:
+                self.heading = int(name[1])
+                self.headings[self.block] = [self.heading, None, None]
+        if name == "li" or name in Html.HEADINGS:
+            self.mark = "- " if name == "li" else ""      # a heading's text takes no mark
+        elif name in ("td", "th"):
+            self.mark, self.cells = "| " if self.cells else "", self.cells + 1
+        elif name == "tr":
+            self.row, self.cells = self.row + 1, 0
+        if self.anchors and (at := html_attribute(attributes, "id")) in self.anchors:
+            self.found.setdefault(at, len(self.runs))
+        if name in Html.VOID or attributes.endswith("/") or len(self.open) >= Html.MAX_DEPTH:
+            return
+        aside = "" if drop else "header" if chrome else \
+            "aside" if name == "aside" or role == "complementary" else ""
+        self.open.append((name, drop, aside))
+        self.counts[name] += 1
+        self.dropped += drop
+        self.pre += name in ("pre", "textarea", "xmp")
+        if aside:
+            self.asides.append([len(self.runs), self.block, 0, 0])
+
+    def chrome(self, name: str, attributes: str) -> str:
+        """ "header" or "footer" for an element around the page, not its article's: a <header>
+        or <footer>, or an element of class "header" or "footer" (docutils', Sphinx's), outside
+        <article>, <main> and <section>; else ""."""
+        if self.counts["article"] or self.counts["main"] or self.counts["section"]:
+            return ""
+        classes = html_attribute(attributes, "class").split() if "class" in attributes else ()
+        return next((k for k in ("header", "footer") if k == name or k in classes), "")
+
+    def count(self, text: str, waiting: int = 0) -> None:
+        """Count `text` against the bound on the page's text, and `waiting` characters more (read,
+        not laid out yet): past it, raise TooBig."""
+        self.used += len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+        if why := too_big(self.used + waiting, self.max_mb):
+            raise TooBig(f"its text: {why}")
+
+    def end(self, name: str) -> None:
+        """An element closes, and every element opened inside it that is still open."""
+        while self.counts[name]:
+            top, drop, aside = self.open.pop()
+            self.counts[top] -= 1
+            self.dropped -= drop
+            self.pre -= top in ("pre", "textarea", "xmp")
+            if top in Html.HEADINGS:
+                self.heading = 0
+            if aside:
+                self.end_aside(aside == "header")
+            if top == name:
+                break
+        if name in Html.HEADINGS:
+            self.heading = 0
+        if name not in Html.INLINE and not self.heading:
+            self.block += 1
+
+    def end_aside(self, header: bool) -> None:
+        """An aside closes: left out when at least half its text is links (navigation: related
+        pages, a table of contents), kept when it is prose (a note, a footnote, a sidebar). So
+        does a page's header (chrome): left out unless it holds a heading (pandoc's title)."""
+        first, block, links, chars = self.asides.pop()
+        if links * 2 >= chars if not header else next(reversed(self.headings), 0) <= block:
+            del self.runs[first:]
+            while self.headings and next(reversed(self.headings)) > block:
+                self.headings.popitem()
+        elif self.asides:
+            self.asides[-1][2] += links
+            self.asides[-1][3] += chars
+
+    def text(self, raw: str, line: int) -> None:
+        """A run of text that starts on `line`: each of its lines on the file's line."""
+        import html                       # only web pages need its table of entities
+        if self.dropped:
+            if self.title == "" and self.open and self.open[-1][0] == "title":
+                self.title = " ".join(html.unescape(raw).split())
+            return
+        pieces = raw.split("\n")
+        for k, piece in enumerate(pieces):
+            if not self.pre and (not piece or piece.isspace() and 0 < k < len(pieces) - 1):
+                continue                  # a line of spaces alone: nothing to show or to space
+            piece = html.unescape(piece) if "&" in piece else piece   # &#10; makes no new line
+            piece = piece.replace("\0", "\ufffd").replace("\r", " ").replace("\n", " ")
+            piece = piece if self.pre else re.sub(r"\s+", " ", piece)
+            if self.mark and piece.strip():
+                piece, self.mark = self.mark + piece.lstrip(), ""
+            self.count(piece)
+            self.runs.append((line + k, self.block, piece, bool(self.pre),
+                              self.row if self.counts["tr"] else 0))
+            if self.asides:
+                self.asides[-1][2] += len(piece) if self.counts["a"] else 0
+                self.asides[-1][3] += len(piece)
+            if self.block in self.headings and piece.strip():
+                where = self.headings[self.block]
+                where[1] = line + k if where[1] is None else where[1]
+                where[2] = line + k
+
+    def lines(self, count: int) -> list[str]:
+        """The page's `count` lines: the text on each, headings as Markdown's."""
+        out = [""] * count
+        alone: dict[int, int] = {}        # line -> the block whose text it holds (-1: several)
+        for n, runs in itertools.groupby(self.runs, lambda run: run[0]):
+            parts, last, runs = [], None, list(runs)
+            for _, block, piece, _, _ in runs:
+                if parts and block != last and not parts[-1].endswith(" ") \
+                        and not piece.startswith(" "):
+                    parts.append(" ")
+                parts.append(piece)
+                last = block
+            text = "".join(parts).rstrip()
+            out[n - 1] = plain_line(text if runs[0][3] else text.lstrip())
+            if blocks := {run[1] for run in runs if run[2].strip()}:
+                alone[n] = blocks.pop() if len(blocks) == 1 else -1
+        headings = []                     # (level, first line, last line, title): on lines alone
+        for block, (level, first, last) in self.headings.items():
+            if first is not None and all(alone.get(n) == block for n in range(first, last + 1)
+                                         if n in alone):
+                title = " ".join(out[n - 1] for n in range(first, last + 1)).strip()
+                if len(title) <= Html.HEADING_MAX_CHARS:
+                    headings.append((level, first, last, title))
+        # A first heading that repeats the page's <title> is the title (pandoc's title block).
+        titled = bool(headings) and headings[0][3] == self.title
+        levels = [level for level, *_ in headings[titled:]]
+        shift = 2 - min(levels, default=2) if titled else heading_shift(levels)
+        for k, (level, first, last, title) in enumerate(headings):
+            out[first - 1:last] = [""] * (last - first + 1)
+            out[first - 1] = heading_line(1 if titled and k == 0 else level + shift,
+                                          title.rstrip(" ¶"))
+        return out
+
+
+def toc_headings(paragraphs: list[list], toc: Sequence[tuple[str, int, str]],
+                 found: Mapping[str, int]) -> None:
+    """Make the entries of a table of contents (`toc`: id, level, title) headings among a
+    page's `paragraphs` ([first run, level, text], as block_markdown has them), in order:
+    each on the first paragraph after the one before and from its place on (the run where
+    its id was `found`, else the start) whose text is its title, else a heading of its own.
+
+    >>> paragraphs = [[0, 0, "Tea"], [1, 0, "Green."], [5, 0, "Brewing"], [6, 0, "Hot."]]
+    >>> toc_headings(paragraphs, [("", 1, "Tea"), ("b", 2, "Brewing"), ("c", 2, "Cups")],
+    ...              {"b": 4, "c": 6})
+    >>> [(level, text) for _, level, text in paragraphs]
+    [(1, 'Tea'), (0, 'Green.'), (2, 'Brewing'), (2, 'Cups'), (0, 'Hot.')]
+    """
+    firsts = [first for first, _, _ in paragraphs]
+    where: dict[str, list[int]] = {}      # a paragraph's text -> where it is
+    for k, (_, level, text) in enumerate(paragraphs):
+        if level == 0:
+            where.setdefault(text, []).append(k)
+    added, after = [], 0                  # (where, level, title) of the headings of their own
+    for at, level, title in toc:
+        title = " ".join(title.split())
+        start = max(after, bisect.bisect_left(firsts, found.get(at, 0)))
+        same = where.get(title, [])
+        if (k := bisect.bisect_left(same, start)) < len(same):
+            paragraphs[same[k]][1], after = level, same[k] + 1
+        elif title:
+            added.append((start, level, title))
+            after = start
+    done, k = [], 0
+    for start, level, title in added:
+        done += paragraphs[k:start] + [[None, level, title]]
+        k = start
+    paragraphs[:] = done + paragraphs[k:]
+
+
+def block_markdown(page: PageLines, toc: Sequence[tuple[str, int, str]] = ()) -> str:
+    """A page's text by its blocks, a blank line between them, for text whose lines no citation
+    opens (an e-book's chapter, a Word file): headings at their level as written, a table's row
+    on one line (never a heading), <pre> fenced. A page with no headings takes them from `toc`,
+    an e-book's table of contents (toc_headings: the id each goes to; its level; its title)."""
+    paragraphs: list[list] = []           # [first run, level (-1: code), text]
+    for key, group in itertools.groupby(enumerate(page.runs), lambda r: -r[1][4] or r[1][1]):
+        (first, (line, block, _, pre, _)), *_ = group = list(group)
+        parts = []
+        for _, (n, b, piece, _, _) in group:
+            parts.append(("\n" * (n - line) if pre else " " * (n != line or b != block)) + piece)
+            line, block = n, b
+        text = "".join(parts) if pre else " ".join("".join(parts).split())
+        level = page.headings.get(key, [0])[0] if len(text) <= Html.HEADING_MAX_CHARS else 0
+        if text.strip():
+            paragraphs.append([first, -1 if pre else level, text])
+    if not page.headings:
+        toc_headings(paragraphs, toc, page.found)
+    return "\n\n".join(fenced(text) if level < 0 else heading_line(level, text) if level
+                       else plain_line(text) for _, level, text in paragraphs)
+
+
+def page_text(data: bytes) -> tuple[str, str | None]:
+    """A page's bytes (or an Org or reST note's) as text, its lines ended by "\\n" as read_text
+    ends them, plus a warning when its encoding was a guess: decode_note's reading, unless that
+    is a guess and the page names its charset (<meta charset>), which then decides (unless it
+    would change the file's lines)."""
+    text, warning = decode_note(data)
+    if warning and (m := Html.CHARSET.search(data, 0, 1024)):
+        name = m.group(1).decode("ascii").lower()
+        name = "cp1252" if name in ("iso-8859-1", "latin1", "us-ascii", "ascii") else name
+        with contextlib.suppress(LookupError, ValueError):   # "undefined" is a codec that fails
+            said = data.decode(name)
+            if said.count("\n") == data.count(b"\n") and said.count("\r") == data.count(b"\r"):
+                text, warning = said, None
+    return text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n"), warning
+
+
+def page_lines(page: str, anchors: Collection[str] = (), max_mb: float = MAX_NOTE_MB,
+               used: int = 0) -> PageLines:
+    """A page's text (page_text) as PageLines reads it: html_tokens' tags and text, each text
+    with the line it starts on; the ids in `anchors`, where they are met."""
+    lines, at, line = PageLines(anchors, max_mb, used), 0, 1
+    for kind, name, text, offset in html_tokens(page):
+        line += page.count("\n", at, offset)
+        at = offset
+        if kind == "start":
+            lines.start(name, text)
+        elif kind == "end":
+            lines.end(name)
+        else:
+            lines.text(text, line)
+    return lines
+
+
+def read_html(path: Path, data: bytes | None = None,
+              max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
+    """Read a web page (.html, .htm) as a browser shows its text: tags taken off, entities
+    decoded, <h1>-<h6> as Markdown's headings, each text on its line of the file, <pre> as
+    written; scripts, styles and navigation (Html.DROPPED) left out; <title> titles the note.
+    Raises ValueError for a page with no text outside those."""
+    page, warning = page_text(note_data(path, data))
+    lines = page_lines(page, max_mb=max_mb)
+    body = "\n".join(lines.lines(page.count("\n") + 1))
+    if not body.strip():
+        raise ValueError("no text outside its scripts, styles and navigation")
+    return [Section(body, line=1, meta=NoteMeta(title=lines.title) if lines.title else None)], \
+        warning
+
+
+# ----------------------------------------------------------------------------
+# Office, e-books and notebooks: Word (.docx), OpenDocument text (.odt), EPUB and Jupyter
+# notebooks, read with the standard library alone, as their owners wrote them: headings become
+# Markdown headings, which Part I's chunk_note cuts at and cites, and what is not the author's
+# text (styles, images, a notebook's outputs) is left out. The first three are zip archives of
+# XML: what is unzipped is counted as it comes and bounded (a zip bomb is named and skipped),
+# and XML may declare no entities (a "billion laughs" expands a few lines into gigabytes).
 
 
 class Unzipped:
-    """A zip archive's parts, each unzipped a piece at a time, never past MAX_UNZIPPED_MB in all:
-    a part's declared size is checked before it is opened, and its bytes are counted as they
-    come. A declared size can lie: zipfile stops at it (then finds the part's checksum wrong),
-    and the count holds the bound whatever zipfile does."""
+    """A zip archive's parts, each unzipped a piece at a time, never past TIMES the note's bound
+    (`max_mb`, which bounds its text too) in all: a part's declared size is checked before it is
+    opened, and its bytes are counted as they come (a declared size can lie: zipfile stops at
+    it, and the count holds whatever zipfile does)."""
+    MAX_MEMBERS = 10_000                  # a document holds dozens of files; a bomb, millions
+    TIMES = 20                            # a Word file's XML is 5 to 10 times its zipped size
+    PIECE = 1 << 16                       # bytes unzipped and parsed at a time
 
-    def __init__(self, archive, kind: str):
+    def __init__(self, archive, kind: str, max_mb: float):
         self.archive, self.kind, self.names = archive, kind, set(archive.namelist())
-        self.left = int(MAX_UNZIPPED_MB * 2**20)
-        if len(archive.infolist()) > MAX_ZIP_MEMBERS:
-            raise ZipBomb(f"a zip bomb? it holds {len(archive.infolist()):,} files, over "
-                          f"{MAX_ZIP_MEMBERS:,}")
-
-    def has(self, name: str) -> bool:
-        return name in self.names
+        self.max_mb, self.bound = max_mb, self.TIMES * max_mb
+        self.left = int(self.bound * 2**20)
+        if len(archive.infolist()) > self.MAX_MEMBERS:
+            raise TooBig(f"a zip bomb? it holds {len(archive.infolist()):,} files, over "
+                         f"{self.MAX_MEMBERS:,}")
 
     def pieces(self, name: str) -> Iterator[bytes]:
-        """The part `name` unzipped, ZIP_PIECE bytes at a time. Raises ValueError if there is no
-        such part, ZipBomb past the bound."""
-        if not self.has(name):
+        """The part `name` unzipped, PIECE bytes at a time. Raises ValueError if there is no
+        such part, TooBig past the bound."""
+        if name not in self.names:
             raise ValueError(f"it has no {name}, which every {self.kind} file has")
         info = self.archive.getinfo(name)
         if info.file_size > self.left:
-            raise ZipBomb(f"a zip bomb? {name} would unzip to {info.file_size / 2**20:.0f} MB "
-                          f"(a note's parts may unzip to {MAX_UNZIPPED_MB:g} MB in all)")
+            raise TooBig(f"a zip bomb? {name} would unzip to {info.file_size / 2**20:.0f} MB "
+                         f"(a note's parts may unzip to {self.bound:g} MB in all)")
         with self.archive.open(info) as f:
-            while piece := f.read(ZIP_PIECE):
+            while piece := f.read(self.PIECE):
                 self.left -= len(piece)
                 if self.left < 0:
-                    raise ZipBomb(f"a zip bomb? {name} unzips past what a note's parts may "
-                                  f"unzip to in all, {MAX_UNZIPPED_MB:g} MB")
+                    raise TooBig(f"a zip bomb? {name} unzips past what a note's parts may "
+                                 f"unzip to in all, {self.bound:g} MB")
                 yield piece
 
 
-def read_zipped(path: Path, data: bytes | None, kind: str,
+def read_zipped(path: Path, data: bytes | None, max_mb: float, kind: str,
                 read: Callable[[Unzipped], tuple[list[Section], str | None]]
                 ) -> tuple[list[Section], str | None]:
     """A zip-based note's sections and warning, as read(Unzipped) finds them in its bytes
-    (`data`, or the file's). A damaged, encrypted or unreadable zip raises ValueError, saying so."""
+    (`data`, or the file's), within `max_mb`. A damaged, encrypted or unreadable zip raises
+    ValueError, saying so."""
     import io
     import zipfile                        # (only here: most folders hold no zip-based note)
     import zlib
     data = note_data(path, data)
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            return read(Unzipped(archive, kind))
+            return read(Unzipped(archive, kind, max_mb))
     except OSError as e:                  # a part zipfile cannot read
         raise ValueError(e.strerror or str(e)) from None
     except (zipfile.BadZipFile, zlib.error, EOFError) as e:
@@ -2264,10 +2678,9 @@ def read_zipped(path: Path, data: bytes | None, kind: str,
 def parse_xml(pieces: Iterable[bytes], start: Callable[[str, dict], None],
               end: Callable[[str], None], text: Callable[[str], None]) -> None:
     """Parse XML fed a piece at a time, calling start(tag, attributes), end(tag) and text(data)
-    as they come, names as "{namespace}local" (ElementTree's). Entity declarations are refused
-    (raising ValueError) before any is expanded; an entity a DTD outside the file would declare
-    (XHTML's &nbsp;) reads as HTML names it. Raises ValueError for XML that is not well-formed.
-    Nothing is kept but what the handlers keep."""
+    as they come, names as "{namespace}local" (ElementTree's). Raises ValueError for entity
+    declarations (before any is expanded) and for XML that is not well-formed; an entity a DTD
+    outside the file would declare (XHTML's &nbsp;) reads as HTML names it."""
     import html                           # (only here, with expat: for zip-based notes alone)
     import xml.parsers.expat
 
@@ -2310,59 +2723,6 @@ def local(tag: str) -> str:
     return tag.rpartition("}")[2]
 
 
-# A line of a document's text that Markdown would take for a heading or a code fence: escaped,
-# so that only the document's own headings are headings.
-NOT_A_HEADING = re.compile(r"^(?=#{1,6}(?:[ \t]|$)|```|~~~)", re.MULTILINE)
-
-
-class Blocks:
-    """A document's text as its XML is parsed: its paragraphs, a blank line between them, its
-    headings as Markdown headings, a list item after "- " and a table's row as its cells with
-    " | " between them. A paragraph in another (a text box) comes before it."""
-
-    def __init__(self):
-        self.done: list[str] = []         # the blocks finished, in order
-        self.open: list[list[str]] = []   # the text of the paragraphs open, innermost last
-        self.rows: list[list[str]] = []   # the cells of the table rows open
-        self.cells: list[list[str]] = []  # the paragraphs of the table cells open
-
-    def text(self, data: str) -> None:
-        if self.open:
-            self.open[-1].append(data)
-
-    def start_paragraph(self) -> None:
-        self.open.append([])
-
-    def end_paragraph(self, level: int = 0, listed: bool = False) -> None:
-        """Close the paragraph open, a heading of `level` (1 to 6) or a list item if so."""
-        line = "".join(self.open.pop()).strip()
-        if level and not self.cells:
-            line = "#" * level + " " + " ".join(line.split()) if line else ""
-        elif line:
-            line = ("- " if listed else "") + NOT_A_HEADING.sub("\\\\", line)
-        self.add(line)
-
-    def add(self, block: str) -> None:
-        if block:
-            (self.cells[-1] if self.cells else self.done).append(block)
-
-    def start_row(self) -> None:
-        self.rows.append([])
-
-    def start_cell(self) -> None:
-        self.cells.append([])
-
-    def end_cell(self) -> None:
-        cell = " ".join(" ".join(self.cells.pop()).split())
-        if self.rows:
-            self.rows[-1].append(cell)
-
-    def end_row(self) -> None:
-        self.add(NOT_A_HEADING.sub("\\\\", " | ".join(self.rows.pop()).strip(" |")))
-
-    def markdown(self) -> str:
-        return "\n\n".join(self.done)
-
 
 def extracted(sections: list[Section], kind: str) -> list[Section]:
     """`sections`, or ValueError when they hold no text: nothing to index."""
@@ -2371,18 +2731,51 @@ def extracted(sections: list[Section], kind: str) -> list[Section]:
     return sections
 
 
-def fenced(code: str, language: str = "") -> str:
-    """Code as a Markdown fence, so that a "# comment" in it is no heading; a line of it that
-    would close the fence starts with a space.
+def outline_heading(value: str, first: int, last: int) -> str | None:
+    """A heading ("h1" to "h6": a deeper one is "h6") from an outline level numbered from `first`
+    to `last` (Word: 0 to 8, its 9 is body text; OpenDocument: 1 to 10), None for any other
+    (a "²", thousands of digits).
 
-    >>> print(fenced("# setup\\nx = 1", "python"))
-    ```python
-    # setup
-    x = 1
-    ```
+    >>> outline_heading("0", 0, 8), outline_heading("7", 1, 10), outline_heading("²", 0, 8)
+    ('h1', 'h6', None)
     """
-    code = re.sub(r"^(?=```|~~~)", " ", code.strip("\n"), flags=re.MULTILINE)
-    return f"```{language}\n{code}\n```"
+    if not (value.isascii() and value.isdigit() and len(value) < 5) \
+            or not first <= int(value) <= last:
+        return None
+    return f"h{min(int(value) - first + 1, 6)}"
+
+
+class OfficeText:
+    """A Word or OpenDocument text read into PageLines, as a page is, for block_markdown: each
+    paragraph as an element of its kind ("p", "h1" to "h6", a list item "li"; None: left out)
+    once it closes, as Word says its kind inside it, a line break in it as a <br>; a table's
+    rows and cells as "tr" and "td". A paragraph inside another (a text box, an OpenDocument
+    footnote) comes before it. Its text is bounded as a page's, the paragraphs open too."""
+
+    def __init__(self, max_mb: float):
+        self.page = PageLines(max_mb=max_mb)
+        self.open: list[list] = []        # each open paragraph: [its kind, its texts]
+        self.waiting = 0                  # characters in the open paragraphs
+
+    def start(self, kind: str | None = "p") -> None:
+        self.open.append([kind, []])
+
+    def text(self, data: str) -> None:
+        if self.open:
+            self.open[-1][1].append(data)
+            self.waiting += len(data)
+            self.page.count("", self.waiting)
+
+    def end(self) -> None:
+        kind, texts = self.open.pop()
+        self.waiting -= sum(map(len, texts))
+        if kind:                          # its entities decoded by expat: not to decode again
+            self.page.start(kind, "")
+            for k, line in enumerate("".join(texts).replace("&", "&amp;").split("\n")):
+                if k:
+                    self.page.start("br", "")
+                self.page.text(line, 1)
+            self.page.end(kind)
 
 
 # Word's namespaces: the one Word writes, and strict Office Open XML's.
@@ -2391,9 +2784,7 @@ WORD_NAMESPACES = ("{http://schemas.openxmlformats.org/wordprocessingml/2006/mai
 # Word names its heading styles "heading 1" to "heading 9" in styles.xml whatever the language it
 # shows them in (a German Word's "Überschrift 1" has the id "berschrift1" and that name), and its
 # table of contents "toc 1": those paragraphs repeat the headings, and are left out.
-WORD_HEADING_STYLE = re.compile(r"heading ?([1-9])", re.IGNORECASE)
-WORD_TOC_STYLE = re.compile(r"toc ?[1-9]|toc heading", re.IGNORECASE)
-TOC = -1                                  # a "level" of a paragraph left out
+WORD_STYLE = re.compile(r"heading ?([1-9])|toc ?[1-9]|toc heading", re.IGNORECASE)
 
 
 def word(tag: str) -> str:
@@ -2401,75 +2792,60 @@ def word(tag: str) -> str:
     return next((tag[len(ns):] for ns in WORD_NAMESPACES if tag.startswith(ns)), "")
 
 
-def word_value(attrs: dict) -> str:
-    """An element's w:val attribute, "" if it has none."""
-    return next((attrs[ns + "val"] for ns in WORD_NAMESPACES if ns + "val" in attrs), "")
-
-
-def word_heading_styles(pieces: Iterable[bytes]) -> dict[str, int]:
-    """The paragraph styles of a Word file's styles.xml that are headings: style id -> level, 1 to
-    6 (a deeper one counts as 6), or TOC. A style is a heading by its name (WORD_HEADING_STYLE),
-    by its outline level, or by the style it is based on."""
+def word_styles(pieces: Iterable[bytes]) -> dict[str, str | None]:
+    """The paragraph styles of a Word file's styles.xml that are headings or a table of
+    contents: style id -> "h1" to "h6", or None (left out). A style is a heading by its name
+    (WORD_STYLE), by its outline level, or by the style it is based on."""
     styles: dict[str, dict] = {}
     style: dict = {}
 
     def start(tag: str, attrs: dict) -> None:
         nonlocal style
-        name = word(tag)
+        name, attrs = word(tag), {word(k): v for k, v in attrs.items()}
         if name == "style":
-            style = styles.setdefault(next((v for k, v in attrs.items() if word(k) == "styleId"),
-                                           ""), {})
+            style = styles.setdefault(attrs.get("styleId", ""), {})
         elif name in ("name", "basedOn", "outlineLvl"):
-            style[name] = word_value(attrs)
+            style[name] = attrs.get("val", "")
     parse_xml(pieces, start, lambda tag: None, lambda data: None)
 
-    def level(style_id: str, depth: int = 0) -> int:
+    def kind(style_id: str, depth: int = 0) -> str | None:
         style = styles.get(style_id, {})
-        name = style.get("name", style_id)
-        if m := WORD_HEADING_STYLE.fullmatch(name) or WORD_HEADING_STYLE.fullmatch(style_id):
-            return min(int(m.group(1)), 6)
-        if WORD_TOC_STYLE.fullmatch(name):
-            return TOC
-        if style.get("outlineLvl", "").isdigit() and int(style["outlineLvl"]) < 9:
-            return min(int(style["outlineLvl"]) + 1, 6)
-        return level(style["basedOn"], depth + 1) if "basedOn" in style and depth < 10 else 0
-    return {style_id: lv for style_id in styles if (lv := level(style_id))}
+        if m := WORD_STYLE.fullmatch(style.get("name", style_id)) or WORD_STYLE.fullmatch(style_id):
+            return f"h{min(int(m.group(1)), 6)}" if m.group(1) else None
+        if heading := outline_heading(style.get("outlineLvl", ""), 0, 8):
+            return heading
+        return kind(style["basedOn"], depth + 1) if "basedOn" in style and depth < 10 else "p"
+    return {style_id: k for style_id in styles if (k := kind(style_id)) != "p"}
 
 
-def word_markdown(pieces: Iterable[bytes], styles: dict[str, int]) -> str:
-    """A Word file's document.xml as Markdown (Blocks), its headings by their styles (`styles`:
-    word_heading_styles) or outline levels. The text is what Word shows: tracked deletions,
-    field codes and the copy of a drawing's text kept for old readers (mc:Fallback) are left out;
-    so are the table of contents and images."""
-    # kinds: each open paragraph's [level, listed]
-    blocks, open_, kinds, skip = Blocks(), Counter(), [], 0
+def word_text(doc: OfficeText, pieces: Iterable[bytes], styles: dict[str, str | None]) -> None:
+    """Read a Word file's document.xml into `doc`: each paragraph a heading by its style
+    (`styles`: word_styles) or outline level, a list item if numbered. The text is what Word
+    shows: tracked deletions, field codes and the copy of a drawing's text kept for old readers
+    (mc:Fallback) are left out; so are the table of contents and images."""
+    open_, skip = Counter(), 0
 
     def start(tag: str, attrs: dict) -> None:
         nonlocal skip
         if skip or local(tag) == "Fallback":
             skip += 1
             return
-        name = word(tag)
+        name, value = word(tag), next((v for k, v in attrs.items() if word(k) == "val"), "")
         open_[name] += 1
         if name == "p":
-            blocks.start_paragraph()
-            kinds.append([0, False])
-        elif name == "pStyle" and kinds:
-            kinds[-1][0] = styles.get(word_value(attrs), kinds[-1][0])
-        elif name == "outlineLvl" and kinds and word_value(attrs).isdigit() and open_["pPr"]:
-            kinds[-1][0] = min(int(word_value(attrs)) + 1, 6) if int(word_value(attrs)) < 9 else 0
-        elif name == "numPr" and kinds:
-            kinds[-1][1] = True
-        elif name in ("tab", "ptab") and open_["r"]:
-            blocks.text("\t")
-        elif name in ("br", "cr") and open_["r"]:
-            blocks.text("\n")
+            doc.start()
+        elif name == "pStyle" and doc.open:
+            doc.open[-1][0] = styles.get(value, doc.open[-1][0])
+        elif name == "outlineLvl" and doc.open and open_["pPr"]:
+            doc.open[-1][0] = outline_heading(value, 0, 8) or "p"
+        elif name == "numPr" and doc.open and doc.open[-1][0] == "p":
+            doc.open[-1][0] = "li"
+        elif name in ("tab", "ptab", "br", "cr") and open_["r"]:
+            doc.text(" " if "tab" in name else "\n")
         elif name == "noBreakHyphen":
-            blocks.text("-")
-        elif name == "tr":
-            blocks.start_row()
-        elif name == "tc":
-            blocks.start_cell()
+            doc.text("-")
+        elif name in ("tr", "tc"):
+            doc.page.start("td" if name == "tc" else name, "")
 
     def end(tag: str) -> None:
         nonlocal skip
@@ -2479,536 +2855,80 @@ def word_markdown(pieces: Iterable[bytes], styles: dict[str, int]) -> str:
         name = word(tag)
         open_[name] -= 1
         if name == "p":
-            level, listed = kinds.pop()
-            if level == TOC:
-                blocks.open.pop()
-            else:
-                blocks.end_paragraph(level, listed)
-        elif name == "tc":
-            blocks.end_cell()
-        elif name == "tr":
-            blocks.end_row()
-    parse_xml(pieces, start, end, lambda data: open_["t"] and not skip and blocks.text(data))
-    return blocks.markdown()
+            doc.end()
+        elif name in ("tr", "tc"):
+            doc.page.end("td" if name == "tc" else name)
+    parse_xml(pieces, start, end, lambda data: open_["t"] and not skip and doc.text(data))
 
 
-def word_sections(doc: Unzipped) -> tuple[list[Section], str | None]:
-    """A Word file's text, one section: its headings are the places a source cites, as Word
-    files have no pages (their pages are laid out as they are shown)."""
-    main = "word/document.xml"
-    if doc.has("_rels/.rels"):            # where the package says its document is
-        main = next((a["Target"].lstrip("/") for a in xml_parts(
-            doc.pieces("_rels/.rels"), lambda tag, a: local(tag) == "Relationship")
-            if a.get("Type", "").endswith("/officeDocument") and a.get("Target")), main)
-    folder = main.rpartition("/")[0]
-    styles = f"{folder}/styles.xml" if folder else "styles.xml"
-    levels = word_heading_styles(doc.pieces(styles)) if doc.has(styles) else {}
-    return extracted([Section(word_markdown(doc.pieces(main), levels))], "Word"), None
+def read_docx(path: Path, data: bytes | None = None,
+              max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
+    """Read a Word (.docx) file as Markdown, one section cited by its headings (a Word file has
+    no pages: they are laid out as it is shown), its footnotes and endnotes after its text, as
+    an e-book's are; no warning."""
+    def sections(doc: Unzipped) -> tuple[list[Section], str | None]:
+        main = "word/document.xml"
+        if "_rels/.rels" in doc.names:    # where the package says its document is
+            main = next((a["Target"].lstrip("/") for a in xml_parts(
+                doc.pieces("_rels/.rels"), lambda tag, a: local(tag) == "Relationship")
+                if a.get("Type", "").endswith("/officeDocument") and a.get("Target")), main)
+        folder, text = main[:main.rfind("/") + 1], OfficeText(doc.max_mb)
+        styles = word_styles(doc.pieces(folder + "styles.xml")) \
+            if folder + "styles.xml" in doc.names else {}
+        for part in (main, f"{folder}footnotes.xml", f"{folder}endnotes.xml"):
+            if part == main or part in doc.names:
+                word_text(text, doc.pieces(part), styles)
+        return extracted([Section(block_markdown(text.page))], "Word"), None
+    return read_zipped(path, data, max_mb, "Word", sections)
 
 
-def read_docx(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
-    """Read a Word (.docx) file as Markdown, one section (word_sections); no warning."""
-    return read_zipped(path, data, "Word", word_sections)
+# What an OpenDocument text holds that is not its running text: comments, a footnote's number,
+# the text deleted with changes tracked, and the indexes that repeat the headings (a footnote's
+# text is read, before the paragraph that cites it). And the elements that are blocks of a page,
+# as HTML names them.
+ODF_LEFT_OUT = frozenset({"annotation", "note-citation", "tracked-changes", "table-of-content",
+                          "illustration-index", "alphabetical-index", "bibliography"})
+ODF_BLOCKS = {"list-item": "li", "table-row": "tr", "table-cell": "td"}
 
 
-ODF_TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
-ODF_TABLE = "{urn:oasis:names:tc:opendocument:xmlns:table:1.0}"
-ODF_OFFICE = "{urn:oasis:names:tc:opendocument:xmlns:office:1.0}"
-# What an OpenDocument text holds that is not its running text: footnotes, comments, the text
-# deleted with changes tracked, and the indexes that repeat the headings.
-ODF_LEFT_OUT = frozenset({ODF_TEXT + "note", ODF_OFFICE + "annotation",
-                          ODF_TEXT + "tracked-changes", ODF_TEXT + "table-of-content",
-                          ODF_TEXT + "illustration-index", ODF_TEXT + "alphabetical-index",
-                          ODF_TEXT + "bibliography"})
-
-
-def odf_markdown(pieces: Iterable[bytes]) -> str:
-    """An OpenDocument text's content.xml as Markdown (Blocks): text:h is a heading of its
-    text:outline-level, a list item's first paragraph follows "- "; ODF_LEFT_OUT is left out."""
-    # items: has each open list item had its first paragraph?
-    blocks, kinds, items, skip = Blocks(), [], [], 0
+def odf_markdown(pieces: Iterable[bytes], max_mb: float) -> str:
+    """An OpenDocument text's content.xml as Markdown (OfficeText): text:h is a heading of its
+    text:outline-level, a list item's first paragraph follows "- "; ODF_LEFT_OUT is left out.
+    Its elements are known by their names alone: content.xml uses each in one namespace."""
+    text, skip = OfficeText(max_mb), 0
 
     def start(tag: str, attrs: dict) -> None:
         nonlocal skip
-        if skip or tag in ODF_LEFT_OUT:
+        name = local(tag)
+        if skip or name in ODF_LEFT_OUT:
             skip += 1
-        elif tag in (ODF_TEXT + "p", ODF_TEXT + "h"):
-            level = attrs.get(ODF_TEXT + "outline-level", "1")
-            level = min(max(int(level), 1), 6) if level.isdigit() else 1
-            kinds.append((level if tag == ODF_TEXT + "h" else 0, bool(items) and not items[-1]))
-            if items:
-                items[-1] = True
-            blocks.start_paragraph()
-        elif tag == ODF_TEXT + "list-item":
-            items.append(False)
-        elif tag == ODF_TEXT + "s":       # spaces: text:c of them (at most a line's worth)
-            count = attrs.get(ODF_TEXT + "c", "1")
-            blocks.text(" " * min(int(count) if count.isdigit() else 1, 80))
-        elif tag == ODF_TEXT + "tab":
-            blocks.text("\t")
-        elif tag == ODF_TEXT + "line-break":
-            blocks.text("\n")
-        elif tag == ODF_TABLE + "table-row":
-            blocks.start_row()
-        elif tag == ODF_TABLE + "table-cell":
-            blocks.start_cell()
+        elif name in ("p", "h"):
+            level = next((v for k, v in attrs.items() if local(k) == "outline-level"), "1")
+            text.start(outline_heading(level, 1, 10) or "h1" if name == "h" else "p")
+        elif name in ODF_BLOCKS:
+            text.page.start(ODF_BLOCKS[name], "")
+        elif name in ("s", "tab", "line-break"):   # text:s is text:c spaces: laid out as one
+            text.text("\n" if name == "line-break" else " ")
 
     def end(tag: str) -> None:
         nonlocal skip
+        name = local(tag)
         if skip:
             skip -= 1
-        elif tag in (ODF_TEXT + "p", ODF_TEXT + "h"):
-            blocks.end_paragraph(*kinds.pop())
-        elif tag == ODF_TEXT + "list-item":
-            items.pop()
-        elif tag == ODF_TABLE + "table-cell":
-            blocks.end_cell()
-        elif tag == ODF_TABLE + "table-row":
-            blocks.end_row()
-    parse_xml(pieces, start, end, lambda data: not skip and blocks.text(data))
-    return blocks.markdown()
+        elif name in ("p", "h"):
+            text.end()
+        elif name in ODF_BLOCKS:
+            text.page.end(ODF_BLOCKS[name])
+    parse_xml(pieces, start, end, lambda data: not skip and text.text(data))
+    return block_markdown(text.page)
 
 
-def read_odt(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
+def read_odt(path: Path, data: bytes | None = None,
+             max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
     """Read an OpenDocument text (.odt: LibreOffice, Google Docs' download) as Markdown, one
-    section cited by its headings, as a Word file is; no warning."""
-    return read_zipped(path, data, "OpenDocument", lambda doc: (extracted(
-        [Section(odf_markdown(doc.pieces("content.xml")))], "OpenDocument"), None))
-
-
-# What a Markdown cell holds that is no text: an image pasted into it (an attachment, or the
-# image itself as a data: URI, often hundreds of kilobytes of base64).
-CELL_IMAGE = re.compile(r"!\[[^\]\n]*\]\((?:attachment:|data:)[^)]*\)")
-
-
-def cell_source(cell: dict) -> str:
-    """A notebook cell's text: its source (a string, or the list of its lines Jupyter writes;
-    nbformat 3 calls a code cell's "input"), "" if it holds none."""
-    source = cell.get("source", cell.get("input", ""))
-    if isinstance(source, list):
-        source = "".join(line for line in source if isinstance(line, str))
-    return source if isinstance(source, str) else ""
-
-
-def read_notebook(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
-    """Read a Jupyter notebook (.ipynb) as its cells, a section each, numbered as the notebook
-    orders them (cited "cell 12"): a Markdown cell as its Markdown (its headings head the cells
-    after it: chunk_sections), a code cell's source as fenced code, so that a "# comment" is no
-    heading, a raw cell's as text. Left out: outputs, which the code wrote and the next run
-    rewrites, and whose tables, logs and tracebacks would outnumber the author's words; the
-    metadata, and images. nbformat 4, and 3 (cells in worksheets, heading cells). No warning."""
-    data = note_data(path, data)
-    try:
-        notebook = json.loads(data)
-    except (ValueError, RecursionError) as e:
-        raise ValueError(f"not a notebook: its JSON does not parse ({e})") from None
-    if not isinstance(notebook, dict):
-        raise ValueError("not a notebook: its JSON holds no cells")
-    cells = notebook.get("cells")
-    if not isinstance(cells, list):       # nbformat 3: cells in worksheets
-        cells = [c for w in notebook.get("worksheets") or [] if isinstance(w, dict)
-                 for c in w.get("cells") or []]
-    metadata = notebook.get("metadata") if isinstance(notebook.get("metadata"), dict) else {}
-    language = str((metadata.get("language_info") or {}).get("name", "")
-                   or (metadata.get("kernelspec") or {}).get("language", ""))
-    sections = []
-    for number, cell in enumerate(cells, 1):
-        if not isinstance(cell, dict) or not (source := cell_source(cell)).strip():
-            continue
-        kind = cell.get("cell_type")
-        if kind == "markdown":
-            text = CELL_IMAGE.sub("", source)
-        elif kind == "heading":           # nbformat 3
-            level = cell.get("level") if isinstance(cell.get("level"), int) else 1
-            text = "#" * min(max(level, 1), 6) + " " + " ".join(source.split())
-        else:
-            text = fenced(source, language if kind == "code" else "")
-        sections.append(Section(text, number))
-    return extracted(sections, "notebook"), None
-
-
-# ----------------------------------------------------------------------------
-# Web pages and e-books: read_html turns a page into Markdown-headed text whose line N is the
-# file's line N, so that Part I's chunker cuts at the page's own headings and a source cites the
-# line an editor opens; what is not the author's text (scripts, styles, navigation) becomes
-# blank lines, which keep the count. An e-book's chapters are XHTML pages, read the same way
-# (read_epub) but laid out by their blocks: a chapter is cited by its number, not by a line.
-
-
-def plain_line(line: str) -> str:
-    """A line of the author's text as the chunker must read it: one that Markdown would take for
-    a heading or a code fence ("# a shell comment" in a code block) gets a space before it.
-
-    >>> plain_line("# install it"), plain_line("```"), plain_line("#hashtag")
-    (' # install it', ' ```', '#hashtag')
-    """
-    return " " + line if re.match(r"#{1,6}[ \t]|```|~~~", line) else line
-
-
-def heading_shift(levels: list[int]) -> int:
-    """What to add to a document's heading levels, in order, to make them Markdown's: a top level
-    used once, first, is the title ("#", which the chunker does not cut at); a top level used
-    more often holds the sections, which it cuts at from "##" on.
-
-    >>> heading_shift([1, 2, 2]), heading_shift([1, 2, 1]), heading_shift([2, 3]), heading_shift([])
-    (0, 1, -1, 0)
-    """
-    if not levels:
-        return 0
-    top = min(levels)
-    return (1 if levels[0] == top and levels.count(top) == 1 else 2) - top
-
-
-def heading_line(level: int, title: str) -> str:
-    """A heading as Markdown writes it (level 1 to 6); "" for a heading with no text.
-
-    >>> heading_line(2, "Install"), heading_line(9, "Deep"), heading_line(2, " ")
-    ('## Install', '###### Deep', '')
-    """
-    title = " ".join(title.split())
-    return f"{'#' * max(1, min(level, 6))} {title}" if title else ""
-
-
-# Elements whose content is not the page author's text: code, styles, what a site puts around
-# every page (menus, search boxes, the site's footer), what stands in for another thing. An
-# <aside> is left out only when it is mostly links (PageLines.end_aside).
-HTML_DROPPED = frozenset({"script", "style", "template", "noscript", "nav", "svg", "button",
-                          "select", "iframe", "object", "canvas", "title"})
-HTML_DROPPED_ROLES = frozenset({"navigation", "banner", "contentinfo", "search"})
-HTML_RAW = frozenset({"script", "style", "title", "textarea", "xmp", "iframe", "noembed"})
-HTML_VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link",
-                       "meta", "param", "source", "track", "wbr"})
-# Inline elements sit inside a line of text; every other element starts a block of its own.
-HTML_INLINE = frozenset({"a", "abbr", "b", "bdi", "bdo", "cite", "code", "data", "del", "dfn",
-                         "em", "font", "i", "img", "ins", "kbd", "label", "mark", "q", "s", "samp",
-                         "small", "span", "strong", "sub", "sup", "time", "tt", "u", "var", "wbr"})
-HEADINGS_HTML = frozenset(f"h{n}" for n in range(1, 7))
-HTML_SIBLINGS = frozenset({"p", "li", "dt", "dd", "tr", "td", "th", "option"})  # end at their next
-HTML_MAX_DEPTH = 512                      # elements open at once; browsers nest no deeper either
-HEADING_MAX_CHARS = 200                   # a longer "heading" (an <h2> never closed) is text
-HTML_TAG = re.compile(r"<(?:!--|[!?]|(/?)([A-Za-z][^\s/>]*))")
-TAG_END = re.compile(r"""=[ \t\n\f]*(["'])|>""")
-HTML_CHARSET = re.compile(rb"""<meta\b[^>]*?charset\s*=\s*["']?\s*([\w.:-]+)""", re.IGNORECASE)
-
-
-def tag_end(page: str, at: int) -> int:
-    """Where the tag whose name ends at `at` ends (its ">"), past quoted attribute values
-    (title="a>b"); -1 when it never does.
-
-    >>> tag_end("<a title='x>y'>z", 2), tag_end("<a title='x", 2)
-    (14, -1)
-    """
-    while q := TAG_END.search(page, at):
-        if not q.group(1):
-            return q.start()
-        at = page.find(q.group(1), q.end()) + 1
-        if at == 0:
-            return -1
-    return -1
-
-
-def html_attribute(attributes: str, name: str) -> str:
-    """An attribute's value in a tag's text (as html_tokens gives it), "" if it has none.
-
-    >>> html_attribute(' class="a" ROLE=navigation', "role"), html_attribute(" data-id='x'", "id")
-    ('navigation', '')
-    """
-    m = re.search(rf"""(?<![\w:-]){name}\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""",
-                  attributes, re.IGNORECASE)
-    return next(v for v in m.groups() if v is not None) if m else ""
-
-
-def html_tokens(page: str) -> Iterator[tuple[str, str, str, int]]:
-    """A page's tags and text, as (kind, tag name, text, offset): ("start", "a", ' href="x"', 9),
-    ("end", "a", "", 20), ("text", "", "words", 12); comments and declarations left out, a
-    DTD's entity declarations too (none is ever expanded: no billion laughs). Linear in the
-    page's length whatever it holds: a tag never closed (the file ends inside it) ends the
-    page, as in a browser, instead of being looked for again at every "<" after it.
-
-    >>> list(html_tokens("<!DOCTYPE x [<!ENTITY y 'z'>]><p class='a>b'>Hi<!-- x --><br/>"))
-    [('start', 'p', " class='a>b'", 30), ('text', '', 'Hi', 45), ('start', 'br', '/', 57)]
-    """
-    at = 0
-    while at < len(page):
-        m = HTML_TAG.search(page, at)
-        if m is None or m.start() > at:
-            yield "text", "", page[at:m.start() if m else len(page)], at
-            if m is None:
-                return
-        if m.group() == "<!--":
-            end, skip = page.find("-->", m.end()), 3
-        elif m.group(2) is None:          # <!DOCTYPE ...>, <?xml ...?>, <![CDATA[...]]>
-            end, skip = page.find(">", m.end()), 1
-            if 0 <= page.find("[", m.end(), end):
-                close = page.find("]", m.end())
-                end = page.find(">", close) if close >= 0 else -1
-        else:
-            end, skip = tag_end(page, m.end()), 1
-        if end < 0:
-            return
-        at = end + skip
-        if m.group(2) is None:
-            continue
-        name = m.group(2).lower()
-        if m.group(1):
-            yield "end", name, "", m.start()
-            continue
-        yield "start", name, page[m.end():end], m.start()
-        if name in HTML_RAW and not page.endswith("/", m.end(), end):   # text to its end tag
-            close = re.compile(rf"</{name}[\s/>]", re.IGNORECASE).search(page, at)
-            stop = close.start() if close else len(page)
-            yield "text", "", page[at:stop], at
-            yield "end", name, "", stop
-            at = page.find(">", stop) + 1 if close else len(page)
-            if at == 0:
-                return
-
-
-class PageLines:
-    """A web page's text as html_tokens gives it: each run of text with the file's line it
-    starts on and the block it is in, a list item's after "- ", a table row's next cell's after
-    "| "; the content of HTML_DROPPED elements, and of asides that are mostly links, left out.
-    Laid out by the file's lines (lines: a web page) or by its blocks (chapter_markdown)."""
-
-    def __init__(self, anchors: Collection[str] = ()):
-        # each run of text: (its line, its block, the text, in <pre>?, its table row or 0)
-        self.runs: list[tuple[int, int, str, bool, int]] = []
-        self.open: list[tuple[str, bool, bool]] = []   # elements open: (name, dropped, aside)
-        self.counts: Counter = Counter()               # ...how many of each name
-        self.dropped = self.pre = self.block = self.heading = self.row = self.cells = 0
-        self.headings: dict[int, list] = {}       # block -> [level, first line, last line]
-        self.title: str | None = None             # <title>'s text, once one is open
-        self.mark = ""                            # what the next text starts with
-        self.asides: list[list[int]] = []         # each open: [first run, block, links, chars]
-        self.anchors, self.found = anchors, {}    # ids looked for -> the run where first met
-
-    def start(self, name: str, attributes: str) -> None:
-        """An element opens: a heading or a block starts; it is left out or is code."""
-        if name in HTML_SIBLINGS and self.open and self.open[-1][0] == name:
-            self.end(name)                # a new <li> ends the one before it
-        if name in HEADINGS_HTML and self.heading:
-            self.end(f"h{self.heading}")
-        role = html_attribute(attributes, "role").lower() if "role" in attributes.lower() else ""
-        role = role.split()[0] if role.strip() else ""    # the first of its roles decides
-        drop = name in HTML_DROPPED or role in HTML_DROPPED_ROLES \
-            or name == "footer" and not (self.counts["article"] or self.counts["main"])
-        if name == "title" and self.title is None and not self.dropped:
-            self.title = ""
-        if name not in HTML_INLINE and not self.heading:
-            self.block += 1
-            if name in HEADINGS_HTML and not self.dropped:
-                self.heading = int(name[1])
-                self.headings[self.block] = [self.heading, None, None]
-        if name == "li" or name in HEADINGS_HTML:
-            self.mark = "- " if name == "li" else ""      # a heading's text takes no mark
-        elif name in ("td", "th"):
-            self.mark, self.cells = "| " if self.cells else "", self.cells + 1
-        elif name == "tr":
-            self.row, self.cells = self.row + 1, 0
-        if self.anchors and (at := html_attribute(attributes, "id")) in self.anchors:
-            self.found.setdefault(at, len(self.runs))
-        if name in HTML_VOID or attributes.endswith("/") or len(self.open) >= HTML_MAX_DEPTH:
-            return
-        aside = not drop and (name == "aside" or role == "complementary")
-        self.open.append((name, drop, aside))
-        self.counts[name] += 1
-        self.dropped += drop
-        self.pre += name in ("pre", "textarea", "xmp")
-        if aside:
-            self.asides.append([len(self.runs), self.block, 0, 0])
-
-    def end(self, name: str) -> None:
-        """An element closes, and every element opened inside it that is still open."""
-        while self.counts[name]:
-            top, drop, aside = self.open.pop()
-            self.counts[top] -= 1
-            self.dropped -= drop
-            self.pre -= top in ("pre", "textarea", "xmp")
-            if top in HEADINGS_HTML:
-                self.heading = 0
-            if aside:
-                self.end_aside()
-            if top == name:
-                break
-        if name in HEADINGS_HTML:
-            self.heading = 0
-        if name not in HTML_INLINE and not self.heading:
-            self.block += 1
-
-    def end_aside(self) -> None:
-        """An aside closes: left out when at least half its text is links (navigation: related
-        pages, a table of contents), kept when it is prose (a note, a footnote, a sidebar)."""
-        first, block, links, chars = self.asides.pop()
-        if links * 2 >= chars:
-            del self.runs[first:]
-            while self.headings and next(reversed(self.headings)) > block:
-                self.headings.popitem()
-        elif self.asides:
-            self.asides[-1][2] += links
-            self.asides[-1][3] += chars
-
-    def text(self, raw: str, line: int) -> None:
-        """A run of text that starts on `line`: each of its lines on the file's line."""
-        import html                       # only web pages need its table of entities
-        if self.dropped:
-            if self.title == "" and self.open and self.open[-1][0] == "title":
-                self.title = " ".join(html.unescape(raw).split())
-            return
-        pieces = raw.split("\n")
-        for k, piece in enumerate(pieces):
-            if not self.pre and (not piece or piece.isspace() and 0 < k < len(pieces) - 1):
-                continue                  # a line of spaces alone: nothing to show or to space
-            piece = html.unescape(piece) if "&" in piece else piece   # &#10; makes no new line
-            piece = piece.replace("\0", "\ufffd").replace("\r", " ").replace("\n", " ")
-            piece = piece if self.pre else re.sub(r"\s+", " ", piece)
-            if self.mark and piece.strip():
-                piece, self.mark = self.mark + piece.lstrip(), ""
-            self.runs.append((line + k, self.block, piece, bool(self.pre),
-                              self.row if self.counts["tr"] else 0))
-            if self.asides:
-                self.asides[-1][2] += len(piece) if self.counts["a"] else 0
-                self.asides[-1][3] += len(piece)
-            if self.block in self.headings and piece.strip():
-                where = self.headings[self.block]
-                where[1] = line + k if where[1] is None else where[1]
-                where[2] = line + k
-
-    def lines(self, count: int) -> list[str]:
-        """The page's `count` lines: the text on each, headings as Markdown's."""
-        out = [""] * count
-        alone: dict[int, int] = {}        # line -> the block whose text it holds (-1: several)
-        for n, runs in itertools.groupby(self.runs, lambda run: run[0]):
-            parts, last, runs = [], None, list(runs)
-            for _, block, piece, _, _ in runs:
-                if parts and block != last and not parts[-1].endswith(" ") \
-                        and not piece.startswith(" "):
-                    parts.append(" ")
-                parts.append(piece)
-                last = block
-            text = "".join(parts).rstrip()
-            out[n - 1] = plain_line(text if runs[0][3] else text.lstrip())
-            if blocks := {run[1] for run in runs if run[2].strip()}:
-                alone[n] = blocks.pop() if len(blocks) == 1 else -1
-        headings = []                     # (level, first line, last line, title): on lines alone
-        for block, (level, first, last) in self.headings.items():
-            if first is not None and all(alone.get(n) == block for n in range(first, last + 1)
-                                         if n in alone):
-                title = " ".join(out[n - 1] for n in range(first, last + 1)).strip()
-                if len(title) <= HEADING_MAX_CHARS:
-                    headings.append((level, first, last, title))
-        # A first heading that repeats the page's <title> is the title (pandoc's title block).
-        titled = bool(headings) and headings[0][3] == self.title
-        levels = [level for level, *_ in headings[titled:]]
-        shift = 2 - min(levels, default=2) if titled else heading_shift(levels)
-        for k, (level, first, last, title) in enumerate(headings):
-            out[first - 1:last] = [""] * (last - first + 1)
-            out[first - 1] = heading_line(1 if titled and k == 0 else level + shift,
-                                          title.rstrip(" ¶"))
-        return out
-
-
-def toc_headings(paragraphs: list[list], toc: Sequence[tuple[str, int, str]],
-                 found: Mapping[str, int]) -> None:
-    """Make the entries of a table of contents (`toc`: id, level, title) headings among a
-    page's `paragraphs` ([first run, level, text], as chapter_markdown has them), in order:
-    each on the first paragraph after the one before and from its place on (the run where
-    its id was `found`, else the start) whose text is its title, else a heading of its own.
-
-    >>> paragraphs = [[0, 0, "Tea"], [1, 0, "Green."], [5, 0, "Brewing"], [6, 0, "Hot."]]
-    >>> toc_headings(paragraphs, [("", 1, "Tea"), ("b", 2, "Brewing"), ("c", 2, "Cups")],
-    ...              {"b": 4, "c": 6})
-    >>> [(level, text) for _, level, text in paragraphs]
-    [(1, 'Tea'), (0, 'Green.'), (2, 'Brewing'), (2, 'Cups'), (0, 'Hot.')]
-    """
-    firsts = [first for first, _, _ in paragraphs]
-    where: dict[str, list[int]] = {}      # a paragraph's text -> where it is
-    for k, (_, level, text) in enumerate(paragraphs):
-        if level == 0:
-            where.setdefault(text, []).append(k)
-    added, after = [], 0                  # (where, level, title) of the headings of their own
-    for at, level, title in toc:
-        title = " ".join(title.split())
-        start = max(after, bisect.bisect_left(firsts, found.get(at, 0)))
-        same = where.get(title, [])
-        if (k := bisect.bisect_left(same, start)) < len(same):
-            paragraphs[same[k]][1], after = level, same[k] + 1
-        elif title:
-            added.append((start, level, title))
-            after = start
-    done, k = [], 0
-    for start, level, title in added:
-        done += paragraphs[k:start] + [[None, level, title]]
-        k = start
-    paragraphs[:] = done + paragraphs[k:]
-
-
-def chapter_markdown(page: PageLines, toc: Sequence[tuple[str, int, str]] = ()) -> str:
-    """A page's text by its blocks, a blank line between them, for text whose lines no citation
-    opens (an e-book's chapter): headings at their level as written, a table's row on one line,
-    <pre> fenced. A page with no headings takes them from `toc` (an e-book's table of contents:
-    the id each goes to, "" for the page's start; its level; its title): toc_headings."""
-    paragraphs: list[list] = []           # [first run, level (-1: code), text]
-    for _, group in itertools.groupby(enumerate(page.runs), lambda r: -r[1][4] or r[1][1]):
-        (first, (line, block, _, pre, _)), *_ = group = list(group)
-        parts = []
-        for _, (n, b, piece, _, _) in group:
-            parts.append(("\n" * (n - line) if pre else " " * (n != line or b != block)) + piece)
-            line, block = n, b
-        text = "".join(parts) if pre else " ".join("".join(parts).split())
-        level = page.headings.get(group[0][1][1], [0])[0]
-        if text.strip():
-            paragraphs.append([first, -1 if pre else level * (len(text) <= HEADING_MAX_CHARS),
-                               text])
-    if not page.headings:
-        toc_headings(paragraphs, toc, page.found)
-    return "\n\n".join(fenced(text) if level < 0 else heading_line(level, text) if level
-                       else plain_line(text) for _, level, text in paragraphs)
-
-
-def page_text(data: bytes) -> tuple[str, str | None]:
-    """A web page's bytes as text, its lines ended by "\\n", plus a warning when its encoding
-    was a guess: decode_note's reading, unless that is a guess and the page names its charset
-    (<meta charset>), which then decides (one that would change the file's lines is not
-    taken)."""
-    text, warning = decode_note(data)
-    if warning and (m := HTML_CHARSET.search(data, 0, 1024)):
-        name = m.group(1).decode("ascii").lower()
-        name = "cp1252" if name in ("iso-8859-1", "latin1", "us-ascii", "ascii") else name
-        with contextlib.suppress(LookupError, UnicodeDecodeError):
-            said = data.decode(name)
-            if said.count("\n") == data.count(b"\n") and said.count("\r") == data.count(b"\r"):
-                text, warning = said, None
-    return text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n"), warning
-
-
-def page_lines(page: str, anchors: Collection[str] = ()) -> PageLines:
-    """A page's text (page_text) as PageLines reads it: html_tokens' tags and text, each text
-    with the line it starts on; the ids in `anchors`, where they are met."""
-    lines, at, line = PageLines(anchors), 0, 1
-    for kind, name, text, offset in html_tokens(page):
-        line += page.count("\n", at, offset)
-        at = offset
-        if kind == "start":
-            lines.start(name, text)
-        elif kind == "end":
-            lines.end(name)
-        else:
-            lines.text(text, line)
-    return lines
-
-
-def read_html(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
-    """Read a web page (.html, .htm) as a browser shows its text: tags taken off, entities
-    decoded, <h1>-<h6> as Markdown's headings, each text on its line of the file, <pre> as
-    written; scripts, styles and navigation (HTML_DROPPED) left out; <title> titles the note.
-    Raises ValueError for a page with no text outside those."""
-    page, warning = page_text(note_data(path, data))
-    lines = page_lines(page)
-    body = "\n".join(lines.lines(page.count("\n") + 1))
-    if not body.strip():
-        raise ValueError("no text outside its scripts, styles and navigation")
-    return [Section(body, line=1, meta=NoteMeta(title=lines.title) if lines.title else None)], \
-        warning
+    section cited by its headings, as a Word file is (odf_markdown); no warning."""
+    return read_zipped(path, data, max_mb, "OpenDocument", lambda doc: (extracted(
+        [Section(odf_markdown(doc.pieces("content.xml"), doc.max_mb))], "OpenDocument"), None))
 
 
 def epub_toc(page: str) -> list[tuple[str, int, str]]:
@@ -3045,14 +2965,12 @@ def epub_toc(page: str) -> list[tuple[str, int, str]]:
 
 
 def epub_chapters(book: Unzipped) -> tuple[list[Section], str | None]:
-    """An EPUB's chapters, in its reading order, each a section numbered from 1 (cited "chapter
-    3"): META-INF/container.xml names the package file, whose spine orders the chapters its
-    manifest lists. Each is read as a web page is (page_lines), by its blocks; one with no
-    headings takes them from the book's table of contents (epub_toc), as LibreOffice's need
-    (their headings are styled paragraphs). Chapters the spine marks as not in the reading
-    order (linear="no": notes, a cover) are left out, and so is the table of contents (it
-    repeats the headings); a chapter that cannot be read is named in the warning, and the
-    others read."""
+    """An EPUB's chapters in reading order, a section each, numbered from 1 ("chapter 3"):
+    META-INF/container.xml names the package file, whose spine orders the chapters its manifest
+    lists. Each is read as a web page (page_lines), laid out by its blocks; one with no headings
+    takes them from the table of contents (epub_toc), as LibreOffice's need. Left out: what the
+    spine marks as not in the reading order (linear="no": notes, a cover), the table of contents
+    itself; a chapter that cannot be read is named in the warning, and the others read."""
     import posixpath                      # (only here: a chapter's href is relative to the package)
     from urllib.parse import unquote
     package = next((a["full-path"] for a in xml_parts(
@@ -3073,8 +2991,8 @@ def epub_chapters(book: Unzipped) -> tuple[list[Section], str | None]:
         data = bytearray()
         for piece in book.pieces(name):
             data += piece
-            if len(data) > MAX_NOTE_MB * 2**20:
-                raise ValueError(f"its XHTML unzips past {MAX_NOTE_MB:g} MB")
+            if len(data) > book.max_mb * 2**20:
+                raise ValueError(f"its XHTML unzips past {book.max_mb:g} MB")
         return page_text(bytes(data))[0]
     nav = next((a for a in manifest.values() if "nav" in a.get("properties", "").split()), None) \
         or next((a for a in manifest.values()
@@ -3082,7 +3000,7 @@ def epub_chapters(book: Unzipped) -> tuple[list[Section], str | None]:
     contents = part(nav["href"], package)[0] if nav else ""
     try:
         entries = epub_toc(page(contents)) if nav else []
-    except ZipBomb:
+    except TooBig:
         raise
     except ValueError:                    # no table of contents: the chapters' own headings
         entries = []
@@ -3092,30 +3010,84 @@ def epub_chapters(book: Unzipped) -> tuple[list[Section], str | None]:
         toc.setdefault(chapter, []).append((at, level, title))
     spine = [manifest[a["idref"]] for a in listed
              if manifest.get(a.get("idref")) not in (None, nav) and a.get("linear") != "no"]
-    sections, unread = [], []
+    sections, unread, used = [], [], 0   # used: the text's size so far, which the bound holds
     for item in spine:
         if item.get("media-type") != "application/xhtml+xml":
             continue
         name, _ = part(item["href"], package)
         try:
-            lines = page_lines(page(name), {at for at, _, _ in toc.get(name, []) if at})
-        except ZipBomb:
+            lines = page_lines(page(name), {at for at, _, _ in toc.get(name, []) if at},
+                               book.max_mb, used)
+        except TooBig:
             raise
         except ValueError as e:
             unread.append(f"{name}: {e}")
             continue
-        if text := chapter_markdown(lines, toc.get(name, [])):
+        if text := block_markdown(lines, toc.get(name, [])):
             sections.append(Section(text, len(sections) + 1))
+            used = lines.used
     said = f"left out {len(unread)} chapter(s) it could not read ({first_names(unread, 2)})"
     if unread and not sections:
         raise ValueError(said)
     return extracted(sections, "EPUB"), said if unread else None
 
 
-def read_epub(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
+def read_epub(path: Path, data: bytes | None = None,
+              max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
     """Read an e-book (.epub, 2 or 3, without DRM) as its chapters in reading order
     (epub_chapters), and a warning naming any chapter left out."""
-    return read_zipped(path, data, "EPUB", epub_chapters)
+    return read_zipped(path, data, max_mb, "EPUB", epub_chapters)
+
+
+def read_notebook(path: Path, data: bytes | None = None,
+                  max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
+    """Read a Jupyter notebook (.ipynb) as its cells, a section each, numbered as the notebook
+    orders them (cited "cell 12"): a Markdown cell as Jupyter shows it (shown_spans: links as
+    their words, an image as its alt text, HTML's tags and comments left out; its headings head
+    the cells after it), a code cell's source fenced (a "# comment" is no heading), a raw cell's
+    as text. Left out: outputs (the code wrote them, the next run rewrites them, and their
+    tables, logs and tracebacks would outnumber the author's words) and metadata. nbformat 4,
+    and 3 (cells in worksheets, heading cells). A value of another type than Jupyter writes (a
+    number for the worksheets, a list for the metadata) is passed over; no warning. Its text
+    outgrows its JSON by the fences alone (their language is a name, 40 letters at most)."""
+    def listed(value) -> list:
+        return value if isinstance(value, list) else []
+
+    def mapped(value) -> dict:
+        return value if isinstance(value, dict) else {}
+    try:                                  # an integer of thousands of digits Python cannot read
+        notebook = json.loads(note_data(path, data),
+                              parse_int=lambda digits: int(digits) if len(digits) < 100 else 0)
+    except (ValueError, RecursionError) as e:
+        raise ValueError(f"not a notebook: its JSON does not parse ({e})") from None
+    if not isinstance(notebook, dict):
+        raise ValueError("not a notebook: its JSON holds no cells")
+    cells = notebook.get("cells")
+    if not isinstance(cells, list):       # nbformat 3: cells in worksheets
+        cells = [c for w in listed(notebook.get("worksheets"))
+                 for c in listed(mapped(w).get("cells"))]
+    metadata = mapped(notebook.get("metadata"))
+    language = mapped(metadata.get("language_info")).get("name") \
+        or mapped(metadata.get("kernelspec")).get("language")
+    language = language if isinstance(language, str) and re.fullmatch(r"[\w+#.-]{1,40}",
+                                                                       language) else ""
+    sections = []
+    for number, cell in enumerate(map(mapped, cells), 1):
+        # its source: a string, or the list of its lines Jupyter writes (nbformat 3: "input")
+        source = cell.get("source", cell.get("input", ""))
+        if isinstance(source, list):
+            source = "".join(line for line in source if isinstance(line, str))
+        if not isinstance(source, str) or not source.strip():
+            continue
+        kind = cell.get("cell_type")
+        if kind == "markdown":
+            text = shown_spans(source, obsidian=False)
+        elif kind == "heading":           # nbformat 3
+            text = heading_line(cell["level"] if isinstance(cell.get("level"), int) else 1, source)
+        else:
+            text = fenced(source, language if kind == "code" else "")
+        sections.append(Section(text, number))
+    return extracted(sections, "notebook"), None
 
 
 # ----------------------------------------------------------------------------
@@ -3124,97 +3096,106 @@ def read_epub(path: Path, data: bytes | None = None) -> tuple[list[Section], str
 # settings, reST's comments and tables of contents) becomes blank lines.
 
 
-def text_lines(path: Path, data: bytes | None) -> tuple[list[str], str | None]:
-    """A text note's lines, as read_text counts them (a BOM dropped; \\r\\n, \\r, \\n end a line),
-    plus a warning when its encoding was a guess. Raises ValueError for one that is no text."""
-    data = note_data(path, data)
-    text, warning = decode_note(data)
-    return re.split(r"\r\n|\r|\n", text.lstrip("\ufeff")), warning
+class Org:
+    """Org's syntax as read_org reads it: headlines, #+ settings, blocks (#+BEGIN_SRC ...
+    #+END_SRC), drawers (:NAME: ... :END:), lines that are no text (SCHEDULED:, # comments)."""
+    HEADLINE = re.compile(r"(\*+)[ \t]+(.*)")
+    # Tags, from the first of the spaces before them: from every one, a run of spaces is
+    # scanned again at each (quadratic).
+    TAGS = re.compile(r"(?<![ \t])[ \t]+:([\w@#%:]+):[ \t]*$")
+    PRIORITY = re.compile(r"\[#[A-Za-z0-9]\][ \t]*")
+    KEYWORD = re.compile(r"[ \t]*#\+(\w+)(?:\[[^\]\n]*\])?:[ \t]*(.*)")      # #+TITLE: Tea
+    BLOCK = re.compile(r"[ \t]*#\+(begin|end)_(\S+).*", re.IGNORECASE)
+    DRAWER = re.compile(r"[ \t]*:([\w-]+):[ \t]*")
+    FIXED_WIDTH = re.compile(r"[ \t]*:(?:[ \t](.*))?")                # ": a line as written"
+    DRAWER_END = re.compile(r"[ \t]*:END:[ \t]*", re.IGNORECASE)
+    NOT_TEXT = re.compile(r"[ \t]*(?:(?:SCHEDULED|DEADLINE|CLOSED|CLOCK):.*|#(?:[ \t].*)?)")
+    LINK = re.compile(r"\[\[([^\[\]\n]*)\](?:\[([^\[\]\n]*)\])?\]")
+    DROPPED_BLOCKS = ("comment", "export")     # commented out; raw HTML or LaTeX for an export
+    TODO_KEYS = ("todo", "seq_todo", "typ_todo")
+
+    @staticmethod
+    def links(line: str) -> str:
+        """Org's links as the reader sees them: [[target][words]] as its words, [[target]] as is.
+
+        >>> Org.links("See [[https://orgmode.org][the manual]] and [[file:tea.org]].")
+        'See the manual and file:tea.org.'
+        """
+        return Org.LINK.sub(lambda m: m.group(2) if m.group(2) is not None else m.group(1), line)
+
+    @staticmethod
+    def headline(text: str, keywords: set[str]) -> tuple[str, list[str]]:
+        """A headline's title without its TODO keyword, priority and tags, and the tags.
+
+        >>> Org.headline("TODO [#A] Brew [[x][green]] tea :tea:home:", {"TODO", "DONE"})
+        ('Brew green tea', ['tea', 'home'])
+        """
+        tags = []
+        if m := Org.TAGS.search(text):
+            tags, text = [t for t in m.group(1).split(":") if t], text[:m.start()]
+        first, _, rest = text.partition(" ")
+        text = rest if first in keywords else text
+        return Org.links(Org.PRIORITY.sub("", text, count=1)).strip(), tags
 
 
-ORG_HEADLINE = re.compile(r"(\*+)[ \t]+(.*)")
-ORG_TAGS = re.compile(r"[ \t]+:([\w@#%:]+):[ \t]*$")
-ORG_PRIORITY = re.compile(r"\[#[A-Za-z0-9]\][ \t]*")
-ORG_KEYWORD = re.compile(r"[ \t]*#\+(\w+)(?:\[[^\]\n]*\])?:[ \t]*(.*)")      # #+TITLE: Tea
-ORG_BLOCK = re.compile(r"[ \t]*#\+(begin|end)_(\S+).*", re.IGNORECASE)
-ORG_DRAWER = re.compile(r"[ \t]*:[\w-]+:[ \t]*")
-ORG_DRAWER_END = re.compile(r"[ \t]*:END:[ \t]*", re.IGNORECASE)
-ORG_NOT_TEXT = re.compile(r"[ \t]*(?:(?:SCHEDULED|DEADLINE|CLOSED|CLOCK):.*|#(?:[ \t].*)?)")
-ORG_LINK = re.compile(r"\[\[([^\[\]\n]*)\](?:\[([^\[\]\n]*)\])?\]")
-ORG_DROPPED_BLOCKS = ("comment", "export")     # commented out; raw HTML or LaTeX for an export
-ORG_TODO_KEYS = ("todo", "seq_todo", "typ_todo")
-
-
-def org_links(line: str) -> str:
-    """Org's links as the reader sees them: [[target][words]] as its words, [[target]] as is.
-
-    >>> org_links("See [[https://orgmode.org][the manual]] and [[file:tea.org]].")
-    'See the manual and file:tea.org.'
-    """
-    return ORG_LINK.sub(lambda m: m.group(2) if m.group(2) is not None else m.group(1), line)
-
-
-def org_headline(text: str, keywords: set[str]) -> tuple[str, list[str]]:
-    """A headline's title without its TODO keyword, priority and tags, and the tags.
-
-    >>> org_headline("TODO [#A] Brew [[x][green]] tea :tea:home:", {"TODO", "DONE"})
-    ('Brew green tea', ['tea', 'home'])
-    """
-    tags = []
-    if m := ORG_TAGS.search(text):
-        tags, text = [t for t in m.group(1).split(":") if t], text[:m.start()]
-    first, _, rest = text.partition(" ")
-    text = rest if first in keywords else text
-    return org_links(ORG_PRIORITY.sub("", text, count=1)).strip(), tags
-
-
-def read_org(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
+def read_org(path: Path, data: bytes | None = None,
+             max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
     """Read an Emacs Org-mode note (.org): headlines (*, **) as Markdown's "##", "###" (#+TITLE,
     the title, as "#"), without their TODO keyword, priority and tags (which become the note's
-    tags); the text of blocks (#+BEGIN_SRC) kept, links as their words. Left out as blank lines:
-    drawers (:PROPERTIES: ... :END:), #+ settings, # comments, planning lines (SCHEDULED:),
-    comment and export blocks. A drawer or block never closed is text, as in Org."""
-    lines, warning = text_lines(path, data)
-    keywords = {"TODO", "DONE"}
+    tags); the text of blocks (#+BEGIN_SRC), of drawers and of fixed-width lines (": text") as
+    written, links elsewhere as their words. Left out as blank lines, as Org's exporter leaves
+    them out: PROPERTIES and LOGBOOK drawers, #+ settings, # comments, planning lines
+    (SCHEDULED:), comment and export blocks. A drawer or block never closed is text, as in Org."""
+    text, warning = page_text(note_data(path, data))
+    lines, keywords = text.split("\n"), {"TODO", "DONE"}
     ends: dict[str, list[int]] = {}       # where each kind of block and drawer closes, in order
     for i, line in enumerate(lines):
-        if m := ORG_BLOCK.fullmatch(line):
+        if m := Org.BLOCK.fullmatch(line):
             if m.group(1).lower() == "end":
                 ends.setdefault(m.group(2).lower(), []).append(i)
-        elif ORG_DRAWER_END.fullmatch(line):
+        elif Org.DRAWER_END.fullmatch(line):
             ends.setdefault(":end:", []).append(i)
-        elif (m := ORG_KEYWORD.fullmatch(line)) and m.group(1).lower() in ORG_TODO_KEYS:
-            keywords |= {re.sub(r"\(.*\)", "", w) for w in m.group(2).split() if w != "|"}
-    headlines = [i for i, line in enumerate(lines) if ORG_HEADLINE.fullmatch(line)]
+        elif (m := Org.KEYWORD.fullmatch(line)) and m.group(1).lower() in Org.TODO_KEYS:
+            # "TODO(t)": a keyword and its key (a pattern tried from every "(" would be quadratic)
+            keywords |= {w.partition("(")[0] for w in m.group(2).split() if w != "|"} - {""}
+    headlines = [i for i, line in enumerate(lines) if Org.HEADLINE.fullmatch(line)]
 
     def closes(kind: str, i: int) -> int | None:   # the line that closes what opens on line i
         after = ends.get(kind, [])
         k = bisect.bisect_right(after, i)
         return after[k] if k < len(after) else None
-    out, meta, tags = [""] * len(lines), {}, []
-    i = 0
+    out, meta, tags, i = [""] * len(lines), {}, [], 0
+    drawn: set[int] = set()               # the :END: lines of the drawers whose text is read
     while i < len(lines):
         line = lines[i]
-        if m := ORG_HEADLINE.fullmatch(line):
-            title, more = org_headline(m.group(2), keywords)
+        if m := Org.HEADLINE.fullmatch(line):
+            title, more = Org.headline(m.group(2), keywords)
             out[i], tags = heading_line(len(m.group(1)) + 1, title), tags + more
-        elif (m := ORG_BLOCK.fullmatch(line)) and (end := closes(m.group(2).lower(), i)):
-            if m.group(2).lower() not in ORG_DROPPED_BLOCKS:       # ",* x" is a quoted "* x"
+        elif (m := Org.BLOCK.fullmatch(line)) and (end := closes(m.group(2).lower(), i)):
+            if m.group(2).lower() not in Org.DROPPED_BLOCKS:       # ",* x" is a quoted "* x"
                 out[i + 1:end] = [plain_line(re.sub(r"^([ \t]*),(?=\*|#\+)", r"\1", inner))
                                   for inner in lines[i + 1:end]]
             i = end
-        elif m := ORG_KEYWORD.fullmatch(line):
-            key, value = m.group(1).lower(), org_links(m.group(2)).strip()
+        elif m := Org.KEYWORD.fullmatch(line):
+            key, value = m.group(1).lower(), Org.links(m.group(2)).strip()
             meta.setdefault(key, value)
             if key == "title" and value and not any(h < i for h in headlines[:1]):
                 out[i] = heading_line(1, value)
             elif key == "caption":
                 out[i] = plain_line(value)
-        elif ORG_DRAWER.fullmatch(line) and (end := closes(":end:", i)) is not None \
+        elif i in drawn:                  # an ordinary drawer's :END:
+            pass
+        elif (m := Org.DRAWER.fullmatch(line)) and (end := closes(":end:", i)) is not None \
                 and end < next(iter(headlines[bisect.bisect_right(headlines, i):]), end + 1):
-            i = end                       # a drawer closes before the next headline, or is none
-        elif not ORG_NOT_TEXT.fullmatch(line) and not ORG_BLOCK.fullmatch(line):
-            out[i] = plain_line(org_links(line))
+            # a drawer (it closes before the next headline, or is none): Org's exporter leaves
+            # PROPERTIES and LOGBOOK out, and keeps the others' text
+            if m.group(1).lower() in ("properties", "logbook"):
+                i = end
+            drawn.add(end)
+        elif m := Org.FIXED_WIDTH.fullmatch(line):
+            out[i] = plain_line(m.group(1) or "")
+        elif not Org.NOT_TEXT.fullmatch(line) and not Org.BLOCK.fullmatch(line):
+            out[i] = plain_line(Org.links(line))
         i += 1
     tags += [t for t in meta.get("filetags", "").split(":") if t.strip()]
     date = re.search(r"\d{4}-\d{2}-\d{2}", meta.get("date", ""))
@@ -3224,121 +3205,132 @@ def read_org(path: Path, data: bytes | None = None) -> tuple[list[Section], str 
     return [Section("\n".join(out), line=1, meta=card)], warning
 
 
-RST_ADORNMENT = re.compile(r"([!-/:-@\[-`{-~])\1+[ \t]*")       # "=====", "-----", "~~~~~"
-RST_EXPLICIT = re.compile(r"([ \t]*)\.\.(?:[ \t]+(.*))?")         # ".. note::", ".. a comment"
-RST_DIRECTIVE = re.compile(r"([\w:+.-]+?)[ \t]*::(?:[ \t]+(.*))?")
-RST_OPTION = re.compile(r"[ \t]+:[^:\n]+:(?:[ \t].*)?")           # a directive's "   :linenos:"
-RST_FIELD = re.compile(r":([^:\s][^:\n]*?):(?:[ \t]+(.*))?")      # ":author: Ann"
-# A role's text (:ref:`words <target>`), ``code``, a link's words (`words <url>`_), `text`; a
-# role's name is bounded, or a line of colons would be tried from every one.
-RST_INLINE = re.compile(r":[\w.+-]{1,40}(?::[\w.+-]{1,40}){0,2}:`([^`\n]+)`"
-                        r"|``([^`\n]+)``|`([^`\n]+)`__?|`([^`\n]+)`")
-# Directives with no text of the author's (a table of contents, an image, raw HTML, another
-# file, generated API docs: auto*), and those whose content is code, kept as written.
-RST_DROPPED = frozenset({"toctree", "image", "include", "raw", "contents", "sectnum", "index",
+class Rst:
+    """reStructuredText's syntax, as read_rst reads it. INLINE: a role's text (:ref:`words
+    <target>`), ``code``, a link's words (`words <url>`_), `text`, a reference's name (Python_,
+    not in *emphasis*; a name starts where no name goes on, or it is tried from each letter); a
+    role's name is bounded, or a line of colons would be tried from every one. DROPPED:
+    directives with no text of the author's (a table of contents, an image, raw HTML, another
+    file; generated API docs, auto*, too); CODE: those whose content is code, kept as written."""
+    ADORNMENT = re.compile(r"([!-/:-@\[-`{-~])\1+[ \t]*")         # "=====", "-----", "~~~~~"
+    EXPLICIT = re.compile(r"([ \t]*)\.\.(?:[ \t]+(.*))?")           # ".. note::", ".. a comment"
+    DIRECTIVE = re.compile(r"([\w:+.-]+?)[ \t]*::(?:[ \t]+(.*))?")
+    OPTION = re.compile(r"[ \t]+:([^:\n]+):(?:[ \t]+(.*))?")        # a directive's "   :linenos:"
+    FIELD = re.compile(r":([^:\s][^:\n]*?):(?:[ \t]+(.*))?")        # ":author: Ann"
+    INLINE = re.compile(r":[\w.+-]{1,40}(?::[\w.+-]{1,40}){0,2}:`([^`\n]+)`"
+                        r"|``([^`\n]+)``|`([^`\n]+)`__?|`([^`\n]+)`"
+                        r"|(?<![\w.:+*-])([^\W_]+(?:[-._:+][^\W_]+)*)__?(?![\w`*])")
+    DROPPED = frozenset({"toctree", "image", "include", "raw", "contents", "sectnum", "index",
                          "meta", "highlight", "literalinclude", "default-role", "role",
-                         "target-notes", "header", "footer", "title", "class",
-                         "tabularcolumns", "only"})
-RST_CODE = frozenset({"code", "code-block", "sourcecode", "doctest", "testcode", "testoutput",
+                         "target-notes", "header", "footer", "title", "tabularcolumns", "only"})
+    CODE = frozenset({"code", "code-block", "sourcecode", "doctest", "testcode", "testoutput",
                       "parsed-literal", "math", "productionlist"})
 
+    @staticmethod
+    def inline(line: str) -> str:
+        """reST's inline markup as the reader sees it: roles, links and literals as their words.
 
-def rst_inline(line: str) -> str:
-    """reST's inline markup as the reader sees it: roles, links and literals as their words.
+        >>> Rst.inline("Use :func:`~os.path.join` or :ref:`the guide <guide>`, ``x = 1``, "
+        ...            "`Python <https://python.org>`_, reStructuredText_, ``x_`` and *r_*.")
+        'Use join or the guide, x = 1, Python, reStructuredText, x_ and *r_*.'
+        """
+        def words(m: re.Match) -> str:
+            text = next(g for g in m.groups() if g is not None)
+            if m.group(2) is not None:    # ``literal``: as written
+                return text
+            # the link's target taken off, from the first of the spaces before it (quadratic,
+            # from every one)
+            text = re.sub(r"(?<!\s)\s*<[^<>]*>$", "", text) or text
+            return text[1:].rsplit(".", 1)[-1] if text.startswith("~") else text.lstrip("!")
+        return Rst.INLINE.sub(words, line)
 
-    >>> rst_inline("Use :func:`~os.path.join` or :ref:`the guide <guide>`, ``x = 1``, "
-    ...            "`Python <https://python.org>`_.")
-    'Use join or the guide, x = 1, Python.'
-    """
-    def words(m: re.Match) -> str:
-        text = next(g for g in m.groups() if g is not None)
-        if m.group(2) is not None:        # ``literal``: as written
-            return text
-        text = re.sub(r"\s*<[^<>]*>$", "", text) or text
-        return text[1:].rsplit(".", 1)[-1] if text.startswith("~") else text.lstrip("!")
-    return RST_INLINE.sub(words, line)
+    @staticmethod
+    def block_end(lines: list[str], at: int) -> int:
+        """The line past those indented under line `at` (blank ones among them)."""
+        def indent(line: str) -> int:
+            return len(line) - len(line.lstrip())
+        end = at + 1
+        while end < len(lines) and (not lines[end].strip()
+                                    or indent(lines[end]) > indent(lines[at])):
+            end += 1
+        return end
+
+    @staticmethod
+    def explicit(lines: list[str], i: int, rest: str, out: list[str]) -> int:
+        """Read the explicit markup (".. " and `rest`) on line i into `out`, and return the line
+        after it: a footnote's text is text; a comment, a link target, a substitution
+        definition and a directive of DROPPED are left out, their indented lines too; of any
+        other directive, its argument is text and its content is read on (CODE's as written, after
+        its options; of them, a :caption: is text)."""
+        directive = Rst.DIRECTIVE.fullmatch(rest)
+        name = directive.group(1).lower() if directive else ""
+        if rest.startswith("["):
+            out[i] = plain_line(Rst.inline(re.sub(r"^\[[^\]]*\][ \t]*", "", rest)))
+            return i + 1
+        if not directive or name in Rst.DROPPED or name.startswith("auto") \
+                or rest.startswith(("_", "|")):
+            return Rst.block_end(lines, i)
+        out[i] = "" if name in Rst.CODE or name == "figure" else \
+            plain_line(Rst.inline(directive.group(2) or ""))
+        at, i = i, i + 1
+        while i < len(lines) and (option := Rst.OPTION.fullmatch(lines[i])):
+            if option.group(1) == "caption":
+                out[i] = plain_line(Rst.inline(option.group(2) or ""))
+            i += 1
+        if name not in Rst.CODE:
+            return i
+        end = Rst.block_end(lines, at)
+        out[i:end] = map(plain_line, lines[i:end])
+        return end
 
 
-def indent(line: str) -> int:
-    """How far a line is indented (a tab counts as one)."""
-    return len(line) - len(line.lstrip())
-
-
-def read_rst(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
+def read_rst(path: Path, data: bytes | None = None,
+             max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
     """Read a reStructuredText note (.rst): section titles (underlined, or over- and underlined,
     with any punctuation; levels in the order their styles first appear) as Markdown's headings
-    on the title's line; directives' content kept (code as written), roles and links as their
-    words, top fields (:author: Ann) as "author: Ann". Left out as blank lines: the adornment,
-    comments, link targets, substitution definitions, and the directives in RST_DROPPED."""
-    lines, warning = text_lines(path, data)
-    out, heads, styles = [""] * len(lines), [], {}
-    literal = None                        # the indent of the paragraph whose "::" opened a block
-    i = 0
-
-    def block_end(at: int) -> int:       # past the lines indented under line `at`
-        j = at + 1
-        while j < len(lines) and (not lines[j].strip() or indent(lines[j]) > indent(lines[at])):
-            j += 1
-        return j
+    on the title's line; directives' content kept (code and literal blocks as written), roles
+    and links as their words, top fields (:author: Ann) as "author: Ann". Left out as blank
+    lines: the adornment, and what Rst.explicit leaves out."""
+    text, warning = page_text(note_data(path, data))
+    lines = text.split("\n")
+    out, heads, styles, i = [""] * len(lines), [], {}, 0
     while i < len(lines):
         line = lines[i]
         after_blank = i == 0 or not lines[i - 1].strip()
         under = lines[i + 1] if i + 1 < len(lines) else ""
-        if literal is not None and (not line.strip() or indent(line) > literal):
-            out[i] = plain_line(line)
-            i += 1
+        if m := Rst.EXPLICIT.fullmatch(line):
+            i = Rst.explicit(lines, i, m.group(2) or "", out)
             continue
-        literal = None
-        if m := RST_EXPLICIT.fullmatch(line):
-            rest = m.group(2) or ""
-            directive = RST_DIRECTIVE.fullmatch(rest)
-            name = directive.group(1).lower() if directive else ""
-            if rest.startswith("["):                          # a footnote: its text is text
-                out[i] = plain_line(rst_inline(re.sub(r"^\[[^\]]*\][ \t]*", "", rest)))
-                i += 1
-                continue
-            if not directive or name in RST_DROPPED or name.startswith("auto") \
-                    or rest.startswith(("_", "|")):            # comment, target, substitution
-                i = block_end(i)
-                continue
-            out[i] = "" if name in RST_CODE or name == "figure" else \
-                plain_line(rst_inline(directive.group(2) or ""))
-            i += 1
-            while i < len(lines) and RST_OPTION.fullmatch(lines[i]):
-                i += 1
-            if name in RST_CODE:
-                end = block_end(i - 1)
-                out[i:end] = map(plain_line, lines[i:end])
-                i = end
-            continue
-        if RST_ADORNMENT.fullmatch(line) and i + 2 < len(lines) and lines[i + 1].strip() \
+        if Rst.ADORNMENT.fullmatch(line) and i + 2 < len(lines) and lines[i + 1].strip() \
                 and lines[i + 2].strip() == line.strip() \
-                and not RST_ADORNMENT.fullmatch(lines[i + 1]):        # over- and underlined
+                and not Rst.ADORNMENT.fullmatch(lines[i + 1]):        # over- and underlined
             heads.append((i + 1, (line[0], True), lines[i + 1].strip()))
             i += 3
             continue
         if line.strip() and not line[0].isspace() and after_blank \
-                and RST_ADORNMENT.fullmatch(under) and not RST_ADORNMENT.fullmatch(line) \
+                and Rst.ADORNMENT.fullmatch(under) and not Rst.ADORNMENT.fullmatch(line) \
                 and len(under.rstrip()) >= min(len(line.rstrip()), 4):
             heads.append((i, (under[0], False), line.strip()))
             i += 2
             continue
-        if RST_ADORNMENT.fullmatch(line) and after_blank and not under.strip():
-            pass                                              # a transition
-        elif m := RST_FIELD.fullmatch(line):
-            out[i] = f"{m.group(1)}: {rst_inline(m.group(2))}" if m.group(2) else ""
-        else:
-            text = rst_inline(line)
-            if text.rstrip().endswith("::"):
-                literal = indent(line)
-                text = text.rstrip()[:-1] if text.strip() != "::" else ""
-            out[i] = plain_line(text)
+        text = Rst.inline(line)
+        if Rst.ADORNMENT.fullmatch(line) and after_blank and not under.strip():
+            text = ""                     # a transition
+        elif m := Rst.FIELD.fullmatch(line):
+            text = f"{m.group(1)}: {Rst.inline(m.group(2))}" if m.group(2) else ""
+        elif text.rstrip().endswith("::"):          # a literal block follows: as written
+            end = Rst.block_end(lines, i)
+            out[i + 1:end] = map(plain_line, lines[i + 1:end])
+            out[i] = plain_line(text.rstrip()[:-1] if text.strip() != "::" else "")
+            i = end
+            continue
+        out[i] = plain_line(text) if text else ""
         i += 1
     for at, style, _ in heads:
         styles.setdefault(style, len(styles) + 1)
     shift = heading_shift([styles[style] for _, style, _ in heads])
     for at, style, title in heads:
-        out[at] = heading_line(styles[style] + shift, rst_inline(title))
+        out[at] = heading_line(styles[style] + shift, Rst.inline(title))
     return [Section("\n".join(out), line=1)], warning
 
 
