@@ -9757,7 +9757,7 @@ def readable(tool: str, result: dict) -> str:
     """A tool's result written out for people and models: the verdict or the answer, then the
     sources, each cited as the terminal cites it; or the lines read, and where to read on."""
     def cited(s: dict) -> str:            # passage_citation() of a source read back
-        chunk = Chunk(s["path"], s["heading"], s["text"], s["page"])
+        chunk = PlacedChunk(s["path"], s["heading"], s["text"], s["page"])
         passage = Passage(s["line"], s["end_line"], s["section"], s["start_line"], 0)
         return f"[{s['rank']}] {passage_citation(chunk, passage)}"
     r, sources = result, result.get("sources", [])
