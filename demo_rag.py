@@ -3898,7 +3898,9 @@ class BuildInterrupted(KeyboardInterrupt):
     """Ctrl-C (or SIGTERM) during a build, after what was embedded was saved."""
 
     def __init__(self, kept: int, total: int):
-        super().__init__(f"kept {kept:,} of {total:,} vectors; run again to continue")
+        super().__init__(f"kept {kept:,} of {total:,} vectors; run again to continue"
+                         if kept < total else
+                         f"kept all {total:,} vectors; the next run measures the relevance floor")
 
 
 class VectorSizeChanged(Exception):
@@ -6033,7 +6035,11 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     index, report = opening.update()
     if report.kept:                       # the notes are all gone: the cache stays as it was
         return index, report
-    index = opening.calibrate(index)
+    try:
+        index = opening.calibrate(index)
+    except KeyboardInterrupt:             # Ctrl-C or SIGTERM: the vectors are kept, not the floor
+        raise BuildInterrupted(opening.writer.checkpoint(lambda: index, True, progress),
+                               len(index.chunks)) from None
     opening.save(index, report)
     return index, report
 

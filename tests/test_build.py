@@ -72,6 +72,21 @@ def test_an_interrupted_build_keeps_what_arrived_and_the_next_run_embeds_the_res
     assert texts_the_next_run_embeds(vault) == 0
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupt_while_the_floor_is_measured_keeps_every_vector_embedded(vault, sig):
+    # the 11th embed request is the calibration's probes, after the ten batches of chunks
+    with FakeOllama(hold_at=11) as server:
+        p = start(vault, server.url, "--checkpoint-seconds", 1000)
+        server.wait_for_embeds(11)
+        assert all("Query:" in t for t in server.of("/api/embed")[10]["input"])
+        p.send_signal(sig)
+        _, err = p.communicate(timeout=30)
+        server.release()
+    assert p.returncode == 130 and "Traceback" not in err, err
+    assert "kept all 300 vectors; the next run measures the relevance floor" in err
+    assert texts_the_next_run_embeds(vault) == 0
+
+
 def test_a_killed_build_loses_only_what_came_after_the_last_checkpoint(vault):
     with FakeOllama(hold_at=5) as server:
         p = start(vault, server.url, "--checkpoint-seconds", 0)     # a checkpoint after every batch

@@ -689,6 +689,27 @@ def test_an_interrupted_refresh_keeps_what_was_embedded_as_a_run_does(tmp_path, 
         assert sum("Query:" not in t for t in server.embedded_texts()) == 300 - 128
 
 
+def test_a_sigterm_while_a_refresh_measures_the_floor_keeps_every_vector_embedded(tmp_path):
+    vault = make_vault(tmp_path / "vault")
+    args = ["--notes", vault, "--cache", tmp_path / "cache", "--chunk-size", 300, "--chunk-overlap", 0,
+            "--checkpoint-seconds", 1000]
+    with FakeOllama(hold_at=11) as server:          # the 11th embed request: the floor's probes
+        m = Mcp(args, server.url)
+        m.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "search_notes", "arguments": {"query": "kites"}}})
+        server.wait_for_embeds(11)
+        m.p.send_signal(signal.SIGTERM)
+        reply = m.line()
+        server.release()
+        code, err = m.close()
+    kept = "kept all 300 vectors; the next run measures the relevance floor"
+    assert reply["result"]["isError"] is True and said(reply["result"]) == kept
+    assert code == 130 and kept in err and "Traceback" not in err
+    with FakeOllama() as server:
+        assert run_cli("kites", *args, "--retrieve-only", host=server.url).returncode == 0
+        assert sum("Query:" not in t for t in server.embedded_texts()) == 0
+
+
 # Runs `demo_rag.py ARGS` with a stray print() and a write to file descriptor 1 when it first
 # opens a note (as it serves a call), as a library that forgets where it runs might.
 STRAY_MAIN = r"""
