@@ -4222,7 +4222,7 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
         report.reason = str(e)
         progress(f"rebuilding index: {report.reason}")
         if writer:                        # ...and kept on disk until outnumbered, as --rebuild does
-            writer.floor = writer.on_disk
+            writer.rebuilding(resumable=False)
         vectors, has_vector = fill_vectors(settings, client, None, chunks, np.full(len(chunks), -1),
                                            report, progress, checkpoint)
     for rel, count in Counter(chunks[i].source for i in report.refused if has_vector[i]).items():
@@ -4815,13 +4815,14 @@ def tidy_caches(cache_dir: Path, path: Path, donor: Path | None) -> list[str]:
 class CacheWriter:
     """Saves an index being built: every `seconds` while embedding (or less often: a write
     takes at most CHECKPOINT_MAX_SHARE of the build), and at the end. Never an incomplete one
-    holding fewer than `floor` vectors (a --rebuild with Ollama away keeps the old ones). A
-    cache that cannot be written costs one warning, not the run; Ctrl-C or SIGTERM during a
-    write waits for it to finish (interrupts_deferred)."""
+    holding fewer than `floor` vectors (rebuilding: a --rebuild with Ollama away keeps the old
+    ones). A cache that cannot be written costs one warning, not the run; Ctrl-C or SIGTERM
+    during a write waits for it to finish (interrupts_deferred)."""
 
-    def __init__(self, path: Path, seconds: float, on_disk: int = 0, floor: int = 0):
-        self.path, self.seconds, self.floor = path, seconds, floor
-        self.on_disk = on_disk            # vectors in the cache file now
+    def __init__(self, path: Path, seconds: float, on_disk: int = 0):
+        self.path, self.seconds, self.floor = path, seconds, 0
+        self.on_disk = self.kept = on_disk   # vectors in the cache file now; this build's saved
+        self.aside: Path | None = None
         self.last, self.cost = time.perf_counter(), 0.0
         self.problem: str | None = None   # why the last write failed
         self.warned = False
@@ -4829,13 +4830,27 @@ class CacheWriter:
     def checkpoint(self, make_index: Callable[[], Index], interrupted: bool,
                    progress: Callable[[str], None]) -> int:
         """Save make_index() if a save is due (`seconds` 0: every batch), or at once when the
-        build was interrupted; return the vectors now on disk."""
+        build was interrupted; return this build's vectors now on disk."""
         wait = max(self.seconds, self.cost / CHECKPOINT_MAX_SHARE) if self.seconds else 0
         due = interrupted or time.perf_counter() - self.last >= wait
         if due and not self.save(make_index(), interrupted) and self.problem and not self.warned:
             self.warned = True
             progress(f"warning: {self.problem}")
-        return self.on_disk
+        return self.kept
+
+    @staticmethod
+    def beside(cache: Path, kind: str) -> Path:
+        """Where a cache file keeps a copy of a `kind` (KeptCopy, rebuilding), named as a cache
+        file is: other runs take its vectors as those of any cache (vector_donors)."""
+        return cache.with_name(
+            cache.name.replace(f".v{CACHE_FORMAT}.pkl", f".{kind}.v{CACHE_FORMAT}.pkl"))
+
+    def rebuilding(self, resumable: bool) -> None:
+        """Embed all again keeping the cache's vectors until outnumbered; a `resumable` build
+        (--rebuild) saves its own aside meanwhile, for the next --rebuild to take (donors)."""
+        self.floor = self.on_disk
+        if resumable:
+            self.aside, self.kept = self.beside(self.path, "rebuild"), 0
 
     @staticmethod
     @contextlib.contextmanager
@@ -4865,14 +4880,19 @@ class CacheWriter:
         SIGTERM during the write is raised once the file is whole, unless this is the save an
         interrupt asked for (`interrupted`): then more signals only say to wait."""
         kept = int(index.has_vector.sum())
-        if kept < self.floor and not index.complete:
+        waits = kept < self.floor and not index.complete   # aside, if anywhere
+        if waits and not (self.aside and kept):
             return False
         notice = f"\nsaving the {kept:,} vectors embedded so far; a moment\n" if interrupted else ""
         t0 = time.perf_counter()
         with self.interrupts_deferred(notice) as came:
             try:
-                save_index(index, self.path)
-                self.on_disk, self.problem = kept, None
+                save_index(index, self.aside if waits else self.path)
+                self.kept, self.problem = kept, None
+                if not waits:             # the cache holds this build's vectors: none wait aside
+                    self.on_disk = kept
+                    if self.aside:
+                        self.aside.unlink(missing_ok=True)
             except OSError as e:
                 self.problem = (f"cache not saved ({e.strerror or e}); this run carries on, the "
                                 "next one embeds again")
@@ -5836,9 +5856,7 @@ class KeptCopy:
     LOSS_SHARE = 0.5                      # losing more than this share of its notes keeps a copy
 
     def __init__(self, cache: Path):
-        self.cache = cache
-        self.path = cache.with_name(
-            cache.name.replace(f".v{CACHE_FORMAT}.pkl", f".kept.v{CACHE_FORMAT}.pkl"))
+        self.cache, self.path = cache, CacheWriter.beside(cache, "kept")
 
     def written(self) -> tuple[int, int] | None:
         """Which file the cache's name names now, and its last write: a save replaces it."""
@@ -5932,8 +5950,9 @@ class IndexOpening:
         self.build = (old.model_digest if old else "") if build is None else build
         self.cached = old if donor is None else None   # what the cache at `path` holds now
         on_disk = int(old.has_vector.sum()) if self.cached is not None else 0
-        self.writer = CacheWriter(self.path, s.checkpoint_seconds, on_disk,
-                                  floor=on_disk if rebuild else 0)
+        self.writer = CacheWriter(self.path, s.checkpoint_seconds, on_disk)
+        if rebuild:
+            self.writer.rebuilding(resumable=True)
         self.old, self.reason = (None, rebuild) if rebuild else (old, reason)
         self.donor = donor
 
@@ -5969,7 +5988,9 @@ class IndexOpening:
         copied = not copy.path.exists()   # a copy from an earlier loss is never deleted here
         loss = copy.keep(cached, {f.rel for f in self.files}, s.notes_dir) if cached else ""
         listed = copy.written()
-        donors = [] if old is not None or self.rebuild else vector_donors(s, path, self.build)
+        donors = vector_donors(s, path, self.build) if old is None else []
+        if self.rebuild:                  # only what an interrupted --rebuild embedded
+            donors = [p for p in donors if p == self.writer.aside]
         if old is not None and copy.path.exists():
             donors = [copy.path]          # notes that went missing may be back
         index, report = update_index(s, self.client, old, self.files, self.progress,
@@ -6022,9 +6043,10 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     Unchanged notes cost no reading. What is embedded is saved as it goes (CacheWriter), so
     Ctrl-C (BuildInterrupted), a kill or Ollama failing mid-way loses none of it. A `rebuild`
     reason ("--rebuild") re-embeds everything, never saving fewer vectors than the cache holds
-    until done. A text embedded before, in a cache of the same notes (adopted) or another
-    (vector_donors), is not embedded again. A long-lived caller (--mcp) passes the index it
-    `held`. Raises FileNotFoundError when the notes folder does not exist.
+    until done (its own wait aside, for the next --rebuild to resume). A text embedded before,
+    in a cache of the same notes (adopted) or another (vector_donors), is not embedded again.
+    A long-lived caller (--mcp) passes the index it `held`. Raises FileNotFoundError when the
+    notes folder does not exist.
     """
     check_notes_dir(settings.notes_dir)
     opening = IndexOpening(settings, client or ollama_client(), rebuild, progress)

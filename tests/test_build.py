@@ -87,6 +87,25 @@ def test_an_interrupt_while_the_floor_is_measured_keeps_every_vector_embedded(va
     assert texts_the_next_run_embeds(vault) == 0
 
 
+def test_an_interrupted_rebuild_keeps_the_cache_and_the_next_rebuild_resumes_it(vault):
+    with FakeOllama() as server:
+        assert run_cli(*args_for(vault), host=server.url).returncode == 0
+    with FakeOllama(hold_at=5) as server:
+        p = start(vault, server.url, "--rebuild", "--checkpoint-seconds", 1000)
+        server.wait_for_embeds(5)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=30)
+        server.release()
+    assert p.returncode == 130 and "Traceback" not in err, err
+    assert "kept 128 of 300 vectors; run again to continue" in err
+    assert texts_the_next_run_embeds(vault) == 0            # the cache before serves meanwhile
+    with FakeOllama() as server:
+        out = run_cli(*args_for(vault, "--rebuild"), host=server.url)
+        assert out.returncode == 0 and chunk_texts_sent(server) == CHUNKS - 4 * PER_REQUEST, out.stderr
+    assert len(list((vault.parent / "cache").iterdir())) == 1      # its checkpoint is gone
+    assert texts_the_next_run_embeds(vault) == 0
+
+
 def test_a_killed_build_loses_only_what_came_after_the_last_checkpoint(vault):
     with FakeOllama(hold_at=5) as server:
         p = start(vault, server.url, "--checkpoint-seconds", 0)     # a checkpoint after every batch
