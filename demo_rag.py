@@ -7237,8 +7237,9 @@ def gap_entry(outcome: Outcome, settings: Settings, why: str, via: str = "") -> 
 def append_gap(path: Path, entry: dict) -> None:
     """Append one entry to the log as one line, in one write() (O_APPEND: another run's line
     goes before or after it, never inside), on a line of its own if a killed run left the last
-    one without its newline. Past GAP_LOG_MAX_MB the log moves to GAP_LOG_OLD (the one there
-    goes) and the next entry starts a new one. The file is the user's alone (mode 600).
+    one without its newline; or raise OSError, the log left as it was (a full disk cuts a
+    write short). Past GAP_LOG_MAX_MB the log moves to GAP_LOG_OLD (the one there goes) and
+    the next entry starts a new one. The file is the user's alone (mode 600).
     subtle: the file grows a page at a time while another run writes a long line, so its last
     byte, looked at then, is no newline though that run's line will end with one; so one run
     at a time looks and writes (locked()), else it would add an empty line."""
@@ -7271,7 +7272,16 @@ def append_gap(path: Path, entry: dict) -> None:
             os.lseek(fd, size - 1, os.SEEK_SET)
             if os.read(fd, 1) != b"\n":
                 line = b"\n" + line
-        os.write(fd, line)
+        try:
+            done = os.write(fd, line)
+            if done < len(line):          # cut short (a full disk): writing the rest says why
+                done += os.write(fd, line[done:])
+            if done < len(line):
+                raise OSError(f"{done} of {len(line)} bytes written")
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)    # no half line: the log is left as it was
+            raise
         # subtle: where there are no locks two runs can find the log full at once; only the
         # first moves it, since `path` is still its file, so the second cannot move the new
         # log, with one line in it, over the old one.
@@ -7303,8 +7313,8 @@ def logged(outcome: Outcome, settings: Settings, via: str = "") -> Outcome:
         append_gap(path, gap_entry(outcome, settings, why, via))
     except OSError as e:
         return replace(outcome, warnings=[*outcome.warnings, "the gap log could not be written "
-                                          f"({path}: {e.strerror or e}); --no-log or "
-                                          f"{NO_LOG_ENV}=1 stops trying"])
+                                          f"({path}: {e.strerror or e}); the question was not "
+                                          f"kept (--no-log or {NO_LOG_ENV}=1 stops trying)"])
     return outcome
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 
@@ -450,6 +451,23 @@ def test_a_read_only_cache_folder_costs_one_warning(cli, notes):
         cli.cache.chmod(0o755)
     assert out.returncode == 0 and rag.NOT_FOUND in out.stdout
     assert out.stderr.count("warning: the gap log could not be written") == 1, out.stderr
+
+
+def test_a_full_disk_leaves_no_half_line_in_the_log_and_says_the_question_was_lost(cli, server, notes):
+    assert cli("--notes", notes, OFF_TOPIC).returncode == 0            # the index, and one line
+    log = cli.cache / rag.GAP_LOG
+    before = log.read_bytes()
+    room = len(before) + 40                # a file system with room for 40 more bytes (see test_build)
+    out = subprocess.run([*SCRIPT_COMMAND, "--notes", str(notes), "--cache", str(cli.cache), TOMATO],
+                         capture_output=True, text=True, timeout=60, env=user_env(server.url),
+                         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (room, room)))
+    assert out.returncode == 0 and rag.NOT_FOUND in out.stdout and "Traceback" not in out.stderr
+    assert log.read_bytes() == before                                   # no half line
+    warned = [line for line in out.stderr.splitlines() if "gap log" in line]
+    assert warned == [f"warning: the gap log could not be written ({log}: File too large); "
+                      f"the question was not kept (--no-log or {rag.NO_LOG_ENV}=1 stops trying)"]
+    out = cli("--notes", notes, "--gaps")
+    assert out.returncode == 0 and "cut short" not in out.stderr, out.stderr
 
 
 def test_gaps_without_a_log(cli, notes):
