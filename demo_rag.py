@@ -5989,8 +5989,9 @@ class IndexOpening:
         loss = copy.keep(cached, {f.rel for f in self.files}, s.notes_dir) if cached else ""
         listed = copy.written()
         donors = vector_donors(s, path, self.build) if old is None else []
-        if self.rebuild:                  # only what an interrupted --rebuild embedded
-            donors = [p for p in donors if p == self.writer.aside]
+        if self.rebuild:                  # what an interrupted --rebuild of this build embedded
+            donors = [p for p in donors if p == self.writer.aside and self.build
+                      and read_header(p)["model_digest"] == self.build]
         if old is not None and copy.path.exists():
             donors = [copy.path]          # notes that went missing may be back
         index, report = update_index(s, self.client, old, self.files, self.progress,
