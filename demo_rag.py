@@ -5850,13 +5850,19 @@ def out_of_reach(notes_dir: Path, old: Index, files: list[NoteFile]) -> list[Not
 
 
 class KeptCopy:
-    """The copy a cache keeps of itself when it is about to lose most of its notes (a sync half
-    done, a folder half moved, notes unreadable for now): named as a cache file is, it is a
-    donor of their vectors the day they come back."""
+    """The copies a cache keeps of itself when it is about to lose most of its notes (a sync
+    half done, a folder half moved, notes unreadable for now): named as cache files are, they
+    are donors of their vectors the day they come back."""
     LOSS_SHARE = 0.5                      # losing more than this share of its notes keeps a copy
 
     def __init__(self, cache: Path):
-        self.cache, self.path = cache, CacheWriter.beside(cache, "kept")
+        self.cache, self.made = cache, None   # made: the copy this run kept, if any
+
+    def paths(self) -> list[Path]:
+        """The copies kept now: <cache>.kept, .kept1, ... (CacheWriter.beside)."""
+        stem = self.cache.name.removesuffix(f".v{CACHE_FORMAT}.pkl")
+        return sorted(self.cache.parent.glob(
+            re.sub(r"([*?\[])", r"[\1]", stem) + f".kept*.v{CACHE_FORMAT}.pkl"))
 
     def written(self) -> tuple[int, int] | None:
         """Which file the cache's name names now, and its last write: a save replaces it."""
@@ -5866,21 +5872,22 @@ class KeptCopy:
         return None
 
     def keep(self, old: Index, here: Collection[str], folder: Path) -> str:
-        """Link the cache file to the copy's name if most of `old`'s notes are not `here` (found
-        now); what to say of it, or "". A copy from an earlier loss holding more vectors stays:
-        a sync that drops notes twice keeps what it had before the first."""
+        """Link the cache file to a copy's name if most of `old`'s notes are not `here` (found
+        now); what to say of it, or "". The copies of earlier losses stay, and the cache is
+        kept beside them if it holds a note none of them does (added or edited since): a sync
+        that drops notes twice keeps what it had before the first, and what came after."""
         gone = sum(rel not in here for rel in old.files)
         if gone < 2 or gone <= self.LOSS_SHARE * len(old.files) or not self.cache.exists():
             return ""
         said = (f"{gone} of the {len(old.files)} notes the cache held are gone from "
                 f"{readable_name(str(folder))} or cannot be read now")
-        kept = self.path
-        earlier = read_header(kept) if kept.exists() else None
-        with contextlib.suppress(TypeError, IndexError, KeyError):
-            if earlier and int(earlier["vectors_shape"][0]) > int(old.has_vector.sum()):
-                return f"{said}: {kept.name}, kept when notes went before, stays as it is"
+        copies = self.paths()
+        held = {r.digest for p in copies if (c := load_index(p)[0]) for r in c.files.values()}
+        if copies and all(r.digest in held for r in old.files.values()):
+            return f"{said}: {copies[0].name}, kept when notes went before, stays as it is"
+        free = (CacheWriter.beside(self.cache, f"kept{n or ''}") for n in itertools.count())
+        self.made = kept = next(p for p in free if p not in copies)
         try:
-            kept.unlink(missing_ok=True)
             os.link(self.cache, kept)     # the writer replaces the cache's name, not its bytes
         except OSError:
             import shutil                 # a disk without hard links: a copy, then
@@ -5893,13 +5900,13 @@ class KeptCopy:
                 "they come back (delete it if they are gone for good)")
 
     def drop(self, index: Index) -> None:
-        """Delete the copy once every note it held is back in `index`, wherever (by the digest
+        """Delete each copy once every note it held is back in `index`, wherever (by the digest
         of its bytes), with its vectors."""
-        copy = load_index(self.path)[0] if self.path.exists() else None
         here = {record.digest for record in index.files.values()}
-        if copy is not None and index.complete and \
-                all(record.digest in here for record in copy.files.values()):
-            self.path.unlink(missing_ok=True)
+        for path in self.paths() if index.complete else []:
+            copy = load_index(path)[0]
+            if copy is not None and all(record.digest in here for record in copy.files.values()):
+                path.unlink(missing_ok=True)
 
 
 class IndexOpening:
@@ -5985,23 +5992,22 @@ class IndexOpening:
         old, s, path, cached, copy = self.old, self.settings, self.path, self.cached, self.copy
         if old is None and self.reason != "no cache yet":
             self.progress(f"rebuilding index: {self.reason}")
-        copied = not copy.path.exists()   # a copy from an earlier loss is never deleted here
         loss = copy.keep(cached, {f.rel for f in self.files}, s.notes_dir) if cached else ""
         listed = copy.written()
         donors = vector_donors(s, path, self.build) if old is None else []
         if self.rebuild:                  # what an interrupted --rebuild of this build embedded
             donors = [p for p in donors if p == self.writer.aside and self.build
                       and read_header(p)["model_digest"] == self.build]
-        if old is not None and copy.path.exists():
-            donors = [copy.path]          # notes that went missing may be back
+        if old is not None and (copies := copy.paths()):
+            donors = copies               # notes that went missing may be back
         index, report = update_index(s, self.client, old, self.files, self.progress,
                                      self.writer, self.build, donors)
         if cached is not None and not loss and copy.written() == listed:   # no checkpoint since
             loss = copy.keep(cached, index.files, s.notes_dir)   # unreadable
         report.warnings[:0] = self.warnings + ([loss] if loss else [])
         if cached is not None and cached.files and not index.files:   # not saved: kept as it is
-            if loss and copied:           # the cache itself is kept: no copy of it is needed
-                copy.path.unlink(missing_ok=True)
+            if loss and copy.made:        # the cache itself is kept: no copy of it is needed
+                copy.made.unlink(missing_ok=True)
                 report.warnings.remove(loss)
             report.deleted, report.kept = 0, (
                 f"the cache of {len(cached.files)} notes is kept as it was (a drive not mounted "

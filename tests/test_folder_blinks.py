@@ -235,6 +235,32 @@ def test_new_notes_do_not_delete_the_copy_while_the_notes_it_holds_are_away(
     assert len(cache_files(cli.cache)) == 1
 
 
+@pytest.mark.parametrize("new", [3, 30], ids=["the first copy larger", "the cache larger"])
+def test_a_second_loss_keeps_the_notes_added_since_the_first_and_those_still_away(
+        cli, server, notes, tmp_path, new):
+    assert cli("--notes", notes, "--retrieve-only", "coffee ratio").returncode == 0
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir(), second.mkdir()
+    for p in sorted(p for p in notes.iterdir() if p.suffix in (".md", ".txt"))[:6]:
+        shutil.move(p, first / p.name)                    # most notes gone: a copy kept
+    assert cli("--notes", notes, "--retrieve-only", "coffee ratio").returncode == 0
+    for i in range(new):                                  # notes added meanwhile
+        (notes / f"new-{i}.md").write_text(f"# Note {i}\n\nA new note, number {i}, about "
+                                           f"the {i}th bicycle repair of the season.\n")
+    assert cli("--notes", notes, "--retrieve-only", "coffee ratio").returncode == 0
+    for p in sorted(notes.iterdir())[:-1]:                # then most of those gone too
+        shutil.move(p, second / p.name)
+    out = cli("--notes", notes, "--retrieve-only", "coffee ratio")
+    assert out.returncode == 0 and "gone from" in out.stderr, out.stderr
+    for away in (first, second):
+        for p in away.iterdir():
+            shutil.copy(p, notes / p.name)
+    embedded = len(server.embedded_texts())
+    assert cli("--notes", notes, "--retrieve-only", "coffee ratio").returncode == 0
+    assert [t for t in server.embedded_texts()[embedded:] if "Query:" not in t] == []   # no chunk
+    assert len(cache_files(cli.cache)) == 1               # no copy is needed any more
+
+
 def unreadable(monkeypatch, paths: set[str]) -> None:
     """Opening these files fails as a note without read permission does (the tests run as root,
     whom chmod does not stop)."""
