@@ -918,6 +918,10 @@ class Settings:
                                     (lambda v: 0 < v <= MAX_ANSWER_TOKENS,
                                      f"must be from 1 to {MAX_ANSWER_TOKENS}"),
                                     type=int, metavar="N")
+    judge: str | None = option(None, "--judge", MODELS_GROUP,
+                               "also ask this model (bespoke-minicheck, or one answering Yes/No "
+                               "the same way) whether each sentence the check supports is in "
+                               "its source (default: no judge)", metavar="MODEL")
     keep_alive: str | float | None = option(None, "--keep-alive", MODELS_GROUP,
                                             "how long Ollama keeps the chat model loaded after a "
                                             "request: 10m, 1h, 0 (unload at once) or -1 (for "
@@ -6398,7 +6402,7 @@ NUMBER = re.compile(r"(?P<minus>(?<![0-9A-Za-z\u00c0-\u024f.,:/\-−–])[-−�
 # The months' names, January first, in the languages of the notes: English, German, French,
 # Spanish, Italian, Dutch, Portuguese, Swedish, and Russian and Polish as a date writes them
 # ("5 июня", "5 czerwca"); then their abbreviations ("Mär", "sept", "déc.").
-MONTH_NAMES = [
+MONTH_OF = {name: n for n, names in enumerate([
     "january januar janvier enero gennaio januari janeiro января январь stycznia styczeń "
     "jan janv ene gen",
     "february februar février febrero febbraio februari fevereiro февраля февраль lutego luty "
@@ -6414,28 +6418,25 @@ MONTH_NAMES = [
     "october oktober octobre octubre ottobre outubro октября октябрь października oct okt ott",
     "november novembre noviembre novembro ноября ноябрь listopada listopad nov",
     "december dezember décembre diciembre dicembre dezembro декабря декабрь grudnia grudzień "
-    "dec dez déc dic"]
-MONTH_OF = {name: n for n, names in enumerate(MONTH_NAMES, 1) for name in names.split()}
+    "dec dez déc dic"], 1) for name in names.split()}
 MONTH = "|".join(sorted(MONTH_OF, key=len, reverse=True))
 # A date as people write it, read as one value (2026-03-05, or --03-05 without a year), so that
 # its day and month cannot swap: form i's groups are y<i>, m<i>, d<i>; 3/5/2026 and 03-05-2026
 # (a<5>, b<5>) put the day first in Europe and the month first in the US, so both are read, unless
 # the sources' own dates settle which (read_numbers' `day_first`). A month named beside a day
 # may have a dot ("9. Mai", "déc."), "de" ("4 de junio de 2026") or an ordinal ("1er", "5th").
-DAY_END = r"(?:st|nd|rd|th|er|º|\.)?"
 DATE = re.compile(
     r"(?<![\d.])(?P<y1>\d{4})[-/.](?P<m1>\d{1,2})[-/.](?P<d1>\d{1,2})(?![\d.]\d|\d)"
     r"|(?<!\d)(?:(?P<y2>\d{4}) ?[年년] ?)?(?P<m2>\d{1,2}) ?[月월] ?(?P<d2>\d{1,2}) ?[日号일]"
     r"|(?<![\d.])(?P<d4>\d{1,2})\.(?P<m4>\d{1,2})\.(?P<y4>\d{4})(?!\d)"
     r"|(?<![\d/-])(?P<a5>\d{1,2})[/-](?P<b5>\d{1,2})[/-](?P<y5>\d{4})(?!\d)"
-    rf"|(?<![\w.])(?P<d6>\d{{1,2}}){DAY_END} (?:de )?(?P<m6>{MONTH})\b\.?"
+    rf"|(?<![\w.])(?P<d6>\d{{1,2}})(?:st|nd|rd|th|er|º|\.)? (?:de )?(?P<m6>{MONTH})\b\.?"
     rf"(?:,? (?:de )?(?P<y6>\d{{4}})(?!\d))?"
-    rf"|\b(?P<m7>{MONTH})\b\.? (?P<d7>\d{{1,2}}){DAY_END}(?!\d)(?:,? (?P<y7>\d{{4}})(?!\d))?",
+    rf"|\b(?P<m7>{MONTH})\b\.? (?P<d7>\d{{1,2}})(?:st|nd|rd|th|er|º)?(?!\d)"
+    r"(?:,? (?P<y7>\d{4})(?!\d))?",
     re.IGNORECASE)
 # A time of day in Korean, Japanese and Chinese: 8시 10분, 9時, 9点半 (8:10, 9:0, 9:30).
 CLOCK = re.compile(r"(?<!\d)(?P<h>\d{1,2}) ?[시時点點] ?(?:(?P<m>\d{1,2}) ?[분分](?!钟)|(?P<half>半|반))?")
-DIGIT = re.compile(r"\d")
-NUMERIC_DATE = re.compile(r"(?<![\d/-])(\d{1,2})[/-](\d{1,2})[/-]\d{4}(?!\d)")  # DATE's 5th kind
 DATE_VALUE = re.compile(r"(?:\d{4}|-)-\d\d-\d\d")    # how read_date() writes a date
 # Units, each with its dimension and its size in the dimension's unit, and its names: symbols,
 # then words in the languages of the notes. A number's unit is the one written right after it
@@ -6494,9 +6495,7 @@ UNIT = re.compile(" ?(?P<unit>" + "|".join(
     re.escape(name) + ("" if CJK_CHAR.search(name) else
                        rf"(?:s|es|e|en|n|i|a|y|ów|ach|ami|ей|я|ов|ы|ах)?(?!(?![{CJK}])[^\W\d_])")
     for name in sorted(UNIT_OF, key=len, reverse=True)) + ")", re.IGNORECASE)
-UNIT_NAME = re.compile("|".join(map(re.escape, sorted(UNIT_OF, key=len, reverse=True))))
-UNIT_FIRST = re.compile(r"([€$£¥₩₽]|百分之)\s?$")     # "€5", "$5", "百分之20"
-UNIT_OF["百分之"] = "%"
+UNIT_OF["百分之"] = "%"                    # a sign before its number: "百分之20", "€5"
 
 
 # Numbers written as words, 2 to 100, and halves (a 1 is an article too often: "one" and "ein"
@@ -6535,6 +6534,18 @@ CHINESE_NUMERAL = re.compile("[零一二两三四五六七八九十百千半]")
 CHINESE_NUMBER = re.compile("[零一二两三四五六七八九十百千]+(?:个半|半)?|半")
 
 
+def unit_after(text: str, at: int) -> tuple[str, int]:
+    """The unit written right after a number that ends at `at`, as UNITS names it ("Stunden" is
+    "h"), and where its name ends; ("", at) if none."""
+    m = UNIT.match(text, at)
+    if not m:
+        return "", at
+    name = m["unit"].lower()
+    while name not in UNIT_OF:            # a plural's or a case's ending
+        name = name[:-1]
+    return UNIT_OF[name], m.end()
+
+
 def chinese_number(text: str) -> float:
     """A number in Chinese numerals: "十五" is 15, "两百" 200, "一个半" 1.5.
 
@@ -6563,10 +6574,10 @@ def word_numbers(text: str) -> list[Number]:
     for m in NUMBER_WORD.finditer(text) if not words.isdisjoint(NUMBER_WORDS) else ():
         value = NUMBER_WORDS[m["word"].lower()] * NUMBER_WORDS.get((m["times"] or "").lower(), 1) \
             + NUMBER_WORDS.get((m["tens"] or "").lower(), 0)
-        if not text.startswith("-", m.end()) or UNIT.match(text, m.end() + 1):  # "demi-litre"
+        if not text.startswith("-", m.end()) or unit_after(text, m.end() + 1)[0]:  # demi-litre
             found.append((m, value))
     for m in CHINESE_NUMBER.finditer(text) if CHINESE_NUMERAL.search(text) else ():
-        if not (m.group() in "一二两" and not UNIT.match(text, m.end())):
+        if not (m.group() in "一二两" and not unit_after(text, m.end())[0]):
             found.append((m, chinese_number(m.group())))
     numbers, taken, run_to = [], 0, None
     for m, value in sorted(found, key=lambda f: f[0].start()):
@@ -6574,12 +6585,10 @@ def word_numbers(text: str) -> list[Number]:
             continue
         half = re.match(r" and a half| et demi| y medio| und ein halb", text[m.end():])
         end = m.end() + (half.end() if half else 0)
-        unit = UNIT.match(text, end + text.startswith("-", end))
+        name, after = unit_after(text, end + text.startswith("-", end))
         if text.startswith("成", end):       # 四成: four tenths
-            value, unit = value * 10, None
-        taken = unit.end() if unit else end
-        name = UNIT_OF[UNIT_NAME.match(unit["unit"].lower()).group()] if unit \
-            else "%" if text.startswith("成", end) else ""
+            value, name, after = value * 10, "%", end
+        taken = after if name else end
         numbers.append(Number(m.group(), (f"{value + 0.5 * bool(half):g}",), (), name, m.start()))
         if run_to is not None and name and RANGE_JOIN.fullmatch(text[run_to[1]:m.start()]):
             numbers[-2] = numbers[-2]._replace(unit=name)
@@ -6700,7 +6709,8 @@ def day_first(text: str) -> bool | None:
     """Whether a text writes its numeric dates day first (a 25/6/2026 in it says so) or month
     first (6/25/2026), or None when none of them settles it."""
     seen = {True if int(a) > 12 else False if int(b) > 12 else None
-            for a, b in NUMERIC_DATE.findall(text)} - {None}
+            for a, b in re.findall(r"(?<![\d/-])(\d{1,2})[/-](\d{1,2})[/-]\d{4}(?!\d)", text)
+            } - {None}
     return seen.pop() if len(seen) == 1 else None
 
 
@@ -6729,7 +6739,7 @@ def read_numbers(text: str, decimal: str | None = None,
     [('--05-09', ''), ('12', 'km'), ('80', 'deg'), ('3', 'h'), ('20', '%'), ('5', '€')]
     """
     text = number_text(text)
-    if not DIGIT.search(text):             # most lines have no digit: the long patterns pass
+    if not re.search(r"\d", text):         # most lines have no digit: the long patterns pass
         return word_numbers(text)
     dates = [d for m in DATE.finditer(text) if (d := read_date(m, dates_day_first))] + [
         Number(m.group(), (f"{int(m['h'])}:{30 if m['half'] else int(m['m'] or 0)}",),
@@ -6741,10 +6751,8 @@ def read_numbers(text: str, decimal: str | None = None,
     decimal = decimal_mark([m["digits"] for m in matches]) or decimal
     numbers = []
     for m in matches:
-        unit = UNIT.match(text, m.end())
-        sign = UNIT_FIRST.search(text, 0, m.start())
-        unit = UNIT_OF[UNIT_NAME.match(unit["unit"].lower()).group()] if unit \
-            else UNIT_OF[sign.group(1)] if sign else ""
+        sign = re.search(r"([€$£¥₩₽]|百分之)\s?$", text[max(0, m.start() - 4):m.start()])
+        unit = unit_after(text, m.end())[0] or (UNIT_OF[sign.group(1)] if sign else "")
         read = [n._replace(unit=unit, at=m.start()) for n in read_number(m["digits"], decimal)]
         if m["minus"]:
             read[0] = read[0]._replace(values=tuple(v if v == "0" else f"-{v}"
@@ -6761,15 +6769,11 @@ def ranges_in(numbers: list[Number], text: str) -> list[tuple[Number, Number]]:
     bar", "15到18分钟", each as its two ends."""
     pairs = []
     for a, b in zip(numbers, numbers[1:]):
-        end = a.at + len(a.written)
-        unit = UNIT.match(text, end)
-        if a.unit in ("", b.unit) and RANGE.fullmatch(text[unit.end() if unit else end:b.at]) \
+        end = unit_after(text, a.at + len(a.written))[1]
+        if a.unit in ("", b.unit) and RANGE.fullmatch(text[end:b.at]) \
                 and not any(DATE_VALUE.fullmatch(n.values[0]) or n.parts for n in (a, b)):
             pairs.append((a, b))
     return pairs
-
-
-TIME_JOIN = re.compile(r"\s*(?:,|\band\b|\bund\b|\bet\b|\by\b|\be\b|\ben\b|\bi\b|и)?\s*", re.I)
 
 
 def durations(numbers: list[Number], text: str) -> list[Number]:
@@ -6778,9 +6782,10 @@ def durations(numbers: list[Number], text: str) -> list[Number]:
     out: list[Number] = []
     for n in sorted(numbers, key=lambda n: n.at):
         prev = out[-1] if out else None
-        unit = prev and UNIT.match(text, prev.at + len(prev.written))
-        if unit and (prev.unit, n.unit) in (("h", "min"), ("min", "s")) and prev.values[0].isdigit() \
-                and TIME_JOIN.fullmatch(text[unit.end():n.at]):
+        if prev and (prev.unit, n.unit) in (("h", "min"), ("min", "s")) \
+                and prev.values[0].isdigit() and re.fullmatch(   # "3 hours and 5 minutes"
+                    r"\s*(?:,|and|und|et|y|e|en|i|и)?\s*",
+                    text[unit_after(text, prev.at + len(prev.written))[1]:n.at], re.IGNORECASE):
             whole, part = as_float(prev.values[0]), as_float(n.values[0])
             if whole is not None and part is not None and part < 60:
                 out[-1] = prev._replace(written=text[prev.at:n.at + len(n.written)], values=(
@@ -6967,7 +6972,8 @@ HOLDER_SHARE = 0.4                        # a number or name of another line is 
 CLAUSE_SHARE = 0.5                        # a clause is compared (negation) with the clause of
                                           # its lines holding this share of its words
 RANGE_MAX = 20                            # [1-3] cites 1, 2 and 3; a longer one, its two ends
-NAMED_MAX = 5                             # sentences the summary line names, at most
+JUDGE_SECONDS = 120                       # a judge's call may take this long (a 7B model on a
+JUDGE_TOKENS = 2                          # CPU, loading first): "Yes" or "No"
 
 LINE_MARK = re.compile(r"^\s*(?:[-*+•>]|\d+[.)]|#{1,6})\s+(?:\[[ xX]\]\s+)?")   # list, quote...
 # A sentence ends at CJK punctuation (NFKC makes "！" "!"), or at Latin punctuation before a
@@ -7263,10 +7269,10 @@ def read_claim(sentence: str, weight: Callable[[str], float], decimal: str | Non
     if declines and (turn := CONTRAST.search(sentence, NOT_IN_NOTES.search(sentence).end())):
         said, declines = sentence[turn.end():], False        # "…, but Y [1]": Y is the claim
     numbers = read_numbers(said, text_decimal_mark(said) or decimal, day_first(said) or first)
-    words = list(number_text(said))      # its numbers, in words too, and their units weigh as one
+    text = number_text(said)              # its numbers, in words too, and units weigh as one
+    words = list(text)
     for n in numbers:
-        end = n.at + len(n.written)
-        end = unit.end() if (unit := UNIT.match("".join(words), end)) else end
+        end = unit_after(text, n.at + len(n.written))[1]
         words[n.at:end] = " " * (end - n.at)
     terms = [t for t in claim_terms("".join(words)) if not t.isdigit() and t not in UNIT_OF]
     return Claim(sentence, tuple(dict.fromkeys(cited_numbers(sentence))), said, declines,
@@ -7497,9 +7503,7 @@ def bound_of(text: str, number: Number) -> re.Match | None:
     """The word that bounds a number in its text, if any: a QUALIFIERS word right before it
     ("about 30 g", "ca. $5", in CJK a verb between: "正好加 600"), or right after it and its
     unit ("une heure exactement", "Python 3.10 au plus", "30分钟左右")."""
-    end = number.at + len(number.written)
-    unit = UNIT.match(text, end)
-    after = unit.end() if unit else end
+    after = unit_after(text, number.at + len(number.written))[1]
     for words in QUALIFIERS.values():
         for m in words.finditer(text, max(0, number.at - 24), number.at):
             gap = text[m.end():number.at].strip(" .~≈$€£")
@@ -7629,6 +7633,7 @@ class CitationCheck:
     sentences: tuple[SentenceCheck, ...]
     sources: int
     judge: str = ""                       # the judge model that read the supported ones, if any
+    judge_seconds: float = 0.0            # ...and how long it took
 
     def count(self, *verdicts: str) -> int:
         return sum(1 for s in self.sentences if s.verdict in verdicts)
@@ -7660,7 +7665,9 @@ class CitationCheck:
                  f"{'s' * (checkable != 1)} supported by their words and numbers"
                  + (f" ({uncited} cite{'s' * (uncited == 1)} nothing)" if uncited else "")]
         if self.judge:
-            parts.append(f"{self.count(JUDGED)} judged unsupported by {self.judge}")
+            read = sum(1 for s in self.sentences if s.judge)
+            parts.append(f"{self.judge} read {read} ({self.judge_seconds / max(read, 1):.1f}s a "
+                         f"sentence) and said no to {self.count(JUDGED)}")
         if self.flagged:
             parts.append(f"{len(self.flagged)} flagged")
         if skipped := self.count(SKIPPED):
@@ -7732,6 +7739,39 @@ def check_citations(answer: str, sources: Sequence, lexicon: Lexicon | None = No
     return CitationCheck(tuple(
         check_sentence(read_claim(s, weight, decimal, first, everything), sources, lines_of,
                        support_min) for s in answer_sentences(answer)), len(sources))
+
+
+def judged(check: CitationCheck, sources: Sequence, settings: Settings
+           ) -> tuple[CitationCheck, list[str]]:
+    """The check, with each sentence it supports read again by the judge model (settings.judge),
+    asked as MiniCheck models were trained: "Document: <its source>\nClaim: <the sentence>",
+    answered Yes or No. A No makes the sentence JUDGED. Each call may take JUDGE_SECONDS; the
+    first that fails or runs over ends the judging with a warning, and the sentences it did not
+    read keep the check's verdict. Returns the check and its warnings."""
+    client, asking = ollama_client(JUDGE_SECONDS), replace(settings, chat_model=settings.judge)
+    t0, read, warnings = time.perf_counter(), [], []
+    for n, s in enumerate(check.sentences, 1):
+        if s.verdict != SUPPORTED or warnings:
+            read.append(s)
+            continue
+        source = sources[s.source - 1]
+        document = source if isinstance(source, str) else source.text
+        claim = " ".join(CITATION.sub(" ", s.text).split())
+        try:
+            said = chat_once(client, asking, [{"role": "user", "content": f"Document: {document}"
+                                                                      f"\nClaim: {claim}"}],
+                             JUDGE_TOKENS, NUM_CTX).strip()
+        except (OllamaError, ValueError) as e:
+            warnings.append(f"the judge {settings.judge} did not read sentence {n} ({e}); it and "
+                            "the sentences after it keep the check's verdict")
+            read.append(s)
+            continue
+        no, yes = re.match(r"(?i)no\b", said), re.match(r"(?i)yes\b", said)
+        read.append(s._replace(verdict=JUDGED if no else s.verdict, judge="no" if no else "yes"
+                               if yes else f"answered {said[:20]!r}, neither yes nor no",
+                               why=f"{settings.judge} finds it not in its source" if no else ""))
+    return replace(check, sentences=tuple(read), judge=settings.judge,
+                   judge_seconds=time.perf_counter() - t0), warnings
 
 
 # ----------------------------------------------------------------------------
@@ -7992,6 +8032,10 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
     text = "".join(pieces)
     conv = replace(conv, num_ctx=num_ctx).remember(Turn(question, text, query or question))
     check = check_citations(text, [h.chunk for h in r.hits], index.lexicon)
+    if settings.judge and check.count(SUPPORTED):
+        check, said = judged(check, [h.chunk for h in r.hits], settings)
+        plan = replace(plan, warnings=plan.warnings + said,
+                       timings={**plan.timings, "judge": check.judge_seconds})
     return logged(came(ANSWERED, usage=stream.usage, cut_short=stream.cut_short, check=check,
                        conversation=conv), settings, via)
 
