@@ -62,9 +62,9 @@ reading it (tests/test_layers.py holds it to the banners).
     One run's settings             Settings: every knob a run turns, declared with its flag (option)
     Talking to Ollama              ollama_client, the only client; explain_ollama_error
     Markdown as Obsidian writes it read_markdown, parse_front_matter; note_card, note_words
-    Reading real folders           scan_notes (NoteScan), read_note, NOTE_TYPES; decode_note
-    Office files and notebooks     read_docx, read_odt, read_notebook; Unzipped, parse_xml
-    Web pages and e-books          read_html (html_tokens, PageLines), read_epub (epub_toc)
+    Reading real folders           scan_notes, read_note, NOTE_TYPES; decode_note, readable_name
+    Web pages                      read_html: html_tokens, PageLines (by lines; block_markdown)
+    Office, e-books and notebooks  read_docx, read_odt (OfficeText), read_epub, read_notebook
     Org and reST                   read_org, read_rst: the file's own lines, Markdown's headings
     Embedding                      embed_templates, embed_refusing, embed_query, model_digest
     BM25's inverted index          Lexicon: build_lexicon, query_postings, bm25_scores
@@ -81,26 +81,25 @@ reading it (tests/test_layers.py holds it to the banners).
     One question, one outcome      answer -> Outcome: decide, prompt_within; Conversation
     The gap log                    logged: answer() appends the questions the notes left open
   Part III · the modes, a section each with its flags, Mode and printing
-    The modes' shared set-up       Mode, open_for_mode, index_with_progress, EscapedControls
+    The modes' shared set-up       Mode, open_for_mode (ProgressLine, check_usable), EscapedControls
     Showing sources                print_hits, print_citation, hit_json, print_outcome, preview
     The question                   run_question, outcome_json; QUESTION, the default mode
     --chat                         run_chat, inline_filters; CHAT
-    --explain                      run_explain; EXPLAIN
+    --explain                      run_explain: explain_index, explain_search, explain_prompt
     --eval                         evaluate, load_eval_set, run_eval; EVAL
     --make-eval and --tune         generate_eval_set, run_make_eval, tune, run_tune; MAKE_EVAL, TUNE
     --gaps                         read_gaps, gap_report, run_gaps; GAPS
-    --mcp's tools                  mcp_tools, argument_problem, tool_result, search_result
+    --mcp's tools                  Notes -> search_tool, read_tool, ask_tool; mcp_tools
     The held index                 HeldIndex: current(), look() while idle, still_current
-    --mcp                          McpServer: read, handle, Later, cancel; run_mcp; MCP
+    --mcp                          McpServer: answer, call_tool; JsonRpcLines, Later; run_mcp; MCP
     The command line               MODES, parse_args, run_mode, main
     Start-up and leaving           what the lines before Part I do; exit_now
 
 Named above their definition, on purpose: search's score() and judge() read the floor
 (off_topic_meaning, relevance_floor, PROBE_REACH) that calibrate() measures with search;
 fill_vectors takes vectors from other caches (vectors_elsewhere); answer() hands each outcome to
-the gap log (logged); McpServer and its method table MCP_METHODS name each other;
-NOTE_TYPES, the table of readers, names those of the three sections after it (read_docx,
-read_odt, read_notebook; read_html, read_epub; read_org, read_rst).
+the gap log (logged); NOTE_TYPES, the table of readers, names those of the three sections after
+it (read_html; read_docx, read_odt, read_epub, read_notebook; read_org, read_rst).
 """
 
 from __future__ import annotations
@@ -214,7 +213,9 @@ def fingerprint(files: list[NoteFile]) -> str:
 # than a chunk) answer nothing: they join the chunk after them (if under half a chunk).
 SEPARATORS = [r"\n(?=## )", r"\n(?=### )", r"\n(?=#### )", r"\n\n", r"\n",
               r"(?<=[。！？；])", r"(?<=[.!?])\s+", r"\s+", ""]
-HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+# A heading's title ends at its last character that is no space or closing "#" (one lazy (.+?)
+# before [ \t#]*$ would try a run of spaces again from each character: quadratic).
+HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?[^ \t#\n]|[^\n])[ \t#]*$", re.MULTILINE)
 LEADING_HEADINGS = re.compile(r"(?:[ \t]*(?:#{1,6}[ \t][^\n]*)?\n)*")
 # Code: ``` or ~~~ (in a list or a quote too) to the same; unclosed (`open`), to the note's end.
 FENCE = re.compile(r"^[ \t>]*(?P<tick>```|~~~)[ \t]*(?P<lang>[\w-]*).*?"
@@ -1166,153 +1167,125 @@ def ollama_client(timeout: float | None = None) -> ollama.Client:
 
 class NoteMeta(NamedTuple):
     """What a note says of itself besides its text: its front matter, inline #tags and the embeds
-    taken out of its text. The index keeps one per note; note_card() fills in the title and the
-    date a note does not state (its file name, its modification day)."""
-    title: str = ""                       # front matter's title: ("": the file name is the title)
+    taken out of its text, one per note in the index; note_card() fills in a title and a date
+    the note does not state. `dated_by`: "date", "created" or "updated" (the first of these keys
+    that holds a date), "file name" or "modified"."""
+    title: str = ""                       # front matter's title ("": the file name is the title)
     aliases: tuple[str, ...] = ()
-    tags: tuple[str, ...] = ()            # front matter's, then inline
-                                          # #tags, without "#", as written
+    tags: tuple[str, ...] = ()            # front matter's, then inline #tags: no "#", as written
     date: str = ""                        # YYYY-MM-DD
-    dated_by: str = ""                    # where the date came from: "date", "created",
-                                          # "updated" (front matter, the first of them
-                                          # that is a date), "file name", "modified"
+    dated_by: str = ""
     description: str = ""                 # description: or summary:
     dropped: tuple[str, ...] = ()         # what embeds (![[...]]) named: taken out of the text
     properties: tuple[str, ...] = ()      # the front matter's other keys, "key: value" each
-                                          # (note_properties), as the note's text shows them
 
 
-MARKDOWN_SUFFIXES = (".md", ".markdown")  # front matter and Obsidian's
-                                          # markup are read in these only
+MARKDOWN_SUFFIXES = (".md", ".markdown")  # read for front matter and Obsidian's markup
 FRONT_MATTER_BLOCK = re.compile(r"\A---[ \t]*\n(.*?)^(?:---|\.\.\.)[ \t]*$\n?",
                                 re.DOTALL | re.MULTILINE)
-# A top-level key, as YAML reads one: quoted, or plain text that starts with no indent or YAML
-# indicator and holds no ": " ("Date (created)", "📅", "foo/bar", a Dataview "mood:: ok"). The
-# key's own spaces stay in it, taken off later: a "[ \t]*" before the colon would backtrack.
-YAML_KEY = re.compile(r"""("[^"\n]*"|'[^'\n]*'|"""
-                      r"""[^\s#:?,\[\]{}&*!|>'"%@`-](?:[^:\n#]|:(?=\S)|(?<=\S)#)*)"""
-                      r":(?:[ \t]+(.*))?")
-NAME_KEY = re.compile(r"\w[\w.-]*(?:[ \t]+[\w.-]+)*")   # "tags", "created at": one a block
-YAML_ITEM = re.compile(r"[ \t]*-(?:[ \t]+(.*))?")
-BLOCK_SCALAR = re.compile(r"[|>][+-]?")
-WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]*)\]\]")
-# What Obsidian shows of a note's spans, found in one pass so that whichever opens first wins, as
-# in Obsidian: code (a fence, or `inline` on one line) shows as written, %%a comment%% (or one that
-# never closes: to the note's end) hides all in it, fences too; ==a highlight== (no "==" in it,
-# which keeps this linear) shows its text; the banner an Excalidraw drawing's note opens with
-# (its drawing data is a comment) shows nothing.
-OBSIDIAN_SPAN = re.compile(
-    rf"(?P<fence>{FENCE.pattern})"
-    r"|(?P<code>(?<!`)(?P<ticks>`+)(?!`)(?:(?!(?P=ticks))[^\n])*(?P=ticks)(?!`))"
-    r"|(?P<comment>%%.*?(?:%%|\Z))"
-    r"|(?P<banner>^==⚠\ufe0f? +Switch to EXCALIDRAW VIEW[^\n]*)"
-    r"|(?<!=)==(?=[^\s=])(?P<mark>(?:[^=\n]|=(?!=))*?)(?<=[^\s=])==(?!=)",
-    re.MULTILINE | re.DOTALL)
-# Fenced blocks that hold no text of the author's: Dataview's and Tasks' queries (Obsidian shows
-# their results, notes found elsewhere), an Excalidraw drawing's data.
-NOT_TEXT_BLOCKS = ("dataview", "dataviewjs", "tasks", "compressed-json")
-CALLOUT = re.compile(r"^([ \t]*(?:>[ \t]?)+)\[!([^\]\n]*)\][+-]?[ \t]*(.*)$", re.MULTILINE)
-# A block id, the anchor a [[Note#^id]] link points at: Latin letters, digits and dashes, at a
-# line's end after a space, or alone on the line after a table or a list.
-# no [ \t]+ before: that backtracks
-BLOCK_ID = re.compile(r"(?<![^ \t\n])\^[A-Za-z0-9-]+[ \t]*$", re.MULTILINE)
-# An inline #tag, as Obsidian finds one: after a space, "(" or CJK punctuation ("。#工作"), not
-# digits alone.
-INLINE_TAG = re.compile(
-    r"(?<![^\s(\u3000-\u303f\uff01-\uff0f\uff1a-\uff20])#([\w/-]*[^\W\d_][\w/-]*)")
 DATE_KEYS = ("date", "created", "updated")     # the first of these that holds a date dates the note
-DAY = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[T ][\d:.+-]*Z?)?")
-DAY_IN_NAME = re.compile(r"(?<!\d)\d{4}-\d{2}-\d{2}(?!\d)")
 # The front matter keys NoteMeta has a field for; every other key is one of the note's properties.
 READ_KEYS = ("title", "aliases", "alias", "tags", "tag", *DATE_KEYS, "description", "summary")
 
 
-# YAML's escapes in a "double-quoted" string (\x, \u and \U take hex digits); any other stays
-# as written.
-YAML_ESCAPES = {"0": "\0", "a": "\a", "b": "\b", "t": "\t", "\t": "\t", "n": "\n", "v": "\v",
-                "f": "\f", "r": "\r", "e": "\x1b", " ": " ", '"': '"', "/": "/", "\\": "\\",
-                "N": "\x85", "_": "\xa0", "L": "\u2028", "P": "\u2029"}
-YAML_ESCAPE = re.compile(r"\\(x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|.)")
-QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"|\'((?:[^\']|\'\')*)\'')
-# Where a flow collection ([a, b] or {k: v}) nests or ends an item: a bracket, a comma, or a
-# quoted scalar (it may hold both), which starts an item or follows ": " ("it's" holds no quote).
-# (?=(X*))\1 takes X* whole, never backing off into it: Python 3.10 has no possessive *+.
-FLOW_TOKEN = re.compile(r"""(?:(?<=[\s,\[{:])|^)"""
-                        r"""(?:"(?=((?:[^"\\]|\\.)*))\1"|'(?=((?:[^']|'')*))\2')|[\[\]{},]""")
-# An anchor (&base) or a tag (!!str) before a value names or types it: no part of it.
-YAML_PROPERTIES = re.compile(r"\A(?:[&!][^\s,\[\]{}]+(?:[ \t]+|\Z))+")
-YAML_ALIAS = re.compile(r"\*[^\s,\[\]{}]+")
+class Yaml:
+    """The little of YAML that front matter uses (parse_front_matter), without a YAML library."""
+    # A top-level key as YAML reads one: quoted, or plain text with no indent, no YAML indicator
+    # first and no ": " ("Date (created)", "📅", "foo/bar", a Dataview "mood:: ok"). Its own
+    # spaces stay in it, taken off later: a "[ \t]*" before the colon would backtrack.
+    KEY = re.compile(r"""("[^"\n]*"|'[^'\n]*'|"""
+                     r"""[^\s#:?,\[\]{}&*!|>'"%@`-](?:[^:\n#]|:(?=\S)|(?<=\S)#)*)"""
+                     r":(?:[ \t]+(.*))?")
+    NAME_KEY = re.compile(r"\w[\w.-]*(?:[ \t]+[\w.-]+)*")   # "tags", "created at": one a block
+    ITEM = re.compile(r"[ \t]*-(?:[ \t]+(.*))?")
+    BLOCK_SCALAR = re.compile(r"[|>][+-]?")
+    # A "double-quoted" string's escapes (\x, \u, \U take hex digits); others stay as written.
+    ESCAPES = {"0": "\0", "a": "\a", "b": "\b", "t": "\t", "\t": "\t", "n": "\n", "v": "\v",
+               "f": "\f", "r": "\r", "e": "\x1b", " ": " ", '"': '"', "/": "/", "\\": "\\",
+               "N": "\x85", "_": "\xa0", "L": "\u2028", "P": "\u2029"}
+    ESCAPE = re.compile(r"\\(x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|.)")
+    QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"|\'((?:[^\']|\'\')*)\'')
+    # Where a flow collection ([a, b] or {k: v}) nests or ends an item: a bracket, a comma, or a
+    # quoted scalar (it may hold both) that starts an item or follows ": " ("it's" holds none).
+    # (?=(X*))\1 takes X* whole, never backing off into it: Python 3.10 has no possessive *+.
+    FLOW_TOKEN = re.compile(
+        r"""(?:(?<=[\s,\[{:])|^)(?:"(?=((?:[^"\\]|\\.)*))\1"|'(?=((?:[^']|'')*))\2')|[\[\]{},]""")
+    # An anchor (&base) or a tag (!!str) before a value names or types it: no part of it.
+    PROPERTIES = re.compile(r"\A(?:[&!][^\s,\[\]{}]+(?:[ \t]+|\Z))+")
+    ALIAS = re.compile(r"\*[^\s,\[\]{}]+")
 
+    @staticmethod
+    def unescape(text: str) -> str:
+        """The inside of a YAML double-quoted string as the text it stands for; a lone surrogate
+        (half of a JSON-style pair) becomes U+FFFD.
 
-def yaml_unescape(text: str) -> str:
-    """The inside of a YAML double-quoted string as the text it stands for; a lone surrogate
-    (half of a JSON-style pair) becomes U+FFFD.
+        >>> Yaml.unescape(r'say \\"hi\\" \\\\ C:\\\\tmp\\t\\u00e9 \\ud83d\\ude00 \\q')
+        'say "hi" \\\\ C:\\\\tmp\\té 😀 \\\\q'
+        """
+        def one(m: re.Match) -> str:
+            code = m.group(1)
+            if len(code) == 1:
+                return Yaml.ESCAPES.get(code, m.group())
+            return chr(int(code[1:], 16)) if int(code[1:], 16) <= 0x10FFFF else m.group()
+        text = Yaml.ESCAPE.sub(one, text)
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
-    >>> yaml_unescape(r'say \\"hi\\" \\\\ C:\\\\tmp\\t\\u00e9 \\ud83d\\ude00 \\q')
-    'say "hi" \\\\ C:\\\\tmp\\té 😀 \\\\q'
-    """
-    def one(m: re.Match) -> str:
-        code = m.group(1)
-        if len(code) == 1:
-            return YAML_ESCAPES.get(code, m.group())
-        return chr(int(code[1:], 16)) if int(code[1:], 16) <= 0x10FFFF else m.group()
-    return YAML_ESCAPE.sub(one, text).encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    @staticmethod
+    def items(inner: str) -> list[str]:
+        """The items of a flow collection (what is between its brackets), cut at its own commas:
+        not those in quotes or in a collection nested in it.
 
+        >>> Yaml.items("a, 'b, c', [d, e], {f: g, h: i}, it's, ")
+        ['a', "'b, c'", '[d, e]', '{f: g, h: i}', "it's"]
+        """
+        items, depth, start = [], 0, 0
+        for m in Yaml.FLOW_TOKEN.finditer(inner):
+            token = m.group()
+            if token in ("[", "{"):
+                depth += 1
+            elif token in ("]", "}"):
+                depth -= 1
+            elif token == "," and depth == 0:
+                items.append(inner[start:m.start()])
+                start = m.end()
+        return [item.strip() for item in [*items, inner[start:]] if item.strip()]
 
-def flow_items(inner: str) -> list[str]:
-    """The items of a flow collection (what is between its brackets), cut at its own commas:
-    not those in quotes or in a collection nested in it.
+    @staticmethod
+    def value(text: str) -> str | list[str] | dict:
+        """One YAML value: quotes taken off (with a double-quoted string's escapes), an inline
+        [list] as a list of its texts, an inline {mapping} as a dict (YAML writes a set so: {a,
+        b}), a trailing # comment dropped; null, and an alias (*base: a reference to an anchor,
+        not followed), as "". An anchor (&base) or a tag (!!str) before a value is taken off.
 
-    >>> flow_items("a, 'b, c', [d, e], {f: g, h: i}, it's, ")
-    ['a', "'b, c'", '[d, e]', '{f: g, h: i}', "it's"]
-    """
-    items, depth, start = [], 0, 0
-    for m in FLOW_TOKEN.finditer(inner):
-        token = m.group()
-        if token in ("[", "{"):
-            depth += 1
-        elif token in ("]", "}"):
-            depth -= 1
-        elif token == "," and depth == 0:
-            items.append(inner[start:m.start()])
-            start = m.end()
-    return [item.strip() for item in [*items, inner[start:]] if item.strip()]
+        >>> [Yaml.value(v) for v in ("'it''s'", "[a, 'b, c', \\"d\\"]", "2026 # year", "~")]
+        ["it's", ['a', 'b, c', 'd'], '2026', '']
+        >>> [Yaml.value(v) for v in (r'"a \\"b\\" c\\\\d"', "{garden: true, b}", "*base", "&b x")]
+        ['a "b" c\\\\d', {'garden': 'true', 'b': ''}, '', 'x']
+        """
+        text = Yaml.PROPERTIES.sub("", text.strip())
+        if m := Yaml.QUOTED.match(text):
+            return (Yaml.unescape(m.group(1)) if m.group(1) is not None
+                    else m.group(2).replace("''", "'"))
+        if text.startswith("[") and text.endswith("]"):
+            values = map(Yaml.value, Yaml.items(text[1:-1]))
+            return [v for v in values if isinstance(v, str) and v]
+        if text.startswith("{") and text.endswith("}"):
+            pairs = {}
+            for item in Yaml.items(text[1:-1]):
+                quoted = Yaml.QUOTED.match(item)
+                at = quoted.end() if quoted else 0
+                key, sep, value = item[at:].partition(": ")
+                key = Yaml.value(item[:at] + (key[:-1] if not sep and key.endswith(":") else key))
+                if isinstance(key, str) and key:
+                    pairs[key] = Yaml.value(value)
+            return pairs
+        text = re.sub(r"(?:^|[ \t])#.*", "", text).strip()
+        return "" if text in ("~", "null", "Null", "NULL") or Yaml.ALIAS.fullmatch(text) else text
 
-
-def yaml_value(text: str) -> str | list[str] | dict:
-    """One YAML value: quotes taken off (with a double-quoted string's escapes), an inline [list]
-    as a list of its texts, an inline {mapping} as a dict (YAML writes a set so: {a, b}), a
-    trailing # comment dropped; null, and an alias (*base: a reference to an anchor, not
-    followed), as "". An anchor (&base) or a tag (!!str) before a value is taken off.
-
-    >>> [yaml_value(v) for v in ("'it''s'", "[a, 'b, c', \\"d\\"]", "2026 # year", "~")]
-    ["it's", ['a', 'b, c', 'd'], '2026', '']
-    >>> [yaml_value(v) for v in (r'"a \\"b\\" c\\\\d"', "{garden: true, b}", "*base", "&b x")]
-    ['a "b" c\\\\d', {'garden': 'true', 'b': ''}, '', 'x']
-    """
-    text = YAML_PROPERTIES.sub("", text.strip())
-    if m := QUOTED.match(text):
-        return (yaml_unescape(m.group(1)) if m.group(1) is not None
-                else m.group(2).replace("''", "'"))
-    if text.startswith("[") and text.endswith("]"):
-        return [v for v in map(yaml_value, flow_items(text[1:-1])) if isinstance(v, str) and v]
-    if text.startswith("{") and text.endswith("}"):
-        pairs = {}
-        for item in flow_items(text[1:-1]):
-            quoted = QUOTED.match(item)
-            at = quoted.end() if quoted else 0
-            key, sep, value = item[at:].partition(": ")
-            key = yaml_value(item[:at] + (key[:-1] if not sep and key.endswith(":") else key))
-            if isinstance(key, str) and key:
-                pairs[key] = yaml_value(value)
-        return pairs
-    text = re.sub(r"(?:^|[ \t])#.*", "", text).strip()
-    return "" if text in ("~", "null", "Null", "NULL") or YAML_ALIAS.fullmatch(text) else text
-
-
-def yaml_key(m: re.Match) -> str:
-    """A top-level key as parse_front_matter() files it (YAML_KEY's match): unquoted, lower-case."""
-    return m.group(1).strip().strip("\"'").lower()
+    @staticmethod
+    def key(m: re.Match) -> str:
+        """A top-level key (a Yaml.KEY match) as front matter files it: unquoted, lower-case."""
+        return m.group(1).strip().strip("\"'").lower()
 
 
 def parse_front_matter(block: str) -> dict[str, str | list[str] | dict] | None:
@@ -1320,8 +1293,8 @@ def parse_front_matter(block: str) -> dict[str, str | list[str] | dict] | None:
     ([a, b]) or as "- item" lines, mappings inline ({k: v}) or indented under their key (their
     scalar leaves, by their path: {"phone.work": ...}), quoted strings, # comments, | and >
     blocks (joined into one line); of a key given twice the last counts. None if a line is none
-    of these, or no key reads as a name (NAME_KEY: "Landlord (Tue 5/3): bring the lease" alone
-    is prose): then the block is no front matter.
+    of these, or no key reads as a name (Yaml.NAME_KEY: "Landlord (Tue 5/3): bring the lease"
+    alone is prose): then the block is no front matter.
 
     >>> parse_front_matter('title: "A: b" # c\\ntags:\\n  - x\\n  - "y z"\\n'
     ...                    'aliases: [one, \\'two, 2\\']\\nm:\\n  k: 1\\n  n:\\n    o: p\\n')
@@ -1341,35 +1314,33 @@ def parse_front_matter(block: str) -> dict[str, str | list[str] | dict] | None:
     for line in block.split("\n"):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        if m := YAML_KEY.fullmatch(line):
-            key, value, nested, path = yaml_key(m), (m.group(2) or "").strip(), False, []
-            block_lines = [] if BLOCK_SCALAR.fullmatch(value) else None
-            fields_[key] = "" if block_lines is not None else yaml_value(value)
+        if m := Yaml.KEY.fullmatch(line):
+            key, value, nested, path = Yaml.key(m), (m.group(2) or "").strip(), False, []
+            block_lines = [] if Yaml.BLOCK_SCALAR.fullmatch(value) else None
+            fields_[key] = "" if block_lines is not None else Yaml.value(value)
         elif key is None:
             return None
         elif block_lines is not None and line[:1] in " \t":
             block_lines.append(line.strip())
             fields_[key] = " ".join(block_lines)
-        elif (item := YAML_ITEM.fullmatch(line)) and not nested and (fields_[key] == "" or
-                                                                     isinstance(fields_[key],
-                                                                                list)):
-            value = yaml_value(item.group(1) or "")
+        elif (item := Yaml.ITEM.fullmatch(line)) and not nested \
+                and (fields_[key] == "" or isinstance(fields_[key], list)):
+            value = Yaml.value(item.group(1) or "")
             fields_[key] = [*(fields_[key] or []), *([value] if isinstance(value, str) else value)]
-        elif line[:1] in " \t" and (leaf := YAML_KEY.fullmatch(line.lstrip(" \t"))) \
+        elif line[:1] in " \t" and (leaf := Yaml.KEY.fullmatch(line.lstrip(" \t"))) \
                 and (fields_[key] == "" or isinstance(fields_[key], dict)):
             indent = len(line) - len(line.lstrip(" \t"))
-            path = [(i, k) for i, k in path if i < indent] + [(indent, yaml_key(leaf))]
-            value = yaml_value(leaf.group(2) or "")
-            if value and not BLOCK_SCALAR.fullmatch(str(value)):   # a mapping's key has none
+            path = [(i, k) for i, k in path if i < indent] + [(indent, Yaml.key(leaf))]
+            value = Yaml.value(leaf.group(2) or "")
+            if value and not Yaml.BLOCK_SCALAR.fullmatch(str(value)):   # a mapping's key has none
                 leaves = fields_[key] = fields_[key] or {}
                 leaves[".".join(k for _, k in path)] = value
             nested = True
-        elif line[:1] in " \t":
-            nested = True                 # a list in a nested mapping, or a mapping
-                                          # under a scalar: passed over
+        elif line[:1] in " \t":          # a list in a nested mapping, or a mapping under
+            nested = True                 # a scalar: passed over
         else:
             return None
-    return fields_ if any(NAME_KEY.fullmatch(k) for k in fields_) else None
+    return fields_ if any(Yaml.NAME_KEY.fullmatch(k) for k in fields_) else None
 
 
 def iso_day(text: str) -> str | None:
@@ -1378,7 +1349,7 @@ def iso_day(text: str) -> str | None:
     >>> [iso_day(d) for d in ("2026-01-15", "2026-01-15T09:30:00Z", "2026-13-45", "yesterday")]
     ['2026-01-15', '2026-01-15', None, None]
     """
-    if m := DAY.fullmatch(text.strip()):
+    if m := re.fullmatch(r"(\d{4})-(\d{2})-(\d{2})(?:[T ][\d:.+-]*Z?)?", text.strip()):
         with contextlib.suppress(ValueError):
             return datetime.date(*map(int, m.groups())).isoformat()
     return None
@@ -1386,7 +1357,7 @@ def iso_day(text: str) -> str | None:
 
 def meta_from(fields_: dict, inline_tags: list[str],
               dropped: tuple[str, ...]) -> tuple[NoteMeta, list[str]]:
-    """A NoteMeta from parsed front matter (the keys in READ_KEYS; note_properties() takes the
+    """A NoteMeta from parsed front matter (the keys in READ_KEYS; front_matter_text() shows the
     others), the inline #tags and the embeds dropped, and what to warn of (a date that is no
     date). Of a {mapping}, the keys count: `tags: {garden: true}` tags the note #garden.
 
@@ -1417,71 +1388,100 @@ def meta_from(fields_: dict, inline_tags: list[str],
                     text(fields_.get("description", fields_.get("summary"))), dropped), said
 
 
-def drop_block_ids(text: str) -> str:
-    """`text` without its block ids (BLOCK_ID) and the spaces before them, but those in code: in
-    a fence (FENCE) or on a line indented as code (four spaces or a tab). Both the ids and
-    the fences come in order, so the fences are walked once."""
-    fences = FENCE.finditer(text)
-    fence = next(fences, None)
-    kept, at = [], 0
-    for m in BLOCK_ID.finditer(text):
-        while fence and fence.end() <= m.start():
-            fence = next(fences, None)
-        line = text.rfind("\n", 0, m.start()) + 1
-        if fence and fence.start() <= m.start() or text.startswith(("    ", "\t"), line):
-            continue
-        start = m.start()
-        while start > at and text[start - 1] in " \t":
-            start -= 1
-        kept.append(text[at:start])
-        at = m.end()
-    return "".join(kept) + text[at:]
+class Obsidian:
+    """Obsidian's markup, and Markdown's that Obsidian (and Jupyter) show otherwise than written,
+    as clean_markup and shown_spans read them."""
+    # What Obsidian shows of a note's spans, found in one pass so that whichever opens first
+    # wins, as in Obsidian: code (a fence, or `inline` on one line) as written; a comment,
+    # %%...%% or <!--...--> (one never closed: to the note's end, which keeps this linear),
+    # nothing, fences too; an HTML tag, a link's definition ("[1]: https://..."), nothing; a
+    # link, [words](target) or [words][ref], its words (an image: its alt text); ==a highlight==
+    # (no "==" in it, which keeps this linear), its text; the banner an Excalidraw drawing's note
+    # opens with, nothing; nor a block id, the anchor of a [[Note#^id]] link: Latin letters,
+    # digits, dashes, at a line's end after a space (from the first space of a run, not each).
+    SPAN = re.compile(
+        rf"(?P<fence>{FENCE.pattern})"
+        r"|(?P<code>(?<!`)(?P<ticks>`+)(?!`)(?:(?!(?P=ticks))[^\n])*(?P=ticks)(?!`))"
+        r"|(?P<comment>%%.*?(?:%%|\Z)|<!--.*?(?:-->|\Z))"
+        r"|(?P<tag></?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?>)"
+        r"|(?P<refdef>^ {0,3}\[(?!\^)[^\[\]\n]+\]:[ \t]+\S+"
+        r"""(?:[ \t]+(?:"[^"\n]*"|'[^'\n]*'|\([^()\n]*\)))?[ \t]*$)"""
+        r"|!?\[(?P<words>[^\[\]\n]*)\](?:\((?:[^()\n]|\([^()\n]*\))*\)|\[[^\[\]\n]*\])"
+        r"|(?P<banner>^==⚠\ufe0f? +Switch to EXCALIDRAW VIEW[^\n]*)"
+        r"|(?<!=)==(?=[^\s=])(?P<mark>(?:[^=\n]|=(?!=))*?)(?<=[^\s=])==(?!=)"
+        r"|(?P<id>(?:(?<=[^ \t\n])[ \t]+|^)\^[A-Za-z0-9-]+[ \t]*$)",
+        re.MULTILINE | re.DOTALL)
+    # Fenced blocks that hold no text of the author's: Dataview's and Tasks' queries (Obsidian
+    # shows their results, notes found elsewhere), an Excalidraw drawing's data.
+    NOT_TEXT_BLOCKS = ("dataview", "dataviewjs", "tasks", "compressed-json")
+    WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]*)\]\]")
+    CALLOUT = re.compile(r"^([ \t]*(?:>[ \t]?)+)\[!([^\]\n]*)\][+-]?[ \t]*(.*)$", re.MULTILINE)
+    # An inline #tag, as Obsidian finds one: after a space, "(" or CJK punctuation ("。#工作"),
+    # not digits alone.
+    INLINE_TAG = re.compile(
+        r"(?<![^\s(\u3000-\u303f\uff01-\uff0f\uff1a-\uff20])#([\w/-]*[^\W\d_][\w/-]*)")
 
 
-def shown_spans(text: str) -> str:
-    """`text` with its OBSIDIAN_SPAN spans as Obsidian shows them, every line break kept: code as
-    written (but a NOT_TEXT_BLOCKS query), comments (one never closed hides the rest, as in
-    Obsidian), and the Excalidraw banner dropped, highlights as their text.
+def shown_spans(text: str, obsidian: bool = True) -> str:
+    """`text` with its Obsidian.SPAN spans as Obsidian shows them, every line break kept: code
+    as written (but a query, NOT_TEXT_BLOCKS), comments (one never closed hides the rest, as in
+    Obsidian), HTML's tags, links' definitions and the Excalidraw banner dropped, a link as its
+    words, a highlight as its text; block ids dropped but on a line indented as code (four
+    spaces or a tab), where "grep ^d" means what it says. Not `obsidian` (a notebook's
+    Markdown): Markdown's spans only, Obsidian's as written.
 
     >>> shown_spans("==Key== `a==b` x==y\\n```dataview\\nLIST\\n```\\n`%%` 50%% off\\nhidden")
     'Key `a==b` x==y\\n\\n\\n\\n`%%` 50\\n'
+    >>> shown_spans('<p align="center">See [the docs](https://x.org/a_(b)) ![a plot](data:,)</p>')
+    'See the docs a plot'
     """
     def shown(m: re.Match) -> str:
+        if m["words"] is not None:
+            return m["words"]
+        if m["tag"] is not None or m["refdef"] is not None \
+                or m["comment"] is not None and (obsidian or m["comment"].startswith("<")):
+            return "\n" * m.group().count("\n")
+        if not obsidian:
+            return m.group()
         if m["mark"] is not None:
             return m["mark"]
-        if m["comment"] is not None or m["banner"] is not None \
-                or m["fence"] is not None and m["lang"].lower() in NOT_TEXT_BLOCKS:
+        if m["id"] is not None:
+            line = text.rfind("\n", 0, m.start()) + 1
+            return m.group() if text.startswith(("    ", "\t"), line) else ""
+        if m["banner"] is not None \
+                or m["fence"] is not None and m["lang"].lower() in Obsidian.NOT_TEXT_BLOCKS:
             return "\n" * m.group().count("\n")
         return m.group()
-    return OBSIDIAN_SPAN.sub(shown, text)
+    return Obsidian.SPAN.sub(shown, text)
 
 
 def unclosed_comment(text: str, first_line: int = 1) -> str | None:
-    """A warning when a %% comment never closes and so hides text to the note's end, as in
-    Obsidian (a "50%% off" opens one), or None. `first_line`: the file's line `text` starts on.
+    """A warning when a comment (%% or <!--) never closes and so hides text to the note's end,
+    as in Obsidian (a "50%% off" opens one), or None. `first_line`: the file's line `text`
+    starts on.
 
     >>> unclosed_comment("Sale: 50%% off\\nthe rest")
     'the %% on line 1 opens a comment that never closes: Obsidian hides the rest (2 lines)'
     """
     last = None
-    for last in OBSIDIAN_SPAN.finditer(text):
+    for last in Obsidian.SPAN.finditer(text):
         pass
     hidden = last["comment"] if last is not None else None
-    if hidden is None or hidden.endswith("%%") and len(hidden) >= 4 or not hidden[2:].strip():
+    opener, closer = ("%%", "%%") if hidden and hidden[0] == "%" else ("<!--", "-->")
+    if hidden is None or hidden.endswith(closer) and len(hidden) >= len(opener + closer) \
+            or not hidden[len(opener):].strip():
         return None
     line = first_line + text.count("\n", 0, last.start())
     lines = hidden.count("\n") + (not hidden.endswith("\n"))
-    return (f"the %% on line {line} opens a comment that never closes: Obsidian hides the rest "
-            f"({lines} line{'s' * (lines != 1)})")
+    return (f"the {opener} on line {line} opens a comment that never closes: Obsidian hides the "
+            f"rest ({lines} line{'s' * (lines != 1)})")
 
 
 def clean_markup(text: str) -> tuple[str, tuple[str, ...]]:
-    """Obsidian's markup as a reader sees it, every line break kept (lines still count as in the
-    file), and what the embeds it dropped named: [[Note]] -> Note, [[Note|text]] -> text,
-    [[Note#Part]] -> Note › Part, ![[file]] dropped, comments, highlights, queries and the
-    Excalidraw banner as shown_spans() shows them, a callout's [!type]
-    marker replaced by its title (or its type), a block id (^id) dropped outside code blocks,
-    where "grep ^d" means what it says. A link that never closes stays as it is.
+    """Obsidian's markup as a reader sees it, every line break kept (lines count as in the file),
+    and what the embeds it dropped named: [[Note]] -> Note, [[Note|text]] -> text, [[Note#Part]]
+    -> Note › Part, ![[file]] dropped, spans as shown_spans() shows them, a callout's [!type]
+    marker as its title (or its type). A link that never closes stays as it is.
 
     >>> clean_markup("[[Note]], [[Note|text]], [[Note#Part]], [[#Part]], [[]][[|]]![[a.png]] [[x")
     ('Note, text, Note › Part, Part,  [[x', ('a.png',))
@@ -1500,9 +1500,10 @@ def clean_markup(text: str) -> tuple[str, tuple[str, ...]]:
         parts = [p.strip() for p in target.split("#") if p.strip()
                  and not p.strip().startswith("^")]
         return shown.strip() or " › ".join(parts)
-    text = WIKILINK.sub(link, shown_spans(text))
-    text = CALLOUT.sub(lambda m: m.group(1) + (m.group(3) or m.group(2).strip().capitalize()), text)
-    return drop_block_ids(text), tuple(d for d in dict.fromkeys(dropped) if d)
+    text = Obsidian.WIKILINK.sub(link, shown_spans(text))
+    text = Obsidian.CALLOUT.sub(
+        lambda m: m.group(1) + (m.group(3) or m.group(2).strip().capitalize()), text)
+    return text, tuple(d for d in dict.fromkeys(dropped) if d)
 
 
 def flat_text(value) -> str:
@@ -1518,42 +1519,27 @@ def flat_text(value) -> str:
     return " ".join(value.split()) if isinstance(value, str) else ""
 
 
-def property_key(key: str) -> str:
-    """A property's key as shown: no ": " in it ("key: value" is cut at the first), which only a
-    quoted key could hold."""
-    return key.replace(": ", ":")
+def front_matter_text(block: str, fields_: dict) -> str:
+    """The front matter `block` (its "---" lines too) as the note's text shows it: its
+    properties, the keys NoteMeta has no field for (READ_KEYS), each as "key: value" on the key's
+    line (the last, for a key given twice), the value in one line with its markup cleaned (a
+    link "[[Acme]]" reads Acme); every other line blank, so that lines counted in the text are
+    the file's. Obsidian users keep facts there (`phone:`, `company:`). A key with no value
+    shows nothing; one that holds ": " (quoted) shows ":", as "key: value" is cut at the first.
 
-
-def note_properties(fields_: dict) -> dict[str, str]:
-    """The front matter's properties, the keys NoteMeta has no field for (READ_KEYS), as text:
-    key -> its value in one line, its markup cleaned (a link property "[[Acme]]" reads Acme).
-    Obsidian users keep facts there (`phone:`, `company:`); a key with no value is left out.
-
-    >>> note_properties({"title": "T", "company": "[[Zanzibarco]]", "phone": "+44 20", "x": ""})
-    {'company': 'Zanzibarco', 'phone': '+44 20'}
-    """
-    shown = {property_key(key): " ".join(clean_markup(flat_text(value))[0].split())
-             for key, value in fields_.items() if key not in READ_KEYS}
-    return {key: value for key, value in shown.items() if value}
-
-
-def front_matter_text(block: str, properties: dict[str, str]) -> str:
-    """The front matter `block` (the "---" lines too) as the note's text shows it: each of the
-    `properties` (note_properties) as "key: value" on its key's line (the last, for a key given
-    twice), the key as written there, every other line blank, so that lines counted in the text
-    still match the file and a source cites the line.
-
-    >>> front_matter_text("---\\ntags: [a]\\nPhone: 1\\nwork:\\n  k: v\\n---\\n",
-    ...                   {"phone": "1", "work": "k: v"})
-    '\\n\\nPhone: 1\\nwork: k: v\\n\\n\\n'
+    >>> front_matter_text("---\\ntags: [a]\\nPhone: 1\\nwork:\\n  k: v\\nx:\\n---\\n",
+    ...                   {"tags": ["a"], "phone": "1", "work": {"k": "v"}, "x": ""})
+    '\\n\\nPhone: 1\\nwork: k: v\\n\\n\\n\\n'
     """
     lines = block.split("\n")
-    at = {property_key(yaml_key(m)): (i, m.group(1).strip().strip("\"'"))
-          for i, line in enumerate(lines) if (m := YAML_KEY.fullmatch(line))}
+    at = {Yaml.key(m): (i, m.group(1).strip().strip("\"'"))
+          for i, line in enumerate(lines) if (m := Yaml.KEY.fullmatch(line))}
     shown = [""] * len(lines)
-    for key, value in properties.items():
-        line, written = at[key]
-        shown[line] = f"{property_key(written)}: {value}"
+    for key, value in fields_.items():
+        value = " ".join(clean_markup(flat_text(value))[0].split())
+        if key not in READ_KEYS and value:
+            line, written = at[key]
+            shown[line] = f"{written.replace(': ', ':')}: {value}"
     return "\n".join(shown)
 
 
@@ -1574,27 +1560,22 @@ def read_markdown(text: str) -> tuple[str, NoteMeta, str | None]:
     >>> body, meta, _ = read_markdown("---\\ntags: [a]\\nphone: '+44 20'\\n---\\nCall #b")
     >>> body, meta.tags, meta.properties
     ('\\n\\nphone: +44 20\\n\\nCall #b', ('a', 'b'), ('phone: +44 20',))
-    >>> read_markdown("---\\nMeeting with the landlord\\nThe deposit is 2400 euros.\\n---\\n")[0]
-    '---\\nMeeting with the landlord\\nThe deposit is 2400 euros.\\n---\\n'
     """
-    fields_: dict = {}
-    body, problems = text, []
+    fields_, body, problems = {}, text, []
     if m := FRONT_MATTER_BLOCK.match(text):
         parsed = parse_front_matter(m.group(1))
         if parsed is not None:
             fields_, body = parsed, text[m.end():]
-        elif (key := YAML_KEY.fullmatch(next((ln for ln in m.group(1).split("\n") if ln.strip()),
-                                             ""))) \
-                and NAME_KEY.fullmatch(key.group(1).strip().strip("\"'")):
+        elif (key := Yaml.KEY.fullmatch(next(filter(str.strip, m.group(1).split("\n")), ""))) \
+                and Yaml.NAME_KEY.fullmatch(Yaml.key(key)):
             problems.append("its front matter does not parse as YAML keys: read as text")
     if hidden := unclosed_comment(body, 1 + text.count("\n", 0, len(text) - len(body))):
         problems.append(hidden)
     body, dropped = clean_markup(body)
-    meta, said = meta_from(fields_, INLINE_TAG.findall(FENCE.sub("", body)), dropped)
-    if properties := note_properties(fields_):
-        shown = front_matter_text(m.group(), properties)
+    meta, said = meta_from(fields_, Obsidian.INLINE_TAG.findall(FENCE.sub("", body)), dropped)
+    if (shown := front_matter_text(m.group(), fields_) if fields_ else "").strip():
         body = shown + body
-        meta = meta._replace(properties=tuple(line for line in shown.split("\n") if line))
+        meta = meta._replace(properties=tuple(filter(None, shown.split("\n"))))
     return body, meta, "; ".join(problems + said) or None
 
 
@@ -1611,8 +1592,8 @@ def note_card(rel: str, meta: NoteMeta, mtime_ns: int | None) -> NoteMeta:
     card = meta._replace(title=meta.title or stem)
     if meta.date:
         return card
-    day = next((d for d in map(iso_day, DAY_IN_NAME.findall(stem)) if d), None)
-    if day:
+    days = re.findall(r"(?<!\d)\d{4}-\d{2}-\d{2}(?!\d)", stem)
+    if day := next((d for d in map(iso_day, days) if d), None):
         return card._replace(date=day, dated_by="file name")
     if mtime_ns is None:
         return card
@@ -1753,6 +1734,17 @@ class Section(NamedTuple):
     meta: NoteMeta | None = None          # on a Markdown note's first: what it says of itself
 
 
+def too_big(size: int, max_mb: float) -> str:
+    """Why a note of `size` bytes is too big to read ("" if it is not): a file's, known from its
+    stat alone, or its text's in UTF-8, which a reader makes from smaller bytes (a zip's).
+
+    >>> too_big(3 * 2**30, 5.0), too_big(100, 5.0)
+    ('3072.0 MB is over the 5 MB limit (--max-note-mb)', '')
+    """
+    return (f"{size / 2**20:.1f} MB is over the {max_mb:g} MB limit (--max-note-mb)"
+            if size > max_mb * 2**20 else "")
+
+
 def note_data(path: Path, data: bytes | None) -> bytes:
     """A note's bytes: `data` when its caller read them (read_note), else the file's. Raises
     ValueError, with the reason, for a file that cannot be read."""
@@ -1764,11 +1756,12 @@ def note_data(path: Path, data: bytes | None) -> bytes:
         raise ValueError(e.strerror or str(e)) from None
 
 
-def read_text(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
-    """Read a Markdown or text note (its bytes `data`, if read: note_data): one section, plus a
-    warning or None. Markdown is read as Obsidian writes it (read_markdown): front matter off
-    the top, markup cleaned with every line break kept, so lines counted in the section are
-    the file's. A .txt note is its text, all of it."""
+def read_text(path: Path, data: bytes | None = None,
+              max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
+    """Read a Markdown or text note (its bytes `data`, if read: note_data, within `max_mb`): one
+    section, plus a warning or None. Markdown is read as Obsidian writes it (read_markdown):
+    front matter off the top, markup cleaned with every line break kept, so lines counted in
+    the section are the file's. A .txt note is its text, all of it."""
     data = note_data(path, data)
     text, warning = decode_note(data)
     text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
@@ -1810,9 +1803,10 @@ def clean_pdf_pages(pages: list[str]) -> list[str]:
     return ["\n".join(ls) for ls in lines]
 
 
-def read_pdf(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
+def read_pdf(path: Path, data: bytes | None = None,
+             max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
     """Extract a PDF's text (its bytes `data`, if read) page by page, cleaned for chunking (needs
-    pypdf); no warning."""
+    pypdf), stopping once it passes `max_mb` (its streams unzip); no warning."""
     import io
     import logging
     import pypdf  # optional: only PDFs need it
@@ -1821,7 +1815,12 @@ def read_pdf(path: Path, data: bytes | None = None) -> tuple[list[Section], str 
         reader = pypdf.PdfReader(path if data is None else io.BytesIO(data))
         if reader.is_encrypted:
             raise ValueError("encrypted PDF")
-        pages = [page.extract_text() or "" for page in reader.pages]
+        pages, size = [], 0
+        for page in reader.pages:
+            pages.append(page.extract_text() or "")
+            size += len(pages[-1].encode("utf-8", "surrogatepass"))
+            if why := too_big(size, max_mb):
+                raise ValueError(f"its text: {why}")
     except ValueError:
         raise
     except Exception as e:  # pypdf raises many kinds of errors on malformed files
@@ -1843,12 +1842,12 @@ def importable(module: str) -> bool:
 
 
 class NoteType(NamedTuple):
-    """How one kind of file becomes a note: its reader (path and bytes -> sections and a warning
-    or None), the optional package the reader needs, whether the note is text whose lines on
-    disk a source cites (else its text is extracted), and the word before a section's number
-    (Section.page) where a source is cited: "p.3", "chapter 3", "cell 3" ("": none, the headings
-    alone place a passage of a Word file)."""
-    read: Callable[[Path, bytes | None], tuple[list[Section], str | None]]
+    """How one kind of file becomes a note: its reader (path, bytes and --max-note-mb, which its
+    text may not pass -> sections and a warning or None), the optional package the reader
+    needs, whether the note is text whose lines on disk a source cites (else its text is
+    extracted), and the word before a section's number (Section.page) where a source is cited:
+    "p.3", "chapter 3", "cell 3" ("": none, the headings alone place a passage of a Word file)."""
+    read: Callable[[Path, bytes | None, float], tuple[list[Section], str | None]]
     needs: str | None = None
     lines: bool = False
     place: str = "p."
@@ -1857,18 +1856,18 @@ class NoteType(NamedTuple):
 # Which files are notes, and how each kind is read: the one table the scanner, the messages
 # and --explain go by. Part I's suffixes are read as text; each lambda looks its reader up
 # when called, so the table can sit up here with the other settings. To add a type, add a line.
-NOTE_TYPES = {**{suffix: NoteType(lambda path, data=None: read_text(path, data), lines=True)
+NOTE_TYPES = {**{suffix: NoteType(lambda *a: read_text(*a), lines=True)
                  for suffix in NOTE_SUFFIXES},
               # optional: pip install pypdf
-              ".pdf": NoteType(lambda path, data=None: read_pdf(path, data), "pypdf"),
-              ".docx": NoteType(lambda path, data=None: read_docx(path, data), place=""),
-              ".odt": NoteType(lambda path, data=None: read_odt(path, data), place=""),
-              ".epub": NoteType(lambda path, data=None: read_epub(path, data), place="chapter "),
-              ".ipynb": NoteType(lambda path, data=None: read_notebook(path, data), place="cell "),
-              ".html": NoteType(lambda path, data=None: read_html(path, data), lines=True),
-              ".htm": NoteType(lambda path, data=None: read_html(path, data), lines=True),
-              ".org": NoteType(lambda path, data=None: read_org(path, data), lines=True),
-              ".rst": NoteType(lambda path, data=None: read_rst(path, data), lines=True)}
+              ".pdf": NoteType(lambda *a: read_pdf(*a), "pypdf"),
+              ".docx": NoteType(lambda *a: read_docx(*a), place=""),
+              ".odt": NoteType(lambda *a: read_odt(*a), place=""),
+              ".epub": NoteType(lambda *a: read_epub(*a), place="chapter "),
+              ".ipynb": NoteType(lambda *a: read_notebook(*a), place="cell "),
+              ".html": NoteType(lambda *a: read_html(*a), lines=True),
+              ".htm": NoteType(lambda *a: read_html(*a), lines=True),
+              ".org": NoteType(lambda *a: read_org(*a), lines=True),
+              ".rst": NoteType(lambda *a: read_rst(*a), lines=True)}
 
 
 def place_name(rel: str, page: int) -> str:
@@ -2108,16 +2107,6 @@ def says_little(sections: list[Section]) -> bool:
     return size(text) < MIN_NOTE_CHARS and size(body) < MIN_NOTE_BODY
 
 
-def too_big(size: int, max_mb: float) -> str:
-    """Why a note of `size` bytes is too big to read ("" if it is not): known from its stat alone.
-
-    >>> too_big(3 * 2**30, 5.0), too_big(100, 5.0)
-    ('3072.0 MB is over the 5 MB limit (--max-note-mb)', '')
-    """
-    return (f"{size / 2**20:.1f} MB is over the {max_mb:g} MB limit (--max-note-mb)"
-            if size > max_mb * 2**20 else "")
-
-
 INODE_BITS = 2**63 - 1                    # what an index keeps of an inode number (int64)
 
 
@@ -2145,12 +2134,21 @@ def read_note(file: NoteFile, max_mb: float = MAX_NOTE_MB,
               data: bytes | None = None) -> tuple[list[Section], str | None]:
     """Read one note as Sections (a PDF's pages, say), plus a warning or None, by its reader in
     NOTE_TYPES from its bytes (`data`, else note_bytes). Raises ValueError, with the reason,
-    for a note that cannot be used."""
+    for a note that cannot be used: one whose text passes max_mb too, and one its reader fails
+    on (the reader's fault costs this note, never the folder)."""
     if why := too_big(file.size, max_mb):
         raise ValueError(why)
     path = Path(file.path)
     data = note_bytes(file, max_mb) if data is None else data
-    sections, warning = NOTE_TYPES[path.suffix.lower()].read(path, data)
+    try:
+        sections, warning = NOTE_TYPES[path.suffix.lower()].read(path, data, max_mb)
+    except ValueError:
+        raise
+    except Exception as e:
+        raise ValueError(f"its reader failed ({type(e).__name__}: {str(e)[:200]})") from None
+    size = sum(len(s.text.encode("utf-8", "surrogatepass")) for s in sections)
+    if why := too_big(size, max_mb):      # as a text note's bytes are
+        raise ValueError(f"its text: {why}")
     if says_little(sections):
         raise ValueError(STUB)
     return sections, warning
@@ -2201,70 +2199,485 @@ def chunk_sections(rel: str, sections: list[Section], splitter) -> list[PlacedCh
 
 
 # ----------------------------------------------------------------------------
-# Office files and notebooks: Word (.docx), OpenDocument text (.odt) and Jupyter notebooks, read
-# with the standard library alone, as their owners wrote them: headings become Markdown headings,
-# which Part I's chunk_note cuts at and cites, and what is not the author's text (styles, images,
-# a notebook's outputs) is left out. Word, OpenDocument and EPUB files are zip archives of XML,
-# and a hostile one must not fill the memory: what is unzipped is counted as it comes and
-# bounded (a zip bomb is named and skipped), and XML may declare no entities of its own (a
-# "billion laughs" expands a few lines of them into gigabytes).
-
-MAX_ZIP_MEMBERS = 10_000                  # a document holds dozens of files; a bomb, millions
-# All a zip's parts read may unzip to: a Word file's XML is 5 to 10 times its zipped size.
-MAX_UNZIPPED_MB = 20 * MAX_NOTE_MB
-ZIP_PIECE = 1 << 16                       # bytes unzipped and parsed at a time
+# Web pages: read_html turns a page into Markdown-headed text whose line N is the file's line N,
+# so that Part I's chunker cuts at the page's own headings and a source cites the line an editor
+# opens; what is not the author's text (scripts, styles, navigation) becomes blank lines. What
+# has no lines to cite (an e-book's chapter, a Word file) is laid out by its blocks instead.
 
 
-class ZipBomb(ValueError):
-    """A zip whose parts unzip past MAX_UNZIPPED_MB, or that holds over MAX_ZIP_MEMBERS files."""
+def plain_line(line: str) -> str:
+    """A line of the author's text as the chunker must read it: one that Markdown would take for
+    a heading or a code fence ("# a shell comment" in a code block) gets a space before it.
+
+    >>> plain_line("# install it"), plain_line("```"), plain_line("#hashtag")
+    (' # install it', ' ```', '#hashtag')
+    """
+    return " " + line if re.match(r"#{1,6}[ \t]|```|~~~", line) else line
+
+
+def heading_shift(levels: list[int]) -> int:
+    """What to add to a document's heading levels, in order, to make them Markdown's: a top level
+    used once, first, is the title ("#", which the chunker does not cut at); a top level used
+    more often holds the sections, which it cuts at from "##" on.
+
+    >>> heading_shift([1, 2, 2]), heading_shift([1, 2, 1]), heading_shift([2, 3]), heading_shift([])
+    (0, 1, -1, 0)
+    """
+    if not levels:
+        return 0
+    top = min(levels)
+    return (1 if levels[0] == top and levels.count(top) == 1 else 2) - top
+
+
+def heading_line(level: int, title: str) -> str:
+    """A heading as Markdown writes it (level 1 to 6); "" for a heading with no text.
+
+    >>> heading_line(2, "Install"), heading_line(9, "Deep"), heading_line(2, " ")
+    ('## Install', '###### Deep', '')
+    """
+    title = " ".join(title.split())
+    return f"{'#' * max(1, min(level, 6))} {title}" if title else ""
+
+
+def fenced(code: str, language: str = "") -> str:
+    """Code as a Markdown fence, so that a "# comment" in it is no heading; a line of it that
+    would close the fence starts with a space.
+
+    >>> fenced("# setup\\n```", "python")
+    '```python\\n# setup\\n ```\\n```'
+    """
+    code = re.sub(r"^(?=```|~~~)", " ", code.strip("\n"), flags=re.MULTILINE)
+    return f"```{language}\n{code}\n```"
+
+
+class Html:
+    """What the page reader knows of HTML. DROPPED, DROPPED_ROLES: what is not the author's text
+    (code, styles, what a site puts around every page: menus, search boxes, its footer; what
+    stands in for another thing; an <aside> only when mostly links: PageLines.end_aside). RAW:
+    text up to the end tag. INLINE elements sit in a line of text; every other starts a block."""
+    DROPPED = frozenset({"script", "style", "template", "noscript", "nav", "svg", "button",
+                         "select", "iframe", "object", "canvas", "title"})
+    DROPPED_ROLES = frozenset({"navigation", "banner", "contentinfo", "search"})
+    RAW = frozenset({"script", "style", "title", "textarea", "xmp", "iframe", "noembed"})
+    VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link",
+                      "meta", "param", "source", "track", "wbr"})
+    INLINE = frozenset({"a", "abbr", "b", "bdi", "bdo", "cite", "code", "data", "del", "dfn",
+                        "em", "font", "i", "img", "ins", "kbd", "label", "mark", "q", "s", "samp",
+                        "small", "span", "strong", "sub", "sup", "time", "tt", "u", "var", "wbr"})
+    HEADINGS = frozenset(f"h{n}" for n in range(1, 7))
+    SIBLINGS = frozenset({"p", "li", "dt", "dd", "tr", "td", "th", "option"})   # end at the next
+    MAX_DEPTH = 512                       # elements open at once; browsers nest no deeper either
+    HEADING_MAX_CHARS = 200               # a longer "heading" (an <h2> never closed) is text
+    TAG = re.compile(r"<(?:!--|[!?]|(/?)([A-Za-z][^\s/>]*))")
+    TAG_END = re.compile(r"""=[ \t\n\f]*(["'])|>""")
+    CHARSET = re.compile(rb"""<meta\b[^>]*?charset\s*=\s*["']?\s*([\w.:-]+)""", re.IGNORECASE)
+
+
+def tag_end(page: str, at: int) -> int:
+    """Where the tag whose name ends at `at` ends (its ">"), past quoted attribute values
+    (title="a>b"); -1 when it never does.
+
+    >>> tag_end("<a title='x>y'>z", 2), tag_end("<a title='x", 2)
+    (14, -1)
+    """
+    while q := Html.TAG_END.search(page, at):
+        if not q.group(1):
+            return q.start()
+        at = page.find(q.group(1), q.end()) + 1
+        if at == 0:
+            return -1
+    return -1
+
+
+def html_attribute(attributes: str, name: str) -> str:
+    """An attribute's value in a tag's text (as html_tokens gives it), "" if it has none.
+
+    >>> html_attribute(' class="a" ROLE=navigation', "role"), html_attribute(" data-id='x'", "id")
+    ('navigation', '')
+    """
+    m = re.search(rf"""(?<![\w:-]){name}\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""",
+                  attributes, re.IGNORECASE)
+    return next(v for v in m.groups() if v is not None) if m else ""
+
+
+def html_tokens(page: str) -> Iterator[tuple[str, str, str, int]]:
+    """A page's tags and text, as (kind, tag name, text, offset): ("start", "a", ' href="x"', 9),
+    ("end", "a", "", 20), ("text", "", "words", 12); comments and declarations (a DTD's
+    entities too: none is ever expanded) left out. Linear in the page's length: a tag never
+    closed ends the page, as in a browser, instead of being looked for again at every "<".
+
+    >>> list(html_tokens("<!DOCTYPE x [<!ENTITY y 'z'>]><p class='a>b'>Hi<!-- x --><br/>"))
+    [('start', 'p', " class='a>b'", 30), ('text', '', 'Hi', 45), ('start', 'br', '/', 57)]
+    """
+    at = 0
+    while at < len(page):
+        m = Html.TAG.search(page, at)
+        if m is None or m.start() > at:
+            yield "text", "", page[at:m.start() if m else len(page)], at
+            if m is None:
+                return
+        if m.group() == "<!--":
+            end, skip = page.find("-->", m.end()), 3
+        elif m.group(2) is None:          # <!DOCTYPE ...>, <?xml ...?>, <![CDATA[...]]>
+            end, skip = page.find(">", m.end()), 1
+            if 0 <= page.find("[", m.end(), end):
+                close = page.find("]", m.end())
+                end = page.find(">", close) if close >= 0 else -1
+        else:
+            end, skip = tag_end(page, m.end()), 1
+        if end < 0:
+            return
+        at = end + skip
+        if m.group(2) is None:
+            continue
+        name = m.group(2).lower()
+        if m.group(1):
+            yield "end", name, "", m.start()
+            continue
+        yield "start", name, page[m.end():end], m.start()
+        if name in Html.RAW and not page.endswith("/", m.end(), end):   # text to its end tag
+            close = re.compile(rf"</{name}[\s/>]", re.IGNORECASE).search(page, at)
+            stop = close.start() if close else len(page)
+            yield "text", "", page[at:stop], at
+            yield "end", name, "", stop
+            at = page.find(">", stop) + 1 if close else len(page)
+            if at == 0:
+                return
+
+
+class TooBig(ValueError):
+    """A note past a bound (its text past --max-note-mb, its zip's parts past theirs): skipped
+    whole, never in part (an e-book's chapter past it is no chapter "it could not read")."""
+
+
+class PageLines:
+    """A web page's text as html_tokens gives it: each run of text with the file's line it
+    starts on and the block it is in, a list item's after "- ", a table row's next cell's after
+    "| "; the content of Html.DROPPED elements, and of asides that are mostly links, left out.
+    Laid out by the file's lines (lines: a web page) or by its blocks (block_markdown). Its text
+    (in UTF-8, as a text note's bytes) may take `max_mb` less what is `used` already: reading
+    stops there (TooBig), so that a small zip makes no huge text."""
+
+    def __init__(self, anchors: Collection[str] = (), max_mb: float = MAX_NOTE_MB, used: int = 0):
+        self.max_mb, self.used = max_mb, used
+        # each run of text: (its line, its block, the text, in <pre>?, its table row or 0)
+        self.runs: list[tuple[int, int, str, bool, int]] = []
+        # elements open: (name, dropped, "aside" or "header": one kept or not once it closes)
+        self.open: list[tuple[str, bool, str]] = []
+        self.counts: Counter = Counter()               # how many of each name are open
+        self.dropped = self.pre = self.block = self.heading = self.row = self.cells = 0
+        self.headings: dict[int, list] = {}       # block -> [level, first line, last line]
+        self.title: str | None = None             # <title>'s text, once one is open
+        self.mark = ""                            # what the next text starts with
+        self.asides: list[list[int]] = []         # each open: [first run, block, links, chars]
+        self.anchors, self.found = anchors, {}    # ids looked for -> the run where first met
+
+    def start(self, name: str, attributes: str) -> None:
+        """An element opens: a heading or a block starts; it is left out or is code."""
+        if name in Html.SIBLINGS and self.open and self.open[-1][0] == name:
+            self.end(name)                # a new <li> ends the one before it
+        if name in Html.HEADINGS and self.heading:
+            self.end(f"h{self.heading}")
+        role = html_attribute(attributes, "role").lower() if "role" in attributes.lower() else ""
+        role = next(iter(role.split()), "")               # the first of its roles decides
+        chrome = self.chrome(name, attributes)
+        drop = name in Html.DROPPED or role in Html.DROPPED_ROLES or chrome == "footer"
+        if name == "title" and self.title is None and not self.dropped:
+            self.title = ""
+        if name not in Html.INLINE and not self.heading:
+            self.block += 1
+            if name in Html.HEADINGS and not self.dropped:
+                self.heading = int(name[1])
+                self.headings[self.block] = [self.heading, None, None]
+        if name == "li" or name in Html.HEADINGS:
+            self.mark = "- " if name == "li" else ""      # a heading's text takes no mark
+        elif name in ("td", "th"):
+            self.mark, self.cells = "| " if self.cells else "", self.cells + 1
+        elif name == "tr":
+            self.row, self.cells = self.row + 1, 0
+        if self.anchors and (at := html_attribute(attributes, "id")) in self.anchors:
+            self.found.setdefault(at, len(self.runs))
+        if name in Html.VOID or attributes.endswith("/") or len(self.open) >= Html.MAX_DEPTH:
+            return
+        aside = "" if drop else "header" if chrome else \
+            "aside" if name == "aside" or role == "complementary" else ""
+        self.open.append((name, drop, aside))
+        self.counts[name] += 1
+        self.dropped += drop
+        self.pre += name in ("pre", "textarea", "xmp")
+        if aside:
+            self.asides.append([len(self.runs), self.block, 0, 0])
+
+    def chrome(self, name: str, attributes: str) -> str:
+        """ "header" or "footer" for an element around the page, not its article's: a <header>
+        or <footer>, or an element of class "header" or "footer" (docutils', Sphinx's), outside
+        <article>, <main> and <section>; else ""."""
+        if self.counts["article"] or self.counts["main"] or self.counts["section"]:
+            return ""
+        classes = html_attribute(attributes, "class").split() if "class" in attributes else ()
+        return next((k for k in ("header", "footer") if k == name or k in classes), "")
+
+    def count(self, text: str, waiting: int = 0) -> None:
+        """Count `text` against the bound on the page's text, and `waiting` characters more (read,
+        not laid out yet): past it, raise TooBig."""
+        self.used += len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+        if why := too_big(self.used + waiting, self.max_mb):
+            raise TooBig(f"its text: {why}")
+
+    def end(self, name: str) -> None:
+        """An element closes, and every element opened inside it that is still open."""
+        while self.counts[name]:
+            top, drop, aside = self.open.pop()
+            self.counts[top] -= 1
+            self.dropped -= drop
+            self.pre -= top in ("pre", "textarea", "xmp")
+            if top in Html.HEADINGS:
+                self.heading = 0
+            if aside:
+                self.end_aside(aside == "header")
+            if top == name:
+                break
+        if name in Html.HEADINGS:
+            self.heading = 0
+        if name not in Html.INLINE and not self.heading:
+            self.block += 1
+
+    def end_aside(self, header: bool) -> None:
+        """An aside closes: left out when at least half its text is links (navigation: related
+        pages, a table of contents), kept when it is prose (a note, a footnote, a sidebar). So
+        does a page's header (chrome): left out unless it holds a heading (pandoc's title)."""
+        first, block, links, chars = self.asides.pop()
+        if links * 2 >= chars if not header else next(reversed(self.headings), 0) <= block:
+            del self.runs[first:]
+            while self.headings and next(reversed(self.headings)) > block:
+                self.headings.popitem()
+        elif self.asides:
+            self.asides[-1][2] += links
+            self.asides[-1][3] += chars
+
+    def text(self, raw: str, line: int) -> None:
+        """A run of text that starts on `line`: each of its lines on the file's line."""
+        import html                       # only web pages need its table of entities
+        if self.dropped:
+            if self.title == "" and self.open and self.open[-1][0] == "title":
+                self.title = " ".join(html.unescape(raw).split())
+            return
+        pieces = raw.split("\n")
+        for k, piece in enumerate(pieces):
+            if not self.pre and (not piece or piece.isspace() and 0 < k < len(pieces) - 1):
+                continue                  # a line of spaces alone: nothing to show or to space
+            piece = html.unescape(piece) if "&" in piece else piece   # &#10; makes no new line
+            piece = piece.replace("\0", "\ufffd").replace("\r", " ").replace("\n", " ")
+            piece = piece if self.pre else re.sub(r"\s+", " ", piece)
+            if self.mark and piece.strip():
+                piece, self.mark = self.mark + piece.lstrip(), ""
+            self.count(piece)
+            self.runs.append((line + k, self.block, piece, bool(self.pre),
+                              self.row if self.counts["tr"] else 0))
+            if self.asides:
+                self.asides[-1][2] += len(piece) if self.counts["a"] else 0
+                self.asides[-1][3] += len(piece)
+            if self.block in self.headings and piece.strip():
+                where = self.headings[self.block]
+                where[1] = line + k if where[1] is None else where[1]
+                where[2] = line + k
+
+    def lines(self, count: int) -> list[str]:
+        """The page's `count` lines: the text on each, headings as Markdown's."""
+        out = [""] * count
+        alone: dict[int, int] = {}        # line -> the block whose text it holds (-1: several)
+        for n, runs in itertools.groupby(self.runs, lambda run: run[0]):
+            parts, last, runs = [], None, list(runs)
+            for _, block, piece, _, _ in runs:
+                if parts and block != last and not parts[-1].endswith(" ") \
+                        and not piece.startswith(" "):
+                    parts.append(" ")
+                parts.append(piece)
+                last = block
+            text = "".join(parts).rstrip()
+            out[n - 1] = plain_line(text if runs[0][3] else text.lstrip())
+            if blocks := {run[1] for run in runs if run[2].strip()}:
+                alone[n] = blocks.pop() if len(blocks) == 1 else -1
+        headings = []                     # (level, first line, last line, title): on lines alone
+        for block, (level, first, last) in self.headings.items():
+            if first is not None and all(alone.get(n) == block for n in range(first, last + 1)
+                                         if n in alone):
+                title = " ".join(out[n - 1] for n in range(first, last + 1)).strip()
+                if len(title) <= Html.HEADING_MAX_CHARS:
+                    headings.append((level, first, last, title))
+        # A first heading that repeats the page's <title> is the title (pandoc's title block).
+        titled = bool(headings) and headings[0][3] == self.title
+        levels = [level for level, *_ in headings[titled:]]
+        shift = 2 - min(levels, default=2) if titled else heading_shift(levels)
+        for k, (level, first, last, title) in enumerate(headings):
+            out[first - 1:last] = [""] * (last - first + 1)
+            out[first - 1] = heading_line(1 if titled and k == 0 else level + shift,
+                                          title.rstrip(" ¶"))
+        return out
+
+
+def toc_headings(paragraphs: list[list], toc: Sequence[tuple[str, int, str]],
+                 found: Mapping[str, int]) -> None:
+    """Make the entries of a table of contents (`toc`: id, level, title) headings among a
+    page's `paragraphs` ([first run, level, text], as block_markdown has them), in order:
+    each on the first paragraph after the one before and from its place on (the run where
+    its id was `found`, else the start) whose text is its title, else a heading of its own.
+
+    >>> paragraphs = [[0, 0, "Tea"], [1, 0, "Green."], [5, 0, "Brewing"], [6, 0, "Hot."]]
+    >>> toc_headings(paragraphs, [("", 1, "Tea"), ("b", 2, "Brewing"), ("c", 2, "Cups")],
+    ...              {"b": 4, "c": 6})
+    >>> [(level, text) for _, level, text in paragraphs]
+    [(1, 'Tea'), (0, 'Green.'), (2, 'Brewing'), (2, 'Cups'), (0, 'Hot.')]
+    """
+    firsts = [first for first, _, _ in paragraphs]
+    where: dict[str, list[int]] = {}      # a paragraph's text -> where it is
+    for k, (_, level, text) in enumerate(paragraphs):
+        if level == 0:
+            where.setdefault(text, []).append(k)
+    added, after = [], 0                  # (where, level, title) of the headings of their own
+    for at, level, title in toc:
+        title = " ".join(title.split())
+        start = max(after, bisect.bisect_left(firsts, found.get(at, 0)))
+        same = where.get(title, [])
+        if (k := bisect.bisect_left(same, start)) < len(same):
+            paragraphs[same[k]][1], after = level, same[k] + 1
+        elif title:
+            added.append((start, level, title))
+            after = start
+    done, k = [], 0
+    for start, level, title in added:
+        done += paragraphs[k:start] + [[None, level, title]]
+        k = start
+    paragraphs[:] = done + paragraphs[k:]
+
+
+def block_markdown(page: PageLines, toc: Sequence[tuple[str, int, str]] = ()) -> str:
+    """A page's text by its blocks, a blank line between them, for text whose lines no citation
+    opens (an e-book's chapter, a Word file): headings at their level as written, a table's row
+    on one line (never a heading), <pre> fenced. A page with no headings takes them from `toc`,
+    an e-book's table of contents (toc_headings: the id each goes to; its level; its title)."""
+    paragraphs: list[list] = []           # [first run, level (-1: code), text]
+    for key, group in itertools.groupby(enumerate(page.runs), lambda r: -r[1][4] or r[1][1]):
+        (first, (line, block, _, pre, _)), *_ = group = list(group)
+        parts = []
+        for _, (n, b, piece, _, _) in group:
+            parts.append(("\n" * (n - line) if pre else " " * (n != line or b != block)) + piece)
+            line, block = n, b
+        text = "".join(parts) if pre else " ".join("".join(parts).split())
+        level = page.headings.get(key, [0])[0] if len(text) <= Html.HEADING_MAX_CHARS else 0
+        if text.strip():
+            paragraphs.append([first, -1 if pre else level, text])
+    if not page.headings:
+        toc_headings(paragraphs, toc, page.found)
+    return "\n\n".join(fenced(text) if level < 0 else heading_line(level, text) if level
+                       else plain_line(text) for _, level, text in paragraphs)
+
+
+def page_text(data: bytes) -> tuple[str, str | None]:
+    """A page's bytes (or an Org or reST note's) as text, its lines ended by "\\n" as read_text
+    ends them, plus a warning when its encoding was a guess: decode_note's reading, unless that
+    is a guess and the page names its charset (<meta charset>), which then decides (unless it
+    would change the file's lines)."""
+    text, warning = decode_note(data)
+    if warning and (m := Html.CHARSET.search(data, 0, 1024)):
+        name = m.group(1).decode("ascii").lower()
+        name = "cp1252" if name in ("iso-8859-1", "latin1", "us-ascii", "ascii") else name
+        with contextlib.suppress(LookupError, ValueError):   # "undefined" is a codec that fails
+            said = data.decode(name)
+            if said.count("\n") == data.count(b"\n") and said.count("\r") == data.count(b"\r"):
+                text, warning = said, None
+    return text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n"), warning
+
+
+def page_lines(page: str, anchors: Collection[str] = (), max_mb: float = MAX_NOTE_MB,
+               used: int = 0) -> PageLines:
+    """A page's text (page_text) as PageLines reads it: html_tokens' tags and text, each text
+    with the line it starts on; the ids in `anchors`, where they are met."""
+    lines, at, line = PageLines(anchors, max_mb, used), 0, 1
+    for kind, name, text, offset in html_tokens(page):
+        line += page.count("\n", at, offset)
+        at = offset
+        if kind == "start":
+            lines.start(name, text)
+        elif kind == "end":
+            lines.end(name)
+        else:
+            lines.text(text, line)
+    return lines
+
+
+def read_html(path: Path, data: bytes | None = None,
+              max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
+    """Read a web page (.html, .htm) as a browser shows its text: tags taken off, entities
+    decoded, <h1>-<h6> as Markdown's headings, each text on its line of the file, <pre> as
+    written; scripts, styles and navigation (Html.DROPPED) left out; <title> titles the note.
+    Raises ValueError for a page with no text outside those."""
+    page, warning = page_text(note_data(path, data))
+    lines = page_lines(page, max_mb=max_mb)
+    body = "\n".join(lines.lines(page.count("\n") + 1))
+    if not body.strip():
+        raise ValueError("no text outside its scripts, styles and navigation")
+    return [Section(body, line=1, meta=NoteMeta(title=lines.title) if lines.title else None)], \
+        warning
+
+
+# ----------------------------------------------------------------------------
+# Office, e-books and notebooks: Word (.docx), OpenDocument text (.odt), EPUB and Jupyter
+# notebooks, read with the standard library alone, as their owners wrote them: headings become
+# Markdown headings, which Part I's chunk_note cuts at and cites, and what is not the author's
+# text (styles, images, a notebook's outputs) is left out. The first three are zip archives of
+# XML: what is unzipped is counted as it comes and bounded (a zip bomb is named and skipped),
+# and XML may declare no entities (a "billion laughs" expands a few lines into gigabytes).
 
 
 class Unzipped:
-    """A zip archive's parts, each unzipped a piece at a time, never past MAX_UNZIPPED_MB in all:
-    a part's declared size is checked before it is opened, and its bytes are counted as they
-    come. A declared size can lie: zipfile stops at it (then finds the part's checksum wrong),
-    and the count holds the bound whatever zipfile does."""
+    """A zip archive's parts, each unzipped a piece at a time, never past TIMES the note's bound
+    (`max_mb`, which bounds its text too) in all: a part's declared size is checked before it is
+    opened, and its bytes are counted as they come (a declared size can lie: zipfile stops at
+    it, and the count holds whatever zipfile does)."""
+    MAX_MEMBERS = 10_000                  # a document holds dozens of files; a bomb, millions
+    TIMES = 20                            # a Word file's XML is 5 to 10 times its zipped size
+    PIECE = 1 << 16                       # bytes unzipped and parsed at a time
 
-    def __init__(self, archive, kind: str):
+    def __init__(self, archive, kind: str, max_mb: float):
         self.archive, self.kind, self.names = archive, kind, set(archive.namelist())
-        self.left = int(MAX_UNZIPPED_MB * 2**20)
-        if len(archive.infolist()) > MAX_ZIP_MEMBERS:
-            raise ZipBomb(f"a zip bomb? it holds {len(archive.infolist()):,} files, over "
-                          f"{MAX_ZIP_MEMBERS:,}")
-
-    def has(self, name: str) -> bool:
-        return name in self.names
+        self.max_mb, self.bound = max_mb, self.TIMES * max_mb
+        self.left = int(self.bound * 2**20)
+        if len(archive.infolist()) > self.MAX_MEMBERS:
+            raise TooBig(f"a zip bomb? it holds {len(archive.infolist()):,} files, over "
+                         f"{self.MAX_MEMBERS:,}")
 
     def pieces(self, name: str) -> Iterator[bytes]:
-        """The part `name` unzipped, ZIP_PIECE bytes at a time. Raises ValueError if there is no
-        such part, ZipBomb past the bound."""
-        if not self.has(name):
+        """The part `name` unzipped, PIECE bytes at a time. Raises ValueError if there is no
+        such part, TooBig past the bound."""
+        if name not in self.names:
             raise ValueError(f"it has no {name}, which every {self.kind} file has")
         info = self.archive.getinfo(name)
         if info.file_size > self.left:
-            raise ZipBomb(f"a zip bomb? {name} would unzip to {info.file_size / 2**20:.0f} MB "
-                          f"(a note's parts may unzip to {MAX_UNZIPPED_MB:g} MB in all)")
+            raise TooBig(f"a zip bomb? {name} would unzip to {info.file_size / 2**20:.0f} MB "
+                         f"(a note's parts may unzip to {self.bound:g} MB in all)")
         with self.archive.open(info) as f:
-            while piece := f.read(ZIP_PIECE):
+            while piece := f.read(self.PIECE):
                 self.left -= len(piece)
                 if self.left < 0:
-                    raise ZipBomb(f"a zip bomb? {name} unzips past what a note's parts may "
-                                  f"unzip to in all, {MAX_UNZIPPED_MB:g} MB")
+                    raise TooBig(f"a zip bomb? {name} unzips past what a note's parts may "
+                                 f"unzip to in all, {self.bound:g} MB")
                 yield piece
 
 
-def read_zipped(path: Path, data: bytes | None, kind: str,
+def read_zipped(path: Path, data: bytes | None, max_mb: float, kind: str,
                 read: Callable[[Unzipped], tuple[list[Section], str | None]]
                 ) -> tuple[list[Section], str | None]:
     """A zip-based note's sections and warning, as read(Unzipped) finds them in its bytes
-    (`data`, or the file's). A damaged, encrypted or unreadable zip raises ValueError, saying so."""
+    (`data`, or the file's), within `max_mb`. A damaged, encrypted or unreadable zip raises
+    ValueError, saying so."""
     import io
     import zipfile                        # (only here: most folders hold no zip-based note)
     import zlib
     data = note_data(path, data)
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            return read(Unzipped(archive, kind))
+            return read(Unzipped(archive, kind, max_mb))
     except OSError as e:                  # a part zipfile cannot read
         raise ValueError(e.strerror or str(e)) from None
     except (zipfile.BadZipFile, zlib.error, EOFError) as e:
@@ -2278,10 +2691,9 @@ def read_zipped(path: Path, data: bytes | None, kind: str,
 def parse_xml(pieces: Iterable[bytes], start: Callable[[str, dict], None],
               end: Callable[[str], None], text: Callable[[str], None]) -> None:
     """Parse XML fed a piece at a time, calling start(tag, attributes), end(tag) and text(data)
-    as they come, names as "{namespace}local" (ElementTree's). Entity declarations are refused
-    (raising ValueError) before any is expanded; an entity a DTD outside the file would declare
-    (XHTML's &nbsp;) reads as HTML names it. Raises ValueError for XML that is not well-formed.
-    Nothing is kept but what the handlers keep."""
+    as they come, names as "{namespace}local" (ElementTree's). Raises ValueError for entity
+    declarations (before any is expanded) and for XML that is not well-formed; an entity a DTD
+    outside the file would declare (XHTML's &nbsp;) reads as HTML names it."""
     import html                           # (only here, with expat: for zip-based notes alone)
     import xml.parsers.expat
 
@@ -2324,59 +2736,6 @@ def local(tag: str) -> str:
     return tag.rpartition("}")[2]
 
 
-# A line of a document's text that Markdown would take for a heading or a code fence: escaped,
-# so that only the document's own headings are headings.
-NOT_A_HEADING = re.compile(r"^(?=#{1,6}(?:[ \t]|$)|```|~~~)", re.MULTILINE)
-
-
-class Blocks:
-    """A document's text as its XML is parsed: its paragraphs, a blank line between them, its
-    headings as Markdown headings, a list item after "- " and a table's row as its cells with
-    " | " between them. A paragraph in another (a text box) comes before it."""
-
-    def __init__(self):
-        self.done: list[str] = []         # the blocks finished, in order
-        self.open: list[list[str]] = []   # the text of the paragraphs open, innermost last
-        self.rows: list[list[str]] = []   # the cells of the table rows open
-        self.cells: list[list[str]] = []  # the paragraphs of the table cells open
-
-    def text(self, data: str) -> None:
-        if self.open:
-            self.open[-1].append(data)
-
-    def start_paragraph(self) -> None:
-        self.open.append([])
-
-    def end_paragraph(self, level: int = 0, listed: bool = False) -> None:
-        """Close the paragraph open, a heading of `level` (1 to 6) or a list item if so."""
-        line = "".join(self.open.pop()).strip()
-        if level and not self.cells:
-            line = "#" * level + " " + " ".join(line.split()) if line else ""
-        elif line:
-            line = ("- " if listed else "") + NOT_A_HEADING.sub("\\\\", line)
-        self.add(line)
-
-    def add(self, block: str) -> None:
-        if block:
-            (self.cells[-1] if self.cells else self.done).append(block)
-
-    def start_row(self) -> None:
-        self.rows.append([])
-
-    def start_cell(self) -> None:
-        self.cells.append([])
-
-    def end_cell(self) -> None:
-        cell = " ".join(" ".join(self.cells.pop()).split())
-        if self.rows:
-            self.rows[-1].append(cell)
-
-    def end_row(self) -> None:
-        self.add(NOT_A_HEADING.sub("\\\\", " | ".join(self.rows.pop()).strip(" |")))
-
-    def markdown(self) -> str:
-        return "\n\n".join(self.done)
-
 
 def extracted(sections: list[Section], kind: str) -> list[Section]:
     """`sections`, or ValueError when they hold no text: nothing to index."""
@@ -2385,18 +2744,51 @@ def extracted(sections: list[Section], kind: str) -> list[Section]:
     return sections
 
 
-def fenced(code: str, language: str = "") -> str:
-    """Code as a Markdown fence, so that a "# comment" in it is no heading; a line of it that
-    would close the fence starts with a space.
+def outline_heading(value: str, first: int, last: int) -> str | None:
+    """A heading ("h1" to "h6": a deeper one is "h6") from an outline level numbered from `first`
+    to `last` (Word: 0 to 8, its 9 is body text; OpenDocument: 1 to 10), None for any other
+    (a "²", thousands of digits).
 
-    >>> print(fenced("# setup\\nx = 1", "python"))
-    ```python
-    # setup
-    x = 1
-    ```
+    >>> outline_heading("0", 0, 8), outline_heading("7", 1, 10), outline_heading("²", 0, 8)
+    ('h1', 'h6', None)
     """
-    code = re.sub(r"^(?=```|~~~)", " ", code.strip("\n"), flags=re.MULTILINE)
-    return f"```{language}\n{code}\n```"
+    if not (value.isascii() and value.isdigit() and len(value) < 5) \
+            or not first <= int(value) <= last:
+        return None
+    return f"h{min(int(value) - first + 1, 6)}"
+
+
+class OfficeText:
+    """A Word or OpenDocument text read into PageLines, as a page is, for block_markdown: each
+    paragraph as an element of its kind ("p", "h1" to "h6", a list item "li"; None: left out)
+    once it closes, as Word says its kind inside it, a line break in it as a <br>; a table's
+    rows and cells as "tr" and "td". A paragraph inside another (a text box, an OpenDocument
+    footnote) comes before it. Its text is bounded as a page's, the paragraphs open too."""
+
+    def __init__(self, max_mb: float):
+        self.page = PageLines(max_mb=max_mb)
+        self.open: list[list] = []        # each open paragraph: [its kind, its texts]
+        self.waiting = 0                  # characters in the open paragraphs
+
+    def start(self, kind: str | None = "p") -> None:
+        self.open.append([kind, []])
+
+    def text(self, data: str) -> None:
+        if self.open:
+            self.open[-1][1].append(data)
+            self.waiting += len(data)
+            self.page.count("", self.waiting)
+
+    def end(self) -> None:
+        kind, texts = self.open.pop()
+        self.waiting -= sum(map(len, texts))
+        if kind:                          # its entities decoded by expat: not to decode again
+            self.page.start(kind, "")
+            for k, line in enumerate("".join(texts).replace("&", "&amp;").split("\n")):
+                if k:
+                    self.page.start("br", "")
+                self.page.text(line, 1)
+            self.page.end(kind)
 
 
 # Word's namespaces: the one Word writes, and strict Office Open XML's.
@@ -2405,9 +2797,7 @@ WORD_NAMESPACES = ("{http://schemas.openxmlformats.org/wordprocessingml/2006/mai
 # Word names its heading styles "heading 1" to "heading 9" in styles.xml whatever the language it
 # shows them in (a German Word's "Überschrift 1" has the id "berschrift1" and that name), and its
 # table of contents "toc 1": those paragraphs repeat the headings, and are left out.
-WORD_HEADING_STYLE = re.compile(r"heading ?([1-9])", re.IGNORECASE)
-WORD_TOC_STYLE = re.compile(r"toc ?[1-9]|toc heading", re.IGNORECASE)
-TOC = -1                                  # a "level" of a paragraph left out
+WORD_STYLE = re.compile(r"heading ?([1-9])|toc ?[1-9]|toc heading", re.IGNORECASE)
 
 
 def word(tag: str) -> str:
@@ -2415,75 +2805,60 @@ def word(tag: str) -> str:
     return next((tag[len(ns):] for ns in WORD_NAMESPACES if tag.startswith(ns)), "")
 
 
-def word_value(attrs: dict) -> str:
-    """An element's w:val attribute, "" if it has none."""
-    return next((attrs[ns + "val"] for ns in WORD_NAMESPACES if ns + "val" in attrs), "")
-
-
-def word_heading_styles(pieces: Iterable[bytes]) -> dict[str, int]:
-    """The paragraph styles of a Word file's styles.xml that are headings: style id -> level, 1 to
-    6 (a deeper one counts as 6), or TOC. A style is a heading by its name (WORD_HEADING_STYLE),
-    by its outline level, or by the style it is based on."""
+def word_styles(pieces: Iterable[bytes]) -> dict[str, str | None]:
+    """The paragraph styles of a Word file's styles.xml that are headings or a table of
+    contents: style id -> "h1" to "h6", or None (left out). A style is a heading by its name
+    (WORD_STYLE), by its outline level, or by the style it is based on."""
     styles: dict[str, dict] = {}
     style: dict = {}
 
     def start(tag: str, attrs: dict) -> None:
         nonlocal style
-        name = word(tag)
+        name, attrs = word(tag), {word(k): v for k, v in attrs.items()}
         if name == "style":
-            style = styles.setdefault(next((v for k, v in attrs.items() if word(k) == "styleId"),
-                                           ""), {})
+            style = styles.setdefault(attrs.get("styleId", ""), {})
         elif name in ("name", "basedOn", "outlineLvl"):
-            style[name] = word_value(attrs)
+            style[name] = attrs.get("val", "")
     parse_xml(pieces, start, lambda tag: None, lambda data: None)
 
-    def level(style_id: str, depth: int = 0) -> int:
+    def kind(style_id: str, depth: int = 0) -> str | None:
         style = styles.get(style_id, {})
-        name = style.get("name", style_id)
-        if m := WORD_HEADING_STYLE.fullmatch(name) or WORD_HEADING_STYLE.fullmatch(style_id):
-            return min(int(m.group(1)), 6)
-        if WORD_TOC_STYLE.fullmatch(name):
-            return TOC
-        if style.get("outlineLvl", "").isdigit() and int(style["outlineLvl"]) < 9:
-            return min(int(style["outlineLvl"]) + 1, 6)
-        return level(style["basedOn"], depth + 1) if "basedOn" in style and depth < 10 else 0
-    return {style_id: lv for style_id in styles if (lv := level(style_id))}
+        if m := WORD_STYLE.fullmatch(style.get("name", style_id)) or WORD_STYLE.fullmatch(style_id):
+            return f"h{min(int(m.group(1)), 6)}" if m.group(1) else None
+        if heading := outline_heading(style.get("outlineLvl", ""), 0, 8):
+            return heading
+        return kind(style["basedOn"], depth + 1) if "basedOn" in style and depth < 10 else "p"
+    return {style_id: k for style_id in styles if (k := kind(style_id)) != "p"}
 
 
-def word_markdown(pieces: Iterable[bytes], styles: dict[str, int]) -> str:
-    """A Word file's document.xml as Markdown (Blocks), its headings by their styles (`styles`:
-    word_heading_styles) or outline levels. The text is what Word shows: tracked deletions,
-    field codes and the copy of a drawing's text kept for old readers (mc:Fallback) are left out;
-    so are the table of contents and images."""
-    # kinds: each open paragraph's [level, listed]
-    blocks, open_, kinds, skip = Blocks(), Counter(), [], 0
+def word_text(doc: OfficeText, pieces: Iterable[bytes], styles: dict[str, str | None]) -> None:
+    """Read a Word file's document.xml into `doc`: each paragraph a heading by its style
+    (`styles`: word_styles) or outline level, a list item if numbered. The text is what Word
+    shows: tracked deletions, field codes and the copy of a drawing's text kept for old readers
+    (mc:Fallback) are left out; so are the table of contents and images."""
+    open_, skip = Counter(), 0
 
     def start(tag: str, attrs: dict) -> None:
         nonlocal skip
         if skip or local(tag) == "Fallback":
             skip += 1
             return
-        name = word(tag)
+        name, value = word(tag), next((v for k, v in attrs.items() if word(k) == "val"), "")
         open_[name] += 1
         if name == "p":
-            blocks.start_paragraph()
-            kinds.append([0, False])
-        elif name == "pStyle" and kinds:
-            kinds[-1][0] = styles.get(word_value(attrs), kinds[-1][0])
-        elif name == "outlineLvl" and kinds and word_value(attrs).isdigit() and open_["pPr"]:
-            kinds[-1][0] = min(int(word_value(attrs)) + 1, 6) if int(word_value(attrs)) < 9 else 0
-        elif name == "numPr" and kinds:
-            kinds[-1][1] = True
-        elif name in ("tab", "ptab") and open_["r"]:
-            blocks.text("\t")
-        elif name in ("br", "cr") and open_["r"]:
-            blocks.text("\n")
+            doc.start()
+        elif name == "pStyle" and doc.open:
+            doc.open[-1][0] = styles.get(value, doc.open[-1][0])
+        elif name == "outlineLvl" and doc.open and open_["pPr"]:
+            doc.open[-1][0] = outline_heading(value, 0, 8) or "p"
+        elif name == "numPr" and doc.open and doc.open[-1][0] == "p":
+            doc.open[-1][0] = "li"
+        elif name in ("tab", "ptab", "br", "cr") and open_["r"]:
+            doc.text(" " if "tab" in name else "\n")
         elif name == "noBreakHyphen":
-            blocks.text("-")
-        elif name == "tr":
-            blocks.start_row()
-        elif name == "tc":
-            blocks.start_cell()
+            doc.text("-")
+        elif name in ("tr", "tc"):
+            doc.page.start("td" if name == "tc" else name, "")
 
     def end(tag: str) -> None:
         nonlocal skip
@@ -2493,536 +2868,80 @@ def word_markdown(pieces: Iterable[bytes], styles: dict[str, int]) -> str:
         name = word(tag)
         open_[name] -= 1
         if name == "p":
-            level, listed = kinds.pop()
-            if level == TOC:
-                blocks.open.pop()
-            else:
-                blocks.end_paragraph(level, listed)
-        elif name == "tc":
-            blocks.end_cell()
-        elif name == "tr":
-            blocks.end_row()
-    parse_xml(pieces, start, end, lambda data: open_["t"] and not skip and blocks.text(data))
-    return blocks.markdown()
+            doc.end()
+        elif name in ("tr", "tc"):
+            doc.page.end("td" if name == "tc" else name)
+    parse_xml(pieces, start, end, lambda data: open_["t"] and not skip and doc.text(data))
 
 
-def word_sections(doc: Unzipped) -> tuple[list[Section], str | None]:
-    """A Word file's text, one section: its headings are the places a source cites, as Word
-    files have no pages (their pages are laid out as they are shown)."""
-    main = "word/document.xml"
-    if doc.has("_rels/.rels"):            # where the package says its document is
-        main = next((a["Target"].lstrip("/") for a in xml_parts(
-            doc.pieces("_rels/.rels"), lambda tag, a: local(tag) == "Relationship")
-            if a.get("Type", "").endswith("/officeDocument") and a.get("Target")), main)
-    folder = main.rpartition("/")[0]
-    styles = f"{folder}/styles.xml" if folder else "styles.xml"
-    levels = word_heading_styles(doc.pieces(styles)) if doc.has(styles) else {}
-    return extracted([Section(word_markdown(doc.pieces(main), levels))], "Word"), None
+def read_docx(path: Path, data: bytes | None = None,
+              max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
+    """Read a Word (.docx) file as Markdown, one section cited by its headings (a Word file has
+    no pages: they are laid out as it is shown), its footnotes and endnotes after its text, as
+    an e-book's are; no warning."""
+    def sections(doc: Unzipped) -> tuple[list[Section], str | None]:
+        main = "word/document.xml"
+        if "_rels/.rels" in doc.names:    # where the package says its document is
+            main = next((a["Target"].lstrip("/") for a in xml_parts(
+                doc.pieces("_rels/.rels"), lambda tag, a: local(tag) == "Relationship")
+                if a.get("Type", "").endswith("/officeDocument") and a.get("Target")), main)
+        folder, text = main[:main.rfind("/") + 1], OfficeText(doc.max_mb)
+        styles = word_styles(doc.pieces(folder + "styles.xml")) \
+            if folder + "styles.xml" in doc.names else {}
+        for part in (main, f"{folder}footnotes.xml", f"{folder}endnotes.xml"):
+            if part == main or part in doc.names:
+                word_text(text, doc.pieces(part), styles)
+        return extracted([Section(block_markdown(text.page))], "Word"), None
+    return read_zipped(path, data, max_mb, "Word", sections)
 
 
-def read_docx(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
-    """Read a Word (.docx) file as Markdown, one section (word_sections); no warning."""
-    return read_zipped(path, data, "Word", word_sections)
+# What an OpenDocument text holds that is not its running text: comments, a footnote's number,
+# the text deleted with changes tracked, and the indexes that repeat the headings (a footnote's
+# text is read, before the paragraph that cites it). And the elements that are blocks of a page,
+# as HTML names them.
+ODF_LEFT_OUT = frozenset({"annotation", "note-citation", "tracked-changes", "table-of-content",
+                          "illustration-index", "alphabetical-index", "bibliography"})
+ODF_BLOCKS = {"list-item": "li", "table-row": "tr", "table-cell": "td"}
 
 
-ODF_TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
-ODF_TABLE = "{urn:oasis:names:tc:opendocument:xmlns:table:1.0}"
-ODF_OFFICE = "{urn:oasis:names:tc:opendocument:xmlns:office:1.0}"
-# What an OpenDocument text holds that is not its running text: footnotes, comments, the text
-# deleted with changes tracked, and the indexes that repeat the headings.
-ODF_LEFT_OUT = frozenset({ODF_TEXT + "note", ODF_OFFICE + "annotation",
-                          ODF_TEXT + "tracked-changes", ODF_TEXT + "table-of-content",
-                          ODF_TEXT + "illustration-index", ODF_TEXT + "alphabetical-index",
-                          ODF_TEXT + "bibliography"})
-
-
-def odf_markdown(pieces: Iterable[bytes]) -> str:
-    """An OpenDocument text's content.xml as Markdown (Blocks): text:h is a heading of its
-    text:outline-level, a list item's first paragraph follows "- "; ODF_LEFT_OUT is left out."""
-    # items: has each open list item had its first paragraph?
-    blocks, kinds, items, skip = Blocks(), [], [], 0
+def odf_markdown(pieces: Iterable[bytes], max_mb: float) -> str:
+    """An OpenDocument text's content.xml as Markdown (OfficeText): text:h is a heading of its
+    text:outline-level, a list item's first paragraph follows "- "; ODF_LEFT_OUT is left out.
+    Its elements are known by their names alone: content.xml uses each in one namespace."""
+    text, skip = OfficeText(max_mb), 0
 
     def start(tag: str, attrs: dict) -> None:
         nonlocal skip
-        if skip or tag in ODF_LEFT_OUT:
+        name = local(tag)
+        if skip or name in ODF_LEFT_OUT:
             skip += 1
-        elif tag in (ODF_TEXT + "p", ODF_TEXT + "h"):
-            level = attrs.get(ODF_TEXT + "outline-level", "1")
-            level = min(max(int(level), 1), 6) if level.isdigit() else 1
-            kinds.append((level if tag == ODF_TEXT + "h" else 0, bool(items) and not items[-1]))
-            if items:
-                items[-1] = True
-            blocks.start_paragraph()
-        elif tag == ODF_TEXT + "list-item":
-            items.append(False)
-        elif tag == ODF_TEXT + "s":       # spaces: text:c of them (at most a line's worth)
-            count = attrs.get(ODF_TEXT + "c", "1")
-            blocks.text(" " * min(int(count) if count.isdigit() else 1, 80))
-        elif tag == ODF_TEXT + "tab":
-            blocks.text("\t")
-        elif tag == ODF_TEXT + "line-break":
-            blocks.text("\n")
-        elif tag == ODF_TABLE + "table-row":
-            blocks.start_row()
-        elif tag == ODF_TABLE + "table-cell":
-            blocks.start_cell()
+        elif name in ("p", "h"):
+            level = next((v for k, v in attrs.items() if local(k) == "outline-level"), "1")
+            text.start(outline_heading(level, 1, 10) or "h1" if name == "h" else "p")
+        elif name in ODF_BLOCKS:
+            text.page.start(ODF_BLOCKS[name], "")
+        elif name in ("s", "tab", "line-break"):   # text:s is text:c spaces: laid out as one
+            text.text("\n" if name == "line-break" else " ")
 
     def end(tag: str) -> None:
         nonlocal skip
+        name = local(tag)
         if skip:
             skip -= 1
-        elif tag in (ODF_TEXT + "p", ODF_TEXT + "h"):
-            blocks.end_paragraph(*kinds.pop())
-        elif tag == ODF_TEXT + "list-item":
-            items.pop()
-        elif tag == ODF_TABLE + "table-cell":
-            blocks.end_cell()
-        elif tag == ODF_TABLE + "table-row":
-            blocks.end_row()
-    parse_xml(pieces, start, end, lambda data: not skip and blocks.text(data))
-    return blocks.markdown()
+        elif name in ("p", "h"):
+            text.end()
+        elif name in ODF_BLOCKS:
+            text.page.end(ODF_BLOCKS[name])
+    parse_xml(pieces, start, end, lambda data: not skip and text.text(data))
+    return block_markdown(text.page)
 
 
-def read_odt(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
+def read_odt(path: Path, data: bytes | None = None,
+             max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
     """Read an OpenDocument text (.odt: LibreOffice, Google Docs' download) as Markdown, one
-    section cited by its headings, as a Word file is; no warning."""
-    return read_zipped(path, data, "OpenDocument", lambda doc: (extracted(
-        [Section(odf_markdown(doc.pieces("content.xml")))], "OpenDocument"), None))
-
-
-# What a Markdown cell holds that is no text: an image pasted into it (an attachment, or the
-# image itself as a data: URI, often hundreds of kilobytes of base64).
-CELL_IMAGE = re.compile(r"!\[[^\]\n]*\]\((?:attachment:|data:)[^)]*\)")
-
-
-def cell_source(cell: dict) -> str:
-    """A notebook cell's text: its source (a string, or the list of its lines Jupyter writes;
-    nbformat 3 calls a code cell's "input"), "" if it holds none."""
-    source = cell.get("source", cell.get("input", ""))
-    if isinstance(source, list):
-        source = "".join(line for line in source if isinstance(line, str))
-    return source if isinstance(source, str) else ""
-
-
-def read_notebook(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
-    """Read a Jupyter notebook (.ipynb) as its cells, a section each, numbered as the notebook
-    orders them (cited "cell 12"): a Markdown cell as its Markdown (its headings head the cells
-    after it: chunk_sections), a code cell's source as fenced code, so that a "# comment" is no
-    heading, a raw cell's as text. Left out: outputs, which the code wrote and the next run
-    rewrites, and whose tables, logs and tracebacks would outnumber the author's words; the
-    metadata, and images. nbformat 4, and 3 (cells in worksheets, heading cells). No warning."""
-    data = note_data(path, data)
-    try:
-        notebook = json.loads(data)
-    except (ValueError, RecursionError) as e:
-        raise ValueError(f"not a notebook: its JSON does not parse ({e})") from None
-    if not isinstance(notebook, dict):
-        raise ValueError("not a notebook: its JSON holds no cells")
-    cells = notebook.get("cells")
-    if not isinstance(cells, list):       # nbformat 3: cells in worksheets
-        cells = [c for w in notebook.get("worksheets") or [] if isinstance(w, dict)
-                 for c in w.get("cells") or []]
-    metadata = notebook.get("metadata") if isinstance(notebook.get("metadata"), dict) else {}
-    language = str((metadata.get("language_info") or {}).get("name", "")
-                   or (metadata.get("kernelspec") or {}).get("language", ""))
-    sections = []
-    for number, cell in enumerate(cells, 1):
-        if not isinstance(cell, dict) or not (source := cell_source(cell)).strip():
-            continue
-        kind = cell.get("cell_type")
-        if kind == "markdown":
-            text = CELL_IMAGE.sub("", source)
-        elif kind == "heading":           # nbformat 3
-            level = cell.get("level") if isinstance(cell.get("level"), int) else 1
-            text = "#" * min(max(level, 1), 6) + " " + " ".join(source.split())
-        else:
-            text = fenced(source, language if kind == "code" else "")
-        sections.append(Section(text, number))
-    return extracted(sections, "notebook"), None
-
-
-# ----------------------------------------------------------------------------
-# Web pages and e-books: read_html turns a page into Markdown-headed text whose line N is the
-# file's line N, so that Part I's chunker cuts at the page's own headings and a source cites the
-# line an editor opens; what is not the author's text (scripts, styles, navigation) becomes
-# blank lines, which keep the count. An e-book's chapters are XHTML pages, read the same way
-# (read_epub) but laid out by their blocks: a chapter is cited by its number, not by a line.
-
-
-def plain_line(line: str) -> str:
-    """A line of the author's text as the chunker must read it: one that Markdown would take for
-    a heading or a code fence ("# a shell comment" in a code block) gets a space before it.
-
-    >>> plain_line("# install it"), plain_line("```"), plain_line("#hashtag")
-    (' # install it', ' ```', '#hashtag')
-    """
-    return " " + line if re.match(r"#{1,6}[ \t]|```|~~~", line) else line
-
-
-def heading_shift(levels: list[int]) -> int:
-    """What to add to a document's heading levels, in order, to make them Markdown's: a top level
-    used once, first, is the title ("#", which the chunker does not cut at); a top level used
-    more often holds the sections, which it cuts at from "##" on.
-
-    >>> heading_shift([1, 2, 2]), heading_shift([1, 2, 1]), heading_shift([2, 3]), heading_shift([])
-    (0, 1, -1, 0)
-    """
-    if not levels:
-        return 0
-    top = min(levels)
-    return (1 if levels[0] == top and levels.count(top) == 1 else 2) - top
-
-
-def heading_line(level: int, title: str) -> str:
-    """A heading as Markdown writes it (level 1 to 6); "" for a heading with no text.
-
-    >>> heading_line(2, "Install"), heading_line(9, "Deep"), heading_line(2, " ")
-    ('## Install', '###### Deep', '')
-    """
-    title = " ".join(title.split())
-    return f"{'#' * max(1, min(level, 6))} {title}" if title else ""
-
-
-# Elements whose content is not the page author's text: code, styles, what a site puts around
-# every page (menus, search boxes, the site's footer), what stands in for another thing. An
-# <aside> is left out only when it is mostly links (PageLines.end_aside).
-HTML_DROPPED = frozenset({"script", "style", "template", "noscript", "nav", "svg", "button",
-                          "select", "iframe", "object", "canvas", "title"})
-HTML_DROPPED_ROLES = frozenset({"navigation", "banner", "contentinfo", "search"})
-HTML_RAW = frozenset({"script", "style", "title", "textarea", "xmp", "iframe", "noembed"})
-HTML_VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link",
-                       "meta", "param", "source", "track", "wbr"})
-# Inline elements sit inside a line of text; every other element starts a block of its own.
-HTML_INLINE = frozenset({"a", "abbr", "b", "bdi", "bdo", "cite", "code", "data", "del", "dfn",
-                         "em", "font", "i", "img", "ins", "kbd", "label", "mark", "q", "s", "samp",
-                         "small", "span", "strong", "sub", "sup", "time", "tt", "u", "var", "wbr"})
-HEADINGS_HTML = frozenset(f"h{n}" for n in range(1, 7))
-HTML_SIBLINGS = frozenset({"p", "li", "dt", "dd", "tr", "td", "th", "option"})  # end at their next
-HTML_MAX_DEPTH = 512                      # elements open at once; browsers nest no deeper either
-HEADING_MAX_CHARS = 200                   # a longer "heading" (an <h2> never closed) is text
-HTML_TAG = re.compile(r"<(?:!--|[!?]|(/?)([A-Za-z][^\s/>]*))")
-TAG_END = re.compile(r"""=[ \t\n\f]*(["'])|>""")
-HTML_CHARSET = re.compile(rb"""<meta\b[^>]*?charset\s*=\s*["']?\s*([\w.:-]+)""", re.IGNORECASE)
-
-
-def tag_end(page: str, at: int) -> int:
-    """Where the tag whose name ends at `at` ends (its ">"), past quoted attribute values
-    (title="a>b"); -1 when it never does.
-
-    >>> tag_end("<a title='x>y'>z", 2), tag_end("<a title='x", 2)
-    (14, -1)
-    """
-    while q := TAG_END.search(page, at):
-        if not q.group(1):
-            return q.start()
-        at = page.find(q.group(1), q.end()) + 1
-        if at == 0:
-            return -1
-    return -1
-
-
-def html_attribute(attributes: str, name: str) -> str:
-    """An attribute's value in a tag's text (as html_tokens gives it), "" if it has none.
-
-    >>> html_attribute(' class="a" ROLE=navigation', "role"), html_attribute(" data-id='x'", "id")
-    ('navigation', '')
-    """
-    m = re.search(rf"""(?<![\w:-]){name}\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""",
-                  attributes, re.IGNORECASE)
-    return next(v for v in m.groups() if v is not None) if m else ""
-
-
-def html_tokens(page: str) -> Iterator[tuple[str, str, str, int]]:
-    """A page's tags and text, as (kind, tag name, text, offset): ("start", "a", ' href="x"', 9),
-    ("end", "a", "", 20), ("text", "", "words", 12); comments and declarations left out, a
-    DTD's entity declarations too (none is ever expanded: no billion laughs). Linear in the
-    page's length whatever it holds: a tag never closed (the file ends inside it) ends the
-    page, as in a browser, instead of being looked for again at every "<" after it.
-
-    >>> list(html_tokens("<!DOCTYPE x [<!ENTITY y 'z'>]><p class='a>b'>Hi<!-- x --><br/>"))
-    [('start', 'p', " class='a>b'", 30), ('text', '', 'Hi', 45), ('start', 'br', '/', 57)]
-    """
-    at = 0
-    while at < len(page):
-        m = HTML_TAG.search(page, at)
-        if m is None or m.start() > at:
-            yield "text", "", page[at:m.start() if m else len(page)], at
-            if m is None:
-                return
-        if m.group() == "<!--":
-            end, skip = page.find("-->", m.end()), 3
-        elif m.group(2) is None:          # <!DOCTYPE ...>, <?xml ...?>, <![CDATA[...]]>
-            end, skip = page.find(">", m.end()), 1
-            if 0 <= page.find("[", m.end(), end):
-                close = page.find("]", m.end())
-                end = page.find(">", close) if close >= 0 else -1
-        else:
-            end, skip = tag_end(page, m.end()), 1
-        if end < 0:
-            return
-        at = end + skip
-        if m.group(2) is None:
-            continue
-        name = m.group(2).lower()
-        if m.group(1):
-            yield "end", name, "", m.start()
-            continue
-        yield "start", name, page[m.end():end], m.start()
-        if name in HTML_RAW and not page.endswith("/", m.end(), end):   # text to its end tag
-            close = re.compile(rf"</{name}[\s/>]", re.IGNORECASE).search(page, at)
-            stop = close.start() if close else len(page)
-            yield "text", "", page[at:stop], at
-            yield "end", name, "", stop
-            at = page.find(">", stop) + 1 if close else len(page)
-            if at == 0:
-                return
-
-
-class PageLines:
-    """A web page's text as html_tokens gives it: each run of text with the file's line it
-    starts on and the block it is in, a list item's after "- ", a table row's next cell's after
-    "| "; the content of HTML_DROPPED elements, and of asides that are mostly links, left out.
-    Laid out by the file's lines (lines: a web page) or by its blocks (chapter_markdown)."""
-
-    def __init__(self, anchors: Collection[str] = ()):
-        # each run of text: (its line, its block, the text, in <pre>?, its table row or 0)
-        self.runs: list[tuple[int, int, str, bool, int]] = []
-        self.open: list[tuple[str, bool, bool]] = []   # elements open: (name, dropped, aside)
-        self.counts: Counter = Counter()               # ...how many of each name
-        self.dropped = self.pre = self.block = self.heading = self.row = self.cells = 0
-        self.headings: dict[int, list] = {}       # block -> [level, first line, last line]
-        self.title: str | None = None             # <title>'s text, once one is open
-        self.mark = ""                            # what the next text starts with
-        self.asides: list[list[int]] = []         # each open: [first run, block, links, chars]
-        self.anchors, self.found = anchors, {}    # ids looked for -> the run where first met
-
-    def start(self, name: str, attributes: str) -> None:
-        """An element opens: a heading or a block starts; it is left out or is code."""
-        if name in HTML_SIBLINGS and self.open and self.open[-1][0] == name:
-            self.end(name)                # a new <li> ends the one before it
-        if name in HEADINGS_HTML and self.heading:
-            self.end(f"h{self.heading}")
-        role = html_attribute(attributes, "role").lower() if "role" in attributes.lower() else ""
-        role = role.split()[0] if role.strip() else ""    # the first of its roles decides
-        drop = name in HTML_DROPPED or role in HTML_DROPPED_ROLES \
-            or name == "footer" and not (self.counts["article"] or self.counts["main"])
-        if name == "title" and self.title is None and not self.dropped:
-            self.title = ""
-        if name not in HTML_INLINE and not self.heading:
-            self.block += 1
-            if name in HEADINGS_HTML and not self.dropped:
-                self.heading = int(name[1])
-                self.headings[self.block] = [self.heading, None, None]
-        if name == "li" or name in HEADINGS_HTML:
-            self.mark = "- " if name == "li" else ""      # a heading's text takes no mark
-        elif name in ("td", "th"):
-            self.mark, self.cells = "| " if self.cells else "", self.cells + 1
-        elif name == "tr":
-            self.row, self.cells = self.row + 1, 0
-        if self.anchors and (at := html_attribute(attributes, "id")) in self.anchors:
-            self.found.setdefault(at, len(self.runs))
-        if name in HTML_VOID or attributes.endswith("/") or len(self.open) >= HTML_MAX_DEPTH:
-            return
-        aside = not drop and (name == "aside" or role == "complementary")
-        self.open.append((name, drop, aside))
-        self.counts[name] += 1
-        self.dropped += drop
-        self.pre += name in ("pre", "textarea", "xmp")
-        if aside:
-            self.asides.append([len(self.runs), self.block, 0, 0])
-
-    def end(self, name: str) -> None:
-        """An element closes, and every element opened inside it that is still open."""
-        while self.counts[name]:
-            top, drop, aside = self.open.pop()
-            self.counts[top] -= 1
-            self.dropped -= drop
-            self.pre -= top in ("pre", "textarea", "xmp")
-            if top in HEADINGS_HTML:
-                self.heading = 0
-            if aside:
-                self.end_aside()
-            if top == name:
-                break
-        if name in HEADINGS_HTML:
-            self.heading = 0
-        if name not in HTML_INLINE and not self.heading:
-            self.block += 1
-
-    def end_aside(self) -> None:
-        """An aside closes: left out when at least half its text is links (navigation: related
-        pages, a table of contents), kept when it is prose (a note, a footnote, a sidebar)."""
-        first, block, links, chars = self.asides.pop()
-        if links * 2 >= chars:
-            del self.runs[first:]
-            while self.headings and next(reversed(self.headings)) > block:
-                self.headings.popitem()
-        elif self.asides:
-            self.asides[-1][2] += links
-            self.asides[-1][3] += chars
-
-    def text(self, raw: str, line: int) -> None:
-        """A run of text that starts on `line`: each of its lines on the file's line."""
-        import html                       # only web pages need its table of entities
-        if self.dropped:
-            if self.title == "" and self.open and self.open[-1][0] == "title":
-                self.title = " ".join(html.unescape(raw).split())
-            return
-        pieces = raw.split("\n")
-        for k, piece in enumerate(pieces):
-            if not self.pre and (not piece or piece.isspace() and 0 < k < len(pieces) - 1):
-                continue                  # a line of spaces alone: nothing to show or to space
-            piece = html.unescape(piece) if "&" in piece else piece   # &#10; makes no new line
-            piece = piece.replace("\0", "\ufffd").replace("\r", " ").replace("\n", " ")
-            piece = piece if self.pre else re.sub(r"\s+", " ", piece)
-            if self.mark and piece.strip():
-                piece, self.mark = self.mark + piece.lstrip(), ""
-            self.runs.append((line + k, self.block, piece, bool(self.pre),
-                              self.row if self.counts["tr"] else 0))
-            if self.asides:
-                self.asides[-1][2] += len(piece) if self.counts["a"] else 0
-                self.asides[-1][3] += len(piece)
-            if self.block in self.headings and piece.strip():
-                where = self.headings[self.block]
-                where[1] = line + k if where[1] is None else where[1]
-                where[2] = line + k
-
-    def lines(self, count: int) -> list[str]:
-        """The page's `count` lines: the text on each, headings as Markdown's."""
-        out = [""] * count
-        alone: dict[int, int] = {}        # line -> the block whose text it holds (-1: several)
-        for n, runs in itertools.groupby(self.runs, lambda run: run[0]):
-            parts, last, runs = [], None, list(runs)
-            for _, block, piece, _, _ in runs:
-                if parts and block != last and not parts[-1].endswith(" ") \
-                        and not piece.startswith(" "):
-                    parts.append(" ")
-                parts.append(piece)
-                last = block
-            text = "".join(parts).rstrip()
-            out[n - 1] = plain_line(text if runs[0][3] else text.lstrip())
-            if blocks := {run[1] for run in runs if run[2].strip()}:
-                alone[n] = blocks.pop() if len(blocks) == 1 else -1
-        headings = []                     # (level, first line, last line, title): on lines alone
-        for block, (level, first, last) in self.headings.items():
-            if first is not None and all(alone.get(n) == block for n in range(first, last + 1)
-                                         if n in alone):
-                title = " ".join(out[n - 1] for n in range(first, last + 1)).strip()
-                if len(title) <= HEADING_MAX_CHARS:
-                    headings.append((level, first, last, title))
-        # A first heading that repeats the page's <title> is the title (pandoc's title block).
-        titled = bool(headings) and headings[0][3] == self.title
-        levels = [level for level, *_ in headings[titled:]]
-        shift = 2 - min(levels, default=2) if titled else heading_shift(levels)
-        for k, (level, first, last, title) in enumerate(headings):
-            out[first - 1:last] = [""] * (last - first + 1)
-            out[first - 1] = heading_line(1 if titled and k == 0 else level + shift,
-                                          title.rstrip(" ¶"))
-        return out
-
-
-def toc_headings(paragraphs: list[list], toc: Sequence[tuple[str, int, str]],
-                 found: Mapping[str, int]) -> None:
-    """Make the entries of a table of contents (`toc`: id, level, title) headings among a
-    page's `paragraphs` ([first run, level, text], as chapter_markdown has them), in order:
-    each on the first paragraph after the one before and from its place on (the run where
-    its id was `found`, else the start) whose text is its title, else a heading of its own.
-
-    >>> paragraphs = [[0, 0, "Tea"], [1, 0, "Green."], [5, 0, "Brewing"], [6, 0, "Hot."]]
-    >>> toc_headings(paragraphs, [("", 1, "Tea"), ("b", 2, "Brewing"), ("c", 2, "Cups")],
-    ...              {"b": 4, "c": 6})
-    >>> [(level, text) for _, level, text in paragraphs]
-    [(1, 'Tea'), (0, 'Green.'), (2, 'Brewing'), (2, 'Cups'), (0, 'Hot.')]
-    """
-    firsts = [first for first, _, _ in paragraphs]
-    where: dict[str, list[int]] = {}      # a paragraph's text -> where it is
-    for k, (_, level, text) in enumerate(paragraphs):
-        if level == 0:
-            where.setdefault(text, []).append(k)
-    added, after = [], 0                  # (where, level, title) of the headings of their own
-    for at, level, title in toc:
-        title = " ".join(title.split())
-        start = max(after, bisect.bisect_left(firsts, found.get(at, 0)))
-        same = where.get(title, [])
-        if (k := bisect.bisect_left(same, start)) < len(same):
-            paragraphs[same[k]][1], after = level, same[k] + 1
-        elif title:
-            added.append((start, level, title))
-            after = start
-    done, k = [], 0
-    for start, level, title in added:
-        done += paragraphs[k:start] + [[None, level, title]]
-        k = start
-    paragraphs[:] = done + paragraphs[k:]
-
-
-def chapter_markdown(page: PageLines, toc: Sequence[tuple[str, int, str]] = ()) -> str:
-    """A page's text by its blocks, a blank line between them, for text whose lines no citation
-    opens (an e-book's chapter): headings at their level as written, a table's row on one line,
-    <pre> fenced. A page with no headings takes them from `toc` (an e-book's table of contents:
-    the id each goes to, "" for the page's start; its level; its title): toc_headings."""
-    paragraphs: list[list] = []           # [first run, level (-1: code), text]
-    for _, group in itertools.groupby(enumerate(page.runs), lambda r: -r[1][4] or r[1][1]):
-        (first, (line, block, _, pre, _)), *_ = group = list(group)
-        parts = []
-        for _, (n, b, piece, _, _) in group:
-            parts.append(("\n" * (n - line) if pre else " " * (n != line or b != block)) + piece)
-            line, block = n, b
-        text = "".join(parts) if pre else " ".join("".join(parts).split())
-        level = page.headings.get(group[0][1][1], [0])[0]
-        if text.strip():
-            paragraphs.append([first, -1 if pre else level * (len(text) <= HEADING_MAX_CHARS),
-                               text])
-    if not page.headings:
-        toc_headings(paragraphs, toc, page.found)
-    return "\n\n".join(fenced(text) if level < 0 else heading_line(level, text) if level
-                       else plain_line(text) for _, level, text in paragraphs)
-
-
-def page_text(data: bytes) -> tuple[str, str | None]:
-    """A web page's bytes as text, its lines ended by "\\n", plus a warning when its encoding
-    was a guess: decode_note's reading, unless that is a guess and the page names its charset
-    (<meta charset>), which then decides (one that would change the file's lines is not
-    taken)."""
-    text, warning = decode_note(data)
-    if warning and (m := HTML_CHARSET.search(data, 0, 1024)):
-        name = m.group(1).decode("ascii").lower()
-        name = "cp1252" if name in ("iso-8859-1", "latin1", "us-ascii", "ascii") else name
-        with contextlib.suppress(LookupError, UnicodeDecodeError):
-            said = data.decode(name)
-            if said.count("\n") == data.count(b"\n") and said.count("\r") == data.count(b"\r"):
-                text, warning = said, None
-    return text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n"), warning
-
-
-def page_lines(page: str, anchors: Collection[str] = ()) -> PageLines:
-    """A page's text (page_text) as PageLines reads it: html_tokens' tags and text, each text
-    with the line it starts on; the ids in `anchors`, where they are met."""
-    lines, at, line = PageLines(anchors), 0, 1
-    for kind, name, text, offset in html_tokens(page):
-        line += page.count("\n", at, offset)
-        at = offset
-        if kind == "start":
-            lines.start(name, text)
-        elif kind == "end":
-            lines.end(name)
-        else:
-            lines.text(text, line)
-    return lines
-
-
-def read_html(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
-    """Read a web page (.html, .htm) as a browser shows its text: tags taken off, entities
-    decoded, <h1>-<h6> as Markdown's headings, each text on its line of the file, <pre> as
-    written; scripts, styles and navigation (HTML_DROPPED) left out; <title> titles the note.
-    Raises ValueError for a page with no text outside those."""
-    page, warning = page_text(note_data(path, data))
-    lines = page_lines(page)
-    body = "\n".join(lines.lines(page.count("\n") + 1))
-    if not body.strip():
-        raise ValueError("no text outside its scripts, styles and navigation")
-    return [Section(body, line=1, meta=NoteMeta(title=lines.title) if lines.title else None)], \
-        warning
+    section cited by its headings, as a Word file is (odf_markdown); no warning."""
+    return read_zipped(path, data, max_mb, "OpenDocument", lambda doc: (extracted(
+        [Section(odf_markdown(doc.pieces("content.xml"), doc.max_mb))], "OpenDocument"), None))
 
 
 def epub_toc(page: str) -> list[tuple[str, int, str]]:
@@ -3059,14 +2978,12 @@ def epub_toc(page: str) -> list[tuple[str, int, str]]:
 
 
 def epub_chapters(book: Unzipped) -> tuple[list[Section], str | None]:
-    """An EPUB's chapters, in its reading order, each a section numbered from 1 (cited "chapter
-    3"): META-INF/container.xml names the package file, whose spine orders the chapters its
-    manifest lists. Each is read as a web page is (page_lines), by its blocks; one with no
-    headings takes them from the book's table of contents (epub_toc), as LibreOffice's need
-    (their headings are styled paragraphs). Chapters the spine marks as not in the reading
-    order (linear="no": notes, a cover) are left out, and so is the table of contents (it
-    repeats the headings); a chapter that cannot be read is named in the warning, and the
-    others read."""
+    """An EPUB's chapters in reading order, a section each, numbered from 1 ("chapter 3"):
+    META-INF/container.xml names the package file, whose spine orders the chapters its manifest
+    lists. Each is read as a web page (page_lines), laid out by its blocks; one with no headings
+    takes them from the table of contents (epub_toc), as LibreOffice's need. Left out: what the
+    spine marks as not in the reading order (linear="no": notes, a cover), the table of contents
+    itself; a chapter that cannot be read is named in the warning, and the others read."""
     import posixpath                      # (only here: a chapter's href is relative to the package)
     from urllib.parse import unquote
     package = next((a["full-path"] for a in xml_parts(
@@ -3087,8 +3004,8 @@ def epub_chapters(book: Unzipped) -> tuple[list[Section], str | None]:
         data = bytearray()
         for piece in book.pieces(name):
             data += piece
-            if len(data) > MAX_NOTE_MB * 2**20:
-                raise ValueError(f"its XHTML unzips past {MAX_NOTE_MB:g} MB")
+            if len(data) > book.max_mb * 2**20:
+                raise ValueError(f"its XHTML unzips past {book.max_mb:g} MB")
         return page_text(bytes(data))[0]
     nav = next((a for a in manifest.values() if "nav" in a.get("properties", "").split()), None) \
         or next((a for a in manifest.values()
@@ -3096,7 +3013,7 @@ def epub_chapters(book: Unzipped) -> tuple[list[Section], str | None]:
     contents = part(nav["href"], package)[0] if nav else ""
     try:
         entries = epub_toc(page(contents)) if nav else []
-    except ZipBomb:
+    except TooBig:
         raise
     except ValueError:                    # no table of contents: the chapters' own headings
         entries = []
@@ -3106,30 +3023,84 @@ def epub_chapters(book: Unzipped) -> tuple[list[Section], str | None]:
         toc.setdefault(chapter, []).append((at, level, title))
     spine = [manifest[a["idref"]] for a in listed
              if manifest.get(a.get("idref")) not in (None, nav) and a.get("linear") != "no"]
-    sections, unread = [], []
+    sections, unread, used = [], [], 0   # used: the text's size so far, which the bound holds
     for item in spine:
         if item.get("media-type") != "application/xhtml+xml":
             continue
         name, _ = part(item["href"], package)
         try:
-            lines = page_lines(page(name), {at for at, _, _ in toc.get(name, []) if at})
-        except ZipBomb:
+            lines = page_lines(page(name), {at for at, _, _ in toc.get(name, []) if at},
+                               book.max_mb, used)
+        except TooBig:
             raise
         except ValueError as e:
             unread.append(f"{name}: {e}")
             continue
-        if text := chapter_markdown(lines, toc.get(name, [])):
+        if text := block_markdown(lines, toc.get(name, [])):
             sections.append(Section(text, len(sections) + 1))
+            used = lines.used
     said = f"left out {len(unread)} chapter(s) it could not read ({first_names(unread, 2)})"
     if unread and not sections:
         raise ValueError(said)
     return extracted(sections, "EPUB"), said if unread else None
 
 
-def read_epub(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
+def read_epub(path: Path, data: bytes | None = None,
+              max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
     """Read an e-book (.epub, 2 or 3, without DRM) as its chapters in reading order
     (epub_chapters), and a warning naming any chapter left out."""
-    return read_zipped(path, data, "EPUB", epub_chapters)
+    return read_zipped(path, data, max_mb, "EPUB", epub_chapters)
+
+
+def read_notebook(path: Path, data: bytes | None = None,
+                  max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
+    """Read a Jupyter notebook (.ipynb) as its cells, a section each, numbered as the notebook
+    orders them (cited "cell 12"): a Markdown cell as Jupyter shows it (shown_spans: links as
+    their words, an image as its alt text, HTML's tags and comments left out; its headings head
+    the cells after it), a code cell's source fenced (a "# comment" is no heading), a raw cell's
+    as text. Left out: outputs (the code wrote them, the next run rewrites them, and their
+    tables, logs and tracebacks would outnumber the author's words) and metadata. nbformat 4,
+    and 3 (cells in worksheets, heading cells). A value of another type than Jupyter writes (a
+    number for the worksheets, a list for the metadata) is passed over; no warning. Its text
+    outgrows its JSON by the fences alone (their language is a name, 40 letters at most)."""
+    def listed(value) -> list:
+        return value if isinstance(value, list) else []
+
+    def mapped(value) -> dict:
+        return value if isinstance(value, dict) else {}
+    try:                                  # an integer of thousands of digits Python cannot read
+        notebook = json.loads(note_data(path, data),
+                              parse_int=lambda digits: int(digits) if len(digits) < 100 else 0)
+    except (ValueError, RecursionError) as e:
+        raise ValueError(f"not a notebook: its JSON does not parse ({e})") from None
+    if not isinstance(notebook, dict):
+        raise ValueError("not a notebook: its JSON holds no cells")
+    cells = notebook.get("cells")
+    if not isinstance(cells, list):       # nbformat 3: cells in worksheets
+        cells = [c for w in listed(notebook.get("worksheets"))
+                 for c in listed(mapped(w).get("cells"))]
+    metadata = mapped(notebook.get("metadata"))
+    language = mapped(metadata.get("language_info")).get("name") \
+        or mapped(metadata.get("kernelspec")).get("language")
+    language = language if isinstance(language, str) and re.fullmatch(r"[\w+#.-]{1,40}",
+                                                                       language) else ""
+    sections = []
+    for number, cell in enumerate(map(mapped, cells), 1):
+        # its source: a string, or the list of its lines Jupyter writes (nbformat 3: "input")
+        source = cell.get("source", cell.get("input", ""))
+        if isinstance(source, list):
+            source = "".join(line for line in source if isinstance(line, str))
+        if not isinstance(source, str) or not source.strip():
+            continue
+        kind = cell.get("cell_type")
+        if kind == "markdown":
+            text = shown_spans(source, obsidian=False)
+        elif kind == "heading":           # nbformat 3
+            text = heading_line(cell["level"] if isinstance(cell.get("level"), int) else 1, source)
+        else:
+            text = fenced(source, language if kind == "code" else "")
+        sections.append(Section(text, number))
+    return extracted(sections, "notebook"), None
 
 
 # ----------------------------------------------------------------------------
@@ -3138,97 +3109,106 @@ def read_epub(path: Path, data: bytes | None = None) -> tuple[list[Section], str
 # settings, reST's comments and tables of contents) becomes blank lines.
 
 
-def text_lines(path: Path, data: bytes | None) -> tuple[list[str], str | None]:
-    """A text note's lines, as read_text counts them (a BOM dropped; \\r\\n, \\r, \\n end a line),
-    plus a warning when its encoding was a guess. Raises ValueError for one that is no text."""
-    data = note_data(path, data)
-    text, warning = decode_note(data)
-    return re.split(r"\r\n|\r|\n", text.lstrip("\ufeff")), warning
+class Org:
+    """Org's syntax as read_org reads it: headlines, #+ settings, blocks (#+BEGIN_SRC ...
+    #+END_SRC), drawers (:NAME: ... :END:), lines that are no text (SCHEDULED:, # comments)."""
+    HEADLINE = re.compile(r"(\*+)[ \t]+(.*)")
+    # Tags, from the first of the spaces before them: from every one, a run of spaces is
+    # scanned again at each (quadratic).
+    TAGS = re.compile(r"(?<![ \t])[ \t]+:([\w@#%:]+):[ \t]*$")
+    PRIORITY = re.compile(r"\[#[A-Za-z0-9]\][ \t]*")
+    KEYWORD = re.compile(r"[ \t]*#\+(\w+)(?:\[[^\]\n]*\])?:[ \t]*(.*)")      # #+TITLE: Tea
+    BLOCK = re.compile(r"[ \t]*#\+(begin|end)_(\S+).*", re.IGNORECASE)
+    DRAWER = re.compile(r"[ \t]*:([\w-]+):[ \t]*")
+    FIXED_WIDTH = re.compile(r"[ \t]*:(?:[ \t](.*))?")                # ": a line as written"
+    DRAWER_END = re.compile(r"[ \t]*:END:[ \t]*", re.IGNORECASE)
+    NOT_TEXT = re.compile(r"[ \t]*(?:(?:SCHEDULED|DEADLINE|CLOSED|CLOCK):.*|#(?:[ \t].*)?)")
+    LINK = re.compile(r"\[\[([^\[\]\n]*)\](?:\[([^\[\]\n]*)\])?\]")
+    DROPPED_BLOCKS = ("comment", "export")     # commented out; raw HTML or LaTeX for an export
+    TODO_KEYS = ("todo", "seq_todo", "typ_todo")
+
+    @staticmethod
+    def links(line: str) -> str:
+        """Org's links as the reader sees them: [[target][words]] as its words, [[target]] as is.
+
+        >>> Org.links("See [[https://orgmode.org][the manual]] and [[file:tea.org]].")
+        'See the manual and file:tea.org.'
+        """
+        return Org.LINK.sub(lambda m: m.group(2) if m.group(2) is not None else m.group(1), line)
+
+    @staticmethod
+    def headline(text: str, keywords: set[str]) -> tuple[str, list[str]]:
+        """A headline's title without its TODO keyword, priority and tags, and the tags.
+
+        >>> Org.headline("TODO [#A] Brew [[x][green]] tea :tea:home:", {"TODO", "DONE"})
+        ('Brew green tea', ['tea', 'home'])
+        """
+        tags = []
+        if m := Org.TAGS.search(text):
+            tags, text = [t for t in m.group(1).split(":") if t], text[:m.start()]
+        first, _, rest = text.partition(" ")
+        text = rest if first in keywords else text
+        return Org.links(Org.PRIORITY.sub("", text, count=1)).strip(), tags
 
 
-ORG_HEADLINE = re.compile(r"(\*+)[ \t]+(.*)")
-ORG_TAGS = re.compile(r"[ \t]+:([\w@#%:]+):[ \t]*$")
-ORG_PRIORITY = re.compile(r"\[#[A-Za-z0-9]\][ \t]*")
-ORG_KEYWORD = re.compile(r"[ \t]*#\+(\w+)(?:\[[^\]\n]*\])?:[ \t]*(.*)")      # #+TITLE: Tea
-ORG_BLOCK = re.compile(r"[ \t]*#\+(begin|end)_(\S+).*", re.IGNORECASE)
-ORG_DRAWER = re.compile(r"[ \t]*:[\w-]+:[ \t]*")
-ORG_DRAWER_END = re.compile(r"[ \t]*:END:[ \t]*", re.IGNORECASE)
-ORG_NOT_TEXT = re.compile(r"[ \t]*(?:(?:SCHEDULED|DEADLINE|CLOSED|CLOCK):.*|#(?:[ \t].*)?)")
-ORG_LINK = re.compile(r"\[\[([^\[\]\n]*)\](?:\[([^\[\]\n]*)\])?\]")
-ORG_DROPPED_BLOCKS = ("comment", "export")     # commented out; raw HTML or LaTeX for an export
-ORG_TODO_KEYS = ("todo", "seq_todo", "typ_todo")
-
-
-def org_links(line: str) -> str:
-    """Org's links as the reader sees them: [[target][words]] as its words, [[target]] as is.
-
-    >>> org_links("See [[https://orgmode.org][the manual]] and [[file:tea.org]].")
-    'See the manual and file:tea.org.'
-    """
-    return ORG_LINK.sub(lambda m: m.group(2) if m.group(2) is not None else m.group(1), line)
-
-
-def org_headline(text: str, keywords: set[str]) -> tuple[str, list[str]]:
-    """A headline's title without its TODO keyword, priority and tags, and the tags.
-
-    >>> org_headline("TODO [#A] Brew [[x][green]] tea :tea:home:", {"TODO", "DONE"})
-    ('Brew green tea', ['tea', 'home'])
-    """
-    tags = []
-    if m := ORG_TAGS.search(text):
-        tags, text = [t for t in m.group(1).split(":") if t], text[:m.start()]
-    first, _, rest = text.partition(" ")
-    text = rest if first in keywords else text
-    return org_links(ORG_PRIORITY.sub("", text, count=1)).strip(), tags
-
-
-def read_org(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
+def read_org(path: Path, data: bytes | None = None,
+             max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
     """Read an Emacs Org-mode note (.org): headlines (*, **) as Markdown's "##", "###" (#+TITLE,
     the title, as "#"), without their TODO keyword, priority and tags (which become the note's
-    tags); the text of blocks (#+BEGIN_SRC) kept, links as their words. Left out as blank lines:
-    drawers (:PROPERTIES: ... :END:), #+ settings, # comments, planning lines (SCHEDULED:),
-    comment and export blocks. A drawer or block never closed is text, as in Org."""
-    lines, warning = text_lines(path, data)
-    keywords = {"TODO", "DONE"}
+    tags); the text of blocks (#+BEGIN_SRC), of drawers and of fixed-width lines (": text") as
+    written, links elsewhere as their words. Left out as blank lines, as Org's exporter leaves
+    them out: PROPERTIES and LOGBOOK drawers, #+ settings, # comments, planning lines
+    (SCHEDULED:), comment and export blocks. A drawer or block never closed is text, as in Org."""
+    text, warning = page_text(note_data(path, data))
+    lines, keywords = text.split("\n"), {"TODO", "DONE"}
     ends: dict[str, list[int]] = {}       # where each kind of block and drawer closes, in order
     for i, line in enumerate(lines):
-        if m := ORG_BLOCK.fullmatch(line):
+        if m := Org.BLOCK.fullmatch(line):
             if m.group(1).lower() == "end":
                 ends.setdefault(m.group(2).lower(), []).append(i)
-        elif ORG_DRAWER_END.fullmatch(line):
+        elif Org.DRAWER_END.fullmatch(line):
             ends.setdefault(":end:", []).append(i)
-        elif (m := ORG_KEYWORD.fullmatch(line)) and m.group(1).lower() in ORG_TODO_KEYS:
-            keywords |= {re.sub(r"\(.*\)", "", w) for w in m.group(2).split() if w != "|"}
-    headlines = [i for i, line in enumerate(lines) if ORG_HEADLINE.fullmatch(line)]
+        elif (m := Org.KEYWORD.fullmatch(line)) and m.group(1).lower() in Org.TODO_KEYS:
+            # "TODO(t)": a keyword and its key (a pattern tried from every "(" would be quadratic)
+            keywords |= {w.partition("(")[0] for w in m.group(2).split() if w != "|"} - {""}
+    headlines = [i for i, line in enumerate(lines) if Org.HEADLINE.fullmatch(line)]
 
     def closes(kind: str, i: int) -> int | None:   # the line that closes what opens on line i
         after = ends.get(kind, [])
         k = bisect.bisect_right(after, i)
         return after[k] if k < len(after) else None
-    out, meta, tags = [""] * len(lines), {}, []
-    i = 0
+    out, meta, tags, i = [""] * len(lines), {}, [], 0
+    drawn: set[int] = set()               # the :END: lines of the drawers whose text is read
     while i < len(lines):
         line = lines[i]
-        if m := ORG_HEADLINE.fullmatch(line):
-            title, more = org_headline(m.group(2), keywords)
+        if m := Org.HEADLINE.fullmatch(line):
+            title, more = Org.headline(m.group(2), keywords)
             out[i], tags = heading_line(len(m.group(1)) + 1, title), tags + more
-        elif (m := ORG_BLOCK.fullmatch(line)) and (end := closes(m.group(2).lower(), i)):
-            if m.group(2).lower() not in ORG_DROPPED_BLOCKS:       # ",* x" is a quoted "* x"
+        elif (m := Org.BLOCK.fullmatch(line)) and (end := closes(m.group(2).lower(), i)):
+            if m.group(2).lower() not in Org.DROPPED_BLOCKS:       # ",* x" is a quoted "* x"
                 out[i + 1:end] = [plain_line(re.sub(r"^([ \t]*),(?=\*|#\+)", r"\1", inner))
                                   for inner in lines[i + 1:end]]
             i = end
-        elif m := ORG_KEYWORD.fullmatch(line):
-            key, value = m.group(1).lower(), org_links(m.group(2)).strip()
+        elif m := Org.KEYWORD.fullmatch(line):
+            key, value = m.group(1).lower(), Org.links(m.group(2)).strip()
             meta.setdefault(key, value)
             if key == "title" and value and not any(h < i for h in headlines[:1]):
                 out[i] = heading_line(1, value)
             elif key == "caption":
                 out[i] = plain_line(value)
-        elif ORG_DRAWER.fullmatch(line) and (end := closes(":end:", i)) is not None \
+        elif i in drawn:                  # an ordinary drawer's :END:
+            pass
+        elif (m := Org.DRAWER.fullmatch(line)) and (end := closes(":end:", i)) is not None \
                 and end < next(iter(headlines[bisect.bisect_right(headlines, i):]), end + 1):
-            i = end                       # a drawer closes before the next headline, or is none
-        elif not ORG_NOT_TEXT.fullmatch(line) and not ORG_BLOCK.fullmatch(line):
-            out[i] = plain_line(org_links(line))
+            # a drawer (it closes before the next headline, or is none): Org's exporter leaves
+            # PROPERTIES and LOGBOOK out, and keeps the others' text
+            if m.group(1).lower() in ("properties", "logbook"):
+                i = end
+            drawn.add(end)
+        elif m := Org.FIXED_WIDTH.fullmatch(line):
+            out[i] = plain_line(m.group(1) or "")
+        elif not Org.NOT_TEXT.fullmatch(line) and not Org.BLOCK.fullmatch(line):
+            out[i] = plain_line(Org.links(line))
         i += 1
     tags += [t for t in meta.get("filetags", "").split(":") if t.strip()]
     date = re.search(r"\d{4}-\d{2}-\d{2}", meta.get("date", ""))
@@ -3238,121 +3218,132 @@ def read_org(path: Path, data: bytes | None = None) -> tuple[list[Section], str 
     return [Section("\n".join(out), line=1, meta=card)], warning
 
 
-RST_ADORNMENT = re.compile(r"([!-/:-@\[-`{-~])\1+[ \t]*")       # "=====", "-----", "~~~~~"
-RST_EXPLICIT = re.compile(r"([ \t]*)\.\.(?:[ \t]+(.*))?")         # ".. note::", ".. a comment"
-RST_DIRECTIVE = re.compile(r"([\w:+.-]+?)[ \t]*::(?:[ \t]+(.*))?")
-RST_OPTION = re.compile(r"[ \t]+:[^:\n]+:(?:[ \t].*)?")           # a directive's "   :linenos:"
-RST_FIELD = re.compile(r":([^:\s][^:\n]*?):(?:[ \t]+(.*))?")      # ":author: Ann"
-# A role's text (:ref:`words <target>`), ``code``, a link's words (`words <url>`_), `text`; a
-# role's name is bounded, or a line of colons would be tried from every one.
-RST_INLINE = re.compile(r":[\w.+-]{1,40}(?::[\w.+-]{1,40}){0,2}:`([^`\n]+)`"
-                        r"|``([^`\n]+)``|`([^`\n]+)`__?|`([^`\n]+)`")
-# Directives with no text of the author's (a table of contents, an image, raw HTML, another
-# file, generated API docs: auto*), and those whose content is code, kept as written.
-RST_DROPPED = frozenset({"toctree", "image", "include", "raw", "contents", "sectnum", "index",
+class Rst:
+    """reStructuredText's syntax, as read_rst reads it. INLINE: a role's text (:ref:`words
+    <target>`), ``code``, a link's words (`words <url>`_), `text`, a reference's name (Python_,
+    not in *emphasis*; a name starts where no name goes on, or it is tried from each letter); a
+    role's name is bounded, or a line of colons would be tried from every one. DROPPED:
+    directives with no text of the author's (a table of contents, an image, raw HTML, another
+    file; generated API docs, auto*, too); CODE: those whose content is code, kept as written."""
+    ADORNMENT = re.compile(r"([!-/:-@\[-`{-~])\1+[ \t]*")         # "=====", "-----", "~~~~~"
+    EXPLICIT = re.compile(r"([ \t]*)\.\.(?:[ \t]+(.*))?")           # ".. note::", ".. a comment"
+    DIRECTIVE = re.compile(r"([\w:+.-]+?)[ \t]*::(?:[ \t]+(.*))?")
+    OPTION = re.compile(r"[ \t]+:([^:\n]+):(?:[ \t]+(.*))?")        # a directive's "   :linenos:"
+    FIELD = re.compile(r":([^:\s][^:\n]*?):(?:[ \t]+(.*))?")        # ":author: Ann"
+    INLINE = re.compile(r":[\w.+-]{1,40}(?::[\w.+-]{1,40}){0,2}:`([^`\n]+)`"
+                        r"|``([^`\n]+)``|`([^`\n]+)`__?|`([^`\n]+)`"
+                        r"|(?<![\w.:+*-])([^\W_]+(?:[-._:+][^\W_]+)*)__?(?![\w`*])")
+    DROPPED = frozenset({"toctree", "image", "include", "raw", "contents", "sectnum", "index",
                          "meta", "highlight", "literalinclude", "default-role", "role",
-                         "target-notes", "header", "footer", "title", "class",
-                         "tabularcolumns", "only"})
-RST_CODE = frozenset({"code", "code-block", "sourcecode", "doctest", "testcode", "testoutput",
+                         "target-notes", "header", "footer", "title", "tabularcolumns", "only"})
+    CODE = frozenset({"code", "code-block", "sourcecode", "doctest", "testcode", "testoutput",
                       "parsed-literal", "math", "productionlist"})
 
+    @staticmethod
+    def inline(line: str) -> str:
+        """reST's inline markup as the reader sees it: roles, links and literals as their words.
 
-def rst_inline(line: str) -> str:
-    """reST's inline markup as the reader sees it: roles, links and literals as their words.
+        >>> Rst.inline("Use :func:`~os.path.join` or :ref:`the guide <guide>`, ``x = 1``, "
+        ...            "`Python <https://python.org>`_, reStructuredText_, ``x_`` and *r_*.")
+        'Use join or the guide, x = 1, Python, reStructuredText, x_ and *r_*.'
+        """
+        def words(m: re.Match) -> str:
+            text = next(g for g in m.groups() if g is not None)
+            if m.group(2) is not None:    # ``literal``: as written
+                return text
+            # the link's target taken off, from the first of the spaces before it (quadratic,
+            # from every one)
+            text = re.sub(r"(?<!\s)\s*<[^<>]*>$", "", text) or text
+            return text[1:].rsplit(".", 1)[-1] if text.startswith("~") else text.lstrip("!")
+        return Rst.INLINE.sub(words, line)
 
-    >>> rst_inline("Use :func:`~os.path.join` or :ref:`the guide <guide>`, ``x = 1``, "
-    ...            "`Python <https://python.org>`_.")
-    'Use join or the guide, x = 1, Python.'
-    """
-    def words(m: re.Match) -> str:
-        text = next(g for g in m.groups() if g is not None)
-        if m.group(2) is not None:        # ``literal``: as written
-            return text
-        text = re.sub(r"\s*<[^<>]*>$", "", text) or text
-        return text[1:].rsplit(".", 1)[-1] if text.startswith("~") else text.lstrip("!")
-    return RST_INLINE.sub(words, line)
+    @staticmethod
+    def block_end(lines: list[str], at: int) -> int:
+        """The line past those indented under line `at` (blank ones among them)."""
+        def indent(line: str) -> int:
+            return len(line) - len(line.lstrip())
+        end = at + 1
+        while end < len(lines) and (not lines[end].strip()
+                                    or indent(lines[end]) > indent(lines[at])):
+            end += 1
+        return end
+
+    @staticmethod
+    def explicit(lines: list[str], i: int, rest: str, out: list[str]) -> int:
+        """Read the explicit markup (".. " and `rest`) on line i into `out`, and return the line
+        after it: a footnote's text is text; a comment, a link target, a substitution
+        definition and a directive of DROPPED are left out, their indented lines too; of any
+        other directive, its argument is text and its content is read on (CODE's as written, after
+        its options; of them, a :caption: is text)."""
+        directive = Rst.DIRECTIVE.fullmatch(rest)
+        name = directive.group(1).lower() if directive else ""
+        if rest.startswith("["):
+            out[i] = plain_line(Rst.inline(re.sub(r"^\[[^\]]*\][ \t]*", "", rest)))
+            return i + 1
+        if not directive or name in Rst.DROPPED or name.startswith("auto") \
+                or rest.startswith(("_", "|")):
+            return Rst.block_end(lines, i)
+        out[i] = "" if name in Rst.CODE or name == "figure" else \
+            plain_line(Rst.inline(directive.group(2) or ""))
+        at, i = i, i + 1
+        while i < len(lines) and (option := Rst.OPTION.fullmatch(lines[i])):
+            if option.group(1) == "caption":
+                out[i] = plain_line(Rst.inline(option.group(2) or ""))
+            i += 1
+        if name not in Rst.CODE:
+            return i
+        end = Rst.block_end(lines, at)
+        out[i:end] = map(plain_line, lines[i:end])
+        return end
 
 
-def indent(line: str) -> int:
-    """How far a line is indented (a tab counts as one)."""
-    return len(line) - len(line.lstrip())
-
-
-def read_rst(path: Path, data: bytes | None = None) -> tuple[list[Section], str | None]:
+def read_rst(path: Path, data: bytes | None = None,
+             max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
     """Read a reStructuredText note (.rst): section titles (underlined, or over- and underlined,
     with any punctuation; levels in the order their styles first appear) as Markdown's headings
-    on the title's line; directives' content kept (code as written), roles and links as their
-    words, top fields (:author: Ann) as "author: Ann". Left out as blank lines: the adornment,
-    comments, link targets, substitution definitions, and the directives in RST_DROPPED."""
-    lines, warning = text_lines(path, data)
-    out, heads, styles = [""] * len(lines), [], {}
-    literal = None                        # the indent of the paragraph whose "::" opened a block
-    i = 0
-
-    def block_end(at: int) -> int:       # past the lines indented under line `at`
-        j = at + 1
-        while j < len(lines) and (not lines[j].strip() or indent(lines[j]) > indent(lines[at])):
-            j += 1
-        return j
+    on the title's line; directives' content kept (code and literal blocks as written), roles
+    and links as their words, top fields (:author: Ann) as "author: Ann". Left out as blank
+    lines: the adornment, and what Rst.explicit leaves out."""
+    text, warning = page_text(note_data(path, data))
+    lines = text.split("\n")
+    out, heads, styles, i = [""] * len(lines), [], {}, 0
     while i < len(lines):
         line = lines[i]
         after_blank = i == 0 or not lines[i - 1].strip()
         under = lines[i + 1] if i + 1 < len(lines) else ""
-        if literal is not None and (not line.strip() or indent(line) > literal):
-            out[i] = plain_line(line)
-            i += 1
+        if m := Rst.EXPLICIT.fullmatch(line):
+            i = Rst.explicit(lines, i, m.group(2) or "", out)
             continue
-        literal = None
-        if m := RST_EXPLICIT.fullmatch(line):
-            rest = m.group(2) or ""
-            directive = RST_DIRECTIVE.fullmatch(rest)
-            name = directive.group(1).lower() if directive else ""
-            if rest.startswith("["):                          # a footnote: its text is text
-                out[i] = plain_line(rst_inline(re.sub(r"^\[[^\]]*\][ \t]*", "", rest)))
-                i += 1
-                continue
-            if not directive or name in RST_DROPPED or name.startswith("auto") \
-                    or rest.startswith(("_", "|")):            # comment, target, substitution
-                i = block_end(i)
-                continue
-            out[i] = "" if name in RST_CODE or name == "figure" else \
-                plain_line(rst_inline(directive.group(2) or ""))
-            i += 1
-            while i < len(lines) and RST_OPTION.fullmatch(lines[i]):
-                i += 1
-            if name in RST_CODE:
-                end = block_end(i - 1)
-                out[i:end] = map(plain_line, lines[i:end])
-                i = end
-            continue
-        if RST_ADORNMENT.fullmatch(line) and i + 2 < len(lines) and lines[i + 1].strip() \
+        if Rst.ADORNMENT.fullmatch(line) and i + 2 < len(lines) and lines[i + 1].strip() \
                 and lines[i + 2].strip() == line.strip() \
-                and not RST_ADORNMENT.fullmatch(lines[i + 1]):        # over- and underlined
+                and not Rst.ADORNMENT.fullmatch(lines[i + 1]):        # over- and underlined
             heads.append((i + 1, (line[0], True), lines[i + 1].strip()))
             i += 3
             continue
         if line.strip() and not line[0].isspace() and after_blank \
-                and RST_ADORNMENT.fullmatch(under) and not RST_ADORNMENT.fullmatch(line) \
+                and Rst.ADORNMENT.fullmatch(under) and not Rst.ADORNMENT.fullmatch(line) \
                 and len(under.rstrip()) >= min(len(line.rstrip()), 4):
             heads.append((i, (under[0], False), line.strip()))
             i += 2
             continue
-        if RST_ADORNMENT.fullmatch(line) and after_blank and not under.strip():
-            pass                                              # a transition
-        elif m := RST_FIELD.fullmatch(line):
-            out[i] = f"{m.group(1)}: {rst_inline(m.group(2))}" if m.group(2) else ""
-        else:
-            text = rst_inline(line)
-            if text.rstrip().endswith("::"):
-                literal = indent(line)
-                text = text.rstrip()[:-1] if text.strip() != "::" else ""
-            out[i] = plain_line(text)
+        text = Rst.inline(line)
+        if Rst.ADORNMENT.fullmatch(line) and after_blank and not under.strip():
+            text = ""                     # a transition
+        elif m := Rst.FIELD.fullmatch(line):
+            text = f"{m.group(1)}: {Rst.inline(m.group(2))}" if m.group(2) else ""
+        elif text.rstrip().endswith("::"):          # a literal block follows: as written
+            end = Rst.block_end(lines, i)
+            out[i + 1:end] = map(plain_line, lines[i + 1:end])
+            out[i] = plain_line(text.rstrip()[:-1] if text.strip() != "::" else "")
+            i = end
+            continue
+        out[i] = plain_line(text) if text else ""
         i += 1
     for at, style, _ in heads:
         styles.setdefault(style, len(styles) + 1)
     shift = heading_shift([styles[style] for _, style, _ in heads])
     for at, style, title in heads:
-        out[at] = heading_line(styles[style] + shift, rst_inline(title))
+        out[at] = heading_line(styles[style] + shift, Rst.inline(title))
     return [Section("\n".join(out), line=1)], warning
 
 
@@ -8168,6 +8159,7 @@ def logged(outcome: Outcome, settings: Settings, via: str = "") -> Outcome:
 
 
 EXIT_OK, EXIT_OUTPUT, EXIT_USAGE, EXIT_OLLAMA, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+OUTCOME_EXITS = {FAILED: EXIT_OLLAMA, INTERRUPTED: EXIT_INTERRUPTED}   # other Outcomes: EXIT_OK
 MODES_GROUP, OUTPUT_GROUP = "modes (one at a time; the default answers the question)", "output"
 
 
@@ -8199,38 +8191,31 @@ class OutputError(Exception):
     """stdout cannot be written (a full disk, a device's error): main() says so and exits 1."""
 
 
-JSON_ESCAPES = "demo_rag.json_escapes"
-
-
-def json_escapes(error: UnicodeEncodeError) -> tuple[str, int]:
-    r"""A codec error handler (EscapedControls registers it) that writes the characters an
-    encoding lacks as JSON's \u escapes, two for one beyond U+FFFF: valid JSON inside a string,
-    the only place such characters occur in JSON, and readable code points elsewhere.
-
-    >>> _ = EscapedControls(sys.stdout)       # registers it
-    >>> print("RAG 检索 – 😀".encode("cp1252", JSON_ESCAPES).decode("cp1252"))
-    RAG \u68c0\u7d22 – \ud83d\ude00
-    """
-    return json.dumps(error.object[error.start:error.end])[1:-1], error.end
-
-
 class EscapedControls:
     """A text stream (stdout, stderr) that shows control characters as \\u001b and the like
-    instead of passing them on: what a note, a file name, the chat model or a server says
-    cannot move the cursor, retitle or clear the terminal, or write to its clipboard. A
-    character the stream's encoding lacks (Chinese on a cp1252 stdout) is written as such an
-    escape too, and .escaped says so. The escapes are JSON's own, so --json output stays
-    valid and reads back the same.
-
-    A stream that cannot be written (a full disk) raises OutputError, or, if `quiet` (for
-    stderr, when there is nowhere left to say so), drops what it cannot write."""
+    instead of passing them on, so that what a note, a file name, the chat model or a server
+    says cannot move the cursor, retitle or clear the terminal, or write to its clipboard; the
+    characters its encoding lacks (Chinese on cp1252) too (.escaped says so). The escapes are
+    JSON's own, so that --json output stays valid; failing() says what a failed write raises."""
+    ESCAPES = "demo_rag.json_escapes"     # the name json_escapes is registered under
 
     def __init__(self, stream, quiet: bool = False):
         self.raw = stream                 # ProgressLine writes its own "\r\x1b[K" here
         self.quiet = quiet
         self.escaped = False
         import codecs                     # the command line's streams alone need it
-        codecs.register_error(JSON_ESCAPES, json_escapes)
+        codecs.register_error(self.ESCAPES, self.json_escapes)
+
+    @staticmethod
+    def json_escapes(error: UnicodeEncodeError) -> tuple[str, int]:
+        r"""The codec error handler for the characters an encoding lacks: JSON's \u escapes (two
+        beyond U+FFFF), valid in a JSON string, the only place such characters occur in JSON.
+
+        >>> _ = EscapedControls(sys.stdout)       # registers it
+        >>> print("RAG 检索 – 😀".encode("cp1252", EscapedControls.ESCAPES).decode("cp1252"))
+        RAG \u68c0\u7d22 – \ud83d\ude00
+        """
+        return json.dumps(error.object[error.start:error.end])[1:-1], error.end
 
     def write(self, text: str) -> int:
         text = text.translate(CONTROL_ESCAPES)
@@ -8240,7 +8225,7 @@ class EscapedControls:
             except UnicodeEncodeError:    # raised before anything is written
                 self.escaped = True
                 encoding = self.raw.encoding
-                return self.raw.write(text.encode(encoding, JSON_ESCAPES).decode(encoding))
+                return self.raw.write(text.encode(encoding, self.ESCAPES).decode(encoding))
         return len(text)
 
     def write_link(self, text: str, uri: str) -> None:
@@ -8261,7 +8246,8 @@ class EscapedControls:
     @contextlib.contextmanager
     def failing(self):
         """What a write or flush that fails raises: BrokenPipeError as it is (a reader such as
-        `head` went away, which is no error), other OSErrors as OutputError, nothing if quiet."""
+        `head` went away, which is no error), other OSErrors (a full disk) as OutputError;
+        nothing if `quiet` (stderr, when there is nowhere left to say so)."""
         try:
             yield
         except OSError as e:
@@ -8354,13 +8340,10 @@ def progress_text(e: EmbedProgress) -> str:
 
 
 class ProgressLine:
-    """Shows open_index's progress on a stream (stderr), as a callable.
-
-    On a terminal: one line rewritten in place, at most 10 times a second. Not
-    on a terminal (a pipe, a log, CI): a line every `every` seconds, so a long
-    build's log stays readable. Either way finish() ends with a summary line.
-    Plain messages (str) are printed as they come, unless quiet.
-    """
+    """open_index's progress on a stream (stderr), as a callable: on a terminal one line
+    rewritten in place at most 10 times a second, else (a pipe, a log, CI) a line every `every`
+    seconds, so that a long build's log stays readable; finish() ends with a summary line.
+    Plain messages (str) are printed as they come, unless quiet."""
 
     def __init__(self, stream, every: float = PROGRESS_SECONDS, quiet: bool = False):
         self.stream, self.quiet = stream, quiet
@@ -8383,10 +8366,8 @@ class ProgressLine:
     def finish(self) -> None:
         e, self.latest = self.latest, None
         if e is not None:
-            rate = e.embedded / max(e.seconds, 1e-9)
-            self.write(
-                f"  embedded {e.embedded:,} chunks in {duration(e.seconds)} "
-                f"({rate:.1f} chunks/s)\n")
+            self.write(f"  embedded {e.embedded:,} chunks in {duration(e.seconds)} "
+                       f"({e.embedded / max(e.seconds, 1e-9):.1f} chunks/s)\n")
 
     def write(self, text: str) -> None:
         if self.tty:
@@ -8400,47 +8381,21 @@ class ProgressLine:
         self.stream.flush()
 
 
-def index_with_progress(settings: Settings, client: ollama.Client, rebuild: str, quiet: bool,
-                        progress_seconds: float = PROGRESS_SECONDS
-                        ) -> tuple[Index, IndexReport, float]:
-    """open_index with the progress and the index summary on stderr.
-
-    Embedding progress is shown even when quiet (it is on stderr, and a long
-    build needs it): one line rewritten in place on a terminal, else a line
-    every `progress_seconds` (ProgressLine).
-    """
-    t0 = time.perf_counter()
-    line = ProgressLine(sys.stderr, progress_seconds, quiet)
-    try:
-        index, report = open_index(settings, client, rebuild, line)
-    finally:
-        line.finish()
-    took = time.perf_counter() - t0
-    if not quiet:
-        for w in report.warnings:
-            err(f"warning: {w}")
-        err(f"{report.summary(len(index.files))} in {took:.2f}s")
-        if report.touched:
-            names = report.touched[:8] + ([f"… {len(report.touched) - 8} more"]
-                                          if len(report.touched) > 8 else [])
-            err("  (re)indexed: " + ", ".join(names))
-        if report.embed_error:
-            err(f"warning: {report.embed_error}; searching by keywords (BM25) only")
-    return index, report, took
-
-
-def no_match(filters: Filters, notes: int) -> str:
-    """What to say when no note passes the filters."""
-    return (f"no note matches {filters} (of {notes} notes; a note's tags are its front matter's "
-            "and its #tags, its date its front matter's date, created or updated, else one in its "
-            "file name, else the day it was modified)")
+def no_match(index: Index, settings: Settings, named: Callable[[Filters], str] = str) -> str:
+    """What to say when no note of the index passes the settings' filters, `named` as the caller
+    takes them (str: the command line's flags); "" when some does."""
+    if filter_mask(index, filters := filters_in_force(settings)).any():
+        return ""
+    return (f"no note matches {named(filters)} (of {len(index.files)} notes; a note's tags are "
+            "its front matter's and its #tags, its date its front matter's date, created or "
+            "updated, else one in its file name, else the day it was modified)")
 
 
 def check_usable(index: Index, settings: Settings, source: str = "--source",
-                 report: IndexReport | None = None) -> None:
-    """Raise UsageError unless the index holds notes, some of which the `source` pattern
-    (settings.source_filter) and the tag and date filters match; the `report` of the index's
-    opening says why a cache was kept."""
+                 report: IndexReport | None = None, named: Callable[[Filters], str] = str) -> None:
+    """Raise UsageError unless the index holds notes and some pass the filters (the `source`
+    pattern, tags, dates; said as `named` writes them); the `report` of the index's opening says
+    why a cache was kept."""
     if not index.chunks:
         raise UsageError(f"no usable notes in {settings.notes_dir} (looked for "
                          f"{', '.join(NOTE_TYPES)}, at least {MIN_NOTE_CHARS} characters, or "
@@ -8450,25 +8405,36 @@ def check_usable(index: Index, settings: Settings, source: str = "--source",
         raise UsageError(f"no note matches {source} '{settings.source_filter}' (a glob like "
                          "'work/*.md', or a part of a note's path relative to "
                          f"{readable_name(str(settings.notes_dir))})")
-    if not filter_mask(index, filters := filters_in_force(settings)).any():
-        raise UsageError(no_match(filters, len(index.files)))
+    if problem := no_match(index, settings, named):
+        raise UsageError(problem)
 
 
 def open_for_mode(args: argparse.Namespace, settings: Settings, client: ollama.Client, quiet: bool,
                   rebuild: str | None = None) -> tuple[Index, IndexReport, float]:
-    """Every mode's set-up: the index, opened with this run's --rebuild and --progress-seconds,
-    then checked to hold notes and some that --source matches. Raises UsageError."""
+    """Every mode's set-up: open_index with this run's --rebuild, its embedding progress on
+    stderr even when quiet (a long build needs it: ProgressLine, every --progress-seconds), then
+    unless quiet the index's summary; then checked (check_usable). Raises UsageError."""
     rebuild = ("--rebuild" if args.rebuild else "") if rebuild is None else rebuild
-    index, report, took = index_with_progress(settings, client, rebuild, quiet,
-                                              args.progress_seconds)
+    t0 = time.perf_counter()
+    line = ProgressLine(sys.stderr, args.progress_seconds, quiet)
+    try:
+        index, report = open_index(settings, client, rebuild, line)
+    finally:
+        line.finish()
+    took = time.perf_counter() - t0
+    if not quiet:
+        err(*(f"warning: {w}" for w in report.warnings))
+        err(f"{report.summary(len(index.files))} in {took:.2f}s")
+        if report.touched:
+            err("  (re)indexed: " + first_names(report.touched, 8))
+        if report.embed_error:
+            err(f"warning: {report.embed_error}; searching by keywords (BM25) only")
     check_usable(index, settings, report=report)
     return index, report, took
 
 
 # ----------------------------------------------------------------------------
 # Showing sources: each cited by its passage, over a one-line preview, a link on a terminal.
-JSON_PROPERTY_CHARS = 300                 # --json shows this much of a front matter
-                                          # property's value: a pasted blob stays short
 
 
 def preview(text: str, width: int = 72, at: int | None = None) -> str:
@@ -8493,7 +8459,7 @@ def preview(text: str, width: int = 72, at: int | None = None) -> str:
     return line
 
 
-def card_line(card: NoteMeta | None, width: int = 72) -> str:
+def card_line(card: NoteMeta | None) -> str:
     """A note's title, aliases, tags and date in one line, "" for a note that states none of them.
 
     >>> card_line(NoteMeta("快捷键", ("Hotkeys",), ("tool/obsidian",), "2026-01-15", "created"))
@@ -8504,14 +8470,7 @@ def card_line(card: NoteMeta | None, width: int = 72) -> str:
     parts = [card.title + (f" ({', '.join(card.aliases)})" if card.aliases else "")]
     parts += [" ".join(f"#{t}" for t in card.tags)] if card.tags else []
     parts += [f"{card.date} ({card.dated_by})"] if card.dated_by != "modified" else []
-    return preview(" · ".join(parts), width)
-
-
-def links_wanted(stream) -> bool:
-    """Are links written to `stream`? Only to the command line's own stdout on a terminal
-    (EscapedControls, which lets them through) that is not a "dumb" one."""
-    return (isinstance(stream, EscapedControls) and stream.isatty()
-            and os.environ.get("TERM") != "dumb")
+    return preview(" · ".join(parts))
 
 
 def file_uri(path: str, host: str = "") -> str:
@@ -8523,29 +8482,27 @@ def file_uri(path: str, host: str = "") -> str:
     'file://laptop/notes/tea%20%26%20me%1B%5D8%3B%3Bx%07.md'
     """
     from urllib.parse import quote
-    # C:/ on Windows
+    # as_uri() spells a Windows path as file:///C:/...
     return f"file://{quote(host, safe='')}{Path(path).as_uri().removeprefix('file://')}"
 
 
 def print_citation(chunk: PlacedChunk, passage: Passage, notes_dir: str = "") -> None:
-    """A source's citation (passage_citation), with no line break after it. On a terminal
-    its place ("bike.md:14") is a link (OSC 8) to the note's file under `notes_dir`,
-    never when stdout is a file or a pipe."""
-    import socket                         # (only here: a link names the machine its file is on)
+    """A source's citation (passage_citation), with no line break after it; its place
+    ("bike.md:14") a link (OSC 8) to the note's file under `notes_dir` on the command line's own
+    stdout (EscapedControls lets links through) on a terminal, unless a "dumb" one."""
     place, citation = passage_place(chunk, passage), passage_citation(chunk, passage)
-    path = note_path(notes_dir, chunk.source) if links_wanted(sys.stdout) else None
-    if path is None:
-        print(citation, end="")
-        return
-    sys.stdout.write_link(place, file_uri(os.path.abspath(path), socket.gethostname()))
-    print(citation[len(place):], end="")
+    path = (note_path(notes_dir, chunk.source) if isinstance(sys.stdout, EscapedControls)
+            and sys.stdout.isatty() and os.environ.get("TERM") != "dumb" else None)
+    if path is not None:
+        import socket                     # (only here: a link names the machine its file is on)
+        sys.stdout.write_link(place, file_uri(os.path.abspath(path), socket.gethostname()))
+        citation = citation[len(place):]
+    print(citation, end="")
 
 
 def print_hits(r: Retrieval, notes_dir: str = "") -> None:
-    """A search's sources, each cited by its passage, where the question's rarest terms occur
-    (its line and section: Retrieval.passages), over a one-line preview of it, with what its
-    note says of itself (Retrieval.notes) if it says anything; on a terminal, each file under
-    `notes_dir` a link."""
+    """A search's sources, each cited by its passage (print_citation) over what its note says of
+    itself (card_line) and a one-line preview of the passage."""
     print("Top sources" + (" (keywords only):" if r.lexical_only else ":")
           + ("" if r.hits else " none"))
     for h, passage in zip(r.hits, r.passages):
@@ -8559,50 +8516,46 @@ def print_hits(r: Retrieval, notes_dir: str = "") -> None:
     print()
 
 
-def properties_json(card: NoteMeta) -> dict[str, str]:
+def properties_json(card: NoteMeta, chars: int = 300) -> dict[str, str]:
     """A note's front matter properties as --json shows them: key -> text, each value cut to
-    JSON_PROPERTY_CHARS (the whole of it is in the note's text).
+    `chars`, so that a pasted blob stays short (the whole of it is in the note's text).
 
     >>> properties_json(NoteMeta(properties=("phone: +44 20", "contact: email: a@b.c")))
     {'phone': '+44 20', 'contact': 'email: a@b.c'}
     """
     pairs = (p.partition(": ")[::2] for p in card.properties)
-    return {k: v if len(v) <= JSON_PROPERTY_CHARS else v[:JSON_PROPERTY_CHARS - 1] + "…"
-            for k, v in pairs}
+    return {k: v if len(v) <= chars else v[:chars - 1] + "…" for k, v in pairs}
 
 
 def hit_json(h: Hit, p: Passage, card: NoteMeta | None = None) -> dict:
-    """One source as --json shows it: the chunk (its heading is where it starts, its lines from
-    start_line to end_line), the passage the search matched (`p`: its line and section), and
-    what its note says of itself (note_card(), its properties too) when given."""
+    """One source as --json shows it: the chunk (its heading where it starts, its lines), the
+    passage the search matched (`p`), and what its note says of itself (note_card()) if given."""
     place = None if h.chunk.page is None else place_name(h.chunk.source, h.chunk.page)
     about = {} if card is None else {"title": card.title, "aliases": list(card.aliases),
                                      "tags": list(card.tags), "date": card.date,
-                                     "dated_by": card.dated_by,
-                                     "properties": properties_json(card)}
+                                     "dated_by": card.dated_by, "properties": properties_json(card)}
     return {"rank": h.rank, "source": h.chunk.source, "heading": h.chunk.heading,
             "page": h.chunk.page, "place": place, "start_line": p.start_line,
             "end_line": p.end_line, "line": p.line, "section": p.heading, **about,
             "score": round(h.score, 4), "text": h.chunk.text}
 
 
-def cut_short_warning(outcome: Outcome) -> str:
-    return f"the answer was cut short: {outcome.cut_short}"
+def cut_short_warning(why: str) -> str:
+    return f"the answer was cut short: {why}"
 
 
 def print_outcome(outcome: Outcome) -> None:
     """What follows the sources (and the streamed answer) on a terminal: how the question ended."""
+    # The chat model wrote (all of it, or until it broke off): end its line before stderr speaks.
+    if outcome.text is not None:
+        print(flush=True)
     if outcome.status == ANSWERED:
-        print(flush=True)                 # end the answer's last line before stderr speaks
         if outcome.cut_short:
-            err(f"warning: {cut_short_warning(outcome)}")
+            err(f"warning: {cut_short_warning(outcome.cut_short)}")
         if outcome.check:                 # on stderr, as warnings: stdout keeps the answer alone
             err(outcome.check.summary())
             for line in outcome.check.flagged_lines():
                 err(f"  {line}")
-    elif outcome.status == FAILED and outcome.text is not None:
-        print(flush=True)                 # the chat model broke off mid-answer: end its line,
-        err(f"error: {outcome.why}")      # so that what comes next starts on one of its own
     elif outcome.status == DECLINED:
         above = "; the closest sources are above" if outcome.retrieval.hits else ""
         print(f"{NOT_FOUND} ({outcome.why}{above})")
@@ -8616,26 +8569,10 @@ def print_outcome(outcome: Outcome) -> None:
 # The question: the default mode, a question in, sources and a streamed answer out.
 
 
-# Why the prompt --show-prompt prints was not sent.
-UNSENT = {DECLINED: "below the relevance floor", KEYWORDS_ONLY: "Ollama unavailable",
-          FAILED: "Ollama unavailable", RETRIEVAL_ONLY: "--retrieve-only"}
-
-
 def run_warnings(report: IndexReport, outcome: Outcome) -> list[str]:
-    """What a run has to warn of before the answer: the index's warnings, and a search by
-    keywords only."""
+    """What a run warns of before the answer: the index's warnings, a search by keywords only."""
     why = outcome.retrieval.keywords_only_because
     return report.warnings + ([f"{why}; searching by keywords (BM25) only"] if why else [])
-
-
-def timings_line(outcome: Outcome, index_seconds: float) -> str:
-    """'index 0.12s · embed_query 0.05s · ...', with Ollama's token counts when it answered."""
-    timings = {"index": index_seconds, **outcome.timings}
-    line = " · ".join(f"{k} {v:.2f}s" for k, v in timings.items())
-    if u := outcome.usage:
-        line += (f" · {u.prompt_tokens} prompt tokens · {u.answer_tokens} answer tokens "
-                 f"({round(u.tokens_per_second, 1)} tokens/s)")
-    return line
 
 
 def outcome_json(outcome: Outcome, report: IndexReport, index_seconds: float,
@@ -8653,7 +8590,7 @@ def outcome_json(outcome: Outcome, report: IndexReport, index_seconds: float,
             "tokens": {} if u is None else {"prompt": u.prompt_tokens, "answer": u.answer_tokens,
                                             "per_second": round(u.tokens_per_second, 1)},
             "warnings": run_warnings(report, outcome) + outcome.warnings
-            + ([cut_short_warning(outcome)] if outcome.cut_short else []),
+            + ([cut_short_warning(outcome.cut_short)] if outcome.cut_short else []),
             "cut_short": outcome.cut_short,
             "error": outcome.why if outcome.status in (FAILED, INTERRUPTED) else None,
             "citations": outcome.check.as_json() if outcome.check else None,
@@ -8661,14 +8598,14 @@ def outcome_json(outcome: Outcome, report: IndexReport, index_seconds: float,
             "embedding_prompts": templates._asdict()}
 
 
-def print_prompt(messages: list[dict], templates: Templates, num_ctx: int, num_predict: int,
-                 unsent: str = "") -> None:
-    """--show-prompt: the messages as sent (or why they are not), their options, and the
-    embedding prompts."""
+def print_prompt(plan: Outcome, templates: Templates, num_predict: int) -> None:
+    """--show-prompt: the plan's messages (sent, or why not), options and embedding prompts."""
+    unsent = {DECLINED: "below the relevance floor", KEYWORDS_ONLY: "Ollama unavailable",
+              FAILED: "Ollama unavailable", RETRIEVAL_ONLY: "--retrieve-only"}.get(plan.status)
     print(f"Prompt (not sent: {unsent}):" if unsent else "Prompt:")
-    for m in messages:
+    for m in plan.messages:
         print(f"--- {m['role']} ---\n{m['content']}")
-    print(f"--- options: temperature={TEMPERATURE}, num_ctx={num_ctx}, "
+    print(f"--- options: temperature={TEMPERATURE}, num_ctx={plan.num_ctx}, "
           f"num_predict={num_predict} ---")
     print(f"--- embedding prompts ({templates.source}): query {templates.query or 'none'!r}, "
           f"document {templates.document or 'none'!r} ---\n")
@@ -8682,16 +8619,15 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
     templates = embed_templates(settings)
 
     def show(plan: Outcome) -> None:      # before the chat model is called
-        if not echo:                      # open_index was quiet: say them all here
+        if not echo:                      # open_for_mode was quiet: say them all here
             err(*(f"warning: {w}" for w in run_warnings(report, plan)))
             return
-        # the rest were said while indexing
+        # open_for_mode said the index's warnings, and "keywords only" if it lacks vectors
         if plan.retrieval.keywords_only_because and not report.embed_error:
             err(f"warning: {run_warnings(report, plan)[-1]}")
         print_hits(plan.retrieval, index.notes_dir)
         if args.show_prompt:
-            print_prompt(plan.messages, templates, plan.num_ctx, settings.max_answer_tokens,
-                         UNSENT.get(plan.status, ""))
+            print_prompt(plan, templates, settings.max_answer_tokens)
         if plan.status == ANSWERING:
             print("Answer:")
 
@@ -8708,13 +8644,15 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
     err(*(f"warning: {w}" for w in outcome.warnings))
     if echo:
         print_outcome(outcome)
-        err("timings: " + timings_line(outcome, took))
+        line = " · ".join(f"{k} {v:.2f}s" for k, v in {"index": took, **outcome.timings}.items())
+        if u := outcome.usage:            # Ollama's token counts, when it answered
+            line += (f" · {u.prompt_tokens} prompt tokens · {u.answer_tokens} answer tokens "
+                     f"({round(u.tokens_per_second, 1)} tokens/s)")
+        err("timings: " + line)
     else:
         print(json.dumps(outcome_json(outcome, report, took, templates), ensure_ascii=False,
                          indent=2))
-    return {FAILED: EXIT_OLLAMA, INTERRUPTED: EXIT_INTERRUPTED}.get(outcome.status, EXIT_OK)
-
-
+    return OUTCOME_EXITS.get(outcome.status, EXIT_OK)
 
 
 QUESTION = Mode(
@@ -8730,17 +8668,11 @@ QUESTION = Mode(
 # --chat: follow-up questions in a conversation, filters typed before a question.
 
 
-# A #tag is a run of word characters, "/" and "-" with a letter in it (INLINE_TAG's rule), found by
-# a lookahead: spelt as INLINE_TAG is, a long "#word." that the final (?=\s|$) refuses takes
-# quadratic time.
-INLINE_FILTER = re.compile(r"\s*(?:#(?=[\w/-]*[^\W\d_])([\w/-]+)|(tag|since|until):(\S*))(?=\s|$)")
-
-
 def inline_filters(line: str, settings: Settings) -> tuple[Settings, str, str]:
     """--chat's filters, typed before a question: "#work since:2026-01 what did we decide?" asks
-    "what did we decide?" of the notes tagged work dated 2026-01 or later. They hold for that
-    question, in place of the command line's of their kind. Returns the settings to ask with,
-    the question, and what is wrong with them ("" if nothing).
+    "what did we decide?" of the notes tagged work dated 2026-01 or later, in place of the command
+    line's filters of their kind. Returns the settings to ask with, the question, and what is
+    wrong with them ("" if nothing).
 
     >>> s, q, problem = inline_filters("#work tag:home since:2026-01 what did we decide?",
     ...                                Settings())
@@ -8750,8 +8682,12 @@ def inline_filters(line: str, settings: Settings) -> tuple[Settings, str, str]:
     "since: expected a date like 2026-01-15, 2026-01 or 2026, or a time ago like 7d, 2w, 3m or
      1y, not 'yesterday'"
     """
+    # A #tag is a run of word characters, "/" and "-" with a letter in it (INLINE_TAG's rule),
+    # found by a lookahead: spelt as INLINE_TAG is, a long "#word." that the final (?=\s|$)
+    # refuses takes quadratic time.
+    one_filter = re.compile(r"\s*(?:#(?=[\w/-]*[^\W\d_])([\w/-]+)|(tag|since|until):(\S*))(?=\s|$)")
     tags, dates, at = [], {}, 0
-    while m := INLINE_FILTER.match(line, at):
+    while m := one_filter.match(line, at):
         at = m.end()
         try:
             if m.group(1) or m.group(2) == "tag":
@@ -8778,17 +8714,11 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
     index, report, _ = open_for_mode(args, settings, client, quiet=False)
     with contextlib.suppress(AttributeError):     # a line that is not UTF-8 is then said, not fatal
         sys.stdin.reconfigure(errors="surrogateescape")
-    # last: the last turn's Retrieval
-    conv, last, warned = Conversation(num_ctx=num_ctx), None, set()
+    conv, last = Conversation(num_ctx=num_ctx), None   # last: the last turn's Retrieval
+    warned = set()                        # the kinds of warning said: each once a session
     commands = "/sources  /clear  /stats  /quit"
     print(f"Ask about your notes ({len(index.files)} notes). Filters go before a question: #tag "
           f"since:2026-01 until:2026-03. Commands: {commands}. Ctrl-D leaves.")
-
-    def warn_once(text: str) -> None:     # a cut prompt is said once a session, not every turn
-        kind = text.split(":")[0]         # the numbers after it change from turn to turn
-        if kind not in warned:
-            warned.add(kind)
-            err(f"\nwarning: {text}")
 
     def show_sources(plan: Outcome) -> None:
         if plan.query:
@@ -8829,19 +8759,18 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
                 print(f"unknown command {command}; commands: {commands}")
             continue
         asked, question, problem = inline_filters(line, settings)
-        filters = filters_in_force(asked)
-        if problem or not filter_mask(index, filters).any():
-            print(f"({problem or no_match(filters, len(index.files))}; ask again)")
+        if problem := problem or no_match(index, asked):
+            print(f"({problem}; ask again)")
             continue
         outcome = answer(client, index, question, asked, conv, keywords_because=report.embed_error,
                          on_plan=show_sources,
                          on_token=lambda piece: print(piece, end="", flush=True))
-        for w in outcome.warnings:
-            warn_once(w)
+        for w in outcome.warnings:        # its kind: what a cut prompt says before its numbers
+            if (kind := w.split(":")[0]) not in warned:
+                warned.add(kind)
+                err(f"\nwarning: {w}")
         print_outcome(outcome)
         conv, last = outcome.conversation, outcome.retrieval
-
-
 
 
 CHAT = Mode(
@@ -8874,34 +8803,14 @@ def what_the_note_says(card: NoteMeta) -> str:
     return ", ".join(part for part in parts if part)
 
 
-# What --explain's step 7 says when the chat model is not called.
-STEP_7 = {DECLINED: "not found in your notes: the chat model is not called",
-          KEYWORDS_ONLY: "searched by keywords only (step 4 says why): the chat model is not "
-                         "called",
-          RETRIEVAL_ONLY: "--retrieve-only: the chat model is not called"}
+def say(text: str, indent: str = "  ") -> None:
+    """Print a paragraph of --explain: wrapped at 78 columns, its later lines indented more."""
+    from textwrap import fill
+    print(fill(text, 78, initial_indent=indent, subsequent_indent=indent + "  "))
 
 
-def run_explain(args, settings: Settings, client: ollama.Client) -> int:
-    """--explain: one question, every step narrated with this run's real values (80 columns).
-
-    Steps 4 to 7 narrate what search() and the answer functions returned, so the
-    narration cannot drift from what the pipeline does.
-    """
-    from textwrap import fill, shorten
-
-    def say(text: str = "", indent: str = "  ") -> None:
-        print(fill(text, 78, initial_indent=indent, subsequent_indent=indent + "  ")
-              if text else "")
-
-    def cut(text: str, width: int) -> str:
-        return shorten(text, width, placeholder=" …")
-
-    def label(c: Chunk) -> str:          # file and innermost heading: "notes.md › ## Part"
-        return cut(" › ".join([c.source] + c.heading.split(" › ")[-1:]) if c.heading
-                   else c.source, 60)
-
-    # as run_question
-    num_ctx = NUM_CTX if args.retrieve_only else chat_context(settings, args.timeout)
+def explain_index(args, settings: Settings, client: ollama.Client) -> tuple[Index, IndexReport]:
+    """--explain's steps 1 to 3: the notes, their fingerprint, the chunks of the biggest one."""
     print("STEP 1 · LOAD: find the notes")
     files, _ = scan_notes(settings.notes_dir, [settings.cache_dir], settings.follow_links)
     say(f"{len(files)} files under {readable_name(settings.notes_dir.name)}/: "
@@ -8920,70 +8829,92 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
         "characters, headings aside (notes shorter than that stay whole; try --chunk-size 300):")
     for c in index.chunks[rec.start:rec.stop][:4]:
         say(f"{len(c.text):>5} chars  {c.heading or '(no heading)'}", indent="    ")
+    return index, report
 
-    def narrate(plan: Outcome) -> None:   # steps 4 to 7: what answer() found, before it answers
-        r = plan.retrieval
-        print("\nSTEP 4 · EMBED: text -> a vector of numbers; similar meaning, similar direction")
-        if r.query_vector is not None:
-            qvec = r.query_vector
-            say(f"{settings.embed_model} turned the question into {len(qvec)} numbers of total "
-                f"length 1: [{', '.join(f'{x:+.3f}' for x in qvec[:4])}, …]")
-        else:
-            say(f"Ollama unavailable ({r.keywords_only_because}); keywords (BM25) only")
-        templates = embed_templates(settings)
-        say(f"embedding prompts ({templates.source}): query {templates.query or 'none'!r}, "
-            f"document {templates.document or 'none'!r}"
-            + ("" if templates.query or templates.document else ": none applied"))
 
-        print("\nSTEP 5 · SEARCH: rank by meaning (cosine) and by words (BM25), then fuse")
-        if str(filters := filters_in_force(settings)):
-            say(f"only notes {filters} allows: {len(r.rows)} of {len(index.chunks)} chunks")
-        for name, key, scores in (("cosine", "dense", r.dense), ("BM25", "bm25", r.lexical),
-                                  ("fused", "", r.fused)):
-            if scores is not None:
-                note = (f"weight {r.weights.get(key, 0.0):.2f}" if key
-                        else FUSION_NOTES[settings.fusion])
-                print(f"  {name} ({cut(note, 60)}):")
-                for i in r.rows[top_rows(scores[r.rows], 3)]:   # not what --source excluded
-                    print(f"    {scores[i]:>7.3f}  {label(index.chunks[i])}")
-        say(f"confidence {r.confidence:.2f} against the floor {r.floor:.2f} ({r.floor_source}): "
-            + ("answer from these sources" if r.found else "not found in your notes"))
-        kept_all = all_kept(r.candidates, r.fused[r.rows])
-        say(f"the prompt gets {len(r.hits)} of the top {len(r.candidates)}: " + (
-            f"all of them, since {kept_all}" if kept_all else "those whose fused score stands at "
-            f"least {SOURCE_CUT:.0%} as far above the average chunk's as the best one's"))
-        for rel in dict.fromkeys(h.chunk.source for h in r.hits):
-            say(f"{rel}: {what_the_note_says(r.notes[rel])}", indent="    ")
-        print("\nSTEP 6 · PROMPT: rules · numbered sources · question (--show-prompt: in full)")
-        for m in plan.messages:
-            print(f"  --- {m['role']}: {estimate_tokens(m['content'])} tokens (estimated) ---")
-            lines = [ln for ln in m["content"].splitlines() if ln.strip()]
-            shown = lines if m["role"] == "system" else [
-                ln for ln in lines if re.match(r"\[\d+\] |Sources:|Question:", ln)]
-            for line in shown:
-                print("  " + cut(line, 76))
-        say(f"num_ctx {plan.num_ctx}: the first of {'/'.join(map(str, NUM_CTX_LADDER))} that holds "
-            f"the estimate plus {settings.max_answer_tokens} tokens for the answer, so Ollama cuts "
-            "nothing, "
-            + (f"and no less than {num_ctx}, the size this run's chat requests keep to, so Ollama "
-               "loads the model once" if plan.num_ctx == num_ctx else
-               f"more than the {num_ctx} this run started from: Ollama loads the model again"))
-        print(f"\nSTEP 7 · ANSWER: {settings.chat_model}, streamed")
-        if plan.status == ANSWERING:
-            print("Answer:")
-        else:
-            say(STEP_7.get(plan.status, f"{plan.why}: the chat model is not called"))
+def explain_search(r: Retrieval, index: Index, settings: Settings) -> None:
+    """--explain's steps 4 and 5: the question as a vector, its rankings, what the prompt gets."""
+    from textwrap import shorten
+    print("\nSTEP 4 · EMBED: text -> a vector of numbers; similar meaning, similar direction")
+    if r.query_vector is not None:
+        qvec = r.query_vector
+        say(f"{settings.embed_model} turned the question into {len(qvec)} numbers of total "
+            f"length 1: [{', '.join(f'{x:+.3f}' for x in qvec[:4])}, …]")
+    else:
+        say(f"Ollama unavailable ({r.keywords_only_because}); keywords (BM25) only")
+    templates = embed_templates(settings)
+    say(f"embedding prompts ({templates.source}): query {templates.query or 'none'!r}, "
+        f"document {templates.document or 'none'!r}"
+        + ("" if templates.query or templates.document else ": none applied"))
+    print("\nSTEP 5 · SEARCH: rank by meaning (cosine) and by words (BM25), then fuse")
+    if str(filters := filters_in_force(settings)):
+        say(f"only notes {filters} allows: {len(r.rows)} of {len(index.chunks)} chunks")
+    for name, key, scores in (("cosine", "dense", r.dense), ("BM25", "bm25", r.lexical),
+                              ("fused", "", r.fused)):
+        if scores is not None:
+            note = (f"weight {r.weights.get(key, 0.0):.2f}" if key
+                    else FUSION_NOTES[settings.fusion])
+            print(f"  {name} ({shorten(note, 60, placeholder=' …')}):")
+            for i in r.rows[top_rows(scores[r.rows], 3)]:   # not what --source excluded
+                c = index.chunks[i]       # named "notes.md › ## Part": its innermost heading
+                label = c.source + (f" › {c.heading.split(' › ')[-1]}" if c.heading else "")
+                print(f"    {scores[i]:>7.3f}  {shorten(label, 60, placeholder=' …')}")
+    say(f"confidence {r.confidence:.2f} against the floor {r.floor:.2f} ({r.floor_source}): "
+        + ("answer from these sources" if r.found else "not found in your notes"))
+    kept_all = all_kept(r.candidates, r.fused[r.rows])
+    say(f"the prompt gets {len(r.hits)} of the top {len(r.candidates)}: " + (
+        f"all of them, since {kept_all}" if kept_all else "those whose fused score stands at "
+        f"least {SOURCE_CUT:.0%} as far above the average chunk's as the best one's"))
+    for rel in dict.fromkeys(h.chunk.source for h in r.hits):
+        say(f"{rel}: {what_the_note_says(r.notes[rel])}", indent="    ")
+
+
+def explain_prompt(plan: Outcome, settings: Settings, num_ctx: int) -> None:
+    """--explain's steps 6 and 7: the prompt, the context it needs against the `num_ctx` this
+    run loaded the chat model with, and whether the model is called."""
+    from textwrap import shorten
+    print("\nSTEP 6 · PROMPT: rules · numbered sources · question (--show-prompt: in full)")
+    for m in plan.messages:
+        print(f"  --- {m['role']}: {estimate_tokens(m['content'])} tokens (estimated) ---")
+        lines = [ln for ln in m["content"].splitlines() if ln.strip()]
+        shown = lines if m["role"] == "system" else [
+            ln for ln in lines if re.match(r"\[\d+\] |Sources:|Question:", ln)]
+        for line in shown:
+            print("  " + shorten(line, 76, placeholder=" …"))
+    loads = (f"and no less than {num_ctx}, the size this run's chat requests keep to, so Ollama "
+             "loads the model once" if plan.num_ctx == num_ctx else
+             f"more than the {num_ctx} this run started from: Ollama loads the model again")
+    say(f"num_ctx {plan.num_ctx}: the first of {'/'.join(map(str, NUM_CTX_LADDER))} that holds "
+        f"the estimate plus {settings.max_answer_tokens} tokens for the answer, so Ollama cuts "
+        f"nothing, {loads}")
+    print(f"\nSTEP 7 · ANSWER: {settings.chat_model}, streamed")
+    if plan.status == ANSWERING:
+        print("Answer:")
+        return
+    why_not = {DECLINED: "not found in your notes", RETRIEVAL_ONLY: "--retrieve-only",
+               KEYWORDS_ONLY: "searched by keywords only (step 4 says why)"}
+    say(f"{why_not.get(plan.status, plan.why)}: the chat model is not called")
+
+
+def run_explain(args, settings: Settings, client: ollama.Client) -> int:
+    """--explain: one question, every step narrated with this run's real values (80 columns);
+    steps 4 to 7 from answer()'s plan, so that the narration cannot drift from the pipeline."""
+    # as run_question: the chat model loads while the notes are indexed
+    num_ctx = NUM_CTX if args.retrieve_only else chat_context(settings, args.timeout)
+    index, report = explain_index(args, settings, client)
+
+    def narrate(plan: Outcome) -> None:
+        explain_search(plan.retrieval, index, settings)
+        explain_prompt(plan, settings, num_ctx)
 
     outcome = answer(client, index, args.question, settings, Conversation(num_ctx=num_ctx),
                      retrieve_only=args.retrieve_only, keywords_because=report.embed_error,
                      on_plan=narrate,
                      on_token=lambda piece: print(piece, end="", flush=True))
     if outcome.status in (ANSWERED, FAILED) and outcome.text is not None:
-        print_outcome(outcome)
+        print_outcome(outcome)            # step 7 said why the chat model was not called
     err(*(f"warning: {w}" for w in outcome.warnings))
-    return EXIT_OLLAMA if outcome.status == FAILED else EXIT_OK
-
-
+    return OUTCOME_EXITS.get(outcome.status, EXIT_OK)
 
 
 EXPLAIN = Mode(
@@ -8996,60 +8927,66 @@ EXPLAIN = Mode(
 # --eval: hit@k and MRR on a set of questions with known answers.
 
 
-# Evaluation (--eval): rankings are judged down to this rank (MRR@10, as in most
-# retrieval benchmarks); a hit below it counts as a miss.
-EVAL_DEPTH = CANDIDATE_DEPTH
 GAP_FROM = "gap log"                      # what --to-eval marks its questions with (their "from")
 
 
-def item_filter_problem(item: dict) -> str:
-    """What is wrong with an evaluation item's own filters ("tags": [...], "since", "until"), ""
-    if nothing."""
+def item_filters(item: dict) -> dict:
+    """An evaluation item's own filters ("tags": [...], "since", "until"), read as the command
+    line reads --tag, --since and --until: the Settings fields they replace. Raises ValueError
+    naming the field that is wrong.
+
+    >>> item_filters({"question": "?", "answers": [], "tags": ["#work"], "since": 2026})
+    {'tags': ('work',), 'since': '2026'}
+    """
     tags = item.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-        return f"\"tags\" must be a list of tags, not {tags!r}"
-    checks = [("tags", tag_name, t) for t in tags] + [
-        (k, date_bound, str(item[k])) for k in ("since", "until") if k in item]
-    for key, parse, value in checks:
-        try:
-            parse(value)
-        except argparse.ArgumentTypeError as e:
-            return f"\"{key}\": {e}"
-    return ""
+        raise ValueError(f"\"tags\" must be a list of tags, not {tags!r}")
+    own = {}
+    for key in ("tags", "since", "until"):
+        if key in item:
+            try:
+                own[key] = (tuple(map(tag_name, tags)) if key == "tags"
+                            else date_bound(str(item[key])))
+            except argparse.ArgumentTypeError as e:
+                raise ValueError(f"\"{key}\": {e}") from None
+    return own
 
 
-def load_eval_set(path: Path) -> list[dict]:
-    """Read a JSONL file of {"question": ..., "answers": [...], "source"?: ...} lines."""
-    items = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except ValueError:
-            item = None
-        if not (isinstance(item, dict) and isinstance(item.get("question"), str)
-                and isinstance(item.get("answers"), list)):    # no "answers" is not []
-            raise ValueError(f"{path}:{n}: expected {{\"question\": str, \"answers\": [str, ...]}} "
-                             "([] marks a question the notes cannot answer)")
-        # subtle: "" occurs in every chunk, so [""] would score a perfect hit@1.
-        if not all(isinstance(a, str) and a.strip() for a in item["answers"]):
-            raise ValueError(f"{path}:{n}: \"answers\" must hold non-empty strings ([] marks a "
-                             f"question the notes cannot answer), not {item['answers']!r}")
-        if not all(isinstance(item.get(k, ""), str) for k in ("source", "heading")):
-            raise ValueError(f"{path}:{n}: \"source\" and \"heading\" must be strings")
-        if problem := item_filter_problem(item) or question_problem(item["question"]):
-            raise ValueError(f"{path}:{n}: {problem}")
-        items.append(item)
-    return items
-
-
-def read_eval_set(path: Path) -> list[dict]:
-    """load_eval_set for the command line: a file that cannot be read is a UsageError."""
+def load_eval_set(path: Path, appending: bool = False) -> list[dict]:
+    """An evaluation set: a JSONL file of {"question": ..., "answers": [...], "source"?: ...}
+    lines. One that cannot be read, or holds a line of another shape, is a UsageError; one to
+    append to (--make-eval, --to-eval) may not be there yet: then it holds nothing."""
+    if appending and not path.exists():   # a link to no file yet is written through
+        return []
+    items, n = [], 0                      # n: the line read last (0: none yet)
     try:
-        return load_eval_set(path)
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except ValueError:
+                item = None
+            if not (isinstance(item, dict) and isinstance(item.get("question"), str)
+                    and isinstance(item.get("answers"), list)):    # no "answers" is not []
+                raise ValueError('expected {"question": str, "answers": [str, ...]} ([] marks a '
+                                 "question the notes cannot answer)")
+            # subtle: "" occurs in every chunk, so [""] would score a perfect hit@1.
+            if not all(isinstance(a, str) and a.strip() for a in item["answers"]):
+                raise ValueError('"answers" must hold non-empty strings ([] marks a question the '
+                                 f"notes cannot answer), not {item['answers']!r}")
+            if not all(isinstance(item.get(k, ""), str) for k in ("source", "heading")):
+                raise ValueError('"source" and "heading" must be strings')
+            if problem := question_problem(item["question"]):
+                raise ValueError(problem)
+            item_filters(item)            # checked as read; evaluate() applies them
+            items.append(item)
     except (OSError, ValueError) as e:
-        raise UsageError(f"error: cannot read evaluation set: {e}") from None
+        said = f"{path}:{n}: {e}" if n else e
+        raise UsageError(f"error: {path} exists and is not an evaluation set ({said}); give a new "
+                         "file name" if appending else f"error: cannot read evaluation set: {said}"
+                         ) from None
+    return items
 
 
 def end_with_newline(path: Path) -> None:
@@ -9060,19 +8997,22 @@ def end_with_newline(path: Path) -> None:
             f.write(b"\n")
 
 
+def folded(text: str) -> str:
+    """A text as compared with others: case and spacing set aside ("What  is X?" = "what is x?")."""
+    return " ".join(text.casefold().split())
+
+
 def heading_titles(path: str) -> list[str]:
     """A heading path's titles without their #s: '# Tea › ## Green' -> ['Tea', 'Green']."""
     return [part.lstrip("#").strip() for part in path.split(" › ") if part.strip()]
 
 
 def is_hit(chunk: Chunk, item: dict) -> bool:
-    """Does this chunk answer the item? By where it came from when the item says, else by its text.
-
-    An item with a `source` is judged by note, and with a `heading` too by section:
-    the chunk lies in that section (or a subsection), or the section starts inside
-    it (a big chunk can hold several sections). Otherwise a chunk containing one of
-    the answer strings is a hit; strings overcount (a short answer such as "12人"
-    occurs in many chunks), which is why generated sets carry their source.
+    """Does this chunk answer the item? An item with a `source` is judged by note, and with a
+    `heading` too by section: the chunk lies in that section (or a subsection), or the section
+    starts inside it (a big chunk can hold several sections). Otherwise a chunk containing one of
+    the answer strings is a hit; strings overcount (a short answer such as "12人" occurs in many
+    chunks), which is why generated sets carry their source.
 
     >>> c = Chunk("tea.md", "# Tea › ## Green", "## Green\\nUse 80 °C water.")
     >>> is_hit(c, {"answers": ["80 °C"]}), is_hit(c, {"answers": ["x"], "source": "tea.md"})
@@ -9091,54 +9031,42 @@ def is_hit(chunk: Chunk, item: dict) -> bool:
         return True
     have = heading_titles(chunk.heading)
     if any(have[i:i + len(want)] == want for i in range(len(have) - len(want) + 1)):
-        return True                       # in that section, or a subsection of it
-    # or the section starts inside the chunk (a big chunk can hold several sections)
+        return True
     return re.search(rf"^#{{1,6}}[ \t]+{re.escape(want[-1])}[ \t#]*$", chunk.text,
                      re.MULTILINE) is not None
 
 
 def first_hit_rank(index: Index, ranking: Iterable[int], item: dict) -> int | None:
     """1-based rank of the first chunk that answers the item (see is_hit), None if none does."""
-    for rank, row in enumerate(ranking, 1):
-        if is_hit(index.chunks[row], item):
-            return rank
-    return None
+    return next((n for n, row in enumerate(ranking, 1) if is_hit(index.chunks[row], item)), None)
 
 
-def metrics(ranks: list[int | None]) -> dict:
-    """hit@1/3/5 and MRR@10 (EVAL_DEPTH) from each question's first-hit rank (None: missed).
+def metrics(ranks: list[int | None], ks: Iterable[int] = (1, 3, 5)) -> dict:
+    """hit@k for each of `ks` and MRR@10 (CANDIDATE_DEPTH: a hit below it is a miss, as in most
+    retrieval benchmarks) from each question's first-hit rank (None: missed).
 
     >>> metrics([1, 3, None, 6])
     {'hit@1': 0.25, 'hit@3': 0.5, 'hit@5': 0.5, 'mrr': 0.375, 'n': 4}
     """
-    n = len(ranks)
-    if n == 0:
-        return {"hit@1": 0.0, "hit@3": 0.0, "hit@5": 0.0, "mrr": 0.0, "n": 0}
-    hit = lambda k: round(sum(1 for r in ranks if r is not None and r <= k) / n, 4)  # noqa: E731
-    mrr = sum(1 / r for r in ranks if r is not None and r <= EVAL_DEPTH) / n
-    return {"hit@1": hit(1), "hit@3": hit(3), "hit@5": hit(5), "mrr": round(mrr, 4), "n": n}
+    n = max(len(ranks), 1)                # no question: every score 0
+    hits = {f"hit@{k}": round(sum(1 for r in ranks if r is not None and r <= k) / n, 4)
+            for k in ks}
+    mrr = sum(1 / r for r in ranks if r is not None and r <= CANDIDATE_DEPTH) / n
+    return {**hits, "mrr": round(mrr, 4), "n": len(ranks)}
 
 
-def eval_set_problem(index: Index, items: list[dict]) -> str | None:
-    """Why an evaluation set cannot be scored on this index (a message naming the items), or
-    None."""
-    if not items:
-        return "it holds no questions"
+def check_eval_set(index: Index, items: list[dict], path: Path) -> None:
+    """Raise UsageError unless the evaluation set at `path` can be scored on this index: it
+    holds questions, and the notes it names as their sources are indexed."""
     unknown = sorted(
         {it["source"] for it in items if it.get("source") and it["source"] not in index.files})
-    if unknown:
-        shown = first_names([u.translate(NAME_ESCAPES) for u in unknown])
-        return (f"{len(unknown)} source(s) are not among the {len(index.files)} indexed notes: "
-                f"{shown} (another --notes folder, or notes renamed since the set was made?)")
-    return None
-
-
-def item_settings(item: dict, settings: Settings) -> Settings:
-    """The settings an evaluation question is asked with: its own "tags", "since" and "until", if
-    it has them, in place of the command line's."""
-    own = {k: (tuple(item[k]) if k == "tags" else item[k]) for k in ("tags", "since", "until")
-           if k in item}
-    return replace(settings, **own)
+    if items and not unknown:
+        return
+    problem = "it holds no questions" if not items else (
+        f"{len(unknown)} source(s) are not among the {len(index.files)} indexed notes: "
+        f"{first_names([u.translate(NAME_ESCAPES) for u in unknown])} (another --notes folder, "
+        "or notes renamed since the set was made?)")
+    raise UsageError(f"error: cannot use evaluation set {path}: {problem}")
 
 
 def floor_words(index: Index, settings: Settings) -> str:
@@ -9155,33 +9083,28 @@ def floor_words(index: Index, settings: Settings) -> str:
 
 def timed_answer(client: ollama.Client, index: Index, question: str,
                  settings: Settings) -> tuple[Outcome, float | None]:
-    """answer() a question, and how many seconds the chat model took to its first word (None:
-    it wrote none)."""
+    """answer() a question (an interrupt is let through: Ctrl-C ends the run), and how many
+    seconds the chat model took to its first word (None: it wrote none)."""
     called, first = [], []
-
-    def plan(p: Outcome) -> None:
-        called.append(time.perf_counter())
 
     def token(piece: str) -> None:
         if not first and piece.strip():
             first.append(time.perf_counter())
-    # Ctrl-C ends the run
-    outcome = answer(client, index, question, settings, on_plan=plan, on_token=token)
+    outcome = answer(client, index, question, settings, on_token=token,
+                     on_plan=lambda plan: called.append(time.perf_counter()))
     return outcome, (first[0] - called[0]) if first and called else None
 
 
 def answer_scores(index: Index, asked: list[tuple[dict, Outcome, float | None]],
                   settings: Settings) -> dict:
-    """What --eval --answers reports of the answers: for answerable questions, the share whose
-    answer cites a source that holds the answer (is_hit: the gold note, and section if the set
-    names one) and the share of cited sentences the citation check supports; for unanswerable
-    ones, the share declined by the floor or answered without citing anything; the chat
-    model's mean time to first word and tokens per second."""
+    """What --eval --answers reports: of the answerable questions, the share whose answer cites a
+    source holding the answer (is_hit) and the share of cited sentences the citation check
+    supports; of the unanswerable, the share declined by the floor or answered citing nothing;
+    the chat model's mean time to first word and tokens per second."""
     gold, cited, supported, refused, per_question = 0, 0, 0, 0, []
     answerable = [(item, o) for item, o, _ in asked if item.get("answers")]
     for item, o, first_word in asked:
-        c = o.check
-        hits = o.retrieval.hits
+        c, hits = o.check, o.retrieval.hits
         cites_gold = bool(c) and any(0 < n <= len(hits) and is_hit(hits[n - 1].chunk, item)
                                      for s in c.sentences for n in s.cited)
         if item.get("answers"):
@@ -9213,85 +9136,75 @@ def answer_scores(index: Index, asked: list[tuple[dict, Outcome, float | None]],
 
 def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: Settings,
              answers: bool = False) -> dict:
-    """Score dense, BM25 and fused retrieval on an evaluation set, and the relevance floor;
-    with `answers`, the chat model's answers too (answer_scores()). Items from the gap log
-    (--gaps --to-eval) are counted apart: asked by users and logged as unanswered, though a
-    note written since may answer them. Nothing is added to the gap log."""
+    """Score dense, BM25 and fused retrieval on an evaluation set, and the relevance floor; with
+    `answers`, the chat model's answers too (answer_scores). Items from the gap log (--to-eval)
+    are counted apart: a note written since may answer them. Nothing is added to the gap log."""
     settings = replace(settings, log_gaps=False)
     ranks: dict[str, list] = {"fused": [], "dense": [], "bm25": []}
-    asked: list[tuple[dict, Outcome, float | None]] = []
-    misses, floor = [], {"answerable_found": 0, "answerable": 0, "unanswerable_refused": 0,
-                         "unanswerable": 0}
-    confidences = []
+    floor = {"answerable_found": 0, "answerable": 0, "unanswerable_refused": 0, "unanswerable": 0}
+    asked, misses, confidences = [], [], []
     dense_used, dense_missing = 0, None   # answerable questions with dense scores; why not all
     embedded = False                      # did any question, answerable or not, get dense scores?
     for item in items:
-        own = item_settings(item, settings)
-        if item.get("answers") and not filter_mask(index, filters_in_force(own)).any():
+        own = replace(settings, **item_filters(item))
+        answerable = bool(item.get("answers"))
+        if answerable and (why := no_match(index, own)):
             for name in ranks:            # no note passes its filters: a miss for every ranker
                 ranks[name].append(None)
             floor["answerable"] += 1
             misses.append({"question": item["question"], "answers": item["answers"], "rank": None,
-                           "top": no_match(filters_in_force(own), len(index.files))})
+                           "top": why})
             continue
         if answers:
-            outcome, first_word = timed_answer(client, index, item["question"], own)
-            asked.append((item, outcome, first_word))
-            r = outcome.retrieval
+            asked.append((item, *timed_answer(client, index, item["question"], own)))
+            r = asked[-1][1].retrieval
         else:
             r = answer(client, index, item["question"], own, retrieve_only=True).retrieval
-        conf, found = r.confidence, r.found   # judged as a run judges it, on its --top-k best
-        answerable = bool(item.get("answers"))
         embedded = embedded or r.dense is not None
-        if answerable and r.dense is not None:
-            dense_used += 1
-        elif answerable:
-            dense_missing = dense_missing or r.keywords_only_because
         confidences.append({"question": item["question"], "answerable": answerable,
-                            "confidence": round(conf, 3), "floor": r.floor})
-        if not answerable and item.get("from") == GAP_FROM:     # counted when there are some
-            floor["from_gap_log"] = floor.get("from_gap_log", 0) + 1
-            floor["from_gap_log_refused"] = floor.get("from_gap_log_refused", 0) + (not found)
-            continue
+                            "confidence": round(r.confidence, 3), "floor": r.floor})
+        # Found as a run judges it (its --top-k best); the gap log's keys only when it has some.
         if not answerable:
-            floor["unanswerable"] += 1
-            floor["unanswerable_refused"] += not found
+            kind = "from_gap_log" if item.get("from") == GAP_FROM else "unanswerable"
+            floor[kind] = floor.get(kind, 0) + 1
+            floor[f"{kind}_refused"] = floor.get(f"{kind}_refused", 0) + (not r.found)
             continue
         floor["answerable"] += 1
-        floor["answerable_found"] += found
-        ranks["fused"].append(first_hit_rank(index, [h.row for h in r.ranked[:EVAL_DEPTH]], item))
+        floor["answerable_found"] += r.found
+        if r.dense is not None:
+            dense_used += 1
+        else:
+            dense_missing = dense_missing or r.keywords_only_because
+        fused = [h.row for h in r.ranked[:CANDIDATE_DEPTH]]
+        ranks["fused"].append(first_hit_rank(index, fused, item))
         for name, scores in (("dense", r.dense), ("bm25", r.lexical)):
-            if scores is None:            # no vectors (Ollama away): this ranker is not scored
-                continue
-            ranks[name].append(
-                first_hit_rank(index, r.rows[top_rows(scores[r.rows], EVAL_DEPTH)], item))
+            if scores is not None:        # no vectors (Ollama away): this ranker is not scored
+                ranks[name].append(
+                    first_hit_rank(index, r.rows[top_rows(scores[r.rows], CANDIDATE_DEPTH)], item))
         if ranks["fused"][-1] != 1:
             misses.append({"question": item["question"], "answers": item["answers"],
                            "rank": ranks["fused"][-1],
                            "top": passage_citation(r.hits[0].chunk, r.passages[0])
                            if r.hits else None})
-    result = metrics(ranks["fused"])
-    result["by_ranker"] = {name: metrics(rs) for name, rs in ranks.items()}
-    result["floor"] = {"min_score": settings.min_score,
-                       "calibration": floors_only(index.calibration), **floor}
-    result["misses"] = misses
-    result["confidences"] = confidences
-    result["embed_model"] = settings.embed_model if embedded else None
     # Ollama may go away mid-run: then the dense row covers only some questions, and says so.
-    result["dense_coverage"] = {"questions": dense_used, "of": floor["answerable"],
-                                "missing_because": dense_missing}
-    if answers:
-        result["answers"] = answer_scores(index, asked, settings)
-    return result
+    coverage = {"questions": dense_used, "of": floor["answerable"],
+                "missing_because": dense_missing}
+    return {**metrics(ranks["fused"]),
+            "by_ranker": {name: metrics(rs) for name, rs in ranks.items()},
+            "floor": {"min_score": settings.min_score,
+                      "calibration": floors_only(index.calibration), **floor},
+            "misses": misses, "confidences": confidences,
+            "embed_model": settings.embed_model if embedded else None, "dense_coverage": coverage,
+            **({"answers": answer_scores(index, asked, settings)} if answers else {})}
 
 
 def answers_line(a: dict) -> str:
     """--eval --answers' summary of the answers, in one line."""
     def ratio(part: int, whole: int) -> str:
         return f"{part}/{whole}" + (f" ({part / whole:.0%})" if whole else "")
-    speed = (f"first word {a['first_word_seconds']:.2f}s" if a["first_word_seconds"] is not None
-             else "no words written") + \
-        (f" · {a['tokens_per_second']:.1f} tokens/s" if a["tokens_per_second"] is not None else "")
+    speed = ("no words written" if a["first_word_seconds"] is None
+             else f"first word {a['first_word_seconds']:.2f}s") + (
+        "" if a["tokens_per_second"] is None else f" · {a['tokens_per_second']:.1f} tokens/s")
     return (f"answers by {readable_name(a['chat_model'])}: cite the gold source "
             f"{ratio(a['cite_gold'], a['answerable'])} answerable · cited sentences supported "
             f"{ratio(a['supported'], a['cited_sentences'])} · unanswerable declined or citing "
@@ -9300,9 +9213,8 @@ def answers_line(a: dict) -> str:
 
 def run_eval(args, settings: Settings, client: ollama.Client) -> int:
     index, _, _ = open_for_mode(args, settings, client, quiet=args.json)
-    items = read_eval_set(args.eval)
-    if problem := eval_set_problem(index, items):
-        raise UsageError(f"error: cannot use evaluation set {args.eval}: {problem}")
+    items = load_eval_set(args.eval)
+    check_eval_set(index, items, args.eval)
     result = evaluate(client, index, items, settings, answers=args.answers)
     if args.json:
         print(json.dumps(result, ensure_ascii=False, indent=2))
@@ -9335,8 +9247,6 @@ def run_eval(args, settings: Settings, client: ollama.Client) -> int:
     return EXIT_OK
 
 
-
-
 EVAL = Mode(
     "--eval", run_eval, question=False, json=True, takes=("--answers",),
     options={"eval": option(None, "--eval", MODES_GROUP, "measure retrieval on an evaluation set",
@@ -9347,36 +9257,27 @@ EVAL = Mode(
     examples=(("--eval demo-data/eval.jsonl", "measure retrieval"),))
 
 # ----------------------------------------------------------------------------
-# --make-eval and --tune: an evaluation set generated from your notes, and a sweep that
-# recommends flags.
-#
-# --make-eval asks the chat model for one question per passage of your notes and
-# keeps only the ones that pass three checks; --tune then measures every setting
-# that needs no re-embedding on that set and names the flags that did best.
+# --make-eval and --tune: an evaluation set of questions the chat model asks of your notes'
+# passages (kept when they pass three checks), and a sweep of every setting that needs no
+# re-embedding on such a set, which names the flags that did best.
 
 
-# Tuning on your own notes (--make-eval, then --tune).
-EVAL_QUESTIONS = 40                       # questions per generated set:
-                                          # enough to tell variants apart
-EVAL_PASSAGE_CHARS = 300                  # questions are asked about passages this
-                                          # long (not chunks, so the set does not
-                                          # depend on the chunk size it will judge)
-EVAL_MIN_PASSAGE_CHARS = 100              # shorter passages (a title, a
-                                          # one-liner) make trivial questions
-EVAL_MAX_COPIED = 0.75                    # drop a question when more than 3/4 of
-                                          # its words (CJK: bigrams) occur in its
-                                          # passage: it copies rather than asks
-EVAL_UNANSWERABLE_SHARE = 1 / 8           # of the questions, this share have
-                                          # no answer: they calibrate the floor
+EVAL_QUESTIONS = 40                       # per generated set: enough to tell variants apart
+# Questions are asked about passages of 100 to 300 characters: not chunks, so that the set does
+# not depend on the chunk size it will judge; shorter ones (a title, a one-liner) ask trivia.
+EVAL_PASSAGE_CHARS = (100, 300)
+# A question is dropped when more than this share of its words (CJK: bigrams) occur in its
+# passage: it copies rather than asks.
+EVAL_MAX_COPIED = 0.75
+EVAL_UNANSWERABLE_SHARE = 1 / 8           # of the questions have no answer: they set the floor
 EVAL_REPLY_TOKENS = 200                   # one question and a short answer, in JSON
-TUNE_TOP_KS = (3, 5, 8)                   # --top-k values compared; the
-                                          # smallest that finds as much wins
-TUNE_ANSWERED = 0.95                      # the recommended floor still answers this share of
-                                          # answerable ones: giving up the odd weak one lets
-                                          # it sit above what the unanswerable ones score
-TUNE_MIN_GAIN = 0.02                      # MRR a variant must gain over the defaults
-                                          # to be recommended: one question moving from
-                                          # rank 1 to 2 is 0.5/n (0.0125 at 40), noise
+TUNE_TOP_KS = (3, 5, 8)                   # --top-k values tried: the smallest finding most wins
+# The recommended floor still answers this share of the answerable questions: giving up the odd
+# weak one lets it sit above what the unanswerable ones score.
+TUNE_ANSWERED = 0.95
+# The MRR a variant must gain over the defaults to be recommended: one question moving from
+# rank 1 to 2 is 0.5/n (0.0125 at 40), noise.
+TUNE_MIN_GAIN = 0.02
 
 EVAL_PROMPT = """You write one test question for a search engine over someone's notes.
 From the passage the user sends, reply with a JSON object:
@@ -9394,8 +9295,7 @@ UNANSWERABLE = {
     "en": ["What is the boiling point of ethanol?", "Who won the 1998 football World Cup?",
            "How many moons does Neptune have?", "What is the capital of Mongolia?",
            "How do I replace a bicycle's brake cable?", "When did the Berlin Wall fall?"],
-    "zh": ["红烧肉怎么做？", "珠穆朗玛峰有多高？", "唐朝的首都在哪里？", "怎么给自行车补胎？"],
-}
+    "zh": ["红烧肉怎么做？", "珠穆朗玛峰有多高？", "唐朝的首都在哪里？", "怎么给自行车补胎？"]}
 
 DROP_REASONS = {"junk": "no JSON question and answer", "answer": "answer not found in the passage",
                 "copied": f"mostly copied (over {EVAL_MAX_COPIED:.0%} of its words are the "
@@ -9403,15 +9303,12 @@ DROP_REASONS = {"junk": "no JSON question and answer", "answer": "answer not fou
 
 
 def eval_passages(settings: Settings, index: Index) -> list[tuple[str, Chunk]]:
-    """The passages to ask about, as ("note.md#3", passage), in a fixed order spread over the notes.
-
-    Each indexed note is cut again into EVAL_PASSAGE_CHARS pieces; too-short ones
-    are skipped. The order takes one passage from each note in turn, and within a
-    note the first passage of every section before the second of any, so even a
-    few questions cover many notes and headings. No randomness: the same notes
-    give the same order, which is what lets a second run continue.
-    """
-    splitter = make_splitter(EVAL_PASSAGE_CHARS, 0)
+    """The passages to ask about, as ("note.md#3", passage): each note cut again into
+    EVAL_PASSAGE_CHARS pieces; one from each note in turn, a section's first before any second,
+    so that a few questions cover many notes and headings; no randomness, so that a second run
+    can continue the first."""
+    shortest, longest = EVAL_PASSAGE_CHARS
+    splitter = make_splitter(longest, 0)
     per_note = []
     for rel in sorted(index.files):
         record = index.files[rel]         # the note as indexed: read only if it is that file
@@ -9421,22 +9318,19 @@ def eval_passages(settings: Settings, index: Index) -> list[tuple[str, Chunk]]:
         except ValueError:
             continue                      # changed since it was indexed: indexing will say so
         pieces = chunk_sections(rel, sections, splitter)
-        nth_in_section = Counter()
-        keyed = []
+        nth_in_section, keyed = Counter(), []
         for i, c in enumerate(pieces):
             nth_in_section[c.heading] += 1
-            if len(c.text) - LEADING_HEADINGS.match(c.text).end() >= EVAL_MIN_PASSAGE_CHARS:
+            if len(c.text) - LEADING_HEADINGS.match(c.text).end() >= shortest:
                 keyed.append((nth_in_section[c.heading], i, f"{rel}#{i + 1}", c))
         per_note.append([(pid, c) for _, _, pid, c in sorted(keyed, key=lambda k: k[:2])])
     return [p for turn in itertools.zip_longest(*per_note) for p in turn if p is not None]
 
 
 def copied_share(question: str, passage: str) -> float:
-    """Share of the question's words (CJK: bigrams) that occur in the passage, 0 to 1.
-
-    Words are tokenize()'s (lower case, singular, no stopwords); for CJK only the
-    bigrams count, bar those made of two stopword characters ("怎么").
-    Worked example: "starter", "fed" and "often" -> 2 of 3 in the passage.
+    """Share of the question's words that occur in the passage, 0 to 1: tokenize()'s words
+    (lower case, singular, no stopwords), of CJK only the bigrams, bar those made of two
+    stopword characters ("怎么"). Below, "starter", "fed" and "often": 2 of 3 in the passage.
 
     >>> copied_share("How often is the starter fed?", "The starter is fed twice a day.")
     0.6666666666666666
@@ -9473,23 +9367,12 @@ def judge_question(reply: str, passage: Chunk) -> tuple[dict | None, str]:
     if not (isinstance(question, str) and question.strip() and isinstance(answer_, str)
             and answer_.strip()):
         return None, "junk"
-    squash = lambda text: " ".join(text.lower().split())  # noqa: E731
-    if squash(answer_) not in squash(passage.text):
+    if folded(answer_) not in folded(passage.text):
         return None, "answer"
     if copied_share(question, passage.text) > EVAL_MAX_COPIED:
         return None, "copied"
     return {"question": question.strip(), "answers": [answer_.strip()],
             "source": passage.source, "heading": passage.heading}, ""
-
-
-def generate_question(client: ollama.Client, passage: Chunk,
-                      settings: Settings) -> tuple[dict | None, str]:
-    """Ask the chat model for one question about a passage, in JSON (chat_once), and judge it."""
-    messages = [{"role": "system", "content": EVAL_PROMPT},
-                {"role": "user", "content": passage.text}]
-    reply = chat_once(client, settings, messages, EVAL_REPLY_TOKENS, context_size(messages),
-                      format=EVAL_SCHEMA)
-    return judge_question(reply, passage)
 
 
 def unanswerable_questions(index: Index, settings: Settings, n: int) -> list[str]:
@@ -9504,18 +9387,15 @@ def unanswerable_questions(index: Index, settings: Settings, n: int) -> list[str
 
 def generate_eval_set(client: ollama.Client, index: Index, settings: Settings, n: int,
                       have: list[dict]) -> Iterator[tuple[dict | None, str]]:
-    """Yield (item, "") for every question kept and (None, a DROP_REASONS key) for every one
-    dropped.
-
-    Stops when the set (with `have`, what an earlier run wrote) holds n questions,
-    or the passages run out. Passages already asked about are skipped. The built-in
-    unanswerable questions come right after the chat model's first reply, so a run
-    without a working chat model yields nothing. Raises OllamaError.
-    """
-    unanswerable = [q
-                    for q in unanswerable_questions(index, settings,
-                                                    math.ceil(n * EVAL_UNANSWERABLE_SHARE))
-                    if q not in {it["question"] for it in have}]
+    """Ask the chat model for a question about each passage in turn (chat_once, in JSON) and yield
+    (item, "") for each kept, (None, a DROP_REASONS key) for each dropped (judge_question), until
+    the set (with `have`, what an earlier run wrote) holds n or the passages run out; passages
+    asked about before are skipped. The built-in unanswerable questions come after the chat
+    model's first reply, so that a run without a working chat model yields nothing. Raises
+    OllamaError."""
+    asked = {it["question"] for it in have}
+    unanswerable = [q for q in unanswerable_questions(
+        index, settings, math.ceil(n * EVAL_UNANSWERABLE_SHARE)) if q not in asked]
     wanted = n - len(have) - len(unanswerable)
     done = {it.get("passage") for it in have}
     for pid, passage in eval_passages(settings, index):
@@ -9523,7 +9403,10 @@ def generate_eval_set(client: ollama.Client, index: Index, settings: Settings, n
             break
         if pid in done:
             continue
-        item, why = generate_question(client, passage, settings)
+        messages = [{"role": "system", "content": EVAL_PROMPT},
+                    {"role": "user", "content": passage.text}]
+        item, why = judge_question(chat_once(client, settings, messages, EVAL_REPLY_TOKENS,
+                                             context_size(messages), format=EVAL_SCHEMA), passage)
         if item:
             item["passage"] = pid         # lets a second run skip it
             wanted -= 1
@@ -9538,18 +9421,11 @@ def generate_eval_set(client: ollama.Client, index: Index, settings: Settings, n
 def run_make_eval(args, settings: Settings, client: ollama.Client) -> int:
     """--make-eval FILE: generate questions from the notes, appending each kept one as it comes."""
     path, wanted = args.make_eval, EVAL_QUESTIONS if args.questions is None else args.questions
-    have = []
-    if path.exists():
-        try:
-            have = load_eval_set(path)
-        except (OSError, ValueError) as e:
-            raise UsageError(
-                f"error: {path} exists and is not an evaluation set ({e}); give a new file name")
+    have = load_eval_set(path, appending=True)
     index, _, _ = open_for_mode(args, settings, client, quiet=args.json)
     end_with_newline(path)
-    written = Counter()
-    dropped: Counter[str] = Counter()
-    failure, code = None, EXIT_OK
+    written, dropped = Counter(), Counter()
+    stopped, code = None, EXIT_OK         # why the run ended before the set was full, if it did
     try:
         for item, why in generate_eval_set(client, index, settings, wanted, have):
             if item is None:
@@ -9559,35 +9435,33 @@ def run_make_eval(args, settings: Settings, client: ollama.Client) -> int:
                     f.write(json.dumps(item, ensure_ascii=False) + "\n")
                 written["answerable" if item["answers"] else "unanswerable"] += 1
             if not args.json:
-                err(f"  {len(have) + sum(written.values())}/{wanted} questions, "
-                    f"{sum(dropped.values())} dropped")
+                err(f"  {len(have) + written.total()}/{wanted} questions, "
+                    f"{dropped.total()} dropped")
     except OllamaError as e:
-        failure, code = str(e), EXIT_OLLAMA
+        stopped, code = str(e), EXIT_OLLAMA
     except KeyboardInterrupt:
-        failure, code = "interrupted", EXIT_INTERRUPTED
-    total = len(have) + sum(written.values())
-    summary = {"file": str(path), "questions": total, "written_now": dict(written),
-               "from_before": len(have),
-               "dropped": {DROP_REASONS[k]: v for k, v in dropped.items()},
-               "chat_model": settings.chat_model,
-               "error": failure}
+        stopped, code = "interrupted", EXIT_INTERRUPTED
+    total = len(have) + written.total()
     if args.json:
-        print(json.dumps(summary, ensure_ascii=False, indent=2))
+        print(json.dumps({"file": str(path), "questions": total, "written_now": dict(written),
+                          "from_before": len(have),
+                          "dropped": {DROP_REASONS[k]: v for k, v in dropped.items()},
+                          "chat_model": settings.chat_model, "error": stopped},
+                         ensure_ascii=False, indent=2))
     else:
         print(f"{path}: {total} questions ({written['answerable']} answerable and "
               f"{written['unanswerable']} unanswerable written now, {len(have)} from before), by "
               f"{settings.chat_model}")
         if dropped:
-            print(f"dropped {sum(dropped.values())}: " +
+            print(f"dropped {dropped.total()}: " +
                   ", ".join(f"{v} {DROP_REASONS[k]}" for k, v in dropped.most_common()))
-        if not failure and total < wanted:
-            print(f"the notes gave no more passages to ask about (passages of {EVAL_PASSAGE_CHARS} "
-                  "characters)")
+        if not stopped and total < wanted:
+            print("the notes gave no more passages to ask about (passages of "
+                  f"{EVAL_PASSAGE_CHARS[1]} characters)")
     answerable = written["answerable"] + sum(1 for it in have if it["answers"])
-    if failure:
-        err(f"error: {failure}; "
-            + (f"{total} questions are in {path}: run the same command to continue"
-                                     if total else "nothing was written"))
+    if stopped:
+        err(f"error: {stopped}; " + (f"{total} questions are in {path}: run the same command to "
+                                     "continue" if total else "nothing was written"))
     elif not answerable:
         err(f"note: {settings.chat_model} wrote no question that could be kept, so {path} holds "
             "nothing to tune on yet; try a larger --chat-model")
@@ -9596,48 +9470,36 @@ def run_make_eval(args, settings: Settings, client: ollama.Client) -> int:
     return code
 
 
-@dataclass(frozen=True)
-class Variant:
-    """One combination of settings that --tune measures."""
+class Variant(NamedTuple):
+    """One combination of settings that --tune measures (--json shows its _asdict())."""
     chunk_size: int
-    template: bool                        # the query instruction on
+    query_instruction: str                # "on" or "off"
     fusion: str
-
-
-def asdict_variant(v: Variant) -> dict:
-    return {"chunk_size": v.chunk_size, "query_instruction": "on" if v.template else "off",
-            "fusion": v.fusion}
 
 
 def tune_one(index: Index, item: dict, qvec: np.ndarray | None,
              settings: Settings) -> tuple[int | None, list[float]]:
     """One question under one variant: the rank of its first hit, and the confidence a run's
-    judge() would give at each --top-k from 1 to EVAL_DEPTH."""
+    judge() would give at each --top-k from 1 to CANDIDATE_DEPTH."""
     r = rank(index, item["question"], qvec, settings)
-    ranking = [h.row for h in r.ranked[:EVAL_DEPTH]]
-    confs = [confidence(r.terms, ranking[:k], r.dense, r.rows) for k in range(1, EVAL_DEPTH + 1)]
+    ranking = [h.row for h in r.ranked[:CANDIDATE_DEPTH]]
+    confs = [confidence(r.terms, ranking[:k], r.dense, r.rows)
+             for k in range(1, CANDIDATE_DEPTH + 1)]
     return (first_hit_rank(index, ranking, item) if item.get("answers") else None), confs
 
 
-def tune_scores(v: Variant, rows: list[tuple[dict, int | None, list[float]]], top_k_: int,
+def tune_scores(rows: list[tuple[dict, int | None, list[float]]], top_k_: int,
                 floor: Callable[[str], float]) -> dict:
-    """hit@k and MRR of one variant, and what the current floor (of a question) answers and
-    declines."""
+    """hit@k and MRR of one variant's questions (tune_one's rows), and what the current floor
+    (of a question) answers and declines."""
     answerable = [(rank, confs, floor(item["question"])) for item, rank, confs in rows
                   if item.get("answers")]
     others = [(confs, floor(item["question"])) for item, _, confs in rows
               if not item.get("answers")]
-    k = min(top_k_, EVAL_DEPTH) - 1
-    return {"variant": v, **metrics([rank for rank, _, _ in answerable]),
+    k = min(top_k_, CANDIDATE_DEPTH) - 1
+    return {**metrics([rank for rank, _, _ in answerable]),
             "answered": sum(c[k] >= f for _, c, f in answerable),
             "declined": sum(c[k] < f for c, f in others)}
-
-
-def hit_at_k(rows: list[tuple[dict, int | None, list[float]]], k: int) -> float:
-    """Share of answerable questions with a hit in the top k."""
-    ranks = [rank for item, rank, _ in rows if item.get("answers")]
-    return (round(sum(1 for r in ranks if r is not None and r <= k) / len(ranks), 4) if ranks
-            else 0.0)
 
 
 def recommend_floor(rows: list[tuple[dict, int | None, list[float]]], top_k_: int) -> dict:
@@ -9649,7 +9511,7 @@ def recommend_floor(rows: list[tuple[dict, int | None, list[float]]], top_k_: in
     >>> recommend_floor(rows, 5)    # 95% of 4 questions is all 4: the floor is the lowest, 0.45
     {'min_score': 0.45, 'answered': 4, 'answerable': 4, 'declined': 0, 'unanswerable': 1}
     """
-    k = min(top_k_, EVAL_DEPTH) - 1
+    k = min(top_k_, CANDIDATE_DEPTH) - 1
     sure = sorted((c[k] for item, _, c in rows if item.get("answers")), reverse=True)
     unsure = [c[k] for item, _, c in rows if not item.get("answers")]
     if not sure:
@@ -9662,78 +9524,68 @@ def recommend_floor(rows: list[tuple[dict, int | None, list[float]]], top_k_: in
 
 def tune(client: ollama.Client, indexes: dict[int, Index], items: list[dict],
          settings: Settings) -> dict:
-    """Evaluate every variant that needs no re-embedding, on each index (one per chunk size).
-
-    Variants: fusion x query template on/off x chunk size; for the best of them,
-    --top-k (TUNE_TOP_KS) and the floor (the highest --min-score that still answers
-    TUNE_ANSWERED of the answerable questions). Each question is embedded once per
-    template; everything else is NumPy on the loaded indexes. Without vectors only
-    BM25 is tuned, and `missing` says why.
-    """
-    on = replace(settings, query_instruction=None if settings.query_instruction == ""
-                 else settings.query_instruction)
-    templates = {True: on} if query_text("q", on) != "q" else {}
-    templates[False] = replace(settings, query_instruction="")
-    questions = [it["question"] for it in items]
+    """Evaluate every variant that needs no re-embedding (chunk size, one per index x query
+    template on/off x fusion), then for the best of them --top-k (TUNE_TOP_KS) and the floor
+    (recommend_floor). Each question is embedded once per template; everything else is NumPy
+    on the loaded indexes. Without vectors only BM25 is tuned, and `missing` says why."""
+    on = replace(settings, query_instruction=settings.query_instruction or None)
+    templates = {"on": on} if query_text("q", on) != "q" else {}
+    templates["off"] = replace(settings, query_instruction="")
     qvecs, missing = {}, None
     try:
         for t, s in templates.items():
-            qvecs[t] = embed_checked(client, s.embed_model, [query_text(q, s) for q in questions])
+            qvecs[t] = embed_checked(client, s.embed_model,
+                                     [query_text(it["question"], s) for it in items])
     except OllamaError as e:
         missing = str(e)
     for size, ix in indexes.items():
         if not missing and not ix.complete:
             missing = (f"{int((~ix.has_vector).sum())} of {len(ix.chunks)} chunks at chunk size "
                        f"{size} have no vector")
-    fusions = FUSION_METHODS if not missing else ("bm25",)
-    variants = [Variant(size, t, f) for size in indexes
-                for t in (templates if not missing else [False])
-                for f in fusions]
+    if missing:                           # BM25 alone, which no template changes
+        templates = {"off": templates["off"]}
     # Each template is judged by a floor calibrated with it (its probes embedded the same way).
     index_for = {(size, t): ix if missing or calibration_current(ix, s)
                  else calibrated(ix, client, s, ix)
                  for size, ix in indexes.items() for t, s in templates.items()}
-    rows_of = {}
+    variants = [Variant(size, t, f) for size in indexes for t in templates
+                for f in (("bm25",) if missing else FUSION_METHODS)]
+    rows_of, scored = {}, {}
     for v in variants:
-        index = index_for[v.chunk_size, v.template]
-        s = replace(templates.get(v.template, settings), fusion=v.fusion)
-        rows_of[v] = [(item,
-                       *tune_one(index, item, qvecs[v.template][i] if not missing else None, s))
-                      for i, item in enumerate(items)]
-    scored = [tune_scores(v, rows_of[v], settings.top_k,
-                          lambda q, ix=index_for[v.chunk_size, v.template]:
-                          relevance_floor(ix, q, settings)[0])
-              for v in variants]
-    default = Variant(settings.chunk_size, query_text("q", settings) != "q" and not missing,
-                      settings.fusion if not missing else "bm25")
-    base = next((x for x in scored if x["variant"] == default), scored[0])
-    best = rival = max(scored, key=lambda x: (x["mrr"], x["hit@1"]))
-    if best["mrr"] - base["mrr"] < TUNE_MIN_GAIN:
-        best = base                       # not measurably better: keep what is set
-    win = best["variant"]
+        ix = index_for[v.chunk_size, v.query_instruction]
+        s = replace(templates[v.query_instruction], fusion=v.fusion)
+        qvec = [None] * len(items) if missing else qvecs[v.query_instruction]
+        rows_of[v] = [(item, *tune_one(ix, item, qvec[i], s)) for i, item in enumerate(items)]
+        scored[v] = tune_scores(rows_of[v], settings.top_k,
+                                lambda q: relevance_floor(ix, q, settings)[0])
+    default = Variant(settings.chunk_size,
+                      "on" if query_text("q", settings) != "q" and not missing else "off",
+                      "bm25" if missing else settings.fusion)
+    best = rival = max(scored, key=lambda v: (scored[v]["mrr"], scored[v]["hit@1"]))
+    if scored[best]["mrr"] - scored[default]["mrr"] < TUNE_MIN_GAIN:
+        best = default                    # not measurably better: keep what is set
     ks = sorted(set(TUNE_TOP_KS) | {settings.top_k})
-    hit_at = {k: hit_at_k(rows_of[win], k) for k in ks}
+    found = metrics([rank for item, rank, _ in rows_of[best] if item.get("answers")], ks)
+    hit_at = {k: found[f"hit@{k}"] for k in ks}
     top_k_ = min(k for k in ks if hit_at[k] >= max(hit_at.values()))
-    floor = recommend_floor(rows_of[win], top_k_)
-    flags = [f"--fusion {win.fusion}", f"--top-k {top_k_}"]
+    floor = recommend_floor(rows_of[best], top_k_)
+    flags = [f"--fusion {best.fusion}", f"--top-k {top_k_}"]
     if floor["min_score"] is not None:
         flags.append(f"--min-score {floor['min_score']}")
-    if not win.template and query_text("q", settings) != "q":
+    if best.query_instruction == "off" and query_text("q", settings) != "q":
         flags.append("--query-instruction ''")
-    if win.chunk_size != settings.chunk_size:
-        flags.append(f"--chunk-size {win.chunk_size}")
+    if best.chunk_size != settings.chunk_size:
+        flags.append(f"--chunk-size {best.chunk_size}")
     if notes := notes_flag(settings):     # the command must search the notes it was tuned on
         flags.append(notes.strip())
     return {"answerable": sum(1 for it in items if it.get("answers")),
             "unanswerable": sum(1 for it in items if not it.get("answers")),
             "from_gap_log": sum(1 for it in items if it.get("from") == GAP_FROM),
             "embed_model": None if missing else settings.embed_model, "missing": missing,
-            "variants": [{**asdict_variant(x["variant"]),
-                          **{k: v for k, v in x.items() if k != "variant"}}
-                         for x in scored],
-            "defaults": asdict_variant(default), "winner": asdict_variant(win),
-            "not_measurably_better": None if rival is best else {**asdict_variant(rival["variant"]),
-                                                                 "mrr": rival["mrr"]},
+            "variants": [{**v._asdict(), **x} for v, x in scored.items()],
+            "defaults": default._asdict(), "winner": best._asdict(),
+            "not_measurably_better": None if rival == best
+            else {**rival._asdict(), "mrr": scored[rival]["mrr"]},
             "top_k": {"hit@k": hit_at, "chosen": top_k_}, "floor": floor, "flags": " ".join(flags)}
 
 
@@ -9765,10 +9617,9 @@ def chunk_sizes(text: str) -> list[int]:
 
 def run_tune(args, settings: Settings, client: ollama.Client) -> int:
     """--tune FILE: the sweep, a table, the winner and the exact flags (or --json: one object)."""
-    items = read_eval_set(args.tune)
+    items = load_eval_set(args.tune)
     index, _, _ = open_for_mode(args, settings, client, quiet=args.json)
-    if problem := eval_set_problem(index, items):
-        raise UsageError(f"error: cannot use evaluation set {args.tune}: {problem}")
+    check_eval_set(index, items, args.tune)
     if not any(it.get("answers") for it in items):
         raise UsageError(f"error: {args.tune} holds no answerable question (every \"answers\" is "
                          "empty), so there is nothing to tune on: --make-eval writes some")
@@ -9819,8 +9670,6 @@ def run_tune(args, settings: Settings, client: ollama.Client) -> int:
     return EXIT_OK
 
 
-
-
 MAKE_EVAL = Mode(
     "--make-eval", run_make_eval, question=False, json=True, takes=("--questions",),
     options={"make_eval": option(None, "--make-eval", MODES_GROUP, "write an evaluation set of "
@@ -9847,20 +9696,17 @@ TUNE = Mode(
 # --gaps: the gap log grouped by topic, and which of its questions today's notes answer.
 
 
-GAP_GROUP_SHARE = 0.4                     # two questions are one topic when their cosine
-                                          # stands this share of the way from two unrelated
-                                          # ones' (FLOOR_PROBES') to 1 (bench/gaps.md)
-GAP_SHOWN = 5                             # questions shown per group (--json: all of them)
+# Two questions are one topic when their cosine stands this share of the way from that of two
+# unrelated ones (FLOOR_PROBES') to 1 (bench/gaps.md).
+GAP_GROUP_SHARE = 0.4
 VIA_MCP = "mcp"                           # an entry's "via": asked by an agent (--mcp's ask_notes)
 
 
 def read_log_file(path: Path) -> bytes:
     """A log file's bytes, at most twice GAP_LOG_MAX_MB (a bigger one is no log of ours: its end
     is cut). Raises OSError for a link, a folder or anything else that is no regular file."""
-    # a FIFO does not wait
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | NOT_A_LINK)
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | NOT_A_LINK)  # a FIFO: no wait
+    if not stat.S_ISREG(mode := os.fstat(fd).st_mode):
         os.close(fd)
         error = IsADirectoryError if stat.S_ISDIR(mode) else OSError
         raise error(0, "not a regular file", str(path))
@@ -9873,8 +9719,7 @@ def read_log_file(path: Path) -> bytes:
 GAP_FIELDS = {"time": (str,), "question": (str,), "notes": (str,), "why": (str,),
               "asked": (str,), "language": (str,), "via": (str,), "confidence": (int, float),
               "floor": (int, float), "sources": (list,), "filters": (dict,), "vector": (dict,)}
-GAP_SOURCE_FIELDS = {"source": (str,), "heading": (str, type(None)),
-                     "score": (int, float)}
+GAP_SOURCE_FIELDS = {"source": (str,), "heading": (str, type(None)), "score": (int, float)}
 
 
 def has_shape(d: dict, fields: dict[str, tuple[type, ...]], required: int) -> bool:
@@ -9927,23 +9772,18 @@ def read_gaps(path: Path) -> tuple[list[dict], list[str]]:
             lines = read_log_file(p).split(b"\n")
         except FileNotFoundError:
             continue
-        cut = lines.pop()                 # b"" after a final newline, else a line a killed run left
         junk, other = [], set()
         for n, line in enumerate(lines, 1):
             entry = gap_from_line(line)
             if isinstance(entry, dict):
                 entries.append(entry)
+            elif n == len(lines) and line.strip():    # no newline after it: a killed run's
+                warnings.append(
+                    f"the last line of {p} is cut short (a run stopped while writing it?): skipped")
             elif entry == "other version":
                 other.add(n)
             elif line.strip():
                 junk.append(n)
-        if cut.strip():
-            entry = gap_from_line(cut)
-            if isinstance(entry, dict):
-                entries.append(entry)
-            else:
-                warnings.append(
-                    f"the last line of {p} is cut short (a run stopped while writing it?): skipped")
         if junk:
             warnings.append(f"{len(junk)} line(s) of {p} are not gap log entries (line {junk[0]} "
                             "the first): skipped")
@@ -9963,11 +9803,9 @@ def logged_filters(entry: dict) -> Filters:
     except ValueError:
         asked = None                      # not an entry read from the log, which checks its time
 
-    def read(value, how: Callable[[str], str]) -> str | None:
-        try:
+    def read(value, how: Callable[[str], str]) -> str | None:   # None for what does not read
+        with contextlib.suppress(argparse.ArgumentTypeError):
             return how(value) if isinstance(value, str) and value.strip() else None
-        except argparse.ArgumentTypeError:
-            return None
 
     def day(value, end: int) -> str | None:
         bound = read(value, date_bound)
@@ -9978,8 +9816,7 @@ def logged_filters(entry: dict) -> Filters:
     if dated_backwards(since, until):     # no note could pass: a log edited by hand
         since = until = None
     return Filters(read(logged.get("source"), str),
-                   tuple(dict.fromkeys(t for v in tags if (t := read(v, tag_name)))),
-                   since, until)
+                   tuple(dict.fromkeys(t for v in tags if (t := read(v, tag_name)))), since, until)
 
 
 def gap_vector(entry: dict, settings: Settings, dim: int) -> np.ndarray | None:
@@ -9999,31 +9836,12 @@ def gap_vector(entry: dict, settings: Settings, dim: int) -> np.ndarray | None:
     return vec / norm if norm else None
 
 
-def read_gap_log(path: Path) -> tuple[list[dict], list[str]]:
-    """read_gaps for the command line: a log that cannot be read is a UsageError."""
-    try:
-        return read_gaps(path)
-    except IsADirectoryError as e:
-        raise UsageError(
-            f"error: {e.filename} is a folder, not the gap log; move it away") from None
-    except OSError as e:
-        raise UsageError(
-            f"error: cannot read the gap log {e.filename or path}: {e.strerror or e}") from None
-
-
-def same_question(text: str) -> str:
-    """A question as compared with others: case and spacing set aside ("What  is X?" = "what is
-    x?")."""
-    return " ".join(text.casefold().split())
-
-
 def gap_threshold(probes: np.ndarray, languages: list[str]) -> float:
-    """The cosine from which two questions are taken for one topic: GAP_GROUP_SHARE of the way
-    from the median cosine of two unrelated questions in one language (the probes) to 1. An
-    absolute number would not do: two texts' cosine sits near 0.8 with some embedders, near 0
-    with others. subtle: of the languages' medians, the lowest: an embedder that cannot read
-    a language finds all its texts alike, and that language's median would set the bar too high
-    for the ones it reads.
+    """The cosine from which two questions are one topic: GAP_GROUP_SHARE of the way from the
+    median cosine of two unrelated questions in one language (the probes) to 1, not a number of
+    its own: two texts' cosine sits near 0.8 with some embedders, near 0 with others. subtle:
+    the lowest language's median, since an embedder that cannot read a language finds all its
+    texts alike, and that median would set the bar too high for the languages it reads.
 
     >>> gap_threshold(np.eye(3, dtype=np.float32), ["en", "en", "zh"])   # unrelated: cosine 0
     0.4
@@ -10045,8 +9863,7 @@ def gap_vectors(client: ollama.Client, index: Index, times: list[list[dict]],
     the calibration did not keep (remembered_probes)."""
     dim = index.vectors.shape[1]
     vectors = [next((v for e in reversed(es) if (v := gap_vector(e, settings, dim)) is not None),
-                    None)
-               for es in times]
+                    None) for es in times]
     missing = [i for i, v in enumerate(vectors) if v is None]
     probes = [(lang, query_text(q, settings)) for lang, qs in FLOOR_PROBES.items() for q in qs]
     known = remembered_probes(index, index)
@@ -10058,9 +9875,8 @@ def gap_vectors(client: ollama.Client, index: Index, times: list[list[dict]],
         raise OllamaError(vector_size_changed(dim, got.shape[1], settings.embed_model))
     for i, v in zip(missing, got[len(todo):]):
         vectors[i] = v
-    embedded = dict(zip(todo, got))
-    probe_vectors = np.array([known[t] if t in known else embedded[t] for _, t in probes],
-                             dtype=np.float32)
+    known.update(zip(todo, got))
+    probe_vectors = np.array([known[t] for _, t in probes], dtype=np.float32)
     return np.array(vectors, dtype=np.float32).reshape(len(times), dim), \
         gap_threshold(probe_vectors, [lang for lang, _ in probes])
 
@@ -10118,7 +9934,7 @@ def gap_report(client: ollama.Client, index: Index, entries: list[dict],
     today's index answers it (now_found()). Groups most asked first; all of it JSON-ready."""
     asked: dict[str, list[dict]] = {}
     for e in entries:
-        asked.setdefault(same_question(e["question"]), []).append(e)
+        asked.setdefault(folded(e["question"]), []).append(e)
     times = list(asked.values())
     via_mcp = [sum(e.get("via") == VIA_MCP for e in es) for es in times]
     vectors, threshold = gap_vectors(client, index, times, settings)
@@ -10146,19 +9962,15 @@ def gap_report(client: ollama.Client, index: Index, entries: list[dict],
                                   "confidence": round(today[i][0].confidence, 3),
                                   "floor": today[i][0].floor}
                                  for i in sorted(rows, key=lambda i: -len(times[i]))]})
-    report.sort(key=lambda g: g["last"], reverse=True)
-    report.sort(key=lambda g: g["questions"], reverse=True)       # most asked, then most recent
+    report.sort(key=lambda g: (g["questions"], g["last"]), reverse=True)  # most asked, then latest
     return {"questions": len(entries), "different": len(times), "groups": report,
             "now_found": sum(found for _, found in today), "via_mcp": sum(via_mcp),
-            "embed_model": settings.embed_model,
-            "threshold": round(threshold, 3),
+            "embed_model": settings.embed_model, "threshold": round(threshold, 3),
             "seconds": {"grouping": round(t1 - t0, 4), "now_found": round(t2 - t1, 4)}}
 
 
-def print_gaps(report: dict) -> None:
-    """--gaps on a terminal: the summary line, then each group with its dates, closest notes and
-    questions (GAP_SHOWN of them), those today's notes answer marked "now found", those an agent
-    asked (through --mcp) "via MCP"."""
+def print_gaps(report: dict, shown: int = 5) -> None:
+    """--gaps on a terminal: a summary line, then each group with `shown` of its questions."""
     groups = report["groups"]
     print(f"{report['questions']} question(s) the notes could not answer ({report['different']} "
           f"different), in {len(groups)} group(s); {report['now_found']} now found"
@@ -10172,7 +9984,7 @@ def print_gaps(report: dict) -> None:
         via = f" ({g['via_mcp']} via MCP)" if g["via_mcp"] else ""
         print(f"\n{n}. {g['questions']} question(s){via}, {dates}: {status}"
               + (f"; closest notes: {', '.join(g['closest_notes'])}" if g["closest_notes"] else ""))
-        for q in g["asked"][:GAP_SHOWN]:
+        for q in g["asked"][:shown]:
             times = f"{q['times']}×" if q["times"] > 1 else ""
             asked_with = preview(shlex.join(Filters.from_json(q["filters"]).words()), 40)
             via = (f"{q['via_mcp']}× " if q["via_mcp"] < q["times"] else "") + "via MCP"
@@ -10180,8 +9992,8 @@ def print_gaps(report: dict) -> None:
                   + (f"  (asked with {asked_with})" if asked_with else "")
                   + (f"  ({via})" if q["via_mcp"] else "")
                   + ("  (now found)" if q["now_found"] else ""))
-        if len(g["asked"]) > GAP_SHOWN:
-            print(f"       … {len(g['asked']) - GAP_SHOWN} more (--json lists them all)")
+        if len(g["asked"]) > shown:
+            print(f"       … {len(g['asked']) - shown} more (--json lists them all)")
     if "to_eval" in report:
         t = report["to_eval"]
         print(f"\n{t['file']}: added {t['added']} open question(s) as unanswerable ones"
@@ -10193,14 +10005,13 @@ def print_gaps(report: dict) -> None:
               "an evaluation set, --gaps --clear deletes the log)")
 
 
-def gaps_to_eval(path: Path, groups: list[dict]) -> dict:
-    """--to-eval FILE: append each question no note answers yet as an unanswerable item
-    ("answers": []) marked as coming from the log, with the tags and dates it was asked with,
-    unless the set holds it already. One asked with --source is left out: an item's "source"
-    names the note that answers it, not a filter."""
-    have = {same_question(it["question"]) for it in load_eval_set(path)} if path.exists() else set()
+def gaps_to_eval(path: Path, have: list[dict], groups: list[dict]) -> dict:
+    """--to-eval FILE: append each question no note answers yet, unless the set holds it (`have`),
+    as an unanswerable item ("answers": []) from the log, with the tags and dates it was asked
+    with; one asked with --source is left out: an item's "source" names the note answering it."""
+    there = {folded(it["question"]) for it in have}
     still = [q for g in groups for q in g["asked"] if not q["now_found"]]
-    fresh = [q for q in still if same_question(q["question"]) not in have]
+    fresh = [q for q in still if folded(q["question"]) not in there]
     new = [q for q in fresh if "source" not in q["filters"]]
     end_with_newline(path)
     with open(path, "a", encoding="utf-8") as f:
@@ -10233,17 +10044,19 @@ def run_gaps(args, settings: Settings, client: ollama.Client) -> int:
     path = settings.cache_dir / GAP_LOG
     if args.clear:
         return clear_gaps(path, args.json)
-    if args.to_eval and (args.to_eval.exists() or args.to_eval.is_symlink()):
-        try:
-            load_eval_set(args.to_eval)
-        except (OSError, ValueError) as e:
-            raise UsageError(f"error: {args.to_eval} exists and is not an evaluation set ({e}); "
-                             "give another file")
+    have = load_eval_set(args.to_eval, appending=True) if args.to_eval else []
     check_notes_dir(settings.notes_dir)
     if settings.source_filter or settings.tags:
         raise UsageError("error: --gaps searches each logged question with the --source and --tag "
                          "it was asked with; --since and --until say when the questions were asked")
-    entries, warnings = read_gap_log(path)
+    try:
+        entries, warnings = read_gaps(path)
+    except IsADirectoryError as e:
+        raise UsageError(
+            f"error: {e.filename} is a folder, not the gap log; move it away") from None
+    except OSError as e:
+        raise UsageError(
+            f"error: cannot read the gap log {e.filename or path}: {e.strerror or e}") from None
     notes = os.path.realpath(settings.notes_dir)
     # Here they date the questions, not the notes searched.
     since = date_span(settings.since)[0] if settings.since else ""
@@ -10264,14 +10077,12 @@ def run_gaps(args, settings: Settings, client: ollama.Client) -> int:
     report = {"log": str(path), **gap_report(client, index, entries, settings),
               "warnings": warnings}
     if args.to_eval:
-        report["to_eval"] = gaps_to_eval(args.to_eval, report["groups"])
+        report["to_eval"] = gaps_to_eval(args.to_eval, have, report["groups"])
     if args.json:
         print(json.dumps(report, ensure_ascii=False, indent=2))
     else:
         print_gaps(report)
     return EXIT_OK
-
-
 
 
 GAPS = Mode(
@@ -10287,49 +10098,160 @@ GAPS = Mode(
     examples=(("--notes ~/vault --gaps", "what your notes could not answer"),))
 
 # ----------------------------------------------------------------------------
-# --mcp's tools: search_notes, read_note and ask_notes as an agent sees them, and their results.
+# --mcp's tools: search_notes, read_note and ask_notes as functions any front end calls.
 #
-# search_notes runs the same search() as a question, ask_notes the same answer(), and read_note
-# reads a note of the index by its lines. Each tool is described to the agent by JSON Schemas
-# of its arguments and its result and by annotations (mcp_tools); its arguments are checked
-# against their schema (argument_problem), and its result is one value for programs, the same
-# as JSON text, and a text for people and models (tool_result). The server below runs them;
-# what is here reads no message and holds no index.
+# A tool is a function: the notes as they are now (Notes) and its arguments in, one dict out,
+# the result its output schema describes. search_tool runs the same search() as a question,
+# ask_tool the same answer(), and read_tool reads a note of the index by its lines. --mcp
+# serves them to agents, who see them as mcp_tools describes them (JSON Schemas of their
+# arguments, checked by argument_problem, and results); a notebook or a page calls them as
+# they are. Nothing here reads a message or holds an index.
 
 
 MCP_READ_LINES = 200                      # lines read_note gives when not told; the agent asks on
 
-# search_notes' and ask_notes' filters: argument -> (the Settings field it sets for the call, the
-# function that reads it as the command line's flag does, its JSON Schema).
-DATE_WORDS = "a day, month or year (2026-01-15, 2026-01, 2026) or a time ago (7d, 2w, 3m, 1y)"
-SEARCH_FILTERS = {
-    "source": ("source_filter", str, {"type": "string", "minLength": 1, "description":
-                                      "only notes whose path matches: a glob such as "
-                                      "'work/*.md', or a part of the path (the server's "
-                                      "--source when not given)"}),
-    "tags": ("tags", lambda tags: tuple(dict.fromkeys(map(tag_name, tags))), {
-        "type": "array", "items": {"type": "string", "minLength": 1}, "description":
-        "only notes with any of these tags (front matter's or inline #tags; 'a' also "
-        "matches 'a/b')"}),
-    "since": ("since", date_bound, {"type": "string", "minLength": 1, "description":
-                                    f"only notes dated then or later: {DATE_WORDS}"}),
-    "until": ("until", date_bound, {"type": "string", "minLength": 1, "description":
-                                    f"only notes dated then or earlier: {DATE_WORDS}"}),
-}
+# The filters search_notes and ask_notes take: argument -> the Settings field it sets for the
+# call, and the function that reads it as the command line reads its flag.
+SEARCH_FILTERS = {"source": ("source_filter", str),
+                  "tags": ("tags", lambda tags: tuple(dict.fromkeys(map(tag_name, tags)))),
+                  "since": ("since", date_bound), "until": ("until", date_bound)}
 
 
-def json_object(properties: dict, optional: Iterable[str] = ()) -> dict:
-    """A JSON Schema for an object with these properties and no other, all of them required but
-    the `optional` ones."""
-    return {"type": "object", "properties": properties, "additionalProperties": False,
-            "required": [name for name in properties if name not in optional]}
+@dataclass(frozen=True)
+class Notes:
+    """What a tool works on: this run's settings and Ollama client, the notes' index as it is
+    now and the report of its opening (open_index's, or a HeldIndex's current()), where a
+    warning goes, and the front end the gap log marks a question as asked through (VIA_MCP).
+    In a notebook: `notes = Notes(settings, client, *open_index(settings, client))`."""
+    settings: Settings
+    client: ollama.Client
+    index: Index
+    report: IndexReport
+    warn: Callable[[str], None] = lambda warning: err(f"warning: {warning}")
+    via: str = ""
+
+
+class ToolFailed(Exception):
+    """A tool that cannot do what it was asked: a result with isError and this one line."""
+
+
+def filtered(notes: Notes, filters: dict) -> Settings:
+    """This run's settings with a call's filters (SEARCH_FILTERS) in place, each read as the
+    command line reads its flag; raises UsageError, naming them as the tools do, when one is
+    wrong or they match no note."""
+    given = {}
+    for name, value in filters.items():
+        setting, read = SEARCH_FILTERS[name]
+        try:
+            given[setting] = read(value)
+        except argparse.ArgumentTypeError as e:
+            raise UsageError(f"{name}: {e}") from None
+    s = replace(notes.settings, **given)
+    if dated_backwards(s.since, s.until):
+        raise UsageError(f"since {s.since} is after until {s.until}: no note could be dated "
+                         "between them")
+    check_usable(notes.index, s, "source", notes.report, named=lambda f: ", ".join(
+        f"{name} {json.dumps(value, ensure_ascii=False)}" for name, value in f.as_json().items()))
+    return s
+
+
+def sources_json(r: Retrieval) -> list[dict]:
+    """The sources as the tools give them: as --json does (hit_json), each under "path"."""
+    return [{"rank": d.pop("rank"), "path": d.pop("source"), **d}
+            for d in (hit_json(h, p, r.notes.get(h.chunk.source))
+                      for h, p in zip(r.hits, r.passages))]
+
+
+def search_tool(notes: Notes, query: str, top_k: int | None = None, **filters) -> dict:
+    """search_notes: the sources a question gets (search()) and the floor's verdict. `filters`:
+    source, tags, since and until, as their flags. Raises UsageError for filters that are wrong
+    or match no note, ToolFailed for a question's vector that does not fit the index's."""
+    settings = filtered(notes, filters)
+    if top_k is not None:
+        settings = replace(settings, top_k=top_k)
+    r = search(notes.client, notes.index, query, settings)
+    if r.keywords_only_because and notes.report.embed_error:   # the build knows why best
+        r = replace(r, keywords_only_because=notes.report.embed_error)
+    if r.keywords_only_because:
+        notes.warn(f"{r.keywords_only_because}; searching by keywords (BM25) only")
+    status, why = decide(r, retrieve_only=True)
+    if status == FAILED:
+        raise ToolFailed(f"error: {why}")
+    return {"query": query, "found": r.found, "why": None if r.found else why,
+            "confidence": round(r.confidence, 3),
+            "floor": {"value": round(r.floor, 3), "source": r.floor_source},
+            "lexical_only": r.lexical_only,
+            "keywords_only_because": r.keywords_only_because, "sources": sources_json(r)}
+
+
+def note_lines(file: NoteFile, max_mb: float) -> list[str]:
+    """A note's lines as read_note gives them: a text note's as on disk (front matter too, so
+    the numbers are the file's; a line ends at \\n, \\r\\n or \\r as read_text counts them),
+    other notes' as their reader extracts them (never a zip's bytes), each numbered section under
+    a line that names it as a source cites it: '--- p.3 ---', '--- cell 12 ---'.
+    Raises ToolFailed for a note that cannot be read."""
+    reader = NOTE_TYPES[Path(file.path).suffix.lower()]
+    try:
+        if not reader.lines:              # a PDF, a Word file: their text, extracted
+            sections, _ = read_note(file, max_mb)
+            return [line for s in sections for line in
+                    [*([] if s.page is None else [f"--- {place_name(file.rel, s.page)} ---"]),
+                     *s.text.splitlines()]]
+        text, _ = decode_note(note_bytes(file, max_mb))
+    except ValueError as e:
+        raise ToolFailed(f"cannot read {file.rel}: {e}") from None
+    lines = re.split(r"\r\n|\r|\n", text)
+    return lines[:-1] if lines[-1] == "" else lines
+
+
+def read_tool(notes: Notes, path: str, start_line: int = 1,
+              line_count: int = MCP_READ_LINES) -> dict:
+    """read_note: `line_count` lines of a note from `start_line` (note_lines) and how many it
+    has. The note must be one of the index's: listed by scan_notes now (so not hidden, not a
+    link out of the folder, a note type) and indexed (so within --max-note-mb and usable).
+    Anything else is refused with ToolFailed, whatever it names."""
+    s, rel = notes.settings, unicodedata.normalize("NFC", path)
+    files, _ = scan_notes(s.notes_dir, [s.cache_dir], s.follow_links)
+    file = next((f for f in files if f.rel == rel), None)
+    if file is None or rel not in notes.index.files:
+        raise ToolFailed(f"not a note of the index: {readable_name(path)[:200]} (give a path "
+                         "as search_notes gives it, relative to the notes folder; other files "
+                         "cannot be read)")
+    lines = note_lines(file, s.max_note_mb)
+    if start_line > max(len(lines), 1):
+        raise ToolFailed(f"{file.rel} has {len(lines)} lines; start_line {start_line} is past "
+                         "its end")
+    part = lines[start_line - 1:start_line - 1 + line_count]
+    return {"path": file.rel, "start_line": start_line, "end_line": start_line + len(part) - 1,
+            "total_lines": len(lines), "text": "\n".join(part)}
+
+
+def ask_tool(notes: Notes, question: str, num_ctx: int = NUM_CTX,
+             on_plan: Callable[[Outcome], None] = lambda plan: None,
+             on_token: Callable[[str], None] = lambda piece: None, **filters) -> dict:
+    """ask_notes: the chat model's answer (answer(), as a question's) with its sources and its
+    citations checked, or why there is none. `num_ctx`: chat_context()'s; on_plan and on_token
+    are answer()'s, and what one raises goes through, the answer's stream closed (Ollama stops).
+    `filters` and UsageError as search_tool's."""
+    settings = filtered(notes, filters)
+    outcome = answer(notes.client, notes.index, question, settings, Conversation(num_ctx=num_ctx),
+                     keywords_because=notes.report.embed_error, via=notes.via,
+                     on_plan=on_plan, on_token=on_token)
+    for w in run_warnings(notes.report, outcome) + outcome.warnings:
+        notes.warn(w)
+    return {"status": outcome.status, "answer": outcome.text, "why": outcome.why or None,
+            "sources": sources_json(outcome.retrieval),
+            "citations": outcome.check.as_json() if outcome.check else None,
+            "cut_short": outcome.cut_short, "warnings": outcome.warnings}
 
 
 def mcp_output_schemas() -> dict[str, dict]:
-    """The JSON Schemas of the tools' results (structuredContent, as search_result, ask_result
-    and read_note make it), by tool: an agent's client checks each result against its tool's.
-    Closed objects but for a note's own front matter properties, so that a field added to a
-    result and not here fails the suite, not the client."""
+    """The JSON Schemas of the tools' results, by tool: an agent's client checks each result
+    against its tool's. Closed objects but for a note's own front matter properties, so that a
+    field added to a result and not here fails the suite, not the client."""
+    def closed(properties: dict, optional: Iterable[str] = ()) -> dict:
+        return {"type": "object", "properties": properties, "additionalProperties": False,
+                "required": [name for name in properties if name not in optional]}
     string, integer, number, boolean = ({"type": t} for t in ("string", "integer", "number",
                                                                "boolean"))
     strings, integers = {"type": "array", "items": string}, {"type": "array", "items": integer}
@@ -10337,7 +10259,7 @@ def mcp_output_schemas() -> dict[str, dict]:
     # type each (Gemini's function declarations, say) takes it.
     text_or_null = {"anyOf": [string, {"type": "null"}]}
     line = {"anyOf": [integer, {"type": "null"}]}         # null: a PDF's page has no lines
-    source = json_object({                # source_json()
+    source = closed({                     # sources_json()
         "rank": integer, "path": string, "heading": string, "page": line, "place": text_or_null,
         "start_line": line, "end_line": line,
         "line": {**line, "description": "the line to open the note at: where the passage the "
@@ -10347,26 +10269,26 @@ def mcp_output_schemas() -> dict[str, dict]:
         "score": number, "text": string},
         optional=("title", "aliases", "tags", "date", "dated_by", "properties"))
     sources = {"type": "array", "items": source}
-    citations = json_object({             # CitationCheck.as_json()
+    citations = closed({             # CitationCheck.as_json()
         "summary": string, "sources": integer, "all_supported": boolean,
         "cites_nothing": boolean, "judge": text_or_null,
         "counts": {"type": "object", "additionalProperties": integer},
-        "sentences": {"type": "array", "items": json_object({
+        "sentences": {"type": "array", "items": closed({
             "text": string, "cited": integers, "verdict": string, "why": text_or_null,
             "source": line, "path": text_or_null, "line": line, "end_line": line, "page": line,
             "support": number, "judge": text_or_null})}})
     return {
-        "search_notes": json_object({
+        "search_notes": closed({
             "query": string,
             "found": {**boolean, "description": "false: no passage is relevant enough, the notes "
                                                 "likely do not hold the answer"},
             "why": {**text_or_null, "description": "why found is false; null when found"},
-            "confidence": number, "floor": json_object({"value": number, "source": string}),
+            "confidence": number, "floor": closed({"value": number, "source": string}),
             "lexical_only": boolean, "keywords_only_because": text_or_null,
             "sources": sources}),
-        "read_note": json_object({"path": string, "start_line": integer, "end_line": integer,
-                                  "total_lines": integer, "text": string}),
-        "ask_notes": json_object({
+        "read_note": closed({"path": string, "start_line": integer, "end_line": integer,
+                             "total_lines": integer, "text": string}),
+        "ask_notes": closed({
             "status": {"enum": [ANSWERED, DECLINED, KEYWORDS_ONLY, FAILED]},
             "answer": {**text_or_null, "description": "null: the chat model was not called"},
             "why": text_or_null, "sources": sources,
@@ -10374,18 +10296,27 @@ def mcp_output_schemas() -> dict[str, dict]:
             "cut_short": text_or_null, "warnings": strings})}
 
 
-# What every tool is, as its annotations tell a client: it reads the notes and changes nothing
-# in them, and talks to nothing but the user's own Ollama; so a client need not ask the user
-# before each call. (Destructive and idempotent count only for a tool that writes; said anyway.)
-MCP_READS_ONLY = {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": False}
-
-
 def mcp_tools(settings: Settings) -> dict[str, dict]:
     """The tools, by name, as tools/list shows them: what each does, for an agent to choose by,
     the JSON Schemas of its arguments and of its result, and its annotations."""
-    filters = {name: schema for name, (_, _, schema) in SEARCH_FILTERS.items()}
+    dates = "a day, month or year (2026-01-15, 2026-01, 2026) or a time ago (7d, 2w, 3m, 1y)"
+    filters = {  # SEARCH_FILTERS'
+        "source": {"type": "string", "minLength": 1, "description": "only notes whose path "
+                   "matches: a glob such as 'work/*.md', or a part of the path (the server's "
+                   "--source when not given)"},
+        "tags": {"type": "array", "items": {"type": "string", "minLength": 1}, "description":
+                 "only notes with any of these tags (front matter's or inline #tags; 'a' also "
+                 "matches 'a/b')"},
+        "since": {"type": "string", "minLength": 1,
+                  "description": f"only notes dated then or later: {dates}"},
+        "until": {"type": "string", "minLength": 1,
+                  "description": f"only notes dated then or earlier: {dates}"}}
     output = mcp_output_schemas()
     top = top_k_limit(settings.chunk_size, settings.max_answer_tokens)
+    # Every tool reads the notes, changes nothing and talks to nothing but the user's own
+    # Ollama, as its annotations tell a client, which then need not ask the user before a call.
+    # (Destructive and idempotent count only for a tool that writes; said anyway.)
+    reads_only = {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": False}
     return {t["name"]: t for t in [
         {"name": "search_notes", "title": "Search the notes",
          "description": "Search the user's own notes (a local folder of "
@@ -10402,7 +10333,7 @@ def mcp_tools(settings: Settings) -> dict[str, dict]:
                        "description": f"how many passages at most (default {settings.top_k})"},
              **filters}, "required": ["query"], "additionalProperties": False},
          "outputSchema": output["search_notes"],
-         "annotations": {"title": "Search the notes", **MCP_READS_ONLY, "idempotentHint": True}},
+         "annotations": {"title": "Search the notes", **reads_only, "idempotentHint": True}},
         {"name": "read_note", "title": "Read a note",
          "description": "Read one note of the user's notes folder by the path search_notes gave "
                         f"(relative to the folder), {MCP_READ_LINES} lines at a time unless told "
@@ -10420,7 +10351,7 @@ def mcp_tools(settings: Settings) -> dict[str, dict]:
                             "description": f"how many lines (default {MCP_READ_LINES})"}},
              "required": ["path"], "additionalProperties": False},
          "outputSchema": output["read_note"],
-         "annotations": {"title": "Read a note", **MCP_READS_ONLY, "idempotentHint": True}},
+         "annotations": {"title": "Read a note", **reads_only, "idempotentHint": True}},
         {"name": "ask_notes", "title": "Ask the notes (local model)",
          "description": "Answer a question from the user's notes with the user's own local chat "
                         f"model, {settings.chat_model} through Ollama: the answer cites its "
@@ -10435,13 +10366,9 @@ def mcp_tools(settings: Settings) -> dict[str, dict]:
          "outputSchema": output["ask_notes"],
          # Not idempotent: the chat model words each answer anew, and a question it cannot
          # answer adds a line to the gap log each time it is asked.
-         "annotations": {"title": "Ask the notes (local model)", **MCP_READS_ONLY,
+         "annotations": {"title": "Ask the notes (local model)", **reads_only,
                          "idempotentHint": False}},
     ]}
-
-
-class ToolFailed(Exception):
-    """A tool that cannot do what it was asked: a result with isError and this one line."""
 
 
 def argument_problem(tool: dict, arguments: dict) -> str | None:
@@ -10490,150 +10417,21 @@ def argument_problem(tool: dict, arguments: dict) -> str | None:
     return None
 
 
-def source_json(r: Retrieval, hit: Hit, passage: Passage) -> dict:
-    """One source as the tools give it: what --json gives (hit_json: its lines, the line and
-    section of the passage the query matched, its note's title, tags and date), under "path"."""
-    d = hit_json(hit, passage, r.notes.get(hit.chunk.source))
-    return {"rank": d.pop("rank"), "path": d.pop("source"), **d}
-
-
-def source_line(hit: Hit, passage: Passage) -> str:
-    """A source as the tools' text names it: "[2] bike.md:14 › ## Tyres", as the terminal does."""
-    return f"[{hit.rank}] {passage_citation(hit.chunk, passage)}"
-
-
-# A character CONTROL_ESCAPES escapes: found by a regular expression, which is many times faster
-# than translate() going through a text that holds none, as nearly every text does.
-CONTROL_CHARACTER = re.compile("[" + "".join(map(chr, CONTROL_ESCAPES)) + "]")
-
-
-def escaped(text: str) -> str:
-    r"""`text` with its control characters escaped (CONTROL_ESCAPES).
-
-    >>> escaped("a\x1b]52;c\x07 b\n")
-    'a\\u001b]52;c\\u0007 b\n'
-    """
-    return text.translate(CONTROL_ESCAPES) if CONTROL_CHARACTER.search(text) else text
-
-
-def tool_result(text: str, structured: dict | None = None, error: bool = False) -> dict:
-    """A tools/call result: `structured`, the value for programs (exact, as --json is when read
-    back), first as itself and then serialized in a text block for clients that read only text,
-    as the specification asks; last, `text` for people and models. Control characters in the
-    text blocks are escaped as the terminal's are (a client may print them: a note's ESC ] 52
-    writes to the clipboard); in the JSON, as the \\u escapes that JSON reads back the same."""
-    readable = {"type": "text", "text": escaped(text)}
-    if structured is None:
-        return {"content": [readable], "isError": error}
-    serialized = escaped(json.dumps(structured, ensure_ascii=False))
-    return {"content": [{"type": "text", "text": serialized}, readable], "isError": error,
-            "structuredContent": structured}
-
-
-def search_result(query: str, r: Retrieval, status: str, why: str) -> dict:
-    """search_notes' result: the verdict, then the sources (best first)."""
-    verdict = {"query": query, "found": r.found, "why": None if r.found else why,
-               "confidence": round(r.confidence, 3),
-               "floor": {"value": round(r.floor, 3), "source": r.floor_source},
-               "lexical_only": r.lexical_only,
-               "keywords_only_because": r.keywords_only_because,
-               "sources": [source_json(r, h, p) for h, p in zip(r.hits, r.passages)]}
-    if status == KEYWORDS_ONLY:
-        head = f"Found by keywords only ({why}); the best passages:"
-    elif r.found:
-        head = f"Found in your notes (confidence {r.confidence:.2f}, floor {r.floor:.2f}):"
-    else:
-        head = f"{NOT_FOUND} ({why})." + (" The closest passages, which likely do not hold the "
-                                          "answer:" if r.hits else "")
-    blocks = [f"{source_line(h, p)}  (score {h.score:.3f})\n{h.chunk.text}"
-              for h, p in zip(r.hits, r.passages)]
-    return tool_result("\n\n".join([head, *blocks]), verdict)
-
-
-def ask_result(outcome: Outcome) -> dict:
-    """ask_notes' result: the answer and its sources, or why there is none. No answer for want
-    of Ollama (keywords only) is an error too: the tool exists to call the chat model."""
-    r = outcome.retrieval
-    sources = [source_json(r, h, p) for h, p in zip(r.hits, r.passages)]
-    listed = "\n".join(source_line(h, p) for h, p in zip(r.hits, r.passages))
-    said = {ANSWERED: outcome.text or "", DECLINED: f"{NOT_FOUND} ({outcome.why})",
-            KEYWORDS_ONLY: f"Not answered: {outcome.why}; the chat model was not called. Passages "
-                           "found by keywords (search_notes gives their text):",
-            FAILED: f"error: {outcome.why}" + (f"\nThe answer so far: {outcome.text}"
-                                               if outcome.text else "")}
-    checked = "\n".join([outcome.check.summary(), *outcome.check.flagged_lines()]) \
-        if outcome.check else ""
-    text = (said[outcome.status] + (f"\n\n({checked})" if checked else "")
-            + (f"\n\nSources:\n{listed}" if listed else ""))
-    if outcome.cut_short:
-        text += f"\n\n(warning: {cut_short_warning(outcome)})"
-    return tool_result(text, {"status": outcome.status, "answer": outcome.text,
-                              "why": outcome.why or None, "sources": sources,
-                              "citations": outcome.check.as_json() if outcome.check else None,
-                              "cut_short": outcome.cut_short, "warnings": outcome.warnings},
-                       error=outcome.status in (FAILED, KEYWORDS_ONLY))
-
-
-def note_lines(file: NoteFile, max_mb: float) -> list[str]:
-    """A note's lines as read_note gives them: a text note's as on disk (front matter too, so
-    the numbers are the file's; a line ends at \\n, \\r\\n or \\r as read_text counts them),
-    other notes' as their reader extracts them (never a zip's bytes), each numbered section under
-    a line that names it as a source cites it: '--- p.3 ---', '--- cell 12 ---'.
-    Raises ToolFailed for a note that cannot be read."""
-    reader = NOTE_TYPES[Path(file.path).suffix.lower()]
-    try:
-        if not reader.lines:              # a PDF, a Word file: their text, extracted
-            sections, _ = read_note(file, max_mb)
-            return [line for s in sections for line in
-                    [*([] if s.page is None else [f"--- {place_name(file.rel, s.page)} ---"]),
-                     *s.text.splitlines()]]
-        text, _ = decode_note(note_bytes(file, max_mb))
-    except ValueError as e:
-        raise ToolFailed(f"cannot read {file.rel}: {e}") from None
-    lines = re.split(r"\r\n|\r|\n", text)
-    return lines[:-1] if lines[-1] == "" else lines
-
-
 # ----------------------------------------------------------------------------
 # The held index: the notes' index as a long-lived front end (--mcp) holds it, kept current.
 #
 # Opened by the first call and held, it is brought up to date as a run opens it (open_index,
 # taking the held index for the cache while no note changed). Whether anything changed is asked
-# by stat alone (HeldIndex.still_current): a stat() of every note and folder the last refresh
-# saw, and Ollama asked for the embedding model's build. On a big folder that costs about as
-# much as a search, so a call does not pay it: it serves the index as it is when the last look
-# began less than `fresh_seconds` ago, and the front end looks while it idles (look(), right
-# after a call and then every half of that), which is when an agent thinks. So a change goes
-# unseen for at most `fresh_seconds`, and a call costs its search. One lock makes one refresh
-# at a time; an Index is never changed once made, so a caller keeps the one it got, answering
-# with it, while a refresh makes the next. Another front end (a local HTTP endpoint, say) takes
-# this object as it is.
+# by stat alone (still_current: a stat() of every note and folder the last refresh saw, and
+# Ollama asked for the embedding model's build), which on a big folder costs about a search; so
+# a call serves the index as its last look left it, if that look began less than fresh_seconds
+# ago, and the front end looks while it idles (look()), which is when an agent thinks. One lock
+# makes one refresh at a time; an Index never changes once made, so a caller answers with the
+# one it got while a refresh makes the next. Any long-lived front end takes it as it is.
 
 
 MCP_FRESH_SECONDS = 1.0                   # a call may serve the notes as they were this long ago
 MCP_WATCH_SECONDS = 300.0                 # idle looks stop this long after the last call
-
-
-def folder_stat(st: os.stat_result) -> tuple[int, int]:
-    return st.st_mtime_ns, st.st_ctime_ns   # ctime: a chmod that makes a folder readable
-
-
-def folder_stats(notes_dir: Path) -> dict[str, tuple[int, int]] | None:
-    """Every folder under notes_dir but hidden ones, with folder_stat(): a note added, removed or
-    renamed in one changes its mtime. None when one holds a link to a folder, whose insides
-    its stat would not show."""
-    found = {}
-    for folder, dirs, _ in os.walk(notes_dir):
-        if any(os.path.islink(os.path.join(folder, d)) for d in dirs):
-            return None
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        with contextlib.suppress(OSError):
-            found[folder] = folder_stat(os.stat(folder))
-    return found
-
-
-def file_stat(st: os.stat_result) -> tuple[int, int, int, int]:
-    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino     # what fingerprint() hashes
 
 
 class HeldIndex:
@@ -10667,14 +10465,16 @@ class HeldIndex:
             return self.index, self.report
 
     def idle_for(self) -> float | None:
-        """How long the front end may idle before look() has work: 0 right after a call, then
-        half of fresh_seconds after each look; None when it has none until the next call (the
-        index is not settled, looks are off, or no call came for MCP_WATCH_SECONDS)."""
+        """How long the front end may idle before look() has work: a tenth of fresh_seconds after
+        a call began, then half of it after each look; None when it has none until the next call
+        (the index is not settled, looks are off, or no call came for MCP_WATCH_SECONDS)."""
         now = time.monotonic()
         if self.watched is None or self.fresh_seconds <= 0 or now - self.used > MCP_WATCH_SECONDS:
             return None
+        # Not at once: while its client reads the answer, a look's stats (and Ollama, asked for
+        # the model's build) would take the cores it needs.
         if self.looked < self.used:
-            return 0.0
+            return max(0.0, self.used + self.fresh_seconds / 10 - now)
         return max(0.0, self.looked + self.fresh_seconds / 2 - now)
 
     def look(self) -> None:
@@ -10717,13 +10517,13 @@ class HeldIndex:
         self.rebuild = ""
         # What still_current() compares with: the folders' stats first, so that a change made
         # while the notes are listed shows in one or the other.
-        folders = folder_stats(self.settings.notes_dir)
+        folders = self.folder_stats()
         files, _ = scan_notes(self.settings.notes_dir, [self.settings.cache_dir],
                               self.settings.follow_links)
         current = folders is not None and fingerprint(files) == self.index.fingerprint and \
             self.index.complete and calibration_current(self.index, self.settings)
         self.watched = (folders, [f.path for f in files],
-                        [file_stat(os.stat(f.path)) for f in files]) if current else None
+                        [self.file_stat(os.stat(f.path)) for f in files]) if current else None
         if self.report.touched:
             err(f"{self.report.summary(len(self.index.files))}: "
                 f"{first_names(self.report.touched, 8)}")
@@ -10732,6 +10532,27 @@ class HeldIndex:
         if self.report.embed_error:
             self.warn_once(f"{self.report.embed_error}; searching by keywords (BM25) only")
         check_usable(self.index, self.settings, report=self.report)
+
+    @staticmethod
+    def folder_stat(st: os.stat_result) -> tuple[int, int]:
+        return st.st_mtime_ns, st.st_ctime_ns   # ctime: a chmod that makes a folder readable
+
+    @staticmethod
+    def file_stat(st: os.stat_result) -> tuple[int, int, int, int]:
+        return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino     # what fingerprint() hashes
+
+    def folder_stats(self) -> dict[str, tuple[int, int]] | None:
+        """Every folder under the notes folder but hidden ones, with folder_stat(): a note added,
+        removed or renamed in one changes its mtime. None when one holds a link to a folder,
+        whose insides its stat would not show."""
+        found = {}
+        for folder, dirs, _ in os.walk(self.settings.notes_dir):
+            if any(os.path.islink(os.path.join(folder, d)) for d in dirs):
+                return None
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+            with contextlib.suppress(OSError):
+                found[folder] = self.folder_stat(os.stat(folder))
+        return found
 
     def still_current(self) -> bool:
         """Would a refresh keep the held index as it is? Asked by stat alone: every folder the
@@ -10745,8 +10566,8 @@ class HeldIndex:
             return False
         folders, paths, stats = self.watched
         try:
-            if any(folder_stat(os.stat(path)) != seen for path, seen in folders.items()) or \
-                    [file_stat(os.stat(path)) for path in paths] != stats:
+            if any(self.folder_stat(os.stat(path)) != seen for path, seen in folders.items()) or \
+                    [self.file_stat(os.stat(path)) for path in paths] != stats:
                 return False
         except OSError:
             return False
@@ -10763,73 +10584,101 @@ class HeldIndex:
 # --mcp: the notes served to agents over the Model Context Protocol, on stdin and stdout.
 #
 # An editor or assistant (Claude Desktop, VS Code, Cursor, ...) starts `demo_rag.py --mcp`
-# and talks JSON-RPC 2.0 with it, one message a line on stdin and stdout, to call the tools
-# above. The index is opened by the first call and held (HeldIndex, above): the start-up is
-# paid once a session, a call costs its search, and a note saved a second ago is searchable.
-# Calls are answered in order, but for ask_notes, whose answer streams in a thread of its own
-# while other calls are answered; a call the client cancels is not answered, and an answer
-# cancelled stops streaming.
-# Standard library only: a client brings its own SDK, this end needs none.
+# and talks JSON-RPC 2.0 with it, a message a line on stdin and stdout. JsonRpcLines carries
+# the messages, McpServer answers them: each call runs a tool on the index it holds (start-up
+# paid once a session) and sends its result as JSON and as text (tool_result). Calls are
+# answered in order, but ask_notes streams its answer in a thread of its own meanwhile; a call
+# cancelled is not answered, an answer stops. Standard library only: clients bring the SDK.
 
 
-MCP_HANDSHAKE_REVISIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")   # oldest first
-MCP_STATELESS_REVISIONS = ("2026-07-28",)  # no initialize: each request names its revision in _meta
-MCP_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"            # those requests' _meta keys
-MCP_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
-MCP_SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"             # ...and their results'
-MCP_SERVER_INFO = {"name": "demo_rag", "title": "Your notes (demo_rag)", "version": "1.0"}
-MCP_MAX_MESSAGE = 16 << 20                # bytes in one message from the client, at most
-MCP_PROGRESS_SECONDS = 0.5                # one progress notification this often, at most
-# JSON-RPC's error codes, and the stateless revision's for a revision this server does not speak.
-PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = (
-    -32700, -32600, -32601, -32602, -32603)
-UNSUPPORTED_REVISION = -32022
+# A character CONTROL_ESCAPES escapes: found by a regular expression, which is many times faster
+# than translate() going through a text that holds none, as nearly every text does.
+CONTROL_CHARACTER = re.compile("[" + "".join(map(chr, CONTROL_ESCAPES)) + "]")
 
-MCP_INSTRUCTIONS = ("Search the user's own notes (a local folder) before answering from memory: "
-                    "search_notes first, read_note to see more around a hit. When search_notes "
-                    "says found: false, the notes do not hold the answer; say so instead of "
-                    "guessing. Cite the paths you used. A question ask_notes cannot answer goes "
-                    f"to the user's gap log (--gaps); --no-log or {NO_LOG_ENV}=1 keeps none.")
+
+def escaped(text: str) -> str:
+    r"""`text` with its control characters escaped (CONTROL_ESCAPES).
+
+    >>> escaped("a\x1b]52;c\x07 b\n")
+    'a\\u001b]52;c\\u0007 b\n'
+    """
+    return text.translate(CONTROL_ESCAPES) if CONTROL_CHARACTER.search(text) else text
+
+
+def tool_result(text: str, structured: dict | None = None, error: bool = False) -> dict:
+    """A tools/call result: `structured`, the value for programs (exact, as --json is when read
+    back), first as itself and then serialized in a text block for clients that read only text,
+    as the specification asks; last, `text` for people and models. Control characters in the
+    text blocks are escaped as the terminal's are (a client may print them: a note's ESC ] 52
+    writes to the clipboard); in the JSON, as the \\u escapes that JSON reads back the same."""
+    readable = {"type": "text", "text": escaped(text)}
+    if structured is None:
+        return {"content": [readable], "isError": error}
+    serialized = escaped(json.dumps(structured, ensure_ascii=False))
+    return {"content": [{"type": "text", "text": serialized}, readable], "isError": error,
+            "structuredContent": structured}
+
+
+def readable(tool: str, result: dict) -> str:
+    """A tool's result written out for people and models: the verdict or the answer, then the
+    sources, each cited as the terminal cites it; or the lines read, and where to read on."""
+    def cited(s: dict) -> str:            # passage_citation() of a source read back
+        chunk = Chunk(s["path"], s["heading"], s["text"], s["page"])
+        passage = Passage(s["line"], s["end_line"], s["section"], s["start_line"], 0)
+        return f"[{s['rank']}] {passage_citation(chunk, passage)}"
+    r, sources = result, result.get("sources", [])
+    if tool == "read_note":
+        end = r["end_line"]
+        return r["text"] + (f"\n\n[lines {r['start_line']}-{end} of {r['total_lines']}; read "
+                            f"on with start_line {end + 1}]" if end < r["total_lines"] else "")
+    if tool == "search_notes":
+        if r["found"] and r["keywords_only_because"]:
+            head = f"Found by keywords only ({r['keywords_only_because']}); the best passages:"
+        elif r["found"]:
+            head = (f"Found in your notes (confidence {r['confidence']:.2f}, floor "
+                    f"{r['floor']['value']:.2f}):")
+        else:
+            head = f"{NOT_FOUND} ({r['why']})." + (" The closest passages, which likely do not "
+                                                   "hold the answer:" if sources else "")
+        return "\n\n".join([head, *(f"{cited(s)}  (score {s['score']:.3f})\n{s['text']}"
+                                    for s in sources)])
+    said = {ANSWERED: r["answer"] or "", DECLINED: f"{NOT_FOUND} ({r['why']})",
+            KEYWORDS_ONLY: f"Not answered: {r['why']}; the chat model was not called. Passages "
+                           "found by keywords (search_notes gives their text):",
+            FAILED: f"error: {r['why']}" + (f"\nThe answer so far: {r['answer']}"
+                                            if r["answer"] else "")}
+    checked, listed = r["citations"] and r["citations"]["summary"], "\n".join(map(cited, sources))
+    return (said[r["status"]] + (f"\n\n({checked})" if checked else "")
+            + (f"\n\nSources:\n{listed}" if listed else "")
+            + (f"\n\n(warning: {cut_short_warning(r['cut_short'])})" if r["cut_short"] else ""))
 
 
 class McpError(Exception):
-    """A request the server refuses: a JSON-RPC error with this code, message and data."""
+    """A request refused: a JSON-RPC error with this message, code and data."""
+    PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = (
+        -32700, -32600, -32601, -32602, -32603)   # JSON-RPC's
+    UNSUPPORTED_REVISION = -32022         # MCP's stateless revision: one not served
 
-    def __init__(self, code: int, message: str, data=None):
+    def __init__(self, message: str, code: int = INVALID_PARAMS, data=None):
         super().__init__(message)
         self.code, self.data = code, data
 
 
-def request_revision(params: dict) -> str | None:
-    """The stateless revision a request names in its _meta, checked; None for a request of a
-    handshake revision (which names none)."""
-    meta = params.get("_meta")
-    if not isinstance(meta, dict) or MCP_VERSION_KEY not in meta:
-        return None
-    revision = meta[MCP_VERSION_KEY]
-    if not isinstance(revision, str):
-        raise McpError(INVALID_PARAMS, f"{MCP_VERSION_KEY} must be a string")
-    if revision not in MCP_STATELESS_REVISIONS:
-        raise McpError(UNSUPPORTED_REVISION, f"protocol revision {revision[:40]!r} is not served",
-                       {"supported": list(MCP_STATELESS_REVISIONS), "requested": revision})
-    if MCP_CAPABILITIES_KEY not in meta:
-        raise McpError(INVALID_PARAMS, f"params._meta lacks {MCP_CAPABILITIES_KEY}")
-    return revision
-
-
-def result_message(id_, revision: str | None, result: dict) -> dict:
-    """A JSON-RPC result; the stateless revision's carry their type and the server's name."""
-    if revision is None:
-        result = {k: v for k, v in result.items() if k not in ("cacheScope", "ttlMs")}
-    else:
-        result = {**result, "resultType": "complete",
-                  "_meta": {MCP_SERVER_INFO_KEY: MCP_SERVER_INFO}}
+def result_message(id_, result: dict) -> dict:
     return {"jsonrpc": "2.0", "id": id_, "result": result}
 
 
 def error_message(id_, code: int, message: str, data=None) -> dict:
     error = {"code": code, "message": message, **({} if data is None else {"data": data})}
     return {"jsonrpc": "2.0", "id": id_, "error": error}
+
+
+def internal_error(id_, method: str, e: Exception) -> dict:
+    """The answer to a request that met a bug of this server, which goes to stderr: the session
+    goes on."""
+    import traceback
+    err(f"error: internal error in {method}: {e!r}", traceback.format_exc().rstrip())
+    return error_message(id_, McpError.INTERNAL_ERROR, f"internal error: {e!r}"[:200])
 
 
 def message_lines(stream, limit: int) -> Iterator[bytes | None]:
@@ -10842,6 +10691,22 @@ def message_lines(stream, limit: int) -> Iterator[bytes | None]:
             yield None
         else:
             yield line.rstrip(b"\r\n")
+
+
+def request_id(id_) -> bool:
+    """Is this a request's id as JSON-RPC allows it: a string or an integer (not a boolean)?"""
+    return isinstance(id_, (str, int)) and not isinstance(id_, bool)
+
+
+def requested(line: bytes) -> tuple[object, str, object] | None:
+    """A line's id, method and params, if it is a JSON-RPC request or notification; else None."""
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(message, dict) or not isinstance(message.get("method"), str):
+        return None
+    return message.get("id"), message["method"], message.get("params")
 
 
 def start_daemon(target: Callable, *args, name: str) -> threading.Thread:
@@ -10864,59 +10729,31 @@ class CallCancelled(Exception):
 
 
 class Later(NamedTuple):
-    """A request's result made in a thread of its own (ask_notes: seconds to minutes), while
-    other requests are answered: work(cancelled) returns the result."""
+    """A request's result made in a thread of its own (ask_notes: seconds to minutes) while
+    other requests are answered: work(cancelled) returns it; interrupted(why) is the result
+    to send instead when the server is stopped first."""
     work: Callable[[threading.Event], dict]
+    interrupted: Callable[[str], dict]
 
 
-def tool_outcome(run: Callable[[], dict | Later]) -> dict | Later:
-    """run()'s result; a tool that fails as a result with isError and one line."""
-    try:
-        return run()
-    except ToolFailed as e:
-        return tool_result(str(e), error=True)
-    except (FileNotFoundError, NotADirectoryError, UsageError, OllamaError) as e:
-        return tool_result(failure(e)[0].strip(), error=True)
+class JsonRpcLines:
+    """JSON-RPC 2.0 on a pair of byte streams, a message a line (MCP's stdio transport): a
+    request's result is `answer`'s, or a Later's, made in a thread of its own. Lines are read in
+    a thread of their own, so that a cancellation is heard while the call it names runs; a
+    request cancelled is not answered. While none comes, the held index looks for changes."""
 
+    MAX_MESSAGE = 16 << 20                # bytes in one message from the client, at most
 
-def request_id(id_) -> bool:
-    """Is this a request's id as JSON-RPC allows it: a string or an integer (not a boolean)?"""
-    return isinstance(id_, (str, int)) and not isinstance(id_, bool)
-
-
-def requested(line: bytes) -> tuple[object, str, object] | None:
-    """A line's id, method and params, if it is a JSON-RPC request or notification; else None."""
-    try:
-        message = json.loads(line)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(message, dict) or not isinstance(message.get("method"), str):
-        return None
-    return message.get("id"), message["method"], message.get("params")
-
-
-class McpServer:
-    """One MCP session over stdio: the settings and client of the run, the index it holds
-    (HeldIndex), and where protocol messages go (`out`, a binary stream: stdout's own
-    descriptor). Lines are read in a thread of their own, so that a cancellation is heard while
-    the call it cancels runs; requests are answered in order in the main thread, but for
-    ask_notes, which streams its answer in a thread of its own while searches are answered."""
-
-    def __init__(self, args: argparse.Namespace, settings: Settings, client: ollama.Client, out):
-        self.args, self.settings, self.client, self.out = args, settings, client, out
-        self.tools = mcp_tools(settings)
-        self.held = HeldIndex(settings, client, "--rebuild" if args.rebuild else "",
-                              MCP_FRESH_SECONDS if args.fresh_seconds is None
-                              else args.fresh_seconds, args.progress_seconds)
-        self.num_ctx: int | None = None   # ask_notes' context size, known on its first call
-        self.writing = threading.Lock()   # one message at a time on stdout, from any thread
+    def __init__(self, out, answer: Callable, held: HeldIndex):
+        self.out, self.answer, self.held = out, answer, held      # out: a binary stream
+        self.writing = threading.Lock()   # one message at a time on `out`, from any thread
         self.lock = threading.Lock()      # guards `calls` and `later`
         self.calls: dict = {}             # request id -> Event set when it is cancelled
-        self.later: dict = {}             # request id -> its revision, while a Later runs
+        self.later: dict = {}             # request id -> its Later, while its thread runs
 
-    def serve(self, stdin) -> None:
-        """Answer every message from `stdin` (binary), until it ends; look for changes in the
-        notes while none comes. At the end, answers still streaming are stopped."""
+    def serve(self, stdin, finish_seconds: float) -> None:
+        """Answer every message from `stdin` (binary) until it ends, and the answers still being
+        made then within `finish_seconds` (a piped client's last call may be one); stop the rest."""
         inbox: queue.SimpleQueue = queue.SimpleQueue()
         # The reader reads a copy of the descriptor: left waiting on sys.stdin itself as the
         # process ends, it would hold the lock that Python's shutdown takes to close it.
@@ -10925,16 +10762,22 @@ class McpServer:
         try:
             while (line := self.next_line(inbox)) != b"\x00end":
                 if line is None:
-                    self.send(error_message(None, INVALID_REQUEST,
-                                            f"a message over {MCP_MAX_MESSAGE >> 20} MB"))
+                    self.send(error_message(None, McpError.INVALID_REQUEST,
+                                            f"a message over {self.MAX_MESSAGE >> 20} MB"))
                 elif line.strip():
                     self.handle(line)
+            deadline = time.monotonic() + finish_seconds
+            while self.later and time.monotonic() < deadline:
+                time.sleep(0.05)          # a Later's thread forgets its call when it is done
+            if self.later:
+                err(f"stdin ended: stopped {len(self.later)} answer(s) not finished within "
+                    f"{finish_seconds:g} s (--timeout)")
         except KeyboardInterrupt as e:    # Ctrl-C or SIGTERM: said to each caller, then end
             with self.lock:
                 streaming = dict(self.later)
-            for id_, revision in streaming.items():
-                said = tool_result(str(e).strip() or "interrupted", error=True)
-                self.respond(id_, result_message(id_, revision, said))
+            for id_, later in streaming.items():
+                said = later.interrupted(str(e).strip() or "interrupted")
+                self.respond(id_, result_message(id_, said))
             raise
         finally:
             with self.lock:
@@ -10946,11 +10789,13 @@ class McpServer:
         known from the moment it is read, so that a cancellation read after it always finds it;
         a cancellation is acted on at once, since the call it names may be running."""
         try:
-            for line in message_lines(stdin, MCP_MAX_MESSAGE):
+            for line in message_lines(stdin, self.MAX_MESSAGE):
                 what = requested(line) if line else None
                 if what and what[1] == "notifications/cancelled":
-                    params = what[2] if isinstance(what[2], dict) else {}
-                    self.cancel(params.get("requestId"))
+                    id_ = (what[2] if isinstance(what[2], dict) else {}).get("requestId")
+                    with self.lock:       # an id unknown or answered is ignored
+                        if request_id(id_) and id_ in self.calls:
+                            self.calls[id_].set()
                     continue
                 if what and request_id(what[0]):
                     with self.lock:
@@ -10967,48 +10812,53 @@ class McpServer:
             except queue.Empty:
                 self.held.look()
 
-    def cancel(self, id_) -> None:
-        """Cancel a request that is not answered yet; an id unknown or answered is ignored."""
-        with self.lock:
-            cancelled = self.calls.get(id_) if request_id(id_) else None
-        if cancelled is not None:
-            cancelled.set()
-
     def handle(self, line: bytes) -> None:
-        """Answer one line: now, or from a thread of its own (Later), or not at all (a
-        notification, a response, a cancelled request)."""
-        what = requested(line)
-        id_ = what[0] if what and request_id(what[0]) else None
+        """Answer one line: now, or from a thread of its own (a Later), or not at all (a
+        notification, a response, a request cancelled)."""
+        try:
+            message = json.loads(line)
+        except (ValueError, RecursionError) as e:
+            return self.send(error_message(None, McpError.PARSE_ERROR,
+                                           f"not JSON: {str(e)[:120]}"))
+        if not isinstance(message, dict):
+            return self.send(error_message(None, McpError.INVALID_REQUEST,
+                                           "a message is one JSON object (batches are not served)"))
+        id_, method = message.get("id"), message.get("method")
+        if "id" not in message and isinstance(method, str):
+            return                        # a notification (initialized, ...): nothing to do
+        if method is None and ("result" in message or "error" in message):
+            return                        # a response: the server asks nothing, so not for it
+        if message.get("jsonrpc") != "2.0" or not isinstance(method, str) or not request_id(id_):
+            return self.respond(id_, error_message(
+                id_ if request_id(id_) else None, McpError.INVALID_REQUEST, "a request needs "
+                "jsonrpc '2.0', a string method and an id that is a string or an integer"))
         with self.lock:
             cancelled = self.calls.get(id_) or threading.Event()
-        reply = None if cancelled.is_set() else self.reply(line, cancelled)
-        if isinstance(reply, tuple):      # (revision, Later)
-            revision, later = reply
-            with self.lock:
-                self.later[id_] = revision
-            start_daemon(self.answer_later, id_, revision, later, cancelled, name=f"call {id_}")
-        elif reply is not None:
-            self.respond(id_, reply)
-        else:
-            self.forget(id_)
+        if cancelled.is_set():
+            return self.forget(id_)
+        try:
+            result = self.answer(id_, method, message.get("params", {}), cancelled)
+        except McpError as e:
+            return self.respond(id_, error_message(id_, e.code, str(e), e.data))
+        except Exception as e:            # a bug of this server: on stderr; the session goes on
+            return self.respond(id_, internal_error(id_, method, e))
+        if not isinstance(result, Later):
+            return self.respond(id_, result_message(id_, result))
+        with self.lock:
+            self.later[id_] = result
+        start_daemon(self.answer_later, id_, result, cancelled, name=f"call {id_}")
 
-    def answer_later(self, id_, revision: str | None, later: Later,
-                     cancelled: threading.Event) -> None:
+    def answer_later(self, id_, later: Later, cancelled: threading.Event) -> None:
         """A Later's thread: its result, unless the call was cancelled meanwhile."""
         try:
-            result = later.work(cancelled)
+            message = result_message(id_, later.work(cancelled))
         except CallCancelled:
-            result = None
-        except Exception as e:            # a bug of this server: on stderr; the session goes on
-            import traceback
-            err(f"error: internal error in tools/call: {e!r}", traceback.format_exc().rstrip())
-            self.respond(id_, error_message(id_, INTERNAL_ERROR, f"internal error: {e!r}"[:200]))
-            return
-        if result is None:
             self.forget(id_)
             return
+        except Exception as e:            # a bug of this server: on stderr; the session goes on
+            message = internal_error(id_, "tools/call", e)
         with contextlib.suppress(OSError, ValueError):   # the session ended meanwhile
-            self.respond(id_, result_message(id_, revision, result))
+            self.respond(id_, message)
 
     def respond(self, id_, message: dict) -> None:
         """Send a request's answer, unless it was cancelled; it is forgotten either way."""
@@ -11036,73 +10886,116 @@ class McpServer:
             self.out.write(data + b"\n")
             self.out.flush()
 
-    def reply(self, line: bytes, cancelled: threading.Event) -> dict | tuple | None:
-        """The answer to one line from the client: a result or an error, or (revision, Later)
-        for a result made in a thread of its own; None for a notification, a response (the
-        server asks nothing, so one is not for it) or a request cancelled as it was served."""
+
+def tool_call(name: str, run: Callable[[], dict | Later]) -> dict | Later:
+    """tools/call's result for a tool's run(): its result for programs and as text (readable),
+    or the Later that makes it; a tool that fails, a result with isError and one line. No
+    answer for want of Ollama (keywords only) is an error too: ask_notes exists to call the
+    chat model."""
+    try:
+        result = run()
+    except ToolFailed as e:
+        return tool_result(str(e), error=True)
+    except (FileNotFoundError, NotADirectoryError, UsageError, OllamaError) as e:
+        return tool_result(failure(e)[0].strip(), error=True)
+    if isinstance(result, Later):
+        return result
+    return tool_result(readable(name, result), result,
+                       error=result.get("status") in (FAILED, KEYWORDS_ONLY))
+
+
+class McpServer:
+    """One MCP session: the run's settings and client, the index it holds (HeldIndex), and
+    MCP's methods, which answer the requests its JsonRpcLines (`rpc`) reads: the handshake,
+    tools/list, and tools/call, a tool run on the index as the notes are now."""
+
+    HANDSHAKE_REVISIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")  # oldest first
+    STATELESS_REVISIONS = ("2026-07-28",)  # no initialize: each request names one in its _meta
+    VERSION_KEY = "io.modelcontextprotocol/protocolVersion"        # those requests' _meta keys
+    CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
+    SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"         # ...and their results'
+    SERVER_INFO = {"name": "demo_rag", "title": "Your notes (demo_rag)", "version": "1.0"}
+    PROGRESS_SECONDS = 0.5                # one progress notification this often, at most
+    INSTRUCTIONS = ("Search the user's own notes (a local folder) before answering from memory: "
+                    "search_notes first, read_note to see more around a hit. When search_notes "
+                    "says found: false, the notes do not hold the answer; say so instead of "
+                    "guessing. Cite the paths you used. A question ask_notes cannot answer goes "
+                    f"to the user's gap log (--gaps); --no-log or {NO_LOG_ENV}=1 keeps none.")
+
+    def __init__(self, args: argparse.Namespace, settings: Settings, client: ollama.Client, out):
+        self.settings, self.client, self.timeout = settings, client, args.timeout
+        self.tools = mcp_tools(settings)
+        self.held = HeldIndex(settings, client, "--rebuild" if args.rebuild else "",
+                              MCP_FRESH_SECONDS if args.fresh_seconds is None
+                              else args.fresh_seconds, args.progress_seconds)
+        self.num_ctx: int | None = None   # ask_notes' context size, known on its first call
+        self.rpc = JsonRpcLines(out, self.answer, self.held)
+        self.methods = {"initialize": self.initialize, "server/discover": self.discover,
+                        "ping": lambda params, cancelled: {},
+                        "tools/list": lambda params, cancelled: {"tools": list(
+                            self.tools.values()), "cacheScope": "private", "ttlMs": 0},
+                        "tools/call": self.call_tool}
+
+    def answer(self, id_, method: str, params, cancelled: threading.Event) -> dict | Later:
+        """A request's result as its revision frames it, or the Later that makes it; raises
+        McpError for a request refused. Ctrl-C or SIGTERM is said to a tools/call, then raised."""
+        if not isinstance(params, dict):
+            raise McpError("params must be an object")
+        revision = self.revision(params)
+        if method not in self.methods:
+            raise McpError(f"no method {method[:80]!r} (served: {', '.join(self.methods)})",
+                           McpError.METHOD_NOT_FOUND)
         try:
-            message = json.loads(line)
-        except (ValueError, RecursionError) as e:
-            return error_message(None, PARSE_ERROR, f"not JSON: {str(e)[:120]}")
-        if not isinstance(message, dict):
-            return error_message(None, INVALID_REQUEST,
-                                 "a message is one JSON object (batches are not served)")
-        id_, method = message.get("id"), message.get("method")
-        if "id" not in message and isinstance(method, str):
-            return None                   # a notification (initialized, ...): nothing to do
-        if method is None and ("result" in message or "error" in message):
-            return None
-        usable_id = request_id(id_)
-        if message.get("jsonrpc") != "2.0" or not isinstance(method, str) or not usable_id:
-            return error_message(id_ if usable_id else None, INVALID_REQUEST,
-                                 "a request needs jsonrpc '2.0', a string method and an id that "
-                                 "is a string or an integer")
-        revision = None
-        try:
-            params = message.get("params", {})
-            if not isinstance(params, dict):
-                raise McpError(INVALID_PARAMS, "params must be an object")
-            revision = request_revision(params)
-            handler = MCP_METHODS.get(method)
-            if handler is None:
-                raise McpError(METHOD_NOT_FOUND,
-                               f"no method {method[:80]!r} (served: {', '.join(MCP_METHODS)})")
-            result = handler(self, params, cancelled)
-        except McpError as e:
-            return error_message(id_, e.code, str(e), e.data)
-        except KeyboardInterrupt as e:    # Ctrl-C or SIGTERM: said to the caller, then end
+            result = self.methods[method](params, cancelled)
+        except KeyboardInterrupt as e:
             if method == "tools/call":
                 said = tool_result(str(e).strip() or "interrupted", error=True)
-                self.respond(id_, result_message(id_, revision, said))
+                self.rpc.respond(id_, result_message(id_, self.framed(revision, said)))
             raise
-        except Exception as e:            # a bug of this server: on stderr; the session goes on
-            import traceback
-            err(f"error: internal error in {method}: {e!r}", traceback.format_exc().rstrip())
-            return error_message(id_, INTERNAL_ERROR, f"internal error: {e!r}"[:200])
         if isinstance(result, Later):
-            return revision, result
-        return result_message(id_, revision, result)
+            return Later(lambda stop: self.framed(revision, result.work(stop)),
+                         lambda why: self.framed(revision, result.interrupted(why)))
+        return self.framed(revision, result)
+
+    def revision(self, params: dict) -> str | None:
+        """The stateless revision a request names in its _meta, checked; None for a request of a
+        handshake revision (which names none)."""
+        meta = params.get("_meta")
+        if not isinstance(meta, dict) or self.VERSION_KEY not in meta:
+            return None
+        revision = meta[self.VERSION_KEY]
+        if not isinstance(revision, str):
+            raise McpError(f"{self.VERSION_KEY} must be a string")
+        if revision not in self.STATELESS_REVISIONS:
+            raise McpError(f"protocol revision {revision[:40]!r} is not served",
+                           McpError.UNSUPPORTED_REVISION,
+                           {"supported": list(self.STATELESS_REVISIONS), "requested": revision})
+        if self.CAPABILITIES_KEY not in meta:
+            raise McpError(f"params._meta lacks {self.CAPABILITIES_KEY}")
+        return revision
+
+    def framed(self, revision: str | None, result: dict) -> dict:
+        """A result as a revision has it: the stateless one's carry their type and the server's
+        name; the handshake revisions' lack its cache fields."""
+        if revision is None:
+            return {k: v for k, v in result.items() if k not in ("cacheScope", "ttlMs")}
+        return {**result, "resultType": "complete",
+                "_meta": {self.SERVER_INFO_KEY: self.SERVER_INFO}}
 
     def initialize(self, params: dict, cancelled: threading.Event) -> dict:
         """The handshake: the client's revision if it is served, else the newest that is."""
         asked = params.get("protocolVersion")
         if not isinstance(asked, str):
-            raise McpError(INVALID_PARAMS, "initialize needs protocolVersion, a string")
-        revision = asked if asked in MCP_HANDSHAKE_REVISIONS else MCP_HANDSHAKE_REVISIONS[-1]
-        return {"protocolVersion": revision, "capabilities": {"tools": {"listChanged": False}},
-                "serverInfo": MCP_SERVER_INFO, "instructions": MCP_INSTRUCTIONS}
+            raise McpError("initialize needs protocolVersion, a string")
+        served = asked if asked in self.HANDSHAKE_REVISIONS else self.HANDSHAKE_REVISIONS[-1]
+        return {"protocolVersion": served, "capabilities": {"tools": {"listChanged": False}},
+                "serverInfo": self.SERVER_INFO, "instructions": self.INSTRUCTIONS}
 
     def discover(self, params: dict, cancelled: threading.Event) -> dict:
         """server/discover, the stateless revision's handshake-free introduction."""
-        return {"supportedVersions": [*MCP_STATELESS_REVISIONS, *MCP_HANDSHAKE_REVISIONS[::-1]],
-                "capabilities": {"tools": {"listChanged": False}}, "instructions": MCP_INSTRUCTIONS,
-                "cacheScope": "private", "ttlMs": 0}
-
-    def ping(self, params: dict, cancelled: threading.Event) -> dict:
-        return {}
-
-    def list_tools(self, params: dict, cancelled: threading.Event) -> dict:
-        return {"tools": list(self.tools.values()), "cacheScope": "private", "ttlMs": 0}
+        return {"supportedVersions": [*self.STATELESS_REVISIONS, *self.HANDSHAKE_REVISIONS[::-1]],
+                "capabilities": {"tools": {"listChanged": False}},
+                "instructions": self.INSTRUCTIONS, "cacheScope": "private", "ttlMs": 0}
 
     def call_tool(self, params: dict, cancelled: threading.Event) -> dict | Later:
         """tools/call: check the tool's name (a JSON-RPC error if there is no such tool) and its
@@ -11111,126 +11004,55 @@ class McpServer:
         the model reads it and can call again, where an error would stop in the client."""
         name, arguments = params.get("name"), params.get("arguments", {})
         if name is None:
-            raise McpError(INVALID_PARAMS, "tools/call needs the name of the tool to call "
-                                           f"(params.name: {', '.join(self.tools)})")
+            raise McpError("tools/call needs the name of the tool to call (params.name: "
+                           f"{', '.join(self.tools)})")
         if not isinstance(name, str) or name not in self.tools:     # a list or object is none
-            raise McpError(INVALID_PARAMS,
-                           f"unknown tool {str(name)[:80]!r} (tools: {', '.join(self.tools)})")
+            raise McpError(f"unknown tool {str(name)[:80]!r} (tools: {', '.join(self.tools)})")
         if not isinstance(arguments, dict):
-            raise McpError(INVALID_PARAMS, "arguments must be an object")
+            raise McpError("arguments must be an object")
         if why := argument_problem(self.tools[name], arguments):
             return tool_result(f"{name}: {why}", error=True)
         # A number that passed is an integer: 2.0 as 2 (no argument of ours takes a fraction).
         arguments = {k: int(v) if isinstance(v, float) else v for k, v in arguments.items()}
-        token = ((params.get("_meta") or {}).get("progressToken")
-                 if isinstance(params.get("_meta"), dict) else None)
+        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
 
         def run() -> dict | Later:
-            index, report = self.held.current(self.progress_to(token, cancelled))
+            progress = self.progress_to(meta.get("progressToken"), cancelled)
+            notes = Notes(self.settings, self.client, *self.held.current(progress),
+                          warn=self.held.warn_once, via=VIA_MCP)
             if name == "ask_notes":       # seconds to minutes: searches go on meanwhile
-                return Later(lambda stop: tool_outcome(
-                    lambda: self.ask_notes(arguments, index, report, stop)))
-            return getattr(self, name)(arguments, index, report)
-        return tool_outcome(run)
+                return Later(lambda stop: tool_call(name, lambda: self.ask(notes, arguments, stop)),
+                             lambda why: tool_result(why, error=True))
+            return {"search_notes": search_tool, "read_note": read_tool}[name](notes, **arguments)
+        return tool_call(name, run)
 
     def progress_to(self, token, cancelled: threading.Event
                     ) -> Callable[[str | EmbedProgress], None]:
         """What tells the client how a build goes, when its call sent a progress `token`: one
-        notification every MCP_PROGRESS_SECONDS at most, and none once the call is cancelled."""
+        notification every PROGRESS_SECONDS at most, and none once the call is cancelled."""
         shown = [0.0, -1]                 # when, what
 
         def progress(event: str | EmbedProgress) -> None:
             due = isinstance(event, EmbedProgress) and event.done > shown[1] and (
-                time.monotonic() - shown[0] >= MCP_PROGRESS_SECONDS or event.done == event.total)
+                time.monotonic() - shown[0] >= self.PROGRESS_SECONDS or event.done == event.total)
             if token is not None and due and not cancelled.is_set():
                 shown[:] = time.monotonic(), event.done          # progress must only grow
-                self.send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {
+                self.rpc.send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {
                     "progressToken": token, "progress": event.done, "total": event.total,
                     "message": progress_text(event)}})
         return progress
 
-    def settings_for(self, arguments: dict, index: Index, report: IndexReport) -> Settings:
-        """This run's settings with a call's filters (SEARCH_FILTERS) in place; raises UsageError
-        when they match no note."""
-        try:
-            s = replace(self.settings, **{f: read(arguments[name])
-                                          for name, (f, read, _) in SEARCH_FILTERS.items()
-                                          if name in arguments})
-        except argparse.ArgumentTypeError as e:
-            raise UsageError(str(e)) from None
-        if dated_backwards(s.since, s.until):
-            raise UsageError(f"since {s.since} is after until {s.until}: no note could be dated "
-                             "between them")
-        check_usable(index, s, source="source", report=report)
-        return s
-
-    def search_notes(self, arguments: dict, index: Index, report: IndexReport) -> dict:
-        settings = self.settings_for(arguments, index, report)
-        if "top_k" in arguments:
-            settings = replace(settings, top_k=arguments["top_k"])
-        r = search(self.client, index, arguments["query"], settings)
-        if r.keywords_only_because and report.embed_error:   # the build knows why best
-            r = replace(r, keywords_only_because=report.embed_error)
-        if r.keywords_only_because:
-            self.held.warn_once(f"{r.keywords_only_because}; searching by keywords (BM25) only")
-        status, why = decide(r, retrieve_only=True)
-        if status == FAILED:
-            raise ToolFailed(f"error: {why}")
-        return search_result(arguments["query"], r, status, why)
-
-    def read_note(self, arguments: dict, index: Index, report: IndexReport) -> dict:
-        file = self.note_file(arguments["path"], index)
-        lines = note_lines(file, self.settings.max_note_mb)
-        start, count = arguments.get("start_line", 1), arguments.get("line_count", MCP_READ_LINES)
-        if start > max(len(lines), 1):
-            raise ToolFailed(f"{file.rel} has {len(lines)} lines; start_line {start} is past "
-                             "its end")
-        part = lines[start - 1:start - 1 + count]
-        end = start + len(part) - 1
-        more = f"\n\n[lines {start}-{end} of {len(lines)}; read on with start_line {end + 1}]" \
-            if end < len(lines) else ""
-        return tool_result("\n".join(part) + more, {"path": file.rel, "start_line": start,
-                                                    "end_line": end, "total_lines": len(lines),
-                                                    "text": "\n".join(part)})
-
-    def note_file(self, path: str, index: Index) -> NoteFile:
-        """The note at `path` if it is one of the index's: listed by scan_notes now (so not hidden,
-        not a link out of the folder, a note type), and indexed (so within --max-note-mb and
-        usable). Anything else is refused, whatever it names."""
-        rel = unicodedata.normalize("NFC", path)
-        files, _ = scan_notes(self.settings.notes_dir, [self.settings.cache_dir],
-                              self.settings.follow_links)
-        file = next((f for f in files if f.rel == rel), None)
-        if file is None or rel not in index.files:
-            raise ToolFailed(f"not a note of the index: {readable_name(path)[:200]} (give a path "
-                             "as search_notes gives it, relative to the notes folder; other files "
-                             "cannot be read)")
-        return file
-
-    def ask_notes(self, arguments: dict, index: Index, report: IndexReport,
-                  cancelled: threading.Event) -> dict:
-        """The answer, in a Later's thread; raises CallCancelled once the call is cancelled,
-        before the chat model is asked or at the next piece of its answer, which closes the
-        stream: Ollama stops generating."""
-        settings = self.settings_for(arguments, index, report)
+    def ask(self, notes: Notes, arguments: dict, cancelled: threading.Event) -> dict:
+        """ask_notes in a Later's thread, until the call is cancelled: CallCancelled is raised
+        before the chat model is asked or at its answer's next piece (Ollama stops)."""
         if self.num_ctx is None:
-            self.num_ctx = chat_context(settings, self.args.timeout)   # loads the chat model
+            self.num_ctx = chat_context(self.settings, self.timeout)   # loads the chat model
 
         def unless_cancelled(_) -> None:
             if cancelled.is_set():
                 raise CallCancelled
-        outcome = answer(self.client, index, arguments["question"], settings,
-                         Conversation(num_ctx=self.num_ctx), keywords_because=report.embed_error,
-                         via=VIA_MCP, on_plan=unless_cancelled, on_token=unless_cancelled)
-        why = outcome.retrieval.keywords_only_because
-        for w in ([f"{why}; searching by keywords (BM25) only"] if why else []) + outcome.warnings:
-            self.held.warn_once(w)
-        return ask_result(outcome)
-
-
-MCP_METHODS = {"initialize": McpServer.initialize, "server/discover": McpServer.discover,
-               "ping": McpServer.ping, "tools/list": McpServer.list_tools,
-               "tools/call": McpServer.call_tool}
+        return ask_tool(notes, **arguments, num_ctx=self.num_ctx, on_plan=unless_cancelled,
+                        on_token=unless_cancelled)
 
 
 def run_mcp(args, settings: Settings, client: ollama.Client) -> int:
@@ -11245,11 +11067,11 @@ def run_mcp(args, settings: Settings, client: ollama.Client) -> int:
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     try:
-        revisions = ", ".join(MCP_HANDSHAKE_REVISIONS + MCP_STATELESS_REVISIONS)
+        revisions = ", ".join(McpServer.HANDSHAKE_REVISIONS + McpServer.STATELESS_REVISIONS)
         err(f"serving the notes in {readable_name(str(settings.notes_dir))} over MCP on "
             f"stdin/stdout (revisions {revisions}); logs here; closing stdin (Ctrl-D) stops it")
         if sys.stdin is not None:         # closed as the run began (`<&-`): as if it ended at once
-            McpServer(args, settings, client, out).serve(sys.stdin.buffer)
+            McpServer(args, settings, client, out).rpc.serve(sys.stdin.buffer, args.timeout)
     except BrokenPipeError:               # the client went away: nobody is left to answer
         pass
     finally:
@@ -11259,8 +11081,6 @@ def run_mcp(args, settings: Settings, client: ollama.Client) -> int:
         with contextlib.suppress(OSError):
             out.close()
     return EXIT_OK
-
-
 
 
 MCP = Mode(

@@ -5,6 +5,7 @@ Run from the project root (offline; the tests' stand-in server answers the quest
 
     python bench/bench_mcp.py                         # 5,000 and 50,000 chunks
     python bench/bench_mcp.py --sizes 5000 --calls 50 # a quicker look
+    python bench/bench_mcp.py --interleave ../before .  # two checkouts' servers, pairs in turn
 
 The notes are synthetic (notes of 10 sections of ~1,100 characters, one chunk each at the
 default chunk size, drawn from a vocabulary of 20,000 made-up words) and their index is built
@@ -303,6 +304,41 @@ def parts(n: int, work: Path, calls: int) -> dict:
     return {"notes": len(held.watched[1]), **{k: statistics.median(v) for k, v in took.items()}}
 
 
+def interleaved(n: int, work: Path, calls: int, pause: float, checkouts: list[Path]) -> list[dict]:
+    """The servers of several checkouts (a path each: a `git worktree` of another commit, say), on
+    the same index, their pairs taken in turn: --pause, search() here, APART, the call to the
+    first; the same for the second; and so on. On a machine shared with other work, whose load
+    moves from minute to minute, this compares them under the same load, which runs one after
+    the other do not."""
+    with FakeOllama(dim=DIM) as fake:
+        notes, cache, questions = built(work, n, fake)
+        env = {**os.environ, "OLLAMA_HOST": fake.url}
+        env.pop("PYTHONUNBUFFERED", None)
+        os.environ["OLLAMA_HOST"] = fake.url
+        settings = rag.Settings(notes_dir=notes, cache_dir=cache)
+        client = rag.ollama_client()
+        index, _ = rag.open_index(settings, client)
+        servers = [Client(["--notes", notes, "--cache", cache], env,
+                          run=[sys.executable, str(c / "demo_rag.py")]) for c in checkouts]
+        inside: list[list[float]] = [[] for _ in servers]
+        over: list[list[float]] = [[] for _ in servers]
+        for c in servers:
+            c.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                     "clientInfo": {"name": "bench", "version": "1"}})
+            c.search(questions[0])
+        for i in range(calls):
+            for c, here, there in zip(servers, inside, over):
+                one, two, _ = side_by_side(c, client, index, settings, questions[i % (len(questions) - 1):], 1,
+                                           pause)
+                here += one
+                there += two
+        for c in servers:
+            c.close()
+    med = statistics.median
+    return [{"checkout": str(c), "search": med(a), "search_p90": p90(a), "call": med(b), "call_p90": p90(b)}
+            for c, a, b in zip(checkouts, inside, over)]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[5000, 50000])
@@ -313,6 +349,8 @@ def main() -> None:
     p.add_argument("--standin", type=Path, help="the shared Ollama stand-in's script (ollama_standin.py) to "
                    "measure against, instead of the tests' FakeOllama")
     p.add_argument("--work", type=Path, default=Path("/tmp/demo_rag-bench-mcp"), help="where the vaults are kept")
+    p.add_argument("--interleave", type=Path, nargs="+", metavar="CHECKOUT", help="only compare the servers of "
+                   "these checkouts (folders holding a demo_rag.py), their pairs taken in turn (see interleaved())")
     a = p.parse_args()
     a.work.mkdir(parents=True, exist_ok=True)
     print(f"machine: {os.cpu_count()} cores ({platform.processor() or platform.machine()}), Python "
@@ -320,6 +358,17 @@ def main() -> None:
           f"behind {a.standin or 'tests/ollama_server.py'}; chat: a stand-in answer, a piece every "
           f"{a.piece_ms:g} ms; "
           f"{a.pause:g} s between calls")
+    if a.interleave:
+        print("| chunks | checkout | search() median | p90 | call median | p90 | call / search() |\n"
+              "|---:|---|---:|---:|---:|---:|---:|")
+        for n in a.sizes:
+            load = os.getloadavg()[0]
+            for r in interleaved(n, a.work, a.calls, a.pause, a.interleave):
+                print(f"| {n:,} | {r['checkout']} | {r['search'] * 1000:.1f} ms | {r['search_p90'] * 1000:.1f} ms "
+                      f"| {r['call'] * 1000:.1f} ms | {r['call_p90'] * 1000:.1f} ms | {r['call'] / r['search']:.2f}× |")
+            print(f"  ({a.calls} pairs each; load average {load:.1f} before, {os.getloadavg()[0]:.1f} after)",
+                  flush=True)
+        return
     print("| chunks | search() median | p90 | call median | p90 | call / search() | call while ask_notes "
           "streams: median | p90 | first call | CLI run median |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")

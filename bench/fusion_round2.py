@@ -79,7 +79,7 @@ def score(index: d.Index, qs: list[dict], rule, by_strings: bool) -> str:
     for q in qs:
         item = {"question": q["item"]["question"], "answers": q["item"]["answers"]} if by_strings else q["item"]
         if item["answers"]:
-            ranks.append(d.first_hit_rank(index, d.top_k(rule(q), d.EVAL_DEPTH), item))
+            ranks.append(d.first_hit_rank(index, d.top_k(rule(q), d.CANDIDATE_DEPTH), item))
     m = d.metrics(ranks)
     return f"{m['hit@1']:.2f} / {m['hit@5']:.2f} / {m['mrr']:.3f}"
 

@@ -31,7 +31,7 @@ def file_lines(path: Path) -> list[str]:
     """The file's lines, a callout's `> [!type] title` line as the reader shows it (`> title`, or
     its type): the line is the same, its first words are not."""
     text, _ = rag.decode_note(path.read_bytes())
-    text = rag.CALLOUT.sub(lambda m: m.group(1) + (m.group(3) or m.group(2).strip().capitalize()), text)
+    text = rag.Obsidian.CALLOUT.sub(lambda m: m.group(1) + (m.group(3) or m.group(2).strip().capitalize()), text)
     return re.split(r"\r\n|\r|\n", text.lstrip("\ufeff"))
 
 

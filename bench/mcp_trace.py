@@ -8,7 +8,7 @@ Run from the project root, after bench/bench_mcp.py has built its vaults (offlin
 
 The server is `demo_rag.py --mcp` started through a small wrapper that times its functions (the
 search, the result's building, the whole tools/call, the reply's writing) and stamps when a line
-is read and when its handling starts; the stamps are perf_counter(), which on Linux is the system's
+is read, when its handling starts and when its reply is written; the stamps are perf_counter(), which on Linux is the system's
 monotonic clock, so the client's and the server's can be subtracted. The pairs are timed by
 bench_mcp.py's own side_by_side(): --pause seconds of "thinking", search() here, APART seconds, the
 call.
@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -50,27 +51,31 @@ def timed(owner, name):
     setattr(owner, name, step)
     return step
 
-for name in ("search", "search_result"):
+for name in ("search", "search_tool", "readable", "tool_result"):
     timed(rag, name)
-rag.MCP_METHODS["tools/call"] = timed(rag.McpServer, "call_tool")
-timed(rag.McpServer, "send")
+timed(rag.McpServer, "call_tool")         # McpServer() takes its methods as they are then
+send = timed(rag.JsonRpcLines, "send")
+def sent(self, message):
+    send(self, message)
+    say(f"A written {time.perf_counter():.6f}")
+rag.JsonRpcLines.send = sent
 lines = rag.message_lines
 def read_lines(stream, limit):
     for line in lines(stream, limit):
         say(f"A read {time.perf_counter():.6f}")
         yield line
 rag.message_lines = read_lines
-handle = rag.McpServer.handle
+handle = rag.JsonRpcLines.handle
 def handled(self, line):
     say(f"A handle {time.perf_counter():.6f}")
     handle(self, line)
-rag.McpServer.handle = handled
+rag.JsonRpcLines.handle = handled
 sys.exit(rag.main(sys.argv[1:]))
 '''
 
 
-def trace(n: int, work: Path, calls: int, pause: float) -> dict[str, float]:
-    """Medians over `calls` pairs at n chunks, in ms."""
+def trace(n: int, work: Path, calls: int, pause: float) -> dict[str, list[float]]:
+    """Each step's time in each of `calls` pairs at n chunks, in ms."""
     with FakeOllama(dim=bench.DIM) as fake, tempfile.TemporaryDirectory() as tmp:
         notes, cache, questions = bench.built(work, n, fake)
         os.environ["OLLAMA_HOST"] = fake.url
@@ -96,12 +101,15 @@ def trace(n: int, work: Path, calls: int, pause: float) -> dict[str, float]:
             elif kind == "A":
                 events.setdefault(name, []).append(float(value))
     last = {k: v[-calls:] for k, v in {**steps, **events}.items()}   # the timed calls' own
-    med = statistics.median
-    return {"search() here": med(inside) * 1000, "call": med(over) * 1000,
-            "client to server": med(r - s for s, r in zip(sent, last["read"])) * 1000,
-            "read to handled": med(h - r for r, h in zip(last["read"], last["handle"])) * 1000,
-            "search in the server": med(last["search"]), "the result built": med(last["search_result"]),
-            "tools/call in all": med(last["call_tool"]), "reply written": med(last["send"])}
+    ms = lambda seconds: [x * 1000 for x in seconds]  # noqa: E731
+    return {"search() here": ms(inside), "call": ms(over),
+            "client to server": ms(r - s for s, r in zip(sent, last["read"])),
+            "read to handled": ms(h - r for r, h in zip(last["read"], last["handle"])),
+            "search in the server": last["search"],
+            "the result built": [t - s + r + j for t, s, r, j in zip(
+                last["search_tool"], last["search"], last["readable"], last["tool_result"])],
+            "tools/call in all": last["call_tool"], "reply written": last["send"],
+            "reply read by the client": ms(s + o - w for s, o, w in zip(sent, over, last["written"]))}
 
 
 def main() -> None:
@@ -112,9 +120,10 @@ def main() -> None:
     p.add_argument("--work", type=Path, default=Path("/tmp/demo_rag-bench-mcp"))
     a = p.parse_args()
     t = trace(a.chunks, a.work, a.calls, a.pause)
-    print(f"{a.chunks:,} chunks, {a.calls} calls, medians (load average {os.getloadavg()[0]:.1f}):")
-    print("| " + " | ".join(t) + " |\n|" + "---:|" * len(t))
-    print("| " + " | ".join(f"{v:.2f} ms" for v in t.values()) + " |")
+    print(f"{a.chunks:,} chunks, {a.calls} calls (load average {os.getloadavg()[0]:.1f}):")
+    print("| | " + " | ".join(t) + " |\n|---|" + "---:|" * len(t))
+    for name, q in (("median", 50), ("p75", 75), ("p90", 90)):
+        print(f"| {name} | " + " | ".join(f"{np.percentile(v, q):.2f} ms" for v in t.values()) + " |")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,9 @@ WORD_STYLES = {"en": {1: ("Heading1", "heading 1"), 2: ("Heading2", "heading 2")
 
 def word_paragraph(kind: str, text: str, styles: dict) -> str:
     """One w:p: kind is "h1", "h2", "p", "li" (a numbered list item) or "toc" (a table of
-    contents line); "\\n" in text is a line break (w:br)."""
+    contents line); "\\n" in text is a line break (w:br). Kind "xml": `text` is the body's XML."""
+    if kind == "xml":
+        return text
     runs = "<w:r><w:br/></w:r>".join(f'<w:r><w:t xml:space="preserve">{escape(t)}</w:t></w:r>'
                                       for t in text.split("\n"))
     props = {"h1": f'<w:pStyle w:val="{styles[1][0]}"/>', "h2": f'<w:pStyle w:val="{styles[2][0]}"/>',
@@ -26,19 +28,26 @@ def word_paragraph(kind: str, text: str, styles: dict) -> str:
 
 
 def make_docx(path: Path, blocks: list[tuple[str, str]], language: str = "en",
-              document: str | None = None) -> Path:
+              document: str | None = None, footnotes: list[str] = (), styles_xml: str = "") -> Path:
     """A .docx shaped like Word's: [Content_Types].xml, _rels/.rels, word/document.xml and
-    word/styles.xml, whose heading styles have `language`'s ids. `document` replaces
-    document.xml's text (a hostile one)."""
+    word/styles.xml, whose heading styles have `language`'s ids (and `styles_xml`'s), and
+    word/footnotes.xml when there are `footnotes` (each referenced from the first paragraph).
+    `document` replaces document.xml's text (a hostile one)."""
     styles = WORD_STYLES[language]
     body = "".join(word_paragraph(kind, text, styles) for kind, text in blocks)
+    notes = "".join(f'<w:footnote w:id="{i}"><w:p><w:r><w:footnoteRef/></w:r><w:r><w:t xml:space="preserve"> '
+                    f'{escape(note)}</w:t></w:r></w:p></w:footnote>' for i, note in enumerate(footnotes, 1))
+    body = body.replace("</w:t></w:r></w:p>", "</w:t></w:r>" + "".join(
+        f'<w:r><w:footnoteReference w:id="{i}"/></w:r>' for i in range(1, len(footnotes) + 1)) + "</w:p>", 1)
     document = document or (f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
                             f'<w:document xmlns:w="{W}"><w:body>{body}<w:sectPr/></w:body></w:document>')
     style_xml = "".join(f'<w:style w:type="paragraph" w:styleId="{sid}"><w:name w:val="{name}"/>'
                         f'<w:basedOn w:val="Normal"/><w:pPr><w:outlineLvl w:val="{lv - 1}"/></w:pPr></w:style>'
                         for lv, (sid, name) in styles.items())
     style_xml += ('<w:style w:type="paragraph" w:styleId="TOC1"><w:name w:val="toc 1"/></w:style>'
-                  '<w:style w:type="paragraph" w:default="1" w:styleId="Normal"><w:name w:val="Normal"/></w:style>')
+                  '<w:style w:type="paragraph" w:default="1" w:styleId="Normal"><w:name w:val="Normal"/></w:style>'
+                  + styles_xml)
+
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("[Content_Types].xml",
                    '<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/'
@@ -49,6 +58,9 @@ def make_docx(path: Path, blocks: list[tuple[str, str]], language: str = "en",
                    'package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/'
                    'officeDocument/2006/relationships/officeDocument" Target="word/document.xml"/></Relationships>')
         z.writestr("word/document.xml", document)
+        if footnotes:
+            z.writestr("word/footnotes.xml", f'<w:footnotes xmlns:w="{W}"><w:footnote w:type="separator" w:id="-1">'
+                                             f'<w:p><w:r><w:separator/></w:r></w:p></w:footnote>{notes}</w:footnotes>')
         z.writestr("word/styles.xml", f'<?xml version="1.0" encoding="UTF-8"?><w:styles xmlns:w="{W}">'
                                       f'{style_xml}</w:styles>')
     return path
@@ -56,8 +68,11 @@ def make_docx(path: Path, blocks: list[tuple[str, str]], language: str = "en",
 
 def make_odt(path: Path, blocks: list[tuple[str, str]]) -> Path:
     """An .odt shaped like LibreOffice's: an uncompressed mimetype first, META-INF/manifest.xml
-    and content.xml, headings as text:h with text:outline-level."""
+    and content.xml, headings as text:h with text:outline-level; a block of kind "xml" is its
+    text, as XML."""
     def block(kind: str, text: str) -> str:
+        if kind == "xml":
+            return text
         if kind in ("h1", "h2"):
             return f'<text:h text:outline-level="{kind[1]}">{escape(text)}</text:h>'
         if kind == "li":

@@ -8,10 +8,11 @@ def escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
 
 
-def make_pdf(path: Path, pages: list[list[str]]) -> Path:
-    """A PDF with one page per list of lines; an empty list makes a page with no text."""
+def make_pdf(path: Path, pages: list[list[str]], shared: int = 0) -> Path:
+    """A PDF with one page per list of lines; an empty list makes a page with no text. `shared`:
+    that many pages more, each showing the first page's content (one stream, drawn again)."""
     objects: list[bytes] = []
-    n = len(pages)
+    n = len(pages) + shared
     kids = " ".join(f"{3 + 2 * i} 0 R" for i in range(n))
     font = 3 + 2 * n
     objects.append(b"<< /Type /Catalog /Pages 2 0 R >>")
@@ -22,6 +23,10 @@ def make_pdf(path: Path, pages: list[list[str]]) -> Path:
         objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {4 + 2 * i} 0 R "
                        f"/Resources << /Font << /F1 {font} 0 R >> >> >>".encode())
         objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
+    for i in range(len(pages), n):
+        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+                       f"/Resources << /Font << /F1 {font} 0 R >> >> >>".encode())
+        objects.append(b"<< >>")
     objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
     out = bytearray(b"%PDF-1.4\n")
     offsets = []

@@ -459,6 +459,16 @@ def test_gaps_without_a_log(cli, notes):
     assert json.loads(cli("--notes", notes, "--gaps", "--json").stdout)["groups"] == []
 
 
+def test_to_eval_through_a_link_to_no_file_yet_writes_the_set_where_it_points(cli, notes, tmp_path):
+    # As --make-eval does, and a shell's >>: a set to append to need not be there yet.
+    assert cli("--notes", notes, OFF_TOPIC).returncode == 0
+    (tmp_path / "set.jsonl").symlink_to(tmp_path / "sets.jsonl")
+    out = cli("--notes", notes, "--gaps", "--to-eval", tmp_path / "set.jsonl")
+    assert out.returncode == 0, out.stderr
+    written = (tmp_path / "sets.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["question"] for line in written] == [OFF_TOPIC]
+
+
 def test_to_eval_into_a_file_that_is_no_evaluation_set_is_refused(cli, notes, tmp_path):
     write_log(cli, [entry(KITES[0], notes)])
     other = tmp_path / "notes.txt"

@@ -239,5 +239,5 @@ def test_eval_judges_the_floor_on_the_top_k_a_run_uses(server, notes, tmp_path):
     result = rag.evaluate(client, index, items, s)
     runs = [rag.search(client, index, it["question"], s) for it in items]
     assert [c["confidence"] for c in result["confidences"]] == [round(r.confidence, 3) for r in runs]
-    deep = [rag.search(client, index, it["question"], rag.replace(s, top_k=rag.EVAL_DEPTH)) for it in items]
+    deep = [rag.search(client, index, it["question"], rag.replace(s, top_k=rag.CANDIDATE_DEPTH)) for it in items]
     assert any(round(d.confidence, 3) != round(r.confidence, 3) for d, r in zip(deep, runs))   # it matters here

@@ -23,9 +23,10 @@ from test_index import make_vault
 
 import demo_rag as rag
 
-HANDSHAKE = list(rag.MCP_HANDSHAKE_REVISIONS)
-STATELESS = list(rag.MCP_STATELESS_REVISIONS)
-ENVELOPE = {rag.MCP_VERSION_KEY: "2026-07-28", rag.MCP_CAPABILITIES_KEY: {}}
+HANDSHAKE = list(rag.McpServer.HANDSHAKE_REVISIONS)
+STATELESS = list(rag.McpServer.STATELESS_REVISIONS)
+VERSION_KEY, CAPABILITIES_KEY = rag.McpServer.VERSION_KEY, rag.McpServer.CAPABILITIES_KEY
+ENVELOPE = {VERSION_KEY: "2026-07-28", CAPABILITIES_KEY: {}}
 
 
 class Mcp:
@@ -156,7 +157,7 @@ def test_the_stateless_revision_needs_no_handshake_and_says_its_version_in_every
     discover = m.request("server/discover", {"_meta": ENVELOPE})["result"]
     assert discover["supportedVersions"][0] == "2026-07-28" and set(discover["supportedVersions"]) == set(
         HANDSHAKE + STATELESS)
-    assert discover["resultType"] == "complete" and discover["_meta"][rag.MCP_SERVER_INFO_KEY]["name"] == "demo_rag"
+    assert discover["resultType"] == "complete" and discover["_meta"][rag.McpServer.SERVER_INFO_KEY]["name"] == "demo_rag"
     assert discover["capabilities"]["tools"] == {"listChanged": False} and discover["ttlMs"] == 0
     tools = m.request("tools/list", {"_meta": ENVELOPE})["result"]
     assert [t["name"] for t in tools["tools"]] == ["search_notes", "read_note", "ask_notes"]
@@ -165,10 +166,10 @@ def test_the_stateless_revision_needs_no_handshake_and_says_its_version_in_every
                                      "_meta": ENVELOPE})["result"]
     assert found["resultType"] == "complete" and found["structuredContent"]["sources"][0]["path"] == "bm25.md"
     # a revision it does not serve is named, with those it does; a half envelope is refused
-    wrong = m.request("tools/list", {"_meta": {**ENVELOPE, rag.MCP_VERSION_KEY: "2027-01-01"}})["error"]
+    wrong = m.request("tools/list", {"_meta": {**ENVELOPE, VERSION_KEY: "2027-01-01"}})["error"]
     assert wrong["code"] == -32022 and wrong["data"] == {"supported": STATELESS, "requested": "2027-01-01"}
-    half = m.request("tools/list", {"_meta": {rag.MCP_VERSION_KEY: "2026-07-28"}})["error"]
-    assert half["code"] == -32602 and rag.MCP_CAPABILITIES_KEY in half["message"]
+    half = m.request("tools/list", {"_meta": {VERSION_KEY: "2026-07-28"}})["error"]
+    assert half["code"] == -32602 and CAPABILITIES_KEY in half["message"]
     # handshake-era results carry none of the stateless revision's fields
     legacy = m.request("tools/list")["result"]
     assert set(legacy) == {"tools"}
@@ -449,6 +450,19 @@ def test_search_and_ask_take_the_command_line_s_tag_and_date_filters(mcp, tmp_pa
     assert wrong["isError"] is True and "tags must be an array" in said(wrong)
     blank = m.call("search_notes", query="budget", tags=[""])
     assert blank["isError"] is True and "tags[0] is blank" in said(blank)
+    assert m.close()[0] == 0
+
+
+def test_a_filter_that_is_wrong_or_matches_nothing_is_named_as_the_tool_s_argument_not_as_a_flag(mcp):
+    m = mcp()
+    for tool, asked in [("search_notes", {"query": "budget"}), ("ask_notes", {"question": "What is the budget?"})]:
+        none = m.call(tool, **asked, tags=["nosuchtag"], since="2020")
+        assert none["isError"] is True and said(none).startswith(
+            'no note matches tags ["nosuchtag"], since "2020" (of '), said(none)
+        for argument, value in [("since", "yesterday"), ("until", "soon"), ("tags", ["two words"])]:
+            wrong = m.call(tool, **asked, **{argument: value})
+            assert wrong["isError"] is True and said(wrong).startswith(f"{argument}: expected a "), said(wrong)
+        assert "--" not in said(none) + said(wrong)
     assert m.close()[0] == 0
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import subprocess
 import sys
 import threading
 import time
@@ -103,15 +104,33 @@ def test_a_cancelled_call_gets_no_answer_and_a_cancel_for_no_call_is_ignored(mcp
     assert not [line for line in m.lines if json.loads(line).get("id") == "ask"]
 
 
-def test_stdin_ending_while_an_answer_streams_ends_the_server_at_once(mcp, server, slow_answer):
-    m = mcp()
+def test_a_piped_client_s_ask_notes_is_answered_though_stdin_ended_as_it_streamed(server, notes, tmp_path, slow_answer):
+    """`echo '{... ask_notes ...}' | demo_rag.py --mcp`: stdin ends as the call is read, and the
+    answer that streams after it is still given, then the server ends."""
+    ask = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+           "params": {"name": "ask_notes", "arguments": {"question": "What is BM25?"}}}
+    out = subprocess.run([sys.executable, str(SCRIPT), "--mcp", "--notes", str(notes), "--cache", str(tmp_path / "c"),
+                          "--max-answer-tokens", "40"], input=json.dumps(ask) + "\n", capture_output=True,
+                         text=True, env=user_env(server.url), timeout=60)
+    (reply,) = [json.loads(line) for line in out.stdout.splitlines()]
+    answer = reply["result"]["structuredContent"]
+    assert out.returncode == 0 and reply["id"] == 1 and answer["status"] == "answered", out.stderr
+    assert answer["answer"].startswith("The answer [1] then 0 then 1 ") and "then 37 " in answer["answer"]
+    assert "Traceback" not in out.stderr and "Fatal" not in out.stderr
+
+
+def test_stdin_ending_gives_an_answer_that_streams_until_timeout_then_stops_it_and_ends(mcp, server, slow_answer):
+    m = mcp("--timeout", 1.5)             # the answer would stream for ~20 s
     m.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": {"name": "ask_notes", "arguments": {"question": "What is BM25?"}}})
     chat = slow_answer()
     t0 = time.monotonic()
     code, err = m.close()
-    assert code == 0 and time.monotonic() - t0 < 5 and "Traceback" not in err and "Fatal" not in err, err
+    took = time.monotonic() - t0
+    assert code == 0 and 1.4 < took < 8 and "Traceback" not in err and "Fatal" not in err, (took, err)
+    assert "stdin ended: stopped 1 answer(s) not finished within 1.5 s (--timeout)" in err, err
     server.wait_for(lambda: chat.get("gone"), timeout=10)               # it did not answer on
+    assert m.lines == []
 
 
 def test_ctrl_c_while_an_answer_streams_says_so_to_its_caller_and_ends(mcp, server, slow_answer):
@@ -150,20 +169,23 @@ def test_a_note_edited_while_the_server_idles_is_seen_by_the_next_call_which_loo
 
 def test_the_held_index_serves_a_call_without_looking_while_its_last_look_is_fresh(server, notes, tmp_path):
     settings = rag.Settings(notes_dir=notes, cache_dir=tmp_path / "cache")
-    held = rag.HeldIndex(settings, rag.ollama_client(), fresh_seconds=3600)
+    held = rag.HeldIndex(settings, rag.ollama_client(), fresh_seconds=2000)
     index, _ = held.current()             # opened: looked just now
-    assert held.idle_for() > 1000
+    assert held.idle_for() > 900
     tags = len(server.of("/api/tags"))
-    assert held.current()[0] is index and held.idle_for() == 0      # served, not looked: a look is due
-    assert len(server.of("/api/tags")) == tags
+    assert held.current()[0] is index     # served, not looked: a look is due a tenth of 2000 s on,
+    assert 190 < held.idle_for() <= 200   # not at once, while the client reads the answer
     held.look()
-    assert held.idle_looks == 1 and len(server.of("/api/tags")) == tags + 1 and held.idle_for() > 1000
+    assert held.idle_looks == 0 and len(server.of("/api/tags")) == tags
+    held.used, held.looked = held.used - 200, held.looked - 200       # 200 s on
+    held.look()
+    assert held.idle_looks == 1 and len(server.of("/api/tags")) == tags + 1 and held.idle_for() > 900
     held.look()                           # not due: nothing asked
     assert held.idle_looks == 1 and len(server.of("/api/tags")) == tags + 1
     (notes / "zeppelin.md").write_text("# Zeppelins\n\nA zeppelin hangar at Friedrichshafen held airships.")
     assert held.current()[0] is index     # within the bound: served as it was, nothing asked
     assert len(server.of("/api/tags")) == tags + 1
-    held.looked -= 3600                   # an hour on: the next call looks first, and sees the note
+    held.looked -= 2000                   # long after: the next call looks first, and sees the note
     assert "zeppelin.md" in held.current()[0].files
     assert rag.HeldIndex(settings, rag.ollama_client(), fresh_seconds=0).idle_for() is None
 

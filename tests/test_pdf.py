@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import ollama
 import pytest
@@ -97,3 +98,22 @@ def test_without_pypdf_pdfs_are_skipped_once_with_the_install_command(pdf_notes,
     assert lines == ["warning: skipped 4 PDFs (broken.pdf, locked.pdf, manual.pdf, scan.pdf): "
                      "PDF support needs `pip install pypdf`"]
     assert "[1] note.md" in out.stdout
+
+
+@needs_pypdf
+def test_a_pdf_whose_text_passes_the_bound_is_skipped_as_soon_as_it_does(tmp_path, server):
+    # 12,000 pages that each draw the same stream of 6 KB of text: a 2.5 MB file, 70 MB of text
+    lines = ["The zeppelin kettle boils at noon; descale it with citric acid monthly."] * 80
+    path = make_pdf(tmp_path / "echo.pdf", [lines], shared=12_000)
+    assert path.stat().st_size < 3 * 2**20
+    started = time.perf_counter()
+    with pytest.raises(ValueError, match=r"its text: .* over the 1 MB limit \(--max-note-mb\)"):
+        rag.read_pdf(path, None, 1)
+    assert time.perf_counter() - started < 30            # all its pages: several minutes
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    path.rename(folder / "echo.pdf")
+    (folder / "tea.md").write_text("# Tea\n\nGreen tea wants water at about 80 degrees, never boiling.\n")
+    out = run_cli("green tea", "--notes", folder, "--retrieve-only", "--max-note-mb", "3",
+                  "--cache", tmp_path / "cache", host=server.url, timeout=120)
+    assert out.returncode == 0 and "warning: skipped echo.pdf: its text: " in out.stderr, out.stderr

@@ -528,3 +528,129 @@ def test_a_page_s_declared_charset_decides_where_its_bytes_alone_would_be_a_gues
     assert len(data) % 2 == 0 and data.decode("utf-16").count("\n") != data.count(b"\n")
     (section,), _ = rag.read_html(Path("p.html"), data)
     assert section.text.count("\n") == 2 and "caf" in section.text
+
+
+# ---- what the readers kept or dropped wrongly ---------------------------------------------------
+
+CSV_RST = """csv --- CSV File Reading and Writing
+=====================================
+
+.. module:: csv
+
+Module Contents
+---------------
+
+.. class:: DictReader(f, fieldnames=None, restkey=None, restval=None, dialect='excel', *args, **kwds)
+
+   Create an object that operates like a regular reader but maps the information in each row to a
+   :class:`dict` whose keys are given by the optional *fieldnames* parameter. If a row has more
+   fields than fieldnames, the remaining data is put in a list and stored with the fieldname
+   specified by *restkey* (which defaults to ``None``).
+
+   .. method:: DictReader.fieldnames
+
+      The field names, read from the first row of the file when not given.
+
+.. class:: special
+
+   A docutils class directive: its content is text as well.
+"""
+
+
+def test_rst_class_directives_keep_their_signature_and_body(cli, tmp_path):
+    (section,), _ = rag.read_rst(Path("csv.rst"), CSV_RST.encode())
+    lines = section.text.split("\n")
+    for words in ("DictReader(f, fieldnames=None, restkey=None", "stored with the fieldname",
+                  "specified by *restkey*", "The field names, read from the first row",
+                  "A docutils class directive"):
+        assert any(words in line for line in lines), (words, lines)
+    assert lines[CSV_RST.split("\n").index("   specified by *restkey* (which defaults to ``None``).")] \
+        .endswith("(which defaults to None).")                    # on the file's line
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "csv.rst").write_text(CSV_RST, encoding="utf-8")
+    (folder / "tea.md").write_text(OTHER_NOTE, encoding="utf-8")
+    out = cli("Where does DictReader put the extra fields, restkey?", "--notes", folder,
+              "--retrieve-only", "--json")
+    top = json.loads(out.stdout)["sources"][0]
+    assert top["source"] == "csv.rst" and "restkey" in top["text"], top
+
+
+def test_org_drawers_keep_their_text_but_properties_and_logbook_and_fixed_width_lines_stay_as_written():
+    text = ("#+TITLE: Magit\n* Introduction\n:PREAMBLE:\nMagit is an interface to the version control "
+            "system Git.\n:END:\n:PROPERTIES:\n:CUSTOM_ID: intro\n:END:\n:LOGBOOK:\nCLOCK: [2026-01-02]\n"
+            ":END:\n: [[https://magit.vc][the manual]] *not bold*\n:\nDone.\n")
+    (section,), _ = rag.read_org(Path("magit.org"), text.encode())
+    assert section.text.split("\n") == [
+        "# Magit", "## Introduction", "", "Magit is an interface to the version control system Git.", "",
+        "", "", "", "", "", "", "[[https://magit.vc][the manual]] *not bold*", "", "Done.", ""]
+
+
+def test_rst_code_blocks_stay_as_written_with_their_caption_and_references_lose_their_underscore():
+    text = ("Read reStructuredText_ and Sphinx_\n==================================\n\n"
+            ".. code-block:: rst\n   :caption: A title in reST\n   :linenos:\n\n   Title\n   =====\n\n"
+            "   See :ref:`intro` and `Python <https://python.org>`_.\n\nAfter the block, Python_, "
+            "``keep_`` and *r_*.\n\n.. _reStructuredText: https://docutils.sourceforge.io/rst.html\n")
+    (section,), _ = rag.read_rst(Path("r.rst"), text.encode())
+    lines = section.text.split("\n")
+    assert lines[0] == "# Read reStructuredText and Sphinx" and lines[1] == ""
+    assert lines[4] == "A title in reST" and lines[7:12] == [
+        "   Title", "   =====", "", "   See :ref:`intro` and `Python <https://python.org>`_.", ""], lines
+    assert lines[12] == "After the block, Python, keep_ and *r_*." and "docutils" not in section.text
+
+
+# A Sphinx page (alabaster, the default theme: its footer is a div of class "footer") and
+# docutils' pages (HTML5: the .. header:: directive's <header>; HTML4: div of class "header").
+CHROME_PAGES = {
+    "sphinx.html": '<html><head><title>Kettle</title></head><body>\n<div class="document"><div '
+                   'class="documentwrapper"><div class="body" role="main">\n<h1>Kettle</h1>\n<p>Descale it '
+                   'monthly with citric acid.</p>\n</div></div></div>\n<div class="footer">&copy;2026, Ann. | '
+                   'Powered by <a href="https://www.sphinx-doc.org/">Sphinx 7.2.6</a> &amp; <a href="https:'
+                   '//alabaster.readthedocs.io">Alabaster 0.7.16</a> | <a href="_sources/index.rst.txt">Page '
+                   'source</a></div></body></html>',
+    "docutils5.html": '<html><body>\n<header>\n<p>Draft of the kettle notes, CHROMEWORD</p>\n</header>\n'
+                      '<main id="kettle">\n<h1 class="title">Kettle</h1>\n<p>Descale it monthly with citric '
+                      'acid.</p>\n</main>\n<footer>\n<p>Page CHROMEWORD</p>\n</footer>\n</body></html>',
+    "docutils4.html": '<html><body>\n<div class="header">\nDraft of the kettle notes, CHROMEWORD\n<hr '
+                      'class="header"/>\n</div>\n<div class="document" id="kettle">\n<h1 class="title">'
+                      'Kettle</h1>\n<p>Descale it monthly with citric acid.</p>\n</div>\n<div class="footer">'
+                      '\n<hr class="footer" />\nGenerated by Docutils CHROMEWORD\n</div>\n</body></html>',
+    "pandoc.html": '<html><body>\n<header id="title-block-header">\n<h1 class="title">Kettle</h1>\n'
+                   '</header>\n<p>Descale it monthly with citric acid.</p>\n</body></html>',
+}
+
+
+@pytest.mark.parametrize("name", CHROME_PAGES)
+def test_a_site_s_header_and_footer_around_the_page_are_left_out_but_a_title_in_one_kept(name):
+    (section,), _ = rag.read_html(Path(name), CHROME_PAGES[name].encode())
+    assert "Descale it monthly with citric acid." in section.text
+    assert not re.search(r"CHROMEWORD|Sphinx|Alabaster|Page source|Draft", section.text), section.text
+    assert [h[2] for h in rag.heading_outline(section.text)] == ["Kettle"], section.text
+
+
+# Shapes a pattern could try from every one of their characters (quadratic: a minute or more
+# here), each read by its reader and then cut by the chunker; read linearly, in a second or two.
+SLOW_SHAPES = [
+    ("tags.org", "* Tea" + " " * 400_000 + "x\nzeppelin\n"),
+    ("tabs.org", "* Tea :a:" + "\t" * 400_000 + "x\nzeppelin\n"),
+    ("target.rst", "`a" + " " * 300_000 + "b <x>`_ zeppelin\n"),
+    ("references.rst", "a-" * 40_000 + "_ zeppelin\n"),
+    ("dots.rst", "a." * 40_000 + "x zeppelin\n"),
+    ("heading.md", "# Tea" + " " * 100_000 + "x\n\nzeppelin\n"),
+    ("hashes.md", "# Tea" + " #" * 40_000 + "x\n\nzeppelin\n"),
+    ("heading.html", "<h2>Tea" + " " * 100_000 + "x</h2><p>zeppelin</p>"),
+    ("spaces.txt", "zeppelin" + " " * 400_000 + "x\n"),
+    ("colons.txt", "zeppelin " + ": " * 200_000 + "\n"),
+    ("todo.org", "#+TODO: " + "(" * 300_000 + "\n* TODO zeppelin\n"),
+]
+
+
+@pytest.mark.parametrize("name, data", SLOW_SHAPES, ids=[s[0] for s in SLOW_SHAPES])
+def test_runs_of_one_character_are_read_and_chunked_in_linear_time(tmp_path, name, data):
+    path = tmp_path / name
+    path.write_text(data, encoding="utf-8")
+    started = time.perf_counter()
+    sections, _ = rag.NOTE_TYPES[path.suffix].read(path, None)
+    chunks = rag.chunk_sections(name, sections, rag.make_splitter())
+    assert time.perf_counter() - started < 20, name
+    assert any("zeppelin" in c.text for c in chunks)

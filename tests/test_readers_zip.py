@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import struct
+import time
 import tracemalloc
 import zipfile
 
@@ -79,17 +80,18 @@ def test_word_keeps_its_headings_and_text_and_leaves_out_what_word_does_not_show
             '<w:p><w:pPr><w:outlineLvl w:val="1"/></w:pPr><w:r><w:t>By its outline</w:t></w:r></w:p>'
             '<w:tbl><w:tr><w:tc><w:p><w:r><w:t>a</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>b</w:t></w:r>'
             '</w:p></w:tc></w:tr></w:tbl><w:p><w:r><mc:AlternateContent><mc:Choice><w:t>shape</w:t></mc:Choice>'
-            '<mc:Fallback><w:t>shape again</w:t></mc:Fallback></mc:AlternateContent></w:r></w:p>')
+            '<mc:Fallback><w:t>shape again</w:t></mc:Fallback></mc:AlternateContent></w:r></w:p>'
+            '<w:p><w:r><w:t>ls -l</w:t><w:br/><w:t>cd /tmp</w:t></w:r></w:p>')     # a code block's lines
     document = (f'<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main" '
                 f'xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006"><w:body>{body}'
                 f'</w:body></w:document>')
     (section,), warning = rag.read_docx(make_docx(tmp_path / "w.docx", [], document=document))
-    assert section.text == "# Kept\n\nnow \there\n\n## By its outline\n\na | b\n\nshape"
+    assert section.text == "# Kept\n\nnow here\n\n## By its outline\n\na | b\n\nshape\n\nls -l\n\ncd /tmp"
     assert warning is None and (section.page, section.line) == (None, None)
     (section,), _ = rag.read_docx(make_docx(tmp_path / "de.docx", BLOCKS, "de"))
     assert section.text.startswith("# Safety\n\nNever fill")            # its table of contents left out
     assert [h[2] for h in rag.heading_outline(section.text)] == ["Safety", "Warranty", "Claims"]
-    assert "\\# 1 is not a heading here\n\n- unplug it first" in section.text
+    assert "\n # 1 is not a heading here\n\n- unplug it first" in section.text
 
 
 def test_a_notebook_is_its_cells_without_outputs_and_its_code_has_no_headings(tmp_path):
@@ -174,7 +176,7 @@ def billion_laughs(path):
 def many_members(path):
     make_docx(path, [("p", CLAIMS)])
     with zipfile.ZipFile(path, "a") as z:
-        for i in range(rag.MAX_ZIP_MEMBERS):
+        for i in range(rag.Unzipped.MAX_MEMBERS):
             z.writestr(f"word/media/{i}.png", b"")
     return path
 
@@ -382,3 +384,209 @@ def test_the_types_are_named_from_the_table(tmp_path, cli):
     out = cli("anything", "--notes", empty)
     assert ".pdf, .docx, .odt, .epub, .ipynb, " in out.stderr
     assert ".docx, .odt, .epub, .ipynb, " in " ".join(cli("--help").stdout.split())
+
+
+# ---- a document whose text passes --max-note-mb, however small its file ------------------------
+
+SENTENCE = "The zeppelin kettle boils at noon; descale it with citric acid. "
+
+
+def big_docx(path, language: str = "en"):
+    """2 MB of text (0.6 M Chinese characters, 1.8 MB in UTF-8) in a Word file of a few KB."""
+    text = "齐柏林水壶中午烧开，用柠檬酸除垢。" * 40 if language == "zh" else SENTENCE * 40
+    count = int(2 * 2**20 / len(text.encode())) if language == "en" else int(0.6e6 / len(text))
+    return make_docx(path, [("p", text)] * count)
+
+
+def spaced_odt(path):
+    """An .odt of <text:s text:c="80"/> (80 spaces in 21 bytes) between words: 13 MB of text read
+    as 80 spaces each, 1.35 MB laid out as one."""
+    return make_odt(path, [("xml", "<text:p>" + '<text:s text:c="80"/>zeppelin' * 150_000 + "</text:p>")])
+
+
+def big_epub(path):
+    """Twelve chapters of 0.15 MB, each well under the bound, 1.8 MB together."""
+    return make_epub(path, [(f"Part {i}", [SENTENCE * 40] * 60) for i in range(12)])
+
+
+def fenced_notebook(path):
+    """A notebook under 1 MB whose 28,000 one-letter code cells, each fenced with its 40-letter
+    language, make 1.4 MB of text."""
+    cells = ",".join(['{"cell_type":"code","source":"x"}'] * 28_000)
+    path.write_text('{"metadata":{"language_info":{"name":"%s"}},"nbformat":4,"cells":[%s]}'
+                    % ("zeppelinkettle" * 2 + "python" * 2, cells))
+    return path
+
+
+TOO_MUCH_TEXT = [("big.docx", big_docx), ("big-zh.docx", lambda p: big_docx(p, "zh")),
+                 ("spaced.odt", spaced_odt), ("big.epub", big_epub), ("cells.ipynb", fenced_notebook),
+                 ("headings.html", lambda p: p.write_text("# a\n" * 240_000)),     # " # a": a space more
+                 ("stars.org", lambda p: p.write_text("* a\n" * 240_000))]
+
+
+@pytest.mark.parametrize("name, make", TOO_MUCH_TEXT, ids=[n for n, _ in TOO_MUCH_TEXT])
+def test_a_note_whose_text_passes_the_bound_is_named_and_skipped(tmp_path, cli, name, make):
+    notes = folder_with(tmp_path, name)
+    make(notes / name)
+    assert (notes / name).stat().st_size < 2**20          # its file is within --max-note-mb 1
+    out = cli("green tea", "--notes", notes, "--retrieve-only", "--max-note-mb", "1", timeout=120)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    said = [line for line in out.stderr.splitlines() if name in line]
+    assert len(said) == 1 and said[0].startswith(f"warning: skipped {name}: its text: "), out.stderr
+    assert said[0].endswith("MB is over the 1 MB limit (--max-note-mb)"), said
+    assert "indexed 1 note" in out.stderr and "[1] tea.md" in out.stdout
+
+
+@pytest.mark.parametrize("suffix, make", [("docx", big_docx), ("odt", spaced_odt), ("epub", big_epub)])
+def test_a_document_s_text_stops_at_the_bound_without_being_made_whole_first(tmp_path, suffix, make):
+    path = make(tmp_path / f"big.{suffix}")
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match=r"its text: .* over the 0.5 MB limit"):
+            rag.NOTE_TYPES[path.suffix].read(path, None, 0.5)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 24 * 2**20, peak                       # not the whole text (2 MB+) and its runs
+
+
+def test_the_unzip_bound_follows_the_bound_on_a_note(tmp_path, cli):
+    notes = folder_with(tmp_path, "zeros.docx")
+    zip_bomb(notes / "zeros.docx", megabytes=30)
+    out = cli("green tea", "--notes", notes, "--retrieve-only", "--max-note-mb", "1")
+    assert "warning: skipped zeros.docx: a zip bomb? word/document.xml would unzip to 30 MB (a note's " \
+           "parts may unzip to 20 MB in all)" in out.stderr, out.stderr
+
+
+def test_a_skipped_document_is_not_read_again_by_a_run_or_by_mcp(tmp_path, server, monkeypatch):
+    notes = folder_with(tmp_path, "")
+    big_docx(notes / "big.docx")
+    s = rag.Settings(notes_dir=notes, cache_dir=tmp_path / "cache", max_note_mb=1)
+    client = ollama.Client(host=server.url)
+    _, report = rag.open_index(s, client)
+    assert report.skipped["big.docx"].why.startswith("its text: ")
+    with monkeypatch.context() as m:
+        m.setitem(rag.NOTE_TYPES, ".docx", rag.NOTE_TYPES[".docx"]._replace(
+            read=lambda *a: pytest.fail("read again")))
+        index, report = rag.open_index(s, client)
+    assert "big.docx" in report.skipped and "big.docx" not in index.files
+    mcp = Mcp(["--notes", notes, "--cache", tmp_path / "cache", "--max-note-mb", "1"], server.url)
+    try:
+        for start in (1, 50):
+            started = time.perf_counter()
+            said = mcp.call("read_note", path="big.docx", start_line=start)
+            assert said["isError"] and "not a note of the index" in said["content"][0]["text"], said
+            assert time.perf_counter() - started < 5
+        assert mcp.call("read_note", path="tea.md")["structuredContent"]["text"].startswith("# Tea")
+    finally:
+        mcp.p.kill()
+        mcp.p.wait(timeout=30)
+
+
+# ---- a reader that meets what it does not expect skips that note, never the folder -------------
+
+ODD_NOTEBOOKS = {
+    "info-number.ipynb": {"metadata": {"language_info": 5, "kernelspec": "python"}, "cells": [
+        {"cell_type": "code", "source": "zeppelin = 1"}]},
+    "info-list.ipynb": {"metadata": {"language_info": {"name": ["python"]}, "kernelspec": [1]}, "cells": [
+        {"cell_type": "code", "source": "zeppelin = 1"}]},
+    "worksheets-number.ipynb": {"worksheets": 3, "cells": None},
+    "worksheet-cells-bool.ipynb": {"worksheets": [{"cells": True}, 7, {"cells": [
+        {"cell_type": "markdown", "source": "# Zeppelin"}]}]},
+    "odd-cells.ipynb": {"cells": [1, None, "x", {"cell_type": ["code"], "source": 5},
+                                  {"cell_type": "heading", "level": "two", "source": ["Zeppelin", 3]}]},
+}
+
+
+@pytest.mark.parametrize("name", ODD_NOTEBOOKS)
+def test_an_odd_notebook_is_read_for_what_it_holds_or_skipped_never_the_folder(tmp_path, cli, name):
+    notes = folder_with(tmp_path, name)
+    (notes / name).write_text(json.dumps(ODD_NOTEBOOKS[name]))
+    out = cli("green tea", "--notes", notes, "--retrieve-only")
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    assert "[1] tea.md" in out.stdout
+    said = [line for line in out.stderr.splitlines() if name in line and line.startswith("warning")]
+    assert said == [] or said == [f"warning: skipped {name}: no text found in this notebook file"] \
+        or said[0].startswith(f"warning: skipped {name}: under "), said
+    if "zeppelin" in json.dumps(ODD_NOTEBOOKS[name]).lower():
+        sections, _ = rag.read_notebook(notes / name)
+        assert "zeppelin" in "\n".join(s.text for s in sections).lower()
+
+
+def test_a_reader_s_own_fault_skips_its_note_with_the_reason(tmp_path, server, monkeypatch):
+    notes = folder_with(tmp_path, "")
+    make_notebook(notes / "claims.ipynb", CELLS)
+
+    def faulty(*_):
+        raise TypeError("'int' object is not iterable")
+    monkeypatch.setitem(rag.NOTE_TYPES, ".ipynb", rag.NOTE_TYPES[".ipynb"]._replace(read=faulty))
+    s = rag.Settings(notes_dir=notes, cache_dir=tmp_path / "cache")
+    index, report = rag.open_index(s, ollama.Client(host=server.url))
+    assert report.skipped["claims.ipynb"].why == "its reader failed (TypeError: 'int' object is not iterable)"
+    assert "tea.md" in index.files
+
+
+def test_an_mcp_call_still_answers_beside_a_notebook_a_reader_would_fail_on(tmp_path, server):
+    notes = folder_with(tmp_path, "")
+    (notes / "odd.ipynb").write_text(json.dumps(ODD_NOTEBOOKS["worksheets-number.ipynb"]))
+    m = Mcp(["--notes", notes, "--cache", tmp_path / "cache"], server.url)
+    try:
+        assert m.call("read_note", path="tea.md")["structuredContent"]["text"].startswith("# Tea")
+        assert m.call("search_notes", query="green tea")["structuredContent"]["sources"][0]["path"] == "tea.md"
+    finally:
+        m.p.kill()
+        m.p.wait(timeout=30)
+
+
+# ---- one odd value is passed over, not the document ----------------------------------------------
+
+DIGITS = "1" * 5_000
+ODD_VALUES = [
+    ("superscript.odt", lambda p: make_odt(p, [("xml", '<text:h text:outline-level="²">Kettle</text:h>'),
+                                               ("p", CLAIMS)])),
+    ("digits.odt", lambda p: make_odt(p, [("xml", f'<text:h text:outline-level="{DIGITS}">Kettle</text:h>'),
+                                          ("p", CLAIMS)])),
+    ("superscript.docx", lambda p: make_docx(p, [("xml", '<w:p><w:pPr><w:outlineLvl w:val="²"/></w:pPr><w:r>'
+                                                         '<w:t>Kettle</w:t></w:r></w:p>'), ("p", CLAIMS)])),
+    ("digits.docx", lambda p: make_docx(p, [("xml", '<w:p><w:pPr><w:pStyle w:val="Odd"/></w:pPr><w:r>'
+                                                    '<w:t>Kettle</w:t></w:r></w:p>'), ("p", CLAIMS)],
+                                        styles_xml=f'<w:style w:type="paragraph" w:styleId="Odd"><w:name '
+                                                   f'w:val="Odd"/><w:pPr><w:outlineLvl w:val="{DIGITS}"/>'
+                                                   f'</w:pPr></w:style>')),
+    ("undefined.html", lambda p: p.write_bytes(f'<meta charset="undefined">\n<p>{CLAIMS} Grüße</p>\n'
+                                               .encode("cp1252"))),
+    ("idna.html", lambda p: p.write_bytes(f'<meta charset="idna">\n<p>{CLAIMS} {"é" * 80}</p>\n'
+                                          .encode("cp1252"))),
+    ("digits.ipynb", lambda p: p.write_text('{"cells": [{"cell_type": "markdown", "execution_count": %s, '
+                                            '"source": "%s"}]}' % (DIGITS, CLAIMS))),
+]
+
+
+@pytest.mark.parametrize("name, make", ODD_VALUES, ids=[n for n, _ in ODD_VALUES])
+def test_a_document_with_one_odd_value_is_read_the_value_passed_over(tmp_path, cli, name, make):
+    notes = folder_with(tmp_path, name)
+    make(notes / name)
+    out = cli(QUESTION, "--notes", notes, "--retrieve-only", "--json")
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    assert f"skipped {name}" not in out.stderr, out.stderr
+    assert json.loads(out.stdout)["sources"][0]["source"] == name
+
+
+# ---- footnotes and links are text; raw HTML is not -------------------------------------------------
+
+def test_word_and_opendocument_footnotes_are_read(tmp_path):
+    (section,), _ = rag.read_docx(make_docx(tmp_path / "f.docx", [("h1", "Kettle"), ("p", CLAIMS)],
+                                            footnotes=["Citric acid, not vinegar."]))
+    assert section.text == f"# Kettle\n\n{CLAIMS}\n\nCitric acid, not vinegar."
+    note = ('<text:p>Descale it.<text:note text:note-class="footnote"><text:note-citation>1</text:note-citation>'
+            '<text:note-body><text:p>Citric acid, not vinegar.</text:p></text:note-body></text:note></text:p>')
+    (section,), _ = rag.read_odt(make_odt(tmp_path / "f.odt", [("h1", "Kettle"), ("xml", note)]))
+    assert section.text == "# Kettle\n\nCitric acid, not vinegar.\n\nDescale it."
+
+
+def test_a_notebook_s_markdown_is_read_as_jupyter_shows_it(tmp_path):
+    cell = ('<div align="center"><img src="logo.png" alt="ALTWORD"></div>\n\n# Kettles\n\nSee [the warranty]'
+            '(https://example.org/TARGETWORD_(terms)) <!-- COMMENTWORD --> and `<b>` in code.\n\n'
+            '![a receipt](attachment:receipt.png)\n\n[1]: https://example.org/REFWORD "Title"\n')
+    sections, _ = rag.read_notebook(make_notebook(tmp_path / "n.ipynb", [("markdown", cell)]))
+    assert sections[0].text == ("\n\n# Kettles\n\nSee the warranty  and `<b>` in code.\n\na receipt\n\n\n")
