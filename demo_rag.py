@@ -395,19 +395,11 @@ CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"   # ka
 ZERO_WIDTH = dict.fromkeys([0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF])   # they split no word
 TOKEN = re.compile(rf"[{CJK}]+|(?:(?![{CJK}])[^\W_])+")   # a run of CJK, or of letters and digits
 CJK_CHAR = re.compile(rf"[{CJK}]")
-# Words with no topic (in ten notes "the" or "的" may look rare), and question words: English,
-# German, French, Spanish, Italian, Portuguese, Dutch, Chinese (none a word of another: "war").
+# Words with no topic (in ten notes "the" or "的" may look rare), and Chinese question words.
 STOPWORDS = frozenset(
     "a an and are as at be but by can did do does for from had has have how i if in into is it its "
     "me my of on or our should so than that the their them then there these they this to was we "
-    "were what when where which who why will with would you your der die das dem den des ein eine "
-    "einer eines einem einen und oder ist sind wird werden haben mit von vom zu zum zur für auf im "
-    "am bei aus nach vor wie wer wo wann sich es ich du er sie wir ihr als kann muss darf soll man "
-    "sein seine seinem seinen seiner auch noch le la les l un une de d et ou est sont avec pour "
-    "dans au aux ce cette ces qui que qu où quand il elle nous vous ils se sa ses leur peut faut "
-    "doit en y el los las lo una unos unas con para por del al qué cuando cómo donde su sus puede "
-    "hay gli uno di della delle dei degli è sono che nel nella per da si può o os um uma é são em "
-    "dos na com pode het een van zijn op te dat met voor kan moet je "
+    "were what when where which who why will with would you your "
     "的 了 是 吗 呢 吧 啊 么 什 怎 样 哪 谁 我 你 在 和 与 及 或 也 都 就 个 有 要 会 能 可 以 之 其 把 被 让 给 "
     "什么 怎么 怎样 如何 为什 哪些 哪里 哪个 是否 可以 多少 多久 多长 哪儿 为何 几个".split())
 BM25_K1 = 1.2                             # how fast repeats stop counting (1.2, 0.75: the usual)
@@ -6889,6 +6881,18 @@ def codes_in(text: str) -> dict[str, str]:
     return codes
 
 
+# Function words of the languages besides English and Chinese (STOPWORDS): German, French,
+# Spanish, Italian, Portuguese, Dutch; none is a word of another ("war"), singular as tokenize()
+# makes words.
+FUNCTION_WORDS = STOPWORDS | frozenset(w for word in (
+    "der die das dem den des ein eine einer eines einem einen und oder ist sind wird werden haben "
+    "mit von vom zu zum zur für auf im am bei aus nach vor wie wer wo wann sich es ich du er sie "
+    "wir ihr als kann muss darf soll man sein seine seinem seinen seiner auch noch le la les l un "
+    "une de d et ou est sont avec pour dans au aux ce cette ces qui que qu où quand il elle nous "
+    "vous ils se sa ses leur peut faut doit en y el los las lo una unos unas con para por del al "
+    "qué cuando cómo donde su sus puede hay gli uno di della delle dei degli è sono che nel nella "
+    "per da si può o os um uma é são em dos na com pode het een van zijn op te dat met voor kan "
+    "moet je").split() for w in (word, singular(word)))
 # Chinese family names, the commonest that are no everyday word as well, and the words that
 # follow a name: a name in a Chinese text is one of these and two characters, or one and a title.
 SURNAMES = "王李张刘陈杨赵吴徐孙朱胡郭罗郑梁谢宋唐许韩冯邓曹彭曾肖董袁潘蒋蔡余杜魏吕沈姚卢姜崔谭陆汪范廖贾韦"
@@ -6922,7 +6926,7 @@ def names_in(text: str, sources: str = "") -> set[str]:
             r"\b(?:Dr|Mr|Mrs|Ms|Prof|St|Mme|Sr|Sra|Hr|Fr)\.$", before)
         capital = word[0].isupper() and word[1:] and not word.isupper() \
             and word.lower() not in MONTH_OF and word.lower() not in WEEKDAYS \
-            and word.lower() not in STOPWORDS and word not in ("I", "Dr", "Mr", "Mrs", "Ms")
+            and word.lower() not in FUNCTION_WORDS and word not in ("I", "Dr", "Mr", "Mrs", "Ms")
         if german and capital:
             capital = bool(re.search(r"\b(?:Frau|Herr|Herrn|Dr|Prof)\.?$", before))
         elif initial and capital:
@@ -7165,8 +7169,8 @@ def claim_terms(sentence: str) -> list[str]:
             terms.append(run)
         else:
             terms += [a + b for a, b in zip(run, run[1:])
-                      if a not in STOPWORDS and b not in STOPWORDS]
-    return [t for t in dict.fromkeys(terms) if t not in STOPWORDS and t not in PROVENANCE]
+                      if a not in FUNCTION_WORDS and b not in FUNCTION_WORDS]
+    return [t for t in dict.fromkeys(terms) if t not in FUNCTION_WORDS and t not in PROVENANCE]
 
 
 class Claim(NamedTuple):
