@@ -77,6 +77,7 @@ reading it (tests/test_layers.py holds it to the banners).
     Opening the index              open_index: IndexOpening's find, load, update, calibrate, save
     Answering                      stream_chat -> ChatStream, chat_once, chat_context, strip_think
     Reading a claim                read_numbers -> Number, same_quantity, names_in, codes_in
+    Placing a sentence             answer_sentences, read_claim -> Claim, source_lines, best_line
     The citation check             check_citations -> CitationCheck: SentenceCheck, its line
     One question, one outcome      answer -> Outcome: decide, prompt_within; Conversation
     The gap log                    logged: answer() appends the questions the notes left open
@@ -6513,8 +6514,18 @@ NUMBER_WORD = re.compile(r"(?<![\w-])(?:(?P<times>%s)[ -](?=%s)|(?P<tens>%s)[- ]
 RANGE_JOIN = re.compile(r"\s*(?:到|至|-|–|~|to|bis|à|a|al|tot|до|and|und|et|y|e|or|oder|ou|o)\s*")
 RANGE = re.compile(r"\s*(?:-|–|~|到|至|to|bis|à|a|al|tot|до|do)\s*", re.IGNORECASE)
 CHINESE_DIGITS = dict(zip("零一二两三四五六七八九", (0, 1, 2, 2, 3, 4, 5, 6, 7, 8, 9)))
-CHINESE_NUMERAL = re.compile("[零一二两三四五六七八九十百千半]")
 CHINESE_NUMBER = re.compile("[零一二两三四五六七八九十百千]+(?:个半|半)?|半")
+
+
+class Number(NamedTuple):
+    """A number as written, read: the values it may have (the first names it), the parts of a
+    ratio or a time (1:16, 23:59), which a source may state on their own, its unit (UNITS),
+    and where the text has it."""
+    written: str
+    values: tuple[str, ...]
+    parts: tuple[str, ...] = ()
+    unit: str = ""
+    at: int = -1
 
 
 def unit_after(text: str, at: int) -> tuple[str, int]:
@@ -6559,7 +6570,7 @@ def word_numbers(text: str) -> list[Number]:
             + NUMBER_WORDS.get((m["tens"] or "").lower(), 0)
         if not text.startswith("-", m.end()) or unit_after(text, m.end() + 1)[0]:  # demi-litre
             found.append((m, value))
-    for m in CHINESE_NUMBER.finditer(text) if CHINESE_NUMERAL.search(text) else ():
+    for m in CHINESE_NUMBER.finditer(text):
         if not (m.group() in "一二两" and not unit_after(text, m.end())[0]):
             found.append((m, chinese_number(m.group())))
     numbers, taken, run_to = [], 0, None
@@ -6577,17 +6588,6 @@ def word_numbers(text: str) -> list[Number]:
             numbers[-2] = numbers[-2]._replace(unit=name)
         run_to = (len(numbers) - 1, taken)
     return [n for n in numbers if n.unit]
-
-
-class Number(NamedTuple):
-    """A number as written, read: the values it may have (the first names it), the parts of a
-    ratio or a time (1:16, 23:59), which a source may state on their own, its unit (UNITS),
-    and where the text has it."""
-    written: str
-    values: tuple[str, ...]
-    parts: tuple[str, ...] = ()
-    unit: str = ""
-    at: int = -1
 
 
 def whole_value(digits: str) -> str:
@@ -6704,9 +6704,41 @@ def number_text(text: str) -> str:
     return CITATION.sub(lambda m: " " * len(m.group()), text)
 
 
-def text_decimal_mark(text: str) -> str | None:
-    """The decimal mark a text's numbers show (decimal_mark), or None."""
-    return decimal_mark([m["digits"] for m in NUMBER.finditer(number_text(text))])
+def as_float(value: str) -> float | None:
+    with contextlib.suppress(ValueError):
+        return float(value)
+    return None
+
+
+def ranges_in(numbers: list[Number], text: str) -> list[tuple[Number, Number]]:
+    """The ranges among a text's `numbers` (read from it, in order): "3 to 5 km", "3,0 bis 5,5
+    bar", "15到18分钟", each as its two ends."""
+    pairs = []
+    for a, b in zip(numbers, numbers[1:]):
+        end = unit_after(text, a.at + len(a.written))[1]
+        if a.unit in ("", b.unit) and RANGE.fullmatch(text[end:b.at]) \
+                and not any(DATE_VALUE.fullmatch(n.values[0]) or n.parts for n in (a, b)):
+            pairs.append((a, b))
+    return pairs
+
+
+def durations(numbers: list[Number], text: str) -> list[Number]:
+    """`numbers` with a time written in two units made one ("3 Stunden 38 Minuten", "2 h 15 min"
+    is 3:38 h, 2:15 h), so that it is compared whole: with "3:38 h" or "218 min" alike."""
+    out: list[Number] = []
+    for n in sorted(numbers, key=lambda n: n.at):
+        prev = out[-1] if out else None
+        if prev and (prev.unit, n.unit) in (("h", "min"), ("min", "s")) \
+                and prev.values[0].isdigit() and re.fullmatch(   # "3 hours and 5 minutes"
+                    r"\s*(?:,|and|und|et|y|e|en|i|и)?\s*",
+                    text[unit_after(text, prev.at + len(prev.written))[1]:n.at], re.IGNORECASE):
+            whole, part = as_float(prev.values[0]), as_float(n.values[0])
+            if whole is not None and part is not None and part < 60:
+                out[-1] = prev._replace(written=text[prev.at:n.at + len(n.written)], values=(
+                    f"{whole:g}:{part:02g}", f"{whole + part / 60:.6g}"))
+                continue
+        out.append(n)
+    return out
 
 
 def read_numbers(text: str, decimal: str | None = None,
@@ -6745,54 +6777,6 @@ def read_numbers(text: str, decimal: str | None = None,
     for a, b in ranges_in(numbers, text):   # "3,5 bis 5,5 bar": both ends in bar
         numbers[numbers.index(a)] = a._replace(unit=a.unit or b.unit)
     return dates + numbers
-
-
-def ranges_in(numbers: list[Number], text: str) -> list[tuple[Number, Number]]:
-    """The ranges among a text's `numbers` (read from it, in order): "3 to 5 km", "3,0 bis 5,5
-    bar", "15到18分钟", each as its two ends."""
-    pairs = []
-    for a, b in zip(numbers, numbers[1:]):
-        end = unit_after(text, a.at + len(a.written))[1]
-        if a.unit in ("", b.unit) and RANGE.fullmatch(text[end:b.at]) \
-                and not any(DATE_VALUE.fullmatch(n.values[0]) or n.parts for n in (a, b)):
-            pairs.append((a, b))
-    return pairs
-
-
-def durations(numbers: list[Number], text: str) -> list[Number]:
-    """`numbers` with a time written in two units made one ("3 Stunden 38 Minuten", "2 h 15 min"
-    is 3:38 h, 2:15 h), so that it is compared whole: with "3:38 h" or "218 min" alike."""
-    out: list[Number] = []
-    for n in sorted(numbers, key=lambda n: n.at):
-        prev = out[-1] if out else None
-        if prev and (prev.unit, n.unit) in (("h", "min"), ("min", "s")) \
-                and prev.values[0].isdigit() and re.fullmatch(   # "3 hours and 5 minutes"
-                    r"\s*(?:,|and|und|et|y|e|en|i|и)?\s*",
-                    text[unit_after(text, prev.at + len(prev.written))[1]:n.at], re.IGNORECASE):
-            whole, part = as_float(prev.values[0]), as_float(n.values[0])
-            if whole is not None and part is not None and part < 60:
-                out[-1] = prev._replace(written=text[prev.at:n.at + len(n.written)], values=(
-                    f"{whole:g}:{part:02g}", f"{whole + part / 60:.6g}"))
-                continue
-        out.append(n)
-    return out
-
-
-def numbers_in(text: str, decimal: str | None = None) -> set[str]:
-    """Every value a text's numbers may have, their parts included.
-
-    >>> sorted(numbers_in("1,500 g at 93.5 °C, a 1:16 ratio, v0.6 [2]"))
-    ['0.6', '1', '1500', '16', '1:16', '93.5']
-    >>> sorted(numbers_in("93,5 °C, 1 500 g, 1.250 g on 5 March 2026"))
-    ['--03-05', '1250', '1500', '2026', '2026-03-05', '3', '5', '93.5']
-    """
-    return {v for n in read_numbers(text, decimal) for v in n.values + n.parts}
-
-
-def as_float(value: str) -> float | None:
-    with contextlib.suppress(ValueError):
-        return float(value)
-    return None
 
 
 def converted(value: float, unit: str, to: str) -> float:
@@ -6866,8 +6850,8 @@ def codes_in(text: str) -> dict[str, str]:
     digits (a flight TP9999, a model qwen3), folded as tokenize() folds words, and in `code`,
     each of its words that holds a digit or a sign (a flag, a path: --top-k, ~/notes).
 
-    >>> codes_in("Flight TP9999 (an A320s) [2], qwen3 or v2 at 5kg, 航班TP9999, `ls -la /tmp`")
-    {'-la': '-la', '/tmp': '/tmp', 'tp9999': 'TP9999', 'a320': 'A320s', 'qwen3': 'qwen3', 'v2': 'v2'}
+    >>> codes_in("Flight TP9999 (an A320s) [2], qwen3 at 5kg, 航班TP9999, `ls -la /tmp`")
+    {'-la': '-la', '/tmp': '/tmp', 'tp9999': 'TP9999', 'a320': 'A320s', 'qwen3': 'qwen3'}
     """
     text = CITATION.sub(" ", unicodedata.normalize("NFKC", text)).translate(ZERO_WIDTH)
     codes: dict[str, str] = {}
@@ -6945,30 +6929,18 @@ def names_in(text: str, sources: str = "") -> set[str]:
 
 
 # ----------------------------------------------------------------------------
-# The citation check: does each sentence of an answer say what the notes say? No model call.
-# Each sentence is matched with the line of the sources sent that holds it best, by its
-# informative words weighed by idf (as the relevance floor weighs a question's), whether it cites
-# a source or not; then it is read against that line as a careful reader reads it: its numbers
-# with their units, each beside the words of its fact, its names, its negation, its "exactly" or
-# "about", its dates and its code. It checks words, not meaning: a sentence reworded wholesale
-# can fail it, a false one made of the line's own words can pass; an optional judge model
-# (judged()) reads the sentences it passes.
+# Placing a sentence: an answer is cut into sentences (a code block's lines each one of its own),
+# each read as a Claim: the sources it cites, its informative words weighed by idf (as the
+# relevance floor weighs a question's), its numbers, codes and names. Its sources are cut into
+# Lines (a sentence under its headings, a table's row under its header), and best_line() finds
+# the one that holds the claim best, cited or not: the check reads the claim against it.
 
-SUPPORTED, UNSUPPORTED, WRONG, JUDGED, SKIPPED = (
-    "supported", "unsupported", "wrong", "judged", "skipped")
-SUPPORT_MIN = 0.5                         # the share of a sentence's words' idf weight that the
-                                          # lines around its best one must hold
-CLAIM_MIN_TERMS = 2                       # fewer informative terms and no number: no claim
-PREFIX = 5                                # letters of a word that find its inflections
-COVER_MORE = 2                            # lines of its source a sentence may draw on besides
-COVER_GAIN = 0.15                         # ...its best one's, each adding this share of it
-HOLDER_SHARE = 0.4                        # a number or name of another line is the sentence's
-                                          # if that line holds this share of its part's words
-CLAUSE_SHARE = 0.5                        # a clause is compared (negation) with the clause of
-                                          # its lines holding this share of its words
 RANGE_MAX = 20                            # [1-3] cites 1, 2 and 3; a longer one, its two ends
-JUDGE_SECONDS = 120                       # a judge's call may take this long (a 7B model on a
-JUDGE_TOKENS = 2                          # CPU, loading first): "Yes" or "No"
+PREFIX = 5                                # letters of a word that find its inflections
+# A sentence may draw on COVER_MORE lines of its source besides its best one's, each adding
+# COVER_GAIN of it: a note may say in two lines what an answer says in one.
+COVER_MORE = 2
+COVER_GAIN = 0.15
 
 LINE_MARK = re.compile(r"^\s*(?:[-*+•>]|\d+[.)]|#{1,6})\s+(?:\[[ xX]\]\s+)?")   # list, quote...
 # A sentence ends at CJK punctuation (NFKC makes "！" "!"), or at Latin punctuation before a
@@ -7001,67 +6973,6 @@ CONTRAST = re.compile(r"[,;，；]\s*(?:but|however|though|aber|jedoch|doch|mais
 PROVENANCE = frozenset(map(singular, "according answer answered notes sources based mention "
                                       "mentioned state stated says said suggests per also".split()))
 PROVENANCE_ZH = re.compile("根据|按照|笔记|来源|资料|提到|中说")
-
-
-def words_of(*groups: str) -> re.Pattern:
-    """A pattern finding the words of `groups`: a Latin or Cyrillic one whole, a CJK one as is."""
-    words = sorted({w.replace("_", " ") for g in groups for w in g.split()}, key=len, reverse=True)
-    latin = "|".join(re.escape(w) for w in words if not CJK_CHAR.search(w))
-    wide = "|".join(re.escape(w) for w in words if CJK_CHAR.search(w))
-    return re.compile(rf"(?<![\w'’])(?:{latin})(?![\w'’])" + (f"|{wide}" if wide else ""),
-                      re.IGNORECASE)
-
-
-# Words that turn a claim around, in the languages of the notes: a sentence and the line that
-# supports it must agree on whether something is so (French by its "pas", "jamais": its "ne" is
-# also "only"'s, "ne … que").
-NEGATION = words_of(
-    "not no never without none nor neither cannot n't nothing nobody",
-    "nicht kein keine keinen keinem keiner keines nie niemals ohne weder nichts",
-    "pas jamais sans aucun aucune ni rien nunca jamás sin ningún ninguna ninguno tampoco nada",
-    "non mai senza nessun nessuno nessuna né niente nulla não jamais sem nenhum nenhuma nem",
-    "niet geen nooit zonder noch niets не нет никогда без ни нельзя nie nigdy bez żaden żadna",
-    "inte ej aldrig utan ingen inget 不 没 沒 别 別 无 無 未 勿 禁止 ない ません ず 않 못 없 금지")
-# Words that bound a number or a claim: a sentence may round what its line states exactly
-# ("about 30" for "30"), but not state as exact what its line gives as "about" (CLASHES), nor
-# as a minimum what it gives as a maximum.
-QUALIFIERS = {
-    "exact": words_of("exactly precisely genau exakt exactement exactamente esattamente "
-                      "exatamente precies ровно dokładnie 正好 整整 恰好 ちょうど 정확히"),
-    "only": words_of("only nur seulement solo sólo solamente únicamente soltanto somente "
-                     "apenas alleen slechts только лишь tylko jedynie bara endast 只 仅 僅 だけ のみ"),
-    "about": words_of("about around roughly approximately approx circa ca nearly almost "
-                      "ungefähr etwa rund knapp fast environ presque aproximadamente unos unas "
-                      "alrededor casi quasi cerca ongeveer bijna примерно около почти około "
-                      "prawie ungefär cirka 大约 大概 约 左右 差不多 約 およそ 약 정도 대략"),
-    "min": words_of("no_less_than not_less_than nicht_weniger_als pas_moins_de no_menos_de "
-                    "不少于 不低于 不少於 at_least minimum mindestens wenigstens au_moins al_menos como_mínimo almeno "
-                    "pelo_menos no_mínimo minstens minimaal ten_minste не_менее не_меньше минимум co_najmniej nie_mniej_niż minst "
-                    "至少 最少 以上 少なくとも 이상 최소"),
-    "max": words_of("no_more_than not_more_than never_more_than nicht_mehr_als pas_plus_de "
-                    "jamais_au-dessus_de no_más_de nunca_más_de non_più_di 不超过 不多于 不高于 不超過 "
-                    "up_to at_most maximum höchstens maximal au_plus au_maximum como_máximo a_lo_sumo "
-                    "al_massimo no_máximo hoogstens hooguit maximaal ten_hoogste не_более не_больше максимум najwyżej nie_więcej_niż högst "
-                    "最多 至多 不超过 以内 最大 이하 최대"),
-}
-CLASHES = {("exact", "about"), ("only", "about"), ("min", "max"), ("max", "min")}
-# A negation that bounds a number ("no more than 5", "不少于 10") is no negation of the claim.
-BOUND_PHRASE = re.compile(
-    r"\b(?:not|no) (?:more|less|fewer|later|earlier|longer) than|never (?:more than|above|below)"
-    r"|\bnicht (?:mehr|weniger|länger|später) als|\bnie (?:mehr als|über|unter)"
-    r"|\b(?:ne )?pas (?:plus|moins) (?:de|que)|\bjamais (?:plus de|au-dessus|en dessous)"
-    r"|\bno (?:más|menos) (?:de|que)|\bnunca (?:más de|por encima)|\bnon (?:più|meno) di"
-    r"|\b(?:not?|never|nunca|ni|ne|n'|nicht|non|não|niet|nie|не) (?:\w+ )?(?:exceed\w*|pasa de"
-    r"|baja de|supera\w*|dépass\w*|pas dépass\w*|überschreit\w*|superar\w*|ultrapass\w*"
-    r"|overschrijd\w*|przekracza\w*|превыша\w*)"
-    r"|\bне (?:больше|меньше|более|менее|дольше|позже)|\bnie (?:więcej|mniej|dłużej|później) niż"
-    r"|不少于|不低于|不超过|不多于|不高于|不到|不足|不超過|不少於", re.IGNORECASE)
-
-# Where a sentence's clauses part: a negation or a bound holds within its clause.
-CLAUSE = re.compile(r"[;:；：()]|,?\s(?:but|while|whereas|aber|sondern|während|mais|pero|sino|ma"
-                    r"|maar|но|ale|men)\s|[,，]?(?:但是|但|而)", re.IGNORECASE)
-PART = re.compile(r"[,，、]|\s(?:and|und|et|y|e|en|и|i|och|or|oder|ou|o)\s|和|并且|并|以及|或者"
-                  r"|\s(?=(?:nor|noch|ni|né|nem|ни)\s)", re.IGNORECASE)   # "nor Y" is a part of its own
 
 
 def cited_numbers(text: str) -> list[int]:
@@ -7225,7 +7136,7 @@ def source_lines(text: str, decimal: str | None, first: bool | None,
             header = tuple(frozenset(tokenize(cell)) for cell in sentence.strip("|").split("|"))
             header_numbers = read_numbers(sentence, decimal, first)
         header = header if row else ()
-        terms = frozenset().union(*(t for _, t, _ in heads), *header) | frozenset(tokenize(sentence))
+        terms = frozenset(tokenize(sentence)).union(*(t for _, t, _ in heads), *header)
         lines.append(Line(sentence, text.count("\n", 0, at) + 1, terms,
                           read_numbers(sentence, decimal, first) + [
                               n._replace(at=-1 - len(sentence)) for _, _, ns in heads for n in ns]
@@ -7263,7 +7174,7 @@ def read_claim(sentence: str, weight: Callable[[str], float], decimal: str | Non
     said, declines = sentence, NOT_IN_NOTES.search(sentence) is not None
     if declines and (turn := CONTRAST.search(sentence, NOT_IN_NOTES.search(sentence).end())):
         said, declines = sentence[turn.end():], False        # "…, but Y [1]": Y is the claim
-    numbers = read_numbers(said, text_decimal_mark(said) or decimal, day_first(said) or first)
+    numbers = read_numbers(said, decimal, day_first(said) or first)
     text = number_text(said)              # its numbers, in words too, and units weigh as one
     words = list(text)
     for n in numbers:
@@ -7312,19 +7223,98 @@ def best_line(claim: Claim, lines_of: list[list[Line]],
     return s, i, share(claim, lines), lines
 
 
-def known(claim: Claim, lines: list[Line]) -> Claim:
-    """The claim with only the words `lines` hold (or begin): a word the sources lack cannot
-    tell which of their lines a number or name comes from."""
-    terms = frozenset().union(*(x.terms for x in lines))
-    stems = frozenset().union(*(x.stems for x in lines))
-    return claim._replace(words={t: w for t, w in claim.words.items()
-                                 if t in terms or stem(t) in stems})
+# ----------------------------------------------------------------------------
+# The citation check: does each sentence of an answer say what the notes say? No model call.
+# Each sentence is read against the line of its sources that holds it best (best_line()) as a
+# careful reader reads it: its numbers
+# with their units, each beside the words of its fact, its names, its negation, its "exactly" or
+# "about", its dates and its code. It checks words, not meaning: a sentence reworded wholesale
+# can fail it, a false one made of the line's own words can pass; an optional judge model
+# (judged()) reads the sentences it passes.
+
+SUPPORTED, UNSUPPORTED, WRONG, JUDGED, SKIPPED = (
+    "supported", "unsupported", "wrong", "judged", "skipped")
+# The share of a sentence's words' idf weight that the lines around its best one must hold.
+SUPPORT_MIN = 0.5
+CLAIM_MIN_TERMS = 2                       # fewer informative terms and no number: no claim
+# A number or name of another line is the sentence's if that line holds HOLDER_SHARE of its
+# part's words; a clause is compared (negation) with the clause of its lines that holds
+# CLAUSE_SHARE of its words.
+HOLDER_SHARE = 0.4
+CLAUSE_SHARE = 0.5
+# A judge's call may take JUDGE_SECONDS (a 7B model on a CPU, loading first) to say Yes or No.
+JUDGE_SECONDS = 120
+JUDGE_TOKENS = 2
+
+def words_of(*groups: str) -> re.Pattern:
+    """A pattern finding the words of `groups`: a Latin or Cyrillic one whole, a CJK one as is."""
+    words = sorted({w.replace("_", " ") for g in groups for w in g.split()}, key=len, reverse=True)
+    latin = "|".join(re.escape(w) for w in words if not CJK_CHAR.search(w))
+    wide = "|".join(re.escape(w) for w in words if CJK_CHAR.search(w))
+    return re.compile(rf"(?<![\w'’])(?:{latin})(?![\w'’])" + (f"|{wide}" if wide else ""),
+                      re.IGNORECASE)
 
 
-def context(claim: Claim, at: int) -> Claim:
-    """The claim narrowed to the part (negated_parts' cut) of its text around offset `at`: the
-    words of the fact a number or name there belongs to ("7:30 open, adult ticket 55": 55's
-    are "adult ticket"); the whole claim when that part has none."""
+# Words that turn a claim around, in the languages of the notes: a sentence and the line that
+# supports it must agree on whether something is so (French by its "pas", "jamais": its "ne" is
+# also "only"'s, "ne … que").
+NEGATION = words_of(
+    "not no never without none nor neither cannot n't nothing nobody",
+    "nicht kein keine keinen keinem keiner keines nie niemals ohne weder nichts",
+    "pas jamais sans aucun aucune ni rien nunca jamás sin ningún ninguna ninguno tampoco nada",
+    "non mai senza nessun nessuno nessuna né niente nulla não jamais sem nenhum nenhuma nem",
+    "niet geen nooit zonder noch niets не нет никогда без ни нельзя nie nigdy bez żaden żadna",
+    "inte ej aldrig utan ingen inget 不 没 沒 别 別 无 無 未 勿 禁止 ない ません ず 않 못 없 금지")
+# Words that bound a number or a claim: a sentence may round what its line states exactly
+# ("about 30" for "30"), but not state as exact what its line gives as "about" (CLASHES), nor
+# as a minimum what it gives as a maximum.
+QUALIFIERS = {
+    "exact": words_of("exactly precisely genau exakt exactement exactamente esattamente "
+                      "exatamente precies ровно dokładnie 正好 整整 恰好 ちょうど 정확히"),
+    "only": words_of("only nur seulement solo sólo solamente únicamente soltanto somente "
+                     "apenas alleen slechts только лишь tylko jedynie bara endast 只 仅 僅 だけ のみ"),
+    "about": words_of("about around roughly approximately approx circa ca nearly almost "
+                      "ungefähr etwa rund knapp fast environ presque aproximadamente unos unas "
+                      "alrededor casi quasi cerca ongeveer bijna примерно около почти około "
+                      "prawie ungefär cirka 大约 大概 约 左右 差不多 約 およそ 약 정도 대략"),
+    "min": words_of("no_less_than not_less_than nicht_weniger_als pas_moins_de no_menos_de "
+                    "at_least minimum mindestens wenigstens au_moins al_menos como_mínimo almeno "
+                    "pelo_menos no_mínimo minstens minimaal ten_minste не_менее не_меньше минимум "
+                    "co_najmniej nie_mniej_niż minst 不少于 不低于 不少於 至少 最少 以上 少なくとも "
+                    "이상 최소"),
+    "max": words_of("no_more_than not_more_than never_more_than nicht_mehr_als pas_plus_de "
+                    "jamais_au-dessus_de no_más_de nunca_más_de non_più_di up_to at_most maximum "
+                    "höchstens maximal au_plus au_maximum como_máximo a_lo_sumo al_massimo "
+                    "no_máximo hoogstens hooguit maximaal ten_hoogste не_более не_больше максимум "
+                    "najwyżej nie_więcej_niż högst 不超过 不多于 不高于 不超過 最多 至多 以内 最大 이하 "
+                    "최대"),
+}
+CLASHES = {("exact", "about"), ("only", "about"), ("min", "max"), ("max", "min")}
+# A negation that bounds a number ("no more than 5", "不少于 10") is no negation of the claim.
+BOUND_PHRASE = re.compile(
+    r"\b(?:not|no) (?:more|less|fewer|later|earlier|longer) than|never (?:more than|above|below)"
+    r"|\bnicht (?:mehr|weniger|länger|später) als|\bnie (?:mehr als|über|unter)"
+    r"|\b(?:ne )?pas (?:plus|moins) (?:de|que)|\bjamais (?:plus de|au-dessus|en dessous)"
+    r"|\bno (?:más|menos) (?:de|que)|\bnunca (?:más de|por encima)|\bnon (?:più|meno) di"
+    r"|\b(?:not?|never|nunca|ni|ne|n'|nicht|non|não|niet|nie|не) (?:\w+ )?(?:exceed\w*|pasa de"
+    r"|baja de|supera\w*|dépass\w*|pas dépass\w*|überschreit\w*|superar\w*|ultrapass\w*"
+    r"|overschrijd\w*|przekracza\w*|превыша\w*)"
+    r"|\bне (?:больше|меньше|более|менее|дольше|позже)|\bnie (?:więcej|mniej|dłużej|później) niż"
+    r"|不少于|不低于|不超过|不多于|不高于|不到|不足|不超過|不少於", re.IGNORECASE)
+
+# Where a sentence's clauses part: a negation or a bound holds within its clause; and its parts,
+# the facts a list or "and" joins ("nor Y" is a part of its own).
+CLAUSE = re.compile(r"[;:；：()]|,?\s(?:but|while|whereas|aber|sondern|während|mais|pero|sino|ma"
+                    r"|maar|но|ale|men)\s|[,，]?(?:但是|但|而)", re.IGNORECASE)
+PART = re.compile(r"[,，、]|\s(?:and|und|et|y|e|en|и|i|och|or|oder|ou|o)\s|和|并且|并|以及|或者"
+                  r"|\s(?=(?:nor|noch|ni|né|nem|ни)\s)", re.IGNORECASE)
+
+
+def context(claim: Claim, at: int, lines: list[Line]) -> Claim:
+    """The claim narrowed to the part (PART, CLAUSE) of its text around offset `at`, the words
+    of the fact a number or name there belongs to ("7:30 open, adult ticket 55": 55's are
+    "adult ticket"; the whole claim's when that part has none), and to the words `lines` hold
+    (or begin): a word the sources lack cannot tell which of their lines a number comes from."""
     start = 0
     for m in [*PART.finditer(claim.said), *CLAUSE.finditer(claim.said), None]:
         if m is None or m.start() >= at:
@@ -7332,8 +7322,11 @@ def context(claim: Claim, at: int) -> Claim:
         start = max(start, m.end())
     ends = [m.start() for m in (*PART.finditer(claim.said, at), *CLAUSE.finditer(claim.said, at))]
     part = claim.said[start:min(ends, default=len(claim.said))]
-    words = {t: claim.words[t] for t in claim_terms(part) if t in claim.words}
-    return claim._replace(words=words or claim.words, numbers=[], names=set())
+    words = {t: claim.words[t] for t in claim_terms(part) if t in claim.words} or claim.words
+    terms = frozenset().union(*(x.terms for x in lines))
+    stems = frozenset().union(*(x.stems for x in lines))
+    return claim._replace(words={t: w for t, w in words.items() if t in terms or stem(t) in stems},
+                          numbers=[], names=set())
 
 
 def elsewhere_ok(claim: Claim, holders: list[Line], rivals: list) -> bool:
@@ -7367,7 +7360,7 @@ def slot_flaw(claim: Claim, n: Number, around: list[Line]) -> str:
     (context()) has a rival of it instead ("生抽 15 ml" where that part says 生抽 30 ml, and
     老抽's says 15), or, in a table's row, its column's header is not the one the claim names
     ("February ... 15%" in the Goal column). "" if none."""
-    ctx = known(context(claim, n.at), around)
+    ctx = context(claim, n.at, around)
     best, part, line = 0.0, "", None
     for x in around:
         for k in [x.text] if x.columns else re.split(r"[,，、;；]|\s(?:and|und|et|y|e|en)\s",
@@ -7412,7 +7405,7 @@ def number_flaw(claim: Claim, line: Line, around: list[Line], elsewhere: list[Li
                 return why
             continue
         holders = [x for x in elsewhere if number_held(n, x.numbers)]
-        if holders and elsewhere_ok(known(context(claim, n.at), elsewhere), holders,
+        if holders and elsewhere_ok(context(claim, n.at, elsewhere), holders,
                                     rivals(n, claim.said, line)):
             continue
         if holders:
@@ -7421,38 +7414,6 @@ def number_flaw(claim: Claim, line: Line, around: list[Line], elsewhere: list[Li
             return f"{n.written} where its line says {same[0].written} {same[0].unit}".strip()
         return f"{n.written} {n.unit}".strip() + " is in none of its lines"
     return ""
-
-
-def flaw(claim: Claim, line: Line, around: list[Line], elsewhere: list[Line]) -> str:
-    """What the claim says that its line (with the lines `around` it) does not, in a few words:
-    its numbers' flaw (number_flaw), a code not in its sources (`elsewhere`), a name of another
-    line or none, a negation or a bound ("exactly", "at least") the line does not have; "" if
-    nothing."""
-    if why := number_flaw(claim, line, around, elsewhere):
-        return why
-    near = " ".join(x.text for x in around).lower()
-    terms = frozenset().union(*(x.terms for x in around))
-    stems = frozenset().union(*(x.stems for x in around))
-    names = [] if claim.declines else sorted(claim.names)
-    for name in [*claim.codes.values(), *names]:
-        words = tokenize(name)             # in the line, or the headings over it, inflected too
-        if name.lower() in near or set(words) <= terms or all(
-                stem(w) in stems if len(w) >= PREFIX else w in terms for w in words):
-            continue
-        holders = [x for x in elsewhere if name.lower() in x.text.lower()]
-        rival = [c for x in around for c in (  # what stands in its line instead: E:24 for E:15,
-            codes_in(x.text) if name in claim.codes.values()   # or in a table's row, a name
-            else names_in(x.text, x.text) if x.columns else ()) if c not in claim.codes
-                 and c not in claim.names]
-        if holders and (not rival and name not in claim.codes.values() or elsewhere_ok(
-                known(context(claim, claim.said.find(name)), elsewhere), holders, rival)):
-            continue                       # a name its source has, and no other in its line
-        return (f"{name} is line {holders[0].number}'s; its line says {rival[0]}" if holders
-                and rival else f"{name} is in line {holders[0].number}, not here" if holders
-                else f"{name} is not in the sources")
-    if claim.declines:
-        return ""
-    return negation_flaw(claim, around) or bound_flaw(claim, around)
 
 
 def negated_parts(text: str) -> list[list[tuple[str, bool]]]:
@@ -7494,41 +7455,65 @@ def negation_flaw(claim: Claim, around: list[Line]) -> str:
     return ""
 
 
-def bound_of(text: str, number: Number) -> re.Match | None:
-    """The word that bounds a number in its text, if any: a QUALIFIERS word right before it
-    ("about 30 g", "ca. $5", in CJK a verb between: "正好加 600"), or right after it and its
-    unit ("une heure exactement", "Python 3.10 au plus", "30分钟左右")."""
+def bound_of(text: str, number: Number) -> tuple[str, str]:
+    """(kind, word) of what bounds a number in its text, ("", "") if nothing: a QUALIFIERS word
+    right before it ("about 30 g", "ca. $5", in CJK a verb between: "正好加 600"), or right after
+    it and its unit ("une heure exactement", "Python 3.10 au plus", "30分钟左右")."""
     after = unit_after(text, number.at + len(number.written))[1]
-    for words in QUALIFIERS.values():
+    for kind, words in QUALIFIERS.items():
         for m in words.finditer(text, max(0, number.at - 24), number.at):
             gap = text[m.end():number.at].strip(" .~≈$€£")
             if not gap or len(gap) <= 2 and CJK_CHAR.fullmatch(gap[0]) and CJK_CHAR.search(gap[-1]):
-                return m
-        m = words.match(text, after + len(text[after:]) - len(text[after:].lstrip(" ,")))
-        if m:
-            return m
-    return None
-
-
-def bound_kind(text: str, number: Number) -> tuple[str, str]:
-    """(kind, word) of what bounds a number in its text (QUALIFIERS), ("", "") if nothing."""
-    m = bound_of(text, number)
-    kind = next((k for k, w in QUALIFIERS.items() if m and w.fullmatch(m.group())), "")
-    return kind, m.group() if m else ""
+                return kind, m.group()
+        if m := words.match(text, after + len(text[after:]) - len(text[after:].lstrip(" ,"))):
+            return kind, m.group()
+    return "", ""
 
 
 def bound_flaw(claim: Claim, around: list[Line]) -> str:
     """A number the claim bounds otherwise than its lines do ("exactly" where they say "about",
     "at least" where they say "at most"), by every number of theirs that holds it; "" if none."""
     for n in claim.numbers:
-        mine, word = bound_kind(claim.said, n)
+        mine, word = bound_of(claim.said, n)
         held = [(x, m) for x in around for m in x.numbers if number_held(n, [m])]
         same = [(x, m) for x, m in held if m.unit == n.unit and word_after(x.text, m) == word_after(
             claim.said, n)]                       # "4 hours" holds "4 hours" before "4 doses"
-        theirs = [bound_kind(x.text, m) for x, m in same or held]
+        theirs = [bound_of(x.text, m) for x, m in same or held]
         if theirs and all((mine, its) in CLASHES for its, _ in theirs):
             return f'"{word} {n.written}" where its line says "{theirs[0][1]}"'
     return ""
+
+
+def flaw(claim: Claim, line: Line, around: list[Line], elsewhere: list[Line]) -> str:
+    """What the claim says that its line (with the lines `around` it) does not, in a few words:
+    its numbers' flaw (number_flaw), a code not in its sources (`elsewhere`), a name of another
+    line or none, a negation or a bound ("exactly", "at least") the line does not have; "" if
+    nothing."""
+    if why := number_flaw(claim, line, around, elsewhere):
+        return why
+    near = " ".join(x.text for x in around).lower()
+    terms = frozenset().union(*(x.terms for x in around))
+    stems = frozenset().union(*(x.stems for x in around))
+    names = [] if claim.declines else sorted(claim.names)
+    for name in [*claim.codes.values(), *names]:
+        words = tokenize(name)             # in the line, or the headings over it, inflected too
+        if name.lower() in near or set(words) <= terms or all(
+                stem(w) in stems if len(w) >= PREFIX else w in terms for w in words):
+            continue
+        holders = [x for x in elsewhere if name.lower() in x.text.lower()]
+        rival = [c for x in around for c in (  # what stands in its line instead: E:24 for E:15,
+            codes_in(x.text) if name in claim.codes.values()   # or in a table's row, a name
+            else names_in(x.text, x.text) if x.columns else ()) if c not in claim.codes
+                 and c not in claim.names]
+        if holders and (not rival and name not in claim.codes.values() or elsewhere_ok(
+                context(claim, claim.said.find(name), elsewhere), holders, rival)):
+            continue                       # a name its source has, and no other in its line
+        return (f"{name} is line {holders[0].number}'s; its line says {rival[0]}" if holders
+                and rival else f"{name} is in line {holders[0].number}, not here" if holders
+                else f"{name} is not in the sources")
+    if claim.declines:
+        return ""
+    return negation_flaw(claim, around) or bound_flaw(claim, around)
 
 
 class SentenceCheck(NamedTuple):
@@ -7556,23 +7541,23 @@ class SentenceCheck(NamedTuple):
                                              if self.page is not None else []))
         return f"{self.path}:{self.line}"
 
-
-def checked(claim: Claim, verdict: str, why: str = "", sources: Sequence = (),
-            at: tuple[int, int, float] | None = None, lines_of: list[list[Line]] = ()
-            ) -> SentenceCheck:
-    """A claim's SentenceCheck, placed at `at` (source, line's index, support) if it is known: in
-    the file where the source is a chunk of one (a string source: its own lines, from 1)."""
-    if at is None:
-        return SentenceCheck(claim.text, claim.cited, verdict, why)
-    s, i, support, _ = at
-    src, lines = sources[s], lines_of[s]
-    last = max([x.number for x in lines[i:i + 2] if share(claim, [x]) > 0],
-               default=lines[i].number)
-    path, page, first = (None, None, 1) if isinstance(src, str) else (src.source, src.page,
-                                                                        src.line)
-    return SentenceCheck(claim.text, claim.cited, verdict, why, s + 1,
-                         None if first is None else lines[i].number + first - 1,
-                         None if first is None else last + first - 1, path, page, round(support, 3))
+    @classmethod
+    def of(cls, claim: Claim, verdict: str, why: str = "", sources: Sequence = (),
+           at: tuple[int, int, float, list[Line]] | None = None,
+           lines_of: Sequence[list[Line]] = ()) -> SentenceCheck:
+        """A claim's check, placed at `at` (best_line()'s source, line's index, support) if
+        known: in the file where the source is a chunk of one (a text: its lines, from 1)."""
+        if at is None:
+            return cls(claim.text, claim.cited, verdict, why)
+        s, i, support, _ = at
+        src, lines = sources[s], lines_of[s]
+        last = max([x.number for x in lines[i:i + 2] if share(claim, [x]) > 0],
+                   default=lines[i].number)
+        path, page, first = (None, None, 1) if isinstance(src, str) else (
+            src.source, src.page, src.line)
+        line = None if first is None else lines[i].number + first - 1
+        return cls(claim.text, claim.cited, verdict, why, s + 1, line,
+                   None if first is None else last + first - 1, path, page, round(support, 3))
 
 
 def numbers_carry(claim: Claim, lines: list[Line]) -> bool:
@@ -7594,7 +7579,8 @@ def check_sentence(claim: Claim, sources: Sequence, lines_of: list[list[Line]],
     valid = [c for c in claim.cited if 0 < c <= len(lines_of)]
     if len(valid) < len(claim.cited):
         wrong = [c for c in claim.cited if c not in valid]
-        return checked(claim, WRONG, f"[{wrong[0]}] names no source ({len(sources)} were sent)")
+        why = f"[{wrong[0]}] names no source ({len(sources)} were sent)"
+        return SentenceCheck.of(claim, WRONG, why)
     candidates = [c - 1 for c in valid] or every
     script = question_language(INLINE_CODE.sub(" ", claim.said))   # code may fill a CJK source
     if claim.declines or all(lines_of[c] and (not any(CJK_CHAR.search(x.text) for x in lines_of[c])
@@ -7604,21 +7590,21 @@ def check_sentence(claim: Claim, sources: Sequence, lines_of: list[list[Line]],
         claim = claim._replace(words={}, names=set())      # its numbers alone
     if not claim.numbers and not claim.codes and (
             len(claim.words) < CLAIM_MIN_TERMS or claim.said.rstrip().endswith(":")):
-        return checked(claim, SKIPPED)
+        return SentenceCheck.of(claim, SKIPPED)
     at = best_line(claim, lines_of, candidates)
     if at is None or at[2] < support_min and not numbers_carry(claim, at[3]):
         there = best_line(claim, lines_of, every) if valid else None
         if there and there[2] >= support_min and there[0] + 1 not in valid:
             why = f"it is in [{there[0] + 1}], not {''.join(f'[{c}]' for c in valid)}"
-            return checked(claim, UNSUPPORTED, why, sources, there, lines_of)
+            return SentenceCheck.of(claim, UNSUPPORTED, why, sources, there, lines_of)
         lines = [x for c in candidates for x in lines_of[c]]
         why = number_flaw(claim, lines[0], lines, []) if lines else ""
         why = why or (f"not in {''.join(f'[{c}]' for c in valid)}"
                                                 if valid else "not in the sources")
-        return checked(claim, UNSUPPORTED, why, sources, at, lines_of)
+        return SentenceCheck.of(claim, UNSUPPORTED, why, sources, at, lines_of)
     s, i, _, around = at
     why = flaw(claim, lines_of[s][i], around, [x for c in candidates for x in lines_of[c]])
-    return checked(claim, WRONG if why else SUPPORTED, why, sources, at, lines_of)
+    return SentenceCheck.of(claim, WRONG if why else SUPPORTED, why, sources, at, lines_of)
 
 
 @dataclass(frozen=True)
@@ -7716,7 +7702,9 @@ def check_citations(answer: str, sources: Sequence, lexicon: Lexicon | None = No
     3 "Brew at 93 °C [3]." [3] names no source (2 were sent)
     """
     texts = [s if isinstance(s, str) else s.text for s in sources]
-    decimal, first = text_decimal_mark("\n".join(texts)), day_first("\n".join(texts))
+    everything = "\n".join(texts)
+    decimal = decimal_mark([m["digits"] for m in NUMBER.finditer(number_text(everything))])
+    first = day_first(everything)
     lines_of = [source_lines(t, decimal, first, "" if isinstance(s, str) else
                              f"{PurePosixPath(s.source).stem} {s.heading}")
                 for s, t in zip(sources, texts)]
@@ -7730,7 +7718,6 @@ def check_citations(answer: str, sources: Sequence, lexicon: Lexicon | None = No
         df = int(lexicon.ptr[at + 1] - lexicon.ptr[at]) \
             if at < len(lexicon.vocab) and lexicon.vocab[at] == term else 0
         return idf(min(df, n), n)
-    everything = "\n".join(texts)
     return CitationCheck(tuple(
         check_sentence(read_claim(s, weight, decimal, first, everything), sources, lines_of,
                        support_min) for s in answer_sentences(answer)), len(sources))
