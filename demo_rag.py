@@ -54,47 +54,47 @@ the command line. A first reading can stop after Part I. Left out on purpose: ap
 nearest-neighbour indexes (exact search copes with a few hundred thousand chunks), rerankers,
 network servers (--mcp speaks on stdin and stdout), frameworks. --help lists every flag.
 
-The map of Parts II and III: every section in order, what it holds and where to start
-reading it (tests/test_layers.py holds it to the banners).
+The map of Parts II and III: every section in order by the marker its banner carries (search
+for one to go there and back), what it holds and where to start reading it.
 
   Part II · the pipeline: a folder and a question in, an Outcome out (answer)
-    Settings of Part II            the limits and defaults Part II adds to Part I's
-    One run's settings             Settings: every knob a run turns, declared with its flag (option)
-    Talking to Ollama              ollama_client, the only client; explain_ollama_error
-    Markdown as Obsidian writes it read_markdown, parse_front_matter; note_card, note_words
-    Reading real folders           scan_notes, read_note, NOTE_TYPES; decode_note, readable_name
-    Web pages                      read_html: html_tokens, PageLines (by lines; block_markdown)
-    Office, e-books and notebooks  read_docx, read_odt (OfficeText), read_epub, read_notebook
-    Org and reST                   read_org, read_rst: the file's own lines, Markdown's headings
-    Embedding                      embed_templates, embed_refusing, embed_query, model_digest
-    BM25's inverted index          Lexicon: build_lexicon, query_postings, bm25_scores
-    The incremental index          Index, IndexReport; update_index (IndexDraft), fill_vectors
-    The cache's layout             index_to_dict, index_from_dict: plain columns, checked as read
-    The cache on disk              cache_path, save_index, load_index, adopted, CacheWriter
-    Where a source's passage is    locate_passage, passage_citation, changed_since_indexed
-    Search                         search -> Retrieval: rank = score, select, judge, trim; Filters
-    The relevance floor            calibrate, calibrated, relevance_floor, question_language
-    Opening the index              open_index: IndexOpening's find, load, update, calibrate, save
-    Answering                      stream_chat -> ChatStream, chat_once, chat_context, strip_think
-    Reading a claim                read_numbers -> Number, same_quantity, names_in, codes_in
-    Placing a sentence             answer_sentences, read_claim -> Claim, source_lines, best_line
-    The citation check             check_citations -> CitationCheck: SentenceCheck, its line
-    One question, one outcome      answer -> Outcome: decide, prompt_within; Conversation
-    The gap log                    logged: answer() appends the questions the notes left open
+    §settings-ii        the limits and defaults Part II adds to Part I's
+    §run-settings       Settings: every knob a run turns, declared with its flag (option)
+    §ollama             ollama_client, the only client; explain_ollama_error
+    §obsidian           read_markdown, parse_front_matter; note_card, note_words
+    §folders            scan_notes, read_note, NOTE_TYPES; decode_note, readable_name
+    §web-pages          read_html: html_tokens, PageLines; line_markdown, block_markdown
+    §office             read_docx, read_odt (OfficeText), read_epub, read_notebook
+    §org-rst            read_org, read_rst: the file's own lines, Markdown's headings
+    §embedding          embed_templates, embed_refusing, embed_query, model_digest
+    §bm25               Lexicon: build_lexicon, query_postings, bm25_scores
+    §incremental-index  Index, IndexReport; update_index (IndexDraft), fill_vectors
+    §cache-layout       index_to_dict, index_from_dict: plain columns, checked as read
+    §cache-disk         cache_path, save_index, load_index, adopted, CacheWriter
+    §passage            locate_passage, passage_citation, changed_since_indexed
+    §search             search -> Retrieval: rank = score, select, judge, trim; Filters
+    §floor              calibrate, calibrated, relevance_floor, question_language
+    §opening            open_index: IndexOpening's find, load, update, calibrate, save
+    §answering          stream_chat -> ChatStream, chat_once, chat_context, strip_think
+    §reading-claim      read_numbers -> Number, same_quantity, names_in, codes_in
+    §placing            answer_sentences, read_claim -> Claim, source_lines, best_line
+    §citation-check     check_citations -> CitationCheck: SentenceCheck, its line; judged
+    §one-question       answer -> Outcome: decide, prompt_within; Conversation
+    §gap-log            logged: answer() appends the questions the notes left open
   Part III · the modes, a section each with its flags, Mode and printing
-    The modes' shared set-up       Mode, open_for_mode (ProgressLine, check_usable), EscapedControls
-    Showing sources                print_hits, print_citation, hit_json, print_outcome, preview
-    The question                   run_question, outcome_json; QUESTION, the default mode
-    --chat                         run_chat, inline_filters; CHAT
-    --explain                      run_explain: explain_index, explain_search, explain_prompt
-    --eval                         evaluate, load_eval_set, run_eval; EVAL
-    --make-eval and --tune         generate_eval_set, run_make_eval, tune, run_tune; MAKE_EVAL, TUNE
-    --gaps                         read_gaps, gap_report, run_gaps; GAPS
-    --mcp's tools                  Notes -> search_tool, read_tool, ask_tool; mcp_tools
-    The held index                 HeldIndex: current(), look() while idle, still_current
-    --mcp                          McpServer: answer, call_tool; JsonRpcLines, Later; run_mcp; MCP
-    The command line               MODES, parse_args, run_mode, main
-    Start-up and leaving           what the lines before Part I do; exit_now
+    §modes-setup        Mode, open_for_mode (ProgressLine, check_usable), EscapedControls
+    §showing-sources    print_hits, print_citation, hit_json, print_outcome, preview
+    §question           run_question, outcome_json; QUESTION, the default mode
+    §chat               run_chat, inline_filters; CHAT
+    §explain            run_explain: explain_index, explain_search, explain_prompt
+    §eval               evaluate, load_eval_set, run_eval; EVAL
+    §make-eval-tune     generate_eval_set, run_make_eval, tune, run_tune; MAKE_EVAL, TUNE
+    §gaps               read_gaps, gap_report, run_gaps; GAPS
+    §mcp-tools          Notes -> search_tool, read_tool, ask_tool; mcp_tools
+    §held-index         HeldIndex: current(), look() while idle, still_current
+    §mcp                McpServer: answer, call_tool; JsonRpcLines, Later; run_mcp; MCP
+    §command-line       MODES, parse_args, run_mode, main
+    §start-up           what the lines before Part I do; exit_now
 
 Named above their definition, on purpose: search's score() and judge() read the floor
 (off_topic_meaning, relevance_floor, PROBE_REACH) that calibrate() measures with search;
@@ -590,7 +590,7 @@ def answer_question(question: str, notes_dir: Path = NOTES_DIR, client: ollama.C
 # in, an Outcome out. Nothing here knows about a mode. Each section says which
 # Part I step it replaces, and why.
 # ============================================================================
-# ----------------------------------------------------------------------------
+# §settings-ii ---------------------------------------------------------------
 # Settings of Part II: Part I's (NOTES_DIR, CHUNK_SIZE, TOP_K, ...) still hold.
 
 
@@ -689,7 +689,7 @@ EVIDENCE_POWER = 6                        # weight = evidence ** this: more evid
 SOURCE_CUT = 0.5
 
 
-# ----------------------------------------------------------------------------
+# §run-settings --------------------------------------------------------------
 # One run's settings: every knob a run can turn, declared once as a Settings field
 # with its flag, its default and the check its value must pass.
 
@@ -924,7 +924,7 @@ class Settings:
                                             metavar="DURATION")
 
 
-# ----------------------------------------------------------------------------
+# §ollama --------------------------------------------------------------------
 # Talking to Ollama: one client, which sends nothing anywhere but the Ollama the user
 # named, and Ollama's errors in words a user can act on. Part I lets the client's
 # exceptions through; Part II says what to do about them.
@@ -1152,7 +1152,7 @@ def ollama_client(timeout: float | None = None) -> ollama.Client:
         raise ValueError(f"{not_an_address} ({e})") from None
 
 
-# ----------------------------------------------------------------------------
+# §obsidian ------------------------------------------------------------------
 # Markdown as Obsidian writes it: front matter (aliases, tags, dates), [[wikilinks]], ![[embeds]],
 # %%comments%%, ==highlights==, > [!callouts] and Dataview's queries. Replaces Part I's
 # strip_front_matter, which only drops the block.
@@ -1615,7 +1615,7 @@ def lexicon_texts(index: Index) -> Iterator[str]:
     return (lexicon_text(c, w) for c, w in zip(index.chunks, words))
 
 
-# ----------------------------------------------------------------------------
+# §folders -------------------------------------------------------------------
 # Reading real folders: replaces Part I's list_notes and read_text, which trust every file
 # and file name they meet and read UTF-8 text only.
 
@@ -2191,7 +2191,7 @@ def chunk_sections(rel: str, sections: list[Section], splitter) -> list[PlacedCh
     return chunks
 
 
-# ----------------------------------------------------------------------------
+# §web-pages -----------------------------------------------------------------
 # Web pages: read_html turns a page into Markdown-headed text whose line N is the file's line N,
 # so that Part I's chunker cuts at the page's own headings and a source cites the line an editor
 # opens; what is not the author's text (scripts, styles, navigation) becomes blank lines. What
@@ -2475,39 +2475,6 @@ class PageLines:
                 where[1] = line + k if where[1] is None else where[1]
                 where[2] = line + k
 
-    def lines(self, count: int) -> list[str]:
-        """The page's `count` lines: the text on each, headings as Markdown's."""
-        out = [""] * count
-        alone: dict[int, int] = {}        # line -> the block whose text it holds (-1: several)
-        for n, runs in itertools.groupby(self.runs, lambda run: run[0]):
-            parts, last, runs = [], None, list(runs)
-            for _, block, piece, _, _ in runs:
-                if parts and block != last and not parts[-1].endswith(" ") \
-                        and not piece.startswith(" "):
-                    parts.append(" ")
-                parts.append(piece)
-                last = block
-            text = "".join(parts).rstrip()
-            out[n - 1] = plain_line(text if runs[0][3] else text.lstrip())
-            if blocks := {run[1] for run in runs if run[2].strip()}:
-                alone[n] = blocks.pop() if len(blocks) == 1 else -1
-        headings = []                     # (level, first line, last line, title): on lines alone
-        for block, (level, first, last) in self.headings.items():
-            if first is not None and all(alone.get(n) == block for n in range(first, last + 1)
-                                         if n in alone):
-                title = " ".join(out[n - 1] for n in range(first, last + 1)).strip()
-                if len(title) <= Html.HEADING_MAX_CHARS:
-                    headings.append((level, first, last, title))
-        # A first heading that repeats the page's <title> is the title (pandoc's title block).
-        titled = bool(headings) and headings[0][3] == self.title
-        levels = [level for level, *_ in headings[titled:]]
-        shift = 2 - min(levels, default=2) if titled else heading_shift(levels)
-        for k, (level, first, last, title) in enumerate(headings):
-            out[first - 1:last] = [""] * (last - first + 1)
-            out[first - 1] = heading_line(1 if titled and k == 0 else level + shift,
-                                          title.rstrip(" ¶"))
-        return out
-
 
 def toc_headings(paragraphs: list[list], toc: Sequence[tuple[str, int, str]],
                  found: Mapping[str, int]) -> None:
@@ -2542,6 +2509,41 @@ def toc_headings(paragraphs: list[list], toc: Sequence[tuple[str, int, str]],
         done += paragraphs[k:start] + [[None, level, title]]
         k = start
     paragraphs[:] = done + paragraphs[k:]
+
+
+def line_markdown(page: PageLines, count: int) -> list[str]:
+    """A page's text by the file's `count` lines (a web page, whose lines a citation opens):
+    the text on each, headings as Markdown's."""
+    out = [""] * count
+    alone: dict[int, int] = {}        # line -> the block whose text it holds (-1: several)
+    for n, runs in itertools.groupby(page.runs, lambda run: run[0]):
+        parts, last, runs = [], None, list(runs)
+        for _, block, piece, _, _ in runs:
+            if parts and block != last and not parts[-1].endswith(" ") \
+                    and not piece.startswith(" "):
+                parts.append(" ")
+            parts.append(piece)
+            last = block
+        text = "".join(parts).rstrip()
+        out[n - 1] = plain_line(text if runs[0][3] else text.lstrip())
+        if blocks := {run[1] for run in runs if run[2].strip()}:
+            alone[n] = blocks.pop() if len(blocks) == 1 else -1
+    headings = []                     # (level, first line, last line, title): on lines alone
+    for block, (level, first, last) in page.headings.items():
+        if first is not None and all(alone.get(n) == block for n in range(first, last + 1)
+                                     if n in alone):
+            title = " ".join(out[n - 1] for n in range(first, last + 1)).strip()
+            if len(title) <= Html.HEADING_MAX_CHARS:
+                headings.append((level, first, last, title))
+    # A first heading that repeats the page's <title> is the title (pandoc's title block).
+    titled = bool(headings) and headings[0][3] == page.title
+    levels = [level for level, *_ in headings[titled:]]
+    shift = 2 - min(levels, default=2) if titled else heading_shift(levels)
+    for k, (level, first, last, title) in enumerate(headings):
+        out[first - 1:last] = [""] * (last - first + 1)
+        out[first - 1] = heading_line(1 if titled and k == 0 else level + shift,
+                                      title.rstrip(" ¶"))
+    return out
 
 
 def block_markdown(page: PageLines, toc: Sequence[tuple[str, int, str]] = ()) -> str:
@@ -2607,14 +2609,14 @@ def read_html(path: Path, data: bytes | None = None,
     Raises ValueError for a page with no text outside those."""
     page, warning = page_text(note_data(path, data))
     lines = page_lines(page, max_mb=max_mb)
-    body = "\n".join(lines.lines(page.count("\n") + 1))
+    body = "\n".join(line_markdown(lines, page.count("\n") + 1))
     if not body.strip():
         raise ValueError("no text outside its scripts, styles and navigation")
     return [Section(body, line=1, meta=NoteMeta(title=lines.title) if lines.title else None)], \
         warning
 
 
-# ----------------------------------------------------------------------------
+# §office --------------------------------------------------------------------
 # Office, e-books and notebooks: Word (.docx), OpenDocument text (.odt), EPUB and Jupyter
 # notebooks, read with the standard library alone, as their owners wrote them: headings become
 # Markdown headings, which Part I's chunk_note cuts at and cites, and what is not the author's
@@ -2727,7 +2729,6 @@ def xml_parts(pieces: Iterable[bytes], wanted: Callable[[str, dict], bool]) -> l
 def local(tag: str) -> str:
     """An element's name without its namespace: "{uri}p" -> "p"."""
     return tag.rpartition("}")[2]
-
 
 
 def extracted(sections: list[Section], kind: str) -> list[Section]:
@@ -3096,7 +3097,7 @@ def read_notebook(path: Path, data: bytes | None = None,
     return extracted(sections, "notebook"), None
 
 
-# ----------------------------------------------------------------------------
+# §org-rst -------------------------------------------------------------------
 # Org and reST: read_org and read_rst turn each into Markdown-headed text whose line N is the
 # file's line N, as read_html does a page; what is not the author's text (Org's drawers and #+
 # settings, reST's comments and tables of contents) becomes blank lines.
@@ -3340,7 +3341,7 @@ def read_rst(path: Path, data: bytes | None = None,
     return [Section("\n".join(out), line=1)], warning
 
 
-# ----------------------------------------------------------------------------
+# §embedding -----------------------------------------------------------------
 # Embedding: replaces Part I's embed_texts calls with batches saved as they come, bounded in
 # characters too, the prompts each embedder was trained with, and Ollama's failures in words
 # a user can act on.
@@ -3554,7 +3555,7 @@ def model_digest(client: ollama.Client, model: str) -> str | None:
         listed_name(n) for n in (getattr(m, "model", None), getattr(m, "name", None)) if n}), "")
 
 
-# ----------------------------------------------------------------------------
+# §bm25 ----------------------------------------------------------------------
 # BM25's inverted index: replaces Part I's Counter per chunk, which a big vault cannot hold.
 
 
@@ -3759,7 +3760,7 @@ def bm25_scores(lex: Lexicon, terms: list[Term]) -> np.ndarray:
     return scores
 
 
-# ----------------------------------------------------------------------------
+# §incremental-index ---------------------------------------------------------
 # The incremental index: replaces Part I's index_notes, which re-embeds every chunk when
 # one note changes and loses all of it to one Ctrl-C.
 
@@ -4236,7 +4237,7 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
     return with_vectors(vectors, has_vector), report
 
 
-# ----------------------------------------------------------------------------
+# §cache-layout --------------------------------------------------------------
 # The cache's layout: everything but the vectors as plain builtins (strings in one blob,
 # numbers in arrays), so that loading 50,000 chunks builds a few dozen objects, not a
 # million, and every field is checked as it is read.
@@ -4584,7 +4585,7 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
                  check(d["notes_dir"], str, "notes_dir"), notes)
 
 
-# ----------------------------------------------------------------------------
+# §cache-disk ----------------------------------------------------------------
 # The cache on disk: replaces Part I's save_cache and load_cache, whose one pickle must be
 # read whole before a query, is written only at the end, and is trusted once it unpickles.
 # Here the vectors are memory-mapped, the build is checkpointed, and every field is checked.
@@ -4904,7 +4905,7 @@ def restore_sigterm(previous: dict | None) -> None:
         signal.signal(signum, handler)
 
 
-# ----------------------------------------------------------------------------
+# §passage -------------------------------------------------------------------
 # Where a source's passage is: replaces Part I's Chunk.citation, which names the section a
 # chunk starts in, in the prompt and wherever a source is shown. A chunk often spans several
 # sections, and the one that answers holds the passage the question matched (the part its
@@ -5099,7 +5100,7 @@ def changed_warning(rel: str) -> str:
     return f"{rel} changed since it was indexed: its lines shown are where its passages were then"
 
 
-# ----------------------------------------------------------------------------
+# §search --------------------------------------------------------------------
 # Search: replaces Part I's search_notes. One path for every caller (the command line, the
 # modes, notebooks): the question embedded with its template, then ranked in four stages,
 # each a function of its own so that a new step can sit between two of them:
@@ -5566,7 +5567,7 @@ def search(client: ollama.Client, index: Index, question: str, settings: Setting
                    timings={"embed_query": t1 - t0, "search": time.perf_counter() - t1})
 
 
-# ----------------------------------------------------------------------------
+# §floor ---------------------------------------------------------------------
 # The relevance floor: measured on each index, it replaces Part I's fixed MIN_SCORE. What
 # confidence() gives a question the notes cannot answer depends on the embedder, the language
 # and the notes (an English-only embedder finds "meaning" in any Chinese question, and a large
@@ -5749,7 +5750,7 @@ def calibrated(index: Index, client: ollama.Client, settings: Settings,
     return replace(index, calibration=calibration) if calibration else index
 
 
-# ----------------------------------------------------------------------------
+# §opening -------------------------------------------------------------------
 # Opening the index: the cache as it is, or brought up to date when the notes or the
 # settings changed, or adopted from a copy of the folder; every run and mode opens it here.
 
@@ -6043,7 +6044,7 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     return index, report
 
 
-# ----------------------------------------------------------------------------
+# §answering -----------------------------------------------------------------
 # Answering: replaces Part I's stream_answer: the context sized to the prompt, thinking
 # models, and what Ollama read and cut.
 
@@ -6361,7 +6362,7 @@ def chat_once(client: ollama.Client, settings: Settings, messages: list[dict], n
     return "".join(strip_think([reply.message.content or ""]))
 
 
-# ----------------------------------------------------------------------------
+# §reading-claim -------------------------------------------------------------
 # Reading a claim: the numbers a text states, as people write them in its language, each with
 # its unit (a conversion compared as people round), its dates with their month names, its codes
 # and its names. The citation check, next, compares an answer's with its sources'.
@@ -6928,7 +6929,7 @@ def names_in(text: str, sources: str = "") -> set[str]:
     return names
 
 
-# ----------------------------------------------------------------------------
+# §placing -------------------------------------------------------------------
 # Placing a sentence: an answer is cut into sentences (a code block's lines each one of its own),
 # each read as a Claim: the sources it cites, its informative words weighed by idf (as the
 # relevance floor weighs a question's), its numbers, codes and names. Its sources are cut into
@@ -7223,7 +7224,7 @@ def best_line(claim: Claim, lines_of: list[list[Line]],
     return s, i, share(claim, lines), lines
 
 
-# ----------------------------------------------------------------------------
+# §citation-check ------------------------------------------------------------
 # The citation check: does each sentence of an answer say what the notes say? No model call.
 # Each sentence is read against the line of its sources that holds it best (best_line()) as a
 # careful reader reads it: its numbers
@@ -7756,7 +7757,7 @@ def judged(check: CitationCheck, sources: Sequence, settings: Settings
                    judge_seconds=time.perf_counter() - t0), warnings
 
 
-# ----------------------------------------------------------------------------
+# §one-question --------------------------------------------------------------
 # One question, one outcome: replaces Part I's answer_question. answer() searches, applies
 # the one rule that decides whether the chat model is called (decide()), fits the prompt to
 # its budget, streams the answer, and returns all of it as an Outcome that every front end
@@ -8022,7 +8023,7 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
                        conversation=conv), settings, via)
 
 
-# ----------------------------------------------------------------------------
+# §gap-log -------------------------------------------------------------------
 # The gap log: what the notes could not answer. A question below the relevance floor, or
 # answered without citing a single source, says what the notes lack, so answer() appends it
 # (logged()) to GAP_LOG, and --gaps shows them grouped by topic. Only --gaps sends a logged
@@ -8144,7 +8145,7 @@ def logged(outcome: Outcome, settings: Settings, via: str = "") -> Outcome:
 # searches through Part II's search() and answers through answer(). Only the run_*
 # functions print; --mcp writes protocol messages on stdout and nothing else.
 # ============================================================================
-# ----------------------------------------------------------------------------
+# §modes-setup ---------------------------------------------------------------
 # The modes' shared set-up: exit codes, errors in one line, output that shows control
 # characters instead of obeying them, progress, and the index every mode opens.
 
@@ -8424,7 +8425,7 @@ def open_for_mode(args: argparse.Namespace, settings: Settings, client: ollama.C
     return index, report, took
 
 
-# ----------------------------------------------------------------------------
+# §showing-sources -----------------------------------------------------------
 # Showing sources: each cited by its passage, over a one-line preview, a link on a terminal.
 
 
@@ -8556,7 +8557,7 @@ def print_outcome(outcome: Outcome) -> None:
         err(f"error: {outcome.why}")
 
 
-# ----------------------------------------------------------------------------
+# §question ------------------------------------------------------------------
 # The question: the default mode, a question in, sources and a streamed answer out.
 
 
@@ -8655,7 +8656,7 @@ QUESTION = Mode(
     examples=(('"How do I undo the last commit?"', "answer from demo-data/"),
               ('--notes ~/vault "what did we decide?"', "answer from your own notes")))
 
-# ----------------------------------------------------------------------------
+# §chat ----------------------------------------------------------------------
 # --chat: follow-up questions in a conversation, filters typed before a question.
 
 
@@ -8770,7 +8771,7 @@ CHAT = Mode(
                             "ask follow-up questions in a conversation", action="store_true")},
     examples=(("--notes ~/vault --chat", "follow-up questions"),))
 
-# ----------------------------------------------------------------------------
+# §explain -------------------------------------------------------------------
 # --explain: one question, every step narrated with this run's values.
 
 
@@ -8914,7 +8915,7 @@ EXPLAIN = Mode(
                                "narrate every step with this run's values", action="store_true")},
     examples=(('--explain "What is BM25?"', "every step, with this run's values"),))
 
-# ----------------------------------------------------------------------------
+# §eval ----------------------------------------------------------------------
 # --eval: hit@k and MRR on a set of questions with known answers.
 
 
@@ -9247,7 +9248,7 @@ EVAL = Mode(
                                "citations supported, time to first word)", action="store_true")},
     examples=(("--eval demo-data/eval.jsonl", "measure retrieval"),))
 
-# ----------------------------------------------------------------------------
+# §make-eval-tune ------------------------------------------------------------
 # --make-eval and --tune: an evaluation set of questions the chat model asks of your notes'
 # passages (kept when they pass three checks), and a sweep of every setting that needs no
 # re-embedding on such a set, which names the flags that did best.
@@ -9683,7 +9684,7 @@ TUNE = Mode(
     problem=lambda args: "need every --tune-chunk-sizes value >= 50 and above --chunk-overlap"
     if any(n < 50 or n <= args.chunk_overlap for n in args.tune_chunk_sizes or ()) else "")
 
-# ----------------------------------------------------------------------------
+# §gaps ----------------------------------------------------------------------
 # --gaps: the gap log grouped by topic, and which of its questions today's notes answer.
 
 
@@ -10088,7 +10089,7 @@ GAPS = Mode(
                              action="store_true")},
     examples=(("--notes ~/vault --gaps", "what your notes could not answer"),))
 
-# ----------------------------------------------------------------------------
+# §mcp-tools -----------------------------------------------------------------
 # --mcp's tools: search_notes, read_note and ask_notes as functions any front end calls.
 #
 # A tool is a function: the notes as they are now (Notes) and its arguments in, one dict out,
@@ -10408,7 +10409,7 @@ def argument_problem(tool: dict, arguments: dict) -> str | None:
     return None
 
 
-# ----------------------------------------------------------------------------
+# §held-index ----------------------------------------------------------------
 # The held index: the notes' index as a long-lived front end (--mcp) holds it, kept current.
 #
 # Opened by the first call and held, it is brought up to date as a run opens it (open_index,
@@ -10571,7 +10572,7 @@ class HeldIndex:
             err(f"warning: {warning}")
 
 
-# ----------------------------------------------------------------------------
+# §mcp -----------------------------------------------------------------------
 # --mcp: the notes served to agents over the Model Context Protocol, on stdin and stdout.
 #
 # An editor or assistant (Claude Desktop, VS Code, Cursor, ...) starts `demo_rag.py --mcp`
@@ -10614,7 +10615,7 @@ def readable(tool: str, result: dict) -> str:
     """A tool's result written out for people and models: the verdict or the answer, then the
     sources, each cited as the terminal cites it; or the lines read, and where to read on."""
     def cited(s: dict) -> str:            # passage_citation() of a source read back
-        chunk = Chunk(s["path"], s["heading"], s["text"], s["page"])
+        chunk = PlacedChunk(s["path"], s["heading"], s["text"], s["page"])
         passage = Passage(s["line"], s["end_line"], s["section"], s["start_line"], 0)
         return f"[{s['rank']}] {passage_citation(chunk, passage)}"
     r, sources = result, result.get("sources", [])
@@ -11087,7 +11088,7 @@ MCP = Mode(
     examples=(("--notes ~/vault --mcp", "serve them to an agent (MCP, stdio)"),),
     prints="speaks JSON-RPC anyway")
 
-# ----------------------------------------------------------------------------
+# §command-line --------------------------------------------------------------
 # The command line: the modes and their flags in one parser, and main().
 
 MODES = (QUESTION, CHAT, EXPLAIN, EVAL, MAKE_EVAL, TUNE, GAPS, MCP)    # in --help's order
@@ -11308,7 +11309,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout, sys.stderr = streams
 
 
-# ----------------------------------------------------------------------------
+# §start-up ------------------------------------------------------------------
 # Start-up and leaving: what the lines before Part I do, and how a run ends.
 # - The garbage collector is off while the imports and the module body build their many
 #   long-lived objects; the command line then exempts them (gc.freeze, below), and an importing

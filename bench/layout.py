@@ -64,9 +64,10 @@ def measure(source: str) -> dict:
         p = part_of(stmt.lineno)
         above[p] |= {n for n in reads(stmt) if n in where and part_of(where[n]) == p
                      and where[n] > stmt.lineno}
+    rule = re.compile(r"# (§[\w-]+ )?(-{20,}|={20,})")     # a banner's line, its marker first
     banners = [(i + 2, lines[i + 1][2:]) for i in range(len(lines) - 1)
-               if re.fullmatch(r"# (-{20,}|={20,})", lines[i]) and lines[i + 1].startswith("# ")
-               and not re.fullmatch(r"# (-{20,}|={20,})", lines[i + 1])]
+               if rule.fullmatch(lines[i]) and lines[i + 1].startswith("# ")
+               and not rule.fullmatch(lines[i + 1])]
     ends = [n - 1 for n, _ in banners[1:]] + [len(lines)]
     sections = [(title.split(":")[0], n, end - n + 1) for (n, title), end in zip(banners, ends)
                 if n > parts["II"] and not title.startswith("PART")]

@@ -104,37 +104,38 @@ def test_part_one_reads_in_one_sitting():
     assert PART_I - 1 - the_map <= 120, f"{PART_I - 1 - the_map} lines besides the map come before Part I"
 
 
-# The map of Parts II and III in the module docstring: a section a line, its banner's title
-# (the words before the first colon) in a column of its own.
+# The map of Parts II and III in the module docstring: a section a line, named by the marker its
+# banner carries ("§citation-check"), so that a search for the marker goes from one to the other.
 MAP = rag.__doc__[rag.__doc__.index("The map of Parts II and III"):]
-MAP_TITLE_WIDTH = 31
+BANNER = re.compile(r"# (?:(§[\w-]+) )?-{20,}")
 
 
-def map_titles() -> list[str]:
-    return [line[4:4 + MAP_TITLE_WIDTH].strip() for line in MAP.splitlines()
-            if re.match(r"    \S", line)]
+def map_markers() -> list[str]:
+    return [line.split()[0] for line in MAP.splitlines() if re.match(r"    \S", line)]
 
 
 def sections() -> list[tuple[str, int, int]]:
-    """Every section banner of Parts II and III: (title, first line, last line), 1-based."""
-    starts = [(i + 2, LINES[i + 1][2:].split(":")[0]) for i in range(PART_II, len(LINES) - 1)
-              if re.fullmatch(r"# -{20,}", LINES[i])]
+    """Every section banner of Parts II and III: (its marker or "", first line, last line)."""
+    starts = [(i + 2, m.group(1) or "") for i in range(PART_II, len(LINES) - 1)
+              if (m := BANNER.fullmatch(LINES[i]))]
     ends = [n - 1 for n, _ in starts[1:]] + [len(LINES)]
-    return [(title, n, end) for (n, title), end in zip(starts, ends)]
+    return [(marker, n, end) for (n, marker), end in zip(starts, ends)]
 
 
-def test_the_docstring_s_map_names_every_section_of_parts_two_and_three_in_order():
-    titles = [title for title, _, _ in sections()]
-    assert len(titles) >= 25
-    assert map_titles() == titles, (map_titles(), titles)
+def test_every_section_has_a_marker_the_map_names_once_in_order():
+    markers = [marker for marker, _, _ in sections()]
+    assert len(markers) >= 25 and all(markers), markers
+    assert map_markers() == markers, (map_markers(), markers)
+    assert all(len(re.findall(rf"{m}(?![\w-])", MAP)) == 1 for m in markers), MAP
 
 
 def test_the_map_test_sees_a_section_added_or_renamed(monkeypatch):
-    at = LINES.index("# Opening the index: the cache as it is, or brought up to date when the notes or the")
-    for changed in (LINES[:at] + ["# Opened: another title"] + LINES[at + 1:],
+    at = next(i for i, line in enumerate(LINES) if line.startswith("# §opening "))
+    for changed in (LINES[:at] + ["# §opened " + "-" * 68] + LINES[at + 1:],
                     LINES[:at] + ["# " + "-" * 76, "# A new section: here"] + LINES[at:]):
         monkeypatch.setattr(sys.modules[__name__], "LINES", changed)
-        assert map_titles() != [title for title, _, _ in sections()]
+        markers = [marker for marker, _, _ in sections()]
+        assert map_markers() != markers or not all(markers)
 
 
 def test_no_section_outgrows_its_banner():

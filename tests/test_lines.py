@@ -37,14 +37,16 @@ def seen_lines(path: Path, section: rag.Section) -> list[str]:
     """A note's lines as its reader left them: Obsidian's markup cleaned (a callout's "[!tip]" is
     "Tip"), front matter kept as its properties' "key: value" lines, every line where the file has
     it. Checked here: the same number of lines, a property on the line of its key, and every line
-    past the front matter the cleaning left alone is the file's line."""
+    past the front matter the cleaning left alone is the file's line (a link shows as its words,
+    an HTML tag or comment, on as many lines as it takes, as nothing)."""
     raw = file_lines(path)
     seen = raw[:section.line - 1] + section.text.split("\n")
     assert len(seen) == len(raw), path
     front = rag.FRONT_MATTER_BLOCK.match("\n".join(raw)) if section.meta and section.meta.properties else None
     end = front.group().count("\n") if front else 0
     assert all(b == "" or b.startswith(a.partition(":")[0].strip("\"'")) for a, b in zip(raw[:end], seen)), path
-    assert all(a == b for a, b in zip(raw[end:], seen[end:]) if not re.search(r"\[\[|\[!|%%", a)), path
+    assert all(a == b or not b for a, b in zip(raw[end:], seen[end:])
+               if not re.search(r"\[\[|\[!|%%|\]\(|\]\[|\]:|<[A-Za-z!/]", a)), path
     return seen
 
 
