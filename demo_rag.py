@@ -86,7 +86,7 @@ for one to go there and back), what it holds and where to start reading it.
     §showing-sources    print_hits, print_citation, hit_json, print_outcome, preview
     §question           run_question, outcome_json; QUESTION, the default mode
     §chat               run_chat, inline_filters; CHAT
-    §explain            run_explain: explain_index, explain_search, explain_prompt
+    §explain            run_explain: explain_index, _search, _prompt, _check (steps 1-8)
     §eval               evaluate, load_eval_set, run_eval; EVAL
     §make-eval-tune     generate_eval_set, run_make_eval, tune, run_tune; MAKE_EVAL, TUNE
     §gaps               read_gaps, gap_report, run_gaps; GAPS
@@ -8888,6 +8888,17 @@ def explain_prompt(plan: Outcome, settings: Settings, num_ctx: int) -> None:
     say(f"{why_not.get(plan.status, plan.why)}: the chat model is not called")
 
 
+def explain_check(check: CitationCheck) -> None:
+    """--explain's step 8: each sentence of the answer, its verdict, why, and the line of the
+    notes it was read against (SentenceCheck.place)."""
+    from textwrap import shorten
+    print("\nSTEP 8 · CHECK: each sentence against the line of its sources that holds it best")
+    for n, s in enumerate(check.sentences, 1):
+        say(f"{n} {s.verdict}" + (f" ({s.why})" if s.why else "")
+            + (f" at {s.place}" if s.place else "") + f": {shorten(s.text, 70, placeholder=' …')}")
+    say(check.summary())
+
+
 def run_explain(args, settings: Settings, client: ollama.Client) -> int:
     """--explain: one question, every step narrated with this run's real values (80 columns);
     steps 4 to 7 from answer()'s plan, so that the narration cannot drift from the pipeline."""
@@ -8905,6 +8916,8 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
                      on_token=lambda piece: print(piece, end="", flush=True))
     if outcome.status in (ANSWERED, FAILED) and outcome.text is not None:
         print_outcome(outcome)            # step 7 said why the chat model was not called
+    if outcome.check:
+        explain_check(outcome.check)
     err(*(f"warning: {w}" for w in outcome.warnings))
     return OUTCOME_EXITS.get(outcome.status, EXIT_OK)
 
