@@ -6363,30 +6363,26 @@ def chat_once(client: ollama.Client, settings: Settings, messages: list[dict], n
 
 
 # §reading-claim -------------------------------------------------------------
-# Reading a claim: the numbers a text states, as people write them in its language, each with
-# its unit (a conversion compared as people round), its dates with their month names, its codes
-# and its names. The citation check, next, compares an answer's with its sources'.
+# Reading a claim: the numbers a text states as people write them, each with its unit (a
+# conversion compared as people round), its dates, its codes and its names. The citation
+# check, next, compares an answer's with its sources'.
 
-# [1], [1, 2], [1-3], [source 2], 【1】; full-width ［１］ is [1] after NFKC. A number of more
-# than 30 digits is no source's and no citation (int() refuses one past 4,300 digits).
+# [1], [1, 2], [1-3], [source 2], 【1】, ［１］ after NFKC; no citation has over 30 digits (int()
+# refuses a number past 4,300).
 CITATION = re.compile(r"[\[【]\s*(?:sources?\s*)?"
                       r"(-?\d{1,30}(?:\s*(?:[-–~,，、;]|and)\s*-?\d{1,30})*)\s*[\]】]", re.IGNORECASE)
 INLINE_CODE = re.compile(r"(?<!`)(`+)(?!`)([^\n]+?)(?<!`)\1(?!`)")
 # A power is no digit of its number: NFKC would make 10² the number 102.
 SUPERSCRIPTS = str.maketrans({c: f"^{d}" for d, c in enumerate("⁰¹²³⁴⁵⁶⁷⁸⁹")})
-# A number as people write it. After NFKC a thin or no-break space is a space; spaces before
-# groups of three digits group thousands (1 500). A comma or point before other than three
-# digits marks decimals (93,5 is 93.5); before exactly three it may group thousands (1,500
-# in English, 1.500 in German) or mark decimals (1,500 in German is 1.5): the text's other
-# numbers decide, else both readings count. A colon joins a ratio's or a time's parts. A minus
-# sign (or "minus", 零下) makes it negative, -5 °C is not 5 °C; a dash after a digit or letter
-# does not: 3-5, 2026-03-05, COVID-19.
+# A number as people write it: a space groups thousands (1 500; NFKC makes a thin one a space),
+# a comma or point marks decimals (93,5) or, before three digits, may group thousands (1,500:
+# read_numbers() says how); a colon joins a ratio's or a time's parts. A minus sign ("minus",
+# 零下) makes it negative; a dash after a digit or letter does not: 3-5, 2026-03-05, COVID-19.
 NUMBER = re.compile(r"(?P<minus>(?<![0-9A-Za-z\u00c0-\u024f.,:/\-−–])[-−–]|\bminus |零下)?"
                     r"(?P<digits>\d{1,3}(?: \d{3}(?!\d))+(?:[.,]\d+)?|\d+(?:[.,:/]\d+)*)",
                     re.IGNORECASE)
-# The months' names, January first, in the languages of the notes: English, German, French,
-# Spanish, Italian, Dutch, Portuguese, Swedish, and Russian and Polish as a date writes them
-# ("5 июня", "5 czerwca"); then their abbreviations ("Mär", "sept", "déc.").
+# The months' names in the notes' languages (Russian and Polish as a date writes them: "5 июня"),
+# then their abbreviations.
 MONTH_OF = {name: n for n, names in enumerate([
     "january januar janvier enero gennaio januari janeiro января январь stycznia styczeń "
     "jan janv ene gen",
@@ -6405,11 +6401,10 @@ MONTH_OF = {name: n for n, names in enumerate([
     "december dezember décembre diciembre dicembre dezembro декабря декабрь grudnia grudzień "
     "dec dez déc dic"], 1) for name in names.split()}
 MONTH = "|".join(sorted(MONTH_OF, key=len, reverse=True))
-# A date as people write it, read as one value (2026-03-05, or --03-05 without a year), so that
-# its day and month cannot swap: form i's groups are y<i>, m<i>, d<i>; 3/5/2026 and 03-05-2026
-# (a<5>, b<5>) put the day first in Europe and the month first in the US, so both are read, unless
-# the sources' own dates settle which (read_numbers' `day_first`). A month named beside a day
-# may have a dot ("9. Mai", "déc."), "de" ("4 de junio de 2026") or an ordinal ("1er", "5th").
+# A date as people write it, read as one value (2026-03-05, --03-05 without a year) so that its
+# day and month cannot swap: form i's groups are y<i>, m<i>, d<i>, and a<5>, b<5> for 3/5/2026,
+# day first in Europe, month first in the US (read_date()). A month named beside a day may have
+# a dot ("9. Mai"), "de" ("4 de junio de 2026") or an ordinal ("1er", "5th").
 DATE = re.compile(
     r"(?<![\d.])(?P<y1>\d{4})[-/.](?P<m1>\d{1,2})[-/.](?P<d1>\d{1,2})(?![\d.]\d|\d)"
     r"|(?<!\d)(?:(?P<y2>\d{4}) ?[年년] ?)?(?P<m2>\d{1,2}) ?[月월] ?(?P<d2>\d{1,2}) ?[日号일]"
@@ -6420,12 +6415,12 @@ DATE = re.compile(
     rf"|\b(?P<m7>{MONTH})\b\.? (?P<d7>\d{{1,2}})(?:st|nd|rd|th|er|º)?(?!\d)"
     r"(?:,? (?P<y7>\d{4})(?!\d))?",
     re.IGNORECASE)
-# A time of day in Korean, Japanese and Chinese: 8시 10분, 9時, 9点半 (8:10, 9:0, 9:30).
+# A time of day in CJK: 8시 10분, 9時, 9点半 (8:10, 9:0, 9:30).
 CLOCK = re.compile(r"(?<!\d)(?P<h>\d{1,2}) ?[시時点點] ?(?:(?P<m>\d{1,2}) ?[분分](?!钟)|(?P<half>半|반))?")
 DATE_VALUE = re.compile(r"(?:\d{4}|-)-\d\d-\d\d")    # how read_date() writes a date
-# Units, each with its dimension and its size in the dimension's unit, and its names: symbols,
-# then words in the languages of the notes. A number's unit is the one written right after it
-# (a currency's sign may stand before it). "deg" is a degree of no named scale (80 度, 80 Grad).
+# Units: each one's dimension, size in the dimension's unit, and names (symbols, then words).
+# A number's unit is written right after it (a currency's sign may stand before it); "deg" is
+# a degree of no named scale (80 度, 80 Grad).
 UNITS = {
     "km": ("length", 1000, "km kilometer kilometre kilomètre kilómetro chilometro quilômetro "
                            "kilometr км километр 公里 千米 킬로미터"),
@@ -6475,16 +6470,15 @@ UNITS = {
 }
 UNIT_OF = {name.replace("_", " "): unit for unit, (_, _, names) in UNITS.items()
            for name in names.split()}
-# A unit's name right after a number ("12 km", "80度", "3 Stunden": a word's plural ending too).
+# A unit's name after a number ("12 km", "80度", "3 Stunden": plural endings too).
 UNIT = re.compile(" ?(?P<unit>" + "|".join(
     re.escape(name) + ("" if CJK_CHAR.search(name) else
                        rf"(?:s|es|e|en|n|i|a|y|ów|ach|ami|ей|я|ов|ы|ах)?(?!(?![{CJK}])[^\W\d_])")
     for name in sorted(UNIT_OF, key=len, reverse=True)) + ")", re.IGNORECASE)
-UNIT_OF["百分之"] = "%"                    # a sign before its number: "百分之20", "€5"
+UNIT_OF["百分之"] = "%"                    # a sign before its number, as in €5
 
 
-# Numbers written as words, 2 to 100, and halves (a 1 is an article too often: "one" and "ein"
-# count only before a unit): English, German, French, Spanish, Italian, Portuguese, Dutch.
+# Numbers as words, and halves; a one counts only before a unit ("ein" is an article too).
 NUMBER_WORDS = {word: n for n, words in enumerate([
     "", "one ein eine un une uno una um", "two zwei deux dos due dois twee",
     "three drei trois tres tre três drie", "four vier quatre cuatro quattro quatro",
@@ -6492,12 +6486,12 @@ NUMBER_WORDS = {word: n for n, words in enumerate([
     "sete zeven", "eight acht huit ocho otto oito", "nine neun neuf nueve nove negen",
     "ten zehn dix diez dieci dez tien", "eleven elf onze once undici", "twelve zwölf douze doce "
     "dodici twaalf", "", "", "fifteen fünfzehn quinze quince quindici"]) for word in words.split()}
-NUMBER_WORDS |= {w: 10 * n for n, words in [(2, "twenty zwanzig vingt veinte venti vinte twintig"),
-                                             (3, "thirty dreißig trente treinta trenta trinta"),
-                                             (4, "forty vierzig quarante cuarenta quaranta"),
-                                             (5, "fifty fünfzig cinquante cincuenta cinquanta"),
-                                             (6, "sixty sechzig soixante sesenta sessanta"),
-                                             (9, "ninety neunzig")] for w in words.split()}
+NUMBER_WORDS |= {w: 10 * n for n, words in [
+    (2, "twenty zwanzig vingt veinte venti vinte twintig"),
+    (3, "thirty dreißig trente treinta trenta trinta"),
+    (4, "forty vierzig quarante cuarenta quaranta"),
+    (5, "fifty fünfzig cinquante cincuenta cinquanta"),
+    (6, "sixty sechzig soixante sesenta sessanta"), (9, "ninety neunzig")] for w in words.split()}
 HUNDREDS = "hundred hundert cent cents cien ciento cento honderd".split()
 NUMBER_WORDS |= {w: 100 for w in HUNDREDS} | {
     w: 0.5 for w in "half halb halbe demi demie medio media mezzo meio".split()} | {
@@ -6519,9 +6513,8 @@ CHINESE_NUMBER = re.compile("[零一二两三四五六七八九十百千]+(?:个
 
 
 class Number(NamedTuple):
-    """A number as written, read: the values it may have (the first names it), the parts of a
-    ratio or a time (1:16, 23:59), which a source may state on their own, its unit (UNITS),
-    and where the text has it."""
+    """A number as written, read: its possible values (the first names it), a ratio's or a
+    time's parts (1:16, 23:59), which a source may state alone, its unit, and its offset."""
     written: str
     values: tuple[str, ...]
     parts: tuple[str, ...] = ()
@@ -6530,8 +6523,8 @@ class Number(NamedTuple):
 
 
 def unit_after(text: str, at: int) -> tuple[str, int]:
-    """The unit written right after a number that ends at `at`, as UNITS names it ("Stunden" is
-    "h"), and where its name ends; ("", at) if none."""
+    """The unit written right after offset `at` as UNITS names it ("Stunden": "h"), and where
+    its name ends; ("", at) if none."""
     m = UNIT.match(text, at)
     if not m:
         return "", at
@@ -6542,7 +6535,7 @@ def unit_after(text: str, at: int) -> tuple[str, int]:
 
 
 def chinese_number(text: str) -> float:
-    """A number in Chinese numerals: "十五" is 15, "两百" 200, "一个半" 1.5.
+    """A number in Chinese numerals.
 
     >>> [chinese_number(t) for t in ("十五", "两百", "一个半", "三十八")]
     [15.0, 200.0, 1.5, 38.0]
@@ -6561,9 +6554,8 @@ def chinese_number(text: str) -> float:
 
 
 def word_numbers(text: str) -> list[Number]:
-    """The numbers a text writes in words ("twenty-nine", "trente-huit", "两百"), each with the
-    unit after it, or after the number it runs to ("十五到十八分钟"): a count in words ("two
-    doses", "ein Kilo"'s article) is no claim it checks."""
+    """The numbers a text writes in words ("twenty-nine", "两百") that have a unit after them,
+    or after the number they run to ("十五到十八分钟"): "two doses" is no claim to check."""
     found = []
     words = {w.lower() for w in re.findall(r"[^\W\d_]+", text)}
     for m in NUMBER_WORD.finditer(text) if not words.isdisjoint(NUMBER_WORDS) else ():
@@ -6591,20 +6583,16 @@ def word_numbers(text: str) -> list[Number]:
     return [n for n in numbers if n.unit]
 
 
-def whole_value(digits: str) -> str:
-    """'05' -> '5': leading zeros say nothing (not int(), which refuses 4,300 digits)."""
-    return digits.lstrip("0") or "0"
-
-
-def decimal_value(whole: str, fraction: str) -> str:
-    """'93', '50' -> '93.5'; trailing zeros say nothing ('2', '0' -> '2')."""
-    fraction = fraction.rstrip("0")
-    return f"{whole_value(whole)}.{fraction}" if fraction else whole_value(whole)
+def value_of(whole: str, fraction: str = "") -> str:
+    """'05' -> '5', '93', '50' -> '93.5': zeros that say nothing dropped (int() would refuse
+    4,300 digits)."""
+    whole, fraction = whole.lstrip("0") or "0", fraction.rstrip("0")
+    return f"{whole}.{fraction}" if fraction else whole
 
 
 def decimal_mark(tokens: Sequence[str]) -> str | None:
-    """The mark a text's numbers use for decimals, where one of them shows it and none shows
-    the other: '93,5' shows ',', '1.5' and '1,250.5' show '.', '1.250.000' shows ','."""
+    """The mark a text's numbers use for decimals where one shows it and none the other:
+    '93,5' shows ',', '1.5' and '1,250.5' '.', '1.250.000' ','."""
     shown = set()
     for token in tokens:
         marks, groups = re.findall(r"[.,]", token), re.split(r"[.,]", token)
@@ -6620,8 +6608,8 @@ def decimal_mark(tokens: Sequence[str]) -> str | None:
 
 
 def read_number(token: str, decimal: str | None) -> list[Number]:
-    """The numbers one NUMBER match states, `decimal` being its text's decimal mark if known:
-    one, or a date's day, month and year (5.3.2026) or a list's items (1,2,3) each on its own.
+    """The numbers one NUMBER match states, by the decimal mark `decimal` if known: one, or
+    each of a date's parts (5.3.2026) or a list's items (1,2,3).
 
     >>> [n.values for n in read_number("1.250", None) + read_number("1.250", ",")]
     [('1250', '1.25'), ('1250',)]
@@ -6639,32 +6627,31 @@ def read_number(token: str, decimal: str | None) -> list[Number]:
         return [Number(token, (":".join(parts),), parts)]
     digits = token.replace(" ", "")
     marks, groups = re.findall(r"[.,]", digits), re.split(r"[.,]", digits)
-    grouped = 1 <= len(groups[0]) <= 3 and whole_value(groups[0]) != "0" and all(
+    grouped = 1 <= len(groups[0]) <= 3 and value_of(groups[0]) != "0" and all(
         len(g) == 3 for g in groups[1:-1])
     if not marks:
-        return [Number(token, (whole_value(digits),))]
-    if len(set(marks)) == 2:              # 1,250.5 or 1.250,5: the last mark is the decimal one
+        return [Number(token, (value_of(digits),))]
+    if len(set(marks)) == 2:              # 1,250.5, 1.250,5: the last mark is the decimal
         whole = "".join(groups[:-1]) if grouped and len(set(marks[:-1])) == 1 else groups[0]
-        return [Number(token, (decimal_value(whole, groups[-1]),))]
+        return [Number(token, (value_of(whole, groups[-1]),))]
     if len(marks) > 1:
         if grouped and len(groups[-1]) == 3:
-            return [Number(token, (whole_value("".join(groups)),))]
+            return [Number(token, (value_of("".join(groups)),))]
         if marks[0] == "," or any(len(g) == 4 for g in (groups[0], groups[-1])):
-            return [Number(g, (whole_value(g),)) for g in groups]       # 1,2,3 or 5.3.2026
-        return [Number(token, (".".join(map(whole_value, groups)),))]   # a version: 3.11.7
-    thousands, fraction = whole_value("".join(groups)), decimal_value(*groups)
+            return [Number(g, (value_of(g),)) for g in groups]       # 1,2,3 or 5.3.2026
+        return [Number(token, (".".join(map(value_of, groups)),))]   # a version: 3.11.7
+    thousands, fraction = value_of("".join(groups)), value_of(*groups)
     if not grouped or len(groups[1]) != 3 or decimal == marks[0]:
         return [Number(token, (fraction,))]
     return [Number(token, (thousands,) if decimal else (thousands, fraction))]
 
 
 def read_date(m: re.Match, day_first: bool | None = None) -> Number | None:
-    """The date a DATE match states: its values (2026-03-05, or both readings of 3/5/2026
-    unless `day_first` says which), and as parts its numbers as written and the day without
-    the year (--03-05), which an answer that leaves out the year may state. None for no real
-    month and day (13/45/2026).
+    """The date a DATE match states: its values (both readings of 3/5/2026 unless `day_first`
+    says which) and as parts its numbers and the day without the year (--03-05), which an
+    answer may state alone; None for no real date (13/45/2026).
 
-    >>> [read_date(m) for m in DATE.finditer("5 March 2026, 3/4/2026")]     # doctest: +ELLIPSIS
+    >>> [read_date(m) for m in DATE.finditer("5 March 2026, 3/4/2026")]  # doctest: +ELLIPSIS
     [Number(written='5 March 2026', values=('2026-03-05',), parts=('5', '2026', '3', '--03-05'),
             unit='', at=0), Number(written='3/4/2026', values=('2026-04-03', '2026-03-04'), ...)]
     """
@@ -6672,7 +6659,7 @@ def read_date(m: re.Match, day_first: bool | None = None) -> Number | None:
     year = found.get("y")
     if "a" in found:
         a, b = int(found["a"]), int(found["b"])
-        readings = [(b, a), (a, b)]       # (month, day): the day first, or the month first
+        readings = [(b, a), (a, b)]       # (month, day): day first, month first
         readings = readings if day_first is None else readings[not day_first:][:1]
     else:
         month = found["m"]
@@ -6681,7 +6668,7 @@ def read_date(m: re.Match, day_first: bool | None = None) -> Number | None:
     if not readings:
         return None
     dates = [f"-{mo:02d}-{d:02d}" for mo, d in readings]
-    numbers = [whole_value(n) for n in re.findall(r"\d+", m.group(0))]
+    numbers = [value_of(n) for n in re.findall(r"\d+", m.group(0))]
     if not found["m" if "m" in found else "a"].isdigit():
         numbers.append(str(readings[0][0]))
     return Number(m.group(0), tuple(f"{year or '-'}{d}" for d in dates),
@@ -6690,8 +6677,7 @@ def read_date(m: re.Match, day_first: bool | None = None) -> Number | None:
 
 
 def day_first(text: str) -> bool | None:
-    """Whether a text writes its numeric dates day first (a 25/6/2026 in it says so) or month
-    first (6/25/2026), or None when none of them settles it."""
+    """True if a text writes dates day first (25/6/2026), False if month first, else None."""
     seen = {True if int(a) > 12 else False if int(b) > 12 else None
             for a, b in re.findall(r"(?<![\d/-])(\d{1,2})[/-](\d{1,2})[/-]\d{4}(?!\d)", text)
             } - {None}
@@ -6699,8 +6685,8 @@ def day_first(text: str) -> bool | None:
 
 
 def number_text(text: str) -> str:
-    """The text as its numbers are read: normalized (NFKC, but a power is no digit and ½ is
-    1/2), citations left out, each kept in place."""
+    """The text as its numbers are read: NFKC (but 10² is no 102, and ½ is 1/2), and its
+    citations blanked so that offsets hold."""
     text = unicodedata.normalize("NFKC", text.translate(SUPERSCRIPTS)).replace("\u2044", "/")
     return CITATION.sub(lambda m: " " * len(m.group()), text)
 
@@ -6712,8 +6698,7 @@ def as_float(value: str) -> float | None:
 
 
 def ranges_in(numbers: list[Number], text: str) -> list[tuple[Number, Number]]:
-    """The ranges among a text's `numbers` (read from it, in order): "3 to 5 km", "3,0 bis 5,5
-    bar", "15到18分钟", each as its two ends."""
+    """The ranges among a text's `numbers` (in order) as their two ends: "3 to 5 km", "15到18分钟"."""
     pairs = []
     for a, b in zip(numbers, numbers[1:]):
         end = unit_after(text, a.at + len(a.written))[1]
@@ -6724,8 +6709,8 @@ def ranges_in(numbers: list[Number], text: str) -> list[tuple[Number, Number]]:
 
 
 def durations(numbers: list[Number], text: str) -> list[Number]:
-    """`numbers` with a time written in two units made one ("3 Stunden 38 Minuten", "2 h 15 min"
-    is 3:38 h, 2:15 h), so that it is compared whole: with "3:38 h" or "218 min" alike."""
+    """`numbers`, a time written in two units made one to be compared whole: "3 h 38 min" is
+    3:38 h, as are "3:38 h" and "218 min"."""
     out: list[Number] = []
     for n in sorted(numbers, key=lambda n: n.at):
         prev = out[-1] if out else None
@@ -6744,10 +6729,9 @@ def durations(numbers: list[Number], text: str) -> list[Number]:
 
 def read_numbers(text: str, decimal: str | None = None,
                  dates_day_first: bool | None = None) -> list[Number]:
-    """The numbers a text states, citations left out: its dates, each read as one value, and
-    its other numbers as read_number() reads them (negative after a minus sign), each with the
-    unit written after it. A 1,250 is read by the decimal mark the text shows, else by
-    `decimal` (its sources'), else both ways; a 3/5/2026 by `dates_day_first`, else both ways.
+    """The numbers a text states, citations left out: its dates (one value each) and the rest
+    as read_number() reads them, with their units. A 1,250 is read by the text's own decimal
+    mark, else `decimal` (its sources'), else both ways; 3/5/2026 so by `dates_day_first`.
 
     >>> [n.values for n in read_numbers("-5 °C, −2.5, minus 3, 零下4度, 3-5 g, COVID-19")]
     [('-5',), ('-2.5',), ('-3',), ('-4',), ('3',), ('5',), ('19',)]
@@ -6755,7 +6739,7 @@ def read_numbers(text: str, decimal: str | None = None,
     [('--05-09', ''), ('12', 'km'), ('80', 'deg'), ('3', 'h'), ('20', '%'), ('5', '€')]
     """
     text = number_text(text)
-    if not re.search(r"\d", text):         # most lines have no digit: the long patterns pass
+    if not re.search(r"\d", text):         # most lines have none: skip the long patterns
         return word_numbers(text)
     dates = [d for m in DATE.finditer(text) if (d := read_date(m, dates_day_first))] + [
         Number(m.group(), (f"{int(m['h'])}:{30 if m['half'] else int(m['m'] or 0)}",),
@@ -6771,8 +6755,8 @@ def read_numbers(text: str, decimal: str | None = None,
         unit = unit_after(text, m.end())[0] or (UNIT_OF[sign.group(1)] if sign else "")
         read = [n._replace(unit=unit, at=m.start()) for n in read_number(m["digits"], decimal)]
         if m["minus"]:
-            read[0] = read[0]._replace(values=tuple(v if v == "0" else f"-{v}"
-                                                    for v in read[0].values))
+            values = tuple(v if v == "0" else f"-{v}" for v in read[0].values)
+            read[0] = read[0]._replace(values=values)
         numbers += read
     numbers = durations(numbers + word_numbers(text), text)
     for a, b in ranges_in(numbers, text):   # "3,5 bis 5,5 bar": both ends in bar
@@ -6788,9 +6772,8 @@ def converted(value: float, unit: str, to: str) -> float:
 
 
 def rounds_to(written: str, exact: float) -> bool:
-    """Does a number as written round `exact` as people round: to its last digit (of a whole
-    number's, the last but its zeros), give or take a hundredth of it? ("7.5" rounds 7.456,
-    "70" rounds 69.8, "550" 559, "7" does not round 7.8)"""
+    """Does a number as written round `exact` to its last digit (a whole number's last but its
+    zeros), give or take 1%? "7.5" rounds 7.456, "550" 559; "7" does not round 7.8."""
     value = as_float(written)
     if value is None:
         return False
@@ -6800,8 +6783,7 @@ def rounds_to(written: str, exact: float) -> bool:
 
 def same_quantity(said: Number, held: Number) -> bool:
     """Does a source's number (`held`) state the sentence's (`said`)? The same value, in the
-    same unit or one unit unnamed; or the same quantity in another unit of its dimension,
-    rounded as people round (12 km is "7.5 miles"); a percent is a percent, not a count.
+    same unit or one unnamed, or the same quantity in another unit, rounded (12 km: "7.5 miles").
 
     >>> km, miles = read_numbers("12 km")[0], read_numbers("7.5 miles, 12 miles, 12")
     >>> [same_quantity(n, km) for n in miles]
@@ -6821,10 +6803,9 @@ def same_quantity(said: Number, held: Number) -> bool:
 
 
 def number_held(number: Number, held: Sequence[Number]) -> bool:
-    """Whether a source's numbers (`held`) state `number`: one states it (same_quantity), or,
-    for a ratio or time that none writes, its parts are there but for a ratio's 1: its unit;
-    and so for a date whose source states no date (one it states must be the same: 5 March
-    is not 3 May).
+    """Do a source's numbers (`held`) state `number`? One states it (same_quantity), or, for
+    a ratio or time none writes, its parts are there (a ratio's 1 aside), and so for a date
+    where the source states no other date (5 March is not 3 May).
 
     >>> note = read_numbers("93,5 °C, 1500 g, 16 g per g, due 2026-03-05")
     >>> [number_held(n, note) for n in read_numbers("935 °C, 93.5 °C, 1 500 g, a 1:16 ratio")]
@@ -6838,7 +6819,7 @@ def number_held(number: Number, held: Sequence[Number]) -> bool:
         return True
     dated = DATE_VALUE.fullmatch(number.values[0]) is not None
     if dated and values.intersection(p for p in number.parts if p.startswith("--")):
-        return True                       # "4 July 2026" where its source says "4 July"
+        return True                       # "4 July 2026" for a source's "4 July"
     mark = "/" if "/" in number.values[0] else ":"   # a fraction's rival is a fraction
     rival = any(DATE_VALUE.fullmatch(v) if dated else mark in v for v in values)
     parts = [p for p in number.parts if not DATE_VALUE.fullmatch(p)
@@ -6847,9 +6828,8 @@ def number_held(number: Number, held: Sequence[Number]) -> bool:
 
 
 def codes_in(text: str) -> dict[str, str]:
-    """The codes a text names, each as compared and as written: a word of letters and then
-    digits (a flight TP9999, a model qwen3), folded as tokenize() folds words, and in `code`,
-    each of its words that holds a digit or a sign (a flag, a path: --top-k, ~/notes).
+    """The codes a text names, each as compared and as written: letters then digits (TP9999),
+    folded as tokenize() folds words, and in `code`, each word holding a digit or a sign.
 
     >>> codes_in("Flight TP9999 (an A320s) [2], qwen3 at 5kg, 航班TP9999, `ls -la /tmp`")
     {'-la': '-la', '/tmp': '/tmp', 'tp9999': 'TP9999', 'a320': 'A320s', 'qwen3': 'qwen3'}
@@ -6866,9 +6846,8 @@ def codes_in(text: str) -> dict[str, str]:
     return codes
 
 
-# Function words of the languages besides English and Chinese (STOPWORDS): German, French,
-# Spanish, Italian, Portuguese, Dutch; none is a word of another ("war"), singular as tokenize()
-# makes words.
+# STOPWORDS and the other languages' function words, none a word of another ("war"), singular
+# as tokenize() makes words.
 FUNCTION_WORDS = STOPWORDS | frozenset(w for word in (
     "der die das dem den des ein eine einer eines einem einen und oder ist sind wird werden haben "
     "mit von vom zu zum zur für auf im am bei aus nach vor wie wer wo wann sich es ich du er sie "
@@ -6878,8 +6857,7 @@ FUNCTION_WORDS = STOPWORDS | frozenset(w for word in (
     "qué cuando cómo donde su sus puede hay gli uno di della delle dei degli è sono che nel nella "
     "per da si può o os um uma é são em dos na com pode het een van zijn op te dat met voor kan "
     "moet je").split() for w in (word, singular(word)))
-# Chinese family names, the commonest that are no everyday word as well, and the words that
-# follow a name: a name in a Chinese text is one of these and two characters, or one and a title.
+# The commonest Chinese family names that are no everyday word, and titles after a name.
 SURNAMES = "王李张刘陈杨赵吴徐孙朱胡郭罗郑梁谢宋唐许韩冯邓曹彭曾肖董袁潘蒋蔡余杜魏吕沈姚卢姜崔谭陆汪范廖贾韦"
 TITLES = "先生|女士|小姐|老师|医生|大夫|师傅|阿姨|经理|同学"
 WEEKDAYS = ("monday tuesday wednesday thursday friday saturday sunday montag dienstag mittwoch "
@@ -6888,11 +6866,10 @@ WEEKDAYS = ("monday tuesday wednesday thursday friday saturday sunday montag die
 
 
 def names_in(text: str, sources: str = "") -> set[str]:
-    """The names a text holds: words that start with a capital (months and weekdays aside) or
-    hold one inside (iPhone); the first of a sentence only where the `sources` write it so and
-    never in lower case; in German, whose nouns all start so, only after a title ("Frau
-    Sommer"). In Chinese, a family name (SURNAMES) and two characters, or one and a title, or
-    阿 and one (阿杰), that the `sources` write too.
+    """The names a text holds: words with a capital (months and weekdays aside), inside too
+    (iPhone); a sentence's first only where the `sources` write it so, never in lower case; in
+    German only after a title ("Frau Sommer"). In Chinese, a family name and two characters,
+    or one and a title, or 阿 and one (阿杰), that the `sources` write too.
 
     >>> sorted(names_in("Priya and Dr. Marta Ruiz meet at the Lisbon office", "Priya: office"))
     ['Lisbon', 'Marta', 'Priya', 'Ruiz']
@@ -6905,7 +6882,8 @@ def names_in(text: str, sources: str = "") -> set[str]:
                        r"|[äöüß]", text)
     names = set()
     for m in re.finditer(r"(?<![\w'’.-])([^\W\d_][\w'’-]*)", text):
-        word = re.sub(r"['’]s$", "", m.group(1))            # Getty's: Getty
+        word = re.sub(r"['’]s$", "", m.group(1))  # Getty's: Getty
+
         before = text[:m.start()].rstrip()
         initial = not before or before[-1] in ".!?:。-*•" and not re.search(
             r"\b(?:Dr|Mr|Mrs|Ms|Prof|St|Mme|Sr|Sra|Hr|Fr)\.$", before)
@@ -6930,27 +6908,24 @@ def names_in(text: str, sources: str = "") -> set[str]:
 
 
 # §placing -------------------------------------------------------------------
-# Placing a sentence: an answer is cut into sentences (a code block's lines each one of its own),
-# each read as a Claim: the sources it cites, its informative words weighed by idf (as the
-# relevance floor weighs a question's), its numbers, codes and names. Its sources are cut into
-# Lines (a sentence under its headings, a table's row under its header), and best_line() finds
-# the one that holds the claim best, cited or not: the check reads the claim against it.
+# Placing a sentence: an answer is cut into sentences, each read as a Claim (what it cites, its
+# words weighed by idf as the relevance floor weighs a question's, its numbers, codes, names);
+# its sources into Lines (a sentence under its headings, a row under its table's header); and
+# best_line() finds the line that holds the claim best, cited or not: the check reads it there.
 
 RANGE_MAX = 20                            # [1-3] cites 1, 2 and 3; a longer one, its two ends
 PREFIX = 5                                # letters of a word that find its inflections
-# A sentence may draw on COVER_MORE lines of its source besides its best one's, each adding
-# COVER_GAIN of it: a note may say in two lines what an answer says in one.
+# best_line() may add COVER_MORE lines of a source, each holding COVER_GAIN more of the claim.
 COVER_MORE = 2
 COVER_GAIN = 0.15
 
 LINE_MARK = re.compile(r"^\s*(?:[-*+•>]|\d+[.)]|#{1,6})\s+(?:\[[ xX]\]\s+)?")   # list, quote...
-# A sentence ends at CJK punctuation (NFKC makes "！" "!"), or at Latin punctuation before a
-# space, a citation or the end: not inside 1.5 or v0.6, nor at a semicolon (a citation at the
-# end of "…; …" covers both halves). What follows in lower case or a digit ("e.g. a", "ca. 5 g")
-# or a month's name after a day's dot ("am 9. Mai") goes on with the sentence.
+# A sentence ends at CJK punctuation (NFKC makes "！" "!") or Latin before a space, a citation
+# or the end: not in 1.5 or v0.6, nor at a semicolon (a citation after "…; …" covers both).
+# What follows in lower case or a digit ("e.g. a") or a month after a day ("am 9. Mai") goes on.
 SENTENCE_END = re.compile(rf"。+|(?<=[{CJK}])[!?]+|[.!?]+(?=\s|[\[【]|$)")
-# A sentence that says the notes lack something, and the word that turns to what they say:
-# "the notes do not mention X, but Y [1]" is judged by Y.
+# A sentence saying the notes lack something, and the word turning to what they say: "the
+# notes do not mention X, but Y [1]" is judged by Y.
 NOT_IN_NOTES = re.compile(
     r"\b(?:notes?|sources?|context|documents?|passages?|notizen|quellen|unterlagen|notas"
     r"|fuentes|appunti|fonti|notities|bronnen|notatk\w*|заметк\w*)\b.{0,50}"
@@ -6970,16 +6945,16 @@ CONTRAST = re.compile(r"[,;，；]\s*(?:but|however|though|aber|jedoch|doch|mais
                       r"|sin embargo|ma|però|mas|porém|maar|но|ale|men)\b|[,，]?\s*(?:但是|不过|但)"
                       r"|(?:が|けど)、|(?:지만|고),?\s",
                       re.IGNORECASE)
-# Words an answer uses to say where a fact comes from, not what it is ("according to the notes").
+# Words saying where a fact comes from, not what it is ("according to the notes").
+
 PROVENANCE = frozenset(map(singular, "according answer answered notes sources based mention "
                                       "mentioned state stated says said suggests per also".split()))
 PROVENANCE_ZH = re.compile("根据|按照|笔记|来源|资料|提到|中说")
 
 
 def cited_numbers(text: str) -> list[int]:
-    """The source numbers a text cites, in order, as written: [0] and [-1] are kept (they name no
-    source, and the check says so), a range is expanded, full-width digits are read; a [9] in
-    `code` is code, not a citation.
+    """The source numbers a text cites, in order: [0] and [-1] too (the check says they name
+    no source), a range expanded; a [9] in `code` is none.
 
     >>> cited_numbers("18 g [1][2], water [1-3], 【4】 ［５］, [0] [-1] [2, 7] [Source 6] [1-999]")
     [1, 2, 1, 2, 3, 4, 5, 0, -1, 2, 7, 6, 1, 999]
@@ -6996,9 +6971,8 @@ def cited_numbers(text: str) -> list[int]:
 
 
 def sentences_of(text: str) -> list[tuple[int, str]]:
-    """A text's sentences, each with the offset it starts at: cut at SENTENCE_END but where what
-    follows goes on with the sentence, list marks left out, a citation written after the full
-    stop (". [1]") given to the sentence before it."""
+    """A text's sentences (SENTENCE_END), each with its offset, list marks left out, and a
+    citation after the full stop (". [1]") given to the sentence before it."""
     out: list[tuple[int, str]] = []
     at = 0
     for line in text.split("\n"):
@@ -7012,7 +6986,7 @@ def sentences_of(text: str) -> list[tuple[int, str]]:
             piece, start = line[begin:cut].strip(), begin
             begin = cut
             lead = re.match(rf"(?:{CITATION.pattern}\s*)+", piece, re.IGNORECASE)
-            if lead and out:                  # "… 93 °C.[2]": the [2] ends the sentence before
+            if lead and out:
                 out[-1] = (out[-1][0], out[-1][1] + " " + lead.group().strip())
                 piece = piece[lead.end():].strip()
             if re.search(r"[^\W_]", piece):
@@ -7022,9 +6996,8 @@ def sentences_of(text: str) -> list[tuple[int, str]]:
 
 
 def answer_sentences(answer: str) -> list[str]:
-    """An answer cut into sentences (sentences_of), after NFKC; each line of a code block is one
-    of its own, uncut, and its fences none (a fence that never closes is its own line alone:
-    the sentences after it are checked).
+    """An answer cut into sentences (sentences_of), after NFKC; each line of a code block is
+    one, uncut, and its fences none (one that never closes is a line alone).
 
     >>> answer_sentences("Use 18 g [1]. Pour at 93 °C.[2] e.g. a V60 [3].\\n- Wait 1.5 min\\n[4]")
     ['Use 18 g [1].', 'Pour at 93 °C. [2]', 'e.g. a V60 [3].', 'Wait 1.5 min [4]']
@@ -7045,7 +7018,7 @@ def answer_sentences(answer: str) -> list[str]:
         if m is None:
             return sentences
         lines = m.group().split("\n")
-        if m["open"] is not None:             # never closed: it is its own line alone
+        if m["open"] is not None:
             at = m.start() + len(lines[0])
             continue
         sentences += [ln.strip() for ln in lines[1:-1] if re.search(r"[^\W_]", ln)]
@@ -7066,8 +7039,7 @@ def stem(term: str) -> str:
 
 def claim_terms(sentence: str) -> list[str]:
     """A sentence's informative terms, citations left out: tokenize()'s words, and CJK as
-    character pairs only (one character is in almost any Chinese source), without the pairs
-    that hold a function character such as 的 or 是.
+    pairs (one character is in almost any Chinese source) without a function character (的).
 
     >>> claim_terms("根据笔记，绿茶的水温是80度 [1]. According to the notes, use 2 grinders!")
     ['绿茶', '水温', '80', '度', 'use', '2', 'grinder']
@@ -7101,29 +7073,28 @@ class Claim(NamedTuple):
 class Line(NamedTuple):
     """One sentence or line of a source, as a claim is held against it."""
     text: str
-    number: int                           # the line of the source's text it starts on, from 1
+    number: int                           # its first line in the source's text, from 1
     terms: frozenset[str]                 # tokenize()'s, with its headings' and table header's
     numbers: list[Number]
     stems: frozenset[str]                 # the first PREFIX letters of its longer terms
     columns: tuple[frozenset[str], ...] = ()   # a table row's: each column's header's terms
-    block: int = 0                        # its paragraph's or list item's number in the source
+    block: int = 0                        # its paragraph's or list item's number
 
 
-# A line of a source that starts a block of its own (a heading, a list's item, a table's row, a
-# quote, a fence, a blank line): any other goes on with the sentence of the line before it.
+# A source's line that starts a block (a heading, list item, table row, quote, fence, blank
+# line): any other goes on with the sentence of the line before.
 BLOCK_START = re.compile(r"[ \t]*(?:$|#|[-*+•>|]|\d+[.)]\s|```|~~~)")
 
 
 def source_lines(text: str, decimal: str | None, first: bool | None,
                  over: str = "") -> list[Line]:
-    """A source's sentences, a line broken inside one (a paragraph wrapped as written) joined,
-    and its list items and table rows, each under the terms of the headings over it (a row,
-    of its table's header too, and of `over`: a chunk's headings and its note's name), numbers
-    read by the `decimal` mark and dates by `first`."""
+    """A source's sentences (a wrapped paragraph's lines joined), list items and table rows,
+    each with the terms of the headings over it, of its table's header, and of `over` (a
+    chunk's headings and note name); numbers read by the `decimal` mark, dates by `first`."""
     wrapped = "".join(ch if ch != "\n" or BLOCK_START.match(text, k + 1) or k == 0
                       or text[k - 1] == "\n" else " " for k, ch in enumerate(text))
     heads = [(0, frozenset(tokenize(over)), read_numbers(over))]   # the headings in force
-    header: tuple[frozenset[str], ...] = ()               # the table's header's, by column
+    header: tuple[frozenset[str], ...] = ()  # the table's header's, by column
     header_numbers: list[Number] = []
     lines, block, last = [], 0, -1
     for at, sentence in sentences_of(wrapped):
@@ -7138,21 +7109,18 @@ def source_lines(text: str, decimal: str | None, first: bool | None,
             header_numbers = read_numbers(sentence, decimal, first)
         header = header if row else ()
         terms = frozenset(tokenize(sentence)).union(*(t for _, t, _ in heads), *header)
+        carried = [n for _, _, ns in heads for n in ns] + (header_numbers if header else [])
         lines.append(Line(sentence, text.count("\n", 0, at) + 1, terms,
-                          read_numbers(sentence, decimal, first) + [
-                              n._replace(at=-1 - len(sentence)) for _, _, ns in heads for n in ns]
-                          + [n._replace(at=-1 - len(sentence)) for n in header_numbers if header],
-                          frozenset(stem(t) for t in terms if len(t) >= PREFIX), header,
-                          block))
+                          read_numbers(sentence, decimal, first)
+                          + [n._replace(at=-1 - len(sentence)) for n in carried],
+                          frozenset(stem(t) for t in terms if len(t) >= PREFIX), header, block))
     return lines
 
 
 def share(claim: Claim, lines: Sequence[Line]) -> float:
-    """The share of a claim's weight that `lines` hold: its words (a CJK pair found only as its
-    two characters apart counts half: a reworded Chinese sentence keeps its characters more than
-    its pairs; a longer word found only by its first PREFIX letters, 0.7: "plantent" in a line
-    of "plantation", "Kette" of "Kettenwechsel") and its numbers, each as much as the rarest
-    word."""
+    """The share of a claim's weight that `lines` hold: its words (a CJK pair found only as
+    two characters apart half, as rewording keeps characters more than pairs; a long word found
+    by its stem 0.7: "Kette" in "Kettenwechsel"), its numbers and its codes."""
     held = frozenset().union(*(x.terms for x in lines))
     stems = frozenset().union(*(x.stems for x in lines))
     numbers = [n for x in lines for n in x.numbers]
@@ -7170,11 +7138,11 @@ def share(claim: Claim, lines: Sequence[Line]) -> float:
 
 def read_claim(sentence: str, weight: Callable[[str], float], decimal: str | None,
                first: bool | None, sources: str) -> Claim:
-    """A sentence of an answer as the check reads it: what it cites, and what it claims, its
-    numbers by the sources' decimal mark and dates where its own do not settle them."""
+    """A sentence as the check reads it, its numbers by the sources' decimal mark and its dates
+    by theirs where its own do not settle them."""
     said, declines = sentence, NOT_IN_NOTES.search(sentence) is not None
     if declines and (turn := CONTRAST.search(sentence, NOT_IN_NOTES.search(sentence).end())):
-        said, declines = sentence[turn.end():], False        # "…, but Y [1]": Y is the claim
+        said, declines = sentence[turn.end():], False
     numbers = read_numbers(said, decimal, day_first(said) or first)
     text = number_text(said)              # its numbers, in words too, and units weigh as one
     words = list(text)
@@ -7189,11 +7157,11 @@ def read_claim(sentence: str, weight: Callable[[str], float], decimal: str | Non
 
 def best_line(claim: Claim, lines_of: list[list[Line]],
               candidates: Iterable[int]) -> tuple[int, int, float, list[Line]] | None:
-    """Where the candidate sources hold the claim best: (source, line's index, the share of the
-    claim its lines hold, those lines). They are the best line, the sentences of its paragraph
-    or list item beside it, and up to COVER_MORE other lines of its source that each hold a good
-    deal more of the claim's plain words (not its numbers or names, which a line of another fact
-    would bring): a sentence may say in one what its note says in two."""
+    """Where the candidate sources hold the claim best: (source, line's index, the share its
+    lines hold, those lines): the best line, its paragraph's sentences beside it, and up to
+    COVER_MORE lines each adding COVER_GAIN of its plain words (a line of another fact would
+    bring numbers, names), as a note may say in two lines what an answer says in one."""
+
     words = set(claim.words) | {t[0] for t in claim.words if CJK_CHAR.match(t)}
     stems = {stem(t) for t in claim.words if len(t) >= PREFIX}
     best, score = None, -1.0
@@ -7225,13 +7193,11 @@ def best_line(claim: Claim, lines_of: list[list[Line]],
 
 
 # §citation-check ------------------------------------------------------------
-# The citation check: does each sentence of an answer say what the notes say? No model call.
-# Each sentence is read against the line of its sources that holds it best (best_line()) as a
-# careful reader reads it: its numbers
-# with their units, each beside the words of its fact, its names, its negation, its "exactly" or
-# "about", its dates and its code. It checks words, not meaning: a sentence reworded wholesale
-# can fail it, a false one made of the line's own words can pass; an optional judge model
-# (judged()) reads the sentences it passes.
+# The citation check: does each sentence of an answer say what the notes say? No model call:
+# each is read against its best line (best_line()) as a careful reader reads it: its numbers
+# and units, each beside its fact's words, its names, negation, "exactly" or "about", dates and
+# code. It checks words, not meaning: a sentence reworded wholesale can fail, a false one made
+# of the line's words can pass; an optional judge model (judged()) rereads those it passes.
 
 SUPPORTED, UNSUPPORTED, WRONG, JUDGED, SKIPPED = (
     "supported", "unsupported", "wrong", "judged", "skipped")
@@ -7239,8 +7205,7 @@ SUPPORTED, UNSUPPORTED, WRONG, JUDGED, SKIPPED = (
 SUPPORT_MIN = 0.5
 CLAIM_MIN_TERMS = 2                       # fewer informative terms and no number: no claim
 # A number or name of another line is the sentence's if that line holds HOLDER_SHARE of its
-# part's words; a clause is compared (negation) with the clause of its lines that holds
-# CLAUSE_SHARE of its words.
+# part's words; a negation is compared in the part of its lines holding CLAUSE_SHARE of them.
 HOLDER_SHARE = 0.4
 CLAUSE_SHARE = 0.5
 # A judge's call may take JUDGE_SECONDS (a 7B model on a CPU, loading first) to say Yes or No.
@@ -7256,9 +7221,8 @@ def words_of(*groups: str) -> re.Pattern:
                       re.IGNORECASE)
 
 
-# Words that turn a claim around, in the languages of the notes: a sentence and the line that
-# supports it must agree on whether something is so (French by its "pas", "jamais": its "ne" is
-# also "only"'s, "ne … que").
+# Words that turn a claim around: a sentence and its line must agree on whether a thing is so
+# (French by its "pas", "jamais": its "ne" is also "only"'s, "ne … que").
 NEGATION = words_of(
     "not no never without none nor neither cannot n't nothing nobody",
     "nicht kein keine keinen keinem keiner keines nie niemals ohne weder nichts",
@@ -7266,9 +7230,8 @@ NEGATION = words_of(
     "non mai senza nessun nessuno nessuna né niente nulla não jamais sem nenhum nenhuma nem",
     "niet geen nooit zonder noch niets не нет никогда без ни нельзя nie nigdy bez żaden żadna",
     "inte ej aldrig utan ingen inget 不 没 沒 别 別 无 無 未 勿 禁止 ない ません ず 않 못 없 금지")
-# Words that bound a number or a claim: a sentence may round what its line states exactly
-# ("about 30" for "30"), but not state as exact what its line gives as "about" (CLASHES), nor
-# as a minimum what it gives as a maximum.
+# Words that bound a number or a claim: "about 30" may round a line's "30", but a sentence's
+# bound and its line's may not clash (CLASHES: "exactly" where the line says "about").
 QUALIFIERS = {
     "exact": words_of("exactly precisely genau exakt exactement exactamente esattamente "
                       "exatamente precies ровно dokładnie 正好 整整 恰好 ちょうど 정확히"),
@@ -7303,7 +7266,7 @@ BOUND_PHRASE = re.compile(
     r"|\bне (?:больше|меньше|более|менее|дольше|позже)|\bnie (?:więcej|mniej|dłużej|później) niż"
     r"|不少于|不低于|不超过|不多于|不高于|不到|不足|不超過|不少於", re.IGNORECASE)
 
-# Where a sentence's clauses part: a negation or a bound holds within its clause; and its parts,
+# Where a sentence's clauses part (a negation or bound holds within its clause), and its parts:
 # the facts a list or "and" joins ("nor Y" is a part of its own).
 CLAUSE = re.compile(r"[;:；：()]|,?\s(?:but|while|whereas|aber|sondern|während|mais|pero|sino|ma"
                     r"|maar|но|ale|men)\s|[,，]?(?:但是|但|而)", re.IGNORECASE)
@@ -7312,10 +7275,9 @@ PART = re.compile(r"[,，、]|\s(?:and|und|et|y|e|en|и|i|och|or|oder|ou|o)\s|�
 
 
 def context(claim: Claim, at: int, lines: list[Line]) -> Claim:
-    """The claim narrowed to the part (PART, CLAUSE) of its text around offset `at`, the words
-    of the fact a number or name there belongs to ("7:30 open, adult ticket 55": 55's are
-    "adult ticket"; the whole claim's when that part has none), and to the words `lines` hold
-    (or begin): a word the sources lack cannot tell which of their lines a number comes from."""
+    """The claim's words narrowed to the part (PART, CLAUSE) around offset `at`, the fact a
+    number there belongs to ("7:30 open, adult ticket 55": 55's "adult ticket"; all words if
+    none), and to the words `lines` hold or begin: others cannot tell which line it is from."""
     start = 0
     for m in [*PART.finditer(claim.said), *CLAUSE.finditer(claim.said), None]:
         if m is None or m.start() >= at:
@@ -7331,23 +7293,21 @@ def context(claim: Claim, at: int, lines: list[Line]) -> Claim:
 
 
 def elsewhere_ok(claim: Claim, holders: list[Line], rivals: list) -> bool:
-    """Whether a number or name of a claim (narrowed to its part: context()) that its lines do
-    not hold but other lines of its sources do (`holders`) may still be the claim's: nothing of
-    its kind stands in the claim's best line instead (`rivals`: "80 °C" where it says "95 °C"),
-    and a line holding it holds most of its part's words (what the note says in two lines)."""
+    """May a number or name its lines lack but `holders` (other lines) hold be the claim's
+    (narrowed: context())? If no rival stands in its line ("80 °C" for "95 °C") and a holder
+    holds HOLDER_SHARE of its part's words."""
     return not rivals and max((share(claim, [x]) for x in holders), default=0.0) >= HOLDER_SHARE
 
 
 def word_after(text: str, number: Number) -> str:
-    """The word right after a number in its text ("times" in "3 times"), lower case; "" if none."""
+    """The word after a number in its text, lower case ("times" in "3 times"); "" if none."""
     m = re.match(r"\s*([^\W\d_]+)", text[number.at + len(number.written):])
     return m.group(1).lower() if m else ""
 
 
 def rivals(n: Number, said: str, line: Line) -> list[Number]:
-    """The numbers of a line that stand where a claim's `n` would, and hold it not: of its unit
-    ("80 °C" for "95 °C"), a date for a date, or unitless before the same word ("3 times" for
-    "4 times")."""
+    """A line's numbers that stand where the claim's `n` would and are not it: of its unit
+    ("80 °C" for "95 °C"), a date for a date, or unitless before the same word ("3 times")."""
     dated = DATE_VALUE.fullmatch(n.values[0]) is not None
     return [m for m in line.numbers if not number_held(n, [m])
             and (DATE_VALUE.fullmatch(m.values[0]) is not None) == dated and (
@@ -7356,29 +7316,27 @@ def rivals(n: Number, said: str, line: Line) -> list[Number]:
 
 
 def slot_flaw(claim: Claim, n: Number, around: list[Line]) -> str:
-    """Where a number the claim's lines hold sits beside other words than its own: the part of
-    the lines (a clause, a table's cell) holding most of the words around it in the claim
-    (context()) has a rival of it instead ("生抽 15 ml" where that part says 生抽 30 ml, and
-    老抽's says 15), or, in a table's row, its column's header is not the one the claim names
-    ("February ... 15%" in the Goal column). "" if none."""
+    """Whether a number the lines hold stands by other words than the claim's: the part of
+    the lines holding most of its words (context()) has a rival instead ("生抽 15 ml" where
+    生抽's part says 30 ml), or its table column is not the one the claim names; "" if not."""
     ctx = context(claim, n.at, around)
     best, part, line = 0.0, "", None
     for x in around:
-        for k in [x.text] if x.columns else re.split(r"[,，、;；]|\s(?:and|und|et|y|e|en)\s",
-                                                      x.text):
+        parts = [x.text] if x.columns else re.split(r"[,，、;；]|\s(?:and|und|et|y|e|en)\s", x.text)
+        for k in parts:
             if (w := share(ctx, [x._replace(text=k, terms=frozenset(tokenize(k)),
                                             stems=frozenset())])) > best:
                 best, part, line = w, k, x
     if line is None or best < HOLDER_SHARE:
         return ""
     here = [m for m in line.numbers if part.find(m.written) >= 0]
-    if here and not any(number_held(n, [m]) for m in here) and rivals(n, claim.said,
-                                                                       line._replace(numbers=here)):
+    if here and not any(number_held(n, [m]) for m in here) \
+            and rivals(n, claim.said, line._replace(numbers=here)):
         return f"{n.written} is another fact's: there its line says {here[0].written}"
     cells = line.text.strip().strip("|").split("|")
     if len(line.columns) == len(cells) > 1:
-        holding = [j for j, c in enumerate(cells) if any(number_held(n, [m])
-                                                         for m in read_numbers(c))]
+        holding = [j for j, c in enumerate(cells)
+                   if any(number_held(n, [m]) for m in read_numbers(c))]
         named = [j for j, head in enumerate(line.columns) if claim.words.keys() & head
                  or n.unit and any(UNIT_OF.get(t) == n.unit for t in head)]
         rival = [j for j in named if rivals(n, claim.said, line._replace(
@@ -7390,14 +7348,14 @@ def slot_flaw(claim: Claim, n: Number, around: list[Line]) -> str:
 
 
 def number_flaw(claim: Claim, line: Line, around: list[Line], elsewhere: list[Line]) -> str:
-    """What the claim's numbers say that the lines `around` its `line` do not: a number in
-    another unit, another fact's (a rival in its own line, slot_flaw(), or in another line of
-    its sources, `elsewhere`), or none of theirs; "" if none."""
+    """What the claim's numbers say that the lines `around` its `line` do not: a range's end
+    moved, a number in another unit, another fact's (slot_flaw(), or in a line `elsewhere`), or
+    none of theirs; "" if none."""
     near = [n for x in around for n in x.numbers]
     for a, b in ranges_in([n for n in claim.numbers if n.at >= 0], number_text(claim.said)):
         for x in around:
             for c, d in ranges_in([n for n in x.numbers if n.at >= 0], number_text(x.text)):
-                if same_quantity(a, c) != same_quantity(b, d):      # one end moved
+                if same_quantity(a, c) != same_quantity(b, d):
                     return f"{a.written} to {b.written} where its line says " \
                            f"{c.written} to {d.written}"
     for n in claim.numbers:
@@ -7418,10 +7376,9 @@ def number_flaw(claim: Claim, line: Line, around: list[Line], elsewhere: list[Li
 
 
 def negated_parts(text: str) -> list[list[tuple[str, bool]]]:
-    """A text's clauses, each cut again at its commas and "and"s into parts, each part with
-    whether it is negated: by a negation of its own, or in a list a negation opens ("No
-    boards, pans or glasses": its parts are words, not clauses with verbs of their own). A
-    negation that bounds a number ("no more than 5") negates nothing."""
+    """A text's clauses cut into parts (PART), each with whether it is negated: by a negation
+    of its own, or in a list a negation opens ("No boards, pans or glasses"); a BOUND_PHRASE
+    negates nothing."""
     clauses = []
     for clause in CLAUSE.split(BOUND_PHRASE.sub(" ", text)):
         pieces = [p for p in PART.split(clause) if p and p.strip()]
@@ -7433,9 +7390,8 @@ def negated_parts(text: str) -> list[list[tuple[str, bool]]]:
 
 def negation_flaw(claim: Claim, around: list[Line]) -> str:
     """A part of the claim that negates what the part of its lines holding most of its words
-    does not (holding a quarter of them is enough), or the reverse where their whole clauses
-    differ so too ("" if none): "do not boil" is no "boil", but "keine Kredite" says what
-    "Kredite nehmen wir keine" says."""
+    does not, or the reverse where their whole clauses differ so too; "" if none: "do not
+    boil" is no "boil", but "keine Kredite" is "Kredite nehmen wir keine"."""
     lines = [clause for x in around for clause in negated_parts(x.text)]
     theirs = [(k, neg, any(n for _, n in clause), frozenset(tokenize(k)))
               for clause in lines for k, neg in clause]
@@ -7446,7 +7402,7 @@ def negation_flaw(claim: Claim, around: list[Line]) -> str:
             found = [(sum(w for t, w in words.items() if t in terms), -len(terms), neg, held, k)
                      for k, neg, held, terms in theirs]   # most of its words, fewest others
             weight, _, held, held_clause, there = max(found, default=(0.0, 0, False, False, ""))
-            enough = CLAUSE_SHARE / 2 if negated else CLAUSE_SHARE    # a "not" of its own is news
+            enough = CLAUSE_SHARE / 2 if negated else CLAUSE_SHARE  # a "not" of its own is news
             if len(words) < 2 or weight < enough * sum(words.values()) or negated == held \
                     or not negated and whole == held_clause:
                 continue
@@ -7457,9 +7413,9 @@ def negation_flaw(claim: Claim, around: list[Line]) -> str:
 
 
 def bound_of(text: str, number: Number) -> tuple[str, str]:
-    """(kind, word) of what bounds a number in its text, ("", "") if nothing: a QUALIFIERS word
-    right before it ("about 30 g", "ca. $5", in CJK a verb between: "正好加 600"), or right after
-    it and its unit ("une heure exactement", "Python 3.10 au plus", "30分钟左右")."""
+    """(kind, word) of the QUALIFIERS word bounding a number in its text, ("", "") if none:
+    right before it ("ca. $5", in CJK with a verb between: "正好加 600") or after its unit
+    ("une heure exactement", "30分钟左右")."""
     after = unit_after(text, number.at + len(number.written))[1]
     for kind, words in QUALIFIERS.items():
         for m in words.finditer(text, max(0, number.at - 24), number.at):
@@ -7472,13 +7428,12 @@ def bound_of(text: str, number: Number) -> tuple[str, str]:
 
 
 def bound_flaw(claim: Claim, around: list[Line]) -> str:
-    """A number the claim bounds otherwise than its lines do ("exactly" where they say "about",
-    "at least" where they say "at most"), by every number of theirs that holds it; "" if none."""
+    """A number the claim bounds as CLASHES forbids by each number of its lines holding it."""
     for n in claim.numbers:
         mine, word = bound_of(claim.said, n)
         held = [(x, m) for x in around for m in x.numbers if number_held(n, [m])]
         same = [(x, m) for x, m in held if m.unit == n.unit and word_after(x.text, m) == word_after(
-            claim.said, n)]                       # "4 hours" holds "4 hours" before "4 doses"
+            claim.said, n)]  # "4 hours" holds "4 hours" before "4 doses"
         theirs = [bound_of(x.text, m) for x, m in same or held]
         if theirs and all((mine, its) in CLASHES for its, _ in theirs):
             return f'"{word} {n.written}" where its line says "{theirs[0][1]}"'
@@ -7486,10 +7441,9 @@ def bound_flaw(claim: Claim, around: list[Line]) -> str:
 
 
 def flaw(claim: Claim, line: Line, around: list[Line], elsewhere: list[Line]) -> str:
-    """What the claim says that its line (with the lines `around` it) does not, in a few words:
-    its numbers' flaw (number_flaw), a code not in its sources (`elsewhere`), a name of another
-    line or none, a negation or a bound ("exactly", "at least") the line does not have; "" if
-    nothing."""
+    """What the claim says that its line (and those `around` it) does not, in a few words: a
+    number's flaw, a code or name of another line (`elsewhere`) or of none, a negation or a
+    bound the line lacks; "" if nothing."""
     if why := number_flaw(claim, line, around, elsewhere):
         return why
     near = " ".join(x.text for x in around).lower()
@@ -7502,8 +7456,9 @@ def flaw(claim: Claim, line: Line, around: list[Line], elsewhere: list[Line]) ->
                 stem(w) in stems if len(w) >= PREFIX else w in terms for w in words):
             continue
         holders = [x for x in elsewhere if name.lower() in x.text.lower()]
-        rival = [c for x in around for c in (  # what stands in its line instead: E:24 for E:15,
-            codes_in(x.text) if name in claim.codes.values()   # or in a table's row, a name
+        # what stands in its line instead: E:24 for E:15, or in a table's row, a name
+        rival = [c for x in around for c in (
+            codes_in(x.text) if name in claim.codes.values()
             else names_in(x.text, x.text) if x.columns else ()) if c not in claim.codes
                  and c not in claim.names]
         if holders and (not rival and name not in claim.codes.values() or elsewhere_ok(
@@ -7518,15 +7473,15 @@ def flaw(claim: Claim, line: Line, around: list[Line], elsewhere: list[Line]) ->
 
 
 class SentenceCheck(NamedTuple):
-    """One sentence of an answer, checked: its verdict, why (for one flagged), and the line
-    that holds it best, in the file where the source is a chunk of one (else in the source)."""
-    text: str                             # as written (NFKC), its citations included
-    cited: tuple[int, ...]                # the source numbers it cites, each once, in order
+    """One sentence of an answer (text, cited: its Claim's), checked: its verdict, why (for one
+    flagged), and the line that holds it best, in the file where the source is a chunk of one."""
+    text: str
+    cited: tuple[int, ...]
     verdict: str                          # SUPPORTED, UNSUPPORTED, WRONG, JUDGED or SKIPPED
     why: str = ""                         # what is wrong, in a few words
     source: int | None = None             # the source holding its line (from 1), if any
-    line: int | None = None               # ...that line, and the last around it holding its
-    end_line: int | None = None           # words
+    line: int | None = None               # ...that line
+    end_line: int | None = None           # the last line beside it holding its words
     path: str | None = None               # the note's path, where the source is a chunk
     page: int | None = None               # ...and its page, chapter or cell
     support: float = 0.0                  # the share of its words' weight held there, 0 to 1
@@ -7546,8 +7501,7 @@ class SentenceCheck(NamedTuple):
     def of(cls, claim: Claim, verdict: str, why: str = "", sources: Sequence = (),
            at: tuple[int, int, float, list[Line]] | None = None,
            lines_of: Sequence[list[Line]] = ()) -> SentenceCheck:
-        """A claim's check, placed at `at` (best_line()'s source, line's index, support) if
-        known: in the file where the source is a chunk of one (a text: its lines, from 1)."""
+        """A claim's check, placed at `at` (best_line()'s) if known."""
         if at is None:
             return cls(claim.text, claim.cited, verdict, why)
         s, i, support, _ = at
@@ -7562,9 +7516,8 @@ class SentenceCheck(NamedTuple):
 
 
 def numbers_carry(claim: Claim, lines: list[Line]) -> bool:
-    """Do `lines` hold two or more numbers of the claim, each with a unit or a date, and all its
-    others? Numbers so particular support a sentence reworded past its words ("Davanti 3,0
-    bar e dietro 3,5 bar" of "Anteriore 3,0 bar, posteriore 3,5 bar")."""
+    """Do `lines` hold all the claim's numbers, two or more with a unit or a date? Numbers so
+    particular support a sentence reworded past its words ("Davanti 3,0 bar e dietro 3,5 bar")."""
     held = [n for x in lines for n in x.numbers]
     return len([n for n in claim.numbers if n.unit or DATE_VALUE.fullmatch(n.values[0])]) >= 2 \
         and all(number_held(n, held) for n in claim.numbers)
@@ -7572,10 +7525,10 @@ def numbers_carry(claim: Claim, lines: list[Line]) -> bool:
 
 def check_sentence(claim: Claim, sources: Sequence, lines_of: list[list[Line]],
                    support_min: float) -> SentenceCheck:
-    """A claim's verdict: WRONG if it cites a number that names no source or says what its
-    line does not (flaw()); UNSUPPORTED if no line of its sources (all sources, if it cites
-    none) holds support_min of its words; SKIPPED if it states nothing to check; else
-    SUPPORTED. A sentence in another script than its sources is read by its numbers alone."""
+    """A claim's verdict: WRONG if a [n] it cites names no source or it says what its line
+    does not (flaw()); UNSUPPORTED if no line of its sources (all, if it cites none) holds
+    support_min of its words; SKIPPED if it states nothing to check; else SUPPORTED. One in
+    another script than its sources is read by its numbers alone."""
     every = range(len(lines_of))
     valid = [c for c in claim.cited if 0 < c <= len(lines_of)]
     if len(valid) < len(claim.cited):
@@ -7584,27 +7537,25 @@ def check_sentence(claim: Claim, sources: Sequence, lines_of: list[list[Line]],
         return SentenceCheck.of(claim, WRONG, why)
     candidates = [c - 1 for c in valid] or every
     script = question_language(INLINE_CODE.sub(" ", claim.said))   # code may fill a CJK source
-    if claim.declines or all(lines_of[c] and (not any(CJK_CHAR.search(x.text) for x in lines_of[c])
-                                              if script == "zh" else question_language(" ".join(
-                                                  x.text for x in lines_of[c])) == "zh")
-                             for c in candidates):
-        claim = claim._replace(words={}, names=set())      # its numbers alone
+    texts = [" ".join(x.text for x in lines_of[c]) for c in candidates]
+    if claim.declines or all(t and (not CJK_CHAR.search(t) if script == "zh"
+                                    else question_language(t) == "zh") for t in texts):
+        claim = claim._replace(words={}, names=set())
     if not claim.numbers and not claim.codes and (
             len(claim.words) < CLAIM_MIN_TERMS or claim.said.rstrip().endswith(":")):
         return SentenceCheck.of(claim, SKIPPED)
     at = best_line(claim, lines_of, candidates)
+    pool, named = [x for c in candidates for x in lines_of[c]], "".join(f"[{c}]" for c in valid)
     if at is None or at[2] < support_min and not numbers_carry(claim, at[3]):
         there = best_line(claim, lines_of, every) if valid else None
         if there and there[2] >= support_min and there[0] + 1 not in valid:
-            why = f"it is in [{there[0] + 1}], not {''.join(f'[{c}]' for c in valid)}"
+            why = f"it is in [{there[0] + 1}], not {named}"
             return SentenceCheck.of(claim, UNSUPPORTED, why, sources, there, lines_of)
-        lines = [x for c in candidates for x in lines_of[c]]
-        why = number_flaw(claim, lines[0], lines, []) if lines else ""
-        why = why or (f"not in {''.join(f'[{c}]' for c in valid)}"
-                                                if valid else "not in the sources")
+        why = number_flaw(claim, pool[0], pool, []) if pool else ""
+        why = why or (f"not in {named}" if valid else "not in the sources")
         return SentenceCheck.of(claim, UNSUPPORTED, why, sources, at, lines_of)
     s, i, _, around = at
-    why = flaw(claim, lines_of[s][i], around, [x for c in candidates for x in lines_of[c]])
+    why = flaw(claim, lines_of[s][i], around, pool)
     return SentenceCheck.of(claim, WRONG if why else SUPPORTED, why, sources, at, lines_of)
 
 
@@ -7619,6 +7570,11 @@ class CitationCheck:
 
     def count(self, *verdicts: str) -> int:
         return sum(1 for s in self.sentences if s.verdict in verdicts)
+
+    @property
+    def uncited(self) -> int:
+        """How many sentences it supports cite nothing."""
+        return sum(1 for s in self.sentences if s.verdict == SUPPORTED and not s.cited)
 
     @property
     def cites_nothing(self) -> bool:
@@ -7637,12 +7593,10 @@ class CitationCheck:
         return not self.flagged
 
     def summary(self) -> str:
-        """One line: what was checked and what not, e.g. "checked: 3 of 4 sentences supported by
-        their words and numbers (1 cites nothing) · 1 flagged · 1 with nothing to check"."""
-        checkable = len(self.sentences) - self.count(SKIPPED)
+        """One line: what was checked and what not (check_citations() shows one)."""
+        checkable, uncited = len(self.sentences) - self.count(SKIPPED), self.uncited
         if not checkable:
             return "checked: no sentence states anything to check"
-        uncited = sum(1 for s in self.sentences if s.verdict == SUPPORTED and not s.cited)
         parts = [f"checked: {self.count(SUPPORTED)} of {checkable} sentence"
                  f"{'s' * (checkable != 1)} supported by their words and numbers"
                  + (f" ({uncited} cite{'s' * (uncited == 1)} nothing)" if uncited else "")]
@@ -7657,44 +7611,40 @@ class CitationCheck:
         return " · ".join(parts)
 
     def flagged_lines(self) -> list[str]:
-        """A line for each flagged sentence: its number, its start, what is wrong and the line
-        of the notes nearest to it, e.g. '2 "Road tyres take 95 psi [1]." 95 psi is in none of
-        its lines · tyres.md:3'."""
+        """A line for each flagged sentence (check_citations() shows two): its number, its
+        start, what is wrong, and the line of the notes nearest to it."""
         return [f"{n} \"{s.text if len(s.text) <= 60 else s.text[:59] + '…'}\" "
                 f"{s.why or s.verdict}" + (f" · {s.place}" if s.place else "")
                 for n, s in self.flagged]
 
     def as_json(self) -> dict:
         """The check as --json and MCP give it (`citations`)."""
-        uncited = sum(1 for s in self.sentences if s.verdict == SUPPORTED and not s.cited)
         return {"summary": "; ".join([self.summary(), *self.flagged_lines()]),
                 "sources": self.sources,
                 "all_supported": self.all_supported, "cites_nothing": self.cites_nothing,
                 "judge": self.judge or None,
                 "counts": {**{v: self.count(v) for v in (SUPPORTED, UNSUPPORTED, WRONG, JUDGED,
-                                                         SKIPPED)}, "not_cited": uncited},
-                "sentences": [{"text": s.text, "cited": list(s.cited), "verdict": s.verdict,
-                               "why": s.why or None, "source": s.source, "path": s.path,
-                               "line": s.line, "end_line": s.end_line, "page": s.page,
-                               "support": s.support, "judge": s.judge or None}
-                              for s in self.sentences]}
+                                                         SKIPPED)}, "not_cited": self.uncited},
+                "sentences": [{
+                    "text": s.text, "cited": list(s.cited), "verdict": s.verdict,
+                    "why": s.why or None, "source": s.source, "path": s.path, "line": s.line,
+                    "end_line": s.end_line, "page": s.page, "support": s.support,
+                    "judge": s.judge or None} for s in self.sentences]}
+
 
 
 def check_citations(answer: str, sources: Sequence, lexicon: Lexicon | None = None,
                     support_min: float = SUPPORT_MIN) -> CitationCheck:
     """Check every sentence of an answer against the sources it was given ([1] is sources[0]):
-    texts, or chunks (a search's hits' .chunk), whose file and line each sentence is then placed
-    at. Each sentence (answer_sentences()) is read (read_claim()) and held against the line of
-    its sources that holds it best (best_line(); every source's, when it cites none), its words
-    weighed by idf over the whole notes when `lexicon` is given (index.lexicon: the weights the
-    relevance floor uses, so "the" or "coffee" in a coffee folder says little), else over the
-    sources' lines; then check_sentence() gives its verdict.
-    In a notebook: `check_citations(outcome.text, [h.chunk for h in outcome.retrieval.hits],
-    index.lexicon).summary()`.
+    texts, or chunks (a search's hits' .chunk), whose file and line each sentence is placed at.
+    Each is read (read_claim()) and judged (check_sentence()), its words weighed by idf over
+    the whole notes given `lexicon` (index.lexicon, as the relevance floor weighs: "coffee" in
+    a coffee folder says little), else over the sources' lines. In a notebook:
+    `check_citations(outcome.text, [h.chunk for h in outcome.retrieval.hits], index.lexicon)`.
 
     >>> c = check_citations("Use 18 g of coffee [1]. Use 20 g [1]. Brew at 93 °C [3]. Brew it "
-    ...                     "between 90 and 96 °C.", ["Coffee: 18 g per 300 g of water.",
-    ...                                              "Brew between 90 and 96 °C."])
+    ...     "between 90 and 96 °C.",
+    ...     ["Coffee: 18 g per 300 g of water.", "Brew between 90 and 96 °C."])
     >>> [(s.verdict, s.source, s.line) for s in c.sentences]
     [('supported', 1, 1), ('unsupported', 1, 1), ('wrong', None, None), ('supported', 2, 1)]
     >>> print(c.summary(), *c.flagged_lines(), sep="\\n")
@@ -7726,11 +7676,10 @@ def check_citations(answer: str, sources: Sequence, lexicon: Lexicon | None = No
 
 def judged(check: CitationCheck, sources: Sequence, settings: Settings
            ) -> tuple[CitationCheck, list[str]]:
-    """The check, with each sentence it supports read again by the judge model (settings.judge),
-    asked as MiniCheck models were trained: "Document: <its source>\nClaim: <the sentence>",
-    answered Yes or No. A No makes the sentence JUDGED. Each call may take JUDGE_SECONDS; the
-    first that fails or runs over ends the judging with a warning, and the sentences it did not
-    read keep the check's verdict. Returns the check and its warnings."""
+    """The check, with each sentence it supports read again by the judge model (settings.judge)
+    as MiniCheck models were trained: "Document: <its source>\nClaim: <the sentence>", Yes or
+    No; a No makes it JUDGED. The first call that fails or runs over JUDGE_SECONDS ends the
+    judging with a warning. Returns the check and its warnings."""
     client, asking = ollama_client(JUDGE_SECONDS), replace(settings, chat_model=settings.judge)
     t0, read, warnings = time.perf_counter(), [], []
     for n, s in enumerate(check.sentences, 1):
@@ -7741,8 +7690,9 @@ def judged(check: CitationCheck, sources: Sequence, settings: Settings
         document = source if isinstance(source, str) else source.text
         claim = " ".join(CITATION.sub(" ", s.text).split())
         try:
-            said = chat_once(client, asking, [{"role": "user", "content": f"Document: {document}"
-                                                                      f"\nClaim: {claim}"}],
+            said = chat_once(client, asking, [{"role": "user", "content":
+                                               f"Document: {document}\nClaim: {claim}"}],
+
                              JUDGE_TOKENS, NUM_CTX).strip()
         except (OllamaError, ValueError) as e:
             warnings.append(f"the judge {settings.judge} did not read sentence {n} ({e}); it and "
