@@ -6372,7 +6372,7 @@ def chat_once(client: ollama.Client, settings: Settings, messages: list[dict], n
 CITATION = re.compile(r"[\[【]\s*(?:sources?\s*)?"
                       r"(-?\d{1,30}(?:\s*(?:[-–~,，、;]|and)\s*-?\d{1,30})*)\s*[\]】]", re.IGNORECASE)
 INLINE_CODE = re.compile(r"(?<!`)(`+)(?!`)([^\n]+?)(?<!`)\1(?!`)")
-# A power is no digit of its number: NFKC would make 10² the number 102.
+# A power is no digit: NFKC would make 10² the number 102.
 SUPERSCRIPTS = str.maketrans({c: f"^{d}" for d, c in enumerate("⁰¹²³⁴⁵⁶⁷⁸⁹")})
 # A number as people write it: a space groups thousands (1 500; NFKC makes a thin one a space),
 # a comma or point marks decimals (93,5) or, before three digits, may group thousands (1,500:
@@ -6401,10 +6401,10 @@ MONTH_OF = {name: n for n, names in enumerate([
     "december dezember décembre diciembre dicembre dezembro декабря декабрь grudnia grudzień "
     "dec dez déc dic"], 1) for name in names.split()}
 MONTH = "|".join(sorted(MONTH_OF, key=len, reverse=True))
-# A date as people write it, read as one value (2026-03-05, --03-05 without a year) so that its
-# day and month cannot swap: form i's groups are y<i>, m<i>, d<i>, and a<5>, b<5> for 3/5/2026,
-# day first in Europe, month first in the US (read_date()). A month named beside a day may have
-# a dot ("9. Mai"), "de" ("4 de junio de 2026") or an ordinal ("1er", "5th").
+# A date as people write it, read as one value (2026-03-05, --03-05 without a year) so that
+# its day and month cannot swap: form i's groups are y<i>, m<i>, d<i>; a<5>, b<5> 3/5/2026's,
+# day first in Europe, month first in the US. A month named beside a day may have a dot
+# ("9. Mai"), "de" ("4 de junio de 2026") or an ordinal ("5th").
 DATE = re.compile(
     r"(?<![\d.])(?P<y1>\d{4})[-/.](?P<m1>\d{1,2})[-/.](?P<d1>\d{1,2})(?![\d.]\d|\d)"
     r"|(?<!\d)(?:(?P<y2>\d{4}) ?[年년] ?)?(?P<m2>\d{1,2}) ?[月월] ?(?P<d2>\d{1,2}) ?[日号일]"
@@ -6561,7 +6561,8 @@ def word_numbers(text: str) -> list[Number]:
     for m in NUMBER_WORD.finditer(text) if not words.isdisjoint(NUMBER_WORDS) else ():
         value = NUMBER_WORDS[m["word"].lower()] * NUMBER_WORDS.get((m["times"] or "").lower(), 1) \
             + NUMBER_WORDS.get((m["tens"] or "").lower(), 0)
-        if not text.startswith("-", m.end()) or unit_after(text, m.end() + 1)[0]:  # demi-litre
+        # a hyphen after it makes a compound ("one-off"), unless a unit follows: demi-litre
+        if not text.startswith("-", m.end()) or unit_after(text, m.end() + 1)[0]:
             found.append((m, value))
     for m in CHINESE_NUMBER.finditer(text):
         if not (m.group() in "一二两" and not unit_after(text, m.end())[0]):
@@ -6631,7 +6632,7 @@ def read_number(token: str, decimal: str | None) -> list[Number]:
         len(g) == 3 for g in groups[1:-1])
     if not marks:
         return [Number(token, (value_of(digits),))]
-    if len(set(marks)) == 2:              # 1,250.5, 1.250,5: the last mark is the decimal
+    if len(set(marks)) == 2:              # 1,250.5, 1.250,5: the last marks decimals
         whole = "".join(groups[:-1]) if grouped and len(set(marks[:-1])) == 1 else groups[0]
         return [Number(token, (value_of(whole, groups[-1]),))]
     if len(marks) > 1:
@@ -6653,7 +6654,7 @@ def read_date(m: re.Match, day_first: bool | None = None) -> Number | None:
 
     >>> [read_date(m) for m in DATE.finditer("5 March 2026, 3/4/2026")]  # doctest: +ELLIPSIS
     [Number(written='5 March 2026', values=('2026-03-05',), parts=('5', '2026', '3', '--03-05'),
-            unit='', at=0), Number(written='3/4/2026', values=('2026-04-03', '2026-03-04'), ...)]
+     unit='', at=0), Number(written='3/4/2026', values=('2026-04-03', '2026-03-04'), ...)]
     """
     found = {name[0]: value for name, value in m.groupdict().items() if value is not None}
     year = found.get("y")
@@ -6685,8 +6686,8 @@ def day_first(text: str) -> bool | None:
 
 
 def number_text(text: str) -> str:
-    """The text as its numbers are read: NFKC (but 10² is no 102, and ½ is 1/2), and its
-    citations blanked so that offsets hold."""
+    """The text as its numbers are read: NFKC (SUPERSCRIPTS aside, ½ as 1/2), its citations
+    blanked so that offsets hold."""
     text = unicodedata.normalize("NFKC", text.translate(SUPERSCRIPTS)).replace("\u2044", "/")
     return CITATION.sub(lambda m: " " * len(m.group()), text)
 
@@ -6698,9 +6699,10 @@ def as_float(value: str) -> float | None:
 
 
 def ranges_in(numbers: list[Number], text: str) -> list[tuple[Number, Number]]:
-    """The ranges among a text's `numbers` (in order) as their two ends: "3 to 5 km", "15到18分钟"."""
-    pairs = []
-    for a, b in zip(numbers, numbers[1:]):
+    """The ranges among the `numbers` read from a text (in order, its headings' aside), as
+    their two ends: "3 to 5 km", "15到18分钟"."""
+    pairs, own = [], [n for n in numbers if n.at >= 0]
+    for a, b in zip(own, own[1:]):
         end = unit_after(text, a.at + len(a.written))[1]
         if a.unit in ("", b.unit) and RANGE.fullmatch(text[end:b.at]) \
                 and not any(DATE_VALUE.fullmatch(n.values[0]) or n.parts for n in (a, b)):
@@ -6739,7 +6741,8 @@ def read_numbers(text: str, decimal: str | None = None,
     [('--05-09', ''), ('12', 'km'), ('80', 'deg'), ('3', 'h'), ('20', '%'), ('5', '€')]
     """
     text = number_text(text)
-    if not re.search(r"\d", text):         # most lines have none: skip the long patterns
+    # most lines have no digit: the long patterns need not run
+    if not re.search(r"\d", text):
         return word_numbers(text)
     dates = [d for m in DATE.finditer(text) if (d := read_date(m, dates_day_first))] + [
         Number(m.group(), (f"{int(m['h'])}:{30 if m['half'] else int(m['m'] or 0)}",),
@@ -6759,7 +6762,8 @@ def read_numbers(text: str, decimal: str | None = None,
             read[0] = read[0]._replace(values=values)
         numbers += read
     numbers = durations(numbers + word_numbers(text), text)
-    for a, b in ranges_in(numbers, text):   # "3,5 bis 5,5 bar": both ends in bar
+    # a range's unit is its ends': "3,5 bis 5,5 bar"
+    for a, b in ranges_in(numbers, text):
         numbers[numbers.index(a)] = a._replace(unit=a.unit or b.unit)
     return dates + numbers
 
@@ -6883,7 +6887,6 @@ def names_in(text: str, sources: str = "") -> set[str]:
     names = set()
     for m in re.finditer(r"(?<![\w'’.-])([^\W\d_][\w'’-]*)", text):
         word = re.sub(r"['’]s$", "", m.group(1))  # Getty's: Getty
-
         before = text[:m.start()].rstrip()
         initial = not before or before[-1] in ".!?:。-*•" and not re.search(
             r"\b(?:Dr|Mr|Mrs|Ms|Prof|St|Mme|Sr|Sra|Hr|Fr)\.$", before)
@@ -6908,10 +6911,10 @@ def names_in(text: str, sources: str = "") -> set[str]:
 
 
 # §placing -------------------------------------------------------------------
-# Placing a sentence: an answer is cut into sentences, each read as a Claim (what it cites, its
-# words weighed by idf as the relevance floor weighs a question's, its numbers, codes, names);
-# its sources into Lines (a sentence under its headings, a row under its table's header); and
-# best_line() finds the line that holds the claim best, cited or not: the check reads it there.
+# Placing a sentence: an answer is cut into sentences, each read as a Claim (what it cites,
+# its words weighed by idf as the floor weighs a question's, its numbers, codes, names), its
+# sources into Lines (a sentence under its headings, a row under its header), and best_line()
+# finds the line holding the claim best, cited or not: the check reads it there.
 
 RANGE_MAX = 20                            # [1-3] cites 1, 2 and 3; a longer one, its two ends
 PREFIX = 5                                # letters of a word that find its inflections
@@ -6946,9 +6949,10 @@ CONTRAST = re.compile(r"[,;，；]\s*(?:but|however|though|aber|jedoch|doch|mais
                       r"|(?:が|けど)、|(?:지만|고),?\s",
                       re.IGNORECASE)
 # Words saying where a fact comes from, not what it is ("according to the notes").
+PROVENANCE = frozenset(map(singular, (
+    "according answer answered notes sources based mention mentioned state stated says said "
+    "suggests per also").split()))
 
-PROVENANCE = frozenset(map(singular, "according answer answered notes sources based mention "
-                                      "mentioned state stated says said suggests per also".split()))
 PROVENANCE_ZH = re.compile("根据|按照|笔记|来源|资料|提到|中说")
 
 
@@ -7061,13 +7065,17 @@ class Claim(NamedTuple):
     """What one sentence of an answer states, as the check reads it."""
     text: str                             # as written, its citations included
     cited: tuple[int, ...]                # the source numbers it cites, each once, in order
-    said: str                             # what it claims: past a "the notes do not say X, but"
-    declines: bool                        # it says the notes lack something, and no more
-    words: dict[str, float]               # its informative words, by their idf weight
+    said: str                             # what it claims (past NOT_IN_NOTES' "…, but")
+    declines: bool                        # says only that the notes lack something
+    words: dict[str, float]               # claim_terms(), by their idf weight
     number_weight: float                  # each number's: the rarest word's
     numbers: list[Number]
     codes: dict[str, str]                 # codes_in()
     names: set[str]
+
+    def words_in(self, part: str) -> dict[str, float]:
+        """The claim's words that `part` of its text holds, with their weights."""
+        return {t: self.words[t] for t in claim_terms(part) if t in self.words}
 
 
 class Line(NamedTuple):
@@ -7076,9 +7084,15 @@ class Line(NamedTuple):
     number: int                           # its first line in the source's text, from 1
     terms: frozenset[str]                 # tokenize()'s, with its headings' and table header's
     numbers: list[Number]
-    stems: frozenset[str]                 # the first PREFIX letters of its longer terms
+    stems: frozenset[str]                 # stem() of its longer terms
     columns: tuple[frozenset[str], ...] = ()   # a table row's: each column's header's terms
     block: int = 0                        # its paragraph's or list item's number
+
+    @staticmethod
+    def pooled(lines: Sequence[Line]) -> tuple[frozenset[str], frozenset[str]]:
+        """The terms and the stems that `lines` hold together."""
+        return (frozenset().union(*(x.terms for x in lines)),
+                frozenset().union(*(x.stems for x in lines)))
 
 
 # A source's line that starts a block (a heading, list item, table row, quote, fence, blank
@@ -7093,7 +7107,8 @@ def source_lines(text: str, decimal: str | None, first: bool | None,
     chunk's headings and note name); numbers read by the `decimal` mark, dates by `first`."""
     wrapped = "".join(ch if ch != "\n" or BLOCK_START.match(text, k + 1) or k == 0
                       or text[k - 1] == "\n" else " " for k, ch in enumerate(text))
-    heads = [(0, frozenset(tokenize(over)), read_numbers(over))]   # the headings in force
+    # the headings in force: (level, terms, numbers)
+    heads = [(0, frozenset(tokenize(over)), read_numbers(over))]
     header: tuple[frozenset[str], ...] = ()  # the table's header's, by column
     header_numbers: list[Number] = []
     lines, block, last = [], 0, -1
@@ -7121,8 +7136,7 @@ def share(claim: Claim, lines: Sequence[Line]) -> float:
     """The share of a claim's weight that `lines` hold: its words (a CJK pair found only as
     two characters apart half, as rewording keeps characters more than pairs; a long word found
     by its stem 0.7: "Kette" in "Kettenwechsel"), its numbers and its codes."""
-    held = frozenset().union(*(x.terms for x in lines))
-    stems = frozenset().union(*(x.stems for x in lines))
+    held, stems = Line.pooled(lines)
     numbers = [n for x in lines for n in x.numbers]
     total = sum(claim.words.values()) + claim.number_weight * len(claim.numbers)
     found = sum(w if t in held else w / 2 if len(t) == 2 and CJK_CHAR.match(t) and t[0] in held
@@ -7144,7 +7158,8 @@ def read_claim(sentence: str, weight: Callable[[str], float], decimal: str | Non
     if declines and (turn := CONTRAST.search(sentence, NOT_IN_NOTES.search(sentence).end())):
         said, declines = sentence[turn.end():], False
     numbers = read_numbers(said, decimal, day_first(said) or first)
-    text = number_text(said)              # its numbers, in words too, and units weigh as one
+    # its numbers, in words too, and units weigh as one
+    text = number_text(said)
     words = list(text)
     for n in numbers:
         end = unit_after(text, n.at + len(n.written))[1]
@@ -7161,12 +7176,12 @@ def best_line(claim: Claim, lines_of: list[list[Line]],
     lines hold, those lines): the best line, its paragraph's sentences beside it, and up to
     COVER_MORE lines each adding COVER_GAIN of its plain words (a line of another fact would
     bring numbers, names), as a note may say in two lines what an answer says in one."""
-
     words = set(claim.words) | {t[0] for t in claim.words if CJK_CHAR.match(t)}
     stems = {stem(t) for t in claim.words if len(t) >= PREFIX}
     best, score = None, -1.0
     for s in candidates:
-        for i, line in enumerate(lines_of[s]):   # a line sharing nothing holds nothing
+        for i, line in enumerate(lines_of[s]):
+            # a line sharing nothing holds nothing
             if (words.isdisjoint(line.terms) and stems.isdisjoint(line.stems)
                     and not (claim.numbers and line.numbers) and not claim.codes):
                 this = 0.0
@@ -7194,14 +7209,13 @@ def best_line(claim: Claim, lines_of: list[list[Line]],
 
 # §citation-check ------------------------------------------------------------
 # The citation check: does each sentence of an answer say what the notes say? No model call:
-# each is read against its best line (best_line()) as a careful reader reads it: its numbers
-# and units, each beside its fact's words, its names, negation, "exactly" or "about", dates and
-# code. It checks words, not meaning: a sentence reworded wholesale can fail, a false one made
-# of the line's words can pass; an optional judge model (judged()) rereads those it passes.
+# each is read against its best line as a careful reader reads: numbers and units, each by its
+# fact's words, names, negation, "exactly" or "about", dates, code. It checks words, not
+# meaning (a reworded sentence may fail, a false one pass): a judge model (judged()) may reread.
 
 SUPPORTED, UNSUPPORTED, WRONG, JUDGED, SKIPPED = (
     "supported", "unsupported", "wrong", "judged", "skipped")
-# The share of a sentence's words' idf weight that the lines around its best one must hold.
+# The share of a sentence's idf weight that the lines around its best one must hold.
 SUPPORT_MIN = 0.5
 CLAIM_MIN_TERMS = 2                       # fewer informative terms and no number: no claim
 # A number or name of another line is the sentence's if that line holds HOLDER_SHARE of its
@@ -7285,9 +7299,7 @@ def context(claim: Claim, at: int, lines: list[Line]) -> Claim:
         start = max(start, m.end())
     ends = [m.start() for m in (*PART.finditer(claim.said, at), *CLAUSE.finditer(claim.said, at))]
     part = claim.said[start:min(ends, default=len(claim.said))]
-    words = {t: claim.words[t] for t in claim_terms(part) if t in claim.words} or claim.words
-    terms = frozenset().union(*(x.terms for x in lines))
-    stems = frozenset().union(*(x.stems for x in lines))
+    words, (terms, stems) = claim.words_in(part) or claim.words, Line.pooled(lines)
     return claim._replace(words={t: w for t, w in words.items() if t in terms or stem(t) in stems},
                           numbers=[], names=set())
 
@@ -7324,8 +7336,8 @@ def slot_flaw(claim: Claim, n: Number, around: list[Line]) -> str:
     for x in around:
         parts = [x.text] if x.columns else re.split(r"[,，、;；]|\s(?:and|und|et|y|e|en)\s", x.text)
         for k in parts:
-            if (w := share(ctx, [x._replace(text=k, terms=frozenset(tokenize(k)),
-                                            stems=frozenset())])) > best:
+            w = share(ctx, [x._replace(text=k, terms=frozenset(tokenize(k)), stems=frozenset())])
+            if w > best:
                 best, part, line = w, k, x
     if line is None or best < HOLDER_SHARE:
         return ""
@@ -7352,9 +7364,9 @@ def number_flaw(claim: Claim, line: Line, around: list[Line], elsewhere: list[Li
     moved, a number in another unit, another fact's (slot_flaw(), or in a line `elsewhere`), or
     none of theirs; "" if none."""
     near = [n for x in around for n in x.numbers]
-    for a, b in ranges_in([n for n in claim.numbers if n.at >= 0], number_text(claim.said)):
+    for a, b in ranges_in(claim.numbers, number_text(claim.said)):
         for x in around:
-            for c, d in ranges_in([n for n in x.numbers if n.at >= 0], number_text(x.text)):
+            for c, d in ranges_in(x.numbers, number_text(x.text)):
                 if same_quantity(a, c) != same_quantity(b, d):
                     return f"{a.written} to {b.written} where its line says " \
                            f"{c.written} to {d.written}"
@@ -7398,11 +7410,13 @@ def negation_flaw(claim: Claim, around: list[Line]) -> str:
     for clause in negated_parts(INLINE_CODE.sub(" ", claim.said)):
         whole = any(n for _, n in clause)
         for part, negated in clause:
-            words = {t: claim.words[t] for t in claim_terms(part) if t in claim.words}
+            words = claim.words_in(part)
+            # the part holding most of its words, fewest others
             found = [(sum(w for t, w in words.items() if t in terms), -len(terms), neg, held, k)
-                     for k, neg, held, terms in theirs]   # most of its words, fewest others
+                     for k, neg, held, terms in theirs]
             weight, _, held, held_clause, there = max(found, default=(0.0, 0, False, False, ""))
-            enough = CLAUSE_SHARE / 2 if negated else CLAUSE_SHARE  # a "not" of its own is news
+            # a "not" of its own is news
+            enough = CLAUSE_SHARE / 2 if negated else CLAUSE_SHARE
             if len(words) < 2 or weight < enough * sum(words.values()) or negated == held \
                     or not negated and whole == held_clause:
                 continue
@@ -7432,8 +7446,9 @@ def bound_flaw(claim: Claim, around: list[Line]) -> str:
     for n in claim.numbers:
         mine, word = bound_of(claim.said, n)
         held = [(x, m) for x in around for m in x.numbers if number_held(n, [m])]
-        same = [(x, m) for x, m in held if m.unit == n.unit and word_after(x.text, m) == word_after(
-            claim.said, n)]  # "4 hours" holds "4 hours" before "4 doses"
+        # "4 hours" holds "4 hours" before "4 doses"
+        after = word_after(claim.said, n)
+        same = [(x, m) for x, m in held if m.unit == n.unit and word_after(x.text, m) == after]
         theirs = [bound_of(x.text, m) for x, m in same or held]
         if theirs and all((mine, its) in CLASHES for its, _ in theirs):
             return f'"{word} {n.written}" where its line says "{theirs[0][1]}"'
@@ -7446,12 +7461,10 @@ def flaw(claim: Claim, line: Line, around: list[Line], elsewhere: list[Line]) ->
     bound the line lacks; "" if nothing."""
     if why := number_flaw(claim, line, around, elsewhere):
         return why
-    near = " ".join(x.text for x in around).lower()
-    terms = frozenset().union(*(x.terms for x in around))
-    stems = frozenset().union(*(x.stems for x in around))
+    near, (terms, stems) = " ".join(x.text for x in around).lower(), Line.pooled(around)
     names = [] if claim.declines else sorted(claim.names)
     for name in [*claim.codes.values(), *names]:
-        words = tokenize(name)             # in the line, or the headings over it, inflected too
+        words = tokenize(name)            # in the line, or its headings, inflected too
         if name.lower() in near or set(words) <= terms or all(
                 stem(w) in stems if len(w) >= PREFIX else w in terms for w in words):
             continue
@@ -7461,9 +7474,10 @@ def flaw(claim: Claim, line: Line, around: list[Line], elsewhere: list[Line]) ->
             codes_in(x.text) if name in claim.codes.values()
             else names_in(x.text, x.text) if x.columns else ()) if c not in claim.codes
                  and c not in claim.names]
+        # a name its source has, and no other in its line
         if holders and (not rival and name not in claim.codes.values() or elsewhere_ok(
                 context(claim, claim.said.find(name), elsewhere), holders, rival)):
-            continue                       # a name its source has, and no other in its line
+            continue
         return (f"{name} is line {holders[0].number}'s; its line says {rival[0]}" if holders
                 and rival else f"{name} is in line {holders[0].number}, not here" if holders
                 else f"{name} is not in the sources")
@@ -7479,13 +7493,13 @@ class SentenceCheck(NamedTuple):
     cited: tuple[int, ...]
     verdict: str                          # SUPPORTED, UNSUPPORTED, WRONG, JUDGED or SKIPPED
     why: str = ""                         # what is wrong, in a few words
-    source: int | None = None             # the source holding its line (from 1), if any
+    source: int | None = None             # its line's source (from 1), if any
     line: int | None = None               # ...that line
     end_line: int | None = None           # the last line beside it holding its words
-    path: str | None = None               # the note's path, where the source is a chunk
+    path: str | None = None               # the note's, where the source is a chunk
     page: int | None = None               # ...and its page, chapter or cell
-    support: float = 0.0                  # the share of its words' weight held there, 0 to 1
-    judge: str = ""                       # the judge model's "yes" or "no", or why it said none
+    support: float = 0.0                  # share() of it held there, 0 to 1
+    judge: str = ""                       # the judge's "yes" or "no", or why neither
 
     @property
     def place(self) -> str:
@@ -7493,8 +7507,8 @@ class SentenceCheck(NamedTuple):
         if self.path is None:
             return f"[{self.source}] line {self.line}" if self.source else ""
         if self.line is None:
-            return " › ".join([self.path] + ([place_name(self.path, self.page)]
-                                             if self.page is not None else []))
+            page = [] if self.page is None else [place_name(self.path, self.page)]
+            return " › ".join([self.path, *page])
         return f"{self.path}:{self.line}"
 
     @classmethod
@@ -7536,7 +7550,8 @@ def check_sentence(claim: Claim, sources: Sequence, lines_of: list[list[Line]],
         why = f"[{wrong[0]}] names no source ({len(sources)} were sent)"
         return SentenceCheck.of(claim, WRONG, why)
     candidates = [c - 1 for c in valid] or every
-    script = question_language(INLINE_CODE.sub(" ", claim.said))   # code may fill a CJK source
+    # code may fill a CJK source
+    script = question_language(INLINE_CODE.sub(" ", claim.said))
     texts = [" ".join(x.text for x in lines_of[c]) for c in candidates]
     if claim.declines or all(t and (not CJK_CHAR.search(t) if script == "zh"
                                     else question_language(t) == "zh") for t in texts):
@@ -7565,7 +7580,7 @@ class CitationCheck:
     sent ([1] to [sources] name one)."""
     sentences: tuple[SentenceCheck, ...]
     sources: int
-    judge: str = ""                       # the judge model that read the supported ones, if any
+    judge: str = ""                       # the judge model that reread them, if any
     judge_seconds: float = 0.0            # ...and how long it took
 
     def count(self, *verdicts: str) -> int:
@@ -7623,8 +7638,9 @@ class CitationCheck:
                 "sources": self.sources,
                 "all_supported": self.all_supported, "cites_nothing": self.cites_nothing,
                 "judge": self.judge or None,
-                "counts": {**{v: self.count(v) for v in (SUPPORTED, UNSUPPORTED, WRONG, JUDGED,
-                                                         SKIPPED)}, "not_cited": self.uncited},
+                "counts": {**{v: self.count(v) for v in
+                              (SUPPORTED, UNSUPPORTED, WRONG, JUDGED, SKIPPED)},
+                           "not_cited": self.uncited},
                 "sentences": [{
                     "text": s.text, "cited": list(s.cited), "verdict": s.verdict,
                     "why": s.why or None, "source": s.source, "path": s.path, "line": s.line,
@@ -7632,14 +7648,13 @@ class CitationCheck:
                     "judge": s.judge or None} for s in self.sentences]}
 
 
-
 def check_citations(answer: str, sources: Sequence, lexicon: Lexicon | None = None,
                     support_min: float = SUPPORT_MIN) -> CitationCheck:
-    """Check every sentence of an answer against the sources it was given ([1] is sources[0]):
-    texts, or chunks (a search's hits' .chunk), whose file and line each sentence is placed at.
-    Each is read (read_claim()) and judged (check_sentence()), its words weighed by idf over
-    the whole notes given `lexicon` (index.lexicon, as the relevance floor weighs: "coffee" in
-    a coffee folder says little), else over the sources' lines. In a notebook:
+    """Check each sentence of an answer against the sources it was given ([1] is sources[0]):
+    texts, or chunks (hits' .chunk), whose file and line each sentence is placed at. Each is
+    read (read_claim()) and judged (check_sentence()), its words weighed by idf over the notes
+    given `lexicon` (index.lexicon, as the floor weighs: "coffee" in a coffee folder says
+    little), else over the sources' lines. In a notebook:
     `check_citations(outcome.text, [h.chunk for h in outcome.retrieval.hits], index.lexicon)`.
 
     >>> c = check_citations("Use 18 g of coffee [1]. Use 20 g [1]. Brew at 93 °C [3]. Brew it "
@@ -7676,10 +7691,10 @@ def check_citations(answer: str, sources: Sequence, lexicon: Lexicon | None = No
 
 def judged(check: CitationCheck, sources: Sequence, settings: Settings
            ) -> tuple[CitationCheck, list[str]]:
-    """The check, with each sentence it supports read again by the judge model (settings.judge)
-    as MiniCheck models were trained: "Document: <its source>\nClaim: <the sentence>", Yes or
-    No; a No makes it JUDGED. The first call that fails or runs over JUDGE_SECONDS ends the
-    judging with a warning. Returns the check and its warnings."""
+    """The check, each sentence it supports reread by the judge model (settings.judge) as
+    MiniCheck models were trained: "Document: <its source>\nClaim: <the sentence>", Yes or No;
+    a No makes it JUDGED. The first call failing or over JUDGE_SECONDS ends the judging with
+    a warning. Returns the check and its warnings."""
     client, asking = ollama_client(JUDGE_SECONDS), replace(settings, chat_model=settings.judge)
     t0, read, warnings = time.perf_counter(), [], []
     for n, s in enumerate(check.sentences, 1):
@@ -7692,7 +7707,6 @@ def judged(check: CitationCheck, sources: Sequence, settings: Settings
         try:
             said = chat_once(client, asking, [{"role": "user", "content":
                                                f"Document: {document}\nClaim: {claim}"}],
-
                              JUDGE_TOKENS, NUM_CTX).strip()
         except (OllamaError, ValueError) as e:
             warnings.append(f"the judge {settings.judge} did not read sentence {n} ({e}); it and "
@@ -7700,9 +7714,9 @@ def judged(check: CitationCheck, sources: Sequence, settings: Settings
             read.append(s)
             continue
         no, yes = re.match(r"(?i)no\b", said), re.match(r"(?i)yes\b", said)
-        read.append(s._replace(verdict=JUDGED if no else s.verdict, judge="no" if no else "yes"
-                               if yes else f"answered {said[:20]!r}, neither yes nor no",
-                               why=f"{settings.judge} finds it not in its source" if no else ""))
+        judge = "no" if no else "yes" if yes else f"answered {said[:20]!r}, neither yes nor no"
+        why = f"{settings.judge} finds it not in its source" if no else ""
+        read.append(s._replace(verdict=JUDGED if no else s.verdict, judge=judge, why=why))
     return replace(check, sentences=tuple(read), judge=settings.judge,
                    judge_seconds=time.perf_counter() - t0), warnings
 
