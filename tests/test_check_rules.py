@@ -229,3 +229,13 @@ def test_the_judge_on_the_terminal_and_a_judge_not_pulled_warns_and_keeps_the_ve
     assert [s["verdict"] for s in data["citations"]["sentences"]] == ["supported", "supported"]
     assert any(w.startswith("the judge no-such-judge did not read sentence 1 (") and w.endswith(
         "; it and the sentences after it keep the check's verdict") for w in data["warnings"]), data["warnings"]
+
+
+@pytest.mark.parametrize("note, answer", [
+    ("Rent is due on 25/6/2026; the inspection is on 5 March 2026.", "The inspection is on {date} [1]."),
+    ("Die Miete ist am 25/6/2026 fällig; die Abnahme ist am 5. März 2026.", "Die Abnahme ist am {date} [1]."),
+])
+def test_an_answer_s_numeric_date_is_read_as_its_sources_write_theirs(note, answer):
+    # the sources write the day first (25/6): the answer's 3/5/2026 is 3 May, not 5 March
+    assert verdicts(answer.format(date="5/3/2026"), note) == [OK]
+    assert verdicts(answer.format(date="3/5/2026"), note)[0][0] != "supported"
