@@ -6470,11 +6470,14 @@ UNITS = {
 }
 UNIT_OF = {name.replace("_", " "): unit for unit, (_, _, names) in UNITS.items()
            for name in names.split()}
-# A unit's name after a number ("12 km", "80度", "3 Stunden": plural endings too).
-UNIT = re.compile(" ?(?P<unit>" + "|".join(
-    re.escape(name) + ("" if CJK_CHAR.search(name) else
-                       rf"(?:s|es|e|en|n|i|a|y|ów|ach|ami|ей|я|ов|ы|ах)?(?!(?![{CJK}])[^\W\d_])")
-    for name in sorted(UNIT_OF, key=len, reverse=True)) + ")", re.IGNORECASE)
+# A unit's name after a number ("12 km", "80度", "3 Stunden": plural and case endings too, then
+# the word's end; a CJK name needs neither). The endings follow all Latin and Cyrillic names at
+# once: after each name, they would take a second to compile.
+UNIT_NAMES = sorted(UNIT_OF, key=len, reverse=True)
+UNIT = re.compile(
+    " ?(?P<unit>(?:" + "|".join(re.escape(n) for n in UNIT_NAMES if not CJK_CHAR.search(n))
+    + rf")(?:s|es|e|en|n|i|a|y|ów|ach|ami|ей|я|ов|ы|ах)?(?!(?![{CJK}])[^\W\d_])|"
+    + "|".join(re.escape(n) for n in UNIT_NAMES if CJK_CHAR.search(n)) + ")", re.IGNORECASE)
 UNIT_OF["百分之"] = "%"                    # a sign before its number, as in €5
 
 
@@ -6759,7 +6762,7 @@ def read_numbers(text: str, decimal: str | None = None,
         read = [n._replace(unit=unit, at=m.start()) for n in read_number(m["digits"], decimal)]
         if m["minus"]:
             values = tuple(v if v == "0" else f"-{v}" for v in read[0].values)
-            read[0] = read[0]._replace(values=values)
+            read[0] = read[0]._replace(values=values, written=m.group())
         numbers += read
     numbers = durations(numbers + word_numbers(text), text)
     # a range's unit is its ends': "3,5 bis 5,5 bar"
@@ -6777,12 +6780,14 @@ def converted(value: float, unit: str, to: str) -> float:
 
 def rounds_to(written: str, exact: float) -> bool:
     """Does a number as written round `exact` to its last digit (a whole number's last but its
-    zeros), give or take 1%? "7.5" rounds 7.456, "550" 559; "7" does not round 7.8."""
+    zeros, and then within 10%), give or take 1%? "7.5" rounds 7.456, "550" 559, "10" 9.5;
+    "7" does not round 7.8, nor "400" 356."""
     value = as_float(written)
     if value is None:
         return False
     places = len(written.partition(".")[2]) or -(len(written) - len(written.rstrip("0")))
-    return abs(value - exact) <= 0.5 * 10 ** -places + 0.01 * abs(value)
+    near = 0.5 * 10 ** -places + 0.01 * abs(value)
+    return abs(value - exact) <= (min(near, 0.1 * abs(exact)) if places < 0 else near)
 
 
 def same_quantity(said: Number, held: Number) -> bool:
@@ -7030,14 +7035,15 @@ def answer_sentences(answer: str) -> list[str]:
     return sentences
 
 
-# Latin letters without their accents, and ё as е: "twarogu" and "twaróg" share a stem.
+# Latin letters without their accents, and ё as е: "twarogu" and "twaróg" start alike.
 UNACCENTED = {c: unicodedata.normalize("NFD", chr(c))[0] for c in range(0xC0, 0x250)
               if unicodedata.normalize("NFD", chr(c))[0] != chr(c)} | {0x451: "е"}
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def stem(term: str) -> str:
-    """A longer word's first PREFIX letters, unaccented: what its inflections share."""
+def word_start(term: str) -> str:
+    """A longer word's first PREFIX letters, unaccented: what its inflections share, where
+    tokenize()'s singular() (the one stemmer) leaves them apart ("Kette", "Kettenwechsel")."""
     return term.translate(UNACCENTED)[:PREFIX]
 
 
@@ -7084,15 +7090,15 @@ class Line(NamedTuple):
     number: int                           # its first line in the source's text, from 1
     terms: frozenset[str]                 # tokenize()'s, with its headings' and table header's
     numbers: list[Number]
-    stems: frozenset[str]                 # stem() of its longer terms
+    starts: frozenset[str]                # word_start() of its longer terms
     columns: tuple[frozenset[str], ...] = ()   # a table row's: each column's header's terms
     block: int = 0                        # its paragraph's or list item's number
 
     @staticmethod
     def pooled(lines: Sequence[Line]) -> tuple[frozenset[str], frozenset[str]]:
-        """The terms and the stems that `lines` hold together."""
+        """The terms and the starts that `lines` hold together."""
         return (frozenset().union(*(x.terms for x in lines)),
-                frozenset().union(*(x.stems for x in lines)))
+                frozenset().union(*(x.starts for x in lines)))
 
 
 # A source's line that starts a block (a heading, list item, table row, quote, fence, blank
@@ -7128,7 +7134,8 @@ def source_lines(text: str, decimal: str | None, first: bool | None,
         lines.append(Line(sentence, text.count("\n", 0, at) + 1, terms,
                           read_numbers(sentence, decimal, first)
                           + [n._replace(at=-1 - len(sentence)) for n in carried],
-                          frozenset(stem(t) for t in terms if len(t) >= PREFIX), header, block))
+                          frozenset(word_start(t) for t in terms if len(t) >= PREFIX), header,
+                          block))
     return lines
 
 
@@ -7136,11 +7143,11 @@ def share(claim: Claim, lines: Sequence[Line]) -> float:
     """The share of a claim's weight that `lines` hold: its words (a CJK pair found only as
     two characters apart half, as rewording keeps characters more than pairs; a long word found
     by its stem 0.7: "Kette" in "Kettenwechsel"), its numbers and its codes."""
-    held, stems = Line.pooled(lines)
+    held, starts = Line.pooled(lines)
     numbers = [n for x in lines for n in x.numbers]
     total = sum(claim.words.values()) + claim.number_weight * len(claim.numbers)
     found = sum(w if t in held else w / 2 if len(t) == 2 and CJK_CHAR.match(t) and t[0] in held
-                and t[1] in held else w * 0.7 if len(t) >= PREFIX and stem(t) in stems
+                and t[1] in held else w * 0.7 if len(t) >= PREFIX and word_start(t) in starts
                 else 0.0 for t, w in claim.words.items())
     found += claim.number_weight * sum(number_held(n, numbers) for n in claim.numbers)
     if claim.codes:                       # a code counts as a number does
@@ -7177,12 +7184,12 @@ def best_line(claim: Claim, lines_of: list[list[Line]],
     COVER_MORE lines each adding COVER_GAIN of its plain words (a line of another fact would
     bring numbers, names), as a note may say in two lines what an answer says in one."""
     words = set(claim.words) | {t[0] for t in claim.words if CJK_CHAR.match(t)}
-    stems = {stem(t) for t in claim.words if len(t) >= PREFIX}
+    starts = {word_start(t) for t in claim.words if len(t) >= PREFIX}
     best, score = None, -1.0
     for s in candidates:
         for i, line in enumerate(lines_of[s]):
             # a line sharing nothing holds nothing
-            if (words.isdisjoint(line.terms) and stems.isdisjoint(line.stems)
+            if (words.isdisjoint(line.terms) and starts.isdisjoint(line.starts)
                     and not (claim.numbers and line.numbers) and not claim.codes):
                 this = 0.0
             else:
@@ -7199,7 +7206,7 @@ def best_line(claim: Claim, lines_of: list[list[Line]],
         held = share(plain, lines)
         gain, more = max(((share(plain, lines + [x]) - held, k)
                           for k, x in enumerate(lines_of[s]) if x not in lines
-                          and not (words.isdisjoint(x.terms) and stems.isdisjoint(x.stems))),
+                          and not (words.isdisjoint(x.terms) and starts.isdisjoint(x.starts))),
                          default=(0, 0))
         if gain < COVER_GAIN:
             break
@@ -7267,7 +7274,8 @@ QUALIFIERS = {
                     "najwyżej nie_więcej_niż högst 不超过 不多于 不高于 不超過 最多 至多 以内 最大 이하 "
                     "최대"),
 }
-CLASHES = {("exact", "about"), ("only", "about"), ("min", "max"), ("max", "min")}
+CLASHES = {("exact", "about"), ("only", "about"), ("min", "max"), ("max", "min"),
+           ("exact", "min"), ("exact", "max")}
 # A negation that bounds a number ("no more than 5", "不少于 10") is no negation of the claim.
 BOUND_PHRASE = re.compile(
     r"\b(?:not|no) (?:more|less|fewer|later|earlier|longer) than|never (?:more than|above|below)"
@@ -7299,8 +7307,9 @@ def context(claim: Claim, at: int, lines: list[Line]) -> Claim:
         start = max(start, m.end())
     ends = [m.start() for m in (*PART.finditer(claim.said, at), *CLAUSE.finditer(claim.said, at))]
     part = claim.said[start:min(ends, default=len(claim.said))]
-    words, (terms, stems) = claim.words_in(part) or claim.words, Line.pooled(lines)
-    return claim._replace(words={t: w for t, w in words.items() if t in terms or stem(t) in stems},
+    words, (terms, starts) = claim.words_in(part) or claim.words, Line.pooled(lines)
+    return claim._replace(words={t: w for t, w in words.items()
+                                 if t in terms or word_start(t) in starts},
                           numbers=[], names=set())
 
 
@@ -7336,7 +7345,7 @@ def slot_flaw(claim: Claim, n: Number, around: list[Line]) -> str:
     for x in around:
         parts = [x.text] if x.columns else re.split(r"[,，、;；]|\s(?:and|und|et|y|e|en)\s", x.text)
         for k in parts:
-            w = share(ctx, [x._replace(text=k, terms=frozenset(tokenize(k)), stems=frozenset())])
+            w = share(ctx, [x._replace(text=k, terms=frozenset(tokenize(k)), starts=frozenset())])
             if w > best:
                 best, part, line = w, k, x
     if line is None or best < HOLDER_SHARE:
@@ -7461,12 +7470,12 @@ def flaw(claim: Claim, line: Line, around: list[Line], elsewhere: list[Line]) ->
     bound the line lacks; "" if nothing."""
     if why := number_flaw(claim, line, around, elsewhere):
         return why
-    near, (terms, stems) = " ".join(x.text for x in around).lower(), Line.pooled(around)
+    near, (terms, starts) = " ".join(x.text for x in around).lower(), Line.pooled(around)
     names = [] if claim.declines else sorted(claim.names)
     for name in [*claim.codes.values(), *names]:
         words = tokenize(name)            # in the line, or its headings, inflected too
         if name.lower() in near or set(words) <= terms or all(
-                stem(w) in stems if len(w) >= PREFIX else w in terms for w in words):
+                word_start(w) in starts if len(w) >= PREFIX else w in terms for w in words):
             continue
         holders = [x for x in elsewhere if name.lower() in x.text.lower()]
         # what stands in its line instead: E:24 for E:15, or in a table's row, a name
@@ -7556,9 +7565,9 @@ def check_sentence(claim: Claim, sources: Sequence, lines_of: list[list[Line]],
     if claim.declines or all(t and (not CJK_CHAR.search(t) if script == "zh"
                                     else question_language(t) == "zh") for t in texts):
         claim = claim._replace(words={}, names=set())
-    if not claim.numbers and not claim.codes and (
-            len(claim.words) < CLAIM_MIN_TERMS or claim.said.rstrip().endswith(":")):
-        return SentenceCheck.of(claim, SKIPPED)
+    if not claim.numbers and not claim.codes and (len(claim.words) < CLAIM_MIN_TERMS or claim.said
+            .rstrip().endswith(":")) or CITATION.sub("", claim.said).rstrip().endswith("?"):
+        return SentenceCheck.of(claim, SKIPPED)       # a question (an echoed one) states nothing
     at = best_line(claim, lines_of, candidates)
     pool, named = [x for c in candidates for x in lines_of[c]], "".join(f"[{c}]" for c in valid)
     if at is None or at[2] < support_min and not numbers_carry(claim, at[3]):
@@ -7669,7 +7678,8 @@ def check_citations(answer: str, sources: Sequence, lexicon: Lexicon | None = No
     """
     texts = [s if isinstance(s, str) else s.text for s in sources]
     everything = "\n".join(texts)
-    decimal = decimal_mark([m["digits"] for m in NUMBER.finditer(number_text(everything))])
+    decimal = decimal_mark([m["digits"] for m in NUMBER.finditer(number_text(everything))]) \
+        or decimal_mark([m["digits"] for m in NUMBER.finditer(number_text(answer))])
     first = day_first(everything)
     lines_of = [source_lines(t, decimal, first, "" if isinstance(s, str) else
                              f"{PurePosixPath(s.source).stem} {s.heading}")
@@ -7989,11 +7999,11 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
 
 # §gap-log -------------------------------------------------------------------
 # The gap log: what the notes could not answer. A question below the relevance floor, or
-# answered without citing a single source, says what the notes lack, so answer() appends it
-# (logged()) to GAP_LOG, and --gaps shows them grouped by topic. Only --gaps sends a logged
-# question on, to the embedding model, when its vector was made by another one. Each entry
-# keeps its question's vector, so --gaps groups a thousand questions without embedding them
-# again; a line a killed run left cut short is skipped on reading.
+# answered with sentences the notes do not hold (the check), says what the notes lack, so
+# answer() appends it (logged()) to GAP_LOG, and --gaps shows them grouped by topic. Only
+# --gaps sends a logged question on, to the embedding model, when its vector was made by
+# another one. Each entry keeps its question's vector, so --gaps groups a thousand questions
+# without embedding them again; a line a killed run left cut short is skipped on reading.
 
 
 GAP_LOG_OLD = "gaps.old.jsonl"            # the log before the last GAP_LOG_MAX_MB was passed
@@ -9885,12 +9895,14 @@ def group_by_meaning(vectors: np.ndarray, threshold: float, block: int = 1024) -
 def now_found(index: Index, entries: list[dict], qvec: np.ndarray,
               settings: Settings) -> tuple[Retrieval, bool]:
     """Today's search for a logged question, and whether today's notes answer it: it passes the
-    floor and, if it was once answered without a citation (the floor passed then too), a source
-    it was not shown then now comes first. It is searched as it was asked: with the filters in
-    force then (a question asked of the notes tagged "work" is a gap in those notes)."""
+    floor and, if it was once answered from sources that did not hold it (the floor passed
+    then too), a source it was not shown then now comes first. It is searched as it was asked:
+    with the filters in force then (a question asked of the notes tagged "work" is a gap in
+    those notes)."""
     r = rank(index, entries[-1]["question"], qvec,
              with_filters(settings, logged_filters(entries[-1])))
-    if not r.found or not r.hits or not any(e["why"] == "uncited" for e in entries):
+    if not r.found or not r.hits or not any(e["why"] in ("unsupported", "uncited")
+                                            for e in entries):
         return r, r.found
     shown = {(s["source"], s.get("heading")) for e in entries for s in e["sources"]}
     return r, (r.hits[0].chunk.source, r.hits[0].chunk.heading) not in shown

@@ -107,21 +107,32 @@ def test_each_rule_supports_the_true_sentence_and_flags_its_twin(rule, note, rig
         assert verdicts(wrong, note) == [flagged], rule
 
 
-@pytest.mark.parametrize("rule, note, right, wrong", [
-    ("°F as people round", "Bake the bread at 180 °C for 40 minutes.", "Bake at 356 °F [1].", "Bake at 400 °F [1]."),
+@pytest.mark.parametrize("rule, note, right, wrong, flagged", [
+    # a conversion rounded to its hundreds is no rounding: 400 °F is 204 °C
+    ("°F as people round", "Bake the bread at 180 °C for 40 minutes.", "Bake at 360 °F [1].",
+     "Bake at 400 °F [1].", ("unsupported", "400 °F is in none of its lines")),
+    ("°F as people round", "Das Brot bei 180 °C 40 Minuten backen.", "Backen bei 350 °F [1].",
+     "Backen bei 400 °F [1].", ("unsupported", "400 °F is in none of its lines")),
+    # "exactly" is no "at least"
     ("a bound", "Rest the dough for at least 5 hours before baking.", "Rest the dough for at least 5 hours [1].",
-     "Rest the dough for exactly 5 hours [1]."),
+     "Rest the dough for exactly 5 hours [1].", ("wrong", '"exactly 5" where its line says "at least"')),
     ("a bound", "Den Teig mindestens 5 Stunden ruhen lassen.", "Den Teig mindestens 5 Stunden ruhen lassen [1].",
-     "Den Teig genau 5 Stunden ruhen lassen [1]."),
+     "Den Teig genau 5 Stunden ruhen lassen [1].", ("wrong", '"genau 5" where its line says "mindestens"')),
+])
+def test_a_conversion_too_coarse_and_an_exact_number_for_a_bound_are_flagged(rule, note, right, wrong, flagged):
+    assert verdicts(right, note) == [OK], rule
+    assert verdicts(wrong, note) == [flagged], rule
+
+
+@pytest.mark.parametrize("rule, note, right, wrong", [
     ("a name swapped in prose", "# Team\n\nPriya leads the design review on Monday.\n\nMarta takes the budget "
      "meeting on Friday.\n", "Priya leads the design review on Monday [1].",
      "Marta leads the design review on Monday [1]."),
     ("an inflected short name", "Отчёт отправляет Иван Петров.", "Отчёт отправляют Ивану Петрову [1].", None),
 ])
-@pytest.mark.xfail(strict=True, reason="found while writing these tests: 400 rounds 356 (to its hundreds); "
-                                       "CLASHES has no (exact, min); a name of another line passes where its "
-                                       "line is prose, not a table row; a name under PREFIX letters inflected "
-                                       "(Ивану) is 'not in the sources'")
+@pytest.mark.xfail(strict=True, reason="what the check cannot see yet: a name of another line passes where "
+                                       "its line is prose, not a table row; a name under PREFIX letters "
+                                       "inflected (Ивану) is 'not in the sources'")
 def test_what_the_check_lets_pass_or_flags_wrongly(rule, note, right, wrong):
     assert verdicts(right, note) == [OK], rule
     if wrong is not None:
@@ -239,3 +250,14 @@ def test_an_answer_s_numeric_date_is_read_as_its_sources_write_theirs(note, answ
     # the sources write the day first (25/6): the answer's 3/5/2026 is 3 May, not 5 March
     assert verdicts(answer.format(date="5/3/2026"), note) == [OK]
     assert verdicts(answer.format(date="3/5/2026"), note)[0][0] != "supported"
+
+
+@pytest.mark.parametrize("answer, note", [
+    ("When can I feed the fern? Feed the fern once a month in spring [1].",
+     "Feed the fern once a month in spring and summer."),
+    ("Wann dünge ich den Farn? Den Farn im Frühling einmal im Monat düngen [1].",
+     "Den Farn im Frühling und Sommer einmal im Monat düngen."),
+])
+def test_a_question_in_an_answer_states_nothing_and_is_skipped(answer, note):
+    # a small model often echoes the question: it is no claim the notes could fail to hold
+    assert verdicts(answer, note) == [("skipped", ""), OK]

@@ -197,9 +197,6 @@ def test_an_old_log_s_uncited_answer_is_now_found_only_when_another_source_comes
     assert now_found(cli, notes) == [True]
 
 
-@pytest.mark.xfail(strict=True, reason="now_found() still asks for a source not shown then only of entries "
-                                       "logged \"uncited\"; an \"unsupported\" one, as answer() now logs, passes "
-                                       "the floor it passed when logged, so --gaps calls it now found at once")
 def test_an_unsupported_answer_is_now_found_only_when_another_source_comes_first(cli, server, notes):
     server.answer = "Use 15 g of coffee [1]. Chill the beans in the freezer overnight."
     assert cli("--notes", notes, ON_TOPIC).returncode == 0

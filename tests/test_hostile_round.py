@@ -64,20 +64,18 @@ def test_a_number_that_lost_or_gained_its_minus_sign_is_caught():
     # wrong where the rest of the sentence holds its line's words, else unsupported
     for answer, source, flagged in [
             ("Temperatures drop to -5 °C at night in January [1].",
-             "Temperatures drop to 5 °C at night in January.", rag.WRONG),
+             "Temperatures drop to 5 °C at night in January.", rag.UNSUPPORTED),
             ("Temperatures drop to 5 °C at night in January [1].",
              "Temperatures drop to −5 °C at night in January.", rag.UNSUPPORTED),
             ("The account balance is minus 200 euros this month [1].",
              "The account balance is 200 euros this month.", rag.UNSUPPORTED),
             ("The account balance is 200 euros this month [1].",
              "The account balance is -200 euros this month.", rag.UNSUPPORTED),
-            ("一月夜间气温降到零下5度 [1]。", "一月夜间气温降到5度。", rag.UNSUPPORTED),
+            ("一月夜间气温降到零下5度 [1]。", "一月夜间气温降到5度。", rag.WRONG),
             ("一月夜间气温降到5度 [1]。", "一月夜间气温降到-5度。", rag.WRONG)]:
         assert verdict(answer, source) == flagged, (answer, source)
 
 
-@pytest.mark.xfail(strict=True, reason="the why names the number as written without its sign "
-                                       "(n.written): '5 °C is in none of its lines' where its line says 5 °C")
 def test_a_flagged_negative_number_is_named_with_its_sign():
     [s] = rag.check_citations("Temperatures drop to -5 °C at night in January [1].",
                               ["Temperatures drop to 5 °C at night in January."]).sentences
