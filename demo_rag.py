@@ -76,7 +76,9 @@ for one to go there and back), what it holds and where to start reading it.
     §floor              calibrate, calibrated, relevance_floor, question_language
     §opening            open_index: IndexOpening's find, load, update, calibrate, save
     §answering          stream_chat -> ChatStream, chat_once, chat_context, strip_think
-    §citation-check     check_citations -> CitationCheck
+    §reading-claim      read_numbers -> Number, same_quantity, names_in, codes_in
+    §placing            answer_sentences, read_claim -> Claim, source_lines, best_line
+    §citation-check     check_citations -> CitationCheck: SentenceCheck, its line; judged
     §one-question       answer -> Outcome: decide, prompt_within; Conversation
     §gap-log            logged: answer() appends the questions the notes left open
   Part III · the modes, a section each with its flags, Mode and printing
@@ -84,7 +86,7 @@ for one to go there and back), what it holds and where to start reading it.
     §showing-sources    print_hits, print_citation, hit_json, print_outcome, preview
     §question           run_question, outcome_json; QUESTION, the default mode
     §chat               run_chat, inline_filters; CHAT
-    §explain            run_explain: explain_index, explain_search, explain_prompt
+    §explain            run_explain: explain_index, _search, _prompt, _check (steps 1-8)
     §eval               evaluate, load_eval_set, run_eval; EVAL
     §make-eval-tune     generate_eval_set, run_make_eval, tune, run_tune; MAKE_EVAL, TUNE
     §gaps               read_gaps, gap_report, run_gaps; GAPS
@@ -910,6 +912,10 @@ class Settings:
                                     (lambda v: 0 < v <= MAX_ANSWER_TOKENS,
                                      f"must be from 1 to {MAX_ANSWER_TOKENS}"),
                                     type=int, metavar="N")
+    judge: str | None = option(None, "--judge", MODELS_GROUP,
+                               "also ask this model (bespoke-minicheck, or one answering Yes/No "
+                               "the same way) whether each sentence the check supports is in "
+                               "its source (default: no judge)", metavar="MODEL")
     keep_alive: str | float | None = option(None, "--keep-alive", MODELS_GROUP,
                                             "how long Ollama keeps the chat model loaded after a "
                                             "request: 10m, 1h, 0 (unload at once) or -1 (for "
@@ -6391,186 +6397,241 @@ def chat_once(client: ollama.Client, settings: Settings, messages: list[dict], n
     return "".join(strip_think([reply.message.content or ""]))
 
 
-# §citation-check ------------------------------------------------------------
-# The citation check: does each sentence of an answer say what the sources it cites say?
-# No model call: a sentence's informative words, weighed by idf as the relevance floor
-# weighs a question's, are looked up in the sources it cites. It checks words, not
-# meaning: a sentence the model reworded wholesale can fail it, and a false sentence made
-# of a source's own words can pass. Numbers must match exactly, since a changed number is
-# the error a reader is least likely to catch.
+# §reading-claim -------------------------------------------------------------
+# Reading a claim: the numbers a text states as people write them, each with its unit (a
+# conversion compared as people round), its dates, its codes and its names. The citation
+# check, next, compares an answer's with its sources'.
 
-
-SUPPORTED, UNSUPPORTED, WRONG, UNCITED, SKIPPED = (
-    "supported", "unsupported", "wrong", "uncited", "skipped")
-SUPPORT_MIN = 0.5                         # a cited sentence is supported when its
-                                          # sources hold this share of its words' idf
-                                          # weight (measured: bench/citation-check.md)
-CLAIM_MIN_TERMS = 3                       # an uncited sentence with fewer informative
-                                          # terms and no number states nothing worth a
-                                          # source ("Yes.", "Here is how:")
-CITED_MIN_TERMS = 2                       # ...and a cited one with fewer,
-                                          # and no number, is not judged
-RANGE_MAX = 20                            # [1-3] cites 1, 2 and 3; a longer
-                                          # "range" is taken as its two ends
-NAMED_MAX = 5                             # numbers and sentences the summary line names, at most
-
-# [1], [1, 2], [1-3], [source 2], 【1】; full-width ［１］ is [1] after NFKC. A number of more
-# than 30 digits is no source's and no citation (int() refuses one past 4,300 digits).
+# [1], [1, 2], [1-3], [source 2], 【1】, ［１］ after NFKC; no citation has over 30 digits (int()
+# refuses a number past 4,300).
 CITATION = re.compile(r"[\[【]\s*(?:sources?\s*)?"
                       r"(-?\d{1,30}(?:\s*(?:[-–~,，、;]|and)\s*-?\d{1,30})*)\s*[\]】]", re.IGNORECASE)
-CODE = re.compile(r"^[ \t]*(```|~~~).*?(?:^[ \t]*\1[^\n]*$|\Z)|`[^`\n]*`", re.MULTILINE | re.DOTALL)
-LINE_MARK = re.compile(r"^\s*(?:[-*+•>]|\d+[.)]|#{1,6})\s+")   # a list item's, quote's, heading's
-# A sentence ends at CJK punctuation (NFKC makes "！" "!"), or at Latin punctuation before a
-# space, a citation or the end: not inside 1.5 or v0.6, nor after "e.g." or "i.e.". Not at a
-# semicolon: a citation at the end of "…; …" covers both halves.
-SENTENCE_END = re.compile(rf"。+|(?<=[{CJK}])[!?]+|(?<!e\.g)(?<!i\.e)[.!?]+(?=\s|[\[【]|$)")
-# Sentences that say the notes lack the answer: the right reply to some questions, not a claim.
-NOT_IN_NOTES = re.compile(
-    r"\b(?:notes?|sources?|context|documents?|passages?)\b.{0,40}\b(?:not|no|never|\w+n't)\b"
-    r"|\b(?:not|no|\w+n't)\b.{0,40}\b(?:notes?|sources?|information|context)\b"
-    r"|\b(?:i|we) (?:do not|don't|cannot|can't) (?:know|find|answer|tell)"
-    r"|没有.{0,6}(?:提到|提及|涉及|说明|包含|相关|信息|内容)|未(?:提及|提到|涉及|说明|找到)|不包含|无法回答|找不到|不涉及",
-    re.IGNORECASE)
-# Words an answer uses to say where a fact comes from, not what it is ("according to the notes").
-PROVENANCE = frozenset(map(singular, "according answer answered notes sources based mention "
-                                      "mentioned state stated says said suggests per also".split()))
-PROVENANCE_ZH = re.compile("根据|按照|笔记|来源|资料|提到|中说")
-
-
-def cited_numbers(text: str) -> list[int]:
-    """The source numbers a text cites, in order, as written: [0] and [-1] are kept (they name no
-    source, and the check says so), a range is expanded, full-width digits are read.
-
-    >>> cited_numbers("18 g [1][2], water [1-3], 【4】 ［５］, [0] [-1] [2, 7] [Source 6] [1-999] x[1]y")
-    [1, 2, 1, 2, 3, 4, 5, 0, -1, 2, 7, 6, 1, 999, 1]
-    >>> cited_numbers("no citation here, nor in a[i] or [a]")
-    []
-    """
-    numbers = []
-    for m in CITATION.finditer(unicodedata.normalize("NFKC", text)):
-        for part in re.split(r"\s*(?:[,，、;]|and)\s*", m.group(1)):
-            ends = [int(n) for n in re.findall(r"(?:(?<=^)|(?<=[-–~]))-?\d+", part.strip())]
-            lo, hi = ends[0], ends[-1]
-            numbers += list(range(lo, hi + 1)) if 0 < hi - lo < RANGE_MAX else ends
-    return numbers
-
-
-# A power is no digit of its number: NFKC would make 10² the number 102.
+INLINE_CODE = re.compile(r"(?<!`)(`+)(?!`)([^\n]+?)(?<!`)\1(?!`)")
+# A power is no digit: NFKC would make 10² the number 102.
 SUPERSCRIPTS = str.maketrans({c: f"^{d}" for d, c in enumerate("⁰¹²³⁴⁵⁶⁷⁸⁹")})
-
-
-def answer_sentences(answer: str) -> list[str]:
-    """An answer cut into sentences at CJK and Latin punctuation and at line breaks, code blocks
-    and inline code left out (a [1] there is code, not a citation), list marks dropped. A citation
-    written after the full stop (". [1]") belongs to the sentence before it.
-
-    >>> answer_sentences("Use 18 g [1]. Pour at 93 °C.[2] e.g. a V60 [3].\\n- Wait 1.5 min\\n[4]")
-    ['Use 18 g [1].', 'Pour at 93 °C. [2]', 'e.g. a V60 [3].', 'Wait 1.5 min [4]']
-    >>> answer_sentences("水温80度[1]。闷蒸30秒！再倒水\\n```\\nx = a[2]\\n```\\n【3】")
-    ['水温80度[1]。', '闷蒸30秒!', '再倒水 【3】']
-    >>> answer_sentences(""), answer_sentences(" . ")
-    ([], [])
-    """
-    text = CODE.sub(" ", unicodedata.normalize("NFKC", answer.translate(SUPERSCRIPTS))
-                    .translate(ZERO_WIDTH))
-    pieces = []
-    for line in text.splitlines():
-        line = LINE_MARK.sub("", line)
-        start = 0
-        for m in SENTENCE_END.finditer(line):
-            pieces.append(line[start:m.end()])
-            start = m.end()
-        pieces.append(line[start:])
-    sentences: list[str] = []
-    for piece in (p.strip() for p in pieces):
-        lead = re.match(rf"(?:{CITATION.pattern}\s*)+", piece, re.IGNORECASE)
-        if lead and sentences:            # "… 93 °C.[2]": the [2] ends the sentence before
-            sentences[-1] += " " + lead.group(0).strip()
-            piece = piece[lead.end():].strip()
-        if re.search(r"[^\W_]", piece):
-            sentences.append(piece)
-    return sentences
-
-
-def claim_terms(sentence: str) -> list[str]:
-    """A sentence's informative terms, citations left out: tokenize()'s words, and CJK as
-    character pairs only (one character is in almost any Chinese source), without the pairs
-    that hold a function character such as 的 or 是.
-
-    >>> claim_terms("根据笔记，绿茶的水温是80度 [1]. According to the notes, use 2 grinders!")
-    ['绿茶', '水温', '80', '度', 'use', '2', 'grinder']
-    """
-    text = unicodedata.normalize("NFKC", CITATION.sub(" ", sentence)).translate(ZERO_WIDTH).lower()
-    text = PROVENANCE_ZH.sub(" ", text)
-    terms = []
-    for run in TOKEN.findall(text):
-        if not CJK_CHAR.match(run):
-            terms += tokenize(run)
-        elif len(run) == 1:
-            terms.append(run)
-        else:
-            terms += [a + b for a, b in zip(run, run[1:])
-                      if a not in STOPWORDS and b not in STOPWORDS]
-    return [t for t in dict.fromkeys(terms) if t not in STOPWORDS and t not in PROVENANCE]
-
-
-def is_number(term: str) -> bool:
-    return any(ch.isdigit() for ch in term)
-
-
-# A number as people write it. After NFKC a thin or no-break space is a space; spaces before
-# groups of three digits group thousands (1 500). A comma or point before other than three
-# digits marks decimals (93,5 is 93.5); before exactly three it may group thousands (1,500
-# in English, 1.500 in German) or mark decimals (1,500 in German is 1.5): the text's other
-# numbers decide, else both readings count. A colon joins a ratio's or a time's parts. A minus
-# sign (or "minus", 零下) makes it negative, -5 °C is not 5 °C; a dash after a digit or letter
-# does not: 3-5, 2026-03-05, COVID-19.
+# A number as people write it: a space groups thousands (1 500; NFKC makes a thin one a space),
+# a comma or point marks decimals (93,5) or, before three digits, may group thousands (1,500:
+# read_numbers() says how); a colon joins a ratio's or a time's parts. A minus sign ("minus",
+# 零下) makes it negative; a dash after a digit or letter does not: 3-5, 2026-03-05, COVID-19.
 NUMBER = re.compile(r"(?P<minus>(?<![0-9A-Za-z\u00c0-\u024f.,:/\-−–])[-−–]|\bminus |零下)?"
                     r"(?P<digits>\d{1,3}(?: \d{3}(?!\d))+(?:[.,]\d+)?|\d+(?:[.,:/]\d+)*)",
                     re.IGNORECASE)
-MONTHS = ("jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
-          "|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?").split("|")
-# An English month name next to a day or year (5 March, March 5, May 2026) is its number.
-MONTH_DATE = re.compile(rf"\b\d{{1,2}}(?:st|nd|rd|th)?\.? ({'|'.join(MONTHS)})\b"
-                        rf"|\b({'|'.join(MONTHS)})\.? \d", re.IGNORECASE)
-# A date as people write it, read as one value (2026-03-05, or --03-05 without a year), so that
-# its day and month cannot swap: form i's groups are y<i>, m<i>, d<i>; 3/5/2026 and 03-05-2026
-# (a<5>, b<5>) put the day first in Europe and the month first in the US, so both are read.
-MONTH = "|".join(MONTHS)
+# The months' names in the notes' languages (Russian and Polish as a date writes them: "5 июня"),
+# then their abbreviations.
+MONTH_OF = {name: n for n, names in enumerate([
+    "january januar janvier enero gennaio januari janeiro января январь stycznia styczeń "
+    "jan janv ene gen",
+    "february februar février febrero febbraio februari fevereiro февраля февраль lutego luty "
+    "feb févr fév fev",
+    "march märz mars marzo maart março марта март marca marzec mar mär mrt",
+    "april avril abril aprile апреля апрель kwietnia kwiecień apr avr abr",
+    "may mai mayo maggio mei maio мая май maja mag",
+    "june juni juin junio giugno junho июня июнь czerwca czerwiec jun giu",
+    "july juli juillet julio luglio julho июля июль lipca lipiec jul juil lug",
+    "august août agosto augustus augusti августа август sierpnia sierpień aug ago",
+    "september septembre septiembre settembre setembro сентября сентябрь września wrzesień "
+    "sep sept",
+    "october oktober octobre octubre ottobre outubro октября октябрь października oct okt ott",
+    "november novembre noviembre novembro ноября ноябрь listopada listopad nov",
+    "december dezember décembre diciembre dicembre dezembro декабря декабрь grudnia grudzień "
+    "dec dez déc dic"], 1) for name in names.split()}
+MONTH = "|".join(sorted(MONTH_OF, key=len, reverse=True))
+# A date as people write it, read as one value (2026-03-05, --03-05 without a year) so that
+# its day and month cannot swap: form i's groups are y<i>, m<i>, d<i>; a<5>, b<5> 3/5/2026's,
+# day first in Europe, month first in the US. A month named beside a day may have a dot
+# ("9. Mai"), "de" ("4 de junio de 2026") or an ordinal ("5th").
 DATE = re.compile(
     r"(?<![\d.])(?P<y1>\d{4})[-/.](?P<m1>\d{1,2})[-/.](?P<d1>\d{1,2})(?![\d.]\d|\d)"
-    r"|(?<!\d)(?P<y2>\d{4}) ?年 ?(?P<m2>\d{1,2}) ?月 ?(?P<d2>\d{1,2}) ?[日号]"
-    r"|(?<!\d)(?P<m3>\d{1,2}) ?月 ?(?P<d3>\d{1,2}) ?[日号]"
+    r"|(?<!\d)(?:(?P<y2>\d{4}) ?[年년] ?)?(?P<m2>\d{1,2}) ?[月월] ?(?P<d2>\d{1,2}) ?[日号일]"
     r"|(?<![\d.])(?P<d4>\d{1,2})\.(?P<m4>\d{1,2})\.(?P<y4>\d{4})(?!\d)"
     r"|(?<![\d/-])(?P<a5>\d{1,2})[/-](?P<b5>\d{1,2})[/-](?P<y5>\d{4})(?!\d)"
-    rf"|\b(?P<d6>\d{{1,2}})(?:st|nd|rd|th)?\.? (?P<m6>{MONTH})\b\.?(?:,? (?P<y6>\d{{4}})(?!\d))?"
-    rf"|\b(?P<m7>{MONTH})\.? (?P<d7>\d{{1,2}})(?:st|nd|rd|th)?\b(?:,? (?P<y7>\d{{4}})(?!\d))?",
+    rf"|(?<![\w.])(?P<d6>\d{{1,2}})(?:st|nd|rd|th|er|º|\.)? (?:de )?(?P<m6>{MONTH})\b\.?"
+    rf"(?:,? (?:de )?(?P<y6>\d{{4}})(?!\d))?"
+    rf"|\b(?P<m7>{MONTH})\b\.? (?P<d7>\d{{1,2}})(?:st|nd|rd|th|er|º)?(?!\d)"
+    r"(?:,? (?P<y7>\d{4})(?!\d))?",
     re.IGNORECASE)
+# A time of day in CJK: 8시 10분, 9時, 9点半 (8:10, 9:0, 9:30).
+CLOCK = re.compile(r"(?<!\d)(?P<h>\d{1,2}) ?[시時点點] ?(?:(?P<m>\d{1,2}) ?[분分](?!钟)|(?P<half>半|반))?")
 DATE_VALUE = re.compile(r"(?:\d{4}|-)-\d\d-\d\d")    # how read_date() writes a date
+# Units: each one's dimension, size in the dimension's unit, and names (symbols, then words).
+# A number's unit is written right after it (a currency's sign may stand before it); "deg" is
+# a degree of no named scale (80 度, 80 Grad).
+UNITS = {
+    "km": ("length", 1000, "km kilometer kilometre kilomètre kilómetro chilometro quilômetro "
+                           "kilometr км километр 公里 千米 킬로미터"),
+    "m": ("length", 1, "m meter metre mètre metro metri metr м метр 米 미터"),
+    "cm": ("length", .01, "cm zentimeter centimeter centimètre centímetro см 厘米 센티미터"),
+    "mm": ("length", .001, "mm millimeter millimètre milímetro мм 毫米"),
+    "mi": ("length", 1609.344, "mi mile meile milla miglio miglia milha mijl миля мили миль "
+                               "英里 마일"),
+    "ft": ("length", .3048, "ft foot feet fuß pied pie piede pé voet фут 英尺 피트"),
+    "inch": ("length", .0254, "inch inches zoll pouce pulgada pollice polegada duim дюйм 英寸"),
+    "kg": ("mass", 1000, "kg kilo kilogram kilogramm kilogramme kilogramo chilo quilo кг "
+                         "килограмм 公斤 千克 킬로그램"),
+    "g": ("mass", 1, "g gram gramm gramme gramo grammo grama гр грамм 克 그램"),
+    "mg": ("mass", .001, "mg milligram milligramm milligramme miligramo milligrammo мг 毫克"),
+    "lb": ("mass", 453.592, "lb lbs pound pfund livre libra libbra фунт 磅 파운드"),
+    "oz": ("mass", 28.3495, "oz ounce unze once onza oncia унция 盎司"),
+    "l": ("volume", 1000, "l liter litre litro litri литр litr 升 公升 리터"),
+    "ml": ("volume", 1, "ml milliliter millilitre mililitro millilitri мл 毫升"),
+    "cl": ("volume", 10, "cl centiliter centilitre centilitro"),
+    "dl": ("volume", 100, "dl deciliter decilitre decilitro"),
+    "gal": ("volume", 3785.41, "gal gallon gallone galón galon галлон"),
+    "°C": ("temperature", 1, "°c ℃ celsius"), "°F": ("temperature", 1, "°f ℉ fahrenheit"),
+    "deg": ("temperature", 1, "° degree grad degré grado gradi graden градус stopni 度 도"),
+    "s": ("time", 1, "s sec second sekunde seconde segundo secondo секунд sekund 秒 초"),
+    "min": ("time", 60, "min minute minuto minuti minuut минут minut 分钟 分 분"),
+    "h": ("time", 3600, "h hr hour stunde std heure hora ora ore uur час godzin 个小时 小时 小時 "
+                        "時間 시간"),
+    "day": ("time", 86400, "day tag tage jour día giorno giorni dia dag день дня дней dni 天 일"),
+    "week": ("time", 604800, "week woche semaine semana settimana weken недел tydzień tygodni 周 "
+                             "星期 週"),
+    "month": ("time", 2629746, "month monat mois mes mese mesi maand месяц miesiąc 个月 ヶ月 개월"),
+    "year": ("time", 31556952, "year jahr ans année año anno anni ano jaar год лет rok lat 年 년"),
+    "%": ("percent", 1, "% percent per_cent prozent pour_cent por_ciento per_cento procent "
+                        "por_cento процент"),
+    "€": ("euro", 1, "€ eur euro"), "$": ("dollar", 1, "$ usd dollar"), "£": ("pound", 1, "£ gbp"),
+    "¥": ("yen", 1, "¥ ￥ 円 jpy yen"), "元": ("yuan", 1, "元 块 cny rmb yuan"),
+    "₩": ("won", 1, "₩ 원 krw won"), "₽": ("rouble", 1, "₽ руб рубл rub"),
+    "zł": ("zloty", 1, "zł pln złot"), "kr": ("krona", 1, "kr sek nok dkk"),
+    "CHF": ("franc", 1, "chf"), "Kč": ("koruna", 1, "kč czk"),
+    "kB": ("data", 1e3, "kb"), "MB": ("data", 1e6, "mb"), "GB": ("data", 1e9, "gb"),
+    "TB": ("data", 1e12, "tb"), "Mbps": ("rate", 1e6, "mbps mbit/s"),
+    "Gbps": ("rate", 1e9, "gbps gbit/s"),
+    "km/h": ("speed", 1 / 3.6, "km/h kmh kph"), "mph": ("speed", .44704, "mph"),
+    "bar": ("pressure", 100000, "bar"), "kPa": ("pressure", 1000, "kpa 千帕"),
+    "psi": ("pressure", 6894.76, "psi"), "hPa": ("pressure", 100, "hpa mbar"),
+    "Nm": ("torque", 1, "nm newtonmeter newtonmètre newton_metre"),
+}
+UNIT_OF = {name.replace("_", " "): unit for unit, (_, _, names) in UNITS.items()
+           for name in names.split()}
+# A unit's name after a number ("12 km", "80度", "3 Stunden": plural and case endings too, then
+# the word's end; a CJK name needs neither). The endings follow all Latin and Cyrillic names at
+# once: after each name, they would take a second to compile.
+UNIT_NAMES = sorted(UNIT_OF, key=len, reverse=True)
+UNIT = re.compile(
+    " ?(?P<unit>(?:" + "|".join(re.escape(n) for n in UNIT_NAMES if not CJK_CHAR.search(n))
+    + rf")(?:s|es|e|en|n|i|a|y|ów|ach|ami|ей|я|ов|ы|ах)?(?!(?![{CJK}])[^\W\d_])|"
+    + "|".join(re.escape(n) for n in UNIT_NAMES if CJK_CHAR.search(n)) + ")", re.IGNORECASE)
+UNIT_OF["百分之"] = "%"                    # a sign before its number, as in €5
+
+
+# Numbers as words, and halves; a one counts only before a unit ("ein" is an article too).
+NUMBER_WORDS = {word: n for n, words in enumerate([
+    "", "one ein eine un une uno una um", "two zwei deux dos due dois twee",
+    "three drei trois tres tre três drie", "four vier quatre cuatro quattro quatro",
+    "five fünf cinq cinco cinque vijf", "six sechs seis sei zes", "seven sieben sept siete sette "
+    "sete zeven", "eight acht huit ocho otto oito", "nine neun neuf nueve nove negen",
+    "ten zehn dix diez dieci dez tien", "eleven elf onze once undici", "twelve zwölf douze doce "
+    "dodici twaalf", "", "", "fifteen fünfzehn quinze quince quindici"]) for word in words.split()}
+NUMBER_WORDS |= {w: 10 * n for n, words in [
+    (2, "twenty zwanzig vingt veinte venti vinte twintig"),
+    (3, "thirty dreißig trente treinta trenta trinta"),
+    (4, "forty vierzig quarante cuarenta quaranta"),
+    (5, "fifty fünfzig cinquante cincuenta cinquanta"),
+    (6, "sixty sechzig soixante sesenta sessanta"), (9, "ninety neunzig")] for w in words.split()}
+HUNDREDS = "hundred hundert cent cents cien ciento cento honderd".split()
+NUMBER_WORDS |= {w: 100 for w in HUNDREDS} | {
+    w: 0.5 for w in "half halb halbe demi demie medio media mezzo meio".split()} | {
+    w: 100 * n for n, words in [
+        (2, "zweihundert doscientos doscientas duecento duzentos tweehonderd"),
+        (3, "dreihundert trescientos trescientas trecento trezentos driehonderd"),
+        (4, "vierhundert cuatrocientos cuatrocientas quattrocento quatrocentos vierhonderd"),
+        (5, "fünfhundert quinientos quinientas cinquecento quinhentos vijfhonderd")]
+    for w in words.split()}
+NUMBER_WORD = re.compile(r"(?<![\w-])(?:(?P<times>%s)[ -](?=%s)|(?P<tens>%s)[- ](?:y |e |und )?)?"
+                         r"(?P<word>%s)(?!\w)" % (
+    "|".join(w for w, n in NUMBER_WORDS.items() if 2 <= n <= 9), "|".join(HUNDREDS),
+    "|".join(w for w, n in NUMBER_WORDS.items() if 20 <= n < 100), "|".join(NUMBER_WORDS)),
+    re.IGNORECASE)
+RANGE_JOIN = re.compile(r"\s*(?:到|至|-|–|~|to|bis|à|a|al|tot|до|and|und|et|y|e|or|oder|ou|o)\s*")
+RANGE = re.compile(r"\s*(?:-|–|~|到|至|to|bis|à|a|al|tot|до|do)\s*", re.IGNORECASE)
+CHINESE_DIGITS = dict(zip("零一二两三四五六七八九", (0, 1, 2, 2, 3, 4, 5, 6, 7, 8, 9)))
+CHINESE_NUMBER = re.compile("[零一二两三四五六七八九十百千]+(?:个半|半)?|半")
 
 
 class Number(NamedTuple):
-    """A number as written, read: the values it may have (the first names it), and the parts
-    of a ratio or a time (1:16, 23:59), which a source may state on their own."""
+    """A number as written, read: its possible values (the first names it), a ratio's or a
+    time's parts (1:16, 23:59), which a source may state alone, its unit, and its offset."""
     written: str
     values: tuple[str, ...]
     parts: tuple[str, ...] = ()
+    unit: str = ""
+    at: int = -1
 
 
-def whole_value(digits: str) -> str:
-    """'05' -> '5': leading zeros say nothing (not int(), which refuses 4,300 digits)."""
-    return digits.lstrip("0") or "0"
+def unit_after(text: str, at: int) -> tuple[str, int]:
+    """The unit written right after offset `at` as UNITS names it ("Stunden": "h"), and where
+    its name ends; ("", at) if none."""
+    m = UNIT.match(text, at)
+    if not m:
+        return "", at
+    name = m["unit"].lower()
+    while name not in UNIT_OF:            # a plural's or a case's ending
+        name = name[:-1]
+    return UNIT_OF[name], m.end()
 
 
-def decimal_value(whole: str, fraction: str) -> str:
-    """'93', '50' -> '93.5'; trailing zeros say nothing ('2', '0' -> '2')."""
-    fraction = fraction.rstrip("0")
-    return f"{whole_value(whole)}.{fraction}" if fraction else whole_value(whole)
+def chinese_number(text: str) -> float:
+    """A number in Chinese numerals.
+
+    >>> [chinese_number(t) for t in ("十五", "两百", "一个半", "三十八")]
+    [15.0, 200.0, 1.5, 38.0]
+    """
+    text = text.replace("个", "")
+    if text.endswith("半"):
+        return (chinese_number(text[:-1]) if text[:-1] else 0.0) + 0.5
+    total, digit = 0.0, None
+    for ch in text:
+        if ch in CHINESE_DIGITS:
+            digit = CHINESE_DIGITS[ch]
+        else:
+            total += (1 if digit is None else digit) * {"十": 10, "百": 100, "千": 1000}[ch]
+            digit = None
+    return total + (digit or 0)
+
+
+def word_numbers(text: str) -> list[Number]:
+    """The numbers a text writes in words ("twenty-nine", "两百") that have a unit after them,
+    or after the number they run to ("十五到十八分钟"): "two doses" is no claim to check."""
+    found = []
+    words = {w.lower() for w in re.findall(r"[^\W\d_]+", text)}
+    for m in NUMBER_WORD.finditer(text) if not words.isdisjoint(NUMBER_WORDS) else ():
+        value = NUMBER_WORDS[m["word"].lower()] * NUMBER_WORDS.get((m["times"] or "").lower(), 1) \
+            + NUMBER_WORDS.get((m["tens"] or "").lower(), 0)
+        # a hyphen after it makes a compound ("one-off"), unless a unit follows: demi-litre
+        if not text.startswith("-", m.end()) or unit_after(text, m.end() + 1)[0]:
+            found.append((m, value))
+    for m in CHINESE_NUMBER.finditer(text):
+        if not (m.group() in "一二两" and not unit_after(text, m.end())[0]):
+            found.append((m, chinese_number(m.group())))
+    numbers, taken, run_to = [], 0, None
+    for m, value in sorted(found, key=lambda f: f[0].start()):
+        if m.start() < taken:
+            continue
+        half = re.match(r" and a half| et demi| y medio| und ein halb", text[m.end():])
+        end = m.end() + (half.end() if half else 0)
+        name, after = unit_after(text, end + text.startswith("-", end))
+        if text.startswith("成", end):       # 四成: four tenths
+            value, name, after = value * 10, "%", end
+        taken = after if name else end
+        numbers.append(Number(m.group(), (f"{value + 0.5 * bool(half):g}",), (), name, m.start()))
+        if run_to is not None and name and RANGE_JOIN.fullmatch(text[run_to[1]:m.start()]):
+            numbers[-2] = numbers[-2]._replace(unit=name)
+        run_to = (len(numbers) - 1, taken)
+    return [n for n in numbers if n.unit]
+
+
+def value_of(whole: str, fraction: str = "") -> str:
+    """'05' -> '5', '93', '50' -> '93.5': zeros that say nothing dropped (int() would refuse
+    4,300 digits)."""
+    whole, fraction = whole.lstrip("0") or "0", fraction.rstrip("0")
+    return f"{whole}.{fraction}" if fraction else whole
 
 
 def decimal_mark(tokens: Sequence[str]) -> str | None:
-    """The mark a text's numbers use for decimals, where one of them shows it and none shows
-    the other: '93,5' shows ',', '1.5' and '1,250.5' show '.', '1.250.000' shows ','."""
+    """The mark a text's numbers use for decimals where one shows it and none the other:
+    '93,5' shows ',', '1.5' and '1,250.5' '.', '1.250.000' ','."""
     shown = set()
     for token in tokens:
         marks, groups = re.findall(r"[.,]", token), re.split(r"[.,]", token)
@@ -6586,8 +6647,8 @@ def decimal_mark(tokens: Sequence[str]) -> str | None:
 
 
 def read_number(token: str, decimal: str | None) -> list[Number]:
-    """The numbers one NUMBER match states, `decimal` being its text's decimal mark if known:
-    one, or a date's day, month and year (5.3.2026) or a list's items (1,2,3) each on its own.
+    """The numbers one NUMBER match states, by the decimal mark `decimal` if known: one, or
+    each of a date's parts (5.3.2026) or a list's items (1,2,3).
 
     >>> [n.values for n in read_number("1.250", None) + read_number("1.250", ",")]
     [('1250', '1.25'), ('1250',)]
@@ -6605,341 +6666,1104 @@ def read_number(token: str, decimal: str | None) -> list[Number]:
         return [Number(token, (":".join(parts),), parts)]
     digits = token.replace(" ", "")
     marks, groups = re.findall(r"[.,]", digits), re.split(r"[.,]", digits)
-    grouped = 1 <= len(groups[0]) <= 3 and whole_value(groups[0]) != "0" and all(
+    grouped = 1 <= len(groups[0]) <= 3 and value_of(groups[0]) != "0" and all(
         len(g) == 3 for g in groups[1:-1])
     if not marks:
-        return [Number(token, (whole_value(digits),))]
-    if len(set(marks)) == 2:              # 1,250.5 or 1.250,5: the last mark is the decimal one
+        return [Number(token, (value_of(digits),))]
+    if len(set(marks)) == 2:              # 1,250.5, 1.250,5: the last marks decimals
         whole = "".join(groups[:-1]) if grouped and len(set(marks[:-1])) == 1 else groups[0]
-        return [Number(token, (decimal_value(whole, groups[-1]),))]
+        return [Number(token, (value_of(whole, groups[-1]),))]
     if len(marks) > 1:
         if grouped and len(groups[-1]) == 3:
-            return [Number(token, (whole_value("".join(groups)),))]
+            return [Number(token, (value_of("".join(groups)),))]
         if marks[0] == "," or any(len(g) == 4 for g in (groups[0], groups[-1])):
-            return [Number(g, (whole_value(g),)) for g in groups]       # 1,2,3 or 5.3.2026
-        return [Number(token, (".".join(map(whole_value, groups)),))]   # a version: 3.11.7
-    thousands, fraction = whole_value("".join(groups)), decimal_value(*groups)
+            return [Number(g, (value_of(g),)) for g in groups]       # 1,2,3 or 5.3.2026
+        return [Number(token, (".".join(map(value_of, groups)),))]   # a version: 3.11.7
+    thousands, fraction = value_of("".join(groups)), value_of(*groups)
     if not grouped or len(groups[1]) != 3 or decimal == marks[0]:
         return [Number(token, (fraction,))]
     return [Number(token, (thousands,) if decimal else (thousands, fraction))]
 
 
-def month_number(name: str) -> int:
-    """'March' or 'mar' -> 3."""
-    return next(i for i, form in enumerate(MONTHS, 1) if re.fullmatch(form, name.lower()))
+def read_date(m: re.Match, day_first: bool | None = None) -> Number | None:
+    """The date a DATE match states: its values (both readings of 3/5/2026 unless `day_first`
+    says which) and as parts its numbers and the day without the year (--03-05), which an
+    answer may state alone; None for no real date (13/45/2026).
 
-
-def read_date(m: re.Match) -> Number | None:
-    """The date a DATE match states: its values (2026-03-05, or both readings of 3/5/2026), and
-    as parts its numbers as written and the day without the year (--03-05), which an answer
-    that leaves out the year may state. None for no real month and day (13/45/2026).
-
-    >>> [read_date(m) for m in DATE.finditer("5 March 2026, 3/4/2026")]     # doctest: +ELLIPSIS
-    [Number(written='5 March 2026', values=('2026-03-05',), parts=('5', '2026', '3', '--03-05')),
-     Number(written='3/4/2026', values=('2026-04-03', '2026-03-04'), parts=(...))]
+    >>> [read_date(m) for m in DATE.finditer("5 March 2026, 3/4/2026")]  # doctest: +ELLIPSIS
+    [Number(written='5 March 2026', values=('2026-03-05',), parts=('5', '2026', '3', '--03-05'),
+     unit='', at=0), Number(written='3/4/2026', values=('2026-04-03', '2026-03-04'), ...)]
     """
     found = {name[0]: value for name, value in m.groupdict().items() if value is not None}
     year = found.get("y")
     if "a" in found:
         a, b = int(found["a"]), int(found["b"])
-        readings = [(b, a), (a, b)]       # (month, day): the day first, or the month first
+        readings = [(b, a), (a, b)]       # (month, day): day first, month first
+        readings = readings if day_first is None else readings[not day_first:][:1]
     else:
         month = found["m"]
-        readings = [(int(month) if month.isdigit() else month_number(month), int(found["d"]))]
+        readings = [(int(month) if month.isdigit() else MONTH_OF[month.lower()], int(found["d"]))]
     readings = [(mo, d) for mo, d in dict.fromkeys(readings) if 1 <= mo <= 12 and 1 <= d <= 31]
     if not readings:
         return None
     dates = [f"-{mo:02d}-{d:02d}" for mo, d in readings]
-    numbers = [whole_value(n) for n in re.findall(r"\d+", m.group(0))]
+    numbers = [value_of(n) for n in re.findall(r"\d+", m.group(0))]
     if not found["m" if "m" in found else "a"].isdigit():
         numbers.append(str(readings[0][0]))
     return Number(m.group(0), tuple(f"{year or '-'}{d}" for d in dates),
-                  tuple(dict.fromkeys(numbers)) + (tuple(f"-{d}" for d in dates) if year else ()))
+                  tuple(dict.fromkeys(numbers)) + (tuple(f"-{d}" for d in dates) if year else ()),
+                  at=m.start())
 
 
-def negative(number: Number) -> Number:
-    """A number read after a minus sign: its values negative (but 0)."""
-    return number._replace(values=tuple(v if v == "0" else f"-{v}" for v in number.values))
+def day_first(text: str) -> bool | None:
+    """True if a text writes dates day first (25/6/2026), False if month first, else None."""
+    seen = {True if int(a) > 12 else False if int(b) > 12 else None
+            for a, b in re.findall(r"(?<![\d/-])(\d{1,2})[/-](\d{1,2})[/-]\d{4}(?!\d)", text)
+            } - {None}
+    return seen.pop() if len(seen) == 1 else None
 
 
 def number_text(text: str) -> str:
-    """The text as its numbers are read: normalized (NFKC, but a power is no digit and ½ is
-    1/2), citations left out."""
+    """The text as its numbers are read: NFKC (SUPERSCRIPTS aside, ½ as 1/2), its citations
+    blanked so that offsets hold."""
     text = unicodedata.normalize("NFKC", text.translate(SUPERSCRIPTS)).replace("\u2044", "/")
-    return CITATION.sub(" ", text)
+    return CITATION.sub(lambda m: " " * len(m.group()), text)
 
 
-def text_decimal_mark(text: str) -> str | None:
-    """The decimal mark a text's numbers show (decimal_mark), or None."""
-    return decimal_mark([m["digits"] for m in NUMBER.finditer(number_text(text))])
+def as_float(value: str) -> float | None:
+    with contextlib.suppress(ValueError):
+        return float(value)
+    return None
 
 
-def read_numbers(text: str, decimal: str | None = None) -> list[Number]:
-    """The numbers a text states, citations left out, each read as read_number() reads it
-    (negative after a minus sign), and a month named next to a day or year as its number.
-    A 1,250 is read by the decimal mark the text shows, else by `decimal` (its sources'),
-    else both ways.
+def ranges_in(numbers: list[Number], text: str) -> list[tuple[Number, Number]]:
+    """The ranges among the `numbers` read from a text (in order, its headings' aside), as
+    their two ends: "3 to 5 km", "15到18分钟"."""
+    pairs, own = [], [n for n in numbers if n.at >= 0]
+    for a, b in zip(own, own[1:]):
+        end = unit_after(text, a.at + len(a.written))[1]
+        if a.unit in ("", b.unit) and RANGE.fullmatch(text[end:b.at]) \
+                and not any(DATE_VALUE.fullmatch(n.values[0]) or n.parts for n in (a, b)):
+            pairs.append((a, b))
+    return pairs
+
+
+def durations(numbers: list[Number], text: str) -> list[Number]:
+    """`numbers`, a time written in two units made one to be compared whole: "3 h 38 min" is
+    3:38 h, as are "3:38 h" and "218 min"."""
+    out: list[Number] = []
+    for n in sorted(numbers, key=lambda n: n.at):
+        prev = out[-1] if out else None
+        if prev and (prev.unit, n.unit) in (("h", "min"), ("min", "s")) \
+                and prev.values[0].isdigit() and re.fullmatch(   # "3 hours and 5 minutes"
+                    r"\s*(?:,|and|und|et|y|e|en|i|и)?\s*",
+                    text[unit_after(text, prev.at + len(prev.written))[1]:n.at], re.IGNORECASE):
+            whole, part = as_float(prev.values[0]), as_float(n.values[0])
+            if whole is not None and part is not None and part < 60:
+                out[-1] = prev._replace(written=text[prev.at:n.at + len(n.written)], values=(
+                    f"{whole:g}:{part:02g}", f"{whole + part / 60:.6g}"))
+                continue
+        out.append(n)
+    return out
+
+
+def read_numbers(text: str, decimal: str | None = None,
+                 dates_day_first: bool | None = None) -> list[Number]:
+    """The numbers a text states, citations left out: its dates (one value each) and the rest
+    as read_number() reads them, with their units. A 1,250 is read by the text's own decimal
+    mark, else `decimal` (its sources'), else both ways; 3/5/2026 so by `dates_day_first`.
 
     >>> [n.values for n in read_numbers("-5 °C, −2.5, minus 3, 零下4度, 3-5 g, COVID-19")]
     [('-5',), ('-2.5',), ('-3',), ('-4',), ('3',), ('5',), ('19',)]
-    >>> [n.values for n in read_numbers("1,500 €") + read_numbers("1,500 €", ".")]
-    [('1500', '1.5'), ('1500',)]
+    >>> [(n.values[0], n.unit) for n in read_numbers("12 km, 80度, 3 Stunden, 20 %, €5, 9. Mai")]
+    [('--05-09', ''), ('12', 'km'), ('80', 'deg'), ('3', 'h'), ('20', '%'), ('5', '€')]
     """
     text = number_text(text)
-    matches = [(m["minus"], m["digits"]) for m in NUMBER.finditer(text)]
-    decimal = decimal_mark([digits for _, digits in matches]) or decimal
+    # most lines have no digit: the long patterns need not run
+    if not re.search(r"\d", text):
+        return word_numbers(text)
+    dates = [d for m in DATE.finditer(text) if (d := read_date(m, dates_day_first))] + [
+        Number(m.group(), (f"{int(m['h'])}:{30 if m['half'] else int(m['m'] or 0)}",),
+               (str(int(m["h"])), str(30 if m["half"] else int(m["m"] or 0))), "", m.start())
+        for m in CLOCK.finditer(text)]
+    taken = [(d.at, d.at + len(d.written)) for d in dates]
+    matches = [m for m in NUMBER.finditer(text)
+               if not any(a <= m.start() < b for a, b in taken)]
+    decimal = decimal_mark([m["digits"] for m in matches]) or decimal
     numbers = []
-    for minus, digits in matches:
-        read = read_number(digits, decimal)
-        numbers += [negative(read[0]), *read[1:]] if minus else read
-    for m in MONTH_DATE.finditer(text):
-        month = m.group(1) or m.group(2)
-        numbers.append(Number(month, (str(month_number(month)),)))
-    return numbers + [date for m in DATE.finditer(text) if (date := read_date(m))]
+    for m in matches:
+        sign = re.search(r"([€$£¥₩₽]|百分之)\s?$", text[max(0, m.start() - 4):m.start()])
+        unit = unit_after(text, m.end())[0] or (UNIT_OF[sign.group(1)] if sign else "")
+        read = [n._replace(unit=unit, at=m.start()) for n in read_number(m["digits"], decimal)]
+        if m["minus"]:
+            values = tuple(v if v == "0" else f"-{v}" for v in read[0].values)
+            read[0] = read[0]._replace(values=values, written=m.group())
+        numbers += read
+    numbers = durations(numbers + word_numbers(text), text)
+    # a range's unit is its ends': "3,5 bis 5,5 bar"
+    for a, b in ranges_in(numbers, text):
+        numbers[numbers.index(a)] = a._replace(unit=a.unit or b.unit)
+    return dates + numbers
 
 
-def numbers_in(text: str, decimal: str | None = None) -> set[str]:
-    """Every value a text's numbers may have, their parts included: what a source holds
-    (a 1,250 read by `decimal`, the answer's mark, where the source shows none).
+def converted(value: float, unit: str, to: str) -> float:
+    """`value` in `unit` as `to` measures it (both of one dimension of UNITS)."""
+    if {unit, to} == {"°C", "°F"}:
+        return value * 9 / 5 + 32 if to == "°F" else (value - 32) * 5 / 9
+    return value * UNITS[unit][1] / UNITS[to][1]
 
-    >>> sorted(numbers_in("1,500 g at 93.5 °C, a 1:16 ratio, v0.6 [2]"))
-    ['0.6', '1', '1500', '16', '1:16', '93.5']
-    >>> sorted(numbers_in("93,5 °C, 1 500 g, 1.250 g on 5 March 2026"))
-    ['--03-05', '1250', '1500', '2026', '2026-03-05', '3', '5', '93.5']
-    >>> sorted(numbers_in("1,250"))       # thousands, or a decimal comma: both readings
-    ['1.25', '1250']
+
+def rounds_to(written: str, exact: float) -> bool:
+    """Does a number as written round `exact` to its last digit (a whole number's last but its
+    zeros, and then within 10%), give or take 1%? "7.5" rounds 7.456, "550" 559, "10" 9.5;
+    "7" does not round 7.8, nor "400" 356."""
+    value = as_float(written)
+    if value is None:
+        return False
+    places = len(written.partition(".")[2]) or -(len(written) - len(written.rstrip("0")))
+    near = 0.5 * 10 ** -places + 0.01 * abs(value)
+    return abs(value - exact) <= (min(near, 0.1 * abs(exact)) if places < 0 else near)
+
+
+def same_quantity(said: Number, held: Number) -> bool:
+    """Does a source's number (`held`) state the sentence's (`said`)? The same value, in the
+    same unit or one unnamed, or the same quantity in another unit, rounded (12 km: "7.5 miles").
+
+    >>> km, miles = read_numbers("12 km")[0], read_numbers("7.5 miles, 12 miles, 12")
+    >>> [same_quantity(n, km) for n in miles]
+    [True, False, True]
     """
-    return {v for n in read_numbers(text, decimal) for v in n.values + n.parts}
+    if said.unit and held.unit and said.unit != held.unit:
+        dimension, other = UNITS[said.unit][0], UNITS[held.unit][0]
+        if "deg" in (said.unit, held.unit) and {dimension, other} == {"temperature"}:
+            return bool(set(said.values) & set(held.values))
+        if dimension != other:
+            return False
+        return any(rounds_to(v, converted(h, held.unit, said.unit)) for v in said.values
+                   for h in map(as_float, held.values) if h is not None)
+    if (said.unit == "%") != (held.unit == "%"):
+        return False                      # a percent is not a count
+    return bool(set(said.values) & set(held.values))
 
 
-def number_held(number: Number, held: set[str]) -> bool:
-    """Whether `held` (a source's numbers_in()) has a value `number` may have. A ratio or time
-    whose source writes none is held when its parts are, but for a ratio's 1: its unit; so is
-    a date whose source states no date (a date it states must be the same: 5 March is not 3 May).
+def number_held(number: Number, held: Sequence[Number]) -> bool:
+    """Do a source's numbers (`held`) state `number`? One states it (same_quantity), or, for
+    a ratio or time none writes, its parts are there (a ratio's 1 aside), and so for a date
+    where the source states no other date (5 March is not 3 May).
 
-    >>> note = numbers_in("93,5 °C, 1500 g, 16 g per g, due 2026-03-05")
+    >>> note = read_numbers("93,5 °C, 1500 g, 16 g per g, due 2026-03-05")
     >>> [number_held(n, note) for n in read_numbers("935 °C, 93.5 °C, 1 500 g, a 1:16 ratio")]
     [False, True, True, True]
-    >>> [number_held(n, note) for n in read_numbers("on 5 March, not 2026-05-03")][-2:]
+    >>> [number_held(n, note) for n in read_numbers("on 5 March, not 2026-05-03")]
     [True, False]
     """
-    if held.intersection(number.values):
+    values = {v for h in held for v in h.values + h.parts}
+    if any(same_quantity(number, h) or set(number.values) & set(h.parts)
+           and number.unit in ("", h.unit) for h in held):
         return True
     dated = DATE_VALUE.fullmatch(number.values[0]) is not None
+    if dated and values.intersection(p for p in number.parts if p.startswith("--")):
+        return True                       # "4 July 2026" for a source's "4 July"
     mark = "/" if "/" in number.values[0] else ":"   # a fraction's rival is a fraction
-    rival = any(DATE_VALUE.fullmatch(v) if dated else mark in v for v in held)
+    rival = any(DATE_VALUE.fullmatch(v) if dated else mark in v for v in values)
     parts = [p for p in number.parts if not DATE_VALUE.fullmatch(p)
              and not (p == "1" and len(number.parts) == 2)]
-    return bool(parts) and not rival and held.issuperset(parts)
+    return bool(parts) and not rival and values.issuperset(parts)
 
 
 def codes_in(text: str) -> dict[str, str]:
-    """The codes a text names, letters then digits (a flight TP9999, a model qwen3), each as
-    compared (folded as tokenize() folds words) and as written; citations left out.
+    """The codes a text names, each as compared and as written: letters then digits (TP9999),
+    folded as tokenize() folds words, and in `code`, each word holding a digit or a sign.
 
-    >>> codes_in("Flight TP9999 (an A320s) [2], qwen3 or v2 at 5kg, 航班TP9999")
-    {'tp9999': 'TP9999', 'a320': 'A320s', 'qwen3': 'qwen3', 'v2': 'v2'}
+    >>> codes_in("Flight TP9999 (an A320s) [2], qwen3 at 5kg, 航班TP9999, `ls -la /tmp`")
+    {'-la': '-la', '/tmp': '/tmp', 'tp9999': 'TP9999', 'a320': 'A320s', 'qwen3': 'qwen3'}
     """
     text = CITATION.sub(" ", unicodedata.normalize("NFKC", text)).translate(ZERO_WIDTH)
     codes: dict[str, str] = {}
-    for word in TOKEN.findall(text):
+    for m in INLINE_CODE.finditer(text):
+        for word in m.group(2).split():
+            if re.search(r"[\d\W]", word) and re.search(r"\w", word):
+                codes.setdefault(word.strip(".,;:").lower(), word.strip(".,;:"))
+    for word in TOKEN.findall(INLINE_CODE.sub(" ", text)):
         if re.fullmatch(r"[^\W\d_]+\d[^\W_]*", word):
             codes.setdefault(singular(word.lower()), word)
     return codes
 
 
-class SentenceCheck(NamedTuple):
-    """One sentence of an answer, checked against the sources it cites."""
-    text: str                             # as written (NFKC), its citations included
+# STOPWORDS and the other languages' function words, none a word of another ("war"), singular
+# as tokenize() makes words.
+FUNCTION_WORDS = STOPWORDS | frozenset(w for word in (
+    "der die das dem den des ein eine einer eines einem einen und oder ist sind wird werden haben "
+    "mit von vom zu zum zur für auf im am bei aus nach vor wie wer wo wann sich es ich du er sie "
+    "wir ihr als kann muss darf soll man sein seine seinem seinen seiner auch noch le la les l un "
+    "une de d et ou est sont avec pour dans au aux ce cette ces qui que qu où quand il elle nous "
+    "vous ils se sa ses leur peut faut doit en y el los las lo una unos unas con para por del al "
+    "qué cuando cómo donde su sus puede hay gli uno di della delle dei degli è sono che nel nella "
+    "per da si può o os um uma é são em dos na com pode het een van zijn op te dat met voor kan "
+    "moet je").split() for w in (word, singular(word)))
+# The commonest Chinese family names that are no everyday word, and titles after a name.
+SURNAMES = "王李张刘陈杨赵吴徐孙朱胡郭罗郑梁谢宋唐许韩冯邓曹彭曾肖董袁潘蒋蔡余杜魏吕沈姚卢姜崔谭陆汪范廖贾韦"
+TITLES = "先生|女士|小姐|老师|医生|大夫|师傅|阿姨|经理|同学"
+WEEKDAYS = ("monday tuesday wednesday thursday friday saturday sunday montag dienstag mittwoch "
+            "donnerstag freitag samstag sonntag lundi mardi mercredi jeudi vendredi samedi "
+            "dimanche lunes martes miércoles jueves viernes sábado domingo").split()
+
+
+def names_in(text: str, sources: str = "") -> set[str]:
+    """The names a text holds: words with a capital (months and weekdays aside), inside too
+    (iPhone); a sentence's first only where the `sources` write it so, never in lower case; in
+    German only after a title ("Frau Sommer"). In Chinese, a family name and two characters,
+    or one and a title, or 阿 and one (阿杰), that the `sources` write too.
+
+    >>> sorted(names_in("Priya and Dr. Marta Ruiz meet at the Lisbon office", "Priya: office"))
+    ['Lisbon', 'Marta', 'Priya', 'Ruiz']
+    >>> sorted(names_in("请找王芳老师和阿杰", "王芳是老师,阿杰也是")), names_in("Der Kocher ist neu")
+    (['王芳', '阿杰'], set())
+    """
+    text = CITATION.sub(" ", INLINE_CODE.sub(" ", text))
+    german = re.search(r"\b(?:der|die|das|dem|den|des|ein|eine|einen|und|oder|ist|sind|war|"
+                       r"nicht|mit|von|vom|zum|zur|für|bei|auf|im|am|um|zu|auch|nur|wir|ich|es)\b"
+                       r"|[äöüß]", text)
+    names = set()
+    for m in re.finditer(r"(?<![\w'’.-])([^\W\d_][\w'’-]*)", text):
+        word = re.sub(r"['’]s$", "", m.group(1))  # Getty's: Getty
+        before = text[:m.start()].rstrip()
+        initial = not before or before[-1] in ".!?:。-*•" and not re.search(
+            r"\b(?:Dr|Mr|Mrs|Ms|Prof|St|Mme|Sr|Sra|Hr|Fr)\.$", before)
+        capital = word[0].isupper() and word[1:] and not word.isupper() \
+            and word.lower() not in MONTH_OF and word.lower() not in WEEKDAYS \
+            and word.lower() not in FUNCTION_WORDS and word not in ("I", "Dr", "Mr", "Mrs", "Ms")
+        if german and capital:
+            capital = bool(re.search(r"\b(?:Frau|Herr|Herrn|Dr|Prof)\.?$", before))
+        elif initial and capital:
+            capital = re.search(rf"\b{re.escape(word)}\b", sources) is not None and re.search(
+                rf"\b{re.escape(word.lower())}\b", sources) is None
+        if re.search(r"[a-z][A-Z]", word) or capital:
+            names.add(word)
+    for m in re.finditer(rf"[{SURNAMES}阿](?!姨)", text):
+        full, short = text[m.start():m.start() + 3], text[m.start():m.start() + 2]
+        titled = re.match(TITLES, text[m.start() + 2:]) or m.group() == "阿"
+        name = full if len(full) == 3 and CJK_CHAR.fullmatch(full[2]) and full in sources \
+            else short if titled and short in sources and CJK_CHAR.fullmatch(short[1]) else ""
+        if name:
+            names.add(name)
+    return names
+
+
+# §placing -------------------------------------------------------------------
+# Placing a sentence: an answer is cut into sentences, each read as a Claim (what it cites,
+# its words weighed by idf as the floor weighs a question's, its numbers, codes, names), its
+# sources into Lines (a sentence under its headings, a row under its header), and best_line()
+# finds the line holding the claim best, cited or not: the check reads it there.
+
+RANGE_MAX = 20                            # [1-3] cites 1, 2 and 3; a longer one, its two ends
+PREFIX = 5                                # letters of a word that find its inflections
+# best_line() may add COVER_MORE lines of a source, each holding COVER_GAIN more of the claim.
+COVER_MORE = 2
+COVER_GAIN = 0.15
+
+LINE_MARK = re.compile(r"^\s*(?:[-*+•>]|\d+[.)]|#{1,6})\s+(?:\[[ xX]\]\s+)?")   # list, quote...
+# A sentence ends at CJK punctuation (NFKC makes "！" "!") or Latin before a space, a citation
+# or the end: not in 1.5 or v0.6, nor at a semicolon (a citation after "…; …" covers both).
+# What follows in lower case or a digit ("e.g. a") or a month after a day ("am 9. Mai") goes on.
+SENTENCE_END = re.compile(rf"。+|(?<=[{CJK}])[!?]+|[.!?]+(?=\s|[\[【]|$)")
+# A sentence saying the notes lack something, and the word turning to what they say: "the
+# notes do not mention X, but Y [1]" is judged by Y.
+NOT_IN_NOTES = re.compile(
+    r"\b(?:notes?|sources?|context|documents?|passages?|notizen|quellen|unterlagen|notas"
+    r"|fuentes|appunti|fonti|notities|bronnen|notatk\w*|заметк\w*)\b.{0,50}"
+    r"\b(?:not|no|never|\w+n't|nicht|kein\w*|pas|aucun\w*|ningun\w*|non|não|niet|geen|nie|не)\b"
+    r"|\b(?:not|no|\w+n't|nicht|kein\w*|pas|non|não|niet|geen|nie|не)\b.{0,50}\b(?:notes?"
+    r"|sources?|information|context|notizen|quellen|informationen|notas|fuentes|información"
+    r"|informations?|appunti|notities|notatki)\b"
+    r"|\b(?:i|we) (?:do not|don't|cannot|can't) (?:know|find|answer|tell)"
+    r"|没有.{0,6}(?:提到|提及|涉及|说明|包含|相关|信息|内容)|未(?:提及|提到|涉及|说明|找到)|不包含|无法回答"
+    r"|找不到|不涉及"
+    r"|\b(?:not|\w+n't|nicht|pas|no|non|não|niet|nie|не)\b.{0,12}\b(?:say|says|mention|specify"
+    r"|sagt|sagen|erwähnt|dit|disent|précise|mentionne|dice|dicen|dicono|menciona|diz|dizem"
+    r"|zegt|zeggen|noemt|mówi\w*|podaj\w*|говор\w*|сказано|указан\w*)\b"
+    r"|(?:メモ|ノート|資料)に(?:は)?(?:ありません|ない|書かれていない)|記載(?:が|は)(?:ありません|ない)"
+    r"|(?:메모|노트|자료)에(?:는)? ?(?:없|나와 있지 않)|언급(?:이|은) 없", re.IGNORECASE)
+CONTRAST = re.compile(r"[,;，；]\s*(?:but|however|though|aber|jedoch|doch|mais|cependant|pero"
+                      r"|sin embargo|ma|però|mas|porém|maar|но|ale|men)\b|[,，]?\s*(?:但是|不过|但)"
+                      r"|(?:が|けど)、|(?:지만|고),?\s",
+                      re.IGNORECASE)
+# Words saying where a fact comes from, not what it is ("according to the notes").
+PROVENANCE = frozenset(map(singular, (
+    "according answer answered notes sources based mention mentioned state stated says said "
+    "suggests per also").split()))
+
+PROVENANCE_ZH = re.compile("根据|按照|笔记|来源|资料|提到|中说")
+
+
+def cited_numbers(text: str) -> list[int]:
+    """The source numbers a text cites, in order: [0] and [-1] too (the check says they name
+    no source), a range expanded; a [9] in `code` is none.
+
+    >>> cited_numbers("18 g [1][2], water [1-3], 【4】 ［５］, [0] [-1] [2, 7] [Source 6] [1-999]")
+    [1, 2, 1, 2, 3, 4, 5, 0, -1, 2, 7, 6, 1, 999]
+    >>> cited_numbers("no citation in a[i], [a] or `x[9]`")
+    []
+    """
+    numbers = []
+    for m in CITATION.finditer(INLINE_CODE.sub(" ", unicodedata.normalize("NFKC", text))):
+        for part in re.split(r"\s*(?:[,，、;]|and)\s*", m.group(1)):
+            ends = [int(n) for n in re.findall(r"(?:(?<=^)|(?<=[-–~]))-?\d+", part.strip())]
+            lo, hi = ends[0], ends[-1]
+            numbers += list(range(lo, hi + 1)) if 0 < hi - lo < RANGE_MAX else ends
+    return numbers
+
+
+def sentences_of(text: str) -> list[tuple[int, str]]:
+    """A text's sentences (SENTENCE_END), each with its offset, list marks left out, and a
+    citation after the full stop (". [1]") given to the sentence before it."""
+    out: list[tuple[int, str]] = []
+    at = 0
+    for line in text.split("\n"):
+        begin = LINE_MARK.match(line).end() if LINE_MARK.match(line) else 0
+        for m in [*SENTENCE_END.finditer(line, begin), None]:
+            cut = m.end() if m else len(line)
+            rest = line[cut:].lstrip()
+            if m and (rest[:1].islower() or rest[:1].isdigit() or re.search(
+                    r"\b\d{1,2}\.$", line[begin:cut]) and re.match(rf"(?:{MONTH})\b", rest, re.I)):
+                continue
+            piece, start = line[begin:cut].strip(), begin
+            begin = cut
+            lead = re.match(rf"(?:{CITATION.pattern}\s*)+", piece, re.IGNORECASE)
+            if lead and out:
+                out[-1] = (out[-1][0], out[-1][1] + " " + lead.group().strip())
+                piece = piece[lead.end():].strip()
+            if re.search(r"[^\W_]", piece):
+                out.append((at + line.index(piece, start), piece))
+        at += len(line) + 1
+    return out
+
+
+def answer_sentences(answer: str) -> list[str]:
+    """An answer cut into sentences (sentences_of), after NFKC; each line of a code block is
+    one, uncut, and its fences none (one that never closes is a line alone).
+
+    >>> answer_sentences("Use 18 g [1]. Pour at 93 °C.[2] e.g. a V60 [3].\\n- Wait 1.5 min\\n[4]")
+    ['Use 18 g [1].', 'Pour at 93 °C. [2]', 'e.g. a V60 [3].', 'Wait 1.5 min [4]']
+    >>> answer_sentences("水温80度[1]。闷蒸30秒！再倒水\\n```\\ncp a.txt b\\n```\\n【3】")
+    ['水温80度[1]。', '闷蒸30秒!', '再倒水', 'cp a.txt b 【3】']
+    >>> answer_sentences("Am 9. Mai fährt er.\\n```\\nDann 5 km [1]."), answer_sentences(" . ")
+    (['Am 9. Mai fährt er.', 'Dann 5 km [1].'], [])
+    """
+    text = unicodedata.normalize("NFKC", answer.translate(SUPERSCRIPTS)).translate(ZERO_WIDTH)
+    sentences: list[str] = []
+    at = 0
+    for m in [*FENCE.finditer(text), None]:
+        for _, s in sentences_of(text[at:m.start() if m else len(text)]):
+            if re.fullmatch(rf"(?:{CITATION.pattern}\s*)+", s, re.IGNORECASE) and sentences:
+                sentences[-1] += " " + s
+            else:
+                sentences.append(s)
+        if m is None:
+            return sentences
+        lines = m.group().split("\n")
+        if m["open"] is not None:
+            at = m.start() + len(lines[0])
+            continue
+        sentences += [ln.strip() for ln in lines[1:-1] if re.search(r"[^\W_]", ln)]
+        at = m.end()
+    return sentences
+
+
+# Latin letters without their accents, and ё as е: "twarogu" and "twaróg" start alike.
+UNACCENTED = {c: unicodedata.normalize("NFD", chr(c))[0] for c in range(0xC0, 0x250)
+              if unicodedata.normalize("NFD", chr(c))[0] != chr(c)} | {0x451: "е"}
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def word_start(term: str) -> str:
+    """A longer word's first PREFIX letters, unaccented: what its inflections share, where
+    tokenize()'s singular() (the one stemmer) leaves them apart ("Kette", "Kettenwechsel")."""
+    return term.translate(UNACCENTED)[:PREFIX]
+
+
+def claim_terms(sentence: str) -> list[str]:
+    """A sentence's informative terms, citations left out: tokenize()'s words, and CJK as
+    pairs (one character is in almost any Chinese source) without a function character (的).
+
+    >>> claim_terms("根据笔记，绿茶的水温是80度 [1]. According to the notes, use 2 grinders!")
+    ['绿茶', '水温', '80', '度', 'use', '2', 'grinder']
+    """
+    text = unicodedata.normalize("NFKC", CITATION.sub(" ", sentence)).translate(ZERO_WIDTH).lower()
+    terms = []
+    for run in TOKEN.findall(PROVENANCE_ZH.sub(" ", text)):
+        if not CJK_CHAR.match(run):
+            terms += tokenize(run)
+        elif len(run) == 1:
+            terms.append(run)
+        else:
+            terms += [a + b for a, b in zip(run, run[1:])
+                      if a not in FUNCTION_WORDS and b not in FUNCTION_WORDS]
+    return [t for t in dict.fromkeys(terms) if t not in FUNCTION_WORDS and t not in PROVENANCE]
+
+
+class Claim(NamedTuple):
+    """What one sentence of an answer states, as the check reads it."""
+    text: str                             # as written, its citations included
     cited: tuple[int, ...]                # the source numbers it cites, each once, in order
-    verdict: str                          # SUPPORTED, UNSUPPORTED, WRONG (cites a number
-                                          # no source has), UNCITED (states something,
-                                          # cites nothing) or SKIPPED (no claim)
-    support: float                        # the share of its words' weight its sources hold, 0 to 1
-    best: int | None                      # the source holding the largest share (1-based), or None
-    best_support: float                   # ...and that share
-    missing_numbers: tuple[str, ...] = () # its numbers and codes (TP9999) that none of its
-                                          # cited sources holds
+    said: str                             # what it claims (past NOT_IN_NOTES' "…, but")
+    declines: bool                        # says only that the notes lack something
+    words: dict[str, float]               # claim_terms(), by their idf weight
+    number_weight: float                  # each number's: the rarest word's
+    numbers: list[Number]
+    codes: dict[str, str]                 # codes_in()
+    names: set[str]
+
+    def words_in(self, part: str) -> dict[str, float]:
+        """The claim's words that `part` of its text holds, with their weights."""
+        return {t: self.words[t] for t in claim_terms(part) if t in self.words}
+
+
+class Line(NamedTuple):
+    """One sentence or line of a source, as a claim is held against it."""
+    text: str
+    number: int                           # its first line in the source's text, from 1
+    terms: frozenset[str]                 # tokenize()'s, with its headings' and table header's
+    numbers: list[Number]
+    starts: frozenset[str]                # word_start() of its longer terms
+    columns: tuple[frozenset[str], ...] = ()   # a table row's: each column's header's terms
+    block: int = 0                        # its paragraph's or list item's number
+
+    @staticmethod
+    def pooled(lines: Sequence[Line]) -> tuple[frozenset[str], frozenset[str]]:
+        """The terms and the starts that `lines` hold together."""
+        return (frozenset().union(*(x.terms for x in lines)),
+                frozenset().union(*(x.starts for x in lines)))
+
+
+# A source's line that starts a block (a heading, list item, table row, quote, fence, blank
+# line): any other goes on with the sentence of the line before.
+BLOCK_START = re.compile(r"[ \t]*(?:$|#|[-*+•>|]|\d+[.)]\s|```|~~~)")
+
+
+def source_lines(text: str, decimal: str | None, first: bool | None,
+                 over: str = "") -> list[Line]:
+    """A source's sentences (a wrapped paragraph's lines joined), list items and table rows,
+    each with the terms of the headings over it, of its table's header, and of `over` (a
+    chunk's headings and note name); numbers read by the `decimal` mark, dates by `first`."""
+    wrapped = "".join(ch if ch != "\n" or BLOCK_START.match(text, k + 1) or k == 0
+                      or text[k - 1] == "\n" else " " for k, ch in enumerate(text))
+    # the headings in force: (level, terms, numbers)
+    heads = [(0, frozenset(tokenize(over)), read_numbers(over))]
+    header: tuple[frozenset[str], ...] = ()  # the table's header's, by column
+    header_numbers: list[Number] = []
+    lines, block, last = [], 0, -1
+    for at, sentence in sentences_of(wrapped):
+        start = wrapped.rfind("\n", 0, at) + 1
+        block, last = block + (start != last), start
+        if m := HEADING.match(wrapped, start):
+            heads = [h for h in heads if h[0] < len(m.group(1))] + [
+                (len(m.group(1)), frozenset(tokenize(m.group(2))), read_numbers(m.group(2)))]
+        row = wrapped.startswith("|", start)
+        if row and re.match(r"\n\s*\|[\s:|-]+\|\s*(?:\n|$)", wrapped[wrapped.find("\n", at):]):
+            header = tuple(frozenset(tokenize(cell)) for cell in sentence.strip("|").split("|"))
+            header_numbers = read_numbers(sentence, decimal, first)
+        header = header if row else ()
+        terms = frozenset(tokenize(sentence)).union(*(t for _, t, _ in heads), *header)
+        carried = [n for _, _, ns in heads for n in ns] + (header_numbers if header else [])
+        lines.append(Line(sentence, text.count("\n", 0, at) + 1, terms,
+                          read_numbers(sentence, decimal, first)
+                          + [n._replace(at=-1 - len(sentence)) for n in carried],
+                          frozenset(word_start(t) for t in terms if len(t) >= PREFIX), header,
+                          block))
+    return lines
+
+
+def share(claim: Claim, lines: Sequence[Line]) -> float:
+    """The share of a claim's weight that `lines` hold: its words (a CJK pair found only as
+    two characters apart half, as rewording keeps characters more than pairs; a long word found
+    by its stem 0.7: "Kette" in "Kettenwechsel"), its numbers and its codes."""
+    held, starts = Line.pooled(lines)
+    numbers = [n for x in lines for n in x.numbers]
+    total = sum(claim.words.values()) + claim.number_weight * len(claim.numbers)
+    found = sum(w if t in held else w / 2 if len(t) == 2 and CJK_CHAR.match(t) and t[0] in held
+                and t[1] in held else w * 0.7 if len(t) >= PREFIX and word_start(t) in starts
+                else 0.0 for t, w in claim.words.items())
+    found += claim.number_weight * sum(number_held(n, numbers) for n in claim.numbers)
+    if claim.codes:                       # a code counts as a number does
+        text = " ".join(x.text for x in lines).lower()
+        total += claim.number_weight * len(claim.codes)
+        found += claim.number_weight * sum(code.lower() in text for code in claim.codes.values())
+    return found / total if total else 0.0
+
+
+def read_claim(sentence: str, weight: Callable[[str], float], decimal: str | None,
+               first: bool | None, sources: str) -> Claim:
+    """A sentence as the check reads it, its numbers by the sources' decimal mark and its dates
+    by theirs where its own do not settle them."""
+    said, declines = sentence, NOT_IN_NOTES.search(sentence) is not None
+    if declines and (turn := CONTRAST.search(sentence, NOT_IN_NOTES.search(sentence).end())):
+        said, declines = sentence[turn.end():], False
+    numbers = read_numbers(said, decimal, day_first(said) or first)
+    # its numbers, in words too, and units weigh as one
+    text = number_text(said)
+    words = list(text)
+    for n in numbers:
+        end = unit_after(text, n.at + len(n.written))[1]
+        words[n.at:end] = " " * (end - n.at)
+    terms = [t for t in claim_terms("".join(words)) if not t.isdigit() and t not in UNIT_OF]
+    return Claim(sentence, tuple(dict.fromkeys(cited_numbers(sentence))), said, declines,
+                 {t: weight(t) for t in terms}, weight(""), numbers, codes_in(said),
+                 names_in(said, sources))
+
+
+def best_line(claim: Claim, lines_of: list[list[Line]],
+              candidates: Iterable[int]) -> tuple[int, int, float, list[Line]] | None:
+    """Where the candidate sources hold the claim best: (source, line's index, the share its
+    lines hold, those lines): the best line, its paragraph's sentences beside it, and up to
+    COVER_MORE lines each adding COVER_GAIN of its plain words (a line of another fact would
+    bring numbers, names), as a note may say in two lines what an answer says in one."""
+    words = set(claim.words) | {t[0] for t in claim.words if CJK_CHAR.match(t)}
+    starts = {word_start(t) for t in claim.words if len(t) >= PREFIX}
+    best, score = None, -1.0
+    for s in candidates:
+        for i, line in enumerate(lines_of[s]):
+            # a line sharing nothing holds nothing
+            if (words.isdisjoint(line.terms) and starts.isdisjoint(line.starts)
+                    and not (claim.numbers and line.numbers) and not claim.codes):
+                this = 0.0
+            else:
+                this = share(claim, [line])
+            if this > score:
+                best, score = (s, i), this
+    if best is None:
+        return None
+    s, i = best
+    lines = [x for x in lines_of[s][max(0, i - 2):i + 3] if x.block == lines_of[s][i].block]
+    plain = claim._replace(numbers=[], words={t: w for t, w in claim.words.items()
+                                              if t not in {n.lower() for n in claim.names}})
+    for _ in range(COVER_MORE):
+        held = share(plain, lines)
+        gain, more = max(((share(plain, lines + [x]) - held, k)
+                          for k, x in enumerate(lines_of[s]) if x not in lines
+                          and not (words.isdisjoint(x.terms) and starts.isdisjoint(x.starts))),
+                         default=(0, 0))
+        if gain < COVER_GAIN:
+            break
+        lines = lines + [lines_of[s][more]]
+    return s, i, share(claim, lines), lines
+
+
+# §citation-check ------------------------------------------------------------
+# The citation check: does each sentence of an answer say what the notes say? No model call:
+# each is read against its best line as a careful reader reads: numbers and units, each by its
+# fact's words, names, negation, "exactly" or "about", dates, code. It checks words, not
+# meaning (a reworded sentence may fail, a false one pass): a judge model (judged()) may reread.
+
+SUPPORTED, UNSUPPORTED, WRONG, JUDGED, SKIPPED = (
+    "supported", "unsupported", "wrong", "judged", "skipped")
+# The share of a sentence's idf weight that the lines around its best one must hold.
+SUPPORT_MIN = 0.5
+CLAIM_MIN_TERMS = 2                       # fewer informative terms and no number: no claim
+# A number or name of another line is the sentence's if that line holds HOLDER_SHARE of its
+# part's words; a negation is compared in the part of its lines holding CLAUSE_SHARE of them.
+HOLDER_SHARE = 0.4
+CLAUSE_SHARE = 0.5
+# A judge's call may take JUDGE_SECONDS (a 7B model on a CPU, loading first) to say Yes or No.
+JUDGE_SECONDS = 120
+JUDGE_TOKENS = 2
+
+def words_of(*groups: str) -> re.Pattern:
+    """A pattern finding the words of `groups`: a Latin or Cyrillic one whole, a CJK one as is."""
+    words = sorted({w.replace("_", " ") for g in groups for w in g.split()}, key=len, reverse=True)
+    latin = "|".join(re.escape(w) for w in words if not CJK_CHAR.search(w))
+    wide = "|".join(re.escape(w) for w in words if CJK_CHAR.search(w))
+    return re.compile(rf"(?<![\w'’])(?:{latin})(?![\w'’])" + (f"|{wide}" if wide else ""),
+                      re.IGNORECASE)
+
+
+# Words that turn a claim around: a sentence and its line must agree on whether a thing is so
+# (French by its "pas", "jamais": its "ne" is also "only"'s, "ne … que").
+NEGATION = words_of(
+    "not no never without none nor neither cannot n't nothing nobody",
+    "nicht kein keine keinen keinem keiner keines nie niemals ohne weder nichts",
+    "pas jamais sans aucun aucune ni rien nunca jamás sin ningún ninguna ninguno tampoco nada",
+    "non mai senza nessun nessuno nessuna né niente nulla não jamais sem nenhum nenhuma nem",
+    "niet geen nooit zonder noch niets не нет никогда без ни нельзя nie nigdy bez żaden żadna",
+    "inte ej aldrig utan ingen inget 不 没 沒 别 別 无 無 未 勿 禁止 ない ません ず 않 못 없 금지")
+# Words that bound a number or a claim: "about 30" may round a line's "30", but a sentence's
+# bound and its line's may not clash (CLASHES: "exactly" where the line says "about").
+QUALIFIERS = {
+    "exact": words_of("exactly precisely genau exakt exactement exactamente esattamente "
+                      "exatamente precies ровно dokładnie 正好 整整 恰好 ちょうど 정확히"),
+    "only": words_of("only nur seulement solo sólo solamente únicamente soltanto somente "
+                     "apenas alleen slechts только лишь tylko jedynie bara endast 只 仅 僅 だけ のみ"),
+    "about": words_of("about around roughly approximately approx circa ca nearly almost "
+                      "ungefähr etwa rund knapp fast environ presque aproximadamente unos unas "
+                      "alrededor casi quasi cerca ongeveer bijna примерно около почти około "
+                      "prawie ungefär cirka 大约 大概 约 左右 差不多 約 およそ 약 정도 대략"),
+    "min": words_of("no_less_than not_less_than nicht_weniger_als pas_moins_de no_menos_de "
+                    "at_least minimum mindestens wenigstens au_moins al_menos como_mínimo almeno "
+                    "pelo_menos no_mínimo minstens minimaal ten_minste не_менее не_меньше минимум "
+                    "co_najmniej nie_mniej_niż minst 不少于 不低于 不少於 至少 最少 以上 少なくとも "
+                    "이상 최소"),
+    "max": words_of("no_more_than not_more_than never_more_than nicht_mehr_als pas_plus_de "
+                    "jamais_au-dessus_de no_más_de nunca_más_de non_più_di up_to at_most maximum "
+                    "höchstens maximal au_plus au_maximum como_máximo a_lo_sumo al_massimo "
+                    "no_máximo hoogstens hooguit maximaal ten_hoogste не_более не_больше максимум "
+                    "najwyżej nie_więcej_niż högst 不超过 不多于 不高于 不超過 最多 至多 以内 最大 이하 "
+                    "최대"),
+}
+CLASHES = {("exact", "about"), ("only", "about"), ("min", "max"), ("max", "min"),
+           ("exact", "min"), ("exact", "max")}
+# A negation that bounds a number ("no more than 5", "不少于 10") is no negation of the claim.
+BOUND_PHRASE = re.compile(
+    r"\b(?:not|no) (?:more|less|fewer|later|earlier|longer) than|never (?:more than|above|below)"
+    r"|\bnicht (?:mehr|weniger|länger|später) als|\bnie (?:mehr als|über|unter)"
+    r"|\b(?:ne )?pas (?:plus|moins) (?:de|que)|\bjamais (?:plus de|au-dessus|en dessous)"
+    r"|\bno (?:más|menos) (?:de|que)|\bnunca (?:más de|por encima)|\bnon (?:più|meno) di"
+    r"|\b(?:not?|never|nunca|ni|ne|n'|nicht|non|não|niet|nie|не) (?:\w+ )?(?:exceed\w*|pasa de"
+    r"|baja de|supera\w*|dépass\w*|pas dépass\w*|überschreit\w*|superar\w*|ultrapass\w*"
+    r"|overschrijd\w*|przekracza\w*|превыша\w*)"
+    r"|\bне (?:больше|меньше|более|менее|дольше|позже)|\bnie (?:więcej|mniej|dłużej|później) niż"
+    r"|不少于|不低于|不超过|不多于|不高于|不到|不足|不超過|不少於", re.IGNORECASE)
+
+# Where a sentence's clauses part (a negation or bound holds within its clause), and its parts:
+# the facts a list or "and" joins ("nor Y" is a part of its own).
+CLAUSE = re.compile(r"[;:；：()]|,?\s(?:but|while|whereas|aber|sondern|während|mais|pero|sino|ma"
+                    r"|maar|но|ale|men)\s|[,，]?(?:但是|但|而)", re.IGNORECASE)
+PART = re.compile(r"[,，、]|\s(?:and|und|et|y|e|en|и|i|och|or|oder|ou|o)\s|和|并且|并|以及|或者"
+                  r"|\s(?=(?:nor|noch|ni|né|nem|ни)\s)", re.IGNORECASE)
+
+
+def context(claim: Claim, at: int, lines: list[Line]) -> Claim:
+    """The claim's words narrowed to the part (PART, CLAUSE) around offset `at`, the fact a
+    number there belongs to ("7:30 open, adult ticket 55": 55's "adult ticket"; all words if
+    none), and to the words `lines` hold or begin: others cannot tell which line it is from."""
+    start = 0
+    for m in [*PART.finditer(claim.said), *CLAUSE.finditer(claim.said), None]:
+        if m is None or m.start() >= at:
+            break
+        start = max(start, m.end())
+    ends = [m.start() for m in (*PART.finditer(claim.said, at), *CLAUSE.finditer(claim.said, at))]
+    part = claim.said[start:min(ends, default=len(claim.said))]
+    words, (terms, starts) = claim.words_in(part) or claim.words, Line.pooled(lines)
+    return claim._replace(words={t: w for t, w in words.items()
+                                 if t in terms or word_start(t) in starts},
+                          numbers=[], names=set())
+
+
+def elsewhere_ok(claim: Claim, holders: list[Line], rivals: list) -> bool:
+    """May a number or name its lines lack but `holders` (other lines) hold be the claim's
+    (narrowed: context())? If no rival stands in its line ("80 °C" for "95 °C") and a holder
+    holds HOLDER_SHARE of its part's words."""
+    return not rivals and max((share(claim, [x]) for x in holders), default=0.0) >= HOLDER_SHARE
+
+
+def word_after(text: str, number: Number) -> str:
+    """The word after a number in its text, lower case ("times" in "3 times"); "" if none."""
+    m = re.match(r"\s*([^\W\d_]+)", text[number.at + len(number.written):])
+    return m.group(1).lower() if m else ""
+
+
+def rivals(n: Number, said: str, line: Line) -> list[Number]:
+    """A line's numbers that stand where the claim's `n` would and are not it: of its unit
+    ("80 °C" for "95 °C"), a date for a date, or unitless before the same word ("3 times")."""
+    dated = DATE_VALUE.fullmatch(n.values[0]) is not None
+    return [m for m in line.numbers if not number_held(n, [m])
+            and (DATE_VALUE.fullmatch(m.values[0]) is not None) == dated and (
+                m.unit == n.unit if n.unit or dated else not m.unit and word_after(said, n)
+                and word_after(line.text, m) == word_after(said, n))]
+
+
+def slot_flaw(claim: Claim, n: Number, around: list[Line]) -> str:
+    """Whether a number the lines hold stands by other words than the claim's: the part of
+    the lines holding most of its words (context()) has a rival instead ("生抽 15 ml" where
+    生抽's part says 30 ml), or its table column is not the one the claim names; "" if not."""
+    ctx = context(claim, n.at, around)
+    best, part, line = 0.0, "", None
+    for x in around:
+        parts = [x.text] if x.columns else re.split(r"[,，、;；]|\s(?:and|und|et|y|e|en)\s", x.text)
+        for k in parts:
+            w = share(ctx, [x._replace(text=k, terms=frozenset(tokenize(k)), starts=frozenset())])
+            if w > best:
+                best, part, line = w, k, x
+    if line is None or best < HOLDER_SHARE:
+        return ""
+    here = [m for m in line.numbers if part.find(m.written) >= 0]
+    if here and not any(number_held(n, [m]) for m in here) \
+            and rivals(n, claim.said, line._replace(numbers=here)):
+        return f"{n.written} is another fact's: there its line says {here[0].written}"
+    cells = line.text.strip().strip("|").split("|")
+    if len(line.columns) == len(cells) > 1:
+        holding = [j for j, c in enumerate(cells)
+                   if any(number_held(n, [m]) for m in read_numbers(c))]
+        named = [j for j, head in enumerate(line.columns) if claim.words.keys() & head
+                 or n.unit and any(UNIT_OF.get(t) == n.unit for t in head)]
+        rival = [j for j in named if rivals(n, claim.said, line._replace(
+            text=cells[j], numbers=read_numbers(cells[j])))]
+        if holding and rival and not set(holding) & set(named):
+            return (f"{n.written} is under another column than the one it names (there: "
+                    f"{cells[rival[0]].strip()})")
+    return ""
+
+
+def number_flaw(claim: Claim, line: Line, around: list[Line], elsewhere: list[Line]) -> str:
+    """What the claim's numbers say that the lines `around` its `line` do not: a range's end
+    moved, a number in another unit, another fact's (slot_flaw(), or in a line `elsewhere`), or
+    none of theirs; "" if none."""
+    near = [n for x in around for n in x.numbers]
+    for a, b in ranges_in(claim.numbers, number_text(claim.said)):
+        for x in around:
+            for c, d in ranges_in(x.numbers, number_text(x.text)):
+                if same_quantity(a, c) != same_quantity(b, d):
+                    return f"{a.written} to {b.written} where its line says " \
+                           f"{c.written} to {d.written}"
+    for n in claim.numbers:
+        if number_held(n, near):
+            if why := slot_flaw(claim, n, around):
+                return why
+            continue
+        holders = [x for x in elsewhere if number_held(n, x.numbers)]
+        if holders and elsewhere_ok(context(claim, n.at, elsewhere), holders,
+                                    rivals(n, claim.said, line)):
+            continue
+        if holders:
+            return f"{n.written} is another fact's (line {holders[0].number})"
+        if same := [m for m in near if set(m.values) & set(n.values) and m.unit != n.unit]:
+            return f"{n.written} where its line says {same[0].written} {same[0].unit}".strip()
+        return f"{n.written} {n.unit}".strip() + " is in none of its lines"
+    return ""
+
+
+def negated_parts(text: str) -> list[list[tuple[str, bool]]]:
+    """A text's clauses cut into parts (PART), each with whether it is negated: by a negation
+    of its own, or in a list a negation opens ("No boards, pans or glasses"); a BOUND_PHRASE
+    negates nothing."""
+    clauses = []
+    for clause in CLAUSE.split(BOUND_PHRASE.sub(" ", text)):
+        pieces = [p for p in PART.split(clause) if p and p.strip()]
+        opened = bool(pieces) and bool(NEGATION.match(pieces[0].lstrip(" -*•\t"))) and all(
+            len(p.split()) <= 4 for p in pieces) and not CJK_CHAR.search(clause)
+        clauses.append([(p, opened or bool(NEGATION.search(p))) for p in pieces])
+    return clauses
+
+
+def negation_flaw(claim: Claim, around: list[Line]) -> str:
+    """A part of the claim that negates what the part of its lines holding most of its words
+    does not, or the reverse where their whole clauses differ so too; "" if none: "do not
+    boil" is no "boil", but "keine Kredite" is "Kredite nehmen wir keine"."""
+    lines = [clause for x in around for clause in negated_parts(x.text)]
+    theirs = [(k, neg, any(n for _, n in clause), frozenset(tokenize(k)))
+              for clause in lines for k, neg in clause]
+    for clause in negated_parts(INLINE_CODE.sub(" ", claim.said)):
+        whole = any(n for _, n in clause)
+        for part, negated in clause:
+            words = claim.words_in(part)
+            # the part holding most of its words, fewest others
+            found = [(sum(w for t, w in words.items() if t in terms), -len(terms), neg, held, k)
+                     for k, neg, held, terms in theirs]
+            weight, _, held, held_clause, there = max(found, default=(0.0, 0, False, False, ""))
+            # a "not" of its own is news
+            enough = CLAUSE_SHARE / 2 if negated else CLAUSE_SHARE
+            if len(words) < 2 or weight < enough * sum(words.values()) or negated == held \
+                    or not negated and whole == held_clause:
+                continue
+            said = NEGATION.search(BOUND_PHRASE.sub(" ", part))
+            return (f'"{said.group()}", where its line does not say it' if said
+                    else f'leaves out the "not" of its line ("{there.strip()[:40]}")')
+    return ""
+
+
+def bound_of(text: str, number: Number) -> tuple[str, str]:
+    """(kind, word) of the QUALIFIERS word bounding a number in its text, ("", "") if none:
+    right before it ("ca. $5", in CJK with a verb between: "正好加 600") or after its unit
+    ("une heure exactement", "30分钟左右")."""
+    after = unit_after(text, number.at + len(number.written))[1]
+    for kind, words in QUALIFIERS.items():
+        for m in words.finditer(text, max(0, number.at - 24), number.at):
+            gap = text[m.end():number.at].strip(" .~≈$€£")
+            if not gap or len(gap) <= 2 and CJK_CHAR.fullmatch(gap[0]) and CJK_CHAR.search(gap[-1]):
+                return kind, m.group()
+        if m := words.match(text, after + len(text[after:]) - len(text[after:].lstrip(" ,"))):
+            return kind, m.group()
+    return "", ""
+
+
+def bound_flaw(claim: Claim, around: list[Line]) -> str:
+    """A number the claim bounds as CLASHES forbids by each number of its lines holding it."""
+    for n in claim.numbers:
+        mine, word = bound_of(claim.said, n)
+        held = [(x, m) for x in around for m in x.numbers if number_held(n, [m])]
+        # "4 hours" holds "4 hours" before "4 doses"
+        after = word_after(claim.said, n)
+        same = [(x, m) for x, m in held if m.unit == n.unit and word_after(x.text, m) == after]
+        theirs = [bound_of(x.text, m) for x, m in same or held]
+        if theirs and all((mine, its) in CLASHES for its, _ in theirs):
+            return f'"{word} {n.written}" where its line says "{theirs[0][1]}"'
+    return ""
+
+
+def flaw(claim: Claim, line: Line, around: list[Line], elsewhere: list[Line]) -> str:
+    """What the claim says that its line (and those `around` it) does not, in a few words: a
+    number's flaw, a code or name of another line (`elsewhere`) or of none, a negation or a
+    bound the line lacks; "" if nothing."""
+    if why := number_flaw(claim, line, around, elsewhere):
+        return why
+    near, (terms, starts) = " ".join(x.text for x in around).lower(), Line.pooled(around)
+    names = [] if claim.declines else sorted(claim.names)
+    for name in [*claim.codes.values(), *names]:
+        words = tokenize(name)            # in the line, or its headings, inflected too
+        if name.lower() in near or set(words) <= terms or all(
+                word_start(w) in starts if len(w) >= PREFIX else w in terms for w in words):
+            continue
+        holders = [x for x in elsewhere if name.lower() in x.text.lower()]
+        # what stands in its line instead: E:24 for E:15, or in a table's row, a name
+        rival = [c for x in around for c in (
+            codes_in(x.text) if name in claim.codes.values()
+            else names_in(x.text, x.text) if x.columns else ()) if c not in claim.codes
+                 and c not in claim.names]
+        # a name its source has, and no other in its line
+        if holders and (not rival and name not in claim.codes.values() or elsewhere_ok(
+                context(claim, claim.said.find(name), elsewhere), holders, rival)):
+            continue
+        return (f"{name} is line {holders[0].number}'s; its line says {rival[0]}" if holders
+                and rival else f"{name} is in line {holders[0].number}, not here" if holders
+                else f"{name} is not in the sources")
+    if claim.declines:
+        return ""
+    return negation_flaw(claim, around) or bound_flaw(claim, around)
+
+
+class SentenceCheck(NamedTuple):
+    """One sentence of an answer (text, cited: its Claim's), checked: its verdict, why (for one
+    flagged), and the line that holds it best, in the file where the source is a chunk of one."""
+    text: str
+    cited: tuple[int, ...]
+    verdict: str                          # SUPPORTED, UNSUPPORTED, WRONG, JUDGED or SKIPPED
+    why: str = ""                         # what is wrong, in a few words
+    source: int | None = None             # its line's source (from 1), if any
+    line: int | None = None               # ...that line
+    end_line: int | None = None           # the last line beside it holding its words
+    path: str | None = None               # the note's, where the source is a chunk
+    page: int | None = None               # ...and its page, chapter or cell
+    support: float = 0.0                  # share() of it held there, 0 to 1
+    judge: str = ""                       # the judge's "yes" or "no", or why neither
+
+    @property
+    def place(self) -> str:
+        """Where its line is: "bike.md:14", a PDF's "manual.pdf › p.3", else "[2] line 5"."""
+        if self.path is None:
+            return f"[{self.source}] line {self.line}" if self.source else ""
+        if self.line is None:
+            page = [] if self.page is None else [place_name(self.path, self.page)]
+            return " › ".join([self.path, *page])
+        return f"{self.path}:{self.line}"
+
+    @classmethod
+    def of(cls, claim: Claim, verdict: str, why: str = "", sources: Sequence = (),
+           at: tuple[int, int, float, list[Line]] | None = None,
+           lines_of: Sequence[list[Line]] = ()) -> SentenceCheck:
+        """A claim's check, placed at `at` (best_line()'s) if known."""
+        if at is None:
+            return cls(claim.text, claim.cited, verdict, why)
+        s, i, support, _ = at
+        src, lines = sources[s], lines_of[s]
+        last = max([x.number for x in lines[i:i + 2] if share(claim, [x]) > 0],
+                   default=lines[i].number)
+        path, page, first = (None, None, 1) if isinstance(src, str) else (
+            src.source, src.page, src.line)
+        line = None if first is None else lines[i].number + first - 1
+        return cls(claim.text, claim.cited, verdict, why, s + 1, line,
+                   None if first is None else last + first - 1, path, page, round(support, 3))
+
+
+def numbers_carry(claim: Claim, lines: list[Line]) -> bool:
+    """Do `lines` hold all the claim's numbers, two or more with a unit or a date? Numbers so
+    particular support a sentence reworded past its words ("Davanti 3,0 bar e dietro 3,5 bar")."""
+    held = [n for x in lines for n in x.numbers]
+    return len([n for n in claim.numbers if n.unit or DATE_VALUE.fullmatch(n.values[0])]) >= 2 \
+        and all(number_held(n, held) for n in claim.numbers)
+
+
+def check_sentence(claim: Claim, sources: Sequence, lines_of: list[list[Line]],
+                   support_min: float) -> SentenceCheck:
+    """A claim's verdict: WRONG if a [n] it cites names no source or it says what its line
+    does not (flaw()); UNSUPPORTED if no line of its sources (all, if it cites none) holds
+    support_min of its words; SKIPPED if it states nothing to check; else SUPPORTED. One in
+    another script than its sources is read by its numbers alone."""
+    every = range(len(lines_of))
+    valid = [c for c in claim.cited if 0 < c <= len(lines_of)]
+    if len(valid) < len(claim.cited):
+        wrong = [c for c in claim.cited if c not in valid]
+        why = f"[{wrong[0]}] names no source ({len(sources)} were sent)"
+        return SentenceCheck.of(claim, WRONG, why)
+    candidates = [c - 1 for c in valid] or every
+    # code may fill a CJK source
+    script = question_language(INLINE_CODE.sub(" ", claim.said))
+    texts = [" ".join(x.text for x in lines_of[c]) for c in candidates]
+    if claim.declines or all(t and (not CJK_CHAR.search(t) if script == "zh"
+                                    else question_language(t) == "zh") for t in texts):
+        claim = claim._replace(words={}, names=set())
+    if not claim.numbers and not claim.codes and (len(claim.words) < CLAIM_MIN_TERMS or claim.said
+            .rstrip().endswith(":")) or CITATION.sub("", claim.said).rstrip().endswith("?"):
+        return SentenceCheck.of(claim, SKIPPED)       # a question (an echoed one) states nothing
+    at = best_line(claim, lines_of, candidates)
+    pool, named = [x for c in candidates for x in lines_of[c]], "".join(f"[{c}]" for c in valid)
+    if at is None or at[2] < support_min and not numbers_carry(claim, at[3]):
+        there = best_line(claim, lines_of, every) if valid else None
+        if there and there[2] >= support_min and there[0] + 1 not in valid:
+            why = f"it is in [{there[0] + 1}], not {named}"
+            return SentenceCheck.of(claim, UNSUPPORTED, why, sources, there, lines_of)
+        why = number_flaw(claim, pool[0], pool, []) if pool else ""
+        why = why or (f"not in {named}" if valid else "not in the sources")
+        return SentenceCheck.of(claim, UNSUPPORTED, why, sources, at, lines_of)
+    s, i, _, around = at
+    why = flaw(claim, lines_of[s][i], around, pool)
+    return SentenceCheck.of(claim, WRONG if why else SUPPORTED, why, sources, at, lines_of)
 
 
 @dataclass(frozen=True)
 class CitationCheck:
-    """What check_citations() found: every sentence's verdict, and whether the answer cites at
-    all."""
+    """What check_citations() found: every sentence's verdict and line, and how many sources were
+    sent ([1] to [sources] name one)."""
     sentences: tuple[SentenceCheck, ...]
-    sources: int                          # how many sources were sent: [1] to [sources] name one
-    cites_nothing: bool                   # the answer cites no source at all (code aside)
-    states_facts: bool                    # some sentence states something a source should back
+    sources: int
+    judge: str = ""                       # the judge model that reread them, if any
+    judge_seconds: float = 0.0            # ...and how long it took
 
     def count(self, *verdicts: str) -> int:
         return sum(1 for s in self.sentences if s.verdict in verdicts)
 
     @property
-    def wrong_numbers(self) -> list[int]:
-        """The cited numbers that name no source, each once, in order."""
-        return list(dict.fromkeys(n for s in self.sentences for n in s.cited
-                                  if not 0 < n <= self.sources))
+    def uncited(self) -> int:
+        """How many sentences it supports cite nothing."""
+        return sum(1 for s in self.sentences if s.verdict == SUPPORTED and not s.cited)
+
+    @property
+    def cites_nothing(self) -> bool:
+        """The answer cites no source at all (code aside)."""
+        return not any(s.cited for s in self.sentences)
+
+    @property
+    def flagged(self) -> list[tuple[int, SentenceCheck]]:
+        """The sentences with something wrong, numbered from 1."""
+        return [(n, s) for n, s in enumerate(self.sentences, 1)
+                if s.verdict in (UNSUPPORTED, WRONG, JUDGED)]
+
+    @property
+    def all_supported(self) -> bool:
+        """Is every sentence with something to check supported (the summary's green)?"""
+        return not self.flagged
 
     def summary(self) -> str:
-        """The one line printed after an answer, e.g. "checked: 4 of 5 cited sentences supported ·
-        [5] names no source · 1 sentence cites nothing"."""
-        if self.cites_nothing and self.states_facts:
-            return ("checked: the answer cites no source: it is the model's own words, not your "
-                    "notes")
-        cited = self.count(SUPPORTED, UNSUPPORTED, WRONG)
-        if not cited and not self.count(UNCITED):
+        """One line: what was checked and what not (check_citations() shows one)."""
+        checkable, uncited = len(self.sentences) - self.count(SKIPPED), self.uncited
+        if not checkable:
             return "checked: no sentence states anything to check"
-        supported = f"{self.count(SUPPORTED)} of {cited} cited sentence{'s' * (cited != 1)}"
-        parts = [f"checked: {supported} supported" if cited
-                 else "checked: no sentence cites a source"]
-        unsupported = [(i, s) for i, s in enumerate(self.sentences, 1) if s.verdict == UNSUPPORTED]
-        parts += [self.unsupported_words(i, s) for i, s in unsupported[:NAMED_MAX]]
-        if len(unsupported) > NAMED_MAX:
-            parts.append(f"{len(unsupported) - NAMED_MAX} more unsupported")
-        if wrong := self.wrong_numbers:
-            named = ", ".join(f"[{n}]" for n in wrong[:NAMED_MAX]) + (
-                f", … ({len(wrong)} in all)" if len(wrong) > NAMED_MAX else "")
-            sent = f"{self.sources} {'was' if self.sources == 1 else 'were'} sent"
-            parts.append(f"{named} {'names' if len(wrong) == 1 else 'name'} no source ({sent})")
-        if uncited := self.count(UNCITED):
-            parts.append(f"{uncited} sentence{'s cite' if uncited != 1 else ' cites'} nothing")
+        parts = [f"checked: {self.count(SUPPORTED)} of {checkable} sentence"
+                 f"{'s' * (checkable != 1)} supported by their words and numbers"
+                 + (f" ({uncited} cite{'s' * (uncited == 1)} nothing)" if uncited else "")]
+        if self.judge:
+            read = sum(1 for s in self.sentences if s.judge)
+            parts.append(f"{self.judge} read {read} ({self.judge_seconds / max(read, 1):.1f}s a "
+                         f"sentence) and said no to {self.count(JUDGED)}")
+        if self.flagged:
+            parts.append(f"{len(self.flagged)} flagged")
+        if skipped := self.count(SKIPPED):
+            parts.append(f"{skipped} with nothing to check")
         return " · ".join(parts)
 
-    @staticmethod
-    def unsupported_words(i: int, s: SentenceCheck) -> str:
-        """Why sentence i is unsupported, in a few words: "sentence 2 is in [3], not [1]"."""
-        cited = "".join(f"[{n}]" for n in s.cited)
-        if s.best is not None and s.best not in s.cited and s.best_support >= SUPPORT_MIN:
-            return f"sentence {i} is in [{s.best}], not {cited}"
-        if s.missing_numbers:
-            return f"sentence {i}: {', '.join(s.missing_numbers[:NAMED_MAX])} not in {cited}"
-        return f"sentence {i} is not in {cited}"
+    def flagged_lines(self) -> list[str]:
+        """A line for each flagged sentence (check_citations() shows two): its number, its
+        start, what is wrong, and the line of the notes nearest to it."""
+        return [f"{n} \"{s.text if len(s.text) <= 60 else s.text[:59] + '…'}\" "
+                f"{s.why or s.verdict}" + (f" · {s.place}" if s.place else "")
+                for n, s in self.flagged]
 
     def as_json(self) -> dict:
-        """The check as --json gives it (`citations`)."""
-        return {"summary": self.summary(), "sources": self.sources,
-                "cites_nothing": self.cites_nothing,
-                "states_facts": self.states_facts, "wrong_numbers": self.wrong_numbers,
-                "counts": {v: self.count(v)
-                           for v in (SUPPORTED, UNSUPPORTED, WRONG, UNCITED, SKIPPED)},
-                "sentences": [{"text": s.text, "cited": list(s.cited), "verdict": s.verdict,
-                               "support": round(s.support, 3), "best_source": s.best,
-                               "best_support": round(s.best_support, 3),
-                               "missing_numbers": list(s.missing_numbers)} for s in self.sentences]}
+        """The check as --json and MCP give it (`citations`)."""
+        return {"summary": "; ".join([self.summary(), *self.flagged_lines()]),
+                "sources": self.sources,
+                "all_supported": self.all_supported, "cites_nothing": self.cites_nothing,
+                "judge": self.judge or None,
+                "counts": {**{v: self.count(v) for v in
+                              (SUPPORTED, UNSUPPORTED, WRONG, JUDGED, SKIPPED)},
+                           "not_cited": self.uncited},
+                "sentences": [{
+                    "text": s.text, "cited": list(s.cited), "verdict": s.verdict,
+                    "why": s.why or None, "source": s.source, "path": s.path, "line": s.line,
+                    "end_line": s.end_line, "page": s.page, "support": s.support,
+                    "judge": s.judge or None} for s in self.sentences]}
 
 
-def check_citations(answer: str, sources: Sequence[str], lexicon: Lexicon | None = None,
+def check_citations(answer: str, sources: Sequence, lexicon: Lexicon | None = None,
                     support_min: float = SUPPORT_MIN) -> CitationCheck:
-    """Check an answer's citations against the sources it was given ([1] is sources[0]).
+    """Check each sentence of an answer against the sources it was given ([1] is sources[0]):
+    texts, or chunks (hits' .chunk), whose file and line each sentence is placed at. Each is
+    read (read_claim()) and judged (check_sentence()), its words weighed by idf over the notes
+    given `lexicon` (index.lexicon, as the floor weighs: "coffee" in a coffee folder says
+    little), else over the sources' lines. In a notebook:
+    `check_citations(outcome.text, [h.chunk for h in outcome.retrieval.hits], index.lexicon)`.
 
-    Each sentence (answer_sentences()) is judged by its informative terms (claim_terms()),
-    each weighed by its idf: over the whole notes when `lexicon` is given (index.lexicon:
-    the weights the relevance floor uses, so "the" or "coffee" in a coffee folder says
-    little), else over the sources themselves. A number weighs as the rarest word and must
-    be in a cited source, read as people write it (number_held()), and so must a code
-    such as TP9999. Verdicts: WRONG if it cites a number that names no source; SUPPORTED if
-    its cited sources hold at least `support_min` of its terms' weight and all its numbers
-    and codes, else UNSUPPORTED; UNCITED if it cites nothing yet states something; SKIPPED if
-    it states nothing to check (too few terms, or it says the notes lack the answer and
-    states no number or code). A sentence in another script than its sources is judged by
-    its numbers alone; one that says the notes lack something, by its numbers and codes.
-    In a notebook: `check_citations(outcome.text, [h.chunk.text for h in
-    outcome.retrieval.hits], index.lexicon).summary()`.
-
-    >>> c = check_citations("Use 18 g of coffee [1]. Use 20 g [1]. Brew at 93 °C [3]. Tea is nice "
-    ...                     "and green.", ["Coffee: 18 g per 300 g of water.",
-    ...                                    "Brew between 90 and 96 °C."])
-    >>> [s.verdict for s in c.sentences]
-    ['supported', 'unsupported', 'wrong', 'uncited']
-    >>> c.summary()
-    'checked: 1 of 3 cited sentences supported · sentence 2: 20 not in [1] · [3] names no source
-     (2 were sent) · 1 sentence cites nothing'
+    >>> c = check_citations("Use 18 g of coffee [1]. Use 20 g [1]. Brew at 93 °C [3]. Brew it "
+    ...     "between 90 and 96 °C.",
+    ...     ["Coffee: 18 g per 300 g of water.", "Brew between 90 and 96 °C."])
+    >>> [(s.verdict, s.source, s.line) for s in c.sentences]
+    [('supported', 1, 1), ('unsupported', 1, 1), ('wrong', None, None), ('supported', 2, 1)]
+    >>> print(c.summary(), *c.flagged_lines(), sep="\\n")
+    checked: 2 of 4 sentences supported by their words and numbers (1 cites nothing) · 2 flagged
+    2 "Use 20 g [1]." 20 g is in none of its lines · [1] line 1
+    3 "Brew at 93 °C [3]." [3] names no source (2 were sent)
     """
-    source_terms = [set(tokenize(s)) for s in sources]
-    answer_mark = text_decimal_mark(answer)   # read once: it tells each source's 1,250
-    source_numbers = [numbers_in(s, answer_mark) for s in sources]
-    source_codes = [set(codes_in(s)) for s in sources]
-    source_marks = [text_decimal_mark(s) for s in sources]
-    languages = [question_language(s) for s in sources]
-    n = max(len(lexicon.lengths), 1) if lexicon is not None else max(len(sources), 1)
+    texts = [s if isinstance(s, str) else s.text for s in sources]
+    everything = "\n".join(texts)
+    decimal = decimal_mark([m["digits"] for m in NUMBER.finditer(number_text(everything))]) \
+        or decimal_mark([m["digits"] for m in NUMBER.finditer(number_text(answer))])
+    first = day_first(everything)
+    lines_of = [source_lines(t, decimal, first, "" if isinstance(s, str) else
+                             f"{PurePosixPath(s.source).stem} {s.heading}")
+                for s, t in zip(sources, texts)]
+    n = max(len(lexicon.lengths), 1) if lexicon is not None else max(sum(map(len, lines_of)), 1)
+    held = Counter(t for lines in lines_of for line in lines for t in line.terms)
 
     def weight(term: str) -> float:
-        if is_number(term):
-            return idf(0, n)              # a number counts fully: as the rarest word
-        if lexicon is not None:
-            at = bisect.bisect_left(lexicon.vocab, term)
-            df = int(lexicon.ptr[at + 1] - lexicon.ptr[at]) if at < len(lexicon.vocab) and \
-                lexicon.vocab[at] == term else 0
-        else:
-            df = sum(1 for held in source_terms if term in held)
+        if lexicon is None:
+            return idf(min(held[term], n), n)
+        at = bisect.bisect_left(lexicon.vocab, term)
+        df = int(lexicon.ptr[at + 1] - lexicon.ptr[at]) \
+            if at < len(lexicon.vocab) and lexicon.vocab[at] == term else 0
         return idf(min(df, n), n)
+    return CitationCheck(tuple(
+        check_sentence(read_claim(s, weight, decimal, first, everything), sources, lines_of,
+                       support_min) for s in answer_sentences(answer)), len(sources))
 
-    checked = []
-    for text in answer_sentences(answer):
-        cited = tuple(dict.fromkeys(cited_numbers(text)))
-        terms = claim_terms(text)
-        weights = {t: weight(t) for t in terms}
-        total = sum(weights.values())
 
-        def share(held: set[str]) -> float:
-            """The share of the weight `held` holds; a CJK pair found only as its two characters
-            apart counts half (a reworded Chinese sentence keeps its characters more than its
-            pairs)."""
-            found = sum(w if t in held else
-                        w / 2 if len(t) == 2 and CJK_CHAR.match(t) and t[0] in held and t[1] in held
-                        else 0.0 for t, w in weights.items())
-            return found / total if total else 0.0
-        valid = [c for c in cited if 0 < c <= len(sources)]
-        marks = {source_marks[c - 1] for c in valid} - {None}
-        said = read_numbers(text, marks.pop() if len(marks) == 1 else None)   # as its sources
-
-        def words_held(words: set[str], numbers: set[str]) -> set[str]:
-            """A source's words, and the words of each number it holds however it writes it
-            (the 1 and 500 of "1 500", the March of "5 March" where it says 2026-03-05)."""
-            return words | {t for x in said if number_held(x, numbers)
-                            for t in tokenize(x.written)}
-        shares = [share(words_held(words, numbers))
-                  for words, numbers in zip(source_terms, source_numbers)]
-        best = (max(range(len(shares)), key=lambda i: (shares[i], -i)) if shares and max(shares) > 0
-                else None)
-        numbers_cited = set().union(*(source_numbers[c - 1] for c in valid))
-        held = words_held(set().union(*(source_terms[c - 1] for c in valid)), numbers_cited)
-        codes = set().union(*(source_codes[c - 1] for c in valid))
-        codes_missing = [code for key, code in codes_in(text).items() if key not in codes]
-        in_codes = {d for code in codes_missing for d in re.findall(r"\d+", code)}
-        numbers = tuple(dict.fromkeys(      # TP9998 missing: its 9998 goes without saying
-            x.values[0] for x in said if not number_held(x, numbers_cited)
-            and x.values[0] not in in_codes)) + tuple(codes_missing)
-        states_numbers = any(map(is_number, terms))
-        support = share(held)
-        declines = NOT_IN_NOTES.search(text) is not None
-        # A sentence in another script than all its sources (Chinese about English notes) shares
-        # no words with them to compare: only its numbers can be checked.
-        other_script = bool(valid) and all(question_language(text) != languages[c - 1]
-                                           for c in valid)
-        if len(valid) < len(cited):
-            verdict = WRONG
-        elif other_script:
-            verdict = UNSUPPORTED if numbers else SKIPPED
-        elif cited and declines:
-            # "The notes say TP9999 does not leave until 23:59 [1]" states facts despite its
-            # "not", so its numbers and codes are checked; its words may name what the notes
-            # lack, so they are not.
-            verdict = UNSUPPORTED if numbers else SUPPORTED if states_numbers else SKIPPED
-        elif cited and (len(terms) >= CITED_MIN_TERMS or states_numbers):
-            verdict = SUPPORTED if support >= support_min and not numbers else UNSUPPORTED
-        elif not cited and not declines and (len(terms) >= CLAIM_MIN_TERMS or states_numbers) \
-                and not text.rstrip().endswith(":"):
-            verdict = UNCITED
-        else:
-            verdict = SKIPPED
-        checked.append(SentenceCheck(text, cited, verdict, support,
-                                     None if best is None else best + 1,
-                                     shares[best] if best is not None else 0.0,
-                                     numbers if verdict == UNSUPPORTED else ()))
-    cites_nothing = not any(s.cited for s in checked)
-    return CitationCheck(tuple(checked), len(sources), cites_nothing,
-                         any(s.verdict in (SUPPORTED, UNSUPPORTED, UNCITED) for s in checked))
+def judged(check: CitationCheck, sources: Sequence, settings: Settings
+           ) -> tuple[CitationCheck, list[str]]:
+    """The check, each sentence it supports reread by the judge model (settings.judge) as
+    MiniCheck models were trained: "Document: <its source>\nClaim: <the sentence>", Yes or No;
+    a No makes it JUDGED. The first call failing or over JUDGE_SECONDS ends the judging with
+    a warning. Returns the check and its warnings."""
+    client, asking = ollama_client(JUDGE_SECONDS), replace(settings, chat_model=settings.judge)
+    t0, read, warnings = time.perf_counter(), [], []
+    for n, s in enumerate(check.sentences, 1):
+        if s.verdict != SUPPORTED or warnings:
+            read.append(s)
+            continue
+        source = sources[s.source - 1]
+        document = source if isinstance(source, str) else source.text
+        claim = " ".join(CITATION.sub(" ", s.text).split())
+        try:
+            said = chat_once(client, asking, [{"role": "user", "content":
+                                               f"Document: {document}\nClaim: {claim}"}],
+                             JUDGE_TOKENS, NUM_CTX).strip()
+        except (OllamaError, ValueError) as e:
+            warnings.append(f"the judge {settings.judge} did not read sentence {n} ({e}); it and "
+                            "the sentences after it keep the check's verdict")
+            read.append(s)
+            continue
+        no, yes = re.match(r"(?i)no\b", said), re.match(r"(?i)yes\b", said)
+        judge = "no" if no else "yes" if yes else f"answered {said[:20]!r}, neither yes nor no"
+        why = f"{settings.judge} finds it not in its source" if no else ""
+        read.append(s._replace(verdict=JUDGED if no else s.verdict, judge=judge, why=why))
+    return replace(check, sentences=tuple(read), judge=settings.judge,
+                   judge_seconds=time.perf_counter() - t0), warnings
 
 
 # §one-question --------------------------------------------------------------
@@ -7199,18 +8023,22 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
         reply.close()
     text = "".join(pieces)
     conv = replace(conv, num_ctx=num_ctx).remember(Turn(question, text, query or question))
-    check = check_citations(text, [h.chunk.text for h in r.hits], index.lexicon)
+    check = check_citations(text, [h.chunk for h in r.hits], index.lexicon)
+    if settings.judge and check.count(SUPPORTED):
+        check, said = judged(check, [h.chunk for h in r.hits], settings)
+        plan = replace(plan, warnings=plan.warnings + said,
+                       timings={**plan.timings, "judge": check.judge_seconds})
     return logged(came(ANSWERED, usage=stream.usage, cut_short=stream.cut_short, check=check,
                        conversation=conv), settings, via)
 
 
 # §gap-log -------------------------------------------------------------------
 # The gap log: what the notes could not answer. A question below the relevance floor, or
-# answered without citing a single source, says what the notes lack, so answer() appends it
-# (logged()) to GAP_LOG, and --gaps shows them grouped by topic. Only --gaps sends a logged
-# question on, to the embedding model, when its vector was made by another one. Each entry
-# keeps its question's vector, so --gaps groups a thousand questions without embedding them
-# again; a line a killed run left cut short is skipped on reading.
+# answered with sentences the notes do not hold (the check), says what the notes lack, so
+# answer() appends it (logged()) to GAP_LOG, and --gaps shows them grouped by topic. Only
+# --gaps sends a logged question on, to the embedding model, when its vector was made by
+# another one. Each entry keeps its question's vector, so --gaps groups a thousand questions
+# without embedding them again; a line a killed run left cut short is skipped on reading.
 
 
 GAP_LOG_OLD = "gaps.old.jsonl"            # the log before the last GAP_LOG_MAX_MB was passed
@@ -7308,8 +8136,9 @@ def logged(outcome: Outcome, settings: Settings, via: str = "") -> Outcome:
     check = outcome.check
     if outcome.status == DECLINED:
         why = "floor"
-    elif outcome.status == ANSWERED and check is not None and check.cites_nothing:
-        why = "uncited"
+    elif outcome.status == ANSWERED and check is not None and \
+            check.count(UNSUPPORTED) * 2 >= len(check.sentences) - check.count(SKIPPED) > 0:
+        why = "unsupported"               # half its sentences or more are not in the notes
     else:
         return outcome
     kept = settings.log_gaps and os.environ.get(NO_LOG_ENV, "").strip() in ("", "0")
@@ -7736,6 +8565,8 @@ def print_outcome(outcome: Outcome) -> None:
             err(f"warning: {cut_short_warning(outcome.cut_short)}")
         if outcome.check:                 # on stderr, as warnings: stdout keeps the answer alone
             err(outcome.check.summary())
+            for line in outcome.check.flagged_lines():
+                err(f"  {line}")
     elif outcome.status == DECLINED:
         above = "; the closest sources are above" if outcome.retrieval.hits else ""
         print(f"{NOT_FOUND} ({outcome.why}{above})")
@@ -8076,6 +8907,17 @@ def explain_prompt(plan: Outcome, settings: Settings, num_ctx: int) -> None:
     say(f"{why_not.get(plan.status, plan.why)}: the chat model is not called")
 
 
+def explain_check(check: CitationCheck) -> None:
+    """--explain's step 8: each sentence of the answer, its verdict, why, and the line of the
+    notes it was read against (SentenceCheck.place)."""
+    from textwrap import shorten
+    print("\nSTEP 8 · CHECK: each sentence against the line of its sources that holds it best")
+    for n, s in enumerate(check.sentences, 1):
+        say(f"{n} {s.verdict}" + (f" ({s.why})" if s.why else "")
+            + (f" at {s.place}" if s.place else "") + f": {shorten(s.text, 70, placeholder=' …')}")
+    say(check.summary())
+
+
 def run_explain(args, settings: Settings, client: ollama.Client) -> int:
     """--explain: one question, every step narrated with this run's real values (80 columns);
     steps 4 to 7 from answer()'s plan, so that the narration cannot drift from the pipeline."""
@@ -8093,6 +8935,8 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
                      on_token=lambda piece: print(piece, end="", flush=True))
     if outcome.status in (ANSWERED, FAILED) and outcome.text is not None:
         print_outcome(outcome)            # step 7 said why the chat model was not called
+    if outcome.check:
+        explain_check(outcome.check)
     err(*(f"warning: {w}" for w in outcome.warnings))
     return OUTCOME_EXITS.get(outcome.status, EXIT_OK)
 
@@ -9096,12 +9940,14 @@ def group_by_meaning(vectors: np.ndarray, threshold: float, block: int = 1024) -
 def now_found(index: Index, entries: list[dict], qvec: np.ndarray,
               settings: Settings) -> tuple[Retrieval, bool]:
     """Today's search for a logged question, and whether today's notes answer it: it passes the
-    floor and, if it was once answered without a citation (the floor passed then too), a source
-    it was not shown then now comes first. It is searched as it was asked: with the filters in
-    force then (a question asked of the notes tagged "work" is a gap in those notes)."""
+    floor and, if it was once answered from sources that did not hold it (the floor passed
+    then too), a source it was not shown then now comes first. It is searched as it was asked:
+    with the filters in force then (a question asked of the notes tagged "work" is a gap in
+    those notes)."""
     r = rank(index, entries[-1]["question"], qvec,
              with_filters(settings, logged_filters(entries[-1])))
-    if not r.found or not r.hits or not any(e["why"] == "uncited" for e in entries):
+    if not r.found or not r.hits or not any(e["why"] in ("unsupported", "uncited")
+                                            for e in entries):
         return r, r.found
     shown = {(s["source"], s.get("heading")) for e in entries for s in e["sources"]}
     return r, (r.hits[0].chunk.source, r.hits[0].chunk.heading) not in shown
@@ -9449,14 +10295,14 @@ def mcp_output_schemas() -> dict[str, dict]:
         "score": number, "text": string},
         optional=("title", "aliases", "tags", "date", "dated_by", "properties"))
     sources = {"type": "array", "items": source}
-    citations = closed({                  # CitationCheck.as_json()
-        "summary": string, "sources": integer, "cites_nothing": boolean,
-        "states_facts": boolean, "wrong_numbers": integers,
+    citations = closed({             # CitationCheck.as_json()
+        "summary": string, "sources": integer, "all_supported": boolean,
+        "cites_nothing": boolean, "judge": text_or_null,
         "counts": {"type": "object", "additionalProperties": integer},
         "sentences": {"type": "array", "items": closed({
-            "text": string, "cited": integers, "verdict": string, "support": number,
-            "best_source": {"anyOf": [integer, {"type": "null"}]}, "best_support": number,
-            "missing_numbers": strings})}})
+            "text": string, "cited": integers, "verdict": string, "why": text_or_null,
+            "source": line, "path": text_or_null, "line": line, "end_line": line, "page": line,
+            "support": number, "judge": text_or_null})}})
     return {
         "search_notes": closed({
             "query": string,

@@ -18,6 +18,10 @@ block in the prompt: their replies hold only the closing </think>. show=False ma
 Unknown models answer 404 {"error": "model \"x\" not found, try pulling it first"}; a path the
 server lacks answers as Ollama's router (gin) does: 404 with the plain text "404 page not found".
 
+The judge model "bespoke-minicheck" (a MiniCheck model: asked "Document: ...\nClaim: ...", it
+answers Yes or No, as its model card in Ollama's library says) answers Yes when every word of
+four letters or more of the claim is in the document, else No.
+
 Embeddings are a hashed bag of words and CJK bigrams: texts that share words get
 similar vectors, so rankings are predictable. Every request is recorded in
 `server.requests` ({"path", "body", "done", "held", ...}); `server.wait_for(pred)`
@@ -103,7 +107,8 @@ HOLD_TIMEOUT = 60                          # a held reply goes out anyway after 
 STOPWORDS = {"the", "a", "an", "is", "are", "what", "how", "do", "i", "of", "to", "in", "and",
              "it", "my", "does", "which", "for", "with", "on", "at", "by", "why", "when", "much"}
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
-MODELS = ("qwen3-embedding:0.6b", "qwen3:0.6b", "thinker:1b", "halfthink:1b", "plain:1b")
+MODELS = ("qwen3-embedding:0.6b", "qwen3:0.6b", "thinker:1b", "halfthink:1b", "plain:1b",
+          "bespoke-minicheck")
 # A model's own maximum context (Ollama's "<arch>.context_length"); num_ctx above it is capped.
 CONTEXT_LIMITS = {"qwen3:0.6b": 40960, "qwen3-embedding:0.6b": 32768}
 DEFAULT_CONTEXT_LIMIT = 32768
@@ -395,6 +400,10 @@ class FakeOllama:
         """The reply, made from the messages that fit in the window."""
         model = body["model"]
         last = messages[-1]["content"] if messages else ""
+        if model.startswith("bespoke-minicheck"):
+            document, _, claim = last.removeprefix("Document: ").rpartition("\nClaim: ")
+            words = set(re.findall(r"\w{4,}", document.lower()))
+            return "Yes" if set(re.findall(r"\w{4,}", claim.lower())) <= words else "No"
         if messages and messages[0]["content"].startswith("Rewrite"):
             # A standalone query: the previous question's topic words + the new question.
             prev = re.findall(r"^Q: (.*)$", last, re.MULTILINE)

@@ -37,10 +37,16 @@ SENTENCES = {
            "negated": "资料里没有说明公路车轮胎可以低于 80 psi【{tyres}】。",
            "negated, number changed": "资料里没有说明公路车轮胎可以低于 95 psi【{tyres}】。"},
 }
-VERDICT = {"supported": "supported", "number changed": "unsupported", "swapped": "unsupported",
-           "wrong": "wrong", "uncited": "uncited", "outside": "unsupported",
+# What each sentence gets (as the answer's second sentence, after a supported one), and why.
+VERDICT = {"supported": "supported", "swapped": "unsupported", "wrong": "wrong", "outside": "unsupported",
+           # a sentence citing nothing is checked like any other: the notes hold this one
+           "uncited": "supported",
            # a sentence that says what the notes do not say still has its numbers checked
            "negated": "supported", "negated, number changed": "unsupported"}
+NUMBER_CHANGED = {"en": "unsupported", "zh": "wrong"}   # the zh sentence holds enough words for its line
+WHY = {"swapped": "it is in [{chain}], not [{tyres}]", "wrong": "[7] names no source (2 were sent)",
+       "outside": "not in [{chain}]", "number changed": "95 psi is in none of its lines",
+       "negated, number changed": "95 psi is in none of its lines"}
 
 
 @pytest.fixture
@@ -69,65 +75,85 @@ def asked(cli, server, notes, lang, answer, *flags):
     return cli(QUESTION[lang], "--notes", notes, "--min-score", "0.05", *flags)
 
 
+def checked(out) -> dict:
+    """The citation check of a --json run that answered."""
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)["citations"]
+
+
 @pytest.mark.parametrize("lang", ["en", "zh"])
-@pytest.mark.parametrize("case", list(VERDICT))
+@pytest.mark.parametrize("case", [*VERDICT, "number changed"])
 def test_each_verdict_in_both_languages(cli, server, bike, lang, case):
     notes = bike(lang)
     n = source_numbers(cli, notes, QUESTION[lang])
-    # a supported sentence first, so that the answer cites something (else "cites nothing" is said instead)
     lead = "" if case == "supported" else SENTENCES[lang]["supported"].format(**n) + " "
-    out = asked(cli, server, notes, lang, lead + SENTENCES[lang][case].format(**n), "--json")
-    assert out.returncode == 0, out.stderr
-    check = json.loads(out.stdout)["citations"]
-    assert [s["verdict"] for s in check["sentences"]] == ([] if case == "supported" else ["supported"]) + [VERDICT[case]]
+    check = checked(asked(cli, server, notes, lang, lead + SENTENCES[lang][case].format(**n), "--json"))
+    verdict = NUMBER_CHANGED[lang] if case == "number changed" else VERDICT[case]
+    assert [s["verdict"] for s in check["sentences"]] == ([] if case == "supported" else ["supported"]) + [verdict]
     last = check["sentences"][-1]
-    if case == "swapped":                 # the source that holds its words instead is named
-        assert last["best_source"] == n["chain"] and f"is in [{n['chain']}], not [{n['tyres']}]" in check["summary"]
-    if case in ("number changed", "negated, number changed"):
-        assert last["missing_numbers"] == ["95"] and f"95 not in [{n['tyres']}]" in check["summary"]
-    if case == "wrong":
-        assert check["wrong_numbers"] == [7] and "[7] names no source (2 were sent)" in check["summary"]
+    if case in WHY:
+        assert last["why"] == WHY[case].format(**n)
+        assert f'2 "{last["text"]}" {last["why"]}' in check["summary"]
+    else:
+        assert last["why"] is None and check["summary"].count(";") == 0   # nothing flagged
+    if case == "swapped":                 # placed at the source that holds its words instead
+        assert last["source"] == n["chain"] and last["path"] in ("chain.md", "链条.md") and last["line"] == 3
+    if case == "number changed":          # placed at its line all the same
+        assert last["source"] == n["tyres"] and last["path"] in ("tyres.md", "轮胎.md") and last["line"] == 3
     if case == "uncited":
-        assert check["summary"].endswith("1 sentence cites nothing")
+        assert last["cited"] == [] and last["path"] in ("tyres.md", "轮胎.md") and last["line"] == 3
+        assert "(1 cites nothing)" in check["summary"] and check["counts"]["not_cited"] == 1
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_an_answer_citing_nothing_gets_one_warning_after_it(cli, server, bike, lang):
+def test_an_answer_citing_nothing_is_checked_against_every_source(cli, server, bike, lang):
     notes = bike(lang)
     out = asked(cli, server, notes, lang, SENTENCES[lang]["uncited"] + " " + SENTENCES[lang]["uncited"])
     assert out.returncode == 0, out.stderr
     assert out.stderr.count("checked:") == 1
-    assert "checked: the answer cites no source: it is the model's own words, not your notes" in out.stderr
+    assert "checked: 2 of 2 sentences supported by their words and numbers (2 cite nothing)\n" in out.stderr
     assert "checked" not in out.stdout   # stdout keeps the sources and the answer alone
+    # ...and one the notes do not hold is flagged, with the line nearest to it
+    out = asked(cli, server, notes, lang, SENTENCES[lang]["uncited"].replace("30", "45"))
+    assert "checked: 0 of 1 sentence supported by their words and numbers · 1 flagged\n" in out.stderr
+    assert f'  1 "{SENTENCES[lang]["uncited"].replace("30", "45")}" 45 psi is in none of its lines · ' \
+           f'{"tyres.md" if lang == "en" else "轮胎.md"}:3\n' in out.stderr
 
 
-def test_the_summary_line_follows_the_answer_on_stderr(cli, server, bike):
+def test_the_summary_and_the_flagged_lines_follow_the_answer_on_stderr(cli, server, bike):
     notes = bike("en")
     n = source_numbers(cli, notes, QUESTION["en"])
     s = SENTENCES["en"]
     answer = " ".join([s["supported"], s["supported"], s["supported"], s["supported"], s["wrong"].replace("[7]", "[5]"),
-                       s["uncited"]]).format(**n)
+                       s["uncited"], s["swapped"]]).format(**n)
     out = asked(cli, server, notes, "en", answer)
     assert out.returncode == 0, out.stderr
-    assert "checked: 4 of 5 cited sentences supported · [5] names no source (2 were sent) · " \
-           "1 sentence cites nothing\n" in out.stderr
+    assert "checked: 5 of 7 sentences supported by their words and numbers (1 cites nothing) · 2 flagged\n" \
+           '  5 "Oil the chain every 300 km [5]." [5] names no source (2 were sent)\n' \
+           f'  7 "Wipe the chain clean, then oil it every 300 km [{n["tyres"]}]." it is in [{n["chain"]}], ' \
+           f'not [{n["tyres"]}] · chain.md:3\n' in out.stderr
     assert out.stderr.index("checked:") < out.stderr.index("timings:")
 
 
-def test_json_carries_every_sentence(cli, server, bike):
+def test_json_carries_every_sentence_and_its_place(cli, server, bike):
     notes = bike("en")
     n = source_numbers(cli, notes, QUESTION["en"])
-    out = asked(cli, server, notes, "en", SENTENCES["en"]["supported"].format(**n) + " " +
-                SENTENCES["en"]["swapped"].format(**n), "--json")
-    data = json.loads(out.stdout)
-    check = data["citations"]
-    assert set(check) == {"summary", "sources", "cites_nothing", "states_facts", "wrong_numbers", "counts", "sentences"}
-    assert check["sources"] == 2 and check["cites_nothing"] is False and check["states_facts"] is True
-    assert check["counts"] == {"supported": 1, "unsupported": 1, "wrong": 0, "uncited": 0, "skipped": 0}
-    first = check["sentences"][0]
-    assert set(first) == {"text", "cited", "verdict", "support", "best_source", "best_support", "missing_numbers"}
+    check = checked(asked(cli, server, notes, "en", SENTENCES["en"]["supported"].format(**n) + " " +
+                          SENTENCES["en"]["swapped"].format(**n), "--json"))
+    assert set(check) == {"summary", "sources", "all_supported", "cites_nothing", "judge", "counts", "sentences"}
+    assert check["sources"] == 2 and check["cites_nothing"] is False and check["all_supported"] is False
+    assert check["judge"] is None
+    assert check["counts"] == {"supported": 1, "unsupported": 1, "wrong": 0, "judged": 0, "skipped": 0,
+                               "not_cited": 0}
+    first, second = check["sentences"]
+    assert set(first) == {"text", "cited", "verdict", "why", "source", "path", "line", "end_line", "page",
+                          "support", "judge"}
     assert first["text"] == SENTENCES["en"]["supported"].format(**n) and first["cited"] == [n["tyres"]]
-    assert first["best_source"] == n["tyres"] and 0.5 <= first["support"] <= 1
+    assert (first["source"], first["path"], first["line"], first["end_line"], first["page"], first["judge"]) == \
+           (n["tyres"], "tyres.md", 3, 3, None, None)
+    assert 0.5 <= first["support"] <= 1 and first["why"] is None
+    assert check["summary"] == ("checked: 1 of 2 sentences supported by their words and numbers · 1 flagged; "
+                                f'2 "{second["text"]}" it is in [{n["chain"]}], not [{n["tyres"]}] · chain.md:3')
 
 
 def test_json_has_no_check_when_nothing_was_answered(cli, server, bike):
@@ -143,7 +169,8 @@ def test_chat_checks_every_turn(cli, server, bike):
     out = cli("--chat", "--notes", notes, "--min-score", "0.05",
               stdin=QUESTION["en"] + "\n" + QUESTION["en"] + "\n")
     assert out.returncode == 0, out.stderr
-    assert out.stderr.count("checked: 1 of 2 cited sentences supported · [7] names no source") == 2
+    assert out.stderr.count("checked: 1 of 2 sentences supported by their words and numbers · 1 flagged\n"
+                            '  2 "Oil the chain every 300 km [7]." [7] names no source (2 were sent)\n') == 2
 
 
 def test_eval_answers_scores_the_answers_next_to_retrieval(cli, server, bike, tmp_path):
@@ -207,17 +234,29 @@ def test_odd_answers_give_a_verdict_not_a_traceback(case):
     json.dumps(c.as_json())
     expected = {"empty": [], "no sentences": [], "only citations": ["skipped"], "zero": ["wrong"],
                 "negative": ["wrong"], "range": ["wrong"], "lenticular brackets": ["supported"],
-                "full-width digits": ["supported"], "a thousand citations": ["wrong"], "code block": ["skipped"],
-                "huge number": ["wrong"], "unclosed code block": []}[case]
+                "full-width digits": ["supported"], "a thousand citations": ["wrong"],
+                # a line of code is checked as the notes' too: these notes hold no print()
+                "code block": ["skipped", "unsupported"],
+                # a fence never closed is a line alone: what follows it is read as prose
+                "huge number": ["wrong"], "unclosed code block": ["wrong"]}[case]
     assert [s.verdict for s in c.sentences] == expected
-    assert c.cites_nothing == (case in ("empty", "no sentences", "code block", "unclosed code block"))
+    assert c.cites_nothing == (case in ("empty", "no sentences"))
+
+
+@pytest.mark.xfail(strict=True, reason="cited_numbers() leaves out inline code only: a line of a fenced "
+                                       "block is read as prose, so tyres[1] in it cites source 1")
+def test_a_bracketed_number_in_a_code_block_is_code_not_a_citation():
+    c = rag.check_citations(BAD_ANSWERS["code block"], [NOTES["en"]["tyres.md"], NOTES["en"]["chain.md"]])
+    assert c.sentences[1].cited == () and c.cites_nothing
 
 
 def test_a_thousand_citations_through_the_command_line(cli, server, bike):
     notes = bike("en")
     out = asked(cli, server, notes, "en", BAD_ANSWERS["a thousand citations"])
     assert out.returncode == 0 and "Traceback" not in out.stderr
-    assert "[0], [3], [4], [5], [6], … (998 in all) name no source (2 were sent)" in out.stderr
+    # the first that names no source is named, and the sentence cut short
+    assert '  1 "Road tyres take 80 psi [0][1][2][3][4][5][6][7][8][9][10][1…" [0] names no source ' \
+           '(2 were sent)\n' in out.stderr
 
 
 def test_idf_from_the_index_weighs_words_common_in_the_notes_less():
@@ -234,15 +273,15 @@ def test_idf_from_the_index_weighs_words_common_in_the_notes_less():
 def test_a_sentence_in_another_script_is_judged_by_its_numbers_alone():
     english = [NOTES["en"]["tyres.md"]]
     c = rag.check_citations("公路车轮胎打到 80 psi [1]。山地车轮胎打到 45 psi [1]。", english)
-    assert [s.verdict for s in c.sentences] == ["skipped", "unsupported"]
-    assert c.sentences[1].missing_numbers == ("45",)
+    assert [s.verdict for s in c.sentences] == ["supported", "unsupported"]
+    assert c.sentences[1].why == "45 psi is in none of its lines" and c.sentences[0].line == 3
 
 
 @pytest.mark.parametrize("answer", ["The notes do not cover tyre sizes.", "I don't know.", "笔记里没有提到轮胎的尺寸。"])
 def test_saying_the_notes_lack_the_answer_is_no_claim_and_gets_no_warning(answer):
     c = rag.check_citations(answer, [NOTES["en"]["tyres.md"]])
-    assert [s.verdict for s in c.sentences] == ["skipped"] and c.cites_nothing and not c.states_facts
-    assert c.summary() == "checked: no sentence states anything to check"
+    assert [s.verdict for s in c.sentences] == ["skipped"] and c.cites_nothing and c.all_supported
+    assert c.summary() == "checked: no sentence states anything to check" and c.flagged_lines() == []
 
 
 FLIGHT = {"en": "# Flights\n\nFlight TP9999 to Lisbon leaves at 23:59 from gate 12; boarding closes 20 minutes "
@@ -250,32 +289,36 @@ FLIGHT = {"en": "# Flights\n\nFlight TP9999 to Lisbon leaves at 23:59 from gate 
           "zh": "# 航班\n\nTP9999 航班 23:59 从 12 号登机口飞往里斯本，起飞前 20 分钟停止登机。\n"}
 # Sentences that say what the notes do not say, in other words and both languages: each
 # states the flight's time and code, {time} and {code} standing for right or wrong ones.
+# The last: the verdict of a wrong code (unsupported, or wrong where the rest holds enough words
+# for its line); a wrong time is always wrong.
 NEGATED = [
-    ("en", "The notes say flight {code} does not leave Lisbon until {time} [1]."),
-    ("en", "According to the notes, {code} never departs for Lisbon before {time} [1]."),
-    ("en", "No flight in the context leaves for Lisbon earlier than {code} at {time} [1]."),
-    ("en", "The source doesn't give a gate change; {code} leaves at {time} from gate 12 [1]."),
-    ("en", "There is no information about delays: {code} departs at {time} [1]."),
-    ("zh", "资料里没有说明 {code} 航班会在 {time} 之前起飞 [1]。"),
-    ("zh", "笔记没有提到更早的航班，{code} 航班 {time} 起飞【1】。"),
-    ("zh", "未提及延误，{code} 航班 {time} 从 12 号登机口起飞 [1]。"),
+    ("en", "The notes say flight {code} does not leave Lisbon until {time} [1].", "unsupported"),
+    ("en", "According to the notes, {code} never departs for Lisbon before {time} [1].", "unsupported"),
+    ("en", "No flight in the context leaves for Lisbon earlier than {code} at {time} [1].", "unsupported"),
+    ("en", "The source doesn't give a gate change; {code} leaves at {time} from gate 12 [1].", "wrong"),
+    ("en", "There is no information about delays: {code} departs at {time} [1].", "unsupported"),
+    ("zh", "资料里没有说明 {code} 航班会在 {time} 之前起飞 [1]。", "unsupported"),
+    ("zh", "笔记没有提到更早的航班，{code} 航班 {time} 起飞【1】。", "unsupported"),
+    ("zh", "未提及延误，{code} 航班 {time} 从 12 号登机口起飞 [1]。", "wrong"),
 ]
 
 
-@pytest.mark.parametrize("lang, sentence", NEGATED)
-def test_a_sentence_saying_what_the_notes_do_not_say_still_has_its_facts_checked(lang, sentence):
+@pytest.mark.parametrize("lang, sentence, code_verdict", NEGATED)
+def test_a_sentence_saying_what_the_notes_do_not_say_still_has_its_facts_checked(lang, sentence, code_verdict):
     assert rag.NOT_IN_NOTES.search(sentence)          # the wording is one the rule knows
     right = rag.check_citations(sentence.format(code="TP9999", time="23:59"), [FLIGHT[lang]])
-    assert [s.verdict for s in right.sentences] == ["supported"], right.summary()
-    for code, time, missing in [("TP9999", "22:59", ("22:59",)), ("TP9998", "23:59", ("TP9998",))]:
+    assert [(s.verdict, s.line) for s in right.sentences] == [("supported", 3)], right.summary()
+    for code, time, verdict, why in [("TP9999", "22:59", "wrong", "22:59 is in none of its lines"),
+                                     ("TP9998", "23:59", code_verdict, "9998 is in none of its lines")]:
         wrong = rag.check_citations(sentence.format(code=code, time=time), [FLIGHT[lang]])
-        assert [s.verdict for s in wrong.sentences] == ["unsupported"], wrong.summary()
-        assert wrong.sentences[0].missing_numbers == missing
+        assert [(s.verdict, s.why) for s in wrong.sentences] == [(verdict, why)], wrong.summary()
 
 
 def test_a_code_is_a_fact_like_a_number():
     c = rag.check_citations("Flight TP9998 to Lisbon leaves at 23:59 from gate 12 [1].", [FLIGHT["en"]])
-    assert [s.verdict for s in c.sentences] == ["unsupported"] and "TP9998 not in [1]" in c.summary()
+    assert [s.verdict for s in c.sentences] == ["wrong"]
+    assert c.flagged_lines() == ['1 "Flight TP9998 to Lisbon leaves at 23:59 from gate 12 [1]." 9998 is in none '
+                                 'of its lines · [1] line 3']
 
 
 # (a note's number, a sentence's number that means the same) and (..., one that does not)
@@ -288,15 +331,18 @@ SAME = [("93,5 °C", "93.5 °C"), ("93.5 °C", "93,5 °C"), ("1500 g", "1 500 g"
         ("2.50 m", "2.5 m"), ("1.250.000 g", "1,250,000 g"), ("Python 3.11.7", "Python 3.11.7"),
         ("1,250 kg", "1250 kg"), ("1.250 kg", "1250 kg"),       # alone, 1,250 may be either
         ("½ cup", "1/2 cup"), ("1/2 cup", "½ cup"), ("10² m²", "10² m²"), ("3/5/2026", "3/5/2026")]
-DIFFERENT = [("93,5 °C", "935 °C", "935"), ("93.5 °C", "935 °C", "935"), ("1 500 g", "500 g", "500"),
-             ("1500 g", "150 g", "150"), ("1,250 g, 2.5 kg", "1.25 g", "1.25"),
-             ("1.250 g, 93,5 °C", "1.25 g", "1.25"), ("1:16 ratio, 15 g", "1:15", "1:15"),
-             ("2026-03-05", "6 March 2026", "6"), ("2026-03-05", "5 April 2026", "4"),
-             ("2026-03-05", "2026年4月5日", "4"), ("23:59", "22:59", "22:59"), ("Python 3.11.7", "Python 3.11.8", "3.11.8"),
-             ("1/3 cup and 2 eggs", "1/2 cup", "1/2"), ("¼ cup and 2 eggs", "½ cup", "1/2"),
-             ("10² m² and a balcony", "102 m²", "102"),
-             ("1.25 kg", "1,250 kg", "1250"), ("1,25 kg", "1.250 kg", "1250"),   # as its source
-             ("1,500 €", "1.5 €", "1.5"), ("1.500 €", "1,5 €", "1.5")]             # as its answer   # a fraction's parts, a power's digits
+# (a note's number, a sentence's number that does not mean the same, how the check names it)
+DIFFERENT = [("93,5 °C", "935 °C", "935 °C"), ("93.5 °C", "935 °C", "935 °C"), ("1 500 g", "500 g", "500 g"),
+             ("1500 g", "150 g", "150 g"), ("1,250 g, 2.5 kg", "1.25 g", "1.25 g"),
+             ("1.250 g, 93,5 °C", "1.25 g", "1.25 g"), ("1:16 ratio, 15 g", "1:15", "1:15"),
+             ("2026-03-05", "6 March 2026", "6 March 2026"), ("2026-03-05", "5 April 2026", "5 April 2026"),
+             ("2026-03-05", "2026年4月5日", "2026年4月5日"), ("23:59", "22:59", "22:59"),
+             ("Python 3.11.7", "Python 3.11.8", "3.11.8"),
+             ("1/3 cup and 2 eggs", "1/2 cup", "1/2"), ("¼ cup and 2 eggs", "½ cup", "1/2"),   # a fraction's parts
+             ("10² m² and a balcony", "102 m²", "102 m"),                                    # a power's digits
+             ("1.25 kg", "1,250 kg", "1,250 kg"), ("1,25 kg", "1.250 kg", "1.250 kg"),   # as its source
+             # a 1,500 alone in its source is read as its answer reads its own numbers
+             ("1,500 €", "1.5 €", "1.5 €"), ("1.500 €", "1,5 €", "1,5 €")]
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -304,7 +350,7 @@ DIFFERENT = [("93,5 °C", "935 °C", "935"), ("93.5 °C", "935 °C", "935"), ("1
 def test_a_number_written_another_way_is_the_same_number(lang, note, written):
     sentence = {"en": f"The figure is {written} [1].", "zh": f"数值是 {written}【1】。"}[lang]
     c = rag.check_citations(sentence, [f"The figure: {note}."])
-    assert c.sentences[0].missing_numbers == () and c.sentences[0].verdict != "unsupported", c.summary()
+    assert [(s.verdict, s.line) for s in c.sentences] == [("supported", 1)], c.summary()
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -312,22 +358,24 @@ def test_a_number_written_another_way_is_the_same_number(lang, note, written):
 def test_a_different_number_is_still_caught(lang, note, written, missing):
     sentence = {"en": f"The figure is {written} [1].", "zh": f"数值是 {written}【1】。"}[lang]
     c = rag.check_citations(sentence, [f"The figure: {note}."])
-    assert c.sentences[0].verdict == "unsupported" and missing in c.sentences[0].missing_numbers, c.summary()
+    # wrong where the rest of the sentence holds enough words for its line
+    verdict = "wrong" if (lang, written) == ("en", "102 m²") else "unsupported"
+    assert [(s.verdict, s.why) for s in c.sentences] == [(verdict, f"{missing} is in none of its lines")]
 
 
 def test_a_number_of_thousands_of_digits_is_read_not_refused():
     huge = "9" * 5000                     # int() refuses more than 4,300 digits
     c = rag.check_citations(f"Road tyres take {huge},5 psi or 1 000.{huge} psi [1].", [f"{huge},5 psi"])
-    assert [s.verdict for s in c.sentences] == ["unsupported"]
-    assert c.sentences[0].missing_numbers == (f"1000.{huge}",)
+    assert [(s.verdict, s.why) for s in c.sentences] == [("unsupported", f"1 000.{huge} psi is in none of its lines")]
 
 
 def test_a_1_250_is_read_both_ways_where_its_cited_sources_disagree_on_the_decimal_mark():
     c = rag.check_citations("The crate weighs 1,250 kg on a 2 km road [1][2].",
                             ["Die Kiste wiegt 1,25 kg.", "The road is 2 km, 2.5 with the bridge."])
-    assert c.sentences[0].missing_numbers == (), c.summary()
+    # its numbers are held (else the why names one): only its words fall short of a line
+    assert [(s.verdict, s.why) for s in c.sentences] == [("unsupported", "not in [1][2]")], c.summary()
     c = rag.check_citations("The crate weighs 1,250 kg [1].", ["The crate weighs 1.25 kg."])
-    assert c.sentences[0].missing_numbers == ("1250",), c.summary()
+    assert [(s.verdict, s.why) for s in c.sentences] == [("unsupported", "1,250 kg is in none of its lines")]
 
 
 def test_the_check_and_the_search_read_a_word_alike():

@@ -1,5 +1,5 @@
-"""The gap log: every question the notes could not answer (below the floor, or answered citing
-nothing) is kept in the cache folder, one line each; --gaps groups them by topic and says which
+"""The gap log: every question the notes could not answer (below the floor, or answered with half
+its sentences or more not in the notes) is kept in the cache folder, one line each; --gaps groups them by topic and says which
 today's notes answer. Through the CLI, against the stand-in server."""
 from __future__ import annotations
 
@@ -46,12 +46,14 @@ def write_log(cli, lines: list) -> None:
 
 # ---- what is kept ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("case, logged", [("found", None), ("declined", "floor"), ("uncited", "uncited"),
-                                          ("keyword-only", None)])
+@pytest.mark.parametrize("case, logged", [("found", None), ("declined", "floor"), ("unsupported", "unsupported"),
+                                          ("supported, citing nothing", None), ("keyword-only", None)])
 def test_what_is_logged_and_what_is_not(cli, server, notes, case, logged):
     question = OFF_TOPIC if case in ("declined", "keyword-only") else ON_TOPIC
-    if case == "uncited":
-        server.answer = "Use fifteen grams of coffee."          # an answer that cites no source
+    if case == "unsupported":             # half its sentences or more are not in the notes
+        server.answer = "Use 15 g of coffee to 240 g of water [1]. Chill the beans in the freezer overnight."
+    if case == "supported, citing nothing":
+        server.answer = "Use fifteen grams of coffee."          # no citation, but the notes hold it
     if case == "keyword-only":
         assert cli("--notes", notes, "--retrieve-only", ON_TOPIC).returncode == 0   # the index, with vectors
         server.errors["/api/embed"] = (500, "the embedder broke")
@@ -176,13 +178,33 @@ def test_a_gap_closes_once_a_note_answers_it(cli, notes):
     assert "closed: today's notes answer every one" in out.stdout and f"{TOMATO}  (now found)" in out.stdout
 
 
-def test_an_uncited_answer_is_now_found_only_when_another_source_comes_first(cli, server, notes):
-    server.answer = "Use fifteen grams of coffee."
-    assert cli("--notes", notes, ON_TOPIC).returncode == 0
-    assert [q["now_found"] for g in gaps_json(cli, notes)["groups"] for q in g["asked"]] == [False]
+def now_found(cli, notes) -> list[bool]:
+    return [q["now_found"] for g in gaps_json(cli, notes)["groups"] for q in g["asked"]]
+
+
+def a_closer_note(notes) -> None:
     (notes / "aaa-coffee.md").write_text("# Coffee for 240 g of water\n\nHow many grams of coffee for 240 g of "
                                          "water? Fifteen grams of coffee for 240 g of water.\n", encoding="utf-8")
-    assert [q["now_found"] for g in gaps_json(cli, notes)["groups"] for q in g["asked"]] == [True]
+
+
+def test_an_old_log_s_uncited_answer_is_now_found_only_when_another_source_comes_first(cli, server, notes):
+    # A log an older version wrote: an answer citing nothing was logged "uncited". It still reads.
+    server.answer = "Use 15 g of coffee. Chill the beans in the freezer overnight."
+    assert cli("--notes", notes, ON_TOPIC).returncode == 0
+    (e,) = log_of(cli)
+    write_log(cli, [{**e, "why": "uncited"}])
+    assert now_found(cli, notes) == [False]
+    a_closer_note(notes)
+    assert now_found(cli, notes) == [True]
+
+
+def test_an_unsupported_answer_is_now_found_only_when_another_source_comes_first(cli, server, notes):
+    server.answer = "Use 15 g of coffee [1]. Chill the beans in the freezer overnight."
+    assert cli("--notes", notes, ON_TOPIC).returncode == 0
+    assert [e["why"] for e in log_of(cli)] == ["unsupported"]
+    assert now_found(cli, notes) == [False]
+    a_closer_note(notes)
+    assert now_found(cli, notes) == [True]
 
 
 def test_to_eval_appends_the_open_questions_once_and_eval_counts_them_apart(cli, notes, tmp_path):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
+
 import demo_rag as rag
 
 
@@ -59,18 +61,25 @@ def verdict(answer: str, source: str) -> str:
 
 
 def test_a_number_that_lost_or_gained_its_minus_sign_is_caught():
-    for answer, source in [
+    # wrong where the rest of the sentence holds its line's words, else unsupported
+    for answer, source, flagged in [
             ("Temperatures drop to -5 °C at night in January [1].",
-             "Temperatures drop to 5 °C at night in January."),
+             "Temperatures drop to 5 °C at night in January.", rag.UNSUPPORTED),
             ("Temperatures drop to 5 °C at night in January [1].",
-             "Temperatures drop to −5 °C at night in January."),
+             "Temperatures drop to −5 °C at night in January.", rag.UNSUPPORTED),
             ("The account balance is minus 200 euros this month [1].",
-             "The account balance is 200 euros this month."),
+             "The account balance is 200 euros this month.", rag.UNSUPPORTED),
             ("The account balance is 200 euros this month [1].",
-             "The account balance is -200 euros this month."),
-            ("一月夜间气温降到零下5度 [1]。", "一月夜间气温降到5度。"),
-            ("一月夜间气温降到5度 [1]。", "一月夜间气温降到-5度。")]:
-        assert verdict(answer, source) == rag.UNSUPPORTED, (answer, source)
+             "The account balance is -200 euros this month.", rag.UNSUPPORTED),
+            ("一月夜间气温降到零下5度 [1]。", "一月夜间气温降到5度。", rag.WRONG),
+            ("一月夜间气温降到5度 [1]。", "一月夜间气温降到-5度。", rag.WRONG)]:
+        assert verdict(answer, source) == flagged, (answer, source)
+
+
+def test_a_flagged_negative_number_is_named_with_its_sign():
+    [s] = rag.check_citations("Temperatures drop to -5 °C at night in January [1].",
+                              ["Temperatures drop to 5 °C at night in January."]).sentences
+    assert s.why == "-5 °C is in none of its lines"
 
 
 def test_a_minus_sign_written_another_way_and_dashes_between_numbers_still_match():
