@@ -785,8 +785,24 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '        r"|(?P<id>(?:[ \\t]+|^)',
      ["tests/test_obsidian.py", "-k", "linear_time_among"]),
     ("note_bytes no longer compares the inode: a note swapped for a link is read through it",
-     "st.st_ino & INODE_BITS != file.ino & INODE_BITS", "False",
+     "st.st_ino & INODE_BITS == file.ino & INODE_BITS", "True",
      ["tests/test_folder_blinks.py", "-k", "swapped"]),
+    ("the scan takes a followed link's identity from a path stat again, not from its open target",
+     "            with open(os.open(real, OPEN_TO_READ), \"rb\") as f:\n"
+     "                st = os.fstat(f.fileno())\n"
+     "            if os.path.samestat(st, os.lstat(real)):\n"
+     "                return st\n",
+     "            return os.stat(path)\n",
+     ["tests/test_folder_blinks.py", "-k", "flips or never_lends"]),
+    ("notes are opened through a link at their path (no O_NOFOLLOW)",
+     'OPEN_TO_READ = os.O_RDONLY | NOT_A_LINK | getattr(os, "O_NONBLOCK", 0)',
+     'OPEN_TO_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)',
+     ["tests/test_folder_blinks.py", "-k", "not_even_opened"]),
+    ("note_bytes follows a link swapped in without asking whether it leads to the listed file",
+     "            if not listed(os.stat(file.path)):\n"
+     "                raise replaced from None\n",
+     "",
+     ["tests/test_folder_blinks.py", "-k", "not_even_opened"]),
     ("a folder empty for a moment saves its empty index over the cache",
      "    if cached is not None and cached.files and not index.files:   # not saved: kept as it is",
      "    if False:",
