@@ -1886,9 +1886,9 @@ def templates_folders(notes_dir: Path) -> dict[str, tuple[str, str]]:
     for setting, key in TEMPLATE_SETTINGS:
         path = os.path.join(root, setting)
         try:
-            with open(fd := os.open(os.path.realpath(path), OPEN_TO_READ), "rb") as f:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):   # a FIFO or a device: no settings
-                    continue
+            if not stat.S_ISREG(os.stat(path).st_mode):      # a FIFO would block the open
+                continue
+            with open(os.open(os.path.realpath(path), OPEN_TO_READ), "rb") as f:
                 folder = json.loads(f.read(SETTINGS_MAX_BYTES)).get(key)
         except (OSError, ValueError, AttributeError, RecursionError):
             continue
@@ -1964,10 +1964,9 @@ class NoteScan:
         return prefix
 
     def identity(self, path: str, rel: str) -> os.stat_result | None:
-        """Which file a note is, and its size and times: its own lstat, or a followed link's
-        target's fstat, opened by its real path and found there once open (a note swapped for a
-        link and back between two calls lends it no other file's). None (said) for a link out of
-        the folder or a file that cannot be read."""
+        """Which file a note is, and its size and times: its lstat, or a followed link's target's
+        fstat, opened by its real path and still found there once open: a note swapped for a link
+        and back lends it no other file's. None (said) for a link out or an unreadable file."""
         try:
             st = os.lstat(path)           # one system call a note; only a link costs more
             if not stat.S_ISLNK(st.st_mode):
@@ -2109,10 +2108,9 @@ INODE_BITS = 2**63 - 1                    # what an index keeps of an inode numb
 
 
 def note_bytes(file: NoteFile, max_mb: float = MAX_NOTE_MB) -> bytes:
-    """The bytes of the very file the scan listed, at most max_mb of them, read from a descriptor
-    whose device and inode are the scan's. A note swapped since (for a link to a file outside the
-    folder, for a FIFO) is another file, refused unread; a link swapped in is not even opened
-    through (opening acts on a FIFO or a device). Raises ValueError with the reason."""
+    """The bytes of the very file the scan listed, at most max_mb of them, from a descriptor with
+    the scan's device and inode: a note swapped since (for a FIFO, a link out) is refused unread,
+    and a link swapped in is not even opened through (opening acts on a FIFO or a device)."""
     def listed(st: os.stat_result) -> bool:
         return stat.S_ISREG(st.st_mode) and st.st_ino & INODE_BITS == file.ino & INODE_BITS \
             and not (file.dev and st.st_dev != file.dev)
