@@ -1937,9 +1937,13 @@ class NoteScan:
 
     def enter(self, folder: str, dirs: list[str]) -> str | None:
         """The prefix of the names of `folder`'s notes, with `dirs` cut down to the subfolders the
-        walk enters; None for a folder a link loop leads back to."""
+        walk enters; None for a folder a link loop leads back to, or that leads out by now."""
         base = os.path.relpath(folder, self.notes_dir).replace(os.sep, "/")
         real = os.path.realpath(folder)
+        if not self.may_follow(real):
+            self.leaves.append(readable_name(base) + "/")
+            dirs[:] = []
+            return None
         if real in self.seen:
             self.warnings.append(
                 f"skipped {readable_name(base)}/: a symlink loop back to a folder already read")

@@ -798,6 +798,12 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      'OPEN_TO_READ = os.O_RDONLY | NOT_A_LINK | getattr(os, "O_NONBLOCK", 0)',
      'OPEN_TO_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)',
      ["tests/test_folder_blinks.py", "-k", "not_even_opened"]),
+    ("the walk reads a folder swapped for a link out after its parent was listed",
+     "        if not self.may_follow(real):\n"
+     "            self.leaves.append(readable_name(base) + \"/\")\n",
+     "        if False:\n"
+     "            self.leaves.append(readable_name(base) + \"/\")\n",
+     ["tests/test_folder_blinks.py", "-k", "folder_swapped"]),
     ("note_bytes follows a link swapped in without asking whether it leads to the listed file",
      "            if not listed(os.stat(file.path)):\n"
      "                raise replaced from None\n",

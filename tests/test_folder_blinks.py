@@ -105,6 +105,26 @@ def test_a_link_swapped_in_for_a_note_is_not_even_opened_through(tmp_path):
         writer.join(10)
 
 
+def test_a_folder_swapped_for_a_link_out_after_its_parent_was_listed_is_not_read(
+        tmp_path, monkeypatch):
+    folder, away = tmp_path / "notes", tmp_path / "private"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "plan.md").write_text("# Plan\n\nThe greenhouse launch is in the spring.\n")
+    away.mkdir()
+    (away / "diary.md").write_text(f"# Diary\n\n{SECRET}, written outside the notes folder.\n")
+    real_scandir = os.scandir
+
+    def scandir(path="."):                                # the swap, just before the walk goes in
+        if os.fspath(path) == str(folder / "sub") and not os.path.islink(path):
+            os.rename(path, tmp_path / "sub-was")
+            os.symlink(away, path)
+        return real_scandir(path)
+    monkeypatch.setattr(os, "scandir", scandir)
+    files, warnings = rag.scan_notes(folder)
+    assert files == [] and any("symlink(s) to outside the notes folder (sub/)" in w
+                               for w in warnings), (files, warnings)
+
+
 def test_a_pdf_swapped_for_a_link_is_refused_before_its_reader_sees_it(tmp_path, outside):
     pytest.importorskip("pypdf")
     from pdfs import make_pdf
