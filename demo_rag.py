@@ -1930,8 +1930,7 @@ class NoteScan:
         return not os.path.islink(path) or self.may_follow(os.path.realpath(path))
 
     def may_follow(self, real: str) -> bool:   # where a link leads, by its real path
-        root = self.root
-        return os.path.commonpath([root, real]) == root or \
+        return os.path.commonpath([self.root, real]) == self.root or \
             self.follow_links and real != "/" and not any(os.path.commonpath([real, top]) == top
                                                           for top in self.SYSTEM_TREES)
 
@@ -1968,9 +1967,9 @@ class NoteScan:
         return prefix
 
     def identity(self, path: str, rel: str) -> os.stat_result | None:
-        """Which file a note is, and its size and times: its lstat, or a followed link's target's
-        fstat, opened by its real path and still found there once open: a note swapped for a link
-        and back lends it no other file's. None (said) for a link out or an unreadable file."""
+        """Which file a note is, and its size and times: its lstat, or for a link it follows, the
+        fstat of the file at its real path, opened and found to be the one an lstat saw there (a
+        note swapped for a link and back lends no other's). None (said): a link out, unreadable."""
         try:
             st = os.lstat(path)           # one system call a note; only a link costs more
             if not stat.S_ISLNK(st.st_mode):
@@ -1979,12 +1978,12 @@ class NoteScan:
                 self.leaves.append(rel)
                 return None
             self.linked.add(rel)
+            if not stat.S_ISREG((st := os.lstat(real)).st_mode):
+                return st                 # take() names it unopened: opening wakes a FIFO's writer
             with open(os.open(real, OPEN_TO_READ), "rb") as f:
-                st = os.fstat(f.fileno())
-            if os.path.samestat(st, os.lstat(real)):
-                return st
-            self.warnings.append(f"skipped {rel}: replaced by another file while the folder "
-                                 "was listed")
+                if os.path.samestat(st, opened := os.fstat(f.fileno())):
+                    return opened
+            self.warnings.append(f"skipped {rel}: replaced while the folder was listed")
         except OSError as e:
             self.warnings.append(f"skipped {rel}: {e.strerror}")
         return None

@@ -125,6 +125,25 @@ def test_a_folder_swapped_for_a_link_out_after_its_parent_was_listed_is_not_read
                                for w in warnings), (files, warnings)
 
 
+def test_a_link_to_a_fifo_inside_the_folder_is_named_by_the_scan_unopened(tmp_path):
+    folder = tmp_path / "notes"
+    (folder / ".pipes").mkdir(parents=True)
+    os.mkfifo(fifo := folder / ".pipes" / "pipe")
+    (folder / "pipe.md").symlink_to(fifo)
+    opened = threading.Event()
+    writer = threading.Thread(target=lambda: (os.close(os.open(fifo, os.O_WRONLY)), opened.set()),
+                              daemon=True)
+    writer.start()
+    time.sleep(0.5)                                       # the writer waits in open() by now
+    try:
+        files, warnings = rag.scan_notes(folder)
+        assert files == [] and "skipped pipe.md: not a regular file" in warnings, warnings
+        assert not opened.wait(0.5), "the scan opened the FIFO a link inside the folder leads to"
+    finally:
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))   # lets the writer go
+        writer.join(10)
+
+
 def test_a_pdf_swapped_for_a_link_is_refused_before_its_reader_sees_it(tmp_path, outside):
     pytest.importorskip("pypdf")
     from pdfs import make_pdf
