@@ -1873,6 +1873,9 @@ def place_name(rel: str, page: int) -> str:
     return f"{kind.place}{page}"
 
 
+# A note or a settings file is opened as itself, never through a link at its path (Windows has
+# no O_NOFOLLOW: there the identities compared catch it), and without waiting for a FIFO's writer.
+OPEN_TO_READ = os.O_RDONLY | NOT_A_LINK | getattr(os, "O_NONBLOCK", 0)
 # Where Obsidian's Templates core plugin and the Templater plugin keep the folder of templates:
 # notes of placeholders (<% tp.date.now() %>, {{date}}) that new notes are made from, not notes.
 TEMPLATE_SETTINGS = ((".obsidian/templates.json", "folder"),
@@ -1891,7 +1894,7 @@ def templates_folders(notes_dir: Path) -> dict[str, tuple[str, str]]:
         try:
             if not stat.S_ISREG(os.stat(path).st_mode):      # a FIFO would block the open
                 continue
-            with open(path, "rb") as f:
+            with open(os.open(os.path.realpath(path), OPEN_TO_READ), "rb") as f:
                 folder = json.loads(f.read(SETTINGS_MAX_BYTES)).get(key)
         except (OSError, ValueError, AttributeError, RecursionError):
             continue
@@ -1930,18 +1933,22 @@ class NoteScan:
             and not any(p.startswith(".") for p in Path(os.path.relpath(real, self.root)).parts)
 
     def inside(self, path: str) -> bool:  # or a link --follow-links follows
-        if not os.path.islink(path):
-            return True
-        real, root = os.path.realpath(path), self.root
-        return os.path.commonpath([root, real]) == root or \
+        return not os.path.islink(path) or self.may_follow(os.path.realpath(path))
+
+    def may_follow(self, real: str) -> bool:   # where a link leads, by its real path
+        return os.path.commonpath([self.root, real]) == self.root or \
             self.follow_links and real != "/" and not any(os.path.commonpath([real, top]) == top
                                                           for top in self.SYSTEM_TREES)
 
     def enter(self, folder: str, dirs: list[str]) -> str | None:
         """The prefix of the names of `folder`'s notes, with `dirs` cut down to the subfolders the
-        walk enters; None for a folder a link loop leads back to."""
+        walk enters; None for a folder a link loop leads back to, or that leads out by now."""
         base = os.path.relpath(folder, self.notes_dir).replace(os.sep, "/")
         real = os.path.realpath(folder)
+        if not self.may_follow(real):
+            self.leaves.append(readable_name(base) + "/")
+            dirs[:] = []
+            return None
         if real in self.seen:
             self.warnings.append(
                 f"skipped {readable_name(base)}/: a symlink loop back to a folder already read")
@@ -1966,20 +1973,26 @@ class NoteScan:
         return prefix
 
     def identity(self, path: str, rel: str) -> os.stat_result | None:
-        """Which file a note is, and its size and times: its own stat, or its target's for a link
-        the walk follows; None (said) for a link out of the folder or a file that cannot be read."""
+        """Which file a note is, and its size and times: its lstat, or for a link it follows, the
+        fstat of the file at its real path, opened and found to be the one an lstat saw there (a
+        note swapped for a link and back lends no other's). None (said): a link out, unreadable."""
         try:
             st = os.lstat(path)           # one system call a note; only a link costs more
-            if stat.S_ISLNK(st.st_mode):
-                if not self.inside(path):
-                    self.leaves.append(rel)
-                    return None
-                self.linked.add(rel)
-                return os.stat(path)
-            return st
+            if not stat.S_ISLNK(st.st_mode):
+                return st
+            if not self.may_follow(real := os.path.realpath(path)):
+                self.leaves.append(rel)
+                return None
+            self.linked.add(rel)
+            if not stat.S_ISREG((st := os.lstat(real)).st_mode):
+                return st                 # take() names it unopened: opening wakes a FIFO's writer
+            with open(os.open(real, OPEN_TO_READ), "rb") as f:
+                if os.path.samestat(st, opened := os.fstat(f.fileno())):
+                    return opened
+            self.warnings.append(f"skipped {rel}: replaced while the folder was listed")
         except OSError as e:
             self.warnings.append(f"skipped {rel}: {e.strerror}")
-            return None
+        return None
 
     def take(self, folder: str, prefix: str, name: str) -> None:
         """List the file `name` as a note if it is one this run can read."""
@@ -2104,17 +2117,27 @@ INODE_BITS = 2**63 - 1                    # what an index keeps of an inode numb
 
 
 def note_bytes(file: NoteFile, max_mb: float = MAX_NOTE_MB) -> bytes:
-    """The bytes of the very file the scan listed, at most max_mb of them. A note swapped since
-    (by a link to a file outside the folder, by a FIFO) is another file: opened, it shows another
-    device and inode, and is refused unread. Raises ValueError with the reason."""
+    """The bytes of the very file the scan listed, at most max_mb of them, from a descriptor with
+    the scan's device and inode: a note swapped since (for a FIFO, a link out) is refused unread,
+    and a link swapped in is not even opened through (opening acts on a FIFO or a device)."""
+    def listed(st: os.stat_result) -> bool:
+        return stat.S_ISREG(st.st_mode) and st.st_ino & INODE_BITS == file.ino & INODE_BITS \
+            and not (file.dev and st.st_dev != file.dev)
+    replaced = ValueError("replaced since the folder was listed (by a link or another file): "
+                          "left out until the next run looks again")
     try:
-        fd = os.open(file.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))   # a FIFO: no wait
+        try:
+            fd = os.open(file.path, OPEN_TO_READ)
+        except OSError:
+            # a link the scan followed (it lists the link's target) is followed again
+            if not os.path.islink(file.path):
+                raise
+            if not listed(os.stat(file.path)):
+                raise replaced from None
+            fd = os.open(os.path.realpath(file.path), OPEN_TO_READ)
         with open(fd, "rb") as f:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_ino & INODE_BITS != file.ino & INODE_BITS \
-                    or file.dev and st.st_dev != file.dev:
-                raise ValueError("replaced since the folder was listed (by a link or another "
-                                 "file): left out until the next run looks again")
+            if not listed(os.fstat(fd)):
+                raise replaced
             data = f.read(int(max_mb * 2**20) + 1)   # no more, even if it grew since
     except OSError as e:
         raise ValueError(e.strerror) from None
@@ -5803,7 +5826,7 @@ def still_skipped(index: Index, files: list[NoteFile],
             skip = skip._replace(why=why)
         elif skip.kind == "access":
             try:
-                os.close(os.open(f.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)))
+                os.close(os.open(os.path.realpath(f.path), OPEN_TO_READ))
                 return None
             except OSError:
                 pass

@@ -4,10 +4,14 @@ link to a folder that sorts before the folder itself. Nothing outside the folder
 nothing embedded is lost."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 import threading
+import time
 
 import pytest
 
@@ -77,6 +81,69 @@ def test_a_note_swapped_for_a_fifo_is_refused_without_waiting(tmp_path):
     assert said and "replaced" in said[0], said
 
 
+def test_a_link_swapped_in_for_a_note_is_not_even_opened_through(tmp_path):
+    # Opening acts on some files: a FIFO's writer waiting in open() goes on (and learns the note
+    # was read), a tape rewinds. A FIFO outside, its writer waiting, stands for them.
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\n\nSome text about fermentation and yeast.\n")
+    file = next(f for f in rag.scan_notes(folder)[0] if f.rel == "a.md")
+    os.mkfifo(fifo := tmp_path / "pipe")
+    (folder / "a.md").unlink()
+    (folder / "a.md").symlink_to(fifo)
+    opened = threading.Event()
+    writer = threading.Thread(target=lambda: (os.close(os.open(fifo, os.O_WRONLY)), opened.set()),
+                              daemon=True)
+    writer.start()
+    time.sleep(0.5)                                       # the writer waits in open() by now
+    try:
+        with pytest.raises(ValueError, match="replaced since the folder was listed"):
+            rag.read_note(file)
+        assert not opened.wait(0.5), "the FIFO a swapped-in link points to was opened"
+    finally:
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))   # lets the writer go
+        writer.join(10)
+
+
+def test_a_folder_swapped_for_a_link_out_after_its_parent_was_listed_is_not_read(
+        tmp_path, monkeypatch):
+    folder, away = tmp_path / "notes", tmp_path / "private"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "plan.md").write_text("# Plan\n\nThe greenhouse launch is in the spring.\n")
+    away.mkdir()
+    (away / "diary.md").write_text(f"# Diary\n\n{SECRET}, written outside the notes folder.\n")
+    real_scandir = os.scandir
+
+    def scandir(path="."):                                # the swap, just before the walk goes in
+        if os.fspath(path) == str(folder / "sub") and not os.path.islink(path):
+            os.rename(path, tmp_path / "sub-was")
+            os.symlink(away, path)
+        return real_scandir(path)
+    monkeypatch.setattr(os, "scandir", scandir)
+    files, warnings = rag.scan_notes(folder)
+    assert files == [] and any("symlink(s) to outside the notes folder (sub/)" in w
+                               for w in warnings), (files, warnings)
+
+
+def test_a_link_to_a_fifo_inside_the_folder_is_named_by_the_scan_unopened(tmp_path):
+    folder = tmp_path / "notes"
+    (folder / ".pipes").mkdir(parents=True)
+    os.mkfifo(fifo := folder / ".pipes" / "pipe")
+    (folder / "pipe.md").symlink_to(fifo)
+    opened = threading.Event()
+    writer = threading.Thread(target=lambda: (os.close(os.open(fifo, os.O_WRONLY)), opened.set()),
+                              daemon=True)
+    writer.start()
+    time.sleep(0.5)                                       # the writer waits in open() by now
+    try:
+        files, warnings = rag.scan_notes(folder)
+        assert files == [] and "skipped pipe.md: not a regular file" in warnings, warnings
+        assert not opened.wait(0.5), "the scan opened the FIFO a link inside the folder leads to"
+    finally:
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))   # lets the writer go
+        writer.join(10)
+
+
 def test_a_pdf_swapped_for_a_link_is_refused_before_its_reader_sees_it(tmp_path, outside):
     pytest.importorskip("pypdf")
     from pdfs import make_pdf
@@ -103,6 +170,133 @@ def test_an_index_update_never_reads_what_a_swapped_note_points_to(tmp_path, out
     assert not any(SECRET in t for t in server.embedded_texts())
     assert [c.source for c in index.chunks] == ["b.md"]
     assert any("a.md" in w and "replaced" in w for w in report.warnings), report.warnings
+
+
+# A process that swaps each note for a link to `outside` and back as fast as it can, for
+# `seconds`: one system call a swap, Linux's renameat2(RENAME_EXCHANGE) of the note and a link
+# beside it, so the note's name is never missing, and each swap back brings the same file.
+SWAPPER = """
+import ctypes, os, sys, time
+rename2 = ctypes.CDLL(None, use_errno=True).renameat2
+folder, outside, end, names = sys.argv[1], sys.argv[2], time.time() + float(sys.argv[3]), sys.argv[4:]
+pairs = [(os.fsencode(os.path.join(folder, n)), os.fsencode(os.path.join(folder, ".link-" + n)))
+         for n in names]
+for _, link in pairs:
+    os.symlink(outside, link)
+print("swapping", flush=True)
+while time.time() < end:
+    for note, link in pairs * 100:
+        if rename2(-100, note, -100, link, 2):   # AT_FDCWD, RENAME_EXCHANGE
+            sys.exit(os.strerror(ctypes.get_errno()))
+"""
+RACING = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="renameat2 is Linux's")
+
+
+@contextlib.contextmanager
+def swapping(folder, outside, names, seconds):
+    """SWAPPER running on `names` in `folder` while the block runs (it stops by itself)."""
+    swapper = subprocess.Popen([sys.executable, "-c", SWAPPER, str(folder), str(outside),
+                                str(seconds), *names], stdout=subprocess.PIPE, text=True)
+    try:
+        assert swapper.stdout.readline() == "swapping\n"
+        yield
+    finally:
+        swapper.kill()
+        swapper.wait()
+
+
+def racing_folder(tmp_path, n: int) -> tuple:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    names = [f"orchids-{i}.md" for i in range(n)]
+    for name in names:
+        (folder / name).write_text(f"# Orchids\n\nWater the orchids ({name}) once a week, "
+                                   "from below, and never let them stand in water.\n")
+    return folder, names
+
+
+@RACING
+def test_a_note_swapped_for_a_link_and_back_during_the_scan_never_lends_its_identity(
+        tmp_path, outside):
+    folder, names = racing_folder(tmp_path, 5)
+    secret, scans = os.stat(outside), 0
+    with swapping(folder, outside, names, 5):
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            files, _ = rag.scan_notes(folder)
+            scans += 1
+            # what a later read compares the file it opens with (note_bytes)
+            assert not [f.rel for f in files if (f.dev, f.ino) == (secret.st_dev, secret.st_ino)]
+    assert scans > 100
+
+
+@RACING
+def test_the_command_line_never_answers_from_a_file_a_note_was_swapped_for(cli, tmp_path,
+                                                                         outside):
+    folder, names = racing_folder(tmp_path, 3)
+    runs = 0
+    with swapping(folder, outside, names, 30):
+        end = time.monotonic() + 10
+        while time.monotonic() < end and runs < 40:
+            out = cli("--notes", folder, "--retrieve-only", "--json", "vault door code")
+            runs += 1
+            assert SECRET not in out.stdout + out.stderr, f"run {runs}"
+    assert runs >= 2
+
+
+@RACING
+def test_mcp_tools_never_give_a_file_a_note_was_swapped_for(server, tmp_path, outside):
+    from test_mcp import Mcp
+    folder, names = racing_folder(tmp_path, 5)
+    m = Mcp(["--notes", folder, "--cache", tmp_path / "cache"], server.url)
+    calls = 0
+    try:
+        m.initialize()
+        with swapping(folder, outside, names, 30):
+            end = time.monotonic() + 8
+            while time.monotonic() < end:
+                calls += 1
+                for r in (m.call("search_notes", query="vault door code"),
+                          m.call("read_note", path=names[calls % len(names)])):
+                    assert SECRET not in json.dumps(r), f"call {calls}"
+    finally:
+        m.close()
+    assert calls >= 10
+
+
+def test_a_note_that_flips_between_a_file_and_a_link_at_every_look_never_lends_its_identity(
+        tmp_path, outside, monkeypatch):
+    # The race above, made certain: the note is a link to `outside` when the scan first looks,
+    # and after each lstat of it (islink and realpath look by lstat too) it really flips.
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    note, keep = folder / "orchids.md", folder / ".keep"
+    keep.write_text("# Orchids\n\nWater the orchids once a week, from below, never standing.\n")
+    note.symlink_to(outside)
+    real_lstat, secret = os.lstat, os.stat(outside)
+
+    def flip():
+        tmp = folder / ".tmp"
+        if os.path.islink(note):
+            os.link(keep, tmp)
+        else:
+            tmp.symlink_to(outside)
+        os.replace(tmp, note)
+
+    def lstat(path, *args, **kw):
+        st = real_lstat(path, *args, **kw)
+        if os.fspath(path) == str(note):
+            monkeypatch.setattr(os, "lstat", real_lstat)          # flip() looks too
+            flip()
+            monkeypatch.setattr(os, "lstat", lstat)
+        return st
+    monkeypatch.setattr(os, "lstat", lstat)
+    for _ in range(4):                    # the scan starting on either side of a flip
+        files, _ = rag.scan_notes(folder)
+        assert (secret.st_dev, secret.st_ino) not in [(f.dev, f.ino) for f in files]
+        for f in files:
+            with contextlib.suppress(ValueError):
+                assert SECRET not in rag.read_note(f)[0][0].text
 
 
 # ---- a folder empty for a moment, or most of it gone -------------------------------------
