@@ -1906,13 +1906,15 @@ def templates_folders(notes_dir: Path) -> dict[str, tuple[str, str]]:
     return found
 
 
+# Where a followed link never leads: the kernel's own trees (files that never end, devices that
+# block, every process's root), nor the whole disk.
+SYSTEM_TREES = ("/proc", "/sys", "/dev")
+
+
 class NoteScan:
     """One walk of a notes folder (scan_notes): the notes it finds, and what it passes over. A
     link to a folder the walk reads under its own name is skipped (one back to an ancestor is
     a loop); other links within the folder (into a hidden one) are followed, once."""
-    # Where a followed link never leads: the kernel's own trees (files that never end, devices
-    # that block, every process's root), nor the whole disk.
-    SYSTEM_TREES = ("/proc", "/sys", "/dev")
 
     def __init__(self, notes_dir: Path, skip: Iterable[Path], follow_links: bool):
         self.notes_dir, self.follow_links = notes_dir, follow_links
@@ -1938,7 +1940,7 @@ class NoteScan:
     def may_follow(self, real: str) -> bool:   # where a link leads, by its real path
         return os.path.commonpath([self.root, real]) == self.root or \
             self.follow_links and real != "/" and not any(os.path.commonpath([real, top]) == top
-                                                          for top in self.SYSTEM_TREES)
+                                                          for top in SYSTEM_TREES)
 
     def enter(self, folder: str, dirs: list[str]) -> str | None:
         """The prefix of the names of `folder`'s notes, with `dirs` cut down to the subfolders the
@@ -2015,8 +2017,7 @@ class NoteScan:
     def without_linked_twins(self) -> list[NoteFile]:
         """The files but the links to a note listed already, under its own name or another
         link's (`twins`): the same note twice would take two of the places of every search."""
-        # inode -> the paths kept under it (an inode alone may be another disk's)
-        seen: dict[int, list[str]] = {}
+        seen: dict[int, list[str]] = {}   # inode -> paths kept (an inode may be another disk's)
         for f in self.files:
             if f.rel not in self.linked:
                 seen.setdefault(f.ino, []).append(f.path)

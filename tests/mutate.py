@@ -219,7 +219,7 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      ["tests/test_hostile.py", "-k", "links"]),
     ("--follow-links follows a link to / or /proc",
      '            self.follow_links and real != "/" and not any(os.path.commonpath([real, top]) == top\n'
-     '                                                          for top in self.SYSTEM_TREES)',
+     '                                                          for top in SYSTEM_TREES)',
      '            self.follow_links',
      ["tests/test_hostile.py", "tests/test_odd_inputs.py", "-k", "links or fifo"]),
     ("a second Ctrl-C during a save aborts it",
