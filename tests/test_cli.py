@@ -220,8 +220,8 @@ def test_ctrl_c_during_indexing_keeps_the_previous_cache(tmp_path, notes, spawn)
         p.send_signal(signal.SIGINT)
         _, stderr = p.communicate(timeout=30)
     assert p.returncode == 130
-    # a --rebuild that embedded nothing yet keeps the previous cache's 12 vectors, and says so
-    assert "kept 12 of 14 vectors; run again to continue" in stderr and "Traceback" not in stderr
+    # a --rebuild that embedded nothing yet says its own count, and leaves the previous cache as it was
+    assert "kept 0 of 14 vectors; run again to continue" in stderr and "Traceback" not in stderr
     assert pkl.read_bytes() == before
     assert [f.name for f in cache.iterdir() if f.name != rag.GAP_LOG] == [pkl.name]   # no temp file left behind
 
