@@ -594,6 +594,7 @@ def answer_question(question: str, notes_dir: Path = NOTES_DIR, client: ollama.C
 # Settings of Part II: Part I's (NOTES_DIR, CHUNK_SIZE, TOP_K, ...) still hold.
 
 
+VERSION = "2026.12.0"                     # what --version, --json and --mcp's serverInfo say
 DEFAULT_HOST = "http://127.0.0.1:11434"   # what the ollama client uses without OLLAMA_HOST
 MIN_NOTE_CHARS = 50                       # a shorter note is a stub (says_little) if it holds,
 MIN_NOTE_BODY = 12                        # ...besides its headings, under this: a title alone
@@ -8591,7 +8592,8 @@ def outcome_json(outcome: Outcome, report: IndexReport, index_seconds: float,
     """The one object --json prints for a question."""
     r, u = outcome.retrieval, outcome.usage
     timings = {"index": index_seconds, **outcome.timings}
-    return {"question": outcome.question, "status": outcome.status, "answer": outcome.text,
+    return {"version": VERSION, "question": outcome.question, "status": outcome.status,
+            "answer": outcome.text,
             "why": outcome.why or None,
             "found": r.found, "lexical_only": r.lexical_only, "confidence": round(r.confidence, 3),
             "floor": {"value": r.floor, "source": r.floor_source},
@@ -10940,7 +10942,7 @@ class McpServer:
     VERSION_KEY = "io.modelcontextprotocol/protocolVersion"        # those requests' _meta keys
     CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
     SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"         # ...and their results'
-    SERVER_INFO = {"name": "demo_rag", "title": "Your notes (demo_rag)", "version": "1.0"}
+    SERVER_INFO = {"name": "demo_rag", "title": "Your notes (demo_rag)", "version": VERSION}
     PROGRESS_SECONDS = 0.5                # one progress notification this often, at most
     INSTRUCTIONS = ("Search the user's own notes (a local folder) before answering from memory: "
                     "search_notes first, read_note to see more around a hit. When search_notes "
@@ -11138,6 +11140,8 @@ RUN_OPTIONS = {
                       metavar="SECONDS"),
     "json": option(False, "--json", OUTPUT_GROUP, "print one JSON object instead of text",
                    action="store_true"),
+    "version": option(None, "--version", OUTPUT_GROUP, "print the version and exit",
+                      action="version", version=f"demo_rag {VERSION}"),
     "progress_seconds": option(PROGRESS_SECONDS, "--progress-seconds", OUTPUT_GROUP, "when stderr "
                                "is not a terminal, a progress line every S seconds (default "
                                f"{PROGRESS_SECONDS:g})", SECONDS, type=float, metavar="S"),

@@ -1590,6 +1590,18 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '            warnings.append(f"the judge {settings.judge} did not read sentence {n} ({e}); it and "',
      '            len(f"the judge {settings.judge} did not read sentence {n} ({e}); it and "',
      ['tests/test_check_rules.py', '-k', 'not_pulled']),
+    ("--version prints another version than --json and MCP give",
+     '                      action="version", version=f"demo_rag {VERSION}"),',
+     '                      action="version", version="demo_rag 1.0"),',
+     ["tests/test_cli.py", "-k", "version_prints"]),
+    ("MCP's serverInfo gives another version than --version",
+     '"title": "Your notes (demo_rag)", "version": VERSION}',
+     '"title": "Your notes (demo_rag)", "version": "1.0"}',
+     ["tests/test_mcp.py", "-k", "initialize_answers"]),
+    ("--json leaves the version out",
+     '    return {"version": VERSION, "question": outcome.question,',
+     '    return {"question": outcome.question,',
+     ["tests/test_cli.py", "-k", "json_output"]),
 ]
 
 

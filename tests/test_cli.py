@@ -75,12 +75,17 @@ def test_json_output(cli, notes):
     out = cli("Who published BM25?", "--notes", notes, "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert data["question"] == "Who published BM25?"
+    assert data["question"] == "Who published BM25?" and data["version"] == rag.VERSION
     assert "[1]" in data["answer"]
     first = data["sources"][0]
     assert (first["rank"], first["source"]) == (1, "bm25.md")
     assert set(first) >= {"rank", "source", "heading", "score", "text"}
     assert set(data["timings"]) >= {"index", "embed_query", "search", "answer"}
+
+
+def test_version_prints_the_one_version_string_and_exits(cli):
+    out = cli("--version")
+    assert (out.returncode, out.stdout) == (0, f"demo_rag {rag.VERSION}\n") and rag.VERSION[0].isdigit()
 
 
 def test_show_prompt_prints_the_three_parts(cli, notes):
