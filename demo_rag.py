@@ -6039,6 +6039,10 @@ class IndexOpening:
         if self.unsaid and index.has_vector.any():
             report.warnings.append(self.unsaid)
         report.reason = report.reason or ("" if self.old is not None else self.reason)
+        # Not one vector (no notes, or a model not pulled) and no cache here to bring up to
+        # date: such a file would never be worth reading.
+        if self.cached is None and not index.has_vector.any():
+            return
         saved = self.writer.save(index)
         if not saved and self.writer.problem and not self.writer.warned:
             report.warnings.append(self.writer.problem)

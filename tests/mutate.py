@@ -1602,6 +1602,10 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '    return {"version": VERSION, "question": outcome.question,',
      '    return {"question": outcome.question,',
      ["tests/test_cli.py", "-k", "json_output"]),
+    ("a run that embedded no vector writes a cache nobody reads (no notes, model not pulled)",
+     '        if self.cached is None and not index.has_vector.any():',
+     '        if False:',
+     ["tests/test_cli.py", "-k", "without_usable or not_pulled_falls"]),
 ]
 
 

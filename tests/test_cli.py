@@ -155,6 +155,7 @@ def test_folder_without_usable_notes(cli, tmp_path):
     assert out.returncode == 2
     assert "no usable notes" in out.stderr and ".md" in out.stderr
     assert "skipped stub.md: under 50 characters (12 besides headings)" in out.stderr
+    assert not list(cli.cache.glob("*.pkl"))          # a cache of no notes would serve no run
 
 
 def test_chat_model_not_pulled(cli, notes):
@@ -168,6 +169,7 @@ def test_embedding_model_not_pulled_falls_back_to_bm25(cli, notes):
     assert out.returncode == 0, out.stderr
     assert "ollama pull nomic-embed-text" in out.stderr
     assert "Top sources (keywords only):" in out.stdout and "[1] python-asyncio.md" in out.stdout
+    assert not list(cli.cache.glob("*.pkl"))          # nor one without a vector: nothing to reuse
 
 
 def test_ollama_down_first_run_gives_lexical_passages(tmp_path, notes, dead_host):
