@@ -1911,6 +1911,7 @@ class NoteScan:
     # Where a followed link never leads: the kernel's own trees (files that never end, devices
     # that block, every process's root), nor the whole disk.
     SYSTEM_TREES = ("/proc", "/sys", "/dev")
+    TEMPLATES = ": templates, not notes"   # said when the index is built or updated, not every run
 
     def __init__(self, notes_dir: Path, skip: Iterable[Path], follow_links: bool):
         self.notes_dir, self.follow_links = notes_dir, follow_links
@@ -2036,9 +2037,8 @@ class NoteScan:
                         f"({first_names(sorted(self.twins))})")
         if self.templates:
             named = dict(self.templates.values())
-            said.append(f"skipped {', '.join(folder + '/' for folder in named)}: templates, not "
-                        f"notes (the templates folder {', '.join(dict.fromkeys(named.values()))} "
-                        "names)")
+            said.append(f"skipped {', '.join(folder + '/' for folder in named)}{self.TEMPLATES} "
+                        f"(the templates folder {', '.join(dict.fromkeys(named.values()))} names)")
         if self.shortcuts:
             said.append(f"skipped {len(self.shortcuts)} symlink(s) to folders read under their "
                         f"own names ({first_names(self.shortcuts)})")
@@ -5982,8 +5982,9 @@ class IndexOpening:
         # the warnings it owes of its notes (a guessed encoding, refused chunks): said every run
         owed = [(rel, old.note_warnings[r.digest]) for rel, r in old.files.items()
                 if r.digest in old.note_warnings] if old.note_warnings else []
-        report = IndexReport(unchanged=len(old.files), skipped=skipped, warnings=self.warnings
-                             + note_warning_lines(owed) + skip_warnings(skipped))
+        said = [w for w in self.warnings if NoteScan.TEMPLATES not in w]
+        report = IndexReport(unchanged=len(old.files), skipped=skipped,
+                             warnings=said + note_warning_lines(owed) + skip_warnings(skipped))
         report.warnings += [self.unsaid] if self.unsaid else []
         index = replace(old, model_digest=self.build)
         if not calibration_current(old, s):   # an older cache, or Ollama was away

@@ -1606,6 +1606,10 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '        if self.cached is None and not index.has_vector.any():',
      '        if False:',
      ["tests/test_cli.py", "-k", "without_usable or not_pulled_falls"]),
+    ("the Templates folder line is said on every run, not once as the index is built",
+     "        said = [w for w in self.warnings if NoteScan.TEMPLATES not in w]",
+     "        said = self.warnings",
+     ["tests/test_obsidian.py", "-k", "templates_folder"]),
 ]
 
 
