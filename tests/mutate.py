@@ -13,7 +13,9 @@ Exit status: 0 when every break was caught, 1 otherwise.
 """
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -22,6 +24,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = "demo_rag.py"
+# Most selections run in under 10 s unbroken, and a test's own waits end a hang only after a
+# minute or two: a break's tests still running after FIRST_WAIT are timed unbroken, and given
+# HANG_FACTOR times that (plus 10 s, a busy machine's noise) before the break counts as a hang.
+FIRST_WAIT = 30.0
+HANG_FACTOR = 2
 
 # (description, old snippet, new snippet, pytest arguments selecting the tests that reach it)
 MUTATIONS: list[tuple[str, str, str, list[str]]] = [
@@ -1620,14 +1627,48 @@ def scratch_copy() -> Path:
     return dst
 
 
-def run_tests(project: Path, args: list[str]) -> tuple[int, str, float]:
+def run_tests(project: Path, args: list[str], timeout: float | None = None) -> tuple[int | None, str, float]:
+    """(exit code, first failure or last line, seconds); the code is None when the tests still
+    ran after `timeout` seconds: then they are ended, with every process they started."""
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+    p = subprocess.Popen([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
                           "-p", "no:xdist", *args],      # one process: -x stops at once
-                         cwd=project, capture_output=True, text=True)
-    failed = [ln[len("FAILED "):] for ln in out.stdout.splitlines() if ln.startswith("FAILED ")]
-    last = out.stdout.strip().splitlines()[-1:] or [out.stderr.strip()[-200:]]
-    return out.returncode, (failed or last)[0], time.perf_counter() - t0
+                         cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        stdout, stderr = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        return None, f"still running after {timeout:.0f}s", time.perf_counter() - t0
+    failed = [ln[len("FAILED "):] for ln in stdout.splitlines() if ln.startswith("FAILED ")]
+    last = stdout.strip().splitlines()[-1:] or [stderr.strip()[-200:]]
+    return p.returncode, (failed or last)[0], time.perf_counter() - t0
+
+
+def run_break(project: Path, broken: str, original: str, args: list[str]) -> tuple[int | None, str, float]:
+    """Run the tests on the broken file. A break that hangs would hold them until each test's own
+    wait gives up (a minute or two); so past FIRST_WAIT the same tests run unbroken, and the break
+    gets HANG_FACTOR times their time: a break still running then hangs, which counts as caught."""
+    target = project / TARGET
+    target.write_text(broken, encoding="utf-8")
+    try:
+        code, detail, took = run_tests(project, args, FIRST_WAIT)
+        if code is not None:
+            return code, detail, took
+        target.write_text(original, encoding="utf-8")
+        plain, plain_detail, unbroken = run_tests(project, args)
+        if plain != 0:
+            return -1, f"the tests fail unbroken: {plain_detail}", took + unbroken
+        wait, spent = HANG_FACTOR * unbroken + 10, took + unbroken
+        if wait > took:
+            target.write_text(broken, encoding="utf-8")
+            code, detail, took = run_tests(project, args, wait)
+            spent += took
+        return (1, f"hangs (over {wait:.0f}s; {unbroken:.0f}s unbroken)", spent) if code is None \
+            else (code, detail, spent)
+    finally:
+        target.write_text(original, encoding="utf-8")
 
 
 def main(words: list[str]) -> int:
@@ -1643,12 +1684,8 @@ def main(words: list[str]) -> int:
                 rows.append((description, "NOT FOUND" if count == 0 else f"AMBIGUOUS ({count} matches)", "", 0.0))
                 print(f"  {rows[-1][1]:<10} {description}", flush=True)
                 continue
-            target.write_text(original.replace(old, new), encoding="utf-8")
-            try:
-                code, detail, took = run_tests(project, args)
-            finally:
-                target.write_text(original, encoding="utf-8")
-            verdict = {0: "MISSED", 1: "caught", 5: "NO TESTS"}.get(code, f"ERROR {code}")
+            code, detail, took = run_break(project, original.replace(old, new), original, args)
+            verdict = {0: "MISSED", 1: "caught", 5: "NO TESTS", -1: "UNBROKEN FAILS"}.get(code, f"ERROR {code}")
             rows.append((description, verdict, detail, took))
             print(f"  {verdict:<10} {description}  ({took:.0f}s)", flush=True)
     finally:
