@@ -8598,8 +8598,7 @@ def outcome_json(outcome: Outcome, report: IndexReport, index_seconds: float,
     r, u = outcome.retrieval, outcome.usage
     timings = {"index": index_seconds, **outcome.timings}
     return {"version": VERSION, "question": outcome.question, "status": outcome.status,
-            "answer": outcome.text,
-            "why": outcome.why or None,
+            "answer": outcome.text, "why": outcome.why or None,
             "found": r.found, "lexical_only": r.lexical_only, "confidence": round(r.confidence, 3),
             "floor": {"value": r.floor, "source": r.floor_source},
             "sources": [hit_json(h, p, r.notes.get(h.chunk.source))
