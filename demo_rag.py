@@ -594,6 +594,7 @@ def answer_question(question: str, notes_dir: Path = NOTES_DIR, client: ollama.C
 # Settings of Part II: Part I's (NOTES_DIR, CHUNK_SIZE, TOP_K, ...) still hold.
 
 
+VERSION = "2026.12.0"                     # what --version, --json and --mcp's serverInfo say
 DEFAULT_HOST = "http://127.0.0.1:11434"   # what the ollama client uses without OLLAMA_HOST
 MIN_NOTE_CHARS = 50                       # a shorter note is a stub (says_little) if it holds,
 MIN_NOTE_BODY = 12                        # ...besides its headings, under this: a title alone
@@ -1915,6 +1916,7 @@ class NoteScan:
     """One walk of a notes folder (scan_notes): the notes it finds, and what it passes over. A
     link to a folder the walk reads under its own name is skipped (one back to an ancestor is
     a loop); other links within the folder (into a hidden one) are followed, once."""
+    TEMPLATES = ": templates, not notes"   # said when the index is built or updated, not every run
 
     def __init__(self, notes_dir: Path, skip: Iterable[Path], follow_links: bool):
         self.notes_dir, self.follow_links = notes_dir, follow_links
@@ -2049,9 +2051,8 @@ class NoteScan:
                         f"({first_names(sorted(self.twins))})")
         if self.templates:
             named = dict(self.templates.values())
-            said.append(f"skipped {', '.join(folder + '/' for folder in named)}: templates, not "
-                        f"notes (the templates folder {', '.join(dict.fromkeys(named.values()))} "
-                        "names)")
+            said.append(f"skipped {', '.join(folder + '/' for folder in named)}{self.TEMPLATES} "
+                        f"(the templates folder {', '.join(dict.fromkeys(named.values()))} names)")
         if self.shortcuts:
             said.append(f"skipped {len(self.shortcuts)} symlink(s) to folders read under their "
                         f"own names ({first_names(self.shortcuts)})")
@@ -6005,8 +6006,9 @@ class IndexOpening:
         # the warnings it owes of its notes (a guessed encoding, refused chunks): said every run
         owed = [(rel, old.note_warnings[r.digest]) for rel, r in old.files.items()
                 if r.digest in old.note_warnings] if old.note_warnings else []
-        report = IndexReport(unchanged=len(old.files), skipped=skipped, warnings=self.warnings
-                             + note_warning_lines(owed) + skip_warnings(skipped))
+        said = [w for w in self.warnings if NoteScan.TEMPLATES not in w]
+        report = IndexReport(unchanged=len(old.files), skipped=skipped,
+                             warnings=said + note_warning_lines(owed) + skip_warnings(skipped))
         report.warnings += [self.unsaid] if self.unsaid else []
         index = replace(old, model_digest=self.build)
         if not calibration_current(old, s):   # an older cache, or Ollama was away
@@ -6062,6 +6064,10 @@ class IndexOpening:
         if self.unsaid and index.has_vector.any():
             report.warnings.append(self.unsaid)
         report.reason = report.reason or ("" if self.old is not None else self.reason)
+        # Not one vector (no notes, or a model not pulled) and no cache here to bring up to
+        # date: such a file would never be worth reading.
+        if self.cached is None and not index.has_vector.any():
+            return
         saved = self.writer.save(index)
         if not saved and self.writer.problem and not self.writer.warned:
             report.warnings.append(self.writer.problem)
@@ -8615,8 +8621,8 @@ def outcome_json(outcome: Outcome, report: IndexReport, index_seconds: float,
     """The one object --json prints for a question."""
     r, u = outcome.retrieval, outcome.usage
     timings = {"index": index_seconds, **outcome.timings}
-    return {"question": outcome.question, "status": outcome.status, "answer": outcome.text,
-            "why": outcome.why or None,
+    return {"version": VERSION, "question": outcome.question, "status": outcome.status,
+            "answer": outcome.text, "why": outcome.why or None,
             "found": r.found, "lexical_only": r.lexical_only, "confidence": round(r.confidence, 3),
             "floor": {"value": r.floor, "source": r.floor_source},
             "sources": [hit_json(h, p, r.notes.get(h.chunk.source))
@@ -10964,7 +10970,7 @@ class McpServer:
     VERSION_KEY = "io.modelcontextprotocol/protocolVersion"        # those requests' _meta keys
     CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
     SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"         # ...and their results'
-    SERVER_INFO = {"name": "demo_rag", "title": "Your notes (demo_rag)", "version": "1.0"}
+    SERVER_INFO = {"name": "demo_rag", "title": "Your notes (demo_rag)", "version": VERSION}
     PROGRESS_SECONDS = 0.5                # one progress notification this often, at most
     INSTRUCTIONS = ("Search the user's own notes (a local folder) before answering from memory: "
                     "search_notes first, read_note to see more around a hit. When search_notes "
@@ -11162,6 +11168,8 @@ RUN_OPTIONS = {
                       metavar="SECONDS"),
     "json": option(False, "--json", OUTPUT_GROUP, "print one JSON object instead of text",
                    action="store_true"),
+    "version": option(None, "--version", OUTPUT_GROUP, "print the version and exit",
+                      action="version", version=f"demo_rag {VERSION}"),
     "progress_seconds": option(PROGRESS_SECONDS, "--progress-seconds", OUTPUT_GROUP, "when stderr "
                                "is not a terminal, a progress line every S seconds (default "
                                f"{PROGRESS_SECONDS:g})", SECONDS, type=float, metavar="S"),

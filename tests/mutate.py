@@ -13,7 +13,9 @@ Exit status: 0 when every break was caught, 1 otherwise.
 """
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -22,6 +24,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = "demo_rag.py"
+# Most selections run in under 10 s unbroken, and a test's own waits end a hang only after a
+# minute or two: a break's tests still running after FIRST_WAIT are timed unbroken, and given
+# HANG_FACTOR times that (plus 10 s, a busy machine's noise) before the break counts as a hang.
+FIRST_WAIT = 30.0
+HANG_FACTOR = 2
 
 # (description, old snippet, new snippet, pytest arguments selecting the tests that reach it)
 MUTATIONS: list[tuple[str, str, str, list[str]]] = [
@@ -1169,8 +1176,8 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '        return None, f"cache is damaged ({type(e).__name__})"',
      ["tests/test_index.py", "-k", "damaged"]),
     ("--json leaves out why a question was declined",
-     '            "why": outcome.why or None,\n',
-     '',
+     '            "answer": outcome.text, "why": outcome.why or None,',
+     '            "answer": outcome.text,',
      ["tests/test_outcome.py", "-k", "json"]),
     ("an unclosed %% hides the rest of a note without a word",
      "    if hidden := unclosed_comment(body, 1 + text.count(",
@@ -1614,6 +1621,26 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '            warnings.append(f"the judge {settings.judge} did not read sentence {n} ({e}); it and "',
      '            len(f"the judge {settings.judge} did not read sentence {n} ({e}); it and "',
      ['tests/test_check_rules.py', '-k', 'not_pulled']),
+    ("--version prints another version than --json and MCP give",
+     '                      action="version", version=f"demo_rag {VERSION}"),',
+     '                      action="version", version="demo_rag 1.0"),',
+     ["tests/test_cli.py", "-k", "version_prints"]),
+    ("MCP's serverInfo gives another version than --version",
+     '"title": "Your notes (demo_rag)", "version": VERSION}',
+     '"title": "Your notes (demo_rag)", "version": "1.0"}',
+     ["tests/test_mcp.py", "-k", "initialize_answers"]),
+    ("--json leaves the version out",
+     '    return {"version": VERSION, "question": outcome.question,',
+     '    return {"question": outcome.question,',
+     ["tests/test_cli.py", "-k", "json_output"]),
+    ("a run that embedded no vector writes a cache nobody reads (no notes, model not pulled)",
+     '        if self.cached is None and not index.has_vector.any():',
+     '        if False:',
+     ["tests/test_cli.py", "-k", "without_usable or not_pulled_falls"]),
+    ("the Templates folder line is said on every run, not once as the index is built",
+     "        said = [w for w in self.warnings if NoteScan.TEMPLATES not in w]",
+     "        said = self.warnings",
+     ["tests/test_obsidian.py", "-k", "templates_folder"]),
 ]
 
 
@@ -1624,14 +1651,48 @@ def scratch_copy() -> Path:
     return dst
 
 
-def run_tests(project: Path, args: list[str]) -> tuple[int, str, float]:
+def run_tests(project: Path, args: list[str], timeout: float | None = None) -> tuple[int | None, str, float]:
+    """(exit code, first failure or last line, seconds); the code is None when the tests still
+    ran after `timeout` seconds: then they are ended, with every process they started."""
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+    p = subprocess.Popen([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
                           "-p", "no:xdist", *args],      # one process: -x stops at once
-                         cwd=project, capture_output=True, text=True)
-    failed = [ln[len("FAILED "):] for ln in out.stdout.splitlines() if ln.startswith("FAILED ")]
-    last = out.stdout.strip().splitlines()[-1:] or [out.stderr.strip()[-200:]]
-    return out.returncode, (failed or last)[0], time.perf_counter() - t0
+                         cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        stdout, stderr = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        return None, f"still running after {timeout:.0f}s", time.perf_counter() - t0
+    failed = [ln[len("FAILED "):] for ln in stdout.splitlines() if ln.startswith("FAILED ")]
+    last = stdout.strip().splitlines()[-1:] or [stderr.strip()[-200:]]
+    return p.returncode, (failed or last)[0], time.perf_counter() - t0
+
+
+def run_break(project: Path, broken: str, original: str, args: list[str]) -> tuple[int | None, str, float]:
+    """Run the tests on the broken file. A break that hangs would hold them until each test's own
+    wait gives up (a minute or two); so past FIRST_WAIT the same tests run unbroken, and the break
+    gets HANG_FACTOR times their time: a break still running then hangs, which counts as caught."""
+    target = project / TARGET
+    target.write_text(broken, encoding="utf-8")
+    try:
+        code, detail, took = run_tests(project, args, FIRST_WAIT)
+        if code is not None:
+            return code, detail, took
+        target.write_text(original, encoding="utf-8")
+        plain, plain_detail, unbroken = run_tests(project, args)
+        if plain != 0:
+            return -1, f"the tests fail unbroken: {plain_detail}", took + unbroken
+        wait, spent = HANG_FACTOR * unbroken + 10, took + unbroken
+        if wait > took:
+            target.write_text(broken, encoding="utf-8")
+            code, detail, took = run_tests(project, args, wait)
+            spent += took
+        return (1, f"hangs (over {wait:.0f}s; {unbroken:.0f}s unbroken)", spent) if code is None \
+            else (code, detail, spent)
+    finally:
+        target.write_text(original, encoding="utf-8")
 
 
 def main(words: list[str]) -> int:
@@ -1647,12 +1708,8 @@ def main(words: list[str]) -> int:
                 rows.append((description, "NOT FOUND" if count == 0 else f"AMBIGUOUS ({count} matches)", "", 0.0))
                 print(f"  {rows[-1][1]:<10} {description}", flush=True)
                 continue
-            target.write_text(original.replace(old, new), encoding="utf-8")
-            try:
-                code, detail, took = run_tests(project, args)
-            finally:
-                target.write_text(original, encoding="utf-8")
-            verdict = {0: "MISSED", 1: "caught", 5: "NO TESTS"}.get(code, f"ERROR {code}")
+            code, detail, took = run_break(project, original.replace(old, new), original, args)
+            verdict = {0: "MISSED", 1: "caught", 5: "NO TESTS", -1: "UNBROKEN FAILS"}.get(code, f"ERROR {code}")
             rows.append((description, verdict, detail, took))
             print(f"  {verdict:<10} {description}  ({took:.0f}s)", flush=True)
     finally:

@@ -75,12 +75,17 @@ def test_json_output(cli, notes):
     out = cli("Who published BM25?", "--notes", notes, "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert data["question"] == "Who published BM25?"
+    assert data["question"] == "Who published BM25?" and data["version"] == rag.VERSION
     assert "[1]" in data["answer"]
     first = data["sources"][0]
     assert (first["rank"], first["source"]) == (1, "bm25.md")
     assert set(first) >= {"rank", "source", "heading", "score", "text"}
     assert set(data["timings"]) >= {"index", "embed_query", "search", "answer"}
+
+
+def test_version_prints_the_one_version_string_and_exits(cli):
+    out = cli("--version")
+    assert (out.returncode, out.stdout) == (0, f"demo_rag {rag.VERSION}\n") and rag.VERSION[0].isdigit()
 
 
 def test_show_prompt_prints_the_three_parts(cli, notes):
@@ -150,6 +155,7 @@ def test_folder_without_usable_notes(cli, tmp_path):
     assert out.returncode == 2
     assert "no usable notes" in out.stderr and ".md" in out.stderr
     assert "skipped stub.md: under 50 characters (12 besides headings)" in out.stderr
+    assert not list(cli.cache.glob("*.pkl"))          # a cache of no notes would serve no run
 
 
 def test_chat_model_not_pulled(cli, notes):
@@ -163,6 +169,7 @@ def test_embedding_model_not_pulled_falls_back_to_bm25(cli, notes):
     assert out.returncode == 0, out.stderr
     assert "ollama pull nomic-embed-text" in out.stderr
     assert "Top sources (keywords only):" in out.stdout and "[1] python-asyncio.md" in out.stdout
+    assert not list(cli.cache.glob("*.pkl"))          # nor one without a vector: nothing to reuse
 
 
 def test_ollama_down_first_run_gives_lexical_passages(tmp_path, notes, dead_host):

@@ -147,6 +147,7 @@ def test_initialize_answers_each_revision_it_serves_and_its_newest_for_any_other
         assert m.initialize(asked)["result"]["protocolVersion"] == "2025-11-25"
     result = m.initialize()["result"]
     assert result["capabilities"] == {"tools": {"listChanged": False}} and result["serverInfo"]["name"] == "demo_rag"
+    assert result["serverInfo"]["version"] == rag.VERSION
     assert "resultType" not in result
     assert m.request("ping") == {"jsonrpc": "2.0", "id": m.next_id, "result": {}}
     assert m.close()[0] == 0

@@ -155,6 +155,8 @@ def test_the_templates_folder_obsidian_names_is_passed_over_in_one_line(cli, tmp
     assert sources(out) == ["hangar.md"]
     assert json.loads(out.stdout)["warnings"] == [
         f"skipped Templates/: templates, not notes (the templates folder {setting} names)"]
+    again = cli("When does the zeppelin hangar open?", "--notes", vault, "--retrieve-only", "--json")
+    assert json.loads(again.stdout)["warnings"] == []          # said as the index was built, not every run
     # a settings file that is no JSON, or names no folder inside the notes, passes nothing over
     (tmp_path / "outside").mkdir()
     for broken in ("{not json", '{"folder": ""}', "[1]", '{"folder": "/", "templates_folder": "Templates/.."}',
