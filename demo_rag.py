@@ -6177,7 +6177,7 @@ def ollama_chat(client: ollama.Client, model: str, messages: list[dict], options
         return call()
 
 
-def chat_context(settings: Settings, timeout: float | None = None) -> int:
+def chat_context(settings: Settings, timeout: float | None = None, strict: bool = False) -> int:
     """The context size this run's chat requests start from, and the chat model loading
     meanwhile. If Ollama has it loaded with NUM_CTX or more (/api/ps), that size, since
     asking for less would make it load the model again; otherwise NUM_CTX, and a chat
@@ -6185,12 +6185,20 @@ def chat_context(settings: Settings, timeout: float | None = None) -> int:
     is ready when the sources are (Ollama answers it done_reason "load"). Nothing waits
     for that, and a failure changes nothing: the answer's own request says what is wrong.
     /api/ps gets OLLAMA_CONNECT_TIMEOUT at most: Ollama answers it at once, and a stuck
-    one must not hold the question up for --timeout before the search has even begun."""
+    one must not hold the question up for --timeout before the search has even begun.
+    `strict`: a chat model Ollama does not have (/api/show, which loads nothing) ends the
+    run here, with OllamaError's `ollama pull` line, before any source is printed."""
     model = settings.chat_model
     names = {model, model if ":" in model else model + ":latest"}
+    wait = min(timeout or OLLAMA_CONNECT_TIMEOUT, OLLAMA_CONNECT_TIMEOUT)
     try:
-        wait = min(timeout or OLLAMA_CONNECT_TIMEOUT, OLLAMA_CONNECT_TIMEOUT)
         running = ollama_client(wait).ps().models
+        if strict and not any({m.model, m.name} & names for m in running):
+            ollama_client(wait).show(model)
+    except ollama.ResponseError as e:
+        if e.status_code == 404 and MODEL_NOT_FOUND.search(str(e.error)):
+            raise explain_ollama_error(e, model) from None
+        running = []
     except Exception:                     # an Ollama too old for /api/ps, or away: as not loaded
         running = []
     sizes = [getattr(m, "context_length", None) for m in running if {m.model, m.name} & names]
@@ -8655,7 +8663,7 @@ def print_prompt(plan: Outcome, templates: Templates, num_predict: int) -> None:
 def run_question(args, settings: Settings, client: ollama.Client) -> int:
     """The main job: one question -> sources -> streamed answer, or with --json one object."""
     echo = not args.json                  # --json prints one object at the end instead
-    num_ctx = NUM_CTX if args.retrieve_only else chat_context(settings, args.timeout)   # loads now
+    num_ctx = NUM_CTX if args.retrieve_only else chat_context(settings, args.timeout, strict=True)
     index, report, took = open_for_mode(args, settings, client, quiet=not echo)
     templates = embed_templates(settings)
 
@@ -8751,7 +8759,7 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
     if sys.stdin is None:                 # closed as the run began (`<&-`)
         raise UsageError("error: --chat reads its questions from stdin, which is closed; give it "
                          "a terminal, a file or a pipe")
-    num_ctx = chat_context(settings, args.timeout)   # the chat model loads meanwhile
+    num_ctx = chat_context(settings, args.timeout, strict=True)   # and loads meanwhile
     index, report, _ = open_for_mode(args, settings, client, quiet=False)
     with contextlib.suppress(AttributeError):     # a line that is not UTF-8 is then said, not fatal
         sys.stdin.reconfigure(errors="surrogateescape")
@@ -8952,7 +8960,7 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
     """--explain: one question, every step narrated with this run's real values (80 columns);
     steps 4 to 7 from answer()'s plan, so that the narration cannot drift from the pipeline."""
     # as run_question: the chat model loads while the notes are indexed
-    num_ctx = NUM_CTX if args.retrieve_only else chat_context(settings, args.timeout)
+    num_ctx = NUM_CTX if args.retrieve_only else chat_context(settings, args.timeout, True)
     index, report = explain_index(args, settings, client)
 
     def narrate(plan: Outcome) -> None:

@@ -158,10 +158,15 @@ def test_folder_without_usable_notes(cli, tmp_path):
     assert not list(cli.cache.glob("*.pkl"))          # a cache of no notes would serve no run
 
 
-def test_chat_model_not_pulled(cli, notes):
-    out = cli("What is asyncio?", "--notes", notes, "--chat-model", "llama9:70b")
-    assert out.returncode == 3
-    assert "ollama pull llama9:70b" in out.stderr and "Traceback" not in out.stderr
+@pytest.mark.parametrize("mode", [["Q"], ["Q", "--json"], ["--chat"], ["--explain", "Q"]])
+def test_chat_model_not_pulled_ends_the_run_before_any_source(cli, server, notes, mode):
+    ask = [a.replace("Q", "What is asyncio?") for a in mode]
+    out = cli(*ask, "--notes", notes, "--chat-model", "llama9:70b", stdin="What is asyncio?\n")
+    said = "error: model 'llama9:70b' is not pulled: run `ollama pull llama9:70b`"
+    assert out.returncode == 3 and said in out.stderr and "Traceback" not in out.stderr
+    alone = {"error": said, "exit_code": 3}       # --json: its one error object, nothing else
+    assert (json.loads(out.stdout) == alone) if "--json" in mode else out.stdout == "", out.stdout
+    assert server.of("/api/embed") == []          # nor were the notes indexed first
 
 
 def test_embedding_model_not_pulled_falls_back_to_bm25(cli, notes):
