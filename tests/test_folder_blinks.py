@@ -81,6 +81,22 @@ def test_a_note_swapped_for_a_fifo_is_refused_without_waiting(tmp_path):
     assert said and "replaced" in said[0], said
 
 
+@contextlib.contextmanager
+def writer_waiting(fifo):
+    """A writer waiting in open() on `fifo` while the block runs; yields the event its open sets
+    (an open for reading lets it go), and lets it go at the end."""
+    opened = threading.Event()
+    writer = threading.Thread(target=lambda: (os.close(os.open(fifo, os.O_WRONLY)), opened.set()),
+                              daemon=True)
+    writer.start()
+    time.sleep(0.5)                                       # the writer waits in open() by now
+    try:
+        yield opened
+    finally:
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))   # lets the writer go
+        writer.join(10)
+
+
 def test_a_link_swapped_in_for_a_note_is_not_even_opened_through(tmp_path):
     # Opening acts on some files: a FIFO's writer waiting in open() goes on (and learns the note
     # was read), a tape rewinds. A FIFO outside, its writer waiting, stands for them.
@@ -91,18 +107,10 @@ def test_a_link_swapped_in_for_a_note_is_not_even_opened_through(tmp_path):
     os.mkfifo(fifo := tmp_path / "pipe")
     (folder / "a.md").unlink()
     (folder / "a.md").symlink_to(fifo)
-    opened = threading.Event()
-    writer = threading.Thread(target=lambda: (os.close(os.open(fifo, os.O_WRONLY)), opened.set()),
-                              daemon=True)
-    writer.start()
-    time.sleep(0.5)                                       # the writer waits in open() by now
-    try:
+    with writer_waiting(fifo) as opened:
         with pytest.raises(ValueError, match="replaced since the folder was listed"):
             rag.read_note(file)
         assert not opened.wait(0.5), "the FIFO a swapped-in link points to was opened"
-    finally:
-        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))   # lets the writer go
-        writer.join(10)
 
 
 def test_a_folder_swapped_for_a_link_out_after_its_parent_was_listed_is_not_read(
@@ -130,18 +138,10 @@ def test_a_link_to_a_fifo_inside_the_folder_is_named_by_the_scan_unopened(tmp_pa
     (folder / ".pipes").mkdir(parents=True)
     os.mkfifo(fifo := folder / ".pipes" / "pipe")
     (folder / "pipe.md").symlink_to(fifo)
-    opened = threading.Event()
-    writer = threading.Thread(target=lambda: (os.close(os.open(fifo, os.O_WRONLY)), opened.set()),
-                              daemon=True)
-    writer.start()
-    time.sleep(0.5)                                       # the writer waits in open() by now
-    try:
+    with writer_waiting(fifo) as opened:
         files, warnings = rag.scan_notes(folder)
         assert files == [] and "skipped pipe.md: not a regular file" in warnings, warnings
         assert not opened.wait(0.5), "the scan opened the FIFO a link inside the folder leads to"
-    finally:
-        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))   # lets the writer go
-        writer.join(10)
 
 
 def test_a_pdf_swapped_for_a_link_is_refused_before_its_reader_sees_it(tmp_path, outside):
