@@ -9767,7 +9767,7 @@ VIA_MCP = "mcp"                           # an entry's "via": asked by an agent 
 def read_log_file(path: Path) -> bytes:
     """A log file's bytes, at most twice GAP_LOG_MAX_MB (a bigger one is no log of ours: its end
     is cut). Raises OSError for a link, a folder or anything else that is no regular file."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | NOT_A_LINK)  # a FIFO: no wait
+    fd = os.open(path, OPEN_TO_READ)
     if not stat.S_ISREG(mode := os.fstat(fd).st_mode):
         os.close(fd)
         error = IsADirectoryError if stat.S_ISDIR(mode) else OSError

@@ -830,7 +830,11 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
     ("notes are opened through a link at their path (no O_NOFOLLOW)",
      'OPEN_TO_READ = os.O_RDONLY | NOT_A_LINK | getattr(os, "O_NONBLOCK", 0)',
      'OPEN_TO_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)',
-     ["tests/test_folder_blinks.py", "-k", "not_even_opened"]),
+     ["tests/test_folder_blinks.py", "tests/test_gaps.py", "-k", "not_even_opened or link_or_a_fifo"]),
+    ("notes and the gap log wait for a FIFO's writer (no O_NONBLOCK)",
+     'OPEN_TO_READ = os.O_RDONLY | NOT_A_LINK | getattr(os, "O_NONBLOCK", 0)',
+     'OPEN_TO_READ = os.O_RDONLY | NOT_A_LINK',
+     ["tests/test_gaps.py", "-k", "link_or_a_fifo"]),
     ("the walk reads a folder swapped for a link out after its parent was listed",
      "        if not self.may_follow(real):\n"
      "            self.leaves.append(readable_name(base) + \"/\")\n",
