@@ -6667,11 +6667,11 @@ def value_of(whole: str, fraction: str = "") -> str:
     return f"{whole}.{fraction}" if fraction else whole
 
 
-def decimal_mark(tokens: Sequence[str]) -> str | None:
-    """The mark a text's numbers use for decimals where one shows it and none the other:
-    '93,5' shows ',', '1.5' and '1,250.5' '.', '1.250.000' ','."""
+def decimal_mark(numbers: Iterable[re.Match]) -> str | None:
+    """The mark a text's numbers (NUMBER's matches) use for decimals where one shows it and none
+    the other: '93,5' shows ',', '1.5' and '1,250.5' '.', '1.250.000' ','."""
     shown = set()
-    for token in tokens:
+    for token in (m["digits"] for m in numbers):
         marks, groups = re.findall(r"[.,]", token), re.split(r"[.,]", token)
         if ":" in token or "/" in token or not marks:
             continue
@@ -6827,7 +6827,7 @@ def read_numbers(text: str, decimal: str | None = None,
     taken = [(d.at, d.at + len(d.written)) for d in dates]
     matches = [m for m in NUMBER.finditer(text)
                if not any(a <= m.start() < b for a, b in taken)]
-    decimal = decimal_mark([m["digits"] for m in matches]) or decimal
+    decimal = decimal_mark(matches) or decimal
     numbers = []
     for m in matches:
         sign = re.search(r"([€$£¥₩₽]|百分之)\s?$", text[max(0, m.start() - 4):m.start()])
@@ -7751,8 +7751,8 @@ def check_citations(answer: str, sources: Sequence, lexicon: Lexicon | None = No
     """
     texts = [s if isinstance(s, str) else s.text for s in sources]
     everything = "\n".join(texts)
-    decimal = decimal_mark([m["digits"] for m in NUMBER.finditer(number_text(everything))]) \
-        or decimal_mark([m["digits"] for m in NUMBER.finditer(number_text(answer))])
+    decimal = decimal_mark(NUMBER.finditer(number_text(everything))) \
+        or decimal_mark(NUMBER.finditer(number_text(answer)))
     first = day_first(everything)
     lines_of = [source_lines(t, decimal, first, "" if isinstance(s, str) else
                              f"{PurePosixPath(s.source).stem} {s.heading}")

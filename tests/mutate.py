@@ -1606,7 +1606,7 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '           }',
      ["tests/test_check_rules.py", "-k", "too_coarse"]),
     ("sources that show no decimal mark are not read by the answer's",
-     '        or decimal_mark([m["digits"] for m in NUMBER.finditer(number_text(answer))])',
+     '        or decimal_mark(NUMBER.finditer(number_text(answer)))',
      '        or None',
      ["tests/test_citations.py", "-k", "different_number"]),
     ("a negative number is named without its sign",
