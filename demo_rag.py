@@ -8690,9 +8690,10 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
             raise                         # what came is on screen; run_mode says the rest
         outcome = e.outcome               # --json: one object still, with what came
         err(outcome.why)
+    if echo:
+        print_outcome(outcome)            # it ends the answer's line: the warnings start their own
     err(*(f"warning: {w}" for w in outcome.warnings))
     if echo:
-        print_outcome(outcome)
         line = " · ".join(f"{k} {v:.2f}s" for k, v in {"index": took, **outcome.timings}.items())
         if u := outcome.usage:            # Ollama's token counts, when it answered
             line += (f" · {u.prompt_tokens} prompt tokens · {u.answer_tokens} answer tokens "

@@ -1621,6 +1621,14 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '            .rstrip().endswith(":")) or CITATION.sub("", claim.said).rstrip().endswith("?"):',
      '            .rstrip().endswith(":")):',
      ["tests/test_check_rules.py", "-k", "question"]),
+    ("a warning after the answer is written on the answer's unended line",
+     '        print_outcome(outcome)            # it ends the answer\'s line: the warnings start their own\n'
+     '    err(*(f"warning: {w}" for w in outcome.warnings))',
+     '        pass\n'
+     '    err(*(f"warning: {w}" for w in outcome.warnings))\n'
+     '    if echo:\n'
+     '        print_outcome(outcome)',
+     ["tests/test_check_rules.py", "-k", "line_of_its_own"]),
     ("the judge's No leaves the sentence supported",
      '        read.append(s._replace(verdict=JUDGED if no else s.verdict, judge=judge, why=why))',
      '        read.append(s._replace(verdict=s.verdict, judge=judge, why=why))',

@@ -242,6 +242,20 @@ def test_the_judge_on_the_terminal_and_a_judge_not_pulled_warns_and_keeps_the_ve
         "; it and the sentences after it keep the check's verdict") for w in data["warnings"]), data["warnings"]
 
 
+def test_a_judge_s_warning_starts_a_line_of_its_own_after_the_answer(server, tmp_path):
+    # a terminal shows stdout and stderr as one: the answer, streamed without its line's end, is
+    # ended before any warning after it is written
+    import subprocess
+    from conftest import SCRIPT_COMMAND, user_env
+    ask(lambda *a: None, server, tmp_path, "en", f"{SAID['en'][0]}")
+    out = subprocess.run([*SCRIPT_COMMAND, QUESTION["en"], "--notes", str(tmp_path / "en"), "--cache",
+                          str(tmp_path / "cache"), "--min-score", "0.05", "--judge", "no-such-judge"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, encoding="utf-8",
+                         env=user_env(server.url), timeout=60)
+    assert out.returncode == 0 and "\nwarning: the judge no-such-judge did not read" in out.stdout, out.stdout
+    assert all(line.startswith("warning: ") for line in out.stdout.splitlines() if "warning: " in line)
+
+
 @pytest.mark.parametrize("note, answer", [
     ("Rent is due on 25/6/2026; the inspection is on 5 March 2026.", "The inspection is on {date} [1]."),
     ("Die Miete ist am 25/6/2026 fällig; die Abnahme ist am 5. März 2026.", "Die Abnahme ist am {date} [1]."),
