@@ -1,6 +1,7 @@
 """The notebook and --explain: the teaching material must run, not rot."""
 from __future__ import annotations
 
+import doctest
 import json
 import re
 import shutil
@@ -69,6 +70,16 @@ def test_the_readme_s_notebook_example_answers_from_the_command_line_s_index(ser
     # the command line's cache, as it was: no second file, and only the question embedded
     assert sorted((project / ".demo-cache").iterdir()) == caches
     assert sum(len(b["input"]) for b in server.of("/api/embed")) == embedded + 1
+
+
+def test_the_readme_s_worked_examples_run():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(>>> .*?)```", readme, re.S)
+    assert blocks, "the README's check_citations example is gone"
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
+    for number, block in enumerate(blocks):
+        runner.run(doctest.DocTestParser().get_doctest(block, {}, f"README {number}", "README.md", 0))
+    assert runner.summarize(verbose=False).failed == 0
 
 
 def test_open_notes_opens_and_checks_the_index_as_a_run_does(server, notes, tmp_path, capsys):
