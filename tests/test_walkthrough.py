@@ -78,7 +78,8 @@ def test_the_readme_s_worked_examples_run():
     assert blocks, "the README's check_citations example is gone"
     runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
     for number, block in enumerate(blocks):
-        runner.run(doctest.DocTestParser().get_doctest(block, {}, f"README {number}", "README.md", 0))
+        test = doctest.DocTestParser().get_doctest(block, {}, f"README {number}", "README.md", 0)
+        runner.run(test)
     assert runner.summarize(verbose=False).failed == 0
 
 
