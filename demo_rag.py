@@ -52,7 +52,7 @@ a memory-mapped cache, an inverted index for BM25), and the finer points of rank
 Part III: the modes (a question, --chat, --explain, --eval, --make-eval, --tune, --gaps, --mcp) and
 the command line. A first reading can stop after Part I. Left out on purpose: approximate
 nearest-neighbour indexes (exact search copes with a few hundred thousand chunks), rerankers,
-network servers (--mcp speaks on stdin and stdout), frameworks. --help lists every flag.
+network servers (--mcp speaks on stdin and stdout), frameworks. --help-all lists every flag.
 
 The map of Parts II and III: every section in order by the marker its banner carries (search
 for one to go there and back), what it holds and where to start reading it.
@@ -11166,6 +11166,9 @@ MCP = Mode(
 
 MODES = (QUESTION, CHAT, EXPLAIN, EVAL, MAKE_EVAL, TUNE, GAPS, MCP)    # in --help's order
 GROUPS = (MODES_GROUP, NOTES_GROUP, RETRIEVAL_GROUP, MODELS_GROUP, OUTPUT_GROUP)
+# What --help shows besides the modes: the flags of a first run. --help-all shows every flag.
+FIRST_FLAGS = ("--notes", "--embed-model", "--chat-model", "--retrieve-only", "--json",
+               "--version")
 
 # The flags no one mode owns: what a run may redo, and how it reports. Each is declared as a
 # Settings field is (option()), with the dest argparse gives it.
@@ -11252,25 +11255,47 @@ def chosen_mode(args: argparse.Namespace, error: Callable[[str], None] | None = 
     return mode
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """The command line, parsed and checked: the parser is built from the declarations
-    (Settings' fields and RUN_OPTIONS), in --help's groups, and MODES says what goes together."""
-    usage = "demo_rag.py [options] " + " | ".join(mode_usage(m) for m in MODES)
-    examples = "examples:\n" + "\n".join(f"  python demo_rag.py {arguments:<39} {what}"
-                                         for m in MODES for arguments, what in m.examples)
-    p = ArgumentParser(prog="demo_rag.py", usage=usage, epilog=f"{examples}\n\n{ENVIRONMENT}",
-                       description="Ask questions of your notes with local Ollama models "
-                                   f"(notes: {', '.join(NOTE_TYPES)} files).",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.json_requested = "--json" in (sys.argv[1:] if argv is None else argv)
+def build_parser(every_flag: bool = False) -> ArgumentParser:
+    """The command line's parser, built from the declarations (Settings' fields, the modes',
+    RUN_OPTIONS) in --help's groups. --help is one screen: the modes, FIRST_FLAGS and three
+    examples; with `every_flag`, --help-all's: every flag, example, variable and exit code."""
+    import shutil
+    from textwrap import fill
+    width = min(shutil.get_terminal_size().columns, 100) - 2
+    # A mode's usage ("--eval FILE") is kept on one line: fill() breaks at ASCII spaces only.
+    modes = " | ".join(mode_usage(m).replace(" ", "\xa0") for m in MODES)
+    usage = fill(f"demo_rag.py [options] {modes}", width - 7, subsequent_indent=" " * 29,
+                 break_on_hyphens=False).replace("\xa0", " ")
+    examples = [f"  python demo_rag.py {arguments:<39} {what}"
+                for m in MODES for arguments, what in m.examples]
+    more = ENVIRONMENT if every_flag else ("every flag, example, variable and exit code: "
+                                           "python demo_rag.py --help-all")
+    about = fill("Ask questions of your notes with local Ollama models (notes: "
+                 f"{', '.join(NOTE_TYPES)} files).", width)
+    p = ArgumentParser(prog="demo_rag.py", usage=usage, description=about,
+                       epilog="examples:\n" + "\n".join(examples[:None if every_flag else 3])
+                       + f"\n\n{more}", formatter_class=functools.partial(
+                           argparse.RawDescriptionHelpFormatter, width=width))
+    p.add_argument("--help-all", action="help", help="show every flag and what it does")
     groups = {name: p.add_argument_group(name) for name in GROUPS}
     groups[MODES_GROUP].add_argument("question", nargs="?", help="what to ask (in any language)")
-    options = all_options()
+    shown = {*FIRST_FLAGS, *(m.flag for m in MODES)}
     for name in GROUPS:
-        for dest, o in options.items():
+        for dest, o in all_options().items():
             if o["group"] == name:
+                help = o["help"] if every_flag or o["flag"] in shown else argparse.SUPPRESS
                 groups[name].add_argument(o["flag"], dest=dest, default=o["default"],
-                                          help=o["help"], **o["argparse"])
+                                          help=help, **o["argparse"])
+    return p
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, parsed and checked: build_parser's flags, and MODES says what goes
+    together."""
+    argv = sys.argv[1:] if argv is None else argv
+    p = build_parser(every_flag="--help-all" in argv)
+    p.json_requested = "--json" in argv
+    options = all_options()
     args = p.parse_args(argv)
     for dest, o in options.items():
         value = getattr(args, dest)
