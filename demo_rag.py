@@ -679,6 +679,18 @@ GAP_QUESTION_CHARS = 2000                 # of a question, this much is kept
 GAP_SOURCES = 3                           # the closest sources kept with each question
 NO_LOG_ENV = "DEMO_RAG_NO_LOG"            # set (but to "" or 0): no run adds to the log
 
+# --hyperlink-format's aliases: ripgrep's, so that a setting made for rg works here. A link opens
+# the cited line in an editor; the default opens the file, as ripgrep's does.
+HYPERLINK_FORMATS = {
+    "default": "file://{host}{path}", "file": "file://{host}{path}", "none": "",
+    "kitty": "file://{host}{path}#{line}", "grep+": "grep+://{path}:{line}",
+    **{editor: editor + "://file{path}:{line}:{column}"     # vscode://file{path}:{line}:{column}
+       for editor in ("vscode", "vscode-insiders", "vscodium", "cursor")},
+    "macvim": "mvim://open?url=file://{path}&line={line}&column={column}",
+    "textmate": "txmt://open?url=file://{path}&line={line}&column={column}",
+}
+HYPERLINK_ENV = "DEMO_RAG_HYPERLINK_FORMAT"    # --hyperlink-format's value when it is not given
+
 # Fusion (--fusion): how the two rankers' scores become one ranking. "evidence" is the default
 # (fuse(); chosen in bench/fusion-study.md); "rrf" is Part I's reciprocal rank fusion; --tune
 # compares them all on your own questions.
@@ -829,6 +841,34 @@ def dated_backwards(since: str | None, until: str | None) -> bool:
     [True, False, False]
     """
     return bool(since and until) and date_span(since)[0] > date_span(until)[1]
+
+
+def hyperlink_format(text: str) -> str:
+    """--hyperlink-format: an alias (HYPERLINK_FORMATS) or a template, checked as ripgrep checks
+    one; "" for no links. Its braces are escaped as str.format's are ({{), which fills it in.
+
+    >>> hyperlink_format("x://{path}#{column}")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: the hyperlink format has a {column} variable, but no {line} variable
+    """
+    template = HYPERLINK_FORMATS.get(text, text)
+    parts = re.findall(r"\{\{|\}\}|\{[^}]*\}|[{}]|[^{}]+", template)
+    names = [part[1:-1] for part in parts if part[0] + part[-1] == "{}"]
+    variables = ("path", "line", "column", "host", "wslprefix")
+    unknown = [name for name in names if name not in variables]
+    problem = next((why for wrong, why in (
+        ("{" in parts or "}" in parts, "a { or } without its pair ({{ and }} write a brace)"),
+        (unknown, f"invalid hyperlink format variable: '{''.join(unknown[:1])}', choose "
+                  f"from: {', '.join(variables)}"),
+        (template and "path" not in names, "the {path} variable is required in a hyperlink "
+                                           f"format, or an alias: {', '.join(HYPERLINK_FORMATS)}"),
+        ("column" in names and "line" not in names,
+         "the hyperlink format has a {column} variable, but no {line} variable"),
+        (template and not re.match(r"[0-9A-Za-z+.-]+:", template),
+         "a hyperlink format starts with a URL scheme, like file: or vscode:")) if wrong), "")
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return template
 
 
 class Appended(argparse.Action):
@@ -8247,6 +8287,7 @@ class EscapedControls:
     characters its encoding lacks (Chinese on cp1252) too (.escaped says so). The escapes are
     JSON's own, so that --json output stays valid; failing() says what a failed write raises."""
     ESCAPES = "demo_rag.json_escapes"     # the name json_escapes is registered under
+    link_format = HYPERLINK_FORMATS["default"]    # a citation's link; run_mode sets the flag's
 
     def __init__(self, stream, quiet: bool = False):
         self.raw = stream                 # ProgressLine writes its own "\r\x1b[K" here
@@ -8279,7 +8320,7 @@ class EscapedControls:
 
     def write_link(self, text: str, uri: str) -> None:
         """Write `text` as a terminal's hyperlink (OSC 8) to `uri`: the one control sequence this
-        stream lets through, for a URI of printable ASCII alone (file_uri's), so that no name
+        stream lets through, for a URI of printable ASCII alone (hyperlink's), so that no name
         can end the sequence early or smuggle one of its own in."""
         assert re.fullmatch(r"[!-~]+", uri), "a link's URI is percent-encoded"
         with self.failing():
@@ -8522,29 +8563,36 @@ def card_line(card: NoteMeta | None) -> str:
     return preview(" · ".join(parts))
 
 
-def file_uri(path: str, host: str = "") -> str:
-    """A file:// URI for an absolute path on `host`, as terminals' links take it: every byte of
-    the name but letters, digits, "-._~" and "/" percent-encoded, so no control character (a line
-    break, ESC, BEL) or byte that is not UTF-8 is left in it to end the link.
+def hyperlink(template: str, path: str, line: int | None, host: str = "") -> str:
+    """A link to line `line` (1 if None; column 1) of the file at absolute `path`, filled in as
+    ripgrep fills a --hyperlink-format template: the path "/" first (/C:/x on Windows), every
+    byte but letters, digits and "/:-._~" percent-encoded (ripgrep keeps non-ASCII ones, but
+    U+009C in UTF-8 would end the link as a line break, ESC or BEL would).
 
-    >>> file_uri("/notes/tea & me\x1b]8;;x\x07.md", "laptop")
-    'file://laptop/notes/tea%20%26%20me%1B%5D8%3B%3Bx%07.md'
+    >>> hyperlink("vscode://file{path}:{line}:{column}", "/notes/tea & me\x1b]8;;x\x07.md", 14)
+    'vscode://file/notes/tea%20%26%20me%1B%5D8%3B%3Bx%07.md:14:1'
     """
+
     from urllib.parse import quote
-    # as_uri() spells a Windows path as file:///C:/...
-    return f"file://{quote(host, safe='')}{Path(path).as_uri().removeprefix('file://')}"
+    path = Path(path).as_posix()
+    wsl = os.environ.get("WSL_DISTRO_NAME")
+    return template.format(path=quote(os.fsencode(path if path[:1] == "/" else f"/{path}"), "/:"),
+                           line=line or 1, column=1, host=quote(host, safe=""),
+                           wslprefix=f"wsl$/{quote(wsl, safe='')}" if wsl else "")
 
 
 def print_citation(chunk: PlacedChunk, passage: Passage, notes_dir: str = "") -> None:
     """A source's citation (passage_citation), with no line break after it; its place
-    ("bike.md:14") a link (OSC 8) to the note's file under `notes_dir` on the command line's own
-    stdout (EscapedControls lets links through) on a terminal, unless a "dumb" one."""
+    ("bike.md:14") a link (OSC 8, --hyperlink-format's) to that line of its file under `notes_dir`
+    on the command line's stdout (EscapedControls) on a terminal, unless a "dumb" one."""
     place, citation = passage_place(chunk, passage), passage_citation(chunk, passage)
-    path = (note_path(notes_dir, chunk.source) if isinstance(sys.stdout, EscapedControls)
-            and sys.stdout.isatty() and os.environ.get("TERM") != "dumb" else None)
+    out = sys.stdout
+    path = (note_path(notes_dir, chunk.source) if isinstance(out, EscapedControls)
+            and out.link_format and out.isatty() and os.environ.get("TERM") != "dumb" else None)
     if path is not None:
         import socket                     # (only here: a link names the machine its file is on)
-        sys.stdout.write_link(place, file_uri(os.path.abspath(path), socket.gethostname()))
+        out.write_link(place, hyperlink(out.link_format, os.path.abspath(path), passage.line,
+                                        socket.gethostname()))
         citation = citation[len(place):]
     print(citation, end="")
 
@@ -11167,8 +11215,7 @@ MCP = Mode(
 MODES = (QUESTION, CHAT, EXPLAIN, EVAL, MAKE_EVAL, TUNE, GAPS, MCP)    # in --help's order
 GROUPS = (MODES_GROUP, NOTES_GROUP, RETRIEVAL_GROUP, MODELS_GROUP, OUTPUT_GROUP)
 # What --help shows besides the modes: the flags of a first run. --help-all shows every flag.
-FIRST_FLAGS = ("--notes", "--embed-model", "--chat-model", "--retrieve-only", "--json",
-               "--version")
+FIRST_FLAGS = ("--notes", "--embed-model", "--chat-model", "--retrieve-only", "--json", "--version")
 
 # The flags no one mode owns: what a run may redo, and how it reports. Each is declared as a
 # Settings field is (option()), with the dest argparse gives it.
@@ -11182,6 +11229,10 @@ RUN_OPTIONS = {
                    action="store_true"),
     "version": option(None, "--version", OUTPUT_GROUP, "print the version and exit",
                       action="version", version=f"demo_rag {VERSION}"),
+    "hyperlink_format": option(None, "--hyperlink-format", OUTPUT_GROUP, "a citation's link, as "
+                               "ripgrep's: vscode, kitty, macvim, ..., none, or like vscode://file"
+                               f"{{path}}:{{line}} (default: ${HYPERLINK_ENV}, else file://)",
+                               type=hyperlink_format, metavar="FORMAT"),
     "progress_seconds": option(PROGRESS_SECONDS, "--progress-seconds", OUTPUT_GROUP, "when stderr "
                                "is not a terminal, a progress line every S seconds (default "
                                f"{PROGRESS_SECONDS:g})", SECONDS, type=float, metavar="S"),
@@ -11256,25 +11307,22 @@ def chosen_mode(args: argparse.Namespace, error: Callable[[str], None] | None = 
 
 
 def build_parser(every_flag: bool = False) -> ArgumentParser:
-    """The command line's parser, built from the declarations (Settings' fields, the modes',
-    RUN_OPTIONS) in --help's groups. --help is one screen: the modes, FIRST_FLAGS and three
-    examples; with `every_flag`, --help-all's: every flag, example, variable and exit code."""
-    import shutil
-    from textwrap import fill
+    """The parser, from the declarations (Settings', the modes', RUN_OPTIONS), in --help's groups:
+    one screen (the modes, FIRST_FLAGS, three examples), or with `every_flag` all (--help-all)."""
+    import shutil, textwrap
     width = min(shutil.get_terminal_size().columns, 100) - 2
     # A mode's usage ("--eval FILE") is kept on one line: fill() breaks at ASCII spaces only.
     modes = " | ".join(mode_usage(m).replace(" ", "\xa0") for m in MODES)
-    usage = fill(f"demo_rag.py [options] {modes}", width - 7, subsequent_indent=" " * 29,
-                 break_on_hyphens=False).replace("\xa0", " ")
+    usage = textwrap.fill(f"demo_rag.py [options] {modes}", width - 7, break_on_hyphens=False,
+                          subsequent_indent=" " * 29).replace("\xa0", " ")
     examples = [f"  python demo_rag.py {arguments:<39} {what}"
-                for m in MODES for arguments, what in m.examples]
+                for m in MODES for arguments, what in m.examples][:None if every_flag else 3]
     more = ENVIRONMENT if every_flag else ("every flag, example, variable and exit code: "
                                            "python demo_rag.py --help-all")
-    about = fill("Ask questions of your notes with local Ollama models (notes: "
-                 f"{', '.join(NOTE_TYPES)} files).", width)
-    p = ArgumentParser(prog="demo_rag.py", usage=usage, description=about,
-                       epilog="examples:\n" + "\n".join(examples[:None if every_flag else 3])
-                       + f"\n\n{more}", formatter_class=functools.partial(
+    about = textwrap.fill("Ask questions of your notes with local Ollama models (notes: "
+                          f"{', '.join(NOTE_TYPES)} files).", width)
+    p = ArgumentParser(prog="demo_rag.py", usage=usage, description=about, epilog="examples:\n"
+                       + "\n".join(examples) + f"\n\n{more}", formatter_class=functools.partial(
                            argparse.RawDescriptionHelpFormatter, width=width))
     p.add_argument("--help-all", action="help", help="show every flag and what it does")
     groups = {name: p.add_argument_group(name) for name in GROUPS}
@@ -11290,8 +11338,7 @@ def build_parser(every_flag: bool = False) -> ArgumentParser:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """The command line, parsed and checked: build_parser's flags, and MODES says what goes
-    together."""
+    """The command line, parsed (build_parser) and checked: MODES says what goes together."""
     argv = sys.argv[1:] if argv is None else argv
     p = build_parser(every_flag="--help-all" in argv)
     p.json_requested = "--json" in argv
@@ -11315,6 +11362,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                 f"{mode.prints}")
     if args.question and (problem := question_problem(args.question)):
         p.error(problem)
+    if args.hyperlink_format is None:
+        try:
+            args.hyperlink_format = hyperlink_format(os.environ.get(HYPERLINK_ENV, "default"))
+        except argparse.ArgumentTypeError as e:
+            p.error(f"{HYPERLINK_ENV}: {e}")
     return args
 
 
@@ -11354,6 +11406,7 @@ def run_mode(argv: list[str] | None) -> int:
     """Parse the flags, set up, and run the mode they ask for; returns the exit code."""
     args = parse_args(argv)
     settings = settings_from(args)
+    sys.stdout.link_format = args.hyperlink_format     # main() made it an EscapedControls
     if settings.top_k > (cap := top_k_limit(settings.chunk_size, settings.max_answer_tokens)):
         err(f"note: --top-k {settings.top_k} is more sources than fit in a {MAX_NUM_CTX}-token "
             f"context; using {cap}")
