@@ -679,8 +679,7 @@ GAP_QUESTION_CHARS = 2000                 # of a question, this much is kept
 GAP_SOURCES = 3                           # the closest sources kept with each question
 NO_LOG_ENV = "DEMO_RAG_NO_LOG"            # set (but to "" or 0): no run adds to the log
 
-# --hyperlink-format's aliases: ripgrep's, so that a setting made for rg works here. A link opens
-# the cited line in an editor; the default opens the file, as ripgrep's does.
+# --hyperlink-format's aliases, ripgrep's: a setting made for rg works here, and links alike.
 HYPERLINK_FORMATS = {
     "default": "file://{host}{path}", "file": "file://{host}{path}", "none": "",
     "kitty": "file://{host}{path}#{line}", "grep+": "grep+://{path}:{line}",
@@ -847,16 +846,15 @@ def hyperlink_format(text: str) -> str:
     """--hyperlink-format: an alias (HYPERLINK_FORMATS) or a template, checked as ripgrep checks
     one; "" for no links. Its braces are escaped as str.format's are ({{), which fills it in.
 
-    >>> hyperlink_format("x://{path}#{column}")
-    Traceback (most recent call last):
-    argparse.ArgumentTypeError: the hyperlink format has a {column} variable, but no {line} variable
+    >>> hyperlink_format("kitty"), hyperlink_format("none")
+    ('file://{host}{path}#{line}', '')
     """
     template = HYPERLINK_FORMATS.get(text, text)
     parts = re.findall(r"\{\{|\}\}|\{[^}]*\}|[{}]|[^{}]+", template)
     names = [part[1:-1] for part in parts if part[0] + part[-1] == "{}"]
     variables = ("path", "line", "column", "host", "wslprefix")
     unknown = [name for name in names if name not in variables]
-    problem = next((why for wrong, why in (
+    for wrong, why in (
         ("{" in parts or "}" in parts, "a { or } without its pair ({{ and }} write a brace)"),
         (unknown, f"invalid hyperlink format variable: '{''.join(unknown[:1])}', choose "
                   f"from: {', '.join(variables)}"),
@@ -865,9 +863,9 @@ def hyperlink_format(text: str) -> str:
         ("column" in names and "line" not in names,
          "the hyperlink format has a {column} variable, but no {line} variable"),
         (template and not re.match(r"[0-9A-Za-z+.-]+:", template),
-         "a hyperlink format starts with a URL scheme, like file: or vscode:")) if wrong), "")
-    if problem:
-        raise argparse.ArgumentTypeError(problem)
+         "a hyperlink format starts with a URL scheme, like file: or vscode:")):
+        if wrong:
+            raise argparse.ArgumentTypeError(why)
     return template
 
 
@@ -8563,21 +8561,21 @@ def card_line(card: NoteMeta | None) -> str:
     return preview(" · ".join(parts))
 
 
-def hyperlink(template: str, path: str, line: int | None, host: str = "") -> str:
-    """A link to line `line` (1 if None; column 1) of the file at absolute `path`, filled in as
-    ripgrep fills a --hyperlink-format template: the path "/" first (/C:/x on Windows), every
+def hyperlink(template: str, path: str, line: int | None) -> str:
+    """A link to line `line` (1 if None; column 1) of the file at absolute `path` on this host,
+    as ripgrep fills a --hyperlink-format template in: the path "/" first (/C:/x on Windows), every
     byte but letters, digits and "/:-._~" percent-encoded (ripgrep keeps non-ASCII ones, but
     U+009C in UTF-8 would end the link as a line break, ESC or BEL would).
 
     >>> hyperlink("vscode://file{path}:{line}:{column}", "/notes/tea & me\x1b]8;;x\x07.md", 14)
     'vscode://file/notes/tea%20%26%20me%1B%5D8%3B%3Bx%07.md:14:1'
     """
-
+    import socket                         # (only here: a link names the machine its file is on)
     from urllib.parse import quote
     path = Path(path).as_posix()
     wsl = os.environ.get("WSL_DISTRO_NAME")
     return template.format(path=quote(os.fsencode(path if path[:1] == "/" else f"/{path}"), "/:"),
-                           line=line or 1, column=1, host=quote(host, safe=""),
+                           line=line or 1, column=1, host=quote(socket.gethostname(), safe=""),
                            wslprefix=f"wsl$/{quote(wsl, safe='')}" if wsl else "")
 
 
@@ -8590,9 +8588,7 @@ def print_citation(chunk: PlacedChunk, passage: Passage, notes_dir: str = "") ->
     path = (note_path(notes_dir, chunk.source) if isinstance(out, EscapedControls)
             and out.link_format and out.isatty() and os.environ.get("TERM") != "dumb" else None)
     if path is not None:
-        import socket                     # (only here: a link names the machine its file is on)
-        out.write_link(place, hyperlink(out.link_format, os.path.abspath(path), passage.line,
-                                        socket.gethostname()))
+        out.write_link(place, hyperlink(out.link_format, os.path.abspath(path), passage.line))
         citation = citation[len(place):]
     print(citation, end="")
 
@@ -11317,14 +11313,13 @@ def build_parser(every_flag: bool = False) -> ArgumentParser:
                           subsequent_indent=" " * 29).replace("\xa0", " ")
     examples = [f"  python demo_rag.py {arguments:<39} {what}"
                 for m in MODES for arguments, what in m.examples][:None if every_flag else 3]
-    more = ENVIRONMENT if every_flag else ("every flag, example, variable and exit code: "
-                                           "python demo_rag.py --help-all")
+    more = ENVIRONMENT if every_flag else "more: python demo_rag.py --help-all"
     about = textwrap.fill("Ask questions of your notes with local Ollama models (notes: "
                           f"{', '.join(NOTE_TYPES)} files).", width)
     p = ArgumentParser(prog="demo_rag.py", usage=usage, description=about, epilog="examples:\n"
                        + "\n".join(examples) + f"\n\n{more}", formatter_class=functools.partial(
                            argparse.RawDescriptionHelpFormatter, width=width))
-    p.add_argument("--help-all", action="help", help="show every flag and what it does")
+    p.add_argument("--help-all", action="help", help="show every flag, variable and exit code")
     groups = {name: p.add_argument_group(name) for name in GROUPS}
     groups[MODES_GROUP].add_argument("question", nargs="?", help="what to ask (in any language)")
     shown = {*FIRST_FLAGS, *(m.flag for m in MODES)}
