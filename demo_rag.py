@@ -862,8 +862,8 @@ def hyperlink_format(text: str) -> str:
                                            f"format, or an alias: {', '.join(HYPERLINK_FORMATS)}"),
         ("column" in names and "line" not in names,
          "the hyperlink format has a {column} variable, but no {line} variable"),
-        (template and not re.match(r"[0-9A-Za-z+.-]+:", template),
-         "a hyperlink format starts with a URL scheme, like file: or vscode:")):
+        (template and not re.fullmatch(r"[0-9A-Za-z+.-]+:[!-~]*", template), "a hyperlink "
+         "format is a URL: a scheme (file:, vscode:), then printable ASCII (%20 for a space)")):
         if wrong:
             raise argparse.ArgumentTypeError(why)
     return template

@@ -307,7 +307,9 @@ def test_the_link_format_is_the_flag_s_else_the_environment_s_and_none_links_not
     ("x://{path}:{column}", "the hyperlink format has a {column} variable, but no {line} variable"),
     ("x://{path", "a { or } without its pair ({{ and }} write a brace)"),
     ("x://}{path}", "a { or } without its pair"),
-    ("{path}", "a hyperlink format starts with a URL scheme"),
+    ("{path}", "a hyperlink format is a URL: a scheme (file:, vscode:), then printable ASCII (%20 for a space)"),
+    ("x://{path} {line}\x07", "a hyperlink format is a URL: a scheme"),
+    ("x://{path}/é", "a hyperlink format is a URL: a scheme"),
 ])
 def test_a_bad_link_format_is_one_line_and_exit_2(server, tmp_path, given, says):
     args = ("a question", "--notes", tmp_path, "--cache", tmp_path / "cache")
