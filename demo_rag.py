@@ -83,7 +83,7 @@ for one to go there and back), what it holds and where to start reading it.
     §gap-log            logged: answer() appends the questions the notes left open
   Part III · the modes, a section each with its flags, Mode and printing
     §modes-setup        Mode, open_for_mode (ProgressLine, check_usable), EscapedControls
-    §showing-sources    print_hits, print_citation, hit_json, print_outcome, preview
+    §showing-sources    print_hits, print_citation (hyperlink), hit_json, print_outcome, preview
     §question           run_question, outcome_json; QUESTION, the default mode
     §chat               run_chat, inline_filters; CHAT
     §explain            run_explain: explain_index, _search, _prompt, _check (steps 1-8)
@@ -93,7 +93,7 @@ for one to go there and back), what it holds and where to start reading it.
     §mcp-tools          Notes -> search_tool, read_tool, ask_tool; mcp_tools
     §held-index         HeldIndex: current(), look() while idle, still_current
     §mcp                McpServer: answer, call_tool; JsonRpcLines, Later; run_mcp; MCP
-    §command-line       MODES, parse_args, run_mode, main
+    §command-line       MODES, build_parser (--help, --help-all), parse_args, run_mode, main
     §start-up           what the lines before Part I do; exit_now
 
 Named above their definition, on purpose: search's score() and judge() read the floor
@@ -11237,6 +11237,7 @@ RUN_OPTIONS = {
 ENVIRONMENT = f"""environment:
   OLLAMA_HOST      the Ollama to use (default {DEFAULT_HOST}); nothing is sent elsewhere
   {NO_LOG_ENV}  set to 1: keep no gap log (as --no-log)
+  {HYPERLINK_ENV}  a citation's link, when --hyperlink-format does not say
 
 exit codes:
   0 answered, declined or sources shown · 1 stdout could not be written · 2 bad usage or

@@ -59,7 +59,7 @@ def test_help_all_is_grouped_with_examples(server):
     assert all(re.search(rf"python demo_rag.py {re.escape(arguments)} +{re.escape(what)}\n", examples)
                for m in rag.MODES for arguments, what in m.examples)
     # where Ollama is looked for, the switch for the gap log, and what each exit code means
-    assert "OLLAMA_HOST" in out.stdout and rag.NO_LOG_ENV in out.stdout
+    assert "OLLAMA_HOST" in out.stdout and rag.NO_LOG_ENV in out.stdout and rag.HYPERLINK_ENV in out.stdout
     codes = out.stdout[out.stdout.index("exit codes:"):]
     assert all(f"{code} " in codes for code in (0, 1, 2, 3, 130))
 
