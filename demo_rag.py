@@ -11307,7 +11307,7 @@ def build_parser(every_flag: bool = False) -> ArgumentParser:
     """The parser, from the declarations (Settings', the modes', RUN_OPTIONS), in --help's groups:
     one screen (the modes, FIRST_FLAGS, three examples), or with `every_flag` all (--help-all)."""
     import shutil, textwrap
-    width = min(shutil.get_terminal_size().columns, 100) - 2
+    width = min(max(shutil.get_terminal_size().columns, 40), 100) - 2    # COLUMNS=1 too
     # A mode's usage ("--eval FILE") is kept on one line: fill() breaks at ASCII spaces only.
     modes = " | ".join(mode_usage(m).replace(" ", "\xa0") for m in MODES)
     usage = textwrap.fill(f"demo_rag.py [options] {modes}", width - 7, break_on_hyphens=False,
@@ -11336,7 +11336,7 @@ def build_parser(every_flag: bool = False) -> ArgumentParser:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line, parsed (build_parser) and checked: MODES says what goes together."""
     argv = sys.argv[1:] if argv is None else argv
-    p = build_parser(every_flag="--help-all" in argv)
+    p = build_parser(every_flag=any(a.startswith("--help-") for a in argv))   # --help-a too
     p.json_requested = "--json" in argv
     options = all_options()
     args = p.parse_args(argv)

@@ -36,6 +36,8 @@ def test_help_is_one_screen_that_says_where_the_rest_is(server):
     assert "python demo_rag.py --help-all" in out.stdout
     assert all(re.search(rf"^  {m.flag or 'question'} ", out.stdout, re.M) for m in rag.MODES)
     assert "--top-k" not in out.stdout and "--notes DIR" in out.stdout
+    narrow = run_cli("--help", host=server.url, env={"COLUMNS": "1"})     # a terminal too narrow to wrap in
+    assert narrow.returncode == 0 and narrow.stdout.startswith("usage: demo_rag.py"), narrow.stderr
 
 
 def test_help_all_shows_every_flag_the_parser_has_with_its_help(server):
