@@ -679,7 +679,7 @@ GAP_QUESTION_CHARS = 2000                 # of a question, this much is kept
 GAP_SOURCES = 3                           # the closest sources kept with each question
 NO_LOG_ENV = "DEMO_RAG_NO_LOG"            # set (but to "" or 0): no run adds to the log
 
-# --hyperlink-format's aliases, ripgrep's: a setting made for rg works here, and links alike.
+# --hyperlink-format's aliases, ripgrep's own: a format set up for rg links the same here.
 HYPERLINK_FORMATS = {
     "default": "file://{host}{path}", "file": "file://{host}{path}", "none": "",
     "kitty": "file://{host}{path}#{line}", "grep+": "grep+://{path}:{line}",
@@ -8285,7 +8285,7 @@ class EscapedControls:
     characters its encoding lacks (Chinese on cp1252) too (.escaped says so). The escapes are
     JSON's own, so that --json output stays valid; failing() says what a failed write raises."""
     ESCAPES = "demo_rag.json_escapes"     # the name json_escapes is registered under
-    link_format = HYPERLINK_FORMATS["default"]    # a citation's link; run_mode sets the flag's
+    link_format = HYPERLINK_FORMATS["default"]    # print_citation's; run_mode sets the run's
 
     def __init__(self, stream, quiet: bool = False):
         self.raw = stream                 # ProgressLine writes its own "\r\x1b[K" here
