@@ -52,7 +52,7 @@ a memory-mapped cache, an inverted index for BM25), and the finer points of rank
 Part III: the modes (a question, --chat, --explain, --eval, --make-eval, --tune, --gaps, --mcp) and
 the command line. A first reading can stop after Part I. Left out on purpose: approximate
 nearest-neighbour indexes (exact search copes with a few hundred thousand chunks), rerankers,
-network servers (--mcp speaks on stdin and stdout), frameworks. --help lists every flag.
+network servers (--mcp speaks on stdin and stdout), frameworks. --help-all lists every flag.
 
 The map of Parts II and III: every section in order by the marker its banner carries (search
 for one to go there and back), what it holds and where to start reading it.
@@ -83,7 +83,7 @@ for one to go there and back), what it holds and where to start reading it.
     §gap-log            logged: answer() appends the questions the notes left open
   Part III · the modes, a section each with its flags, Mode and printing
     §modes-setup        Mode, open_notes (ProgressLine, check_usable), EscapedControls
-    §showing-sources    print_hits, print_citation, hit_json, print_outcome, preview
+    §showing-sources    print_hits, print_citation (hyperlink), hit_json, print_outcome, preview
     §question           run_question, outcome_json; QUESTION, the default mode
     §chat               run_chat, inline_filters; CHAT
     §explain            run_explain: explain_index, _search, _prompt, _check (steps 1-8)
@@ -93,7 +93,7 @@ for one to go there and back), what it holds and where to start reading it.
     §mcp-tools          Notes -> search_tool, read_tool, ask_tool; mcp_tools
     §held-index         HeldIndex: current(), look() while idle, still_current
     §mcp                McpServer: answer, call_tool; JsonRpcLines, Later; run_mcp; MCP
-    §command-line       MODES, parse_args, run_mode, main
+    §command-line       MODES, build_parser (--help, --help-all), parse_args, run_mode, main
     §start-up           what the lines before Part I do; exit_now
 
 Named above their definition, on purpose: search's score() and judge() read the floor
@@ -679,6 +679,17 @@ GAP_QUESTION_CHARS = 2000                 # of a question, this much is kept
 GAP_SOURCES = 3                           # the closest sources kept with each question
 NO_LOG_ENV = "DEMO_RAG_NO_LOG"            # set (but to "" or 0): no run adds to the log
 
+# --hyperlink-format's aliases, ripgrep's own: a format set up for rg links the same here.
+HYPERLINK_FORMATS = {
+    "default": "file://{host}{path}", "file": "file://{host}{path}", "none": "",
+    "kitty": "file://{host}{path}#{line}", "grep+": "grep+://{path}:{line}",
+    **{editor: editor + "://file{path}:{line}:{column}"     # vscode://file{path}:{line}:{column}
+       for editor in ("vscode", "vscode-insiders", "vscodium", "cursor")},
+    "macvim": "mvim://open?url=file://{path}&line={line}&column={column}",
+    "textmate": "txmt://open?url=file://{path}&line={line}&column={column}",
+}
+HYPERLINK_ENV = "DEMO_RAG_HYPERLINK_FORMAT"    # --hyperlink-format's value when it is not given
+
 # Fusion (--fusion): how the two rankers' scores become one ranking. "evidence" is the default
 # (fuse(); chosen in bench/fusion-study.md); "rrf" is Part I's reciprocal rank fusion; --tune
 # compares them all on your own questions.
@@ -829,6 +840,33 @@ def dated_backwards(since: str | None, until: str | None) -> bool:
     [True, False, False]
     """
     return bool(since and until) and date_span(since)[0] > date_span(until)[1]
+
+
+def hyperlink_format(text: str) -> str:
+    """--hyperlink-format: an alias (HYPERLINK_FORMATS) or a template, checked as ripgrep checks
+    one; "" for no links. Its braces are escaped as str.format's are ({{), which fills it in.
+
+    >>> hyperlink_format("kitty"), hyperlink_format("none")
+    ('file://{host}{path}#{line}', '')
+    """
+    template = HYPERLINK_FORMATS.get(text, text)
+    parts = re.findall(r"\{\{|\}\}|\{[^}]*\}|[{}]|[^{}]+", template)
+    names = [part[1:-1] for part in parts if part[0] + part[-1] == "{}"]
+    variables = ("path", "line", "column", "host", "wslprefix")
+    unknown = [name for name in names if name not in variables]
+    for wrong, why in (
+        ("{" in parts or "}" in parts, "a { or } without its pair ({{ and }} write a brace)"),
+        (unknown, f"invalid hyperlink format variable: '{''.join(unknown[:1])}', choose "
+                  f"from: {', '.join(variables)}"),
+        (template and "path" not in names, "the {path} variable is required in a hyperlink "
+                                           f"format, or an alias: {', '.join(HYPERLINK_FORMATS)}"),
+        ("column" in names and "line" not in names,
+         "the hyperlink format has a {column} variable, but no {line} variable"),
+        (template and not re.fullmatch(r"[0-9A-Za-z+.-]+:[!-~]*", template), "a hyperlink "
+         "format is a URL: a scheme (file:, vscode:), then printable ASCII (%20 for a space)")):
+        if wrong:
+            raise argparse.ArgumentTypeError(why)
+    return template
 
 
 class Appended(argparse.Action):
@@ -8247,6 +8285,7 @@ class EscapedControls:
     characters its encoding lacks (Chinese on cp1252) too (.escaped says so). The escapes are
     JSON's own, so that --json output stays valid; failing() says what a failed write raises."""
     ESCAPES = "demo_rag.json_escapes"     # the name json_escapes is registered under
+    link_format = HYPERLINK_FORMATS["default"]    # print_citation's; run_mode sets the run's
 
     def __init__(self, stream, quiet: bool = False):
         self.raw = stream                 # ProgressLine writes its own "\r\x1b[K" here
@@ -8279,7 +8318,7 @@ class EscapedControls:
 
     def write_link(self, text: str, uri: str) -> None:
         """Write `text` as a terminal's hyperlink (OSC 8) to `uri`: the one control sequence this
-        stream lets through, for a URI of printable ASCII alone (file_uri's), so that no name
+        stream lets through, for a URI of printable ASCII alone (hyperlink's), so that no name
         can end the sequence early or smuggle one of its own in."""
         assert re.fullmatch(r"[!-~]+", uri), "a link's URI is percent-encoded"
         with self.failing():
@@ -8531,29 +8570,34 @@ def card_line(card: NoteMeta | None) -> str:
     return preview(" · ".join(parts))
 
 
-def file_uri(path: str, host: str = "") -> str:
-    """A file:// URI for an absolute path on `host`, as terminals' links take it: every byte of
-    the name but letters, digits, "-._~" and "/" percent-encoded, so no control character (a line
-    break, ESC, BEL) or byte that is not UTF-8 is left in it to end the link.
+def hyperlink(template: str, path: str, line: int | None) -> str:
+    """A link to line `line` (1 if None; column 1) of the file at absolute `path` on this host,
+    as ripgrep fills a --hyperlink-format template in: the path "/" first (/C:/x on Windows), every
+    byte but letters, digits and "/:-._~" percent-encoded (ripgrep keeps non-ASCII ones, but
+    U+009C in UTF-8 would end the link as a line break, ESC or BEL would).
 
-    >>> file_uri("/notes/tea & me\x1b]8;;x\x07.md", "laptop")
-    'file://laptop/notes/tea%20%26%20me%1B%5D8%3B%3Bx%07.md'
+    >>> hyperlink("vscode://file{path}:{line}:{column}", "/notes/tea & me\x1b]8;;x\x07.md", 14)
+    'vscode://file/notes/tea%20%26%20me%1B%5D8%3B%3Bx%07.md:14:1'
     """
+    import socket                         # (only here: a link names the machine its file is on)
     from urllib.parse import quote
-    # as_uri() spells a Windows path as file:///C:/...
-    return f"file://{quote(host, safe='')}{Path(path).as_uri().removeprefix('file://')}"
+    path = Path(path).as_posix()
+    wsl = os.environ.get("WSL_DISTRO_NAME")
+    return template.format(path=quote(os.fsencode(path if path[:1] == "/" else f"/{path}"), "/:"),
+                           line=line or 1, column=1, host=quote(socket.gethostname(), safe=""),
+                           wslprefix=f"wsl$/{quote(wsl, safe='')}" if wsl else "")
 
 
 def print_citation(chunk: PlacedChunk, passage: Passage, notes_dir: str = "") -> None:
     """A source's citation (passage_citation), with no line break after it; its place
-    ("bike.md:14") a link (OSC 8) to the note's file under `notes_dir` on the command line's own
-    stdout (EscapedControls lets links through) on a terminal, unless a "dumb" one."""
+    ("bike.md:14") a link (OSC 8, --hyperlink-format's) to that line of its file under `notes_dir`
+    on the command line's stdout (EscapedControls) on a terminal, unless a "dumb" one."""
     place, citation = passage_place(chunk, passage), passage_citation(chunk, passage)
-    path = (note_path(notes_dir, chunk.source) if isinstance(sys.stdout, EscapedControls)
-            and sys.stdout.isatty() and os.environ.get("TERM") != "dumb" else None)
+    out = sys.stdout
+    path = (note_path(notes_dir, chunk.source) if isinstance(out, EscapedControls)
+            and out.link_format and out.isatty() and os.environ.get("TERM") != "dumb" else None)
     if path is not None:
-        import socket                     # (only here: a link names the machine its file is on)
-        sys.stdout.write_link(place, file_uri(os.path.abspath(path), socket.gethostname()))
+        out.write_link(place, hyperlink(out.link_format, os.path.abspath(path), passage.line))
         citation = citation[len(place):]
     print(citation, end="")
 
@@ -11175,6 +11219,8 @@ MCP = Mode(
 
 MODES = (QUESTION, CHAT, EXPLAIN, EVAL, MAKE_EVAL, TUNE, GAPS, MCP)    # in --help's order
 GROUPS = (MODES_GROUP, NOTES_GROUP, RETRIEVAL_GROUP, MODELS_GROUP, OUTPUT_GROUP)
+# What --help shows besides the modes: the flags of a first run. --help-all shows every flag.
+FIRST_FLAGS = ("--notes", "--embed-model", "--chat-model", "--retrieve-only", "--json", "--version")
 
 # The flags no one mode owns: what a run may redo, and how it reports. Each is declared as a
 # Settings field is (option()), with the dest argparse gives it.
@@ -11188,6 +11234,10 @@ RUN_OPTIONS = {
                    action="store_true"),
     "version": option(None, "--version", OUTPUT_GROUP, "print the version and exit",
                       action="version", version=f"demo_rag {VERSION}"),
+    "hyperlink_format": option(None, "--hyperlink-format", OUTPUT_GROUP, "a citation's link, as "
+                               "ripgrep's: vscode, kitty, macvim, ..., none, or like vscode://file"
+                               f"{{path}}:{{line}} (default: ${HYPERLINK_ENV}, else file://)",
+                               type=hyperlink_format, metavar="FORMAT"),
     "progress_seconds": option(PROGRESS_SECONDS, "--progress-seconds", OUTPUT_GROUP, "when stderr "
                                "is not a terminal, a progress line every S seconds (default "
                                f"{PROGRESS_SECONDS:g})", SECONDS, type=float, metavar="S"),
@@ -11196,6 +11246,7 @@ RUN_OPTIONS = {
 ENVIRONMENT = f"""environment:
   OLLAMA_HOST      the Ollama to use (default {DEFAULT_HOST}); nothing is sent elsewhere
   {NO_LOG_ENV}  set to 1: keep no gap log (as --no-log)
+  {HYPERLINK_ENV}  a citation's link, when --hyperlink-format does not say
 
 exit codes:
   0 answered, declined or sources shown · 1 stdout could not be written · 2 bad usage or
@@ -11261,25 +11312,42 @@ def chosen_mode(args: argparse.Namespace, error: Callable[[str], None] | None = 
     return mode
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """The command line, parsed and checked: the parser is built from the declarations
-    (Settings' fields and RUN_OPTIONS), in --help's groups, and MODES says what goes together."""
-    usage = "demo_rag.py [options] " + " | ".join(mode_usage(m) for m in MODES)
-    examples = "examples:\n" + "\n".join(f"  python demo_rag.py {arguments:<39} {what}"
-                                         for m in MODES for arguments, what in m.examples)
-    p = ArgumentParser(prog="demo_rag.py", usage=usage, epilog=f"{examples}\n\n{ENVIRONMENT}",
-                       description="Ask questions of your notes with local Ollama models "
-                                   f"(notes: {', '.join(NOTE_TYPES)} files).",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.json_requested = "--json" in (sys.argv[1:] if argv is None else argv)
+def build_parser(every_flag: bool = False) -> ArgumentParser:
+    """The parser, from the declarations (Settings', the modes', RUN_OPTIONS), in --help's groups:
+    one screen (the modes, FIRST_FLAGS, three examples), or with `every_flag` all (--help-all)."""
+    import shutil, textwrap
+    width = min(max(shutil.get_terminal_size().columns, 40), 100) - 2    # COLUMNS=1 too
+    # A mode's usage ("--eval FILE") is kept on one line: fill() breaks at ASCII spaces only.
+    modes = " | ".join(mode_usage(m).replace(" ", "\xa0") for m in MODES)
+    usage = textwrap.fill(f"demo_rag.py [options] {modes}", width - 7, break_on_hyphens=False,
+                          subsequent_indent=" " * 29).replace("\xa0", " ")
+    examples = [f"  python demo_rag.py {arguments:<39} {what}"
+                for m in MODES for arguments, what in m.examples][:None if every_flag else 3]
+    more = ENVIRONMENT if every_flag else "more: python demo_rag.py --help-all"
+    about = textwrap.fill("Ask questions of your notes with local Ollama models (notes: "
+                          f"{', '.join(NOTE_TYPES)} files).", width)
+    p = ArgumentParser(prog="demo_rag.py", usage=usage, description=about, epilog="examples:\n"
+                       + "\n".join(examples) + f"\n\n{more}", formatter_class=functools.partial(
+                           argparse.RawDescriptionHelpFormatter, width=width))
+    p.add_argument("--help-all", action="help", help="show every flag, variable and exit code")
     groups = {name: p.add_argument_group(name) for name in GROUPS}
     groups[MODES_GROUP].add_argument("question", nargs="?", help="what to ask (in any language)")
-    options = all_options()
+    shown = {*FIRST_FLAGS, *(m.flag for m in MODES)}
     for name in GROUPS:
-        for dest, o in options.items():
+        for dest, o in all_options().items():
             if o["group"] == name:
+                help = o["help"] if every_flag or o["flag"] in shown else argparse.SUPPRESS
                 groups[name].add_argument(o["flag"], dest=dest, default=o["default"],
-                                          help=o["help"], **o["argparse"])
+                                          help=help, **o["argparse"])
+    return p
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, parsed (build_parser) and checked: MODES says what goes together."""
+    argv = sys.argv[1:] if argv is None else argv
+    p = build_parser(every_flag=any(a.startswith("--help-") for a in argv))   # --help-a too
+    p.json_requested = "--json" in argv
+    options = all_options()
     args = p.parse_args(argv)
     for dest, o in options.items():
         value = getattr(args, dest)
@@ -11299,6 +11367,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                 f"{mode.prints}")
     if args.question and (problem := question_problem(args.question)):
         p.error(problem)
+    if args.hyperlink_format is None:
+        try:
+            args.hyperlink_format = hyperlink_format(os.environ.get(HYPERLINK_ENV, "default"))
+        except argparse.ArgumentTypeError as e:
+            p.error(f"{HYPERLINK_ENV}: {e}")
     return args
 
 
@@ -11338,6 +11411,7 @@ def run_mode(argv: list[str] | None) -> int:
     """Parse the flags, set up, and run the mode they ask for; returns the exit code."""
     args = parse_args(argv)
     settings = settings_from(args)
+    sys.stdout.link_format = args.hyperlink_format     # main() made it an EscapedControls
     if settings.top_k > (cap := top_k_limit(settings.chunk_size, settings.max_answer_tokens)):
         err(f"note: --top-k {settings.top_k} is more sources than fit in a {MAX_NUM_CTX}-token "
             f"context; using {cap}")
