@@ -5053,20 +5053,33 @@ def passage_offset(text: str, terms: Iterable[tuple[str, float]] = ()) -> int:
     return max(in_text(keyword_in_context(line, match)), text.rfind("\n", 0, term_at) + 1)
 
 
-def locate_passage(chunk: PlacedChunk, terms: Iterable[tuple[str, float]] = ()) -> Passage:
+def heading_span(first: str, last: str) -> str:
+    """The sections from heading path `first` to `last`, as one: "# A › ## B … ## D"."""
+    a, b = (re.split(r" › (?=#)", h) for h in (first, last))
+    return f"{first} … {' › '.join(b[len(os.path.commonprefix([a, b])):]) or last}".lstrip()
+
+
+def locate_passage(chunk: PlacedChunk, terms: Iterable[tuple[str, float]] = (),
+                   on_line: int | None = None) -> Passage:
     """Where the passage of `chunk` that a search's `terms` (term, idf: preview_terms) matched
-    is: its line and section, with the chunk's first and last lines (rank() keeps each hit's).
-    Without a term in the chunk, the passage is its first line past the headings it opens with.
+    is: its line and section, with the chunk's first and last lines (rank() keeps each hit's);
+    with `on_line`, the passage on that line of its text (from 1), where the citation check
+    placed a sentence citing it. Without a term in the chunk (found by meaning alone), the
+    passage is the chunk past the headings it opens with, under all the sections it spans.
 
     >>> text = "## Chain\\nOil it.\\n\\n## Tyres\\nRoad: 80 psi."
     >>> c = PlacedChunk("bike.md", "# Bike › ## Chain", text, line=5)
     >>> locate_passage(c, [("psi", 2.0)])
     Passage(line=9, end_line=9, heading='# Bike › ## Tyres', start_line=5, offset=27)
-    >>> locate_passage(c).line, locate_passage(c).heading
-    (6, '# Bike › ## Chain')
+    >>> locate_passage(c).line, locate_passage(c).heading, locate_passage(c, on_line=5).heading
+    (6, '# Bike › ## Chain … ## Tyres', '# Bike › ## Tyres')
     """
-    offset = passage_offset(chunk.text, terms)
-    heading = headings_at(chunk, offset)
+    offset = passage_offset(chunk.text, terms) if on_line is None else \
+        sum(map(len, chunk.text.split("\n")[:on_line - 1])) + on_line - 1
+    heading, last = headings_at(chunk, offset), headings_at(chunk, len(chunk.text))
+    if on_line is None and last != heading and not any(
+            term in chunk.text.lower() for term, weight in terms if weight > 0):
+        heading = heading_span(heading, last)
     if chunk.line is None:
         return Passage(None, None, heading, None, offset)
     return Passage(chunk.line + chunk.text.count("\n", 0, offset),
@@ -5198,7 +5211,8 @@ class Retrieval(Scores):
     reembed_because: str = ""             # the question's vector has another size than the index's
     timings: dict[str, float] = field(default_factory=dict)
     notes: dict[str, NoteMeta] = field(default_factory=dict)   # ranked notes' note_card()s
-    passages: list[Passage] = field(default_factory=list)      # where each of `hits` matched
+    # where each of `hits` matched the question; answered, where the sentence citing it stands
+    passages: list[Passage] = field(default_factory=list)
 
     @property
     def found(self) -> bool:
@@ -7582,6 +7596,7 @@ class SentenceCheck(NamedTuple):
     page: int | None = None               # ...and its page, chapter or cell
     support: float = 0.0                  # share() of it held there, 0 to 1
     judge: str = ""                       # the judge's "yes" or "no", or why neither
+    at: int | None = None                 # its line in its source's text, from 1
 
     @property
     def place(self) -> str:
@@ -7608,7 +7623,8 @@ class SentenceCheck(NamedTuple):
             src.source, src.page, src.line)
         line = None if first is None else lines[i].number + first - 1
         return cls(claim.text, claim.cited, verdict, why, s + 1, line,
-                   None if first is None else last + first - 1, path, page, round(support, 3))
+                   None if first is None else last + first - 1, path, page, round(support, 3),
+                   at=lines[i].number)
 
 
 def numbers_carry(claim: Claim, lines: list[Line]) -> bool:
@@ -7672,6 +7688,11 @@ class CitationCheck:
     def uncited(self) -> int:
         """How many sentences it supports cite nothing."""
         return sum(1 for s in self.sentences if s.verdict == SUPPORTED and not s.cited)
+
+    def placed(self, source: int) -> int | None:
+        """The line (SentenceCheck.at) of the first sentence citing `source` that it supports."""
+        return next((s.at for s in self.sentences if s.verdict == SUPPORTED
+                     and s.source == source and source in s.cited), None)
 
     @property
     def cites_nothing(self) -> bool:
@@ -8066,8 +8087,11 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
         check, said = judged(check, [h.chunk for h in r.hits], settings)
         plan = replace(plan, warnings=plan.warnings + said,
                        timings={**plan.timings, "judge": check.judge_seconds})
+    # A source cited is shown where the sentence citing it stands, under that line's headings.
+    cited = replace(r, passages=[p if (at := check.placed(k)) is None else locate_passage(
+        h.chunk, on_line=at) for k, (h, p) in enumerate(zip(r.hits, r.passages), 1)])
     return logged(came(ANSWERED, usage=stream.usage, cut_short=stream.cut_short, check=check,
-                       conversation=conv), settings, via)
+                       conversation=conv, retrieval=cited), settings, via)
 
 
 # §gap-log -------------------------------------------------------------------
