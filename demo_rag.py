@@ -643,6 +643,9 @@ EMBED_PROMPTS = [
 
 CACHE_FORMAT = 12                         # bump when the layout or chunk_note changes (upgraded())
 TOKENIZER_VERSION = 4                     # bump when tokenize() changes: BM25 counts again
+# Bump when a reader (NOTE_TYPES', read_markdown) makes other text of the same bytes: each note
+# is read again once, and its chunks whose text is the same keep their vectors.
+READER_VERSION = 1
 # On disk, vectors are float32, memory-mapped straight from the cache file: no widening and no
 # copy on load (bench/bench_index.py compares the formats); they start on a page boundary.
 DISK_VECTORS = np.dtype("<f4")
@@ -3833,6 +3836,7 @@ class Index:
     notes_dir: str = ""                   # the notes folder's real path (adopted())
     # rel -> what the note says of itself; a NoteTable when loaded; a note not in it says nothing
     notes: Mapping[str, NoteMeta] = field(default_factory=dict)
+    reader: int = READER_VERSION          # the readers' version its notes were read by
 
     @property
     def complete(self) -> bool:
@@ -4205,10 +4209,13 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
                  donors: Sequence[Path] = ()) -> tuple[Index, IndexReport]:
     """Bring the index up to date with the files: a note is hashed only when its stat changed
     (note_digest), and bytes the index holds (a touched, renamed or copied note) keep their
-    chunks; only new content is read, chunked and embedded (fill_vectors, with the model's
-    `build`, which the index records), checkpointed by the `writer` if given."""
+    chunks unless older readers read them (READER_VERSION); only new content is read and
+    chunked, and only new texts embedded (fill_vectors, with the model's `build`, which the
+    index records), checkpointed by the `writer` if given."""
     report, draft = IndexReport(), IndexDraft()
-    old_files, old_skips = (old.files, old.skipped) if old else ({}, {})
+    # what older readers read, or skipped, is read again
+    current = old is not None and old.reader == READER_VERSION
+    old_files, old_skips = (old.files, old.skipped if current else {}) if old else ({}, {})
     by_digest = {r.digest: rel for rel, r in old_files.items()}
     for f in files:
         rec = old_files.get(f.rel)
@@ -4217,16 +4224,20 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
         digest, data = found
         # whose chunks these bytes had: its own (not read: the same stat), or a moved note's
         was = f.rel if data is None else by_digest.get(digest)
-        if was is not None and lines_known(old.chunks, old_files[was]):
+        kept = was is not None and lines_known(old.chunks, old_files[was])
+        try:
+            read = None if kept and current else read_note(f, settings.max_note_mb, data)
+        except ValueError as e:
+            if not (kept and data is None):   # its bytes, read to be hashed, are why
+                report.skip(f, str(e), "content")
+                continue
+            read = None                   # unreadable now (out of reach): kept as it was
+        if read is None:
             draft.take(f, digest, old, was)
             if digest in old.note_warnings:   # a guessed encoding: said on every run
                 report.warn(f.rel, digest, old.note_warnings[digest])
         else:
-            try:
-                sections, warning = read_note(f, settings.max_note_mb, data)
-            except ValueError as e:       # read a moment ago to be hashed: its bytes are why
-                report.skip(f, str(e), "content")
-                continue
+            sections, warning = read
             if warning:
                 report.warn(f.rel, digest, warning)
             draft.add(f, digest, sections, settings)
@@ -4541,7 +4552,8 @@ def index_to_dict(index: Index) -> dict:
     arr = arr_data
     lex, calibration = index.lexicon, index.calibration
     return {
-        "format": CACHE_FORMAT, "tokenizer": TOKENIZER_VERSION, "notes_dir": index.notes_dir,
+        "format": CACHE_FORMAT, "tokenizer": TOKENIZER_VERSION, "reader": index.reader,
+        "notes_dir": index.notes_dir,
         "names": names_digest([*index.files, *index.skipped]), "embed_model": index.embed_model,
         "chunking": index.chunking,
         "fingerprint": index.fingerprint, "vectors_shape": index.vectors.shape,
@@ -4609,7 +4621,8 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
                  check(d["model_digest"], str, "model_digest"), note_warnings, skipped,
                  # older caches: none
                  checked_calibration(d.get("calibration"), d.get("calibration_probes")),
-                 check(d["notes_dir"], str, "notes_dir"), notes)
+                 check(d["notes_dir"], str, "notes_dir"), notes,
+                 check(d.get("reader", 0), int, "reader"))
 
 
 # §cache-disk ----------------------------------------------------------------
@@ -4765,8 +4778,14 @@ def load_index(path: Path) -> tuple[Index | None, str]:
                 # fingerprint has open_index bring the index up to date and save it.
                 index = replace(index, lexicon=lexicon_from_texts(list(lexicon_texts(index))),
                                 fingerprint="", calibration=None)
-            return index, "" if written == CACHE_FORMAT else \
-                f"cache written by an older demo_rag (format {written}): its vectors are kept"
+            if index.reader != READER_VERSION:    # update_index reads its notes again
+                index = replace(index, fingerprint="")
+            if written != CACHE_FORMAT:
+                return index, f"cache written by an older demo_rag (format {written}): its " \
+                              "vectors are kept"
+            return index, "" if index.reader == READER_VERSION else \
+                "its notes were read by an older demo_rag's readers: read again, each chunk of " \
+                "the same text keeping its vector"
     except BuiltinsOnlyUnpickler.Refused as e:
         return None, f"cache refused ({e})"
     except CacheDamaged as e:
