@@ -643,6 +643,9 @@ EMBED_PROMPTS = [
 
 CACHE_FORMAT = 12                         # bump when the layout or chunk_note changes (upgraded())
 TOKENIZER_VERSION = 4                     # bump when tokenize() changes: BM25 counts again
+# Bump when a reader (NOTE_TYPES', read_markdown) makes other text of the same bytes: each note
+# is read again once, and its chunks whose text is the same keep their vectors.
+READER_VERSION = 1
 # On disk, vectors are float32, memory-mapped straight from the cache file: no widening and no
 # copy on load (bench/bench_index.py compares the formats); they start on a page boundary.
 DISK_VECTORS = np.dtype("<f4")
@@ -3871,6 +3874,7 @@ class Index:
     notes_dir: str = ""                   # the notes folder's real path (adopted())
     # rel -> what the note says of itself; a NoteTable when loaded; a note not in it says nothing
     notes: Mapping[str, NoteMeta] = field(default_factory=dict)
+    reader: int = READER_VERSION          # the readers' version its notes were read by
 
     @property
     def complete(self) -> bool:
@@ -4243,10 +4247,13 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
                  donors: Sequence[Path] = ()) -> tuple[Index, IndexReport]:
     """Bring the index up to date with the files: a note is hashed only when its stat changed
     (note_digest), and bytes the index holds (a touched, renamed or copied note) keep their
-    chunks; only new content is read, chunked and embedded (fill_vectors, with the model's
-    `build`, which the index records), checkpointed by the `writer` if given."""
+    chunks unless older readers read them (READER_VERSION); only new content is read and
+    chunked, and only new texts embedded (fill_vectors, with the model's `build`, which the
+    index records), checkpointed by the `writer` if given."""
     report, draft = IndexReport(), IndexDraft()
-    old_files, old_skips = (old.files, old.skipped) if old else ({}, {})
+    # what older readers read, or skipped, is read again
+    current = old is not None and old.reader == READER_VERSION
+    old_files, old_skips = (old.files, old.skipped if current else {}) if old else ({}, {})
     by_digest = {r.digest: rel for rel, r in old_files.items()}
     for f in files:
         rec = old_files.get(f.rel)
@@ -4255,16 +4262,20 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
         digest, data = found
         # whose chunks these bytes had: its own (not read: the same stat), or a moved note's
         was = f.rel if data is None else by_digest.get(digest)
-        if was is not None and lines_known(old.chunks, old_files[was]):
+        kept = was is not None and lines_known(old.chunks, old_files[was])
+        try:
+            read = None if kept and current else read_note(f, settings.max_note_mb, data)
+        except ValueError as e:
+            if not (kept and data is None):   # its bytes, read to be hashed, are why
+                report.skip(f, str(e), "content")
+                continue
+            read = None                   # unreadable now (out of reach): kept as it was
+        if read is None:
             draft.take(f, digest, old, was)
             if digest in old.note_warnings:   # a guessed encoding: said on every run
                 report.warn(f.rel, digest, old.note_warnings[digest])
         else:
-            try:
-                sections, warning = read_note(f, settings.max_note_mb, data)
-            except ValueError as e:       # read a moment ago to be hashed: its bytes are why
-                report.skip(f, str(e), "content")
-                continue
+            sections, warning = read
             if warning:
                 report.warn(f.rel, digest, warning)
             draft.add(f, digest, sections, settings)
@@ -4579,7 +4590,8 @@ def index_to_dict(index: Index) -> dict:
     arr = arr_data
     lex, calibration = index.lexicon, index.calibration
     return {
-        "format": CACHE_FORMAT, "tokenizer": TOKENIZER_VERSION, "notes_dir": index.notes_dir,
+        "format": CACHE_FORMAT, "tokenizer": TOKENIZER_VERSION, "reader": index.reader,
+        "notes_dir": index.notes_dir,
         "names": names_digest([*index.files, *index.skipped]), "embed_model": index.embed_model,
         "chunking": index.chunking,
         "fingerprint": index.fingerprint, "vectors_shape": index.vectors.shape,
@@ -4647,7 +4659,8 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
                  check(d["model_digest"], str, "model_digest"), note_warnings, skipped,
                  # older caches: none
                  checked_calibration(d.get("calibration"), d.get("calibration_probes")),
-                 check(d["notes_dir"], str, "notes_dir"), notes)
+                 check(d["notes_dir"], str, "notes_dir"), notes,
+                 check(d.get("reader", 0), int, "reader"))
 
 
 # §cache-disk ----------------------------------------------------------------
@@ -4803,8 +4816,14 @@ def load_index(path: Path) -> tuple[Index | None, str]:
                 # fingerprint has open_index bring the index up to date and save it.
                 index = replace(index, lexicon=lexicon_from_texts(list(lexicon_texts(index))),
                                 fingerprint="", calibration=None)
-            return index, "" if written == CACHE_FORMAT else \
-                f"cache written by an older demo_rag (format {written}): its vectors are kept"
+            if index.reader != READER_VERSION:    # update_index reads its notes again
+                index = replace(index, fingerprint="")
+            if written != CACHE_FORMAT:
+                return index, f"cache written by an older demo_rag (format {written}): its " \
+                              "vectors are kept"
+            return index, "" if index.reader == READER_VERSION else \
+                "its notes were read by an older demo_rag's readers: read again, each chunk of " \
+                "the same text keeping its vector"
     except BuiltinsOnlyUnpickler.Refused as e:
         return None, f"cache refused ({e})"
     except CacheDamaged as e:
@@ -5091,20 +5110,33 @@ def passage_offset(text: str, terms: Iterable[tuple[str, float]] = ()) -> int:
     return max(in_text(keyword_in_context(line, match)), text.rfind("\n", 0, term_at) + 1)
 
 
-def locate_passage(chunk: PlacedChunk, terms: Iterable[tuple[str, float]] = ()) -> Passage:
+def heading_span(first: str, last: str) -> str:
+    """The sections from heading path `first` to `last`, as one: "# A › ## B … ## D"."""
+    a, b = (re.split(r" › (?=#)", h) for h in (first, last))
+    return f"{first} … {' › '.join(b[len(os.path.commonprefix([a, b])):]) or last}".lstrip()
+
+
+def locate_passage(chunk: PlacedChunk, terms: Iterable[tuple[str, float]] = (),
+                   on_line: int | None = None) -> Passage:
     """Where the passage of `chunk` that a search's `terms` (term, idf: preview_terms) matched
-    is: its line and section, with the chunk's first and last lines (rank() keeps each hit's).
-    Without a term in the chunk, the passage is its first line past the headings it opens with.
+    is: its line and section, with the chunk's first and last lines (rank() keeps each hit's);
+    with `on_line`, the passage on that line of its text (from 1), where the citation check
+    placed a sentence citing it. Without a term in the chunk (found by meaning alone), the
+    passage is the chunk past the headings it opens with, under all the sections it spans.
 
     >>> text = "## Chain\\nOil it.\\n\\n## Tyres\\nRoad: 80 psi."
     >>> c = PlacedChunk("bike.md", "# Bike › ## Chain", text, line=5)
     >>> locate_passage(c, [("psi", 2.0)])
     Passage(line=9, end_line=9, heading='# Bike › ## Tyres', start_line=5, offset=27)
-    >>> locate_passage(c).line, locate_passage(c).heading
-    (6, '# Bike › ## Chain')
+    >>> locate_passage(c).line, locate_passage(c).heading, locate_passage(c, on_line=5).heading
+    (6, '# Bike › ## Chain … ## Tyres', '# Bike › ## Tyres')
     """
-    offset = passage_offset(chunk.text, terms)
-    heading = headings_at(chunk, offset)
+    offset = passage_offset(chunk.text, terms) if on_line is None else \
+        sum(map(len, chunk.text.split("\n")[:on_line - 1])) + on_line - 1
+    heading, last = headings_at(chunk, offset), headings_at(chunk, len(chunk.text))
+    if on_line is None and last != heading and not any(
+            term in chunk.text.lower() for term, weight in terms if weight > 0):
+        heading = heading_span(heading, last)
     if chunk.line is None:
         return Passage(None, None, heading, None, offset)
     return Passage(chunk.line + chunk.text.count("\n", 0, offset),
@@ -5236,7 +5268,8 @@ class Retrieval(Scores):
     reembed_because: str = ""             # the question's vector has another size than the index's
     timings: dict[str, float] = field(default_factory=dict)
     notes: dict[str, NoteMeta] = field(default_factory=dict)   # ranked notes' note_card()s
-    passages: list[Passage] = field(default_factory=list)      # where each of `hits` matched
+    # where each of `hits` matched the question; answered, where the sentence citing it stands
+    passages: list[Passage] = field(default_factory=list)
 
     @property
     def found(self) -> bool:
@@ -7620,6 +7653,7 @@ class SentenceCheck(NamedTuple):
     page: int | None = None               # ...and its page, chapter or cell
     support: float = 0.0                  # share() of it held there, 0 to 1
     judge: str = ""                       # the judge's "yes" or "no", or why neither
+    at: int | None = None                 # its line in its source's text, from 1
 
     @property
     def place(self) -> str:
@@ -7646,7 +7680,8 @@ class SentenceCheck(NamedTuple):
             src.source, src.page, src.line)
         line = None if first is None else lines[i].number + first - 1
         return cls(claim.text, claim.cited, verdict, why, s + 1, line,
-                   None if first is None else last + first - 1, path, page, round(support, 3))
+                   None if first is None else last + first - 1, path, page, round(support, 3),
+                   at=lines[i].number)
 
 
 def numbers_carry(claim: Claim, lines: list[Line]) -> bool:
@@ -7710,6 +7745,11 @@ class CitationCheck:
     def uncited(self) -> int:
         """How many sentences it supports cite nothing."""
         return sum(1 for s in self.sentences if s.verdict == SUPPORTED and not s.cited)
+
+    def placed(self, source: int) -> int | None:
+        """The line (SentenceCheck.at) of the first sentence citing `source` that it supports."""
+        return next((s.at for s in self.sentences if s.verdict == SUPPORTED
+                     and s.source == source and source in s.cited), None)
 
     @property
     def cites_nothing(self) -> bool:
@@ -8104,8 +8144,11 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
         check, said = judged(check, [h.chunk for h in r.hits], settings)
         plan = replace(plan, warnings=plan.warnings + said,
                        timings={**plan.timings, "judge": check.judge_seconds})
+    # A source cited is shown where the sentence citing it stands, under that line's headings.
+    cited = replace(r, passages=[p if (at := check.placed(k)) is None else locate_passage(
+        h.chunk, on_line=at) for k, (h, p) in enumerate(zip(r.hits, r.passages), 1)])
     return logged(came(ANSWERED, usage=stream.usage, cut_short=stream.cut_short, check=check,
-                       conversation=conv), settings, via)
+                       conversation=conv, retrieval=cited), settings, via)
 
 
 # §gap-log -------------------------------------------------------------------

@@ -110,6 +110,49 @@ def test_chat_s_sources_name_the_line_and_section(cli, bike):
     assert re.search(listed, out.stdout, re.MULTILINE), out.stdout         # /sources: the citation, its score
 
 
+# ---- a passage found by meaning alone ---------------------------------------------------------------
+
+SECTIONS = ("## Storage\n\nKeep the kettle dry and upright on its base.\n\n## Cleaning\n\n"
+            "Wipe the outside with a soft cloth.\n\n## Descaling\n\nThe zeppelin hangar descaling uses vinegar monthly.")
+
+
+def twin(word: str) -> str:
+    """A word of other letters that the stand-in server's embedder puts where it puts `word` (the same
+    slot and sign of its hashed_vector): a question of twins matches a passage by meaning, not by words."""
+    import hashlib
+    import itertools
+    from ollama_server import DIM
+
+    def slot(w: str) -> tuple[int, int]:
+        h = int(hashlib.md5(w.encode()).hexdigest(), 16)
+        return h % DIM, (h >> 64) & 1
+    return next(w for k in itertools.count() if slot(w := f"q{k}x") == slot(word))
+
+
+@pytest.mark.parametrize("name", ["kettle.md", "kettle.ipynb"])
+def test_a_passage_found_by_meaning_alone_is_cited_under_the_heading_of_the_line_the_answer_stands_on(
+        cli, server, tmp_path, name):
+    from office_files import make_notebook
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    if name.endswith(".md"):
+        (notes / name).write_text(f"# Kettle\n\n{SECTIONS}\n", encoding="utf-8")
+    else:
+        make_notebook(notes / name, [("markdown", f"# Kettle\n\n{SECTIONS}")])
+    question = " ".join(map(twin, ["zeppelin", "hangar", "descaling", "vinegar", "monthly"])) + "?"
+    out = cli(question, "--notes", notes, "--min-score", 0, "--json", "--retrieve-only")
+    top = json.loads(out.stdout)["sources"][0]
+    # no line shares a word with the question: the passage is the chunk, under all the sections it spans
+    assert top["section"] == "# Kettle › ## Storage … ## Descaling" and top["line"] in (None, 5), out.stdout
+    server.answer = "The zeppelin hangar descaling uses vinegar monthly [1]."
+    out = cli(question, "--notes", notes, "--min-score", 0, "--json")
+    result = json.loads(out.stdout)
+    assert result["citations"]["counts"]["supported"] == 1, out.stdout
+    top = result["sources"][0]
+    assert top["section"] == "# Kettle › ## Descaling", out.stdout
+    assert top["line"] == (None if name.endswith(".ipynb") else number_of(file_lines(notes / name), "zeppelin"))
+
+
 # ---- lines as the file has them on disk ---------------------------------------------------------------
 
 NOTE = "# Kettles\n\nThe kettle descales with citric acid.\n\n## Storage\n\nKeep the zeppelin-shaped kettle dry.\n"
@@ -212,7 +255,9 @@ def test_every_chunk_s_line_holds_its_passage_s_first_words(cli, folder, chunk_s
                   and c.text.split("\n")[-1].strip() in lines[p.end_line - 1])
             if not ok:
                 wrong.append((c.source, p, terms, lines[p.line - 1][:40]))
-            if p.heading != rag.heading_path(outline, line_starts[p.line - section.line]):
+            at, end = (rag.heading_path(outline, line_starts[n - section.line]) for n in (p.line, p.end_line))
+            # found by no word: the passage is the whole chunk, from its line's section to its last line's
+            if p.heading != (at if terms or end == at else rag.heading_span(at, end)):
                 sections.append((c.source, p.line, p.heading))
     assert not wrong, wrong[:5]
     # The section is the one the whole note's outline has there, but where code blocks blur the
