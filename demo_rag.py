@@ -982,10 +982,9 @@ def where_is(hostname: str | None) -> str:
 
 def ollama_proxy(url: httpx.URL) -> str | None:
     """The proxy that requests to Ollama at `url` go through, or None. None for this machine or
-    its link, as the ollama CLI (Go's ProxyFromEnvironment) never proxies loopback, where httpx
-    would send even 127.0.0.1's requests, the notes in them, to HTTP_PROXY. Elsewhere, the
-    user's settings as urllib reads them: HTTP(S)_PROXY by the scheme, else ALL_PROXY, unless
-    NO_PROXY names the host (on macOS and Windows, the system's when the environment has none)."""
+    its link, as the ollama CLI never proxies loopback (httpx would send even 127.0.0.1's
+    requests, the notes in them, to HTTP_PROXY). Elsewhere, the user's settings as urllib reads
+    them: HTTP(S)_PROXY by the scheme, else ALL_PROXY, unless NO_PROXY names the host."""
     if where_is(url.host) != "elsewhere":
         return None
     proxies = urllib.request.getproxies()
@@ -1032,9 +1031,8 @@ class Redirected(ollama.ResponseError):
         self.location = location
 
 
-# Ollama's own 404 for a model it does not have, in each of its wordings (server/routes.go):
-# "model 'x' not found" and "model \"x\" not found, try pulling it first". Any other 404 came
-# from a route this Ollama lacks (it is too old) or from a server that is not Ollama.
+# Ollama's own 404 for a model it does not have, in each of its wordings: "model 'x' not
+# found", "model \"x\" not found, try pulling it first". Any other 404 is no model's.
 MODEL_NOT_FOUND = re.compile(r"\bmodel\b.*\bnot found\b", re.IGNORECASE)
 
 
@@ -1094,11 +1092,10 @@ OLLAMA_FAILURES = (ollama.ResponseError, ConnectionError, httpx.TransportError, 
 
 
 class CappedLines(httpx.SyncByteStream):
-    """A reply's bytes as they come, until a line runs past MAX_REPLY_LINE bytes. The client
-    holds a whole line in memory, several times over (httpx's iter_lines joins it, json.loads and
-    pydantic copy it), so one endless line from a broken server would fill the memory; a longer
-    line ends the reply with a ValueError instead, closing the connection. Replies are asked for
-    uncompressed (Ollama sends them so anyway), so the bytes counted are the bytes kept."""
+    """A reply's bytes as they come, until a line runs past MAX_REPLY_LINE bytes: the client
+    holds a whole line in memory, several times over, so one endless line from a broken server
+    would fill the memory; a longer line ends the reply with a ValueError instead. Replies are
+    asked for uncompressed, so the bytes counted are the bytes kept."""
 
     def __init__(self, stream):
         self.stream = stream
@@ -1120,10 +1117,9 @@ class CappedLines(httpx.SyncByteStream):
 def ollama_client(timeout: float | None = None) -> ollama.Client:
     """The command line's Ollama client, the only one Part II makes. It sends nothing anywhere
     but OLLAMA_HOST (ollama_proxy, Redirected), caps its replies' lines (CappedLines), gives up
-    on a server silent for `timeout` seconds (None: waits as long as it takes), and when nothing
-    on the way is https skips loading the system's TLS certificates, a good part of a warm
-    query's start-up. Raises ValueError, in words, when OLLAMA_HOST is not an address or its
-    proxy cannot be used."""
+    on a server silent for `timeout` seconds (None: never), and skips loading TLS certificates
+    (slow) when nothing on the way is https. Raises ValueError, in words, when OLLAMA_HOST or
+    its proxy cannot be used."""
     not_an_address = f"OLLAMA_HOST={host()} is not an address like {DEFAULT_HOST}"
     try:
         url = ollama_url()
@@ -1161,9 +1157,8 @@ def ollama_client(timeout: float | None = None) -> ollama.Client:
 
 class NoteMeta(NamedTuple):
     """What a note says of itself besides its text: its front matter, inline #tags and the embeds
-    taken out of its text, one per note in the index; note_card() fills in a title and a date
-    the note does not state. `dated_by`: "date", "created" or "updated" (the first of these keys
-    that holds a date), "file name" or "modified"."""
+    taken out of its text; note_card() fills in a title and a date the note does not state.
+    `dated_by`: a DATE_KEYS key, "file name" or "modified"."""
     title: str = ""                       # front matter's title ("": the file name is the title)
     aliases: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()            # front matter's, then inline #tags: no "#", as written
@@ -1284,11 +1279,10 @@ class Yaml:
 
 def parse_front_matter(block: str) -> dict[str, str | list[str] | dict] | None:
     """Front matter's top-level keys, read without a YAML library: `key: value`, lists inline
-    ([a, b]) or as "- item" lines, mappings inline ({k: v}) or indented under their key (their
-    scalar leaves, by their path: {"phone.work": ...}), quoted strings, # comments, | and >
-    blocks (joined into one line); of a key given twice the last counts. None if a line is none
-    of these, or no key reads as a name (Yaml.NAME_KEY: "Landlord (Tue 5/3): bring the lease"
-    alone is prose): then the block is no front matter.
+    or as "- item" lines, mappings inline or indented (their leaves by their path: "phone.work"),
+    quoted strings, # comments, | and > blocks (joined into one line); of a key given twice the
+    last counts. None if a line is none of these, or no key reads as a name (Yaml.NAME_KEY):
+    then the block is no front matter.
 
     >>> parse_front_matter('title: "A: b" # c\\ntags:\\n  - x\\n  - "y z"\\n'
     ...                    'aliases: [one, \\'two, 2\\']\\nm:\\n  k: 1\\n  n:\\n    o: p\\n')
@@ -1385,14 +1379,10 @@ def meta_from(fields_: dict, inline_tags: list[str],
 class Obsidian:
     """Obsidian's markup, and Markdown's that Obsidian (and Jupyter) show otherwise than written,
     as clean_markup and shown_spans read them."""
-    # What Obsidian shows of a note's spans, found in one pass so that whichever opens first
-    # wins, as in Obsidian: code (a fence, or `inline` on one line) as written; a comment,
-    # %%...%% or <!--...--> (one never closed: to the note's end, which keeps this linear),
-    # nothing, fences too; an HTML tag, a link's definition ("[1]: https://..."), nothing; a
-    # link, [words](target) or [words][ref], its words (an image: its alt text); ==a highlight==
-    # (no "==" in it, which keeps this linear), its text; the banner an Excalidraw drawing's note
-    # opens with, nothing; nor a block id, the anchor of a [[Note#^id]] link: Latin letters,
-    # digits, dashes, at a line's end after a space (from the first space of a run, not each).
+    # The spans shown_spans() reads, found in one pass so that whichever opens first wins, as
+    # in Obsidian. A comment never closed runs to the note's end, and a highlight holds no "==":
+    # both keep the pattern linear. A block id is the anchor of a [[Note#^id]] link, at a line's
+    # end after a space (from the first space of a run, not each).
     SPAN = re.compile(
         rf"(?P<fence>{FENCE.pattern})"
         r"|(?P<code>(?<!`)(?P<ticks>`+)(?!`)(?:(?!(?P=ticks))[^\n])*(?P=ticks)(?!`))"
@@ -1418,11 +1408,10 @@ class Obsidian:
 
 def shown_spans(text: str, obsidian: bool = True) -> str:
     """`text` with its Obsidian.SPAN spans as Obsidian shows them, every line break kept: code
-    as written (but a query, NOT_TEXT_BLOCKS), comments (one never closed hides the rest, as in
-    Obsidian), HTML's tags, links' definitions and the Excalidraw banner dropped, a link as its
-    words, a highlight as its text; block ids dropped but on a line indented as code (four
-    spaces or a tab), where "grep ^d" means what it says. Not `obsidian` (a notebook's
-    Markdown): Markdown's spans only, Obsidian's as written.
+    as written (but a query, NOT_TEXT_BLOCKS), comments, HTML's tags, links' definitions and the
+    Excalidraw banner dropped, a link as its words, a highlight as its text; block ids dropped
+    but in code, where "grep ^d" means what it says. Not `obsidian` (a notebook's Markdown):
+    Markdown's spans only.
 
     >>> shown_spans("==Key== `a==b` x==y\\n```dataview\\nLIST\\n```\\n`%%` 50%% off\\nhidden")
     'Key `a==b` x==y\\n\\n\\n\\n`%%` 50\\n'
@@ -1451,8 +1440,7 @@ def shown_spans(text: str, obsidian: bool = True) -> str:
 
 def unclosed_comment(text: str, first_line: int = 1) -> str | None:
     """A warning when a comment (%% or <!--) never closes and so hides text to the note's end,
-    as in Obsidian (a "50%% off" opens one), or None. `first_line`: the file's line `text`
-    starts on.
+    as in Obsidian, or None. `first_line`: the file's line `text` starts on.
 
     >>> unclosed_comment("Sale: 50%% off\\nthe rest")
     'the %% on line 1 opens a comment that never closes: Obsidian hides the rest (2 lines)'
@@ -1514,12 +1502,10 @@ def flat_text(value) -> str:
 
 
 def front_matter_text(block: str, fields_: dict) -> str:
-    """The front matter `block` (its "---" lines too) as the note's text shows it: its
-    properties, the keys NoteMeta has no field for (READ_KEYS), each as "key: value" on the key's
-    line (the last, for a key given twice), the value in one line with its markup cleaned (a
-    link "[[Acme]]" reads Acme); every other line blank, so that lines counted in the text are
-    the file's. Obsidian users keep facts there (`phone:`, `company:`). A key with no value
-    shows nothing; one that holds ": " (quoted) shows ":", as "key: value" is cut at the first.
+    """The front matter `block` as the note's text shows it: each property (a key NoteMeta has
+    no field for, READ_KEYS: Obsidian users keep facts there) as "key: value" on its key's line,
+    the value on one line, its markup cleaned; every other line blank, so that the text's lines
+    are the file's. A key holding ": " (quoted) shows ":", as "key: value" is cut at the first.
 
     >>> front_matter_text("---\\ntags: [a]\\nPhone: 1\\nwork:\\n  k: v\\nx:\\n---\\n",
     ...                   {"tags": ["a"], "phone": "1", "work": {"k": "v"}, "x": ""})
@@ -1642,11 +1628,10 @@ def first_names(names: Sequence[str], shown: int = 5) -> str:
 
 
 def readable_name(name: str, composed: bool = True) -> str:
-    """A file name as text any terminal, JSON, pickle or prompt can take: bytes that are
-    not UTF-8 (os.walk hands them over as surrogates) are shown as \\x escapes, and
-    control characters as \\u escapes, so a name holding a line break cannot forge a
-    line of output or a source in the prompt. Its accents are composed (NFC) unless not
-    `composed`: macOS, zip archives and some editors write "é" as "e" + "´".
+    """A file name as text any terminal, JSON, pickle or prompt can take: bytes that are not
+    UTF-8 (os.walk's surrogates) as \\x escapes, control characters as \\u escapes, so a name
+    holding a line break cannot forge a line of output or a source in the prompt. Its accents
+    are composed (NFC) unless not `composed`: macOS and zip archives write "é" as "e" + "´".
 
     >>> readable_name("caf\\udce9.md"), readable_name("cafe\\u0301.md"), readable_name("a\\nb.md")
     ('caf\\\\xe9.md', 'café.md', 'a\\\\u000ab.md')
@@ -1687,10 +1672,9 @@ def script_evidence(text: str, kin: re.Pattern, sample: int = 20_000) -> float:
 
 def decode_note(data: bytes) -> tuple[str, str | None]:
     """Decode a text note's bytes, plus a warning when the encoding was a guess. A byte-order
-    mark decides; else UTF-8, which other encodings almost never pass by accident; else
-    GB18030 or Windows-1252, the one whose characters keep their own company (script_evidence):
-    the same bytes often decode in both (Latin-1 "Müller" is GB18030 "M黮ler"). Raises
-    ValueError for binary data or text in neither.
+    mark decides; else UTF-8, which other encodings almost never pass by accident; else GB18030
+    or Windows-1252, whichever's characters keep their own company (script_evidence): the same
+    bytes often decode in both. Raises ValueError for binary data or text in neither.
 
     >>> decode_note("Grüße".encode("cp1252"))
     ('Grüße', 'not UTF-8; read as Windows-1252 (a guess: save it as UTF-8 to be sure)')
@@ -1753,9 +1737,8 @@ def note_data(path: Path, data: bytes | None) -> bytes:
 def read_text(path: Path, data: bytes | None = None,
               max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
     """Read a Markdown or text note (its bytes `data`, if read: note_data, within `max_mb`): one
-    section, plus a warning or None. Markdown is read as Obsidian writes it (read_markdown):
-    front matter off the top, markup cleaned with every line break kept, so lines counted in
-    the section are the file's. A .txt note is its text, all of it."""
+    section, plus a warning or None. Markdown is read as Obsidian writes it (read_markdown),
+    every line break kept, so lines counted in the section are the file's."""
     data = note_data(path, data)
     text, warning = decode_note(data)
     text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
@@ -1836,11 +1819,10 @@ def importable(module: str) -> bool:
 
 
 class NoteType(NamedTuple):
-    """How one kind of file becomes a note: its reader (path, bytes and --max-note-mb, which its
-    text may not pass -> sections and a warning or None), the optional package the reader
-    needs, whether the note is text whose lines on disk a source cites (else its text is
-    extracted), and the word before a section's number (Section.page) where a source is cited:
-    "p.3", "chapter 3", "cell 3" ("": none, the headings alone place a passage of a Word file)."""
+    """How one kind of file becomes a note: its reader (path, bytes, --max-note-mb -> sections
+    and a warning or None), the optional package it needs, whether a source cites the note's
+    lines on disk (else its text is extracted), and the word before a section's number where a
+    source is cited: "p.3", "cell 3" ("": none, the headings alone place a Word file's passage)."""
     read: Callable[[Path, bytes | None, float], tuple[list[Section], str | None]]
     needs: str | None = None
     lines: bool = False
@@ -1887,8 +1869,7 @@ SETTINGS_MAX_BYTES = 1 << 20              # a plugin's settings file read beyond
 def templates_folders(notes_dir: Path) -> dict[str, tuple[str, str]]:
     """The templates folders that Obsidian's settings in notes_dir name (TEMPLATE_SETTINGS):
     real path -> (the folder as named under notes_dir, the settings file naming it). A settings
-    file that is missing, not a regular file or not JSON, or a folder that is not one inside
-    notes_dir, names none."""
+    file that cannot be read as JSON, or a folder not inside notes_dir, names none."""
     root, found = os.path.realpath(notes_dir), {}
     for setting, key in TEMPLATE_SETTINGS:
         path = os.path.join(root, setting)
@@ -2067,10 +2048,9 @@ class NoteScan:
 def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
                follow_links: bool = False) -> tuple[list[NoteFile], list[str]]:
     """List note files under notes_dir, sorted, with warnings for what was passed over (NoteScan).
-    Hidden folders (.git, .obsidian), the `skip` folders (the cache) and the templates folder
-    (templates_folders) are not entered. A link out of the notes folder is skipped unless
-    follow_links: a shared folder must not make /etc/shadow a source, nor walk the whole disk.
-    Only regular files are notes (never a FIFO or a device), and `rel` is readable_name()."""
+    Hidden folders, the `skip` folders (the cache) and the templates folder are not entered. A
+    link out of the notes folder is skipped unless follow_links: a shared folder must not make
+    /etc/shadow a source. Only regular files are notes (never a FIFO or a device)."""
     scan = NoteScan(notes_dir, skip, follow_links)
     said = scan.warnings
     for folder, dirs, names in os.walk(notes_dir, followlinks=True, onerror=lambda e:
@@ -2096,9 +2076,8 @@ WIDE = re.compile(r"[\u1100-\u11ff\u2e80-\ua4cf\uac00-\ud7af\uf900-\ufaff\uff00-
 
 def says_little(sections: list[Section]) -> bool:
     """Whether a note is a stub, a daily note's title alone say: under MIN_NOTE_CHARS characters,
-    and under MIN_NOTE_BODY besides its headings and spaces, a Chinese, Japanese or Korean one
-    counted as three (it holds about as much as a word). "Wifi: 7hG!2kq9" is a note, and so is a
-    long heading alone; "# May 1" is not.
+    and under MIN_NOTE_BODY besides its headings and spaces, a CJK one counted as three (it
+    holds about as much as a word).
 
     >>> says_little([Section("# May 1\\n\\n")]), says_little([Section("Wifi: 7hG!2kq9")])
     (True, False)
@@ -2151,9 +2130,8 @@ def note_bytes(file: NoteFile, max_mb: float = MAX_NOTE_MB) -> bytes:
 def read_note(file: NoteFile, max_mb: float = MAX_NOTE_MB,
               data: bytes | None = None) -> tuple[list[Section], str | None]:
     """Read one note as Sections (a PDF's pages, say), plus a warning or None, by its reader in
-    NOTE_TYPES from its bytes (`data`, else note_bytes). Raises ValueError, with the reason,
-    for a note that cannot be used: one whose text passes max_mb too, and one its reader fails
-    on (the reader's fault costs this note, never the folder)."""
+    NOTE_TYPES from its bytes (`data`, else note_bytes). Raises ValueError, with the reason, for
+    a note that cannot be used: a reader's failure costs this note, never the folder."""
     if why := too_big(file.size, max_mb):
         raise ValueError(why)
     path = Path(file.path)
@@ -2187,9 +2165,8 @@ def under_headings(above: str, own: str) -> str:
 
 
 class PlacedChunk(NamedTuple):
-    """Part I's Chunk, and where it sits in its file: a numbered section's place (a PDF's page,
-    an e-book's chapter, a notebook's cell: Section.page) and the line it starts on (None for
-    text extracted, which has no lines on disk to go to)."""
+    """Part I's Chunk, and where it sits in its file: its section's place (Section.page) and the
+    line it starts on (None for text extracted, which has no lines on disk)."""
     source: str
     heading: str
     text: str
@@ -2370,11 +2347,10 @@ class TooBig(ValueError):
 
 class PageLines:
     """A web page's text as html_tokens gives it: each run of text with the file's line it
-    starts on and the block it is in, a list item's after "- ", a table row's next cell's after
-    "| "; the content of Html.DROPPED elements, and of asides that are mostly links, left out.
-    Laid out by the file's lines (lines: a web page) or by its blocks (block_markdown). Its text
-    (in UTF-8, as a text note's bytes) may take `max_mb` less what is `used` already: reading
-    stops there (TooBig), so that a small zip makes no huge text."""
+    starts on and its block, a list item's after "- ", a table row's next cell's after "| ";
+    Html.DROPPED elements, and asides that are mostly links, left out. Laid out by the file's
+    lines (a web page) or by its blocks (block_markdown). Reading stops (TooBig) when its text
+    passes `max_mb` less what is `used` already, so that a small zip makes no huge text."""
 
     def __init__(self, anchors: Collection[str] = (), max_mb: float = MAX_NOTE_MB, used: int = 0):
         self.max_mb, self.used = max_mb, used
@@ -2595,9 +2571,8 @@ def block_markdown(page: PageLines, toc: Sequence[tuple[str, int, str]] = ()) ->
 
 def page_text(data: bytes) -> tuple[str, str | None]:
     """A page's bytes (or an Org or reST note's) as text, its lines ended by "\\n" as read_text
-    ends them, plus a warning when its encoding was a guess: decode_note's reading, unless that
-    is a guess and the page names its charset (<meta charset>), which then decides (unless it
-    would change the file's lines)."""
+    ends them, plus a warning when its encoding was a guess: decode_note's, unless it guessed
+    and the page names a charset (<meta charset>) that keeps the file's lines."""
     text, warning = decode_note(data)
     if warning and (m := Html.CHARSET.search(data, 0, 1024)):
         name = m.group(1).decode("ascii").lower()
@@ -2652,9 +2627,8 @@ def read_html(path: Path, data: bytes | None = None,
 
 class Unzipped:
     """A zip archive's parts, each unzipped a piece at a time, never past TIMES the note's bound
-    (`max_mb`, which bounds its text too) in all: a part's declared size is checked before it is
-    opened, and its bytes are counted as they come (a declared size can lie: zipfile stops at
-    it, and the count holds whatever zipfile does)."""
+    (`max_mb`) in all: a part's declared size is checked before it is opened, and its bytes are
+    counted as they come, since a declared size can lie."""
     MAX_MEMBERS = 10_000                  # a document holds dozens of files; a bomb, millions
     TIMES = 20                            # a Word file's XML is 5 to 10 times its zipped size
     PIECE = 1 << 16                       # bytes unzipped and parsed at a time
@@ -2779,10 +2753,9 @@ def outline_heading(value: str, first: int, last: int) -> str | None:
 
 class OfficeText:
     """A Word or OpenDocument text read into PageLines, as a page is, for block_markdown: each
-    paragraph as an element of its kind ("p", "h1" to "h6", a list item "li"; None: left out)
-    once it closes, as Word says its kind inside it, a line break in it as a <br>; a table's
-    rows and cells as "tr" and "td". A paragraph inside another (a text box, an OpenDocument
-    footnote) comes before it. Its text is bounded as a page's, the paragraphs open too."""
+    paragraph as an element of its kind ("p", "h1" to "h6", "li"; None: left out) once it closes
+    (Word says its kind inside it); a table's rows and cells as "tr" and "td". A paragraph inside
+    another (a text box, a footnote) comes before it. Its text is bounded as a page's."""
 
     def __init__(self, max_mb: float):
         self.page = PageLines(max_mb=max_mb)
@@ -2852,9 +2825,8 @@ def word_styles(pieces: Iterable[bytes]) -> dict[str, str | None]:
 
 def word_text(doc: OfficeText, pieces: Iterable[bytes], styles: dict[str, str | None]) -> None:
     """Read a Word file's document.xml into `doc`: each paragraph a heading by its style
-    (`styles`: word_styles) or outline level, a list item if numbered. The text is what Word
-    shows: tracked deletions, field codes and the copy of a drawing's text kept for old readers
-    (mc:Fallback) are left out; so are the table of contents and images."""
+    (`styles`: word_styles) or outline level, a list item if numbered; the text Word shows
+    (no tracked deletions, field codes, mc:Fallback copies, table of contents or images)."""
     open_, skip = Counter(), 0
 
     def start(tag: str, attrs: dict) -> None:
@@ -2997,12 +2969,11 @@ def epub_toc(page: str) -> list[tuple[str, int, str]]:
 
 
 def epub_chapters(book: Unzipped) -> tuple[list[Section], str | None]:
-    """An EPUB's chapters in reading order, a section each, numbered from 1 ("chapter 3"):
-    META-INF/container.xml names the package file, whose spine orders the chapters its manifest
-    lists. Each is read as a web page (page_lines), laid out by its blocks; one with no headings
-    takes them from the table of contents (epub_toc), as LibreOffice's need. Left out: what the
-    spine marks as not in the reading order (linear="no": notes, a cover), the table of contents
-    itself; a chapter that cannot be read is named in the warning, and the others read."""
+    """An EPUB's chapters in reading order, a section each, numbered from 1 ("chapter 3"): the
+    package file's spine orders them. Each is read as a web page, laid out by its blocks; one
+    with no headings takes them from the table of contents (epub_toc), as LibreOffice's need.
+    Left out: what the spine marks linear="no" (notes, a cover) and the table of contents; a
+    chapter that cannot be read is named in the warning, and the others read."""
     import posixpath                      # (only here: a chapter's href is relative to the package)
     from urllib.parse import unquote
     package = next((a["full-path"] for a in xml_parts(
@@ -3172,12 +3143,11 @@ class Org:
 
 def read_org(path: Path, data: bytes | None = None,
              max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
-    """Read an Emacs Org-mode note (.org): headlines (*, **) as Markdown's "##", "###" (#+TITLE,
-    the title, as "#"), without their TODO keyword, priority and tags (which become the note's
-    tags); the text of blocks (#+BEGIN_SRC), of drawers and of fixed-width lines (": text") as
-    written, links elsewhere as their words. Left out as blank lines, as Org's exporter leaves
-    them out: PROPERTIES and LOGBOOK drawers, #+ settings, # comments, planning lines
-    (SCHEDULED:), comment and export blocks. A drawer or block never closed is text, as in Org."""
+    """Read an Emacs Org-mode note (.org): headlines as Markdown's "##", "###" (#+TITLE as "#"),
+    without their TODO keyword, priority and tags (the note's tags); blocks, drawers and
+    fixed-width lines as written, links as their words. Left out as blank lines, as Org's
+    exporter leaves them out: PROPERTIES and LOGBOOK drawers, #+ settings, # comments, planning
+    lines, comment and export blocks. A drawer or block never closed is text, as in Org."""
     text, warning = page_text(note_data(path, data))
     lines, keywords = text.split("\n"), {"TODO", "DONE"}
     ends: dict[str, list[int]] = {}       # where each kind of block and drawer closes, in order
@@ -3290,10 +3260,9 @@ class Rst:
     @staticmethod
     def explicit(lines: list[str], i: int, rest: str, out: list[str]) -> int:
         """Read the explicit markup (".. " and `rest`) on line i into `out`, and return the line
-        after it: a footnote's text is text; a comment, a link target, a substitution
-        definition and a directive of DROPPED are left out, their indented lines too; of any
-        other directive, its argument is text and its content is read on (CODE's as written, after
-        its options; of them, a :caption: is text)."""
+        after it: a footnote's text is text; a comment, a link target, a substitution and a
+        directive of DROPPED are left out, indented lines too; of another directive, its argument
+        is text and its content read on (CODE's as written; of its options, :caption: is text)."""
         directive = Rst.DIRECTIVE.fullmatch(rest)
         name = directive.group(1).lower() if directive else ""
         if rest.startswith("["):
@@ -3708,11 +3677,10 @@ def sort_by_term(terms: np.ndarray, counts_in: np.ndarray, rows: np.ndarray, siz
 
 
 def build_lexicon(old: Lexicon | None, reuse: np.ndarray, new_texts: Iterable[str]) -> Lexicon:
-    """A lexicon for a new list of chunks, tokenising only the chunks that are new.
-    `reuse[i]` is the row in `old` whose terms chunk i has, or -1 for a new chunk; the new
-    chunks' texts come in `new_texts` (any iterable: each is tokenised and let go), in order.
-    Memory stays a few bytes per posting: each term gets an int id from one dict (which keeps
-    one copy of its string), postings live in flat arrays, put in order by a counting sort."""
+    """A lexicon for a new list of chunks, tokenising only the new ones: `reuse[i]` is the row
+    in `old` whose terms chunk i has, or -1 for a new chunk, whose text comes next in
+    `new_texts` (tokenised and let go). Memory stays a few bytes a posting: a term's string is
+    kept once, postings live in flat arrays, put in order by a counting sort."""
     lengths = np.zeros(len(reuse), dtype=np.float32)
     term_id: dict[str, int] = {}                       # term -> id, in order of first sight
     parts = [tokenize_rows(new_texts, np.flatnonzero(reuse < 0), term_id, lengths)]
@@ -5095,10 +5063,9 @@ def passage_citation(chunk: PlacedChunk, passage: Passage) -> str:
 
 
 def note_path(notes_dir: str, rel: str) -> str | None:
-    """The file under notes_dir that a note's name (`rel`, readable_name() of its path, as
-    scan_notes gives it) stands for now, or None. A name shown with escapes (a control
-    character, bytes that are not UTF-8) or with its accents composed is looked for among
-    its folder's entries, whose own names are made readable the same way."""
+    """The file under notes_dir that a note's name (`rel`, readable_name() of its path) stands
+    for now, or None. A name shown with escapes or with its accents composed is looked for
+    among its folder's entries, their names made readable the same way."""
     if not notes_dir:
         return None
     path = notes_dir
@@ -5236,10 +5203,9 @@ def coverage(terms: list[Term], row: int) -> float:
 
 
 def typical_for_refused(index: Index, dense: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """The cosines, with the typical one (the median over `rows`) for each chunk the model
-    returned no number for (fill_vectors() gave it a zero vector, whose cosine is exactly 0):
-    0 would sink it below every other chunk when cosines sit near 0.8 (e5), and spread the
-    z-scores of all; at the typical one its words decide."""
+    """The cosines, with the typical one (the median over `rows`) for each chunk the model gave
+    no number for (a zero vector, cosine exactly 0): 0 would sink it below every other chunk
+    and spread the z-scores of all; at the typical one its words decide."""
     zero = rows[dense[rows] == 0]
     zero = zero[~index.vectors[zero].any(axis=1)] if len(zero) else zero
     if len(zero) and len(zero) < len(rows):
@@ -5397,9 +5363,8 @@ def fuse_other(parts: dict[str, np.ndarray], method: str) -> tuple[np.ndarray, d
 def meaning_weight(meaning: float, typical: float, highest: float) -> float:
     """The cosine's evidence for the fusion on a calibrated index: meaning_found() in full once
     it exceeds the most any off-topic probe found (`highest`) by PROBE_REACH of the probes'
-    spread, none when it is no more than the typical probe's, linearly between. An embedder
-    that cannot read a language finds as much "meaning" in any question of it as in an
-    answerable one: then the words decide.
+    spread, none at the typical probe's or below, linearly between. An embedder that cannot
+    read a language finds as much "meaning" in any question: then the words decide.
 
     >>> [round(meaning_weight(meaning, 0.4, 0.5), 3) for meaning in (0.6, 0.45, 0.3)]
     [0.6, 0.18, 0.0]
@@ -5422,13 +5387,11 @@ def fuse(dense: np.ndarray | None, lexical: np.ndarray, words_found: float,
     """Fuse two rankers' scores into one (weighted_z_scores); returns the fused scores and each
     ranker's share. Each counts by the evidence it found on this question, the two halves of
     confidence(): BM25 by `words_found` (coverage() of its best chunk), dense by meaning_found()
-    of its best cosine. Raised to EVIDENCE_POWER, so the ranker with clearly more evidence
-    leads and the other only breaks its near-ties: a question worded like the note is ranked
-    by its words, a paraphrase by its meaning, and an embedder that is noise on these notes
-    (an English-only one on Chinese) cannot drag good keyword hits down.
-    On a calibrated index, `off_topic` holds how much meaning its off-topic probes found
-    (typical, highest), and the cosine counts by meaning_weight() instead.
-    `method` (--fusion) picks an alternative; see fuse_other().
+    of its best cosine (meaning_weight() of it, given `off_topic`: the probes' typical and
+    highest). Raised to EVIDENCE_POWER, so the ranker with clearly more evidence leads and the
+    other only breaks its near-ties: a question worded like the note is ranked by its words, a
+    paraphrase by its meaning, and an embedder that is noise on these notes cannot drag good
+    keyword hits down. `method` (--fusion) picks an alternative (fuse_other()).
 
     Worked example: BM25's best chunk holds 90% of the question's words, the best
     cosine moved 0.4 of the way from the typical chunk's to 1.0: the words count
@@ -5704,10 +5667,9 @@ def notes_languages(index: Index, sample: int = 400) -> list[str]:
 
 
 def calibration_key(settings: Settings) -> str:
-    """What a calibration depends on besides the index: the query template its probes were embedded
-    with, and the probes and the rule (a version that changes them measures again). (--fusion and
-    --top-k move the probes' scores a little; recalibrating and rewriting the cache whenever they
-    change would cost more than that.)"""
+    """What a calibration depends on besides the index: the query template its probes were
+    embedded with, the probes and the rule. Not --fusion or --top-k: they move the probes'
+    scores too little to pay for a recalibration."""
     rule = repr((FLOOR_PROBES, FLOOR_MARGIN, MIN_SCORE, OFF_TOPIC_COVERAGE, MIN_CALIBRATION_PROBES,
                  MIN_CALIBRATION_CHUNKS, EVIDENCE_POWER, PROBE_REACH, BM25_K1, BM25_B,
                  TOKENIZER_VERSION))
@@ -5731,11 +5693,10 @@ def remembered_probes(before: Index, index: Index) -> dict[str, np.ndarray]:
 def calibrate(index: Index, client: ollama.Client, settings: Settings,
               known: dict[str, np.ndarray] | None = None) -> dict | None:
     """Score FLOOR_PROBES (in the notes' languages) against the index and set a floor per
-    language: the median probe's confidence plus FLOOR_MARGIN, at least MIN_SCORE. A
-    probe whose words the notes do hold (OFF_TOPIC_COVERAGE) is left out: the notes may
-    be about cheese. One embedding request for the probes not `known` (text as embedded ->
-    vector); None when Ollama cannot answer it. The probes' vectors are kept with the
-    floors, so that the next calibration of these notes (one changed) embeds none.
+    language: the median probe's confidence plus FLOOR_MARGIN, at least MIN_SCORE. A probe
+    whose words the notes hold (OFF_TOPIC_COVERAGE) is left out: the notes may be about cheese.
+    One embedding request for the probes not `known` (text -> vector), kept with the floors so
+    that the next calibration embeds none; None when Ollama cannot answer it.
 
     >>> index = Index([Chunk("a.md", "", "x")], np.zeros((1, 2), np.float32), np.ones(1, bool),
     ...               lexicon_from_texts(["x"]), {}, "", "m", (1500, 80))
@@ -6144,12 +6105,10 @@ def client_knows_think(client: ollama.Client) -> bool:
 
 def ollama_chat(client: ollama.Client, model: str, messages: list[dict], options: dict,
                 stream: bool, keep_alive: str | float | None = None, **request):
-    """client.chat with thinking turned off, for thinking and non-thinking models alike:
-    thinking (qwen3) would only delay the answer. Some Ollama versions refuse the `think`
-    field for a model without that ability (status 400, "... does not support thinking"):
-    then it asks again without it. `keep_alive` (--keep-alive) is sent only when set, else
-    Ollama's own default holds; `request` adds chat API fields (format=..., for --make-eval).
-    """
+    """client.chat with thinking turned off, which would only delay the answer. Some Ollama
+    versions refuse the `think` field for a model without that ability (status 400): then it
+    asks again without it. `keep_alive` (--keep-alive) is sent only when set; `request` adds
+    chat API fields (format=..., for --make-eval)."""
     if keep_alive is not None:
         request["keep_alive"] = keep_alive
 
@@ -6179,15 +6138,12 @@ def ollama_chat(client: ollama.Client, model: str, messages: list[dict], options
 
 def chat_context(settings: Settings, timeout: float | None = None, strict: bool = False) -> int:
     """The context size this run's chat requests start from, and the chat model loading
-    meanwhile. If Ollama has it loaded with NUM_CTX or more (/api/ps), that size, since
-    asking for less would make it load the model again; otherwise NUM_CTX, and a chat
-    request with no messages asks Ollama to load it now, in the background, so that it
-    is ready when the sources are (Ollama answers it done_reason "load"). Nothing waits
-    for that, and a failure changes nothing: the answer's own request says what is wrong.
-    /api/ps gets OLLAMA_CONNECT_TIMEOUT at most: Ollama answers it at once, and a stuck
-    one must not hold the question up for --timeout before the search has even begun.
-    `strict`: a chat model Ollama does not have (/api/show, which loads nothing) ends the
-    run here, with OllamaError's `ollama pull` line, before any source is printed."""
+    meanwhile: the size Ollama has it loaded with if NUM_CTX or more (/api/ps: asking for
+    less would load it again), else NUM_CTX, and a request of no messages has Ollama load
+    it in the background, ready when the sources are. Nothing waits for that; a failure is
+    left for the answer's own request to say. /api/ps gets OLLAMA_CONNECT_TIMEOUT at most: a
+    stuck Ollama must not hold the question up for --timeout. `strict`: a chat model Ollama
+    does not have (/api/show, which loads nothing) ends the run here, before any source."""
     model = settings.chat_model
     names = {model, model if ":" in model else model + ":latest"}
     wait = min(timeout or OLLAMA_CONNECT_TIMEOUT, OLLAMA_CONNECT_TIMEOUT)
@@ -6278,16 +6234,13 @@ class ChatUsage(NamedTuple):
 
 
 class ChatStream:
-    """A streamed answer (stream_chat): iterate for its text pieces, thinking stripped.
-    Once the stream has ended, .usage holds Ollama's token counts (None if it sent none),
-    .warnings one line per problem (the prompt was cut, or the client cannot ask the
-    model not to think) and .cut_short why the reply was stopped before its end (None:
-    it ended by itself). Raises OllamaError while iterating.
+    """A streamed answer (stream_chat): iterate for its text pieces, thinking stripped. Once
+    it has ended: .usage, Ollama's token counts (None if it sent none); .warnings, a line per
+    problem (the prompt was cut, the client cannot ask not to think); .cut_short, why the
+    reply was stopped before its end (None: it ended by itself). Raises OllamaError.
 
-    A reply is cut short when it reaches num_predict tokens (Ollama stops it, done_reason
-    "length"), when it runs past CHARS_PER_TOKEN characters per such token (a server that
-    ignores num_predict: Ollama's own bound, for a request without it, is 10 times num_ctx
-    tokens, boundedNumPredict in its llm/llama_server.go), or when it loops (looping()).
+    A reply is cut short at num_predict tokens (Ollama's done_reason "length"), past
+    CHARS_PER_TOKEN characters a token (a server that ignores num_predict), or when it loops.
     """
     CHARS_PER_TOKEN = 16                  # prose takes 1 to 6 characters a token; code, tables more
     # looping(): an answer whose last LOOP_WINDOW characters are one run of at most LOOP_UNIT
@@ -6317,10 +6270,9 @@ class ChatStream:
         return strip_think(self.pieces(), opened_in_prompt=self.think_opens_in_prompt())
 
     def think_opens_in_prompt(self) -> bool:
-        """Whether the model's template may open a think block in the prompt that Ollama
-        cannot turn off (strip_think's opened_in_prompt): the template mentions <think> and
-        Ollama does not list "thinking" among the model's abilities (or this client cannot
-        ask not to think). An Ollama that cannot answer /api/show gets False."""
+        """Whether the model's template may open a think block in the prompt that Ollama cannot
+        turn off (strip_think's opened_in_prompt): it mentions <think>, and Ollama lists no
+        "thinking" ability (or this client cannot ask not to think). No /api/show: False."""
         try:
             info = self.client.show(self.model)
         except OLLAMA_FAILURES:
@@ -6389,10 +6341,8 @@ class ChatStream:
     @staticmethod
     def prompt_cut_warning(read: int, messages: list[dict], num_ctx: int) -> str | None:
         """A warning when Ollama read fewer prompt tokens than were sent (it cuts from the
-        front). Two signs: the count fills 95% of the window (room for the answer was asked
-        for besides, so Ollama must have cut the prompt to fit), or it is below the least
-        the prompt can be (TOKENS_AT_LEAST of the estimate, which can be off either way:
-        only a clear margin counts).
+        front): the count fills 95% of the window (room for the answer was asked for too), or
+        is below TOKENS_AT_LEAST of the estimate (which errs either way: only a clear margin).
 
         >>> print(ChatStream.prompt_cut_warning(900, [{"content": "x" * 8000}], 4096))
         the prompt did not fit the chat model's context: Ollama read 900 tokens of about 2000 sent
@@ -6421,10 +6371,9 @@ def stream_chat(client: ollama.Client, model: str, messages: list[dict], num_ctx
 
 def chat_once(client: ollama.Client, settings: Settings, messages: list[dict], num_predict: int,
               num_ctx: int, **request) -> str:
-    """One short reply from the chat model, not streamed: temperature 0, no thinking, at most
-    num_predict tokens, think block dropped. `request` adds chat API fields (format=...).
-    A conversation's query rewrite and --make-eval's questions ask through it. Raises
-    OllamaError."""
+    """One short reply from the chat model, not streamed, for a query rewrite or --make-eval:
+    temperature 0, no thinking, at most num_predict tokens. `request` adds chat API fields
+    (format=...). Raises OllamaError."""
     try:
         reply = ollama_chat(client, settings.chat_model, messages, stream=False,
                             keep_alive=settings.keep_alive,
@@ -10165,12 +10114,9 @@ GAPS = Mode(
 # §mcp-tools -----------------------------------------------------------------
 # --mcp's tools: search_notes, read_note and ask_notes as functions any front end calls.
 #
-# A tool is a function: the notes as they are now (Notes) and its arguments in, one dict out,
-# the result its output schema describes. search_tool runs the same search() as a question,
-# ask_tool the same answer(), and read_tool reads a note of the index by its lines. --mcp
-# serves them to agents, who see them as mcp_tools describes them (JSON Schemas of their
-# arguments, checked by argument_problem, and results); a notebook or a page calls them as
-# they are. Nothing here reads a message or holds an index.
+# A tool takes the notes as they are now (Notes) and its arguments, and returns one dict, as
+# its output schema says. search_tool runs a question's search(), ask_tool its answer(). Agents
+# see the tools as mcp_tools describes them; a notebook or a page calls them directly.
 
 
 MCP_READ_LINES = 200                      # lines read_note gives when not told; the agent asks on
@@ -10378,9 +10324,8 @@ def mcp_tools(settings: Settings) -> dict[str, dict]:
                   "description": f"only notes dated then or earlier: {dates}"}}
     output = mcp_output_schemas()
     top = top_k_limit(settings.chunk_size, settings.max_answer_tokens)
-    # Every tool reads the notes, changes nothing and talks to nothing but the user's own
-    # Ollama, as its annotations tell a client, which then need not ask the user before a call.
-    # (Destructive and idempotent count only for a tool that writes; said anyway.)
+    # Every tool only reads, and talks to nothing but the user's own Ollama: a client that
+    # reads the annotations need not ask the user before a call.
     reads_only = {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": False}
     return {t["name"]: t for t in [
         {"name": "search_notes", "title": "Search the notes",
@@ -10485,14 +10430,11 @@ def argument_problem(tool: dict, arguments: dict) -> str | None:
 # §held-index ----------------------------------------------------------------
 # The held index: the notes' index as a long-lived front end (--mcp) holds it, kept current.
 #
-# Opened by the first call and held, it is brought up to date as a run opens it (open_index,
-# taking the held index for the cache while no note changed). Whether anything changed is asked
-# by stat alone (still_current: a stat() of every note and folder the last refresh saw, and
-# Ollama asked for the embedding model's build), which on a big folder costs about a search; so
-# a call serves the index as its last look left it, if that look began less than fresh_seconds
-# ago, and the front end looks while it idles (look()), which is when an agent thinks. One lock
-# makes one refresh at a time; an Index never changes once made, so a caller answers with the
-# one it got while a refresh makes the next. Any long-lived front end takes it as it is.
+# Opened by the first call and held, it is brought up to date as a run opens it (open_index).
+# A look for changes by stat alone (still_current) costs about a search on a big folder, so a
+# call serves the index as a look begun under fresh_seconds ago left it, and the front end
+# looks while idle (look()), when an agent thinks. One lock, one refresh at a time; an Index
+# never changes once made, so a caller answers with the one it got while the next is made.
 
 
 MCP_FRESH_SECONDS = 1.0                   # a call may serve the notes as they were this long ago
@@ -10620,12 +10562,10 @@ class HeldIndex:
         return found
 
     def still_current(self) -> bool:
-        """Would a refresh keep the held index as it is? Asked by stat alone: every folder the
-        last refresh saw has its mtime and ctime (no note added, removed or renamed), every note
-        it listed the stat the index's fingerprint was made of (none edited), the index is
-        complete and calibrated, and Ollama runs the same build of the model. open_index's fast
-        path asks the same, but walks the folder to list the notes first, which costs several
-        times more on a big folder; a folder holding a link to a folder is always walked."""
+        """Would a refresh keep the held index as it is? Asked by stat alone: the folders the
+        last refresh saw (no note added, removed or renamed), the notes it listed (none edited),
+        a complete and calibrated index, the same build of the model. open_index asks the same
+        after walking the folder, several times slower on a big one."""
         if self.watched is None or self.index is None or not self.index.complete or \
                 not calibration_current(self.index, self.settings):
             return False
@@ -10649,11 +10589,9 @@ class HeldIndex:
 # --mcp: the notes served to agents over the Model Context Protocol, on stdin and stdout.
 #
 # An editor or assistant (Claude Desktop, VS Code, Cursor, ...) starts `demo_rag.py --mcp`
-# and talks JSON-RPC 2.0 with it, a message a line on stdin and stdout. JsonRpcLines carries
-# the messages, McpServer answers them: each call runs a tool on the index it holds (start-up
-# paid once a session) and sends its result as JSON and as text (tool_result). Calls are
-# answered in order, but ask_notes streams its answer in a thread of its own meanwhile; a call
-# cancelled is not answered, an answer stops. Standard library only: clients bring the SDK.
+# and talks JSON-RPC 2.0 with it, a message a line. JsonRpcLines carries the messages,
+# McpServer answers them on the index it holds (start-up paid once a session). ask_notes
+# answers in a thread of its own meanwhile. Standard library only: clients bring the SDK.
 
 
 # A character CONTROL_ESCAPES escapes: found by a regular expression, which is many times faster
@@ -10671,11 +10609,10 @@ def escaped(text: str) -> str:
 
 
 def tool_result(text: str, structured: dict | None = None, error: bool = False) -> dict:
-    """A tools/call result: `structured`, the value for programs (exact, as --json is when read
-    back), first as itself and then serialized in a text block for clients that read only text,
-    as the specification asks; last, `text` for people and models. Control characters in the
-    text blocks are escaped as the terminal's are (a client may print them: a note's ESC ] 52
-    writes to the clipboard); in the JSON, as the \\u escapes that JSON reads back the same."""
+    """A tools/call result: `structured`, the value for programs, as itself and serialized in a
+    text block for clients that read only text (as the specification asks); then `text` for
+    people and models. The text blocks' control characters are escaped (a client may print
+    them: a note's ESC ] 52 writes to the clipboard); JSON reads its \\u escapes back the same."""
     readable = {"type": "text", "text": escaped(text)}
     if structured is None:
         return {"content": [readable], "isError": error}
@@ -10739,7 +10676,7 @@ def error_message(id_, code: int, message: str, data=None) -> dict:
 
 
 def internal_error(id_, method: str, e: Exception) -> dict:
-    """The answer to a request that met a bug of this server, which goes to stderr: the session
+    """The answer to a request that met a bug of this server (said on stderr): the session
     goes on."""
     import traceback
     err(f"error: internal error in {method}: {e!r}", traceback.format_exc().rstrip())
@@ -10803,9 +10740,8 @@ class Later(NamedTuple):
 
 class JsonRpcLines:
     """JSON-RPC 2.0 on a pair of byte streams, a message a line (MCP's stdio transport): a
-    request's result is `answer`'s, or a Later's, made in a thread of its own. Lines are read in
-    a thread of their own, so that a cancellation is heard while the call it names runs; a
-    request cancelled is not answered. While none comes, the held index looks for changes."""
+    request's result is `answer`'s, or a Later's. Lines are read in a thread of their own, so
+    that a cancellation is heard while its call runs; while none comes, the held index looks."""
 
     MAX_MESSAGE = 16 << 20                # bytes in one message from the client, at most
 
@@ -10953,10 +10889,9 @@ class JsonRpcLines:
 
 
 def tool_call(name: str, run: Callable[[], dict | Later]) -> dict | Later:
-    """tools/call's result for a tool's run(): its result for programs and as text (readable),
-    or the Later that makes it; a tool that fails, a result with isError and one line. No
-    answer for want of Ollama (keywords only) is an error too: ask_notes exists to call the
-    chat model."""
+    """tools/call's result for a tool's run() (tool_result), or the Later that makes it; a tool
+    that fails, a result with isError and one line. So is no answer for want of Ollama (keywords
+    only): ask_notes exists to call the chat model."""
     try:
         result = run()
     except ToolFailed as e:
