@@ -1136,8 +1136,7 @@ def ollama_client(timeout: float | None = None) -> ollama.Client:
         {"timeout": httpx.Timeout(timeout, connect=min(timeout, OLLAMA_CONNECT_TIMEOUT))}
 
     def checked(response: httpx.Response) -> None:
-        """A redirect ends the request, saying where it pointed (httpx alone would give only
-        the status); any other reply is read through CappedLines."""
+        """A redirect ends the request, saying where; other replies are read through CappedLines."""
         if response.is_redirect:
             raise Redirected(response.status_code, response.headers.get("location", ""))
         response.stream = CappedLines(response.stream)
@@ -1377,8 +1376,7 @@ def meta_from(fields_: dict, inline_tags: list[str],
 
 
 class Obsidian:
-    """Obsidian's markup, and Markdown's that Obsidian (and Jupyter) show otherwise than written,
-    as clean_markup and shown_spans read them."""
+    """The markup Obsidian (and Jupyter) show otherwise than written: clean_markup's patterns."""
     # The spans shown_spans() reads, found in one pass so that whichever opens first wins, as
     # in Obsidian. A comment never closed runs to the note's end, and a highlight holds no "==":
     # both keep the pattern linear. A block id is the anchor of a [[Note#^id]] link, at a line's
@@ -1724,8 +1722,7 @@ def too_big(size: int, max_mb: float) -> str:
 
 
 def note_data(path: Path, data: bytes | None) -> bytes:
-    """A note's bytes: `data` when its caller read them (read_note), else the file's. Raises
-    ValueError, with the reason, for a file that cannot be read."""
+    """A note's bytes: `data` if its caller read them, else the file's (ValueError if it can't)."""
     if data is not None:
         return data
     try:
@@ -2412,8 +2409,7 @@ class PageLines:
         return next((k for k in ("header", "footer") if k == name or k in classes), "")
 
     def count(self, text: str, waiting: int = 0) -> None:
-        """Count `text` against the bound on the page's text, and `waiting` characters more (read,
-        not laid out yet): past it, raise TooBig."""
+        """Count `text` (and `waiting` characters read, not laid out) against the bound: TooBig."""
         self.used += len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
         if why := too_big(self.used + waiting, self.max_mb):
             raise TooBig(f"its text: {why}")
@@ -2513,8 +2509,7 @@ def toc_headings(paragraphs: list[list], toc: Sequence[tuple[str, int, str]],
 
 
 def line_markdown(page: PageLines, count: int) -> list[str]:
-    """A page's text by the file's `count` lines (a web page, whose lines a citation opens):
-    the text on each, headings as Markdown's."""
+    """A web page's text by the file's `count` lines, which citations open; Markdown's headings."""
     out = [""] * count
     alone: dict[int, int] = {}        # line -> the block whose text it holds (-1: several)
     for n, runs in itertools.groupby(page.runs, lambda run: run[0]):
@@ -2642,8 +2637,7 @@ class Unzipped:
                          f"{self.MAX_MEMBERS:,}")
 
     def pieces(self, name: str) -> Iterator[bytes]:
-        """The part `name` unzipped, PIECE bytes at a time. Raises ValueError if there is no
-        such part, TooBig past the bound."""
+        """The part `name` unzipped, PIECE bytes at a time: ValueError if none, TooBig if big."""
         if name not in self.names:
             raise ValueError(f"it has no {name}, which every {self.kind} file has")
         info = self.archive.getinfo(name)
@@ -2929,8 +2923,7 @@ def odf_markdown(pieces: Iterable[bytes], max_mb: float) -> str:
 
 def read_odt(path: Path, data: bytes | None = None,
              max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
-    """Read an OpenDocument text (.odt: LibreOffice, Google Docs' download) as Markdown, one
-    section cited by its headings, as a Word file is (odf_markdown); no warning."""
+    """Read an OpenDocument text (.odt) as a Word file is: one section, cited by its headings."""
     return read_zipped(path, data, max_mb, "OpenDocument", lambda doc: (extracted(
         [Section(odf_markdown(doc.pieces("content.xml"), doc.max_mb))], "OpenDocument"), None))
 
@@ -3037,8 +3030,7 @@ def epub_chapters(book: Unzipped) -> tuple[list[Section], str | None]:
 
 def read_epub(path: Path, data: bytes | None = None,
               max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
-    """Read an e-book (.epub, 2 or 3, without DRM) as its chapters in reading order
-    (epub_chapters), and a warning naming any chapter left out."""
+    """Read an e-book (.epub, no DRM) by its chapters (epub_chapters), naming any left out."""
     return read_zipped(path, data, max_mb, "EPUB", epub_chapters)
 
 
@@ -5125,9 +5117,8 @@ def changed_warning(rel: str) -> str:
 #     judge   the first --top-k: do they answer?                  -> confidence, floor
 #     trim    of those, the sources close to the best: the prompt's -> hits
 #
-# rank() composes them and locates each source's passage (the section above), once for every
-# front end; search() embeds the question and calls it, and so do the calibration, --eval and
-# --tune, so that what is measured is what a run does.
+# rank() composes them and locates each source's passage, once for every front end; search()
+# embeds the question and calls it, as do --eval and --tune: what is measured is what runs.
 
 
 CANDIDATE_DEPTH = 10                      # kept by select(): MRR@10 and --tune look this deep
@@ -5152,8 +5143,7 @@ class Scores:
 
 @dataclass(frozen=True)
 class Retrieval(Scores):
-    """The result of one search: score()'s Scores (for --explain and --eval) and every later
-    stage's output, flat, so a caller reads r.hits or r.dense."""
+    """The result of one search: score()'s Scores and every later stage's output, flat (r.hits)."""
     hits: list[Hit]                       # trim(): what the chat model gets
     candidates: list[Hit]                 # the first --top-k of `ranked`: what judge() looked at
     ranked: list[Hit]                     # select(): the best CANDIDATE_DEPTH (or --top-k) first
@@ -5280,8 +5270,7 @@ def note_passes(card: NoteMeta, tags: tuple[str, ...], first: str, last: str) ->
 
 
 def filter_mask(index: Index, filters: Filters) -> np.ndarray:
-    """Which chunks the filters allow: --source's, and of notes with one of the tags and dated
-    within --since and --until (note_card() says a note's date)."""
+    """Which chunks the filters allow: --source's, of notes with a tag asked and dated within."""
     mask = source_mask(index, filters.source)
     if not (filters.tags or filters.since or filters.until):
         return mask
@@ -5290,8 +5279,7 @@ def filter_mask(index: Index, filters: Filters) -> np.ndarray:
     wanted = tuple(t.lower() for t in filters.tags)
     allowed = np.zeros(len(mask), dtype=bool)
     for rel, rec in index.files.items():
-        card = note_card(rel, index.notes.get(rel, NoteMeta()), rec.mtime_ns)
-        allowed[rec.start:rec.stop] = note_passes(card, wanted, first, last)
+        allowed[rec.start:rec.stop] = note_passes(card_of(index, rel), wanted, first, last)
     return mask & allowed
 
 
@@ -5491,8 +5479,7 @@ def top_k_limit(chunk_size: int, answer_tokens: int = ANSWER_TOKENS) -> int:
 
 
 def score(index: Index, question: str, qvec: np.ndarray | None, settings: Settings) -> Scores:
-    """Stage 1: score every chunk --source allows by meaning (exact cosine: one matrix-vector
-    product) and by words (BM25), and fuse the two (--fusion)."""
+    """Stage 1: score every chunk the filters allow by meaning (cosine) and words (BM25), fused."""
     rows = np.flatnonzero(filter_mask(index, filters_in_force(settings)))
     dense = None
     # A partly embedded index (Ollama left mid-way) is searched by BM25 alone:
@@ -5522,8 +5509,7 @@ def select(index: Index, scores: Scores, depth: int) -> list[Hit]:
 
 def judge(index: Index, question: str, scores: Scores, candidates: list[Hit],
           settings: Settings) -> tuple[float, float, str]:
-    """Stage 3: the candidates' confidence, and the relevance floor it must reach, for this
-    index and language, with where that comes from (relevance_floor())."""
+    """Stage 3: the candidates' confidence, and the floor it must reach (relevance_floor())."""
     conf = confidence(scores.terms, [h.row for h in candidates], scores.dense, scores.rows)
     return conf, *relevance_floor(index, question, settings)
 
@@ -6362,8 +6348,7 @@ class ChatStream:
 def stream_chat(client: ollama.Client, model: str, messages: list[dict], num_ctx: int | None = None,
                 keep_alive: str | float | None = None,
                 num_predict: int = ANSWER_TOKENS) -> ChatStream:
-    """The chat model's reply, of at most `num_predict` tokens, as a ChatStream: iterate for
-    the text, thinking stripped; then its .usage, .warnings and .cut_short."""
+    """The chat model's reply, of at most `num_predict` tokens, as a ChatStream (iterate it)."""
     options = {"temperature": TEMPERATURE, "num_ctx": num_ctx or context_size(messages),
                "num_predict": num_predict}
     return ChatStream(client, model, messages, options, keep_alive)
@@ -6548,8 +6533,7 @@ class Number(NamedTuple):
 
 
 def unit_after(text: str, at: int) -> tuple[str, int]:
-    """The unit written right after offset `at` as UNITS names it ("Stunden": "h"), and where
-    its name ends; ("", at) if none."""
+    """The unit written right after offset `at` as UNITS names it, and its end; ("", at) if none."""
     m = UNIT.match(text, at)
     if not m:
         return "", at
@@ -6610,8 +6594,7 @@ def word_numbers(text: str) -> list[Number]:
 
 
 def value_of(whole: str, fraction: str = "") -> str:
-    """'05' -> '5', '93', '50' -> '93.5': zeros that say nothing dropped (int() would refuse
-    4,300 digits)."""
+    """'05' -> '5'; '93', '50' -> '93.5': zeros that say nothing dropped, without int()."""
     whole, fraction = whole.lstrip("0") or "0", fraction.rstrip("0")
     return f"{whole}.{fraction}" if fraction else whole
 
@@ -6711,8 +6694,7 @@ def day_first(text: str) -> bool | None:
 
 
 def number_text(text: str) -> str:
-    """The text as its numbers are read: NFKC (SUPERSCRIPTS aside, ½ as 1/2), its citations
-    blanked so that offsets hold."""
+    """The text as its numbers are read: NFKC (SUPERSCRIPTS aside), citations blanked in place."""
     text = unicodedata.normalize("NFKC", text.translate(SUPERSCRIPTS)).replace("\u2044", "/")
     return CITATION.sub(lambda m: " " * len(m.group()), text)
 
@@ -6724,8 +6706,7 @@ def as_float(value: str) -> float | None:
 
 
 def ranges_in(numbers: list[Number], text: str) -> list[tuple[Number, Number]]:
-    """The ranges among the `numbers` read from a text (in order, its headings' aside), as
-    their two ends: "3 to 5 km", "15到18分钟"."""
+    """The ranges among a text's `numbers` (headings' aside) as their ends: "3 to 5 km"."""
     pairs, own = [], [n for n in numbers if n.at >= 0]
     for a, b in zip(own, own[1:]):
         end = unit_after(text, a.at + len(a.written))[1]
@@ -7181,8 +7162,7 @@ def share(claim: Claim, lines: Sequence[Line]) -> float:
 
 def read_claim(sentence: str, weight: Callable[[str], float], decimal: str | None,
                first: bool | None, sources: str) -> Claim:
-    """A sentence as the check reads it, its numbers by the sources' decimal mark and its dates
-    by theirs where its own do not settle them."""
+    """A sentence as the check reads it, its numbers and dates by its sources' marks if need be."""
     said, declines = sentence, NOT_IN_NOTES.search(sentence) is not None
     if declines and (turn := CONTRAST.search(sentence, NOT_IN_NOTES.search(sentence).end())):
         said, declines = sentence[turn.end():], False
@@ -7607,8 +7587,7 @@ def check_sentence(claim: Claim, sources: Sequence, lines_of: list[list[Line]],
 
 @dataclass(frozen=True)
 class CitationCheck:
-    """What check_citations() found: every sentence's verdict and line, and how many sources were
-    sent ([1] to [sources] name one)."""
+    """What check_citations() found: every sentence's verdict and line, and the sources sent."""
     sentences: tuple[SentenceCheck, ...]
     sources: int
     judge: str = ""                       # the judge model that reread them, if any
@@ -7684,9 +7663,8 @@ def check_citations(answer: str, sources: Sequence, lexicon: Lexicon | None = No
     """Check each sentence of an answer against the sources it was given ([1] is sources[0]):
     texts, or chunks (hits' .chunk), whose file and line each sentence is placed at. Each is
     read (read_claim()) and judged (check_sentence()), its words weighed by idf over the notes
-    given `lexicon` (index.lexicon, as the floor weighs: "coffee" in a coffee folder says
-    little), else over the sources' lines. In a notebook:
-    `check_citations(outcome.text, [h.chunk for h in outcome.retrieval.hits], index.lexicon)`.
+    given `lexicon` ("coffee" in a coffee folder says little), else over the sources' lines.
+    In a notebook: `check_citations(text, [h.chunk for h in hits], index.lexicon)`.
 
     >>> c = check_citations("Use 18 g of coffee [1]. Use 20 g [1]. Brew at 93 °C [3]. Brew it "
     ...     "between 90 and 96 °C.",
@@ -8059,12 +8037,11 @@ def gap_entry(outcome: Outcome, settings: Settings, why: str, via: str = "") -> 
 def append_gap(path: Path, entry: dict) -> None:
     """Append one entry to the log as one line, in one write() (O_APPEND: another run's line
     goes before or after it, never inside), on a line of its own if a killed run left the last
-    one without its newline; or raise OSError, the log left as it was (a full disk cuts a
-    write short). Past GAP_LOG_MAX_MB the log moves to GAP_LOG_OLD (the one there goes) and
-    the next entry starts a new one. The file is the user's alone (mode 600).
-    subtle: the file grows a page at a time while another run writes a long line, so its last
-    byte, looked at then, is no newline though that run's line will end with one; so one run
-    at a time looks and writes (locked()), else it would add an empty line."""
+    one without its newline; or raise OSError, the log left as it was. Past GAP_LOG_MAX_MB the
+    log moves to GAP_LOG_OLD and the next entry starts a new one. Mode 600: the user's alone.
+    subtle: a file another run is writing a long line to grows a page at a time, its last byte
+    no newline yet; so one run at a time looks and writes (locked()), else it would add an
+    empty line."""
 
     def locked() -> int:
         """The log, opened to append and locked, the lock released as it is closed (POSIX
@@ -8117,9 +8094,8 @@ def append_gap(path: Path, entry: dict) -> None:
 
 def logged(outcome: Outcome, settings: Settings, via: str = "") -> Outcome:
     """The outcome, after adding it to the gap log if it is a gap and the log is kept
-    (settings.log_gaps, and NO_LOG_ENV not set). A search by keywords alone is no gap:
-    Ollama was away, not the note. A log that cannot be written costs a warning, never the
-    answer."""
+    (settings.log_gaps, and NO_LOG_ENV not set). A search by keywords alone is no gap (Ollama
+    was away, not the note). A log that cannot be written costs a warning, never the answer."""
     check = outcome.check
     if outcome.status == DECLINED:
         why = "floor"
@@ -8869,8 +8845,7 @@ def explain_search(r: Retrieval, index: Index, settings: Settings) -> None:
 
 
 def explain_prompt(plan: Outcome, settings: Settings, num_ctx: int) -> None:
-    """--explain's steps 6 and 7: the prompt, the context it needs against the `num_ctx` this
-    run loaded the chat model with, and whether the model is called."""
+    """--explain's steps 6 and 7: the prompt, its context size, and whether the model is called."""
     from textwrap import shorten
     print("\nSTEP 6 · PROMPT: rules · numbered sources · question (--show-prompt: in full)")
     for m in plan.messages:
@@ -8896,8 +8871,7 @@ def explain_prompt(plan: Outcome, settings: Settings, num_ctx: int) -> None:
 
 
 def explain_check(check: CitationCheck) -> None:
-    """--explain's step 8: each sentence of the answer, its verdict, why, and the line of the
-    notes it was read against (SentenceCheck.place)."""
+    """--explain's step 8: each sentence of the answer, its verdict, why, and its line's place."""
     from textwrap import shorten
     print("\nSTEP 8 · CHECK: each sentence against the line of its sources that holds it best")
     for n, s in enumerate(check.sentences, 1):
@@ -9002,8 +8976,7 @@ def load_eval_set(path: Path, appending: bool = False) -> list[dict]:
 
 
 def end_with_newline(path: Path) -> None:
-    """Give a file that lacks one its final newline, so a line appended next is a line of its own
-    (a set edited by hand often ends without one)."""
+    """Give a file (a set edited by hand, say) its final newline, so a line appended is its own."""
     if path.exists() and path.stat().st_size and not path.read_bytes().endswith(b"\n"):
         with open(path, "ab") as f:
             f.write(b"\n")
@@ -9022,9 +8995,8 @@ def heading_titles(path: str) -> list[str]:
 def is_hit(chunk: Chunk, item: dict) -> bool:
     """Does this chunk answer the item? An item with a `source` is judged by note, and with a
     `heading` too by section: the chunk lies in that section (or a subsection), or the section
-    starts inside it (a big chunk can hold several sections). Otherwise a chunk containing one of
-    the answer strings is a hit; strings overcount (a short answer such as "12人" occurs in many
-    chunks), which is why generated sets carry their source.
+    starts inside it. Otherwise a chunk containing one of the answer strings is a hit; strings
+    overcount ("12人" occurs in many chunks), which is why generated sets carry their source.
 
     >>> c = Chunk("tea.md", "# Tea › ## Green", "## Green\\nUse 80 °C water.")
     >>> is_hit(c, {"answers": ["80 °C"]}), is_hit(c, {"answers": ["x"], "source": "tea.md"})
@@ -9401,10 +9373,9 @@ def generate_eval_set(client: ollama.Client, index: Index, settings: Settings, n
                       have: list[dict]) -> Iterator[tuple[dict | None, str]]:
     """Ask the chat model for a question about each passage in turn (chat_once, in JSON) and yield
     (item, "") for each kept, (None, a DROP_REASONS key) for each dropped (judge_question), until
-    the set (with `have`, what an earlier run wrote) holds n or the passages run out; passages
-    asked about before are skipped. The built-in unanswerable questions come after the chat
-    model's first reply, so that a run without a working chat model yields nothing. Raises
-    OllamaError."""
+    the set (with `have`, what an earlier run wrote) holds n or the passages run out. The
+    built-in unanswerable questions come after the chat model's first reply, so that a run
+    without a working chat model yields nothing. Raises OllamaError."""
     asked = {it["question"] for it in have}
     unanswerable = [q for q in unanswerable_questions(
         index, settings, math.ceil(n * EVAL_UNANSWERABLE_SHARE)) if q not in asked]
@@ -9491,8 +9462,7 @@ class Variant(NamedTuple):
 
 def tune_one(index: Index, item: dict, qvec: np.ndarray | None,
              settings: Settings) -> tuple[int | None, list[float]]:
-    """One question under one variant: the rank of its first hit, and the confidence a run's
-    judge() would give at each --top-k from 1 to CANDIDATE_DEPTH."""
+    """One question under one variant: its first hit's rank, judge()'s confidence by --top-k."""
     r = rank(index, item["question"], qvec, settings)
     ranking = [h.row for h in r.ranked[:CANDIDATE_DEPTH]]
     confs = [confidence(r.terms, ranking[:k], r.dense, r.rows)
@@ -9502,8 +9472,7 @@ def tune_one(index: Index, item: dict, qvec: np.ndarray | None,
 
 def tune_scores(rows: list[tuple[dict, int | None, list[float]]], top_k_: int,
                 floor: Callable[[str], float]) -> dict:
-    """hit@k and MRR of one variant's questions (tune_one's rows), and what the current floor
-    (of a question) answers and declines."""
+    """hit@k and MRR of one variant (tune_one's rows), and what the floor answers and declines."""
     answerable = [(rank, confs, floor(item["question"])) for item, rank, confs in rows
                   if item.get("answers")]
     others = [(confs, floor(item["question"])) for item, _, confs in rows
@@ -9537,9 +9506,9 @@ def recommend_floor(rows: list[tuple[dict, int | None, list[float]]], top_k_: in
 def tune(client: ollama.Client, indexes: dict[int, Index], items: list[dict],
          settings: Settings) -> dict:
     """Evaluate every variant that needs no re-embedding (chunk size, one per index x query
-    template on/off x fusion), then for the best of them --top-k (TUNE_TOP_KS) and the floor
-    (recommend_floor). Each question is embedded once per template; everything else is NumPy
-    on the loaded indexes. Without vectors only BM25 is tuned, and `missing` says why."""
+    template on/off x fusion), then for the best --top-k (TUNE_TOP_KS) and the floor
+    (recommend_floor). Each question is embedded once per template; the rest is NumPy. Without
+    vectors only BM25 is tuned, and `missing` says why."""
     on = replace(settings, query_instruction=settings.query_instruction or None)
     templates = {"on": on} if query_text("q", on) != "q" else {}
     templates["off"] = replace(settings, query_instruction="")
@@ -9748,9 +9717,8 @@ def has_shape(d: dict, fields: dict[str, tuple[type, ...]], required: int) -> bo
 
 def gap_from_line(line: bytes) -> dict | str | None:
     """One line of the log as an entry (its question at most GAP_QUESTION_CHARS), "other version"
-    for an entry of another log format, None for a line that is no entry: not JSON (or nested
-    past what the parser can follow), a field not of its type (GAP_FIELDS), a question that is no
-    text (a lone surrogate, which no embedding request can carry)."""
+    for an entry of another log format, None for a line that is no entry: not JSON, a field not
+    of its type (GAP_FIELDS), a question that is no text (a lone surrogate cannot be embedded)."""
     try:
         entry = json.loads(line.decode("utf-8", "replace"))
     except (ValueError, RecursionError):
@@ -9850,10 +9818,9 @@ def gap_vector(entry: dict, settings: Settings, dim: int) -> np.ndarray | None:
 
 def gap_threshold(probes: np.ndarray, languages: list[str]) -> float:
     """The cosine from which two questions are one topic: GAP_GROUP_SHARE of the way from the
-    median cosine of two unrelated questions in one language (the probes) to 1, not a number of
-    its own: two texts' cosine sits near 0.8 with some embedders, near 0 with others. subtle:
-    the lowest language's median, since an embedder that cannot read a language finds all its
-    texts alike, and that median would set the bar too high for the languages it reads.
+    median cosine of two unrelated questions in one language (the probes) to 1, since unrelated
+    texts' cosine is near 0.8 with some embedders, near 0 with others. subtle: the lowest
+    language's median, as an embedder finds all texts of a language it cannot read alike.
 
     >>> gap_threshold(np.eye(3, dtype=np.float32), ["en", "en", "zh"])   # unrelated: cosine 0
     0.4
@@ -9894,11 +9861,10 @@ def gap_vectors(client: ollama.Client, index: Index, times: list[list[dict]],
 
 
 def group_by_meaning(vectors: np.ndarray, threshold: float, block: int = 1024) -> list[list[int]]:
-    """Rows whose vectors lie close together, as groups of row numbers: each row in turn joins the
-    group whose mean direction it is closest to, if that cosine reaches `threshold`, or starts a
-    group; then every row moves to the mean it ended closest to. Rows are compared with the
-    groups `block` at a time (one matrix product), and with the groups their block started one
-    by one. Groups in the order they started.
+    """Rows whose vectors lie close together, as groups of row numbers, in the order they
+    started: each row in turn joins the group whose mean direction it is closest to, if that
+    cosine reaches `threshold`, or starts one; then every row moves to the mean it ended closest
+    to. Rows meet the groups `block` at a time (one matrix product), their block's one by one.
 
     >>> v = np.array([[1, 0], [0.96, 0.28], [0, 1], [0.28, 0.96]], dtype=np.float32)
     >>> group_by_meaning(v, 0.9)
@@ -9927,11 +9893,9 @@ def group_by_meaning(vectors: np.ndarray, threshold: float, block: int = 1024) -
 
 def now_found(index: Index, entries: list[dict], qvec: np.ndarray,
               settings: Settings) -> tuple[Retrieval, bool]:
-    """Today's search for a logged question, and whether today's notes answer it: it passes the
-    floor and, if it was once answered from sources that did not hold it (the floor passed
-    then too), a source it was not shown then now comes first. It is searched as it was asked:
-    with the filters in force then (a question asked of the notes tagged "work" is a gap in
-    those notes)."""
+    """Today's search for a logged question, with the filters it was asked with, and whether
+    today's notes answer it: it passes the floor and, if it passed then too (answered from
+    sources that did not hold it), a source it was not shown then now comes first."""
     r = rank(index, entries[-1]["question"], qvec,
              with_filters(settings, logged_filters(entries[-1])))
     if not r.found or not r.hits or not any(e["why"] in ("unsupported", "uncited")
@@ -10130,10 +10094,10 @@ SEARCH_FILTERS = {"source": ("source_filter", str),
 
 @dataclass(frozen=True)
 class Notes:
-    """What a tool works on: this run's settings and Ollama client, the notes' index as it is
-    now and the report of its opening (open_index's, or a HeldIndex's current()), where a
-    warning goes, and the front end the gap log marks a question as asked through (VIA_MCP).
-    In a notebook: `notes = Notes(settings, client, *open_index(settings, client))`."""
+    """What a tool works on: this run's settings and client, the index as it is now and the
+    report of its opening (open_index's, or HeldIndex.current()'s), where a warning goes, and
+    the front end the gap log names (VIA_MCP). In a notebook:
+    `notes = Notes(settings, client, *open_index(settings, client))`."""
     settings: Settings
     client: ollama.Client
     index: Index
@@ -10196,11 +10160,10 @@ def search_tool(notes: Notes, query: str, top_k: int | None = None, **filters) -
 
 
 def note_lines(file: NoteFile, max_mb: float) -> list[str]:
-    """A note's lines as read_note gives them: a text note's as on disk (front matter too, so
-    the numbers are the file's; a line ends at \\n, \\r\\n or \\r as read_text counts them),
-    other notes' as their reader extracts them (never a zip's bytes), each numbered section under
-    a line that names it as a source cites it: '--- p.3 ---', '--- cell 12 ---'.
-    Raises ToolFailed for a note that cannot be read."""
+    """A note's lines as read_note gives them: a text note's as on disk, numbered as the file's
+    (a line ends at \\n, \\r\\n or \\r, as read_text counts), other notes' as their reader
+    extracts them, each numbered section under a line naming it as a source cites it:
+    '--- p.3 ---'. Raises ToolFailed for a note that cannot be read."""
     reader = NOTE_TYPES[Path(file.path).suffix.lower()]
     try:
         if not reader.lines:              # a PDF, a Word file: their text, extracted
@@ -10218,9 +10181,8 @@ def note_lines(file: NoteFile, max_mb: float) -> list[str]:
 def read_tool(notes: Notes, path: str, start_line: int = 1,
               line_count: int = MCP_READ_LINES) -> dict:
     """read_note: `line_count` lines of a note from `start_line` (note_lines) and how many it
-    has. The note must be one of the index's: listed by scan_notes now (so not hidden, not a
-    link out of the folder, a note type) and indexed (so within --max-note-mb and usable).
-    Anything else is refused with ToolFailed, whatever it names."""
+    has. The note must be listed by scan_notes now (not hidden, no link out of the folder) and
+    indexed (usable); anything else is refused with ToolFailed, whatever it names."""
     s, rel = notes.settings, unicodedata.normalize("NFC", path)
     files, _ = scan_notes(s.notes_dir, [s.cache_dir], s.follow_links)
     file = next((f for f in files if f.rel == rel), None)
@@ -10242,8 +10204,7 @@ def ask_tool(notes: Notes, question: str, num_ctx: int = NUM_CTX,
              on_token: Callable[[str], None] = lambda piece: None, **filters) -> dict:
     """ask_notes: the chat model's answer (answer(), as a question's) with its sources and its
     citations checked, or why there is none. `num_ctx`: chat_context()'s; on_plan and on_token
-    are answer()'s, and what one raises goes through, the answer's stream closed (Ollama stops).
-    `filters` and UsageError as search_tool's."""
+    are answer()'s (what one raises goes through); `filters` and UsageError as search_tool's."""
     settings = filtered(notes, filters)
     outcome = answer(notes.client, notes.index, question, settings, Conversation(num_ctx=num_ctx),
                      keywords_because=notes.report.embed_error, via=notes.via,
@@ -10500,8 +10461,7 @@ class HeldIndex:
             self.lock.release()
 
     def bring_up_to_date(self, progress: Callable[[str | EmbedProgress], None]) -> None:
-        """Look (still_current), and refresh if something changed; the look counts from when it
-        began, since a change made during it may not show in it."""
+        """Look (still_current) and refresh if need be; the look counts from when it began."""
         started = time.monotonic()
         if not self.still_current():
             self.refresh(progress)
@@ -10676,16 +10636,14 @@ def error_message(id_, code: int, message: str, data=None) -> dict:
 
 
 def internal_error(id_, method: str, e: Exception) -> dict:
-    """The answer to a request that met a bug of this server (said on stderr): the session
-    goes on."""
+    """The answer to a request that met a bug of this server (on stderr); the session goes on."""
     import traceback
     err(f"error: internal error in {method}: {e!r}", traceback.format_exc().rstrip())
     return error_message(id_, McpError.INTERNAL_ERROR, f"internal error: {e!r}"[:200])
 
 
 def message_lines(stream, limit: int) -> Iterator[bytes | None]:
-    """The lines of a binary stream, without their line breaks; None for a line over `limit`
-    bytes, which is read to its end but not kept."""
+    """A binary stream's lines, without line breaks; None for one over `limit` bytes (not kept)."""
     while line := stream.readline(limit + 1):
         if len(line) > limit and not line.endswith(b"\n"):
             while (rest := stream.readline(limit + 1)) and not rest.endswith(b"\n"):
@@ -10814,8 +10772,7 @@ class JsonRpcLines:
                 self.held.look()
 
     def handle(self, line: bytes) -> None:
-        """Answer one line: now, or from a thread of its own (a Later), or not at all (a
-        notification, a response, a request cancelled)."""
+        """Answer one line: now, from a thread of its own (a Later), or not at all (no request)."""
         try:
             message = json.loads(line)
         except (ValueError, RecursionError) as e:
@@ -10958,8 +10915,7 @@ class McpServer:
         return self.framed(revision, result)
 
     def revision(self, params: dict) -> str | None:
-        """The stateless revision a request names in its _meta, checked; None for a request of a
-        handshake revision (which names none)."""
+        """The stateless revision a request names in its _meta, checked; None: a handshake's."""
         meta = params.get("_meta")
         if not isinstance(meta, dict) or self.VERSION_KEY not in meta:
             return None
@@ -10975,8 +10931,7 @@ class McpServer:
         return revision
 
     def framed(self, revision: str | None, result: dict) -> dict:
-        """A result as a revision has it: the stateless one's carry their type and the server's
-        name; the handshake revisions' lack its cache fields."""
+        """A result as its revision has it: a stateless one's named, others have no cache fields."""
         if revision is None:
             return {k: v for k, v in result.items() if k not in ("cacheScope", "ttlMs")}
         return {**result, "resultType": "complete",
