@@ -1558,9 +1558,8 @@ def read_markdown(text: str) -> tuple[str, NoteMeta, str | None]:
 
 
 def note_card(rel: str, meta: NoteMeta, mtime_ns: int | None) -> NoteMeta:
-    """A note's NoteMeta with its title and date filled in: the title is its file name unless the
-    front matter gives one; the date is the front matter's, else a YYYY-MM-DD in its file name
-    (a daily note), else its modification day.
+    """A note's NoteMeta with its title (else its file name) and its date filled in: the front
+    matter's, else a YYYY-MM-DD in its file name (a daily note), else its modification day.
 
     >>> card = note_card("daily/2026-03-01.md", NoteMeta(), 0)
     >>> card.title, card.date, card.dated_by
@@ -2072,9 +2071,8 @@ WIDE = re.compile(r"[\u1100-\u11ff\u2e80-\ua4cf\uac00-\ud7af\uf900-\ufaff\uff00-
 
 
 def says_little(sections: list[Section]) -> bool:
-    """Whether a note is a stub, a daily note's title alone say: under MIN_NOTE_CHARS characters,
-    and under MIN_NOTE_BODY besides its headings and spaces, a CJK one counted as three (it
-    holds about as much as a word).
+    """Whether a note is a stub (a daily note's title alone): under MIN_NOTE_CHARS characters, and
+    MIN_NOTE_BODY besides headings and spaces, a CJK one counted as three (about a word's worth).
 
     >>> says_little([Section("# May 1\\n\\n")]), says_little([Section("Wifi: 7hG!2kq9")])
     (True, False)
@@ -2400,9 +2398,8 @@ class PageLines:
             self.asides.append([len(self.runs), self.block, 0, 0])
 
     def chrome(self, name: str, attributes: str) -> str:
-        """ "header" or "footer" for an element around the page, not its article's: a <header>
-        or <footer>, or an element of class "header" or "footer" (docutils', Sphinx's), outside
-        <article>, <main> and <section>; else ""."""
+        """ "header" or "footer" for a <header> or <footer>, or an element of that class (Sphinx's),
+        outside <article>, <main> and <section>: around the page, not its article's; else ""."""
         if self.counts["article"] or self.counts["main"] or self.counts["section"]:
             return ""
         classes = html_attribute(attributes, "class").split() if "class" in attributes else ()
@@ -2598,10 +2595,9 @@ def page_lines(page: str, anchors: Collection[str] = (), max_mb: float = MAX_NOT
 
 def read_html(path: Path, data: bytes | None = None,
               max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
-    """Read a web page (.html, .htm) as a browser shows its text: tags taken off, entities
-    decoded, <h1>-<h6> as Markdown's headings, each text on its line of the file, <pre> as
-    written; scripts, styles and navigation (Html.DROPPED) left out; <title> titles the note.
-    Raises ValueError for a page with no text outside those."""
+    """Read a web page (.html, .htm) as a browser shows its text, each on its line of the file:
+    <h1>-<h6> as Markdown's headings, <pre> as written, <title> the note's title; Html.DROPPED
+    (scripts, navigation) left out. Raises ValueError for a page with no text outside those."""
     page, warning = page_text(note_data(path, data))
     lines = page_lines(page, max_mb=max_mb)
     body = "\n".join(line_markdown(lines, page.count("\n") + 1))
@@ -2656,9 +2652,8 @@ class Unzipped:
 def read_zipped(path: Path, data: bytes | None, max_mb: float, kind: str,
                 read: Callable[[Unzipped], tuple[list[Section], str | None]]
                 ) -> tuple[list[Section], str | None]:
-    """A zip-based note's sections and warning, as read(Unzipped) finds them in its bytes
-    (`data`, or the file's), within `max_mb`. A damaged, encrypted or unreadable zip raises
-    ValueError, saying so."""
+    """A zip-based note's sections and warning, as read(Unzipped) finds them in its bytes (`data`,
+    or the file's), within `max_mb`. ValueError for a damaged, encrypted or unreadable zip."""
     import io
     import zipfile                        # (only here: most folders hold no zip-based note)
     import zlib
@@ -2732,9 +2727,8 @@ def extracted(sections: list[Section], kind: str) -> list[Section]:
 
 
 def outline_heading(value: str, first: int, last: int) -> str | None:
-    """A heading ("h1" to "h6": a deeper one is "h6") from an outline level numbered from `first`
-    to `last` (Word: 0 to 8, its 9 is body text; OpenDocument: 1 to 10), None for any other
-    (a "²", thousands of digits).
+    """A heading ("h1" to "h6", deeper ones "h6") from an outline level numbered from `first` to
+    `last` (Word: 0 to 8, its 9 is body text; OpenDocument: 1 to 10), None for any other.
 
     >>> outline_heading("0", 0, 8), outline_heading("7", 1, 10), outline_heading("²", 0, 8)
     ('h1', 'h6', None)
@@ -2861,9 +2855,8 @@ def word_text(doc: OfficeText, pieces: Iterable[bytes], styles: dict[str, str | 
 
 def read_docx(path: Path, data: bytes | None = None,
               max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
-    """Read a Word (.docx) file as Markdown, one section cited by its headings (a Word file has
-    no pages: they are laid out as it is shown), its footnotes and endnotes after its text, as
-    an e-book's are; no warning."""
+    """Read a Word (.docx) file as Markdown, one section cited by its headings (it has no pages
+    of its own), its footnotes and endnotes after its text, as an e-book's are; no warning."""
     def sections(doc: Unzipped) -> tuple[list[Section], str | None]:
         main = "word/document.xml"
         if "_rels/.rels" in doc.names:    # where the package says its document is
@@ -2929,9 +2922,8 @@ def read_odt(path: Path, data: bytes | None = None,
 
 
 def epub_toc(page: str) -> list[tuple[str, int, str]]:
-    """An e-book's table of contents: each entry's link, level and title, in order, from its
-    nav document (EPUB 3: <nav epub:type="toc">, levels as its lists nest) or its toc.ncx
-    (EPUB 2: <navMap>, levels as its navPoints nest).
+    """An e-book's table of contents: each entry's link, level and title, in order, from its nav
+    document (EPUB 3, levels as its lists nest) or its toc.ncx (EPUB 2, as its navPoints nest).
 
     >>> epub_toc('<nav epub:type="toc"><ol><li><a href="a.xhtml">One</a><ol><li>'
     ...          '<a href="a.xhtml#b">T&amp;wo</a></li></ol></li></ol></nav><nav>...</nav>')
@@ -5039,9 +5031,8 @@ def preview_terms(terms: list[Term]) -> list[tuple[str, float]]:
 
 
 def passage_place(chunk: PlacedChunk, passage: Passage) -> str:
-    """Where to open a source: "bike.md:14"; a PDF's page, "manual.pdf › p.3"; a notebook's
-    cell, "analysis.ipynb › cell 12" (place_name); a Word file's, its name alone (its headings
-    follow in the citation)."""
+    """Where to open a source: "bike.md:14"; a PDF's page, "manual.pdf › p.3" (place_name); a
+    Word file's, its name alone (its headings follow in the citation)."""
     if passage.line is not None:
         return f"{chunk.source}:{passage.line}"
     return " › ".join([chunk.source] + ([place_name(chunk.source, chunk.page)]
@@ -5653,9 +5644,8 @@ def notes_languages(index: Index, sample: int = 400) -> list[str]:
 
 
 def calibration_key(settings: Settings) -> str:
-    """What a calibration depends on besides the index: the query template its probes were
-    embedded with, the probes and the rule. Not --fusion or --top-k: they move the probes'
-    scores too little to pay for a recalibration."""
+    """What a calibration depends on besides the index: its probes' query template, the probes
+    and the rule; not --fusion or --top-k, which move the probes' scores too little to matter."""
     rule = repr((FLOOR_PROBES, FLOOR_MARGIN, MIN_SCORE, OFF_TOPIC_COVERAGE, MIN_CALIBRATION_PROBES,
                  MIN_CALIBRATION_CHUNKS, EVIDENCE_POWER, PROBE_REACH, BM25_K1, BM25_B,
                  TOKENIZER_VERSION))
@@ -6073,9 +6063,8 @@ def rung(tokens: int) -> int:
 
 def context_size(messages: list[dict], at_least: int = 0) -> int:
     """num_ctx for a prompt: its estimate plus room for the answer, as a rung (and `at_least`).
-
-    Ollama silently drops the start of a prompt longer than its context window,
-    which is exactly where our rules and first sources are, so we ask for enough.
+    Ollama silently drops the start of a prompt longer than its context window, which is
+    exactly where our rules and first sources are, so we ask for enough.
 
     >>> context_size([{"content": "x" * 4000}]), context_size([{"content": "x" * 40000}])
     (8192, 16384)
@@ -6091,10 +6080,9 @@ def client_knows_think(client: ollama.Client) -> bool:
 
 def ollama_chat(client: ollama.Client, model: str, messages: list[dict], options: dict,
                 stream: bool, keep_alive: str | float | None = None, **request):
-    """client.chat with thinking turned off, which would only delay the answer. Some Ollama
-    versions refuse the `think` field for a model without that ability (status 400): then it
-    asks again without it. `keep_alive` (--keep-alive) is sent only when set; `request` adds
-    chat API fields (format=..., for --make-eval)."""
+    """client.chat with thinking off, which would only delay the answer; asked again without the
+    `think` field if Ollama refuses it for a model without that ability (status 400).
+    `keep_alive` is sent only when set; `request` adds chat API fields (format=...)."""
     if keep_alive is not None:
         request["keep_alive"] = keep_alive
 
@@ -6356,9 +6344,8 @@ def stream_chat(client: ollama.Client, model: str, messages: list[dict], num_ctx
 
 def chat_once(client: ollama.Client, settings: Settings, messages: list[dict], num_predict: int,
               num_ctx: int, **request) -> str:
-    """One short reply from the chat model, not streamed, for a query rewrite or --make-eval:
-    temperature 0, no thinking, at most num_predict tokens. `request` adds chat API fields
-    (format=...). Raises OllamaError."""
+    """One short reply from the chat model, not streamed (a query rewrite, --make-eval's): at most
+    num_predict tokens, temperature 0, no thinking; `request` adds API fields; OllamaError."""
     try:
         reply = ollama_chat(client, settings.chat_model, messages, stream=False,
                             keep_alive=settings.keep_alive,
@@ -7316,9 +7303,8 @@ def context(claim: Claim, at: int, lines: list[Line]) -> Claim:
 
 
 def elsewhere_ok(claim: Claim, holders: list[Line], rivals: list) -> bool:
-    """May a number or name its lines lack but `holders` (other lines) hold be the claim's
-    (narrowed: context())? If no rival stands in its line ("80 °C" for "95 °C") and a holder
-    holds HOLDER_SHARE of its part's words."""
+    """May a number or name its lines lack but `holders` (other lines) hold be the claim's? If no
+    rival stands in its line ("80 °C" for "95 °C") and a holder holds HOLDER_SHARE of its part."""
     return not rivals and max((share(claim, [x]) for x in holders), default=0.0) >= HOLDER_SHARE
 
 
@@ -7371,9 +7357,8 @@ def slot_flaw(claim: Claim, n: Number, around: list[Line]) -> str:
 
 
 def number_flaw(claim: Claim, line: Line, around: list[Line], elsewhere: list[Line]) -> str:
-    """What the claim's numbers say that the lines `around` its `line` do not: a range's end
-    moved, a number in another unit, another fact's (slot_flaw(), or in a line `elsewhere`), or
-    none of theirs; "" if none."""
+    """What the claim's numbers say that the lines `around` its `line` do not, "" if nothing: a
+    range's end moved, another unit, another fact's (slot_flaw(), `elsewhere`), none of theirs."""
     near = [n for x in around for n in x.numbers]
     for a, b in ranges_in(claim.numbers, number_text(claim.said)):
         for x in around:
@@ -7399,9 +7384,8 @@ def number_flaw(claim: Claim, line: Line, around: list[Line], elsewhere: list[Li
 
 
 def negated_parts(text: str) -> list[list[tuple[str, bool]]]:
-    """A text's clauses cut into parts (PART), each with whether it is negated: by a negation
-    of its own, or in a list a negation opens ("No boards, pans or glasses"); a BOUND_PHRASE
-    negates nothing."""
+    """A text's clauses cut into parts (PART), each with whether it is negated: by a negation of
+    its own, or in a list one opens ("No boards, pans or glasses"); a BOUND_PHRASE negates none."""
     clauses = []
     for clause in CLAUSE.split(BOUND_PHRASE.sub(" ", text)):
         pieces = [p for p in PART.split(clause) if p and p.strip()]
@@ -7438,9 +7422,8 @@ def negation_flaw(claim: Claim, around: list[Line]) -> str:
 
 
 def bound_of(text: str, number: Number) -> tuple[str, str]:
-    """(kind, word) of the QUALIFIERS word bounding a number in its text, ("", "") if none:
-    right before it ("ca. $5", in CJK with a verb between: "正好加 600") or after its unit
-    ("une heure exactement", "30分钟左右")."""
+    """(kind, word) of the QUALIFIERS word bounding a number in its text, ("", "") if none: before
+    it ("ca. $5"; in CJK a verb between: "正好加 600") or after its unit ("30分钟左右")."""
     after = unit_after(text, number.at + len(number.written))[1]
     for kind, words in QUALIFIERS.items():
         for m in words.finditer(text, max(0, number.at - 24), number.at):
@@ -7467,9 +7450,8 @@ def bound_flaw(claim: Claim, around: list[Line]) -> str:
 
 
 def flaw(claim: Claim, line: Line, around: list[Line], elsewhere: list[Line]) -> str:
-    """What the claim says that its line (and those `around` it) does not, in a few words: a
-    number's flaw, a code or name of another line (`elsewhere`) or of none, a negation or a
-    bound the line lacks; "" if nothing."""
+    """What the claim says that its line (and those `around` it) does not, in a few words, "" if
+    nothing: a number's flaw, a code or name of no line or another's, a negation, a bound."""
     if why := number_flaw(claim, line, around, elsewhere):
         return why
     near, (terms, starts) = " ".join(x.text for x in around).lower(), Line.pooled(around)
@@ -8010,9 +7992,8 @@ GAP_LOG_OLD = "gaps.old.jsonl"            # the log before the last GAP_LOG_MAX_
 
 
 def gap_entry(outcome: Outcome, settings: Settings, why: str, via: str = "") -> dict:
-    """One line of the gap log. Its question is the one searched (a follow-up as rewritten,
-    what was typed under "asked"); "via" names the front end it came through, if not the
-    command line."""
+    """One line of the gap log: the question searched (a follow-up as rewritten, what was typed
+    under "asked"); "via" names the front end it came through, if not the command line."""
     import base64                         # here alone: the vector as text, compactly
     r = outcome.retrieval
     question = (outcome.query or outcome.question)[:GAP_QUESTION_CHARS]
@@ -8644,10 +8625,9 @@ QUESTION = Mode(
 
 
 def inline_filters(line: str, settings: Settings) -> tuple[Settings, str, str]:
-    """--chat's filters, typed before a question: "#work since:2026-01 what did we decide?" asks
-    "what did we decide?" of the notes tagged work dated 2026-01 or later, in place of the command
-    line's filters of their kind. Returns the settings to ask with, the question, and what is
-    wrong with them ("" if nothing).
+    """--chat's filters, typed before a question ("#work since:2026-01 what did we decide?"), in
+    place of the command line's of their kind: the settings to ask with, the question, and what
+    is wrong with them ("" if nothing).
 
     >>> s, q, problem = inline_filters("#work tag:home since:2026-01 what did we decide?",
     ...                                Settings())
@@ -8917,9 +8897,8 @@ GAP_FROM = "gap log"                      # what --to-eval marks its questions w
 
 
 def item_filters(item: dict) -> dict:
-    """An evaluation item's own filters ("tags": [...], "since", "until"), read as the command
-    line reads --tag, --since and --until: the Settings fields they replace. Raises ValueError
-    naming the field that is wrong.
+    """An evaluation item's own filters ("tags", "since", "until") as the Settings fields they
+    replace, read as their flags are. Raises ValueError naming the field that is wrong.
 
     >>> item_filters({"question": "?", "answers": [], "tags": ["#work"], "since": 2026})
     {'tags': ('work',), 'since': '2026'}
@@ -9289,8 +9268,7 @@ DROP_REASONS = {"junk": "no JSON question and answer", "answer": "answer not fou
 def eval_passages(settings: Settings, index: Index) -> list[tuple[str, Chunk]]:
     """The passages to ask about, as ("note.md#3", passage): each note cut again into
     EVAL_PASSAGE_CHARS pieces; one from each note in turn, a section's first before any second,
-    so that a few questions cover many notes and headings; no randomness, so that a second run
-    can continue the first."""
+    so that a few questions cover many notes; no randomness, so a second run continues the first."""
     shortest, longest = EVAL_PASSAGE_CHARS
     splitter = make_splitter(longest, 0)
     per_note = []
@@ -9507,8 +9485,7 @@ def tune(client: ollama.Client, indexes: dict[int, Index], items: list[dict],
          settings: Settings) -> dict:
     """Evaluate every variant that needs no re-embedding (chunk size, one per index x query
     template on/off x fusion), then for the best --top-k (TUNE_TOP_KS) and the floor
-    (recommend_floor). Each question is embedded once per template; the rest is NumPy. Without
-    vectors only BM25 is tuned, and `missing` says why."""
+    (recommend_floor). Without vectors only BM25 is tuned, and `missing` says why."""
     on = replace(settings, query_instruction=settings.query_instruction or None)
     templates = {"on": on} if query_text("q", on) != "q" else {}
     templates["off"] = replace(settings, query_instruction="")
@@ -9836,10 +9813,9 @@ def gap_threshold(probes: np.ndarray, languages: list[str]) -> float:
 
 def gap_vectors(client: ollama.Client, index: Index, times: list[list[dict]],
                 settings: Settings) -> tuple[np.ndarray, float]:
-    """Each question's vector, as logged when it was embedded as this run embeds questions (else
-    embedded now), and the cosine from which two questions are one topic (gap_threshold()). One
-    batch of embedding requests: the questions whose vector is not usable, and the FLOOR_PROBES
-    the calibration did not keep (remembered_probes)."""
+    """Each question's vector, as logged if embedded as this run embeds questions, and the cosine
+    from which two questions are one topic (gap_threshold()). One batch of embedding requests:
+    the questions with no usable vector, the FLOOR_PROBES the calibration did not keep."""
     dim = index.vectors.shape[1]
     vectors = [next((v for e in reversed(es) if (v := gap_vector(e, settings, dim)) is not None),
                     None) for es in times]
@@ -10095,9 +10071,8 @@ SEARCH_FILTERS = {"source": ("source_filter", str),
 @dataclass(frozen=True)
 class Notes:
     """What a tool works on: this run's settings and client, the index as it is now and the
-    report of its opening (open_index's, or HeldIndex.current()'s), where a warning goes, and
-    the front end the gap log names (VIA_MCP). In a notebook:
-    `notes = Notes(settings, client, *open_index(settings, client))`."""
+    report of its opening, where a warning goes, and the front end the gap log names (VIA_MCP).
+    In a notebook: `notes = Notes(settings, client, *open_index(settings, client))`."""
     settings: Settings
     client: ollama.Client
     index: Index
@@ -10111,9 +10086,8 @@ class ToolFailed(Exception):
 
 
 def filtered(notes: Notes, filters: dict) -> Settings:
-    """This run's settings with a call's filters (SEARCH_FILTERS) in place, each read as the
-    command line reads its flag; raises UsageError, naming them as the tools do, when one is
-    wrong or they match no note."""
+    """This run's settings with a call's filters (SEARCH_FILTERS) in place, each read as its flag
+    is; raises UsageError, naming them as the tools do, when one is wrong or they match no note."""
     given = {}
     for name, value in filters.items():
         setting, read = SEARCH_FILTERS[name]
@@ -10160,10 +10134,9 @@ def search_tool(notes: Notes, query: str, top_k: int | None = None, **filters) -
 
 
 def note_lines(file: NoteFile, max_mb: float) -> list[str]:
-    """A note's lines as read_note gives them: a text note's as on disk, numbered as the file's
-    (a line ends at \\n, \\r\\n or \\r, as read_text counts), other notes' as their reader
-    extracts them, each numbered section under a line naming it as a source cites it:
-    '--- p.3 ---'. Raises ToolFailed for a note that cannot be read."""
+    """A note's lines as read_note gives them: a text note's as on disk (lines end at \\n, \\r\\n
+    or \\r), other notes' as their reader extracts them, each numbered section under a line
+    naming it as a source cites it ('--- p.3 ---'). ToolFailed for a note that cannot be read."""
     reader = NOTE_TYPES[Path(file.path).suffix.lower()]
     try:
         if not reader.lines:              # a PDF, a Word file: their text, extracted
@@ -10446,9 +10419,8 @@ class HeldIndex:
         return max(0.0, self.looked + self.fresh_seconds / 2 - now)
 
     def look(self) -> None:
-        """While idle: look for changes if it is time (idle_for), bringing the index up to date
-        if there are some. Skipped while a caller holds the index's lock. What fails here is left
-        for the next call to meet and say."""
+        """While idle: if it is time (idle_for), look for changes and bring the index up to date.
+        Skipped while a caller holds the lock; what fails is left for the next call to say."""
         if not self.lock.acquire(blocking=False):
             return
         try:
@@ -10509,9 +10481,8 @@ class HeldIndex:
         return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino     # what fingerprint() hashes
 
     def folder_stats(self) -> dict[str, tuple[int, int]] | None:
-        """Every folder under the notes folder but hidden ones, with folder_stat(): a note added,
-        removed or renamed in one changes its mtime. None when one holds a link to a folder,
-        whose insides its stat would not show."""
+        """Every folder under the notes folder but hidden ones, with folder_stat() (a note added,
+        removed or renamed changes it); None when one holds a link to a folder, which it hides."""
         found = {}
         for folder, dirs, _ in os.walk(self.settings.notes_dir):
             if any(os.path.islink(os.path.join(folder, d)) for d in dirs):
@@ -10670,9 +10641,8 @@ def requested(line: bytes) -> tuple[object, str, object] | None:
 
 
 def start_daemon(target: Callable, *args, name: str) -> threading.Thread:
-    """Run target(*args) in a daemon thread (it keeps no process alive) that Ctrl-C and SIGTERM
-    never go to: the kernel hands a signal to any thread not blocking it, and only the main
-    thread wakes for one."""
+    """Run target(*args) in a daemon thread that Ctrl-C and SIGTERM never go to: the kernel hands
+    a signal to any thread not blocking it, and only the main thread wakes for one."""
     blocked = (signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
                if hasattr(signal, "pthread_sigmask") else None)
     try:
@@ -10689,9 +10659,8 @@ class CallCancelled(Exception):
 
 
 class Later(NamedTuple):
-    """A request's result made in a thread of its own (ask_notes: seconds to minutes) while
-    other requests are answered: work(cancelled) returns it; interrupted(why) is the result
-    to send instead when the server is stopped first."""
+    """A request's result made in a thread of its own while others are answered: work(cancelled)
+    returns it; interrupted(why) is the one to send if the server is stopped first."""
     work: Callable[[threading.Event], dict]
     interrupted: Callable[[str], dict]
 
