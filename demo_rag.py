@@ -1204,8 +1204,7 @@ class Yaml:
 
     @staticmethod
     def unescape(text: str) -> str:
-        """The inside of a YAML double-quoted string as the text it stands for; a lone surrogate
-        (half of a JSON-style pair) becomes U+FFFD.
+        """A YAML double-quoted string's inside as the text it means; a lone surrogate is U+FFFD.
 
         >>> Yaml.unescape(r'say \\"hi\\" \\\\ C:\\\\tmp\\t\\u00e9 \\ud83d\\ude00 \\q')
         'say "hi" \\\\ C:\\\\tmp\\té 😀 \\\\q'
@@ -1220,8 +1219,7 @@ class Yaml:
 
     @staticmethod
     def items(inner: str) -> list[str]:
-        """The items of a flow collection (what is between its brackets), cut at its own commas:
-        not those in quotes or in a collection nested in it.
+        """A flow collection's items (between its brackets), cut at its own commas, not nested ones.
 
         >>> Yaml.items("a, 'b, c', [d, e], {f: g, h: i}, it's, ")
         ['a', "'b, c'", '[d, e]', '{f: g, h: i}', "it's"]
@@ -1753,8 +1751,7 @@ PDF_EDGE_MIN_PAGES = 3
 
 
 def clean_pdf_pages(pages: list[str]) -> list[str]:
-    """Undo the usual PDF extraction damage: hyphenated line breaks, runs of spaces,
-    and header/footer lines that repeat on most pages.
+    """Undo PDF extraction's damage: hyphenated line breaks, runs of spaces, repeated headers.
 
     >>> clean_pdf_pages(["Manual\\nretriev-\\nal  works\\n1", "Manual\\nso   does\\n2",
     ...                  "Manual\\nthis\\n3"])
@@ -2146,8 +2143,7 @@ def read_note(file: NoteFile, max_mb: float = MAX_NOTE_MB,
 
 
 def under_headings(above: str, own: str) -> str:
-    """A heading path (`own`) under the headings left open by the sections before it (`above`):
-    those of a lower level than its first stay over it.
+    """A heading path (`own`) under those of a lower level that the sections before left open.
 
     >>> under_headings("# A › ## B", "## C"), under_headings("# A", ""), under_headings("", "# C")
     ('# A › ## C', '# A', '# C')
@@ -2190,9 +2186,8 @@ def chunk_sections(rel: str, sections: list[Section], splitter) -> list[PlacedCh
 
 # §web-pages -----------------------------------------------------------------
 # Web pages: read_html turns a page into Markdown-headed text whose line N is the file's line N,
-# so that Part I's chunker cuts at the page's own headings and a source cites the line an editor
-# opens; what is not the author's text (scripts, styles, navigation) becomes blank lines. What
-# has no lines to cite (an e-book's chapter, a Word file) is laid out by its blocks instead.
+# so that Part I's chunker cuts at the page's own headings and a source cites the file's line.
+# What has no lines to cite (an e-book's chapter, a Word file) is laid out by its blocks.
 
 
 def plain_line(line: str) -> str:
@@ -2230,8 +2225,7 @@ def heading_line(level: int, title: str) -> str:
 
 
 def fenced(code: str, language: str = "") -> str:
-    """Code as a Markdown fence, so that a "# comment" in it is no heading; a line of it that
-    would close the fence starts with a space.
+    """Code as a Markdown fence, so a "# comment" is no heading; a closing fence in it is indented.
 
     >>> fenced("# setup\\n```", "python")
     '```python\\n# setup\\n ```\\n```'
@@ -2241,10 +2235,9 @@ def fenced(code: str, language: str = "") -> str:
 
 
 class Html:
-    """What the page reader knows of HTML. DROPPED, DROPPED_ROLES: what is not the author's text
-    (code, styles, what a site puts around every page: menus, search boxes, its footer; what
-    stands in for another thing; an <aside> only when mostly links: PageLines.end_aside). RAW:
-    text up to the end tag. INLINE elements sit in a line of text; every other starts a block."""
+    """What the page reader knows of HTML. DROPPED, DROPPED_ROLES: not the author's text (code,
+    styles, what a site puts around every page: menus, search boxes). RAW: text up to the end
+    tag. INLINE elements sit in a line of text; every other starts a block."""
     DROPPED = frozenset({"script", "style", "template", "noscript", "nav", "svg", "button",
                          "select", "iframe", "object", "canvas", "title"})
     DROPPED_ROLES = frozenset({"navigation", "banner", "contentinfo", "search"})
@@ -2264,8 +2257,7 @@ class Html:
 
 
 def tag_end(page: str, at: int) -> int:
-    """Where the tag whose name ends at `at` ends (its ">"), past quoted attribute values
-    (title="a>b"); -1 when it never does.
+    """Where the tag whose name ends at `at` ends (its ">", past quoted values); -1 if never.
 
     >>> tag_end("<a title='x>y'>z", 2), tag_end("<a title='x", 2)
     (14, -1)
@@ -2291,9 +2283,8 @@ def html_attribute(attributes: str, name: str) -> str:
 
 
 def html_tokens(page: str) -> Iterator[tuple[str, str, str, int]]:
-    """A page's tags and text, as (kind, tag name, text, offset): ("start", "a", ' href="x"', 9),
-    ("end", "a", "", 20), ("text", "", "words", 12); comments and declarations (a DTD's
-    entities too: none is ever expanded) left out. Linear in the page's length: a tag never
+    """A page's tags and text, as (kind, tag name, text, offset), comments and declarations (a
+    DTD's entities too: none is expanded) left out. Linear in the page's length: a tag never
     closed ends the page, as in a browser, instead of being looked for again at every "<".
 
     >>> list(html_tokens("<!DOCTYPE x [<!ENTITY y 'z'>]><p class='a>b'>Hi<!-- x --><br/>"))
@@ -2336,8 +2327,7 @@ def html_tokens(page: str) -> Iterator[tuple[str, str, str, int]]:
 
 
 class TooBig(ValueError):
-    """A note past a bound (its text past --max-note-mb, its zip's parts past theirs): skipped
-    whole, never in part (an e-book's chapter past it is no chapter "it could not read")."""
+    """A note past a bound (its text, its zip's parts): skipped whole, never in part."""
 
 
 class PageLines:
@@ -2430,9 +2420,8 @@ class PageLines:
             self.block += 1
 
     def end_aside(self, header: bool) -> None:
-        """An aside closes: left out when at least half its text is links (navigation: related
-        pages, a table of contents), kept when it is prose (a note, a footnote, a sidebar). So
-        does a page's header (chrome): left out unless it holds a heading (pandoc's title)."""
+        """An aside closes: left out when at least half its text is links (navigation), kept when
+        prose (a footnote, a sidebar); a page's header (chrome), unless it holds a heading."""
         first, block, links, chars = self.asides.pop()
         if links * 2 >= chars if not header else next(reversed(self.headings), 0) <= block:
             del self.runs[first:]
@@ -2472,10 +2461,9 @@ class PageLines:
 
 def toc_headings(paragraphs: list[list], toc: Sequence[tuple[str, int, str]],
                  found: Mapping[str, int]) -> None:
-    """Make the entries of a table of contents (`toc`: id, level, title) headings among a
-    page's `paragraphs` ([first run, level, text], as block_markdown has them), in order:
-    each on the first paragraph after the one before and from its place on (the run where
-    its id was `found`, else the start) whose text is its title, else a heading of its own.
+    """Make a table of contents' entries (`toc`: id, level, title) headings among `paragraphs`
+    ([first run, level, text]), in order: each on the first paragraph after the one before and
+    from its id's run (`found`) whose text is its title, else a heading of its own.
 
     >>> paragraphs = [[0, 0, "Tea"], [1, 0, "Green."], [5, 0, "Brewing"], [6, 0, "Hot."]]
     >>> toc_headings(paragraphs, [("", 1, "Tea"), ("b", 2, "Brewing"), ("c", 2, "Cups")],
@@ -2541,9 +2529,8 @@ def line_markdown(page: PageLines, count: int) -> list[str]:
 
 def block_markdown(page: PageLines, toc: Sequence[tuple[str, int, str]] = ()) -> str:
     """A page's text by its blocks, a blank line between them, for text whose lines no citation
-    opens (an e-book's chapter, a Word file): headings at their level as written, a table's row
-    on one line (never a heading), <pre> fenced. A page with no headings takes them from `toc`,
-    an e-book's table of contents (toc_headings: the id each goes to; its level; its title)."""
+    opens (an e-book's chapter, a Word file): headings at their level, a table's row on one line,
+    <pre> fenced. A page with no headings takes them from `toc` (toc_headings)."""
     paragraphs: list[list] = []           # [first run, level (-1: code), text]
     for key, group in itertools.groupby(enumerate(page.runs), lambda r: -r[1][4] or r[1][1]):
         (first, (line, block, _, pre, _)), *_ = group = list(group)
@@ -2578,8 +2565,7 @@ def page_text(data: bytes) -> tuple[str, str | None]:
 
 def page_lines(page: str, anchors: Collection[str] = (), max_mb: float = MAX_NOTE_MB,
                used: int = 0) -> PageLines:
-    """A page's text (page_text) as PageLines reads it: html_tokens' tags and text, each text
-    with the line it starts on; the ids in `anchors`, where they are met."""
+    """A page's text as PageLines reads html_tokens, each text at its line; `anchors` found."""
     lines, at, line = PageLines(anchors, max_mb, used), 0, 1
     for kind, name, text, offset in html_tokens(page):
         line += page.count("\n", at, offset)
@@ -2609,10 +2595,9 @@ def read_html(path: Path, data: bytes | None = None,
 
 # §office --------------------------------------------------------------------
 # Office, e-books and notebooks: Word (.docx), OpenDocument text (.odt), EPUB and Jupyter
-# notebooks, read with the standard library alone, as their owners wrote them: headings become
-# Markdown headings, which Part I's chunk_note cuts at and cites, and what is not the author's
-# text (styles, images, a notebook's outputs) is left out. The first three are zip archives of
-# XML: what is unzipped is counted as it comes and bounded (a zip bomb is named and skipped),
+# notebooks, read with the standard library alone: headings become Markdown's, which Part I's
+# chunker cuts at, and what is not the author's text is left out. The first three are zip
+# archives of XML: what is unzipped is bounded as it comes (a zip bomb is named and skipped),
 # and XML may declare no entities (a "billion laughs" expands a few lines into gigabytes).
 
 
@@ -2673,10 +2658,9 @@ def read_zipped(path: Path, data: bytes | None, max_mb: float, kind: str,
 
 def parse_xml(pieces: Iterable[bytes], start: Callable[[str, dict], None],
               end: Callable[[str], None], text: Callable[[str], None]) -> None:
-    """Parse XML fed a piece at a time, calling start(tag, attributes), end(tag) and text(data)
-    as they come, names as "{namespace}local" (ElementTree's). Raises ValueError for entity
-    declarations (before any is expanded) and for XML that is not well-formed; an entity a DTD
-    outside the file would declare (XHTML's &nbsp;) reads as HTML names it."""
+    """Parse XML fed a piece at a time, calling start(tag, attributes), end(tag) and text(data),
+    names as "{namespace}local". Raises ValueError for entity declarations (before any expands)
+    and XML that is not well-formed; an entity of a DTD outside (XHTML's &nbsp;) reads as HTML's."""
     import html                           # (only here, with expat: for zip-based notes alone)
     import xml.parsers.expat
 
@@ -2786,9 +2770,8 @@ def word(tag: str) -> str:
 
 
 def word_styles(pieces: Iterable[bytes]) -> dict[str, str | None]:
-    """The paragraph styles of a Word file's styles.xml that are headings or a table of
-    contents: style id -> "h1" to "h6", or None (left out). A style is a heading by its name
-    (WORD_STYLE), by its outline level, or by the style it is based on."""
+    """The styles of a Word file's styles.xml that are headings (by name, outline level or the
+    style they are based on) or a table of contents: style id -> "h1" to "h6", or None."""
     styles: dict[str, dict] = {}
     style: dict = {}
 
@@ -2874,18 +2857,16 @@ def read_docx(path: Path, data: bytes | None = None,
 
 
 # What an OpenDocument text holds that is not its running text: comments, a footnote's number,
-# the text deleted with changes tracked, and the indexes that repeat the headings (a footnote's
-# text is read, before the paragraph that cites it). And the elements that are blocks of a page,
-# as HTML names them.
+# tracked deletions, the indexes that repeat the headings (a footnote's text is read, before the
+# paragraph that cites it). Then the elements that are blocks, as HTML names them.
 ODF_LEFT_OUT = frozenset({"annotation", "note-citation", "tracked-changes", "table-of-content",
                           "illustration-index", "alphabetical-index", "bibliography"})
 ODF_BLOCKS = {"list-item": "li", "table-row": "tr", "table-cell": "td"}
 
 
 def odf_markdown(pieces: Iterable[bytes], max_mb: float) -> str:
-    """An OpenDocument text's content.xml as Markdown (OfficeText): text:h is a heading of its
-    text:outline-level, a list item's first paragraph follows "- "; ODF_LEFT_OUT is left out.
-    Its elements are known by their names alone: content.xml uses each in one namespace."""
+    """An OpenDocument text's content.xml as Markdown (OfficeText), ODF_LEFT_OUT left out; its
+    elements known by their names alone, as content.xml uses each in one namespace."""
     text, skip = OfficeText(max_mb), 0
 
     def start(tag: str, attrs: dict) -> None:
@@ -3028,15 +3009,12 @@ def read_epub(path: Path, data: bytes | None = None,
 
 def read_notebook(path: Path, data: bytes | None = None,
                   max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
-    """Read a Jupyter notebook (.ipynb) as its cells, a section each, numbered as the notebook
-    orders them (cited "cell 12"): a Markdown cell as Jupyter shows it (shown_spans: links as
-    their words, an image as its alt text, HTML's tags and comments left out; its headings head
-    the cells after it), a code cell's source fenced (a "# comment" is no heading), a raw cell's
-    as text. Left out: outputs (the code wrote them, the next run rewrites them, and their
-    tables, logs and tracebacks would outnumber the author's words) and metadata. nbformat 4,
-    and 3 (cells in worksheets, heading cells). A value of another type than Jupyter writes (a
-    number for the worksheets, a list for the metadata) is passed over; no warning. Its text
-    outgrows its JSON by the fences alone (their language is a name, 40 letters at most)."""
+    """Read a Jupyter notebook (.ipynb) as its cells, a section each (cited "cell 12"): a
+    Markdown cell as Jupyter shows it (shown_spans; its headings head the cells after it), a
+    code cell's source fenced (a "# comment" is no heading), a raw cell's as text. Left out:
+    outputs (the next run rewrites them, and their logs would outnumber the author's words) and
+    metadata. nbformat 4 and 3; a value of another type than Jupyter writes is passed over. Its
+    text outgrows its JSON by the fences alone (a language's name is short): no bound of its own."""
     def listed(value) -> list:
         return value if isinstance(value, list) else []
 
@@ -3087,8 +3065,7 @@ class Org:
     """Org's syntax as read_org reads it: headlines, #+ settings, blocks (#+BEGIN_SRC ...
     #+END_SRC), drawers (:NAME: ... :END:), lines that are no text (SCHEDULED:, # comments)."""
     HEADLINE = re.compile(r"(\*+)[ \t]+(.*)")
-    # Tags, from the first of the spaces before them: from every one, a run of spaces is
-    # scanned again at each (quadratic).
+    # Tags, from the first of the spaces before them (from every one would be quadratic).
     TAGS = re.compile(r"(?<![ \t])[ \t]+:([\w@#%:]+):[ \t]*$")
     PRIORITY = re.compile(r"\[#[A-Za-z0-9]\][ \t]*")
     KEYWORD = re.compile(r"[ \t]*#\+(\w+)(?:\[[^\]\n]*\])?:[ \t]*(.*)")      # #+TITLE: Tea
@@ -3192,12 +3169,10 @@ def read_org(path: Path, data: bytes | None = None,
 
 
 class Rst:
-    """reStructuredText's syntax, as read_rst reads it. INLINE: a role's text (:ref:`words
-    <target>`), ``code``, a link's words (`words <url>`_), `text`, a reference's name (Python_,
-    not in *emphasis*; a name starts where no name goes on, or it is tried from each letter); a
-    role's name is bounded, or a line of colons would be tried from every one. DROPPED:
-    directives with no text of the author's (a table of contents, an image, raw HTML, another
-    file; generated API docs, auto*, too); CODE: those whose content is code, kept as written."""
+    """reStructuredText's syntax, as read_rst reads it. INLINE: a role's text, ``code``, a link's
+    words, `text`, a reference's name (Python_; a name starts where no name goes on, else it is
+    tried from each letter; a role's name is bounded for the same reason). DROPPED: directives
+    with no text of the author's (auto* too); CODE: those whose content is code."""
     ADORNMENT = re.compile(r"([!-/:-@\[-`{-~])\1+[ \t]*")         # "=====", "-----", "~~~~~"
     EXPLICIT = re.compile(r"([ \t]*)\.\.(?:[ \t]+(.*))?")           # ".. note::", ".. a comment"
     DIRECTIVE = re.compile(r"([\w:+.-]+?)[ \t]*::(?:[ \t]+(.*))?")
@@ -3224,8 +3199,7 @@ class Rst:
             text = next(g for g in m.groups() if g is not None)
             if m.group(2) is not None:    # ``literal``: as written
                 return text
-            # the link's target taken off, from the first of the spaces before it (quadratic,
-            # from every one)
+            # the link's target taken off, from the first space before it (not each: quadratic)
             text = re.sub(r"(?<!\s)\s*<[^<>]*>$", "", text) or text
             return text[1:].rsplit(".", 1)[-1] if text.startswith("~") else text.lstrip("!")
         return Rst.INLINE.sub(words, line)
@@ -4906,12 +4880,9 @@ def restore_sigterm(previous: dict | None) -> None:
 
 # §passage -------------------------------------------------------------------
 # Where a source's passage is: replaces Part I's Chunk.citation, which names the section a
-# chunk starts in, in the prompt and wherever a source is shown. A chunk often spans several
-# sections, and the one that answers holds the passage the question matched (the part its
-# preview shows, keyword in context), so a source is cited by that passage's file, line and
-# section, "bike.md:14 › # Bike › ## Tyres": `vim +14 bike.md`, `code -g bike.md:14` and an
-# editor's "go to line" land on it. The lines are the index's: for a note edited since, they
-# are where its passages were, and changed_since_indexed() says which notes those are.
+# chunk starts in. A chunk often spans several sections, so a source is cited by the passage
+# the question matched (its preview), "bike.md:14 › # Bike › ## Tyres", where `vim +14 bike.md`
+# opens. For a note edited since, the lines are where its passages were (changed_since_indexed).
 
 
 KWIC_LEAD = 12                            # characters of context kept before the first match
@@ -5006,9 +4977,8 @@ def passage_offset(text: str, terms: Iterable[tuple[str, float]] = ()) -> int:
 
 
 def locate_passage(chunk: PlacedChunk, terms: Iterable[tuple[str, float]] = ()) -> Passage:
-    """Where the passage of `chunk` that a search's `terms` (term, idf: preview_terms) matched
-    is: its line and section, with the chunk's first and last lines (rank() keeps each hit's).
-    Without a term in the chunk, the passage is its first line past the headings it opens with.
+    """Where the passage of `chunk` that a search's `terms` (preview_terms) matched is: its line
+    and section, the chunk's first and last lines; with no term in it, its first line of text.
 
     >>> text = "## Chain\\nOil it.\\n\\n## Tyres\\nRoad: 80 psi."
     >>> c = PlacedChunk("bike.md", "# Bike › ## Chain", text, line=5)
@@ -5070,9 +5040,8 @@ def note_path(notes_dir: str, rel: str) -> str | None:
 
 
 def changed_since_indexed(index: Index, hits: Iterable[Hit]) -> list[str]:
-    """The notes of these hits whose file is not as the index read it (a stat: its size, times
-    or inode differ, or it is gone): the lines shown for them are where its passages were.
-    [] when the index does not know its folder (a notebook's own Index)."""
+    """The notes of these hits whose file's stat is not as the index read it (or is gone): their
+    lines shown are where its passages were. [] for an index of no known folder (a notebook's)."""
     if not index.notes_dir:
         return []
     changed = []
@@ -5158,8 +5127,7 @@ class Retrieval(Scores):
 
 
 def median(values: np.ndarray) -> float:
-    """The median, as np.median gives it, without np.median's first-call cost (it imports
-    numpy.ma, slower than the rest of a warm query).
+    """The median, as np.median gives it, without its slow first call (it imports numpy.ma).
 
     >>> median(np.array([3.0, 1.0, 2.0])), median(np.array([4.0, 1.0, 2.0, 3.0]))
     (2.0, 2.5)
@@ -5247,8 +5215,7 @@ def unfiltered(settings: Settings) -> Settings:
 
 
 def note_passes(card: NoteMeta, tags: tuple[str, ...], first: str, last: str) -> bool:
-    """Does a note (its note_card) have one of the lower-cased `tags` (or a tag nested under one:
-    #a/b is an a), and a date from `first` to `last`?
+    """Does a note (its note_card) have one of `tags` (#a/b is an a) and a date first to last?
 
     >>> card = NoteMeta(tags=("Project/Alpha",), date="2026-01-15")
     >>> (note_passes(card, ("project",), "2026-01-01", "2026-01-31"),
@@ -5557,10 +5524,8 @@ def search(client: ollama.Client, index: Index, question: str, settings: Setting
 # §floor ---------------------------------------------------------------------
 # The relevance floor: measured on each index, it replaces Part I's fixed MIN_SCORE. What
 # confidence() gives a question the notes cannot answer depends on the embedder, the language
-# and the notes (an English-only embedder finds "meaning" in any Chinese question, and a large
-# Chinese corpus holds the common words of any Chinese question), so each index asks itself
-# some off-topic questions once, in the languages of its notes, and sets the floor just above
-# what they typically score.
+# and the notes, so each index asks itself some off-topic questions once, in the languages of
+# its notes, and sets the floor just above what they typically score.
 
 
 # Everyday questions no notes are expected to answer (not those --make-eval writes, so that
@@ -5587,15 +5552,14 @@ FLOOR_PROBES = {
            "加拿大有多少人口？", "冬天怎样省电费？", "蜂蜜为什么不会变质？", "奶酪是怎么做出来的？",
            "国际象棋的王车易位有什么规则？", "被蜜蜂蜇了怎么处理？", "怎样让纸飞机飞得更远？", "电动牙刷的刷头多久换一次？"],
 }
-# calibrate()'s rule (chosen with bench/floor_eval.py). A language needs MIN_CALIBRATION_PROBES
-# left once those the notes do cover are dropped: notes that hold two thirds of these everyday
-# questions leave too few off-topic ones to set a floor by.
+# calibrate()'s rule. A language needs MIN_CALIBRATION_PROBES left once those the notes cover
+# are dropped: notes that hold two thirds of these questions leave too few to set a floor by.
 FLOOR_MARGIN = 0.05                       # the floor: the probes' median confidence plus this
 MIN_CALIBRATION_CHUNKS = 20               # fewer chunks say too little about an off-topic question
 MIN_CALIBRATION_PROBES = 8
 OFF_TOPIC_COVERAGE = 0.5                  # more of a probe's words in one chunk: not off-topic
 # The most of 24 probes is about what 1 off-topic question in 25 exceeds: the cosine counts in
-# full only a quarter of their spread above it (0, 0.25 and 0.5 tried: bench/floor_eval.py).
+# full only a quarter of their spread above it.
 PROBE_REACH = 0.25
 # A text is "zh" once more than this share of its characters is CJK: a Chinese word takes about
 # 2 characters, an English one about 6 with its space, so above a quarter most are Chinese.
@@ -5657,8 +5621,8 @@ def calibration_current(index: Index, settings: Settings) -> bool:
 
 
 def remembered_probes(before: Index, index: Index) -> dict[str, np.ndarray]:
-    """The probes' vectors, by text as embedded, that `before`'s calibration kept, if they come
-    from the model and build `index`'s vectors come from (a model pulled again embeds them anew)."""
+    """The probes' vectors, by text as embedded, that `before`'s calibration kept, if made by the
+    model and build that made `index`'s."""
     kept = (before.calibration or {}).get("probes")
     if not kept or (kept["model"], kept["build"]) != (index.embed_model, index.model_digest):
         return {}
@@ -5727,8 +5691,8 @@ def calibrate(index: Index, client: ollama.Client, settings: Settings,
 
 def calibrated(index: Index, client: ollama.Client, settings: Settings,
                before: Index | None = None) -> Index:
-    """The index with calibrate()'s floors; unchanged when Ollama cannot embed the probes. The
-    probes' vectors the index `before` it kept are taken, not embedded again (remembered_probes)."""
+    """The index with calibrate()'s floors (unchanged when Ollama cannot embed the probes), the
+    probes' vectors that `before` kept taken, not embedded again."""
     known = remembered_probes(before, index) if before else {}
     calibration = calibrate(index, client, settings, known)
     return replace(index, calibration=calibration) if calibration else index
@@ -6052,8 +6016,7 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
 
 
 def rung(tokens: int) -> int:
-    """The smallest context size of NUM_CTX_LADDER that holds `tokens`; MAX_NUM_CTX at most
-    (a longer prompt is cut, and ChatStream says so).
+    """The smallest NUM_CTX_LADDER size holding `tokens`; at most MAX_NUM_CTX (ChatStream warns).
 
     >>> rung(10), rung(8193), rung(10**6)
     (8192, 16384, 32768)
@@ -6604,8 +6567,7 @@ def decimal_mark(numbers: Iterable[re.Match]) -> str | None:
 
 
 def read_number(token: str, decimal: str | None) -> list[Number]:
-    """The numbers one NUMBER match states, by the decimal mark `decimal` if known: one, or
-    each of a date's parts (5.3.2026) or a list's items (1,2,3).
+    """The numbers one NUMBER match states, by the `decimal` mark if known; 5.3.2026 gives three.
 
     >>> [n.values for n in read_number("1.250", None) + read_number("1.250", ",")]
     [('1250', '1.25'), ('1250',)]
@@ -6704,8 +6666,7 @@ def ranges_in(numbers: list[Number], text: str) -> list[tuple[Number, Number]]:
 
 
 def durations(numbers: list[Number], text: str) -> list[Number]:
-    """`numbers`, a time written in two units made one to be compared whole: "3 h 38 min" is
-    3:38 h, as are "3:38 h" and "218 min"."""
+    """`numbers`, a time in two units made one to compare whole: "3 h 38 min" is 3:38 h."""
     out: list[Number] = []
     for n in sorted(numbers, key=lambda n: n.at):
         prev = out[-1] if out else None
@@ -6952,8 +6913,7 @@ PROVENANCE_ZH = re.compile("根据|按照|笔记|来源|资料|提到|中说")
 
 
 def cited_numbers(text: str) -> list[int]:
-    """The source numbers a text cites, in order: [0] and [-1] too (the check says they name
-    no source), a range expanded; a [9] in `code` is none.
+    """The source numbers a text cites, in order, ranges expanded, [0] too; none in `code`.
 
     >>> cited_numbers("18 g [1][2], water [1-3], 【4】 ［５］, [0] [-1] [2, 7] [Source 6] [1-999]")
     [1, 2, 1, 2, 3, 4, 5, 0, -1, 2, 7, 6, 1, 999]
@@ -9681,8 +9641,7 @@ GAP_SOURCE_FIELDS = {"source": (str,), "heading": (str, type(None)), "score": (i
 
 
 def has_shape(d: dict, fields: dict[str, tuple[type, ...]], required: int) -> bool:
-    """Do `d`'s fields among `fields` have their types, the first `required` of them present?
-    (True is no number, though Python's bool is an int.)
+    """Do `d`'s `fields` have their types (True is no number), the first `required` present?
 
     >>> has_shape({"source": "a.md", "heading": ["# A"]}, GAP_SOURCE_FIELDS, 1)
     False
