@@ -6867,10 +6867,9 @@ def names_in(text: str, sources: str = "") -> set[str]:
 
 
 # §placing -------------------------------------------------------------------
-# Placing a sentence: an answer is cut into sentences, each read as a Claim (what it cites,
-# its words weighed by idf as the floor weighs a question's, its numbers, codes, names), its
-# sources into Lines (a sentence under its headings, a row under its header), and best_line()
-# finds the line holding the claim best, cited or not: the check reads it there.
+# Placing a sentence: an answer is cut into sentences, each read as a Claim (what it cites, its
+# words weighed by idf, its numbers, codes, names), its sources into Lines (a sentence under its
+# headings), and best_line() finds the line holding the claim best: the check reads it there.
 
 RANGE_MAX = 20                            # [1-3] cites 1, 2 and 3; a longer one, its two ends
 PREFIX = 5                                # letters of a word that find its inflections
@@ -7130,19 +7129,17 @@ def best_line(claim: Claim, lines_of: list[list[Line]],
               candidates: Iterable[int]) -> tuple[int, int, float, list[Line]] | None:
     """Where the candidate sources hold the claim best: (source, line's index, the share its
     lines hold, those lines): the best line, its paragraph's sentences beside it, and up to
-    COVER_MORE lines each adding COVER_GAIN of its plain words (a line of another fact would
-    bring numbers, names), as a note may say in two lines what an answer says in one."""
+    COVER_MORE lines each adding COVER_GAIN of its plain words (no numbers, names: those would
+    bring another fact's), as a note may say in two lines what an answer says in one."""
     words = set(claim.words) | {t[0] for t in claim.words if CJK_CHAR.match(t)}
     starts = {word_start(t) for t in claim.words if len(t) >= PREFIX}
     best, score = None, -1.0
     for s in candidates:
         for i, line in enumerate(lines_of[s]):
             # a line sharing nothing holds nothing
-            if (words.isdisjoint(line.terms) and starts.isdisjoint(line.starts)
-                    and not (claim.numbers and line.numbers) and not claim.codes):
-                this = 0.0
-            else:
-                this = share(claim, [line])
+            nothing = (words.isdisjoint(line.terms) and starts.isdisjoint(line.starts)
+                       and not (claim.numbers and line.numbers) and not claim.codes)
+            this = 0.0 if nothing else share(claim, [line])
             if this > score:
                 best, score = (s, i), this
     if best is None:
@@ -7165,9 +7162,9 @@ def best_line(claim: Claim, lines_of: list[list[Line]],
 
 # §citation-check ------------------------------------------------------------
 # The citation check: does each sentence of an answer say what the notes say? No model call:
-# each is read against its best line as a careful reader reads: numbers and units, each by its
-# fact's words, names, negation, "exactly" or "about", dates, code. It checks words, not
-# meaning (a reworded sentence may fail, a false one pass): a judge model (judged()) may reread.
+# each is read against its best line as a careful reader reads (numbers and units, names,
+# negation, "exactly" or "about", dates, code). It checks words, not meaning: a reworded
+# sentence may fail, a false one pass, and a judge model (judged()) may reread.
 
 SUPPORTED, UNSUPPORTED, WRONG, JUDGED, SKIPPED = (
     "supported", "unsupported", "wrong", "judged", "skipped")
@@ -7247,8 +7244,7 @@ PART = re.compile(r"[,，、]|\s(?:and|und|et|y|e|en|и|i|och|or|oder|ou|o)\s|�
 
 def context(claim: Claim, at: int, lines: list[Line]) -> Claim:
     """The claim's words narrowed to the part (PART, CLAUSE) around offset `at`, the fact a
-    number there belongs to ("7:30 open, adult ticket 55": 55's "adult ticket"; all words if
-    none), and to the words `lines` hold or begin: others cannot tell which line it is from."""
+    number there belongs to ("adult ticket 55"), and to those `lines` hold or begin."""
     start = 0
     for m in [*PART.finditer(claim.said), *CLAUSE.finditer(claim.said), None]:
         if m is None or m.start() >= at:
@@ -7285,9 +7281,8 @@ def rivals(n: Number, said: str, line: Line) -> list[Number]:
 
 
 def slot_flaw(claim: Claim, n: Number, around: list[Line]) -> str:
-    """Whether a number the lines hold stands by other words than the claim's: the part of
-    the lines holding most of its words (context()) has a rival instead ("生抽 15 ml" where
-    生抽's part says 30 ml), or its table column is not the one the claim names; "" if not."""
+    """Whether a number the lines hold stands by other words than the claim's, "" if not: the
+    part holding most of its words (context()) has a rival instead, or another table column."""
     ctx = context(claim, n.at, around)
     best, part, line = 0.0, "", None
     for x in around:
@@ -7459,10 +7454,8 @@ class SentenceCheck(NamedTuple):
         """Where its line is: "bike.md:14", a PDF's "manual.pdf › p.3", else "[2] line 5"."""
         if self.path is None:
             return f"[{self.source}] line {self.line}" if self.source else ""
-        if self.line is None:
-            page = [] if self.page is None else [place_name(self.path, self.page)]
-            return " › ".join([self.path, *page])
-        return f"{self.path}:{self.line}"
+        return passage_place(PlacedChunk(self.path, "", "", self.page),
+                             Passage(self.line, None, "", None, 0))
 
     @classmethod
     def of(cls, claim: Claim, verdict: str, why: str = "", sources: Sequence = (),
@@ -7492,10 +7485,9 @@ def numbers_carry(claim: Claim, lines: list[Line]) -> bool:
 
 def check_sentence(claim: Claim, sources: Sequence, lines_of: list[list[Line]],
                    support_min: float) -> SentenceCheck:
-    """A claim's verdict: WRONG if a [n] it cites names no source or it says what its line
-    does not (flaw()); UNSUPPORTED if no line of its sources (all, if it cites none) holds
-    support_min of its words; SKIPPED if it states nothing to check; else SUPPORTED. One in
-    another script than its sources is read by its numbers alone."""
+    """A claim's verdict: WRONG if a [n] it cites names no source or it says what its line does
+    not (flaw()); UNSUPPORTED if no line of its sources (all, if it cites none) holds support_min
+    of its words; SKIPPED if nothing to check; else SUPPORTED. Another script: numbers alone."""
     every = range(len(lines_of))
     valid = [c for c in claim.cited if 0 < c <= len(lines_of)]
     if len(valid) < len(claim.cited):
@@ -7578,8 +7570,7 @@ class CitationCheck:
         return " · ".join(parts)
 
     def flagged_lines(self) -> list[str]:
-        """A line for each flagged sentence (check_citations() shows two): its number, its
-        start, what is wrong, and the line of the notes nearest to it."""
+        """A line for each flagged sentence: its number, its start, what is wrong, and where."""
         return [f"{n} \"{s.text if len(s.text) <= 60 else s.text[:59] + '…'}\" "
                 f"{s.why or s.verdict}" + (f" · {s.place}" if s.place else "")
                 for n, s in self.flagged]
@@ -7643,10 +7634,9 @@ def check_citations(answer: str, sources: Sequence, lexicon: Lexicon | None = No
 
 def judged(check: CitationCheck, sources: Sequence, settings: Settings
            ) -> tuple[CitationCheck, list[str]]:
-    """The check, each sentence it supports reread by the judge model (settings.judge) as
-    MiniCheck models were trained: "Document: <its source>\nClaim: <the sentence>", Yes or No;
-    a No makes it JUDGED. The first call failing or over JUDGE_SECONDS ends the judging with
-    a warning. Returns the check and its warnings."""
+    """The check, and its warnings, each sentence it supports reread by the judge model as
+    MiniCheck models were trained ("Document: ...\nClaim: ...", Yes or No): a No makes it
+    JUDGED. A call failing or over JUDGE_SECONDS ends the judging with a warning."""
     client, asking = ollama_client(JUDGE_SECONDS), replace(settings, chat_model=settings.judge)
     t0, read, warnings = time.perf_counter(), [], []
     for n, s in enumerate(check.sentences, 1):
