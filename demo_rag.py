@@ -1155,14 +1155,13 @@ def ollama_client(timeout: float | None = None) -> ollama.Client:
 
 
 class NoteMeta(NamedTuple):
-    """What a note says of itself besides its text: its front matter, inline #tags and the embeds
-    taken out of its text; note_card() fills in a title and a date the note does not state.
-    `dated_by`: a DATE_KEYS key, "file name" or "modified"."""
+    """What a note says of itself besides its text (front matter, inline #tags, embeds taken
+    out); note_card() fills in a title and a date the note does not state."""
     title: str = ""                       # front matter's title ("": the file name is the title)
     aliases: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()            # front matter's, then inline #tags: no "#", as written
     date: str = ""                        # YYYY-MM-DD
-    dated_by: str = ""
+    dated_by: str = ""                    # a DATE_KEYS key, "file name" or "modified"
     description: str = ""                 # description: or summary:
     dropped: tuple[str, ...] = ()         # what embeds (![[...]]) named: taken out of the text
     properties: tuple[str, ...] = ()      # the front matter's other keys, "key: value" each
@@ -1730,9 +1729,8 @@ def note_data(path: Path, data: bytes | None) -> bytes:
 
 def read_text(path: Path, data: bytes | None = None,
               max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
-    """Read a Markdown or text note (its bytes `data`, if read: note_data, within `max_mb`): one
-    section, plus a warning or None. Markdown is read as Obsidian writes it (read_markdown),
-    every line break kept, so lines counted in the section are the file's."""
+    """Read a Markdown or text note (its bytes `data`, if read) as one section, and a warning or
+    None; Markdown as Obsidian shows it (read_markdown), every line break kept."""
     data = note_data(path, data)
     text, warning = decode_note(data)
     text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
@@ -2201,9 +2199,8 @@ def plain_line(line: str) -> str:
 
 
 def heading_shift(levels: list[int]) -> int:
-    """What to add to a document's heading levels, in order, to make them Markdown's: a top level
-    used once, first, is the title ("#", which the chunker does not cut at); a top level used
-    more often holds the sections, which it cuts at from "##" on.
+    """What to add to a document's heading levels to make them Markdown's: a top level used once,
+    first, is the title ("#", not cut at); one used more often holds the sections ("##" on).
 
     >>> heading_shift([1, 2, 2]), heading_shift([1, 2, 1]), heading_shift([2, 3]), heading_shift([])
     (0, 1, -1, 0)
@@ -2602,9 +2599,8 @@ def read_html(path: Path, data: bytes | None = None,
 
 
 class Unzipped:
-    """A zip archive's parts, each unzipped a piece at a time, never past TIMES the note's bound
-    (`max_mb`) in all: a part's declared size is checked before it is opened, and its bytes are
-    counted as they come, since a declared size can lie."""
+    """A zip archive's parts, unzipped a piece at a time, never past TIMES the note's bound in
+    all: a part's declared size is checked first, its bytes counted as they come (it can lie)."""
     MAX_MEMBERS = 10_000                  # a document holds dozens of files; a bomb, millions
     TIMES = 20                            # a Word file's XML is 5 to 10 times its zipped size
     PIECE = 1 << 16                       # bytes unzipped and parsed at a time
@@ -3533,9 +3529,8 @@ def concat_ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
 
 def tokenize_rows(texts: Iterable[str], rows: np.ndarray, term_id: dict[str, int],
                   lengths: np.ndarray) -> tuple:
-    """Tokenise each new chunk into flat arrays of (term id, count), ids from `term_id`:
-    (ids, counts, rows, sizes), chunk rows[k] having sizes[k] distinct terms, whose postings
-    come k-th; lengths[rows[k]] becomes its number of tokens.
+    """Tokenise each new chunk into flat arrays (ids, counts, rows, sizes), ids from `term_id`:
+    chunk rows[k]'s sizes[k] terms come k-th; lengths[rows[k]] becomes its number of tokens.
 
     >>> term_id, lengths = {}, np.zeros(2, dtype=np.float32)
     >>> ids, counts, rows, sizes = tokenize_rows(["cats cats dogs", "dogs"], np.array([0, 1]),
@@ -3605,9 +3600,8 @@ def in_row_order(parts: list[tuple]) -> tuple:
 
 def sort_by_term(terms: np.ndarray, counts_in: np.ndarray, rows: np.ndarray, sizes: np.ndarray,
                  n_terms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Postings in row order (row rows[k] has the next sizes[k]) put in term order by a counting
-    sort: term t's postings end up at ptr[t]:ptr[t + 1] of (docs, counts), still in row order.
-    Rows 3 (terms 1, 0) and 4 (term 1):
+    """Postings in row order (rows[k] has the next sizes[k]) put in term order by a counting sort:
+    term t's at ptr[t]:ptr[t + 1] of (docs, counts), in row order. Rows 3 (terms 1, 0), 4 (1):
 
     >>> terms, counts_in, rows, sizes = map(np.array, ([1, 0, 1], [5, 6, 7], [3, 4], [2, 1]))
     >>> ptr, docs, counts = sort_by_term(terms, counts_in, rows, sizes, 2)
@@ -5016,9 +5010,8 @@ def passage_citation(chunk: PlacedChunk, passage: Passage) -> str:
 
 
 def note_path(notes_dir: str, rel: str) -> str | None:
-    """The file under notes_dir that a note's name (`rel`, readable_name() of its path) stands
-    for now, or None. A name shown with escapes or with its accents composed is looked for
-    among its folder's entries, their names made readable the same way."""
+    """The file under notes_dir that a note's name (readable_name() of its path) stands for now,
+    or None; a name with escapes is looked for among its folder's entries, made readable too."""
     if not notes_dir:
         return None
     path = notes_dir
@@ -5138,9 +5131,8 @@ def median(values: np.ndarray) -> float:
 
 
 def coverage(terms: list[Term], row: int) -> float:
-    """Part I's words_found() of chunk `row`, read from the postings: the share of the
-    question's idf weight whose terms it holds, 0 to 1, whatever the embedder or the number of
-    chunks. Part I's example, "cat" in chunk 0 only and "fish" in neither:
+    """Part I's words_found() of chunk `row`, from the postings: the share of the question's idf
+    weight whose terms it holds, 0 to 1. Part I's example, "cat" in chunk 0 and "fish" in none:
 
     >>> lex = lexicon_from_texts(["black cat", "black dog"])
     >>> round(coverage(query_postings(lex, "cat fish"), 0), 2)
@@ -5243,9 +5235,8 @@ def filter_mask(index: Index, filters: Filters) -> np.ndarray:
 
 def weighted_z_scores(parts: dict[str, np.ndarray],
                       weights: dict[str, float]) -> tuple[np.ndarray, dict[str, float]]:
-    """The weighted mean of the rankers' z-scores (each ranker's scores minus their mean, over
-    their standard deviation, so that cosines and BM25 are comparable), and each ranker's
-    share of the weight; equal shares when all weights are 0.
+    """The weighted mean of the rankers' z-scores (so that cosines and BM25 are comparable), and
+    each ranker's share of the weight; equal shares when all weights are 0.
 
     >>> scores = {"a": np.array([1.0, 3.0]), "b": np.array([0.0, 0.0])}
     >>> weighted_z_scores(scores, {"a": 3.0, "b": 1.0})
@@ -5426,9 +5417,9 @@ def close_to_best(hits: list[Hit], scores: np.ndarray) -> list[Hit]:
 
 
 def top_k_limit(chunk_size: int, answer_tokens: int = ANSWER_TOKENS) -> int:
-    """The most sources of chunk_size characters that fit in a MAX_NUM_CTX context, even
-    when every character is a token (Chinese): room is kept for the answer, and 1024
-    tokens for the rules and the question; each citation line counts 32.
+    """The most sources of chunk_size characters that fit in a MAX_NUM_CTX context even at a token
+    a character (Chinese), with room for the answer, 1024 tokens of rules and question, and 32 a
+    citation line.
 
     >>> top_k_limit(1500), top_k_limit(1500, answer_tokens=MAX_ANSWER_TOKENS)
     (20, 10)
@@ -5479,8 +5470,7 @@ def trim(candidates: list[Hit], scores: Scores) -> list[Hit]:
 
 def rank(index: Index, question: str, qvec: np.ndarray | None, settings: Settings) -> Retrieval:
     """Rank the chunks for an embedded question (qvec None: keywords only) as the banner above
-    draws it, and locate each source's passage, which every front end shows. At most
-    top_k_limit() sources are judged and sent, however high settings.top_k is."""
+    draws it, and locate each source's passage; at most top_k_limit() are judged and sent."""
     scores = score(index, question, qvec, settings)
     ranked = select(index, scores, max(CANDIDATE_DEPTH, settings.top_k))
     # A reranker would reorder `ranked` here: judge and trim take what it puts first.
@@ -5494,9 +5484,8 @@ def rank(index: Index, question: str, qvec: np.ndarray | None, settings: Setting
 
 
 def search(client: ollama.Client, index: Index, question: str, settings: Settings) -> Retrieval:
-    """The one search path every caller takes: embed the question, rank(), say how it went.
-    When the question cannot be embedded (Ollama away, the model not pulled) or some chunks
-    have no vector yet, it ranks by keywords alone and says why (`keywords_only_because`)."""
+    """The one search path every caller takes: embed the question, rank(), say how it went. With
+    no question vector or some chunks' missing, it ranks by keywords and says why."""
     t0 = time.perf_counter()
     qvec, why, changed = None, None, ""
     if not index.complete:
@@ -6605,9 +6594,8 @@ def read_number(token: str, decimal: str | None) -> list[Number]:
 
 
 def read_date(m: re.Match, day_first: bool | None = None) -> Number | None:
-    """The date a DATE match states: its values (both readings of 3/5/2026 unless `day_first`
-    says which) and as parts its numbers and the day without the year (--03-05), which an
-    answer may state alone; None for no real date (13/45/2026).
+    """The date a DATE match states: its values (3/5/2026 both ways unless `day_first` says) and
+    as parts its numbers and the day without the year (--03-05); None for no real date.
 
     >>> [read_date(m) for m in DATE.finditer("5 March 2026, 3/4/2026")]  # doctest: +ELLIPSIS
     [Number(written='5 March 2026', values=('2026-03-05',), parts=('5', '2026', '3', '--03-05'),
@@ -6763,9 +6751,8 @@ def same_quantity(said: Number, held: Number) -> bool:
 
 
 def number_held(number: Number, held: Sequence[Number]) -> bool:
-    """Do a source's numbers (`held`) state `number`? One states it (same_quantity), or, for
-    a ratio or time none writes, its parts are there (a ratio's 1 aside), and so for a date
-    where the source states no other date (5 March is not 3 May).
+    """Do a source's numbers (`held`) state `number`? One does (same_quantity), or its parts are
+    there: a ratio's or time's (its 1 aside), a date's if the source states no other date.
 
     >>> note = read_numbers("93,5 °C, 1500 g, 16 g per g, due 2026-03-05")
     >>> [number_held(n, note) for n in read_numbers("935 °C, 93.5 °C, 1 500 g, a 1:16 ratio")]
@@ -8575,9 +8562,8 @@ QUESTION = Mode(
 
 
 def inline_filters(line: str, settings: Settings) -> tuple[Settings, str, str]:
-    """--chat's filters, typed before a question ("#work since:2026-01 what did we decide?"), in
-    place of the command line's of their kind: the settings to ask with, the question, and what
-    is wrong with them ("" if nothing).
+    """--chat's filters, typed before a question, in place of the command line's of their kind:
+    the settings to ask with, the question, and what is wrong with them ("" if nothing).
 
     >>> s, q, problem = inline_filters("#work tag:home since:2026-01 what did we decide?",
     ...                                Settings())
@@ -9240,9 +9226,8 @@ def eval_passages(settings: Settings, index: Index) -> list[tuple[str, Chunk]]:
 
 
 def copied_share(question: str, passage: str) -> float:
-    """Share of the question's words that occur in the passage, 0 to 1: tokenize()'s words
-    (lower case, singular, no stopwords), of CJK only the bigrams, bar those made of two
-    stopword characters ("怎么"). Below, "starter", "fed" and "often": 2 of 3 in the passage.
+    """Share of the question's words in the passage, 0 to 1: tokenize()'s, of CJK the bigrams but
+    those of two stopwords ("怎么"). Below, "starter", "fed" and "often": 2 of 3 in the passage.
 
     >>> copied_share("How often is the starter fed?", "The starter is fed twice a day.")
     0.6666666666666666
@@ -9433,9 +9418,8 @@ def recommend_floor(rows: list[tuple[dict, int | None, list[float]]], top_k_: in
 
 def tune(client: ollama.Client, indexes: dict[int, Index], items: list[dict],
          settings: Settings) -> dict:
-    """Evaluate every variant that needs no re-embedding (chunk size, one per index x query
-    template on/off x fusion), then for the best --top-k (TUNE_TOP_KS) and the floor
-    (recommend_floor). Without vectors only BM25 is tuned, and `missing` says why."""
+    """Evaluate every variant that needs no re-embedding (chunk size x query template x fusion),
+    then for the best --top-k and the floor; without vectors only BM25, `missing` saying why."""
     on = replace(settings, query_instruction=settings.query_instruction or None)
     templates = {"on": on} if query_text("q", on) != "q" else {}
     templates["off"] = replace(settings, query_instruction="")
@@ -10140,9 +10124,8 @@ def ask_tool(notes: Notes, question: str, num_ctx: int = NUM_CTX,
 
 
 def mcp_output_schemas() -> dict[str, dict]:
-    """The JSON Schemas of the tools' results, by tool: an agent's client checks each result
-    against its tool's. Closed objects but for a note's own front matter properties, so that a
-    field added to a result and not here fails the suite, not the client."""
+    """The JSON Schemas of the tools' results, which an agent's client checks; closed but for a
+    note's properties, so that a field added to a result and not here fails the suite."""
     def closed(properties: dict, optional: Iterable[str] = ()) -> dict:
         return {"type": "object", "properties": properties, "additionalProperties": False,
                 "required": [name for name in properties if name not in optional]}
@@ -10764,9 +10747,8 @@ class JsonRpcLines:
 
 
 def tool_call(name: str, run: Callable[[], dict | Later]) -> dict | Later:
-    """tools/call's result for a tool's run() (tool_result), or the Later that makes it; a tool
-    that fails, a result with isError and one line. So is no answer for want of Ollama (keywords
-    only): ask_notes exists to call the chat model."""
+    """tools/call's result for a tool's run(), or the Later that makes it; a tool that fails, or
+    ask_notes without the chat model (keywords only), a result with isError and one line."""
     try:
         result = run()
     except ToolFailed as e:
@@ -10780,9 +10762,8 @@ def tool_call(name: str, run: Callable[[], dict | Later]) -> dict | Later:
 
 
 class McpServer:
-    """One MCP session: the run's settings and client, the index it holds (HeldIndex), and
-    MCP's methods, which answer the requests its JsonRpcLines (`rpc`) reads: the handshake,
-    tools/list, and tools/call, a tool run on the index as the notes are now."""
+    """One MCP session: the run's settings and client, the index it holds (HeldIndex), and MCP's
+    methods (the handshake, tools/list, tools/call), answering what its JsonRpcLines reads."""
 
     HANDSHAKE_REVISIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")  # oldest first
     STATELESS_REVISIONS = ("2026-07-28",)  # no initialize: each request names one in its _meta
