@@ -1341,9 +1341,8 @@ def iso_day(text: str) -> str | None:
 
 def meta_from(fields_: dict, inline_tags: list[str],
               dropped: tuple[str, ...]) -> tuple[NoteMeta, list[str]]:
-    """A NoteMeta from parsed front matter (the keys in READ_KEYS; front_matter_text() shows the
-    others), the inline #tags and the embeds dropped, and what to warn of (a date that is no
-    date). Of a {mapping}, the keys count: `tags: {garden: true}` tags the note #garden.
+    """A NoteMeta from parsed front matter (READ_KEYS), the inline #tags and the embeds dropped,
+    and what to warn of (a date that is no date). `tags: {garden: true}` tags the note #garden.
 
     >>> meta, said = meta_from({"tags": "a, #b/c", "aliases": None, "created": "2026-13-45",
     ...                         "updated": "2026-02-03"}, ["a"], ())
@@ -2119,9 +2118,8 @@ def note_bytes(file: NoteFile, max_mb: float = MAX_NOTE_MB) -> bytes:
 
 def read_note(file: NoteFile, max_mb: float = MAX_NOTE_MB,
               data: bytes | None = None) -> tuple[list[Section], str | None]:
-    """Read one note as Sections (a PDF's pages, say), plus a warning or None, by its reader in
-    NOTE_TYPES from its bytes (`data`, else note_bytes). Raises ValueError, with the reason, for
-    a note that cannot be used: a reader's failure costs this note, never the folder."""
+    """Read one note as Sections, and a warning or None, by its NOTE_TYPES reader. ValueError,
+    with the reason, for a note that cannot be used: a reader's failure costs it, not the folder."""
     if why := too_big(file.size, max_mb):
         raise ValueError(why)
     path = Path(file.path)
@@ -2170,9 +2168,8 @@ class PlacedChunk(NamedTuple):
 
 
 def chunk_sections(rel: str, sections: list[Section], splitter) -> list[PlacedChunk]:
-    """Part I's cut_note over each section of a note, each under the headings that the sections
-    before it left open (a notebook's Markdown cell heads the code cells after it, a book's
-    chapter cut into two files is one chapter), each chunk placed at its page and line."""
+    """Part I's cut_note over each section of a note, under the headings the sections before it
+    left open (a notebook's Markdown cell heads the code after it), placed at its page and line."""
     chunks, above = [], ""
     for s in sections:
         chunks += [PlacedChunk(rel, under_headings(above, heading), body, s.page,
@@ -2578,9 +2575,8 @@ def page_lines(page: str, anchors: Collection[str] = (), max_mb: float = MAX_NOT
 
 def read_html(path: Path, data: bytes | None = None,
               max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
-    """Read a web page (.html, .htm) as a browser shows its text, each on its line of the file:
-    <h1>-<h6> as Markdown's headings, <pre> as written, <title> the note's title; Html.DROPPED
-    (scripts, navigation) left out. Raises ValueError for a page with no text outside those."""
+    """Read a web page (.html, .htm) as a browser shows its text, each on its line of the file,
+    headings as Markdown's, Html.DROPPED left out; ValueError for a page with no text."""
     page, warning = page_text(note_data(path, data))
     lines = page_lines(page, max_mb=max_mb)
     body = "\n".join(line_markdown(lines, page.count("\n") + 1))
@@ -2791,9 +2787,8 @@ def word_styles(pieces: Iterable[bytes]) -> dict[str, str | None]:
 
 
 def word_text(doc: OfficeText, pieces: Iterable[bytes], styles: dict[str, str | None]) -> None:
-    """Read a Word file's document.xml into `doc`: each paragraph a heading by its style
-    (`styles`: word_styles) or outline level, a list item if numbered; the text Word shows
-    (no tracked deletions, field codes, mc:Fallback copies, table of contents or images)."""
+    """Read a Word file's document.xml into `doc`, each paragraph a heading by its style or
+    outline level, a list item if numbered: the text Word shows (no tracked deletions)."""
     open_, skip = Counter(), 0
 
     def start(tag: str, attrs: dict) -> None:
@@ -6014,9 +6009,8 @@ def rung(tokens: int) -> int:
 
 
 def context_size(messages: list[dict], at_least: int = 0) -> int:
-    """num_ctx for a prompt: its estimate plus room for the answer, as a rung (and `at_least`).
-    Ollama silently drops the start of a prompt longer than its context window, which is
-    exactly where our rules and first sources are, so we ask for enough.
+    """num_ctx for a prompt: its estimate plus room for the answer, as a rung (and `at_least`):
+    Ollama silently drops the start of a longer prompt, where the rules and first sources are.
 
     >>> context_size([{"content": "x" * 4000}]), context_size([{"content": "x" * 40000}])
     (8192, 16384)
@@ -6032,9 +6026,8 @@ def client_knows_think(client: ollama.Client) -> bool:
 
 def ollama_chat(client: ollama.Client, model: str, messages: list[dict], options: dict,
                 stream: bool, keep_alive: str | float | None = None, **request):
-    """client.chat with thinking off, which would only delay the answer; asked again without the
-    `think` field if Ollama refuses it for a model without that ability (status 400).
-    `keep_alive` is sent only when set; `request` adds chat API fields (format=...)."""
+    """client.chat with thinking off, which would only delay the answer (asked again without
+    `think` if Ollama refuses it: status 400); `keep_alive` sent only when set."""
     if keep_alive is not None:
         request["keep_alive"] = keep_alive
 
@@ -8011,9 +8004,8 @@ def append_gap(path: Path, entry: dict) -> None:
 
 
 def logged(outcome: Outcome, settings: Settings, via: str = "") -> Outcome:
-    """The outcome, after adding it to the gap log if it is a gap and the log is kept
-    (settings.log_gaps, and NO_LOG_ENV not set). A search by keywords alone is no gap (Ollama
-    was away, not the note). A log that cannot be written costs a warning, never the answer."""
+    """The outcome, after adding it to the gap log if it is a gap (a search by keywords alone is
+    none) and the log is kept; a log that cannot be written costs a warning, never the answer."""
     check = outcome.check
     if outcome.status == DECLINED:
         why = "floor"
@@ -8854,9 +8846,8 @@ def item_filters(item: dict) -> dict:
 
 
 def load_eval_set(path: Path, appending: bool = False) -> list[dict]:
-    """An evaluation set: a JSONL file of {"question": ..., "answers": [...], "source"?: ...}
-    lines. One that cannot be read, or holds a line of another shape, is a UsageError; one to
-    append to (--make-eval, --to-eval) may not be there yet: then it holds nothing."""
+    """An evaluation set: a JSONL file of {"question", "answers", "source"?} lines, else a
+    UsageError; one to append to (`appending`) may not be there yet: then it holds nothing."""
     if appending and not path.exists():   # a link to no file yet is written through
         return []
     items, n = [], 0                      # n: the line read last (0: none yet)
@@ -9035,9 +9026,8 @@ def answer_scores(index: Index, asked: list[tuple[dict, Outcome, float | None]],
 
 def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: Settings,
              answers: bool = False) -> dict:
-    """Score dense, BM25 and fused retrieval on an evaluation set, and the relevance floor; with
-    `answers`, the chat model's answers too (answer_scores). Items from the gap log (--to-eval)
-    are counted apart: a note written since may answer them. Nothing is added to the gap log."""
+    """Score dense, BM25 and fused retrieval and the floor on an evaluation set (with `answers`,
+    the answers too); gap log items counted apart, as a note written since may answer them."""
     settings = replace(settings, log_gaps=False)
     ranks: dict[str, list] = {"fused": [], "dense": [], "bm25": []}
     floor = {"answerable_found": 0, "answerable": 0, "unanswerable_refused": 0, "unanswerable": 0}
@@ -9654,8 +9644,7 @@ def gap_from_line(line: bytes) -> dict | str | None:
 
 def read_gaps(path: Path) -> tuple[list[dict], list[str]]:
     """The gap log's entries, oldest first (GAP_LOG_OLD, then the log), and a warning for each
-    kind of line skipped: not an entry, of another log format, or the last line cut short.
-    Raises OSError (the log is a folder, say); a log that is not there has no entries."""
+    kind of line skipped; OSError for a log that is a folder, none for a log not there."""
     entries, warnings = [], []
     for p in (path.with_name(GAP_LOG_OLD), path):
         try:
@@ -9816,9 +9805,8 @@ def now_found(index: Index, entries: list[dict], qvec: np.ndarray,
 
 def gap_report(client: ollama.Client, index: Index, entries: list[dict],
                settings: Settings) -> dict:
-    """The log's entries (of one notes folder) as --gaps reports them: the same question asked
-    again counted once, questions grouped by meaning (group_by_meaning()), and for each whether
-    today's index answers it (now_found()). Groups most asked first; all of it JSON-ready."""
+    """The log's entries (of one notes folder) as --gaps reports them, JSON-ready: questions
+    grouped by meaning, most asked first, each once, and whether today's index answers it."""
     asked: dict[str, list[dict]] = {}
     for e in entries:
         asked.setdefault(folded(e["question"]), []).append(e)
@@ -9893,9 +9881,8 @@ def print_gaps(report: dict, shown: int = 5) -> None:
 
 
 def gaps_to_eval(path: Path, have: list[dict], groups: list[dict]) -> dict:
-    """--to-eval FILE: append each question no note answers yet, unless the set holds it (`have`),
-    as an unanswerable item ("answers": []) from the log, with the tags and dates it was asked
-    with; one asked with --source is left out: an item's "source" names the note answering it."""
+    """--to-eval FILE: append each question no note answers yet and not in `have`, as an
+    unanswerable item with its filters; not with --source, the note an item's "source" names."""
     there = {folded(it["question"]) for it in have}
     still = [q for g in groups for q in g["asked"] if not q["now_found"]]
     fresh = [q for q in still if folded(q["question"]) not in there]
@@ -9925,9 +9912,8 @@ def clear_gaps(path: Path, as_json: bool) -> int:
 
 
 def run_gaps(args, settings: Settings, client: ollama.Client) -> int:
-    """--gaps: the logged questions of these notes grouped by topic, most asked first, each said
-    to be found or not by today's index; --to-eval FILE adds the open ones to an evaluation set,
-    --clear deletes the log. Needs the embedding model (to search), never the chat model."""
+    """--gaps: the logged questions of these notes by topic, and whether today's index finds
+    them; --to-eval, --clear. Needs the embedding model (to search), never the chat model."""
     path = settings.cache_dir / GAP_LOG
     if args.clear:
         return clear_gaps(path, args.json)
@@ -10045,9 +10031,8 @@ def sources_json(r: Retrieval) -> list[dict]:
 
 
 def search_tool(notes: Notes, query: str, top_k: int | None = None, **filters) -> dict:
-    """search_notes: the sources a question gets (search()) and the floor's verdict. `filters`:
-    source, tags, since and until, as their flags. Raises UsageError for filters that are wrong
-    or match no note, ToolFailed for a question's vector that does not fit the index's."""
+    """search_notes: a question's sources (search()) and the floor's verdict, `filters` as their
+    flags. UsageError for wrong filters, ToolFailed for a vector that does not fit the index."""
     settings = filtered(notes, filters)
     if top_k is not None:
         settings = replace(settings, top_k=top_k)
@@ -10086,9 +10071,8 @@ def note_lines(file: NoteFile, max_mb: float) -> list[str]:
 
 def read_tool(notes: Notes, path: str, start_line: int = 1,
               line_count: int = MCP_READ_LINES) -> dict:
-    """read_note: `line_count` lines of a note from `start_line` (note_lines) and how many it
-    has. The note must be listed by scan_notes now (not hidden, no link out of the folder) and
-    indexed (usable); anything else is refused with ToolFailed, whatever it names."""
+    """read_note: `line_count` lines of a note from `start_line`, and how many it has; a file
+    scan_notes does not list now or not indexed is refused with ToolFailed, whatever it names."""
     s, rel = notes.settings, unicodedata.normalize("NFC", path)
     files, _ = scan_notes(s.notes_dir, [s.cache_dir], s.follow_links)
     file = next((f for f in files if f.rel == rel), None)
@@ -10328,9 +10312,8 @@ class HeldIndex:
 
     def current(self, progress: Callable[[str | EmbedProgress], None] = lambda event: None
                 ) -> tuple[Index, IndexReport]:
-        """The index and its report as the notes are, or were at most fresh_seconds ago,
-        brought up to date first if they changed (`progress` hears of it, as open_index's does).
-        Raises UsageError when no note is usable, FileNotFoundError when the folder is gone."""
+        """The index and its report as the notes are (or were fresh_seconds ago), brought up to
+        date first if need be; UsageError (no note usable) or FileNotFoundError (no folder)."""
         with self.lock:
             self.used = time.monotonic()
             if self.watched is None or self.used - self.looked >= self.fresh_seconds:
