@@ -953,10 +953,9 @@ def ollama_url() -> httpx.URL:
 
 
 def where_is(hostname: str | None) -> str:
-    """Where a host is: "this machine" (localhost, a loopback address, or 0.0.0.0 and ::, which
-    connect here), "this link" (a link-local address: 169.254.x.x, fe80::) or "elsewhere". A name
-    or an odd spelling of an address (127.1, 2130706433, the machine's own name) is judged by
-    what the connection will resolve it to. None is the client's default.
+    """Where a host is: "this machine" (localhost, loopback, or 0.0.0.0 and ::, which connect
+    here), "this link" (169.254.x.x, fe80::) or "elsewhere". A name or an odd spelling (127.1)
+    is judged by what the connection will resolve it to. None is the client's default.
 
     >>> [where_is(h) for h in ("localhost", "127.0.0.2", "::ffff:127.0.0.1", "fe80::1%eth0",
     ...                        "127.1", "192.0.2.7")]
@@ -981,10 +980,9 @@ def where_is(hostname: str | None) -> str:
 
 
 def ollama_proxy(url: httpx.URL) -> str | None:
-    """The proxy that requests to Ollama at `url` go through, or None. None for this machine or
-    its link, as the ollama CLI never proxies loopback (httpx would send even 127.0.0.1's
-    requests, the notes in them, to HTTP_PROXY). Elsewhere, the user's settings as urllib reads
-    them: HTTP(S)_PROXY by the scheme, else ALL_PROXY, unless NO_PROXY names the host."""
+    """The proxy that requests to Ollama at `url` go through, or None: none for this machine or
+    its link, which the ollama CLI never proxies (httpx would send even 127.0.0.1's notes to
+    HTTP_PROXY); else the user's settings as urllib reads them (HTTP(S)_PROXY, NO_PROXY...)."""
     if where_is(url.host) != "elsewhere":
         return None
     proxies = urllib.request.getproxies()
@@ -1092,10 +1090,9 @@ OLLAMA_FAILURES = (ollama.ResponseError, ConnectionError, httpx.TransportError, 
 
 
 class CappedLines(httpx.SyncByteStream):
-    """A reply's bytes as they come, until a line runs past MAX_REPLY_LINE bytes: the client
-    holds a whole line in memory, several times over, so one endless line from a broken server
-    would fill the memory; a longer line ends the reply with a ValueError instead. Replies are
-    asked for uncompressed, so the bytes counted are the bytes kept."""
+    """A reply's bytes as they come, until a line runs past MAX_REPLY_LINE bytes (ValueError): the
+    client holds a whole line in memory, several times over, so one endless line from a broken
+    server would fill it. Replies come uncompressed: the bytes counted are the bytes kept."""
 
     def __init__(self, stream):
         self.stream = stream
@@ -1115,11 +1112,10 @@ class CappedLines(httpx.SyncByteStream):
 
 
 def ollama_client(timeout: float | None = None) -> ollama.Client:
-    """The command line's Ollama client, the only one Part II makes. It sends nothing anywhere
-    but OLLAMA_HOST (ollama_proxy, Redirected), caps its replies' lines (CappedLines), gives up
-    on a server silent for `timeout` seconds (None: never), and skips loading TLS certificates
-    (slow) when nothing on the way is https. Raises ValueError, in words, when OLLAMA_HOST or
-    its proxy cannot be used."""
+    """The command line's Ollama client, the only one Part II makes: it sends nothing but to
+    OLLAMA_HOST (ollama_proxy, Redirected), caps its replies' lines (CappedLines), gives up on a
+    server silent for `timeout` seconds, and loads no TLS certificates (slow) unless https is on
+    the way. Raises ValueError, in words, when OLLAMA_HOST or its proxy cannot be used."""
     not_an_address = f"OLLAMA_HOST={host()} is not an address like {DEFAULT_HOST}"
     try:
         url = ollama_url()
@@ -1237,10 +1233,9 @@ class Yaml:
 
     @staticmethod
     def value(text: str) -> str | list[str] | dict:
-        """One YAML value: quotes taken off (with a double-quoted string's escapes), an inline
-        [list] as a list of its texts, an inline {mapping} as a dict (YAML writes a set so: {a,
-        b}), a trailing # comment dropped; null, and an alias (*base: a reference to an anchor,
-        not followed), as "". An anchor (&base) or a tag (!!str) before a value is taken off.
+        """One YAML value: quotes taken off (escapes read), an inline [list] as a list of texts,
+        an inline {mapping} (or set) as a dict, a trailing # comment dropped; null and an alias
+        (*base, not followed) as "". An anchor (&base) or a tag (!!str) before it is taken off.
 
         >>> [Yaml.value(v) for v in ("'it''s'", "[a, 'b, c', \\"d\\"]", "2026 # year", "~")]
         ["it's", ['a', 'b, c', 'd'], '2026', '']
@@ -1274,11 +1269,10 @@ class Yaml:
 
 
 def parse_front_matter(block: str) -> dict[str, str | list[str] | dict] | None:
-    """Front matter's top-level keys, read without a YAML library: `key: value`, lists inline
-    or as "- item" lines, mappings inline or indented (their leaves by their path: "phone.work"),
-    quoted strings, # comments, | and > blocks (joined into one line); of a key given twice the
-    last counts. None if a line is none of these, or no key reads as a name (Yaml.NAME_KEY):
-    then the block is no front matter.
+    """Front matter's top-level keys, read without a YAML library: `key: value`, lists inline or
+    as "- item" lines, mappings inline or indented (leaves by path: "phone.work"), quotes, #
+    comments, | and > blocks; of a key given twice the last counts. None if a line is none of
+    these or no key reads as a name (Yaml.NAME_KEY): then the block is no front matter.
 
     >>> parse_front_matter('title: "A: b" # c\\ntags:\\n  - x\\n  - "y z"\\n'
     ...                    'aliases: [one, \\'two, 2\\']\\nm:\\n  k: 1\\n  n:\\n    o: p\\n')
@@ -1404,8 +1398,7 @@ def shown_spans(text: str, obsidian: bool = True) -> str:
     """`text` with its Obsidian.SPAN spans as Obsidian shows them, every line break kept: code
     as written (but a query, NOT_TEXT_BLOCKS), comments, HTML's tags, links' definitions and the
     Excalidraw banner dropped, a link as its words, a highlight as its text; block ids dropped
-    but in code, where "grep ^d" means what it says. Not `obsidian` (a notebook's Markdown):
-    Markdown's spans only.
+    but in code ("grep ^d"). Not `obsidian` (a notebook's Markdown): Markdown's spans only.
 
     >>> shown_spans("==Key== `a==b` x==y\\n```dataview\\nLIST\\n```\\n`%%` 50%% off\\nhidden")
     'Key `a==b` x==y\\n\\n\\n\\n`%%` 50\\n'
@@ -1454,10 +1447,9 @@ def unclosed_comment(text: str, first_line: int = 1) -> str | None:
 
 
 def clean_markup(text: str) -> tuple[str, tuple[str, ...]]:
-    """Obsidian's markup as a reader sees it, every line break kept (lines count as in the file),
-    and what the embeds it dropped named: [[Note]] -> Note, [[Note|text]] -> text, [[Note#Part]]
-    -> Note › Part, ![[file]] dropped, spans as shown_spans() shows them, a callout's [!type]
-    marker as its title (or its type). A link that never closes stays as it is.
+    """Obsidian's markup as a reader sees it, every line break kept, and what the embeds it
+    dropped named: [[Note|text]] -> text, [[Note#Part]] -> Note › Part, ![[file]] dropped, spans
+    as shown_spans() shows them, a callout's [!type] as its title (or type).
 
     >>> clean_markup("[[Note]], [[Note|text]], [[Note#Part]], [[#Part]], [[]][[|]]![[a.png]] [[x")
     ('Note, text, Note › Part, Part,  [[x', ('a.png',))
@@ -1621,10 +1613,9 @@ def first_names(names: Sequence[str], shown: int = 5) -> str:
 
 
 def readable_name(name: str, composed: bool = True) -> str:
-    """A file name as text any terminal, JSON, pickle or prompt can take: bytes that are not
-    UTF-8 (os.walk's surrogates) as \\x escapes, control characters as \\u escapes, so a name
-    holding a line break cannot forge a line of output or a source in the prompt. Its accents
-    are composed (NFC) unless not `composed`: macOS and zip archives write "é" as "e" + "´".
+    """A file name as text any terminal, JSON or prompt can take: bytes not UTF-8 as \\x escapes,
+    control characters as \\u escapes, so a line break cannot forge a line of output or a source.
+    Accents composed (NFC) unless not `composed`: macOS writes "é" as "e" + "´".
 
     >>> readable_name("caf\\udce9.md"), readable_name("cafe\\u0301.md"), readable_name("a\\nb.md")
     ('caf\\\\xe9.md', 'café.md', 'a\\\\u000ab.md')
@@ -1810,9 +1801,8 @@ def importable(module: str) -> bool:
 
 class NoteType(NamedTuple):
     """How one kind of file becomes a note: its reader (path, bytes, --max-note-mb -> sections
-    and a warning or None), the optional package it needs, whether a source cites the note's
-    lines on disk (else its text is extracted), and the word before a section's number where a
-    source is cited: "p.3", "cell 3" ("": none, the headings alone place a Word file's passage)."""
+    and a warning or None), the optional package it needs, whether a source cites its lines on
+    disk, and the word before a section's number in a citation ("p.3"; "": the headings alone)."""
     read: Callable[[Path, bytes | None, float], tuple[list[Section], str | None]]
     needs: str | None = None
     lines: bool = False
@@ -2038,9 +2028,8 @@ class NoteScan:
 def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
                follow_links: bool = False) -> tuple[list[NoteFile], list[str]]:
     """List note files under notes_dir, sorted, with warnings for what was passed over (NoteScan).
-    Hidden folders, the `skip` folders (the cache) and the templates folder are not entered. A
-    link out of the notes folder is skipped unless follow_links: a shared folder must not make
-    /etc/shadow a source. Only regular files are notes (never a FIFO or a device)."""
+    Hidden folders, `skip` (the cache) and the templates folder are not entered; a link out is
+    skipped unless follow_links (no /etc/shadow as a source). Only regular files are notes."""
     scan = NoteScan(notes_dir, skip, follow_links)
     said = scan.warnings
     for folder, dirs, names in os.walk(notes_dir, followlinks=True, onerror=lambda e:
@@ -2326,10 +2315,9 @@ class TooBig(ValueError):
 
 class PageLines:
     """A web page's text as html_tokens gives it: each run of text with the file's line it
-    starts on and its block, a list item's after "- ", a table row's next cell's after "| ";
-    Html.DROPPED elements, and asides that are mostly links, left out. Laid out by the file's
-    lines (a web page) or by its blocks (block_markdown). Reading stops (TooBig) when its text
-    passes `max_mb` less what is `used` already, so that a small zip makes no huge text."""
+    starts on and its block, a list item's after "- ", a cell's after "| "; Html.DROPPED and
+    asides that are mostly links left out. Reading stops (TooBig) when its text passes `max_mb`
+    less what is `used` already, so that a small zip makes no huge text."""
 
     def __init__(self, anchors: Collection[str] = (), max_mb: float = MAX_NOTE_MB, used: int = 0):
         self.max_mb, self.used = max_mb, used
@@ -2716,10 +2704,9 @@ def outline_heading(value: str, first: int, last: int) -> str | None:
 
 
 class OfficeText:
-    """A Word or OpenDocument text read into PageLines, as a page is, for block_markdown: each
-    paragraph as an element of its kind ("p", "h1" to "h6", "li"; None: left out) once it closes
-    (Word says its kind inside it); a table's rows and cells as "tr" and "td". A paragraph inside
-    another (a text box, a footnote) comes before it. Its text is bounded as a page's."""
+    """A Word or OpenDocument text read into PageLines, for block_markdown: each paragraph as an
+    element of its kind ("p", "h1", "li"; None: left out) once it closes (Word says its kind inside
+    it), a paragraph inside another (a footnote) before it. Its text is bounded as a page's."""
 
     def __init__(self, max_mb: float):
         self.page = PageLines(max_mb=max_mb)
