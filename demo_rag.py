@@ -2913,11 +2913,10 @@ def epub_toc(page: str) -> list[tuple[str, int, str]]:
 
 
 def epub_chapters(book: Unzipped) -> tuple[list[Section], str | None]:
-    """An EPUB's chapters in reading order, a section each, numbered from 1 ("chapter 3"): the
-    package file's spine orders them. Each is read as a web page, laid out by its blocks; one
-    with no headings takes them from the table of contents (epub_toc), as LibreOffice's need.
-    Left out: what the spine marks linear="no" (notes, a cover) and the table of contents; a
-    chapter that cannot be read is named in the warning, and the others read."""
+    """An EPUB's chapters in the spine's order, a section each ("chapter 3"), each read as a web
+    page laid out by its blocks; one with no headings takes them from the table of contents
+    (epub_toc), as LibreOffice's need. Left out: linear="no" (notes, a cover) and the table of
+    contents; a chapter that cannot be read is named in the warning."""
     import posixpath                      # (only here: a chapter's href is relative to the package)
     from urllib.parse import unquote
     package = next((a["full-path"] for a in xml_parts(
@@ -3147,10 +3146,9 @@ def read_org(path: Path, data: bytes | None = None,
 
 
 class Rst:
-    """reStructuredText's syntax, as read_rst reads it. INLINE: a role's text, ``code``, a link's
-    words, `text`, a reference's name (Python_; a name starts where no name goes on, else it is
-    tried from each letter; a role's name is bounded for the same reason). DROPPED: directives
-    with no text of the author's (auto* too); CODE: those whose content is code."""
+    """reStructuredText's syntax, as read_rst reads it. INLINE: roles, ``code``, links, `text`,
+    references (Python_: a name starts where no name goes on, or it is tried from each letter).
+    DROPPED: directives with no text of the author's; CODE: those whose content is code."""
     ADORNMENT = re.compile(r"([!-/:-@\[-`{-~])\1+[ \t]*")         # "=====", "-----", "~~~~~"
     EXPLICIT = re.compile(r"([ \t]*)\.\.(?:[ \t]+(.*))?")           # ".. note::", ".. a comment"
     DIRECTIVE = re.compile(r"([\w:+.-]+?)[ \t]*::(?:[ \t]+(.*))?")
@@ -3223,11 +3221,10 @@ class Rst:
 
 def read_rst(path: Path, data: bytes | None = None,
              max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
-    """Read a reStructuredText note (.rst): section titles (underlined, or over- and underlined,
-    with any punctuation; levels in the order their styles first appear) as Markdown's headings
-    on the title's line; directives' content kept (code and literal blocks as written), roles
-    and links as their words, top fields (:author: Ann) as "author: Ann". Left out as blank
-    lines: the adornment, and what Rst.explicit leaves out."""
+    """Read a reStructuredText note (.rst): section titles (levels in the order their styles
+    first appear) as Markdown's headings on the title's line, directives' content kept, roles
+    and links as their words, fields as "author: Ann". Left out as blank lines: adornments,
+    and what Rst.explicit leaves out."""
     text, warning = page_text(note_data(path, data))
     lines = text.split("\n")
     out, heads, styles, i = [""] * len(lines), [], {}, 0
@@ -3613,8 +3610,7 @@ def sort_by_term(terms: np.ndarray, counts_in: np.ndarray, rows: np.ndarray, siz
 def build_lexicon(old: Lexicon | None, reuse: np.ndarray, new_texts: Iterable[str]) -> Lexicon:
     """A lexicon for a new list of chunks, tokenising only the new ones: `reuse[i]` is the row
     in `old` whose terms chunk i has, or -1 for a new chunk, whose text comes next in
-    `new_texts` (tokenised and let go). Memory stays a few bytes a posting: a term's string is
-    kept once, postings live in flat arrays, put in order by a counting sort."""
+    `new_texts`. Memory stays a few bytes a posting: flat arrays, sorted by counting."""
     lengths = np.zeros(len(reuse), dtype=np.float32)
     term_id: dict[str, int] = {}                       # term -> id, in order of first sight
     parts = [tokenize_rows(new_texts, np.flatnonzero(reuse < 0), term_id, lengths)]
@@ -5353,9 +5349,8 @@ def confidence(terms: list[Term], hit_rows: list[int], dense: np.ndarray | None,
                rows: np.ndarray) -> float:
     """How sure we are that the notes hold an answer, 0 to 2, as Part I's search_notes says it:
     the most of the question's informative words one hit holds (coverage), plus meaning_found()
-    of the best hit's cosine over the typical chunk's (the median over `rows`). A paraphrase
-    scores on meaning, a question worded like the note on words, an unanswerable one on
-    neither. Keywords only: words alone.
+    of the best hit's cosine over the median's. A paraphrase scores on meaning, a question
+    worded like the note on words, an unanswerable one on neither.
 
     >>> lex = lexicon_from_texts(["black cat", "black dog"])
     >>> round(confidence(query_postings(lex, "cat"), [0, 1], None, np.arange(2)), 2)
@@ -5381,10 +5376,9 @@ def all_kept(hits: list[Hit], scores: np.ndarray) -> str:
 
 
 def close_to_best(hits: list[Hit], scores: np.ndarray) -> list[Hit]:
-    """The hits worth the chat model's time: those whose score stands at least SOURCE_CUT as
-    far above the average of all `scores` as the best hit's does. A question worded like
-    one note gets that note alone; when several score alike, all of them go. With few
-    chunks the average is no "unrelated chunk" (of two, one is always below it): all go.
+    """The hits worth the chat model's time: those whose score stands at least SOURCE_CUT as far
+    above the average of all `scores` as the best hit's. A question worded like one note gets
+    that note alone; when several score alike, all go; so do all with too few chunks (all_kept).
 
     >>> hits = [Hit(i + 1, i, Chunk("n.md", "", ""), score, 0.0, 0.0)
     ...         for i, score in enumerate([4.0, 2.5, 1.0])]
@@ -6081,13 +6075,10 @@ def chat_context(settings: Settings, timeout: float | None = None, strict: bool 
 
 
 def strip_think(pieces: Iterable[str], opened_in_prompt: bool = False) -> Iterator[str]:
-    """A reply's text pieces, less the think block it opens with (a tag may span two pieces).
-
-    Only a block at the very start is reasoning: a "<think>" later in an answer (one
-    that explains how models reason, say) is text. When the model's template opened
-    the block in the prompt (opened_in_prompt, see ChatStream.think_opens_in_prompt),
-    the reply holds only the closing "</think>": everything up to it is held back and
-    dropped, and a reply that never closes it is given whole at its end.
+    """A reply's text pieces, less the think block it opens with (a tag may span two pieces);
+    a "<think>" later in an answer is text. When the model's template opened the block in the
+    prompt (opened_in_prompt), the reply holds only the closing "</think>": everything up to it
+    is dropped, and a reply that never closes it is given whole at its end.
 
     >>> "".join(strip_think(["<thi", "nk>hmm</think>", "\\nHello [1]"]))
     'Hello [1]'
@@ -7936,10 +7927,8 @@ def append_gap(path: Path, entry: dict) -> None:
     """Append one entry to the log as one line, in one write() (O_APPEND: another run's line
     goes before or after it, never inside), on a line of its own if a killed run left the last
     one without its newline; or raise OSError, the log left as it was. Past GAP_LOG_MAX_MB the
-    log moves to GAP_LOG_OLD and the next entry starts a new one. Mode 600: the user's alone.
-    subtle: a file another run is writing a long line to grows a page at a time, its last byte
-    no newline yet; so one run at a time looks and writes (locked()), else it would add an
-    empty line."""
+    log moves to GAP_LOG_OLD. Mode 600. subtle: while another run writes a long line the file
+    grows a page at a time, its last byte no newline yet: one run at a time looks and writes."""
 
     def locked() -> int:
         """The log, opened to append and locked, the lock released as it is closed (POSIX
@@ -8886,10 +8875,9 @@ def heading_titles(path: str) -> list[str]:
 
 
 def is_hit(chunk: Chunk, item: dict) -> bool:
-    """Does this chunk answer the item? An item with a `source` is judged by note, and with a
-    `heading` too by section: the chunk lies in that section (or a subsection), or the section
-    starts inside it. Otherwise a chunk containing one of the answer strings is a hit; strings
-    overcount ("12人" occurs in many chunks), which is why generated sets carry their source.
+    """Does this chunk answer the item? By its `source` note, and `heading` section if given (the
+    chunk lies in it or it starts in the chunk); else by an answer string in the chunk, which
+    overcounts ("12人" is in many chunks): generated sets carry their source.
 
     >>> c = Chunk("tea.md", "# Tea › ## Green", "## Green\\nUse 80 °C water.")
     >>> is_hit(c, {"answers": ["80 °C"]}), is_hit(c, {"answers": ["x"], "source": "tea.md"})
@@ -8974,10 +8962,9 @@ def timed_answer(client: ollama.Client, index: Index, question: str,
 
 def answer_scores(index: Index, asked: list[tuple[dict, Outcome, float | None]],
                   settings: Settings) -> dict:
-    """What --eval --answers reports: of the answerable questions, the share whose answer cites a
-    source holding the answer (is_hit) and the share of cited sentences the citation check
-    supports; of the unanswerable, the share declined by the floor or answered citing nothing;
-    the chat model's mean time to first word and tokens per second."""
+    """What --eval --answers reports: of the answerable questions, the share citing a source that
+    holds the answer and of cited sentences supported; of the unanswerable, the share declined
+    or citing nothing; the chat model's time to first word and tokens per second."""
     gold, cited, supported, refused, per_question = 0, 0, 0, 0, []
     answerable = [(item, o) for item, o, _ in asked if item.get("answers")]
     for item, o, first_word in asked:
@@ -9261,11 +9248,10 @@ def unanswerable_questions(index: Index, settings: Settings, n: int) -> list[str
 
 def generate_eval_set(client: ollama.Client, index: Index, settings: Settings, n: int,
                       have: list[dict]) -> Iterator[tuple[dict | None, str]]:
-    """Ask the chat model for a question about each passage in turn (chat_once, in JSON) and yield
-    (item, "") for each kept, (None, a DROP_REASONS key) for each dropped (judge_question), until
-    the set (with `have`, what an earlier run wrote) holds n or the passages run out. The
-    built-in unanswerable questions come after the chat model's first reply, so that a run
-    without a working chat model yields nothing. Raises OllamaError."""
+    """Ask the chat model for a question about each passage in turn and yield (item, "") for each
+    kept, (None, a DROP_REASONS key) for each dropped, until the set (with `have`) holds n. The
+    built-in unanswerable questions come after the model's first reply, so that a run without a
+    working chat model yields nothing. Raises OllamaError."""
     asked = {it["question"] for it in have}
     unanswerable = [q for q in unanswerable_questions(
         index, settings, math.ceil(n * EVAL_UNANSWERABLE_SHARE)) if q not in asked]
@@ -9747,9 +9733,8 @@ def gap_vectors(client: ollama.Client, index: Index, times: list[list[dict]],
 
 def group_by_meaning(vectors: np.ndarray, threshold: float, block: int = 1024) -> list[list[int]]:
     """Rows whose vectors lie close together, as groups of row numbers, in the order they
-    started: each row in turn joins the group whose mean direction it is closest to, if that
-    cosine reaches `threshold`, or starts one; then every row moves to the mean it ended closest
-    to. Rows meet the groups `block` at a time (one matrix product), their block's one by one.
+    started: each row joins the group whose mean it is closest to, if that cosine reaches
+    `threshold`, or starts one; then every row moves to the mean it ended closest to.
 
     >>> v = np.array([[1, 0], [0.96, 0.28], [0, 1], [0.28, 0.96]], dtype=np.float32)
     >>> group_by_meaning(v, 0.9)
@@ -10442,10 +10427,9 @@ def escaped(text: str) -> str:
 
 
 def tool_result(text: str, structured: dict | None = None, error: bool = False) -> dict:
-    """A tools/call result: `structured`, the value for programs, as itself and serialized in a
-    text block for clients that read only text (as the specification asks); then `text` for
-    people and models. The text blocks' control characters are escaped (a client may print
-    them: a note's ESC ] 52 writes to the clipboard); JSON reads its \\u escapes back the same."""
+    """A tools/call result: `structured` for programs, as itself and as a text block for clients
+    that read only text; then `text` for people and models. The text blocks' control characters
+    are escaped: a client may print them (a note's ESC ] 52 writes to the clipboard)."""
     readable = {"type": "text", "text": escaped(text)}
     if structured is None:
         return {"content": [readable], "isError": error}
@@ -10822,10 +10806,9 @@ class McpServer:
                 "instructions": self.INSTRUCTIONS, "cacheScope": "private", "ttlMs": 0}
 
     def call_tool(self, params: dict, cancelled: threading.Event) -> dict | Later:
-        """tools/call: check the tool's name (a JSON-RPC error if there is no such tool) and its
-        arguments, take the index as the notes are, run the tool: ask_notes Later, the others
-        now. Wrong arguments, like a tool that fails, are a result with isError and one line:
-        the model reads it and can call again, where an error would stop in the client."""
+        """tools/call: check the tool's name and arguments, take the index as the notes are, run
+        the tool (ask_notes Later). Wrong arguments are a result with isError and one line, as a
+        tool's failure is: the model reads it and can call again; an error stops in the client."""
         name, arguments = params.get("name"), params.get("arguments", {})
         if name is None:
             raise McpError("tools/call needs the name of the tool to call (params.name: "
@@ -10881,10 +10864,8 @@ class McpServer:
 
 def run_mcp(args, settings: Settings, client: ollama.Client) -> int:
     """--mcp: serve the notes to an MCP client on stdin and stdout until stdin ends (exit 0).
-
-    stdout carries protocol messages only: for the session, file descriptor 1 is stderr's,
-    and the messages go to a copy of stdout's own, so nothing else can reach the client,
-    not a warning, nor a library's stray print."""
+    For the session file descriptor 1 is stderr's, and the messages go to a copy of stdout's,
+    so nothing else can reach the client, not a warning, nor a library's stray print."""
     if not settings.notes_dir.is_dir():   # the client's configuration is wrong: say it first
         raise FileNotFoundError(f"notes folder not found: {settings.notes_dir}")
     sys.stdout.flush()
