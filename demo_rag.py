@@ -1145,9 +1145,8 @@ def ollama_client(timeout: float | None = None) -> ollama.Client:
 
 
 # §obsidian ------------------------------------------------------------------
-# Markdown as Obsidian writes it: front matter (aliases, tags, dates), [[wikilinks]], ![[embeds]],
-# %%comments%%, ==highlights==, > [!callouts] and Dataview's queries. Replaces Part I's
-# strip_front_matter, which only drops the block.
+# Markdown as Obsidian writes it: front matter, [[wikilinks]], ![[embeds]], %%comments%%,
+# ==highlights==, > [!callouts] and Dataview's queries; replaces Part I's strip_front_matter.
 
 
 class NoteMeta(NamedTuple):
@@ -1511,13 +1510,10 @@ def front_matter_text(block: str, fields_: dict) -> str:
 
 def read_markdown(text: str) -> tuple[str, NoteMeta, str | None]:
     """A Markdown note's text with Obsidian's markup as a reader sees it (clean_markup), what
-    the note says of itself, and a warning or None. Of its front matter, the text keeps the
-    properties only, each on its own line (front_matter_text): searched, embedded and quoted
-    with the rest; title, aliases, tags, dates and description go to the NoteMeta alone.
-
-    Front matter is a block at the very top, between "---" lines, whose lines are YAML keys
-    (parse_front_matter); anything else there (a horizontal rule, prose) stays text, and so does
-    a block that starts with a key but does not parse, with a warning.
+    the note says of itself, and a warning or None. Of its front matter (a block at the very
+    top, between "---" lines, of YAML keys), the text keeps the properties only, each on its
+    line (front_matter_text); title, aliases, tags, dates and description go to the NoteMeta.
+    A block that starts with a key but does not parse stays text, with a warning.
 
     >>> note = "---\\naliases: [Hotkeys]\\ntags: work\\n---\\nSee [[Keys|the keys]] #todo"
     >>> body, meta, _ = read_markdown(note)
@@ -7889,11 +7885,9 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
 
 # §gap-log -------------------------------------------------------------------
 # The gap log: what the notes could not answer. A question below the relevance floor, or
-# answered with sentences the notes do not hold (the check), says what the notes lack, so
-# answer() appends it (logged()) to GAP_LOG, and --gaps shows them grouped by topic. Only
-# --gaps sends a logged question on, to the embedding model, when its vector was made by
-# another one. Each entry keeps its question's vector, so --gaps groups a thousand questions
-# without embedding them again; a line a killed run left cut short is skipped on reading.
+# answered with sentences the notes do not hold, says what the notes lack: answer() appends it
+# (logged()) to GAP_LOG with its vector, so that --gaps groups a thousand questions by topic
+# without embedding them again (only those whose vector another model made).
 
 
 GAP_LOG_OLD = "gaps.old.jsonl"            # the log before the last GAP_LOG_MAX_MB was passed
@@ -7968,9 +7962,8 @@ def append_gap(path: Path, entry: dict) -> None:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, size)    # no half line: the log is left as it was
             raise
-        # subtle: where there are no locks two runs can find the log full at once; only the
-        # first moves it, since `path` is still its file, so the second cannot move the new
-        # log, with one line in it, over the old one.
+        # subtle: without locks two runs can find the log full at once; only the one whose file
+        # `path` still is moves it, so the new log, one line long, never replaces the old.
         if os.fstat(fd).st_size > GAP_LOG_MAX_MB * 2**20:
             with contextlib.suppress(OSError):
                 if os.stat(path).st_ino == os.fstat(fd).st_ino:
@@ -9943,11 +9936,9 @@ GAPS = Mode(
     examples=(("--notes ~/vault --gaps", "what your notes could not answer"),))
 
 # §mcp-tools -----------------------------------------------------------------
-# --mcp's tools: search_notes, read_note and ask_notes as functions any front end calls.
-#
-# A tool takes the notes as they are now (Notes) and its arguments, and returns one dict, as
-# its output schema says. search_tool runs a question's search(), ask_tool its answer(). Agents
-# see the tools as mcp_tools describes them; a notebook or a page calls them directly.
+# --mcp's tools: search_notes, read_note and ask_notes as functions any front end calls, the
+# notes as they are now (Notes) and its arguments in, one dict out, as its output schema says.
+# search_tool runs a question's search(), ask_tool its answer().
 
 
 MCP_READ_LINES = 200                      # lines read_note gives when not told; the agent asks on
@@ -10251,7 +10242,6 @@ def argument_problem(tool: dict, arguments: dict) -> str | None:
 
 # §held-index ----------------------------------------------------------------
 # The held index: the notes' index as a long-lived front end (--mcp) holds it, kept current.
-#
 # Opened by the first call and held, it is brought up to date as a run opens it (open_index).
 # A look for changes by stat alone (still_current) costs about a search on a big folder, so a
 # call serves the index as a look begun under fresh_seconds ago left it, and the front end
@@ -10405,7 +10395,6 @@ class HeldIndex:
 
 # §mcp -----------------------------------------------------------------------
 # --mcp: the notes served to agents over the Model Context Protocol, on stdin and stdout.
-#
 # An editor or assistant (Claude Desktop, VS Code, Cursor, ...) starts `demo_rag.py --mcp`
 # and talks JSON-RPC 2.0 with it, a message a line. JsonRpcLines carries the messages,
 # McpServer answers them on the index it holds (start-up paid once a session). ask_notes
