@@ -1150,8 +1150,7 @@ def ollama_client(timeout: float | None = None) -> ollama.Client:
 
 
 class NoteMeta(NamedTuple):
-    """What a note says of itself besides its text (front matter, inline #tags, embeds taken
-    out); note_card() fills in a title and a date the note does not state."""
+    """What a note says of itself besides its text (front matter, #tags, embeds taken out)."""
     title: str = ""                       # front matter's title ("": the file name is the title)
     aliases: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()            # front matter's, then inline #tags: no "#", as written
@@ -1425,8 +1424,7 @@ def shown_spans(text: str, obsidian: bool = True) -> str:
 
 
 def unclosed_comment(text: str, first_line: int = 1) -> str | None:
-    """A warning when a comment (%% or <!--) never closes and so hides text to the note's end,
-    as in Obsidian, or None. `first_line`: the file's line `text` starts on.
+    """A warning (or None) for a comment that never closes, hiding the rest as in Obsidian.
 
     >>> unclosed_comment("Sale: 50%% off\\nthe rest")
     'the %% on line 1 opens a comment that never closes: Obsidian hides the rest (2 lines)'
@@ -1563,8 +1561,7 @@ def note_card(rel: str, meta: NoteMeta, mtime_ns: int | None) -> NoteMeta:
 
 
 def note_words(rel: str, meta: NoteMeta) -> str:
-    """A note's title, aliases, tags and description: BM25 counts them in every chunk of the note
-    (a note is found by the name it is known by, in whatever language)."""
+    """A note's names, tags and description, counted in each chunk: a note is found by its names."""
     return " ".join([meta.title or PurePosixPath(rel).stem, *meta.aliases,
                      *(t.replace("/", " ") for t in meta.tags), meta.description])
 
@@ -1634,8 +1631,7 @@ LEGACY_ENCODINGS = {"GB18030": ("gb18030", re.compile("[\u2e80-\uffff]")),
 
 
 def script_evidence(text: str, kin: re.Pattern, sample: int = 20_000) -> float:
-    """Share of the (first `sample`) non-ASCII characters with a neighbour of their kind (`kin`),
-    0 to 1: in "M黮ler" the one non-ASCII character sits among Latin letters.
+    """Share of the (first `sample`) non-ASCII characters with a neighbour of their kind (`kin`).
 
     >>> latin, chinese = LEGACY_ENCODINGS["Windows-1252"][1], LEGACY_ENCODINGS["GB18030"][1]
     >>> (script_evidence("Müller", latin), script_evidence("M黮ler", chinese),
@@ -1715,8 +1711,7 @@ def note_data(path: Path, data: bytes | None) -> bytes:
 
 def read_text(path: Path, data: bytes | None = None,
               max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
-    """Read a Markdown or text note (its bytes `data`, if read) as one section, and a warning or
-    None; Markdown as Obsidian shows it (read_markdown), every line break kept."""
+    """A Markdown (read_markdown) or text note as one section, and a warning or None."""
     data = note_data(path, data)
     text, warning = decode_note(data)
     text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
@@ -1759,8 +1754,7 @@ def clean_pdf_pages(pages: list[str]) -> list[str]:
 
 def read_pdf(path: Path, data: bytes | None = None,
              max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
-    """Extract a PDF's text (its bytes `data`, if read) page by page, cleaned for chunking (needs
-    pypdf), stopping once it passes `max_mb` (its streams unzip); no warning."""
+    """A PDF's text page by page (pypdf), cleaned, stopping past `max_mb` (its streams unzip)."""
     import io
     import logging
     import pypdf  # optional: only PDFs need it
@@ -2137,8 +2131,7 @@ def under_headings(above: str, own: str) -> str:
 
 
 class PlacedChunk(NamedTuple):
-    """Part I's Chunk, and where it sits in its file: its section's place (Section.page) and the
-    line it starts on (None for text extracted, which has no lines on disk)."""
+    """Part I's Chunk, and its place in its file: its section's (page) and its line (or None)."""
     source: str
     heading: str
     text: str
@@ -2662,8 +2655,7 @@ def parse_xml(pieces: Iterable[bytes], start: Callable[[str, dict], None],
 
 
 def xml_parts(pieces: Iterable[bytes], wanted: Callable[[str, dict], bool]) -> list[dict]:
-    """The attributes of each element `wanted` (tag, attributes) accepts, for the small XML
-    parts that say where things are (an EPUB's container and package files).
+    """The attributes of each element `wanted` accepts, from a small XML part (an EPUB's).
 
     >>> xml_parts([b'<a><b x="1"/><c/><b x="2"/></a>'], lambda tag, _: tag == "b")
     [{'x': '1'}, {'x': '2'}]
@@ -3529,8 +3521,7 @@ def tokenize_rows(texts: Iterable[str], rows: np.ndarray, term_id: dict[str, int
 
 def reused_postings(old: Lexicon, rows: np.ndarray, src: np.ndarray,
                     term_id: dict[str, int]) -> tuple:
-    """The postings of old rows `src`, given to new rows `rows`, with term ids from `term_id`,
-    as tokenize_rows returns them; an old row may be reused twice."""
+    """Old rows' (`src`) postings given to new `rows`, as tokenize_rows returns them."""
     order = np.argsort(old.docs, kind="stable")        # old postings by row
     by_row = np.searchsorted(old.docs[order], np.arange(len(old.lengths) + 1))
     starts, lens = by_row[src], by_row[src + 1] - by_row[src]
@@ -3665,8 +3656,7 @@ def query_postings(lex: Lexicon, query: str) -> list[Term]:
 
 
 def bm25_scores(lex: Lexicon, terms: list[Term]) -> np.ndarray:
-    """Part I's bm25() from the postings: every chunk's score, the sum over the query's
-    terms of idf x saturated(f), touching only the chunks that hold a term.
+    """Part I's bm25() from the postings, touching only the chunks that hold a term.
 
     >>> lex = lexicon_from_texts(["black cat", "black dog"])
     >>> bm25_scores(lex, query_postings(lex, "cat")).round(3)
@@ -4907,8 +4897,7 @@ def best_match(line: str, terms: Iterable[tuple[str, float]], span: int = 60) ->
 
 
 def keyword_in_context(line: str, best: int | None) -> int:
-    """Where a preview of `line` should start: a little before `best`, where best_match()
-    found the terms; 0 when that is near the start anyway, or no term is in it.
+    """Where a preview of `line` starts: a little before `best` (best_match()), or at 0.
 
     >>> line = "Tea notes. " * 8 + "The marathon is 42.195 km."
     >>> line[keyword_in_context(line, best_match(line, [("marathon", 2.0), ("tea", 0.1)])):]
@@ -4969,8 +4958,7 @@ def preview_terms(terms: list[Term]) -> list[tuple[str, float]]:
 
 
 def passage_place(chunk: PlacedChunk, passage: Passage) -> str:
-    """Where to open a source: "bike.md:14"; a PDF's page, "manual.pdf › p.3" (place_name); a
-    Word file's, its name alone (its headings follow in the citation)."""
+    """Where to open a source: "bike.md:14", "manual.pdf › p.3", a Word file's name alone."""
     if passage.line is not None:
         return f"{chunk.source}:{passage.line}"
     return " › ".join([chunk.source] + ([place_name(chunk.source, chunk.page)]
@@ -5209,8 +5197,7 @@ def filter_mask(index: Index, filters: Filters) -> np.ndarray:
 
 def weighted_z_scores(parts: dict[str, np.ndarray],
                       weights: dict[str, float]) -> tuple[np.ndarray, dict[str, float]]:
-    """The weighted mean of the rankers' z-scores (so that cosines and BM25 are comparable), and
-    each ranker's share of the weight; equal shares when all weights are 0.
+    """The weighted mean of the rankers' z-scores (cosines and BM25 made comparable), and shares.
 
     >>> scores = {"a": np.array([1.0, 3.0]), "b": np.array([0.0, 0.0])}
     >>> weighted_z_scores(scores, {"a": 3.0, "b": 1.0})
@@ -5325,8 +5312,7 @@ def fuse(dense: np.ndarray | None, lexical: np.ndarray, words_found: float,
 
 
 def top_rows(scores: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the k highest scores, best first; equal scores keep file order. Replaces
-    Part I's full sort: only the k best are sorted, which matters at a million chunks.
+    """Indices of the k highest scores, best first, ties in file order; not a full sort as Part I's.
 
     >>> top_rows(np.array([0.1, 0.9, 0.5, 0.9]), 3)
     array([1, 3, 2])
@@ -5417,8 +5403,7 @@ def score(index: Index, question: str, qvec: np.ndarray | None, settings: Settin
 
 
 def select(index: Index, scores: Scores, depth: int) -> list[Hit]:
-    """Stage 2: the `depth` best chunks by fused score, best first. By keywords only, a chunk
-    without any of the question's words is no match, however it ranks."""
+    """Stage 2: the `depth` best chunks by fused score (by keywords only, those holding a word)."""
     best = scores.rows[top_rows(scores.fused[scores.rows], depth)]
     if scores.dense is None:
         best = [i for i in best if scores.lexical[i] > 0]
@@ -5537,8 +5522,7 @@ def question_language(text: str) -> str:
 
 
 def relevance_floor(index: Index, question: str, settings: Settings) -> tuple[float, str]:
-    """The floor a question's confidence must reach, and where it comes from: --min-score,
-    else this index's calibration for the question's language, else MIN_SCORE."""
+    """The floor a question must reach, and whence: --min-score, the calibration, or MIN_SCORE."""
     if settings.min_score is not None:
         return settings.min_score, "--min-score"
     lang, cal = question_language(question), index.calibration
@@ -5552,8 +5536,7 @@ def relevance_floor(index: Index, question: str, settings: Settings) -> tuple[fl
 
 
 def off_topic_meaning(index: Index, question: str) -> tuple[float, float] | None:
-    """How much meaning the off-topic probes in the question's language found on this index
-    (their median and their most), or None when it is not calibrated for that language."""
+    """The off-topic probes' meaning (median, most) in the question's language, or None."""
     meaning = (index.calibration or {}).get("meaning", {}).get(question_language(question))
     return tuple(meaning) if meaning else None
 
@@ -5582,8 +5565,7 @@ def calibration_current(index: Index, settings: Settings) -> bool:
 
 
 def remembered_probes(before: Index, index: Index) -> dict[str, np.ndarray]:
-    """The probes' vectors, by text as embedded, that `before`'s calibration kept, if made by the
-    model and build that made `index`'s."""
+    """The probes' vectors `before`'s calibration kept, if the model and build are `index`'s."""
     kept = (before.calibration or {}).get("probes")
     if not kept or (kept["model"], kept["build"]) != (index.embed_model, index.model_digest):
         return {}
@@ -5652,8 +5634,7 @@ def calibrate(index: Index, client: ollama.Client, settings: Settings,
 
 def calibrated(index: Index, client: ollama.Client, settings: Settings,
                before: Index | None = None) -> Index:
-    """The index with calibrate()'s floors (unchanged when Ollama cannot embed the probes), the
-    probes' vectors that `before` kept taken, not embedded again."""
+    """The index with calibrate()'s floors, the probes' vectors `before` kept taken as they are."""
     known = remembered_probes(before, index) if before else {}
     calibration = calibrate(index, client, settings, known)
     return replace(index, calibration=calibration) if calibration else index
@@ -6220,8 +6201,7 @@ class ChatStream:
 
     @classmethod
     def looping(cls, tail: str) -> bool:
-        """Whether the end of an answer shows a model stuck in a loop (see LOOP_WINDOW). A
-        list of similar items does not, since its items differ somewhere: a number, a name.
+        """Is an answer's end a model stuck in a loop (LOOP_WINDOW)? Not a list of like items.
 
         >>> ChatStream.looping("The notes say so [1]. " * 80)
         True
@@ -6742,8 +6722,7 @@ def number_held(number: Number, held: Sequence[Number]) -> bool:
 
 
 def codes_in(text: str) -> dict[str, str]:
-    """The codes a text names, each as compared and as written: letters then digits (TP9999),
-    folded as tokenize() folds words, and in `code`, each word holding a digit or a sign.
+    """The codes a text names (TP9999; in `code`, words with a digit or sign): folded -> written.
 
     >>> codes_in("Flight TP9999 (an A320s) [2], qwen3 at 5kg, 航班TP9999, `ls -la /tmp`")
     {'-la': '-la', '/tmp': '/tmp', 'tp9999': 'TP9999', 'a320': 'A320s', 'qwen3': 'qwen3'}
@@ -6883,8 +6862,7 @@ def cited_numbers(text: str) -> list[int]:
 
 
 def sentences_of(text: str) -> list[tuple[int, str]]:
-    """A text's sentences (SENTENCE_END), each with its offset, list marks left out, and a
-    citation after the full stop (". [1]") given to the sentence before it."""
+    """A text's sentences (SENTENCE_END) and offsets; a citation after a stop is its sentence's."""
     out: list[tuple[int, str]] = []
     at = 0
     for line in text.split("\n"):
@@ -6908,8 +6886,7 @@ def sentences_of(text: str) -> list[tuple[int, str]]:
 
 
 def answer_sentences(answer: str) -> list[str]:
-    """An answer cut into sentences (sentences_of), after NFKC; each line of a code block is
-    one, uncut, and its fences none (one that never closes is a line alone).
+    """An answer cut into sentences (sentences_of), after NFKC; a code block's lines one each.
 
     >>> answer_sentences("Use 18 g [1]. Pour at 93 °C.[2] e.g. a V60 [3].\\n- Wait 1.5 min\\n[4]")
     ['Use 18 g [1].', 'Pour at 93 °C. [2]', 'e.g. a V60 [3].', 'Wait 1.5 min [4]']
@@ -8900,8 +8877,7 @@ def first_hit_rank(index: Index, ranking: Iterable[int], item: dict) -> int | No
 
 
 def metrics(ranks: list[int | None], ks: Iterable[int] = (1, 3, 5)) -> dict:
-    """hit@k for each of `ks` and MRR@10 (CANDIDATE_DEPTH: a hit below it is a miss, as in most
-    retrieval benchmarks) from each question's first-hit rank (None: missed).
+    """hit@k for each of `ks` and MRR@10 (CANDIDATE_DEPTH) from each question's first-hit rank.
 
     >>> metrics([1, 3, None, 6])
     {'hit@1': 0.25, 'hit@3': 0.5, 'hit@5': 0.5, 'mrr': 0.375, 'n': 4}
@@ -8914,8 +8890,7 @@ def metrics(ranks: list[int | None], ks: Iterable[int] = (1, 3, 5)) -> dict:
 
 
 def check_eval_set(index: Index, items: list[dict], path: Path) -> None:
-    """Raise UsageError unless the evaluation set at `path` can be scored on this index: it
-    holds questions, and the notes it names as their sources are indexed."""
+    """Raise UsageError unless the set holds questions and its sources are indexed notes."""
     unknown = sorted(
         {it["source"] for it in items if it.get("source") and it["source"] not in index.files})
     if items and not unknown:
@@ -8941,8 +8916,7 @@ def floor_words(index: Index, settings: Settings) -> str:
 
 def timed_answer(client: ollama.Client, index: Index, question: str,
                  settings: Settings) -> tuple[Outcome, float | None]:
-    """answer() a question (an interrupt is let through: Ctrl-C ends the run), and how many
-    seconds the chat model took to its first word (None: it wrote none)."""
+    """answer() a question, and the seconds the chat model took to its first word (or None)."""
     called, first = [], []
 
     def token(piece: str) -> None:
@@ -9199,8 +9173,7 @@ def copied_share(question: str, passage: str) -> float:
 
 
 def judge_question(reply: str, passage: Chunk) -> tuple[dict | None, str]:
-    """Keep a generated question only if its JSON parses, its answer is in the passage, and it
-    is not mostly copied; returns (item, "") or (None, the DROP_REASONS key).
+    """A generated question's item, "" if it parses, is answered and not copied; else a reason.
 
     >>> p = Chunk("tea.md", "# Tea", "Green tea wants water at 80 degrees, never boiling.")
     >>> judge_question('{"question": "How hot should water for green tea be?", '
@@ -9353,8 +9326,7 @@ def tune_scores(rows: list[tuple[dict, int | None, list[float]]], top_k_: int,
 
 
 def recommend_floor(rows: list[tuple[dict, int | None, list[float]]], top_k_: int) -> dict:
-    """The highest --min-score (2 decimals) that still answers TUNE_ANSWERED of the answerable
-    questions, and how many answerable and unanswerable ones it answers and declines.
+    """The highest --min-score still answering TUNE_ANSWERED of the answerable, and its counts.
 
     >>> rows = [({"answers": ["a"]}, 1, [c] * 10) for c in (0.9, 0.8, 0.7, 0.45)]
     >>> rows += [({"answers": []}, None, [0.5] * 10)]
@@ -9665,8 +9637,7 @@ def logged_filters(entry: dict) -> Filters:
 
 
 def gap_vector(entry: dict, settings: Settings, dim: int) -> np.ndarray | None:
-    """The question's vector as logged, if it was embedded as this run would embed it (the same
-    model and query template) and has `dim` numbers; None otherwise."""
+    """The question's vector as logged, if this run's model and template made it; else None."""
     import base64
     v = entry.get("vector")
     if not (isinstance(v, dict) and v.get("model") == settings.embed_model
@@ -10121,8 +10092,7 @@ def mcp_output_schemas() -> dict[str, dict]:
 
 
 def mcp_tools(settings: Settings) -> dict[str, dict]:
-    """The tools, by name, as tools/list shows them: what each does, for an agent to choose by,
-    the JSON Schemas of its arguments and of its result, and its annotations."""
+    """The tools, by name, as tools/list shows them: descriptions, schemas and annotations."""
     dates = "a day, month or year (2026-01-15, 2026-01, 2026) or a time ago (7d, 2w, 3m, 1y)"
     filters = {  # SEARCH_FILTERS'
         "source": {"type": "string", "minLength": 1, "description": "only notes whose path "
@@ -10318,8 +10288,7 @@ class HeldIndex:
             self.looked = started
 
     def refresh(self, progress: Callable[[str | EmbedProgress], None]) -> None:
-        """Bring the held index up to date with the notes, as a run opens it: progress on stderr,
-        and to `progress`. Raises UsageError when no note is usable."""
+        """Bring the held index up to date as a run opens it; UsageError when no note is usable."""
         line = ProgressLine(sys.stderr, self.progress_seconds)
 
         def both(event: str | EmbedProgress) -> None:
@@ -10839,8 +10808,7 @@ class McpServer:
         return progress
 
     def ask(self, notes: Notes, arguments: dict, cancelled: threading.Event) -> dict:
-        """ask_notes in a Later's thread, until the call is cancelled: CallCancelled is raised
-        before the chat model is asked or at its answer's next piece (Ollama stops)."""
+        """ask_notes in a Later's thread; CallCancelled once the call is (Ollama stops)."""
         if self.num_ctx is None:
             self.num_ctx = chat_context(self.settings, self.timeout)   # loads the chat model
 
