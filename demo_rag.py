@@ -946,8 +946,7 @@ def host() -> str:
 
 
 def ollama_url() -> httpx.URL:
-    """OLLAMA_HOST in parts, as the ollama client reads it (an address without a scheme is http).
-    Raises httpx.InvalidURL for one that is not an address, such as an unclosed "[::1"."""
+    """OLLAMA_HOST in parts, as the ollama client reads it (http if no scheme); httpx.InvalidURL."""
     address = os.environ.get("OLLAMA_HOST") or DEFAULT_HOST
     return httpx.URL(address if "://" in address else f"http://{address}")
 
@@ -1003,8 +1002,7 @@ def without_path(address: str) -> str:
 
 
 def destination_note() -> str | None:
-    """One line for stderr when the notes and questions leave this machine: where they go,
-    and through which proxy. None when Ollama is here (or OLLAMA_HOST is no address)."""
+    """A line for stderr when the notes leave this machine: where to, through which proxy."""
     try:
         url = ollama_url()
     except httpx.InvalidURL:
@@ -1035,8 +1033,7 @@ MODEL_NOT_FOUND = re.compile(r"\bmodel\b.*\bnot found\b", re.IGNORECASE)
 
 
 def explain_ollama_error(exc: Exception, model: str, mid_reply: bool = False) -> OllamaError:
-    """Turn the client's exceptions into one line a user can act on; `mid_reply`: part of
-    a streamed reply had come (then a broken connection is not an unreachable server)."""
+    """The client's exception as one line a user can act on; `mid_reply`: an answer had begun."""
     try:                                  # a timeout's: httpx keeps it on the request
         waited = f"{exc.request.extensions['timeout']['read']:g} s"
     except (AttributeError, RuntimeError, KeyError, TypeError):
@@ -1896,8 +1893,7 @@ class NoteScan:
                                                           for top in SYSTEM_TREES)
 
     def enter(self, folder: str, dirs: list[str]) -> str | None:
-        """The prefix of the names of `folder`'s notes, with `dirs` cut down to the subfolders the
-        walk enters; None for a folder a link loop leads back to, or that leads out by now."""
+        """The prefix of `folder`'s notes' names, `dirs` cut to those entered; None: not entered."""
         base = os.path.relpath(folder, self.notes_dir).replace(os.sep, "/")
         real = os.path.realpath(folder)
         if not self.may_follow(real):
@@ -1989,8 +1985,7 @@ class NoteScan:
         return kept
 
     def passed_over(self) -> list[str]:
-        """What the walk passed over, a line for each kind: notes whose package is missing, links
-        to notes or folders read under their own names, the templates folder, links out."""
+        """What the walk passed over, a line for each kind."""
         said = []
         for suffix, rels in self.unreadable.items():
             # Left out of the fingerprint too, so installing the package later indexes them.
@@ -2164,8 +2159,7 @@ def chunk_sections(rel: str, sections: list[Section], splitter) -> list[PlacedCh
 
 
 def plain_line(line: str) -> str:
-    """A line of the author's text as the chunker must read it: one that Markdown would take for
-    a heading or a code fence ("# a shell comment" in a code block) gets a space before it.
+    """A line of text with a space before it if Markdown would take it for a heading or fence.
 
     >>> plain_line("# install it"), plain_line("```"), plain_line("#hashtag")
     (' # install it', ' ```', '#hashtag')
@@ -2552,8 +2546,7 @@ def page_lines(page: str, anchors: Collection[str] = (), max_mb: float = MAX_NOT
 
 def read_html(path: Path, data: bytes | None = None,
               max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
-    """Read a web page (.html, .htm) as a browser shows its text, each on its line of the file,
-    headings as Markdown's, Html.DROPPED left out; ValueError for a page with no text."""
+    """A web page's text as a browser shows it, each on its line of the file (line_markdown)."""
     page, warning = page_text(note_data(path, data))
     lines = page_lines(page, max_mb=max_mb)
     body = "\n".join(line_markdown(lines, page.count("\n") + 1))
@@ -3476,8 +3469,7 @@ def model_digest(client: ollama.Client, model: str) -> str | None:
 
 @dataclass(frozen=True)
 class Lexicon:
-    """An inverted index: for each term, the chunks it occurs in and how often. Postings of
-    term `vocab[t]` are rows `docs[ptr[t]:ptr[t+1]]` with counts `counts[ptr[t]:ptr[t+1]]`."""
+    """An inverted index: term `vocab[t]` occurs in rows `docs[ptr[t]:ptr[t+1]]`, `counts` times."""
     vocab: list[str]                      # sorted, so a lookup is a binary search
     ptr: np.ndarray                       # (len(vocab) + 1,) int64
     docs: np.ndarray                      # (postings,) int32
@@ -4856,8 +4848,7 @@ class Passage(NamedTuple):
 
 
 def headings_at(chunk: Chunk, offset: int) -> str:
-    """The headings in force at `offset` of a chunk's text: its heading path (where its first
-    line is) with the headings it holds further on, up to `offset`, in force over it.
+    """The headings in force at `offset` of a chunk's text: its path's and its own up to there.
 
     >>> headings_at(Chunk("n.md", "# A › ## B", "## B\\nb\\n### C\\nc\\n## D\\nd"), 14)
     '# A › ## B › ### C'
@@ -4995,8 +4986,7 @@ def note_path(notes_dir: str, rel: str) -> str | None:
 
 
 def changed_since_indexed(index: Index, hits: Iterable[Hit]) -> list[str]:
-    """The notes of these hits whose file's stat is not as the index read it (or is gone): their
-    lines shown are where its passages were. [] for an index of no known folder (a notebook's)."""
+    """The hits' notes whose stat changed since indexed: their lines shown are where they were."""
     if not index.notes_dir:
         return []
     changed = []
@@ -5117,8 +5107,7 @@ def typical_for_refused(index: Index, dense: np.ndarray, rows: np.ndarray) -> np
 
 
 def source_mask(index: Index, pattern: str | None) -> np.ndarray:
-    """Which chunks --source allows: those whose note matches it as a glob ("notes/*.md") or
-    holds it as it is ("[draft] plan.md", whose brackets a glob reads as a set of letters)."""
+    """Which chunks --source allows: its note matches it as a glob or holds it ("[draft] plan")."""
     if not pattern:
         return np.ones(len(index.chunks), dtype=bool)
     pattern = unicodedata.normalize("NFC", pattern)   # as readable_name() writes the names
@@ -5128,8 +5117,7 @@ def source_mask(index: Index, pattern: str | None) -> np.ndarray:
 
 
 class Filters(NamedTuple):
-    """Which notes a search may use, as one value: every search, --eval, --explain and --chat
-    apply it (filter_mask), and whatever records or serves a search can take it as it is."""
+    """Which notes a search may use, as one value that every search applies (filter_mask)."""
     source: str | None = None             # --source: a glob or a part of the path
     tags: tuple[str, ...] = ()            # --tag: notes with any of them (a/b counts as a)
     since: str | None = None              # --since and --until, as given (date_span reads them)
@@ -5542,8 +5530,7 @@ def off_topic_meaning(index: Index, question: str) -> tuple[float, float] | None
 
 
 def notes_languages(index: Index, sample: int = 400) -> list[str]:
-    """The languages of FLOOR_PROBES the notes are written in, judged on chunks spread over all
-    of them (notes are in file-name order, and Chinese names sort after Latin ones)."""
+    """The notes' FLOOR_PROBES languages, judged on chunks spread over all of them, not the first."""
     rows = np.unique(
         np.linspace(0, len(index.chunks) - 1, min(sample, len(index.chunks))).astype(int))
     texts = " ".join(index.chunks[i].text for i in rows)
@@ -6409,8 +6396,7 @@ CHINESE_NUMBER = re.compile("[零一二两三四五六七八九十百千]+(?:个
 
 
 class Number(NamedTuple):
-    """A number as written, read: its possible values (the first names it), a ratio's or a
-    time's parts (1:16, 23:59), which a source may state alone, its unit, and its offset."""
+    """A number as written, read: its possible values, a ratio's or time's parts, unit, offset."""
     written: str
     values: tuple[str, ...]
     parts: tuple[str, ...] = ()
@@ -7871,8 +7857,7 @@ GAP_LOG_OLD = "gaps.old.jsonl"            # the log before the last GAP_LOG_MAX_
 
 
 def gap_entry(outcome: Outcome, settings: Settings, why: str, via: str = "") -> dict:
-    """One line of the gap log: the question searched (a follow-up as rewritten, what was typed
-    under "asked"); "via" names the front end it came through, if not the command line."""
+    """One line of the gap log: the question searched (as typed under "asked"), and `via`."""
     import base64                         # here alone: the vector as text, compactly
     r = outcome.retrieval
     question = (outcome.query or outcome.question)[:GAP_QUESTION_CHARS]
@@ -8735,8 +8720,7 @@ def explain_check(check: CitationCheck) -> None:
 
 
 def run_explain(args, settings: Settings, client: ollama.Client) -> int:
-    """--explain: one question, every step narrated with this run's real values (80 columns);
-    steps 4 to 7 from answer()'s plan, so that the narration cannot drift from the pipeline."""
+    """--explain: each step narrated from answer()'s plan, so that it cannot drift from the run."""
     # as run_question: the chat model loads while the notes are indexed
     num_ctx = NUM_CTX if args.retrieve_only else chat_context(settings, args.timeout, True)
     index, report = explain_index(args, settings, client)
@@ -8771,8 +8755,7 @@ GAP_FROM = "gap log"                      # what --to-eval marks its questions w
 
 
 def item_filters(item: dict) -> dict:
-    """An evaluation item's own filters ("tags", "since", "until") as the Settings fields they
-    replace, read as their flags are. Raises ValueError naming the field that is wrong.
+    """An item's own filters ("tags", "since", "until") as Settings fields; ValueError if wrong.
 
     >>> item_filters({"question": "?", "answers": [], "tags": ["#work"], "since": 2026})
     {'tags': ('work',), 'since': '2026'}
@@ -9832,8 +9815,7 @@ def gaps_to_eval(path: Path, have: list[dict], groups: list[dict]) -> dict:
 
 
 def clear_gaps(path: Path, as_json: bool) -> int:
-    """--gaps --clear: delete the gap log (every notes folder's questions in it) and say which
-    files went. Not a byte of them is read: a log too damaged to read must still go."""
+    """--gaps --clear: delete the gap log, unread (a damaged one must go too), saying what went."""
     files = [p for p in (path, path.with_name(GAP_LOG_OLD)) if p.exists() or p.is_symlink()]
     for p in files:
         try:
@@ -10224,8 +10206,7 @@ MCP_WATCH_SECONDS = 300.0                 # idle looks stop this long after the 
 
 
 class HeldIndex:
-    """The index of one folder's notes, held between calls and kept current: current() gives
-    it as the notes are (at most `fresh_seconds` ago); look() looks for changes while idle."""
+    """One folder's index, held between calls: current() gives it; look() looks while idle."""
 
     def __init__(self, settings: Settings, client: ollama.Client, rebuild: str = "",
                  fresh_seconds: float = MCP_FRESH_SECONDS,
@@ -10397,8 +10378,7 @@ def tool_result(text: str, structured: dict | None = None, error: bool = False) 
 
 
 def readable(tool: str, result: dict) -> str:
-    """A tool's result written out for people and models: the verdict or the answer, then the
-    sources, each cited as the terminal cites it; or the lines read, and where to read on."""
+    """A tool's result written out for people and models, its sources cited as the terminal's."""
     def cited(s: dict) -> str:            # passage_citation() of a source read back
         chunk = PlacedChunk(s["path"], s["heading"], s["text"], s["page"])
         passage = Passage(s["line"], s["end_line"], s["section"], s["start_line"], 0)
@@ -10793,8 +10773,7 @@ class McpServer:
 
     def progress_to(self, token, cancelled: threading.Event
                     ) -> Callable[[str | EmbedProgress], None]:
-        """What tells the client how a build goes, when its call sent a progress `token`: one
-        notification every PROGRESS_SECONDS at most, and none once the call is cancelled."""
+        """Progress notifications for a call's `token`: PROGRESS_SECONDS apart, till cancelled."""
         shown = [0.0, -1]                 # when, what
 
         def progress(event: str | EmbedProgress) -> None:
