@@ -5530,7 +5530,7 @@ def off_topic_meaning(index: Index, question: str) -> tuple[float, float] | None
 
 
 def notes_languages(index: Index, sample: int = 400) -> list[str]:
-    """The notes' FLOOR_PROBES languages, judged on chunks spread over all of them, not the first."""
+    """The notes' FLOOR_PROBES languages, judged on chunks spread over all, not the first."""
     rows = np.unique(
         np.linspace(0, len(index.chunks) - 1, min(sample, len(index.chunks))).astype(int))
     texts = " ".join(index.chunks[i].text for i in rows)
