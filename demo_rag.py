@@ -2297,10 +2297,9 @@ class TooBig(ValueError):
 
 
 class PageLines:
-    """A web page's text as html_tokens gives it: each run of text with the file's line it
-    starts on and its block, a list item's after "- ", a cell's after "| "; Html.DROPPED and
-    asides that are mostly links left out. Reading stops (TooBig) when its text passes `max_mb`
-    less what is `used` already, so that a small zip makes no huge text."""
+    """A web page's text as html_tokens gives it: each run with its line and block, a list item's
+    after "- ", a cell's after "| "; Html.DROPPED and link-heavy asides left out. Reading stops
+    (TooBig) past `max_mb` less what is `used` already, so that a small zip makes no huge text."""
 
     def __init__(self, anchors: Collection[str] = (), max_mb: float = MAX_NOTE_MB, used: int = 0):
         self.max_mb, self.used = max_mb, used
@@ -2894,10 +2893,9 @@ def epub_toc(page: str) -> list[tuple[str, int, str]]:
 
 
 def epub_chapters(book: Unzipped) -> tuple[list[Section], str | None]:
-    """An EPUB's chapters in the spine's order, a section each ("chapter 3"), each read as a web
-    page laid out by its blocks; one with no headings takes them from the table of contents
-    (epub_toc), as LibreOffice's need. Left out: linear="no" (notes, a cover) and the table of
-    contents; a chapter that cannot be read is named in the warning."""
+    """An EPUB's chapters in the spine's order, a section each ("chapter 3"), read as web pages
+    laid out by their blocks, headings from the table of contents if none (LibreOffice's); not
+    linear="no" (notes, a cover) nor the contents. A chapter not read is named in the warning."""
     import posixpath                      # (only here: a chapter's href is relative to the package)
     from urllib.parse import unquote
     package = next((a["full-path"] for a in xml_parts(
@@ -3202,10 +3200,9 @@ class Rst:
 
 def read_rst(path: Path, data: bytes | None = None,
              max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
-    """Read a reStructuredText note (.rst): section titles (levels in the order their styles
-    first appear) as Markdown's headings on the title's line, directives' content kept, roles
-    and links as their words, fields as "author: Ann". Left out as blank lines: adornments,
-    and what Rst.explicit leaves out."""
+    """Read a reStructuredText note (.rst): section titles (levels as their styles first appear)
+    as Markdown's headings on the title's line, directives' content kept, roles and links as
+    their words, fields as "author: Ann"; adornments and Rst.explicit's drops left blank."""
     text, warning = page_text(note_data(path, data))
     lines = text.split("\n")
     out, heads, styles, i = [""] * len(lines), [], {}, 0
@@ -5096,9 +5093,8 @@ def coverage(terms: list[Term], row: int) -> float:
 
 
 def typical_for_refused(index: Index, dense: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """The cosines, with the typical one (the median over `rows`) for each chunk the model gave
-    no number for (a zero vector, cosine exactly 0): 0 would sink it below every other chunk
-    and spread the z-scores of all; at the typical one its words decide."""
+    """The cosines, the median one for each chunk the model gave no number for (a zero vector):
+    0 would sink it below every other and spread all the z-scores; so its words decide."""
     zero = rows[dense[rows] == 0]
     zero = zero[~index.vectors[zero].any(axis=1)] if len(zero) else zero
     if len(zero) and len(zero) < len(rows):
@@ -5247,10 +5243,9 @@ def fuse_other(parts: dict[str, np.ndarray], method: str) -> tuple[np.ndarray, d
 
 
 def meaning_weight(meaning: float, typical: float, highest: float) -> float:
-    """The cosine's evidence for the fusion on a calibrated index: meaning_found() in full once
-    it exceeds the most any off-topic probe found (`highest`) by PROBE_REACH of the probes'
-    spread, none at the typical probe's or below, linearly between. An embedder that cannot
-    read a language finds as much "meaning" in any question: then the words decide.
+    """The cosine's evidence for the fusion on a calibrated index: meaning_found() in full past
+    the most any off-topic probe found (`highest`) by PROBE_REACH of their spread, none at the
+    typical probe's, linearly between: an embedder blind to a language leaves it to the words.
 
     >>> [round(meaning_weight(meaning, 0.4, 0.5), 3) for meaning in (0.6, 0.45, 0.3)]
     [0.6, 0.18, 0.0]
@@ -5318,9 +5313,8 @@ def top_rows(scores: np.ndarray, k: int) -> np.ndarray:
 def confidence(terms: list[Term], hit_rows: list[int], dense: np.ndarray | None,
                rows: np.ndarray) -> float:
     """How sure we are that the notes hold an answer, 0 to 2, as Part I's search_notes says it:
-    the most of the question's informative words one hit holds (coverage), plus meaning_found()
-    of the best hit's cosine over the median's. A paraphrase scores on meaning, a question
-    worded like the note on words, an unanswerable one on neither.
+    the most of the question's words one hit holds (coverage), plus meaning_found() of the best
+    hit's cosine: a paraphrase scores on meaning, a question worded like the note on words.
 
     >>> lex = lexicon_from_texts(["black cat", "black dog"])
     >>> round(confidence(query_postings(lex, "cat"), [0, 1], None, np.arange(2)), 2)
@@ -5363,9 +5357,8 @@ def close_to_best(hits: list[Hit], scores: np.ndarray) -> list[Hit]:
 
 
 def top_k_limit(chunk_size: int, answer_tokens: int = ANSWER_TOKENS) -> int:
-    """The most sources of chunk_size characters that fit in a MAX_NUM_CTX context even at a token
-    a character (Chinese), with room for the answer, 1024 tokens of rules and question, and 32 a
-    citation line.
+    """The most sources of chunk_size characters a MAX_NUM_CTX context holds at a token a character
+    (Chinese), besides the answer, 1024 tokens of rules and question, and 32 a citation line.
 
     >>> top_k_limit(1500), top_k_limit(1500, answer_tokens=MAX_ANSWER_TOKENS)
     (20, 10)
@@ -6039,10 +6032,9 @@ def chat_context(settings: Settings, timeout: float | None = None, strict: bool 
 
 
 def strip_think(pieces: Iterable[str], opened_in_prompt: bool = False) -> Iterator[str]:
-    """A reply's text pieces, less the think block it opens with (a tag may span two pieces);
-    a "<think>" later in an answer is text. When the model's template opened the block in the
-    prompt (opened_in_prompt), the reply holds only the closing "</think>": everything up to it
-    is dropped, and a reply that never closes it is given whole at its end.
+    """A reply's text pieces, less the think block it opens with (a tag may span two pieces); a
+    later "<think>" is text. If the template opened the block in the prompt (opened_in_prompt),
+    all up to "</think>" is dropped, and a reply that never closes it is given whole at its end.
 
     >>> "".join(strip_think(["<thi", "nk>hmm</think>", "\\nHello [1]"]))
     'Hello [1]'
@@ -6652,8 +6644,7 @@ def converted(value: float, unit: str, to: str) -> float:
 
 def rounds_to(written: str, exact: float) -> bool:
     """Does a number as written round `exact` to its last digit (a whole number's last but its
-    zeros, and then within 10%), give or take 1%? "7.5" rounds 7.456, "550" 559, "10" 9.5;
-    "7" does not round 7.8, nor "400" 356."""
+    zeros, then within 10%), give or take 1%? "7.5" rounds 7.456, "550" 559; "7" not 7.8."""
     value = as_float(written)
     if value is None:
         return False
@@ -9198,9 +9189,8 @@ def unanswerable_questions(index: Index, settings: Settings, n: int) -> list[str
 def generate_eval_set(client: ollama.Client, index: Index, settings: Settings, n: int,
                       have: list[dict]) -> Iterator[tuple[dict | None, str]]:
     """Ask the chat model for a question about each passage in turn and yield (item, "") for each
-    kept, (None, a DROP_REASONS key) for each dropped, until the set (with `have`) holds n. The
-    built-in unanswerable questions come after the model's first reply, so that a run without a
-    working chat model yields nothing. Raises OllamaError."""
+    kept, (None, a DROP_REASONS key) for each dropped, until the set (with `have`) holds n; the
+    built-in unanswerable ones after its first reply, so a broken chat model yields nothing."""
     asked = {it["question"] for it in have}
     unanswerable = [q for q in unanswerable_questions(
         index, settings, math.ceil(n * EVAL_UNANSWERABLE_SHARE)) if q not in asked]
@@ -9594,9 +9584,8 @@ def read_gaps(path: Path) -> tuple[list[dict], list[str]]:
 
 
 def logged_filters(entry: dict) -> Filters:
-    """The filters a logged question was searched with: those of its "filters" that read as the
-    command line would read them (a log edited by hand may hold others, which are set aside), a
-    time ago ("7d") as the days it meant when the question was asked."""
+    """The filters a logged question was searched with, those that read as their flags do (a log
+    edited by hand may hold others), a time ago ("7d") as the days it meant then."""
     logged = entry.get("filters") if isinstance(entry.get("filters"), dict) else {}
     try:
         asked = datetime.date.fromisoformat(str(entry.get("time", ""))[:10])
@@ -10320,10 +10309,9 @@ class HeldIndex:
         return found
 
     def still_current(self) -> bool:
-        """Would a refresh keep the held index as it is? Asked by stat alone: the folders the
-        last refresh saw (no note added, removed or renamed), the notes it listed (none edited),
-        a complete and calibrated index, the same build of the model. open_index asks the same
-        after walking the folder, several times slower on a big one."""
+        """Would a refresh keep the held index as it is? Asked by stat alone (open_index walks the
+        folder first): the folders the last refresh saw (no note added, removed or renamed), the
+        notes it listed (none edited), a complete, calibrated index, the same model build."""
         if self.watched is None or self.index is None or not self.index.complete or \
                 not calibration_current(self.index, self.settings):
             return False
