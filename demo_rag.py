@@ -1660,10 +1660,8 @@ def decode_note(data: bytes) -> tuple[str, str | None]:
                 raise ValueError(f"starts like {codec.upper()} but is not") from None
     if b"\0" in data[:8192]:
         raise ValueError("looks binary, not text")
-    try:
+    with contextlib.suppress(UnicodeDecodeError):
         return data.decode("utf-8"), None
-    except UnicodeDecodeError:
-        pass
     readings = {}
     for name, (codec, kin) in LEGACY_ENCODINGS.items():
         with contextlib.suppress(UnicodeDecodeError):
@@ -6022,11 +6020,9 @@ def chat_context(settings: Settings, timeout: float | None = None, strict: bool 
         return NUM_CTX                    # Ollama takes a load that keeps nothing as "unload"
 
     def load():
-        try:
+        with contextlib.suppress(Exception):      # deliberately silent: see above
             ollama_chat(ollama_client(timeout), settings.chat_model, [], {"num_ctx": NUM_CTX},
                         stream=False, keep_alive=settings.keep_alive)
-        except Exception:                 # deliberately silent: see above
-            pass
     threading.Thread(target=load, name="load the chat model", daemon=True).start()
     return NUM_CTX
 
