@@ -1168,9 +1168,8 @@ READ_KEYS = ("title", "aliases", "alias", "tags", "tag", *DATE_KEYS, "descriptio
 
 class Yaml:
     """The little of YAML that front matter uses (parse_front_matter), without a YAML library."""
-    # A top-level key as YAML reads one: quoted, or plain text with no indent, no YAML indicator
-    # first and no ": " ("Date (created)", "📅", "foo/bar", a Dataview "mood:: ok"). Its own
-    # spaces stay in it, taken off later: a "[ \t]*" before the colon would backtrack.
+    # A top-level key as YAML reads one: quoted, or plain with no indent, no indicator first and
+    # no ": " ("Date (created)", "mood:: ok"); its spaces go later ("[ \t]*" would backtrack).
     KEY = re.compile(r"""("[^"\n]*"|'[^'\n]*'|"""
                      r"""[^\s#:?,\[\]{}&*!|>'"%@`-](?:[^:\n#]|:(?=\S)|(?<=\S)#)*)"""
                      r":(?:[ \t]+(.*))?")
@@ -1378,13 +1377,11 @@ class Obsidian:
         r"|(?<!=)==(?=[^\s=])(?P<mark>(?:[^=\n]|=(?!=))*?)(?<=[^\s=])==(?!=)"
         r"|(?P<id>(?:(?<=[^ \t\n])[ \t]+|^)\^[A-Za-z0-9-]+[ \t]*$)",
         re.MULTILINE | re.DOTALL)
-    # Fenced blocks that hold no text of the author's: Dataview's and Tasks' queries (Obsidian
-    # shows their results, notes found elsewhere), an Excalidraw drawing's data.
+    # Fenced blocks of no text of the author's: Dataview's and Tasks' queries, Excalidraw's data.
     NOT_TEXT_BLOCKS = ("dataview", "dataviewjs", "tasks", "compressed-json")
     WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]*)\]\]")
     CALLOUT = re.compile(r"^([ \t]*(?:>[ \t]?)+)\[!([^\]\n]*)\][+-]?[ \t]*(.*)$", re.MULTILINE)
-    # An inline #tag, as Obsidian finds one: after a space, "(" or CJK punctuation ("。#工作"),
-    # not digits alone.
+    # An inline #tag as Obsidian finds one: after a space, "(" or CJK punctuation; not digits.
     INLINE_TAG = re.compile(
         r"(?<![^\s(\u3000-\u303f\uff01-\uff0f\uff1a-\uff20])#([\w/-]*[^\W\d_][\w/-]*)")
 
@@ -1735,8 +1732,7 @@ def clean_pdf_pages(pages: list[str]) -> list[str]:
     pages = [re.sub(r"[ \t\u00a0]+", " ", p) for p in pages]
     lines = [[ln.strip() for ln in p.split("\n") if ln.strip()] for p in pages]
     if len(pages) >= PDF_EDGE_MIN_PAGES:
-        # A header or footer is a first or last line seen on most pages; page
-        # numbers differ from page to page, so lines are compared with digits masked.
+        # Page numbers differ from page to page, so lines are compared with digits masked.
         def key(line: str) -> str:
             return re.sub(r"\d+", "#", line)
         edges = Counter(key(ls[i]) for ls in lines if ls for i in {0, len(ls) - 1})
@@ -2021,8 +2017,7 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
         for name in sorted(names) if prefix is not None else ():
             scan.take(folder, prefix, name)
     files = scan.without_linked_twins()
-    # Two names that differ only in how their accents are written (Linux keeps both) keep their
-    # own forms.
+    # Names that differ only in how their accents are written (Linux keeps both) keep their forms.
     alike = {rel for rel, n in Counter(f.rel for f in files).items() if n > 1}
     files = [f._replace(rel=readable_name(os.path.relpath(f.path, notes_dir).replace(os.sep, "/"),
                                           composed=False))
@@ -3104,8 +3099,7 @@ def read_org(path: Path, data: bytes | None = None,
             pass
         elif (m := Org.DRAWER.fullmatch(line)) and (end := closes(":end:", i)) is not None \
                 and end < next(iter(headlines[bisect.bisect_right(headlines, i):]), end + 1):
-            # a drawer (it closes before the next headline, or is none): Org's exporter leaves
-            # PROPERTIES and LOGBOOK out, and keeps the others' text
+            # a drawer (closed before the next headline): Org's export drops these, keeps others
             if m.group(1).lower() in ("properties", "logbook"):
                 i = end
             drawn.add(end)
@@ -5368,8 +5362,7 @@ def score(index: Index, question: str, qvec: np.ndarray | None, settings: Settin
     """Stage 1: score every chunk the filters allow by meaning (cosine) and words (BM25), fused."""
     rows = np.flatnonzero(filter_mask(index, filters_in_force(settings)))
     dense = None
-    # A partly embedded index (Ollama left mid-way) is searched by BM25 alone:
-    # fusing would favour the rows that happen to have vectors.
+    # A partly embedded index is searched by BM25 alone: fusing would favour the rows embedded.
     if qvec is not None and index.vectors.shape[1] == len(qvec) and index.has_vector[rows].all():
         dense = typical_for_refused(index, index.vectors @ qvec, rows)
     terms = query_postings(index.lexicon, question)    # tokenized once: BM25, fusion, confidence
@@ -8483,9 +8476,8 @@ def inline_filters(line: str, settings: Settings) -> tuple[Settings, str, str]:
     "since: expected a date like 2026-01-15, 2026-01 or 2026, or a time ago like 7d, 2w, 3m or
      1y, not 'yesterday'"
     """
-    # A #tag is a run of word characters, "/" and "-" with a letter in it (INLINE_TAG's rule),
-    # found by a lookahead: spelt as INLINE_TAG is, a long "#word." that the final (?=\s|$)
-    # refuses takes quadratic time.
+    # A #tag by INLINE_TAG's rule, found by a lookahead: spelt as INLINE_TAG is, a long "#word."
+    # that the final (?=\s|$) refuses would take quadratic time.
     one_filter = re.compile(r"\s*(?:#(?=[\w/-]*[^\W\d_])([\w/-]+)|(tag|since|until):(\S*))(?=\s|$)")
     tags, dates, at = [], {}, 0
     while m := one_filter.match(line, at):
@@ -10017,8 +10009,7 @@ def mcp_output_schemas() -> dict[str, dict]:
     string, integer, number, boolean = ({"type": t} for t in ("string", "integer", "number",
                                                                "boolean"))
     strings, integers = {"type": "array", "items": string}, {"type": "array", "items": integer}
-    # Nullable as anyOf, not a list of types: a client that maps schemas onto a dialect of one
-    # type each (Gemini's function declarations, say) takes it.
+    # Nullable as anyOf, not a list of types, which a client of one type each (Gemini) refuses.
     text_or_null = {"anyOf": [string, {"type": "null"}]}
     line = {"anyOf": [integer, {"type": "null"}]}         # null: a PDF's page has no lines
     source = closed({                     # sources_json()
@@ -10074,8 +10065,7 @@ def mcp_tools(settings: Settings) -> dict[str, dict]:
                   "description": f"only notes dated then or earlier: {dates}"}}
     output = mcp_output_schemas()
     top = top_k_limit(settings.chunk_size, settings.max_answer_tokens)
-    # Every tool only reads, and talks to nothing but the user's own Ollama: a client that
-    # reads the annotations need not ask the user before a call.
+    # Every tool only reads, and talks only to the user's Ollama: no need to ask before a call.
     reads_only = {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": False}
     return {t["name"]: t for t in [
         {"name": "search_notes", "title": "Search the notes",
@@ -10124,8 +10114,7 @@ def mcp_tools(settings: Settings) -> dict[str, dict]:
                           "description": "the question, in any language"},
              **filters}, "required": ["question"], "additionalProperties": False},
          "outputSchema": output["ask_notes"],
-         # Not idempotent: the chat model words each answer anew, and a question it cannot
-         # answer adds a line to the gap log each time it is asked.
+         # Not idempotent: each answer is worded anew, and each gap asked adds a gap log line.
          "annotations": {"title": "Ask the notes (local model)", **reads_only,
                          "idempotentHint": False}},
     ]}
@@ -10225,8 +10214,7 @@ class HeldIndex:
         now = time.monotonic()
         if self.watched is None or self.fresh_seconds <= 0 or now - self.used > MCP_WATCH_SECONDS:
             return None
-        # Not at once: while its client reads the answer, a look's stats (and Ollama, asked for
-        # the model's build) would take the cores it needs.
+        # Not at once: a look would take the cores its client needs while it reads the answer.
         if self.looked < self.used:
             return max(0.0, self.used + self.fresh_seconds / 10 - now)
         return max(0.0, self.looked + self.fresh_seconds / 2 - now)
@@ -10266,8 +10254,7 @@ class HeldIndex:
         finally:
             line.finish()
         self.rebuild = ""
-        # What still_current() compares with: the folders' stats first, so that a change made
-        # while the notes are listed shows in one or the other.
+        # The folders' stats first: a change made while the notes are listed shows in either.
         folders = self.folder_stats()
         files, _ = scan_notes(self.settings.notes_dir, [self.settings.cache_dir],
                               self.settings.follow_links)
