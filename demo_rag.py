@@ -1019,8 +1019,7 @@ class OllamaError(Exception):
 
 
 class Redirected(ollama.ResponseError):
-    """Ollama's address answered with a redirect (3xx), which the client does not follow: a 307
-    would send the notes on to whatever host it names. `location` is where it pointed."""
+    """A redirect from Ollama's address, never followed: a 307 would send the notes anywhere."""
 
     def __init__(self, status: int, location: str):
         super().__init__(f"redirect to {location}", status)
@@ -1681,8 +1680,7 @@ class Section(NamedTuple):
 
 
 def too_big(size: int, max_mb: float) -> str:
-    """Why a note of `size` bytes is too big to read ("" if it is not): a file's, known from its
-    stat alone, or its text's in UTF-8, which a reader makes from smaller bytes (a zip's).
+    """Why a note of `size` bytes (its file's, or its text's in UTF-8) is too big to read, or "".
 
     >>> too_big(3 * 2**30, 5.0), too_big(100, 5.0)
     ('3072.0 MB is over the 5 MB limit (--max-note-mb)', '')
@@ -1958,8 +1956,7 @@ class NoteScan:
                                        st.st_ino, st.st_dev))
 
     def without_linked_twins(self) -> list[NoteFile]:
-        """The files but the links to a note listed already, under its own name or another
-        link's (`twins`): the same note twice would take two of the places of every search."""
+        """The files but links to a note listed already (`twins`): it would fill two places."""
         seen: dict[int, list[str]] = {}   # inode -> paths kept (an inode may be another disk's)
         for f in self.files:
             if f.rel not in self.linked:
@@ -2664,8 +2661,7 @@ def extracted(sections: list[Section], kind: str) -> list[Section]:
 
 
 def outline_heading(value: str, first: int, last: int) -> str | None:
-    """A heading ("h1" to "h6", deeper ones "h6") from an outline level numbered from `first` to
-    `last` (Word: 0 to 8, its 9 is body text; OpenDocument: 1 to 10), None for any other.
+    """A heading ("h1" to "h6") from an outline level numbered `first` to `last`, else None.
 
     >>> outline_heading("0", 0, 8), outline_heading("7", 1, 10), outline_heading("²", 0, 8)
     ('h1', 'h6', None)
@@ -2722,8 +2718,7 @@ def word(tag: str) -> str:
 
 
 def word_styles(pieces: Iterable[bytes]) -> dict[str, str | None]:
-    """The styles of a Word file's styles.xml that are headings (by name, outline level or the
-    style they are based on) or a table of contents: style id -> "h1" to "h6", or None."""
+    """Word's heading (-> "h1" to "h6") and table of contents (-> None) styles, by style id."""
     styles: dict[str, dict] = {}
     style: dict = {}
 
@@ -2789,8 +2784,7 @@ def word_text(doc: OfficeText, pieces: Iterable[bytes], styles: dict[str, str | 
 
 def read_docx(path: Path, data: bytes | None = None,
               max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
-    """Read a Word (.docx) file as Markdown, one section cited by its headings (it has no pages
-    of its own), its footnotes and endnotes after its text, as an e-book's are; no warning."""
+    """A Word (.docx) file as Markdown, one section cited by its headings, its notes at its end."""
     def sections(doc: Unzipped) -> tuple[list[Section], str | None]:
         main = "word/document.xml"
         if "_rels/.rels" in doc.names:    # where the package says its document is
@@ -2816,8 +2810,7 @@ ODF_BLOCKS = {"list-item": "li", "table-row": "tr", "table-cell": "td"}
 
 
 def odf_markdown(pieces: Iterable[bytes], max_mb: float) -> str:
-    """An OpenDocument text's content.xml as Markdown (OfficeText), ODF_LEFT_OUT left out; its
-    elements known by their names alone, as content.xml uses each in one namespace."""
+    """An OpenDocument text's content.xml as Markdown (OfficeText), ODF_LEFT_OUT left out."""
     text, skip = OfficeText(max_mb), 0
 
     def start(tag: str, attrs: dict) -> None:
@@ -2854,8 +2847,7 @@ def read_odt(path: Path, data: bytes | None = None,
 
 
 def epub_toc(page: str) -> list[tuple[str, int, str]]:
-    """An e-book's table of contents: each entry's link, level and title, in order, from its nav
-    document (EPUB 3, levels as its lists nest) or its toc.ncx (EPUB 2, as its navPoints nest).
+    """An e-book's table of contents: each entry's link, level and title (EPUB 3's or 2's).
 
     >>> epub_toc('<nav epub:type="toc"><ol><li><a href="a.xhtml">One</a><ol><li>'
     ...          '<a href="a.xhtml#b">T&amp;wo</a></li></ol></li></ol></nav><nav>...</nav>')
@@ -3011,8 +3003,7 @@ def read_notebook(path: Path, data: bytes | None = None,
 
 
 class Org:
-    """Org's syntax as read_org reads it: headlines, #+ settings, blocks (#+BEGIN_SRC ...
-    #+END_SRC), drawers (:NAME: ... :END:), lines that are no text (SCHEDULED:, # comments)."""
+    """Org's syntax as read_org reads it: headlines, #+ settings, blocks, drawers, non-text."""
     HEADLINE = re.compile(r"(\*+)[ \t]+(.*)")
     # Tags, from the first of the spaces before them (from every one would be quadratic).
     TAGS = re.compile(r"(?<![ \t])[ \t]+:([\w@#%:]+):[ \t]*$")
@@ -3617,8 +3608,7 @@ class Term(NamedTuple):
 
 
 def query_postings(lex: Lexicon, query: str) -> list[Term]:
-    """Each distinct term of the query with its idf and the chunks it occurs in, in the order
-    typed: Part I's bm25() reads every chunk's Counter per term, this one binary search.
+    """Each distinct query term with its idf and its chunks, by one binary search (not Counters).
 
     >>> lex = lexicon_from_texts(["the cat sat", "a dog sat"])
     >>> [(t.text, round(t.idf, 3), t.rows.tolist()) for t in query_postings(lex, "cat sat fish")]
@@ -6888,14 +6878,12 @@ UNACCENTED = {c: unicodedata.normalize("NFD", chr(c))[0] for c in range(0xC0, 0x
 
 @functools.lru_cache(maxsize=1 << 16)
 def word_start(term: str) -> str:
-    """A longer word's first PREFIX letters, unaccented: what its inflections share, where
-    tokenize()'s singular() (the one stemmer) leaves them apart ("Kette", "Kettenwechsel")."""
+    """A longer word's first PREFIX letters, unaccented: what inflections share ("Ketten")."""
     return term.translate(UNACCENTED)[:PREFIX]
 
 
 def claim_terms(sentence: str) -> list[str]:
-    """A sentence's informative terms, citations left out: tokenize()'s words, and CJK as
-    pairs (one character is in almost any Chinese source) without a function character (的).
+    """A sentence's informative terms: tokenize()'s words, CJK as pairs without a function word.
 
     >>> claim_terms("根据笔记，绿茶的水温是80度 [1]. According to the notes, use 2 grinders!")
     ['绿茶', '水温', '80', '度', 'use', '2', 'grinder']
@@ -7332,8 +7320,7 @@ def flaw(claim: Claim, line: Line, around: list[Line], elsewhere: list[Line]) ->
 
 
 class SentenceCheck(NamedTuple):
-    """One sentence of an answer (text, cited: its Claim's), checked: its verdict, why (for one
-    flagged), and the line that holds it best, in the file where the source is a chunk of one."""
+    """One sentence of an answer, checked: its verdict, why, and the line that holds it best."""
     text: str
     cited: tuple[int, ...]
     verdict: str                          # SUPPORTED, UNSUPPORTED, WRONG, JUDGED or SKIPPED
@@ -8465,8 +8452,7 @@ QUESTION = Mode(
 
 
 def inline_filters(line: str, settings: Settings) -> tuple[Settings, str, str]:
-    """--chat's filters, typed before a question, in place of the command line's of their kind:
-    the settings to ask with, the question, and what is wrong with them ("" if nothing).
+    """--chat's filters typed before a question: the settings, the question, and what is wrong.
 
     >>> s, q, problem = inline_filters("#work tag:home since:2026-01 what did we decide?",
     ...                                Settings())
@@ -8754,8 +8740,7 @@ def item_filters(item: dict) -> dict:
 
 
 def load_eval_set(path: Path, appending: bool = False) -> list[dict]:
-    """An evaluation set: a JSONL file of {"question", "answers", "source"?} lines, else a
-    UsageError; one to append to (`appending`) may not be there yet: then it holds nothing."""
+    """An evaluation set (JSONL: question, answers, source?), else UsageError; [] if new."""
     if appending and not path.exists():   # a link to no file yet is written through
         return []
     items, n = [], 0                      # n: the line read last (0: none yet)
@@ -9484,8 +9469,7 @@ VIA_MCP = "mcp"                           # an entry's "via": asked by an agent 
 
 
 def read_log_file(path: Path) -> bytes:
-    """A log file's bytes, at most twice GAP_LOG_MAX_MB (a bigger one is no log of ours: its end
-    is cut). Raises OSError for a link, a folder or anything else that is no regular file."""
+    """A log file's bytes, at most twice GAP_LOG_MAX_MB; OSError for anything not a regular file."""
     fd = os.open(path, OPEN_TO_READ)
     if not stat.S_ISREG(mode := os.fstat(fd).st_mode):
         os.close(fd)
