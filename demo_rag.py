@@ -7250,8 +7250,7 @@ def negation_flaw(claim: Claim, around: list[Line]) -> str:
             found = [(sum(w for t, w in words.items() if t in terms), -len(terms), neg, held, k)
                      for k, neg, held, terms in theirs]
             weight, _, held, held_clause, there = max(found, default=(0.0, 0, False, False, ""))
-            # a "not" of its own is news
-            enough = CLAUSE_SHARE / 2 if negated else CLAUSE_SHARE
+            enough = CLAUSE_SHARE / 2 if negated else CLAUSE_SHARE    # its own "not" is news
             if len(words) < 2 or weight < enough * sum(words.values()) or negated == held \
                     or not negated and whole == held_clause:
                 continue
@@ -7379,8 +7378,7 @@ def check_sentence(claim: Claim, sources: Sequence, lines_of: list[list[Line]],
         why = f"[{wrong[0]}] names no source ({len(sources)} were sent)"
         return SentenceCheck.of(claim, WRONG, why)
     candidates = [c - 1 for c in valid] or every
-    # code may fill a CJK source
-    script = question_language(INLINE_CODE.sub(" ", claim.said))
+    script = question_language(INLINE_CODE.sub(" ", claim.said))   # code may fill a CJK source
     texts = [" ".join(x.text for x in lines_of[c]) for c in candidates]
     if claim.declines or all(t and (not CJK_CHAR.search(t) if script == "zh"
                                     else question_language(t) == "zh") for t in texts):
