@@ -1533,8 +1533,7 @@ def read_markdown(text: str) -> tuple[str, NoteMeta, str | None]:
 
 
 def note_card(rel: str, meta: NoteMeta, mtime_ns: int | None) -> NoteMeta:
-    """A note's NoteMeta with its title (else its file name) and its date filled in: the front
-    matter's, else a YYYY-MM-DD in its file name (a daily note), else its modification day.
+    """A note's NoteMeta with its title and date: the front matter's, the file name's, or mtime's.
 
     >>> card = note_card("daily/2026-03-01.md", NoteMeta(), 0)
     >>> card.title, card.date, card.dated_by
@@ -2588,8 +2587,7 @@ class Unzipped:
 def read_zipped(path: Path, data: bytes | None, max_mb: float, kind: str,
                 read: Callable[[Unzipped], tuple[list[Section], str | None]]
                 ) -> tuple[list[Section], str | None]:
-    """A zip-based note's sections and warning, as read(Unzipped) finds them in its bytes (`data`,
-    or the file's), within `max_mb`. ValueError for a damaged, encrypted or unreadable zip."""
+    """A zip-based note's sections and warning, as read(Unzipped) finds them; ValueError if bad."""
     import io
     import zipfile                        # (only here: most folders hold no zip-based note)
     import zlib
@@ -2742,8 +2740,7 @@ def word_styles(pieces: Iterable[bytes]) -> dict[str, str | None]:
 
 
 def word_text(doc: OfficeText, pieces: Iterable[bytes], styles: dict[str, str | None]) -> None:
-    """Read a Word file's document.xml into `doc`, each paragraph a heading by its style or
-    outline level, a list item if numbered: the text Word shows (no tracked deletions)."""
+    """Read a Word file's document.xml into `doc`: the text Word shows, headings by style."""
     open_, skip = Counter(), 0
 
     def start(tag: str, attrs: dict) -> None:
@@ -5388,8 +5385,7 @@ def trim(candidates: list[Hit], scores: Scores) -> list[Hit]:
 
 
 def rank(index: Index, question: str, qvec: np.ndarray | None, settings: Settings) -> Retrieval:
-    """Rank the chunks for an embedded question (qvec None: keywords only) as the banner above
-    draws it, and locate each source's passage; at most top_k_limit() are judged and sent."""
+    """Rank the chunks for an embedded question (None: by keywords) and locate each passage."""
     scores = score(index, question, qvec, settings)
     ranked = select(index, scores, max(CANDIDATE_DEPTH, settings.top_k))
     # A reranker would reorder `ranked` here: judge and trim take what it puts first.
@@ -5403,8 +5399,7 @@ def rank(index: Index, question: str, qvec: np.ndarray | None, settings: Setting
 
 
 def search(client: ollama.Client, index: Index, question: str, settings: Settings) -> Retrieval:
-    """The one search path every caller takes: embed the question, rank(), say how it went. With
-    no question vector or some chunks' missing, it ranks by keywords and says why."""
+    """The one search path: embed the question, rank(), and say why if by keywords alone."""
     t0 = time.perf_counter()
     qvec, why, changed = None, None, ""
     if not index.complete:
@@ -9524,8 +9519,7 @@ def gap_from_line(line: bytes) -> dict | str | None:
 
 
 def read_gaps(path: Path) -> tuple[list[dict], list[str]]:
-    """The gap log's entries, oldest first (GAP_LOG_OLD, then the log), and a warning for each
-    kind of line skipped; OSError for a log that is a folder, none for a log not there."""
+    """The gap log's entries, oldest first, and a warning for each kind of line skipped."""
     entries, warnings = [], []
     for p in (path.with_name(GAP_LOG_OLD), path):
         try:
@@ -9683,8 +9677,7 @@ def now_found(index: Index, entries: list[dict], qvec: np.ndarray,
 
 def gap_report(client: ollama.Client, index: Index, entries: list[dict],
                settings: Settings) -> dict:
-    """The log's entries (of one notes folder) as --gaps reports them, JSON-ready: questions
-    grouped by meaning, most asked first, each once, and whether today's index answers it."""
+    """The log's entries (of one folder) grouped by meaning, most asked first, found or not now."""
     asked: dict[str, list[dict]] = {}
     for e in entries:
         asked.setdefault(folded(e["question"]), []).append(e)
@@ -9789,8 +9782,7 @@ def clear_gaps(path: Path, as_json: bool) -> int:
 
 
 def run_gaps(args, settings: Settings, client: ollama.Client) -> int:
-    """--gaps: the logged questions of these notes by topic, and whether today's index finds
-    them; --to-eval, --clear. Needs the embedding model (to search), never the chat model."""
+    """--gaps: the logged questions by topic, found or not now; needs no chat model."""
     path = settings.cache_dir / GAP_LOG
     if args.clear:
         return clear_gaps(path, args.json)
@@ -10181,8 +10173,7 @@ class HeldIndex:
 
     def current(self, progress: Callable[[str | EmbedProgress], None] = lambda event: None
                 ) -> tuple[Index, IndexReport]:
-        """The index and its report as the notes are (or were fresh_seconds ago), brought up to
-        date first if need be; UsageError (no note usable) or FileNotFoundError (no folder)."""
+        """The index and its report as the notes are (or were fresh_seconds ago): open_index's."""
         with self.lock:
             self.used = time.monotonic()
             if self.watched is None or self.used - self.looked >= self.fresh_seconds:
@@ -10202,8 +10193,7 @@ class HeldIndex:
         return max(0.0, self.looked + self.fresh_seconds / 2 - now)
 
     def look(self) -> None:
-        """While idle: if it is time (idle_for), look for changes and bring the index up to date.
-        Skipped while a caller holds the lock; what fails is left for the next call to say."""
+        """While idle, if it is time (idle_for): look for changes, unless a caller has the lock."""
         if not self.lock.acquire(blocking=False):
             return
         try:
@@ -10607,8 +10597,7 @@ def tool_call(name: str, run: Callable[[], dict | Later]) -> dict | Later:
 
 
 class McpServer:
-    """One MCP session: the run's settings and client, the index it holds (HeldIndex), and MCP's
-    methods (the handshake, tools/list, tools/call), answering what its JsonRpcLines reads."""
+    """One MCP session: the run's settings and client, its HeldIndex, and MCP's methods."""
 
     HANDSHAKE_REVISIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")  # oldest first
     STATELESS_REVISIONS = ("2026-07-28",)  # no initialize: each request names one in its _meta
