@@ -1026,8 +1026,7 @@ class Redirected(ollama.ResponseError):
         self.location = location
 
 
-# Ollama's own 404 for a model it does not have, in each of its wordings: "model 'x' not
-# found", "model \"x\" not found, try pulling it first". Any other 404 is no model's.
+# Ollama's 404 for a model it lacks, in each wording ("model 'x' not found, try pulling it").
 MODEL_NOT_FOUND = re.compile(r"\bmodel\b.*\bnot found\b", re.IGNORECASE)
 
 
@@ -1611,12 +1610,10 @@ def readable_name(name: str, composed: bool = True) -> str:
     return os.fsencode(name.translate(NAME_ESCAPES)).decode("utf-8", "backslashreplace")
 
 
-# A byte-order mark names the encoding outright: Notepad writes one for UTF-8 and
-# UTF-16, and PowerShell's `>` writes UTF-16 with one.
+# A byte-order mark names the encoding outright (Notepad, PowerShell's `>` write one).
 BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
-# The legacy encodings notes come in, each with the company its characters keep:
-# an accented Latin letter sits inside a word of plain letters ("Müller"), a
-# Chinese character beside other Chinese characters or full-width punctuation.
+# The legacy encodings notes come in, each with the company its characters keep: an accented
+# Latin letter among plain ones ("Müller"), a Chinese character beside Chinese characters.
 LEGACY_ENCODINGS = {"GB18030": ("gb18030", re.compile("[\u2e80-\uffff]")),
                     # Latin-1 plus Word's “quotes”
                     "Windows-1252": ("cp1252", re.compile("[A-Za-z]"))}
@@ -1711,9 +1708,8 @@ def read_text(path: Path, data: bytes | None = None,
     return [Section(body, line=1 + text.count("\n") - body.count("\n"), meta=meta)], warning
 
 
-# A line is a running header or footer when it starts or ends at least this share
-# of the pages: title pages and chapter openers often lack the header, so "every
-# page" would miss it. With fewer pages there is no telling a header from text.
+# A line is a running header or footer when it starts or ends this share of the pages (not
+# every page: chapter openers lack it), and of no fewer pages: there it could be text.
 PDF_EDGE_SHARE = 0.6
 PDF_EDGE_MIN_PAGES = 3
 
@@ -1846,8 +1842,7 @@ def templates_folders(notes_dir: Path) -> dict[str, tuple[str, str]]:
     return found
 
 
-# Where a followed link never leads: the kernel's own trees (files that never end, devices that
-# block, every process's root), nor the whole disk.
+# Where a followed link never leads: the kernel's trees (endless files, blocking devices).
 SYSTEM_TREES = ("/proc", "/sys", "/dev")
 
 
@@ -5431,8 +5426,7 @@ def search(client: ollama.Client, index: Index, question: str, settings: Setting
 # its notes, and sets the floor just above what they typically score.
 
 
-# Everyday questions no notes are expected to answer (not those --make-eval writes, so that
-# --tune measures the floor on questions it was not set with).
+# Everyday questions no notes are expected to answer (not --make-eval's: --tune tests on those).
 FLOOR_PROBES = {
     "en": ["How many minutes should I cook spaghetti?", "What is the tallest mountain in Africa?",
            "How often should I water an orchid?", "Who painted the Mona Lisa?",
@@ -6213,8 +6207,7 @@ def chat_once(client: ollama.Client, settings: Settings, messages: list[dict], n
 # conversion compared as people round), its dates, its codes and its names. The citation
 # check, next, compares an answer's with its sources'.
 
-# [1], [1, 2], [1-3], [source 2], 【1】, ［１］ after NFKC; no citation has over 30 digits (int()
-# refuses a number past 4,300).
+# [1], [1, 2], [1-3], [source 2], 【1】, ［１］ after NFKC; at most 30 digits (int() has a limit).
 CITATION = re.compile(r"[\[【]\s*(?:sources?\s*)?"
                       r"(-?\d{1,30}(?:\s*(?:[-–~,，、;]|and)\s*-?\d{1,30})*)\s*[\]】]", re.IGNORECASE)
 INLINE_CODE = re.compile(r"(?<!`)(`+)(?!`)([^\n]+?)(?<!`)\1(?!`)")
@@ -6227,8 +6220,7 @@ SUPERSCRIPTS = str.maketrans({c: f"^{d}" for d, c in enumerate("⁰¹²³⁴⁵�
 NUMBER = re.compile(r"(?P<minus>(?<![0-9A-Za-z\u00c0-\u024f.,:/\-−–])[-−–]|\bminus |零下)?"
                     r"(?P<digits>\d{1,3}(?: \d{3}(?!\d))+(?:[.,]\d+)?|\d+(?:[.,:/]\d+)*)",
                     re.IGNORECASE)
-# The months' names in the notes' languages (Russian and Polish as a date writes them: "5 июня"),
-# then their abbreviations.
+# The months' names in the notes' languages (as a date writes them: "5 июня"), abbreviations.
 MONTH_OF = {name: n for n, names in enumerate([
     "january januar janvier enero gennaio januari janeiro января январь stycznia styczeń "
     "jan janv ene gen",
@@ -6690,8 +6682,7 @@ def codes_in(text: str) -> dict[str, str]:
     return codes
 
 
-# STOPWORDS and the other languages' function words, none a word of another ("war"), singular
-# as tokenize() makes words.
+# STOPWORDS and other languages' function words (none another's word: "war"), as tokenized.
 FUNCTION_WORDS = STOPWORDS | frozenset(w for word in (
     "der die das dem den des ein eine einer eines einem einen und oder ist sind wird werden haben "
     "mit von vom zu zum zur für auf im am bei aus nach vor wie wer wo wann sich es ich du er sie "
@@ -6766,8 +6757,7 @@ LINE_MARK = re.compile(r"^\s*(?:[-*+•>]|\d+[.)]|#{1,6})\s+(?:\[[ xX]\]\s+)?") 
 # or the end: not in 1.5 or v0.6, nor at a semicolon (a citation after "…; …" covers both).
 # What follows in lower case or a digit ("e.g. a") or a month after a day ("am 9. Mai") goes on.
 SENTENCE_END = re.compile(rf"。+|(?<=[{CJK}])[!?]+|[.!?]+(?=\s|[\[【]|$)")
-# A sentence saying the notes lack something, and the word turning to what they say: "the
-# notes do not mention X, but Y [1]" is judged by Y.
+# A sentence saying the notes lack something, then a turn: "not X, but Y [1]" is judged by Y.
 NOT_IN_NOTES = re.compile(
     r"\b(?:notes?|sources?|context|documents?|passages?|notizen|quellen|unterlagen|notas"
     r"|fuentes|appunti|fonti|notities|bronnen|notatk\w*|заметк\w*)\b.{0,50}"
@@ -6930,8 +6920,7 @@ class Line(NamedTuple):
                 frozenset().union(*(x.starts for x in lines)))
 
 
-# A source's line that starts a block (a heading, list item, table row, quote, fence, blank
-# line): any other goes on with the sentence of the line before.
+# A source's line that starts a block: any other goes on with the sentence of the line before.
 BLOCK_START = re.compile(r"[ \t]*(?:$|#|[-*+•>|]|\d+[.)]\s|```|~~~)")
 
 
@@ -9036,14 +9025,12 @@ EVAL_QUESTIONS = 40                       # per generated set: enough to tell va
 # Questions are asked about passages of 100 to 300 characters: not chunks, so that the set does
 # not depend on the chunk size it will judge; shorter ones (a title, a one-liner) ask trivia.
 EVAL_PASSAGE_CHARS = (100, 300)
-# A question is dropped when more than this share of its words (CJK: bigrams) occur in its
-# passage: it copies rather than asks.
+# A question with more than this share of its words in its passage copies rather than asks.
 EVAL_MAX_COPIED = 0.75
 EVAL_UNANSWERABLE_SHARE = 1 / 8           # of the questions have no answer: they set the floor
 EVAL_REPLY_TOKENS = 200                   # one question and a short answer, in JSON
 TUNE_TOP_KS = (3, 5, 8)                   # --top-k values tried: the smallest finding most wins
-# The recommended floor still answers this share of the answerable questions: giving up the odd
-# weak one lets it sit above what the unanswerable ones score.
+# The share of the answerable the recommended floor answers: it gives up the odd weak one.
 TUNE_ANSWERED = 0.95
 # The MRR a variant must gain over the defaults to be recommended: one question moving from
 # rank 1 to 2 is 0.5/n (0.0125 at 40), noise.
@@ -9059,8 +9046,7 @@ From the passage the user sends, reply with a JSON object:
 EVAL_SCHEMA = {"type": "object", "required": ["question", "answer"],
                "properties": {"question": {"type": "string"}, "answer": {"type": "string"}}}
 
-# Questions no note is likely to answer, in the languages the notes are written in;
-# any the notes do seem to cover (OFF_TOPIC_COVERAGE) are left out.
+# Questions no note is likely to answer, by language; any the notes seem to cover are left out.
 UNANSWERABLE = {
     "en": ["What is the boiling point of ethanol?", "Who won the 1998 football World Cup?",
            "How many moons does Neptune have?", "What is the capital of Mongolia?",
@@ -9455,8 +9441,7 @@ TUNE = Mode(
 # --gaps: the gap log grouped by topic, and which of its questions today's notes answer.
 
 
-# Two questions are one topic when their cosine stands this share of the way from that of two
-# unrelated ones (FLOOR_PROBES') to 1 (bench/gaps.md).
+# Two questions are one topic past this share of the way from unrelated ones' cosine to 1.
 GAP_GROUP_SHARE = 0.4
 VIA_MCP = "mcp"                           # an entry's "via": asked by an agent (--mcp's ask_notes)
 
@@ -9847,8 +9832,7 @@ GAPS = Mode(
 
 MCP_READ_LINES = 200                      # lines read_note gives when not told; the agent asks on
 
-# The filters search_notes and ask_notes take: argument -> the Settings field it sets for the
-# call, and the function that reads it as the command line reads its flag.
+# The tools' filters: argument -> (its Settings field, the function reading it as its flag).
 SEARCH_FILTERS = {"source": ("source_filter", str),
                   "tags": ("tags", lambda tags: tuple(dict.fromkeys(map(tag_name, tags)))),
                   "since": ("since", date_bound), "until": ("until", date_bound)}
@@ -10294,8 +10278,7 @@ class HeldIndex:
 # answers in a thread of its own meanwhile. Standard library only: clients bring the SDK.
 
 
-# A character CONTROL_ESCAPES escapes: found by a regular expression, which is many times faster
-# than translate() going through a text that holds none, as nearly every text does.
+# A character CONTROL_ESCAPES escapes: a search is far faster than translate() on clean text.
 CONTROL_CHARACTER = re.compile("[" + "".join(map(chr, CONTROL_ESCAPES)) + "]")
 
 
