@@ -1078,9 +1078,8 @@ def explain_ollama_error(exc: Exception, model: str, mid_reply: bool = False) ->
                        f"(or point OLLAMA_HOST at it)")
 
 
-# What a call to Ollama can raise that is Ollama's doing, not ours: an error status (a redirect
-# among them), a connection that fails or breaks, and a reply that is not what the API promises
-# (the client's JSON and pydantic errors are ValueErrors, and so are our checks of its replies).
+# What a call to Ollama can raise that is Ollama's doing, not ours: an error status, a connection
+# that fails, a reply not as the API promises (a ValueError, as our checks of replies raise).
 OLLAMA_FAILURES = (ollama.ResponseError, ConnectionError, httpx.TransportError, ValueError)
 
 
@@ -1783,9 +1782,8 @@ class NoteType(NamedTuple):
     place: str = "p."
 
 
-# Which files are notes, and how each kind is read: the one table the scanner, the messages
-# and --explain go by. Part I's suffixes are read as text; each lambda looks its reader up
-# when called, so the table can sit up here with the other settings. To add a type, add a line.
+# Which files are notes, and how each kind is read: the one table all go by. To add a type, add
+# a line; each lambda looks its reader up when called, so the table can sit above the readers.
 NOTE_TYPES = {**{suffix: NoteType(lambda *a: read_text(*a), lines=True)
                  for suffix in NOTE_SUFFIXES},
               # optional: pip install pypdf
@@ -1813,8 +1811,7 @@ def place_name(rel: str, page: int) -> str:
 # A note or a settings file is opened as itself, never through a link at its path (Windows has
 # no O_NOFOLLOW: there the identities compared catch it), and without waiting for a FIFO's writer.
 OPEN_TO_READ = os.O_RDONLY | NOT_A_LINK | getattr(os, "O_NONBLOCK", 0)
-# Where Obsidian's Templates core plugin and the Templater plugin keep the folder of templates:
-# notes of placeholders (<% tp.date.now() %>, {{date}}) that new notes are made from, not notes.
+# Where Obsidian's Templates and Templater plugins keep the templates: placeholders, not notes.
 TEMPLATE_SETTINGS = ((".obsidian/templates.json", "folder"),
                      (".obsidian/plugins/templater-obsidian/data.json", "templates_folder"))
 SETTINGS_MAX_BYTES = 1 << 20              # a plugin's settings file read beyond this is no JSON
@@ -2699,9 +2696,8 @@ class OfficeText:
 # Word's namespaces: the one Word writes, and strict Office Open XML's.
 WORD_NAMESPACES = ("{http://schemas.openxmlformats.org/wordprocessingml/2006/main}",
                    "{http://purl.oclc.org/ooxml/wordprocessingml/main}")
-# Word names its heading styles "heading 1" to "heading 9" in styles.xml whatever the language it
-# shows them in (a German Word's "Überschrift 1" has the id "berschrift1" and that name), and its
-# table of contents "toc 1": those paragraphs repeat the headings, and are left out.
+# Word names its heading styles "heading 1" to "heading 9" in styles.xml in every language, and
+# its table of contents "toc 1": those paragraphs repeat the headings, and are left out.
 WORD_STYLE = re.compile(r"heading ?([1-9])|toc ?[1-9]|toc heading", re.IGNORECASE)
 
 
@@ -2793,9 +2789,8 @@ def read_docx(path: Path, data: bytes | None = None,
     return read_zipped(path, data, max_mb, "Word", sections)
 
 
-# What an OpenDocument text holds that is not its running text: comments, a footnote's number,
-# tracked deletions, the indexes that repeat the headings (a footnote's text is read, before the
-# paragraph that cites it). Then the elements that are blocks, as HTML names them.
+# What an OpenDocument text holds that is not its running text (a footnote's text is read,
+# before its paragraph); then the elements that are blocks, as HTML names them.
 ODF_LEFT_OUT = frozenset({"annotation", "note-citation", "tracked-changes", "table-of-content",
                           "illustration-index", "alphabetical-index", "bibliography"})
 ODF_BLOCKS = {"list-item": "li", "table-row": "tr", "table-cell": "td"}
@@ -5458,8 +5453,7 @@ OFF_TOPIC_COVERAGE = 0.5                  # more of a probe's words in one chunk
 # The most of 24 probes is about what 1 off-topic question in 25 exceeds: the cosine counts in
 # full only a quarter of their spread above it.
 PROBE_REACH = 0.25
-# A text is "zh" once more than this share of its characters is CJK: a Chinese word takes about
-# 2 characters, an English one about 6 with its space, so above a quarter most are Chinese.
+# "zh" past this share of CJK characters: a Chinese word is ~2 characters, an English one ~6.
 ZH_CJK_SHARE = 0.25
 
 
@@ -6256,9 +6250,8 @@ DATE = re.compile(
 # A time of day in CJK: 8시 10분, 9時, 9点半 (8:10, 9:0, 9:30).
 CLOCK = re.compile(r"(?<!\d)(?P<h>\d{1,2}) ?[시時点點] ?(?:(?P<m>\d{1,2}) ?[분分](?!钟)|(?P<half>半|반))?")
 DATE_VALUE = re.compile(r"(?:\d{4}|-)-\d\d-\d\d")    # how read_date() writes a date
-# Units: each one's dimension, size in the dimension's unit, and names (symbols, then words).
-# A number's unit is written right after it (a currency's sign may stand before it); "deg" is
-# a degree of no named scale (80 度, 80 Grad).
+# Units: each one's dimension, size in the dimension's unit, and names (symbols, then words),
+# written after its number (a currency's sign may stand before); "deg" is of no named scale.
 UNITS = {
     "km": ("length", 1000, "km kilometer kilometre kilomètre kilómetro chilometro quilômetro "
                            "kilometr км километр 公里 千米 킬로미터"),
@@ -6308,9 +6301,8 @@ UNITS = {
 }
 UNIT_OF = {name.replace("_", " "): unit for unit, (_, _, names) in UNITS.items()
            for name in names.split()}
-# A unit's name after a number ("12 km", "80度", "3 Stunden": plural and case endings too, then
-# the word's end; a CJK name needs neither). The endings follow all Latin and Cyrillic names at
-# once: after each name, they would take a second to compile.
+# A unit's name after a number ("3 Stunden": endings too, then the word's end; not in CJK). The
+# endings follow all names at once: after each name, they would take a second to compile.
 UNIT_NAMES = sorted(UNIT_OF, key=len, reverse=True)
 UNIT = re.compile(
     " ?(?P<unit>(?:" + "|".join(re.escape(n) for n in UNIT_NAMES if not CJK_CHAR.search(n))
@@ -7040,10 +7032,9 @@ SUPPORTED, UNSUPPORTED, WRONG, JUDGED, SKIPPED = (
 # The share of a sentence's idf weight that the lines around its best one must hold.
 SUPPORT_MIN = 0.5
 CLAIM_MIN_TERMS = 2                       # fewer informative terms and no number: no claim
-# A number or name of another line is the sentence's if that line holds HOLDER_SHARE of its
-# part's words; a negation is compared in the part of its lines holding CLAUSE_SHARE of them.
+# Another line's number is the sentence's if that line holds HOLDER_SHARE of its part's words.
 HOLDER_SHARE = 0.4
-CLAUSE_SHARE = 0.5
+CLAUSE_SHARE = 0.5                        # a negation: compared in the part holding this share
 # A judge's call may take JUDGE_SECONDS (a 7B model on a CPU, loading first) to say Yes or No.
 JUDGE_SECONDS = 120
 JUDGE_TOKENS = 2
@@ -7057,8 +7048,7 @@ def words_of(*groups: str) -> re.Pattern:
                       re.IGNORECASE)
 
 
-# Words that turn a claim around: a sentence and its line must agree on whether a thing is so
-# (French by its "pas", "jamais": its "ne" is also "only"'s, "ne … que").
+# Words that turn a claim around (French by its "pas": its "ne" is also "only"'s, "ne … que").
 NEGATION = words_of(
     "not no never without none nor neither cannot n't nothing nobody",
     "nicht kein keine keinen keinem keiner keines nie niemals ohne weder nichts",
@@ -7066,8 +7056,7 @@ NEGATION = words_of(
     "non mai senza nessun nessuno nessuna né niente nulla não jamais sem nenhum nenhuma nem",
     "niet geen nooit zonder noch niets не нет никогда без ни нельзя nie nigdy bez żaden żadna",
     "inte ej aldrig utan ingen inget 不 没 沒 别 別 无 無 未 勿 禁止 ない ません ず 않 못 없 금지")
-# Words that bound a number or a claim: "about 30" may round a line's "30", but a sentence's
-# bound and its line's may not clash (CLASHES: "exactly" where the line says "about").
+# Words that bound a number: a sentence's and its line's may not clash (CLASHES).
 QUALIFIERS = {
     "exact": words_of("exactly precisely genau exakt exactement exactamente esattamente "
                       "exatamente precies ровно dokładnie 正好 整整 恰好 ちょうど 정확히"),
@@ -7103,8 +7092,7 @@ BOUND_PHRASE = re.compile(
     r"|\bне (?:больше|меньше|более|менее|дольше|позже)|\bnie (?:więcej|mniej|dłużej|później) niż"
     r"|不少于|不低于|不超过|不多于|不高于|不到|不足|不超過|不少於", re.IGNORECASE)
 
-# Where a sentence's clauses part (a negation or bound holds within its clause), and its parts:
-# the facts a list or "and" joins ("nor Y" is a part of its own).
+# Where a sentence's clauses part (a negation holds within its clause), and its facts' parts.
 CLAUSE = re.compile(r"[;:；：()]|,?\s(?:but|while|whereas|aber|sondern|während|mais|pero|sino|ma"
                     r"|maar|но|ale|men)\s|[,，]?(?:但是|但|而)", re.IGNORECASE)
 PART = re.compile(r"[,，、]|\s(?:and|und|et|y|e|en|и|i|och|or|oder|ou|o)\s|和|并且|并|以及|或者"
@@ -9022,8 +9010,7 @@ EVAL = Mode(
 
 
 EVAL_QUESTIONS = 40                       # per generated set: enough to tell variants apart
-# Questions are asked about passages of 100 to 300 characters: not chunks, so that the set does
-# not depend on the chunk size it will judge; shorter ones (a title, a one-liner) ask trivia.
+# Passages asked about: not chunks, whose size the set will judge; shorter ones ask trivia.
 EVAL_PASSAGE_CHARS = (100, 300)
 # A question with more than this share of its words in its passage copies rather than asks.
 EVAL_MAX_COPIED = 0.75
@@ -9032,8 +9019,7 @@ EVAL_REPLY_TOKENS = 200                   # one question and a short answer, in 
 TUNE_TOP_KS = (3, 5, 8)                   # --top-k values tried: the smallest finding most wins
 # The share of the answerable the recommended floor answers: it gives up the odd weak one.
 TUNE_ANSWERED = 0.95
-# The MRR a variant must gain over the defaults to be recommended: one question moving from
-# rank 1 to 2 is 0.5/n (0.0125 at 40), noise.
+# The MRR a variant must gain to be recommended: one question from rank 1 to 2 is 0.5/n, noise.
 TUNE_MIN_GAIN = 0.02
 
 EVAL_PROMPT = """You write one test question for a search engine over someone's notes.
@@ -9457,8 +9443,7 @@ def read_log_file(path: Path) -> bytes:
         return f.read(2 * GAP_LOG_MAX_MB * 2**20)
 
 
-# An entry's fields and the types they must have (type(None): it may be null); the first four
-# every entry has. A line of another shape is no entry of ours, however it came to be.
+# An entry's fields and their types (type(None): null); the first four every entry has.
 GAP_FIELDS = {"time": (str,), "question": (str,), "notes": (str,), "why": (str,),
               "asked": (str,), "language": (str,), "via": (str,), "confidence": (int, float),
               "floor": (int, float), "sources": (list,), "filters": (dict,), "vector": (dict,)}
