@@ -926,9 +926,8 @@ class Settings:
 
 
 # §ollama --------------------------------------------------------------------
-# Talking to Ollama: one client, which sends nothing anywhere but the Ollama the user
-# named, and Ollama's errors in words a user can act on. Part I lets the client's
-# exceptions through; Part II says what to do about them.
+# Talking to Ollama: one client, which sends nothing anywhere but the Ollama the user named,
+# and Ollama's errors in words a user can act on (Part I lets the client's exceptions through).
 
 
 def without_password(url: str) -> str:
@@ -1808,8 +1807,7 @@ def place_name(rel: str, page: int) -> str:
     return f"{kind.place}{page}"
 
 
-# A note or a settings file is opened as itself, never through a link at its path (Windows has
-# no O_NOFOLLOW: there the identities compared catch it), and without waiting for a FIFO's writer.
+# A note opens as itself, never through a link (Windows: identities compared), nor waits on a FIFO.
 OPEN_TO_READ = os.O_RDONLY | NOT_A_LINK | getattr(os, "O_NONBLOCK", 0)
 # Where Obsidian's Templates and Templater plugins keep the templates: placeholders, not notes.
 TEMPLATE_SETTINGS = ((".obsidian/templates.json", "folder"),
@@ -2537,11 +2535,10 @@ def read_html(path: Path, data: bytes | None = None,
 
 
 # §office --------------------------------------------------------------------
-# Office, e-books and notebooks: Word (.docx), OpenDocument text (.odt), EPUB and Jupyter
-# notebooks, read with the standard library alone: headings become Markdown's, which Part I's
-# chunker cuts at, and what is not the author's text is left out. The first three are zip
-# archives of XML: what is unzipped is bounded as it comes (a zip bomb is named and skipped),
-# and XML may declare no entities (a "billion laughs" expands a few lines into gigabytes).
+# Office, e-books and notebooks: Word, OpenDocument text, EPUB and Jupyter files, read with
+# the standard library alone, headings as Markdown's. The first three are zip archives of XML:
+# what is unzipped is bounded as it comes (a zip bomb is named and skipped), and XML may
+# declare no entities (a "billion laughs" expands a few lines into gigabytes).
 
 
 class Unzipped:
@@ -2985,8 +2982,7 @@ def read_notebook(path: Path, data: bytes | None = None,
 
 # §org-rst -------------------------------------------------------------------
 # Org and reST: read_org and read_rst turn each into Markdown-headed text whose line N is the
-# file's line N, as read_html does a page; what is not the author's text (Org's drawers and #+
-# settings, reST's comments and tables of contents) becomes blank lines.
+# file's line N, as read_html does a page; what is not the author's text becomes blank lines.
 
 
 class Org:
@@ -5415,10 +5411,9 @@ def search(client: ollama.Client, index: Index, question: str, settings: Setting
 
 
 # §floor ---------------------------------------------------------------------
-# The relevance floor: measured on each index, it replaces Part I's fixed MIN_SCORE. What
-# confidence() gives a question the notes cannot answer depends on the embedder, the language
-# and the notes, so each index asks itself some off-topic questions once, in the languages of
-# its notes, and sets the floor just above what they typically score.
+# The relevance floor: measured on each index, it replaces Part I's fixed MIN_SCORE. What an
+# unanswerable question scores depends on the embedder, language and notes, so each index asks
+# itself off-topic questions once and sets the floor just above what they typically score.
 
 
 # Everyday questions no notes are expected to answer (not --make-eval's: --tune tests on those).
@@ -5444,8 +5439,7 @@ FLOOR_PROBES = {
            "加拿大有多少人口？", "冬天怎样省电费？", "蜂蜜为什么不会变质？", "奶酪是怎么做出来的？",
            "国际象棋的王车易位有什么规则？", "被蜜蜂蜇了怎么处理？", "怎样让纸飞机飞得更远？", "电动牙刷的刷头多久换一次？"],
 }
-# calibrate()'s rule. A language needs MIN_CALIBRATION_PROBES left once those the notes cover
-# are dropped: notes that hold two thirds of these questions leave too few to set a floor by.
+# calibrate()'s rule: a language needs MIN_CALIBRATION_PROBES probes its notes do not cover.
 FLOOR_MARGIN = 0.05                       # the floor: the probes' median confidence plus this
 MIN_CALIBRATION_CHUNKS = 20               # fewer chunks say too little about an off-topic question
 MIN_CALIBRATION_PROBES = 8
@@ -6058,8 +6052,7 @@ class ChatStream:
     CHARS_PER_TOKEN characters a token (a server that ignores num_predict), or when it loops.
     """
     CHARS_PER_TOKEN = 16                  # prose takes 1 to 6 characters a token; code, tables more
-    # looping(): an answer whose last LOOP_WINDOW characters are one run of at most LOOP_UNIT
-    # characters over and over (4 times or more) is stuck; looked for every LOOP_CHECK_CHARS.
+    # looping(): stuck if the last LOOP_WINDOW characters repeat a run of at most LOOP_UNIT.
     LOOP_WINDOW = 1600
     LOOP_UNIT = 400
     LOOP_CHECK_CHARS = 100
@@ -6197,9 +6190,8 @@ def chat_once(client: ollama.Client, settings: Settings, messages: list[dict], n
 
 
 # §reading-claim -------------------------------------------------------------
-# Reading a claim: the numbers a text states as people write them, each with its unit (a
-# conversion compared as people round), its dates, its codes and its names. The citation
-# check, next, compares an answer's with its sources'.
+# Reading a claim: the numbers a text states as people write them, with their units, its dates,
+# codes and names, which the citation check compares between an answer and its sources.
 
 # [1], [1, 2], [1-3], [source 2], 【1】, ［１］ after NFKC; at most 30 digits (int() has a limit).
 CITATION = re.compile(r"[\[【]\s*(?:sources?\s*)?"
@@ -6745,9 +6737,8 @@ COVER_MORE = 2
 COVER_GAIN = 0.15
 
 LINE_MARK = re.compile(r"^\s*(?:[-*+•>]|\d+[.)]|#{1,6})\s+(?:\[[ xX]\]\s+)?")   # list, quote...
-# A sentence ends at CJK punctuation (NFKC makes "！" "!") or Latin before a space, a citation
-# or the end: not in 1.5 or v0.6, nor at a semicolon (a citation after "…; …" covers both).
-# What follows in lower case or a digit ("e.g. a") or a month after a day ("am 9. Mai") goes on.
+# A sentence ends at CJK punctuation or Latin before a space, a citation or the end: not in 1.5
+# or v0.6, nor at a semicolon; before lower case, a digit or a month (sentences_of), it goes on.
 SENTENCE_END = re.compile(rf"。+|(?<=[{CJK}])[!?]+|[.!?]+(?=\s|[\[【]|$)")
 # A sentence saying the notes lack something, then a turn: "not X, but Y [1]" is judged by Y.
 NOT_IN_NOTES = re.compile(
@@ -7023,9 +7014,8 @@ def best_line(claim: Claim, lines_of: list[list[Line]],
 
 # §citation-check ------------------------------------------------------------
 # The citation check: does each sentence of an answer say what the notes say? No model call:
-# each is read against its best line as a careful reader reads (numbers and units, names,
-# negation, "exactly" or "about", dates, code). It checks words, not meaning: a reworded
-# sentence may fail, a false one pass, and a judge model (judged()) may reread.
+# each is read against its best line as a careful reader reads. It checks words, not meaning:
+# a reworded sentence may fail, a false one pass, and a judge model (judged()) may reread.
 
 SUPPORTED, UNSUPPORTED, WRONG, JUDGED, SKIPPED = (
     "supported", "unsupported", "wrong", "judged", "skipped")
@@ -9004,9 +8994,8 @@ EVAL = Mode(
     examples=(("--eval demo-data/eval.jsonl", "measure retrieval"),))
 
 # §make-eval-tune ------------------------------------------------------------
-# --make-eval and --tune: an evaluation set of questions the chat model asks of your notes'
-# passages (kept when they pass three checks), and a sweep of every setting that needs no
-# re-embedding on such a set, which names the flags that did best.
+# --make-eval and --tune: questions the chat model asks of your notes' passages, and a sweep of
+# every setting that needs no re-embedding on such a set, which names the flags that did best.
 
 
 EVAL_QUESTIONS = 40                       # per generated set: enough to tell variants apart
