@@ -3550,9 +3550,8 @@ def sort_by_term(terms: np.ndarray, counts_in: np.ndarray, rows: np.ndarray, siz
 
 
 def build_lexicon(old: Lexicon | None, reuse: np.ndarray, new_texts: Iterable[str]) -> Lexicon:
-    """A lexicon for a new list of chunks, tokenising only the new ones: `reuse[i]` is the row
-    in `old` whose terms chunk i has, or -1 for a new chunk, whose text comes next in
-    `new_texts`. Memory stays a few bytes a posting: flat arrays, sorted by counting."""
+    """A lexicon for a new list of chunks, tokenising only `new_texts`: `reuse[i]` is the row in
+    `old` chunk i is, or -1 for a new one. A few bytes a posting: flat arrays, counting sort."""
     lengths = np.zeros(len(reuse), dtype=np.float32)
     term_id: dict[str, int] = {}                       # term -> id, in order of first sight
     parts = [tokenize_rows(new_texts, np.flatnonzero(reuse < 0), term_id, lengths)]
@@ -5161,9 +5160,8 @@ def weighted_z_scores(parts: dict[str, np.ndarray],
 
 
 def standout(scores: np.ndarray) -> float:
-    """How far the best score stands above what chance would give, in standard deviations: the
-    best of n random scores lies about sqrt(2 ln n) of them above their mean, and a ranker that
-    found something relevant puts its best further out. <= 0: no better than noise.
+    """How far the best score stands above chance, in standard deviations (the best of n random
+    ones lies about sqrt(2 ln n) above their mean): <= 0, no better than noise.
 
     >>> round(standout(np.array([0.0] * 99 + [1.0])), 2)
     6.92
@@ -6078,9 +6076,8 @@ class ChatStream:
         return strip_think(self.pieces(), opened_in_prompt=self.think_opens_in_prompt())
 
     def think_opens_in_prompt(self) -> bool:
-        """Whether the model's template may open a think block in the prompt that Ollama cannot
-        turn off (strip_think's opened_in_prompt): it mentions <think>, and Ollama lists no
-        "thinking" ability (or this client cannot ask not to think). No /api/show: False."""
+        """May the template open a think block in the prompt (strip_think's opened_in_prompt)? If
+        it mentions <think> and Ollama lists no "thinking" ability (or this client cannot ask)."""
         try:
             info = self.client.show(self.model)
         except OLLAMA_FAILURES:
@@ -6909,9 +6906,8 @@ BLOCK_START = re.compile(r"[ \t]*(?:$|#|[-*+•>|]|\d+[.)]\s|```|~~~)")
 
 def source_lines(text: str, decimal: str | None, first: bool | None,
                  over: str = "") -> list[Line]:
-    """A source's sentences (a wrapped paragraph's lines joined), list items and table rows,
-    each with the terms of the headings over it, of its table's header, and of `over` (a
-    chunk's headings and note name); numbers read by the `decimal` mark, dates by `first`."""
+    """A source's sentences (wrapped lines joined), list items and table rows, each with the terms
+    of its headings, its table's header and `over` (the chunk's headings and note name)."""
     wrapped = "".join(ch if ch != "\n" or BLOCK_START.match(text, k + 1) or k == 0
                       or text[k - 1] == "\n" else " " for k, ch in enumerate(text))
     # the headings in force: (level, terms, numbers)
@@ -7814,9 +7810,8 @@ def append_gap(path: Path, entry: dict) -> None:
     grows a page at a time, its last byte no newline yet: one run at a time looks and writes."""
 
     def locked() -> int:
-        """The log, opened to append and locked, the lock released as it is closed (POSIX
-        only: elsewhere two runs' writes may still meet). A run that waited while another
-        moved the full log to GAP_LOG_OLD opens the new one instead of adding to the old."""
+        """The log, opened to append and locked (POSIX only) till closed: a run that waited while
+        another moved the full log to GAP_LOG_OLD opens the new one instead of adding to the old."""
         fd = -1
         for _ in range(3):                # moved again while this run waited: it looks once more
             if fd >= 0:
@@ -8836,9 +8831,8 @@ def timed_answer(client: ollama.Client, index: Index, question: str,
 
 def answer_scores(index: Index, asked: list[tuple[dict, Outcome, float | None]],
                   settings: Settings) -> dict:
-    """What --eval --answers reports: of the answerable questions, the share citing a source that
-    holds the answer and of cited sentences supported; of the unanswerable, the share declined
-    or citing nothing; the chat model's time to first word and tokens per second."""
+    """What --eval --answers reports: of the answerable, the share citing a source that holds the
+    answer, and sentences supported; of the unanswerable, the share declined; the model's speed."""
     gold, cited, supported, refused, per_question = 0, 0, 0, 0, []
     answerable = [(item, o) for item, o, _ in asked if item.get("answers")]
     for item, o, first_word in asked:
@@ -9451,9 +9445,8 @@ def has_shape(d: dict, fields: dict[str, tuple[type, ...]], required: int) -> bo
 
 
 def gap_from_line(line: bytes) -> dict | str | None:
-    """One line of the log as an entry (its question at most GAP_QUESTION_CHARS), "other version"
-    for an entry of another log format, None for a line that is no entry: not JSON, a field not
-    of its type (GAP_FIELDS), a question that is no text (a lone surrogate cannot be embedded)."""
+    """One line of the log as an entry, "other version" for another log format's, None for one
+    that is no entry (not JSON, a field not of its GAP_FIELDS type, a question that is no text)."""
     try:
         entry = json.loads(line.decode("utf-8", "replace"))
     except (ValueError, RecursionError):
@@ -9567,9 +9560,8 @@ def gap_threshold(probes: np.ndarray, languages: list[str]) -> float:
 
 def gap_vectors(client: ollama.Client, index: Index, times: list[list[dict]],
                 settings: Settings) -> tuple[np.ndarray, float]:
-    """Each question's vector, as logged if embedded as this run embeds questions, and the cosine
-    from which two questions are one topic (gap_threshold()). One batch of embedding requests:
-    the questions with no usable vector, the FLOOR_PROBES the calibration did not keep."""
+    """Each question's vector (as logged, else embedded now) and the cosine from which two
+    questions are one topic (gap_threshold()), in one batch of embedding requests."""
     dim = index.vectors.shape[1]
     vectors = [next((v for e in reversed(es) if (v := gap_vector(e, settings, dim)) is not None),
                     None) for es in times]
@@ -9622,9 +9614,8 @@ def group_by_meaning(vectors: np.ndarray, threshold: float, block: int = 1024) -
 
 def now_found(index: Index, entries: list[dict], qvec: np.ndarray,
               settings: Settings) -> tuple[Retrieval, bool]:
-    """Today's search for a logged question, with the filters it was asked with, and whether
-    today's notes answer it: it passes the floor and, if it passed then too (answered from
-    sources that did not hold it), a source it was not shown then now comes first."""
+    """Today's search for a logged question, as filtered then, and whether it passes the floor
+    and, if it passed then too (its sources lacked it), has a source it was not shown first."""
     r = rank(index, entries[-1]["question"], qvec,
              with_filters(settings, logged_filters(entries[-1])))
     if not r.found or not r.hits or not any(e["why"] in ("unsupported", "uncited")
@@ -9917,9 +9908,8 @@ def read_tool(notes: Notes, path: str, start_line: int = 1,
 def ask_tool(notes: Notes, question: str, num_ctx: int = NUM_CTX,
              on_plan: Callable[[Outcome], None] = lambda plan: None,
              on_token: Callable[[str], None] = lambda piece: None, **filters) -> dict:
-    """ask_notes: the chat model's answer (answer(), as a question's) with its sources and its
-    citations checked, or why there is none. `num_ctx`: chat_context()'s; on_plan and on_token
-    are answer()'s (what one raises goes through); `filters` and UsageError as search_tool's."""
+    """ask_notes: a question's answer() with its sources and citations checked, or why there is
+    none; on_plan and on_token as answer()'s, `filters` and UsageError as search_tool's."""
     settings = filtered(notes, filters)
     outcome = answer(notes.client, notes.index, question, settings, Conversation(num_ctx=num_ctx),
                      keywords_because=notes.report.embed_error, via=notes.via,
@@ -10140,8 +10130,7 @@ class HeldIndex:
 
     def idle_for(self) -> float | None:
         """How long the front end may idle before look() has work: a tenth of fresh_seconds after
-        a call began, then half of it after each look; None when it has none until the next call
-        (the index is not settled, looks are off, or no call came for MCP_WATCH_SECONDS)."""
+        a call began, then half of it after each look; None when it has none until the next call."""
         now = time.monotonic()
         if self.watched is None or self.fresh_seconds <= 0 or now - self.used > MCP_WATCH_SECONDS:
             return None
@@ -10390,9 +10379,8 @@ class Later(NamedTuple):
 
 
 class JsonRpcLines:
-    """JSON-RPC 2.0 on a pair of byte streams, a message a line (MCP's stdio transport): a
-    request's result is `answer`'s, or a Later's. Lines are read in a thread of their own, so
-    that a cancellation is heard while its call runs; while none comes, the held index looks."""
+    """JSON-RPC 2.0 on a pair of byte streams, a message a line (MCP's stdio transport), read in a
+    thread of their own so that a cancellation is heard while its call runs."""
 
     MAX_MESSAGE = 16 << 20                # bytes in one message from the client, at most
 
