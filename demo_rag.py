@@ -4790,10 +4790,9 @@ def restore_sigterm(previous: dict | None) -> None:
 
 
 # §passage -------------------------------------------------------------------
-# Where a source's passage is: replaces Part I's Chunk.citation, which names the section a
-# chunk starts in. A chunk often spans several sections, so a source is cited by the passage
-# the question matched (its preview), "bike.md:14 › # Bike › ## Tyres", where `vim +14 bike.md`
-# opens. For a note edited since, the lines are where its passages were (changed_since_indexed).
+# Where a source's passage is: replaces Part I's Chunk.citation, the section a chunk starts in.
+# A chunk often spans several sections, so a source is cited by the passage the question
+# matched, "bike.md:14 › # Bike › ## Tyres", where `vim +14 bike.md` opens.
 
 
 KWIC_LEAD = 12                            # characters of context kept before the first match
@@ -7771,9 +7770,8 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
 
 # §gap-log -------------------------------------------------------------------
 # The gap log: what the notes could not answer. A question below the relevance floor, or
-# answered with sentences the notes do not hold, says what the notes lack: answer() appends it
-# (logged()) to GAP_LOG with its vector, so that --gaps groups a thousand questions by topic
-# without embedding them again (only those whose vector another model made).
+# answered with sentences the notes do not hold, says what they lack: answer() appends it
+# (logged()) to GAP_LOG with its vector, which --gaps groups by topic without embedding again.
 
 
 GAP_LOG_OLD = "gaps.old.jsonl"            # the log before the last GAP_LOG_MAX_MB was passed
@@ -10090,11 +10088,9 @@ def argument_problem(tool: dict, arguments: dict) -> str | None:
 
 # §held-index ----------------------------------------------------------------
 # The held index: the notes' index as a long-lived front end (--mcp) holds it, kept current.
-# Opened by the first call and held, it is brought up to date as a run opens it (open_index).
-# A look for changes by stat alone (still_current) costs about a search on a big folder, so a
-# call serves the index as a look begun under fresh_seconds ago left it, and the front end
-# looks while idle (look()), when an agent thinks. One lock, one refresh at a time; an Index
-# never changes once made, so a caller answers with the one it got while the next is made.
+# A look for changes (still_current) costs about a search on a big folder, so a call serves the
+# index a look under fresh_seconds ago left, and the front end looks while an agent thinks. An
+# Index never changes once made: a caller answers with the one it got while the next is made.
 
 
 MCP_FRESH_SECONDS = 1.0                   # a call may serve the notes as they were this long ago
@@ -10235,10 +10231,9 @@ class HeldIndex:
 
 # §mcp -----------------------------------------------------------------------
 # --mcp: the notes served to agents over the Model Context Protocol, on stdin and stdout.
-# An editor or assistant (Claude Desktop, VS Code, Cursor, ...) starts `demo_rag.py --mcp`
-# and talks JSON-RPC 2.0 with it, a message a line. JsonRpcLines carries the messages,
-# McpServer answers them on the index it holds (start-up paid once a session). ask_notes
-# answers in a thread of its own meanwhile. Standard library only: clients bring the SDK.
+# An editor or assistant (Claude Desktop, VS Code, ...) starts `demo_rag.py --mcp` and talks
+# JSON-RPC 2.0 with it: JsonRpcLines carries the messages, McpServer answers them on the index
+# it holds (start-up paid once a session). Standard library only: clients bring the SDK.
 
 
 # A character CONTROL_ESCAPES escapes: a search is far faster than translate() on clean text.
