@@ -1357,10 +1357,9 @@ def meta_from(fields_: dict, inline_tags: list[str],
 
 class Obsidian:
     """The markup Obsidian (and Jupyter) show otherwise than written: clean_markup's patterns."""
-    # The spans shown_spans() reads, found in one pass so that whichever opens first wins, as
-    # in Obsidian. A comment never closed runs to the note's end, and a highlight holds no "==":
-    # both keep the pattern linear. A block id is the anchor of a [[Note#^id]] link, at a line's
-    # end after a space (from the first space of a run, not each).
+    # The spans shown_spans() reads, in one pass so that whichever opens first wins, as in
+    # Obsidian. A comment never closed runs to the note's end and a highlight holds no "==", and
+    # a block id ([[Note#^id]]) starts at a run's first space: each keeps the pattern linear.
     SPAN = re.compile(
         rf"(?P<fence>{FENCE.pattern})"
         r"|(?P<code>(?<!`)(?P<ticks>`+)(?!`)(?:(?!(?P=ticks))[^\n])*(?P=ticks)(?!`))"
@@ -1434,9 +1433,8 @@ def unclosed_comment(text: str, first_line: int = 1) -> str | None:
 
 
 def clean_markup(text: str) -> tuple[str, tuple[str, ...]]:
-    """Obsidian's markup as a reader sees it, every line break kept, and what the embeds it
-    dropped named: [[Note|text]] -> text, [[Note#Part]] -> Note › Part, ![[file]] dropped, spans
-    as shown_spans() shows them, a callout's [!type] as its title (or type).
+    """Obsidian's markup as a reader sees it, every line break kept, and the embeds it dropped:
+    links as their text, spans as shown_spans() shows them, a callout's [!type] as its title.
 
     >>> clean_markup("[[Note]], [[Note|text]], [[Note#Part]], [[#Part]], [[]][[|]]![[a.png]] [[x")
     ('Note, text, Note › Part, Part,  [[x', ('a.png',))
@@ -1816,9 +1814,8 @@ SETTINGS_MAX_BYTES = 1 << 20              # a plugin's settings file read beyond
 
 
 def templates_folders(notes_dir: Path) -> dict[str, tuple[str, str]]:
-    """The templates folders that Obsidian's settings in notes_dir name (TEMPLATE_SETTINGS):
-    real path -> (the folder as named under notes_dir, the settings file naming it). A settings
-    file that cannot be read as JSON, or a folder not inside notes_dir, names none."""
+    """The templates folders Obsidian's settings in notes_dir name, inside it: real path -> (the
+    folder as named under notes_dir, the settings file naming it)."""
     root, found = os.path.realpath(notes_dir), {}
     for setting, key in TEMPLATE_SETTINGS:
         path = os.path.join(root, setting)
@@ -1843,8 +1840,7 @@ SYSTEM_TREES = ("/proc", "/sys", "/dev")
 
 class NoteScan:
     """One walk of a notes folder (scan_notes): the notes it finds, and what it passes over. A
-    link to a folder the walk reads under its own name is skipped (one back to an ancestor is
-    a loop); other links within the folder (into a hidden one) are followed, once."""
+    link to a folder read under its own name is skipped; other links inside are followed once."""
     TEMPLATES = ": templates, not notes"   # said when the index is built or updated, not every run
 
     def __init__(self, notes_dir: Path, skip: Iterable[Path], follow_links: bool):
@@ -2180,9 +2176,8 @@ def fenced(code: str, language: str = "") -> str:
 
 
 class Html:
-    """What the page reader knows of HTML. DROPPED, DROPPED_ROLES: not the author's text (code,
-    styles, what a site puts around every page: menus, search boxes). RAW: text up to the end
-    tag. INLINE elements sit in a line of text; every other starts a block."""
+    """What the page reader knows of HTML. DROPPED(_ROLES): not the author's text (code, menus).
+    RAW: text up to the end tag. INLINE elements sit in a line of text; others start a block."""
     DROPPED = frozenset({"script", "style", "template", "noscript", "nav", "svg", "button",
                          "select", "iframe", "object", "canvas", "title"})
     DROPPED_ROLES = frozenset({"navigation", "banner", "contentinfo", "search"})
@@ -2471,9 +2466,8 @@ def line_markdown(page: PageLines, count: int) -> list[str]:
 
 
 def block_markdown(page: PageLines, toc: Sequence[tuple[str, int, str]] = ()) -> str:
-    """A page's text by its blocks, a blank line between them, for text whose lines no citation
-    opens (an e-book's chapter, a Word file): headings at their level, a table's row on one line,
-    <pre> fenced. A page with no headings takes them from `toc` (toc_headings)."""
+    """A page's text by its blocks, for text whose lines no citation opens (an e-book's chapter, a
+    Word file): a table's row on one line, <pre> fenced, headings from `toc` if none."""
     paragraphs: list[list] = []           # [first run, level (-1: code), text]
     for key, group in itertools.groupby(enumerate(page.runs), lambda r: -r[1][4] or r[1][1]):
         (first, (line, block, _, pre, _)), *_ = group = list(group)
@@ -7473,9 +7467,8 @@ def check_citations(answer: str, sources: Sequence, lexicon: Lexicon | None = No
 
 def judged(check: CitationCheck, sources: Sequence, settings: Settings
            ) -> tuple[CitationCheck, list[str]]:
-    """The check, and its warnings, each sentence it supports reread by the judge model as
-    MiniCheck models were trained ("Document: ...\nClaim: ...", Yes or No): a No makes it
-    JUDGED. A call failing or over JUDGE_SECONDS ends the judging with a warning."""
+    """The check, and its warnings, each supported sentence reread by the judge model as MiniCheck
+    was trained (a No makes it JUDGED); a call failing or over JUDGE_SECONDS ends the judging."""
     client, asking = ollama_client(JUDGE_SECONDS), replace(settings, chat_model=settings.judge)
     t0, read, warnings = time.perf_counter(), [], []
     for n, s in enumerate(check.sentences, 1):
@@ -9026,9 +9019,8 @@ DROP_REASONS = {"junk": "no JSON question and answer", "answer": "answer not fou
 
 
 def eval_passages(settings: Settings, index: Index) -> list[tuple[str, Chunk]]:
-    """The passages to ask about, as ("note.md#3", passage): each note cut again into
-    EVAL_PASSAGE_CHARS pieces; one from each note in turn, a section's first before any second,
-    so that a few questions cover many notes; no randomness, so a second run continues the first."""
+    """The passages to ask about, as ("note.md#3", passage): one from each note in turn, a
+    section's first before any second, so that a few questions cover many notes; no randomness."""
     shortest, longest = EVAL_PASSAGE_CHARS
     splitter = make_splitter(longest, 0)
     per_note = []
@@ -9866,9 +9858,8 @@ def search_tool(notes: Notes, query: str, top_k: int | None = None, **filters) -
 
 
 def note_lines(file: NoteFile, max_mb: float) -> list[str]:
-    """A note's lines as read_note gives them: a text note's as on disk (lines end at \\n, \\r\\n
-    or \\r), other notes' as their reader extracts them, each numbered section under a line
-    naming it as a source cites it ('--- p.3 ---'). ToolFailed for a note that cannot be read."""
+    """A note's lines as read_note gives them: a text note's as on disk, others' as extracted,
+    each section under a line naming it as a citation does ('--- p.3 ---'); else ToolFailed."""
     reader = NOTE_TYPES[Path(file.path).suffix.lower()]
     try:
         if not reader.lines:              # a PDF, a Word file: their text, extracted
@@ -10250,9 +10241,8 @@ def escaped(text: str) -> str:
 
 
 def tool_result(text: str, structured: dict | None = None, error: bool = False) -> dict:
-    """A tools/call result: `structured` for programs, as itself and as a text block for clients
-    that read only text; then `text` for people and models. The text blocks' control characters
-    are escaped: a client may print them (a note's ESC ] 52 writes to the clipboard)."""
+    """A tools/call result: `structured` for programs (also as text), then `text` for people, its
+    control characters escaped: a client may print them (ESC ] 52 writes to the clipboard)."""
     readable = {"type": "text", "text": escaped(text)}
     if structured is None:
         return {"content": [readable], "isError": error}
