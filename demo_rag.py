@@ -1179,8 +1179,7 @@ class Yaml:
     ESCAPE = re.compile(r"\\(x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|.)")
     QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"|\'((?:[^\']|\'\')*)\'')
     # Where a flow collection ([a, b] or {k: v}) nests or ends an item: a bracket, a comma, or a
-    # quoted scalar (it may hold both) that starts an item or follows ": " ("it's" holds none).
-    # (?=(X*))\1 takes X* whole, never backing off into it: Python 3.10 has no possessive *+.
+    # quoted scalar starting an item or after ": " ("it's" is none). (?=(X*))\1 takes X* whole.
     FLOW_TOKEN = re.compile(
         r"""(?:(?<=[\s,\[{:])|^)(?:"(?=((?:[^"\\]|\\.)*))\1"|'(?=((?:[^']|'')*))\2')|[\[\]{},]""")
     # An anchor (&base) or a tag (!!str) before a value names or types it: no part of it.
@@ -2486,9 +2485,8 @@ def block_markdown(page: PageLines, toc: Sequence[tuple[str, int, str]] = ()) ->
 
 
 def page_text(data: bytes) -> tuple[str, str | None]:
-    """A page's bytes (or an Org or reST note's) as text, its lines ended by "\\n" as read_text
-    ends them, plus a warning when its encoding was a guess: decode_note's, unless it guessed
-    and the page names a charset (<meta charset>) that keeps the file's lines."""
+    """A page's bytes (or an Org or reST note's) as text with "\\n" line ends, and a warning if
+    decode_note guessed its encoding (unless a <meta charset> that keeps its lines settles it)."""
     text, warning = decode_note(data)
     if warning and (m := Html.CHARSET.search(data, 0, 1024)):
         name = m.group(1).decode("ascii").lower()
@@ -3085,9 +3083,8 @@ def read_org(path: Path, data: bytes | None = None,
 
 
 class Rst:
-    """reStructuredText's syntax, as read_rst reads it. INLINE: roles, ``code``, links, `text`,
-    references (Python_: a name starts where no name goes on, or it is tried from each letter).
-    DROPPED: directives with no text of the author's; CODE: those whose content is code."""
+    """reStructuredText's syntax, as read_rst reads it (INLINE: a reference's name starts where no
+    name goes on, else it is tried from each letter). DROPPED and CODE: directives by content."""
     ADORNMENT = re.compile(r"([!-/:-@\[-`{-~])\1+[ \t]*")         # "=====", "-----", "~~~~~"
     EXPLICIT = re.compile(r"([ \t]*)\.\.(?:[ \t]+(.*))?")           # ".. note::", ".. a comment"
     DIRECTIVE = re.compile(r"([\w:+.-]+?)[ \t]*::(?:[ \t]+(.*))?")
@@ -6930,9 +6927,8 @@ def source_lines(text: str, decimal: str | None, first: bool | None,
 
 
 def share(claim: Claim, lines: Sequence[Line]) -> float:
-    """The share of a claim's weight that `lines` hold: its words (a CJK pair found only as
-    two characters apart half, as rewording keeps characters more than pairs; a long word found
-    by its stem 0.7: "Kette" in "Kettenwechsel"), its numbers and its codes."""
+    """The share of a claim's weight (words, numbers, codes) that `lines` hold: a CJK pair found
+    only apart counts half, a long word found by its stem 0.7 ("Kette" in "Kettenwechsel")."""
     held, starts = Line.pooled(lines)
     numbers = [n for x in lines for n in x.numbers]
     total = sum(claim.words.values()) + claim.number_weight * len(claim.numbers)
