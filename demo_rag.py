@@ -11184,6 +11184,7 @@ SERVE_MAX_BODY = 256 << 10                # bytes of a request's body at most: a
 SERVE_CONNECTIONS = 32                    # open connections at most; more are closed at once
 SERVE_IDLE_SECONDS = 30.0                 # a client silent this long (mid-request) is let go
 VIA_PAGE = "page"                         # an entry's "via" in the gap log: asked on the page
+TURN = ("question", "answer", "query")    # a turn as the page keeps it: Turn's fields
 
 PAGE = """<!doctype html>
 <html lang="en"><meta charset="utf-8">
@@ -11471,12 +11472,12 @@ class PageHandler(http.server.BaseHTTPRequestHandler):
         if why := argument_problem(mcp_tools(self.server.held.settings)["ask_notes"], arguments):
             return self.send(400, {"error": why})
         if not isinstance(turns, list) or not all(
-                isinstance(t, dict) and all(isinstance(t.get(k), str) for k in Turn._fields)
+                isinstance(t, dict) and all(isinstance(t.get(k), str) for k in TURN)
                 for t in turns):
             return self.send(400, {"error": "turns: a list of the question, answer and query"})
         conversation = Conversation(num_ctx=self.server.num_ctx)
         for t in turns:                   # the tab's conversation: its page keeps the turns
-            conversation = conversation.remember(Turn(*(t[k] for k in Turn._fields)))
+            conversation = conversation.remember(Turn(*(t[k] for k in TURN)))
         self.send_response(200)
         for name, value in {**self.server.headers, "Content-Type": "application/x-ndjson"}.items():
             self.send_header(name, value)
