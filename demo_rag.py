@@ -11302,7 +11302,8 @@ async function ask(q) {
   const status = el("p"), box = el("p"), ol = el("ol");
   again.type = "button";
   again.onclick = () => ask(q);
-  turn.append(el("h3", q), again, status, box, ol);
+  const head = el("h3", q);
+  turn.append(head, again, status, box, ol);
   $("log").append(turn);
   $("q").value = "";
   const body = {question: q, turns,
@@ -11324,7 +11325,7 @@ async function ask(q) {
         if (m.id) asking = m.id;
         if (m.plan) {
           query = m.plan.query;
-          status.textContent = query ? "searching for: " + query : "";
+          if (query) head.append(el("small", " (searching for: " + query + ")"));
           listSources(ol, m.plan.sources);
         }
         if (m.token != null) box.textContent += m.token;
