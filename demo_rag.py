@@ -11159,8 +11159,8 @@ MCP = Mode(
                            "Desktop, VS Code, ...) as an MCP server on stdin/stdout",
                            action="store_true"),
              "fresh_seconds": option(None, "--fresh-seconds", MODES_GROUP,
-                                     "with --mcp: a call sees every change made to the notes "
-                                     "more than S seconds before it (default "
+                                     "with --mcp or --serve: a call sees every change made to "
+                                     "the notes more than S seconds before it (default "
                                      f"{MCP_FRESH_SECONDS:g}; looked for while idle; 0: before "
                                      "each call)", SECONDS, type=float, metavar="S")},
     examples=(("--notes ~/vault --mcp", "serve them to an agent (MCP, stdio)"),),
@@ -11169,14 +11169,13 @@ MCP = Mode(
 # §serve ---------------------------------------------------------------------
 # --serve: the notes in a browser, on a page only the one who started it can open.
 #
-# A small web server on this machine (loopback) serves one page and answers it with the same
-# tools --mcp serves (search_tool, read_tool, ask_tool) on a held index, sending what they
-# return as JSON: no retrieval or checking is done here. The page streams an answer as lines
-# of JSON (a streamed fetch) and shows every note as text, never as HTML. Others are kept
-# out as Jupyter and Ollama keep them out: a random token from the printed URL, then a
-# cookie; the Host header one of this server's own names (a web page elsewhere cannot rename
-# itself to 127.0.0.1 by DNS); a POST, from this page (Origin), for anything that starts or
-# stops; a Content-Security-Policy that runs the page's own script and no other.
+# A web server on loopback serves one page and answers it with --mcp's tools (ask_tool,
+# read_tool) on a held index and the gap log as --gaps reads it, sending what they return as
+# JSON: nothing is searched or checked here. An answer streams as lines of JSON; a note shows
+# as text, never as HTML. Others are kept out as Jupyter and Ollama keep them: the token of
+# the printed URL (then a cookie), a Host header naming this server (DNS rebinding renames
+# another site, not its Host), a POST from this page (Origin) to start or stop anything, and
+# a Content-Security-Policy that runs the page's own script and no other.
 
 
 SERVE_PORT = 8765                         # --serve's port when not told; --port 0: any free one
@@ -11191,39 +11190,31 @@ PAGE = """<!doctype html>
 <meta name="viewport" content="width=device-width,initial-scale=1">
 <title>Your notes</title>
 <style>
-body{font:16px/1.45 system-ui,sans-serif;margin:0;display:flex;
-flex-wrap:wrap;color:#222}
+body{font:16px/1.45 system-ui,sans-serif;margin:0;display:flex;flex-wrap:wrap;color:#222}
 main,aside{flex:1 1 22em;padding:0 1em;min-width:0}
-aside{position:sticky;top:0;max-height:100vh;overflow:auto;
-border-left:1px solid #ccc}
+aside{position:sticky;top:0;max-height:100vh;overflow:auto;border-left:1px solid #ccc}
 form{display:flex;flex-wrap:wrap;gap:.4em;padding-top:1em}
-#q{flex:1 1 100%;font-size:1.1em;padding:.3em}
-input{flex:1 1 8em}
-section{border-top:1px solid #ddd;margin-top:1em}
-h3{margin:.5em 0 .2em}
-[data-path]{cursor:pointer}
-[data-path]:focus,[data-path]:hover{outline:2px solid #58f}
+#q{flex:1 1 100%;font-size:1.1em;padding:.3em} input{flex:1 1 8em}
+section{border-top:1px solid #ddd;margin-top:1em} small{color:#555}
+[data-path]{cursor:pointer} [data-path]:focus,[data-path]:hover{outline:2px solid #58f}
 .supported{background:#e4f6e4}.uncited{background:#f6f3d8}
 .unsupported,.judged{background:#fde8cc}.wrong{background:#fbd0d0}
-small{color:#555}
-#note div{white-space:pre-wrap;font:14px/1.4 monospace;
-overflow-wrap:anywhere}
-#note .hit{background:#ff6}
+#note div{white-space:pre-wrap;font:14px/1.4 monospace;overflow-wrap:anywhere}
+#note .hit{background:#ff6} #note button{display:block;margin:.3em 0}
 </style>
 <main><form id="f">
 <input id="q" autofocus autocomplete="off" aria-label="question"
 placeholder="Ask your notes, then Enter">
 <input id="tags" aria-label="tags" placeholder="tags: work, home">
 <input id="folder" aria-label="folder" placeholder="folder: work/*">
-<button>Ask</button>
-<button type="button" id="stop" disabled>Stop</button>
+<button>Ask</button> <button type="button" id="stop" disabled>Stop</button>
 <button type="button" id="new">New conversation</button>
 <button type="button" id="gaps">Unanswered questions</button>
 </form><div id="log"></div></main>
 <aside><h2 id="title">Notes open here</h2><div id="note"></div></aside>
 <script>
 "use strict";
-history.replaceState(null, "", location.pathname);
+history.replaceState(null, "", location.pathname);   // the token stays out of sight
 const $ = id => document.getElementById(id);
 let turns = [], asking = null;
 function el(tag, text, cls) {
@@ -11234,9 +11225,9 @@ function el(tag, text, cls) {
 }
 function post(url, body) {
   return fetch(url, {method: "POST", body: JSON.stringify(body),
-    headers: {"Content-Type": "application/json"}});
+                     headers: {"Content-Type": "application/json"}});
 }
-function link(e, path, line, end) {
+function link(e, path, line, end) {   // a note's place: opened by a click or Enter
   if (!path) return e;
   Object.assign(e.dataset, {path, line: line || "", end: end || ""});
   e.tabIndex = 0;
@@ -11255,32 +11246,27 @@ async function openNote(path, line, end) {
   const hit = box.querySelector(".hit");
   if (hit) { hit.tabIndex = -1; hit.scrollIntoView({block: "center"}); hit.focus(); }
 }
-function opened(ev) {
+$("log").onclick = $("log").onkeydown = ev => {
   const t = ev.target.closest("[data-path]");
   if (t && (ev.type == "click" || ev.key == "Enter"))
     openNote(t.dataset.path, +t.dataset.line, +t.dataset.end);
-}
-$("log").onclick = $("log").onkeydown = opened;
-function cite(s) {
-  return s.path + (s.line ? ":" + s.line : s.place ? " " + s.place : "")
-    + (s.section ? " \\u203a " + s.section : "");
-}
+};
 function listSources(ol, sources) {
-  ol.replaceChildren(...sources.map(s =>
-    link(el("li", "[" + s.rank + "] " + cite(s)), s.path, s.line)));
+  ol.replaceChildren(...sources.map(s => link(el("li", `[${s.rank}] ${s.path}`
+    + (s.line ? ":" + s.line : s.place ? " " + s.place : "")
+    + (s.section ? " \\u203a " + s.section : "")), s.path, s.line)));
 }
-function sentences(box, res) {
+function sentences(box, res) {   // each with its verdict; its [n] open their sources
   box.replaceChildren();
   for (const s of res.citations.sentences) {
-    let v = s.verdict;
-    if (v == "supported" && !s.cited.length) v = "uncited";
+    const v = s.verdict == "supported" && !s.cited.length ? "uncited" : s.verdict;
     const span = link(el("span", null, v), s.path, s.line, s.end_line);
     for (const part of s.text.split(/(\\[\\d+\\])/)) {
       const src = res.sources[(/^\\[(\\d+)\\]$/.exec(part) || [])[1] - 1];
       span.append(src ? link(el("a", part), src.path, src.line) : part);
     }
     const said = v == "uncited" ? "supported, not cited" : v;
-    box.append(span, el("small", " (" + said + (s.why ? ": " + s.why : "") + ") "));
+    box.append(span, el("small", ` (${said}${s.why ? ": " + s.why : ""}) `));
   }
 }
 function ended(res, q, query, box, status, ol) {
@@ -11289,25 +11275,19 @@ function ended(res, q, query, box, status, ol) {
     sentences(box, res);
     turns.push({question: q, answer: res.answer, query: query || q});
   }
-  const why = {answered: res.citations && res.citations.summary,
-    declined: "Not found in your notes (" + res.why + ")"
-      + (res.sources.length ? ". The closest sources:" : ""),
-  }[res.status];
-  status.textContent = why || res.why || "";
+  status.textContent = res.status == "answered" ? res.citations && res.citations.summary
+    : res.status == "declined" ? `Not found in your notes (${res.why})`
+      + (res.sources.length ? ". The closest sources:" : "") : res.why || "";
 }
 async function ask(q) {
   q = q.trim();
-  if (!q || asking) return;
-  const turn = el("section"), again = el("button", "Ask again");
-  const status = el("p"), box = el("p"), ol = el("ol");
-  again.type = "button";
-  again.onclick = () => ask(q);
-  const head = el("h3", q);
+  if (!q || asking != null) return;
+  const turn = el("section"), head = el("h3", q), status = el("p"), box = el("p");
+  const again = Object.assign(el("button", "Ask again"), {onclick: () => ask(q)}), ol = el("ol");
   turn.append(head, again, status, box, ol);
   $("log").append(turn);
   $("q").value = "";
-  const body = {question: q, turns,
-    tags: $("tags").value.split(/[\\s,]+/).filter(Boolean)};
+  const body = {question: q, turns, tags: $("tags").value.split(/[\\s,]+/).filter(Boolean)};
   if ($("folder").value.trim()) body.source = $("folder").value.trim();
   asking = "";
   $("stop").disabled = false;
@@ -11315,23 +11295,19 @@ async function ask(q) {
   try {
     const r = await post("ask", body);
     if (!r.ok) throw new Error((await r.json()).error);
-    const reader = r.body.getReader(), dec = new TextDecoder();
+    const reader = r.body.getReader(), utf8 = new TextDecoder();
     let buf = "";
     for (let got; !(got = await reader.read()).done; ) {
-      buf += dec.decode(got.value, {stream: true});
-      const lines = buf.split("\\n");
+      const lines = (buf += utf8.decode(got.value, {stream: true})).split("\\n");
       buf = lines.pop();
       for (const m of lines.map(JSON.parse)) {
         if (m.id) asking = m.id;
-        if (m.plan) {
-          query = m.plan.query;
-          if (query) head.append(el("small", " (searching for: " + query + ")"));
-          listSources(ol, m.plan.sources);
-        }
+        if (m.plan && (query = m.plan.query))
+          head.append(el("small", ` (searching for: ${query})`));
+        if (m.plan) listSources(ol, m.plan.sources);
         if (m.token != null) box.textContent += m.token;
         if (m.result) ended(m.result, q, query, box, status, ol);
-        if (m.error) status.textContent = m.error;
-        if (m.stopped) status.textContent = "stopped";
+        if (m.error || m.stopped) status.textContent = m.error || "stopped";
       }
     }
   } catch (e) {
@@ -11339,19 +11315,16 @@ async function ask(q) {
   }
   asking = null;
   $("stop").disabled = true;
-  turn.scrollIntoView({block: "nearest"});
 }
 $("f").onsubmit = ev => { ev.preventDefault(); ask($("q").value); };
 $("stop").onclick = () => asking && post("stop", {id: asking});
-$("new").onclick = () => { turns = []; $("log").replaceChildren(); $("q").focus(); };
+$("new").onclick = () => { turns = []; $("log").append(el("hr")); $("q").focus(); };
 $("gaps").onclick = async () => {
   const d = await (await fetch("gaps")).json(), box = $("note");
-  $("title").textContent = "Questions your notes could not answer";
-  box.replaceChildren(...(d.questions || []).map(g => {
-    const b = el("button", g.question);
-    b.onclick = () => ask(g.question);
-    return el("div", g.time.slice(0, 10) + " ").appendChild(b).parentNode;
-  }));
+  $("title").textContent = "Questions your notes could not answer (click: ask again)";
+  box.replaceChildren(...(d.questions || []).map(g => Object.assign(
+    el("button", g.time.slice(0, 10) + " \\u00b7 " + g.question),
+    {onclick: () => ask(g.question)})));
   if (d.error || !box.children.length) box.textContent = d.error || "none";
 };
 </script>
@@ -11416,15 +11389,16 @@ class PageHandler(http.server.BaseHTTPRequestHandler):
             return "a request from another page (Origin)"
         return ""
 
-    def send(self, status: int, body: dict | bytes, kind: str = "application/json",
+    def send(self, status: int, body: dict | bytes | None, kind: str = "application/json",
              **more: str) -> None:
-        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        """A response with the server's headers: `body` (None: what follows is streamed)."""
+        data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
         self.send_response(status)
-        for name, value in {**self.server.headers, "Content-Type": kind,
-                            "Content-Length": str(len(data)), **more}.items():
+        length = {} if data is None else {"Content-Length": str(len(data))}
+        for name, value in {**self.server.headers, "Content-Type": kind, **length, **more}.items():
             self.send_header(name.replace("_", "-"), value)
         self.end_headers()
-        self.wfile.write(data)
+        self.wfile.write(data or b"")
 
     def page(self, query: dict) -> None:
         self.send(200, PAGE.encode(), "text/html; charset=utf-8", Set_Cookie=(
@@ -11442,7 +11416,7 @@ class PageHandler(http.server.BaseHTTPRequestHandler):
         except OSError as e:
             return self.send(503, {"error": f"cannot read the gap log: {e.strerror or e}"})
         mine = [e for e in entries if e["notes"] == os.path.realpath(s.notes_dir)]
-        self.send(200, {"questions": [{k: e.get(k) for k in ("time", "question", "why")}
+        self.send(200, {"questions": [{k: e[k] for k in ("time", "question", "why")}
                                       for e in mine[::-1]]})
 
     def body(self) -> dict | None:
@@ -11458,8 +11432,7 @@ class PageHandler(http.server.BaseHTTPRequestHandler):
         return None
 
     def stop(self, query: dict) -> None:
-        d = self.body()
-        if d is not None:
+        if (d := self.body()) is not None:
             self.server.asking.get(str(d.get("id")), threading.Event()).set()
             self.send(200, {})
 
@@ -11479,10 +11452,7 @@ class PageHandler(http.server.BaseHTTPRequestHandler):
         conversation = Conversation(num_ctx=self.server.num_ctx)
         for t in turns:                   # the tab's conversation: its page keeps the turns
             conversation = conversation.remember(Turn(*(t[k] for k in TURN)))
-        self.send_response(200)
-        for name, value in {**self.server.headers, "Content-Type": "application/x-ndjson"}.items():
-            self.send_header(name, value)
-        self.end_headers()
+        self.send(200, None, "application/x-ndjson")
         self.stream(arguments, conversation)
 
     def stream(self, arguments: dict, conversation: Conversation) -> None:
@@ -11528,8 +11498,7 @@ class PageServer(http.server.ThreadingHTTPServer):
         self.token = secrets.token_urlsafe(24)
         self.cookie = f"demo_rag_{self.port}"   # two servers on one machine: a cookie each
         named = f"[{host}]" if ":" in host else host
-        self.hosts = {f"{name}:{self.port}" for name in ("127.0.0.1", "localhost", "[::1]",
-                                                         named)}
+        self.hosts = {f"{n}:{self.port}" for n in ("127.0.0.1", "localhost", "[::1]", named)}
         self.headers = {"Content-Security-Policy": page_policy(PAGE),
                         "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
                         "Cache-Control": "no-store"}
@@ -11552,21 +11521,18 @@ class PageServer(http.server.ThreadingHTTPServer):
     def service_actions(self) -> None:
         self.held.look()                  # between requests: the notes' changes, if it is time
 
-    def notes(self) -> Notes:
-        """The notes as they are now, for a tool."""
-        held = self.held
-        return Notes(held.settings, held.client, *held.current(), warn=held.warn_once,
-                     via=VIA_PAGE)
+    def notes(self) -> Notes:             # the notes as they are now, for a tool
+        h = self.held
+        return Notes(h.settings, h.client, *h.current(), warn=h.warn_once, via=VIA_PAGE)
 
 
 def run_serve(args, settings: Settings, client: ollama.Client) -> int:
     """--serve: the page's server, until Ctrl-C (exit 0). The index is opened (and saved)
     first, so that a folder without usable notes is said before any URL is."""
     host, port = args.host or "127.0.0.1", SERVE_PORT if args.port is None else args.port
-    try:
+    local = False
+    with contextlib.suppress(ValueError):      # a name other than localhost may lead anywhere
         local = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:                    # a name: it may lead elsewhere too
-        local = False
     if not local and not args.allow_remote:
         raise UsageError(f"error: --host {host} would let other machines ask your notes; "
                          "give --allow-remote too if you mean it")

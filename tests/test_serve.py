@@ -270,6 +270,7 @@ def test_clients_that_send_nothing_do_not_hold_the_server(page):
 
 def test_a_silent_client_is_let_go_and_connections_past_the_bound_are_closed(monkeypatch, fake,
                                                                            notes, tmp_path):
+    assert rag.PageHandler.timeout == rag.SERVE_IDLE_SECONDS      # then shortened, to wait less
     monkeypatch.setattr(rag.PageHandler, "timeout", 0.5)
     monkeypatch.setattr(rag, "SERVE_CONNECTIONS", 2)
     settings = rag.Settings(notes_dir=notes, cache_dir=tmp_path / "cache")
