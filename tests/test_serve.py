@@ -242,7 +242,9 @@ def test_stop_closes_the_chat_model_s_stream_on_the_server(page, fake):
         while "token" not in json.loads(r.readline()):
             pass
         assert page.request("POST", "/stop", {"id": key})[0] == 200
-        rest = [json.loads(line) for line in r.read().splitlines()]
+        rest = [json.loads(r.readline())]
+        while "token" in rest[-1] and len(rest) < 300:     # a few came meanwhile: then it ends
+            rest.append(json.loads(r.readline()))
         c.close()
         chat = fake.records("/api/chat")[-1]
         fake.wait_for(lambda: chat.get("gone"), timeout=10)      # its stream closed: Ollama stops
@@ -271,7 +273,7 @@ def test_clients_that_send_nothing_do_not_hold_the_server(page):
 def test_a_silent_client_is_let_go_and_connections_past_the_bound_are_closed(monkeypatch, fake,
                                                                            notes, tmp_path):
     assert rag.PageHandler.timeout == rag.SERVE_IDLE_SECONDS      # then shortened, to wait less
-    monkeypatch.setattr(rag.PageHandler, "timeout", 0.5)
+    monkeypatch.setattr(rag.PageHandler, "timeout", 2.0)
     monkeypatch.setattr(rag, "SERVE_CONNECTIONS", 2)
     settings = rag.Settings(notes_dir=notes, cache_dir=tmp_path / "cache")
     held = rag.HeldIndex(settings, ollama.Client(host=fake.url))
@@ -282,10 +284,10 @@ def test_a_silent_client_is_let_go_and_connections_past_the_bound_are_closed(mon
         second = socket.create_connection(("127.0.0.1", server.port))
         time.sleep(0.2)
         third = socket.create_connection(("127.0.0.1", server.port))
-        third.settimeout(5)
+        third.settimeout(1.5)
         assert third.recv(1) == b""                  # closed at once: two are open
         first.settimeout(5)
-        assert first.recv(1) == b""                  # let go after the timeout
+        assert first.recv(1) == b""                  # let go after the timeout (2 s)
         for s in (first, second, third):
             s.close()
     finally:
