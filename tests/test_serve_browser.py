@@ -124,15 +124,21 @@ def test_a_question_s_answer_streams_onto_the_page(fresh, fake):
         fake.answer = None
 
 
-def test_a_click_on_a_sentence_opens_its_note_at_the_supporting_line_in_view(fresh, page):
-    ask(fresh, "How many grams of coffee for 240 g of water?")
-    wait_status(fresh, lambda text: "sentence" in text)
+def test_a_click_on_a_sentence_opens_its_note_at_the_supporting_line_in_view(fresh, page, fake):
+    fake.answer = "Use 15 g of coffee for 240 g of water [1]. Grind it medium-fine [1]."
+    try:
+        ask(fresh, "How many grams of coffee for 240 g of water?")
+        wait_status(fresh, lambda text: "sentence" in text)
+    finally:
+        fake.answer = None
     sentence = last_turn(fresh).find_element(By.CSS_SELECTOR, "p > span[data-path]")
     path, line = sentence.get_attribute("data-path"), int(sentence.get_attribute("data-line"))
     sentence.click()
     hit = WebDriverWait(fresh, 10).until(lambda d: d.find_element(By.CSS_SELECTOR, "#note .hit"))
     lines = (page.folder / "notes" / path).read_text().splitlines()
-    assert hit.text == lines[line - 1].strip() and lines[line - 1].strip()
+    assert hit.text == lines[line - 1] == "Start with a 1:16 ratio: 15 g of coffee to 240 g of " \
+        "water. Grind medium-fine, like table salt. If the cup tastes sour, grind finer; if it " \
+        "tastes bitter and dry, grind coarser."
     assert fresh.execute_script(
         "const r = arguments[0].getBoundingClientRect(); return r.top >= 0 && "
         "r.bottom <= innerHeight;", hit)
