@@ -49,10 +49,11 @@ How to read this file. Part I is that pipeline, complete and small; it calls not
 Part II, built from Part I's pieces, is what the command line runs: robust on real folders
 (encodings, PDFs, symlinks, a safe cache, Ctrl-C), fast on big ones (only what changed is embedded,
 a memory-mapped cache, an inverted index for BM25), and the finer points of ranking and answering.
-Part III: the modes (a question, --chat, --explain, --eval, --make-eval, --tune, --gaps, --mcp) and
-the command line. A first reading can stop after Part I. Left out on purpose: approximate
-nearest-neighbour indexes (exact search copes with a few hundred thousand chunks), rerankers,
-network servers (--mcp speaks on stdin and stdout), frameworks. --help lists every flag.
+Part III: the modes (a question, --chat, --explain, --eval, --make-eval, --tune, --gaps, --mcp,
+--serve) and the command line. A first reading can stop after Part I. Left out on purpose:
+approximate nearest-neighbour indexes (exact search copes with a few hundred thousand chunks),
+rerankers, servers for other machines (--mcp speaks on stdin and stdout, --serve on loopback),
+frameworks. --help lists every flag.
 
 The map of Parts II and III: every section in order by the marker its banner carries (search
 for one to go there and back), what it holds and where to start reading it.
@@ -8197,11 +8198,11 @@ def logged(outcome: Outcome, settings: Settings, via: str = "") -> Outcome:
 # ============================================================================
 # PART III · THE MODES AND THE COMMAND LINE
 # One question (the default), a conversation (--chat), a narrated run (--explain), an
-# evaluation (--eval, --make-eval, --tune), what the notes could not answer (--gaps) and
-# a server for agents (--mcp): a section each, holding its flags, its Mode and its
-# printing, after the set-up they share, and the command line last. Each opens the index
-# through one set-up (open_for_mode; --mcp on its first call, with the same checks),
-# searches through Part II's search() and answers through answer(). Only the run_*
+# evaluation (--eval, --make-eval, --tune), what the notes could not answer (--gaps), a
+# server for agents (--mcp) and a page (--serve): a section each, holding its flags, its
+# Mode and its printing, after the set-up they share, and the command line last. Each opens
+# the index through one set-up (open_for_mode; --mcp and --serve hold it, with the same
+# checks), searches through Part II's search() and answers through answer(). Only the run_*
 # functions print; --mcp writes protocol messages on stdout and nothing else.
 # ============================================================================
 # §modes-setup ---------------------------------------------------------------
