@@ -14,7 +14,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 
@@ -87,10 +86,11 @@ def fake():
 
 @pytest.fixture(scope="module")
 def page(fake, tmp_path_factory):
-    """One server for the module's tests, on a copy of demo-data."""
+    """One server for the module's tests, on a copy of demo-data, each call seeing the notes
+    as they are (--fresh-seconds 0)."""
     folder = tmp_path_factory.mktemp("serve")
     shutil.copytree(ROOT / "demo-data", folder / "notes")
-    p = Page(folder / "notes", folder / "cache", fake.url)
+    p = Page(folder / "notes", folder / "cache", fake.url, "--fresh-seconds", "0")
     p.folder = folder
     yield p
     p.stop()
@@ -256,7 +256,6 @@ def test_stop_closes_the_chat_model_s_stream_on_the_server(page, fake):
 
 def test_a_note_changed_is_seen_by_the_next_question(page):
     (page.folder / "notes" / "kiln.md").write_text("# Kiln\n\nThe kiln fires at 1240 degrees.\n")
-    time.sleep(1.1)                       # --fresh-seconds' default: a call may see the notes so old
     lines = page.ask("At what temperature does the kiln fire?")
     assert lines[1]["plan"]["sources"][0]["path"] == "kiln.md"
 
