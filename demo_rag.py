@@ -11666,7 +11666,8 @@ def chosen_mode(args: argparse.Namespace, error: Callable[[str], None] | None = 
     for other in MODES:
         for flag in other.takes:
             dest = next(d for d, o in options.items() if o["flag"] == flag)
-            if flag not in mode.takes and getattr(args, dest) not in (None, False):
+            given = getattr(args, dest)   # subtle: 0 == False, and --port 0 is given
+            if flag not in mode.takes and given is not None and given is not False:
                 owners = " or ".join(m.flag or "a question" for m in MODES if flag in m.takes)
                 error(f"{flag} goes with {owners}")
     return mode

@@ -1711,6 +1711,11 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '        self.send(200, {"text": path.read_text()} if path.is_file() else {"error": "x"})',
      ["tests/test_serve.py", "-k", "nothing_else"]),
 
+    ("a mode's flag given as 0 (--port 0) passes with another mode",
+     "            if flag not in mode.takes and given is not None and given is not False:",
+     "            if flag not in mode.takes and given not in (None, False):",
+     ["tests/test_serve.py", "-k", "flags_go"]),
+
 ]
 
 

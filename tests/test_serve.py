@@ -333,3 +333,14 @@ def test_a_port_taken_is_said_in_a_line(fake, tmp_path, notes):
                             "--notes", str(notes), "--cache", str(tmp_path / "c")], env=user_env(fake.url),
                            capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--port 0" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--serve", "--port", "70000"], "--port must be 0 to 65535, not 70000"),
+    (["--port", "0", "What is BM25?"], "--port goes with --serve"),
+    (["--chat", "--allow-remote"], "--allow-remote goes with --serve"),
+    (["--serve", "What is BM25?"], "--serve takes no question")])
+def test_its_flags_go_with_serve_alone_and_a_port_is_one(fake, args, said):
+    r = subprocess.run([*SCRIPT_COMMAND, *args], env=user_env(fake.url), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2 and said in r.stderr
