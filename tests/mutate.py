@@ -1716,6 +1716,13 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      "            if flag not in mode.takes and given not in (None, False):",
      ["tests/test_serve.py", "-k", "flags_go"]),
 
+    ("--serve: a page gone mid-answer leaves the chat model answering",
+     '            self.wfile.write(json.dumps(message).encode() + b"\\n")\n            self.wfile.flush()\n',
+     '            with contextlib.suppress(OSError):\n'
+     '                self.wfile.write(json.dumps(message).encode() + b"\\n")\n'
+     '                self.wfile.flush()\n',
+     ["tests/test_serve.py", "-k", "goes_away"]),
+
 ]
 
 

@@ -254,6 +254,31 @@ def test_stop_closes_the_chat_model_s_stream_on_the_server(page, fake):
         fake.answer = None
 
 
+def test_a_page_that_goes_away_mid_answer_closes_the_chat_model_s_stream(page, fake):
+    ended = threading.Event()
+
+    def endless():
+        for n in itertools.count():
+            if ended.wait(0.02):
+                return
+            yield f"then {n} "
+    fake.answer = endless()
+    try:
+        with socket.create_connection(("127.0.0.1", page.port)) as s:
+            body = json.dumps({"question": "What is BM25?"}).encode()
+            s.sendall(f"POST /ask HTTP/1.1\r\nHost: {page.host}\r\nCookie: {page.cookie}\r\n"
+                      f"Origin: http://{page.host}\r\nContent-Length: {len(body)}\r\n\r\n"
+                      .encode() + body)
+            while b'"token"' not in s.recv(65536):
+                pass
+        chat = fake.records("/api/chat")[-1]
+        fake.wait_for(lambda: chat.get("gone"), timeout=10)
+        assert chat["sent_parts"] < 200
+    finally:
+        ended.set()
+        fake.answer = None
+
+
 def test_a_note_changed_is_seen_by_the_next_question(page):
     (page.folder / "notes" / "kiln.md").write_text("# Kiln\n\nThe kiln fires at 1240 degrees.\n")
     lines = page.ask("At what temperature does the kiln fire?")
