@@ -11343,8 +11343,7 @@ def page_policy(page: str) -> str:
         text = re.search(f"<{tag}>(.*?)</{tag}>", page, re.DOTALL).group(1)
         return f"'sha256-{base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()}'"
     return (f"default-src 'none'; script-src {own('script')}; style-src {own('style')}; "
-            "connect-src 'self'; base-uri 'none'; form-action 'none'; "
-            "frame-ancestors 'none'")
+            "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 
 
 class PageHandler(http.server.BaseHTTPRequestHandler):
