@@ -49,10 +49,11 @@ How to read this file. Part I is that pipeline, complete and small; it calls not
 Part II, built from Part I's pieces, is what the command line runs: robust on real folders
 (encodings, PDFs, symlinks, a safe cache, Ctrl-C), fast on big ones (only what changed is embedded,
 a memory-mapped cache, an inverted index for BM25), and the finer points of ranking and answering.
-Part III: the modes (a question, --chat, --explain, --eval, --make-eval, --tune, --gaps, --mcp) and
-the command line. A first reading can stop after Part I. Left out on purpose: approximate
-nearest-neighbour indexes (exact search copes with a few hundred thousand chunks), rerankers,
-network servers (--mcp speaks on stdin and stdout), frameworks. --help-all lists every flag.
+Part III: the modes (a question, --chat, --explain, --eval, --make-eval, --tune, --gaps, --mcp,
+--serve) and the command line. A first reading can stop after Part I. Left out on purpose:
+approximate nearest-neighbour indexes (exact search copes with a few hundred thousand chunks),
+rerankers, servers for other machines (--mcp speaks on stdin and stdout, --serve on loopback),
+frameworks. --help-all lists every flag.
 
 The map of Parts II and III: every section in order by the marker its banner carries (search
 for one to go there and back), what it holds and where to start reading it.
@@ -93,6 +94,7 @@ for one to go there and back), what it holds and where to start reading it.
     §mcp-tools          Notes -> search_tool, read_tool, ask_tool; mcp_tools
     §held-index         HeldIndex: current(), look() while idle, still_current
     §mcp                McpServer: answer, call_tool; JsonRpcLines, Later; run_mcp; MCP
+    §serve              PAGE, PageServer, PageHandler: refusal, ask (stream); run_serve; SERVE
     §command-line       MODES, build_parser (--help, --help-all), parse_args, run_mode, main
     §start-up           what the lines before Part I do; exit_now
 
@@ -105,9 +107,10 @@ it (read_html; read_docx, read_odt, read_epub, read_notebook; read_org, read_rst
 
 from __future__ import annotations
 
-import argparse, bisect, contextlib, datetime, fnmatch, functools, gc, hashlib, importlib
-import ipaddress, itertools, json, math, mmap, os, pickle, queue, re, shlex, signal, stat, sys
-import tempfile, threading, time, unicodedata, urllib.request
+import argparse, bisect, contextlib, datetime, fnmatch, functools, gc, hashlib, http.server
+import importlib, ipaddress, itertools, json, math, mmap, os, pickle, queue, re, secrets, shlex
+import signal, socket, stat, sys, tempfile, threading, time, unicodedata, urllib.parse
+import urllib.request
 from array import array
 from calendar import monthrange
 from collections import Counter
@@ -7951,11 +7954,11 @@ def logged(outcome: Outcome, settings: Settings, via: str = "") -> Outcome:
 # ============================================================================
 # PART III · THE MODES AND THE COMMAND LINE
 # One question (the default), a conversation (--chat), a narrated run (--explain), an
-# evaluation (--eval, --make-eval, --tune), what the notes could not answer (--gaps) and
-# a server for agents (--mcp): a section each, holding its flags, its Mode and its
-# printing, after the set-up they share, and the command line last. Each opens the index
-# through one set-up (open_for_mode; --mcp on its first call, with the same checks),
-# searches through Part II's search() and answers through answer(). Only the run_*
+# evaluation (--eval, --make-eval, --tune), what the notes could not answer (--gaps), a
+# server for agents (--mcp) and a page (--serve): a section each, holding its flags, its
+# Mode and its printing, after the set-up they share, and the command line last. Each opens
+# the index through one set-up (open_for_mode; --mcp and --serve hold it, with the same
+# checks), searches through Part II's search() and answers through answer(). Only the run_*
 # functions print; --mcp writes protocol messages on stdout and nothing else.
 # ============================================================================
 # §modes-setup ---------------------------------------------------------------
@@ -9988,11 +9991,14 @@ def read_tool(notes: Notes, path: str, start_line: int = 1,
 
 def ask_tool(notes: Notes, question: str, num_ctx: int = NUM_CTX,
              on_plan: Callable[[Outcome], None] = lambda plan: None,
-             on_token: Callable[[str], None] = lambda piece: None, **filters) -> dict:
+             on_token: Callable[[str], None] = lambda piece: None,
+             conversation: Conversation | None = None, **filters) -> dict:
     """ask_notes: a question's answer() with its sources and citations checked, or why there is
-    none; on_plan and on_token as answer()'s, `filters` and UsageError as search_tool's."""
+    none; on_plan and on_token as answer()'s (what one raises closes the stream: Ollama stops),
+    `filters` and UsageError as search_tool's. `conversation`: a follow-up's (a page's tab)."""
     settings = filtered(notes, filters)
-    outcome = answer(notes.client, notes.index, question, settings, Conversation(num_ctx=num_ctx),
+    conversation = conversation or Conversation(num_ctx=num_ctx)
+    outcome = answer(notes.client, notes.index, question, settings, conversation,
                      keywords_because=notes.report.embed_error, via=notes.via,
                      on_plan=on_plan, on_token=on_token)
     for w in run_warnings(notes.report, outcome) + outcome.warnings:
@@ -10794,17 +10800,430 @@ MCP = Mode(
                            "Desktop, VS Code, ...) as an MCP server on stdin/stdout",
                            action="store_true"),
              "fresh_seconds": option(None, "--fresh-seconds", MODES_GROUP,
-                                     "with --mcp: a call sees every change made to the notes "
-                                     "more than S seconds before it (default "
+                                     "with --mcp or --serve: a call sees every change made to "
+                                     "the notes more than S seconds before it (default "
                                      f"{MCP_FRESH_SECONDS:g}; looked for while idle; 0: before "
                                      "each call)", SECONDS, type=float, metavar="S")},
     examples=(("--notes ~/vault --mcp", "serve them to an agent (MCP, stdio)"),),
     prints="speaks JSON-RPC anyway")
 
+# §serve ---------------------------------------------------------------------
+# --serve: the notes in a browser, on a page only the one who started it can open.
+#
+# A web server on loopback serves one page and answers it with --mcp's tools (ask_tool,
+# read_tool) on a held index and the gap log as --gaps reads it, sending what they return as
+# JSON: nothing is searched or checked here. An answer streams as lines of JSON; a note shows
+# as text, never as HTML. Others are kept out as Jupyter and Ollama keep them: the token of
+# the printed URL (then a cookie), a Host header naming this server (DNS rebinding renames
+# another site, not its Host), a POST from this page (Origin) to start or stop anything, and
+# a Content-Security-Policy that runs the page's own script and no other.
+
+
+SERVE_PORT = 8765                         # --serve's port when not told; --port 0: any free one
+SERVE_MAX_BODY = 256 << 10                # bytes of a request's body at most: a question, turns
+SERVE_CONNECTIONS = 32                    # open connections at most; more are closed at once
+SERVE_IDLE_SECONDS = 30.0                 # a client silent this long (mid-request) is let go
+VIA_PAGE = "page"                         # an entry's "via" in the gap log: asked on the page
+TURN = ("question", "answer", "query")    # a turn as the page keeps it: Turn's fields
+
+PAGE = """<!doctype html>
+<html lang="en"><meta charset="utf-8">
+<meta name="viewport" content="width=device-width,initial-scale=1">
+<title>Your notes</title>
+<style>
+body{font:16px/1.45 system-ui,sans-serif;margin:0;display:flex;flex-wrap:wrap;color:#222}
+main,aside{flex:1 1 22em;padding:0 1em;min-width:0}
+aside{position:sticky;top:0;max-height:100vh;overflow:auto;border-left:1px solid #ccc}
+form{display:flex;flex-wrap:wrap;gap:.4em;padding-top:1em}
+#q{flex:1 1 100%;font-size:1.1em;padding:.3em} input{flex:1 1 8em}
+section{border-top:1px solid #ddd;margin-top:1em} small{color:#555}
+[data-path]{cursor:pointer} [data-path]:focus,[data-path]:hover{outline:2px solid #58f}
+.supported{background:#e4f6e4}.uncited{background:#f6f3d8}
+.unsupported,.judged{background:#fde8cc}.wrong{background:#fbd0d0}
+#note div{white-space:pre-wrap;font:14px/1.4 monospace;overflow-wrap:anywhere}
+#note .hit{background:#ff6} #note button{display:block;margin:.3em 0}
+</style>
+<main><form id="f">
+<input id="q" autofocus autocomplete="off" aria-label="question"
+placeholder="Ask your notes, then Enter">
+<input id="tags" aria-label="tags" placeholder="tags: work, home">
+<input id="folder" aria-label="folder" placeholder="folder: work/*">
+<button>Ask</button> <button type="button" id="stop" disabled>Stop</button>
+<button type="button" id="new">New conversation</button>
+<button type="button" id="gaps">Unanswered questions</button>
+</form><div id="log"></div></main>
+<aside><h2 id="title">Notes open here</h2><div id="note"></div></aside>
+<script>
+"use strict";
+history.replaceState(null, "", location.pathname);   // the token stays out of sight
+const $ = id => document.getElementById(id);
+let turns = [], asking = null;
+function el(tag, text, cls) {
+  const e = document.createElement(tag);
+  if (text != null) e.textContent = text;
+  if (cls) e.className = cls;
+  return e;
+}
+function post(url, body) {
+  return fetch(url, {method: "POST", body: JSON.stringify(body),
+                     headers: {"Content-Type": "application/json"}});
+}
+function link(e, path, line, end) {   // a note's place: opened by a click or Enter
+  if (!path) return e;
+  Object.assign(e.dataset, {path, line: line || "", end: end || ""});
+  e.tabIndex = 0;
+  e.setAttribute("role", "button");
+  return e;
+}
+async function openNote(path, line, end) {
+  const d = await (await fetch("note?path=" + encodeURIComponent(path))).json();
+  const box = $("note");
+  box.replaceChildren();
+  $("title").textContent = d.error || d.path;
+  (d.text || "").split("\\n").forEach((text, i) => {
+    const row = box.appendChild(el("div", text || " "));
+    if (line && i + 1 >= line && i + 1 <= (end || line)) row.className = "hit";
+  });
+  const hit = box.querySelector(".hit");
+  if (hit) { hit.tabIndex = -1; hit.scrollIntoView({block: "center"}); hit.focus(); }
+}
+$("log").onclick = $("log").onkeydown = ev => {
+  const t = ev.target.closest("[data-path]");
+  if (t && (ev.type == "click" || ev.key == "Enter"))
+    openNote(t.dataset.path, +t.dataset.line, +t.dataset.end);
+};
+function listSources(ol, sources) {
+  ol.replaceChildren(...sources.map(s => link(el("li", `[${s.rank}] ${s.path}`
+    + (s.line ? ":" + s.line : s.place ? " " + s.place : "")
+    + (s.section ? " \\u203a " + s.section : "")), s.path, s.line)));
+}
+function sentences(box, res) {   // each with its verdict; its [n] open their sources
+  box.replaceChildren();
+  for (const s of res.citations.sentences) {
+    const v = s.verdict == "supported" && !s.cited.length ? "uncited" : s.verdict;
+    const span = link(el("span", null, v), s.path, s.line, s.end_line);
+    for (const part of s.text.split(/(\\[\\d+\\])/)) {
+      const src = res.sources[(/^\\[(\\d+)\\]$/.exec(part) || [])[1] - 1];
+      span.append(src ? link(el("a", part), src.path, src.line) : part);
+    }
+    const said = v == "uncited" ? "supported, not cited" : v;
+    box.append(span, el("small", ` (${said}${s.why ? ": " + s.why : ""}) `));
+  }
+}
+function ended(res, q, query, box, status, ol) {
+  listSources(ol, res.sources);
+  if (res.status == "answered" && res.citations) {
+    sentences(box, res);
+    turns.push({question: q, answer: res.answer, query: query || q});
+  }
+  status.textContent = res.status == "answered" ? res.citations && res.citations.summary
+    : res.status == "declined" ? `Not found in your notes (${res.why})`
+      + (res.sources.length ? ". The closest sources:" : "") : res.why || "";
+}
+async function ask(q) {
+  q = q.trim();
+  if (!q || asking != null) return;
+  const turn = el("section"), head = el("h3", q), status = el("p"), box = el("p");
+  const again = Object.assign(el("button", "Ask again"), {onclick: () => ask(q)}), ol = el("ol");
+  turn.append(head, again, status, box, ol);
+  $("log").append(turn);
+  $("q").value = "";
+  const body = {question: q, turns, tags: $("tags").value.split(/[\\s,]+/).filter(Boolean)};
+  if ($("folder").value.trim()) body.source = $("folder").value.trim();
+  asking = "";
+  $("stop").disabled = false;
+  let query = "";
+  try {
+    const r = await post("ask", body);
+    if (!r.ok) throw new Error((await r.json()).error);
+    const reader = r.body.getReader(), utf8 = new TextDecoder();
+    let buf = "";
+    for (let got; !(got = await reader.read()).done; ) {
+      const lines = (buf += utf8.decode(got.value, {stream: true})).split("\\n");
+      buf = lines.pop();
+      for (const m of lines.map(JSON.parse)) {
+        if (m.id) asking = m.id;
+        if (m.plan && (query = m.plan.query))
+          head.append(el("small", ` (searching for: ${query})`));
+        if (m.plan) listSources(ol, m.plan.sources);
+        if (m.token != null) box.textContent += m.token;
+        if (m.result) ended(m.result, q, query, box, status, ol);
+        if (m.error || m.stopped) status.textContent = m.error || "stopped";
+      }
+    }
+  } catch (e) {
+    status.textContent = String(e.message || e);
+  }
+  asking = null;
+  $("stop").disabled = true;
+}
+$("f").onsubmit = ev => { ev.preventDefault(); ask($("q").value); };
+$("stop").onclick = () => asking && post("stop", {id: asking});
+$("new").onclick = () => { turns = []; $("log").append(el("hr")); $("q").focus(); };
+$("gaps").onclick = async () => {
+  const d = await (await fetch("gaps")).json(), box = $("note");
+  $("title").textContent = "Questions your notes could not answer (click: ask again)";
+  box.replaceChildren(...(d.questions || []).map(g => Object.assign(
+    el("button", g.time.slice(0, 10) + " \\u00b7 " + g.question),
+    {onclick: () => ask(g.question)})));
+  if (d.error || !box.children.length) box.textContent = d.error || "none";
+};
+</script>
+</html>
+"""
+
+
+def page_policy(page: str) -> str:
+    """The Content-Security-Policy for `page`: its own inline script and style, known by their
+    hashes, and this server, and nothing else: no other script, not from a note's text, not
+    from anywhere on the network; no form posts, no frames."""
+    import base64                         # here alone: the hashes as CSP writes them
+
+    def own(tag: str) -> str:
+        text = re.search(f"<{tag}>(.*?)</{tag}>", page, re.DOTALL).group(1)
+        return f"'sha256-{base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()}'"
+    return (f"default-src 'none'; script-src {own('script')}; style-src {own('style')}; "
+            "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+
+
+class PageHandler(http.server.BaseHTTPRequestHandler):
+    """One request to the page's server: refused (403) unless it passes every rule
+    (refusal), then answered by its route with JSON, the page, or an answer's stream."""
+    timeout = SERVE_IDLE_SECONDS          # a client that sends nothing is let go
+    server_version = "demo_rag"
+
+    def log_message(self, format: str, *args) -> None:
+        pass                              # one line a request would bury the warnings
+
+    def do_GET(self) -> None:
+        self.route({"/": self.page, "/note": self.note, "/gaps": self.gaps})
+
+    def do_POST(self) -> None:
+        self.route({"/ask": self.ask, "/stop": self.stop})
+
+    def route(self, routes: dict[str, Callable[[dict], None]]) -> None:
+        url = urllib.parse.urlsplit(self.path)
+        query = {k: v[0] for k, v in urllib.parse.parse_qs(url.query).items()}
+        if why := self.refusal(query):
+            return self.send(403, {"error": why})
+        if url.path not in routes:
+            return self.send(404, {"error": f"no {url.path[:80]} here"})
+        try:
+            routes[url.path](query)
+        except (FileNotFoundError, NotADirectoryError, UsageError, OllamaError) as e:
+            self.send(503, {"error": failure(e)[0].strip()})
+        except ToolFailed as e:
+            self.send(404, {"error": str(e)})
+
+    def refusal(self, query: dict) -> str:
+        """Why this request is refused ("" if it is not): a Host header not exactly one of the
+        server's names, no token (the URL's, or the cookie it left), a POST not from the page."""
+        s, host = self.server, self.headers.get("Host", "")
+        if host not in s.hosts:
+            return "not a name of this server (Host)"
+        cookie = re.search(rf"(?:^|;)\s*{s.cookie}=([\w-]+)", self.headers.get("Cookie", ""))
+        given = query.get("token") or (cookie.group(1) if cookie else "")
+        if not secrets.compare_digest(given.encode(), s.token.encode()):
+            return "open the URL the server printed (its token) to use this page"
+        if self.command == "POST" and self.headers.get("Origin") != f"http://{host}":
+            return "a request from another page (Origin)"
+        return ""
+
+    def send(self, status: int, body: dict | bytes | None, kind: str = "application/json",
+             **more: str) -> None:
+        """A response with the server's headers: `body` (None: what follows is streamed)."""
+        data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+        self.send_response(status)
+        length = {} if data is None else {"Content-Length": str(len(data))}
+        for name, value in {**self.server.headers, "Content-Type": kind, **length, **more}.items():
+            self.send_header(name.replace("_", "-"), value)
+        self.end_headers()
+        self.wfile.write(data or b"")
+
+    def page(self, query: dict) -> None:
+        self.send(200, PAGE.encode(), "text/html; charset=utf-8", Set_Cookie=(
+            f"{self.server.cookie}={self.server.token}; HttpOnly; SameSite=Strict; Path=/"))
+
+    def note(self, query: dict) -> None:
+        """A note of the index as read_note reads it, whole: the page shows it as text."""
+        self.send(200, read_tool(self.server.notes(), query.get("path", ""), 1, 1 << 30))
+
+    def gaps(self, query: dict) -> None:
+        """The gap log's questions about these notes, newest first."""
+        s = self.server.held.settings
+        try:
+            entries, _ = read_gaps(s.cache_dir / GAP_LOG)
+        except OSError as e:
+            return self.send(503, {"error": f"cannot read the gap log: {e.strerror or e}"})
+        mine = [e for e in entries if e["notes"] == os.path.realpath(s.notes_dir)]
+        self.send(200, {"questions": [{k: e[k] for k in ("time", "question", "why")}
+                                      for e in mine[::-1]]})
+
+    def body(self) -> dict | None:
+        """The request's JSON object, or None after saying what is wrong with it."""
+        length = self.headers.get("Content-Length", "")
+        if not length.isdigit() or int(length) > SERVE_MAX_BODY:
+            self.send(413, {"error": f"a request's body is {SERVE_MAX_BODY >> 10} KB at most"})
+            return None
+        with contextlib.suppress(ValueError, RecursionError):
+            if isinstance(d := json.loads(self.rfile.read(int(length))), dict):
+                return d
+        self.send(400, {"error": "a request's body is a JSON object"})
+        return None
+
+    def stop(self, query: dict) -> None:
+        if (d := self.body()) is not None:
+            self.server.asking.get(str(d.get("id")), threading.Event()).set()
+            self.send(200, {})
+
+    def ask(self, query: dict) -> None:
+        """A question, answered by ask_tool in a stream of JSON lines: its id (to stop it by),
+        the plan (the sources, the follow-up as searched), each piece, then the result."""
+        if (d := self.body()) is None:
+            return
+        arguments = {k: d[k] for k in ("question", "tags", "source") if d.get(k) is not None}
+        turns = d.get("turns", [])
+        if why := argument_problem(mcp_tools(self.server.held.settings)["ask_notes"], arguments):
+            return self.send(400, {"error": why})
+        if not isinstance(turns, list) or not all(
+                isinstance(t, dict) and all(isinstance(t.get(k), str) for k in TURN)
+                for t in turns):
+            return self.send(400, {"error": "turns: a list of the question, answer and query"})
+        conversation = Conversation(num_ctx=self.server.num_ctx)
+        for t in turns:                   # the tab's conversation: its page keeps the turns
+            conversation = conversation.remember(Turn(*(t[k] for k in TURN)))
+        self.send(200, None, "application/x-ndjson")
+        self.stream(arguments, conversation)
+
+    def stream(self, arguments: dict, conversation: Conversation) -> None:
+        """ask_tool's answer as it comes, a JSON object a line; Stop, or the page going away,
+        ends it at the next piece, the chat model's stream closed (Ollama stops)."""
+        key, stopped = secrets.token_urlsafe(8), threading.Event()
+        self.server.asking[key] = stopped
+
+        def line(message: dict) -> None:
+            self.wfile.write(json.dumps(message).encode() + b"\n")
+            self.wfile.flush()
+
+        def piece(text: str) -> None:
+            if stopped.is_set():
+                raise CallCancelled
+            line({"token": text})
+        try:
+            line({"id": key})
+            result = ask_tool(self.server.notes(), **arguments, conversation=conversation,
+                              on_plan=lambda plan: line({"plan": {
+                                  "query": plan.query, "sources": sources_json(plan.retrieval)}}),
+                              on_token=piece)
+            line({"result": result})
+        except CallCancelled:
+            line({"stopped": True})
+        except (FileNotFoundError, NotADirectoryError, UsageError, OllamaError) as e:
+            line({"error": failure(e)[0].strip()})
+        except OSError:                   # the page went away: nobody to tell
+            pass
+        finally:
+            self.server.asking.pop(key, None)
+
+
+class PageServer(http.server.ThreadingHTTPServer):
+    """The page's server: this run's notes (a HeldIndex) and the rules a request must pass,
+    a thread a connection, SERVE_CONNECTIONS of them at most."""
+    daemon_threads = True                 # Ctrl-C stops it with a question still answering
+
+    def __init__(self, host: str, port: int, held: HeldIndex, num_ctx: int):
+        self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        super().__init__((host, port), PageHandler)
+        self.held, self.num_ctx, self.port = held, num_ctx, self.server_address[1]
+        self.token = secrets.token_urlsafe(24)
+        self.cookie = f"demo_rag_{self.port}"   # two servers on one machine: a cookie each
+        named = f"[{host}]" if ":" in host else host
+        self.hosts = {f"{n}:{self.port}" for n in ("127.0.0.1", "localhost", "[::1]", named)}
+        self.headers = {"Content-Security-Policy": page_policy(PAGE),
+                        "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
+                        "Cache-Control": "no-store"}
+        self.asking: dict[str, threading.Event] = {}    # an answer's id -> set to stop it
+        self.slots = threading.BoundedSemaphore(SERVE_CONNECTIONS)
+        self.url = f"http://{named}:{self.port}/?token={self.token}"
+
+    def process_request(self, request, client_address) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+    def service_actions(self) -> None:
+        self.held.look()                  # between requests: the notes' changes, if it is time
+
+    def notes(self) -> Notes:             # the notes as they are now, for a tool
+        h = self.held
+        return Notes(h.settings, h.client, *h.current(), warn=h.warn_once, via=VIA_PAGE)
+
+
+def run_serve(args, settings: Settings, client: ollama.Client) -> int:
+    """--serve: the page's server, until Ctrl-C (exit 0). The index is opened (and saved)
+    first, so that a folder without usable notes is said before any URL is."""
+    host, port = args.host or "127.0.0.1", SERVE_PORT if args.port is None else args.port
+    local = False
+    with contextlib.suppress(ValueError):      # a name other than localhost may lead anywhere
+        local = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    if not local and not args.allow_remote:
+        raise UsageError(f"error: --host {host} would let other machines ask your notes; "
+                         "give --allow-remote too if you mean it")
+    if not local:
+        err(f"warning: serving beyond this machine on {host}: anyone who can reach it and has "
+            "the URL reads your notes, over plain HTTP")
+    held = HeldIndex(settings, client, "--rebuild" if args.rebuild else "",
+                     MCP_FRESH_SECONDS if args.fresh_seconds is None else args.fresh_seconds,
+                     args.progress_seconds)
+    held.current()
+    num_ctx = chat_context(settings, args.timeout)    # and the chat model loads meanwhile
+    try:
+        server = PageServer(host, port, held, num_ctx)
+    except OSError as e:
+        raise UsageError(f"error: cannot serve on {host}:{port}: {e.strerror or e} "
+                         "(another --port, or --port 0 for any free one)") from None
+    print(f"Your notes ({len(held.index.files)}) are served at this URL, the token in it "
+          f"letting you in (Ctrl-C stops it):\n    {server.url}", flush=True)
+    if args.open:
+        import webbrowser
+        start_daemon(webbrowser.open, server.url, name="open the browser")
+    try:
+        server.serve_forever(poll_interval=0.25)
+    except KeyboardInterrupt:
+        err("stopped; the index is saved")
+    finally:
+        server.server_close()
+    return EXIT_OK
+
+
+SERVE = Mode(
+    "--serve", run_serve, question=False, json=False,
+    takes=("--port", "--open", "--host", "--allow-remote", "--fresh-seconds"),
+    options={"serve": option(False, "--serve", MODES_GROUP, "ask your notes on a page in your "
+                             "browser, served on this machine alone", action="store_true"),
+             "port": option(None, "--port", MODES_GROUP, "with --serve: the port (default "
+                            f"{SERVE_PORT}; 0: any free one)", (lambda n: 0 <= n < 65536,
+                            "must be 0 to 65535"), type=int, metavar="N"),
+             "open": option(False, "--open", MODES_GROUP, "with --serve: open the page in the "
+                            "browser", action="store_true"),
+             "host": option(None, "--host", MODES_GROUP, "with --serve: the address to "
+                            "listen on (loopback unless --allow-remote)", metavar="HOST"),
+             "allow_remote": option(False, "--allow-remote", MODES_GROUP, "with --serve: let "
+                                    "--host be an address others reach", action="store_true")},
+    examples=(("--notes ~/vault --serve --open", "ask them in your browser"),),
+    prints="prints the URL to open")
+
 # §command-line --------------------------------------------------------------
 # The command line: the modes and their flags in one parser, and main().
 
-MODES = (QUESTION, CHAT, EXPLAIN, EVAL, MAKE_EVAL, TUNE, GAPS, MCP)    # in --help's order
+MODES = (QUESTION, CHAT, EXPLAIN, EVAL, MAKE_EVAL, TUNE, GAPS, MCP, SERVE)   # --help's order
 GROUPS = (MODES_GROUP, NOTES_GROUP, RETRIEVAL_GROUP, MODELS_GROUP, OUTPUT_GROUP)
 # What --help shows besides the modes: the flags of a first run. --help-all shows every flag.
 FIRST_FLAGS = ("--notes", "--embed-model", "--chat-model", "--retrieve-only", "--json", "--version")
@@ -10893,7 +11312,8 @@ def chosen_mode(args: argparse.Namespace, error: Callable[[str], None] | None = 
     for other in MODES:
         for flag in other.takes:
             dest = next(d for d, o in options.items() if o["flag"] == flag)
-            if flag not in mode.takes and getattr(args, dest) not in (None, False):
+            given = getattr(args, dest)   # subtle: 0 == False, and --port 0 is given
+            if flag not in mode.takes and given is not None and given is not False:
                 owners = " or ".join(m.flag or "a question" for m in MODES if flag in m.takes)
                 error(f"{flag} goes with {owners}")
     return mode
