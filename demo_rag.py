@@ -49,11 +49,9 @@ How to read this file. Part I is that pipeline, complete and small; it calls not
 Part II, built from Part I's pieces, is what the command line runs: robust on real folders
 (encodings, PDFs, symlinks, a safe cache, Ctrl-C), fast on big ones (only what changed is embedded,
 a memory-mapped cache, an inverted index for BM25), and the finer points of ranking and answering.
-Part III: the modes (a question, --chat, --explain, --eval, --make-eval, --tune, --gaps, --mcp,
---serve) and the command line. A first reading can stop after Part I. Left out on purpose:
-approximate nearest-neighbour indexes (exact search copes with a few hundred thousand chunks),
-rerankers, servers for other machines (--mcp speaks on stdin and stdout, --serve on loopback),
-frameworks. --help-all lists every flag.
+Part III: the modes and the command line. A first reading can stop after Part I. Left out on
+purpose: approximate nearest-neighbour indexes (exact search copes with a few hundred thousand
+chunks), rerankers, servers for other machines (--serve binds to loopback), frameworks.
 
 The map of Parts II and III: every section in order by the marker its banner carries (search
 for one to go there and back), what it holds and where to start reading it.
