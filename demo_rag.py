@@ -8298,8 +8298,7 @@ def hyperlink(template: str, path: str, line: int | None) -> str:
     >>> hyperlink("vscode://file{path}:{line}:{column}", "/notes/tea & me\x1b]8;;x\x07.md", 14)
     'vscode://file/notes/tea%20%26%20me%1B%5D8%3B%3Bx%07.md:14:1'
     """
-    import socket                         # (only here: a link names the machine its file is on)
-    from urllib.parse import quote
+    quote = urllib.parse.quote
     path = Path(path).as_posix()
     wsl = os.environ.get("WSL_DISTRO_NAME")
     return template.format(path=quote(os.fsencode(path if path[:1] == "/" else f"/{path}"), "/:"),
@@ -10890,10 +10889,13 @@ $("log").onclick = $("log").onkeydown = ev => {
   if (t && (ev.type == "click" || ev.key == "Enter"))
     openNote(t.dataset.path, +t.dataset.line, +t.dataset.end);
 };
-function listSources(ol, sources) {
-  ol.replaceChildren(...sources.map(s => link(el("li", `[${s.rank}] ${s.path}`
-    + (s.line ? ":" + s.line : s.place ? " " + s.place : "")
-    + (s.section ? " \\u203a " + s.section : "")), s.path, s.line)));
+function listSources(ol, sources) {   // each with its editor link, when a format is set
+  ol.replaceChildren(...sources.map(s => {
+    const li = link(el("li", `[${s.rank}] ${s.path}` + (s.line ? ":" + s.line : s.place
+      ? " " + s.place : "") + (s.section ? " \\u203a " + s.section : "")), s.path, s.line);
+    if (s.editor) li.append(" ", Object.assign(el("a", "edit"), {href: s.editor}));
+    return li;
+  }));
 }
 function sentences(box, res) {   // each with its verdict; its [n] open their sources
   box.replaceChildren();
@@ -11110,10 +11112,10 @@ class PageHandler(http.server.BaseHTTPRequestHandler):
         try:
             line({"id": key})
             result = ask_tool(self.server.notes(), **arguments, conversation=conversation,
-                              on_plan=lambda plan: line({"plan": {
-                                  "query": plan.query, "sources": sources_json(plan.retrieval)}}),
+                              on_plan=lambda plan: line({"plan": {"query": plan.query, "sources":
+                                  self.server.linked(sources_json(plan.retrieval))}}),
                               on_token=piece)
-            line({"result": result})
+            line({"result": {**result, "sources": self.server.linked(result["sources"])}})
         except CallCancelled:
             line({"stopped": True})
         except (FileNotFoundError, NotADirectoryError, UsageError, OllamaError) as e:
@@ -11129,7 +11131,8 @@ class PageServer(http.server.ThreadingHTTPServer):
     a thread a connection, SERVE_CONNECTIONS of them at most."""
     daemon_threads = True                 # Ctrl-C stops it with a question still answering
 
-    def __init__(self, host: str, port: int, held: HeldIndex, num_ctx: int):
+    def __init__(self, host: str, port: int, held: HeldIndex, num_ctx: int, link_format: str):
+        self.link_format = link_format
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         super().__init__((host, port), PageHandler)
         self.held, self.num_ctx, self.port = held, num_ctx, self.server_address[1]
@@ -11159,6 +11162,14 @@ class PageServer(http.server.ThreadingHTTPServer):
     def service_actions(self) -> None:
         self.held.look()                  # between requests: the notes' changes, if it is time
 
+    def linked(self, sources: list[dict]) -> list[dict]:
+        """`sources` (hit_json's) each with the link the user's --hyperlink-format makes, if
+        one is set that a page can follow (a browser opens no file:// link from a page)."""
+        if self.link_format in (HYPERLINK_FORMATS["default"], ""):
+            return sources
+        return [{**s, "editor": hyperlink(self.link_format, os.path.join(
+            self.held.settings.notes_dir, s["path"]), s.get("line"))} for s in sources]
+
     def notes(self) -> Notes:             # the notes as they are now, for a tool
         h = self.held
         return Notes(h.settings, h.client, *h.current(), warn=h.warn_once, via=VIA_PAGE)
@@ -11183,7 +11194,7 @@ def run_serve(args, settings: Settings, client: ollama.Client) -> int:
     held.current()
     num_ctx = chat_context(settings, args.timeout)    # and the chat model loads meanwhile
     try:
-        server = PageServer(host, port, held, num_ctx)
+        server = PageServer(host, port, held, num_ctx, args.hyperlink_format)
     except OSError as e:
         raise UsageError(f"error: cannot serve on {host}:{port}: {e.strerror or e} "
                          "(another --port, or --port 0 for any free one)") from None

@@ -1775,6 +1775,10 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '        self.send(200, {"text": path.read_text()} if path.is_file() else {"error": "x"})',
      ["tests/test_serve.py", "-k", "nothing_else"]),
 
+    ("--serve: the page's sources offer no editor link",
+     '        if self.link_format in (HYPERLINK_FORMATS["default"], ""):',
+     '        if True:',
+     ["tests/test_serve.py", "-k", "editor_link"]),
     ("a mode's flag given as 0 (--port 0) passes with another mode",
      "            if flag not in mode.takes and given is not None and given is not False:",
      "            if flag not in mode.takes and given not in (None, False):",

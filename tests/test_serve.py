@@ -186,6 +186,18 @@ def test_a_question_streams_its_answer_in_pieces_then_the_result_as_ask_notes_gi
     assert sentence["path"] == "bm25.md" and sentence["line"] >= 1
 
 
+def test_each_source_offers_the_editor_link_of_the_format_the_user_set(page, fake):
+    assert "editor" not in page.ask("What is BM25?")[1]["plan"]["sources"][0]   # file://: none
+    p = Page(page.folder / "notes", page.folder / "cache", fake.url, "--hyperlink-format", "vscode")
+    try:
+        lines = p.ask("What is BM25?")
+    finally:
+        p.stop()
+    for source in lines[1]["plan"]["sources"] + lines[-1]["result"]["sources"]:
+        where = (page.folder / "notes" / source["path"]).absolute()
+        assert source["editor"] == f"vscode://file{where}:{source['line']}:1"
+
+
 def test_a_follow_up_is_searched_as_the_chat_mode_rewrites_it_with_the_tab_s_turns(page, fake):
     first = page.ask("What is BM25?")[-1]["result"]
     turns = [{"question": "What is BM25?", "answer": first["answer"], "query": "What is BM25?"}]
@@ -301,7 +313,7 @@ def test_a_silent_client_is_let_go_and_connections_past_the_bound_are_closed(mon
     monkeypatch.setattr(rag, "SERVE_CONNECTIONS", 2)
     settings = rag.Settings(notes_dir=notes, cache_dir=tmp_path / "cache")
     held = rag.HeldIndex(settings, ollama.Client(host=fake.url))
-    server = rag.PageServer("127.0.0.1", 0, held, rag.NUM_CTX)
+    server = rag.PageServer("127.0.0.1", 0, held, rag.NUM_CTX, "")
     threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     try:
         first = socket.create_connection(("127.0.0.1", server.port))
