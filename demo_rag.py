@@ -3704,6 +3704,8 @@ class Index:
     # rel -> what the note says of itself; a NoteTable when loaded; a note not in it says nothing
     notes: Mapping[str, NoteMeta] = field(default_factory=dict)
     reader: int = READER_VERSION          # the readers' version its notes were read by
+    # the notes held before the folder began to lose some, while it does (KeptCopy); 0: these
+    whole: int = 0
 
     @property
     def complete(self) -> bool:
@@ -4110,6 +4112,7 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
             draft.add(f, digest, sections, settings)
         report.count(f.rel, rec, digest)
     report.deleted = len(set(old_files) - {f.rel for f in files})
+    whole = max(old.whole, len(old_files)) if old_files.keys() - draft.records.keys() else 0
     report.say_notes()
     report.warnings += skip_warnings(report.skipped)
     chunks, lexicon, stamp = draft.chunks, draft.lexicon(old), fingerprint(files)
@@ -4119,7 +4122,7 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
                      settings.embed_model, (settings.chunk_size, settings.chunk_overlap),
                      embed_templates(settings).document, build, note_warnings=report.note_warnings,
                      skipped=report.skipped, notes_dir=os.path.realpath(settings.notes_dir),
-                     notes=draft.metas)
+                     notes=draft.metas, whole=whole)
 
     checkpoint = (lambda v, h, interrupted=False: writer.checkpoint(
         lambda: with_vectors(v, h), interrupted, progress)) if writer else None
@@ -4435,7 +4438,7 @@ def index_to_dict(index: Index) -> dict:
         # --eval --json, and ignores a key it does not know.
         "calibration": floors_only(calibration),
         "calibration_probes": calibration.get("probes") if isinstance(calibration, dict) else None,
-        "notes": NoteTable.pack(index.files, index.notes),
+        "notes": NoteTable.pack(index.files, index.notes), "whole": index.whole,
     }
 
 
@@ -4489,7 +4492,8 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
                  # older caches: none
                  checked_calibration(d.get("calibration"), d.get("calibration_probes")),
                  check(d["notes_dir"], str, "notes_dir"), notes,
-                 check(d.get("reader", 0), int, "reader"))
+                 check(d.get("reader", 0), int, "reader"),
+                 check(d.get("whole", 0), int, "whole"))      # older caches: none
 
 
 # §cache-disk ----------------------------------------------------------------
@@ -5749,9 +5753,11 @@ class KeptCopy:
         kept beside them if it holds a note none of them does (added or edited since): a sync
         that drops notes twice keeps what it had before the first, and what came after."""
         gone = sum(rel not in here for rel in old.files)
-        if gone < 2 or gone <= self.LOSS_SHARE * len(old.files) or not self.cache.exists():
+        whole = max(old.whole, len(old.files))   # counted from before the folder lost any
+        lost = whole - len(old.files) + gone
+        if gone < 2 or lost <= self.LOSS_SHARE * whole or not self.cache.exists():
             return ""
-        said = (f"{gone} of the {len(old.files)} notes the cache held are gone from "
+        said = (f"{lost} of the {whole} notes the cache held are gone from "
                 f"{readable_name(str(folder))} or cannot be read now")
         copies = self.paths()
         held = {r.digest for p in copies if (c := load_index(p)[0]) for r in c.files.values()}

@@ -349,6 +349,46 @@ def test_a_folder_that_lost_most_notes_keeps_a_copy_whose_vectors_serve_them_whe
     assert len(cache_files(cli.cache)) == 1               # the copy is not needed any more
 
 
+def test_a_folder_that_loses_notes_in_steps_keeps_a_copy_once_half_of_them_are_gone(
+        cli, server, tmp_path):
+    notes, away = tmp_path / "steps", tmp_path / "away"
+    notes.mkdir(), away.mkdir()
+    for i in range(40):
+        (notes / f"n{i:02}.md").write_text(f"# Note {i}\n\nThe note number {i} tells of the "
+                                           f"{i}th kite flown on the hill.\n")
+    assert cli("--notes", notes, "--retrieve-only", "kite").returncode == 0
+    said = []
+    for gone in (18, 10, 5, 3):                           # 45% of the notes left, four times
+        for p in sorted(notes.iterdir())[:gone]:
+            shutil.move(p, away / p.name)
+        out = cli("--notes", notes, "--retrieve-only", "kite")
+        assert out.returncode == 0, out.stderr
+        said.append(out.stderr)
+    assert "gone from" not in said[0] and "28 of the 40 notes the cache held are gone" in said[1]
+    assert len(cache_files(cli.cache)) == 2               # the copy of 22 notes, kept at 12
+    for p in away.iterdir():
+        shutil.move(p, notes / p.name)
+    embedded = len(server.embedded_texts())
+    assert cli("--notes", notes, "--retrieve-only", "kite").returncode == 0
+    # only the notes gone before the loss reached half are embedded again
+    assert len([t for t in server.embedded_texts()[embedded:] if "Query:" not in t]) == 18
+    assert len(cache_files(cli.cache)) == 1
+
+
+def test_a_cache_from_before_the_notes_were_counted_whole_loads_and_embeds_nothing(
+        cli, server, notes):
+    from conftest import read_cache, write_cache
+    assert cli("--notes", notes, "--retrieve-only", "coffee ratio").returncode == 0
+    [cache] = cache_files(cli.cache)
+    d, vectors = read_cache(cache)
+    del d["whole"]
+    write_cache(cache, d, vectors)
+    embedded = len(server.embedded_texts())
+    out = cli("--notes", notes, "--retrieve-only", "coffee ratio")
+    assert out.returncode == 0 and "cache" not in out.stderr, out.stderr
+    assert len(server.embedded_texts()) - embedded == 1   # the question, no chunk
+
+
 def test_a_few_notes_gone_keep_no_copy(cli, notes):
     assert cli("--notes", notes, "--retrieve-only", "coffee ratio").returncode == 0
     (notes / "sourdough.md").unlink()
