@@ -3799,12 +3799,7 @@ class EmbedProgress(NamedTuple):
 
 
 class BuildInterrupted(KeyboardInterrupt):
-    """Ctrl-C (or SIGTERM) during a build, after what was embedded was saved."""
-
-    def __init__(self, kept: int, total: int):
-        super().__init__(f"kept {kept:,} of {total:,} vectors; run again to continue"
-                         if kept < total else
-                         f"kept all {total:,} vectors; the next run measures the relevance floor")
+    """Ctrl-C (or SIGTERM) during a build, after what was embedded was saved: what was kept."""
 
 
 class VectorSizeChanged(Exception):
@@ -3920,9 +3915,9 @@ def embed_missing(settings: Settings, client: ollama.Client, chunks: list[Placed
     """Embed the chunks at rows `todo` into `vectors` (returned: a new matrix if it had no size)
     and `has_vector`, saving each batch with `checkpoint`. If Ollama stops, the rest stays
     missing (report.embed_error): BM25 still works, and the next run fills them in. Ctrl-C
-    saves what arrived (BuildInterrupted). The first vectors of another size than `vectors`
-    raise VectorSizeChanged (the caller embeds all again); a size that changes after that
-    saves what arrived and raises VectorsOfTwoSizes: no rebuild would end."""
+    saves what arrived, then stops (CacheWriter.stopped). The first vectors of another size
+    than `vectors` raise VectorSizeChanged (the caller embeds all again); a size that changes
+    after that saves what arrived and raises VectorsOfTwoSizes: no rebuild would end."""
     n, dim = vectors.shape
     # sized_here: dim is this run's
     t0, done, first, sized_here = time.perf_counter(), 0, True, False
@@ -3965,8 +3960,9 @@ def embed_missing(settings: Settings, client: ollama.Client, chunks: list[Placed
     except OllamaError as e:
         report.embed_error = str(e)
     except KeyboardInterrupt:             # Ctrl-C or SIGTERM: keep what arrived, then stop
-        kept = checkpoint(vectors, has_vector, interrupted=True) if checkpoint else 0
-        raise BuildInterrupted(kept, n) from None
+        if checkpoint:
+            checkpoint(vectors, has_vector, interrupted=True)
+        raise
     return vectors
 
 
@@ -4744,6 +4740,9 @@ class CacheWriter:
         self.path, self.seconds, self.floor = path, seconds, 0
         self.on_disk = self.kept = on_disk   # vectors in the cache file now; this build's saved
         self.aside: Path | None = None
+        # the index being built, offered at each checkpoint: saved when an interrupt stops it
+        self.building: Callable[[], Index] | None = None
+        self.unsaved = False
         self.last, self.cost = time.perf_counter(), 0.0
         self.problem: str | None = None   # why the last write failed
         self.warned = False
@@ -4751,13 +4750,35 @@ class CacheWriter:
     def checkpoint(self, make_index: Callable[[], Index], interrupted: bool,
                    progress: Callable[[str], None]) -> int:
         """Save make_index() if a save is due (`seconds` 0: every batch), or at once when the
-        build was interrupted; return this build's vectors now on disk."""
+        build was interrupted; return the vectors in the cache file now."""
         wait = max(self.seconds, self.cost / CHECKPOINT_MAX_SHARE) if self.seconds else 0
         due = interrupted or time.perf_counter() - self.last >= wait
-        if due and not self.save(make_index(), interrupted) and self.problem and not self.warned:
+        self.building, saved = make_index, due and self.save(make_index(), interrupted)
+        if due and not saved and self.problem and not self.warned:
             self.warned = True
             progress(f"warning: {self.problem}")
-        return self.kept
+        self.unsaved = not saved
+        return self.on_disk
+
+    def stopped(self, progress: Callable[[str], None]) -> KeyboardInterrupt:
+        """What Ctrl-C or SIGTERM raises once this build has offered an index (checkpoint): a
+        BuildInterrupted that says what was kept, once the index is saved; before, the interrupt."""
+        if self.building is None:
+            return KeyboardInterrupt()
+        index = self.building()
+        if self.unsaved:
+            self.checkpoint(lambda: index, True, progress)
+        n, kept = len(index.chunks), self.kept
+        if kept < self.floor:             # the cache as it was; the rebuild's own wait aside
+            said = (f"the cache is kept as it was, and {kept:,} of the rebuild's {n:,} vectors "
+                    "beside it: --rebuild again goes on from them" if kept else
+                    f"the cache is kept as it was; the rebuild kept none of its {n:,} vectors")
+        elif kept < n:
+            said = (f"kept {kept:,} of {n:,} vectors; run again to continue"
+                    + (" (--rebuild starts over)" if self.floor else ""))
+        else:
+            said = f"kept all {n:,} vectors; the next run measures the relevance floor"
+        return BuildInterrupted(said)
 
     @staticmethod
     def beside(cache: Path, kind: str) -> Path:
@@ -4769,9 +4790,9 @@ class CacheWriter:
     def rebuilding(self, resumable: bool) -> None:
         """Embed all again keeping the cache's vectors until outnumbered; a `resumable` build
         (--rebuild) saves its own aside meanwhile, for the next --rebuild to take (donors)."""
-        self.floor = self.on_disk
+        self.floor, self.kept = self.on_disk, 0   # kept: the rebuild's own
         if resumable:
-            self.aside, self.kept = self.beside(self.path, "rebuild"), 0
+            self.aside = self.beside(self.path, "rebuild")
 
     @staticmethod
     @contextlib.contextmanager
@@ -5836,8 +5857,8 @@ class IndexOpening:
         self.cached = old if donor is None else None   # what the cache at `path` holds now
         on_disk = int(old.has_vector.sum()) if self.cached is not None else 0
         self.writer = CacheWriter(self.path, s.checkpoint_seconds, on_disk)
-        if rebuild:
-            self.writer.rebuilding(resumable=True)
+        if rebuild:                       # a build not known: what it embeds would not be taken
+            self.writer.rebuilding(resumable=bool(self.build))
         self.old, self.reason = (None, rebuild) if rebuild else (old, reason)
         self.donor = donor
 
@@ -5944,14 +5965,13 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     opening.load(held)
     if (unchanged := opening.unchanged()) is not None:
         return unchanged
-    index, report = opening.update()
-    if report.kept:                       # the notes are all gone: the cache stays as it was
-        return index, report
     try:
+        index, report = opening.update()
+        if report.kept:                   # the notes are all gone: the cache stays as it was
+            return index, report
         index = opening.calibrate(index)
-    except KeyboardInterrupt:             # Ctrl-C or SIGTERM: the vectors are kept, not the floor
-        raise BuildInterrupted(opening.writer.checkpoint(lambda: index, True, progress),
-                               len(index.chunks)) from None
+    except KeyboardInterrupt:             # Ctrl-C or SIGTERM: what was embedded is saved, and said
+        raise opening.writer.stopped(progress) from None
     opening.save(index, report)
     return index, report
 
