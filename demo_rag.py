@@ -5785,9 +5785,11 @@ class KeptCopy:
         if copies and all(r.digest in held for r in old.files.values()):
             return f"{said}: {copies[0].name}, kept when notes went before, stays as it is"
         free = (CacheWriter.beside(self.cache, f"kept{n or ''}") for n in itertools.count())
-        self.made = kept = next(p for p in free if p not in copies)
+        kept = next(p for p in free if p not in copies)
         try:
             os.link(self.cache, kept)     # the writer replaces the cache's name, not its bytes
+        except FileExistsError:           # a run at the same time kept it (--mcp and the CLI)
+            return f"{said}: {kept.name}, kept by another run just now, stays as it is"
         except OSError:
             import shutil                 # a disk without hard links: a copy, then
             try:
@@ -5795,6 +5797,7 @@ class KeptCopy:
             except OSError as e:
                 kept.unlink(missing_ok=True)
                 return f"{said}, and no copy of the cache could be kept ({e.strerror or e})"
+        self.made = kept
         return (f"{said}: the cache before is kept as {kept.name}, and its vectors serve them if "
                 "they come back (delete it if they are gone for good)")
 

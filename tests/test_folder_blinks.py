@@ -389,6 +389,20 @@ def test_a_cache_from_before_the_notes_were_counted_whole_loads_and_embeds_nothi
     assert len(server.embedded_texts()) - embedded == 1   # the question, no chunk
 
 
+def test_two_runs_keeping_a_copy_at_once_never_delete_or_overwrite_it(server, notes, tmp_path):
+    settings = rag.Settings(notes_dir=notes, cache_dir=tmp_path / "cache")
+    rag.open_index(settings)
+    old, _ = rag.load_index(rag.cache_path(settings))
+    here = set(list(old.files)[:3])                       # 7 of 10 notes gone, as both runs see
+    first, second = rag.KeptCopy(rag.cache_path(settings)), rag.KeptCopy(rag.cache_path(settings))
+    listed = second.paths()                               # the second lists the copies first...
+    assert "is kept as" in first.keep(old, here, notes)
+    second.paths = lambda: listed                         # ...and keeps one after the first did
+    assert "kept by another run just now" in second.keep(old, here, notes)
+    [copy] = first.paths()
+    assert rag.load_index(copy)[0].files.keys() == old.files.keys() and second.made is None
+
+
 def test_a_few_notes_gone_keep_no_copy(cli, notes):
     assert cli("--notes", notes, "--retrieve-only", "coffee ratio").returncode == 0
     (notes / "sourdough.md").unlink()
