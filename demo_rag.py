@@ -4830,7 +4830,8 @@ class CacheWriter:
         with self.interrupts_deferred(notice) as came:
             try:
                 save_index(index, self.aside if waits else self.path)
-                self.kept, self.problem = kept, None
+                # building: saved, unless a checkpoint offers it again
+                self.kept, self.problem, self.building = kept, None, None
                 if not waits:             # the cache holds this build's vectors: none wait aside
                     self.on_disk = kept
                     if self.aside:
@@ -5973,9 +5974,9 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
         if report.kept:                   # the notes are all gone: the cache stays as it was
             return index, report
         index = opening.calibrate(index)
+        opening.save(index, report)
     except KeyboardInterrupt:             # Ctrl-C or SIGTERM: what was embedded is saved, and said
         raise opening.writer.stopped(progress) from None
-    opening.save(index, report)
     return index, report
 
 

@@ -107,6 +107,18 @@ def test_an_interrupt_after_the_last_batch_before_the_update_returns_keeps_every
     assert texts_the_next_run_embeds(vault) == 0
 
 
+def test_an_interrupt_after_the_index_is_saved_leaves_it_as_saved(vault, server, monkeypatch):
+    s = rag.Settings(notes_dir=vault, cache_dir=vault.parent / "cache", chunk_size=300,
+                     chunk_overlap=0, checkpoint_seconds=1000)
+    # the last step of open_index, after the save: Ctrl-C comes then
+    monkeypatch.setattr(rag.KeptCopy, "drop", lambda *_: os.kill(os.getpid(), signal.SIGINT))
+    with pytest.raises(KeyboardInterrupt) as stopped:
+        rag.open_index(s, ollama.Client(host=server.url))
+    assert not isinstance(stopped.value, rag.BuildInterrupted)   # the cache is complete
+    index, _ = rag.load_index(rag.cache_path(s))
+    assert index.complete and index.calibration is not None      # not the index before its floor
+
+
 def test_a_rebuild_interrupted_past_the_vectors_the_cache_had_is_continued_by_a_run(vault):
     with FakeOllama(hold_at=5) as server:                   # a first build stopped at 128
         p = start(vault, server.url, "--checkpoint-seconds", 1000)
