@@ -4489,7 +4489,7 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
                  checked_calibration(d.get("calibration"), d.get("calibration_probes")),
                  check(d["notes_dir"], str, "notes_dir"), notes,
                  check(d.get("reader", 0), int, "reader"),
-                 check(d.get("whole", 0), int, "whole"))      # older caches: none
+                 check(d.get("whole", 0), int, "whole"))   # older caches: taken as whole
 
 
 # §cache-disk ----------------------------------------------------------------
@@ -4761,8 +4761,9 @@ class CacheWriter:
         return self.on_disk
 
     def stopped(self, progress: Callable[[str], None]) -> KeyboardInterrupt:
-        """What Ctrl-C or SIGTERM raises once this build has offered an index (checkpoint): a
-        BuildInterrupted that says what was kept, once the index is saved; before, the interrupt."""
+        """What Ctrl-C or SIGTERM raises: once this build has offered an index (checkpoint) that
+        is not saved whole, a BuildInterrupted saying what was kept, after saving what was not;
+        else the interrupt itself (the cache is as it was, or complete)."""
         if self.building is None:
             return KeyboardInterrupt()
         index = self.building()
@@ -4830,7 +4831,7 @@ class CacheWriter:
         with self.interrupts_deferred(notice) as came:
             try:
                 save_index(index, self.aside if waits else self.path)
-                # building: saved, unless a checkpoint offers it again
+                # nothing left for an interrupt to save (stopped) till a checkpoint offers more
                 self.kept, self.problem, self.building = kept, None, None
                 if not waits:             # the cache holds this build's vectors: none wait aside
                     self.on_disk = kept
