@@ -5756,6 +5756,8 @@ class KeptCopy:
 
     def __init__(self, cache: Path):
         self.cache, self.made = cache, None   # made: the copy this run kept, if any
+        # the cache as it was before its folder began to lose notes, while it does (whole)
+        self.before = CacheWriter.beside(cache, "keptwhole")
 
     def paths(self) -> list[Path]:
         """The copies kept now: <cache>.kept, .kept1, ... (CacheWriter.beside)."""
@@ -5771,22 +5773,33 @@ class KeptCopy:
         return None
 
     def keep(self, old: Index, here: Collection[str], folder: Path) -> str:
-        """Link the cache file to a copy's name if most of `old`'s notes are not `here` (found
-        now); what to say of it, or "". The copies of earlier losses stay, and the cache is
-        kept beside them if it holds a note none of them does (added or edited since): a sync
+        """Link the cache file to a copy's name if most of the notes `old` held whole are not
+        `here` (found now); what to say of it, or "". A smaller loss from a folder held whole
+        links it to `before`, kept for good if the losses that follow pass half (a sync
+        in steps), else dropped. The copies of earlier losses stay, and the cache is kept
+        beside them if it holds a note none of them does (added or edited since): a sync
         that drops notes twice keeps what it had before the first, and what came after."""
         gone = sum(rel not in here for rel in old.files)
         whole = max(old.whole, len(old.files))   # counted from before the folder lost any
         lost = whole - len(old.files) + gone
-        if gone < 2 or lost <= self.LOSS_SHARE * whole or not self.cache.exists():
+        if gone < 2 or not self.cache.exists():
+            return ""
+        if lost <= self.LOSS_SHARE * whole:   # the first of losses in steps, perhaps
+            if not old.whole:
+                self.before.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    os.link(self.cache, self.before)
             return ""
         said = (f"{lost} of the {whole} notes the cache held are gone from "
                 f"{readable_name(str(folder))} or cannot be read now")
+        free = (CacheWriter.beside(self.cache, f"kept{n or ''}") for n in itertools.count())
+        with contextlib.suppress(OSError):    # kept for good now, as it was before the first
+            if self.before.exists():
+                os.rename(self.before, next(p for p in free if not p.exists()))
         copies = self.paths()
         held = {r.digest for p in copies if (c := load_index(p)[0]) for r in c.files.values()}
         if copies and all(r.digest in held for r in old.files.values()):
             return f"{said}: {copies[0].name}, kept when notes went before, stays as it is"
-        free = (CacheWriter.beside(self.cache, f"kept{n or ''}") for n in itertools.count())
         kept = next(p for p in free if p not in copies)
         try:
             os.link(self.cache, kept)     # the writer replaces the cache's name, not its bytes
@@ -5805,7 +5818,10 @@ class KeptCopy:
 
     def drop(self, index: Index) -> None:
         """Delete each copy once every note it held is back in `index`, wherever (by the digest
-        of its bytes), with its vectors."""
+        of its bytes), with its vectors; and the cache before a loss in steps once an update
+        loses none (whole): those notes went for good."""
+        if not index.whole:
+            self.before.unlink(missing_ok=True)
         here = {record.digest for record in index.files.values()}
         for path in self.paths() if index.complete else []:
             copy = load_index(path)[0]

@@ -365,14 +365,24 @@ def test_a_folder_that_loses_notes_in_steps_keeps_a_copy_once_half_of_them_are_g
         assert out.returncode == 0, out.stderr
         said.append(out.stderr)
     assert "gone from" not in said[0] and "28 of the 40 notes the cache held are gone" in said[1]
-    assert len(cache_files(cli.cache)) == 2               # the copy of 22 notes, kept at 12
+    assert len(cache_files(cli.cache)) == 2               # the copy of all 40, kept at 12
     for p in away.iterdir():
         shutil.move(p, notes / p.name)
     embedded = len(server.embedded_texts())
     assert cli("--notes", notes, "--retrieve-only", "kite").returncode == 0
-    # only the notes gone before the loss reached half are embedded again
-    assert len([t for t in server.embedded_texts()[embedded:] if "Query:" not in t]) == 18
+    assert [t for t in server.embedded_texts()[embedded:] if "Query:" not in t] == []
     assert len(cache_files(cli.cache)) == 1
+
+
+def test_notes_deleted_a_few_at_a_time_keep_no_copy_once_an_update_loses_none(cli, notes):
+    assert cli("--notes", notes, "--retrieve-only", "coffee ratio").returncode == 0
+    for p in sorted(p for p in notes.iterdir() if p.suffix in (".md", ".txt"))[:3]:
+        p.unlink()                                        # 3 of 10: meant, or a first step
+    assert cli("--notes", notes, "--retrieve-only", "coffee ratio").returncode == 0
+    assert len(cache_files(cli.cache)) == 2               # the cache before, in case
+    (notes / "new.md").write_text("# New\n\nA new note about the repair of a bicycle wheel.\n")
+    assert cli("--notes", notes, "--retrieve-only", "coffee ratio").returncode == 0
+    assert len(cache_files(cli.cache)) == 1               # an update that lost none: meant
 
 
 def test_a_cache_from_before_the_notes_were_counted_whole_loads_and_embeds_nothing(
