@@ -3704,6 +3704,8 @@ class Index:
     # rel -> what the note says of itself; a NoteTable when loaded; a note not in it says nothing
     notes: Mapping[str, NoteMeta] = field(default_factory=dict)
     reader: int = READER_VERSION          # the readers' version its notes were read by
+    # the notes held before the folder began to lose some, while it does (KeptCopy); 0: these
+    whole: int = 0
 
     @property
     def complete(self) -> bool:
@@ -3797,12 +3799,7 @@ class EmbedProgress(NamedTuple):
 
 
 class BuildInterrupted(KeyboardInterrupt):
-    """Ctrl-C (or SIGTERM) during a build, after what was embedded was saved."""
-
-    def __init__(self, kept: int, total: int):
-        super().__init__(f"kept {kept:,} of {total:,} vectors; run again to continue"
-                         if kept < total else
-                         f"kept all {total:,} vectors; the next run measures the relevance floor")
+    """Ctrl-C (or SIGTERM) during a build, after what was embedded was saved: what was kept."""
 
 
 class VectorSizeChanged(Exception):
@@ -3918,9 +3915,9 @@ def embed_missing(settings: Settings, client: ollama.Client, chunks: list[Placed
     """Embed the chunks at rows `todo` into `vectors` (returned: a new matrix if it had no size)
     and `has_vector`, saving each batch with `checkpoint`. If Ollama stops, the rest stays
     missing (report.embed_error): BM25 still works, and the next run fills them in. Ctrl-C
-    saves what arrived (BuildInterrupted). The first vectors of another size than `vectors`
-    raise VectorSizeChanged (the caller embeds all again); a size that changes after that
-    saves what arrived and raises VectorsOfTwoSizes: no rebuild would end."""
+    saves what arrived, then stops (CacheWriter.stopped). The first vectors of another size
+    than `vectors` raise VectorSizeChanged (the caller embeds all again); a size that changes
+    after that saves what arrived and raises VectorsOfTwoSizes: no rebuild would end."""
     n, dim = vectors.shape
     # sized_here: dim is this run's
     t0, done, first, sized_here = time.perf_counter(), 0, True, False
@@ -3963,8 +3960,9 @@ def embed_missing(settings: Settings, client: ollama.Client, chunks: list[Placed
     except OllamaError as e:
         report.embed_error = str(e)
     except KeyboardInterrupt:             # Ctrl-C or SIGTERM: keep what arrived, then stop
-        kept = checkpoint(vectors, has_vector, interrupted=True) if checkpoint else 0
-        raise BuildInterrupted(kept, n) from None
+        if checkpoint:
+            checkpoint(vectors, has_vector, interrupted=True)
+        raise
     return vectors
 
 
@@ -4110,6 +4108,7 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
             draft.add(f, digest, sections, settings)
         report.count(f.rel, rec, digest)
     report.deleted = len(set(old_files) - {f.rel for f in files})
+    whole = max(old.whole, len(old_files)) if old_files.keys() - draft.records.keys() else 0
     report.say_notes()
     report.warnings += skip_warnings(report.skipped)
     chunks, lexicon, stamp = draft.chunks, draft.lexicon(old), fingerprint(files)
@@ -4119,7 +4118,7 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
                      settings.embed_model, (settings.chunk_size, settings.chunk_overlap),
                      embed_templates(settings).document, build, note_warnings=report.note_warnings,
                      skipped=report.skipped, notes_dir=os.path.realpath(settings.notes_dir),
-                     notes=draft.metas)
+                     notes=draft.metas, whole=whole)
 
     checkpoint = (lambda v, h, interrupted=False: writer.checkpoint(
         lambda: with_vectors(v, h), interrupted, progress)) if writer else None
@@ -4435,7 +4434,7 @@ def index_to_dict(index: Index) -> dict:
         # --eval --json, and ignores a key it does not know.
         "calibration": floors_only(calibration),
         "calibration_probes": calibration.get("probes") if isinstance(calibration, dict) else None,
-        "notes": NoteTable.pack(index.files, index.notes),
+        "notes": NoteTable.pack(index.files, index.notes), "whole": index.whole,
     }
 
 
@@ -4489,7 +4488,8 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
                  # older caches: none
                  checked_calibration(d.get("calibration"), d.get("calibration_probes")),
                  check(d["notes_dir"], str, "notes_dir"), notes,
-                 check(d.get("reader", 0), int, "reader"))
+                 check(d.get("reader", 0), int, "reader"),
+                 check(d.get("whole", 0), int, "whole"))   # older caches: taken as whole
 
 
 # §cache-disk ----------------------------------------------------------------
@@ -4740,6 +4740,9 @@ class CacheWriter:
         self.path, self.seconds, self.floor = path, seconds, 0
         self.on_disk = self.kept = on_disk   # vectors in the cache file now; this build's saved
         self.aside: Path | None = None
+        # the index being built, offered at each checkpoint: saved when an interrupt stops it
+        self.building: Callable[[], Index] | None = None
+        self.unsaved = False
         self.last, self.cost = time.perf_counter(), 0.0
         self.problem: str | None = None   # why the last write failed
         self.warned = False
@@ -4747,13 +4750,36 @@ class CacheWriter:
     def checkpoint(self, make_index: Callable[[], Index], interrupted: bool,
                    progress: Callable[[str], None]) -> int:
         """Save make_index() if a save is due (`seconds` 0: every batch), or at once when the
-        build was interrupted; return this build's vectors now on disk."""
+        build was interrupted; return the vectors in the cache file now."""
         wait = max(self.seconds, self.cost / CHECKPOINT_MAX_SHARE) if self.seconds else 0
         due = interrupted or time.perf_counter() - self.last >= wait
-        if due and not self.save(make_index(), interrupted) and self.problem and not self.warned:
+        self.building, saved = make_index, due and self.save(make_index(), interrupted)
+        if due and not saved and self.problem and not self.warned:
             self.warned = True
             progress(f"warning: {self.problem}")
-        return self.kept
+        self.unsaved = not saved
+        return self.on_disk
+
+    def stopped(self, progress: Callable[[str], None]) -> KeyboardInterrupt:
+        """What Ctrl-C or SIGTERM raises: once this build has offered an index (checkpoint) that
+        is not saved whole, a BuildInterrupted saying what was kept, after saving what was not;
+        else the interrupt itself (the cache is as it was, or complete)."""
+        if self.building is None:
+            return KeyboardInterrupt()
+        index = self.building()
+        if self.unsaved:
+            self.checkpoint(lambda: index, True, progress)
+        n, kept = len(index.chunks), self.kept
+        if kept < self.floor:             # the cache as it was; the rebuild's own wait aside
+            said = (f"the cache is kept as it was, and {kept:,} of the rebuild's {n:,} vectors "
+                    "beside it: --rebuild again goes on from them" if kept else
+                    f"the cache is kept as it was; the rebuild kept none of its {n:,} vectors")
+        elif kept < n:
+            said = (f"kept {kept:,} of {n:,} vectors; run again to continue"
+                    + (" (--rebuild starts over)" if self.floor else ""))
+        else:
+            said = f"kept all {n:,} vectors; the next run measures the relevance floor"
+        return BuildInterrupted(said)
 
     @staticmethod
     def beside(cache: Path, kind: str) -> Path:
@@ -4765,9 +4791,9 @@ class CacheWriter:
     def rebuilding(self, resumable: bool) -> None:
         """Embed all again keeping the cache's vectors until outnumbered; a `resumable` build
         (--rebuild) saves its own aside meanwhile, for the next --rebuild to take (donors)."""
-        self.floor = self.on_disk
+        self.floor, self.kept = self.on_disk, 0   # kept: the rebuild's own
         if resumable:
-            self.aside, self.kept = self.beside(self.path, "rebuild"), 0
+            self.aside = self.beside(self.path, "rebuild")
 
     @staticmethod
     @contextlib.contextmanager
@@ -4805,7 +4831,8 @@ class CacheWriter:
         with self.interrupts_deferred(notice) as came:
             try:
                 save_index(index, self.aside if waits else self.path)
-                self.kept, self.problem = kept, None
+                # nothing left for an interrupt to save (stopped) till a checkpoint offers more
+                self.kept, self.problem, self.building = kept, None, None
                 if not waits:             # the cache holds this build's vectors: none wait aside
                     self.on_disk = kept
                     if self.aside:
@@ -5729,6 +5756,8 @@ class KeptCopy:
 
     def __init__(self, cache: Path):
         self.cache, self.made = cache, None   # made: the copy this run kept, if any
+        # the cache as it was before its folder began to lose notes, while it does (whole)
+        self.before = CacheWriter.beside(cache, "keptwhole")
 
     def paths(self) -> list[Path]:
         """The copies kept now: <cache>.kept, .kept1, ... (CacheWriter.beside)."""
@@ -5744,23 +5773,38 @@ class KeptCopy:
         return None
 
     def keep(self, old: Index, here: Collection[str], folder: Path) -> str:
-        """Link the cache file to a copy's name if most of `old`'s notes are not `here` (found
-        now); what to say of it, or "". The copies of earlier losses stay, and the cache is
-        kept beside them if it holds a note none of them does (added or edited since): a sync
+        """Link the cache file to a copy's name if most of the notes `old` held whole are not
+        `here` (found now); what to say of it, or "". A smaller loss from a folder held whole
+        links it to `before`, kept for good if the losses that follow pass half (a sync
+        in steps), else dropped. The copies of earlier losses stay, and the cache is kept
+        beside them if it holds a note none of them does (added or edited since): a sync
         that drops notes twice keeps what it had before the first, and what came after."""
         gone = sum(rel not in here for rel in old.files)
-        if gone < 2 or gone <= self.LOSS_SHARE * len(old.files) or not self.cache.exists():
+        whole = max(old.whole, len(old.files))   # counted from before the folder lost any
+        lost = whole - len(old.files) + gone
+        if gone < 2 or not self.cache.exists():
             return ""
-        said = (f"{gone} of the {len(old.files)} notes the cache held are gone from "
+        if lost <= self.LOSS_SHARE * whole:   # the first of losses in steps, perhaps
+            if not old.whole:
+                self.before.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    os.link(self.cache, self.before)
+            return ""
+        said = (f"{lost} of the {whole} notes the cache held are gone from "
                 f"{readable_name(str(folder))} or cannot be read now")
+        free = (CacheWriter.beside(self.cache, f"kept{n or ''}") for n in itertools.count())
+        with contextlib.suppress(OSError):    # kept for good now, as it was before the first
+            if self.before.exists():
+                os.rename(self.before, next(p for p in free if not p.exists()))
         copies = self.paths()
         held = {r.digest for p in copies if (c := load_index(p)[0]) for r in c.files.values()}
         if copies and all(r.digest in held for r in old.files.values()):
             return f"{said}: {copies[0].name}, kept when notes went before, stays as it is"
-        free = (CacheWriter.beside(self.cache, f"kept{n or ''}") for n in itertools.count())
-        self.made = kept = next(p for p in free if p not in copies)
+        kept = next(p for p in free if p not in copies)
         try:
             os.link(self.cache, kept)     # the writer replaces the cache's name, not its bytes
+        except FileExistsError:           # a run at the same time kept it (--mcp and the CLI)
+            return f"{said}: {kept.name}, kept by another run just now, stays as it is"
         except OSError:
             import shutil                 # a disk without hard links: a copy, then
             try:
@@ -5768,12 +5812,16 @@ class KeptCopy:
             except OSError as e:
                 kept.unlink(missing_ok=True)
                 return f"{said}, and no copy of the cache could be kept ({e.strerror or e})"
+        self.made = kept
         return (f"{said}: the cache before is kept as {kept.name}, and its vectors serve them if "
                 "they come back (delete it if they are gone for good)")
 
     def drop(self, index: Index) -> None:
         """Delete each copy once every note it held is back in `index`, wherever (by the digest
-        of its bytes), with its vectors."""
+        of its bytes), with its vectors; and the cache before a loss in steps once an update
+        loses none (whole): those notes went for good."""
+        if not index.whole:
+            self.before.unlink(missing_ok=True)
         here = {record.digest for record in index.files.values()}
         for path in self.paths() if index.complete else []:
             copy = load_index(path)[0]
@@ -5830,8 +5878,8 @@ class IndexOpening:
         self.cached = old if donor is None else None   # what the cache at `path` holds now
         on_disk = int(old.has_vector.sum()) if self.cached is not None else 0
         self.writer = CacheWriter(self.path, s.checkpoint_seconds, on_disk)
-        if rebuild:
-            self.writer.rebuilding(resumable=True)
+        if rebuild:                       # a build not known: what it embeds would not be taken
+            self.writer.rebuilding(resumable=bool(self.build))
         self.old, self.reason = (None, rebuild) if rebuild else (old, reason)
         self.donor = donor
 
@@ -5938,15 +5986,14 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     opening.load(held)
     if (unchanged := opening.unchanged()) is not None:
         return unchanged
-    index, report = opening.update()
-    if report.kept:                       # the notes are all gone: the cache stays as it was
-        return index, report
     try:
+        index, report = opening.update()
+        if report.kept:                   # the notes are all gone: the cache stays as it was
+            return index, report
         index = opening.calibrate(index)
-    except KeyboardInterrupt:             # Ctrl-C or SIGTERM: the vectors are kept, not the floor
-        raise BuildInterrupted(opening.writer.checkpoint(lambda: index, True, progress),
-                               len(index.chunks)) from None
-    opening.save(index, report)
+        opening.save(index, report)
+    except KeyboardInterrupt:             # Ctrl-C or SIGTERM: what was embedded is saved, and said
+        raise opening.writer.stopped(progress) from None
     return index, report
 
 

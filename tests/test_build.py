@@ -87,6 +87,73 @@ def test_an_interrupt_while_the_floor_is_measured_keeps_every_vector_embedded(va
     assert texts_the_next_run_embeds(vault) == 0
 
 
+def test_an_interrupt_after_the_last_batch_before_the_update_returns_keeps_every_vector(
+        vault, server, monkeypatch):
+    s = rag.Settings(notes_dir=vault, cache_dir=vault.parent / "cache", chunk_size=300,
+                     chunk_overlap=0, checkpoint_seconds=1000)
+    real, calls = rag.IndexReport.say_notes, []
+
+    def say_notes(report):                # its second call: every batch has arrived
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        real(report)
+    monkeypatch.setattr(rag.IndexReport, "say_notes", say_notes)
+    with pytest.raises(KeyboardInterrupt) as stopped:     # not one to end pytest on
+        rag.open_index(s, ollama.Client(host=server.url))
+    said = "kept all 300 vectors; the next run measures the relevance floor"
+    assert isinstance(stopped.value, rag.BuildInterrupted) and str(stopped.value) == said
+    assert len(calls) == 2 and chunk_texts_sent(server) == CHUNKS
+    assert texts_the_next_run_embeds(vault) == 0
+
+
+def test_an_interrupt_after_the_index_is_saved_leaves_it_as_saved(vault, server, monkeypatch):
+    s = rag.Settings(notes_dir=vault, cache_dir=vault.parent / "cache", chunk_size=300,
+                     chunk_overlap=0, checkpoint_seconds=1000)
+    # the last step of open_index, after the save: Ctrl-C comes then
+    monkeypatch.setattr(rag.KeptCopy, "drop", lambda *_: os.kill(os.getpid(), signal.SIGINT))
+    with pytest.raises(KeyboardInterrupt) as stopped:
+        rag.open_index(s, ollama.Client(host=server.url))
+    assert not isinstance(stopped.value, rag.BuildInterrupted)   # the cache is complete
+    index, _ = rag.load_index(rag.cache_path(s))
+    assert index.complete and index.calibration is not None      # not the index before its floor
+
+
+def test_a_rebuild_interrupted_past_the_vectors_the_cache_had_is_continued_by_a_run(vault):
+    with FakeOllama(hold_at=5) as server:                   # a first build stopped at 128
+        p = start(vault, server.url, "--checkpoint-seconds", 1000)
+        server.wait_for_embeds(5)
+        p.send_signal(signal.SIGINT)
+        p.communicate(timeout=30)
+        server.release()
+    with FakeOllama(hold_at=7) as server:                   # then a --rebuild stopped at 192
+        p = start(vault, server.url, "--rebuild", "--checkpoint-seconds", 1000)
+        server.wait_for_embeds(7)
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=30)
+        server.release()
+    assert p.returncode == 130 and "Traceback" not in err, err
+    assert "kept 192 of 300 vectors; run again to continue (--rebuild starts over)" in err
+    assert texts_the_next_run_embeds(vault) == CHUNKS - 6 * PER_REQUEST
+
+
+def test_an_interrupted_size_change_rebuild_says_the_cache_is_as_it_was(vault):
+    with FakeOllama(dim=256) as server:
+        assert run_cli(*args_for(vault), host=server.url).returncode == 0
+    note = vault / "note-042.md"
+    note.write_text(note.read_text().replace("part 1 explains", "part 1 now explains"))
+    with FakeOllama(dim=128, hold_at=3) as server:          # the edit, then the rebuild's 2nd
+        p = start(vault, server.url, "--checkpoint-seconds", 1000)
+        server.wait_for_embeds(3)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=30)
+        server.release()
+    assert p.returncode == 130 and "vector size changed (256 -> 128)" in err, err
+    assert "the cache is kept as it was; the rebuild kept none of its 300 vectors" in err
+    index, _ = rag.load_index(next((vault.parent / "cache").glob("*.pkl")))
+    assert index.vectors.shape == (300, 256) and index.complete
+
+
 def test_an_interrupted_rebuild_keeps_the_cache_and_the_next_rebuild_resumes_it(vault):
     with FakeOllama() as server:
         assert run_cli(*args_for(vault), host=server.url).returncode == 0
@@ -97,13 +164,30 @@ def test_an_interrupted_rebuild_keeps_the_cache_and_the_next_rebuild_resumes_it(
         _, err = p.communicate(timeout=30)
         server.release()
     assert p.returncode == 130 and "Traceback" not in err, err
-    assert "kept 128 of 300 vectors; run again to continue" in err
+    assert ("the cache is kept as it was, and 128 of the rebuild's 300 vectors beside it: "
+            "--rebuild again goes on from them") in err
     assert texts_the_next_run_embeds(vault) == 0            # the cache before serves meanwhile
     with FakeOllama() as server:
         out = run_cli(*args_for(vault, "--rebuild"), host=server.url)
         assert out.returncode == 0 and chunk_texts_sent(server) == CHUNKS - 4 * PER_REQUEST, out.stderr
     assert len(list((vault.parent / "cache").iterdir())) == 1      # its checkpoint is gone
     assert texts_the_next_run_embeds(vault) == 0
+
+
+def test_a_rebuild_of_a_build_not_known_keeps_nothing_aside_and_says_so(vault):
+    # a model pulled again would go unnoticed: what the rebuild embedded is not taken next time
+    with FakeOllama() as server:
+        server.errors["/api/tags"] = (404, "404 page not found")
+        assert run_cli(*args_for(vault), host=server.url).returncode == 0
+    with FakeOllama(hold_at=5) as server:
+        server.errors["/api/tags"] = (404, "404 page not found")
+        p = start(vault, server.url, "--rebuild", "--checkpoint-seconds", 1000)
+        server.wait_for_embeds(5)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=30)
+        server.release()
+    assert "the cache is kept as it was; the rebuild kept none of its 300 vectors" in err, err
+    assert [p.name for p in (vault.parent / "cache").glob("*.rebuild.*")] == []
 
 
 def test_a_killed_build_loses_only_what_came_after_the_last_checkpoint(vault):

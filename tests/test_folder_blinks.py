@@ -349,6 +349,70 @@ def test_a_folder_that_lost_most_notes_keeps_a_copy_whose_vectors_serve_them_whe
     assert len(cache_files(cli.cache)) == 1               # the copy is not needed any more
 
 
+def test_a_folder_that_loses_notes_in_steps_keeps_a_copy_once_half_of_them_are_gone(
+        cli, server, tmp_path):
+    notes, away = tmp_path / "steps", tmp_path / "away"
+    notes.mkdir(), away.mkdir()
+    for i in range(40):
+        (notes / f"n{i:02}.md").write_text(f"# Note {i}\n\nThe note number {i} tells of the "
+                                           f"{i}th kite flown on the hill.\n")
+    assert cli("--notes", notes, "--retrieve-only", "kite").returncode == 0
+    said = []
+    for gone in (18, 10, 5, 3):                           # 45% of the notes left, four times
+        for p in sorted(notes.iterdir())[:gone]:
+            shutil.move(p, away / p.name)
+        out = cli("--notes", notes, "--retrieve-only", "kite")
+        assert out.returncode == 0, out.stderr
+        said.append(out.stderr)
+    assert "gone from" not in said[0] and "28 of the 40 notes the cache held are gone" in said[1]
+    assert len(cache_files(cli.cache)) == 2               # the copy of all 40, kept at 12
+    for p in away.iterdir():
+        shutil.move(p, notes / p.name)
+    embedded = len(server.embedded_texts())
+    assert cli("--notes", notes, "--retrieve-only", "kite").returncode == 0
+    assert [t for t in server.embedded_texts()[embedded:] if "Query:" not in t] == []
+    assert len(cache_files(cli.cache)) == 1
+
+
+def test_notes_deleted_a_few_at_a_time_keep_no_copy_once_an_update_loses_none(cli, notes):
+    assert cli("--notes", notes, "--retrieve-only", "coffee ratio").returncode == 0
+    for p in sorted(p for p in notes.iterdir() if p.suffix in (".md", ".txt"))[:3]:
+        p.unlink()                                        # 3 of 10: meant, or a first step
+    assert cli("--notes", notes, "--retrieve-only", "coffee ratio").returncode == 0
+    assert len(cache_files(cli.cache)) == 2               # the cache before, in case
+    (notes / "new.md").write_text("# New\n\nA new note about the repair of a bicycle wheel.\n")
+    assert cli("--notes", notes, "--retrieve-only", "coffee ratio").returncode == 0
+    assert len(cache_files(cli.cache)) == 1               # an update that lost none: meant
+
+
+def test_a_cache_from_before_the_notes_were_counted_whole_loads_and_embeds_nothing(
+        cli, server, notes):
+    from conftest import read_cache, write_cache
+    assert cli("--notes", notes, "--retrieve-only", "coffee ratio").returncode == 0
+    [cache] = cache_files(cli.cache)
+    d, vectors = read_cache(cache)
+    del d["whole"]
+    write_cache(cache, d, vectors)
+    embedded = len(server.embedded_texts())
+    out = cli("--notes", notes, "--retrieve-only", "coffee ratio")
+    assert out.returncode == 0 and "cache" not in out.stderr, out.stderr
+    assert len(server.embedded_texts()) - embedded == 1   # the question, no chunk
+
+
+def test_two_runs_keeping_a_copy_at_once_never_delete_or_overwrite_it(server, notes, tmp_path):
+    settings = rag.Settings(notes_dir=notes, cache_dir=tmp_path / "cache")
+    rag.open_index(settings)
+    old, _ = rag.load_index(rag.cache_path(settings))
+    here = set(list(old.files)[:3])                       # 7 of 10 notes gone, as both runs see
+    first, second = rag.KeptCopy(rag.cache_path(settings)), rag.KeptCopy(rag.cache_path(settings))
+    listed = second.paths()                               # the second lists the copies first...
+    assert "is kept as" in first.keep(old, here, notes)
+    second.paths = lambda: listed                         # ...and keeps one after the first did
+    assert "kept by another run just now" in second.keep(old, here, notes)
+    [copy] = first.paths()
+    assert rag.load_index(copy)[0].files.keys() == old.files.keys() and second.made is None
+
+
 def test_a_few_notes_gone_keep_no_copy(cli, notes):
     assert cli("--notes", notes, "--retrieve-only", "coffee ratio").returncode == 0
     (notes / "sourdough.md").unlink()
