@@ -4051,6 +4051,9 @@ def embed_missing(settings: Settings, client: ollama.Client, chunks: list[Placed
     raise VectorSizeChanged (the caller embeds all again); a size that changes after that
     saves what arrived and raises VectorsOfTwoSizes: no rebuild would end."""
     n, dim = vectors.shape
+    progress(f"embedding {len(todo):,} chunks of {len({chunks[i].source for i in todo}):,} "
+             f"note(s) with {settings.embed_model}")
+    progress(EmbedProgress(int(has_vector.sum()), n, 0, 0.0, ""))   # before the first batch
     # sized_here: dim is this run's
     t0, done, first, sized_here = time.perf_counter(), 0, True, False
     try:
@@ -8376,47 +8379,75 @@ def duration(seconds: float) -> str:
             else f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s")
 
 
-def progress_text(e: EmbedProgress) -> str:
-    """One progress line.
+def progress_text(e: EmbedProgress, waited: float = 0.0) -> str:
+    """One progress line, `waited` seconds after `e` came: the time elapsed counts on while a
+    batch is embedded; the rate and the time left are those of the batches that came, if any.
 
     >>> progress_text(EmbedProgress(3200, 10000, 1200, 400.0, "notes/rag.md"))
     'embedding 3,200/10,000 chunks · 3.0 chunks/s · 6m40s elapsed · 37m47s left · notes/rag.md'
+    >>> progress_text(EmbedProgress(0, 1002, 0, 0.0, ""), waited=3.4)
+    'embedding 0/1,002 chunks · 3s elapsed · waiting for the first batch'
     """
+    elapsed = f"{duration(e.seconds + waited)} elapsed"
+    if not e.embedded:
+        return f"embedding {e.done:,}/{e.total:,} chunks · {elapsed} · waiting for the first batch"
     rate = e.embedded / max(e.seconds, 1e-9)
-    left = (e.total - e.done) / rate if rate else float("inf")
-    return (f"embedding {e.done:,}/{e.total:,} chunks · {rate:.1f} chunks/s · "
-            f"{duration(e.seconds)} elapsed · {duration(left)} left · {e.note}")
+    return (f"embedding {e.done:,}/{e.total:,} chunks · {rate:.1f} chunks/s · {elapsed} · "
+            f"{duration((e.total - e.done) / rate)} left · {e.note}")
 
 
 class ProgressLine:
     """open_index's progress on a stream (stderr), as a callable: on a terminal one line
     rewritten in place at most 10 times a second, else (a pipe, a log, CI) a line every `every`
     seconds, so that a long build's log stays readable; finish() ends with a summary line.
-    Plain messages (str) are printed as they come, unless quiet."""
+    While a batch is embedded, a ticker thread keeps the line moving: every second on a
+    terminal, every `every` seconds off one. Plain messages (str) are printed as they come,
+    unless quiet."""
 
     def __init__(self, stream, every: float = PROGRESS_SECONDS, quiet: bool = False):
         self.stream, self.quiet = stream, quiet
         self.tty = stream.isatty()
-        self.every = 0.1 if self.tty else every
+        self.every, self.beat = (0.1, 1.0) if self.tty else (every, every)
         self.shown = time.monotonic()
         self.latest: EmbedProgress | None = None
+        self.came = 0.0                   # when `latest` came
         self.open = False                 # a line on the terminal still waits for its newline
+        self.lock, self.done = threading.Lock(), threading.Event()
 
     def __call__(self, event: str | EmbedProgress) -> None:
-        if isinstance(event, str):
-            if not self.quiet:
-                self.write(event + "\n")
-            return
-        self.latest = event
-        if time.monotonic() - self.shown >= self.every:
-            self.shown = time.monotonic()
-            self.write("  " + progress_text(event) + ("" if self.tty else "\n"))
+        with self.lock:
+            if isinstance(event, str):
+                if not self.quiet:
+                    self.write(event + "\n")
+                return
+            if self.latest is None and not self.done.is_set():
+                threading.Thread(target=self.tick, daemon=True).start()
+            self.latest, self.came = event, time.monotonic()
+            if self.came - self.shown >= self.every:
+                self.show()
+
+    def show(self) -> None:
+        self.shown = time.monotonic()
+        self.write("  " + progress_text(self.latest, self.shown - self.came)
+                   + ("" if self.tty else "\n"))
+
+    def tick(self) -> None:
+        while not self.done.wait(0.2):
+            with self.lock:
+                e = self.latest
+                if e is not None and e.done < e.total and \
+                        time.monotonic() - self.shown >= self.beat:
+                    self.show()
 
     def finish(self) -> None:
-        e, self.latest = self.latest, None
-        if e is not None:
-            self.write(f"  embedded {e.embedded:,} chunks in {duration(e.seconds)} "
-                       f"({e.embedded / max(e.seconds, 1e-9):.1f} chunks/s)\n")
+        self.done.set()
+        with self.lock:
+            e, self.latest = self.latest, None
+            if e is not None and e.embedded:
+                self.write(f"  embedded {e.embedded:,} chunks in {duration(e.seconds)} "
+                           f"({e.embedded / max(e.seconds, 1e-9):.1f} chunks/s)\n")
+            elif self.open:               # no batch came: the waiting line goes
+                self.write("")
 
     def write(self, text: str) -> None:
         if self.tty:
@@ -8425,7 +8456,7 @@ class ProgressLine:
                 text = text if text.endswith("\n") else text[:width - 1]
             if self.open:                 # back to the start of the line, and clear it
                 getattr(self.stream, "raw", self.stream).write("\r\x1b[K")
-            self.open = not text.endswith("\n")
+            self.open = not text.endswith("\n") and bool(text)
         self.stream.write(text)
         self.stream.flush()
 
