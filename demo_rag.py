@@ -8489,6 +8489,12 @@ def check_usable(index: Index, settings: Settings, source: str = "--source",
         raise UsageError(problem)
 
 
+def keywords_only(why: str) -> str:
+    """The warning for a search by keywords alone, `why` first: a model not pulled is said
+    with its `ollama pull` line, where the eye lands."""
+    return f"{why}; searching by keywords (BM25) only"
+
+
 def open_for_mode(args: argparse.Namespace, settings: Settings, client: ollama.Client, quiet: bool,
                   rebuild: str | None = None) -> tuple[Index, IndexReport, float]:
     """Every mode's set-up: open_index with this run's --rebuild, its embedding progress on
@@ -8502,13 +8508,12 @@ def open_for_mode(args: argparse.Namespace, settings: Settings, client: ollama.C
     finally:
         line.finish()
     took = time.perf_counter() - t0
-    if not quiet:
-        err(*(f"warning: {w}" for w in report.warnings))
+    if not quiet:                         # a model not pulled first: what a newcomer must do
+        said = [keywords_only(report.embed_error)] if report.embed_error else []
+        err(*(f"warning: {w}" for w in said + report.warnings))
         err(f"{report.summary(len(index.files))} in {took:.2f}s")
         if report.touched:
             err("  (re)indexed: " + first_names(report.touched, 8))
-        if report.embed_error:
-            err(f"warning: {report.embed_error}; searching by keywords (BM25) only")
     check_usable(index, settings, report=report)
     return index, report, took
 
@@ -8583,6 +8588,8 @@ def print_citation(chunk: PlacedChunk, passage: Passage, notes_dir: str = "") ->
 def print_hits(r: Retrieval, notes_dir: str = "") -> None:
     """A search's sources, each cited by its passage (print_citation) over what its note says of
     itself (card_line) and a one-line preview of the passage."""
+    if r.keywords_only_because and r.hits:   # the sources' kind, and why, where eyes land
+        print(f"Not searched by meaning: {r.keywords_only_because}")
     print("Top sources" + (" (keywords only):" if r.lexical_only else ":")
           + ("" if r.hits else " none"))
     for h, passage in zip(r.hits, r.passages):
@@ -8652,7 +8659,7 @@ def print_outcome(outcome: Outcome) -> None:
 def run_warnings(report: IndexReport, outcome: Outcome) -> list[str]:
     """What a run warns of before the answer: the index's warnings, a search by keywords only."""
     why = outcome.retrieval.keywords_only_because
-    return report.warnings + ([f"{why}; searching by keywords (BM25) only"] if why else [])
+    return ([keywords_only(why)] if why else []) + report.warnings
 
 
 def outcome_json(outcome: Outcome, report: IndexReport, index_seconds: float,
@@ -8663,6 +8670,7 @@ def outcome_json(outcome: Outcome, report: IndexReport, index_seconds: float,
     return {"version": VERSION, "question": outcome.question, "status": outcome.status,
             "answer": outcome.text, "why": outcome.why or None,
             "found": r.found, "lexical_only": r.lexical_only, "confidence": round(r.confidence, 3),
+            "keywords_only_because": r.keywords_only_because,
             "floor": {"value": r.floor, "source": r.floor_source},
             "sources": [hit_json(h, p, r.notes.get(h.chunk.source))
                         for h, p in zip(r.hits, r.passages)],
@@ -8704,7 +8712,7 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
             return
         # open_for_mode said the index's warnings, and "keywords only" if it lacks vectors
         if plan.retrieval.keywords_only_because and not report.embed_error:
-            err(f"warning: {run_warnings(report, plan)[-1]}")
+            err(f"warning: {keywords_only(plan.retrieval.keywords_only_because)}")
         print_hits(plan.retrieval, index.notes_dir)
         if args.show_prompt:
             print_prompt(plan, templates, settings.max_answer_tokens)
@@ -10269,7 +10277,7 @@ def search_tool(notes: Notes, query: str, top_k: int | None = None, **filters) -
     if r.keywords_only_because and notes.report.embed_error:   # the build knows why best
         r = replace(r, keywords_only_because=notes.report.embed_error)
     if r.keywords_only_because:
-        notes.warn(f"{r.keywords_only_because}; searching by keywords (BM25) only")
+        notes.warn(keywords_only(r.keywords_only_because))
     status, why = decide(r, retrieve_only=True)
     if status == FAILED:
         raise ToolFailed(f"error: {why}")
@@ -10623,10 +10631,10 @@ class HeldIndex:
         if self.report.touched:
             err(f"{self.report.summary(len(self.index.files))}: "
                 f"{first_names(self.report.touched, 8)}")
+        if self.report.embed_error:
+            self.warn_once(keywords_only(self.report.embed_error))
         for w in self.report.warnings:
             self.warn_once(w)
-        if self.report.embed_error:
-            self.warn_once(f"{self.report.embed_error}; searching by keywords (BM25) only")
         check_usable(self.index, self.settings, report=self.report)
 
     @staticmethod
