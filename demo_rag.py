@@ -8408,7 +8408,7 @@ class ProgressLine:
         self.stream, self.quiet = stream, quiet
         self.tty = stream.isatty()
         self.every, self.beat = (0.1, 1.0) if self.tty else (every, every)
-        self.shown = time.monotonic()
+        self.shown = -math.inf if self.tty else time.monotonic()   # a terminal's first: at once
         self.latest: EmbedProgress | None = None
         self.came = 0.0                   # when `latest` came
         self.open = False                 # a line on the terminal still waits for its newline

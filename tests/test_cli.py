@@ -197,6 +197,27 @@ def test_an_embedding_model_not_pulled_is_said_first_and_on_the_sources(cli, not
                                      "Top sources (keywords only):\n  [1] python-asyncio.md")
 
 
+def test_an_embedding_model_not_pulled_on_a_terminal_starts_its_warning_on_a_line_of_its_own(
+        server, notes, tmp_path):
+    import os
+    import pty
+    from conftest import SCRIPT_COMMAND, read_terminal
+    leader, follower = pty.openpty()
+    p = subprocess.Popen([*SCRIPT_COMMAND, "What is asyncio?", "--notes", str(notes), "--cache",
+                          str(tmp_path / "c"), "--embed-model", "nomic-embed-text"],
+                         stdin=follower, stdout=follower, stderr=follower, env=user_env(server.url))
+    os.close(follower)
+    try:
+        out = read_terminal(leader).decode("utf-8", "replace")
+        p.wait(timeout=60)
+    finally:
+        p.kill()
+        os.close(leader)
+    assert p.returncode == 0, out
+    # the line that waited for the first batch is cleared, not ended by the warning
+    assert "waiting for the first batc" in out and "\r\x1b[Kwarning: model 'nomic-embed-text'" in out
+
+
 def test_ollama_down_first_run_gives_lexical_passages(tmp_path, notes, dead_host):
     host = dead_host
     out = run_cli("How do I find the commit that broke something?", "--notes", notes,
