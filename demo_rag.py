@@ -82,7 +82,7 @@ for one to go there and back), what it holds and where to start reading it.
     §one-question       answer -> Outcome: decide, prompt_within; Conversation
     §gap-log            logged: answer() appends the questions the notes left open
   Part III · the modes, a section each with its flags, Mode and printing
-    §modes-setup        Mode, open_for_mode (ProgressLine, check_usable), EscapedControls
+    §modes-setup        Mode, open_notes (ProgressLine, check_usable), EscapedControls
     §showing-sources    print_hits, print_citation, hit_json, print_outcome, preview
     §question           run_question, outcome_json; QUESTION, the default mode
     §chat               run_chat, inline_filters; CHAT
@@ -8495,14 +8495,16 @@ def keywords_only(why: str) -> str:
     return f"{why}; searching by keywords (BM25) only"
 
 
-def open_for_mode(args: argparse.Namespace, settings: Settings, client: ollama.Client, quiet: bool,
-                  rebuild: str | None = None) -> tuple[Index, IndexReport, float]:
-    """Every mode's set-up: open_index with this run's --rebuild, its embedding progress on
-    stderr even when quiet (a long build needs it: ProgressLine, every --progress-seconds), then
-    unless quiet the index's summary; then checked (check_usable). Raises UsageError."""
-    rebuild = ("--rebuild" if args.rebuild else "") if rebuild is None else rebuild
+def open_notes(settings: Settings, client: ollama.Client | None = None, quiet: bool = False,
+               rebuild: str = "", every: float = PROGRESS_SECONDS
+               ) -> tuple[Index, IndexReport, float]:
+    """The index as every mode opens it, and the seconds it took: open_index, its embedding
+    progress on stderr even when quiet (a long build needs it: ProgressLine, a line every
+    `every` seconds in a log), then unless quiet the index's summary and warnings; then checked
+    (check_usable). Raises UsageError. In a notebook: `index, report, _ = open_notes(Settings())`,
+    the command line's cache."""
     t0 = time.perf_counter()
-    line = ProgressLine(sys.stderr, args.progress_seconds, quiet)
+    line = ProgressLine(sys.stderr, every, quiet)
     try:
         index, report = open_index(settings, client, rebuild, line)
     finally:
@@ -8516,6 +8518,13 @@ def open_for_mode(args: argparse.Namespace, settings: Settings, client: ollama.C
             err("  (re)indexed: " + first_names(report.touched, 8))
     check_usable(index, settings, report=report)
     return index, report, took
+
+
+def open_for_mode(args: argparse.Namespace, settings: Settings, client: ollama.Client, quiet: bool,
+                  rebuild: str | None = None) -> tuple[Index, IndexReport, float]:
+    """Every mode's set-up: open_notes with this run's --rebuild and --progress-seconds."""
+    rebuild = ("--rebuild" if args.rebuild else "") if rebuild is None else rebuild
+    return open_notes(settings, client, quiet, rebuild, args.progress_seconds)
 
 
 # §showing-sources -----------------------------------------------------------

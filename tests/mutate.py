@@ -197,8 +197,8 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      "            data = pickle.load(f)\n        if data[\"stamp\"]",
      ["tests/test_layers.py", "-k", "unpickles"]),
     ("a mode's set-up ignores --progress-seconds",
-     '    line = ProgressLine(sys.stderr, args.progress_seconds, quiet)',
-     '    line = ProgressLine(sys.stderr, PROGRESS_SECONDS, quiet)',
+     '    return open_notes(settings, client, quiet, rebuild, args.progress_seconds)',
+     '    return open_notes(settings, client, quiet, rebuild, PROGRESS_SECONDS)',
      ["tests/test_modes.py", "-k", "progress"]),
     ("a first build says nothing of what it embeds until its first batch returns",
      '    progress(f"embedding {len(todo):,} chunks of {len({chunks[i].source for i in todo}):,} "',
@@ -1689,6 +1689,10 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      "        said = [w for w in self.warnings if NoteScan.TEMPLATES not in w]",
      "        said = self.warnings",
      ["tests/test_obsidian.py", "-k", "templates_folder"]),
+    ("open_notes is quiet unless told: a notebook sees no summary or warnings of its index",
+     "def open_notes(settings: Settings, client: ollama.Client | None = None, quiet: bool = False,",
+     "def open_notes(settings: Settings, client: ollama.Client | None = None, quiet: bool = True,",
+     ["tests/test_walkthrough.py", "-k", "open_notes or notebook_example"]),
 ]
 
 

@@ -1,12 +1,17 @@
 """The notebook and --explain: the teaching material must run, not rot."""
 from __future__ import annotations
 
+import doctest
 import json
+import re
 import shutil
 import subprocess
 import sys
 
-from conftest import ROOT
+import pytest
+
+import demo_rag as rag
+from conftest import ROOT, user_env
 
 RUN_CELLS = """
 import json, sys
@@ -35,6 +40,60 @@ def test_notebook_runs_top_to_bottom(server, tmp_path):
     assert "According to the notes" in out.stdout
     assert "searched for: What is asyncio? When should I use them instead of processes?" in out.stdout
     assert (project / ".demo-cache").is_dir()
+
+
+def readme_block(heading: str) -> str:
+    """The first ```python block under the README's `heading` line, as a reader copies it."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    return re.search(r"```python\n(.*?)```", readme.split(f"\n{heading}\n", 1)[1], re.S)[1]
+
+
+def test_the_readme_s_notebook_example_answers_from_the_command_line_s_index(server, tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(ROOT / "demo_rag.py", project)
+    shutil.copytree(ROOT / "demo-data", project / "demo-data")
+    env = user_env(server.url)
+    question = "How do I cancel an asyncio task?"
+    asked = subprocess.run([sys.executable, "demo_rag.py", question], cwd=project, env=env,
+                           capture_output=True, text=True, encoding="utf-8", timeout=120)
+    assert asked.returncode == 0, asked.stderr
+    caches = sorted((project / ".demo-cache").iterdir())
+    embedded = sum(len(b["input"]) for b in server.of("/api/embed"))
+    snippet = readme_block("## From a notebook")
+    assert question in snippet and "open_notes" in snippet
+    out = subprocess.run([sys.executable, "-c", snippet], cwd=project, env=env,
+                         capture_output=True, text=True, encoding="utf-8", timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "According to the notes" in out.stdout and "python-asyncio.md" in out.stdout
+    assert "0 chunks embedded" in out.stderr             # the command line's summary line
+    # the command line's cache, as it was: no second file, and only the question embedded
+    assert sorted((project / ".demo-cache").iterdir()) == caches
+    assert sum(len(b["input"]) for b in server.of("/api/embed")) == embedded + 1
+
+
+def test_the_readme_s_worked_examples_run():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(>>> .*?)```", readme, re.S)
+    assert blocks, "the README's check_citations example is gone"
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
+    for number, block in enumerate(blocks):
+        test = doctest.DocTestParser().get_doctest(block, {}, f"README {number}", "README.md", 0)
+        runner.run(test)
+    assert runner.summarize(verbose=False).failed == 0
+
+
+def test_open_notes_opens_and_checks_the_index_as_a_run_does(server, notes, tmp_path, capsys):
+    settings = rag.Settings(notes_dir=notes, cache_dir=tmp_path / "cache")
+    index, report, _ = rag.open_notes(settings)
+    assert len(index.files) == 10 and "10 new" in capsys.readouterr().err
+    before = len(server.of("/api/embed"))
+    again, report, _ = rag.open_notes(settings, quiet=True)
+    assert len(server.of("/api/embed")) == before and capsys.readouterr().err == ""
+    assert again.fingerprint == index.fingerprint
+    with pytest.raises(rag.UsageError, match="no note matches --source 'nothing/'"):
+        rag.open_notes(rag.Settings(notes_dir=notes, cache_dir=tmp_path / "cache",
+                                    source_filter="nothing/"), quiet=True)
 
 
 def test_explain_narrates_every_step(cli, notes):
