@@ -8412,7 +8412,7 @@ class ProgressLine:
         self.latest: EmbedProgress | None = None
         self.came = 0.0                   # when `latest` came
         self.open = False                 # a line on the terminal still waits for its newline
-        self.lock, self.done = threading.Lock(), threading.Event()
+        self.lock, self.finished = threading.Lock(), threading.Event()
 
     def __call__(self, event: str | EmbedProgress) -> None:
         with self.lock:
@@ -8420,7 +8420,7 @@ class ProgressLine:
                 if not self.quiet:
                     self.write(event + "\n")
                 return
-            if self.latest is None and not self.done.is_set():
+            if self.latest is None and not self.finished.is_set():
                 threading.Thread(target=self.tick, daemon=True).start()
             self.latest, self.came = event, time.monotonic()
             if self.came - self.shown >= self.every:
@@ -8432,7 +8432,7 @@ class ProgressLine:
                    + ("" if self.tty else "\n"))
 
     def tick(self) -> None:
-        while not self.done.wait(0.2):
+        while not self.finished.wait(0.2):
             with self.lock:
                 e = self.latest
                 if e is not None and e.done < e.total and \
@@ -8440,7 +8440,7 @@ class ProgressLine:
                     self.show()
 
     def finish(self) -> None:
-        self.done.set()
+        self.finished.set()
         with self.lock:
             e, self.latest = self.latest, None
             if e is not None and e.embedded:
