@@ -8396,6 +8396,21 @@ def progress_text(e: EmbedProgress, waited: float = 0.0) -> str:
             f"{duration((e.total - e.done) / rate)} left · {e.note}")
 
 
+def start_daemon(target: Callable, *args, name: str) -> threading.Thread:
+    """Run target(*args) in a daemon thread (it keeps no process alive) that Ctrl-C and SIGTERM
+    never go to: the kernel hands a signal to any thread not blocking it, and only the main
+    thread wakes for one."""
+    blocked = (signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+               if hasattr(signal, "pthread_sigmask") else None)
+    try:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        thread.start()
+    finally:
+        if blocked is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    return thread
+
+
 class ProgressLine:
     """open_index's progress on a stream (stderr), as a callable: on a terminal one line
     rewritten in place at most 10 times a second, else (a pipe, a log, CI) a line every `every`
@@ -8421,7 +8436,7 @@ class ProgressLine:
                     self.write(event + "\n")
                 return
             if self.latest is None and not self.finished.is_set():
-                threading.Thread(target=self.tick, daemon=True).start()
+                start_daemon(self.tick, name="keep the progress line moving")
             self.latest, self.came = event, time.monotonic()
             if self.came - self.shown >= self.every:
                 self.show()
@@ -10820,21 +10835,6 @@ def requested(line: bytes) -> tuple[object, str, object] | None:
     if not isinstance(message, dict) or not isinstance(message.get("method"), str):
         return None
     return message.get("id"), message["method"], message.get("params")
-
-
-def start_daemon(target: Callable, *args, name: str) -> threading.Thread:
-    """Run target(*args) in a daemon thread (it keeps no process alive) that Ctrl-C and SIGTERM
-    never go to: the kernel hands a signal to any thread not blocking it, and only the main
-    thread wakes for one."""
-    blocked = (signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-               if hasattr(signal, "pthread_sigmask") else None)
-    try:
-        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
-        thread.start()
-    finally:
-        if blocked is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-    return thread
 
 
 class CallCancelled(Exception):
