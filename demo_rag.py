@@ -49,10 +49,9 @@ How to read this file. Part I is that pipeline, complete and small; it calls not
 Part II, built from Part I's pieces, is what the command line runs: robust on real folders
 (encodings, PDFs, symlinks, a safe cache, Ctrl-C), fast on big ones (only what changed is embedded,
 a memory-mapped cache, an inverted index for BM25), and the finer points of ranking and answering.
-Part III: the modes (a question, --chat, --explain, --eval, --make-eval, --tune, --gaps, --mcp) and
-the command line. A first reading can stop after Part I. Left out on purpose: approximate
-nearest-neighbour indexes (exact search copes with a few hundred thousand chunks), rerankers,
-network servers (--mcp speaks on stdin and stdout), frameworks. --help lists every flag.
+Part III: the modes and the command line. A first reading can stop after Part I. Left out on
+purpose: approximate nearest-neighbour indexes (exact search copes with a few hundred thousand
+chunks), rerankers, servers for other machines (--serve binds to loopback), frameworks.
 
 The map of Parts II and III: every section in order by the marker its banner carries (search
 for one to go there and back), what it holds and where to start reading it.
@@ -83,7 +82,7 @@ for one to go there and back), what it holds and where to start reading it.
     §gap-log            logged: answer() appends the questions the notes left open
   Part III · the modes, a section each with its flags, Mode and printing
     §modes-setup        Mode, open_notes (ProgressLine, check_usable), EscapedControls
-    §showing-sources    print_hits, print_citation, hit_json, print_outcome, preview
+    §showing-sources    print_hits, print_citation (hyperlink), hit_json, print_outcome, preview
     §question           run_question, outcome_json; QUESTION, the default mode
     §chat               run_chat, inline_filters; CHAT
     §explain            run_explain: explain_index, _search, _prompt, _check (steps 1-8)
@@ -93,7 +92,8 @@ for one to go there and back), what it holds and where to start reading it.
     §mcp-tools          Notes -> search_tool, read_tool, ask_tool; mcp_tools
     §held-index         HeldIndex: current(), look() while idle, still_current
     §mcp                McpServer: answer, call_tool; JsonRpcLines, Later; run_mcp; MCP
-    §command-line       MODES, parse_args, run_mode, main
+    §serve              PAGE, PageServer, PageHandler: refusal, ask (stream); run_serve; SERVE
+    §command-line       MODES, build_parser (--help, --help-all), parse_args, run_mode, main
     §start-up           what the lines before Part I do; exit_now
 
 Named above their definition, on purpose: search's score() and judge() read the floor
@@ -105,9 +105,10 @@ it (read_html; read_docx, read_odt, read_epub, read_notebook; read_org, read_rst
 
 from __future__ import annotations
 
-import argparse, bisect, contextlib, datetime, fnmatch, functools, gc, hashlib, importlib
-import ipaddress, itertools, json, math, mmap, os, pickle, queue, re, shlex, signal, stat, sys
-import tempfile, threading, time, unicodedata, urllib.request
+import argparse, bisect, contextlib, datetime, fnmatch, functools, gc, hashlib, http.server
+import importlib, ipaddress, itertools, json, math, mmap, os, pickle, queue, re, secrets, shlex
+import signal, socket, stat, sys, tempfile, threading, time, unicodedata, urllib.parse
+import urllib.request
 from array import array
 from calendar import monthrange
 from collections import Counter
@@ -643,6 +644,9 @@ EMBED_PROMPTS = [
 
 CACHE_FORMAT = 12                         # bump when the layout or chunk_note changes (upgraded())
 TOKENIZER_VERSION = 4                     # bump when tokenize() changes: BM25 counts again
+# Bump when a reader (NOTE_TYPES', read_markdown) makes other text of the same bytes: each note
+# is read again once, and its chunks whose text is the same keep their vectors.
+READER_VERSION = 1
 # On disk, vectors are float32, memory-mapped straight from the cache file: no widening and no
 # copy on load (bench/bench_index.py compares the formats); they start on a page boundary.
 DISK_VECTORS = np.dtype("<f4")
@@ -678,6 +682,17 @@ NOT_A_LINK = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)   # opene
 GAP_QUESTION_CHARS = 2000                 # of a question, this much is kept
 GAP_SOURCES = 3                           # the closest sources kept with each question
 NO_LOG_ENV = "DEMO_RAG_NO_LOG"            # set (but to "" or 0): no run adds to the log
+
+# --hyperlink-format's aliases, ripgrep's own: a format set up for rg links the same here.
+HYPERLINK_FORMATS = {
+    "default": "file://{host}{path}", "file": "file://{host}{path}", "none": "",
+    "kitty": "file://{host}{path}#{line}", "grep+": "grep+://{path}:{line}",
+    **{editor: editor + "://file{path}:{line}:{column}"     # vscode://file{path}:{line}:{column}
+       for editor in ("vscode", "vscode-insiders", "vscodium", "cursor")},
+    "macvim": "mvim://open?url=file://{path}&line={line}&column={column}",
+    "textmate": "txmt://open?url=file://{path}&line={line}&column={column}",
+}
+HYPERLINK_ENV = "DEMO_RAG_HYPERLINK_FORMAT"    # --hyperlink-format's value when it is not given
 
 # Fusion (--fusion): how the two rankers' scores become one ranking. "evidence" is the default
 # (fuse(); chosen in bench/fusion-study.md); "rrf" is Part I's reciprocal rank fusion; --tune
@@ -831,6 +846,33 @@ def dated_backwards(since: str | None, until: str | None) -> bool:
     return bool(since and until) and date_span(since)[0] > date_span(until)[1]
 
 
+def hyperlink_format(text: str) -> str:
+    """--hyperlink-format: an alias (HYPERLINK_FORMATS) or a template, checked as ripgrep checks
+    one; "" for no links. Its braces are escaped as str.format's are ({{), which fills it in.
+
+    >>> hyperlink_format("kitty"), hyperlink_format("none")
+    ('file://{host}{path}#{line}', '')
+    """
+    template = HYPERLINK_FORMATS.get(text, text)
+    parts = re.findall(r"\{\{|\}\}|\{[^}]*\}|[{}]|[^{}]+", template)
+    names = [part[1:-1] for part in parts if part[0] + part[-1] == "{}"]
+    variables = ("path", "line", "column", "host", "wslprefix")
+    unknown = [name for name in names if name not in variables]
+    for wrong, why in (
+        ("{" in parts or "}" in parts, "a { or } without its pair ({{ and }} write a brace)"),
+        (unknown, f"invalid hyperlink format variable: '{''.join(unknown[:1])}', choose "
+                  f"from: {', '.join(variables)}"),
+        (template and "path" not in names, "the {path} variable is required in a hyperlink "
+                                           f"format, or an alias: {', '.join(HYPERLINK_FORMATS)}"),
+        ("column" in names and "line" not in names,
+         "the hyperlink format has a {column} variable, but no {line} variable"),
+        (template and not re.fullmatch(r"[0-9A-Za-z+.-]+:[!-~]*", template), "a hyperlink "
+         "format is a URL: a scheme (file:, vscode:), then printable ASCII (%20 for a space)")):
+        if wrong:
+            raise argparse.ArgumentTypeError(why)
+    return template
+
+
 class Appended(argparse.Action):
     """argparse's "append" into a tuple: a repeated flag's values, in order."""
 
@@ -926,9 +968,8 @@ class Settings:
 
 
 # §ollama --------------------------------------------------------------------
-# Talking to Ollama: one client, which sends nothing anywhere but the Ollama the user
-# named, and Ollama's errors in words a user can act on. Part I lets the client's
-# exceptions through; Part II says what to do about them.
+# Talking to Ollama: one client, which sends nothing anywhere but the Ollama the user named,
+# and Ollama's errors in words a user can act on (Part I lets the client's exceptions through).
 
 
 def without_password(url: str) -> str:
@@ -946,17 +987,15 @@ def host() -> str:
 
 
 def ollama_url() -> httpx.URL:
-    """OLLAMA_HOST in parts, as the ollama client reads it (an address without a scheme is http).
-    Raises httpx.InvalidURL for one that is not an address, such as an unclosed "[::1"."""
+    """OLLAMA_HOST in parts, as the ollama client reads it (http if no scheme); httpx.InvalidURL."""
     address = os.environ.get("OLLAMA_HOST") or DEFAULT_HOST
     return httpx.URL(address if "://" in address else f"http://{address}")
 
 
 def where_is(hostname: str | None) -> str:
-    """Where a host is: "this machine" (localhost, a loopback address, or 0.0.0.0 and ::, which
-    connect here), "this link" (a link-local address: 169.254.x.x, fe80::) or "elsewhere". A name
-    or an odd spelling of an address (127.1, 2130706433, the machine's own name) is judged by
-    what the connection will resolve it to. None is the client's default.
+    """Where a host is: "this machine" (localhost, loopback, or 0.0.0.0 and ::, which connect
+    here), "this link" (169.254.x.x, fe80::) or "elsewhere". A name or an odd spelling (127.1)
+    is judged by what the connection will resolve it to. None is the client's default.
 
     >>> [where_is(h) for h in ("localhost", "127.0.0.2", "::ffff:127.0.0.1", "fe80::1%eth0",
     ...                        "127.1", "192.0.2.7")]
@@ -981,11 +1020,9 @@ def where_is(hostname: str | None) -> str:
 
 
 def ollama_proxy(url: httpx.URL) -> str | None:
-    """The proxy that requests to Ollama at `url` go through, or None. None for this machine or
-    its link, as the ollama CLI (Go's ProxyFromEnvironment) never proxies loopback, where httpx
-    would send even 127.0.0.1's requests, the notes in them, to HTTP_PROXY. Elsewhere, the
-    user's settings as urllib reads them: HTTP(S)_PROXY by the scheme, else ALL_PROXY, unless
-    NO_PROXY names the host (on macOS and Windows, the system's when the environment has none)."""
+    """The proxy that requests to Ollama at `url` go through, or None: none for this machine or
+    its link, which the ollama CLI never proxies (httpx would send even 127.0.0.1's notes to
+    HTTP_PROXY); else the user's settings as urllib reads them (HTTP(S)_PROXY, NO_PROXY...)."""
     if where_is(url.host) != "elsewhere":
         return None
     proxies = urllib.request.getproxies()
@@ -1006,8 +1043,7 @@ def without_path(address: str) -> str:
 
 
 def destination_note() -> str | None:
-    """One line for stderr when the notes and questions leave this machine: where they go,
-    and through which proxy. None when Ollama is here (or OLLAMA_HOST is no address)."""
+    """A line for stderr when the notes leave this machine: where to, through which proxy."""
     try:
         url = ollama_url()
     except httpx.InvalidURL:
@@ -1024,23 +1060,19 @@ class OllamaError(Exception):
 
 
 class Redirected(ollama.ResponseError):
-    """Ollama's address answered with a redirect (3xx), which the client does not follow: a 307
-    would send the notes on to whatever host it names. `location` is where it pointed."""
+    """A redirect from Ollama's address, never followed: a 307 would send the notes anywhere."""
 
     def __init__(self, status: int, location: str):
         super().__init__(f"redirect to {location}", status)
         self.location = location
 
 
-# Ollama's own 404 for a model it does not have, in each of its wordings (server/routes.go):
-# "model 'x' not found" and "model \"x\" not found, try pulling it first". Any other 404 came
-# from a route this Ollama lacks (it is too old) or from a server that is not Ollama.
+# Ollama's 404 for a model it lacks, in each wording ("model 'x' not found, try pulling it").
 MODEL_NOT_FOUND = re.compile(r"\bmodel\b.*\bnot found\b", re.IGNORECASE)
 
 
 def explain_ollama_error(exc: Exception, model: str, mid_reply: bool = False) -> OllamaError:
-    """Turn the client's exceptions into one line a user can act on; `mid_reply`: part of
-    a streamed reply had come (then a broken connection is not an unreachable server)."""
+    """The client's exception as one line a user can act on; `mid_reply`: an answer had begun."""
     try:                                  # a timeout's: httpx keeps it on the request
         waited = f"{exc.request.extensions['timeout']['read']:g} s"
     except (AttributeError, RuntimeError, KeyError, TypeError):
@@ -1087,18 +1119,15 @@ def explain_ollama_error(exc: Exception, model: str, mid_reply: bool = False) ->
                        f"(or point OLLAMA_HOST at it)")
 
 
-# What a call to Ollama can raise that is Ollama's doing, not ours: an error status (a redirect
-# among them), a connection that fails or breaks, and a reply that is not what the API promises
-# (the client's JSON and pydantic errors are ValueErrors, and so are our checks of its replies).
+# What a call to Ollama can raise that is Ollama's doing, not ours: an error status, a connection
+# that fails, a reply not as the API promises (a ValueError, as our checks of replies raise).
 OLLAMA_FAILURES = (ollama.ResponseError, ConnectionError, httpx.TransportError, ValueError)
 
 
 class CappedLines(httpx.SyncByteStream):
-    """A reply's bytes as they come, until a line runs past MAX_REPLY_LINE bytes. The client
-    holds a whole line in memory, several times over (httpx's iter_lines joins it, json.loads and
-    pydantic copy it), so one endless line from a broken server would fill the memory; a longer
-    line ends the reply with a ValueError instead, closing the connection. Replies are asked for
-    uncompressed (Ollama sends them so anyway), so the bytes counted are the bytes kept."""
+    """A reply's bytes as they come, until a line runs past MAX_REPLY_LINE bytes (ValueError): the
+    client holds a whole line in memory, several times over, so one endless line from a broken
+    server would fill it. Replies come uncompressed: the bytes counted are the bytes kept."""
 
     def __init__(self, stream):
         self.stream = stream
@@ -1118,12 +1147,10 @@ class CappedLines(httpx.SyncByteStream):
 
 
 def ollama_client(timeout: float | None = None) -> ollama.Client:
-    """The command line's Ollama client, the only one Part II makes. It sends nothing anywhere
-    but OLLAMA_HOST (ollama_proxy, Redirected), caps its replies' lines (CappedLines), gives up
-    on a server silent for `timeout` seconds (None: waits as long as it takes), and when nothing
-    on the way is https skips loading the system's TLS certificates, a good part of a warm
-    query's start-up. Raises ValueError, in words, when OLLAMA_HOST is not an address or its
-    proxy cannot be used."""
+    """The command line's Ollama client, the only one Part II makes: it sends nothing but to
+    OLLAMA_HOST (ollama_proxy, Redirected), caps its replies' lines (CappedLines), gives up on a
+    server silent for `timeout` seconds, and loads no TLS certificates (slow) unless https is on
+    the way. Raises ValueError, in words, when OLLAMA_HOST or its proxy cannot be used."""
     not_an_address = f"OLLAMA_HOST={host()} is not an address like {DEFAULT_HOST}"
     try:
         url = ollama_url()
@@ -1140,8 +1167,7 @@ def ollama_client(timeout: float | None = None) -> ollama.Client:
         {"timeout": httpx.Timeout(timeout, connect=min(timeout, OLLAMA_CONNECT_TIMEOUT))}
 
     def checked(response: httpx.Response) -> None:
-        """A redirect ends the request, saying where it pointed (httpx alone would give only
-        the status); any other reply is read through CappedLines."""
+        """A redirect ends the request, saying where; other replies are read through CappedLines."""
         if response.is_redirect:
             raise Redirected(response.status_code, response.headers.get("location", ""))
         response.stream = CappedLines(response.stream)
@@ -1154,21 +1180,17 @@ def ollama_client(timeout: float | None = None) -> ollama.Client:
 
 
 # §obsidian ------------------------------------------------------------------
-# Markdown as Obsidian writes it: front matter (aliases, tags, dates), [[wikilinks]], ![[embeds]],
-# %%comments%%, ==highlights==, > [!callouts] and Dataview's queries. Replaces Part I's
-# strip_front_matter, which only drops the block.
+# Markdown as Obsidian writes it: front matter, [[wikilinks]], ![[embeds]], %%comments%%,
+# ==highlights==, > [!callouts] and Dataview's queries; replaces Part I's strip_front_matter.
 
 
 class NoteMeta(NamedTuple):
-    """What a note says of itself besides its text: its front matter, inline #tags and the embeds
-    taken out of its text, one per note in the index; note_card() fills in a title and a date
-    the note does not state. `dated_by`: "date", "created" or "updated" (the first of these keys
-    that holds a date), "file name" or "modified"."""
+    """What a note says of itself besides its text (front matter, #tags, embeds taken out)."""
     title: str = ""                       # front matter's title ("": the file name is the title)
     aliases: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()            # front matter's, then inline #tags: no "#", as written
     date: str = ""                        # YYYY-MM-DD
-    dated_by: str = ""
+    dated_by: str = ""                    # a DATE_KEYS key, "file name" or "modified"
     description: str = ""                 # description: or summary:
     dropped: tuple[str, ...] = ()         # what embeds (![[...]]) named: taken out of the text
     properties: tuple[str, ...] = ()      # the front matter's other keys, "key: value" each
@@ -1184,9 +1206,8 @@ READ_KEYS = ("title", "aliases", "alias", "tags", "tag", *DATE_KEYS, "descriptio
 
 class Yaml:
     """The little of YAML that front matter uses (parse_front_matter), without a YAML library."""
-    # A top-level key as YAML reads one: quoted, or plain text with no indent, no YAML indicator
-    # first and no ": " ("Date (created)", "📅", "foo/bar", a Dataview "mood:: ok"). Its own
-    # spaces stay in it, taken off later: a "[ \t]*" before the colon would backtrack.
+    # A top-level key as YAML reads one: quoted, or plain with no indent, no indicator first and
+    # no ": " ("Date (created)", "mood:: ok"); its spaces go later ("[ \t]*" would backtrack).
     KEY = re.compile(r"""("[^"\n]*"|'[^'\n]*'|"""
                      r"""[^\s#:?,\[\]{}&*!|>'"%@`-](?:[^:\n#]|:(?=\S)|(?<=\S)#)*)"""
                      r":(?:[ \t]+(.*))?")
@@ -1200,8 +1221,7 @@ class Yaml:
     ESCAPE = re.compile(r"\\(x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|.)")
     QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"|\'((?:[^\']|\'\')*)\'')
     # Where a flow collection ([a, b] or {k: v}) nests or ends an item: a bracket, a comma, or a
-    # quoted scalar (it may hold both) that starts an item or follows ": " ("it's" holds none).
-    # (?=(X*))\1 takes X* whole, never backing off into it: Python 3.10 has no possessive *+.
+    # quoted scalar starting an item or after ": " ("it's" is none). (?=(X*))\1 takes X* whole.
     FLOW_TOKEN = re.compile(
         r"""(?:(?<=[\s,\[{:])|^)(?:"(?=((?:[^"\\]|\\.)*))\1"|'(?=((?:[^']|'')*))\2')|[\[\]{},]""")
     # An anchor (&base) or a tag (!!str) before a value names or types it: no part of it.
@@ -1210,8 +1230,7 @@ class Yaml:
 
     @staticmethod
     def unescape(text: str) -> str:
-        """The inside of a YAML double-quoted string as the text it stands for; a lone surrogate
-        (half of a JSON-style pair) becomes U+FFFD.
+        """A YAML double-quoted string's inside as the text it means; a lone surrogate is U+FFFD.
 
         >>> Yaml.unescape(r'say \\"hi\\" \\\\ C:\\\\tmp\\t\\u00e9 \\ud83d\\ude00 \\q')
         'say "hi" \\\\ C:\\\\tmp\\té 😀 \\\\q'
@@ -1226,8 +1245,7 @@ class Yaml:
 
     @staticmethod
     def items(inner: str) -> list[str]:
-        """The items of a flow collection (what is between its brackets), cut at its own commas:
-        not those in quotes or in a collection nested in it.
+        """A flow collection's items (between its brackets), cut at its own commas, not nested ones.
 
         >>> Yaml.items("a, 'b, c', [d, e], {f: g, h: i}, it's, ")
         ['a', "'b, c'", '[d, e]', '{f: g, h: i}', "it's"]
@@ -1246,10 +1264,9 @@ class Yaml:
 
     @staticmethod
     def value(text: str) -> str | list[str] | dict:
-        """One YAML value: quotes taken off (with a double-quoted string's escapes), an inline
-        [list] as a list of its texts, an inline {mapping} as a dict (YAML writes a set so: {a,
-        b}), a trailing # comment dropped; null, and an alias (*base: a reference to an anchor,
-        not followed), as "". An anchor (&base) or a tag (!!str) before a value is taken off.
+        """One YAML value: quotes taken off (escapes read), an inline [list] as a list of texts,
+        an inline {mapping} (or set) as a dict, a trailing # comment dropped; null and an alias
+        (*base, not followed) as "". An anchor (&base) or a tag (!!str) before it is taken off.
 
         >>> [Yaml.value(v) for v in ("'it''s'", "[a, 'b, c', \\"d\\"]", "2026 # year", "~")]
         ["it's", ['a', 'b, c', 'd'], '2026', '']
@@ -1283,12 +1300,10 @@ class Yaml:
 
 
 def parse_front_matter(block: str) -> dict[str, str | list[str] | dict] | None:
-    """Front matter's top-level keys, read without a YAML library: `key: value`, lists inline
-    ([a, b]) or as "- item" lines, mappings inline ({k: v}) or indented under their key (their
-    scalar leaves, by their path: {"phone.work": ...}), quoted strings, # comments, | and >
-    blocks (joined into one line); of a key given twice the last counts. None if a line is none
-    of these, or no key reads as a name (Yaml.NAME_KEY: "Landlord (Tue 5/3): bring the lease"
-    alone is prose): then the block is no front matter.
+    """Front matter's top-level keys, read without a YAML library: `key: value`, lists inline or
+    as "- item" lines, mappings inline or indented (leaves by path: "phone.work"), quotes, #
+    comments, | and > blocks; of a key given twice the last counts. None if a line is none of
+    these or no key reads as a name (Yaml.NAME_KEY): then the block is no front matter.
 
     >>> parse_front_matter('title: "A: b" # c\\ntags:\\n  - x\\n  - "y z"\\n'
     ...                    'aliases: [one, \\'two, 2\\']\\nm:\\n  k: 1\\n  n:\\n    o: p\\n')
@@ -1351,9 +1366,8 @@ def iso_day(text: str) -> str | None:
 
 def meta_from(fields_: dict, inline_tags: list[str],
               dropped: tuple[str, ...]) -> tuple[NoteMeta, list[str]]:
-    """A NoteMeta from parsed front matter (the keys in READ_KEYS; front_matter_text() shows the
-    others), the inline #tags and the embeds dropped, and what to warn of (a date that is no
-    date). Of a {mapping}, the keys count: `tags: {garden: true}` tags the note #garden.
+    """A NoteMeta from parsed front matter (READ_KEYS), the inline #tags and the embeds dropped,
+    and what to warn of (a date that is no date). `tags: {garden: true}` tags the note #garden.
 
     >>> meta, said = meta_from({"tags": "a, #b/c", "aliases": None, "created": "2026-13-45",
     ...                         "updated": "2026-02-03"}, ["a"], ())
@@ -1383,16 +1397,10 @@ def meta_from(fields_: dict, inline_tags: list[str],
 
 
 class Obsidian:
-    """Obsidian's markup, and Markdown's that Obsidian (and Jupyter) show otherwise than written,
-    as clean_markup and shown_spans read them."""
-    # What Obsidian shows of a note's spans, found in one pass so that whichever opens first
-    # wins, as in Obsidian: code (a fence, or `inline` on one line) as written; a comment,
-    # %%...%% or <!--...--> (one never closed: to the note's end, which keeps this linear),
-    # nothing, fences too; an HTML tag, a link's definition ("[1]: https://..."), nothing; a
-    # link, [words](target) or [words][ref], its words (an image: its alt text); ==a highlight==
-    # (no "==" in it, which keeps this linear), its text; the banner an Excalidraw drawing's note
-    # opens with, nothing; nor a block id, the anchor of a [[Note#^id]] link: Latin letters,
-    # digits, dashes, at a line's end after a space (from the first space of a run, not each).
+    """The markup Obsidian (and Jupyter) show otherwise than written: clean_markup's patterns."""
+    # The spans shown_spans() reads, in one pass so that whichever opens first wins, as in
+    # Obsidian. A comment never closed runs to the note's end and a highlight holds no "==", and
+    # a block id ([[Note#^id]]) starts at a run's first space: each keeps the pattern linear.
     SPAN = re.compile(
         rf"(?P<fence>{FENCE.pattern})"
         r"|(?P<code>(?<!`)(?P<ticks>`+)(?!`)(?:(?!(?P=ticks))[^\n])*(?P=ticks)(?!`))"
@@ -1405,24 +1413,20 @@ class Obsidian:
         r"|(?<!=)==(?=[^\s=])(?P<mark>(?:[^=\n]|=(?!=))*?)(?<=[^\s=])==(?!=)"
         r"|(?P<id>(?:(?<=[^ \t\n])[ \t]+|^)\^[A-Za-z0-9-]+[ \t]*$)",
         re.MULTILINE | re.DOTALL)
-    # Fenced blocks that hold no text of the author's: Dataview's and Tasks' queries (Obsidian
-    # shows their results, notes found elsewhere), an Excalidraw drawing's data.
+    # Fenced blocks of no text of the author's: Dataview's and Tasks' queries, Excalidraw's data.
     NOT_TEXT_BLOCKS = ("dataview", "dataviewjs", "tasks", "compressed-json")
     WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]*)\]\]")
     CALLOUT = re.compile(r"^([ \t]*(?:>[ \t]?)+)\[!([^\]\n]*)\][+-]?[ \t]*(.*)$", re.MULTILINE)
-    # An inline #tag, as Obsidian finds one: after a space, "(" or CJK punctuation ("。#工作"),
-    # not digits alone.
+    # An inline #tag as Obsidian finds one: after a space, "(" or CJK punctuation; not digits.
     INLINE_TAG = re.compile(
         r"(?<![^\s(\u3000-\u303f\uff01-\uff0f\uff1a-\uff20])#([\w/-]*[^\W\d_][\w/-]*)")
 
 
 def shown_spans(text: str, obsidian: bool = True) -> str:
     """`text` with its Obsidian.SPAN spans as Obsidian shows them, every line break kept: code
-    as written (but a query, NOT_TEXT_BLOCKS), comments (one never closed hides the rest, as in
-    Obsidian), HTML's tags, links' definitions and the Excalidraw banner dropped, a link as its
-    words, a highlight as its text; block ids dropped but on a line indented as code (four
-    spaces or a tab), where "grep ^d" means what it says. Not `obsidian` (a notebook's
-    Markdown): Markdown's spans only, Obsidian's as written.
+    as written (but a query, NOT_TEXT_BLOCKS), comments, HTML's tags, links' definitions and the
+    Excalidraw banner dropped, a link as its words, a highlight as its text; block ids dropped
+    but in code ("grep ^d"). Not `obsidian` (a notebook's Markdown): Markdown's spans only.
 
     >>> shown_spans("==Key== `a==b` x==y\\n```dataview\\nLIST\\n```\\n`%%` 50%% off\\nhidden")
     'Key `a==b` x==y\\n\\n\\n\\n`%%` 50\\n'
@@ -1450,9 +1454,7 @@ def shown_spans(text: str, obsidian: bool = True) -> str:
 
 
 def unclosed_comment(text: str, first_line: int = 1) -> str | None:
-    """A warning when a comment (%% or <!--) never closes and so hides text to the note's end,
-    as in Obsidian (a "50%% off" opens one), or None. `first_line`: the file's line `text`
-    starts on.
+    """A warning (or None) for a comment that never closes, hiding the rest as in Obsidian.
 
     >>> unclosed_comment("Sale: 50%% off\\nthe rest")
     'the %% on line 1 opens a comment that never closes: Obsidian hides the rest (2 lines)'
@@ -1472,10 +1474,8 @@ def unclosed_comment(text: str, first_line: int = 1) -> str | None:
 
 
 def clean_markup(text: str) -> tuple[str, tuple[str, ...]]:
-    """Obsidian's markup as a reader sees it, every line break kept (lines count as in the file),
-    and what the embeds it dropped named: [[Note]] -> Note, [[Note|text]] -> text, [[Note#Part]]
-    -> Note › Part, ![[file]] dropped, spans as shown_spans() shows them, a callout's [!type]
-    marker as its title (or its type). A link that never closes stays as it is.
+    """Obsidian's markup as a reader sees it, every line break kept, and the embeds it dropped:
+    links as their text, spans as shown_spans() shows them, a callout's [!type] as its title.
 
     >>> clean_markup("[[Note]], [[Note|text]], [[Note#Part]], [[#Part]], [[]][[|]]![[a.png]] [[x")
     ('Note, text, Note › Part, Part,  [[x', ('a.png',))
@@ -1514,12 +1514,10 @@ def flat_text(value) -> str:
 
 
 def front_matter_text(block: str, fields_: dict) -> str:
-    """The front matter `block` (its "---" lines too) as the note's text shows it: its
-    properties, the keys NoteMeta has no field for (READ_KEYS), each as "key: value" on the key's
-    line (the last, for a key given twice), the value in one line with its markup cleaned (a
-    link "[[Acme]]" reads Acme); every other line blank, so that lines counted in the text are
-    the file's. Obsidian users keep facts there (`phone:`, `company:`). A key with no value
-    shows nothing; one that holds ": " (quoted) shows ":", as "key: value" is cut at the first.
+    """The front matter `block` as the note's text shows it: each property (a key NoteMeta has
+    no field for, READ_KEYS: Obsidian users keep facts there) as "key: value" on its key's line,
+    the value on one line, its markup cleaned; every other line blank, so that the text's lines
+    are the file's. A key holding ": " (quoted) shows ":", as "key: value" is cut at the first.
 
     >>> front_matter_text("---\\ntags: [a]\\nPhone: 1\\nwork:\\n  k: v\\nx:\\n---\\n",
     ...                   {"tags": ["a"], "phone": "1", "work": {"k": "v"}, "x": ""})
@@ -1539,13 +1537,10 @@ def front_matter_text(block: str, fields_: dict) -> str:
 
 def read_markdown(text: str) -> tuple[str, NoteMeta, str | None]:
     """A Markdown note's text with Obsidian's markup as a reader sees it (clean_markup), what
-    the note says of itself, and a warning or None. Of its front matter, the text keeps the
-    properties only, each on its own line (front_matter_text): searched, embedded and quoted
-    with the rest; title, aliases, tags, dates and description go to the NoteMeta alone.
-
-    Front matter is a block at the very top, between "---" lines, whose lines are YAML keys
-    (parse_front_matter); anything else there (a horizontal rule, prose) stays text, and so does
-    a block that starts with a key but does not parse, with a warning.
+    the note says of itself, and a warning or None. Of its front matter (a block at the very
+    top, between "---" lines, of YAML keys), the text keeps the properties only, each on its
+    line (front_matter_text); title, aliases, tags, dates and description go to the NoteMeta.
+    A block that starts with a key but does not parse stays text, with a warning.
 
     >>> note = "---\\naliases: [Hotkeys]\\ntags: work\\n---\\nSee [[Keys|the keys]] #todo"
     >>> body, meta, _ = read_markdown(note)
@@ -1574,9 +1569,7 @@ def read_markdown(text: str) -> tuple[str, NoteMeta, str | None]:
 
 
 def note_card(rel: str, meta: NoteMeta, mtime_ns: int | None) -> NoteMeta:
-    """A note's NoteMeta with its title and date filled in: the title is its file name unless the
-    front matter gives one; the date is the front matter's, else a YYYY-MM-DD in its file name
-    (a daily note), else its modification day.
+    """A note's NoteMeta with its title and date: the front matter's, the file name's, or mtime's.
 
     >>> card = note_card("daily/2026-03-01.md", NoteMeta(), 0)
     >>> card.title, card.date, card.dated_by
@@ -1596,8 +1589,7 @@ def note_card(rel: str, meta: NoteMeta, mtime_ns: int | None) -> NoteMeta:
 
 
 def note_words(rel: str, meta: NoteMeta) -> str:
-    """A note's title, aliases, tags and description: BM25 counts them in every chunk of the note
-    (a note is found by the name it is known by, in whatever language)."""
+    """A note's names, tags and description, counted in each chunk: a note is found by its names."""
     return " ".join([meta.title or PurePosixPath(rel).stem, *meta.aliases,
                      *(t.replace("/", " ") for t in meta.tags), meta.description])
 
@@ -1642,11 +1634,9 @@ def first_names(names: Sequence[str], shown: int = 5) -> str:
 
 
 def readable_name(name: str, composed: bool = True) -> str:
-    """A file name as text any terminal, JSON, pickle or prompt can take: bytes that are
-    not UTF-8 (os.walk hands them over as surrogates) are shown as \\x escapes, and
-    control characters as \\u escapes, so a name holding a line break cannot forge a
-    line of output or a source in the prompt. Its accents are composed (NFC) unless not
-    `composed`: macOS, zip archives and some editors write "é" as "e" + "´".
+    """A file name as text any terminal, JSON or prompt can take: bytes not UTF-8 as \\x escapes,
+    control characters as \\u escapes, so a line break cannot forge a line of output or a source.
+    Accents composed (NFC) unless not `composed`: macOS writes "é" as "e" + "´".
 
     >>> readable_name("caf\\udce9.md"), readable_name("cafe\\u0301.md"), readable_name("a\\nb.md")
     ('caf\\\\xe9.md', 'café.md', 'a\\\\u000ab.md')
@@ -1657,20 +1647,17 @@ def readable_name(name: str, composed: bool = True) -> str:
     return os.fsencode(name.translate(NAME_ESCAPES)).decode("utf-8", "backslashreplace")
 
 
-# A byte-order mark names the encoding outright: Notepad writes one for UTF-8 and
-# UTF-16, and PowerShell's `>` writes UTF-16 with one.
+# A byte-order mark names the encoding outright (Notepad, PowerShell's `>` write one).
 BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
-# The legacy encodings notes come in, each with the company its characters keep:
-# an accented Latin letter sits inside a word of plain letters ("Müller"), a
-# Chinese character beside other Chinese characters or full-width punctuation.
+# The legacy encodings notes come in, each with the company its characters keep: an accented
+# Latin letter among plain ones ("Müller"), a Chinese character beside Chinese characters.
 LEGACY_ENCODINGS = {"GB18030": ("gb18030", re.compile("[\u2e80-\uffff]")),
                     # Latin-1 plus Word's “quotes”
                     "Windows-1252": ("cp1252", re.compile("[A-Za-z]"))}
 
 
 def script_evidence(text: str, kin: re.Pattern, sample: int = 20_000) -> float:
-    """Share of the (first `sample`) non-ASCII characters with a neighbour of their kind (`kin`),
-    0 to 1: in "M黮ler" the one non-ASCII character sits among Latin letters.
+    """Share of the (first `sample`) non-ASCII characters with a neighbour of their kind (`kin`).
 
     >>> latin, chinese = LEGACY_ENCODINGS["Windows-1252"][1], LEGACY_ENCODINGS["GB18030"][1]
     >>> (script_evidence("Müller", latin), script_evidence("M黮ler", chinese),
@@ -1687,10 +1674,9 @@ def script_evidence(text: str, kin: re.Pattern, sample: int = 20_000) -> float:
 
 def decode_note(data: bytes) -> tuple[str, str | None]:
     """Decode a text note's bytes, plus a warning when the encoding was a guess. A byte-order
-    mark decides; else UTF-8, which other encodings almost never pass by accident; else
-    GB18030 or Windows-1252, the one whose characters keep their own company (script_evidence):
-    the same bytes often decode in both (Latin-1 "Müller" is GB18030 "M黮ler"). Raises
-    ValueError for binary data or text in neither.
+    mark decides; else UTF-8, which other encodings almost never pass by accident; else GB18030
+    or Windows-1252, whichever's characters keep their own company (script_evidence): the same
+    bytes often decode in both. Raises ValueError for binary data or text in neither.
 
     >>> decode_note("Grüße".encode("cp1252"))
     ('Grüße', 'not UTF-8; read as Windows-1252 (a guess: save it as UTF-8 to be sure)')
@@ -1703,10 +1689,8 @@ def decode_note(data: bytes) -> tuple[str, str | None]:
                 raise ValueError(f"starts like {codec.upper()} but is not") from None
     if b"\0" in data[:8192]:
         raise ValueError("looks binary, not text")
-    try:
+    with contextlib.suppress(UnicodeDecodeError):
         return data.decode("utf-8"), None
-    except UnicodeDecodeError:
-        pass
     readings = {}
     for name, (codec, kin) in LEGACY_ENCODINGS.items():
         with contextlib.suppress(UnicodeDecodeError):
@@ -1729,8 +1713,7 @@ class Section(NamedTuple):
 
 
 def too_big(size: int, max_mb: float) -> str:
-    """Why a note of `size` bytes is too big to read ("" if it is not): a file's, known from its
-    stat alone, or its text's in UTF-8, which a reader makes from smaller bytes (a zip's).
+    """Why a note of `size` bytes (its file's, or its text's in UTF-8) is too big to read, or "".
 
     >>> too_big(3 * 2**30, 5.0), too_big(100, 5.0)
     ('3072.0 MB is over the 5 MB limit (--max-note-mb)', '')
@@ -1740,8 +1723,7 @@ def too_big(size: int, max_mb: float) -> str:
 
 
 def note_data(path: Path, data: bytes | None) -> bytes:
-    """A note's bytes: `data` when its caller read them (read_note), else the file's. Raises
-    ValueError, with the reason, for a file that cannot be read."""
+    """A note's bytes: `data` if its caller read them, else the file's (ValueError if it can't)."""
     if data is not None:
         return data
     try:
@@ -1752,10 +1734,7 @@ def note_data(path: Path, data: bytes | None) -> bytes:
 
 def read_text(path: Path, data: bytes | None = None,
               max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
-    """Read a Markdown or text note (its bytes `data`, if read: note_data, within `max_mb`): one
-    section, plus a warning or None. Markdown is read as Obsidian writes it (read_markdown):
-    front matter off the top, markup cleaned with every line break kept, so lines counted in
-    the section are the file's. A .txt note is its text, all of it."""
+    """A Markdown (read_markdown) or text note as one section, and a warning or None."""
     data = note_data(path, data)
     text, warning = decode_note(data)
     text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
@@ -1766,16 +1745,14 @@ def read_text(path: Path, data: bytes | None = None,
     return [Section(body, line=1 + text.count("\n") - body.count("\n"), meta=meta)], warning
 
 
-# A line is a running header or footer when it starts or ends at least this share
-# of the pages: title pages and chapter openers often lack the header, so "every
-# page" would miss it. With fewer pages there is no telling a header from text.
+# A line is a running header or footer when it starts or ends this share of the pages (not
+# every page: chapter openers lack it), and of no fewer pages: there it could be text.
 PDF_EDGE_SHARE = 0.6
 PDF_EDGE_MIN_PAGES = 3
 
 
 def clean_pdf_pages(pages: list[str]) -> list[str]:
-    """Undo the usual PDF extraction damage: hyphenated line breaks, runs of spaces,
-    and header/footer lines that repeat on most pages.
+    """Undo PDF extraction's damage: hyphenated line breaks, runs of spaces, repeated headers.
 
     >>> clean_pdf_pages(["Manual\\nretriev-\\nal  works\\n1", "Manual\\nso   does\\n2",
     ...                  "Manual\\nthis\\n3"])
@@ -1785,8 +1762,7 @@ def clean_pdf_pages(pages: list[str]) -> list[str]:
     pages = [re.sub(r"[ \t\u00a0]+", " ", p) for p in pages]
     lines = [[ln.strip() for ln in p.split("\n") if ln.strip()] for p in pages]
     if len(pages) >= PDF_EDGE_MIN_PAGES:
-        # A header or footer is a first or last line seen on most pages; page
-        # numbers differ from page to page, so lines are compared with digits masked.
+        # Page numbers differ from page to page, so lines are compared with digits masked.
         def key(line: str) -> str:
             return re.sub(r"\d+", "#", line)
         edges = Counter(key(ls[i]) for ls in lines if ls for i in {0, len(ls) - 1})
@@ -1799,8 +1775,7 @@ def clean_pdf_pages(pages: list[str]) -> list[str]:
 
 def read_pdf(path: Path, data: bytes | None = None,
              max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
-    """Extract a PDF's text (its bytes `data`, if read) page by page, cleaned for chunking (needs
-    pypdf), stopping once it passes `max_mb` (its streams unzip); no warning."""
+    """A PDF's text page by page (pypdf), cleaned, stopping past `max_mb` (its streams unzip)."""
     import io
     import logging
     import pypdf  # optional: only PDFs need it
@@ -1836,20 +1811,17 @@ def importable(module: str) -> bool:
 
 
 class NoteType(NamedTuple):
-    """How one kind of file becomes a note: its reader (path, bytes and --max-note-mb, which its
-    text may not pass -> sections and a warning or None), the optional package the reader
-    needs, whether the note is text whose lines on disk a source cites (else its text is
-    extracted), and the word before a section's number (Section.page) where a source is cited:
-    "p.3", "chapter 3", "cell 3" ("": none, the headings alone place a passage of a Word file)."""
+    """How one kind of file becomes a note: its reader (path, bytes, --max-note-mb -> sections
+    and a warning or None), the optional package it needs, whether a source cites its lines on
+    disk, and the word before a section's number in a citation ("p.3"; "": the headings alone)."""
     read: Callable[[Path, bytes | None, float], tuple[list[Section], str | None]]
     needs: str | None = None
     lines: bool = False
     place: str = "p."
 
 
-# Which files are notes, and how each kind is read: the one table the scanner, the messages
-# and --explain go by. Part I's suffixes are read as text; each lambda looks its reader up
-# when called, so the table can sit up here with the other settings. To add a type, add a line.
+# Which files are notes, and how each kind is read: the one table all go by. To add a type, add
+# a line; each lambda looks its reader up when called, so the table can sit above the readers.
 NOTE_TYPES = {**{suffix: NoteType(lambda *a: read_text(*a), lines=True)
                  for suffix in NOTE_SUFFIXES},
               # optional: pip install pypdf
@@ -1874,21 +1846,17 @@ def place_name(rel: str, page: int) -> str:
     return f"{kind.place}{page}"
 
 
-# A note or a settings file is opened as itself, never through a link at its path (Windows has
-# no O_NOFOLLOW: there the identities compared catch it), and without waiting for a FIFO's writer.
+# A note opens as itself, never through a link (Windows: identities compared), nor waits on a FIFO.
 OPEN_TO_READ = os.O_RDONLY | NOT_A_LINK | getattr(os, "O_NONBLOCK", 0)
-# Where Obsidian's Templates core plugin and the Templater plugin keep the folder of templates:
-# notes of placeholders (<% tp.date.now() %>, {{date}}) that new notes are made from, not notes.
+# Where Obsidian's Templates and Templater plugins keep the templates: placeholders, not notes.
 TEMPLATE_SETTINGS = ((".obsidian/templates.json", "folder"),
                      (".obsidian/plugins/templater-obsidian/data.json", "templates_folder"))
 SETTINGS_MAX_BYTES = 1 << 20              # a plugin's settings file read beyond this is no JSON
 
 
 def templates_folders(notes_dir: Path) -> dict[str, tuple[str, str]]:
-    """The templates folders that Obsidian's settings in notes_dir name (TEMPLATE_SETTINGS):
-    real path -> (the folder as named under notes_dir, the settings file naming it). A settings
-    file that is missing, not a regular file or not JSON, or a folder that is not one inside
-    notes_dir, names none."""
+    """The templates folders Obsidian's settings in notes_dir name, inside it: real path -> (the
+    folder as named under notes_dir, the settings file naming it)."""
     root, found = os.path.realpath(notes_dir), {}
     for setting, key in TEMPLATE_SETTINGS:
         path = os.path.join(root, setting)
@@ -1907,15 +1875,13 @@ def templates_folders(notes_dir: Path) -> dict[str, tuple[str, str]]:
     return found
 
 
-# Where a followed link never leads: the kernel's own trees (files that never end, devices that
-# block, every process's root), nor the whole disk.
+# Where a followed link never leads: the kernel's trees (endless files, blocking devices).
 SYSTEM_TREES = ("/proc", "/sys", "/dev")
 
 
 class NoteScan:
     """One walk of a notes folder (scan_notes): the notes it finds, and what it passes over. A
-    link to a folder the walk reads under its own name is skipped (one back to an ancestor is
-    a loop); other links within the folder (into a hidden one) are followed, once."""
+    link to a folder read under its own name is skipped; other links inside are followed once."""
     TEMPLATES = ": templates, not notes"   # said when the index is built or updated, not every run
 
     def __init__(self, notes_dir: Path, skip: Iterable[Path], follow_links: bool):
@@ -1945,8 +1911,7 @@ class NoteScan:
                                                           for top in SYSTEM_TREES)
 
     def enter(self, folder: str, dirs: list[str]) -> str | None:
-        """The prefix of the names of `folder`'s notes, with `dirs` cut down to the subfolders the
-        walk enters; None for a folder a link loop leads back to, or that leads out by now."""
+        """The prefix of `folder`'s notes' names, `dirs` cut to those entered; None: not entered."""
         base = os.path.relpath(folder, self.notes_dir).replace(os.sep, "/")
         real = os.path.realpath(folder)
         if not self.may_follow(real):
@@ -2017,8 +1982,7 @@ class NoteScan:
                                        st.st_ino, st.st_dev))
 
     def without_linked_twins(self) -> list[NoteFile]:
-        """The files but the links to a note listed already, under its own name or another
-        link's (`twins`): the same note twice would take two of the places of every search."""
+        """The files but links to a note listed already (`twins`): it would fill two places."""
         seen: dict[int, list[str]] = {}   # inode -> paths kept (an inode may be another disk's)
         for f in self.files:
             if f.rel not in self.linked:
@@ -2038,8 +2002,7 @@ class NoteScan:
         return kept
 
     def passed_over(self) -> list[str]:
-        """What the walk passed over, a line for each kind: notes whose package is missing, links
-        to notes or folders read under their own names, the templates folder, links out."""
+        """What the walk passed over, a line for each kind."""
         said = []
         for suffix, rels in self.unreadable.items():
             # Left out of the fingerprint too, so installing the package later indexes them.
@@ -2067,10 +2030,8 @@ class NoteScan:
 def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
                follow_links: bool = False) -> tuple[list[NoteFile], list[str]]:
     """List note files under notes_dir, sorted, with warnings for what was passed over (NoteScan).
-    Hidden folders (.git, .obsidian), the `skip` folders (the cache) and the templates folder
-    (templates_folders) are not entered. A link out of the notes folder is skipped unless
-    follow_links: a shared folder must not make /etc/shadow a source, nor walk the whole disk.
-    Only regular files are notes (never a FIFO or a device), and `rel` is readable_name()."""
+    Hidden folders, `skip` (the cache) and the templates folder are not entered; a link out is
+    skipped unless follow_links (no /etc/shadow as a source). Only regular files are notes."""
     scan = NoteScan(notes_dir, skip, follow_links)
     said = scan.warnings
     for folder, dirs, names in os.walk(notes_dir, followlinks=True, onerror=lambda e:
@@ -2079,8 +2040,7 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
         for name in sorted(names) if prefix is not None else ():
             scan.take(folder, prefix, name)
     files = scan.without_linked_twins()
-    # Two names that differ only in how their accents are written (Linux keeps both) keep their
-    # own forms.
+    # Names that differ only in how their accents are written (Linux keeps both) keep their forms.
     alike = {rel for rel, n in Counter(f.rel for f in files).items() if n > 1}
     files = [f._replace(rel=readable_name(os.path.relpath(f.path, notes_dir).replace(os.sep, "/"),
                                           composed=False))
@@ -2095,10 +2055,8 @@ WIDE = re.compile(r"[\u1100-\u11ff\u2e80-\ua4cf\uac00-\ud7af\uf900-\ufaff\uff00-
 
 
 def says_little(sections: list[Section]) -> bool:
-    """Whether a note is a stub, a daily note's title alone say: under MIN_NOTE_CHARS characters,
-    and under MIN_NOTE_BODY besides its headings and spaces, a Chinese, Japanese or Korean one
-    counted as three (it holds about as much as a word). "Wifi: 7hG!2kq9" is a note, and so is a
-    long heading alone; "# May 1" is not.
+    """Whether a note is a stub (a daily note's title alone): under MIN_NOTE_CHARS characters, and
+    MIN_NOTE_BODY besides headings and spaces, a CJK one counted as three (about a word's worth).
 
     >>> says_little([Section("# May 1\\n\\n")]), says_little([Section("Wifi: 7hG!2kq9")])
     (True, False)
@@ -2150,10 +2108,8 @@ def note_bytes(file: NoteFile, max_mb: float = MAX_NOTE_MB) -> bytes:
 
 def read_note(file: NoteFile, max_mb: float = MAX_NOTE_MB,
               data: bytes | None = None) -> tuple[list[Section], str | None]:
-    """Read one note as Sections (a PDF's pages, say), plus a warning or None, by its reader in
-    NOTE_TYPES from its bytes (`data`, else note_bytes). Raises ValueError, with the reason,
-    for a note that cannot be used: one whose text passes max_mb too, and one its reader fails
-    on (the reader's fault costs this note, never the folder)."""
+    """Read one note as Sections, and a warning or None, by its NOTE_TYPES reader. ValueError,
+    with the reason, for a note that cannot be used: a reader's failure costs it, not the folder."""
     if why := too_big(file.size, max_mb):
         raise ValueError(why)
     path = Path(file.path)
@@ -2173,8 +2129,7 @@ def read_note(file: NoteFile, max_mb: float = MAX_NOTE_MB,
 
 
 def under_headings(above: str, own: str) -> str:
-    """A heading path (`own`) under the headings left open by the sections before it (`above`):
-    those of a lower level than its first stay over it.
+    """A heading path (`own`) under those of a lower level that the sections before left open.
 
     >>> under_headings("# A › ## B", "## C"), under_headings("# A", ""), under_headings("", "# C")
     ('# A › ## C', '# A', '# C')
@@ -2187,9 +2142,7 @@ def under_headings(above: str, own: str) -> str:
 
 
 class PlacedChunk(NamedTuple):
-    """Part I's Chunk, and where it sits in its file: a numbered section's place (a PDF's page,
-    an e-book's chapter, a notebook's cell: Section.page) and the line it starts on (None for
-    text extracted, which has no lines on disk to go to)."""
+    """Part I's Chunk, and its place in its file: its section's (page) and its line (or None)."""
     source: str
     heading: str
     text: str
@@ -2204,9 +2157,8 @@ class PlacedChunk(NamedTuple):
 
 
 def chunk_sections(rel: str, sections: list[Section], splitter) -> list[PlacedChunk]:
-    """Part I's cut_note over each section of a note, each under the headings that the sections
-    before it left open (a notebook's Markdown cell heads the code cells after it, a book's
-    chapter cut into two files is one chapter), each chunk placed at its page and line."""
+    """Part I's cut_note over each section of a note, under the headings the sections before it
+    left open (a notebook's Markdown cell heads the code after it), placed at its page and line."""
     chunks, above = [], ""
     for s in sections:
         chunks += [PlacedChunk(rel, under_headings(above, heading), body, s.page,
@@ -2218,14 +2170,12 @@ def chunk_sections(rel: str, sections: list[Section], splitter) -> list[PlacedCh
 
 # §web-pages -----------------------------------------------------------------
 # Web pages: read_html turns a page into Markdown-headed text whose line N is the file's line N,
-# so that Part I's chunker cuts at the page's own headings and a source cites the line an editor
-# opens; what is not the author's text (scripts, styles, navigation) becomes blank lines. What
-# has no lines to cite (an e-book's chapter, a Word file) is laid out by its blocks instead.
+# so that Part I's chunker cuts at the page's own headings and a source cites the file's line.
+# What has no lines to cite (an e-book's chapter, a Word file) is laid out by its blocks.
 
 
 def plain_line(line: str) -> str:
-    """A line of the author's text as the chunker must read it: one that Markdown would take for
-    a heading or a code fence ("# a shell comment" in a code block) gets a space before it.
+    """A line of text with a space before it if Markdown would take it for a heading or fence.
 
     >>> plain_line("# install it"), plain_line("```"), plain_line("#hashtag")
     (' # install it', ' ```', '#hashtag')
@@ -2234,9 +2184,8 @@ def plain_line(line: str) -> str:
 
 
 def heading_shift(levels: list[int]) -> int:
-    """What to add to a document's heading levels, in order, to make them Markdown's: a top level
-    used once, first, is the title ("#", which the chunker does not cut at); a top level used
-    more often holds the sections, which it cuts at from "##" on.
+    """What to add to a document's heading levels to make them Markdown's: a top level used once,
+    first, is the title ("#", not cut at); one used more often holds the sections ("##" on).
 
     >>> heading_shift([1, 2, 2]), heading_shift([1, 2, 1]), heading_shift([2, 3]), heading_shift([])
     (0, 1, -1, 0)
@@ -2258,8 +2207,7 @@ def heading_line(level: int, title: str) -> str:
 
 
 def fenced(code: str, language: str = "") -> str:
-    """Code as a Markdown fence, so that a "# comment" in it is no heading; a line of it that
-    would close the fence starts with a space.
+    """Code as a Markdown fence, so a "# comment" is no heading; a closing fence in it is indented.
 
     >>> fenced("# setup\\n```", "python")
     '```python\\n# setup\\n ```\\n```'
@@ -2269,10 +2217,8 @@ def fenced(code: str, language: str = "") -> str:
 
 
 class Html:
-    """What the page reader knows of HTML. DROPPED, DROPPED_ROLES: what is not the author's text
-    (code, styles, what a site puts around every page: menus, search boxes, its footer; what
-    stands in for another thing; an <aside> only when mostly links: PageLines.end_aside). RAW:
-    text up to the end tag. INLINE elements sit in a line of text; every other starts a block."""
+    """What the page reader knows of HTML. DROPPED(_ROLES): not the author's text (code, menus).
+    RAW: text up to the end tag. INLINE elements sit in a line of text; others start a block."""
     DROPPED = frozenset({"script", "style", "template", "noscript", "nav", "svg", "button",
                          "select", "iframe", "object", "canvas", "title"})
     DROPPED_ROLES = frozenset({"navigation", "banner", "contentinfo", "search"})
@@ -2292,8 +2238,7 @@ class Html:
 
 
 def tag_end(page: str, at: int) -> int:
-    """Where the tag whose name ends at `at` ends (its ">"), past quoted attribute values
-    (title="a>b"); -1 when it never does.
+    """Where the tag whose name ends at `at` ends (its ">", past quoted values); -1 if never.
 
     >>> tag_end("<a title='x>y'>z", 2), tag_end("<a title='x", 2)
     (14, -1)
@@ -2319,9 +2264,8 @@ def html_attribute(attributes: str, name: str) -> str:
 
 
 def html_tokens(page: str) -> Iterator[tuple[str, str, str, int]]:
-    """A page's tags and text, as (kind, tag name, text, offset): ("start", "a", ' href="x"', 9),
-    ("end", "a", "", 20), ("text", "", "words", 12); comments and declarations (a DTD's
-    entities too: none is ever expanded) left out. Linear in the page's length: a tag never
+    """A page's tags and text, as (kind, tag name, text, offset), comments and declarations (a
+    DTD's entities too: none is expanded) left out. Linear in the page's length: a tag never
     closed ends the page, as in a browser, instead of being looked for again at every "<".
 
     >>> list(html_tokens("<!DOCTYPE x [<!ENTITY y 'z'>]><p class='a>b'>Hi<!-- x --><br/>"))
@@ -2364,17 +2308,13 @@ def html_tokens(page: str) -> Iterator[tuple[str, str, str, int]]:
 
 
 class TooBig(ValueError):
-    """A note past a bound (its text past --max-note-mb, its zip's parts past theirs): skipped
-    whole, never in part (an e-book's chapter past it is no chapter "it could not read")."""
+    """A note past a bound (its text, its zip's parts): skipped whole, never in part."""
 
 
 class PageLines:
-    """A web page's text as html_tokens gives it: each run of text with the file's line it
-    starts on and the block it is in, a list item's after "- ", a table row's next cell's after
-    "| "; the content of Html.DROPPED elements, and of asides that are mostly links, left out.
-    Laid out by the file's lines (lines: a web page) or by its blocks (block_markdown). Its text
-    (in UTF-8, as a text note's bytes) may take `max_mb` less what is `used` already: reading
-    stops there (TooBig), so that a small zip makes no huge text."""
+    """A web page's text as html_tokens gives it: each run with its line and block, a list item's
+    after "- ", a cell's after "| "; Html.DROPPED and link-heavy asides left out. Reading stops
+    (TooBig) past `max_mb` less what is `used` already, so that a small zip makes no huge text."""
 
     def __init__(self, anchors: Collection[str] = (), max_mb: float = MAX_NOTE_MB, used: int = 0):
         self.max_mb, self.used = max_mb, used
@@ -2427,17 +2367,15 @@ class PageLines:
             self.asides.append([len(self.runs), self.block, 0, 0])
 
     def chrome(self, name: str, attributes: str) -> str:
-        """ "header" or "footer" for an element around the page, not its article's: a <header>
-        or <footer>, or an element of class "header" or "footer" (docutils', Sphinx's), outside
-        <article>, <main> and <section>; else ""."""
+        """ "header" or "footer" for a <header> or <footer>, or an element of that class (Sphinx's),
+        outside <article>, <main> and <section>: around the page, not its article's; else ""."""
         if self.counts["article"] or self.counts["main"] or self.counts["section"]:
             return ""
         classes = html_attribute(attributes, "class").split() if "class" in attributes else ()
         return next((k for k in ("header", "footer") if k == name or k in classes), "")
 
     def count(self, text: str, waiting: int = 0) -> None:
-        """Count `text` against the bound on the page's text, and `waiting` characters more (read,
-        not laid out yet): past it, raise TooBig."""
+        """Count `text` (and `waiting` characters read, not laid out) against the bound: TooBig."""
         self.used += len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
         if why := too_big(self.used + waiting, self.max_mb):
             raise TooBig(f"its text: {why}")
@@ -2461,9 +2399,8 @@ class PageLines:
             self.block += 1
 
     def end_aside(self, header: bool) -> None:
-        """An aside closes: left out when at least half its text is links (navigation: related
-        pages, a table of contents), kept when it is prose (a note, a footnote, a sidebar). So
-        does a page's header (chrome): left out unless it holds a heading (pandoc's title)."""
+        """An aside closes: left out when at least half its text is links (navigation), kept when
+        prose (a footnote, a sidebar); a page's header (chrome), unless it holds a heading."""
         first, block, links, chars = self.asides.pop()
         if links * 2 >= chars if not header else next(reversed(self.headings), 0) <= block:
             del self.runs[first:]
@@ -2503,10 +2440,9 @@ class PageLines:
 
 def toc_headings(paragraphs: list[list], toc: Sequence[tuple[str, int, str]],
                  found: Mapping[str, int]) -> None:
-    """Make the entries of a table of contents (`toc`: id, level, title) headings among a
-    page's `paragraphs` ([first run, level, text], as block_markdown has them), in order:
-    each on the first paragraph after the one before and from its place on (the run where
-    its id was `found`, else the start) whose text is its title, else a heading of its own.
+    """Make a table of contents' entries (`toc`: id, level, title) headings among `paragraphs`
+    ([first run, level, text]), in order: each on the first paragraph after the one before and
+    from its id's run (`found`) whose text is its title, else a heading of its own.
 
     >>> paragraphs = [[0, 0, "Tea"], [1, 0, "Green."], [5, 0, "Brewing"], [6, 0, "Hot."]]
     >>> toc_headings(paragraphs, [("", 1, "Tea"), ("b", 2, "Brewing"), ("c", 2, "Cups")],
@@ -2537,8 +2473,7 @@ def toc_headings(paragraphs: list[list], toc: Sequence[tuple[str, int, str]],
 
 
 def line_markdown(page: PageLines, count: int) -> list[str]:
-    """A page's text by the file's `count` lines (a web page, whose lines a citation opens):
-    the text on each, headings as Markdown's."""
+    """A web page's text by the file's `count` lines, which citations open; Markdown's headings."""
     out = [""] * count
     alone: dict[int, int] = {}        # line -> the block whose text it holds (-1: several)
     for n, runs in itertools.groupby(page.runs, lambda run: run[0]):
@@ -2572,10 +2507,8 @@ def line_markdown(page: PageLines, count: int) -> list[str]:
 
 
 def block_markdown(page: PageLines, toc: Sequence[tuple[str, int, str]] = ()) -> str:
-    """A page's text by its blocks, a blank line between them, for text whose lines no citation
-    opens (an e-book's chapter, a Word file): headings at their level as written, a table's row
-    on one line (never a heading), <pre> fenced. A page with no headings takes them from `toc`,
-    an e-book's table of contents (toc_headings: the id each goes to; its level; its title)."""
+    """A page's text by its blocks, for text whose lines no citation opens (an e-book's chapter, a
+    Word file): a table's row on one line, <pre> fenced, headings from `toc` if none."""
     paragraphs: list[list] = []           # [first run, level (-1: code), text]
     for key, group in itertools.groupby(enumerate(page.runs), lambda r: -r[1][4] or r[1][1]):
         (first, (line, block, _, pre, _)), *_ = group = list(group)
@@ -2594,10 +2527,8 @@ def block_markdown(page: PageLines, toc: Sequence[tuple[str, int, str]] = ()) ->
 
 
 def page_text(data: bytes) -> tuple[str, str | None]:
-    """A page's bytes (or an Org or reST note's) as text, its lines ended by "\\n" as read_text
-    ends them, plus a warning when its encoding was a guess: decode_note's reading, unless that
-    is a guess and the page names its charset (<meta charset>), which then decides (unless it
-    would change the file's lines)."""
+    """A page's bytes (or an Org or reST note's) as text with "\\n" line ends, and a warning if
+    decode_note guessed its encoding (unless a <meta charset> that keeps its lines settles it)."""
     text, warning = decode_note(data)
     if warning and (m := Html.CHARSET.search(data, 0, 1024)):
         name = m.group(1).decode("ascii").lower()
@@ -2611,8 +2542,7 @@ def page_text(data: bytes) -> tuple[str, str | None]:
 
 def page_lines(page: str, anchors: Collection[str] = (), max_mb: float = MAX_NOTE_MB,
                used: int = 0) -> PageLines:
-    """A page's text (page_text) as PageLines reads it: html_tokens' tags and text, each text
-    with the line it starts on; the ids in `anchors`, where they are met."""
+    """A page's text as PageLines reads html_tokens, each text at its line; `anchors` found."""
     lines, at, line = PageLines(anchors, max_mb, used), 0, 1
     for kind, name, text, offset in html_tokens(page):
         line += page.count("\n", at, offset)
@@ -2628,10 +2558,7 @@ def page_lines(page: str, anchors: Collection[str] = (), max_mb: float = MAX_NOT
 
 def read_html(path: Path, data: bytes | None = None,
               max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
-    """Read a web page (.html, .htm) as a browser shows its text: tags taken off, entities
-    decoded, <h1>-<h6> as Markdown's headings, each text on its line of the file, <pre> as
-    written; scripts, styles and navigation (Html.DROPPED) left out; <title> titles the note.
-    Raises ValueError for a page with no text outside those."""
+    """A web page's text as a browser shows it, each on its line of the file (line_markdown)."""
     page, warning = page_text(note_data(path, data))
     lines = page_lines(page, max_mb=max_mb)
     body = "\n".join(line_markdown(lines, page.count("\n") + 1))
@@ -2642,19 +2569,15 @@ def read_html(path: Path, data: bytes | None = None,
 
 
 # §office --------------------------------------------------------------------
-# Office, e-books and notebooks: Word (.docx), OpenDocument text (.odt), EPUB and Jupyter
-# notebooks, read with the standard library alone, as their owners wrote them: headings become
-# Markdown headings, which Part I's chunk_note cuts at and cites, and what is not the author's
-# text (styles, images, a notebook's outputs) is left out. The first three are zip archives of
-# XML: what is unzipped is counted as it comes and bounded (a zip bomb is named and skipped),
-# and XML may declare no entities (a "billion laughs" expands a few lines into gigabytes).
+# Office, e-books and notebooks: Word, OpenDocument text, EPUB and Jupyter files, read with
+# the standard library alone, headings as Markdown's. The first three are zip archives of XML:
+# what is unzipped is bounded as it comes (a zip bomb is named and skipped), and XML may
+# declare no entities (a "billion laughs" expands a few lines into gigabytes).
 
 
 class Unzipped:
-    """A zip archive's parts, each unzipped a piece at a time, never past TIMES the note's bound
-    (`max_mb`, which bounds its text too) in all: a part's declared size is checked before it is
-    opened, and its bytes are counted as they come (a declared size can lie: zipfile stops at
-    it, and the count holds whatever zipfile does)."""
+    """A zip archive's parts, unzipped a piece at a time, never past TIMES the note's bound in
+    all: a part's declared size is checked first, its bytes counted as they come (it can lie)."""
     MAX_MEMBERS = 10_000                  # a document holds dozens of files; a bomb, millions
     TIMES = 20                            # a Word file's XML is 5 to 10 times its zipped size
     PIECE = 1 << 16                       # bytes unzipped and parsed at a time
@@ -2668,8 +2591,7 @@ class Unzipped:
                          f"{self.MAX_MEMBERS:,}")
 
     def pieces(self, name: str) -> Iterator[bytes]:
-        """The part `name` unzipped, PIECE bytes at a time. Raises ValueError if there is no
-        such part, TooBig past the bound."""
+        """The part `name` unzipped, PIECE bytes at a time: ValueError if none, TooBig if big."""
         if name not in self.names:
             raise ValueError(f"it has no {name}, which every {self.kind} file has")
         info = self.archive.getinfo(name)
@@ -2688,9 +2610,7 @@ class Unzipped:
 def read_zipped(path: Path, data: bytes | None, max_mb: float, kind: str,
                 read: Callable[[Unzipped], tuple[list[Section], str | None]]
                 ) -> tuple[list[Section], str | None]:
-    """A zip-based note's sections and warning, as read(Unzipped) finds them in its bytes
-    (`data`, or the file's), within `max_mb`. A damaged, encrypted or unreadable zip raises
-    ValueError, saying so."""
+    """A zip-based note's sections and warning, as read(Unzipped) finds them; ValueError if bad."""
     import io
     import zipfile                        # (only here: most folders hold no zip-based note)
     import zlib
@@ -2710,10 +2630,9 @@ def read_zipped(path: Path, data: bytes | None, max_mb: float, kind: str,
 
 def parse_xml(pieces: Iterable[bytes], start: Callable[[str, dict], None],
               end: Callable[[str], None], text: Callable[[str], None]) -> None:
-    """Parse XML fed a piece at a time, calling start(tag, attributes), end(tag) and text(data)
-    as they come, names as "{namespace}local" (ElementTree's). Raises ValueError for entity
-    declarations (before any is expanded) and for XML that is not well-formed; an entity a DTD
-    outside the file would declare (XHTML's &nbsp;) reads as HTML names it."""
+    """Parse XML fed a piece at a time, calling start(tag, attributes), end(tag) and text(data),
+    names as "{namespace}local". Raises ValueError for entity declarations (before any expands)
+    and XML that is not well-formed; an entity of a DTD outside (XHTML's &nbsp;) reads as HTML's."""
     import html                           # (only here, with expat: for zip-based notes alone)
     import xml.parsers.expat
 
@@ -2739,8 +2658,7 @@ def parse_xml(pieces: Iterable[bytes], start: Callable[[str, dict], None],
 
 
 def xml_parts(pieces: Iterable[bytes], wanted: Callable[[str, dict], bool]) -> list[dict]:
-    """The attributes of each element `wanted` (tag, attributes) accepts, for the small XML
-    parts that say where things are (an EPUB's container and package files).
+    """The attributes of each element `wanted` accepts, from a small XML part (an EPUB's).
 
     >>> xml_parts([b'<a><b x="1"/><c/><b x="2"/></a>'], lambda tag, _: tag == "b")
     [{'x': '1'}, {'x': '2'}]
@@ -2764,9 +2682,7 @@ def extracted(sections: list[Section], kind: str) -> list[Section]:
 
 
 def outline_heading(value: str, first: int, last: int) -> str | None:
-    """A heading ("h1" to "h6": a deeper one is "h6") from an outline level numbered from `first`
-    to `last` (Word: 0 to 8, its 9 is body text; OpenDocument: 1 to 10), None for any other
-    (a "²", thousands of digits).
+    """A heading ("h1" to "h6") from an outline level numbered `first` to `last`, else None.
 
     >>> outline_heading("0", 0, 8), outline_heading("7", 1, 10), outline_heading("²", 0, 8)
     ('h1', 'h6', None)
@@ -2778,11 +2694,9 @@ def outline_heading(value: str, first: int, last: int) -> str | None:
 
 
 class OfficeText:
-    """A Word or OpenDocument text read into PageLines, as a page is, for block_markdown: each
-    paragraph as an element of its kind ("p", "h1" to "h6", a list item "li"; None: left out)
-    once it closes, as Word says its kind inside it, a line break in it as a <br>; a table's
-    rows and cells as "tr" and "td". A paragraph inside another (a text box, an OpenDocument
-    footnote) comes before it. Its text is bounded as a page's, the paragraphs open too."""
+    """A Word or OpenDocument text read into PageLines, for block_markdown: each paragraph as an
+    element of its kind ("p", "h1", "li"; None: left out) once it closes (Word says its kind inside
+    it), a paragraph inside another (a footnote) before it. Its text is bounded as a page's."""
 
     def __init__(self, max_mb: float):
         self.page = PageLines(max_mb=max_mb)
@@ -2813,9 +2727,8 @@ class OfficeText:
 # Word's namespaces: the one Word writes, and strict Office Open XML's.
 WORD_NAMESPACES = ("{http://schemas.openxmlformats.org/wordprocessingml/2006/main}",
                    "{http://purl.oclc.org/ooxml/wordprocessingml/main}")
-# Word names its heading styles "heading 1" to "heading 9" in styles.xml whatever the language it
-# shows them in (a German Word's "Überschrift 1" has the id "berschrift1" and that name), and its
-# table of contents "toc 1": those paragraphs repeat the headings, and are left out.
+# Word names its heading styles "heading 1" to "heading 9" in styles.xml in every language, and
+# its table of contents "toc 1": those paragraphs repeat the headings, and are left out.
 WORD_STYLE = re.compile(r"heading ?([1-9])|toc ?[1-9]|toc heading", re.IGNORECASE)
 
 
@@ -2825,9 +2738,7 @@ def word(tag: str) -> str:
 
 
 def word_styles(pieces: Iterable[bytes]) -> dict[str, str | None]:
-    """The paragraph styles of a Word file's styles.xml that are headings or a table of
-    contents: style id -> "h1" to "h6", or None (left out). A style is a heading by its name
-    (WORD_STYLE), by its outline level, or by the style it is based on."""
+    """Word's heading (-> "h1" to "h6") and table of contents (-> None) styles, by style id."""
     styles: dict[str, dict] = {}
     style: dict = {}
 
@@ -2851,10 +2762,7 @@ def word_styles(pieces: Iterable[bytes]) -> dict[str, str | None]:
 
 
 def word_text(doc: OfficeText, pieces: Iterable[bytes], styles: dict[str, str | None]) -> None:
-    """Read a Word file's document.xml into `doc`: each paragraph a heading by its style
-    (`styles`: word_styles) or outline level, a list item if numbered. The text is what Word
-    shows: tracked deletions, field codes and the copy of a drawing's text kept for old readers
-    (mc:Fallback) are left out; so are the table of contents and images."""
+    """Read a Word file's document.xml into `doc`: the text Word shows, headings by style."""
     open_, skip = Counter(), 0
 
     def start(tag: str, attrs: dict) -> None:
@@ -2895,9 +2803,7 @@ def word_text(doc: OfficeText, pieces: Iterable[bytes], styles: dict[str, str | 
 
 def read_docx(path: Path, data: bytes | None = None,
               max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
-    """Read a Word (.docx) file as Markdown, one section cited by its headings (a Word file has
-    no pages: they are laid out as it is shown), its footnotes and endnotes after its text, as
-    an e-book's are; no warning."""
+    """A Word (.docx) file as Markdown, one section cited by its headings, its notes at its end."""
     def sections(doc: Unzipped) -> tuple[list[Section], str | None]:
         main = "word/document.xml"
         if "_rels/.rels" in doc.names:    # where the package says its document is
@@ -2914,19 +2820,15 @@ def read_docx(path: Path, data: bytes | None = None,
     return read_zipped(path, data, max_mb, "Word", sections)
 
 
-# What an OpenDocument text holds that is not its running text: comments, a footnote's number,
-# the text deleted with changes tracked, and the indexes that repeat the headings (a footnote's
-# text is read, before the paragraph that cites it). And the elements that are blocks of a page,
-# as HTML names them.
+# What an OpenDocument text holds that is not its running text (a footnote's text is read,
+# before its paragraph); then the elements that are blocks, as HTML names them.
 ODF_LEFT_OUT = frozenset({"annotation", "note-citation", "tracked-changes", "table-of-content",
                           "illustration-index", "alphabetical-index", "bibliography"})
 ODF_BLOCKS = {"list-item": "li", "table-row": "tr", "table-cell": "td"}
 
 
 def odf_markdown(pieces: Iterable[bytes], max_mb: float) -> str:
-    """An OpenDocument text's content.xml as Markdown (OfficeText): text:h is a heading of its
-    text:outline-level, a list item's first paragraph follows "- "; ODF_LEFT_OUT is left out.
-    Its elements are known by their names alone: content.xml uses each in one namespace."""
+    """An OpenDocument text's content.xml as Markdown (OfficeText), ODF_LEFT_OUT left out."""
     text, skip = OfficeText(max_mb), 0
 
     def start(tag: str, attrs: dict) -> None:
@@ -2957,16 +2859,13 @@ def odf_markdown(pieces: Iterable[bytes], max_mb: float) -> str:
 
 def read_odt(path: Path, data: bytes | None = None,
              max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
-    """Read an OpenDocument text (.odt: LibreOffice, Google Docs' download) as Markdown, one
-    section cited by its headings, as a Word file is (odf_markdown); no warning."""
+    """Read an OpenDocument text (.odt) as a Word file is: one section, cited by its headings."""
     return read_zipped(path, data, max_mb, "OpenDocument", lambda doc: (extracted(
         [Section(odf_markdown(doc.pieces("content.xml"), doc.max_mb))], "OpenDocument"), None))
 
 
 def epub_toc(page: str) -> list[tuple[str, int, str]]:
-    """An e-book's table of contents: each entry's link, level and title, in order, from its
-    nav document (EPUB 3: <nav epub:type="toc">, levels as its lists nest) or its toc.ncx
-    (EPUB 2: <navMap>, levels as its navPoints nest).
+    """An e-book's table of contents: each entry's link, level and title (EPUB 3's or 2's).
 
     >>> epub_toc('<nav epub:type="toc"><ol><li><a href="a.xhtml">One</a><ol><li>'
     ...          '<a href="a.xhtml#b">T&amp;wo</a></li></ol></li></ol></nav><nav>...</nav>')
@@ -2997,12 +2896,9 @@ def epub_toc(page: str) -> list[tuple[str, int, str]]:
 
 
 def epub_chapters(book: Unzipped) -> tuple[list[Section], str | None]:
-    """An EPUB's chapters in reading order, a section each, numbered from 1 ("chapter 3"):
-    META-INF/container.xml names the package file, whose spine orders the chapters its manifest
-    lists. Each is read as a web page (page_lines), laid out by its blocks; one with no headings
-    takes them from the table of contents (epub_toc), as LibreOffice's need. Left out: what the
-    spine marks as not in the reading order (linear="no": notes, a cover), the table of contents
-    itself; a chapter that cannot be read is named in the warning, and the others read."""
+    """An EPUB's chapters in the spine's order, a section each ("chapter 3"), read as web pages
+    laid out by their blocks, headings from the table of contents if none (LibreOffice's); not
+    linear="no" (notes, a cover) nor the contents. A chapter not read is named in the warning."""
     import posixpath                      # (only here: a chapter's href is relative to the package)
     from urllib.parse import unquote
     package = next((a["full-path"] for a in xml_parts(
@@ -3066,22 +2962,18 @@ def epub_chapters(book: Unzipped) -> tuple[list[Section], str | None]:
 
 def read_epub(path: Path, data: bytes | None = None,
               max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
-    """Read an e-book (.epub, 2 or 3, without DRM) as its chapters in reading order
-    (epub_chapters), and a warning naming any chapter left out."""
+    """Read an e-book (.epub, no DRM) by its chapters (epub_chapters), naming any left out."""
     return read_zipped(path, data, max_mb, "EPUB", epub_chapters)
 
 
 def read_notebook(path: Path, data: bytes | None = None,
                   max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
-    """Read a Jupyter notebook (.ipynb) as its cells, a section each, numbered as the notebook
-    orders them (cited "cell 12"): a Markdown cell as Jupyter shows it (shown_spans: links as
-    their words, an image as its alt text, HTML's tags and comments left out; its headings head
-    the cells after it), a code cell's source fenced (a "# comment" is no heading), a raw cell's
-    as text. Left out: outputs (the code wrote them, the next run rewrites them, and their
-    tables, logs and tracebacks would outnumber the author's words) and metadata. nbformat 4,
-    and 3 (cells in worksheets, heading cells). A value of another type than Jupyter writes (a
-    number for the worksheets, a list for the metadata) is passed over; no warning. Its text
-    outgrows its JSON by the fences alone (their language is a name, 40 letters at most)."""
+    """Read a Jupyter notebook (.ipynb) as its cells, a section each (cited "cell 12"): a
+    Markdown cell as Jupyter shows it (shown_spans; its headings head the cells after it), a
+    code cell's source fenced (a "# comment" is no heading), a raw cell's as text. Left out:
+    outputs (the next run rewrites them, and their logs would outnumber the author's words) and
+    metadata. nbformat 4 and 3; a value of another type than Jupyter writes is passed over. Its
+    text outgrows its JSON by the fences alone (a language's name is short): no bound of its own."""
     def listed(value) -> list:
         return value if isinstance(value, list) else []
 
@@ -3124,16 +3016,13 @@ def read_notebook(path: Path, data: bytes | None = None,
 
 # §org-rst -------------------------------------------------------------------
 # Org and reST: read_org and read_rst turn each into Markdown-headed text whose line N is the
-# file's line N, as read_html does a page; what is not the author's text (Org's drawers and #+
-# settings, reST's comments and tables of contents) becomes blank lines.
+# file's line N, as read_html does a page; what is not the author's text becomes blank lines.
 
 
 class Org:
-    """Org's syntax as read_org reads it: headlines, #+ settings, blocks (#+BEGIN_SRC ...
-    #+END_SRC), drawers (:NAME: ... :END:), lines that are no text (SCHEDULED:, # comments)."""
+    """Org's syntax as read_org reads it: headlines, #+ settings, blocks, drawers, non-text."""
     HEADLINE = re.compile(r"(\*+)[ \t]+(.*)")
-    # Tags, from the first of the spaces before them: from every one, a run of spaces is
-    # scanned again at each (quadratic).
+    # Tags, from the first of the spaces before them (from every one would be quadratic).
     TAGS = re.compile(r"(?<![ \t])[ \t]+:([\w@#%:]+):[ \t]*$")
     PRIORITY = re.compile(r"\[#[A-Za-z0-9]\][ \t]*")
     KEYWORD = re.compile(r"[ \t]*#\+(\w+)(?:\[[^\]\n]*\])?:[ \t]*(.*)")      # #+TITLE: Tea
@@ -3172,12 +3061,11 @@ class Org:
 
 def read_org(path: Path, data: bytes | None = None,
              max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
-    """Read an Emacs Org-mode note (.org): headlines (*, **) as Markdown's "##", "###" (#+TITLE,
-    the title, as "#"), without their TODO keyword, priority and tags (which become the note's
-    tags); the text of blocks (#+BEGIN_SRC), of drawers and of fixed-width lines (": text") as
-    written, links elsewhere as their words. Left out as blank lines, as Org's exporter leaves
-    them out: PROPERTIES and LOGBOOK drawers, #+ settings, # comments, planning lines
-    (SCHEDULED:), comment and export blocks. A drawer or block never closed is text, as in Org."""
+    """Read an Emacs Org-mode note (.org): headlines as Markdown's "##", "###" (#+TITLE as "#"),
+    without their TODO keyword, priority and tags (the note's tags); blocks, drawers and
+    fixed-width lines as written, links as their words. Left out as blank lines, as Org's
+    exporter leaves them out: PROPERTIES and LOGBOOK drawers, #+ settings, # comments, planning
+    lines, comment and export blocks. A drawer or block never closed is text, as in Org."""
     text, warning = page_text(note_data(path, data))
     lines, keywords = text.split("\n"), {"TODO", "DONE"}
     ends: dict[str, list[int]] = {}       # where each kind of block and drawer closes, in order
@@ -3219,8 +3107,7 @@ def read_org(path: Path, data: bytes | None = None,
             pass
         elif (m := Org.DRAWER.fullmatch(line)) and (end := closes(":end:", i)) is not None \
                 and end < next(iter(headlines[bisect.bisect_right(headlines, i):]), end + 1):
-            # a drawer (it closes before the next headline, or is none): Org's exporter leaves
-            # PROPERTIES and LOGBOOK out, and keeps the others' text
+            # a drawer (closed before the next headline): Org's export drops these, keeps others
             if m.group(1).lower() in ("properties", "logbook"):
                 i = end
             drawn.add(end)
@@ -3238,12 +3125,8 @@ def read_org(path: Path, data: bytes | None = None,
 
 
 class Rst:
-    """reStructuredText's syntax, as read_rst reads it. INLINE: a role's text (:ref:`words
-    <target>`), ``code``, a link's words (`words <url>`_), `text`, a reference's name (Python_,
-    not in *emphasis*; a name starts where no name goes on, or it is tried from each letter); a
-    role's name is bounded, or a line of colons would be tried from every one. DROPPED:
-    directives with no text of the author's (a table of contents, an image, raw HTML, another
-    file; generated API docs, auto*, too); CODE: those whose content is code, kept as written."""
+    """reStructuredText's syntax, as read_rst reads it (INLINE: a reference's name starts where no
+    name goes on, else it is tried from each letter). DROPPED and CODE: directives by content."""
     ADORNMENT = re.compile(r"([!-/:-@\[-`{-~])\1+[ \t]*")         # "=====", "-----", "~~~~~"
     EXPLICIT = re.compile(r"([ \t]*)\.\.(?:[ \t]+(.*))?")           # ".. note::", ".. a comment"
     DIRECTIVE = re.compile(r"([\w:+.-]+?)[ \t]*::(?:[ \t]+(.*))?")
@@ -3270,8 +3153,7 @@ class Rst:
             text = next(g for g in m.groups() if g is not None)
             if m.group(2) is not None:    # ``literal``: as written
                 return text
-            # the link's target taken off, from the first of the spaces before it (quadratic,
-            # from every one)
+            # the link's target taken off, from the first space before it (not each: quadratic)
             text = re.sub(r"(?<!\s)\s*<[^<>]*>$", "", text) or text
             return text[1:].rsplit(".", 1)[-1] if text.startswith("~") else text.lstrip("!")
         return Rst.INLINE.sub(words, line)
@@ -3290,10 +3172,9 @@ class Rst:
     @staticmethod
     def explicit(lines: list[str], i: int, rest: str, out: list[str]) -> int:
         """Read the explicit markup (".. " and `rest`) on line i into `out`, and return the line
-        after it: a footnote's text is text; a comment, a link target, a substitution
-        definition and a directive of DROPPED are left out, their indented lines too; of any
-        other directive, its argument is text and its content is read on (CODE's as written, after
-        its options; of them, a :caption: is text)."""
+        after it: a footnote's text is text; a comment, a link target, a substitution and a
+        directive of DROPPED are left out, indented lines too; of another directive, its argument
+        is text and its content read on (CODE's as written; of its options, :caption: is text)."""
         directive = Rst.DIRECTIVE.fullmatch(rest)
         name = directive.group(1).lower() if directive else ""
         if rest.startswith("["):
@@ -3318,11 +3199,9 @@ class Rst:
 
 def read_rst(path: Path, data: bytes | None = None,
              max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
-    """Read a reStructuredText note (.rst): section titles (underlined, or over- and underlined,
-    with any punctuation; levels in the order their styles first appear) as Markdown's headings
-    on the title's line; directives' content kept (code and literal blocks as written), roles
-    and links as their words, top fields (:author: Ann) as "author: Ann". Left out as blank
-    lines: the adornment, and what Rst.explicit leaves out."""
+    """Read a reStructuredText note (.rst): section titles (levels as their styles first appear)
+    as Markdown's headings on the title's line, directives' content kept, roles and links as
+    their words, fields as "author: Ann"; adornments and Rst.explicit's drops left blank."""
     text, warning = page_text(note_data(path, data))
     lines = text.split("\n")
     out, heads, styles, i = [""] * len(lines), [], {}, 0
@@ -3586,8 +3465,7 @@ def model_digest(client: ollama.Client, model: str) -> str | None:
 
 @dataclass(frozen=True)
 class Lexicon:
-    """An inverted index: for each term, the chunks it occurs in and how often. Postings of
-    term `vocab[t]` are rows `docs[ptr[t]:ptr[t+1]]` with counts `counts[ptr[t]:ptr[t+1]]`."""
+    """An inverted index: term `vocab[t]` occurs in rows `docs[ptr[t]:ptr[t+1]]`, `counts` times."""
     vocab: list[str]                      # sorted, so a lookup is a binary search
     ptr: np.ndarray                       # (len(vocab) + 1,) int64
     docs: np.ndarray                      # (postings,) int32
@@ -3606,9 +3484,8 @@ def concat_ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
 
 def tokenize_rows(texts: Iterable[str], rows: np.ndarray, term_id: dict[str, int],
                   lengths: np.ndarray) -> tuple:
-    """Tokenise each new chunk into flat arrays of (term id, count), ids from `term_id`:
-    (ids, counts, rows, sizes), chunk rows[k] having sizes[k] distinct terms, whose postings
-    come k-th; lengths[rows[k]] becomes its number of tokens.
+    """Tokenise each new chunk into flat arrays (ids, counts, rows, sizes), ids from `term_id`:
+    chunk rows[k]'s sizes[k] terms come k-th; lengths[rows[k]] becomes its number of tokens.
 
     >>> term_id, lengths = {}, np.zeros(2, dtype=np.float32)
     >>> ids, counts, rows, sizes = tokenize_rows(["cats cats dogs", "dogs"], np.array([0, 1]),
@@ -3632,8 +3509,7 @@ def tokenize_rows(texts: Iterable[str], rows: np.ndarray, term_id: dict[str, int
 
 def reused_postings(old: Lexicon, rows: np.ndarray, src: np.ndarray,
                     term_id: dict[str, int]) -> tuple:
-    """The postings of old rows `src`, given to new rows `rows`, with term ids from `term_id`,
-    as tokenize_rows returns them; an old row may be reused twice."""
+    """Old rows' (`src`) postings given to new `rows`, as tokenize_rows returns them."""
     order = np.argsort(old.docs, kind="stable")        # old postings by row
     by_row = np.searchsorted(old.docs[order], np.arange(len(old.lengths) + 1))
     starts, lens = by_row[src], by_row[src + 1] - by_row[src]
@@ -3678,9 +3554,8 @@ def in_row_order(parts: list[tuple]) -> tuple:
 
 def sort_by_term(terms: np.ndarray, counts_in: np.ndarray, rows: np.ndarray, sizes: np.ndarray,
                  n_terms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Postings in row order (row rows[k] has the next sizes[k]) put in term order by a counting
-    sort: term t's postings end up at ptr[t]:ptr[t + 1] of (docs, counts), still in row order.
-    Rows 3 (terms 1, 0) and 4 (term 1):
+    """Postings in row order (rows[k] has the next sizes[k]) put in term order by a counting sort:
+    term t's at ptr[t]:ptr[t + 1] of (docs, counts), in row order. Rows 3 (terms 1, 0), 4 (1):
 
     >>> terms, counts_in, rows, sizes = map(np.array, ([1, 0, 1], [5, 6, 7], [3, 4], [2, 1]))
     >>> ptr, docs, counts = sort_by_term(terms, counts_in, rows, sizes, 2)
@@ -3708,11 +3583,8 @@ def sort_by_term(terms: np.ndarray, counts_in: np.ndarray, rows: np.ndarray, siz
 
 
 def build_lexicon(old: Lexicon | None, reuse: np.ndarray, new_texts: Iterable[str]) -> Lexicon:
-    """A lexicon for a new list of chunks, tokenising only the chunks that are new.
-    `reuse[i]` is the row in `old` whose terms chunk i has, or -1 for a new chunk; the new
-    chunks' texts come in `new_texts` (any iterable: each is tokenised and let go), in order.
-    Memory stays a few bytes per posting: each term gets an int id from one dict (which keeps
-    one copy of its string), postings live in flat arrays, put in order by a counting sort."""
+    """A lexicon for a new list of chunks, tokenising only `new_texts`: `reuse[i]` is the row in
+    `old` chunk i is, or -1 for a new one. A few bytes a posting: flat arrays, counting sort."""
     lengths = np.zeros(len(reuse), dtype=np.float32)
     term_id: dict[str, int] = {}                       # term -> id, in order of first sight
     parts = [tokenize_rows(new_texts, np.flatnonzero(reuse < 0), term_id, lengths)]
@@ -3751,8 +3623,7 @@ class Term(NamedTuple):
 
 
 def query_postings(lex: Lexicon, query: str) -> list[Term]:
-    """Each distinct term of the query with its idf and the chunks it occurs in, in the order
-    typed: Part I's bm25() reads every chunk's Counter per term, this one binary search.
+    """Each distinct query term with its idf and its chunks, by one binary search (not Counters).
 
     >>> lex = lexicon_from_texts(["the cat sat", "a dog sat"])
     >>> [(t.text, round(t.idf, 3), t.rows.tolist()) for t in query_postings(lex, "cat sat fish")]
@@ -3771,8 +3642,7 @@ def query_postings(lex: Lexicon, query: str) -> list[Term]:
 
 
 def bm25_scores(lex: Lexicon, terms: list[Term]) -> np.ndarray:
-    """Part I's bm25() from the postings: every chunk's score, the sum over the query's
-    terms of idf x saturated(f), touching only the chunks that hold a term.
+    """Part I's bm25() from the postings, touching only the chunks that hold a term.
 
     >>> lex = lexicon_from_texts(["black cat", "black dog"])
     >>> bm25_scores(lex, query_postings(lex, "cat")).round(3)
@@ -3833,6 +3703,7 @@ class Index:
     notes_dir: str = ""                   # the notes folder's real path (adopted())
     # rel -> what the note says of itself; a NoteTable when loaded; a note not in it says nothing
     notes: Mapping[str, NoteMeta] = field(default_factory=dict)
+    reader: int = READER_VERSION          # the readers' version its notes were read by
 
     @property
     def complete(self) -> bool:
@@ -4208,10 +4079,13 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
                  donors: Sequence[Path] = ()) -> tuple[Index, IndexReport]:
     """Bring the index up to date with the files: a note is hashed only when its stat changed
     (note_digest), and bytes the index holds (a touched, renamed or copied note) keep their
-    chunks; only new content is read, chunked and embedded (fill_vectors, with the model's
-    `build`, which the index records), checkpointed by the `writer` if given."""
+    chunks unless older readers read them (READER_VERSION); only new content is read and
+    chunked, and only new texts embedded (fill_vectors, with the model's `build`, which the
+    index records), checkpointed by the `writer` if given."""
     report, draft = IndexReport(), IndexDraft()
-    old_files, old_skips = (old.files, old.skipped) if old else ({}, {})
+    # what older readers read, or skipped, is read again
+    current = old is not None and old.reader == READER_VERSION
+    old_files, old_skips = (old.files, old.skipped if current else {}) if old else ({}, {})
     by_digest = {r.digest: rel for rel, r in old_files.items()}
     for f in files:
         rec = old_files.get(f.rel)
@@ -4220,16 +4094,20 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
         digest, data = found
         # whose chunks these bytes had: its own (not read: the same stat), or a moved note's
         was = f.rel if data is None else by_digest.get(digest)
-        if was is not None and lines_known(old.chunks, old_files[was]):
+        kept = was is not None and lines_known(old.chunks, old_files[was])
+        try:
+            read = None if kept and current else read_note(f, settings.max_note_mb, data)
+        except ValueError as e:
+            if not (kept and data is None):   # its bytes, read to be hashed, are why
+                report.skip(f, str(e), "content")
+                continue
+            read = None                   # unreadable now (out of reach): kept as it was
+        if read is None:
             draft.take(f, digest, old, was)
             if digest in old.note_warnings:   # a guessed encoding: said on every run
                 report.warn(f.rel, digest, old.note_warnings[digest])
         else:
-            try:
-                sections, warning = read_note(f, settings.max_note_mb, data)
-            except ValueError as e:       # read a moment ago to be hashed: its bytes are why
-                report.skip(f, str(e), "content")
-                continue
+            sections, warning = read
             if warning:
                 report.warn(f.rel, digest, warning)
             draft.add(f, digest, sections, settings)
@@ -4544,7 +4422,8 @@ def index_to_dict(index: Index) -> dict:
     arr = arr_data
     lex, calibration = index.lexicon, index.calibration
     return {
-        "format": CACHE_FORMAT, "tokenizer": TOKENIZER_VERSION, "notes_dir": index.notes_dir,
+        "format": CACHE_FORMAT, "tokenizer": TOKENIZER_VERSION, "reader": index.reader,
+        "notes_dir": index.notes_dir,
         "names": names_digest([*index.files, *index.skipped]), "embed_model": index.embed_model,
         "chunking": index.chunking,
         "fingerprint": index.fingerprint, "vectors_shape": index.vectors.shape,
@@ -4612,7 +4491,8 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
                  check(d["model_digest"], str, "model_digest"), note_warnings, skipped,
                  # older caches: none
                  checked_calibration(d.get("calibration"), d.get("calibration_probes")),
-                 check(d["notes_dir"], str, "notes_dir"), notes)
+                 check(d["notes_dir"], str, "notes_dir"), notes,
+                 check(d.get("reader", 0), int, "reader"))
 
 
 # §cache-disk ----------------------------------------------------------------
@@ -4768,8 +4648,14 @@ def load_index(path: Path) -> tuple[Index | None, str]:
                 # fingerprint has open_index bring the index up to date and save it.
                 index = replace(index, lexicon=lexicon_from_texts(list(lexicon_texts(index))),
                                 fingerprint="", calibration=None)
-            return index, "" if written == CACHE_FORMAT else \
-                f"cache written by an older demo_rag (format {written}): its vectors are kept"
+            if index.reader != READER_VERSION:    # update_index reads its notes again
+                index = replace(index, fingerprint="")
+            if written != CACHE_FORMAT:
+                return index, f"cache written by an older demo_rag (format {written}): its " \
+                              "vectors are kept"
+            return index, "" if index.reader == READER_VERSION else \
+                "its notes were read by an older demo_rag's readers: read again, each chunk of " \
+                "the same text keeping its vector"
     except BuiltinsOnlyUnpickler.Refused as e:
         return None, f"cache refused ({e})"
     except CacheDamaged as e:
@@ -4956,13 +4842,9 @@ def restore_sigterm(previous: dict | None) -> None:
 
 
 # §passage -------------------------------------------------------------------
-# Where a source's passage is: replaces Part I's Chunk.citation, which names the section a
-# chunk starts in, in the prompt and wherever a source is shown. A chunk often spans several
-# sections, and the one that answers holds the passage the question matched (the part its
-# preview shows, keyword in context), so a source is cited by that passage's file, line and
-# section, "bike.md:14 › # Bike › ## Tyres": `vim +14 bike.md`, `code -g bike.md:14` and an
-# editor's "go to line" land on it. The lines are the index's: for a note edited since, they
-# are where its passages were, and changed_since_indexed() says which notes those are.
+# Where a source's passage is: replaces Part I's Chunk.citation, the section a chunk starts in.
+# A chunk often spans several sections, so a source is cited by the passage the question
+# matched, "bike.md:14 › # Bike › ## Tyres", where `vim +14 bike.md` opens.
 
 
 KWIC_LEAD = 12                            # characters of context kept before the first match
@@ -4978,8 +4860,7 @@ class Passage(NamedTuple):
 
 
 def headings_at(chunk: Chunk, offset: int) -> str:
-    """The headings in force at `offset` of a chunk's text: its heading path (where its first
-    line is) with the headings it holds further on, up to `offset`, in force over it.
+    """The headings in force at `offset` of a chunk's text: its path's and its own up to there.
 
     >>> headings_at(Chunk("n.md", "# A › ## B", "## B\\nb\\n### C\\nc\\n## D\\nd"), 14)
     '# A › ## B › ### C'
@@ -5019,8 +4900,7 @@ def best_match(line: str, terms: Iterable[tuple[str, float]], span: int = 60) ->
 
 
 def keyword_in_context(line: str, best: int | None) -> int:
-    """Where a preview of `line` should start: a little before `best`, where best_match()
-    found the terms; 0 when that is near the start anyway, or no term is in it.
+    """Where a preview of `line` starts: a little before `best` (best_match()), or at 0.
 
     >>> line = "Tea notes. " * 8 + "The marathon is 42.195 km."
     >>> line[keyword_in_context(line, best_match(line, [("marathon", 2.0), ("tea", 0.1)])):]
@@ -5056,20 +4936,32 @@ def passage_offset(text: str, terms: Iterable[tuple[str, float]] = ()) -> int:
     return max(in_text(keyword_in_context(line, match)), text.rfind("\n", 0, term_at) + 1)
 
 
-def locate_passage(chunk: PlacedChunk, terms: Iterable[tuple[str, float]] = ()) -> Passage:
-    """Where the passage of `chunk` that a search's `terms` (term, idf: preview_terms) matched
-    is: its line and section, with the chunk's first and last lines (rank() keeps each hit's).
-    Without a term in the chunk, the passage is its first line past the headings it opens with.
+def heading_span(first: str, last: str) -> str:
+    """The sections from heading path `first` to `last`, as one: "# A › ## B … ## D"."""
+    a, b = (re.split(r" › (?=#)", h) for h in (first, last))
+    return f"{first} … {' › '.join(b[len(os.path.commonprefix([a, b])):]) or last}".lstrip()
+
+
+def locate_passage(chunk: PlacedChunk, terms: Iterable[tuple[str, float]] = (),
+                   on_line: int | None = None) -> Passage:
+    """Where the passage of `chunk` that a search's `terms` (preview_terms) matched is: its line
+    and section, the chunk's first and last lines; with `on_line`, the one on that line of its
+    text (from 1), where the citation check placed a sentence citing it. With no term in it
+    (found by meaning alone), the chunk past its opening headings, under every section it spans.
 
     >>> text = "## Chain\\nOil it.\\n\\n## Tyres\\nRoad: 80 psi."
     >>> c = PlacedChunk("bike.md", "# Bike › ## Chain", text, line=5)
     >>> locate_passage(c, [("psi", 2.0)])
     Passage(line=9, end_line=9, heading='# Bike › ## Tyres', start_line=5, offset=27)
-    >>> locate_passage(c).line, locate_passage(c).heading
-    (6, '# Bike › ## Chain')
+    >>> locate_passage(c).line, locate_passage(c).heading, locate_passage(c, on_line=5).heading
+    (6, '# Bike › ## Chain … ## Tyres', '# Bike › ## Tyres')
     """
-    offset = passage_offset(chunk.text, terms)
-    heading = headings_at(chunk, offset)
+    offset = passage_offset(chunk.text, terms) if on_line is None else \
+        sum(map(len, chunk.text.split("\n")[:on_line - 1])) + on_line - 1
+    heading, last = headings_at(chunk, offset), headings_at(chunk, len(chunk.text))
+    if on_line is None and last != heading and not any(
+            term in chunk.text.lower() for term, weight in terms if weight > 0):
+        heading = heading_span(heading, last)
     if chunk.line is None:
         return Passage(None, None, heading, None, offset)
     return Passage(chunk.line + chunk.text.count("\n", 0, offset),
@@ -5082,9 +4974,7 @@ def preview_terms(terms: list[Term]) -> list[tuple[str, float]]:
 
 
 def passage_place(chunk: PlacedChunk, passage: Passage) -> str:
-    """Where to open a source: "bike.md:14"; a PDF's page, "manual.pdf › p.3"; a notebook's
-    cell, "analysis.ipynb › cell 12" (place_name); a Word file's, its name alone (its headings
-    follow in the citation)."""
+    """Where to open a source: "bike.md:14", "manual.pdf › p.3", a Word file's name alone."""
     if passage.line is not None:
         return f"{chunk.source}:{passage.line}"
     return " › ".join([chunk.source] + ([place_name(chunk.source, chunk.page)]
@@ -5098,10 +4988,8 @@ def passage_citation(chunk: PlacedChunk, passage: Passage) -> str:
 
 
 def note_path(notes_dir: str, rel: str) -> str | None:
-    """The file under notes_dir that a note's name (`rel`, readable_name() of its path, as
-    scan_notes gives it) stands for now, or None. A name shown with escapes (a control
-    character, bytes that are not UTF-8) or with its accents composed is looked for among
-    its folder's entries, whose own names are made readable the same way."""
+    """The file under notes_dir that a note's name (readable_name() of its path) stands for now,
+    or None; a name with escapes is looked for among its folder's entries, made readable too."""
     if not notes_dir:
         return None
     path = notes_dir
@@ -5123,9 +5011,7 @@ def note_path(notes_dir: str, rel: str) -> str | None:
 
 
 def changed_since_indexed(index: Index, hits: Iterable[Hit]) -> list[str]:
-    """The notes of these hits whose file is not as the index read it (a stat: its size, times
-    or inode differ, or it is gone): the lines shown for them are where its passages were.
-    [] when the index does not know its folder (a notebook's own Index)."""
+    """The hits' notes whose stat changed since indexed: their lines shown are where they were."""
     if not index.notes_dir:
         return []
     changed = []
@@ -5161,9 +5047,8 @@ def changed_warning(rel: str) -> str:
 #     judge   the first --top-k: do they answer?                  -> confidence, floor
 #     trim    of those, the sources close to the best: the prompt's -> hits
 #
-# rank() composes them and locates each source's passage (the section above), once for every
-# front end; search() embeds the question and calls it, and so do the calibration, --eval and
-# --tune, so that what is measured is what a run does.
+# rank() composes them and locates each source's passage, once for every front end; search()
+# embeds the question and calls it, as do --eval and --tune: what is measured is what runs.
 
 
 CANDIDATE_DEPTH = 10                      # kept by select(): MRR@10 and --tune look this deep
@@ -5188,8 +5073,7 @@ class Scores:
 
 @dataclass(frozen=True)
 class Retrieval(Scores):
-    """The result of one search: score()'s Scores (for --explain and --eval) and every later
-    stage's output, flat, so a caller reads r.hits or r.dense."""
+    """The result of one search: score()'s Scores and every later stage's output, flat (r.hits)."""
     hits: list[Hit]                       # trim(): what the chat model gets
     candidates: list[Hit]                 # the first --top-k of `ranked`: what judge() looked at
     ranked: list[Hit]                     # select(): the best CANDIDATE_DEPTH (or --top-k) first
@@ -5201,7 +5085,8 @@ class Retrieval(Scores):
     reembed_because: str = ""             # the question's vector has another size than the index's
     timings: dict[str, float] = field(default_factory=dict)
     notes: dict[str, NoteMeta] = field(default_factory=dict)   # ranked notes' note_card()s
-    passages: list[Passage] = field(default_factory=list)      # where each of `hits` matched
+    # where each of `hits` matched the question; answered, where the sentence citing it stands
+    passages: list[Passage] = field(default_factory=list)
 
     @property
     def found(self) -> bool:
@@ -5213,8 +5098,7 @@ class Retrieval(Scores):
 
 
 def median(values: np.ndarray) -> float:
-    """The median, as np.median gives it, without np.median's first-call cost (it imports
-    numpy.ma, slower than the rest of a warm query).
+    """The median, as np.median gives it, without its slow first call (it imports numpy.ma).
 
     >>> median(np.array([3.0, 1.0, 2.0])), median(np.array([4.0, 1.0, 2.0, 3.0]))
     (2.0, 2.5)
@@ -5225,9 +5109,8 @@ def median(values: np.ndarray) -> float:
 
 
 def coverage(terms: list[Term], row: int) -> float:
-    """Part I's words_found() of chunk `row`, read from the postings: the share of the
-    question's idf weight whose terms it holds, 0 to 1, whatever the embedder or the number of
-    chunks. Part I's example, "cat" in chunk 0 only and "fish" in neither:
+    """Part I's words_found() of chunk `row`, from the postings: the share of the question's idf
+    weight whose terms it holds, 0 to 1. Part I's example, "cat" in chunk 0 and "fish" in none:
 
     >>> lex = lexicon_from_texts(["black cat", "black dog"])
     >>> round(coverage(query_postings(lex, "cat fish"), 0), 2)
@@ -5239,10 +5122,8 @@ def coverage(terms: list[Term], row: int) -> float:
 
 
 def typical_for_refused(index: Index, dense: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """The cosines, with the typical one (the median over `rows`) for each chunk the model
-    returned no number for (fill_vectors() gave it a zero vector, whose cosine is exactly 0):
-    0 would sink it below every other chunk when cosines sit near 0.8 (e5), and spread the
-    z-scores of all; at the typical one its words decide."""
+    """The cosines, the median one for each chunk the model gave no number for (a zero vector):
+    0 would sink it below every other and spread all the z-scores; so its words decide."""
     zero = rows[dense[rows] == 0]
     zero = zero[~index.vectors[zero].any(axis=1)] if len(zero) else zero
     if len(zero) and len(zero) < len(rows):
@@ -5251,8 +5132,7 @@ def typical_for_refused(index: Index, dense: np.ndarray, rows: np.ndarray) -> np
 
 
 def source_mask(index: Index, pattern: str | None) -> np.ndarray:
-    """Which chunks --source allows: those whose note matches it as a glob ("notes/*.md") or
-    holds it as it is ("[draft] plan.md", whose brackets a glob reads as a set of letters)."""
+    """Which chunks --source allows: its note matches it as a glob or holds it ("[draft] plan")."""
     if not pattern:
         return np.ones(len(index.chunks), dtype=bool)
     pattern = unicodedata.normalize("NFC", pattern)   # as readable_name() writes the names
@@ -5262,8 +5142,7 @@ def source_mask(index: Index, pattern: str | None) -> np.ndarray:
 
 
 class Filters(NamedTuple):
-    """Which notes a search may use, as one value: every search, --eval, --explain and --chat
-    apply it (filter_mask), and whatever records or serves a search can take it as it is."""
+    """Which notes a search may use, as one value that every search applies (filter_mask)."""
     source: str | None = None             # --source: a glob or a part of the path
     tags: tuple[str, ...] = ()            # --tag: notes with any of them (a/b counts as a)
     since: str | None = None              # --since and --until, as given (date_span reads them)
@@ -5303,8 +5182,7 @@ def unfiltered(settings: Settings) -> Settings:
 
 
 def note_passes(card: NoteMeta, tags: tuple[str, ...], first: str, last: str) -> bool:
-    """Does a note (its note_card) have one of the lower-cased `tags` (or a tag nested under one:
-    #a/b is an a), and a date from `first` to `last`?
+    """Does a note (its note_card) have one of `tags` (#a/b is an a) and a date first to last?
 
     >>> card = NoteMeta(tags=("Project/Alpha",), date="2026-01-15")
     >>> (note_passes(card, ("project",), "2026-01-01", "2026-01-31"),
@@ -5317,8 +5195,7 @@ def note_passes(card: NoteMeta, tags: tuple[str, ...], first: str, last: str) ->
 
 
 def filter_mask(index: Index, filters: Filters) -> np.ndarray:
-    """Which chunks the filters allow: --source's, and of notes with one of the tags and dated
-    within --since and --until (note_card() says a note's date)."""
+    """Which chunks the filters allow: --source's, of notes with a tag asked and dated within."""
     mask = source_mask(index, filters.source)
     if not (filters.tags or filters.since or filters.until):
         return mask
@@ -5327,16 +5204,13 @@ def filter_mask(index: Index, filters: Filters) -> np.ndarray:
     wanted = tuple(t.lower() for t in filters.tags)
     allowed = np.zeros(len(mask), dtype=bool)
     for rel, rec in index.files.items():
-        card = note_card(rel, index.notes.get(rel, NoteMeta()), rec.mtime_ns)
-        allowed[rec.start:rec.stop] = note_passes(card, wanted, first, last)
+        allowed[rec.start:rec.stop] = note_passes(card_of(index, rel), wanted, first, last)
     return mask & allowed
 
 
 def weighted_z_scores(parts: dict[str, np.ndarray],
                       weights: dict[str, float]) -> tuple[np.ndarray, dict[str, float]]:
-    """The weighted mean of the rankers' z-scores (each ranker's scores minus their mean, over
-    their standard deviation, so that cosines and BM25 are comparable), and each ranker's
-    share of the weight; equal shares when all weights are 0.
+    """The weighted mean of the rankers' z-scores (cosines and BM25 made comparable), and shares.
 
     >>> scores = {"a": np.array([1.0, 3.0]), "b": np.array([0.0, 0.0])}
     >>> weighted_z_scores(scores, {"a": 3.0, "b": 1.0})
@@ -5351,9 +5225,8 @@ def weighted_z_scores(parts: dict[str, np.ndarray],
 
 
 def standout(scores: np.ndarray) -> float:
-    """How far the best score stands above what chance would give, in standard deviations: the
-    best of n random scores lies about sqrt(2 ln n) of them above their mean, and a ranker that
-    found something relevant puts its best further out. <= 0: no better than noise.
+    """How far the best score stands above chance, in standard deviations (the best of n random
+    ones lies about sqrt(2 ln n) above their mean): <= 0, no better than noise.
 
     >>> round(standout(np.array([0.0] * 99 + [1.0])), 2)
     6.92
@@ -5398,11 +5271,9 @@ def fuse_other(parts: dict[str, np.ndarray], method: str) -> tuple[np.ndarray, d
 
 
 def meaning_weight(meaning: float, typical: float, highest: float) -> float:
-    """The cosine's evidence for the fusion on a calibrated index: meaning_found() in full once
-    it exceeds the most any off-topic probe found (`highest`) by PROBE_REACH of the probes'
-    spread, none when it is no more than the typical probe's, linearly between. An embedder
-    that cannot read a language finds as much "meaning" in any question of it as in an
-    answerable one: then the words decide.
+    """The cosine's evidence for the fusion on a calibrated index: meaning_found() in full past
+    the most any off-topic probe found (`highest`) by PROBE_REACH of their spread, none at the
+    typical probe's, linearly between: an embedder blind to a language leaves it to the words.
 
     >>> [round(meaning_weight(meaning, 0.4, 0.5), 3) for meaning in (0.6, 0.45, 0.3)]
     [0.6, 0.18, 0.0]
@@ -5425,13 +5296,11 @@ def fuse(dense: np.ndarray | None, lexical: np.ndarray, words_found: float,
     """Fuse two rankers' scores into one (weighted_z_scores); returns the fused scores and each
     ranker's share. Each counts by the evidence it found on this question, the two halves of
     confidence(): BM25 by `words_found` (coverage() of its best chunk), dense by meaning_found()
-    of its best cosine. Raised to EVIDENCE_POWER, so the ranker with clearly more evidence
-    leads and the other only breaks its near-ties: a question worded like the note is ranked
-    by its words, a paraphrase by its meaning, and an embedder that is noise on these notes
-    (an English-only one on Chinese) cannot drag good keyword hits down.
-    On a calibrated index, `off_topic` holds how much meaning its off-topic probes found
-    (typical, highest), and the cosine counts by meaning_weight() instead.
-    `method` (--fusion) picks an alternative; see fuse_other().
+    of its best cosine (meaning_weight() of it, given `off_topic`: the probes' typical and
+    highest). Raised to EVIDENCE_POWER, so the ranker with clearly more evidence leads and the
+    other only breaks its near-ties: a question worded like the note is ranked by its words, a
+    paraphrase by its meaning, and an embedder that is noise on these notes cannot drag good
+    keyword hits down. `method` (--fusion) picks an alternative (fuse_other()).
 
     Worked example: BM25's best chunk holds 90% of the question's words, the best
     cosine moved 0.4 of the way from the typical chunk's to 1.0: the words count
@@ -5454,8 +5323,7 @@ def fuse(dense: np.ndarray | None, lexical: np.ndarray, words_found: float,
 
 
 def top_rows(scores: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the k highest scores, best first; equal scores keep file order. Replaces
-    Part I's full sort: only the k best are sorted, which matters at a million chunks.
+    """Indices of the k highest scores, best first, ties in file order; not a full sort as Part I's.
 
     >>> top_rows(np.array([0.1, 0.9, 0.5, 0.9]), 3)
     array([1, 3, 2])
@@ -5473,10 +5341,8 @@ def top_rows(scores: np.ndarray, k: int) -> np.ndarray:
 def confidence(terms: list[Term], hit_rows: list[int], dense: np.ndarray | None,
                rows: np.ndarray) -> float:
     """How sure we are that the notes hold an answer, 0 to 2, as Part I's search_notes says it:
-    the most of the question's informative words one hit holds (coverage), plus meaning_found()
-    of the best hit's cosine over the typical chunk's (the median over `rows`). A paraphrase
-    scores on meaning, a question worded like the note on words, an unanswerable one on
-    neither. Keywords only: words alone.
+    the most of the question's words one hit holds (coverage), plus meaning_found() of the best
+    hit's cosine: a paraphrase scores on meaning, a question worded like the note on words.
 
     >>> lex = lexicon_from_texts(["black cat", "black dog"])
     >>> round(confidence(query_postings(lex, "cat"), [0, 1], None, np.arange(2)), 2)
@@ -5502,10 +5368,9 @@ def all_kept(hits: list[Hit], scores: np.ndarray) -> str:
 
 
 def close_to_best(hits: list[Hit], scores: np.ndarray) -> list[Hit]:
-    """The hits worth the chat model's time: those whose score stands at least SOURCE_CUT as
-    far above the average of all `scores` as the best hit's does. A question worded like
-    one note gets that note alone; when several score alike, all of them go. With few
-    chunks the average is no "unrelated chunk" (of two, one is always below it): all go.
+    """The hits worth the chat model's time: those whose score stands at least SOURCE_CUT as far
+    above the average of all `scores` as the best hit's. A question worded like one note gets
+    that note alone; when several score alike, all go; so do all with too few chunks (all_kept).
 
     >>> hits = [Hit(i + 1, i, Chunk("n.md", "", ""), score, 0.0, 0.0)
     ...         for i, score in enumerate([4.0, 2.5, 1.0])]
@@ -5520,9 +5385,8 @@ def close_to_best(hits: list[Hit], scores: np.ndarray) -> list[Hit]:
 
 
 def top_k_limit(chunk_size: int, answer_tokens: int = ANSWER_TOKENS) -> int:
-    """The most sources of chunk_size characters that fit in a MAX_NUM_CTX context, even
-    when every character is a token (Chinese): room is kept for the answer, and 1024
-    tokens for the rules and the question; each citation line counts 32.
+    """The most sources of chunk_size characters a MAX_NUM_CTX context holds at a token a character
+    (Chinese), besides the answer, 1024 tokens of rules and question, and 32 a citation line.
 
     >>> top_k_limit(1500), top_k_limit(1500, answer_tokens=MAX_ANSWER_TOKENS)
     (20, 10)
@@ -5531,12 +5395,10 @@ def top_k_limit(chunk_size: int, answer_tokens: int = ANSWER_TOKENS) -> int:
 
 
 def score(index: Index, question: str, qvec: np.ndarray | None, settings: Settings) -> Scores:
-    """Stage 1: score every chunk --source allows by meaning (exact cosine: one matrix-vector
-    product) and by words (BM25), and fuse the two (--fusion)."""
+    """Stage 1: score every chunk the filters allow by meaning (cosine) and words (BM25), fused."""
     rows = np.flatnonzero(filter_mask(index, filters_in_force(settings)))
     dense = None
-    # A partly embedded index (Ollama left mid-way) is searched by BM25 alone:
-    # fusing would favour the rows that happen to have vectors.
+    # A partly embedded index is searched by BM25 alone: fusing would favour the rows embedded.
     if qvec is not None and index.vectors.shape[1] == len(qvec) and index.has_vector[rows].all():
         dense = typical_for_refused(index, index.vectors @ qvec, rows)
     terms = query_postings(index.lexicon, question)    # tokenized once: BM25, fusion, confidence
@@ -5549,8 +5411,7 @@ def score(index: Index, question: str, qvec: np.ndarray | None, settings: Settin
 
 
 def select(index: Index, scores: Scores, depth: int) -> list[Hit]:
-    """Stage 2: the `depth` best chunks by fused score, best first. By keywords only, a chunk
-    without any of the question's words is no match, however it ranks."""
+    """Stage 2: the `depth` best chunks by fused score (by keywords only, those holding a word)."""
     best = scores.rows[top_rows(scores.fused[scores.rows], depth)]
     if scores.dense is None:
         best = [i for i in best if scores.lexical[i] > 0]
@@ -5562,8 +5423,7 @@ def select(index: Index, scores: Scores, depth: int) -> list[Hit]:
 
 def judge(index: Index, question: str, scores: Scores, candidates: list[Hit],
           settings: Settings) -> tuple[float, float, str]:
-    """Stage 3: the candidates' confidence, and the relevance floor it must reach, for this
-    index and language, with where that comes from (relevance_floor())."""
+    """Stage 3: the candidates' confidence, and the floor it must reach (relevance_floor())."""
     conf = confidence(scores.terms, [h.row for h in candidates], scores.dense, scores.rows)
     return conf, *relevance_floor(index, question, settings)
 
@@ -5574,9 +5434,7 @@ def trim(candidates: list[Hit], scores: Scores) -> list[Hit]:
 
 
 def rank(index: Index, question: str, qvec: np.ndarray | None, settings: Settings) -> Retrieval:
-    """Rank the chunks for an embedded question (qvec None: keywords only) as the banner above
-    draws it, and locate each source's passage, which every front end shows. At most
-    top_k_limit() sources are judged and sent, however high settings.top_k is."""
+    """Rank the chunks for an embedded question (None: by keywords) and locate each passage."""
     scores = score(index, question, qvec, settings)
     ranked = select(index, scores, max(CANDIDATE_DEPTH, settings.top_k))
     # A reranker would reorder `ranked` here: judge and trim take what it puts first.
@@ -5590,9 +5448,7 @@ def rank(index: Index, question: str, qvec: np.ndarray | None, settings: Setting
 
 
 def search(client: ollama.Client, index: Index, question: str, settings: Settings) -> Retrieval:
-    """The one search path every caller takes: embed the question, rank(), say how it went.
-    When the question cannot be embedded (Ollama away, the model not pulled) or some chunks
-    have no vector yet, it ranks by keywords alone and says why (`keywords_only_because`)."""
+    """The one search path: embed the question, rank(), and say why if by keywords alone."""
     t0 = time.perf_counter()
     qvec, why, changed = None, None, ""
     if not index.complete:
@@ -5618,16 +5474,12 @@ def search(client: ollama.Client, index: Index, question: str, settings: Setting
 
 
 # §floor ---------------------------------------------------------------------
-# The relevance floor: measured on each index, it replaces Part I's fixed MIN_SCORE. What
-# confidence() gives a question the notes cannot answer depends on the embedder, the language
-# and the notes (an English-only embedder finds "meaning" in any Chinese question, and a large
-# Chinese corpus holds the common words of any Chinese question), so each index asks itself
-# some off-topic questions once, in the languages of its notes, and sets the floor just above
-# what they typically score.
+# The relevance floor: measured on each index, it replaces Part I's fixed MIN_SCORE. What an
+# unanswerable question scores depends on the embedder, language and notes, so each index asks
+# itself off-topic questions once and sets the floor just above what they typically score.
 
 
-# Everyday questions no notes are expected to answer (not those --make-eval writes, so that
-# --tune measures the floor on questions it was not set with).
+# Everyday questions no notes are expected to answer (not --make-eval's: --tune tests on those).
 FLOOR_PROBES = {
     "en": ["How many minutes should I cook spaghetti?", "What is the tallest mountain in Africa?",
            "How often should I water an orchid?", "Who painted the Mona Lisa?",
@@ -5650,18 +5502,15 @@ FLOOR_PROBES = {
            "加拿大有多少人口？", "冬天怎样省电费？", "蜂蜜为什么不会变质？", "奶酪是怎么做出来的？",
            "国际象棋的王车易位有什么规则？", "被蜜蜂蜇了怎么处理？", "怎样让纸飞机飞得更远？", "电动牙刷的刷头多久换一次？"],
 }
-# calibrate()'s rule (chosen with bench/floor_eval.py). A language needs MIN_CALIBRATION_PROBES
-# left once those the notes do cover are dropped: notes that hold two thirds of these everyday
-# questions leave too few off-topic ones to set a floor by.
+# calibrate()'s rule: a language needs MIN_CALIBRATION_PROBES probes its notes do not cover.
 FLOOR_MARGIN = 0.05                       # the floor: the probes' median confidence plus this
 MIN_CALIBRATION_CHUNKS = 20               # fewer chunks say too little about an off-topic question
 MIN_CALIBRATION_PROBES = 8
 OFF_TOPIC_COVERAGE = 0.5                  # more of a probe's words in one chunk: not off-topic
 # The most of 24 probes is about what 1 off-topic question in 25 exceeds: the cosine counts in
-# full only a quarter of their spread above it (0, 0.25 and 0.5 tried: bench/floor_eval.py).
+# full only a quarter of their spread above it.
 PROBE_REACH = 0.25
-# A text is "zh" once more than this share of its characters is CJK: a Chinese word takes about
-# 2 characters, an English one about 6 with its space, so above a quarter most are Chinese.
+# "zh" past this share of CJK characters: a Chinese word is ~2 characters, an English one ~6.
 ZH_CJK_SHARE = 0.25
 
 
@@ -5675,8 +5524,7 @@ def question_language(text: str) -> str:
 
 
 def relevance_floor(index: Index, question: str, settings: Settings) -> tuple[float, str]:
-    """The floor a question's confidence must reach, and where it comes from: --min-score,
-    else this index's calibration for the question's language, else MIN_SCORE."""
+    """The floor a question must reach, and whence: --min-score, the calibration, or MIN_SCORE."""
     if settings.min_score is not None:
         return settings.min_score, "--min-score"
     lang, cal = question_language(question), index.calibration
@@ -5690,15 +5538,13 @@ def relevance_floor(index: Index, question: str, settings: Settings) -> tuple[fl
 
 
 def off_topic_meaning(index: Index, question: str) -> tuple[float, float] | None:
-    """How much meaning the off-topic probes in the question's language found on this index
-    (their median and their most), or None when it is not calibrated for that language."""
+    """The off-topic probes' meaning (median, most) in the question's language, or None."""
     meaning = (index.calibration or {}).get("meaning", {}).get(question_language(question))
     return tuple(meaning) if meaning else None
 
 
 def notes_languages(index: Index, sample: int = 400) -> list[str]:
-    """The languages of FLOOR_PROBES the notes are written in, judged on chunks spread over all
-    of them (notes are in file-name order, and Chinese names sort after Latin ones)."""
+    """The notes' FLOOR_PROBES languages, judged on chunks spread over all, not the first."""
     rows = np.unique(
         np.linspace(0, len(index.chunks) - 1, min(sample, len(index.chunks))).astype(int))
     texts = " ".join(index.chunks[i].text for i in rows)
@@ -5707,10 +5553,8 @@ def notes_languages(index: Index, sample: int = 400) -> list[str]:
 
 
 def calibration_key(settings: Settings) -> str:
-    """What a calibration depends on besides the index: the query template its probes were embedded
-    with, and the probes and the rule (a version that changes them measures again). (--fusion and
-    --top-k move the probes' scores a little; recalibrating and rewriting the cache whenever they
-    change would cost more than that.)"""
+    """What a calibration depends on besides the index: its probes' query template, the probes
+    and the rule; not --fusion or --top-k, which move the probes' scores too little to matter."""
     rule = repr((FLOOR_PROBES, FLOOR_MARGIN, MIN_SCORE, OFF_TOPIC_COVERAGE, MIN_CALIBRATION_PROBES,
                  MIN_CALIBRATION_CHUNKS, EVIDENCE_POWER, PROBE_REACH, BM25_K1, BM25_B,
                  TOKENIZER_VERSION))
@@ -5722,8 +5566,7 @@ def calibration_current(index: Index, settings: Settings) -> bool:
 
 
 def remembered_probes(before: Index, index: Index) -> dict[str, np.ndarray]:
-    """The probes' vectors, by text as embedded, that `before`'s calibration kept, if they come
-    from the model and build `index`'s vectors come from (a model pulled again embeds them anew)."""
+    """The probes' vectors `before`'s calibration kept, if the model and build are `index`'s."""
     kept = (before.calibration or {}).get("probes")
     if not kept or (kept["model"], kept["build"]) != (index.embed_model, index.model_digest):
         return {}
@@ -5734,11 +5577,10 @@ def remembered_probes(before: Index, index: Index) -> dict[str, np.ndarray]:
 def calibrate(index: Index, client: ollama.Client, settings: Settings,
               known: dict[str, np.ndarray] | None = None) -> dict | None:
     """Score FLOOR_PROBES (in the notes' languages) against the index and set a floor per
-    language: the median probe's confidence plus FLOOR_MARGIN, at least MIN_SCORE. A
-    probe whose words the notes do hold (OFF_TOPIC_COVERAGE) is left out: the notes may
-    be about cheese. One embedding request for the probes not `known` (text as embedded ->
-    vector); None when Ollama cannot answer it. The probes' vectors are kept with the
-    floors, so that the next calibration of these notes (one changed) embeds none.
+    language: the median probe's confidence plus FLOOR_MARGIN, at least MIN_SCORE. A probe
+    whose words the notes hold (OFF_TOPIC_COVERAGE) is left out: the notes may be about cheese.
+    One embedding request for the probes not `known` (text -> vector), kept with the floors so
+    that the next calibration embeds none; None when Ollama cannot answer it.
 
     >>> index = Index([Chunk("a.md", "", "x")], np.zeros((1, 2), np.float32), np.ones(1, bool),
     ...               lexicon_from_texts(["x"]), {}, "", "m", (1500, 80))
@@ -5793,8 +5635,7 @@ def calibrate(index: Index, client: ollama.Client, settings: Settings,
 
 def calibrated(index: Index, client: ollama.Client, settings: Settings,
                before: Index | None = None) -> Index:
-    """The index with calibrate()'s floors; unchanged when Ollama cannot embed the probes. The
-    probes' vectors the index `before` it kept are taken, not embedded again (remembered_probes)."""
+    """The index with calibrate()'s floors, the probes' vectors `before` kept taken as they are."""
     known = remembered_probes(before, index) if before else {}
     calibration = calibrate(index, client, settings, known)
     return replace(index, calibration=calibration) if calibration else index
@@ -6118,8 +5959,7 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
 
 
 def rung(tokens: int) -> int:
-    """The smallest context size of NUM_CTX_LADDER that holds `tokens`; MAX_NUM_CTX at most
-    (a longer prompt is cut, and ChatStream says so).
+    """The smallest NUM_CTX_LADDER size holding `tokens`; at most MAX_NUM_CTX (ChatStream warns).
 
     >>> rung(10), rung(8193), rung(10**6)
     (8192, 16384, 32768)
@@ -6128,10 +5968,8 @@ def rung(tokens: int) -> int:
 
 
 def context_size(messages: list[dict], at_least: int = 0) -> int:
-    """num_ctx for a prompt: its estimate plus room for the answer, as a rung (and `at_least`).
-
-    Ollama silently drops the start of a prompt longer than its context window,
-    which is exactly where our rules and first sources are, so we ask for enough.
+    """num_ctx for a prompt: its estimate plus room for the answer, as a rung (and `at_least`):
+    Ollama silently drops the start of a longer prompt, where the rules and first sources are.
 
     >>> context_size([{"content": "x" * 4000}]), context_size([{"content": "x" * 40000}])
     (8192, 16384)
@@ -6147,12 +5985,8 @@ def client_knows_think(client: ollama.Client) -> bool:
 
 def ollama_chat(client: ollama.Client, model: str, messages: list[dict], options: dict,
                 stream: bool, keep_alive: str | float | None = None, **request):
-    """client.chat with thinking turned off, for thinking and non-thinking models alike:
-    thinking (qwen3) would only delay the answer. Some Ollama versions refuse the `think`
-    field for a model without that ability (status 400, "... does not support thinking"):
-    then it asks again without it. `keep_alive` (--keep-alive) is sent only when set, else
-    Ollama's own default holds; `request` adds chat API fields (format=..., for --make-eval).
-    """
+    """client.chat with thinking off, which would only delay the answer (asked again without
+    `think` if Ollama refuses it: status 400); `keep_alive` sent only when set."""
     if keep_alive is not None:
         request["keep_alive"] = keep_alive
 
@@ -6182,15 +6016,12 @@ def ollama_chat(client: ollama.Client, model: str, messages: list[dict], options
 
 def chat_context(settings: Settings, timeout: float | None = None, strict: bool = False) -> int:
     """The context size this run's chat requests start from, and the chat model loading
-    meanwhile. If Ollama has it loaded with NUM_CTX or more (/api/ps), that size, since
-    asking for less would make it load the model again; otherwise NUM_CTX, and a chat
-    request with no messages asks Ollama to load it now, in the background, so that it
-    is ready when the sources are (Ollama answers it done_reason "load"). Nothing waits
-    for that, and a failure changes nothing: the answer's own request says what is wrong.
-    /api/ps gets OLLAMA_CONNECT_TIMEOUT at most: Ollama answers it at once, and a stuck
-    one must not hold the question up for --timeout before the search has even begun.
-    `strict`: a chat model Ollama does not have (/api/show, which loads nothing) ends the
-    run here, with OllamaError's `ollama pull` line, before any source is printed."""
+    meanwhile: the size Ollama has it loaded with if NUM_CTX or more (/api/ps: asking for
+    less would load it again), else NUM_CTX, and a request of no messages has Ollama load
+    it in the background, ready when the sources are. Nothing waits for that; a failure is
+    left for the answer's own request to say. /api/ps gets OLLAMA_CONNECT_TIMEOUT at most: a
+    stuck Ollama must not hold the question up for --timeout. `strict`: a chat model Ollama
+    does not have (/api/show, which loads nothing) ends the run here, before any source."""
     model = settings.chat_model
     names = {model, model if ":" in model else model + ":latest"}
     wait = min(timeout or OLLAMA_CONNECT_TIMEOUT, OLLAMA_CONNECT_TIMEOUT)
@@ -6212,23 +6043,17 @@ def chat_context(settings: Settings, timeout: float | None = None, strict: bool 
         return NUM_CTX                    # Ollama takes a load that keeps nothing as "unload"
 
     def load():
-        try:
+        with contextlib.suppress(Exception):      # deliberately silent: see above
             ollama_chat(ollama_client(timeout), settings.chat_model, [], {"num_ctx": NUM_CTX},
                         stream=False, keep_alive=settings.keep_alive)
-        except Exception:                 # deliberately silent: see above
-            pass
     threading.Thread(target=load, name="load the chat model", daemon=True).start()
     return NUM_CTX
 
 
 def strip_think(pieces: Iterable[str], opened_in_prompt: bool = False) -> Iterator[str]:
-    """A reply's text pieces, less the think block it opens with (a tag may span two pieces).
-
-    Only a block at the very start is reasoning: a "<think>" later in an answer (one
-    that explains how models reason, say) is text. When the model's template opened
-    the block in the prompt (opened_in_prompt, see ChatStream.think_opens_in_prompt),
-    the reply holds only the closing "</think>": everything up to it is held back and
-    dropped, and a reply that never closes it is given whole at its end.
+    """A reply's text pieces, less the think block it opens with (a tag may span two pieces); a
+    later "<think>" is text. If the template opened the block in the prompt (opened_in_prompt),
+    all up to "</think>" is dropped, and a reply that never closes it is given whole at its end.
 
     >>> "".join(strip_think(["<thi", "nk>hmm</think>", "\\nHello [1]"]))
     'Hello [1]'
@@ -6281,20 +6106,16 @@ class ChatUsage(NamedTuple):
 
 
 class ChatStream:
-    """A streamed answer (stream_chat): iterate for its text pieces, thinking stripped.
-    Once the stream has ended, .usage holds Ollama's token counts (None if it sent none),
-    .warnings one line per problem (the prompt was cut, or the client cannot ask the
-    model not to think) and .cut_short why the reply was stopped before its end (None:
-    it ended by itself). Raises OllamaError while iterating.
+    """A streamed answer (stream_chat): iterate for its text pieces, thinking stripped. Once
+    it has ended: .usage, Ollama's token counts (None if it sent none); .warnings, a line per
+    problem (the prompt was cut, the client cannot ask not to think); .cut_short, why the
+    reply was stopped before its end (None: it ended by itself). Raises OllamaError.
 
-    A reply is cut short when it reaches num_predict tokens (Ollama stops it, done_reason
-    "length"), when it runs past CHARS_PER_TOKEN characters per such token (a server that
-    ignores num_predict: Ollama's own bound, for a request without it, is 10 times num_ctx
-    tokens, boundedNumPredict in its llm/llama_server.go), or when it loops (looping()).
+    A reply is cut short at num_predict tokens (Ollama's done_reason "length"), past
+    CHARS_PER_TOKEN characters a token (a server that ignores num_predict), or when it loops.
     """
     CHARS_PER_TOKEN = 16                  # prose takes 1 to 6 characters a token; code, tables more
-    # looping(): an answer whose last LOOP_WINDOW characters are one run of at most LOOP_UNIT
-    # characters over and over (4 times or more) is stuck; looked for every LOOP_CHECK_CHARS.
+    # looping(): stuck if the last LOOP_WINDOW characters repeat a run of at most LOOP_UNIT.
     LOOP_WINDOW = 1600
     LOOP_UNIT = 400
     LOOP_CHECK_CHARS = 100
@@ -6320,10 +6141,8 @@ class ChatStream:
         return strip_think(self.pieces(), opened_in_prompt=self.think_opens_in_prompt())
 
     def think_opens_in_prompt(self) -> bool:
-        """Whether the model's template may open a think block in the prompt that Ollama
-        cannot turn off (strip_think's opened_in_prompt): the template mentions <think> and
-        Ollama does not list "thinking" among the model's abilities (or this client cannot
-        ask not to think). An Ollama that cannot answer /api/show gets False."""
+        """May the template open a think block in the prompt (strip_think's opened_in_prompt)? If
+        it mentions <think> and Ollama lists no "thinking" ability (or this client cannot ask)."""
         try:
             info = self.client.show(self.model)
         except OLLAMA_FAILURES:
@@ -6378,8 +6197,7 @@ class ChatStream:
 
     @classmethod
     def looping(cls, tail: str) -> bool:
-        """Whether the end of an answer shows a model stuck in a loop (see LOOP_WINDOW). A
-        list of similar items does not, since its items differ somewhere: a number, a name.
+        """Is an answer's end a model stuck in a loop (LOOP_WINDOW)? Not a list of like items.
 
         >>> ChatStream.looping("The notes say so [1]. " * 80)
         True
@@ -6392,10 +6210,8 @@ class ChatStream:
     @staticmethod
     def prompt_cut_warning(read: int, messages: list[dict], num_ctx: int) -> str | None:
         """A warning when Ollama read fewer prompt tokens than were sent (it cuts from the
-        front). Two signs: the count fills 95% of the window (room for the answer was asked
-        for besides, so Ollama must have cut the prompt to fit), or it is below the least
-        the prompt can be (TOKENS_AT_LEAST of the estimate, which can be off either way:
-        only a clear margin counts).
+        front): the count fills 95% of the window (room for the answer was asked for too), or
+        is below TOKENS_AT_LEAST of the estimate (which errs either way: only a clear margin).
 
         >>> print(ChatStream.prompt_cut_warning(900, [{"content": "x" * 8000}], 4096))
         the prompt did not fit the chat model's context: Ollama read 900 tokens of about 2000 sent
@@ -6415,8 +6231,7 @@ class ChatStream:
 def stream_chat(client: ollama.Client, model: str, messages: list[dict], num_ctx: int | None = None,
                 keep_alive: str | float | None = None,
                 num_predict: int = ANSWER_TOKENS) -> ChatStream:
-    """The chat model's reply, of at most `num_predict` tokens, as a ChatStream: iterate for
-    the text, thinking stripped; then its .usage, .warnings and .cut_short."""
+    """The chat model's reply, of at most `num_predict` tokens, as a ChatStream (iterate it)."""
     options = {"temperature": TEMPERATURE, "num_ctx": num_ctx or context_size(messages),
                "num_predict": num_predict}
     return ChatStream(client, model, messages, options, keep_alive)
@@ -6424,10 +6239,8 @@ def stream_chat(client: ollama.Client, model: str, messages: list[dict], num_ctx
 
 def chat_once(client: ollama.Client, settings: Settings, messages: list[dict], num_predict: int,
               num_ctx: int, **request) -> str:
-    """One short reply from the chat model, not streamed: temperature 0, no thinking, at most
-    num_predict tokens, think block dropped. `request` adds chat API fields (format=...).
-    A conversation's query rewrite and --make-eval's questions ask through it. Raises
-    OllamaError."""
+    """One short reply from the chat model, not streamed (a query rewrite, --make-eval's): at most
+    num_predict tokens, temperature 0, no thinking; `request` adds API fields; OllamaError."""
     try:
         reply = ollama_chat(client, settings.chat_model, messages, stream=False,
                             keep_alive=settings.keep_alive,
@@ -6439,12 +6252,10 @@ def chat_once(client: ollama.Client, settings: Settings, messages: list[dict], n
 
 
 # §reading-claim -------------------------------------------------------------
-# Reading a claim: the numbers a text states as people write them, each with its unit (a
-# conversion compared as people round), its dates, its codes and its names. The citation
-# check, next, compares an answer's with its sources'.
+# Reading a claim: the numbers a text states as people write them, with their units, its dates,
+# codes and names, which the citation check compares between an answer and its sources.
 
-# [1], [1, 2], [1-3], [source 2], 【1】, ［１］ after NFKC; no citation has over 30 digits (int()
-# refuses a number past 4,300).
+# [1], [1, 2], [1-3], [source 2], 【1】, ［１］ after NFKC; at most 30 digits (int() has a limit).
 CITATION = re.compile(r"[\[【]\s*(?:sources?\s*)?"
                       r"(-?\d{1,30}(?:\s*(?:[-–~,，、;]|and)\s*-?\d{1,30})*)\s*[\]】]", re.IGNORECASE)
 INLINE_CODE = re.compile(r"(?<!`)(`+)(?!`)([^\n]+?)(?<!`)\1(?!`)")
@@ -6457,8 +6268,7 @@ SUPERSCRIPTS = str.maketrans({c: f"^{d}" for d, c in enumerate("⁰¹²³⁴⁵�
 NUMBER = re.compile(r"(?P<minus>(?<![0-9A-Za-z\u00c0-\u024f.,:/\-−–])[-−–]|\bminus |零下)?"
                     r"(?P<digits>\d{1,3}(?: \d{3}(?!\d))+(?:[.,]\d+)?|\d+(?:[.,:/]\d+)*)",
                     re.IGNORECASE)
-# The months' names in the notes' languages (Russian and Polish as a date writes them: "5 июня"),
-# then their abbreviations.
+# The months' names in the notes' languages (as a date writes them: "5 июня"), abbreviations.
 MONTH_OF = {name: n for n, names in enumerate([
     "january januar janvier enero gennaio januari janeiro января январь stycznia styczeń "
     "jan janv ene gen",
@@ -6494,9 +6304,8 @@ DATE = re.compile(
 # A time of day in CJK: 8시 10분, 9時, 9点半 (8:10, 9:0, 9:30).
 CLOCK = re.compile(r"(?<!\d)(?P<h>\d{1,2}) ?[시時点點] ?(?:(?P<m>\d{1,2}) ?[분分](?!钟)|(?P<half>半|반))?")
 DATE_VALUE = re.compile(r"(?:\d{4}|-)-\d\d-\d\d")    # how read_date() writes a date
-# Units: each one's dimension, size in the dimension's unit, and names (symbols, then words).
-# A number's unit is written right after it (a currency's sign may stand before it); "deg" is
-# a degree of no named scale (80 度, 80 Grad).
+# Units: each one's dimension, size in the dimension's unit, and names (symbols, then words),
+# written after its number (a currency's sign may stand before); "deg" is of no named scale.
 UNITS = {
     "km": ("length", 1000, "km kilometer kilometre kilomètre kilómetro chilometro quilômetro "
                            "kilometr км километр 公里 千米 킬로미터"),
@@ -6546,9 +6355,8 @@ UNITS = {
 }
 UNIT_OF = {name.replace("_", " "): unit for unit, (_, _, names) in UNITS.items()
            for name in names.split()}
-# A unit's name after a number ("12 km", "80度", "3 Stunden": plural and case endings too, then
-# the word's end; a CJK name needs neither). The endings follow all Latin and Cyrillic names at
-# once: after each name, they would take a second to compile.
+# A unit's name after a number ("3 Stunden": endings too, then the word's end; not in CJK). The
+# endings follow all names at once: after each name, they would take a second to compile.
 UNIT_NAMES = sorted(UNIT_OF, key=len, reverse=True)
 UNIT = re.compile(
     " ?(?P<unit>(?:" + "|".join(re.escape(n) for n in UNIT_NAMES if not CJK_CHAR.search(n))
@@ -6592,8 +6400,7 @@ CHINESE_NUMBER = re.compile("[零一二两三四五六七八九十百千]+(?:个
 
 
 class Number(NamedTuple):
-    """A number as written, read: its possible values (the first names it), a ratio's or a
-    time's parts (1:16, 23:59), which a source may state alone, its unit, and its offset."""
+    """A number as written, read: its possible values, a ratio's or time's parts, unit, offset."""
     written: str
     values: tuple[str, ...]
     parts: tuple[str, ...] = ()
@@ -6602,8 +6409,7 @@ class Number(NamedTuple):
 
 
 def unit_after(text: str, at: int) -> tuple[str, int]:
-    """The unit written right after offset `at` as UNITS names it ("Stunden": "h"), and where
-    its name ends; ("", at) if none."""
+    """The unit written right after offset `at` as UNITS names it, and its end; ("", at) if none."""
     m = UNIT.match(text, at)
     if not m:
         return "", at
@@ -6664,8 +6470,7 @@ def word_numbers(text: str) -> list[Number]:
 
 
 def value_of(whole: str, fraction: str = "") -> str:
-    """'05' -> '5', '93', '50' -> '93.5': zeros that say nothing dropped (int() would refuse
-    4,300 digits)."""
+    """'05' -> '5'; '93', '50' -> '93.5': zeros that say nothing dropped, without int()."""
     whole, fraction = whole.lstrip("0") or "0", fraction.rstrip("0")
     return f"{whole}.{fraction}" if fraction else whole
 
@@ -6688,8 +6493,7 @@ def decimal_mark(numbers: Iterable[re.Match]) -> str | None:
 
 
 def read_number(token: str, decimal: str | None) -> list[Number]:
-    """The numbers one NUMBER match states, by the decimal mark `decimal` if known: one, or
-    each of a date's parts (5.3.2026) or a list's items (1,2,3).
+    """The numbers one NUMBER match states, by the `decimal` mark if known; 5.3.2026 gives three.
 
     >>> [n.values for n in read_number("1.250", None) + read_number("1.250", ",")]
     [('1250', '1.25'), ('1250',)]
@@ -6727,9 +6531,8 @@ def read_number(token: str, decimal: str | None) -> list[Number]:
 
 
 def read_date(m: re.Match, day_first: bool | None = None) -> Number | None:
-    """The date a DATE match states: its values (both readings of 3/5/2026 unless `day_first`
-    says which) and as parts its numbers and the day without the year (--03-05), which an
-    answer may state alone; None for no real date (13/45/2026).
+    """The date a DATE match states: its values (3/5/2026 both ways unless `day_first` says) and
+    as parts its numbers and the day without the year (--03-05); None for no real date.
 
     >>> [read_date(m) for m in DATE.finditer("5 March 2026, 3/4/2026")]  # doctest: +ELLIPSIS
     [Number(written='5 March 2026', values=('2026-03-05',), parts=('5', '2026', '3', '--03-05'),
@@ -6765,8 +6568,7 @@ def day_first(text: str) -> bool | None:
 
 
 def number_text(text: str) -> str:
-    """The text as its numbers are read: NFKC (SUPERSCRIPTS aside, ½ as 1/2), its citations
-    blanked so that offsets hold."""
+    """The text as its numbers are read: NFKC (SUPERSCRIPTS aside), citations blanked in place."""
     text = unicodedata.normalize("NFKC", text.translate(SUPERSCRIPTS)).replace("\u2044", "/")
     return CITATION.sub(lambda m: " " * len(m.group()), text)
 
@@ -6778,8 +6580,7 @@ def as_float(value: str) -> float | None:
 
 
 def ranges_in(numbers: list[Number], text: str) -> list[tuple[Number, Number]]:
-    """The ranges among the `numbers` read from a text (in order, its headings' aside), as
-    their two ends: "3 to 5 km", "15到18分钟"."""
+    """The ranges among a text's `numbers` (headings' aside) as their ends: "3 to 5 km"."""
     pairs, own = [], [n for n in numbers if n.at >= 0]
     for a, b in zip(own, own[1:]):
         end = unit_after(text, a.at + len(a.written))[1]
@@ -6790,8 +6591,7 @@ def ranges_in(numbers: list[Number], text: str) -> list[tuple[Number, Number]]:
 
 
 def durations(numbers: list[Number], text: str) -> list[Number]:
-    """`numbers`, a time written in two units made one to be compared whole: "3 h 38 min" is
-    3:38 h, as are "3:38 h" and "218 min"."""
+    """`numbers`, a time in two units made one to compare whole: "3 h 38 min" is 3:38 h."""
     out: list[Number] = []
     for n in sorted(numbers, key=lambda n: n.at):
         prev = out[-1] if out else None
@@ -6856,8 +6656,7 @@ def converted(value: float, unit: str, to: str) -> float:
 
 def rounds_to(written: str, exact: float) -> bool:
     """Does a number as written round `exact` to its last digit (a whole number's last but its
-    zeros, and then within 10%), give or take 1%? "7.5" rounds 7.456, "550" 559, "10" 9.5;
-    "7" does not round 7.8, nor "400" 356."""
+    zeros, then within 10%), give or take 1%? "7.5" rounds 7.456, "550" 559; "7" not 7.8."""
     value = as_float(written)
     if value is None:
         return False
@@ -6888,9 +6687,8 @@ def same_quantity(said: Number, held: Number) -> bool:
 
 
 def number_held(number: Number, held: Sequence[Number]) -> bool:
-    """Do a source's numbers (`held`) state `number`? One states it (same_quantity), or, for
-    a ratio or time none writes, its parts are there (a ratio's 1 aside), and so for a date
-    where the source states no other date (5 March is not 3 May).
+    """Do a source's numbers (`held`) state `number`? One does (same_quantity), or its parts are
+    there: a ratio's or time's (its 1 aside), a date's if the source states no other date.
 
     >>> note = read_numbers("93,5 °C, 1500 g, 16 g per g, due 2026-03-05")
     >>> [number_held(n, note) for n in read_numbers("935 °C, 93.5 °C, 1 500 g, a 1:16 ratio")]
@@ -6913,8 +6711,7 @@ def number_held(number: Number, held: Sequence[Number]) -> bool:
 
 
 def codes_in(text: str) -> dict[str, str]:
-    """The codes a text names, each as compared and as written: letters then digits (TP9999),
-    folded as tokenize() folds words, and in `code`, each word holding a digit or a sign.
+    """The codes a text names (TP9999; in `code`, words with a digit or sign): folded -> written.
 
     >>> codes_in("Flight TP9999 (an A320s) [2], qwen3 at 5kg, 航班TP9999, `ls -la /tmp`")
     {'-la': '-la', '/tmp': '/tmp', 'tp9999': 'TP9999', 'a320': 'A320s', 'qwen3': 'qwen3'}
@@ -6931,8 +6728,7 @@ def codes_in(text: str) -> dict[str, str]:
     return codes
 
 
-# STOPWORDS and the other languages' function words, none a word of another ("war"), singular
-# as tokenize() makes words.
+# STOPWORDS and other languages' function words (none another's word: "war"), as tokenized.
 FUNCTION_WORDS = STOPWORDS | frozenset(w for word in (
     "der die das dem den des ein eine einer eines einem einen und oder ist sind wird werden haben "
     "mit von vom zu zum zur für auf im am bei aus nach vor wie wer wo wann sich es ich du er sie "
@@ -6992,10 +6788,9 @@ def names_in(text: str, sources: str = "") -> set[str]:
 
 
 # §placing -------------------------------------------------------------------
-# Placing a sentence: an answer is cut into sentences, each read as a Claim (what it cites,
-# its words weighed by idf as the floor weighs a question's, its numbers, codes, names), its
-# sources into Lines (a sentence under its headings, a row under its header), and best_line()
-# finds the line holding the claim best, cited or not: the check reads it there.
+# Placing a sentence: an answer is cut into sentences, each read as a Claim (what it cites, its
+# words weighed by idf, its numbers, codes, names), its sources into Lines (a sentence under its
+# headings), and best_line() finds the line holding the claim best: the check reads it there.
 
 RANGE_MAX = 20                            # [1-3] cites 1, 2 and 3; a longer one, its two ends
 PREFIX = 5                                # letters of a word that find its inflections
@@ -7004,12 +6799,10 @@ COVER_MORE = 2
 COVER_GAIN = 0.15
 
 LINE_MARK = re.compile(r"^\s*(?:[-*+•>]|\d+[.)]|#{1,6})\s+(?:\[[ xX]\]\s+)?")   # list, quote...
-# A sentence ends at CJK punctuation (NFKC makes "！" "!") or Latin before a space, a citation
-# or the end: not in 1.5 or v0.6, nor at a semicolon (a citation after "…; …" covers both).
-# What follows in lower case or a digit ("e.g. a") or a month after a day ("am 9. Mai") goes on.
+# A sentence ends at CJK punctuation or Latin before a space, a citation or the end: not in 1.5
+# or v0.6, nor at a semicolon; before lower case, a digit or a month (sentences_of), it goes on.
 SENTENCE_END = re.compile(rf"。+|(?<=[{CJK}])[!?]+|[.!?]+(?=\s|[\[【]|$)")
-# A sentence saying the notes lack something, and the word turning to what they say: "the
-# notes do not mention X, but Y [1]" is judged by Y.
+# A sentence saying the notes lack something, then a turn: "not X, but Y [1]" is judged by Y.
 NOT_IN_NOTES = re.compile(
     r"\b(?:notes?|sources?|context|documents?|passages?|notizen|quellen|unterlagen|notas"
     r"|fuentes|appunti|fonti|notities|bronnen|notatk\w*|заметк\w*)\b.{0,50}"
@@ -7038,8 +6831,7 @@ PROVENANCE_ZH = re.compile("根据|按照|笔记|来源|资料|提到|中说")
 
 
 def cited_numbers(text: str) -> list[int]:
-    """The source numbers a text cites, in order: [0] and [-1] too (the check says they name
-    no source), a range expanded; a [9] in `code` is none.
+    """The source numbers a text cites, in order, ranges expanded, [0] too; none in `code`.
 
     >>> cited_numbers("18 g [1][2], water [1-3], 【4】 ［５］, [0] [-1] [2, 7] [Source 6] [1-999]")
     [1, 2, 1, 2, 3, 4, 5, 0, -1, 2, 7, 6, 1, 999]
@@ -7056,8 +6848,7 @@ def cited_numbers(text: str) -> list[int]:
 
 
 def sentences_of(text: str) -> list[tuple[int, str]]:
-    """A text's sentences (SENTENCE_END), each with its offset, list marks left out, and a
-    citation after the full stop (". [1]") given to the sentence before it."""
+    """A text's sentences (SENTENCE_END) and offsets; a citation after a stop is its sentence's."""
     out: list[tuple[int, str]] = []
     at = 0
     for line in text.split("\n"):
@@ -7081,8 +6872,7 @@ def sentences_of(text: str) -> list[tuple[int, str]]:
 
 
 def answer_sentences(answer: str) -> list[str]:
-    """An answer cut into sentences (sentences_of), after NFKC; each line of a code block is
-    one, uncut, and its fences none (one that never closes is a line alone).
+    """An answer cut into sentences (sentences_of), after NFKC; a code block's lines one each.
 
     >>> answer_sentences("Use 18 g [1]. Pour at 93 °C.[2] e.g. a V60 [3].\\n- Wait 1.5 min\\n[4]")
     ['Use 18 g [1].', 'Pour at 93 °C. [2]', 'e.g. a V60 [3].', 'Wait 1.5 min [4]']
@@ -7118,14 +6908,12 @@ UNACCENTED = {c: unicodedata.normalize("NFD", chr(c))[0] for c in range(0xC0, 0x
 
 @functools.lru_cache(maxsize=1 << 16)
 def word_start(term: str) -> str:
-    """A longer word's first PREFIX letters, unaccented: what its inflections share, where
-    tokenize()'s singular() (the one stemmer) leaves them apart ("Kette", "Kettenwechsel")."""
+    """A longer word's first PREFIX letters, unaccented: what inflections share ("Ketten")."""
     return term.translate(UNACCENTED)[:PREFIX]
 
 
 def claim_terms(sentence: str) -> list[str]:
-    """A sentence's informative terms, citations left out: tokenize()'s words, and CJK as
-    pairs (one character is in almost any Chinese source) without a function character (的).
+    """A sentence's informative terms: tokenize()'s words, CJK as pairs without a function word.
 
     >>> claim_terms("根据笔记，绿茶的水温是80度 [1]. According to the notes, use 2 grinders!")
     ['绿茶', '水温', '80', '度', 'use', '2', 'grinder']
@@ -7177,16 +6965,14 @@ class Line(NamedTuple):
                 frozenset().union(*(x.starts for x in lines)))
 
 
-# A source's line that starts a block (a heading, list item, table row, quote, fence, blank
-# line): any other goes on with the sentence of the line before.
+# A source's line that starts a block: any other goes on with the sentence of the line before.
 BLOCK_START = re.compile(r"[ \t]*(?:$|#|[-*+•>|]|\d+[.)]\s|```|~~~)")
 
 
 def source_lines(text: str, decimal: str | None, first: bool | None,
                  over: str = "") -> list[Line]:
-    """A source's sentences (a wrapped paragraph's lines joined), list items and table rows,
-    each with the terms of the headings over it, of its table's header, and of `over` (a
-    chunk's headings and note name); numbers read by the `decimal` mark, dates by `first`."""
+    """A source's sentences (wrapped lines joined), list items and table rows, each with the terms
+    of its headings, its table's header and `over` (the chunk's headings and note name)."""
     wrapped = "".join(ch if ch != "\n" or BLOCK_START.match(text, k + 1) or k == 0
                       or text[k - 1] == "\n" else " " for k, ch in enumerate(text))
     # the headings in force: (level, terms, numbers)
@@ -7216,9 +7002,8 @@ def source_lines(text: str, decimal: str | None, first: bool | None,
 
 
 def share(claim: Claim, lines: Sequence[Line]) -> float:
-    """The share of a claim's weight that `lines` hold: its words (a CJK pair found only as
-    two characters apart half, as rewording keeps characters more than pairs; a long word found
-    by its stem 0.7: "Kette" in "Kettenwechsel"), its numbers and its codes."""
+    """The share of a claim's weight (words, numbers, codes) that `lines` hold: a CJK pair found
+    only apart counts half, a long word found by its stem 0.7 ("Kette" in "Kettenwechsel")."""
     held, starts = Line.pooled(lines)
     numbers = [n for x in lines for n in x.numbers]
     total = sum(claim.words.values()) + claim.number_weight * len(claim.numbers)
@@ -7235,8 +7020,7 @@ def share(claim: Claim, lines: Sequence[Line]) -> float:
 
 def read_claim(sentence: str, weight: Callable[[str], float], decimal: str | None,
                first: bool | None, sources: str) -> Claim:
-    """A sentence as the check reads it, its numbers by the sources' decimal mark and its dates
-    by theirs where its own do not settle them."""
+    """A sentence as the check reads it, its numbers and dates by its sources' marks if need be."""
     said, declines = sentence, NOT_IN_NOTES.search(sentence) is not None
     if declines and (turn := CONTRAST.search(sentence, NOT_IN_NOTES.search(sentence).end())):
         said, declines = sentence[turn.end():], False
@@ -7257,19 +7041,17 @@ def best_line(claim: Claim, lines_of: list[list[Line]],
               candidates: Iterable[int]) -> tuple[int, int, float, list[Line]] | None:
     """Where the candidate sources hold the claim best: (source, line's index, the share its
     lines hold, those lines): the best line, its paragraph's sentences beside it, and up to
-    COVER_MORE lines each adding COVER_GAIN of its plain words (a line of another fact would
-    bring numbers, names), as a note may say in two lines what an answer says in one."""
+    COVER_MORE lines each adding COVER_GAIN of its plain words (no numbers, names: those would
+    bring another fact's), as a note may say in two lines what an answer says in one."""
     words = set(claim.words) | {t[0] for t in claim.words if CJK_CHAR.match(t)}
     starts = {word_start(t) for t in claim.words if len(t) >= PREFIX}
     best, score = None, -1.0
     for s in candidates:
         for i, line in enumerate(lines_of[s]):
             # a line sharing nothing holds nothing
-            if (words.isdisjoint(line.terms) and starts.isdisjoint(line.starts)
-                    and not (claim.numbers and line.numbers) and not claim.codes):
-                this = 0.0
-            else:
-                this = share(claim, [line])
+            nothing = (words.isdisjoint(line.terms) and starts.isdisjoint(line.starts)
+                       and not (claim.numbers and line.numbers) and not claim.codes)
+            this = 0.0 if nothing else share(claim, [line])
             if this > score:
                 best, score = (s, i), this
     if best is None:
@@ -7292,19 +7074,17 @@ def best_line(claim: Claim, lines_of: list[list[Line]],
 
 # §citation-check ------------------------------------------------------------
 # The citation check: does each sentence of an answer say what the notes say? No model call:
-# each is read against its best line as a careful reader reads: numbers and units, each by its
-# fact's words, names, negation, "exactly" or "about", dates, code. It checks words, not
-# meaning (a reworded sentence may fail, a false one pass): a judge model (judged()) may reread.
+# each is read against its best line as a careful reader reads. It checks words, not meaning:
+# a reworded sentence may fail, a false one pass, and a judge model (judged()) may reread.
 
 SUPPORTED, UNSUPPORTED, WRONG, JUDGED, SKIPPED = (
     "supported", "unsupported", "wrong", "judged", "skipped")
 # The share of a sentence's idf weight that the lines around its best one must hold.
 SUPPORT_MIN = 0.5
 CLAIM_MIN_TERMS = 2                       # fewer informative terms and no number: no claim
-# A number or name of another line is the sentence's if that line holds HOLDER_SHARE of its
-# part's words; a negation is compared in the part of its lines holding CLAUSE_SHARE of them.
+# Another line's number is the sentence's if that line holds HOLDER_SHARE of its part's words.
 HOLDER_SHARE = 0.4
-CLAUSE_SHARE = 0.5
+CLAUSE_SHARE = 0.5                        # a negation: compared in the part holding this share
 # A judge's call may take JUDGE_SECONDS (a 7B model on a CPU, loading first) to say Yes or No.
 JUDGE_SECONDS = 120
 JUDGE_TOKENS = 2
@@ -7318,8 +7098,7 @@ def words_of(*groups: str) -> re.Pattern:
                       re.IGNORECASE)
 
 
-# Words that turn a claim around: a sentence and its line must agree on whether a thing is so
-# (French by its "pas", "jamais": its "ne" is also "only"'s, "ne … que").
+# Words that turn a claim around (French by its "pas": its "ne" is also "only"'s, "ne … que").
 NEGATION = words_of(
     "not no never without none nor neither cannot n't nothing nobody",
     "nicht kein keine keinen keinem keiner keines nie niemals ohne weder nichts",
@@ -7327,8 +7106,7 @@ NEGATION = words_of(
     "non mai senza nessun nessuno nessuna né niente nulla não jamais sem nenhum nenhuma nem",
     "niet geen nooit zonder noch niets не нет никогда без ни нельзя nie nigdy bez żaden żadna",
     "inte ej aldrig utan ingen inget 不 没 沒 别 別 无 無 未 勿 禁止 ない ません ず 않 못 없 금지")
-# Words that bound a number or a claim: "about 30" may round a line's "30", but a sentence's
-# bound and its line's may not clash (CLASHES: "exactly" where the line says "about").
+# Words that bound a number: a sentence's and its line's may not clash (CLASHES).
 QUALIFIERS = {
     "exact": words_of("exactly precisely genau exakt exactement exactamente esattamente "
                       "exatamente precies ровно dokładnie 正好 整整 恰好 ちょうど 정확히"),
@@ -7364,8 +7142,7 @@ BOUND_PHRASE = re.compile(
     r"|\bне (?:больше|меньше|более|менее|дольше|позже)|\bnie (?:więcej|mniej|dłużej|później) niż"
     r"|不少于|不低于|不超过|不多于|不高于|不到|不足|不超過|不少於", re.IGNORECASE)
 
-# Where a sentence's clauses part (a negation or bound holds within its clause), and its parts:
-# the facts a list or "and" joins ("nor Y" is a part of its own).
+# Where a sentence's clauses part (a negation holds within its clause), and its facts' parts.
 CLAUSE = re.compile(r"[;:；：()]|,?\s(?:but|while|whereas|aber|sondern|während|mais|pero|sino|ma"
                     r"|maar|но|ale|men)\s|[,，]?(?:但是|但|而)", re.IGNORECASE)
 PART = re.compile(r"[,，、]|\s(?:and|und|et|y|e|en|и|i|och|or|oder|ou|o)\s|和|并且|并|以及|或者"
@@ -7374,8 +7151,7 @@ PART = re.compile(r"[,，、]|\s(?:and|und|et|y|e|en|и|i|och|or|oder|ou|o)\s|�
 
 def context(claim: Claim, at: int, lines: list[Line]) -> Claim:
     """The claim's words narrowed to the part (PART, CLAUSE) around offset `at`, the fact a
-    number there belongs to ("7:30 open, adult ticket 55": 55's "adult ticket"; all words if
-    none), and to the words `lines` hold or begin: others cannot tell which line it is from."""
+    number there belongs to ("adult ticket 55"), and to those `lines` hold or begin."""
     start = 0
     for m in [*PART.finditer(claim.said), *CLAUSE.finditer(claim.said), None]:
         if m is None or m.start() >= at:
@@ -7390,9 +7166,8 @@ def context(claim: Claim, at: int, lines: list[Line]) -> Claim:
 
 
 def elsewhere_ok(claim: Claim, holders: list[Line], rivals: list) -> bool:
-    """May a number or name its lines lack but `holders` (other lines) hold be the claim's
-    (narrowed: context())? If no rival stands in its line ("80 °C" for "95 °C") and a holder
-    holds HOLDER_SHARE of its part's words."""
+    """May a number or name its lines lack but `holders` (other lines) hold be the claim's? If no
+    rival stands in its line ("80 °C" for "95 °C") and a holder holds HOLDER_SHARE of its part."""
     return not rivals and max((share(claim, [x]) for x in holders), default=0.0) >= HOLDER_SHARE
 
 
@@ -7413,9 +7188,8 @@ def rivals(n: Number, said: str, line: Line) -> list[Number]:
 
 
 def slot_flaw(claim: Claim, n: Number, around: list[Line]) -> str:
-    """Whether a number the lines hold stands by other words than the claim's: the part of
-    the lines holding most of its words (context()) has a rival instead ("生抽 15 ml" where
-    生抽's part says 30 ml), or its table column is not the one the claim names; "" if not."""
+    """Whether a number the lines hold stands by other words than the claim's, "" if not: the
+    part holding most of its words (context()) has a rival instead, or another table column."""
     ctx = context(claim, n.at, around)
     best, part, line = 0.0, "", None
     for x in around:
@@ -7445,9 +7219,8 @@ def slot_flaw(claim: Claim, n: Number, around: list[Line]) -> str:
 
 
 def number_flaw(claim: Claim, line: Line, around: list[Line], elsewhere: list[Line]) -> str:
-    """What the claim's numbers say that the lines `around` its `line` do not: a range's end
-    moved, a number in another unit, another fact's (slot_flaw(), or in a line `elsewhere`), or
-    none of theirs; "" if none."""
+    """What the claim's numbers say that the lines `around` its `line` do not, "" if nothing: a
+    range's end moved, another unit, another fact's (slot_flaw(), `elsewhere`), none of theirs."""
     near = [n for x in around for n in x.numbers]
     for a, b in ranges_in(claim.numbers, number_text(claim.said)):
         for x in around:
@@ -7473,9 +7246,8 @@ def number_flaw(claim: Claim, line: Line, around: list[Line], elsewhere: list[Li
 
 
 def negated_parts(text: str) -> list[list[tuple[str, bool]]]:
-    """A text's clauses cut into parts (PART), each with whether it is negated: by a negation
-    of its own, or in a list a negation opens ("No boards, pans or glasses"); a BOUND_PHRASE
-    negates nothing."""
+    """A text's clauses cut into parts (PART), each with whether it is negated: by a negation of
+    its own, or in a list one opens ("No boards, pans or glasses"); a BOUND_PHRASE negates none."""
     clauses = []
     for clause in CLAUSE.split(BOUND_PHRASE.sub(" ", text)):
         pieces = [p for p in PART.split(clause) if p and p.strip()]
@@ -7500,8 +7272,7 @@ def negation_flaw(claim: Claim, around: list[Line]) -> str:
             found = [(sum(w for t, w in words.items() if t in terms), -len(terms), neg, held, k)
                      for k, neg, held, terms in theirs]
             weight, _, held, held_clause, there = max(found, default=(0.0, 0, False, False, ""))
-            # a "not" of its own is news
-            enough = CLAUSE_SHARE / 2 if negated else CLAUSE_SHARE
+            enough = CLAUSE_SHARE / 2 if negated else CLAUSE_SHARE    # its own "not" is news
             if len(words) < 2 or weight < enough * sum(words.values()) or negated == held \
                     or not negated and whole == held_clause:
                 continue
@@ -7512,9 +7283,8 @@ def negation_flaw(claim: Claim, around: list[Line]) -> str:
 
 
 def bound_of(text: str, number: Number) -> tuple[str, str]:
-    """(kind, word) of the QUALIFIERS word bounding a number in its text, ("", "") if none:
-    right before it ("ca. $5", in CJK with a verb between: "正好加 600") or after its unit
-    ("une heure exactement", "30分钟左右")."""
+    """(kind, word) of the QUALIFIERS word bounding a number in its text, ("", "") if none: before
+    it ("ca. $5"; in CJK a verb between: "正好加 600") or after its unit ("30分钟左右")."""
     after = unit_after(text, number.at + len(number.written))[1]
     for kind, words in QUALIFIERS.items():
         for m in words.finditer(text, max(0, number.at - 24), number.at):
@@ -7541,9 +7311,8 @@ def bound_flaw(claim: Claim, around: list[Line]) -> str:
 
 
 def flaw(claim: Claim, line: Line, around: list[Line], elsewhere: list[Line]) -> str:
-    """What the claim says that its line (and those `around` it) does not, in a few words: a
-    number's flaw, a code or name of another line (`elsewhere`) or of none, a negation or a
-    bound the line lacks; "" if nothing."""
+    """What the claim says that its line (and those `around` it) does not, in a few words, "" if
+    nothing: a number's flaw, a code or name of no line or another's, a negation, a bound."""
     if why := number_flaw(claim, line, around, elsewhere):
         return why
     near, (terms, starts) = " ".join(x.text for x in around).lower(), Line.pooled(around)
@@ -7572,8 +7341,7 @@ def flaw(claim: Claim, line: Line, around: list[Line], elsewhere: list[Line]) ->
 
 
 class SentenceCheck(NamedTuple):
-    """One sentence of an answer (text, cited: its Claim's), checked: its verdict, why (for one
-    flagged), and the line that holds it best, in the file where the source is a chunk of one."""
+    """One sentence of an answer, checked: its verdict, why, and the line that holds it best."""
     text: str
     cited: tuple[int, ...]
     verdict: str                          # SUPPORTED, UNSUPPORTED, WRONG, JUDGED or SKIPPED
@@ -7585,16 +7353,15 @@ class SentenceCheck(NamedTuple):
     page: int | None = None               # ...and its page, chapter or cell
     support: float = 0.0                  # share() of it held there, 0 to 1
     judge: str = ""                       # the judge's "yes" or "no", or why neither
+    at: int | None = None                 # its line in its source's text, from 1
 
     @property
     def place(self) -> str:
         """Where its line is: "bike.md:14", a PDF's "manual.pdf › p.3", else "[2] line 5"."""
         if self.path is None:
             return f"[{self.source}] line {self.line}" if self.source else ""
-        if self.line is None:
-            page = [] if self.page is None else [place_name(self.path, self.page)]
-            return " › ".join([self.path, *page])
-        return f"{self.path}:{self.line}"
+        return passage_place(PlacedChunk(self.path, "", "", self.page),
+                             Passage(self.line, None, "", None, 0))
 
     @classmethod
     def of(cls, claim: Claim, verdict: str, why: str = "", sources: Sequence = (),
@@ -7611,7 +7378,8 @@ class SentenceCheck(NamedTuple):
             src.source, src.page, src.line)
         line = None if first is None else lines[i].number + first - 1
         return cls(claim.text, claim.cited, verdict, why, s + 1, line,
-                   None if first is None else last + first - 1, path, page, round(support, 3))
+                   None if first is None else last + first - 1, path, page, round(support, 3),
+                   at=lines[i].number)
 
 
 def numbers_carry(claim: Claim, lines: list[Line]) -> bool:
@@ -7624,10 +7392,9 @@ def numbers_carry(claim: Claim, lines: list[Line]) -> bool:
 
 def check_sentence(claim: Claim, sources: Sequence, lines_of: list[list[Line]],
                    support_min: float) -> SentenceCheck:
-    """A claim's verdict: WRONG if a [n] it cites names no source or it says what its line
-    does not (flaw()); UNSUPPORTED if no line of its sources (all, if it cites none) holds
-    support_min of its words; SKIPPED if it states nothing to check; else SUPPORTED. One in
-    another script than its sources is read by its numbers alone."""
+    """A claim's verdict: WRONG if a [n] it cites names no source or it says what its line does
+    not (flaw()); UNSUPPORTED if no line of its sources (all, if it cites none) holds support_min
+    of its words; SKIPPED if nothing to check; else SUPPORTED. Another script: numbers alone."""
     every = range(len(lines_of))
     valid = [c for c in claim.cited if 0 < c <= len(lines_of)]
     if len(valid) < len(claim.cited):
@@ -7635,8 +7402,7 @@ def check_sentence(claim: Claim, sources: Sequence, lines_of: list[list[Line]],
         why = f"[{wrong[0]}] names no source ({len(sources)} were sent)"
         return SentenceCheck.of(claim, WRONG, why)
     candidates = [c - 1 for c in valid] or every
-    # code may fill a CJK source
-    script = question_language(INLINE_CODE.sub(" ", claim.said))
+    script = question_language(INLINE_CODE.sub(" ", claim.said))   # code may fill a CJK source
     texts = [" ".join(x.text for x in lines_of[c]) for c in candidates]
     if claim.declines or all(t and (not CJK_CHAR.search(t) if script == "zh"
                                     else question_language(t) == "zh") for t in texts):
@@ -7661,8 +7427,7 @@ def check_sentence(claim: Claim, sources: Sequence, lines_of: list[list[Line]],
 
 @dataclass(frozen=True)
 class CitationCheck:
-    """What check_citations() found: every sentence's verdict and line, and how many sources were
-    sent ([1] to [sources] name one)."""
+    """What check_citations() found: every sentence's verdict and line, and the sources sent."""
     sentences: tuple[SentenceCheck, ...]
     sources: int
     judge: str = ""                       # the judge model that reread them, if any
@@ -7675,6 +7440,11 @@ class CitationCheck:
     def uncited(self) -> int:
         """How many sentences it supports cite nothing."""
         return sum(1 for s in self.sentences if s.verdict == SUPPORTED and not s.cited)
+
+    def placed(self, source: int) -> int | None:
+        """The line (SentenceCheck.at) of the first sentence citing `source` that it supports."""
+        return next((s.at for s in self.sentences if s.verdict == SUPPORTED
+                     and s.source == source and source in s.cited), None)
 
     @property
     def cites_nothing(self) -> bool:
@@ -7711,8 +7481,7 @@ class CitationCheck:
         return " · ".join(parts)
 
     def flagged_lines(self) -> list[str]:
-        """A line for each flagged sentence (check_citations() shows two): its number, its
-        start, what is wrong, and the line of the notes nearest to it."""
+        """A line for each flagged sentence: its number, its start, what is wrong, and where."""
         return [f"{n} \"{s.text if len(s.text) <= 60 else s.text[:59] + '…'}\" "
                 f"{s.why or s.verdict}" + (f" · {s.place}" if s.place else "")
                 for n, s in self.flagged]
@@ -7738,9 +7507,8 @@ def check_citations(answer: str, sources: Sequence, lexicon: Lexicon | None = No
     """Check each sentence of an answer against the sources it was given ([1] is sources[0]):
     texts, or chunks (hits' .chunk), whose file and line each sentence is placed at. Each is
     read (read_claim()) and judged (check_sentence()), its words weighed by idf over the notes
-    given `lexicon` (index.lexicon, as the floor weighs: "coffee" in a coffee folder says
-    little), else over the sources' lines. In a notebook:
-    `check_citations(outcome.text, [h.chunk for h in outcome.retrieval.hits], index.lexicon)`.
+    given `lexicon` ("coffee" in a coffee folder says little), else over the sources' lines.
+    In a notebook: `check_citations(text, [h.chunk for h in hits], index.lexicon)`.
 
     >>> c = check_citations("Use 18 g of coffee [1]. Use 20 g [1]. Brew at 93 °C [3]. Brew it "
     ...     "between 90 and 96 °C.",
@@ -7777,10 +7545,8 @@ def check_citations(answer: str, sources: Sequence, lexicon: Lexicon | None = No
 
 def judged(check: CitationCheck, sources: Sequence, settings: Settings
            ) -> tuple[CitationCheck, list[str]]:
-    """The check, each sentence it supports reread by the judge model (settings.judge) as
-    MiniCheck models were trained: "Document: <its source>\nClaim: <the sentence>", Yes or No;
-    a No makes it JUDGED. The first call failing or over JUDGE_SECONDS ends the judging with
-    a warning. Returns the check and its warnings."""
+    """The check, and its warnings, each supported sentence reread by the judge model as MiniCheck
+    was trained (a No makes it JUDGED); a call failing or over JUDGE_SECONDS ends the judging."""
     client, asking = ollama_client(JUDGE_SECONDS), replace(settings, chat_model=settings.judge)
     t0, read, warnings = time.perf_counter(), [], []
     for n, s in enumerate(check.sentences, 1):
@@ -8069,26 +7835,24 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
         check, said = judged(check, [h.chunk for h in r.hits], settings)
         plan = replace(plan, warnings=plan.warnings + said,
                        timings={**plan.timings, "judge": check.judge_seconds})
+    # A source cited is shown where the sentence citing it stands, under that line's headings.
+    cited = replace(r, passages=[p if (at := check.placed(k)) is None else locate_passage(
+        h.chunk, on_line=at) for k, (h, p) in enumerate(zip(r.hits, r.passages), 1)])
     return logged(came(ANSWERED, usage=stream.usage, cut_short=stream.cut_short, check=check,
-                       conversation=conv), settings, via)
+                       conversation=conv, retrieval=cited), settings, via)
 
 
 # §gap-log -------------------------------------------------------------------
 # The gap log: what the notes could not answer. A question below the relevance floor, or
-# answered with sentences the notes do not hold (the check), says what the notes lack, so
-# answer() appends it (logged()) to GAP_LOG, and --gaps shows them grouped by topic. Only
-# --gaps sends a logged question on, to the embedding model, when its vector was made by
-# another one. Each entry keeps its question's vector, so --gaps groups a thousand questions
-# without embedding them again; a line a killed run left cut short is skipped on reading.
+# answered with sentences the notes do not hold, says what they lack: answer() appends it
+# (logged()) to GAP_LOG with its vector, which --gaps groups by topic without embedding again.
 
 
 GAP_LOG_OLD = "gaps.old.jsonl"            # the log before the last GAP_LOG_MAX_MB was passed
 
 
 def gap_entry(outcome: Outcome, settings: Settings, why: str, via: str = "") -> dict:
-    """One line of the gap log. Its question is the one searched (a follow-up as rewritten,
-    what was typed under "asked"); "via" names the front end it came through, if not the
-    command line."""
+    """One line of the gap log: the question searched (as typed under "asked"), and `via`."""
     import base64                         # here alone: the vector as text, compactly
     r = outcome.retrieval
     question = (outcome.query or outcome.question)[:GAP_QUESTION_CHARS]
@@ -8113,17 +7877,13 @@ def gap_entry(outcome: Outcome, settings: Settings, why: str, via: str = "") -> 
 def append_gap(path: Path, entry: dict) -> None:
     """Append one entry to the log as one line, in one write() (O_APPEND: another run's line
     goes before or after it, never inside), on a line of its own if a killed run left the last
-    one without its newline; or raise OSError, the log left as it was (a full disk cuts a
-    write short). Past GAP_LOG_MAX_MB the log moves to GAP_LOG_OLD (the one there goes) and
-    the next entry starts a new one. The file is the user's alone (mode 600).
-    subtle: the file grows a page at a time while another run writes a long line, so its last
-    byte, looked at then, is no newline though that run's line will end with one; so one run
-    at a time looks and writes (locked()), else it would add an empty line."""
+    one without its newline; or raise OSError, the log left as it was. Past GAP_LOG_MAX_MB the
+    log moves to GAP_LOG_OLD. Mode 600. subtle: while another run writes a long line the file
+    grows a page at a time, its last byte no newline yet: one run at a time looks and writes."""
 
     def locked() -> int:
-        """The log, opened to append and locked, the lock released as it is closed (POSIX
-        only: elsewhere two runs' writes may still meet). A run that waited while another
-        moved the full log to GAP_LOG_OLD opens the new one instead of adding to the old."""
+        """The log, opened to append and locked (POSIX only) till closed: a run that waited while
+        another moved the full log to GAP_LOG_OLD opens the new one instead of adding to the old."""
         fd = -1
         for _ in range(3):                # moved again while this run waited: it looks once more
             if fd >= 0:
@@ -8158,9 +7918,8 @@ def append_gap(path: Path, entry: dict) -> None:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, size)    # no half line: the log is left as it was
             raise
-        # subtle: where there are no locks two runs can find the log full at once; only the
-        # first moves it, since `path` is still its file, so the second cannot move the new
-        # log, with one line in it, over the old one.
+        # subtle: without locks two runs can find the log full at once; only the one whose file
+        # `path` still is moves it, so the new log, one line long, never replaces the old.
         if os.fstat(fd).st_size > GAP_LOG_MAX_MB * 2**20:
             with contextlib.suppress(OSError):
                 if os.stat(path).st_ino == os.fstat(fd).st_ino:
@@ -8170,10 +7929,8 @@ def append_gap(path: Path, entry: dict) -> None:
 
 
 def logged(outcome: Outcome, settings: Settings, via: str = "") -> Outcome:
-    """The outcome, after adding it to the gap log if it is a gap and the log is kept
-    (settings.log_gaps, and NO_LOG_ENV not set). A search by keywords alone is no gap:
-    Ollama was away, not the note. A log that cannot be written costs a warning, never the
-    answer."""
+    """The outcome, after adding it to the gap log if it is a gap (a search by keywords alone is
+    none) and the log is kept; a log that cannot be written costs a warning, never the answer."""
     check = outcome.check
     if outcome.status == DECLINED:
         why = "floor"
@@ -8198,11 +7955,11 @@ def logged(outcome: Outcome, settings: Settings, via: str = "") -> Outcome:
 # ============================================================================
 # PART III · THE MODES AND THE COMMAND LINE
 # One question (the default), a conversation (--chat), a narrated run (--explain), an
-# evaluation (--eval, --make-eval, --tune), what the notes could not answer (--gaps) and
-# a server for agents (--mcp): a section each, holding its flags, its Mode and its
-# printing, after the set-up they share, and the command line last. Each opens the index
-# through one set-up (open_for_mode; --mcp on its first call, with the same checks),
-# searches through Part II's search() and answers through answer(). Only the run_*
+# evaluation (--eval, --make-eval, --tune), what the notes could not answer (--gaps), a
+# server for agents (--mcp) and a page (--serve): a section each, holding its flags, its
+# Mode and its printing, after the set-up they share, and the command line last. Each opens
+# the index through one set-up (open_for_mode; --mcp and --serve hold it, with the same
+# checks), searches through Part II's search() and answers through answer(). Only the run_*
 # functions print; --mcp writes protocol messages on stdout and nothing else.
 # ============================================================================
 # §modes-setup ---------------------------------------------------------------
@@ -8250,6 +8007,7 @@ class EscapedControls:
     characters its encoding lacks (Chinese on cp1252) too (.escaped says so). The escapes are
     JSON's own, so that --json output stays valid; failing() says what a failed write raises."""
     ESCAPES = "demo_rag.json_escapes"     # the name json_escapes is registered under
+    link_format = HYPERLINK_FORMATS["default"]    # print_citation's; run_mode sets the run's
 
     def __init__(self, stream, quiet: bool = False):
         self.raw = stream                 # ProgressLine writes its own "\r\x1b[K" here
@@ -8282,7 +8040,7 @@ class EscapedControls:
 
     def write_link(self, text: str, uri: str) -> None:
         """Write `text` as a terminal's hyperlink (OSC 8) to `uri`: the one control sequence this
-        stream lets through, for a URI of printable ASCII alone (file_uri's), so that no name
+        stream lets through, for a URI of printable ASCII alone (hyperlink's), so that no name
         can end the sequence early or smuggle one of its own in."""
         assert re.fullmatch(r"[!-~]+", uri), "a link's URI is percent-encoded"
         with self.failing():
@@ -8397,9 +8155,8 @@ def progress_text(e: EmbedProgress, waited: float = 0.0) -> str:
 
 
 def start_daemon(target: Callable, *args, name: str) -> threading.Thread:
-    """Run target(*args) in a daemon thread (it keeps no process alive) that Ctrl-C and SIGTERM
-    never go to: the kernel hands a signal to any thread not blocking it, and only the main
-    thread wakes for one."""
+    """Run target(*args) in a daemon thread that Ctrl-C and SIGTERM never go to: the kernel hands
+    a signal to any thread not blocking it, and only the main thread wakes for one."""
     blocked = (signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
                if hasattr(signal, "pthread_sigmask") else None)
     try:
@@ -8582,29 +8339,33 @@ def card_line(card: NoteMeta | None) -> str:
     return preview(" · ".join(parts))
 
 
-def file_uri(path: str, host: str = "") -> str:
-    """A file:// URI for an absolute path on `host`, as terminals' links take it: every byte of
-    the name but letters, digits, "-._~" and "/" percent-encoded, so no control character (a line
-    break, ESC, BEL) or byte that is not UTF-8 is left in it to end the link.
+def hyperlink(template: str, path: str, line: int | None) -> str:
+    """A link to line `line` (1 if None; column 1) of the file at absolute `path` on this host,
+    as ripgrep fills a --hyperlink-format template in: the path "/" first (/C:/x on Windows), every
+    byte but letters, digits and "/:-._~" percent-encoded (ripgrep keeps non-ASCII ones, but
+    U+009C in UTF-8 would end the link as a line break, ESC or BEL would).
 
-    >>> file_uri("/notes/tea & me\x1b]8;;x\x07.md", "laptop")
-    'file://laptop/notes/tea%20%26%20me%1B%5D8%3B%3Bx%07.md'
+    >>> hyperlink("vscode://file{path}:{line}:{column}", "/notes/tea & me\x1b]8;;x\x07.md", 14)
+    'vscode://file/notes/tea%20%26%20me%1B%5D8%3B%3Bx%07.md:14:1'
     """
-    from urllib.parse import quote
-    # as_uri() spells a Windows path as file:///C:/...
-    return f"file://{quote(host, safe='')}{Path(path).as_uri().removeprefix('file://')}"
+    quote = urllib.parse.quote
+    path = Path(path).as_posix()
+    wsl = os.environ.get("WSL_DISTRO_NAME")
+    return template.format(path=quote(os.fsencode(path if path[:1] == "/" else f"/{path}"), "/:"),
+                           line=line or 1, column=1, host=quote(socket.gethostname(), safe=""),
+                           wslprefix=f"wsl$/{quote(wsl, safe='')}" if wsl else "")
 
 
 def print_citation(chunk: PlacedChunk, passage: Passage, notes_dir: str = "") -> None:
     """A source's citation (passage_citation), with no line break after it; its place
-    ("bike.md:14") a link (OSC 8) to the note's file under `notes_dir` on the command line's own
-    stdout (EscapedControls lets links through) on a terminal, unless a "dumb" one."""
+    ("bike.md:14") a link (OSC 8, --hyperlink-format's) to that line of its file under `notes_dir`
+    on the command line's stdout (EscapedControls) on a terminal, unless a "dumb" one."""
     place, citation = passage_place(chunk, passage), passage_citation(chunk, passage)
-    path = (note_path(notes_dir, chunk.source) if isinstance(sys.stdout, EscapedControls)
-            and sys.stdout.isatty() and os.environ.get("TERM") != "dumb" else None)
+    out = sys.stdout
+    path = (note_path(notes_dir, chunk.source) if isinstance(out, EscapedControls)
+            and out.link_format and out.isatty() and os.environ.get("TERM") != "dumb" else None)
     if path is not None:
-        import socket                     # (only here: a link names the machine its file is on)
-        sys.stdout.write_link(place, file_uri(os.path.abspath(path), socket.gethostname()))
+        out.write_link(place, hyperlink(out.link_format, os.path.abspath(path), passage.line))
         citation = citation[len(place):]
     print(citation, end="")
 
@@ -8782,10 +8543,7 @@ QUESTION = Mode(
 
 
 def inline_filters(line: str, settings: Settings) -> tuple[Settings, str, str]:
-    """--chat's filters, typed before a question: "#work since:2026-01 what did we decide?" asks
-    "what did we decide?" of the notes tagged work dated 2026-01 or later, in place of the command
-    line's filters of their kind. Returns the settings to ask with, the question, and what is
-    wrong with them ("" if nothing).
+    """--chat's filters typed before a question: the settings, the question, and what is wrong.
 
     >>> s, q, problem = inline_filters("#work tag:home since:2026-01 what did we decide?",
     ...                                Settings())
@@ -8795,9 +8553,8 @@ def inline_filters(line: str, settings: Settings) -> tuple[Settings, str, str]:
     "since: expected a date like 2026-01-15, 2026-01 or 2026, or a time ago like 7d, 2w, 3m or
      1y, not 'yesterday'"
     """
-    # A #tag is a run of word characters, "/" and "-" with a letter in it (INLINE_TAG's rule),
-    # found by a lookahead: spelt as INLINE_TAG is, a long "#word." that the final (?=\s|$)
-    # refuses takes quadratic time.
+    # A #tag by INLINE_TAG's rule, found by a lookahead: spelt as INLINE_TAG is, a long "#word."
+    # that the final (?=\s|$) refuses would take quadratic time.
     one_filter = re.compile(r"\s*(?:#(?=[\w/-]*[^\W\d_])([\w/-]+)|(tag|since|until):(\S*))(?=\s|$)")
     tags, dates, at = [], {}, 0
     while m := one_filter.match(line, at):
@@ -8983,8 +8740,7 @@ def explain_search(r: Retrieval, index: Index, settings: Settings) -> None:
 
 
 def explain_prompt(plan: Outcome, settings: Settings, num_ctx: int) -> None:
-    """--explain's steps 6 and 7: the prompt, the context it needs against the `num_ctx` this
-    run loaded the chat model with, and whether the model is called."""
+    """--explain's steps 6 and 7: the prompt, its context size, and whether the model is called."""
     from textwrap import shorten
     print("\nSTEP 6 · PROMPT: rules · numbered sources · question (--show-prompt: in full)")
     for m in plan.messages:
@@ -9010,8 +8766,7 @@ def explain_prompt(plan: Outcome, settings: Settings, num_ctx: int) -> None:
 
 
 def explain_check(check: CitationCheck) -> None:
-    """--explain's step 8: each sentence of the answer, its verdict, why, and the line of the
-    notes it was read against (SentenceCheck.place)."""
+    """--explain's step 8: each sentence of the answer, its verdict, why, and its line's place."""
     from textwrap import shorten
     print("\nSTEP 8 · CHECK: each sentence against the line of its sources that holds it best")
     for n, s in enumerate(check.sentences, 1):
@@ -9021,8 +8776,7 @@ def explain_check(check: CitationCheck) -> None:
 
 
 def run_explain(args, settings: Settings, client: ollama.Client) -> int:
-    """--explain: one question, every step narrated with this run's real values (80 columns);
-    steps 4 to 7 from answer()'s plan, so that the narration cannot drift from the pipeline."""
+    """--explain: each step narrated from answer()'s plan, so that it cannot drift from the run."""
     # as run_question: the chat model loads while the notes are indexed
     num_ctx = NUM_CTX if args.retrieve_only else chat_context(settings, args.timeout, True)
     index, report = explain_index(args, settings, client)
@@ -9057,9 +8811,7 @@ GAP_FROM = "gap log"                      # what --to-eval marks its questions w
 
 
 def item_filters(item: dict) -> dict:
-    """An evaluation item's own filters ("tags": [...], "since", "until"), read as the command
-    line reads --tag, --since and --until: the Settings fields they replace. Raises ValueError
-    naming the field that is wrong.
+    """An item's own filters ("tags", "since", "until") as Settings fields; ValueError if wrong.
 
     >>> item_filters({"question": "?", "answers": [], "tags": ["#work"], "since": 2026})
     {'tags': ('work',), 'since': '2026'}
@@ -9079,9 +8831,7 @@ def item_filters(item: dict) -> dict:
 
 
 def load_eval_set(path: Path, appending: bool = False) -> list[dict]:
-    """An evaluation set: a JSONL file of {"question": ..., "answers": [...], "source"?: ...}
-    lines. One that cannot be read, or holds a line of another shape, is a UsageError; one to
-    append to (--make-eval, --to-eval) may not be there yet: then it holds nothing."""
+    """An evaluation set (JSONL: question, answers, source?), else UsageError; [] if new."""
     if appending and not path.exists():   # a link to no file yet is written through
         return []
     items, n = [], 0                      # n: the line read last (0: none yet)
@@ -9116,8 +8866,7 @@ def load_eval_set(path: Path, appending: bool = False) -> list[dict]:
 
 
 def end_with_newline(path: Path) -> None:
-    """Give a file that lacks one its final newline, so a line appended next is a line of its own
-    (a set edited by hand often ends without one)."""
+    """Give a file (a set edited by hand, say) its final newline, so a line appended is its own."""
     if path.exists() and path.stat().st_size and not path.read_bytes().endswith(b"\n"):
         with open(path, "ab") as f:
             f.write(b"\n")
@@ -9134,11 +8883,9 @@ def heading_titles(path: str) -> list[str]:
 
 
 def is_hit(chunk: Chunk, item: dict) -> bool:
-    """Does this chunk answer the item? An item with a `source` is judged by note, and with a
-    `heading` too by section: the chunk lies in that section (or a subsection), or the section
-    starts inside it (a big chunk can hold several sections). Otherwise a chunk containing one of
-    the answer strings is a hit; strings overcount (a short answer such as "12人" occurs in many
-    chunks), which is why generated sets carry their source.
+    """Does this chunk answer the item? By its `source` note, and `heading` section if given (the
+    chunk lies in it or it starts in the chunk); else by an answer string in the chunk, which
+    overcounts ("12人" is in many chunks): generated sets carry their source.
 
     >>> c = Chunk("tea.md", "# Tea › ## Green", "## Green\\nUse 80 °C water.")
     >>> is_hit(c, {"answers": ["80 °C"]}), is_hit(c, {"answers": ["x"], "source": "tea.md"})
@@ -9168,8 +8915,7 @@ def first_hit_rank(index: Index, ranking: Iterable[int], item: dict) -> int | No
 
 
 def metrics(ranks: list[int | None], ks: Iterable[int] = (1, 3, 5)) -> dict:
-    """hit@k for each of `ks` and MRR@10 (CANDIDATE_DEPTH: a hit below it is a miss, as in most
-    retrieval benchmarks) from each question's first-hit rank (None: missed).
+    """hit@k for each of `ks` and MRR@10 (CANDIDATE_DEPTH) from each question's first-hit rank.
 
     >>> metrics([1, 3, None, 6])
     {'hit@1': 0.25, 'hit@3': 0.5, 'hit@5': 0.5, 'mrr': 0.375, 'n': 4}
@@ -9182,8 +8928,7 @@ def metrics(ranks: list[int | None], ks: Iterable[int] = (1, 3, 5)) -> dict:
 
 
 def check_eval_set(index: Index, items: list[dict], path: Path) -> None:
-    """Raise UsageError unless the evaluation set at `path` can be scored on this index: it
-    holds questions, and the notes it names as their sources are indexed."""
+    """Raise UsageError unless the set holds questions and its sources are indexed notes."""
     unknown = sorted(
         {it["source"] for it in items if it.get("source") and it["source"] not in index.files})
     if items and not unknown:
@@ -9209,8 +8954,7 @@ def floor_words(index: Index, settings: Settings) -> str:
 
 def timed_answer(client: ollama.Client, index: Index, question: str,
                  settings: Settings) -> tuple[Outcome, float | None]:
-    """answer() a question (an interrupt is let through: Ctrl-C ends the run), and how many
-    seconds the chat model took to its first word (None: it wrote none)."""
+    """answer() a question, and the seconds the chat model took to its first word (or None)."""
     called, first = [], []
 
     def token(piece: str) -> None:
@@ -9223,10 +8967,8 @@ def timed_answer(client: ollama.Client, index: Index, question: str,
 
 def answer_scores(index: Index, asked: list[tuple[dict, Outcome, float | None]],
                   settings: Settings) -> dict:
-    """What --eval --answers reports: of the answerable questions, the share whose answer cites a
-    source holding the answer (is_hit) and the share of cited sentences the citation check
-    supports; of the unanswerable, the share declined by the floor or answered citing nothing;
-    the chat model's mean time to first word and tokens per second."""
+    """What --eval --answers reports: of the answerable, the share citing a source that holds the
+    answer, and sentences supported; of the unanswerable, the share declined; the model's speed."""
     gold, cited, supported, refused, per_question = 0, 0, 0, 0, []
     answerable = [(item, o) for item, o, _ in asked if item.get("answers")]
     for item, o, first_word in asked:
@@ -9262,9 +9004,8 @@ def answer_scores(index: Index, asked: list[tuple[dict, Outcome, float | None]],
 
 def evaluate(client: ollama.Client, index: Index, items: list[dict], settings: Settings,
              answers: bool = False) -> dict:
-    """Score dense, BM25 and fused retrieval on an evaluation set, and the relevance floor; with
-    `answers`, the chat model's answers too (answer_scores). Items from the gap log (--to-eval)
-    are counted apart: a note written since may answer them. Nothing is added to the gap log."""
+    """Score dense, BM25 and fused retrieval and the floor on an evaluation set (with `answers`,
+    the answers too); gap log items counted apart, as a note written since may answer them."""
     settings = replace(settings, log_gaps=False)
     ranks: dict[str, list] = {"fused": [], "dense": [], "bm25": []}
     floor = {"answerable_found": 0, "answerable": 0, "unanswerable_refused": 0, "unanswerable": 0}
@@ -9383,26 +9124,21 @@ EVAL = Mode(
     examples=(("--eval demo-data/eval.jsonl", "measure retrieval"),))
 
 # §make-eval-tune ------------------------------------------------------------
-# --make-eval and --tune: an evaluation set of questions the chat model asks of your notes'
-# passages (kept when they pass three checks), and a sweep of every setting that needs no
-# re-embedding on such a set, which names the flags that did best.
+# --make-eval and --tune: questions the chat model asks of your notes' passages, and a sweep of
+# every setting that needs no re-embedding on such a set, which names the flags that did best.
 
 
 EVAL_QUESTIONS = 40                       # per generated set: enough to tell variants apart
-# Questions are asked about passages of 100 to 300 characters: not chunks, so that the set does
-# not depend on the chunk size it will judge; shorter ones (a title, a one-liner) ask trivia.
+# Passages asked about: not chunks, whose size the set will judge; shorter ones ask trivia.
 EVAL_PASSAGE_CHARS = (100, 300)
-# A question is dropped when more than this share of its words (CJK: bigrams) occur in its
-# passage: it copies rather than asks.
+# A question with more than this share of its words in its passage copies rather than asks.
 EVAL_MAX_COPIED = 0.75
 EVAL_UNANSWERABLE_SHARE = 1 / 8           # of the questions have no answer: they set the floor
 EVAL_REPLY_TOKENS = 200                   # one question and a short answer, in JSON
 TUNE_TOP_KS = (3, 5, 8)                   # --top-k values tried: the smallest finding most wins
-# The recommended floor still answers this share of the answerable questions: giving up the odd
-# weak one lets it sit above what the unanswerable ones score.
+# The share of the answerable the recommended floor answers: it gives up the odd weak one.
 TUNE_ANSWERED = 0.95
-# The MRR a variant must gain over the defaults to be recommended: one question moving from
-# rank 1 to 2 is 0.5/n (0.0125 at 40), noise.
+# The MRR a variant must gain to be recommended: one question from rank 1 to 2 is 0.5/n, noise.
 TUNE_MIN_GAIN = 0.02
 
 EVAL_PROMPT = """You write one test question for a search engine over someone's notes.
@@ -9415,8 +9151,7 @@ From the passage the user sends, reply with a JSON object:
 EVAL_SCHEMA = {"type": "object", "required": ["question", "answer"],
                "properties": {"question": {"type": "string"}, "answer": {"type": "string"}}}
 
-# Questions no note is likely to answer, in the languages the notes are written in;
-# any the notes do seem to cover (OFF_TOPIC_COVERAGE) are left out.
+# Questions no note is likely to answer, by language; any the notes seem to cover are left out.
 UNANSWERABLE = {
     "en": ["What is the boiling point of ethanol?", "Who won the 1998 football World Cup?",
            "How many moons does Neptune have?", "What is the capital of Mongolia?",
@@ -9429,10 +9164,8 @@ DROP_REASONS = {"junk": "no JSON question and answer", "answer": "answer not fou
 
 
 def eval_passages(settings: Settings, index: Index) -> list[tuple[str, Chunk]]:
-    """The passages to ask about, as ("note.md#3", passage): each note cut again into
-    EVAL_PASSAGE_CHARS pieces; one from each note in turn, a section's first before any second,
-    so that a few questions cover many notes and headings; no randomness, so that a second run
-    can continue the first."""
+    """The passages to ask about, as ("note.md#3", passage): one from each note in turn, a
+    section's first before any second, so that a few questions cover many notes; no randomness."""
     shortest, longest = EVAL_PASSAGE_CHARS
     splitter = make_splitter(longest, 0)
     per_note = []
@@ -9454,9 +9187,8 @@ def eval_passages(settings: Settings, index: Index) -> list[tuple[str, Chunk]]:
 
 
 def copied_share(question: str, passage: str) -> float:
-    """Share of the question's words that occur in the passage, 0 to 1: tokenize()'s words
-    (lower case, singular, no stopwords), of CJK only the bigrams, bar those made of two
-    stopword characters ("怎么"). Below, "starter", "fed" and "often": 2 of 3 in the passage.
+    """Share of the question's words in the passage, 0 to 1: tokenize()'s, of CJK the bigrams but
+    those of two stopwords ("怎么"). Below, "starter", "fed" and "often": 2 of 3 in the passage.
 
     >>> copied_share("How often is the starter fed?", "The starter is fed twice a day.")
     0.6666666666666666
@@ -9471,8 +9203,7 @@ def copied_share(question: str, passage: str) -> float:
 
 
 def judge_question(reply: str, passage: Chunk) -> tuple[dict | None, str]:
-    """Keep a generated question only if its JSON parses, its answer is in the passage, and it
-    is not mostly copied; returns (item, "") or (None, the DROP_REASONS key).
+    """A generated question's item, "" if it parses, is answered and not copied; else a reason.
 
     >>> p = Chunk("tea.md", "# Tea", "Green tea wants water at 80 degrees, never boiling.")
     >>> judge_question('{"question": "How hot should water for green tea be?", '
@@ -9513,12 +9244,9 @@ def unanswerable_questions(index: Index, settings: Settings, n: int) -> list[str
 
 def generate_eval_set(client: ollama.Client, index: Index, settings: Settings, n: int,
                       have: list[dict]) -> Iterator[tuple[dict | None, str]]:
-    """Ask the chat model for a question about each passage in turn (chat_once, in JSON) and yield
-    (item, "") for each kept, (None, a DROP_REASONS key) for each dropped (judge_question), until
-    the set (with `have`, what an earlier run wrote) holds n or the passages run out; passages
-    asked about before are skipped. The built-in unanswerable questions come after the chat
-    model's first reply, so that a run without a working chat model yields nothing. Raises
-    OllamaError."""
+    """Ask the chat model for a question about each passage in turn and yield (item, "") for each
+    kept, (None, a DROP_REASONS key) for each dropped, until the set (with `have`) holds n; the
+    built-in unanswerable ones after its first reply, so a broken chat model yields nothing."""
     asked = {it["question"] for it in have}
     unanswerable = [q for q in unanswerable_questions(
         index, settings, math.ceil(n * EVAL_UNANSWERABLE_SHARE)) if q not in asked]
@@ -9605,8 +9333,7 @@ class Variant(NamedTuple):
 
 def tune_one(index: Index, item: dict, qvec: np.ndarray | None,
              settings: Settings) -> tuple[int | None, list[float]]:
-    """One question under one variant: the rank of its first hit, and the confidence a run's
-    judge() would give at each --top-k from 1 to CANDIDATE_DEPTH."""
+    """One question under one variant: its first hit's rank, judge()'s confidence by --top-k."""
     r = rank(index, item["question"], qvec, settings)
     ranking = [h.row for h in r.ranked[:CANDIDATE_DEPTH]]
     confs = [confidence(r.terms, ranking[:k], r.dense, r.rows)
@@ -9616,8 +9343,7 @@ def tune_one(index: Index, item: dict, qvec: np.ndarray | None,
 
 def tune_scores(rows: list[tuple[dict, int | None, list[float]]], top_k_: int,
                 floor: Callable[[str], float]) -> dict:
-    """hit@k and MRR of one variant's questions (tune_one's rows), and what the current floor
-    (of a question) answers and declines."""
+    """hit@k and MRR of one variant (tune_one's rows), and what the floor answers and declines."""
     answerable = [(rank, confs, floor(item["question"])) for item, rank, confs in rows
                   if item.get("answers")]
     others = [(confs, floor(item["question"])) for item, _, confs in rows
@@ -9629,8 +9355,7 @@ def tune_scores(rows: list[tuple[dict, int | None, list[float]]], top_k_: int,
 
 
 def recommend_floor(rows: list[tuple[dict, int | None, list[float]]], top_k_: int) -> dict:
-    """The highest --min-score (2 decimals) that still answers TUNE_ANSWERED of the answerable
-    questions, and how many answerable and unanswerable ones it answers and declines.
+    """The highest --min-score still answering TUNE_ANSWERED of the answerable, and its counts.
 
     >>> rows = [({"answers": ["a"]}, 1, [c] * 10) for c in (0.9, 0.8, 0.7, 0.45)]
     >>> rows += [({"answers": []}, None, [0.5] * 10)]
@@ -9650,10 +9375,8 @@ def recommend_floor(rows: list[tuple[dict, int | None, list[float]]], top_k_: in
 
 def tune(client: ollama.Client, indexes: dict[int, Index], items: list[dict],
          settings: Settings) -> dict:
-    """Evaluate every variant that needs no re-embedding (chunk size, one per index x query
-    template on/off x fusion), then for the best of them --top-k (TUNE_TOP_KS) and the floor
-    (recommend_floor). Each question is embedded once per template; everything else is NumPy
-    on the loaded indexes. Without vectors only BM25 is tuned, and `missing` says why."""
+    """Evaluate every variant that needs no re-embedding (chunk size x query template x fusion),
+    then for the best --top-k and the floor; without vectors only BM25, `missing` saying why."""
     on = replace(settings, query_instruction=settings.query_instruction or None)
     templates = {"on": on} if query_text("q", on) != "q" else {}
     templates["off"] = replace(settings, query_instruction="")
@@ -9822,15 +9545,13 @@ TUNE = Mode(
 # --gaps: the gap log grouped by topic, and which of its questions today's notes answer.
 
 
-# Two questions are one topic when their cosine stands this share of the way from that of two
-# unrelated ones (FLOOR_PROBES') to 1 (bench/gaps.md).
+# Two questions are one topic past this share of the way from unrelated ones' cosine to 1.
 GAP_GROUP_SHARE = 0.4
 VIA_MCP = "mcp"                           # an entry's "via": asked by an agent (--mcp's ask_notes)
 
 
 def read_log_file(path: Path) -> bytes:
-    """A log file's bytes, at most twice GAP_LOG_MAX_MB (a bigger one is no log of ours: its end
-    is cut). Raises OSError for a link, a folder or anything else that is no regular file."""
+    """A log file's bytes, at most twice GAP_LOG_MAX_MB; OSError for anything not a regular file."""
     fd = os.open(path, OPEN_TO_READ)
     if not stat.S_ISREG(mode := os.fstat(fd).st_mode):
         os.close(fd)
@@ -9840,8 +9561,7 @@ def read_log_file(path: Path) -> bytes:
         return f.read(2 * GAP_LOG_MAX_MB * 2**20)
 
 
-# An entry's fields and the types they must have (type(None): it may be null); the first four
-# every entry has. A line of another shape is no entry of ours, however it came to be.
+# An entry's fields and their types (type(None): null); the first four every entry has.
 GAP_FIELDS = {"time": (str,), "question": (str,), "notes": (str,), "why": (str,),
               "asked": (str,), "language": (str,), "via": (str,), "confidence": (int, float),
               "floor": (int, float), "sources": (list,), "filters": (dict,), "vector": (dict,)}
@@ -9849,8 +9569,7 @@ GAP_SOURCE_FIELDS = {"source": (str,), "heading": (str, type(None)), "score": (i
 
 
 def has_shape(d: dict, fields: dict[str, tuple[type, ...]], required: int) -> bool:
-    """Do `d`'s fields among `fields` have their types, the first `required` of them present?
-    (True is no number, though Python's bool is an int.)
+    """Do `d`'s `fields` have their types (True is no number), the first `required` present?
 
     >>> has_shape({"source": "a.md", "heading": ["# A"]}, GAP_SOURCE_FIELDS, 1)
     False
@@ -9861,10 +9580,8 @@ def has_shape(d: dict, fields: dict[str, tuple[type, ...]], required: int) -> bo
 
 
 def gap_from_line(line: bytes) -> dict | str | None:
-    """One line of the log as an entry (its question at most GAP_QUESTION_CHARS), "other version"
-    for an entry of another log format, None for a line that is no entry: not JSON (or nested
-    past what the parser can follow), a field not of its type (GAP_FIELDS), a question that is no
-    text (a lone surrogate, which no embedding request can carry)."""
+    """One line of the log as an entry, "other version" for another log format's, None for one
+    that is no entry (not JSON, a field not of its GAP_FIELDS type, a question that is no text)."""
     try:
         entry = json.loads(line.decode("utf-8", "replace"))
     except (ValueError, RecursionError):
@@ -9889,9 +9606,7 @@ def gap_from_line(line: bytes) -> dict | str | None:
 
 
 def read_gaps(path: Path) -> tuple[list[dict], list[str]]:
-    """The gap log's entries, oldest first (GAP_LOG_OLD, then the log), and a warning for each
-    kind of line skipped: not an entry, of another log format, or the last line cut short.
-    Raises OSError (the log is a folder, say); a log that is not there has no entries."""
+    """The gap log's entries, oldest first, and a warning for each kind of line skipped."""
     entries, warnings = [], []
     for p in (path.with_name(GAP_LOG_OLD), path):
         try:
@@ -9920,9 +9635,8 @@ def read_gaps(path: Path) -> tuple[list[dict], list[str]]:
 
 
 def logged_filters(entry: dict) -> Filters:
-    """The filters a logged question was searched with: those of its "filters" that read as the
-    command line would read them (a log edited by hand may hold others, which are set aside), a
-    time ago ("7d") as the days it meant when the question was asked."""
+    """The filters a logged question was searched with, those that read as their flags do (a log
+    edited by hand may hold others), a time ago ("7d") as the days it meant then."""
     logged = entry.get("filters") if isinstance(entry.get("filters"), dict) else {}
     try:
         asked = datetime.date.fromisoformat(str(entry.get("time", ""))[:10])
@@ -9946,8 +9660,7 @@ def logged_filters(entry: dict) -> Filters:
 
 
 def gap_vector(entry: dict, settings: Settings, dim: int) -> np.ndarray | None:
-    """The question's vector as logged, if it was embedded as this run would embed it (the same
-    model and query template) and has `dim` numbers; None otherwise."""
+    """The question's vector as logged, if this run's model and template made it; else None."""
     import base64
     v = entry.get("vector")
     if not (isinstance(v, dict) and v.get("model") == settings.embed_model
@@ -9964,10 +9677,9 @@ def gap_vector(entry: dict, settings: Settings, dim: int) -> np.ndarray | None:
 
 def gap_threshold(probes: np.ndarray, languages: list[str]) -> float:
     """The cosine from which two questions are one topic: GAP_GROUP_SHARE of the way from the
-    median cosine of two unrelated questions in one language (the probes) to 1, not a number of
-    its own: two texts' cosine sits near 0.8 with some embedders, near 0 with others. subtle:
-    the lowest language's median, since an embedder that cannot read a language finds all its
-    texts alike, and that median would set the bar too high for the languages it reads.
+    median cosine of two unrelated questions in one language (the probes) to 1, since unrelated
+    texts' cosine is near 0.8 with some embedders, near 0 with others. subtle: the lowest
+    language's median, as an embedder finds all texts of a language it cannot read alike.
 
     >>> gap_threshold(np.eye(3, dtype=np.float32), ["en", "en", "zh"])   # unrelated: cosine 0
     0.4
@@ -9983,10 +9695,8 @@ def gap_threshold(probes: np.ndarray, languages: list[str]) -> float:
 
 def gap_vectors(client: ollama.Client, index: Index, times: list[list[dict]],
                 settings: Settings) -> tuple[np.ndarray, float]:
-    """Each question's vector, as logged when it was embedded as this run embeds questions (else
-    embedded now), and the cosine from which two questions are one topic (gap_threshold()). One
-    batch of embedding requests: the questions whose vector is not usable, and the FLOOR_PROBES
-    the calibration did not keep (remembered_probes)."""
+    """Each question's vector (as logged, else embedded now) and the cosine from which two
+    questions are one topic (gap_threshold()), in one batch of embedding requests."""
     dim = index.vectors.shape[1]
     vectors = [next((v for e in reversed(es) if (v := gap_vector(e, settings, dim)) is not None),
                     None) for es in times]
@@ -10008,11 +9718,9 @@ def gap_vectors(client: ollama.Client, index: Index, times: list[list[dict]],
 
 
 def group_by_meaning(vectors: np.ndarray, threshold: float, block: int = 1024) -> list[list[int]]:
-    """Rows whose vectors lie close together, as groups of row numbers: each row in turn joins the
-    group whose mean direction it is closest to, if that cosine reaches `threshold`, or starts a
-    group; then every row moves to the mean it ended closest to. Rows are compared with the
-    groups `block` at a time (one matrix product), and with the groups their block started one
-    by one. Groups in the order they started.
+    """Rows whose vectors lie close together, as groups of row numbers, in the order they
+    started: each row joins the group whose mean it is closest to, if that cosine reaches
+    `threshold`, or starts one; then every row moves to the mean it ended closest to.
 
     >>> v = np.array([[1, 0], [0.96, 0.28], [0, 1], [0.28, 0.96]], dtype=np.float32)
     >>> group_by_meaning(v, 0.9)
@@ -10041,11 +9749,8 @@ def group_by_meaning(vectors: np.ndarray, threshold: float, block: int = 1024) -
 
 def now_found(index: Index, entries: list[dict], qvec: np.ndarray,
               settings: Settings) -> tuple[Retrieval, bool]:
-    """Today's search for a logged question, and whether today's notes answer it: it passes the
-    floor and, if it was once answered from sources that did not hold it (the floor passed
-    then too), a source it was not shown then now comes first. It is searched as it was asked:
-    with the filters in force then (a question asked of the notes tagged "work" is a gap in
-    those notes)."""
+    """Today's search for a logged question, as filtered then, and whether it passes the floor
+    and, if it passed then too (its sources lacked it), has a source it was not shown first."""
     r = rank(index, entries[-1]["question"], qvec,
              with_filters(settings, logged_filters(entries[-1])))
     if not r.found or not r.hits or not any(e["why"] in ("unsupported", "uncited")
@@ -10057,9 +9762,7 @@ def now_found(index: Index, entries: list[dict], qvec: np.ndarray,
 
 def gap_report(client: ollama.Client, index: Index, entries: list[dict],
                settings: Settings) -> dict:
-    """The log's entries (of one notes folder) as --gaps reports them: the same question asked
-    again counted once, questions grouped by meaning (group_by_meaning()), and for each whether
-    today's index answers it (now_found()). Groups most asked first; all of it JSON-ready."""
+    """The log's entries (of one folder) grouped by meaning, most asked first, found or not now."""
     asked: dict[str, list[dict]] = {}
     for e in entries:
         asked.setdefault(folded(e["question"]), []).append(e)
@@ -10134,9 +9837,8 @@ def print_gaps(report: dict, shown: int = 5) -> None:
 
 
 def gaps_to_eval(path: Path, have: list[dict], groups: list[dict]) -> dict:
-    """--to-eval FILE: append each question no note answers yet, unless the set holds it (`have`),
-    as an unanswerable item ("answers": []) from the log, with the tags and dates it was asked
-    with; one asked with --source is left out: an item's "source" names the note answering it."""
+    """--to-eval FILE: append each question no note answers yet and not in `have`, as an
+    unanswerable item with its filters; not with --source, the note an item's "source" names."""
     there = {folded(it["question"]) for it in have}
     still = [q for g in groups for q in g["asked"] if not q["now_found"]]
     fresh = [q for q in still if folded(q["question"]) not in there]
@@ -10150,8 +9852,7 @@ def gaps_to_eval(path: Path, have: list[dict], groups: list[dict]) -> dict:
 
 
 def clear_gaps(path: Path, as_json: bool) -> int:
-    """--gaps --clear: delete the gap log (every notes folder's questions in it) and say which
-    files went. Not a byte of them is read: a log too damaged to read must still go."""
+    """--gaps --clear: delete the gap log, unread (a damaged one must go too), saying what went."""
     files = [p for p in (path, path.with_name(GAP_LOG_OLD)) if p.exists() or p.is_symlink()]
     for p in files:
         try:
@@ -10166,9 +9867,7 @@ def clear_gaps(path: Path, as_json: bool) -> int:
 
 
 def run_gaps(args, settings: Settings, client: ollama.Client) -> int:
-    """--gaps: the logged questions of these notes grouped by topic, most asked first, each said
-    to be found or not by today's index; --to-eval FILE adds the open ones to an evaluation set,
-    --clear deletes the log. Needs the embedding model (to search), never the chat model."""
+    """--gaps: the logged questions by topic, found or not now; needs no chat model."""
     path = settings.cache_dir / GAP_LOG
     if args.clear:
         return clear_gaps(path, args.json)
@@ -10226,20 +9925,14 @@ GAPS = Mode(
     examples=(("--notes ~/vault --gaps", "what your notes could not answer"),))
 
 # §mcp-tools -----------------------------------------------------------------
-# --mcp's tools: search_notes, read_note and ask_notes as functions any front end calls.
-#
-# A tool is a function: the notes as they are now (Notes) and its arguments in, one dict out,
-# the result its output schema describes. search_tool runs the same search() as a question,
-# ask_tool the same answer(), and read_tool reads a note of the index by its lines. --mcp
-# serves them to agents, who see them as mcp_tools describes them (JSON Schemas of their
-# arguments, checked by argument_problem, and results); a notebook or a page calls them as
-# they are. Nothing here reads a message or holds an index.
+# --mcp's tools: search_notes, read_note and ask_notes as functions any front end calls, the
+# notes as they are now (Notes) and its arguments in, one dict out, as its output schema says.
+# search_tool runs a question's search(), ask_tool its answer().
 
 
 MCP_READ_LINES = 200                      # lines read_note gives when not told; the agent asks on
 
-# The filters search_notes and ask_notes take: argument -> the Settings field it sets for the
-# call, and the function that reads it as the command line reads its flag.
+# The tools' filters: argument -> (its Settings field, the function reading it as its flag).
 SEARCH_FILTERS = {"source": ("source_filter", str),
                   "tags": ("tags", lambda tags: tuple(dict.fromkeys(map(tag_name, tags)))),
                   "since": ("since", date_bound), "until": ("until", date_bound)}
@@ -10247,9 +9940,8 @@ SEARCH_FILTERS = {"source": ("source_filter", str),
 
 @dataclass(frozen=True)
 class Notes:
-    """What a tool works on: this run's settings and Ollama client, the notes' index as it is
-    now and the report of its opening (open_index's, or a HeldIndex's current()), where a
-    warning goes, and the front end the gap log marks a question as asked through (VIA_MCP).
+    """What a tool works on: this run's settings and client, the index as it is now and the
+    report of its opening, where a warning goes, and the front end the gap log names (VIA_MCP).
     In a notebook: `notes = Notes(settings, client, *open_index(settings, client))`."""
     settings: Settings
     client: ollama.Client
@@ -10264,9 +9956,8 @@ class ToolFailed(Exception):
 
 
 def filtered(notes: Notes, filters: dict) -> Settings:
-    """This run's settings with a call's filters (SEARCH_FILTERS) in place, each read as the
-    command line reads its flag; raises UsageError, naming them as the tools do, when one is
-    wrong or they match no note."""
+    """This run's settings with a call's filters (SEARCH_FILTERS) in place, each read as its flag
+    is; raises UsageError, naming them as the tools do, when one is wrong or they match no note."""
     given = {}
     for name, value in filters.items():
         setting, read = SEARCH_FILTERS[name]
@@ -10291,9 +9982,8 @@ def sources_json(r: Retrieval) -> list[dict]:
 
 
 def search_tool(notes: Notes, query: str, top_k: int | None = None, **filters) -> dict:
-    """search_notes: the sources a question gets (search()) and the floor's verdict. `filters`:
-    source, tags, since and until, as their flags. Raises UsageError for filters that are wrong
-    or match no note, ToolFailed for a question's vector that does not fit the index's."""
+    """search_notes: a question's sources (search()) and the floor's verdict, `filters` as their
+    flags. UsageError for wrong filters, ToolFailed for a vector that does not fit the index."""
     settings = filtered(notes, filters)
     if top_k is not None:
         settings = replace(settings, top_k=top_k)
@@ -10313,11 +10003,8 @@ def search_tool(notes: Notes, query: str, top_k: int | None = None, **filters) -
 
 
 def note_lines(file: NoteFile, max_mb: float) -> list[str]:
-    """A note's lines as read_note gives them: a text note's as on disk (front matter too, so
-    the numbers are the file's; a line ends at \\n, \\r\\n or \\r as read_text counts them),
-    other notes' as their reader extracts them (never a zip's bytes), each numbered section under
-    a line that names it as a source cites it: '--- p.3 ---', '--- cell 12 ---'.
-    Raises ToolFailed for a note that cannot be read."""
+    """A note's lines as read_note gives them: a text note's as on disk, others' as extracted,
+    each section under a line naming it as a citation does ('--- p.3 ---'); else ToolFailed."""
     reader = NOTE_TYPES[Path(file.path).suffix.lower()]
     try:
         if not reader.lines:              # a PDF, a Word file: their text, extracted
@@ -10334,10 +10021,8 @@ def note_lines(file: NoteFile, max_mb: float) -> list[str]:
 
 def read_tool(notes: Notes, path: str, start_line: int = 1,
               line_count: int = MCP_READ_LINES) -> dict:
-    """read_note: `line_count` lines of a note from `start_line` (note_lines) and how many it
-    has. The note must be one of the index's: listed by scan_notes now (so not hidden, not a
-    link out of the folder, a note type) and indexed (so within --max-note-mb and usable).
-    Anything else is refused with ToolFailed, whatever it names."""
+    """read_note: `line_count` lines of a note from `start_line`, and how many it has; a file
+    scan_notes does not list now or not indexed is refused with ToolFailed, whatever it names."""
     s, rel = notes.settings, unicodedata.normalize("NFC", path)
     files, _ = scan_notes(s.notes_dir, [s.cache_dir], s.follow_links)
     file = next((f for f in files if f.rel == rel), None)
@@ -10356,13 +10041,14 @@ def read_tool(notes: Notes, path: str, start_line: int = 1,
 
 def ask_tool(notes: Notes, question: str, num_ctx: int = NUM_CTX,
              on_plan: Callable[[Outcome], None] = lambda plan: None,
-             on_token: Callable[[str], None] = lambda piece: None, **filters) -> dict:
-    """ask_notes: the chat model's answer (answer(), as a question's) with its sources and its
-    citations checked, or why there is none. `num_ctx`: chat_context()'s; on_plan and on_token
-    are answer()'s, and what one raises goes through, the answer's stream closed (Ollama stops).
-    `filters` and UsageError as search_tool's."""
+             on_token: Callable[[str], None] = lambda piece: None,
+             conversation: Conversation | None = None, **filters) -> dict:
+    """ask_notes: a question's answer() with its sources and citations checked, or why there is
+    none; on_plan and on_token as answer()'s (what one raises closes the stream: Ollama stops),
+    `filters` and UsageError as search_tool's. `conversation`: a follow-up's (a page's tab)."""
     settings = filtered(notes, filters)
-    outcome = answer(notes.client, notes.index, question, settings, Conversation(num_ctx=num_ctx),
+    conversation = conversation or Conversation(num_ctx=num_ctx)
+    outcome = answer(notes.client, notes.index, question, settings, conversation,
                      keywords_because=notes.report.embed_error, via=notes.via,
                      on_plan=on_plan, on_token=on_token)
     for w in run_warnings(notes.report, outcome) + outcome.warnings:
@@ -10374,17 +10060,15 @@ def ask_tool(notes: Notes, question: str, num_ctx: int = NUM_CTX,
 
 
 def mcp_output_schemas() -> dict[str, dict]:
-    """The JSON Schemas of the tools' results, by tool: an agent's client checks each result
-    against its tool's. Closed objects but for a note's own front matter properties, so that a
-    field added to a result and not here fails the suite, not the client."""
+    """The JSON Schemas of the tools' results, which an agent's client checks; closed but for a
+    note's properties, so that a field added to a result and not here fails the suite."""
     def closed(properties: dict, optional: Iterable[str] = ()) -> dict:
         return {"type": "object", "properties": properties, "additionalProperties": False,
                 "required": [name for name in properties if name not in optional]}
     string, integer, number, boolean = ({"type": t} for t in ("string", "integer", "number",
                                                                "boolean"))
     strings, integers = {"type": "array", "items": string}, {"type": "array", "items": integer}
-    # Nullable as anyOf, not a list of types: a client that maps schemas onto a dialect of one
-    # type each (Gemini's function declarations, say) takes it.
+    # Nullable as anyOf, not a list of types, which a client of one type each (Gemini) refuses.
     text_or_null = {"anyOf": [string, {"type": "null"}]}
     line = {"anyOf": [integer, {"type": "null"}]}         # null: a PDF's page has no lines
     source = closed({                     # sources_json()
@@ -10425,8 +10109,7 @@ def mcp_output_schemas() -> dict[str, dict]:
 
 
 def mcp_tools(settings: Settings) -> dict[str, dict]:
-    """The tools, by name, as tools/list shows them: what each does, for an agent to choose by,
-    the JSON Schemas of its arguments and of its result, and its annotations."""
+    """The tools, by name, as tools/list shows them: descriptions, schemas and annotations."""
     dates = "a day, month or year (2026-01-15, 2026-01, 2026) or a time ago (7d, 2w, 3m, 1y)"
     filters = {  # SEARCH_FILTERS'
         "source": {"type": "string", "minLength": 1, "description": "only notes whose path "
@@ -10441,9 +10124,7 @@ def mcp_tools(settings: Settings) -> dict[str, dict]:
                   "description": f"only notes dated then or earlier: {dates}"}}
     output = mcp_output_schemas()
     top = top_k_limit(settings.chunk_size, settings.max_answer_tokens)
-    # Every tool reads the notes, changes nothing and talks to nothing but the user's own
-    # Ollama, as its annotations tell a client, which then need not ask the user before a call.
-    # (Destructive and idempotent count only for a tool that writes; said anyway.)
+    # Every tool only reads, and talks only to the user's Ollama: no need to ask before a call.
     reads_only = {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": False}
     return {t["name"]: t for t in [
         {"name": "search_notes", "title": "Search the notes",
@@ -10492,8 +10173,7 @@ def mcp_tools(settings: Settings) -> dict[str, dict]:
                           "description": "the question, in any language"},
              **filters}, "required": ["question"], "additionalProperties": False},
          "outputSchema": output["ask_notes"],
-         # Not idempotent: the chat model words each answer anew, and a question it cannot
-         # answer adds a line to the gap log each time it is asked.
+         # Not idempotent: each answer is worded anew, and each gap asked adds a gap log line.
          "annotations": {"title": "Ask the notes (local model)", **reads_only,
                          "idempotentHint": False}},
     ]}
@@ -10547,15 +10227,9 @@ def argument_problem(tool: dict, arguments: dict) -> str | None:
 
 # §held-index ----------------------------------------------------------------
 # The held index: the notes' index as a long-lived front end (--mcp) holds it, kept current.
-#
-# Opened by the first call and held, it is brought up to date as a run opens it (open_index,
-# taking the held index for the cache while no note changed). Whether anything changed is asked
-# by stat alone (still_current: a stat() of every note and folder the last refresh saw, and
-# Ollama asked for the embedding model's build), which on a big folder costs about a search; so
-# a call serves the index as its last look left it, if that look began less than fresh_seconds
-# ago, and the front end looks while it idles (look()), which is when an agent thinks. One lock
-# makes one refresh at a time; an Index never changes once made, so a caller answers with the
-# one it got while a refresh makes the next. Any long-lived front end takes it as it is.
+# A look for changes (still_current) costs about a search on a big folder, so a call serves the
+# index a look under fresh_seconds ago left, and the front end looks while an agent thinks. An
+# Index never changes once made: a caller answers with the one it got while the next is made.
 
 
 MCP_FRESH_SECONDS = 1.0                   # a call may serve the notes as they were this long ago
@@ -10563,8 +10237,7 @@ MCP_WATCH_SECONDS = 300.0                 # idle looks stop this long after the 
 
 
 class HeldIndex:
-    """The index of one folder's notes, held between calls and kept current: current() gives
-    it as the notes are (at most `fresh_seconds` ago); look() looks for changes while idle."""
+    """One folder's index, held between calls: current() gives it; look() looks while idle."""
 
     def __init__(self, settings: Settings, client: ollama.Client, rebuild: str = "",
                  fresh_seconds: float = MCP_FRESH_SECONDS,
@@ -10583,9 +10256,7 @@ class HeldIndex:
 
     def current(self, progress: Callable[[str | EmbedProgress], None] = lambda event: None
                 ) -> tuple[Index, IndexReport]:
-        """The index and its report as the notes are, or were at most fresh_seconds ago,
-        brought up to date first if they changed (`progress` hears of it, as open_index's does).
-        Raises UsageError when no note is usable, FileNotFoundError when the folder is gone."""
+        """The index and its report as the notes are (or were fresh_seconds ago): open_index's."""
         with self.lock:
             self.used = time.monotonic()
             if self.watched is None or self.used - self.looked >= self.fresh_seconds:
@@ -10594,21 +10265,17 @@ class HeldIndex:
 
     def idle_for(self) -> float | None:
         """How long the front end may idle before look() has work: a tenth of fresh_seconds after
-        a call began, then half of it after each look; None when it has none until the next call
-        (the index is not settled, looks are off, or no call came for MCP_WATCH_SECONDS)."""
+        a call began, then half of it after each look; None when it has none until the next call."""
         now = time.monotonic()
         if self.watched is None or self.fresh_seconds <= 0 or now - self.used > MCP_WATCH_SECONDS:
             return None
-        # Not at once: while its client reads the answer, a look's stats (and Ollama, asked for
-        # the model's build) would take the cores it needs.
+        # Not at once: a look would take the cores its client needs while it reads the answer.
         if self.looked < self.used:
             return max(0.0, self.used + self.fresh_seconds / 10 - now)
         return max(0.0, self.looked + self.fresh_seconds / 2 - now)
 
     def look(self) -> None:
-        """While idle: look for changes if it is time (idle_for), bringing the index up to date
-        if there are some. Skipped while a caller holds the index's lock. What fails here is left
-        for the next call to meet and say."""
+        """While idle, if it is time (idle_for): look for changes, unless a caller has the lock."""
         if not self.lock.acquire(blocking=False):
             return
         try:
@@ -10621,8 +10288,7 @@ class HeldIndex:
             self.lock.release()
 
     def bring_up_to_date(self, progress: Callable[[str | EmbedProgress], None]) -> None:
-        """Look (still_current), and refresh if something changed; the look counts from when it
-        began, since a change made during it may not show in it."""
+        """Look (still_current) and refresh if need be; the look counts from when it began."""
         started = time.monotonic()
         if not self.still_current():
             self.refresh(progress)
@@ -10630,8 +10296,7 @@ class HeldIndex:
             self.looked = started
 
     def refresh(self, progress: Callable[[str | EmbedProgress], None]) -> None:
-        """Bring the held index up to date with the notes, as a run opens it: progress on stderr,
-        and to `progress`. Raises UsageError when no note is usable."""
+        """Bring the held index up to date as a run opens it; UsageError when no note is usable."""
         line = ProgressLine(sys.stderr, self.progress_seconds)
 
         def both(event: str | EmbedProgress) -> None:
@@ -10643,8 +10308,7 @@ class HeldIndex:
         finally:
             line.finish()
         self.rebuild = ""
-        # What still_current() compares with: the folders' stats first, so that a change made
-        # while the notes are listed shows in one or the other.
+        # The folders' stats first: a change made while the notes are listed shows in either.
         folders = self.folder_stats()
         files, _ = scan_notes(self.settings.notes_dir, [self.settings.cache_dir],
                               self.settings.follow_links)
@@ -10670,9 +10334,8 @@ class HeldIndex:
         return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino     # what fingerprint() hashes
 
     def folder_stats(self) -> dict[str, tuple[int, int]] | None:
-        """Every folder under the notes folder but hidden ones, with folder_stat(): a note added,
-        removed or renamed in one changes its mtime. None when one holds a link to a folder,
-        whose insides its stat would not show."""
+        """Every folder under the notes folder but hidden ones, with folder_stat() (a note added,
+        removed or renamed changes it); None when one holds a link to a folder, which it hides."""
         found = {}
         for folder, dirs, _ in os.walk(self.settings.notes_dir):
             if any(os.path.islink(os.path.join(folder, d)) for d in dirs):
@@ -10683,12 +10346,9 @@ class HeldIndex:
         return found
 
     def still_current(self) -> bool:
-        """Would a refresh keep the held index as it is? Asked by stat alone: every folder the
-        last refresh saw has its mtime and ctime (no note added, removed or renamed), every note
-        it listed the stat the index's fingerprint was made of (none edited), the index is
-        complete and calibrated, and Ollama runs the same build of the model. open_index's fast
-        path asks the same, but walks the folder to list the notes first, which costs several
-        times more on a big folder; a folder holding a link to a folder is always walked."""
+        """Would a refresh keep the held index as it is? Asked by stat alone (open_index walks the
+        folder first): the folders the last refresh saw (no note added, removed or renamed), the
+        notes it listed (none edited), a complete, calibrated index, the same model build."""
         if self.watched is None or self.index is None or not self.index.complete or \
                 not calibration_current(self.index, self.settings):
             return False
@@ -10710,17 +10370,12 @@ class HeldIndex:
 
 # §mcp -----------------------------------------------------------------------
 # --mcp: the notes served to agents over the Model Context Protocol, on stdin and stdout.
-#
-# An editor or assistant (Claude Desktop, VS Code, Cursor, ...) starts `demo_rag.py --mcp`
-# and talks JSON-RPC 2.0 with it, a message a line on stdin and stdout. JsonRpcLines carries
-# the messages, McpServer answers them: each call runs a tool on the index it holds (start-up
-# paid once a session) and sends its result as JSON and as text (tool_result). Calls are
-# answered in order, but ask_notes streams its answer in a thread of its own meanwhile; a call
-# cancelled is not answered, an answer stops. Standard library only: clients bring the SDK.
+# An editor or assistant (Claude Desktop, VS Code, ...) starts `demo_rag.py --mcp` and talks
+# JSON-RPC 2.0 with it: JsonRpcLines carries the messages, McpServer answers them on the index
+# it holds (start-up paid once a session). Standard library only: clients bring the SDK.
 
 
-# A character CONTROL_ESCAPES escapes: found by a regular expression, which is many times faster
-# than translate() going through a text that holds none, as nearly every text does.
+# A character CONTROL_ESCAPES escapes: a search is far faster than translate() on clean text.
 CONTROL_CHARACTER = re.compile("[" + "".join(map(chr, CONTROL_ESCAPES)) + "]")
 
 
@@ -10734,11 +10389,8 @@ def escaped(text: str) -> str:
 
 
 def tool_result(text: str, structured: dict | None = None, error: bool = False) -> dict:
-    """A tools/call result: `structured`, the value for programs (exact, as --json is when read
-    back), first as itself and then serialized in a text block for clients that read only text,
-    as the specification asks; last, `text` for people and models. Control characters in the
-    text blocks are escaped as the terminal's are (a client may print them: a note's ESC ] 52
-    writes to the clipboard); in the JSON, as the \\u escapes that JSON reads back the same."""
+    """A tools/call result: `structured` for programs (also as text), then `text` for people, its
+    control characters escaped: a client may print them (ESC ] 52 writes to the clipboard)."""
     readable = {"type": "text", "text": escaped(text)}
     if structured is None:
         return {"content": [readable], "isError": error}
@@ -10748,8 +10400,7 @@ def tool_result(text: str, structured: dict | None = None, error: bool = False) 
 
 
 def readable(tool: str, result: dict) -> str:
-    """A tool's result written out for people and models: the verdict or the answer, then the
-    sources, each cited as the terminal cites it; or the lines read, and where to read on."""
+    """A tool's result written out for people and models, its sources cited as the terminal's."""
     def cited(s: dict) -> str:            # passage_citation() of a source read back
         chunk = PlacedChunk(s["path"], s["heading"], s["text"], s["page"])
         passage = Passage(s["line"], s["end_line"], s["section"], s["start_line"], 0)
@@ -10802,16 +10453,14 @@ def error_message(id_, code: int, message: str, data=None) -> dict:
 
 
 def internal_error(id_, method: str, e: Exception) -> dict:
-    """The answer to a request that met a bug of this server, which goes to stderr: the session
-    goes on."""
+    """The answer to a request that met a bug of this server (on stderr); the session goes on."""
     import traceback
     err(f"error: internal error in {method}: {e!r}", traceback.format_exc().rstrip())
     return error_message(id_, McpError.INTERNAL_ERROR, f"internal error: {e!r}"[:200])
 
 
 def message_lines(stream, limit: int) -> Iterator[bytes | None]:
-    """The lines of a binary stream, without their line breaks; None for a line over `limit`
-    bytes, which is read to its end but not kept."""
+    """A binary stream's lines, without line breaks; None for one over `limit` bytes (not kept)."""
     while line := stream.readline(limit + 1):
         if len(line) > limit and not line.endswith(b"\n"):
             while (rest := stream.readline(limit + 1)) and not rest.endswith(b"\n"):
@@ -10842,18 +10491,15 @@ class CallCancelled(Exception):
 
 
 class Later(NamedTuple):
-    """A request's result made in a thread of its own (ask_notes: seconds to minutes) while
-    other requests are answered: work(cancelled) returns it; interrupted(why) is the result
-    to send instead when the server is stopped first."""
+    """A request's result made in a thread of its own while others are answered: work(cancelled)
+    returns it; interrupted(why) is the one to send if the server is stopped first."""
     work: Callable[[threading.Event], dict]
     interrupted: Callable[[str], dict]
 
 
 class JsonRpcLines:
-    """JSON-RPC 2.0 on a pair of byte streams, a message a line (MCP's stdio transport): a
-    request's result is `answer`'s, or a Later's, made in a thread of its own. Lines are read in
-    a thread of their own, so that a cancellation is heard while the call it names runs; a
-    request cancelled is not answered. While none comes, the held index looks for changes."""
+    """JSON-RPC 2.0 on a pair of byte streams, a message a line (MCP's stdio transport), read in a
+    thread of their own so that a cancellation is heard while its call runs."""
 
     MAX_MESSAGE = 16 << 20                # bytes in one message from the client, at most
 
@@ -10926,8 +10572,7 @@ class JsonRpcLines:
                 self.held.look()
 
     def handle(self, line: bytes) -> None:
-        """Answer one line: now, or from a thread of its own (a Later), or not at all (a
-        notification, a response, a request cancelled)."""
+        """Answer one line: now, from a thread of its own (a Later), or not at all (no request)."""
         try:
             message = json.loads(line)
         except (ValueError, RecursionError) as e:
@@ -11001,10 +10646,8 @@ class JsonRpcLines:
 
 
 def tool_call(name: str, run: Callable[[], dict | Later]) -> dict | Later:
-    """tools/call's result for a tool's run(): its result for programs and as text (readable),
-    or the Later that makes it; a tool that fails, a result with isError and one line. No
-    answer for want of Ollama (keywords only) is an error too: ask_notes exists to call the
-    chat model."""
+    """tools/call's result for a tool's run(), or the Later that makes it; a tool that fails, or
+    ask_notes without the chat model (keywords only), a result with isError and one line."""
     try:
         result = run()
     except ToolFailed as e:
@@ -11018,9 +10661,7 @@ def tool_call(name: str, run: Callable[[], dict | Later]) -> dict | Later:
 
 
 class McpServer:
-    """One MCP session: the run's settings and client, the index it holds (HeldIndex), and
-    MCP's methods, which answer the requests its JsonRpcLines (`rpc`) reads: the handshake,
-    tools/list, and tools/call, a tool run on the index as the notes are now."""
+    """One MCP session: the run's settings and client, its HeldIndex, and MCP's methods."""
 
     HANDSHAKE_REVISIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")  # oldest first
     STATELESS_REVISIONS = ("2026-07-28",)  # no initialize: each request names one in its _meta
@@ -11071,8 +10712,7 @@ class McpServer:
         return self.framed(revision, result)
 
     def revision(self, params: dict) -> str | None:
-        """The stateless revision a request names in its _meta, checked; None for a request of a
-        handshake revision (which names none)."""
+        """The stateless revision a request names in its _meta, checked; None: a handshake's."""
         meta = params.get("_meta")
         if not isinstance(meta, dict) or self.VERSION_KEY not in meta:
             return None
@@ -11088,8 +10728,7 @@ class McpServer:
         return revision
 
     def framed(self, revision: str | None, result: dict) -> dict:
-        """A result as a revision has it: the stateless one's carry their type and the server's
-        name; the handshake revisions' lack its cache fields."""
+        """A result as its revision has it: a stateless one's named, others have no cache fields."""
         if revision is None:
             return {k: v for k, v in result.items() if k not in ("cacheScope", "ttlMs")}
         return {**result, "resultType": "complete",
@@ -11111,10 +10750,9 @@ class McpServer:
                 "instructions": self.INSTRUCTIONS, "cacheScope": "private", "ttlMs": 0}
 
     def call_tool(self, params: dict, cancelled: threading.Event) -> dict | Later:
-        """tools/call: check the tool's name (a JSON-RPC error if there is no such tool) and its
-        arguments, take the index as the notes are, run the tool: ask_notes Later, the others
-        now. Wrong arguments, like a tool that fails, are a result with isError and one line:
-        the model reads it and can call again, where an error would stop in the client."""
+        """tools/call: check the tool's name and arguments, take the index as the notes are, run
+        the tool (ask_notes Later). Wrong arguments are a result with isError and one line, as a
+        tool's failure is: the model reads it and can call again; an error stops in the client."""
         name, arguments = params.get("name"), params.get("arguments", {})
         if name is None:
             raise McpError("tools/call needs the name of the tool to call (params.name: "
@@ -11141,8 +10779,7 @@ class McpServer:
 
     def progress_to(self, token, cancelled: threading.Event
                     ) -> Callable[[str | EmbedProgress], None]:
-        """What tells the client how a build goes, when its call sent a progress `token`: one
-        notification every PROGRESS_SECONDS at most, and none once the call is cancelled."""
+        """Progress notifications for a call's `token`: PROGRESS_SECONDS apart, till cancelled."""
         shown = [0.0, -1]                 # when, what
 
         def progress(event: str | EmbedProgress) -> None:
@@ -11156,8 +10793,7 @@ class McpServer:
         return progress
 
     def ask(self, notes: Notes, arguments: dict, cancelled: threading.Event) -> dict:
-        """ask_notes in a Later's thread, until the call is cancelled: CallCancelled is raised
-        before the chat model is asked or at its answer's next piece (Ollama stops)."""
+        """ask_notes in a Later's thread; CallCancelled once the call is (Ollama stops)."""
         if self.num_ctx is None:
             self.num_ctx = chat_context(self.settings, self.timeout)   # loads the chat model
 
@@ -11170,10 +10806,8 @@ class McpServer:
 
 def run_mcp(args, settings: Settings, client: ollama.Client) -> int:
     """--mcp: serve the notes to an MCP client on stdin and stdout until stdin ends (exit 0).
-
-    stdout carries protocol messages only: for the session, file descriptor 1 is stderr's,
-    and the messages go to a copy of stdout's own, so nothing else can reach the client,
-    not a warning, nor a library's stray print."""
+    For the session file descriptor 1 is stderr's, and the messages go to a copy of stdout's,
+    so nothing else can reach the client, not a warning, nor a library's stray print."""
     if not settings.notes_dir.is_dir():   # the client's configuration is wrong: say it first
         raise FileNotFoundError(f"notes folder not found: {settings.notes_dir}")
     sys.stdout.flush()
@@ -11202,18 +10836,445 @@ MCP = Mode(
                            "Desktop, VS Code, ...) as an MCP server on stdin/stdout",
                            action="store_true"),
              "fresh_seconds": option(None, "--fresh-seconds", MODES_GROUP,
-                                     "with --mcp: a call sees every change made to the notes "
-                                     "more than S seconds before it (default "
+                                     "with --mcp or --serve: a call sees every change made to "
+                                     "the notes more than S seconds before it (default "
                                      f"{MCP_FRESH_SECONDS:g}; looked for while idle; 0: before "
                                      "each call)", SECONDS, type=float, metavar="S")},
     examples=(("--notes ~/vault --mcp", "serve them to an agent (MCP, stdio)"),),
     prints="speaks JSON-RPC anyway")
 
+# §serve ---------------------------------------------------------------------
+# --serve: the notes in a browser, on a page only the one who started it can open.
+#
+# A web server on loopback serves one page and answers it with --mcp's tools (ask_tool,
+# read_tool) on a held index and the gap log as --gaps reads it, sending what they return as
+# JSON: nothing is searched or checked here. An answer streams as lines of JSON; a note shows
+# as text, never as HTML. Others are kept out as Jupyter and Ollama keep them: the token of
+# the printed URL (then a cookie), a Host header naming this server (DNS rebinding renames
+# another site, not its Host), a POST from this page (Origin) to start or stop anything, and
+# a Content-Security-Policy that runs the page's own script and no other.
+
+
+SERVE_PORT = 8765                         # --serve's port when not told; --port 0: any free one
+SERVE_MAX_BODY = 256 << 10                # bytes of a request's body at most: a question, turns
+SERVE_CONNECTIONS = 32                    # open connections at most; more are closed at once
+SERVE_IDLE_SECONDS = 30.0                 # a client silent this long (mid-request) is let go
+VIA_PAGE = "page"                         # an entry's "via" in the gap log: asked on the page
+TURN = ("question", "answer", "query")    # a turn as the page keeps it: Turn's fields
+
+PAGE = """<!doctype html>
+<html lang="en"><meta charset="utf-8">
+<meta name="viewport" content="width=device-width,initial-scale=1">
+<title>Your notes</title>
+<style>
+body{font:16px/1.45 system-ui,sans-serif;margin:0;display:flex;flex-wrap:wrap;color:#222}
+main,aside{flex:1 1 22em;padding:0 1em;min-width:0}
+aside{position:sticky;top:0;max-height:100vh;overflow:auto;border-left:1px solid #ccc}
+form{display:flex;flex-wrap:wrap;gap:.4em;padding-top:1em}
+#q{flex:1 1 100%;font-size:1.1em;padding:.3em} input{flex:1 1 8em}
+section{border-top:1px solid #ddd;margin-top:1em} small{color:#555}
+[data-path]{cursor:pointer} [data-path]:focus,[data-path]:hover{outline:2px solid #58f}
+.supported{background:#e4f6e4}.uncited{background:#f6f3d8}
+.unsupported,.judged{background:#fde8cc}.wrong{background:#fbd0d0}
+#note div{white-space:pre-wrap;font:14px/1.4 monospace;overflow-wrap:anywhere}
+#note .hit{background:#ff6} #note button{display:block;margin:.3em 0}
+</style>
+<main><form id="f">
+<input id="q" autofocus autocomplete="off" aria-label="question"
+placeholder="Ask your notes, then Enter">
+<input id="tags" aria-label="tags" placeholder="tags: work, home">
+<input id="folder" aria-label="folder" placeholder="folder: work/*">
+<button>Ask</button> <button type="button" id="stop" disabled>Stop</button>
+<button type="button" id="new">New conversation</button>
+<button type="button" id="gaps">Unanswered questions</button>
+</form><div id="log"></div></main>
+<aside><h2 id="title">Notes open here</h2><div id="note"></div></aside>
+<script>
+"use strict";
+history.replaceState(null, "", location.pathname);   // the token stays out of sight
+const $ = id => document.getElementById(id);
+let turns = [], asking = null;
+function el(tag, text, cls) {
+  const e = document.createElement(tag);
+  if (text != null) e.textContent = text;
+  if (cls) e.className = cls;
+  return e;
+}
+function post(url, body) {
+  return fetch(url, {method: "POST", body: JSON.stringify(body),
+                     headers: {"Content-Type": "application/json"}});
+}
+function link(e, path, line, end) {   // a note's place: opened by a click or Enter
+  if (!path) return e;
+  Object.assign(e.dataset, {path, line: line || "", end: end || ""});
+  e.tabIndex = 0;
+  e.setAttribute("role", "button");
+  return e;
+}
+async function openNote(path, line, end) {
+  const d = await (await fetch("note?path=" + encodeURIComponent(path))).json();
+  const box = $("note");
+  box.replaceChildren();
+  $("title").textContent = d.error || d.path;
+  (d.text || "").split("\\n").forEach((text, i) => {
+    const row = box.appendChild(el("div", text || " "));
+    if (line && i + 1 >= line && i + 1 <= (end || line)) row.className = "hit";
+  });
+  const hit = box.querySelector(".hit");
+  if (hit) { hit.tabIndex = -1; hit.scrollIntoView({block: "center"}); hit.focus(); }
+}
+$("log").onclick = $("log").onkeydown = ev => {
+  const t = ev.target.closest("[data-path]");
+  if (t && (ev.type == "click" || ev.key == "Enter"))
+    openNote(t.dataset.path, +t.dataset.line, +t.dataset.end);
+};
+function listSources(ol, sources) {   // each with its editor link, when a format is set
+  ol.replaceChildren(...sources.map(s => {
+    const li = link(el("li", `[${s.rank}] ${s.path}` + (s.line ? ":" + s.line : s.place
+      ? " " + s.place : "") + (s.section ? " \\u203a " + s.section : "")), s.path, s.line);
+    if (s.editor) li.append(" ", Object.assign(el("a", "edit"), {href: s.editor}));
+    return li;
+  }));
+}
+function sentences(box, res) {   // each with its verdict; its [n] open their sources
+  box.replaceChildren();
+  for (const s of res.citations.sentences) {
+    const v = s.verdict == "supported" && !s.cited.length ? "uncited" : s.verdict;
+    const span = link(el("span", null, v), s.path, s.line, s.end_line);
+    for (const part of s.text.split(/(\\[\\d+\\])/)) {
+      const src = res.sources[(/^\\[(\\d+)\\]$/.exec(part) || [])[1] - 1];
+      span.append(src ? link(el("a", part), src.path, src.line) : part);
+    }
+    const said = v == "uncited" ? "supported, not cited" : v;
+    box.append(span, el("small", ` (${said}${s.why ? ": " + s.why : ""}) `));
+  }
+}
+function ended(res, q, query, box, status, ol) {
+  listSources(ol, res.sources);
+  if (res.status == "answered" && res.citations) {
+    sentences(box, res);
+    turns.push({question: q, answer: res.answer, query: query || q});
+  }
+  status.textContent = res.status == "answered" ? res.citations && res.citations.summary
+    : res.status == "declined" ? `Not found in your notes (${res.why})`
+      + (res.sources.length ? ". The closest sources:" : "") : res.why || "";
+}
+async function ask(q) {
+  q = q.trim();
+  if (!q || asking != null) return;
+  const turn = el("section"), head = el("h3", q), status = el("p"), box = el("p");
+  const again = Object.assign(el("button", "Ask again"), {onclick: () => ask(q)}), ol = el("ol");
+  turn.append(head, again, status, box, ol);
+  $("log").append(turn);
+  $("q").value = "";
+  const body = {question: q, turns, tags: $("tags").value.split(/[\\s,]+/).filter(Boolean)};
+  if ($("folder").value.trim()) body.source = $("folder").value.trim();
+  asking = "";
+  $("stop").disabled = false;
+  let query = "";
+  try {
+    const r = await post("ask", body);
+    if (!r.ok) throw new Error((await r.json()).error);
+    const reader = r.body.getReader(), utf8 = new TextDecoder();
+    let buf = "";
+    for (let got; !(got = await reader.read()).done; ) {
+      const lines = (buf += utf8.decode(got.value, {stream: true})).split("\\n");
+      buf = lines.pop();
+      for (const m of lines.map(JSON.parse)) {
+        if (m.id) asking = m.id;
+        if (m.plan && (query = m.plan.query))
+          head.append(el("small", ` (searching for: ${query})`));
+        if (m.plan) listSources(ol, m.plan.sources);
+        if (m.token != null) box.textContent += m.token;
+        if (m.result) ended(m.result, q, query, box, status, ol);
+        if (m.error || m.stopped) status.textContent = m.error || "stopped";
+      }
+    }
+  } catch (e) {
+    status.textContent = String(e.message || e);
+  }
+  asking = null;
+  $("stop").disabled = true;
+}
+$("f").onsubmit = ev => { ev.preventDefault(); ask($("q").value); };
+$("stop").onclick = () => asking && post("stop", {id: asking});
+$("new").onclick = () => { turns = []; $("log").append(el("hr")); $("q").focus(); };
+$("gaps").onclick = async () => {
+  const d = await (await fetch("gaps")).json(), box = $("note");
+  $("title").textContent = "Questions your notes could not answer (click: ask again)";
+  box.replaceChildren(...(d.questions || []).map(g => Object.assign(
+    el("button", g.time.slice(0, 10) + " \\u00b7 " + g.question),
+    {onclick: () => ask(g.question)})));
+  if (d.error || !box.children.length) box.textContent = d.error || "none";
+};
+</script>
+</html>
+"""
+
+
+def page_policy(page: str) -> str:
+    """The Content-Security-Policy for `page`: its own inline script and style, known by their
+    hashes, and this server, and nothing else: no other script, not from a note's text, not
+    from anywhere on the network; no form posts, no frames."""
+    import base64                         # here alone: the hashes as CSP writes them
+
+    def own(tag: str) -> str:
+        text = re.search(f"<{tag}>(.*?)</{tag}>", page, re.DOTALL).group(1)
+        return f"'sha256-{base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()}'"
+    return (f"default-src 'none'; script-src {own('script')}; style-src {own('style')}; "
+            "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+
+
+class PageHandler(http.server.BaseHTTPRequestHandler):
+    """One request to the page's server: refused (403) unless it passes every rule
+    (refusal), then answered by its route with JSON, the page, or an answer's stream."""
+    timeout = SERVE_IDLE_SECONDS          # a client that sends nothing is let go
+    server_version = "demo_rag"
+
+    def log_message(self, format: str, *args) -> None:
+        pass                              # one line a request would bury the warnings
+
+    def do_GET(self) -> None:
+        self.route({"/": self.page, "/note": self.note, "/gaps": self.gaps})
+
+    def do_POST(self) -> None:
+        self.route({"/ask": self.ask, "/stop": self.stop})
+
+    def route(self, routes: dict[str, Callable[[dict], None]]) -> None:
+        url = urllib.parse.urlsplit(self.path)
+        query = {k: v[0] for k, v in urllib.parse.parse_qs(url.query).items()}
+        if why := self.refusal(query):
+            return self.send(403, {"error": why})
+        if url.path not in routes:
+            return self.send(404, {"error": f"no {url.path[:80]} here"})
+        try:
+            routes[url.path](query)
+        except (FileNotFoundError, NotADirectoryError, UsageError, OllamaError) as e:
+            self.send(503, {"error": failure(e)[0].strip()})
+        except ToolFailed as e:
+            self.send(404, {"error": str(e)})
+
+    def refusal(self, query: dict) -> str:
+        """Why this request is refused ("" if it is not): a Host header not exactly one of the
+        server's names, no token (the URL's, or the cookie it left), a POST not from the page."""
+        s, host = self.server, self.headers.get("Host", "")
+        if host not in s.hosts:
+            return "not a name of this server (Host)"
+        cookie = re.search(rf"(?:^|;)\s*{s.cookie}=([\w-]+)", self.headers.get("Cookie", ""))
+        given = query.get("token") or (cookie.group(1) if cookie else "")
+        if not secrets.compare_digest(given.encode(), s.token.encode()):
+            return "open the URL the server printed (its token) to use this page"
+        if self.command == "POST" and self.headers.get("Origin") != f"http://{host}":
+            return "a request from another page (Origin)"
+        return ""
+
+    def send(self, status: int, body: dict | bytes | None, kind: str = "application/json",
+             **more: str) -> None:
+        """A response with the server's headers: `body` (None: what follows is streamed)."""
+        data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+        self.send_response(status)
+        length = {} if data is None else {"Content-Length": str(len(data))}
+        for name, value in {**self.server.headers, "Content-Type": kind, **length, **more}.items():
+            self.send_header(name.replace("_", "-"), value)
+        self.end_headers()
+        self.wfile.write(data or b"")
+
+    def page(self, query: dict) -> None:
+        self.send(200, PAGE.encode(), "text/html; charset=utf-8", Set_Cookie=(
+            f"{self.server.cookie}={self.server.token}; HttpOnly; SameSite=Strict; Path=/"))
+
+    def note(self, query: dict) -> None:
+        """A note of the index as read_note reads it, whole: the page shows it as text."""
+        self.send(200, read_tool(self.server.notes(), query.get("path", ""), 1, 1 << 30))
+
+    def gaps(self, query: dict) -> None:
+        """The gap log's questions about these notes, newest first."""
+        s = self.server.held.settings
+        try:
+            entries, _ = read_gaps(s.cache_dir / GAP_LOG)
+        except OSError as e:
+            return self.send(503, {"error": f"cannot read the gap log: {e.strerror or e}"})
+        mine = [e for e in entries if e["notes"] == os.path.realpath(s.notes_dir)]
+        self.send(200, {"questions": [{k: e[k] for k in ("time", "question", "why")}
+                                      for e in mine[::-1]]})
+
+    def body(self) -> dict | None:
+        """The request's JSON object, or None after saying what is wrong with it."""
+        length = self.headers.get("Content-Length", "")
+        if not length.isdigit() or int(length) > SERVE_MAX_BODY:
+            self.send(413, {"error": f"a request's body is {SERVE_MAX_BODY >> 10} KB at most"})
+            return None
+        with contextlib.suppress(ValueError, RecursionError):
+            if isinstance(d := json.loads(self.rfile.read(int(length))), dict):
+                return d
+        self.send(400, {"error": "a request's body is a JSON object"})
+        return None
+
+    def stop(self, query: dict) -> None:
+        if (d := self.body()) is not None:
+            self.server.asking.get(str(d.get("id")), threading.Event()).set()
+            self.send(200, {})
+
+    def ask(self, query: dict) -> None:
+        """A question, answered by ask_tool in a stream of JSON lines: its id (to stop it by),
+        the plan (the sources, the follow-up as searched), each piece, then the result."""
+        if (d := self.body()) is None:
+            return
+        arguments = {k: d[k] for k in ("question", "tags", "source") if d.get(k) is not None}
+        turns = d.get("turns", [])
+        if why := argument_problem(mcp_tools(self.server.held.settings)["ask_notes"], arguments):
+            return self.send(400, {"error": why})
+        if not isinstance(turns, list) or not all(
+                isinstance(t, dict) and all(isinstance(t.get(k), str) for k in TURN)
+                for t in turns):
+            return self.send(400, {"error": "turns: a list of the question, answer and query"})
+        conversation = Conversation(num_ctx=self.server.num_ctx)
+        for t in turns:                   # the tab's conversation: its page keeps the turns
+            conversation = conversation.remember(Turn(*(t[k] for k in TURN)))
+        self.send(200, None, "application/x-ndjson")
+        self.stream(arguments, conversation)
+
+    def stream(self, arguments: dict, conversation: Conversation) -> None:
+        """ask_tool's answer as it comes, a JSON object a line; Stop, or the page going away,
+        ends it at the next piece, the chat model's stream closed (Ollama stops)."""
+        key, stopped = secrets.token_urlsafe(8), threading.Event()
+        self.server.asking[key] = stopped
+
+        def line(message: dict) -> None:
+            self.wfile.write(json.dumps(message).encode() + b"\n")
+            self.wfile.flush()
+
+        def piece(text: str) -> None:
+            if stopped.is_set():
+                raise CallCancelled
+            line({"token": text})
+        try:
+            line({"id": key})
+            result = ask_tool(self.server.notes(), **arguments, conversation=conversation,
+                              on_plan=lambda plan: line({"plan": {"query": plan.query, "sources":
+                                  self.server.linked(sources_json(plan.retrieval))}}),
+                              on_token=piece)
+            line({"result": {**result, "sources": self.server.linked(result["sources"])}})
+        except CallCancelled:
+            line({"stopped": True})
+        except (FileNotFoundError, NotADirectoryError, UsageError, OllamaError) as e:
+            line({"error": failure(e)[0].strip()})
+        except OSError:                   # the page went away: nobody to tell
+            pass
+        finally:
+            self.server.asking.pop(key, None)
+
+
+class PageServer(http.server.ThreadingHTTPServer):
+    """The page's server: this run's notes (a HeldIndex) and the rules a request must pass,
+    a thread a connection, SERVE_CONNECTIONS of them at most."""
+    daemon_threads = True                 # Ctrl-C stops it with a question still answering
+
+    def __init__(self, host: str, port: int, held: HeldIndex, num_ctx: int, link_format: str):
+        self.link_format = link_format
+        self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        super().__init__((host, port), PageHandler)
+        self.held, self.num_ctx, self.port = held, num_ctx, self.server_address[1]
+        self.token = secrets.token_urlsafe(24)
+        self.cookie = f"demo_rag_{self.port}"   # two servers on one machine: a cookie each
+        named = f"[{host}]" if ":" in host else host
+        self.hosts = {f"{n}:{self.port}" for n in ("127.0.0.1", "localhost", "[::1]", named)}
+        self.headers = {"Content-Security-Policy": page_policy(PAGE),
+                        "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
+                        "Cache-Control": "no-store"}
+        self.asking: dict[str, threading.Event] = {}    # an answer's id -> set to stop it
+        self.slots = threading.BoundedSemaphore(SERVE_CONNECTIONS)
+        self.url = f"http://{named}:{self.port}/?token={self.token}"
+
+    def process_request(self, request, client_address) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+    def service_actions(self) -> None:
+        self.held.look()                  # between requests: the notes' changes, if it is time
+
+    def linked(self, sources: list[dict]) -> list[dict]:
+        """`sources` (hit_json's) each with the link the user's --hyperlink-format makes, if
+        one is set that a page can follow (a browser opens no file:// link from a page)."""
+        if self.link_format in (HYPERLINK_FORMATS["default"], ""):
+            return sources
+        return [{**s, "editor": hyperlink(self.link_format, os.path.join(
+            self.held.settings.notes_dir, s["path"]), s.get("line"))} for s in sources]
+
+    def notes(self) -> Notes:             # the notes as they are now, for a tool
+        h = self.held
+        return Notes(h.settings, h.client, *h.current(), warn=h.warn_once, via=VIA_PAGE)
+
+
+def run_serve(args, settings: Settings, client: ollama.Client) -> int:
+    """--serve: the page's server, until Ctrl-C (exit 0). The index is opened (and saved)
+    first, so that a folder without usable notes is said before any URL is."""
+    host, port = args.host or "127.0.0.1", SERVE_PORT if args.port is None else args.port
+    local = False
+    with contextlib.suppress(ValueError):      # a name other than localhost may lead anywhere
+        local = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    if not local and not args.allow_remote:
+        raise UsageError(f"error: --host {host} would let other machines ask your notes; "
+                         "give --allow-remote too if you mean it")
+    if not local:
+        err(f"warning: serving beyond this machine on {host}: anyone who can reach it and has "
+            "the URL reads your notes, over plain HTTP")
+    held = HeldIndex(settings, client, "--rebuild" if args.rebuild else "",
+                     MCP_FRESH_SECONDS if args.fresh_seconds is None else args.fresh_seconds,
+                     args.progress_seconds)
+    held.current()
+    num_ctx = chat_context(settings, args.timeout)    # and the chat model loads meanwhile
+    try:
+        server = PageServer(host, port, held, num_ctx, args.hyperlink_format)
+    except OSError as e:
+        raise UsageError(f"error: cannot serve on {host}:{port}: {e.strerror or e} "
+                         "(another --port, or --port 0 for any free one)") from None
+    print(f"Your notes ({len(held.index.files)}) are served at this URL, the token in it "
+          f"letting you in (Ctrl-C stops it):\n    {server.url}", flush=True)
+    if args.open:
+        import webbrowser
+        start_daemon(webbrowser.open, server.url, name="open the browser")
+    try:
+        server.serve_forever(poll_interval=0.25)
+    except KeyboardInterrupt:
+        err("stopped; the index is saved")
+    finally:
+        server.server_close()
+    return EXIT_OK
+
+
+SERVE = Mode(
+    "--serve", run_serve, question=False, json=False,
+    takes=("--port", "--open", "--host", "--allow-remote", "--fresh-seconds"),
+    options={"serve": option(False, "--serve", MODES_GROUP, "ask your notes on a page in your "
+                             "browser, served on this machine alone", action="store_true"),
+             "port": option(None, "--port", MODES_GROUP, "with --serve: the port (default "
+                            f"{SERVE_PORT}; 0: any free one)", (lambda n: 0 <= n < 65536,
+                            "must be 0 to 65535"), type=int, metavar="N"),
+             "open": option(False, "--open", MODES_GROUP, "with --serve: open the page in the "
+                            "browser", action="store_true"),
+             "host": option(None, "--host", MODES_GROUP, "with --serve: the address to "
+                            "listen on (loopback unless --allow-remote)", metavar="HOST"),
+             "allow_remote": option(False, "--allow-remote", MODES_GROUP, "with --serve: let "
+                                    "--host be an address others reach", action="store_true")},
+    examples=(("--notes ~/vault --serve --open", "ask them in your browser"),),
+    prints="prints the URL to open")
+
 # §command-line --------------------------------------------------------------
 # The command line: the modes and their flags in one parser, and main().
 
-MODES = (QUESTION, CHAT, EXPLAIN, EVAL, MAKE_EVAL, TUNE, GAPS, MCP)    # in --help's order
+MODES = (QUESTION, CHAT, EXPLAIN, EVAL, MAKE_EVAL, TUNE, GAPS, MCP, SERVE)   # --help's order
 GROUPS = (MODES_GROUP, NOTES_GROUP, RETRIEVAL_GROUP, MODELS_GROUP, OUTPUT_GROUP)
+# What --help shows besides the modes: the flags of a first run. --help-all shows every flag.
+FIRST_FLAGS = ("--notes", "--embed-model", "--chat-model", "--retrieve-only", "--json", "--version")
 
 # The flags no one mode owns: what a run may redo, and how it reports. Each is declared as a
 # Settings field is (option()), with the dest argparse gives it.
@@ -11227,6 +11288,10 @@ RUN_OPTIONS = {
                    action="store_true"),
     "version": option(None, "--version", OUTPUT_GROUP, "print the version and exit",
                       action="version", version=f"demo_rag {VERSION}"),
+    "hyperlink_format": option(None, "--hyperlink-format", OUTPUT_GROUP, "a citation's link, as "
+                               "ripgrep's: vscode, kitty, macvim, ..., none, or like vscode://file"
+                               f"{{path}}:{{line}} (default: ${HYPERLINK_ENV}, else file://)",
+                               type=hyperlink_format, metavar="FORMAT"),
     "progress_seconds": option(PROGRESS_SECONDS, "--progress-seconds", OUTPUT_GROUP, "when stderr "
                                "is not a terminal, a progress line every S seconds (default "
                                f"{PROGRESS_SECONDS:g})", SECONDS, type=float, metavar="S"),
@@ -11235,6 +11300,7 @@ RUN_OPTIONS = {
 ENVIRONMENT = f"""environment:
   OLLAMA_HOST      the Ollama to use (default {DEFAULT_HOST}); nothing is sent elsewhere
   {NO_LOG_ENV}  set to 1: keep no gap log (as --no-log)
+  {HYPERLINK_ENV}  a citation's link, when --hyperlink-format does not say
 
 exit codes:
   0 answered, declined or sources shown · 1 stdout could not be written · 2 bad usage or
@@ -11294,31 +11360,49 @@ def chosen_mode(args: argparse.Namespace, error: Callable[[str], None] | None = 
     for other in MODES:
         for flag in other.takes:
             dest = next(d for d, o in options.items() if o["flag"] == flag)
-            if flag not in mode.takes and getattr(args, dest) not in (None, False):
+            given = getattr(args, dest)   # subtle: 0 == False, and --port 0 is given
+            if flag not in mode.takes and given is not None and given is not False:
                 owners = " or ".join(m.flag or "a question" for m in MODES if flag in m.takes)
                 error(f"{flag} goes with {owners}")
     return mode
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """The command line, parsed and checked: the parser is built from the declarations
-    (Settings' fields and RUN_OPTIONS), in --help's groups, and MODES says what goes together."""
-    usage = "demo_rag.py [options] " + " | ".join(mode_usage(m) for m in MODES)
-    examples = "examples:\n" + "\n".join(f"  python demo_rag.py {arguments:<39} {what}"
-                                         for m in MODES for arguments, what in m.examples)
-    p = ArgumentParser(prog="demo_rag.py", usage=usage, epilog=f"{examples}\n\n{ENVIRONMENT}",
-                       description="Ask questions of your notes with local Ollama models "
-                                   f"(notes: {', '.join(NOTE_TYPES)} files).",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.json_requested = "--json" in (sys.argv[1:] if argv is None else argv)
+def build_parser(every_flag: bool = False) -> ArgumentParser:
+    """The parser, from the declarations (Settings', the modes', RUN_OPTIONS), in --help's groups:
+    one screen (the modes, FIRST_FLAGS, three examples), or with `every_flag` all (--help-all)."""
+    import shutil, textwrap
+    width = min(max(shutil.get_terminal_size().columns, 40), 100) - 2    # COLUMNS=1 too
+    # A mode's usage ("--eval FILE") is kept on one line: fill() breaks at ASCII spaces only.
+    modes = " | ".join(mode_usage(m).replace(" ", "\xa0") for m in MODES)
+    usage = textwrap.fill(f"demo_rag.py [options] {modes}", width - 7, break_on_hyphens=False,
+                          subsequent_indent=" " * 29).replace("\xa0", " ")
+    examples = [f"  python demo_rag.py {arguments:<39} {what}"
+                for m in MODES for arguments, what in m.examples][:None if every_flag else 3]
+    more = ENVIRONMENT if every_flag else "more: python demo_rag.py --help-all"
+    about = textwrap.fill("Ask questions of your notes with local Ollama models (notes: "
+                          f"{', '.join(NOTE_TYPES)} files).", width)
+    p = ArgumentParser(prog="demo_rag.py", usage=usage, description=about, epilog="examples:\n"
+                       + "\n".join(examples) + f"\n\n{more}", formatter_class=functools.partial(
+                           argparse.RawDescriptionHelpFormatter, width=width))
+    p.add_argument("--help-all", action="help", help="show every flag, variable and exit code")
     groups = {name: p.add_argument_group(name) for name in GROUPS}
     groups[MODES_GROUP].add_argument("question", nargs="?", help="what to ask (in any language)")
-    options = all_options()
+    shown = {*FIRST_FLAGS, *(m.flag for m in MODES)}
     for name in GROUPS:
-        for dest, o in options.items():
+        for dest, o in all_options().items():
             if o["group"] == name:
+                help = o["help"] if every_flag or o["flag"] in shown else argparse.SUPPRESS
                 groups[name].add_argument(o["flag"], dest=dest, default=o["default"],
-                                          help=o["help"], **o["argparse"])
+                                          help=help, **o["argparse"])
+    return p
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, parsed (build_parser) and checked: MODES says what goes together."""
+    argv = sys.argv[1:] if argv is None else argv
+    p = build_parser(every_flag=any(a.startswith("--help-") for a in argv))   # --help-a too
+    p.json_requested = "--json" in argv
+    options = all_options()
     args = p.parse_args(argv)
     for dest, o in options.items():
         value = getattr(args, dest)
@@ -11338,6 +11422,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                 f"{mode.prints}")
     if args.question and (problem := question_problem(args.question)):
         p.error(problem)
+    if args.hyperlink_format is None:
+        try:
+            args.hyperlink_format = hyperlink_format(os.environ.get(HYPERLINK_ENV, "default"))
+        except argparse.ArgumentTypeError as e:
+            p.error(f"{HYPERLINK_ENV}: {e}")
     return args
 
 
@@ -11377,6 +11466,7 @@ def run_mode(argv: list[str] | None) -> int:
     """Parse the flags, set up, and run the mode they ask for; returns the exit code."""
     args = parse_args(argv)
     settings = settings_from(args)
+    sys.stdout.link_format = args.hyperlink_format     # main() made it an EscapedControls
     if settings.top_k > (cap := top_k_limit(settings.chunk_size, settings.max_answer_tokens)):
         err(f"note: --top-k {settings.top_k} is more sources than fit in a {MAX_NUM_CTX}-token "
             f"context; using {cap}")

@@ -298,6 +298,8 @@ def test_help_exits_0_and_lists_the_flags(cli):
     out = cli("--help")
     assert out.returncode == 0 and out.stderr == ""
     assert out.stdout.startswith("usage: demo_rag.py")
+    out = cli("--help-all")
+    assert out.returncode == 0 and out.stderr == ""
     for flag in ["--top-k", "--query-instruction", "--max-note-mb", "--rebuild", "--notes", "--chat"]:
         assert flag in out.stdout
 

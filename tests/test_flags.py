@@ -29,8 +29,28 @@ def test_a_flag_sets_its_field():
     assert s.notes_dir == rag.Path("~/vault").expanduser()
 
 
-def test_help_is_grouped_with_examples(server):
-    out = run_cli("--help", host=server.url)
+def test_help_is_one_screen_that_says_where_the_rest_is(server):
+    out = run_cli("--help", host=server.url, env={"COLUMNS": "250"})    # a wide terminal too
+    lines = out.stdout.splitlines()
+    assert out.returncode == 0 and len(lines) <= 60 and max(map(len, lines)) <= 100, out.stdout
+    assert "python demo_rag.py --help-all" in out.stdout
+    assert all(re.search(rf"^  {m.flag or 'question'} ", out.stdout, re.M) for m in rag.MODES)
+    assert "--top-k" not in out.stdout and "--notes DIR" in out.stdout
+    narrow = run_cli("--help", host=server.url, env={"COLUMNS": "1"})     # a terminal too narrow to wrap in
+    assert narrow.returncode == 0 and narrow.stdout.startswith("usage: demo_rag.py"), narrow.stderr
+
+
+def test_help_all_shows_every_flag_the_parser_has_with_its_help(server):
+    out = run_cli("--help-all", host=server.url, env={"COLUMNS": "250"})
+    assert out.returncode == 0 and max(map(len, out.stdout.splitlines())) <= 100
+    flags = [s for a in rag.build_parser()._actions for s in a.option_strings]
+    assert len(flags) >= 40 and all(re.search(rf"^  (-h, )?{f}\b", out.stdout, re.M) for f in flags)
+    unwrapped = "".join(out.stdout.split())
+    assert all("".join(o["help"].split()) in unwrapped for o in rag.all_options().values() if o["help"])
+
+
+def test_help_all_is_grouped_with_examples(server):
+    out = run_cli("--help-all", host=server.url)
     assert out.returncode == 0
     starts = [out.stdout.index(g + ":\n") for g in rag.GROUPS]
     assert starts == sorted(starts)                          # in the order GROUPS gives
@@ -41,7 +61,7 @@ def test_help_is_grouped_with_examples(server):
     assert all(re.search(rf"python demo_rag.py {re.escape(arguments)} +{re.escape(what)}\n", examples)
                for m in rag.MODES for arguments, what in m.examples)
     # where Ollama is looked for, the switch for the gap log, and what each exit code means
-    assert "OLLAMA_HOST" in out.stdout and rag.NO_LOG_ENV in out.stdout
+    assert "OLLAMA_HOST" in out.stdout and rag.NO_LOG_ENV in out.stdout and rag.HYPERLINK_ENV in out.stdout
     codes = out.stdout[out.stdout.index("exit codes:"):]
     assert all(f"{code} " in codes for code in (0, 1, 2, 3, 130))
 

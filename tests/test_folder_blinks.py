@@ -5,6 +5,7 @@ nothing embedded is lost."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -490,15 +491,19 @@ def test_notes_that_cannot_be_read_for_now_keep_a_copy_of_the_cache(server, note
     assert len(cache_files(settings.cache_dir)) == 1
 
 
+@pytest.mark.parametrize("readers", ["these", "older"])
 def test_notes_in_a_folder_that_cannot_be_reached_for_now_are_kept_as_they_were(
-        server, notes, tmp_path, monkeypatch):
+        server, notes, tmp_path, monkeypatch, readers):
     sub = notes / "sub"
     sub.mkdir()
     for i in range(3):
         (sub / f"n{i}.md").write_text(f"# Sub {i}\n\nA note about bicycle repair number {i}.\n")
     settings = rag.Settings(notes_dir=notes, cache_dir=tmp_path / "cache")
-    held = len(rag.open_index(settings)[0].files)
-    real_scandir, real_stat = os.scandir, os.stat
+    built = rag.open_index(settings)[0]
+    held = len(built.files)
+    if readers == "older":                                # its notes to be read again, but these cannot be
+        rag.save_index(dataclasses.replace(built, reader=rag.READER_VERSION - 1), rag.cache_path(settings))
+    real_scandir, real_stat, real_open = os.scandir, os.stat, os.open
 
     def refused(path):                                    # as a folder without r and x does
         return PermissionError(13, "Permission denied", os.fspath(path))
@@ -512,9 +517,15 @@ def test_notes_in_a_folder_that_cannot_be_reached_for_now_are_kept_as_they_were(
         if os.fspath(path).startswith(str(sub) + os.sep):
             raise refused(path)
         return real_stat(path, *args, **kw)
+
+    def open_(path, *args, **kw):
+        if os.fspath(path).startswith(str(sub) + os.sep):
+            raise refused(path)
+        return real_open(path, *args, **kw)
     with monkeypatch.context() as m:
         m.setattr(os, "scandir", scandir)
         m.setattr(os, "stat", stat)
+        m.setattr(os, "open", open_)
         index, report = rag.open_index(settings)
     assert len(index.files) == held and report.deleted == 0
     assert any("3 note(s) cannot be reached now" in w for w in report.warnings), report.warnings

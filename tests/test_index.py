@@ -175,6 +175,41 @@ def test_a_cache_whose_words_an_older_tokenizer_counted_is_counted_again_not_emb
     assert loaded.fingerprint and rag.query_postings(loaded.lexicon, "Müller")[0].rows.size   # written again
 
 
+@pytest.mark.parametrize("stamp", ["older", "none"])
+def test_notes_an_older_reader_read_are_read_again_and_only_changed_texts_embedded(server, tmp_path, monkeypatch, stamp):
+    notes = tmp_path / "vault"
+    notes.mkdir()
+    (notes / "kites.md").write_text("# Kites\n\nA kite needs steady wind and a long string to fly well.\n")
+    (notes / "page.html").write_text("<h1>Bees</h1>\n<p>Bees dance to show the hive where the clover is.</p>\n"
+                                     "<p>A queen lays two thousand eggs a day.</p>\n")
+    s = rag.Settings(notes_dir=notes, cache_dir=tmp_path / "cache")
+    index, _, _ = index_once(s, server)
+    # The cache as a version whose HTML reader dropped the queen's paragraph wrote it (stamped, or from before
+    # readers were stamped).
+    row = next(i for i, c in enumerate(index.chunks) if c.source == "page.html")
+    assert "\nA queen" in index.chunks[row].text
+    was = index.chunks[row]._replace(text=index.chunks[row].text.split("\nA queen")[0])
+    old = dataclasses.replace(index, chunks=[was if i == row else c for i, c in enumerate(index.chunks)],
+                              reader=rag.READER_VERSION - 1)
+    with monkeypatch.context() as m:
+        as_dict = rag.index_to_dict
+        m.setattr(rag, "index_to_dict", lambda ix: {k: v for k, v in as_dict(ix).items() if k != "reader" or stamp != "none"})
+        rag.save_index(old, rag.cache_path(s))
+    before = len(server.embedded_texts())
+    out = run_cli("queen eggs", "--notes", notes, "--cache", s.cache_dir, "--retrieve-only", host=server.url)
+    assert out.returncode == 0, out.stderr
+    assert "its notes were read by an older demo_rag's readers: read again" in out.stderr
+    assert "0 changed, 0 new, 0 deleted, 2 unchanged (1 chunks embedded)" in out.stderr
+    embedded = note_texts(server.embedded_texts()[before:])
+    assert embedded[:-1] == [index.chunks[row].embed_text] and "queen eggs" in embedded[-1]   # and the question
+    assert "[1] page.html:3 › # Bees" in out.stdout and "… A queen lays" in out.stdout      # found by its words
+    loaded, said = rag.load_index(rag.cache_path(s))
+    assert said == "" and loaded.reader == rag.READER_VERSION and list(loaded.chunks) == list(index.chunks)
+    assert np.array_equal(loaded.vectors, index.vectors)
+    out = run_cli("queen eggs", "--notes", notes, "--cache", s.cache_dir, "--retrieve-only", host=server.url)
+    assert "updating index" not in out.stderr and len(server.embedded_texts()) == before + len(embedded) + 1
+
+
 # ---- a cache that cannot hurt you ---------------------------------------------------
 
 class Exploit:

@@ -179,11 +179,12 @@ def test_each_mode_s_run_function_and_mode_sit_in_one_section_of_part_three():
     where = {name: stmt.lineno for stmt in tree.body for name in defined(stmt)}
     def section_of(line: int) -> str:
         return next(title for title, start, end in sections() if start <= line <= end)
-    for mode_name in ("QUESTION", "CHAT", "EXPLAIN", "EVAL", "MAKE_EVAL", "TUNE", "GAPS", "MCP"):
+    for mode_name in ("QUESTION", "CHAT", "EXPLAIN", "EVAL", "MAKE_EVAL", "TUNE", "GAPS", "MCP",
+                      "SERVE"):
         mode = getattr(rag, mode_name)
         assert mode in rag.MODES
         assert section_of(where[mode_name]) == section_of(where[mode.run.__name__]), mode_name
-    assert len(rag.MODES) == 8                              # ...and no mode is left out of the list
+    assert len(rag.MODES) == 9                              # ...and no mode is left out of the list
 
 
 def test_part_one_answers_a_question_end_to_end(server, notes, tmp_path):

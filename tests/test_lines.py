@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import demo_rag as rag
-from conftest import ROOT, SCRIPT_COMMAND, note_texts, read_cache, read_terminal, read_until, user_env, write_cache
+from conftest import (ROOT, SCRIPT_COMMAND, note_texts, read_cache, read_terminal, read_until, run_cli, user_env,
+                      write_cache)
 
 # A real, messy documentation corpus of the workplace's shared/ folder (beside the checkout in CI,
 # at /work/shared on a developer's machine); not part of the project, so skipped where it is not.
@@ -107,6 +108,49 @@ def test_chat_s_sources_name_the_line_and_section(cli, bike):
     assert out.returncode == 0, out.stderr
     listed = rf"^(?:> )?\[1\] bike-maintenance\.md:{number_of(lines, 'On race days')} › # Bike maintenance › ## Tyres  \d"
     assert re.search(listed, out.stdout, re.MULTILINE), out.stdout         # /sources: the citation, its score
+
+
+# ---- a passage found by meaning alone ---------------------------------------------------------------
+
+SECTIONS = ("## Storage\n\nKeep the kettle dry and upright on its base.\n\n## Cleaning\n\n"
+            "Wipe the outside with a soft cloth.\n\n## Descaling\n\nThe zeppelin hangar descaling uses vinegar monthly.")
+
+
+def twin(word: str) -> str:
+    """A word of other letters that the stand-in server's embedder puts where it puts `word` (the same
+    slot and sign of its hashed_vector): a question of twins matches a passage by meaning, not by words."""
+    import hashlib
+    import itertools
+    from ollama_server import DIM
+
+    def slot(w: str) -> tuple[int, int]:
+        h = int(hashlib.md5(w.encode()).hexdigest(), 16)
+        return h % DIM, (h >> 64) & 1
+    return next(w for k in itertools.count() if slot(w := f"q{k}x") == slot(word))
+
+
+@pytest.mark.parametrize("name", ["kettle.md", "kettle.ipynb"])
+def test_a_passage_found_by_meaning_alone_is_cited_under_the_heading_of_the_line_the_answer_stands_on(
+        cli, server, tmp_path, name):
+    from office_files import make_notebook
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    if name.endswith(".md"):
+        (notes / name).write_text(f"# Kettle\n\n{SECTIONS}\n", encoding="utf-8")
+    else:
+        make_notebook(notes / name, [("markdown", f"# Kettle\n\n{SECTIONS}")])
+    question = " ".join(map(twin, ["zeppelin", "hangar", "descaling", "vinegar", "monthly"])) + "?"
+    out = cli(question, "--notes", notes, "--min-score", 0, "--json", "--retrieve-only")
+    top = json.loads(out.stdout)["sources"][0]
+    # no line shares a word with the question: the passage is the chunk, under all the sections it spans
+    assert top["section"] == "# Kettle › ## Storage … ## Descaling" and top["line"] in (None, 5), out.stdout
+    server.answer = "The zeppelin hangar descaling uses vinegar monthly [1]."
+    out = cli(question, "--notes", notes, "--min-score", 0, "--json")
+    result = json.loads(out.stdout)
+    assert result["citations"]["counts"]["supported"] == 1, out.stdout
+    top = result["sources"][0]
+    assert top["section"] == "# Kettle › ## Descaling", out.stdout
+    assert top["line"] == (None if name.endswith(".ipynb") else number_of(file_lines(notes / name), "zeppelin"))
 
 
 # ---- lines as the file has them on disk ---------------------------------------------------------------
@@ -211,7 +255,9 @@ def test_every_chunk_s_line_holds_its_passage_s_first_words(cli, folder, chunk_s
                   and c.text.split("\n")[-1].strip() in lines[p.end_line - 1])
             if not ok:
                 wrong.append((c.source, p, terms, lines[p.line - 1][:40]))
-            if p.heading != rag.heading_path(outline, line_starts[p.line - section.line]):
+            at, end = (rag.heading_path(outline, line_starts[n - section.line]) for n in (p.line, p.end_line))
+            # found by no word: the passage is the whole chunk, from its line's section to its last line's
+            if p.heading != (at if terms or end == at else rag.heading_span(at, end)):
                 sections.append((c.source, p.line, p.heading))
     assert not wrong, wrong[:5]
     # The section is the one the whole note's outline has there, but where code blocks blur the
@@ -223,12 +269,13 @@ def test_every_chunk_s_line_holds_its_passage_s_first_words(cli, folder, chunk_s
 
 # ---- a link on a terminal, and never elsewhere -------------------------------------------------------
 
-def on_a_terminal(args, host: str) -> tuple[str, str]:
-    """Run the script with stdout a terminal (a pty); (what it wrote there, its stderr)."""
+def on_a_terminal(args, host: str, env: dict | None = None) -> tuple[str, str]:
+    """Run the script with stdout a terminal (a pty), `env` on top of a user's; (what it wrote
+    there, its stderr)."""
     import pty
     leader, follower = pty.openpty()
     p = subprocess.Popen([*SCRIPT_COMMAND, *map(str, args)], stdin=subprocess.DEVNULL, stdout=follower,
-                         stderr=subprocess.PIPE, env=user_env(host, {"TERM": "xterm-256color"}))
+                         stderr=subprocess.PIPE, env=user_env(host, {"TERM": "xterm-256color", **(env or {})}))
     os.close(follower)
     try:
         got = read_terminal(leader)
@@ -242,7 +289,7 @@ def on_a_terminal(args, host: str) -> tuple[str, str]:
     return got.decode("utf-8"), stderr
 
 
-LINK = re.compile(r"\x1b\]8;;(file://[!-~]+)\x1b\\(.*?)\x1b\]8;;\x1b\\")
+LINK = re.compile(r"\x1b\]8;;([!-~]+)\x1b\\(.*?)\x1b\]8;;\x1b\\")
 
 
 def test_the_location_is_a_link_on_a_terminal_only(cli, server, bike):
@@ -255,11 +302,67 @@ def test_the_location_is_a_link_on_a_terminal_only(cli, server, bike):
     real = os.path.realpath(bike)
     assert re.fullmatch(rf"file://[^/]*{re.escape(real)}/bike-maintenance\.md", uri_of[bike_place]), uri_of
     assert uri_of["evil\\u001b]8;;https:\\u0007x\\u001b[2J.md:3"] \
-        .endswith("/evil%1B%5D8%3B%3Bhttps%3A%07x%1B%5B2J.md")          # shown escaped, linked percent-encoded
+        .endswith("/evil%1B%5D8%3B%3Bhttps:%07x%1B%5B2J.md")       # shown escaped, linked percent-encoded (":" kept, as ripgrep)
     assert "\x1b" not in LINK.sub("", shown) and "\x07" not in shown            # no other control code at all
     piped = cli("zeppelin tyre", "--notes", bike, "--retrieve-only")      # the same run, into a pipe
     assert "\x1b" not in piped.stdout and "evil\\u001b]8;;https:\\u0007x\\u001b[2J.md:3" in piped.stdout
     assert "bike-maintenance.md:" in piped.stdout
+
+
+# ripgrep's --hyperlink-format aliases, filled in by hand (H the host, P the note's real path, L the cited
+# line), and a template of our own with braces escaped.
+EDITOR_LINKS = {
+    "default": "file://{H}{P}", "file": "file://{H}{P}", "kitty": "file://{H}{P}#{L}", "grep+": "grep+://{P}:{L}",
+    "vscode": "vscode://file{P}:{L}:1", "vscode-insiders": "vscode-insiders://file{P}:{L}:1",
+    "vscodium": "vscodium://file{P}:{L}:1", "cursor": "cursor://file{P}:{L}:1",
+    "macvim": "mvim://open?url=file://{P}&line={L}&column=1",
+    "textmate": "txmt://open?url=file://{P}&line={L}&column=1",
+    "my-editor://{host}/{{open}}{path}?at={line}.{column}": "my-editor://{H}/{{open}}{P}?at={L}.1",
+}
+
+
+def test_a_citation_links_to_its_line_in_the_format_asked_for(cli, server, bike):
+    import socket
+    args = ["what about race days?", "--notes", bike, "--cache", cli.cache, "--retrieve-only"]
+    note = bike / "bike-maintenance.md"
+    place = f"bike-maintenance.md:{number_of(file_lines(note), 'On race days')}"
+    for given, expected in EDITOR_LINKS.items():
+        shown, _ = on_a_terminal([*args, "--hyperlink-format", given], server.url)
+        uri_of = {text: uri for uri, text in LINK.findall(shown)}
+        want = expected.format(H=socket.gethostname(), P=os.path.realpath(note), L=place.split(":")[1])
+        assert uri_of[place] == want, (given, uri_of)
+
+
+def test_the_link_format_is_the_flag_s_else_the_environment_s_and_none_links_nothing(cli, server, bike):
+    args = ["what about race days?", "--notes", bike, "--cache", cli.cache, "--retrieve-only"]
+    shown, _ = on_a_terminal(args, server.url, {rag.HYPERLINK_ENV: "vscode"})
+    assert re.search(r"^vscode://file/\S+/bike-maintenance\.md:\d+:1$", LINK.findall(shown)[0][0])
+    shown, _ = on_a_terminal([*args, "--hyperlink-format", "kitty"], server.url, {rag.HYPERLINK_ENV: "vscode"})
+    assert re.search(r"^file://\S*/bike-maintenance\.md#\d+$", LINK.findall(shown)[0][0])
+    for flag, variable in (("none", "vscode"), (None, "none"), (None, "")):
+        shown, _ = on_a_terminal([*args, *(["--hyperlink-format", flag] if flag else [])], server.url,
+                                 {rag.HYPERLINK_ENV: variable})
+        assert "\x1b]8" not in shown and "[1] bike-maintenance.md:" in shown
+
+
+@pytest.mark.parametrize("given, says", [
+    ("x://{file}", "invalid hyperlink format variable: 'file', choose from: path, line, column, host, wslprefix"),
+    ("file://{host}", "the {path} variable is required in a hyperlink format, or an alias: "),
+    ("vscod", "the {path} variable is required in a hyperlink format, or an alias: default, file, none, kitty, "),
+    ("x://{path}:{column}", "the hyperlink format has a {column} variable, but no {line} variable"),
+    ("x://{path", "a { or } without its pair ({{ and }} write a brace)"),
+    ("x://}{path}", "a { or } without its pair"),
+    ("{path}", "a hyperlink format is a URL: a scheme (file:, vscode:), then printable ASCII (%20 for a space)"),
+    ("x://{path} {line}\x07", "a hyperlink format is a URL: a scheme"),
+    ("x://{path}/é", "a hyperlink format is a URL: a scheme"),
+])
+def test_a_bad_link_format_is_one_line_and_exit_2(server, tmp_path, given, says):
+    args = ("a question", "--notes", tmp_path, "--cache", tmp_path / "cache")
+    for out, named in ((run_cli(*args, "--hyperlink-format", given, host=server.url), "argument --hyperlink-format"),
+                       (run_cli(*args, host=server.url, env={rag.HYPERLINK_ENV: given}), rag.HYPERLINK_ENV)):
+        assert out.returncode == 2 and "Traceback" not in out.stderr and out.stdout == ""
+        assert out.stderr.splitlines()[-1].startswith(f"demo_rag.py: error: {named}: {says}"), out.stderr
+    assert not (tmp_path / "cache").exists()
 
 
 # ---- a note edited after indexing ------------------------------------------------------------------
