@@ -3919,6 +3919,9 @@ def embed_missing(settings: Settings, client: ollama.Client, chunks: list[Placed
     than `vectors` raise VectorSizeChanged (the caller embeds all again); a size that changes
     after that saves what arrived and raises VectorsOfTwoSizes: no rebuild would end."""
     n, dim = vectors.shape
+    progress(f"embedding {len(todo):,} chunks of {len({chunks[i].source for i in todo}):,} "
+             f"note(s) with {settings.embed_model}")
+    progress(EmbedProgress(int(has_vector.sum()), n, 0, 0.0, ""))   # before the first batch
     # sized_here: dim is this run's
     t0, done, first, sized_here = time.perf_counter(), 0, True, False
     try:
@@ -8181,47 +8184,89 @@ def duration(seconds: float) -> str:
             else f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s")
 
 
-def progress_text(e: EmbedProgress) -> str:
-    """One progress line.
+def progress_text(e: EmbedProgress, waited: float = 0.0) -> str:
+    """One progress line, `waited` seconds after `e` came: the time elapsed counts on while a
+    batch is embedded; the rate and the time left are those of the batches that came, if any.
 
     >>> progress_text(EmbedProgress(3200, 10000, 1200, 400.0, "notes/rag.md"))
     'embedding 3,200/10,000 chunks · 3.0 chunks/s · 6m40s elapsed · 37m47s left · notes/rag.md'
+    >>> progress_text(EmbedProgress(0, 1002, 0, 0.0, ""), waited=3.4)
+    'embedding 0/1,002 chunks · 3s elapsed · waiting for the first batch'
     """
+    elapsed = f"{duration(e.seconds + waited)} elapsed"
+    if not e.embedded:
+        return f"embedding {e.done:,}/{e.total:,} chunks · {elapsed} · waiting for the first batch"
     rate = e.embedded / max(e.seconds, 1e-9)
-    left = (e.total - e.done) / rate if rate else float("inf")
-    return (f"embedding {e.done:,}/{e.total:,} chunks · {rate:.1f} chunks/s · "
-            f"{duration(e.seconds)} elapsed · {duration(left)} left · {e.note}")
+    return (f"embedding {e.done:,}/{e.total:,} chunks · {rate:.1f} chunks/s · {elapsed} · "
+            f"{duration((e.total - e.done) / rate)} left · {e.note}")
+
+
+def start_daemon(target: Callable, *args, name: str) -> threading.Thread:
+    """Run target(*args) in a daemon thread that Ctrl-C and SIGTERM never go to: the kernel hands
+    a signal to any thread not blocking it, and only the main thread wakes for one."""
+    blocked = (signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+               if hasattr(signal, "pthread_sigmask") else None)
+    try:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        thread.start()
+    finally:
+        if blocked is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    return thread
 
 
 class ProgressLine:
     """open_index's progress on a stream (stderr), as a callable: on a terminal one line
     rewritten in place at most 10 times a second, else (a pipe, a log, CI) a line every `every`
     seconds, so that a long build's log stays readable; finish() ends with a summary line.
-    Plain messages (str) are printed as they come, unless quiet."""
+    While a batch is embedded, a ticker thread keeps the line moving: every second on a
+    terminal, every `every` seconds off one. Plain messages (str) are printed as they come,
+    unless quiet."""
 
     def __init__(self, stream, every: float = PROGRESS_SECONDS, quiet: bool = False):
         self.stream, self.quiet = stream, quiet
         self.tty = stream.isatty()
-        self.every = 0.1 if self.tty else every
-        self.shown = time.monotonic()
+        self.every, self.beat = (0.1, 1.0) if self.tty else (every, every)
+        self.shown = -math.inf if self.tty else time.monotonic()   # a terminal's first: at once
         self.latest: EmbedProgress | None = None
+        self.came = 0.0                   # when `latest` came
         self.open = False                 # a line on the terminal still waits for its newline
+        self.lock, self.finished = threading.Lock(), threading.Event()
 
     def __call__(self, event: str | EmbedProgress) -> None:
-        if isinstance(event, str):
-            if not self.quiet:
-                self.write(event + "\n")
-            return
-        self.latest = event
-        if time.monotonic() - self.shown >= self.every:
-            self.shown = time.monotonic()
-            self.write("  " + progress_text(event) + ("" if self.tty else "\n"))
+        with self.lock:
+            if isinstance(event, str):
+                if not self.quiet:
+                    self.write(event + "\n")
+                return
+            if self.latest is None and not self.finished.is_set():
+                start_daemon(self.tick, name="keep the progress line moving")
+            self.latest, self.came = event, time.monotonic()
+            if self.came - self.shown >= self.every:
+                self.show()
+
+    def show(self) -> None:
+        self.shown = time.monotonic()
+        self.write("  " + progress_text(self.latest, self.shown - self.came)
+                   + ("" if self.tty else "\n"))
+
+    def tick(self) -> None:
+        while not self.finished.wait(0.2):
+            with self.lock:
+                e = self.latest
+                if e is not None and e.done < e.total and \
+                        time.monotonic() - self.shown >= self.beat:
+                    self.show()
 
     def finish(self) -> None:
-        e, self.latest = self.latest, None
-        if e is not None:
-            self.write(f"  embedded {e.embedded:,} chunks in {duration(e.seconds)} "
-                       f"({e.embedded / max(e.seconds, 1e-9):.1f} chunks/s)\n")
+        self.finished.set()
+        with self.lock:
+            e, self.latest = self.latest, None
+            if e is not None and e.embedded:
+                self.write(f"  embedded {e.embedded:,} chunks in {duration(e.seconds)} "
+                           f"({e.embedded / max(e.seconds, 1e-9):.1f} chunks/s)\n")
+            elif self.open:               # no batch came: the waiting line goes
+                self.write("")
 
     def write(self, text: str) -> None:
         if self.tty:
@@ -8230,7 +8275,7 @@ class ProgressLine:
                 text = text if text.endswith("\n") else text[:width - 1]
             if self.open:                 # back to the start of the line, and clear it
                 getattr(self.stream, "raw", self.stream).write("\r\x1b[K")
-            self.open = not text.endswith("\n")
+            self.open = not text.endswith("\n") and bool(text)
         self.stream.write(text)
         self.stream.flush()
 
@@ -8263,6 +8308,12 @@ def check_usable(index: Index, settings: Settings, source: str = "--source",
         raise UsageError(problem)
 
 
+def keywords_only(why: str) -> str:
+    """The warning for a search by keywords alone, `why` first: a model not pulled is said
+    with its `ollama pull` line, where the eye lands."""
+    return f"{why}; searching by keywords (BM25) only"
+
+
 def open_notes(settings: Settings, client: ollama.Client | None = None, quiet: bool = False,
                rebuild: str = "", every: float = PROGRESS_SECONDS
                ) -> tuple[Index, IndexReport, float]:
@@ -8278,13 +8329,12 @@ def open_notes(settings: Settings, client: ollama.Client | None = None, quiet: b
     finally:
         line.finish()
     took = time.perf_counter() - t0
-    if not quiet:
-        err(*(f"warning: {w}" for w in report.warnings))
+    if not quiet:                         # a model not pulled first: what a newcomer must do
+        said = [keywords_only(report.embed_error)] if report.embed_error else []
+        err(*(f"warning: {w}" for w in said + report.warnings))
         err(f"{report.summary(len(index.files))} in {took:.2f}s")
         if report.touched:
             err("  (re)indexed: " + first_names(report.touched, 8))
-        if report.embed_error:
-            err(f"warning: {report.embed_error}; searching by keywords (BM25) only")
     check_usable(index, settings, report=report)
     return index, report, took
 
@@ -8370,6 +8420,8 @@ def print_citation(chunk: PlacedChunk, passage: Passage, notes_dir: str = "") ->
 def print_hits(r: Retrieval, notes_dir: str = "") -> None:
     """A search's sources, each cited by its passage (print_citation) over what its note says of
     itself (card_line) and a one-line preview of the passage."""
+    if r.keywords_only_because and r.hits:   # the sources' kind, and why, where eyes land
+        print(f"Not searched by meaning: {r.keywords_only_because}")
     print("Top sources" + (" (keywords only):" if r.lexical_only else ":")
           + ("" if r.hits else " none"))
     for h, passage in zip(r.hits, r.passages):
@@ -8439,7 +8491,7 @@ def print_outcome(outcome: Outcome) -> None:
 def run_warnings(report: IndexReport, outcome: Outcome) -> list[str]:
     """What a run warns of before the answer: the index's warnings, a search by keywords only."""
     why = outcome.retrieval.keywords_only_because
-    return report.warnings + ([f"{why}; searching by keywords (BM25) only"] if why else [])
+    return ([keywords_only(why)] if why else []) + report.warnings
 
 
 def outcome_json(outcome: Outcome, report: IndexReport, index_seconds: float,
@@ -8450,6 +8502,7 @@ def outcome_json(outcome: Outcome, report: IndexReport, index_seconds: float,
     return {"version": VERSION, "question": outcome.question, "status": outcome.status,
             "answer": outcome.text, "why": outcome.why or None,
             "found": r.found, "lexical_only": r.lexical_only, "confidence": round(r.confidence, 3),
+            "keywords_only_because": r.keywords_only_because,
             "floor": {"value": r.floor, "source": r.floor_source},
             "sources": [hit_json(h, p, r.notes.get(h.chunk.source))
                         for h, p in zip(r.hits, r.passages)],
@@ -8491,7 +8544,7 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
             return
         # open_for_mode said the index's warnings, and "keywords only" if it lacks vectors
         if plan.retrieval.keywords_only_because and not report.embed_error:
-            err(f"warning: {run_warnings(report, plan)[-1]}")
+            err(f"warning: {keywords_only(plan.retrieval.keywords_only_because)}")
         print_hits(plan.retrieval, index.notes_dir)
         if args.show_prompt:
             print_prompt(plan, templates, settings.max_answer_tokens)
@@ -9985,7 +10038,7 @@ def search_tool(notes: Notes, query: str, top_k: int | None = None, **filters) -
     if r.keywords_only_because and notes.report.embed_error:   # the build knows why best
         r = replace(r, keywords_only_because=notes.report.embed_error)
     if r.keywords_only_because:
-        notes.warn(f"{r.keywords_only_because}; searching by keywords (BM25) only")
+        notes.warn(keywords_only(r.keywords_only_because))
     status, why = decide(r, retrieve_only=True)
     if status == FAILED:
         raise ToolFailed(f"error: {why}")
@@ -10313,10 +10366,10 @@ class HeldIndex:
         if self.report.touched:
             err(f"{self.report.summary(len(self.index.files))}: "
                 f"{first_names(self.report.touched, 8)}")
+        if self.report.embed_error:
+            self.warn_once(keywords_only(self.report.embed_error))
         for w in self.report.warnings:
             self.warn_once(w)
-        if self.report.embed_error:
-            self.warn_once(f"{self.report.embed_error}; searching by keywords (BM25) only")
         check_usable(self.index, self.settings, report=self.report)
 
     @staticmethod
@@ -10478,20 +10531,6 @@ def requested(line: bytes) -> tuple[object, str, object] | None:
     if not isinstance(message, dict) or not isinstance(message.get("method"), str):
         return None
     return message.get("id"), message["method"], message.get("params")
-
-
-def start_daemon(target: Callable, *args, name: str) -> threading.Thread:
-    """Run target(*args) in a daemon thread that Ctrl-C and SIGTERM never go to: the kernel hands
-    a signal to any thread not blocking it, and only the main thread wakes for one."""
-    blocked = (signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-               if hasattr(signal, "pthread_sigmask") else None)
-    try:
-        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
-        thread.start()
-    finally:
-        if blocked is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-    return thread
 
 
 class CallCancelled(Exception):

@@ -18,7 +18,8 @@ import time
 import numpy as np
 import ollama
 import pytest
-from conftest import SCRIPT_COMMAND, read_cache, read_terminal, run_cli, user_env, write_cache
+from conftest import (SCRIPT_COMMAND, read_cache, read_terminal, read_until, run_cli, user_env,
+                      write_cache)
 from ollama_server import FakeOllama
 from test_index import make_vault
 
@@ -467,7 +468,9 @@ def test_progress_off_a_terminal_is_a_line_every_interval_and_a_summary(vault):
     progress = [(t, line) for t, line in got if line.startswith("  embedding ")]
     assert 2 <= len(progress) <= 5, got
     assert all(b - a >= 0.3 for (a, _), (b, _) in itertools.pairwise(progress))
-    assert "chunks/s" in progress[0][1] and " left · note-" in progress[0][1]
+    # before the first batch, at most one line that waits for it; then the batches' rate
+    assert all("chunks/s" in line for _, line in progress[1:]), progress
+    assert "chunks/s" in progress[-1][1] and " left · note-" in progress[-1][1]
     assert got[-1][1].startswith("  embedded 300 chunks in") and "\r" not in "".join(line for _, line in got)
     # with a long interval, a short build prints the summary alone
     with FakeOllama() as server:
@@ -475,6 +478,44 @@ def test_progress_off_a_terminal_is_a_line_every_interval_and_a_summary(vault):
         out = run_cli(*args_for(vault, "--progress-seconds", 1000), host=server.url)
     lines = [line for line in out.stderr.splitlines() if line.startswith("  embedd")]
     assert len(lines) == 1 and lines[0].startswith("  embedded 300 chunks in"), out.stderr
+
+
+@pytest.mark.parametrize("where", ["pipe", "pipe --json", "terminal"])
+def test_a_first_build_says_what_it_embeds_at_once_and_its_line_moves_while_a_batch_is_out(
+        tmp_path, where):
+    import pty
+    vault = make_vault(tmp_path / "vault", n=10)     # 30 chunks: one request
+    args = args_for(vault, "--progress-seconds", 0.3, *["--json"] * ("json" in where))
+    with FakeOllama() as server:
+        batch = server.hold("/api/embed")            # the first batch stays out until set
+        if where == "terminal":
+            leader, follower = pty.openpty()
+            p = subprocess.Popen([*SCRIPT_COMMAND, *map(str, args)], stdin=follower,
+                                 stdout=follower, stderr=follower,
+                                 env=user_env(server.url, {"COLUMNS": "200"}))
+            os.close(follower)
+            err = open(leader, "rb", buffering=0)
+        else:
+            p = start(vault, server.url, *args[len(args_for(vault)):])
+            err = p.stderr
+        try:
+            said = read_until(err, "0/30 chunks · 1s elapsed · waiting", timeout=15)
+            assert not server.records("/api/embed")[0]["done"]      # said while it is out
+            batch.set()
+            rest = read_terminal(leader) if where == "terminal" else p.communicate(timeout=60)
+        finally:
+            batch.set()
+            p.kill()
+            p.wait(timeout=30)
+    assert p.returncode in (0, -9), rest
+    waiting = said.count("0/30 chunks · ")
+    assert waiting >= 2, said                        # two lines at least, a second apart or less
+    announced = "embedding 30 chunks of 10 note(s) with qwen3-embedding:0.6b"
+    if where == "pipe --json":                       # quiet: no message, progress on stderr only
+        assert announced not in said and " elapsed" not in rest[0]
+        assert json.loads(rest[0])["sources"]
+    else:
+        assert said.index(announced) < said.index("  embedding 0/30 chunks · 0s elapsed")
 
 
 def test_progress_on_a_terminal_is_one_line_rewritten_in_place(vault):

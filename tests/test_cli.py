@@ -177,6 +177,47 @@ def test_embedding_model_not_pulled_falls_back_to_bm25(cli, notes):
     assert not list(cli.cache.glob("*.pkl"))          # nor one without a vector: nothing to reuse
 
 
+@pytest.mark.parametrize("json_", [False, True], ids=["text", "json"])
+def test_an_embedding_model_not_pulled_is_said_first_and_on_the_sources(cli, notes, json_):
+    (notes / "stub.md").write_text("# tiny")         # a warning of the index's, said after it
+    out = cli("What is asyncio?", "--notes", notes, "--embed-model", "nomic-embed-text",
+              *["--json"] * json_)
+    said = "model 'nomic-embed-text' is not pulled: run `ollama pull nomic-embed-text`"
+    warning = f"{said}; searching by keywords (BM25) only"
+    assert out.returncode == 0, out.stderr
+    # the first warning, before the index's summary (and, under --json, its one line)
+    assert out.stderr.split("warning: ", 1)[1].startswith(warning + "\n"), out.stderr
+    assert out.stderr.index(warning) < out.stderr.index("warning: skipped stub.md")
+    if json_:                                        # first among the warnings, and its own key
+        run = json.loads(out.stdout)
+        assert (run["warnings"][0], run["keywords_only_because"]) == (warning, said)
+    else:                                            # and where the sources start
+        assert out.stderr.index(warning) < out.stderr.index("indexed 10 notes")
+        assert out.stdout.startswith(f"Not searched by meaning: {said}\n"
+                                     "Top sources (keywords only):\n  [1] python-asyncio.md")
+
+
+def test_an_embedding_model_not_pulled_on_a_terminal_starts_its_warning_on_a_line_of_its_own(
+        server, notes, tmp_path):
+    import os
+    import pty
+    from conftest import SCRIPT_COMMAND, read_terminal
+    leader, follower = pty.openpty()
+    p = subprocess.Popen([*SCRIPT_COMMAND, "What is asyncio?", "--notes", str(notes), "--cache",
+                          str(tmp_path / "c"), "--embed-model", "nomic-embed-text"],
+                         stdin=follower, stdout=follower, stderr=follower, env=user_env(server.url))
+    os.close(follower)
+    try:
+        out = read_terminal(leader).decode("utf-8", "replace")
+        p.wait(timeout=60)
+    finally:
+        p.kill()
+        os.close(leader)
+    assert p.returncode == 0, out
+    # the line that waited for the first batch is cleared, not ended by the warning
+    assert "waiting for the first batc" in out and "\r\x1b[Kwarning: model 'nomic-embed-text'" in out
+
+
 def test_ollama_down_first_run_gives_lexical_passages(tmp_path, notes, dead_host):
     host = dead_host
     out = run_cli("How do I find the commit that broke something?", "--notes", notes,

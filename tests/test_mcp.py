@@ -563,7 +563,8 @@ def test_ollama_down_searches_by_keywords_and_ask_notes_fails_as_the_command_lin
     s = r["structuredContent"]
     run = json.loads(cli("--notes", notes, "What is BM25?", "--json", host=dead_host).stdout)
     assert r["isError"] is False and s["lexical_only"] is True and s["sources"][0]["path"] == "bm25.md"
-    assert run["warnings"][-1] == f"{s['keywords_only_because']}; searching by keywords (BM25) only"
+    assert run["warnings"][0] == f"{s['keywords_only_because']}; searching by keywords (BM25) only"
+    assert run["keywords_only_because"] == s["keywords_only_because"]      # one shape, both
     asked = m.call("ask_notes", question="What is BM25?")
     assert asked["isError"] is True and asked["structuredContent"]["status"] == "keywords only"
     assert s["keywords_only_because"] in said(asked)
