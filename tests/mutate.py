@@ -662,8 +662,8 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      "            if True:\n",
      ["tests/test_folder_blinks.py", "-k", "cannot_be_reached_for_now"]),
     ("a cache with no readers' stamp is taken to be this version's readers'",
-     '                 check(d.get("reader", 0), int, "reader"))',
-     '                 check(d.get("reader", READER_VERSION), int, "reader"))',
+     '                 check(d.get("reader", 0), int, "reader"),',
+     '                 check(d.get("reader", READER_VERSION), int, "reader"),',
      ["tests/test_index.py", "-k", "older_reader"]),
     ("a cache's words counted by an older tokenizer are trusted",
      '            if d.get("tokenizer") != TOKENIZER_VERSION:',
@@ -1122,9 +1122,9 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '',
      ["tests/test_gaps.py", "-k", "agent_asked"]),
     ("gap log: --mcp ignores --no-log (ask_notes logs with the server's own log always on)",
-     '    outcome = answer(notes.client, notes.index, question, settings, Conversation(num_ctx=num_ctx),',
+     '    outcome = answer(notes.client, notes.index, question, settings, conversation,',
      '    outcome = answer(notes.client, notes.index, question, replace(settings, log_gaps=True),\n'
-     '                     Conversation(num_ctx=num_ctx),',
+     '                     conversation,',
      ["tests/test_mcp.py", "-k", "gap_log_via_mcp"]),
     ("gap log: the MCP server's instructions keep the gap log quiet",
      '                    "guessing. Cite the paths you used. A question ask_notes cannot answer goes "\n'
