@@ -8463,8 +8463,9 @@ def cut_short_warning(why: str) -> str:
     return f"the answer was cut short: {why}"
 
 
-def print_outcome(outcome: Outcome) -> None:
-    """What follows the sources (and the streamed answer) on a terminal: how the question ended."""
+def print_outcome(outcome: Outcome, shown: Retrieval | None = None, notes_dir: str = "") -> None:
+    """What follows the sources (and the streamed answer) on a terminal: how the question ended,
+    and the sources `shown` above that the answer's sentences stand elsewhere in, cited there."""
     # The chat model wrote (all of it, or until it broke off): end its line before stderr speaks.
     if outcome.text is not None:
         print(flush=True)
@@ -8475,6 +8476,14 @@ def print_outcome(outcome: Outcome) -> None:
             err(outcome.check.summary())
             for line in outcome.check.flagged_lines():
                 err(f"  {line}")
+        r, was = outcome.retrieval, (shown or outcome.retrieval).passages
+        moved = [(h, p) for h, p, old in zip(r.hits, r.passages, was) if p != old]
+        if moved:                         # answer() moved them to their sentences' lines
+            print("Cited at, where the answer's sentences stand:")
+        for h, passage in moved:
+            print(f"  [{h.rank}] ", end="")
+            print_citation(h.chunk, passage, notes_dir)
+            print()
     elif outcome.status == DECLINED:
         above = "; the closest sources are above" if outcome.retrieval.hits else ""
         print(f"{NOT_FOUND} ({outcome.why}{above})")
@@ -8536,9 +8545,10 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
     echo = not args.json                  # --json prints one object at the end instead
     num_ctx = NUM_CTX if args.retrieve_only else chat_context(settings, args.timeout, strict=True)
     index, report, took = open_for_mode(args, settings, client, quiet=not echo)
-    templates = embed_templates(settings)
+    templates, shown = embed_templates(settings), []
 
     def show(plan: Outcome) -> None:      # before the chat model is called
+        shown.append(plan.retrieval)
         if not echo:                      # open_for_mode was quiet: say them all here
             err(*(f"warning: {w}" for w in run_warnings(report, plan)))
             return
@@ -8562,7 +8572,7 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
         outcome = e.outcome               # --json: one object still, with what came
         err(outcome.why)
     if echo:
-        print_outcome(outcome)            # it ends the answer's line: the warnings start their own
+        print_outcome(outcome, shown.pop() if shown else None, index.notes_dir)   # ends its line
     err(*(f"warning: {w}" for w in outcome.warnings))
     if echo:
         line = " · ".join(f"{k} {v:.2f}s" for k, v in {"index": took, **outcome.timings}.items())
@@ -8632,12 +8642,13 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
     with contextlib.suppress(AttributeError):     # a line that is not UTF-8 is then said, not fatal
         sys.stdin.reconfigure(errors="surrogateescape")
     conv, last = Conversation(num_ctx=num_ctx), None   # last: the last turn's Retrieval
-    warned = set()                        # the kinds of warning said: each once a session
+    warned, shown = set(), []             # the kinds of warning said once; the sources shown
     commands = "/sources  /clear  /stats  /quit"
     print(f"Ask about your notes ({len(index.files)} notes). Filters go before a question: #tag "
           f"since:2026-01 until:2026-03. Commands: {commands}. Ctrl-D leaves.")
 
     def show_sources(plan: Outcome) -> None:
+        shown.append(plan.retrieval)
         if plan.query:
             print(f"(searching for: {plan.query})")
         print_hits(plan.retrieval, index.notes_dir)
@@ -8686,7 +8697,7 @@ def run_chat(args, settings: Settings, client: ollama.Client) -> int:
             if (kind := w.split(":")[0]) not in warned:
                 warned.add(kind)
                 err(f"\nwarning: {w}")
-        print_outcome(outcome)
+        print_outcome(outcome, shown.pop() if shown else None, index.notes_dir)
         conv, last = outcome.conversation, outcome.retrieval
 
 

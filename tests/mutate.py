@@ -1855,6 +1855,10 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '        self.send(200, {"text": path.read_text()} if path.is_file() else {"error": "x"})',
      ["tests/test_serve.py", "-k", "nothing_else"]),
 
+    ("a terminal's answer never says where it moved the sources it printed before it",
+     "        moved = [(h, p) for h, p, old in zip(r.hits, r.passages, was) if p != old]",
+     "        moved = []",
+     ["tests/test_lines.py", "-k", "meaning_alone"]),
     ("--serve: the page's sources offer no editor link",
      '        if self.link_format in (HYPERLINK_FORMATS["default"], ""):',
      '        if True:',

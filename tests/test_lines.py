@@ -151,6 +151,11 @@ def test_a_passage_found_by_meaning_alone_is_cited_under_the_heading_of_the_line
     top = result["sources"][0]
     assert top["section"] == "# Kettle › ## Descaling", out.stdout
     assert top["line"] == (None if name.endswith(".ipynb") else number_of(file_lines(notes / name), "zeppelin"))
+    # a terminal's run printed its sources before the answer: it cites them again where it moved them
+    out = cli(question, "--notes", notes, "--min-score", 0)
+    shown = out.stdout.split("Cited at, where the answer's sentences stand:\n")[1]
+    assert shown.startswith(f"  [1] {name}") and shown.splitlines()[0].endswith("› # Kettle › ## Descaling"), out.stdout
+    assert "Cited at" not in cli("What is BM25?").stdout     # nothing moved: nothing said again
 
 
 # ---- lines as the file has them on disk ---------------------------------------------------------------
