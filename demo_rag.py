@@ -4729,6 +4729,21 @@ def tidy_caches(cache_dir: Path, path: Path, donor: Path | None) -> list[str]:
             "for good"]
 
 
+@contextlib.contextmanager
+def signals_to(handler: Callable) -> Iterator[None]:
+    """Ctrl-C and SIGTERM call `handler` while the block runs. Off the main thread (a notebook's
+    worker) signals cannot be caught, and nothing changes."""
+    try:
+        previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:
+        previous = {}
+    try:
+        yield
+    finally:
+        for sig, before in previous.items():
+            signal.signal(sig, before)
+
+
 class CacheWriter:
     """Saves an index being built: every `seconds` while embedding (or less often: a write
     takes at most CHECKPOINT_MAX_SHARE of the build), and at the end. Never an incomplete one
@@ -4799,8 +4814,7 @@ class CacheWriter:
     @contextlib.contextmanager
     def interrupts_deferred(notice: str = "") -> Iterator[list[int]]:
         """Hold Ctrl-C and SIGTERM while the block runs, writing `notice` (if any) to stderr when
-        one comes; yields the signals held. Off the main thread (a notebook's worker) signals
-        cannot be caught, and nothing is held."""
+        one comes; yields the signals held (none off the main thread: signals_to)."""
         came: list[int] = []
 
         def hold(signum, frame) -> None:
@@ -4808,15 +4822,8 @@ class CacheWriter:
             if notice:
                 with contextlib.suppress(OSError):
                     os.write(2, notice.encode())
-        try:
-            previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
-        except ValueError:
-            previous = {}
-        try:
+        with signals_to(hold):
             yield came
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
 
     def save(self, index: Index, interrupted: bool = False) -> bool:
         """Write the index unless that would lose vectors; False if not written. A Ctrl-C or
@@ -4845,24 +4852,6 @@ class CacheWriter:
         if came and not interrupted:
             raise KeyboardInterrupt
         return self.problem is None
-
-
-def sigterm_as_interrupt() -> dict | None:
-    """Make Ctrl-C and SIGTERM raise KeyboardInterrupt, which stops a run keeping what was
-    embedded; return the previous handlers for restore_sigterm, or None off the main thread
-    (a notebook's worker). Before this, a script's Ctrl-C just ends it (see the imports)."""
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-    try:
-        return {signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
-                signal.SIGTERM: signal.signal(signal.SIGTERM, interrupt)}
-    except ValueError:
-        return None
-
-
-def restore_sigterm(previous: dict | None) -> None:
-    for signum, handler in (previous or {}).items():
-        signal.signal(signum, handler)
 
 
 # §passage -------------------------------------------------------------------
@@ -11479,25 +11468,26 @@ def run_mode(argv: list[str] | None) -> int:
         err(f"note: --top-k {settings.top_k} is more sources than fit in a {MAX_NUM_CTX}-token "
             f"context; using {cap}")
         settings = replace(settings, top_k=cap)
-    previous = sigterm_as_interrupt()
-    try:
+    # Ctrl-C and SIGTERM stop the run keeping what was embedded (before this: see the imports)
+    with signals_to(signal.default_int_handler):
         try:
-            client = ollama_client(args.timeout)
-        except ValueError as e:
-            raise UsageError(f"error: {e}") from None
-        if note := destination_note():
-            err(note)
-        return chosen_mode(args).run(args, settings, client)
-    except BrokenPipeError:
-        return EXIT_OK
-    except (FileNotFoundError, NotADirectoryError, UsageError, OllamaError, KeyboardInterrupt) as e:
-        message, code = failure(e)
-        err(message)
-        if args.json:                     # a script reading stdout learns what happened too
-            print(json.dumps({"error": message.strip(), "exit_code": code}, ensure_ascii=False))
-        return code
-    finally:
-        restore_sigterm(previous)
+            try:
+                client = ollama_client(args.timeout)
+            except ValueError as e:
+                raise UsageError(f"error: {e}") from None
+            if note := destination_note():
+                err(note)
+            return chosen_mode(args).run(args, settings, client)
+        except BrokenPipeError:
+            return EXIT_OK
+        except (FileNotFoundError, NotADirectoryError, UsageError, OllamaError,
+                KeyboardInterrupt) as e:
+            message, code = failure(e)
+            err(message)
+            if args.json:                 # a script reading stdout learns what happened too
+                print(json.dumps({"error": message.strip(), "exit_code": code},
+                                 ensure_ascii=False))
+            return code
 
 
 def main(argv: list[str] | None = None) -> int:
