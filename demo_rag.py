@@ -603,22 +603,16 @@ MAX_NOTE_MB = 5.0                         # a bigger "note" is usually an export
 EMBED_BATCH_CHARS = 24_000                # characters per embedding request, at most
 SKIPS_NAMED = 5                           # skipped notes named one a line; more are counted
 ANSWER_TOKENS = 1024                      # an answer's most (num_predict), and its room in num_ctx
-# The context sizes asked for (num_ctx). Ollama restarts a model's runner whenever a request's
-# num_ctx differs from the one it was loaded with (needsReload in its server/sched.go), so every
-# chat request asks for Part I's NUM_CTX, or the next rung when its prompt needs more: questions
-# in a row, a conversation's rewrites and answers, --make-eval's questions and the preload
-# share one value and the model stays loaded. (A model trained on a shorter context runs with
-# that instead: Ollama caps num_ctx at it, llm/server.go.)
+# The context sizes asked for (num_ctx). Ollama reloads a model whenever a request's num_ctx
+# differs from the one it was loaded with, so every chat request asks for Part I's NUM_CTX, or
+# the next rung when its prompt needs more: the model stays loaded. (Ollama caps it at a model's.)
 NUM_CTX_LADDER = (NUM_CTX, 2 * NUM_CTX, 4 * NUM_CTX)    # 8,192 / 16,384 / 32,768
 
-# Embedding prompts per model family: many embedders were trained with a fixed
-# prefix on queries, on documents or on both, Ollama does not add it, and without
-# it retrieval quietly gets worse. Each row: a pattern searched for in the
-# lower-cased model name (so "nomic-embed-text:v1.5", "hf.co/nomic-ai/nomic-embed-
-# text-v1.5-GGUF" and "me/nomic-embed-text:mine" all match), the query template
-# ({query}), the document template ({text}), and the model card it comes from.
-# The first row that matches wins; a model no row matches gets no prompts.
-# --query-instruction and --doc-instruction override the row.
+# Embedding prompts per model family: many embedders were trained with a fixed prefix on
+# queries, documents or both, Ollama does not add it, and without it retrieval quietly worsens.
+# Each row: a pattern searched for in the lower-cased model name (so "hf.co/nomic-ai/nomic-embed-
+# text-v1.5-GGUF" matches too), the query ({query}) and document ({text}) templates, the model
+# card. The first match wins (none: no prompts); --query- and --doc-instruction override it.
 EMBED_PROMPTS = [
     (r"qwen3-embedding",
      "Instruct: Given a web search query, retrieve relevant passages that answer the "
@@ -647,8 +641,7 @@ TOKENIZER_VERSION = 4                     # bump when tokenize() changes: BM25 c
 # Bump when a reader (NOTE_TYPES', read_markdown) makes other text of the same bytes: each note
 # is read again once, and its chunks whose text is the same keep their vectors.
 READER_VERSION = 1
-# On disk, vectors are float32, memory-mapped straight from the cache file: no widening and no
-# copy on load (bench/bench_index.py compares the formats); they start on a page boundary.
+# On disk, vectors are float32, memory-mapped from the cache file from a page boundary: no copy.
 DISK_VECTORS = np.dtype("<f4")
 VECTOR_ALIGN = 4096
 CHECKPOINT_SECONDS = 20.0                 # a hard kill loses at most this much embedding,
@@ -667,13 +660,11 @@ MAX_CONTEXT_LENGTH = 1 << 24              # tokens: /api/show saying a model rea
 MAX_REPLY_LINE = 16 << 20
 MAX_NUM_CTX = 32768                       # the largest num_ctx (qwen3's window): caps --top-k
 MAX_ANSWER_TOKENS = MAX_NUM_CTX // 2      # --max-answer-tokens at most: the sources need half
-# A longer question is refused, not searched: each word costs a pass over the hits, and a pasted
-# page is no question.
+# A longer question is refused: each word costs a pass over the hits; a pasted page is none.
 MAX_QUESTION_CHARS = 4000
 
 # The gap log: the questions the notes could not answer, one JSON object a line, appended, in the
-# cache folder (--gaps) and never sent anywhere. Past GAP_LOG_MAX_MB it starts a new file and
-# keeps the one before (gaps.old.jsonl): about 5,000 questions a file, with 1,024-number vectors.
+# cache folder (--gaps) and never sent anywhere.
 GAP_LOG = "gaps.jsonl"
 GAP_LOG_VERSION = 1                       # bump when an entry's fields change: older are skipped
 GAP_TIME = "%Y-%m-%dT%H:%M:%SZ"           # when an entry was written, in UTC
@@ -694,9 +685,8 @@ HYPERLINK_FORMATS = {
 }
 HYPERLINK_ENV = "DEMO_RAG_HYPERLINK_FORMAT"    # --hyperlink-format's value when it is not given
 
-# Fusion (--fusion): how the two rankers' scores become one ranking. "evidence" is the default
-# (fuse(); chosen in bench/fusion-study.md); "rrf" is Part I's reciprocal rank fusion; --tune
-# compares them all on your own questions.
+# Fusion (--fusion): how the two rankers' scores become one. "evidence" (fuse()) is the default,
+# "rrf" Part I's reciprocal rank fusion; --tune compares them all on your own questions.
 FUSION_METHODS = ("evidence", "zscore", "rrf", "dense", "bm25")
 FUSION_METHOD = "evidence"
 EVIDENCE_POWER = 6                        # weight = evidence ** this: more evidence leads
@@ -7764,12 +7754,10 @@ class AnswerInterrupted(KeyboardInterrupt):
 def decide(r: Retrieval, retrieve_only: bool = False) -> tuple[str, str]:
     """The one rule for whether the chat model is called: (ANSWERING, "") or (status, why not).
 
-    Sources below the floor are declined. Sources found by keywords alone are shown
-    but not answered from: the question could not be embedded (Ollama or the
-    embedding model is away, or the index lacks vectors), so the ranking lacks its
-    meaning half, and the chat model is most often just as unreachable. No source
-    at all by keywords alone is declined too: nothing matched, which is no failure,
-    and the reason says why the meaning was not searched and what to do.
+    Sources below the floor are declined. Sources found by keywords alone (the question could
+    not be embedded) are shown but not answered from: the ranking lacks its meaning half, and the
+    chat model is most often just as unreachable. No source by keywords alone is declined too:
+    nothing matched is no failure, and the reason says why meaning was not searched.
     """
     keywords = r.keywords_only_because
     if r.reembed_because:
@@ -7791,12 +7779,9 @@ def prompt_within(question: str, r: Retrieval, conv: Conversation,
                   answer_tokens: int = ANSWER_TOKENS) -> tuple[list[dict], int]:
     """The prompt (rules, the sources r.hits, the conversation so far, the question) and its
     num_ctx, which keeps room for an answer of `answer_tokens`. Each source is cited by the
-    line and section of the passage the search matched in it (r.passages).
-
-    Sources are never cut: if they alone overflow the conversation's context, it grows
-    (to the next rung: Ollama reloads the model for every new size) and the history
-    gets what is left, oldest turns dropped first.
-    """
+    line and section of the passage the search matched in it (r.passages). Sources are never
+    cut: if they overflow the conversation's context, it grows a rung (NUM_CTX_LADDER) and the
+    history gets what is left, oldest turns dropped first."""
     where = {h.rank: p for h, p in zip(r.hits, r.passages)}
 
     def cite(h: Hit) -> str:
@@ -7817,16 +7802,13 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
            on_token: Callable[[str], None] = lambda piece: None) -> Outcome:
     """Answer one question, in a conversation if one is given: search, decide, prompt, stream.
 
-    on_plan(outcome) is called once the sources are known and before the chat model
-    is (status ANSWERING if it will be): a front end prints the sources there, before
-    the answer. on_token(piece) gets the answer as it streams. The chat model failing
-    mid-way is an outcome (FAILED), not an exception; an interrupt stays one.
-    `keywords_because`, why the index lacks vectors when its build knows better than
-    search() does (Ollama's error rather than a count), replaces search()'s reason.
-    A question the notes could not answer is added to the gap log on the way out
-    (logged(); `via`: the front end it came through, "mcp", if not the command line).
-    In a notebook: `outcome = answer(ollama.Client(), index, "What is BM25?", settings)`,
-    then outcome.status, outcome.text and outcome.retrieval.hits.
+    on_plan(outcome) is called once the sources are known, before the chat model is (status
+    ANSWERING if it will be): a front end prints the sources there. on_token(piece) gets the
+    answer as it streams. The chat model failing mid-way is an outcome (FAILED); an interrupt
+    stays an exception. `keywords_because` (the build's reason the index lacks vectors, Ollama's
+    error) replaces search()'s. An unanswered question goes to the gap log (logged(); `via`:
+    its front end, "mcp", if not the command line). In a notebook: `outcome = answer(
+    ollama.Client(), index, "What is BM25?", settings)`, then outcome.status and outcome.text.
     """
     conv = conversation or Conversation()
     query = conv.rewrite(client, question, settings)
@@ -11273,8 +11255,7 @@ GROUPS = (MODES_GROUP, NOTES_GROUP, RETRIEVAL_GROUP, MODELS_GROUP, OUTPUT_GROUP)
 # What --help shows besides the modes: the flags of a first run. --help-all shows every flag.
 FIRST_FLAGS = ("--notes", "--embed-model", "--chat-model", "--retrieve-only", "--json", "--version")
 
-# The flags no one mode owns: what a run may redo, and how it reports. Each is declared as a
-# Settings field is (option()), with the dest argparse gives it.
+# The flags no one mode owns (what a run may redo, how it reports), declared as Settings' are.
 RUN_OPTIONS = {
     "rebuild": option(False, "--rebuild", NOTES_GROUP, "re-read and re-embed every note",
                       action="store_true"),
@@ -11433,13 +11414,11 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 
 def command_line_streams() -> tuple:
-    """Set stdout and stderr up for the command line, unless they are already; return the
-    ones before. A file descriptor 0, 1 or 2 that is closed (`<&-`, `>&-`, `2>&-`) gets
-    /dev/null: otherwise the first file the run opens takes that number, and what a library
-    writes to "stderr" lands in it, the cache file say. stdout and stderr, which Python then
-    sets to None, get a stream on it; stdin stays None, for --chat to say so. Both then show
-    control characters instead of obeying them, and stderr drops what it cannot write: there
-    is nowhere left to say so."""
+    """Set stdout and stderr up for the command line, unless they are already; return the ones
+    before. A closed file descriptor 0, 1 or 2 (`<&-`) gets /dev/null, or the first file the run
+    opens would take its number (the cache file, written to as "stderr"); stdout and stderr, then
+    None, get a stream on it (stdin stays None, for --chat to say so), which shows control
+    characters instead of obeying them; stderr drops what it cannot write: nowhere is left."""
     before = sys.stdout, sys.stderr
     if isinstance(sys.stdout, EscapedControls):
         return before
@@ -11500,12 +11479,10 @@ def main(argv: list[str] | None = None) -> int:
             err("error: stdout is closed, so nothing could be shown; send it somewhere "
                 "(> answer.txt, or > /dev/null to only update the index)")
             return EXIT_OUTPUT
-        # A server's 1e308 would make NumPy warn in lines of source; vectors that are not
-        # numbers are refused in words instead.
+        # NumPy would warn of a server's 1e308 in lines of source: bad vectors are refused in words
         with np.errstate(all="ignore"):
             code = run_mode(argv)
-        # A full disk shows here at the latest, while it can still be said; a reader gone
-        # away (`| head`) is no error.
+        # A full disk shows here at the latest, while it can be said; a reader gone is no error
         with contextlib.suppress(BrokenPipeError):
             sys.stdout.flush()
         return code
@@ -11522,26 +11499,21 @@ def main(argv: list[str] | None = None) -> int:
 
 # §start-up ------------------------------------------------------------------
 # Start-up and leaving: what the lines before Part I do, and how a run ends.
-# - The garbage collector is off while the imports and the module body build their many
-#   long-lived objects; the command line then exempts them (gc.freeze, below), and an importing
-#   notebook gets its collector back at once.
+# - The garbage collector is off while the imports and the module body build their long-lived
+#   objects; the command line then exempts them (gc.freeze), a notebook gets it back at once.
 # - Ctrl-C and SIGTERM are held while NumPy starts its BLAS threads, which inherit the mask: the
 #   kernel may hand a signal to any thread that does not block it, and only the main thread
 #   wakes for one. Run as a script, a Ctrl-C before the run begins ends it in one line.
-# - httpcore is spared importing trio (0.1 s where installed): the command line runs no event
-#   loop. ollama's import builds a default client, which fails on a bad OLLAMA_HOST or proxy
-#   (socks5://): it is retried without them, and fails again only for another cause.
+# - httpcore is spared importing trio: the command line runs no event loop. ollama's import
+#   builds a default client, which fails on a bad OLLAMA_HOST or proxy (socks5://): it is
+#   retried without them, and fails again only for another cause.
 
 
 def exit_now(code: int) -> None:
-    """End the process with `code`, skipping the interpreter's teardown.
-
-    By now everything is written: the cache atomically, the answer streamed. What
-    teardown would add is freeing numpy, pydantic and the index object by object,
-    which takes longer than the search itself. Only the buffered output is left
-    to flush, and a reader that went away (`| head`) is no error, nor a full disk (main()
-    said it already).
-    """
+    """End the process with `code`, skipping the interpreter's teardown: everything is written,
+    and freeing numpy, pydantic and the index object by object takes longer than the search.
+    The buffered output is flushed; a reader gone away (`| head`) or a full disk (main() said it)
+    is no error."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError, OutputError):
             stream.flush()
