@@ -4579,12 +4579,10 @@ def gc_paused():
 
 def upgraded(d: dict) -> dict:
     """An older cache's fields in this version's layout, every vector kept, its fingerprint
-    empty so that the next update reads and chunks each note again: its chunks lose their
-    lines and pages (lines_known says no), as what a note says of itself, its properties
-    (before format 11) and its cleaned text were not kept, and headings alone could be a chunk
-    (before 12); a chunk of the same text keeps its vector. Its skipped notes are read again
-    (the stub rule changed), a format 5 cache's notes hashed (no ctime or inode: -1 matches
-    none), and the model's build taken to be the one Ollama runs now."""
+    empty so that the next update reads and chunks each note again, making what it lacks (a
+    chunk of the same text keeps its vector): its chunks lose their lines and pages, its skipped
+    notes are read again, a format 5 cache's notes hashed (no ctime or inode: -1 matches none),
+    and the model's build taken to be the one Ollama runs now."""
     chunks = check(d["chunks"], dict, "chunks")
     shape = check(chunks["source_ids"], tuple, "source ids")[1]
     none = ("<i8", shape, np.full(shape, -1, dtype="<i8").tobytes())
@@ -5450,12 +5448,15 @@ def rank(index: Index, question: str, qvec: np.ndarray | None, settings: Setting
                      passages=[locate_passage(h.chunk, terms) for h in hits])
 
 
-def search(client: ollama.Client, index: Index, question: str, settings: Settings) -> Retrieval:
-    """The one search path: embed the question, rank(), and say why if by keywords alone."""
+def search(client: ollama.Client, index: Index, question: str, settings: Settings,
+           keywords_because: str | None = None) -> Retrieval:
+    """The one search path: embed the question, rank(), and say why if by keywords alone (an
+    index lacking vectors: `keywords_because` if its build knows better, Ollama's error)."""
     t0 = time.perf_counter()
     qvec, why, changed = None, None, ""
     if not index.complete:
-        why = f"{int((~index.has_vector).sum())} of {len(index.chunks)} chunks have no vector yet"
+        why = keywords_because or (f"{int((~index.has_vector).sum())} of {len(index.chunks)} "
+                                   "chunks have no vector yet")
     else:
         try:
             qvec = embed_query(client, question, settings)
@@ -5659,10 +5660,9 @@ def check_notes_dir(notes_dir: Path) -> None:
 
 def still_skipped(index: Index, files: list[NoteFile],
                   settings: Settings) -> dict[str, Skip] | None:
-    """The notes an unchanged index skipped, as this run's settings see them; None when one of
-    them may be usable now (a higher --max-note-mb, a permission fixed), and the index is
-    updated. No note is read: one whose bytes are no note (binary, a stub, a scanned PDF) is
-    read again when it changes, or with --rebuild."""
+    """The notes an unchanged index skipped, as this run's settings see them; None when one may
+    be usable now (a higher --max-note-mb, a permission fixed). No note is read: one whose bytes
+    are no note (binary, a stub, a scanned PDF) is read again when it changes, or with --rebuild."""
     by_rel = {f.rel: f for f in files}
     out = {}
     for rel, skip in index.skipped.items():
@@ -5684,9 +5684,8 @@ def still_skipped(index: Index, files: list[NoteFile],
 
 
 def build_changed(index: Index, build: str | None) -> str:
-    """Why an index must be re-embedded when Ollama runs another build of its model (`build`,
-    its digest) than the one its vectors came from ("" when it is the same, or either is not
-    known)."""
+    """Why an index must be re-embedded when Ollama runs another build (digest) of its model than
+    the one its vectors came from ("" when it is the same, or either is not known)."""
     if not (index.model_digest and build) or build == index.model_digest:
         return ""
     return (f"'{index.embed_model}' is another build under the same name (ID "
@@ -5932,8 +5931,7 @@ class IndexOpening:
         if self.unsaid and index.has_vector.any():
             report.warnings.append(self.unsaid)
         report.reason = report.reason or ("" if self.old is not None else self.reason)
-        # Not one vector (no notes, or a model not pulled) and no cache here to bring up to
-        # date: such a file would never be worth reading.
+        # Not one vector (no notes, or a model not pulled) and no cache here: not worth a file
         if self.cached is None and not index.has_vector.any():
             return
         saved = self.writer.save(index)
@@ -5948,17 +5946,12 @@ class IndexOpening:
 def open_index(settings: Settings, client: ollama.Client | None = None, rebuild: str = "",
                progress: Callable[[str | EmbedProgress], None] = lambda s: None,
                held: Index | None = None) -> tuple[Index, IndexReport]:
-    """The notes' index: the cache as it is, or brought up to date when the notes or settings
-    changed (or the build of the model: model_digest), in IndexOpening's steps.
-
-    Unchanged notes cost no reading. What is embedded is saved as it goes (CacheWriter), so
-    Ctrl-C (BuildInterrupted), a kill or Ollama failing mid-way loses none of it. A `rebuild`
-    reason ("--rebuild") re-embeds everything, never saving fewer vectors than the cache holds
-    until done (its own wait aside, for the next --rebuild to resume). A text embedded before,
-    in a cache of the same notes (adopted) or another (vector_donors), is not embedded again.
-    A long-lived caller (--mcp) passes the index it `held`. Raises FileNotFoundError when the
-    notes folder does not exist.
-    """
+    """The notes' index: the cache as it is, or brought up to date when the notes, settings or
+    the model's build changed, in IndexOpening's steps. Unchanged notes cost no reading; what is
+    embedded is saved as it goes (CacheWriter), so Ctrl-C (BuildInterrupted), a kill or Ollama
+    failing loses none of it. `rebuild` ("--rebuild") re-embeds everything (CacheWriter.rebuilding).
+    A text embedded before, in any cache (adopted, vector_donors), is not embedded again. A
+    long-lived caller (--mcp) passes the index it `held`. FileNotFoundError: no notes folder."""
     check_notes_dir(settings.notes_dir)
     opening = IndexOpening(settings, client or ollama_client(), rebuild, progress)
     opening.find()
@@ -7805,16 +7798,13 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
     on_plan(outcome) is called once the sources are known, before the chat model is (status
     ANSWERING if it will be): a front end prints the sources there. on_token(piece) gets the
     answer as it streams. The chat model failing mid-way is an outcome (FAILED); an interrupt
-    stays an exception. `keywords_because` (the build's reason the index lacks vectors, Ollama's
-    error) replaces search()'s. An unanswered question goes to the gap log (logged(); `via`:
-    its front end, "mcp", if not the command line). In a notebook: `outcome = answer(
-    ollama.Client(), index, "What is BM25?", settings)`, then outcome.status and outcome.text.
+    stays an exception. `keywords_because` as search()'s. An unanswered question goes to the
+    gap log (logged(); `via`: its front end, "mcp", if not the command line). In a notebook:
+    `outcome = answer(ollama.Client(), index, "What is BM25?", settings)`, then outcome.status.
     """
     conv = conversation or Conversation()
     query = conv.rewrite(client, question, settings)
-    r = search(client, index, query or question, settings)
-    if r.keywords_only_because and keywords_because:
-        r = replace(r, keywords_only_because=keywords_because)
+    r = search(client, index, query or question, settings, keywords_because)
     status, why = decide(r, retrieve_only)
     messages, num_ctx = prompt_within(question, r, conv, settings.max_answer_tokens)
     plan = Outcome(question, query, r, messages, num_ctx, status, why, conversation=conv,
@@ -9952,9 +9942,7 @@ def search_tool(notes: Notes, query: str, top_k: int | None = None, **filters) -
     settings = filtered(notes, filters)
     if top_k is not None:
         settings = replace(settings, top_k=top_k)
-    r = search(notes.client, notes.index, query, settings)
-    if r.keywords_only_because and notes.report.embed_error:   # the build knows why best
-        r = replace(r, keywords_only_because=notes.report.embed_error)
+    r = search(notes.client, notes.index, query, settings, notes.report.embed_error)
     if r.keywords_only_because:
         notes.warn(f"{r.keywords_only_because}; searching by keywords (BM25) only")
     status, why = decide(r, retrieve_only=True)
