@@ -655,8 +655,8 @@ LEXICON_BLOCK = 1 << 20                   # postings build_lexicon sorts at a ti
 OLLAMA_TIMEOUT = 300.0                    # seconds of silence before giving up (--timeout)
 OLLAMA_CONNECT_TIMEOUT = 10.0             # seconds to connect
 MAX_CONTEXT_LENGTH = 1 << 24              # tokens: /api/show saying a model reads more is nonsense
-# Bytes in one line of Ollama's reply, at most: twice what Ollama's own client takes
-# (maxBufferSize, api/client.go), ten times the longest line we ask for (32 vectors of 4,096).
+# Bytes in one line of Ollama's reply, at most: twice its own client's limit (maxBufferSize),
+# ten times the longest line we ask for (32 vectors of 4,096).
 MAX_REPLY_LINE = 16 << 20
 MAX_NUM_CTX = 32768                       # the largest num_ctx (qwen3's window): caps --top-k
 MAX_ANSWER_TOKENS = MAX_NUM_CTX // 2      # --max-answer-tokens at most: the sources need half
@@ -889,8 +889,7 @@ class Settings:
     tags: tuple[str, ...] = option((), "--tag", NOTES_GROUP,
                                    "only use notes with this tag, in front matter or as #tag "
                                    "(--tag a takes #a/b too); repeat it for notes with any of them",
-                                   type=tag_name, action=Appended,
-                                   metavar="TAG")
+                                   type=tag_name, action=Appended, metavar="TAG")
     since: str | None = option(None, "--since", NOTES_GROUP,
                                "only use notes dated DATE or later: 2026-01-15, 2026-01, 2026, or "
                                "7d, 2w, 3m, 1y ago (a note's date: its front matter's date, "
@@ -906,15 +905,13 @@ class Settings:
                                 "also read notes through symlinks that lead outside the "
                                 "notes folder", action="store_true")
     chunk_size: int = option(CHUNK_SIZE, "--chunk-size", NOTES_GROUP,
-                             f"characters (default {CHUNK_SIZE})", type=int,
-                             metavar="N")
+                             f"characters (default {CHUNK_SIZE})", type=int, metavar="N")
     chunk_overlap: int = option(CHUNK_OVERLAP, "--chunk-overlap", NOTES_GROUP,
                                 f"characters (default {CHUNK_OVERLAP})", type=int, metavar="N")
     log_gaps: bool = option(True, "--no-log", NOTES_GROUP,
                             "keep no record of this run's unanswered questions (the gap log, "
                             f"{GAP_LOG} in the cache folder, that --gaps shows); {NO_LOG_ENV}=1 "
-                            "turns it off for good",
-                            action="store_false")
+                            "turns it off for good", action="store_false")
     checkpoint_seconds: float = option(CHECKPOINT_SECONDS, "--checkpoint-seconds", NOTES_GROUP,
                                        "save the embedding done so far every S seconds, 0 after "
                                        f"every batch (default {CHECKPOINT_SECONDS:g})", SECONDS,
@@ -924,8 +921,7 @@ class Settings:
     min_score: float | None = option(None, "--min-score", RETRIEVAL_GROUP,
                                      "relevance floor on retrieval confidence, 0 to 2 (default: "
                                      "calibrated on each index with off-topic questions, at least "
-                                     f"{MIN_SCORE})", type=min_score,
-                                     metavar="X")
+                                     f"{MIN_SCORE})", type=min_score, metavar="X")
     fusion: str = option(FUSION_METHOD, "--fusion", RETRIEVAL_GROUP,
                          f"how dense and BM25 scores are combined (default {FUSION_METHOD}; "
                          "--tune compares)", choices=FUSION_METHODS)
@@ -4535,8 +4531,7 @@ def older_cache_paths(path: Path) -> list[Path]:
 
 def vector_donors(settings: Settings, path: Path, build: str) -> list[Path]:
     """The other cache files whose vectors this index may take for the same texts: of this
-    model, document template and build (or one not known: as build_changed() decides), whatever
-    their folder or chunk sizes."""
+    model, document template and build (build_changed()), whatever their folder or chunk size."""
     template = embed_templates(settings).document
     return [p for p in sorted(settings.cache_dir.glob(f"*.v{CACHE_FORMAT}.pkl")) if p != path
             and (h := read_header(p))
@@ -4629,8 +4624,7 @@ def load_index(path: Path) -> tuple[Index | None, str]:
             vectors = map_vectors(f, f.tell() + (-f.tell() % VECTOR_ALIGN), d["vectors_shape"])
             index = index_from_dict(d, vectors)
             if d.get("tokenizer") != TOKENIZER_VERSION:
-                # Words counted by another tokenize(): counted again, no embedding; the empty
-                # fingerprint has open_index bring the index up to date and save it.
+                # Words counted by another tokenize(): counted again (no embedding), then saved
                 index = replace(index, lexicon=lexicon_from_texts(list(lexicon_texts(index))),
                                 fingerprint="", calibration=None)
             if index.reader != READER_VERSION:    # update_index reads its notes again
@@ -4666,11 +4660,10 @@ def vectors_elsewhere(donors: Sequence[Path], wanted: dict[bytes, list[int]],
 
 def adopted(settings: Settings, files: list[NoteFile],
             path: Path) -> tuple[Index | None, str, Path | None]:
-    """Another cache of these notes, for a folder with none at `path`: (index, what to say,
-    its file), or (None, "", None). First a cache an older version kept for this folder;
-    else one of these settings whose notes have the same names (the folder moved, renamed
-    or copied), the same stat first. An adopted index loses its fingerprint, so the update
-    that follows checks each note (one stat, for a moved note) and saves it at `path`."""
+    """Another cache of these notes, for a folder with none at `path`: (index, what to say, its
+    file), or (None, "", None). First one an older version kept for this folder; else one of these
+    settings whose notes have the same names (the folder moved or copied), the same stat first.
+    It loses its fingerprint: the update that follows checks each note and saves it at `path`."""
     for older in older_cache_paths(path):
         index, note = load_index(older) if older.exists() else (None, "")
         if index is not None:
@@ -4693,10 +4686,9 @@ def adopted(settings: Settings, files: list[NoteFile],
 
 
 def tidy_caches(cache_dir: Path, path: Path, donor: Path | None) -> list[str]:
-    """After a folder's first cache is saved at `path`: the cache it was adopted from (`donor`)
-    is deleted if that folder is gone (its notes are here now), and the others of folders that
-    are gone are named, with the space they take, in one warning. Not a file is deleted that
-    could still serve: a folder on a drive not mounted now comes back to a cache of it (adopted)."""
+    """After a folder's first cache is saved at `path`: the one it was adopted from (`donor`) is
+    deleted if its folder is gone (its notes are here now); the others of folders gone are named
+    in one warning, with their size, not deleted: a drive not mounted now comes back to them."""
     gone = []
     for p in cache_dir.glob(f"*.v{CACHE_FORMAT}.pkl"):
         h = read_header(p) if p != path else None
@@ -10812,14 +10804,12 @@ MCP = Mode(
 
 # §serve ---------------------------------------------------------------------
 # --serve: the notes in a browser, on a page only the one who started it can open.
-#
-# A web server on loopback serves one page and answers it with --mcp's tools (ask_tool,
-# read_tool) on a held index and the gap log as --gaps reads it, sending what they return as
-# JSON: nothing is searched or checked here. An answer streams as lines of JSON; a note shows
-# as text, never as HTML. Others are kept out as Jupyter and Ollama keep them: the token of
-# the printed URL (then a cookie), a Host header naming this server (DNS rebinding renames
-# another site, not its Host), a POST from this page (Origin) to start or stop anything, and
-# a Content-Security-Policy that runs the page's own script and no other.
+# A server on loopback serves one page and answers it with --mcp's tools (ask_tool, read_tool)
+# on a held index and the gap log as --gaps reads it, in JSON: nothing is searched or checked
+# here; a note shows as text, never as HTML. Others are kept out as Jupyter and Ollama keep
+# them: the printed URL's token (then a cookie), a Host header naming this server (DNS rebinding
+# renames another site, not its Host), a POST from this page (Origin) to start or stop, and a
+# Content-Security-Policy that runs the page's own script and no other.
 
 
 SERVE_PORT = 8765                         # --serve's port when not told; --port 0: any free one
@@ -11489,9 +11479,8 @@ def main(argv: list[str] | None = None) -> int:
 # Start-up and leaving: what the lines before Part I do, and how a run ends.
 # - The garbage collector is off while the imports and the module body build their long-lived
 #   objects; the command line then exempts them (gc.freeze), a notebook gets it back at once.
-# - Ctrl-C and SIGTERM are held while NumPy starts its BLAS threads, which inherit the mask: the
-#   kernel may hand a signal to any thread that does not block it, and only the main thread
-#   wakes for one. Run as a script, a Ctrl-C before the run begins ends it in one line.
+# - Ctrl-C and SIGTERM are held while NumPy starts its BLAS threads, which inherit the mask
+#   (start_daemon says why). Run as a script, a Ctrl-C before the run begins ends it in one line.
 # - httpcore is spared importing trio: the command line runs no event loop. ollama's import
 #   builds a default client, which fails on a bad OLLAMA_HOST or proxy (socks5://): it is
 #   retried without them, and fails again only for another cause.
