@@ -702,9 +702,8 @@ SOURCE_CUT = 0.5
 
 def option(default, flag: str, group: str, help: str, check: tuple[Callable, str] | None = None,
            **argparse):
-    """A Settings field that is also a command-line flag, declared once: its default, its flag,
-    its --help group and text, a (test, "must be ...") its value must pass, and argparse's
-    own arguments (type=, metavar=, choices=, action=). parse_args() builds the parser from it."""
+    """A Settings field that is also a command-line flag, declared once: its default, flag, --help
+    group and text, the (test, "must be ...") its value must pass, argparse's own arguments."""
     return field(default=default, metadata={"flag": flag, "group": group, "help": help,
                                             "check": check, "argparse": argparse})
 
@@ -4152,9 +4151,8 @@ def arr_data(a: np.ndarray) -> tuple:
 
 
 def blob_data(strings: Iterable[str]) -> tuple:
-    """Strings as one UTF-8 blob and their offsets:
-    ["ab", "ç"] -> (b"ab\\xc3\\xa7", offsets [0, 2, 4]).
-    The blob grows string by string and pickles as bytes without a copy (see arr_data).
+    """Strings as one UTF-8 blob and their offsets; the blob grows string by string and pickles
+    as bytes without a copy (see arr_data).
 
     >>> blob, (_, _, offsets) = blob_data(["ab", "ç"])
     >>> bytes(blob.raw()), np.frombuffer(offsets.raw(), dtype=np.int64).tolist()
@@ -4219,8 +4217,7 @@ class ChunkTable(Sequence):
 
     @staticmethod
     def pack(chunks: Sequence[PlacedChunk]) -> dict:
-        """Chunks as plain data: distinct source names, blobs of headings and texts, pages and
-        lines (-1: none)."""
+        """Chunks as plain data: names, blobs of headings and texts, pages and lines (-1: none)."""
         names = sorted({c.source for c in chunks})
         ids = {name: k for k, name in enumerate(names)}
         return {"names": names,
@@ -4328,8 +4325,7 @@ class NoteTable(Mapping):
 
     @staticmethod
     def pack(files: Mapping[str, FileRecord], notes: Mapping[str, NoteMeta]) -> dict:
-        """Each NoteMeta field of the notes, in the order of `files`, as a blob (a tuple's items a
-        line each)."""
+        """Each NoteMeta field, in the order of `files`, as a blob (a tuple's items a line each)."""
         metas = [notes.get(rel, NoteMeta()) for rel in files]
         return {"fields": list(NoteMeta._fields),
                 "columns": [blob_data("\n".join(m[k]) if kind is tuple else m[k] for m in metas)
@@ -7874,9 +7870,8 @@ def gap_entry(outcome: Outcome, settings: Settings, why: str, via: str = "") -> 
 def append_gap(path: Path, entry: dict) -> None:
     """Append one entry to the log as one line, in one write() (O_APPEND: another run's line
     goes before or after it, never inside), on a line of its own if a killed run left the last
-    one without its newline; or raise OSError, the log left as it was. Past GAP_LOG_MAX_MB the
-    log moves to GAP_LOG_OLD. Mode 600. subtle: while another run writes a long line the file
-    grows a page at a time, its last byte no newline yet: one run at a time looks and writes."""
+    one without its newline; or raise OSError, the log left as it was. subtle: another run's long
+    line is written a page at a time, no newline yet: one run at a time looks and writes."""
 
     def locked() -> int:
         """The log, opened to append and locked (POSIX only) till closed: a run that waited while
