@@ -986,7 +986,6 @@ def where_is(hostname: str | None) -> str:
     ...                        "127.1", "192.0.2.7")]
     ['this machine', 'this machine', 'this machine', 'this link', 'this machine', 'elsewhere']
     """
-    import socket                         # only here: a name is looked up as the connection would
     name = (hostname or "127.0.0.1").lower().rstrip(".")
     if name == "localhost":
         return "this machine"
@@ -6019,13 +6018,11 @@ def ollama_chat(client: ollama.Client, model: str, messages: list[dict], options
 
 
 def chat_context(settings: Settings, timeout: float | None = None, strict: bool = False) -> int:
-    """The context size this run's chat requests start from, and the chat model loading
-    meanwhile: the size Ollama has it loaded with if NUM_CTX or more (/api/ps: asking for
-    less would load it again), else NUM_CTX, and a request of no messages has Ollama load
-    it in the background, ready when the sources are. Nothing waits for that; a failure is
-    left for the answer's own request to say. /api/ps gets OLLAMA_CONNECT_TIMEOUT at most: a
-    stuck Ollama must not hold the question up for --timeout. `strict`: a chat model Ollama
-    does not have (/api/show, which loads nothing) ends the run here, before any source."""
+    """The context size this run's chat requests start from, and the chat model loading meanwhile:
+    the size Ollama has it loaded with if NUM_CTX or more (/api/ps: asking for less would load it
+    again), else NUM_CTX; a request of no messages loads it in the background, waited for by
+    nothing (a failure is the answer's to say). /api/ps waits OLLAMA_CONNECT_TIMEOUT at most, not
+    --timeout. `strict`: a chat model Ollama lacks (/api/show) ends the run before any source."""
     model = settings.chat_model
     names = {model, model if ":" in model else model + ":latest"}
     wait = min(timeout or OLLAMA_CONNECT_TIMEOUT, OLLAMA_CONNECT_TIMEOUT)
@@ -6112,12 +6109,9 @@ class ChatUsage(NamedTuple):
 class ChatStream:
     """A streamed answer (stream_chat): iterate for its text pieces, thinking stripped. Once
     it has ended: .usage, Ollama's token counts (None if it sent none); .warnings, a line per
-    problem (the prompt was cut, the client cannot ask not to think); .cut_short, why the
-    reply was stopped before its end (None: it ended by itself). Raises OllamaError.
-
-    A reply is cut short at num_predict tokens (Ollama's done_reason "length"), past
-    CHARS_PER_TOKEN characters a token (a server that ignores num_predict), or when it loops.
-    """
+    problem (the prompt was cut, the client cannot ask not to think); .cut_short, why it was
+    stopped (None: it ended by itself): at num_predict tokens (done_reason "length"), past
+    CHARS_PER_TOKEN characters a token (num_predict ignored), or looping. Raises OllamaError."""
     CHARS_PER_TOKEN = 16                  # prose takes 1 to 6 characters a token; code, tables more
     # looping(): stuck if the last LOOP_WINDOW characters repeat a run of at most LOOP_UNIT.
     LOOP_WINDOW = 1600
