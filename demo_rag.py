@@ -10846,10 +10846,8 @@ function el(tag, text, cls) {
   if (cls) e.className = cls;
   return e;
 }
-function post(url, body) {
-  return fetch(url, {method: "POST", body: JSON.stringify(body),
-                     headers: {"Content-Type": "application/json"}});
-}
+const post = (url, body) => fetch(url, {method: "POST", body: JSON.stringify(body),
+                                        headers: {"Content-Type": "application/json"}});
 function link(e, path, line, end) {   // a note's place: opened by a click or Enter
   if (!path) return e;
   Object.assign(e.dataset, {path, line: line || "", end: end || ""});
