@@ -4292,10 +4292,8 @@ class FileTable(Mapping):
         rows = arr(d["rows"], "<i8", "file rows")
         m = len(digests)
         names = check_blob(d["names"], arr, m, "file names")
-        if not (stats.shape == (m, 4) and rows.shape == (m, 2)
-                and (m == 0
-                     or (0 <= rows.min() and rows.max() <= n
-                         and (rows[:, 0] <= rows[:, 1]).all()))):
+        if not (stats.shape == (m, 4) and rows.shape == (m, 2) and (m == 0 or (
+                0 <= rows.min() and rows.max() <= n and (rows[:, 0] <= rows[:, 1]).all()))):
             raise CacheDamaged("a file record points outside the chunks")
         return cls(names, stats, digests, rows)
 
@@ -11345,9 +11343,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     argv = sys.argv[1:] if argv is None else argv
     p = build_parser(every_flag=any(a.startswith("--help-") for a in argv))   # --help-a too
     p.json_requested = "--json" in argv
-    options = all_options()
     args = p.parse_args(argv)
-    for dest, o in options.items():
+    for dest, o in all_options().items():
         value = getattr(args, dest)
         if o["check"] and value is not None and not o["check"][0](value):
             p.error(f"{o['flag']} {o['check'][1]}, not {value}")
