@@ -7938,13 +7938,10 @@ def logged(outcome: Outcome, settings: Settings, via: str = "") -> Outcome:
 
 # ============================================================================
 # PART III · THE MODES AND THE COMMAND LINE
-# One question (the default), a conversation (--chat), a narrated run (--explain), an
-# evaluation (--eval, --make-eval, --tune), what the notes could not answer (--gaps), a
-# server for agents (--mcp) and a page (--serve): a section each, holding its flags, its
-# Mode and its printing, after the set-up they share, and the command line last. Each opens
-# the index through one set-up (open_for_mode; --mcp and --serve hold it, with the same
-# checks), searches through Part II's search() and answers through answer(). Only the run_*
-# functions print; --mcp writes protocol messages on stdout and nothing else.
+# A section a mode (the map names them), holding its flags, its Mode and its printing, after
+# the set-up they share, and the command line last. Each opens the index through one set-up
+# (open_for_mode; --mcp and --serve hold it, with the same checks), searches through Part II's
+# search() and answers through answer(). Only run_* functions print (--mcp: protocol alone).
 # ============================================================================
 # §modes-setup ---------------------------------------------------------------
 # The modes' shared set-up: exit codes, errors in one line, output that shows control
