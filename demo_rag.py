@@ -4126,9 +4126,8 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
 
 
 # §cache-layout --------------------------------------------------------------
-# The cache's layout: everything but the vectors as plain builtins (strings in one blob,
-# numbers in arrays), so that loading 50,000 chunks builds a few dozen objects, not a
-# million, and every field is checked as it is read.
+# The cache's layout: everything but the vectors as plain builtins (strings in one blob, numbers
+# in arrays): 50,000 chunks load as a few dozen objects, not a million, each field checked.
 
 
 class CacheDamaged(ValueError):
@@ -5955,8 +5954,7 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
 
 
 # §answering -----------------------------------------------------------------
-# Answering: replaces Part I's stream_answer: the context sized to the prompt, thinking
-# models, and what Ollama read and cut.
+# Answering: replaces Part I's stream_answer: context sized to the prompt, thinking, Ollama's cuts.
 
 
 def rung(tokens: int) -> int:
@@ -7570,11 +7568,10 @@ def judged(check: CitationCheck, sources: Sequence, settings: Settings
 
 
 # §one-question --------------------------------------------------------------
-# One question, one outcome: replaces Part I's answer_question. answer() searches, applies
-# the one rule that decides whether the chat model is called (decide()), fits the prompt to
-# its budget, streams the answer, and returns all of it as an Outcome that every front end
-# (a question, --chat, --explain, --eval, a notebook) only prints. A conversation is the same
-# step with earlier turns: a follow-up is rewritten to stand alone before it is searched.
+# One question, one outcome: replaces Part I's answer_question. answer() searches, applies the
+# one rule for calling the chat model (decide()), fits the prompt to its budget, streams the
+# answer, and returns all of it as an Outcome that every front end only prints. In a
+# conversation, a follow-up is rewritten to stand alone before it is searched.
 
 
 ANSWERED, DECLINED, KEYWORDS_ONLY, FAILED, RETRIEVAL_ONLY, INTERRUPTED = (
@@ -9856,9 +9853,8 @@ GAPS = Mode(
     examples=(("--notes ~/vault --gaps", "what your notes could not answer"),))
 
 # §mcp-tools -----------------------------------------------------------------
-# --mcp's tools: search_notes, read_note and ask_notes as functions any front end calls, the
-# notes as they are now (Notes) and its arguments in, one dict out, as its output schema says.
-# search_tool runs a question's search(), ask_tool its answer().
+# --mcp's tools as functions any front end calls, the notes as they are now (Notes) and its
+# arguments in, one dict out: search_tool runs search(), read_tool reads, ask_tool answer().
 
 
 MCP_READ_LINES = 200                      # lines read_note gives when not told; the agent asks on
