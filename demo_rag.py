@@ -10152,9 +10152,8 @@ def argument_problem(tool: dict, arguments: dict) -> str | None:
 
 # §held-index ----------------------------------------------------------------
 # The held index: the notes' index as a long-lived front end (--mcp) holds it, kept current.
-# A look for changes (still_current) costs about a search on a big folder, so a call serves the
-# index a look under fresh_seconds ago left, and the front end looks while an agent thinks. An
-# Index never changes once made: a caller answers with the one it got while the next is made.
+# A look for changes costs a search's time: a call serves the index a look under fresh_seconds
+# ago left, the front end looking while idle; a caller keeps the Index it got as the next is made.
 
 
 MCP_FRESH_SECONDS = 1.0                   # a call may serve the notes as they were this long ago
