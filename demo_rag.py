@@ -638,8 +638,7 @@ EMBED_PROMPTS = [
 
 CACHE_FORMAT = 12                         # bump when the layout or chunk_note changes (upgraded())
 TOKENIZER_VERSION = 4                     # bump when tokenize() changes: BM25 counts again
-# Bump when a reader (NOTE_TYPES', read_markdown) makes other text of the same bytes: each note
-# is read again once, and its chunks whose text is the same keep their vectors.
+# Bump when a reader makes other text of the same bytes: notes read again, same chunks kept.
 READER_VERSION = 1
 # On disk, vectors are float32, memory-mapped from the cache file from a page boundary: no copy.
 DISK_VECTORS = np.dtype("<f4")
@@ -663,8 +662,7 @@ MAX_ANSWER_TOKENS = MAX_NUM_CTX // 2      # --max-answer-tokens at most: the sou
 # A longer question is refused: each word costs a pass over the hits; a pasted page is none.
 MAX_QUESTION_CHARS = 4000
 
-# The gap log: the questions the notes could not answer, one JSON object a line, appended, in the
-# cache folder (--gaps) and never sent anywhere.
+# The gap log (--gaps): questions not answered, a JSON object a line, in the cache; sent nowhere.
 GAP_LOG = "gaps.jsonl"
 GAP_LOG_VERSION = 1                       # bump when an entry's fields change: older are skipped
 GAP_TIME = "%Y-%m-%dT%H:%M:%SZ"           # when an entry was written, in UTC
@@ -4408,8 +4406,7 @@ def index_to_dict(index: Index) -> dict:
         "doc_template": index.doc_template, "model_digest": index.model_digest,
         "note_warnings": index.note_warnings,
         "skipped": {rel: tuple(s) for rel, s in index.skipped.items()},
-        # The probes' vectors apart from the floors: an older version shows its calibration in
-        # --eval --json, and ignores a key it does not know.
+        # The probes' vectors apart: an older version shows its calibration in --eval --json
         "calibration": floors_only(calibration),
         "calibration_probes": calibration.get("probes") if isinstance(calibration, dict) else None,
         "notes": NoteTable.pack(index.files, index.notes), "whole": index.whole,
@@ -4489,8 +4486,7 @@ def cache_path(settings: Settings) -> Path:
     return settings.cache_dir / f"{name}-{model}-{settings.chunk_size}-{digest}.v{CACHE_FORMAT}.pkl"
 
 
-# What a cache file says first, in a pickle of its own, so that a run can tell whose notes
-# it holds and how they were embedded without loading it (adopted()).
+# What a cache file says first, in a pickle of its own: whose notes, how embedded (adopted()).
 HEADER_KEYS = ("format", "notes_dir", "names", "fingerprint", "embed_model", "chunking",
                "doc_template", "model_digest", "vectors_shape")
 
