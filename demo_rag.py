@@ -688,8 +688,7 @@ HYPERLINK_ENV = "DEMO_RAG_HYPERLINK_FORMAT"    # --hyperlink-format's value when
 FUSION_METHODS = ("evidence", "zscore", "rrf", "dense", "bm25")
 FUSION_METHOD = "evidence"
 EVIDENCE_POWER = 6                        # weight = evidence ** this: more evidence leads
-# A source goes to the chat model only if its fused score stands at least this share as far above
-# the average chunk's as the best one's: fewer prompt tokens, same evidence (prompt_budget.py).
+# A source's least standout, as a share of the best one's (close_to_best()): fewer prompt tokens.
 SOURCE_CUT = 0.5
 
 
@@ -1101,8 +1100,7 @@ def explain_ollama_error(exc: Exception, model: str, mid_reply: bool = False) ->
                        f"(or point OLLAMA_HOST at it)")
 
 
-# What a call to Ollama can raise that is Ollama's doing, not ours: an error status, a connection
-# that fails, a reply not as the API promises (a ValueError, as our checks of replies raise).
+# Ollama's failures, not ours: an error status, a failed connection, a reply our checks refuse.
 OLLAMA_FAILURES = (ollama.ResponseError, ConnectionError, httpx.TransportError, ValueError)
 
 
