@@ -752,8 +752,7 @@ def keep_alive_seconds(value: str | float | None, signed: bool = False) -> float
 
 
 def go_duration(text: str) -> str | float:
-    """--keep-alive as Ollama reads it: a duration such as "10m" or "1h30m", or seconds ("-1":
-    for ever).
+    """--keep-alive as Ollama reads it: a duration ("10m", "1h30m") or seconds ("-1": for ever).
 
     >>> go_duration("10m"), go_duration("-1"), go_duration("90"), go_duration(".5s")
     ('10m', -1.0, 90.0, '.5s')
