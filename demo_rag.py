@@ -4710,11 +4710,10 @@ def signals_to(handler: Callable) -> Iterator[None]:
 
 
 class CacheWriter:
-    """Saves an index being built: every `seconds` while embedding (or less often: a write
-    takes at most CHECKPOINT_MAX_SHARE of the build), and at the end. Never an incomplete one
-    holding fewer than `floor` vectors (rebuilding: a --rebuild with Ollama away keeps the old
-    ones). A cache that cannot be written costs one warning, not the run; Ctrl-C or SIGTERM
-    during a write waits for it to finish (interrupts_deferred)."""
+    """Saves an index being built: every `seconds` while embedding (less often when a write takes
+    over CHECKPOINT_MAX_SHARE of the build), and at the end; never an incomplete one with fewer
+    than `floor` vectors (rebuilding: --rebuild with Ollama away keeps the old). A failed write
+    costs one warning, not the run; an interrupt during one waits for it (interrupts_deferred)."""
 
     def __init__(self, path: Path, seconds: float, on_disk: int = 0):
         self.path, self.seconds, self.floor = path, seconds, 0
