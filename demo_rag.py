@@ -10156,9 +10156,9 @@ class HeldIndex:
     """One folder's index, held between calls: current() gives it; look() looks while idle."""
 
     def __init__(self, settings: Settings, client: ollama.Client, rebuild: str = "",
-                 fresh_seconds: float = MCP_FRESH_SECONDS,
-                 progress_seconds: float = PROGRESS_SECONDS):
-        self.settings, self.client, self.fresh_seconds = settings, client, fresh_seconds
+                 fresh_seconds: float | None = None, progress_seconds: float = PROGRESS_SECONDS):
+        self.settings, self.client = settings, client
+        self.fresh_seconds = MCP_FRESH_SECONDS if fresh_seconds is None else fresh_seconds
         self.rebuild = rebuild            # the first opening's reason to rebuild, no other's
         self.progress_seconds = progress_seconds
         self.index: Index | None = None   # opened by the first call, then held
@@ -10610,8 +10610,7 @@ class McpServer:
         self.settings, self.client, self.timeout = settings, client, args.timeout
         self.tools = mcp_tools(settings)
         self.held = HeldIndex(settings, client, "--rebuild" if args.rebuild else "",
-                              MCP_FRESH_SECONDS if args.fresh_seconds is None
-                              else args.fresh_seconds, args.progress_seconds)
+                              args.fresh_seconds, args.progress_seconds)
         self.num_ctx: int | None = None   # ask_notes' context size, known on its first call
         self.rpc = JsonRpcLines(out, self.answer, self.held)
         self.methods = {"initialize": self.initialize, "server/discover": self.discover,
@@ -11153,8 +11152,7 @@ def run_serve(args, settings: Settings, client: ollama.Client) -> int:
     if not local:
         err(f"warning: serving beyond this machine on {host}: anyone who can reach it and has "
             "the URL reads your notes, over plain HTTP")
-    held = HeldIndex(settings, client, "--rebuild" if args.rebuild else "",
-                     MCP_FRESH_SECONDS if args.fresh_seconds is None else args.fresh_seconds,
+    held = HeldIndex(settings, client, "--rebuild" if args.rebuild else "", args.fresh_seconds,
                      args.progress_seconds)
     held.current()
     num_ctx = chat_context(settings, args.timeout)    # and the chat model loads meanwhile
