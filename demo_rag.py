@@ -603,22 +603,16 @@ MAX_NOTE_MB = 5.0                         # a bigger "note" is usually an export
 EMBED_BATCH_CHARS = 24_000                # characters per embedding request, at most
 SKIPS_NAMED = 5                           # skipped notes named one a line; more are counted
 ANSWER_TOKENS = 1024                      # an answer's most (num_predict), and its room in num_ctx
-# The context sizes asked for (num_ctx). Ollama restarts a model's runner whenever a request's
-# num_ctx differs from the one it was loaded with (needsReload in its server/sched.go), so every
-# chat request asks for Part I's NUM_CTX, or the next rung when its prompt needs more: questions
-# in a row, a conversation's rewrites and answers, --make-eval's questions and the preload
-# share one value and the model stays loaded. (A model trained on a shorter context runs with
-# that instead: Ollama caps num_ctx at it, llm/server.go.)
+# The context sizes asked for (num_ctx). Ollama reloads a model whenever a request's num_ctx
+# differs from the one it was loaded with, so every chat request asks for Part I's NUM_CTX, or
+# the next rung when its prompt needs more: the model stays loaded. (Ollama caps it at a model's.)
 NUM_CTX_LADDER = (NUM_CTX, 2 * NUM_CTX, 4 * NUM_CTX)    # 8,192 / 16,384 / 32,768
 
-# Embedding prompts per model family: many embedders were trained with a fixed
-# prefix on queries, on documents or on both, Ollama does not add it, and without
-# it retrieval quietly gets worse. Each row: a pattern searched for in the
-# lower-cased model name (so "nomic-embed-text:v1.5", "hf.co/nomic-ai/nomic-embed-
-# text-v1.5-GGUF" and "me/nomic-embed-text:mine" all match), the query template
-# ({query}), the document template ({text}), and the model card it comes from.
-# The first row that matches wins; a model no row matches gets no prompts.
-# --query-instruction and --doc-instruction override the row.
+# Embedding prompts per model family: many embedders were trained with a fixed prefix on
+# queries, documents or both, Ollama does not add it, and without it retrieval quietly worsens.
+# Each row: a pattern searched for in the lower-cased model name (so "hf.co/nomic-ai/nomic-embed-
+# text-v1.5-GGUF" matches too), the query ({query}) and document ({text}) templates, the model
+# card. The first match wins (none: no prompts); --query- and --doc-instruction override it.
 EMBED_PROMPTS = [
     (r"qwen3-embedding",
      "Instruct: Given a web search query, retrieve relevant passages that answer the "
@@ -644,11 +638,9 @@ EMBED_PROMPTS = [
 
 CACHE_FORMAT = 12                         # bump when the layout or chunk_note changes (upgraded())
 TOKENIZER_VERSION = 4                     # bump when tokenize() changes: BM25 counts again
-# Bump when a reader (NOTE_TYPES', read_markdown) makes other text of the same bytes: each note
-# is read again once, and its chunks whose text is the same keep their vectors.
+# Bump when a reader makes other text of the same bytes: notes read again, same chunks kept.
 READER_VERSION = 1
-# On disk, vectors are float32, memory-mapped straight from the cache file: no widening and no
-# copy on load (bench/bench_index.py compares the formats); they start on a page boundary.
+# On disk, vectors are float32, memory-mapped from the cache file from a page boundary: no copy.
 DISK_VECTORS = np.dtype("<f4")
 VECTOR_ALIGN = 4096
 CHECKPOINT_SECONDS = 20.0                 # a hard kill loses at most this much embedding,
@@ -662,18 +654,15 @@ LEXICON_BLOCK = 1 << 20                   # postings build_lexicon sorts at a ti
 OLLAMA_TIMEOUT = 300.0                    # seconds of silence before giving up (--timeout)
 OLLAMA_CONNECT_TIMEOUT = 10.0             # seconds to connect
 MAX_CONTEXT_LENGTH = 1 << 24              # tokens: /api/show saying a model reads more is nonsense
-# Bytes in one line of Ollama's reply, at most: twice what Ollama's own client takes
-# (maxBufferSize, api/client.go), ten times the longest line we ask for (32 vectors of 4,096).
+# Bytes in one line of Ollama's reply, at most: twice its own client's limit (maxBufferSize),
+# ten times the longest line we ask for (32 vectors of 4,096).
 MAX_REPLY_LINE = 16 << 20
 MAX_NUM_CTX = 32768                       # the largest num_ctx (qwen3's window): caps --top-k
 MAX_ANSWER_TOKENS = MAX_NUM_CTX // 2      # --max-answer-tokens at most: the sources need half
-# A longer question is refused, not searched: each word costs a pass over the hits, and a pasted
-# page is no question.
+# A longer question is refused: each word costs a pass over the hits; a pasted page is none.
 MAX_QUESTION_CHARS = 4000
 
-# The gap log: the questions the notes could not answer, one JSON object a line, appended, in the
-# cache folder (--gaps) and never sent anywhere. Past GAP_LOG_MAX_MB it starts a new file and
-# keeps the one before (gaps.old.jsonl): about 5,000 questions a file, with 1,024-number vectors.
+# The gap log (--gaps): questions not answered, a JSON object a line, in the cache; sent nowhere.
 GAP_LOG = "gaps.jsonl"
 GAP_LOG_VERSION = 1                       # bump when an entry's fields change: older are skipped
 GAP_TIME = "%Y-%m-%dT%H:%M:%SZ"           # when an entry was written, in UTC
@@ -694,14 +683,12 @@ HYPERLINK_FORMATS = {
 }
 HYPERLINK_ENV = "DEMO_RAG_HYPERLINK_FORMAT"    # --hyperlink-format's value when it is not given
 
-# Fusion (--fusion): how the two rankers' scores become one ranking. "evidence" is the default
-# (fuse(); chosen in bench/fusion-study.md); "rrf" is Part I's reciprocal rank fusion; --tune
-# compares them all on your own questions.
+# Fusion (--fusion): how the two rankers' scores become one. "evidence" (fuse()) is the default,
+# "rrf" Part I's reciprocal rank fusion; --tune compares them all on your own questions.
 FUSION_METHODS = ("evidence", "zscore", "rrf", "dense", "bm25")
 FUSION_METHOD = "evidence"
 EVIDENCE_POWER = 6                        # weight = evidence ** this: more evidence leads
-# A source goes to the chat model only if its fused score stands at least this share as far above
-# the average chunk's as the best one's: fewer prompt tokens, same evidence (prompt_budget.py).
+# A source's least standout, as a share of the best one's (close_to_best()): fewer prompt tokens.
 SOURCE_CUT = 0.5
 
 
@@ -712,9 +699,8 @@ SOURCE_CUT = 0.5
 
 def option(default, flag: str, group: str, help: str, check: tuple[Callable, str] | None = None,
            **argparse):
-    """A Settings field that is also a command-line flag, declared once: its default, its flag,
-    its --help group and text, a (test, "must be ...") its value must pass, and argparse's
-    own arguments (type=, metavar=, choices=, action=). parse_args() builds the parser from it."""
+    """A Settings field that is also a command-line flag, declared once: its default, flag, --help
+    group and text, the (test, "must be ...") its value must pass, argparse's own arguments."""
     return field(default=default, metadata={"flag": flag, "group": group, "help": help,
                                             "check": check, "argparse": argparse})
 
@@ -766,8 +752,7 @@ def keep_alive_seconds(value: str | float | None, signed: bool = False) -> float
 
 
 def go_duration(text: str) -> str | float:
-    """--keep-alive as Ollama reads it: a duration such as "10m" or "1h30m", or seconds ("-1":
-    for ever).
+    """--keep-alive as Ollama reads it: a duration ("10m", "1h30m") or seconds ("-1": for ever).
 
     >>> go_duration("10m"), go_duration("-1"), go_duration("90"), go_duration(".5s")
     ('10m', -1.0, 90.0, '.5s')
@@ -899,8 +884,7 @@ class Settings:
     tags: tuple[str, ...] = option((), "--tag", NOTES_GROUP,
                                    "only use notes with this tag, in front matter or as #tag "
                                    "(--tag a takes #a/b too); repeat it for notes with any of them",
-                                   type=tag_name, action=Appended,
-                                   metavar="TAG")
+                                   type=tag_name, action=Appended, metavar="TAG")
     since: str | None = option(None, "--since", NOTES_GROUP,
                                "only use notes dated DATE or later: 2026-01-15, 2026-01, 2026, or "
                                "7d, 2w, 3m, 1y ago (a note's date: its front matter's date, "
@@ -916,15 +900,13 @@ class Settings:
                                 "also read notes through symlinks that lead outside the "
                                 "notes folder", action="store_true")
     chunk_size: int = option(CHUNK_SIZE, "--chunk-size", NOTES_GROUP,
-                             f"characters (default {CHUNK_SIZE})", type=int,
-                             metavar="N")
+                             f"characters (default {CHUNK_SIZE})", type=int, metavar="N")
     chunk_overlap: int = option(CHUNK_OVERLAP, "--chunk-overlap", NOTES_GROUP,
                                 f"characters (default {CHUNK_OVERLAP})", type=int, metavar="N")
     log_gaps: bool = option(True, "--no-log", NOTES_GROUP,
                             "keep no record of this run's unanswered questions (the gap log, "
                             f"{GAP_LOG} in the cache folder, that --gaps shows); {NO_LOG_ENV}=1 "
-                            "turns it off for good",
-                            action="store_false")
+                            "turns it off for good", action="store_false")
     checkpoint_seconds: float = option(CHECKPOINT_SECONDS, "--checkpoint-seconds", NOTES_GROUP,
                                        "save the embedding done so far every S seconds, 0 after "
                                        f"every batch (default {CHECKPOINT_SECONDS:g})", SECONDS,
@@ -934,8 +916,7 @@ class Settings:
     min_score: float | None = option(None, "--min-score", RETRIEVAL_GROUP,
                                      "relevance floor on retrieval confidence, 0 to 2 (default: "
                                      "calibrated on each index with off-topic questions, at least "
-                                     f"{MIN_SCORE})", type=min_score,
-                                     metavar="X")
+                                     f"{MIN_SCORE})", type=min_score, metavar="X")
     fusion: str = option(FUSION_METHOD, "--fusion", RETRIEVAL_GROUP,
                          f"how dense and BM25 scores are combined (default {FUSION_METHOD}; "
                          "--tune compares)", choices=FUSION_METHODS)
@@ -1001,7 +982,6 @@ def where_is(hostname: str | None) -> str:
     ...                        "127.1", "192.0.2.7")]
     ['this machine', 'this machine', 'this machine', 'this link', 'this machine', 'elsewhere']
     """
-    import socket                         # only here: a name is looked up as the connection would
     name = (hostname or "127.0.0.1").lower().rstrip(".")
     if name == "localhost":
         return "this machine"
@@ -1119,8 +1099,7 @@ def explain_ollama_error(exc: Exception, model: str, mid_reply: bool = False) ->
                        f"(or point OLLAMA_HOST at it)")
 
 
-# What a call to Ollama can raise that is Ollama's doing, not ours: an error status, a connection
-# that fails, a reply not as the API promises (a ValueError, as our checks of replies raise).
+# Ollama's failures, not ours: an error status, a failed connection, a reply our checks refuse.
 OLLAMA_FAILURES = (ollama.ResponseError, ConnectionError, httpx.TransportError, ValueError)
 
 
@@ -4145,9 +4124,8 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
 
 
 # §cache-layout --------------------------------------------------------------
-# The cache's layout: everything but the vectors as plain builtins (strings in one blob,
-# numbers in arrays), so that loading 50,000 chunks builds a few dozen objects, not a
-# million, and every field is checked as it is read.
+# The cache's layout: everything but the vectors as plain builtins (strings in one blob, numbers
+# in arrays): 50,000 chunks load as a few dozen objects, not a million, each field checked.
 
 
 class CacheDamaged(ValueError):
@@ -4169,9 +4147,8 @@ def arr_data(a: np.ndarray) -> tuple:
 
 
 def blob_data(strings: Iterable[str]) -> tuple:
-    """Strings as one UTF-8 blob and their offsets:
-    ["ab", "ç"] -> (b"ab\\xc3\\xa7", offsets [0, 2, 4]).
-    The blob grows string by string and pickles as bytes without a copy (see arr_data).
+    """Strings as one UTF-8 blob and their offsets; the blob grows string by string and pickles
+    as bytes without a copy (see arr_data).
 
     >>> blob, (_, _, offsets) = blob_data(["ab", "ç"])
     >>> bytes(blob.raw()), np.frombuffer(offsets.raw(), dtype=np.int64).tolist()
@@ -4236,8 +4213,7 @@ class ChunkTable(Sequence):
 
     @staticmethod
     def pack(chunks: Sequence[PlacedChunk]) -> dict:
-        """Chunks as plain data: distinct source names, blobs of headings and texts, pages and
-        lines (-1: none)."""
+        """Chunks as plain data: names, blobs of headings and texts, pages and lines (-1: none)."""
         names = sorted({c.source for c in chunks})
         ids = {name: k for k, name in enumerate(names)}
         return {"names": names,
@@ -4313,10 +4289,8 @@ class FileTable(Mapping):
         rows = arr(d["rows"], "<i8", "file rows")
         m = len(digests)
         names = check_blob(d["names"], arr, m, "file names")
-        if not (stats.shape == (m, 4) and rows.shape == (m, 2)
-                and (m == 0
-                     or (0 <= rows.min() and rows.max() <= n
-                         and (rows[:, 0] <= rows[:, 1]).all()))):
+        if not (stats.shape == (m, 4) and rows.shape == (m, 2) and (m == 0 or (
+                0 <= rows.min() and rows.max() <= n and (rows[:, 0] <= rows[:, 1]).all()))):
             raise CacheDamaged("a file record points outside the chunks")
         return cls(names, stats, digests, rows)
 
@@ -4345,8 +4319,7 @@ class NoteTable(Mapping):
 
     @staticmethod
     def pack(files: Mapping[str, FileRecord], notes: Mapping[str, NoteMeta]) -> dict:
-        """Each NoteMeta field of the notes, in the order of `files`, as a blob (a tuple's items a
-        line each)."""
+        """Each NoteMeta field, in the order of `files`, as a blob (a tuple's items a line each)."""
         metas = [notes.get(rel, NoteMeta()) for rel in files]
         return {"fields": list(NoteMeta._fields),
                 "columns": [blob_data("\n".join(m[k]) if kind is tuple else m[k] for m in metas)
@@ -4433,8 +4406,7 @@ def index_to_dict(index: Index) -> dict:
         "doc_template": index.doc_template, "model_digest": index.model_digest,
         "note_warnings": index.note_warnings,
         "skipped": {rel: tuple(s) for rel, s in index.skipped.items()},
-        # The probes' vectors apart from the floors: an older version shows its calibration in
-        # --eval --json, and ignores a key it does not know.
+        # The probes' vectors apart: an older version shows its calibration in --eval --json
         "calibration": floors_only(calibration),
         "calibration_probes": calibration.get("probes") if isinstance(calibration, dict) else None,
         "notes": NoteTable.pack(index.files, index.notes), "whole": index.whole,
@@ -4514,8 +4486,7 @@ def cache_path(settings: Settings) -> Path:
     return settings.cache_dir / f"{name}-{model}-{settings.chunk_size}-{digest}.v{CACHE_FORMAT}.pkl"
 
 
-# What a cache file says first, in a pickle of its own, so that a run can tell whose notes
-# it holds and how they were embedded without loading it (adopted()).
+# What a cache file says first, in a pickle of its own: whose notes, how embedded (adopted()).
 HEADER_KEYS = ("format", "notes_dir", "names", "fingerprint", "embed_model", "chunking",
                "doc_template", "model_digest", "vectors_shape")
 
@@ -4548,8 +4519,7 @@ def older_cache_paths(path: Path) -> list[Path]:
 
 def vector_donors(settings: Settings, path: Path, build: str) -> list[Path]:
     """The other cache files whose vectors this index may take for the same texts: of this
-    model, document template and build (or one not known: as build_changed() decides), whatever
-    their folder or chunk sizes."""
+    model, document template and build (build_changed()), whatever their folder or chunk size."""
     template = embed_templates(settings).document
     return [p for p in sorted(settings.cache_dir.glob(f"*.v{CACHE_FORMAT}.pkl")) if p != path
             and (h := read_header(p))
@@ -4592,12 +4562,10 @@ def gc_paused():
 
 def upgraded(d: dict) -> dict:
     """An older cache's fields in this version's layout, every vector kept, its fingerprint
-    empty so that the next update reads and chunks each note again: its chunks lose their
-    lines and pages (lines_known says no), as what a note says of itself, its properties
-    (before format 11) and its cleaned text were not kept, and headings alone could be a chunk
-    (before 12); a chunk of the same text keeps its vector. Its skipped notes are read again
-    (the stub rule changed), a format 5 cache's notes hashed (no ctime or inode: -1 matches
-    none), and the model's build taken to be the one Ollama runs now."""
+    empty so that the next update reads and chunks each note again, making what it lacks (a
+    chunk of the same text keeps its vector): its chunks lose their lines and pages, its skipped
+    notes are read again, a format 5 cache's notes hashed (no ctime or inode: -1 matches none),
+    and the model's build taken to be the one Ollama runs now."""
     chunks = check(d["chunks"], dict, "chunks")
     shape = check(chunks["source_ids"], tuple, "source ids")[1]
     none = ("<i8", shape, np.full(shape, -1, dtype="<i8").tobytes())
@@ -4644,8 +4612,7 @@ def load_index(path: Path) -> tuple[Index | None, str]:
             vectors = map_vectors(f, f.tell() + (-f.tell() % VECTOR_ALIGN), d["vectors_shape"])
             index = index_from_dict(d, vectors)
             if d.get("tokenizer") != TOKENIZER_VERSION:
-                # Words counted by another tokenize(): counted again, no embedding; the empty
-                # fingerprint has open_index bring the index up to date and save it.
+                # Words counted by another tokenize(): counted again (no embedding), then saved
                 index = replace(index, lexicon=lexicon_from_texts(list(lexicon_texts(index))),
                                 fingerprint="", calibration=None)
             if index.reader != READER_VERSION:    # update_index reads its notes again
@@ -4681,11 +4648,10 @@ def vectors_elsewhere(donors: Sequence[Path], wanted: dict[bytes, list[int]],
 
 def adopted(settings: Settings, files: list[NoteFile],
             path: Path) -> tuple[Index | None, str, Path | None]:
-    """Another cache of these notes, for a folder with none at `path`: (index, what to say,
-    its file), or (None, "", None). First a cache an older version kept for this folder;
-    else one of these settings whose notes have the same names (the folder moved, renamed
-    or copied), the same stat first. An adopted index loses its fingerprint, so the update
-    that follows checks each note (one stat, for a moved note) and saves it at `path`."""
+    """Another cache of these notes, for a folder with none at `path`: (index, what to say, its
+    file), or (None, "", None). First one an older version kept for this folder; else one of these
+    settings whose notes have the same names (the folder moved or copied), the same stat first.
+    It loses its fingerprint: the update that follows checks each note and saves it at `path`."""
     for older in older_cache_paths(path):
         index, note = load_index(older) if older.exists() else (None, "")
         if index is not None:
@@ -4708,10 +4674,9 @@ def adopted(settings: Settings, files: list[NoteFile],
 
 
 def tidy_caches(cache_dir: Path, path: Path, donor: Path | None) -> list[str]:
-    """After a folder's first cache is saved at `path`: the cache it was adopted from (`donor`)
-    is deleted if that folder is gone (its notes are here now), and the others of folders that
-    are gone are named, with the space they take, in one warning. Not a file is deleted that
-    could still serve: a folder on a drive not mounted now comes back to a cache of it (adopted)."""
+    """After a folder's first cache is saved at `path`: the one it was adopted from (`donor`) is
+    deleted if its folder is gone (its notes are here now); the others of folders gone are named
+    in one warning, with their size, not deleted: a drive not mounted now comes back to them."""
     gone = []
     for p in cache_dir.glob(f"*.v{CACHE_FORMAT}.pkl"):
         h = read_header(p) if p != path else None
@@ -4732,12 +4697,26 @@ def tidy_caches(cache_dir: Path, path: Path, donor: Path | None) -> list[str]:
             "for good"]
 
 
+@contextlib.contextmanager
+def signals_to(handler: Callable) -> Iterator[None]:
+    """Ctrl-C and SIGTERM call `handler` while the block runs. Off the main thread (a notebook's
+    worker) signals cannot be caught, and nothing changes."""
+    try:
+        previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:
+        previous = {}
+    try:
+        yield
+    finally:
+        for sig, before in previous.items():
+            signal.signal(sig, before)
+
+
 class CacheWriter:
-    """Saves an index being built: every `seconds` while embedding (or less often: a write
-    takes at most CHECKPOINT_MAX_SHARE of the build), and at the end. Never an incomplete one
-    holding fewer than `floor` vectors (rebuilding: a --rebuild with Ollama away keeps the old
-    ones). A cache that cannot be written costs one warning, not the run; Ctrl-C or SIGTERM
-    during a write waits for it to finish (interrupts_deferred)."""
+    """Saves an index being built: every `seconds` while embedding (less often when a write takes
+    over CHECKPOINT_MAX_SHARE of the build), and at the end; never an incomplete one with fewer
+    than `floor` vectors (rebuilding: --rebuild with Ollama away keeps the old). A failed write
+    costs one warning, not the run; an interrupt during one waits for it (interrupts_deferred)."""
 
     def __init__(self, path: Path, seconds: float, on_disk: int = 0):
         self.path, self.seconds, self.floor = path, seconds, 0
@@ -4802,8 +4781,7 @@ class CacheWriter:
     @contextlib.contextmanager
     def interrupts_deferred(notice: str = "") -> Iterator[list[int]]:
         """Hold Ctrl-C and SIGTERM while the block runs, writing `notice` (if any) to stderr when
-        one comes; yields the signals held. Off the main thread (a notebook's worker) signals
-        cannot be caught, and nothing is held."""
+        one comes; yields the signals held (none off the main thread: signals_to)."""
         came: list[int] = []
 
         def hold(signum, frame) -> None:
@@ -4811,15 +4789,8 @@ class CacheWriter:
             if notice:
                 with contextlib.suppress(OSError):
                     os.write(2, notice.encode())
-        try:
-            previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
-        except ValueError:
-            previous = {}
-        try:
+        with signals_to(hold):
             yield came
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
 
     def save(self, index: Index, interrupted: bool = False) -> bool:
         """Write the index unless that would lose vectors; False if not written. A Ctrl-C or
@@ -4848,24 +4819,6 @@ class CacheWriter:
         if came and not interrupted:
             raise KeyboardInterrupt
         return self.problem is None
-
-
-def sigterm_as_interrupt() -> dict | None:
-    """Make Ctrl-C and SIGTERM raise KeyboardInterrupt, which stops a run keeping what was
-    embedded; return the previous handlers for restore_sigterm, or None off the main thread
-    (a notebook's worker). Before this, a script's Ctrl-C just ends it (see the imports)."""
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-    try:
-        return {signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
-                signal.SIGTERM: signal.signal(signal.SIGTERM, interrupt)}
-    except ValueError:
-        return None
-
-
-def restore_sigterm(previous: dict | None) -> None:
-    for signum, handler in (previous or {}).items():
-        signal.signal(signum, handler)
 
 
 # §passage -------------------------------------------------------------------
@@ -5474,12 +5427,15 @@ def rank(index: Index, question: str, qvec: np.ndarray | None, settings: Setting
                      passages=[locate_passage(h.chunk, terms) for h in hits])
 
 
-def search(client: ollama.Client, index: Index, question: str, settings: Settings) -> Retrieval:
-    """The one search path: embed the question, rank(), and say why if by keywords alone."""
+def search(client: ollama.Client, index: Index, question: str, settings: Settings,
+           keywords_because: str | None = None) -> Retrieval:
+    """The one search path: embed the question, rank(), and say why if by keywords alone (an
+    index lacking vectors: `keywords_because` if its build knows better, Ollama's error)."""
     t0 = time.perf_counter()
     qvec, why, changed = None, None, ""
     if not index.complete:
-        why = f"{int((~index.has_vector).sum())} of {len(index.chunks)} chunks have no vector yet"
+        why = keywords_because or (f"{int((~index.has_vector).sum())} of {len(index.chunks)} "
+                                   "chunks have no vector yet")
     else:
         try:
             qvec = embed_query(client, question, settings)
@@ -5683,10 +5639,9 @@ def check_notes_dir(notes_dir: Path) -> None:
 
 def still_skipped(index: Index, files: list[NoteFile],
                   settings: Settings) -> dict[str, Skip] | None:
-    """The notes an unchanged index skipped, as this run's settings see them; None when one of
-    them may be usable now (a higher --max-note-mb, a permission fixed), and the index is
-    updated. No note is read: one whose bytes are no note (binary, a stub, a scanned PDF) is
-    read again when it changes, or with --rebuild."""
+    """The notes an unchanged index skipped, as this run's settings see them; None when one may
+    be usable now (a higher --max-note-mb, a permission fixed). No note is read: one whose bytes
+    are no note (binary, a stub, a scanned PDF) is read again when it changes, or with --rebuild."""
     by_rel = {f.rel: f for f in files}
     out = {}
     for rel, skip in index.skipped.items():
@@ -5708,9 +5663,8 @@ def still_skipped(index: Index, files: list[NoteFile],
 
 
 def build_changed(index: Index, build: str | None) -> str:
-    """Why an index must be re-embedded when Ollama runs another build of its model (`build`,
-    its digest) than the one its vectors came from ("" when it is the same, or either is not
-    known)."""
+    """Why an index must be re-embedded when Ollama runs another build (digest) of its model than
+    the one its vectors came from ("" when it is the same, or either is not known)."""
     if not (index.model_digest and build) or build == index.model_digest:
         return ""
     return (f"'{index.embed_model}' is another build under the same name (ID "
@@ -5956,8 +5910,7 @@ class IndexOpening:
         if self.unsaid and index.has_vector.any():
             report.warnings.append(self.unsaid)
         report.reason = report.reason or ("" if self.old is not None else self.reason)
-        # Not one vector (no notes, or a model not pulled) and no cache here to bring up to
-        # date: such a file would never be worth reading.
+        # Not one vector (no notes, or a model not pulled) and no cache here: not worth a file
         if self.cached is None and not index.has_vector.any():
             return
         saved = self.writer.save(index)
@@ -5972,17 +5925,12 @@ class IndexOpening:
 def open_index(settings: Settings, client: ollama.Client | None = None, rebuild: str = "",
                progress: Callable[[str | EmbedProgress], None] = lambda s: None,
                held: Index | None = None) -> tuple[Index, IndexReport]:
-    """The notes' index: the cache as it is, or brought up to date when the notes or settings
-    changed (or the build of the model: model_digest), in IndexOpening's steps.
-
-    Unchanged notes cost no reading. What is embedded is saved as it goes (CacheWriter), so
-    Ctrl-C (BuildInterrupted), a kill or Ollama failing mid-way loses none of it. A `rebuild`
-    reason ("--rebuild") re-embeds everything, never saving fewer vectors than the cache holds
-    until done (its own wait aside, for the next --rebuild to resume). A text embedded before,
-    in a cache of the same notes (adopted) or another (vector_donors), is not embedded again.
-    A long-lived caller (--mcp) passes the index it `held`. Raises FileNotFoundError when the
-    notes folder does not exist.
-    """
+    """The notes' index: the cache as it is, or brought up to date when the notes, settings or
+    the model's build changed, in IndexOpening's steps. Unchanged notes cost no reading; what is
+    embedded is saved as it goes (CacheWriter), so Ctrl-C (BuildInterrupted), a kill or Ollama
+    failing loses none of it. `rebuild` ("--rebuild") re-embeds everything (CacheWriter.rebuilding).
+    A text embedded before, in any cache (adopted, vector_donors), is not embedded again. A
+    long-lived caller (--mcp) passes the index it `held`. FileNotFoundError: no notes folder."""
     check_notes_dir(settings.notes_dir)
     opening = IndexOpening(settings, client or ollama_client(), rebuild, progress)
     opening.find()
@@ -6001,8 +5949,7 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
 
 
 # §answering -----------------------------------------------------------------
-# Answering: replaces Part I's stream_answer: the context sized to the prompt, thinking
-# models, and what Ollama read and cut.
+# Answering: replaces Part I's stream_answer: context sized to the prompt, thinking, Ollama's cuts.
 
 
 def rung(tokens: int) -> int:
@@ -6062,13 +6009,11 @@ def ollama_chat(client: ollama.Client, model: str, messages: list[dict], options
 
 
 def chat_context(settings: Settings, timeout: float | None = None, strict: bool = False) -> int:
-    """The context size this run's chat requests start from, and the chat model loading
-    meanwhile: the size Ollama has it loaded with if NUM_CTX or more (/api/ps: asking for
-    less would load it again), else NUM_CTX, and a request of no messages has Ollama load
-    it in the background, ready when the sources are. Nothing waits for that; a failure is
-    left for the answer's own request to say. /api/ps gets OLLAMA_CONNECT_TIMEOUT at most: a
-    stuck Ollama must not hold the question up for --timeout. `strict`: a chat model Ollama
-    does not have (/api/show, which loads nothing) ends the run here, before any source."""
+    """The context size this run's chat requests start from, and the chat model loading meanwhile:
+    the size Ollama has it loaded with if NUM_CTX or more (/api/ps: asking for less would load it
+    again), else NUM_CTX; a request of no messages loads it in the background, waited for by
+    nothing (a failure is the answer's to say). /api/ps waits OLLAMA_CONNECT_TIMEOUT at most, not
+    --timeout. `strict`: a chat model Ollama lacks (/api/show) ends the run before any source."""
     model = settings.chat_model
     names = {model, model if ":" in model else model + ":latest"}
     wait = min(timeout or OLLAMA_CONNECT_TIMEOUT, OLLAMA_CONNECT_TIMEOUT)
@@ -6155,12 +6100,9 @@ class ChatUsage(NamedTuple):
 class ChatStream:
     """A streamed answer (stream_chat): iterate for its text pieces, thinking stripped. Once
     it has ended: .usage, Ollama's token counts (None if it sent none); .warnings, a line per
-    problem (the prompt was cut, the client cannot ask not to think); .cut_short, why the
-    reply was stopped before its end (None: it ended by itself). Raises OllamaError.
-
-    A reply is cut short at num_predict tokens (Ollama's done_reason "length"), past
-    CHARS_PER_TOKEN characters a token (a server that ignores num_predict), or when it loops.
-    """
+    problem (the prompt was cut, the client cannot ask not to think); .cut_short, why it was
+    stopped (None: it ended by itself): at num_predict tokens (done_reason "length"), past
+    CHARS_PER_TOKEN characters a token (num_predict ignored), or looping. Raises OllamaError."""
     CHARS_PER_TOKEN = 16                  # prose takes 1 to 6 characters a token; code, tables more
     # looping(): stuck if the last LOOP_WINDOW characters repeat a run of at most LOOP_UNIT.
     LOOP_WINDOW = 1600
@@ -7621,11 +7563,10 @@ def judged(check: CitationCheck, sources: Sequence, settings: Settings
 
 
 # §one-question --------------------------------------------------------------
-# One question, one outcome: replaces Part I's answer_question. answer() searches, applies
-# the one rule that decides whether the chat model is called (decide()), fits the prompt to
-# its budget, streams the answer, and returns all of it as an Outcome that every front end
-# (a question, --chat, --explain, --eval, a notebook) only prints. A conversation is the same
-# step with earlier turns: a follow-up is rewritten to stand alone before it is searched.
+# One question, one outcome: replaces Part I's answer_question. answer() searches, applies the
+# one rule for calling the chat model (decide()), fits the prompt to its budget, streams the
+# answer, and returns all of it as an Outcome that every front end only prints. In a
+# conversation, a follow-up is rewritten to stand alone before it is searched.
 
 
 ANSWERED, DECLINED, KEYWORDS_ONLY, FAILED, RETRIEVAL_ONLY, INTERRUPTED = (
@@ -7778,12 +7719,10 @@ class AnswerInterrupted(KeyboardInterrupt):
 def decide(r: Retrieval, retrieve_only: bool = False) -> tuple[str, str]:
     """The one rule for whether the chat model is called: (ANSWERING, "") or (status, why not).
 
-    Sources below the floor are declined. Sources found by keywords alone are shown
-    but not answered from: the question could not be embedded (Ollama or the
-    embedding model is away, or the index lacks vectors), so the ranking lacks its
-    meaning half, and the chat model is most often just as unreachable. No source
-    at all by keywords alone is declined too: nothing matched, which is no failure,
-    and the reason says why the meaning was not searched and what to do.
+    Sources below the floor are declined. Sources found by keywords alone (the question could
+    not be embedded) are shown but not answered from: the ranking lacks its meaning half, and the
+    chat model is most often just as unreachable. No source by keywords alone is declined too:
+    nothing matched is no failure, and the reason says why meaning was not searched.
     """
     keywords = r.keywords_only_because
     if r.reembed_because:
@@ -7805,12 +7744,9 @@ def prompt_within(question: str, r: Retrieval, conv: Conversation,
                   answer_tokens: int = ANSWER_TOKENS) -> tuple[list[dict], int]:
     """The prompt (rules, the sources r.hits, the conversation so far, the question) and its
     num_ctx, which keeps room for an answer of `answer_tokens`. Each source is cited by the
-    line and section of the passage the search matched in it (r.passages).
-
-    Sources are never cut: if they alone overflow the conversation's context, it grows
-    (to the next rung: Ollama reloads the model for every new size) and the history
-    gets what is left, oldest turns dropped first.
-    """
+    line and section of the passage the search matched in it (r.passages). Sources are never
+    cut: if they overflow the conversation's context, it grows a rung (NUM_CTX_LADDER) and the
+    history gets what is left, oldest turns dropped first."""
     where = {h.rank: p for h, p in zip(r.hits, r.passages)}
 
     def cite(h: Hit) -> str:
@@ -7831,22 +7767,16 @@ def answer(client: ollama.Client, index: Index, question: str, settings: Setting
            on_token: Callable[[str], None] = lambda piece: None) -> Outcome:
     """Answer one question, in a conversation if one is given: search, decide, prompt, stream.
 
-    on_plan(outcome) is called once the sources are known and before the chat model
-    is (status ANSWERING if it will be): a front end prints the sources there, before
-    the answer. on_token(piece) gets the answer as it streams. The chat model failing
-    mid-way is an outcome (FAILED), not an exception; an interrupt stays one.
-    `keywords_because`, why the index lacks vectors when its build knows better than
-    search() does (Ollama's error rather than a count), replaces search()'s reason.
-    A question the notes could not answer is added to the gap log on the way out
-    (logged(); `via`: the front end it came through, "mcp", if not the command line).
-    In a notebook: `outcome = answer(ollama.Client(), index, "What is BM25?", settings)`,
-    then outcome.status, outcome.text and outcome.retrieval.hits.
+    on_plan(outcome) is called once the sources are known, before the chat model is (status
+    ANSWERING if it will be): a front end prints the sources there. on_token(piece) gets the
+    answer as it streams. The chat model failing mid-way is an outcome (FAILED); an interrupt
+    stays an exception. `keywords_because` as search()'s. An unanswered question goes to the
+    gap log (logged(); `via`: its front end, "mcp", if not the command line). In a notebook:
+    `outcome = answer(ollama.Client(), index, "What is BM25?", settings)`, then outcome.status.
     """
     conv = conversation or Conversation()
     query = conv.rewrite(client, question, settings)
-    r = search(client, index, query or question, settings)
-    if r.keywords_only_because and keywords_because:
-        r = replace(r, keywords_only_because=keywords_because)
+    r = search(client, index, query or question, settings, keywords_because)
     status, why = decide(r, retrieve_only)
     messages, num_ctx = prompt_within(question, r, conv, settings.max_answer_tokens)
     plan = Outcome(question, query, r, messages, num_ctx, status, why, conversation=conv,
@@ -7924,9 +7854,8 @@ def gap_entry(outcome: Outcome, settings: Settings, why: str, via: str = "") -> 
 def append_gap(path: Path, entry: dict) -> None:
     """Append one entry to the log as one line, in one write() (O_APPEND: another run's line
     goes before or after it, never inside), on a line of its own if a killed run left the last
-    one without its newline; or raise OSError, the log left as it was. Past GAP_LOG_MAX_MB the
-    log moves to GAP_LOG_OLD. Mode 600. subtle: while another run writes a long line the file
-    grows a page at a time, its last byte no newline yet: one run at a time looks and writes."""
+    one without its newline; or raise OSError, the log left as it was. subtle: another run's long
+    line is written a page at a time, no newline yet: one run at a time looks and writes."""
 
     def locked() -> int:
         """The log, opened to append and locked (POSIX only) till closed: a run that waited while
@@ -8001,13 +7930,10 @@ def logged(outcome: Outcome, settings: Settings, via: str = "") -> Outcome:
 
 # ============================================================================
 # PART III · THE MODES AND THE COMMAND LINE
-# One question (the default), a conversation (--chat), a narrated run (--explain), an
-# evaluation (--eval, --make-eval, --tune), what the notes could not answer (--gaps), a
-# server for agents (--mcp) and a page (--serve): a section each, holding its flags, its
-# Mode and its printing, after the set-up they share, and the command line last. Each opens
-# the index through one set-up (open_for_mode; --mcp and --serve hold it, with the same
-# checks), searches through Part II's search() and answers through answer(). Only the run_*
-# functions print; --mcp writes protocol messages on stdout and nothing else.
+# A section a mode (the map names them), holding its flags, its Mode and its printing, after
+# the set-up they share, and the command line last. Each opens the index through one set-up
+# (open_for_mode; --mcp and --serve hold it, with the same checks), searches through Part II's
+# search() and answers through answer(). Only run_* functions print (--mcp: protocol alone).
 # ============================================================================
 # §modes-setup ---------------------------------------------------------------
 # The modes' shared set-up: exit codes, errors in one line, output that shows control
@@ -9983,9 +9909,8 @@ GAPS = Mode(
     examples=(("--notes ~/vault --gaps", "what your notes could not answer"),))
 
 # §mcp-tools -----------------------------------------------------------------
-# --mcp's tools: search_notes, read_note and ask_notes as functions any front end calls, the
-# notes as they are now (Notes) and its arguments in, one dict out, as its output schema says.
-# search_tool runs a question's search(), ask_tool its answer().
+# --mcp's tools as functions any front end calls, the notes as they are now (Notes) and its
+# arguments in, one dict out: search_tool runs search(), read_tool reads, ask_tool answer().
 
 
 MCP_READ_LINES = 200                      # lines read_note gives when not told; the agent asks on
@@ -10045,9 +9970,7 @@ def search_tool(notes: Notes, query: str, top_k: int | None = None, **filters) -
     settings = filtered(notes, filters)
     if top_k is not None:
         settings = replace(settings, top_k=top_k)
-    r = search(notes.client, notes.index, query, settings)
-    if r.keywords_only_because and notes.report.embed_error:   # the build knows why best
-        r = replace(r, keywords_only_because=notes.report.embed_error)
+    r = search(notes.client, notes.index, query, settings, notes.report.embed_error)
     if r.keywords_only_because:
         notes.warn(keywords_only(r.keywords_only_because))
     status, why = decide(r, retrieve_only=True)
@@ -10285,9 +10208,8 @@ def argument_problem(tool: dict, arguments: dict) -> str | None:
 
 # §held-index ----------------------------------------------------------------
 # The held index: the notes' index as a long-lived front end (--mcp) holds it, kept current.
-# A look for changes (still_current) costs about a search on a big folder, so a call serves the
-# index a look under fresh_seconds ago left, and the front end looks while an agent thinks. An
-# Index never changes once made: a caller answers with the one it got while the next is made.
+# A look for changes costs a search's time: a call serves the index a look under fresh_seconds
+# ago left, the front end looking while idle; a caller keeps the Index it got as the next is made.
 
 
 MCP_FRESH_SECONDS = 1.0                   # a call may serve the notes as they were this long ago
@@ -10298,9 +10220,9 @@ class HeldIndex:
     """One folder's index, held between calls: current() gives it; look() looks while idle."""
 
     def __init__(self, settings: Settings, client: ollama.Client, rebuild: str = "",
-                 fresh_seconds: float = MCP_FRESH_SECONDS,
-                 progress_seconds: float = PROGRESS_SECONDS):
-        self.settings, self.client, self.fresh_seconds = settings, client, fresh_seconds
+                 fresh_seconds: float | None = None, progress_seconds: float = PROGRESS_SECONDS):
+        self.settings, self.client = settings, client
+        self.fresh_seconds = MCP_FRESH_SECONDS if fresh_seconds is None else fresh_seconds
         self.rebuild = rebuild            # the first opening's reason to rebuild, no other's
         self.progress_seconds = progress_seconds
         self.index: Index | None = None   # opened by the first call, then held
@@ -10738,8 +10660,7 @@ class McpServer:
         self.settings, self.client, self.timeout = settings, client, args.timeout
         self.tools = mcp_tools(settings)
         self.held = HeldIndex(settings, client, "--rebuild" if args.rebuild else "",
-                              MCP_FRESH_SECONDS if args.fresh_seconds is None
-                              else args.fresh_seconds, args.progress_seconds)
+                              args.fresh_seconds, args.progress_seconds)
         self.num_ctx: int | None = None   # ask_notes' context size, known on its first call
         self.rpc = JsonRpcLines(out, self.answer, self.held)
         self.methods = {"initialize": self.initialize, "server/discover": self.discover,
@@ -10903,14 +10824,12 @@ MCP = Mode(
 
 # §serve ---------------------------------------------------------------------
 # --serve: the notes in a browser, on a page only the one who started it can open.
-#
-# A web server on loopback serves one page and answers it with --mcp's tools (ask_tool,
-# read_tool) on a held index and the gap log as --gaps reads it, sending what they return as
-# JSON: nothing is searched or checked here. An answer streams as lines of JSON; a note shows
-# as text, never as HTML. Others are kept out as Jupyter and Ollama keep them: the token of
-# the printed URL (then a cookie), a Host header naming this server (DNS rebinding renames
-# another site, not its Host), a POST from this page (Origin) to start or stop anything, and
-# a Content-Security-Policy that runs the page's own script and no other.
+# A server on loopback serves one page and answers it with --mcp's tools (ask_tool, read_tool)
+# on a held index and the gap log as --gaps reads it, in JSON: nothing is searched or checked
+# here; a note shows as text, never as HTML. Others are kept out as Jupyter and Ollama keep
+# them: the printed URL's token (then a cookie), a Host header naming this server (DNS rebinding
+# renames another site, not its Host), a POST from this page (Origin) to start or stop, and a
+# Content-Security-Policy that runs the page's own script and no other.
 
 
 SERVE_PORT = 8765                         # --serve's port when not told; --port 0: any free one
@@ -10958,10 +10877,8 @@ function el(tag, text, cls) {
   if (cls) e.className = cls;
   return e;
 }
-function post(url, body) {
-  return fetch(url, {method: "POST", body: JSON.stringify(body),
-                     headers: {"Content-Type": "application/json"}});
-}
+const post = (url, body) => fetch(url, {method: "POST", body: JSON.stringify(body),
+                                        headers: {"Content-Type": "application/json"}});
 function link(e, path, line, end) {   // a note's place: opened by a click or Enter
   if (!path) return e;
   Object.assign(e.dataset, {path, line: line || "", end: end || ""});
@@ -11285,8 +11202,7 @@ def run_serve(args, settings: Settings, client: ollama.Client) -> int:
     if not local:
         err(f"warning: serving beyond this machine on {host}: anyone who can reach it and has "
             "the URL reads your notes, over plain HTTP")
-    held = HeldIndex(settings, client, "--rebuild" if args.rebuild else "",
-                     MCP_FRESH_SECONDS if args.fresh_seconds is None else args.fresh_seconds,
+    held = HeldIndex(settings, client, "--rebuild" if args.rebuild else "", args.fresh_seconds,
                      args.progress_seconds)
     held.current()
     num_ctx = chat_context(settings, args.timeout)    # and the chat model loads meanwhile
@@ -11334,8 +11250,7 @@ GROUPS = (MODES_GROUP, NOTES_GROUP, RETRIEVAL_GROUP, MODELS_GROUP, OUTPUT_GROUP)
 # What --help shows besides the modes: the flags of a first run. --help-all shows every flag.
 FIRST_FLAGS = ("--notes", "--embed-model", "--chat-model", "--retrieve-only", "--json", "--version")
 
-# The flags no one mode owns: what a run may redo, and how it reports. Each is declared as a
-# Settings field is (option()), with the dest argparse gives it.
+# The flags no one mode owns (what a run may redo, how it reports), declared as Settings' are.
 RUN_OPTIONS = {
     "rebuild": option(False, "--rebuild", NOTES_GROUP, "re-read and re-embed every note",
                       action="store_true"),
@@ -11460,9 +11375,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     argv = sys.argv[1:] if argv is None else argv
     p = build_parser(every_flag=any(a.startswith("--help-") for a in argv))   # --help-a too
     p.json_requested = "--json" in argv
-    options = all_options()
     args = p.parse_args(argv)
-    for dest, o in options.items():
+    for dest, o in all_options().items():
         value = getattr(args, dest)
         if o["check"] and value is not None and not o["check"][0](value):
             p.error(f"{o['flag']} {o['check'][1]}, not {value}")
@@ -11494,13 +11408,11 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 
 def command_line_streams() -> tuple:
-    """Set stdout and stderr up for the command line, unless they are already; return the
-    ones before. A file descriptor 0, 1 or 2 that is closed (`<&-`, `>&-`, `2>&-`) gets
-    /dev/null: otherwise the first file the run opens takes that number, and what a library
-    writes to "stderr" lands in it, the cache file say. stdout and stderr, which Python then
-    sets to None, get a stream on it; stdin stays None, for --chat to say so. Both then show
-    control characters instead of obeying them, and stderr drops what it cannot write: there
-    is nowhere left to say so."""
+    """Set stdout and stderr up for the command line, unless they are already; return the ones
+    before. A closed file descriptor 0, 1 or 2 (`<&-`) gets /dev/null, or the first file the run
+    opens would take its number (the cache file, written to as "stderr"); stdout and stderr, then
+    None, get a stream on it (stdin stays None, for --chat to say so), which shows control
+    characters instead of obeying them; stderr drops what it cannot write: nowhere is left."""
     before = sys.stdout, sys.stderr
     if isinstance(sys.stdout, EscapedControls):
         return before
@@ -11529,25 +11441,26 @@ def run_mode(argv: list[str] | None) -> int:
         err(f"note: --top-k {settings.top_k} is more sources than fit in a {MAX_NUM_CTX}-token "
             f"context; using {cap}")
         settings = replace(settings, top_k=cap)
-    previous = sigterm_as_interrupt()
-    try:
+    # Ctrl-C and SIGTERM stop the run keeping what was embedded (before this: see the imports)
+    with signals_to(signal.default_int_handler):
         try:
-            client = ollama_client(args.timeout)
-        except ValueError as e:
-            raise UsageError(f"error: {e}") from None
-        if note := destination_note():
-            err(note)
-        return chosen_mode(args).run(args, settings, client)
-    except BrokenPipeError:
-        return EXIT_OK
-    except (FileNotFoundError, NotADirectoryError, UsageError, OllamaError, KeyboardInterrupt) as e:
-        message, code = failure(e)
-        err(message)
-        if args.json:                     # a script reading stdout learns what happened too
-            print(json.dumps({"error": message.strip(), "exit_code": code}, ensure_ascii=False))
-        return code
-    finally:
-        restore_sigterm(previous)
+            try:
+                client = ollama_client(args.timeout)
+            except ValueError as e:
+                raise UsageError(f"error: {e}") from None
+            if note := destination_note():
+                err(note)
+            return chosen_mode(args).run(args, settings, client)
+        except BrokenPipeError:
+            return EXIT_OK
+        except (FileNotFoundError, NotADirectoryError, UsageError, OllamaError,
+                KeyboardInterrupt) as e:
+            message, code = failure(e)
+            err(message)
+            if args.json:                 # a script reading stdout learns what happened too
+                print(json.dumps({"error": message.strip(), "exit_code": code},
+                                 ensure_ascii=False))
+            return code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -11560,12 +11473,10 @@ def main(argv: list[str] | None = None) -> int:
             err("error: stdout is closed, so nothing could be shown; send it somewhere "
                 "(> answer.txt, or > /dev/null to only update the index)")
             return EXIT_OUTPUT
-        # A server's 1e308 would make NumPy warn in lines of source; vectors that are not
-        # numbers are refused in words instead.
+        # NumPy would warn of a server's 1e308 in lines of source: bad vectors are refused in words
         with np.errstate(all="ignore"):
             code = run_mode(argv)
-        # A full disk shows here at the latest, while it can still be said; a reader gone
-        # away (`| head`) is no error.
+        # A full disk shows here at the latest, while it can be said; a reader gone is no error
         with contextlib.suppress(BrokenPipeError):
             sys.stdout.flush()
         return code
@@ -11582,26 +11493,20 @@ def main(argv: list[str] | None = None) -> int:
 
 # §start-up ------------------------------------------------------------------
 # Start-up and leaving: what the lines before Part I do, and how a run ends.
-# - The garbage collector is off while the imports and the module body build their many
-#   long-lived objects; the command line then exempts them (gc.freeze, below), and an importing
-#   notebook gets its collector back at once.
-# - Ctrl-C and SIGTERM are held while NumPy starts its BLAS threads, which inherit the mask: the
-#   kernel may hand a signal to any thread that does not block it, and only the main thread
-#   wakes for one. Run as a script, a Ctrl-C before the run begins ends it in one line.
-# - httpcore is spared importing trio (0.1 s where installed): the command line runs no event
-#   loop. ollama's import builds a default client, which fails on a bad OLLAMA_HOST or proxy
-#   (socks5://): it is retried without them, and fails again only for another cause.
+# - The garbage collector is off while the imports and the module body build their long-lived
+#   objects; the command line then exempts them (gc.freeze), a notebook gets it back at once.
+# - Ctrl-C and SIGTERM are held while NumPy starts its BLAS threads, which inherit the mask
+#   (start_daemon says why). Run as a script, a Ctrl-C before the run begins ends it in one line.
+# - httpcore is spared importing trio: the command line runs no event loop. ollama's import
+#   builds a default client, which fails on a bad OLLAMA_HOST or proxy (socks5://): it is
+#   retried without them, and fails again only for another cause.
 
 
 def exit_now(code: int) -> None:
-    """End the process with `code`, skipping the interpreter's teardown.
-
-    By now everything is written: the cache atomically, the answer streamed. What
-    teardown would add is freeing numpy, pydantic and the index object by object,
-    which takes longer than the search itself. Only the buffered output is left
-    to flush, and a reader that went away (`| head`) is no error, nor a full disk (main()
-    said it already).
-    """
+    """End the process with `code`, skipping the interpreter's teardown: everything is written,
+    and freeing numpy, pydantic and the index object by object takes longer than the search.
+    The buffered output is flushed; a reader gone away (`| head`) or a full disk (main() said it)
+    is no error."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError, OutputError):
             stream.flush()
