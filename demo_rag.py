@@ -105,10 +105,10 @@ it (read_html; read_docx, read_odt, read_epub, read_notebook; read_org, read_rst
 
 from __future__ import annotations
 
-import argparse, bisect, contextlib, datetime, fnmatch, functools, gc, hashlib, http.server
-import importlib, ipaddress, itertools, json, math, mmap, os, pickle, queue, re, secrets, shlex
-import signal, socket, stat, sys, tempfile, threading, time, unicodedata, urllib.parse
-import urllib.request
+import argparse, base64, bisect, contextlib, datetime, fnmatch, functools, gc, hashlib
+import http.server, importlib, ipaddress, itertools, json, math, mmap, os, pickle, queue, re
+import secrets, shlex, signal, socket, stat, sys, tempfile, threading, time, unicodedata
+import urllib.parse, urllib.request
 from array import array
 from calendar import monthrange
 from collections import Counter
@@ -7830,7 +7830,6 @@ GAP_LOG_OLD = "gaps.old.jsonl"            # the log before the last GAP_LOG_MAX_
 
 def gap_entry(outcome: Outcome, settings: Settings, why: str, via: str = "") -> dict:
     """One line of the gap log: the question searched (as typed under "asked"), and `via`."""
-    import base64                         # here alone: the vector as text, compactly
     r = outcome.retrieval
     question = (outcome.query or outcome.question)[:GAP_QUESTION_CHARS]
     entry = {"v": GAP_LOG_VERSION, "time": time.strftime(GAP_TIME, time.gmtime()),
@@ -8081,6 +8080,10 @@ def notes_flag(settings: Settings) -> str:
     """' --notes DIR', quoted for a shell, for a command to copy; '' for the default folder."""
     return ("" if settings.notes_dir == NOTES_DIR
             else f" --notes {shlex.quote(str(settings.notes_dir))}")
+
+
+# The errors that end a run (or a tool's call, a page's question) with what failure() says.
+RUN_ENDERS = (FileNotFoundError, NotADirectoryError, UsageError, OllamaError)
 
 
 def failure(e: BaseException) -> tuple[str, int]:
@@ -8498,7 +8501,8 @@ def run_question(args, settings: Settings, client: ollama.Client) -> int:
         outcome = e.outcome               # --json: one object still, with what came
         err(outcome.why)
     if echo:
-        print_outcome(outcome, shown.pop() if shown else None, index.notes_dir)   # ends its line
+        # it ends the answer's line: the warnings start their own
+        print_outcome(outcome, shown.pop() if shown else None, index.notes_dir)
     err(*(f"warning: {w}" for w in outcome.warnings))
     if echo:
         line = " · ".join(f"{k} {v:.2f}s" for k, v in {"index": took, **outcome.timings}.items())
@@ -9645,7 +9649,6 @@ def logged_filters(entry: dict) -> Filters:
 
 def gap_vector(entry: dict, settings: Settings, dim: int) -> np.ndarray | None:
     """The question's vector as logged, if this run's model and template made it; else None."""
-    import base64
     v = entry.get("vector")
     if not (isinstance(v, dict) and v.get("model") == settings.embed_model
             and v.get("query") == embed_templates(settings).query
@@ -10632,7 +10635,7 @@ def tool_call(name: str, run: Callable[[], dict | Later]) -> dict | Later:
         result = run()
     except ToolFailed as e:
         return tool_result(str(e), error=True)
-    except (FileNotFoundError, NotADirectoryError, UsageError, OllamaError) as e:
+    except RUN_ENDERS as e:
         return tool_result(failure(e)[0].strip(), error=True)
     if isinstance(result, Later):
         return result
@@ -10991,7 +10994,6 @@ def page_policy(page: str) -> str:
     """The Content-Security-Policy for `page`: its own inline script and style, known by their
     hashes, and this server, and nothing else: no other script, not from a note's text, not
     from anywhere on the network; no form posts, no frames."""
-    import base64                         # here alone: the hashes as CSP writes them
 
     def own(tag: str) -> str:
         text = re.search(f"<{tag}>(.*?)</{tag}>", page, re.DOTALL).group(1)
@@ -11024,7 +11026,7 @@ class PageHandler(http.server.BaseHTTPRequestHandler):
             return self.send(404, {"error": f"no {url.path[:80]} here"})
         try:
             routes[url.path](query)
-        except (FileNotFoundError, NotADirectoryError, UsageError, OllamaError) as e:
+        except RUN_ENDERS as e:
             self.send(503, {"error": failure(e)[0].strip()})
         except ToolFailed as e:
             self.send(404, {"error": str(e)})
@@ -11132,7 +11134,7 @@ class PageHandler(http.server.BaseHTTPRequestHandler):
             line({"result": {**result, "sources": self.server.linked(result["sources"])}})
         except CallCancelled:
             line({"stopped": True})
-        except (FileNotFoundError, NotADirectoryError, UsageError, OllamaError) as e:
+        except RUN_ENDERS as e:
             line({"error": failure(e)[0].strip()})
         except OSError:                   # the page went away: nobody to tell
             pass
@@ -11343,17 +11345,18 @@ def chosen_mode(args: argparse.Namespace, error: Callable[[str], None] | None = 
 def build_parser(every_flag: bool = False) -> ArgumentParser:
     """The parser, from the declarations (Settings', the modes', RUN_OPTIONS), in --help's groups:
     one screen (the modes, FIRST_FLAGS, three examples), or with `every_flag` all (--help-all)."""
-    import shutil, textwrap
+    import shutil
+    from textwrap import fill
     width = min(max(shutil.get_terminal_size().columns, 40), 100) - 2    # COLUMNS=1 too
     # A mode's usage ("--eval FILE") is kept on one line: fill() breaks at ASCII spaces only.
     modes = " | ".join(mode_usage(m).replace(" ", "\xa0") for m in MODES)
-    usage = textwrap.fill(f"demo_rag.py [options] {modes}", width - 7, break_on_hyphens=False,
-                          subsequent_indent=" " * 29).replace("\xa0", " ")
+    usage = fill(f"demo_rag.py [options] {modes}", width - 7, break_on_hyphens=False,
+                 subsequent_indent=" " * 29).replace("\xa0", " ")
     examples = [f"  python demo_rag.py {arguments:<39} {what}"
                 for m in MODES for arguments, what in m.examples][:None if every_flag else 3]
     more = ENVIRONMENT if every_flag else "more: python demo_rag.py --help-all"
-    about = textwrap.fill("Ask questions of your notes with local Ollama models (notes: "
-                          f"{', '.join(NOTE_TYPES)} files).", width)
+    about = fill("Ask questions of your notes with local Ollama models (notes: "
+                 f"{', '.join(NOTE_TYPES)} files).", width)
     p = ArgumentParser(prog="demo_rag.py", usage=usage, description=about, epilog="examples:\n"
                        + "\n".join(examples) + f"\n\n{more}", formatter_class=functools.partial(
                            argparse.RawDescriptionHelpFormatter, width=width))
@@ -11453,8 +11456,7 @@ def run_mode(argv: list[str] | None) -> int:
             return chosen_mode(args).run(args, settings, client)
         except BrokenPipeError:
             return EXIT_OK
-        except (FileNotFoundError, NotADirectoryError, UsageError, OllamaError,
-                KeyboardInterrupt) as e:
+        except (*RUN_ENDERS, KeyboardInterrupt) as e:
             message, code = failure(e)
             err(message)
             if args.json:                 # a script reading stdout learns what happened too

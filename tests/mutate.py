@@ -1762,12 +1762,12 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '            .rstrip().endswith(":")):',
      ["tests/test_check_rules.py", "-k", "question"]),
     ("a warning after the answer is written on the answer's unended line",
-     '        print_outcome(outcome)            # it ends the answer\'s line: the warnings start their own\n'
+     '        print_outcome(outcome, shown.pop() if shown else None, index.notes_dir)\n'
      '    err(*(f"warning: {w}" for w in outcome.warnings))',
      '        pass\n'
      '    err(*(f"warning: {w}" for w in outcome.warnings))\n'
      '    if echo:\n'
-     '        print_outcome(outcome)',
+     '        print_outcome(outcome, shown.pop() if shown else None, index.notes_dir)',
      ["tests/test_check_rules.py", "-k", "line_of_its_own"]),
     ("the judge's No leaves the sentence supported",
      '        read.append(s._replace(verdict=JUDGED if no else s.verdict, judge=judge, why=why))',

@@ -299,7 +299,7 @@ def test_search_notes_gives_the_same_top_sources_as_the_command_line_for_every_e
     out = cli("--notes", notes, "--chat", stdin="".join(f"{q}\n/clear\n" for q in questions), timeout=300)
     assert out.returncode == 0, out.stderr
     shown = [[line.split("]", 1)[1].strip().rsplit("  (", 1)[0] for line in block.splitlines()
-              if line.startswith("  [")] for block in out.stdout.split("Top sources")[1:]]
+              if line.startswith("  [")] for block in (b.split("Cited at")[0] for b in out.stdout.split("Top sources")[1:])]
     assert len(shown) == len(questions)
     assert [[" › ".join(filter(None, (f"{path}:{line}", section))) for path, line, section in hits]
             for hits in served] == shown
