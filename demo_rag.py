@@ -1893,7 +1893,7 @@ def in_folder(real: str) -> Iterator[tuple[int | None, str]]:
         for name in real.split("/")[1:-1]:
             fd, parent = os.open(name, FOLDER, dir_fd=fd), fd
             os.close(parent)
-        yield fd, os.path.basename(real)
+        yield fd, os.path.basename(real) or "."     # "/" itself
     finally:
         os.close(fd)
 
