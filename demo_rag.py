@@ -1856,6 +1856,47 @@ def templates_folders(notes_dir: Path) -> dict[str, tuple[str, str]]:
 
 # Where a followed link never leads: the kernel's trees (endless files, blocking devices).
 SYSTEM_TREES = ("/proc", "/sys", "/dev")
+FOLDER = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | NOT_A_LINK   # as itself, not a link
+BY_DESCRIPTOR = {os.open, os.stat} <= os.supports_dir_fd and os.scandir in os.supports_fd
+
+
+@contextlib.contextmanager
+def in_folder(real: str) -> Iterator[tuple[int | None, str]]:
+    """(dir_fd, name) to open the real path `real` by: its folder opened from / one name at a
+    time, none through a link (a folder swapped for one fails: OSError). Windows: (None, real)."""
+    if not BY_DESCRIPTOR:
+        yield None, real
+        return
+    fd = os.open("/", FOLDER)
+    try:
+        for name in real.split("/")[1:-1]:
+            fd, parent = os.open(name, FOLDER, dir_fd=fd), fd
+            os.close(parent)
+        yield fd, os.path.basename(real) or "."     # "/" itself
+    finally:
+        os.close(fd)
+
+
+def walk_folders(folder: str, said: list[str]) -> Iterator[tuple[str, list, list, str, int]]:
+    """os.walk(folder, followlinks=True), each folder with its real path and, open, the folder
+    there (in_folder): what is listed is where the path led, whatever was swapped for a link."""
+    if not BY_DESCRIPTOR:                 # Windows: no dir_fd (nor a folder's open), so by path
+        yield from ((f, dirs, names, os.path.realpath(f), None) for f, dirs, names in os.walk(
+            folder, True, lambda e: said.append(f"cannot read {e.filename}: {e.strerror}"), True))
+        return
+    with contextlib.ExitStack() as held:
+        try:
+            with in_folder(real := os.path.realpath(folder)) as (at, name):
+                held.callback(os.close, fd := os.open(name, FOLDER, dir_fd=at))
+            with os.scandir(fd) as found:
+                entries = [(e.name, os.path.isdir(os.path.join(folder, e.name)) if e.is_symlink()
+                            else e.is_dir()) for e in found]    # a link loop: no folder, no error
+        except OSError as e:
+            return said.append(f"cannot read {folder}: {e.strerror}")
+        dirs = [name for name, is_dir in entries if is_dir]
+        yield folder, dirs, [name for name, is_dir in entries if not is_dir], real, fd
+    for d in dirs:
+        yield from walk_folders(os.path.join(folder, d), said)
 
 
 class NoteScan:
@@ -1889,10 +1930,9 @@ class NoteScan:
             self.follow_links and real != "/" and not any(os.path.commonpath([real, top]) == top
                                                           for top in SYSTEM_TREES)
 
-    def enter(self, folder: str, dirs: list[str]) -> str | None:
+    def enter(self, folder: str, dirs: list[str], real: str) -> str | None:
         """The prefix of `folder`'s notes' names, `dirs` cut to those entered; None: not entered."""
         base = os.path.relpath(folder, self.notes_dir).replace(os.sep, "/")
-        real = os.path.realpath(folder)
         if not self.may_follow(real):
             self.leaves.append(readable_name(base) + "/")
             dirs[:] = []
@@ -1920,36 +1960,37 @@ class NoteScan:
                 dirs.remove(d)
         return prefix
 
-    def identity(self, path: str, rel: str) -> os.stat_result | None:
-        """Which file a note is, and its size and times: its lstat, or for a link it follows, the
-        fstat of the file at its real path, opened and found to be the one an lstat saw there (a
-        note swapped for a link and back lends no other's). None (said): a link out, unreadable."""
+    def identity(self, path: str, rel: str, fd: int | None) -> os.stat_result | None:
+        """Which file a note is, and its size and times: its lstat in the folder open as `fd`, or
+        for a link it follows, the fstat of the file at its real path, opened (in_folder) and
+        found to be the one an lstat saw there (no swap lends another's). None (said): unread."""
         try:
-            st = os.lstat(path)           # one system call a note; only a link costs more
+            st = os.lstat(path if fd is None else os.path.basename(path), dir_fd=fd)
             if not stat.S_ISLNK(st.st_mode):
                 return st
             if not self.may_follow(real := os.path.realpath(path)):
                 self.leaves.append(rel)
                 return None
             self.linked.add(rel)
-            if not stat.S_ISREG((st := os.lstat(real)).st_mode):
-                return st                 # take() names it unopened: opening wakes a FIFO's writer
-            with open(os.open(real, OPEN_TO_READ), "rb") as f:
-                if os.path.samestat(st, opened := os.fstat(f.fileno())):
-                    return opened
+            with in_folder(real) as (at, name):
+                if not stat.S_ISREG((st := os.lstat(name, dir_fd=at)).st_mode):
+                    return st             # take() names it unopened: opening wakes a FIFO's writer
+                with open(os.open(name, OPEN_TO_READ, dir_fd=at), "rb") as f:
+                    if os.path.samestat(st, opened := os.fstat(f.fileno())):
+                        return opened
             self.warnings.append(f"skipped {rel}: replaced while the folder was listed")
         except OSError as e:
             self.warnings.append(f"skipped {rel}: {e.strerror}")
         return None
 
-    def take(self, folder: str, prefix: str, name: str) -> None:
-        """List the file `name` as a note if it is one this run can read."""
+    def take(self, folder: str, prefix: str, name: str, fd: int | None) -> None:
+        """List the file `name` (in `folder`, open as `fd`) as a note if this run can read it."""
         suffix = os.path.splitext(name)[1].lower()
         # "~$report.docx": the lock file Word keeps beside a document it has open
         if name.startswith((".", "~$")) or suffix not in NOTE_TYPES:
             return
         rel, path = readable_name(prefix + name), os.path.join(folder, name)
-        if (st := self.identity(path, rel)) is None:
+        if (st := self.identity(path, rel, fd)) is None:
             return
         needs = NOTE_TYPES[suffix].needs
         if needs and not importable(needs):
@@ -2013,11 +2054,10 @@ def scan_notes(notes_dir: Path, skip: Iterable[Path] = (),
     skipped unless follow_links (no /etc/shadow as a source). Only regular files are notes."""
     scan = NoteScan(notes_dir, skip, follow_links)
     said = scan.warnings
-    for folder, dirs, names in os.walk(notes_dir, followlinks=True, onerror=lambda e:
-                                       said.append(f"cannot read {e.filename}: {e.strerror}")):
-        prefix = scan.enter(folder, dirs)
+    for folder, dirs, names, real, fd in walk_folders(os.fspath(notes_dir), said):
+        prefix = scan.enter(folder, dirs, real)
         for name in sorted(names) if prefix is not None else ():
-            scan.take(folder, prefix, name)
+            scan.take(folder, prefix, name, fd)
     files = scan.without_linked_twins()
     # Names that differ only in how their accents are written (Linux keeps both) keep their forms.
     alike = {rel for rel, n in Counter(f.rel for f in files).items() if n > 1}

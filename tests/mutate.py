@@ -939,13 +939,13 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      "st.st_ino & INODE_BITS == file.ino & INODE_BITS", "True",
      ["tests/test_folder_blinks.py", "-k", "swapped"]),
     ("the scan takes a followed link's identity from a path stat again, not from its open target",
-     "            if not stat.S_ISREG((st := os.lstat(real)).st_mode):\n",
-     "            return os.stat(path)\n"
-     "            if not stat.S_ISREG((st := os.lstat(real)).st_mode):\n",
+     "                if not stat.S_ISREG((st := os.lstat(name, dir_fd=at)).st_mode):\n",
+     "                return os.stat(path)\n"
+     "                if not stat.S_ISREG((st := os.lstat(name, dir_fd=at)).st_mode):\n",
      ["tests/test_folder_blinks.py", "-k", "flips or never_lends"]),
     ("the scan opens a followed link's target before knowing it is a regular file",
-     "                return st                 # take() names it unopened: opening wakes a FIFO's writer\n",
-     "                pass\n",
+     "                    return st             # take() names it unopened: opening wakes a FIFO's writer\n",
+     "                    pass\n",
      ["tests/test_folder_blinks.py", "-k", "fifo_inside"]),
     ("notes are opened through a link at their path (no O_NOFOLLOW)",
      'OPEN_TO_READ = os.O_RDONLY | NOT_A_LINK | getattr(os, "O_NONBLOCK", 0)',
@@ -961,6 +961,14 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      "        if False:\n"
      "            self.leaves.append(readable_name(base) + \"/\")\n",
      ["tests/test_folder_blinks.py", "-k", "folder_swapped"]),
+    ("the walk opens a folder on a note's real path through a link swapped in for it",
+     'FOLDER = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | NOT_A_LINK',
+     'FOLDER = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)',
+     ["tests/test_folder_blinks.py", "-k", "only_while_the_walk_checks"]),
+    ("a note's identity from an lstat of its path, not in the folder the walk opened",
+     "            st = os.lstat(path if fd is None else os.path.basename(path), dir_fd=fd)\n",
+     "            st = os.lstat(path)\n",
+     ["tests/test_folder_blinks.py", "-k", "out_whenever_a_path"]),
     ("note_bytes follows a link swapped in without asking whether it leads to the listed file",
      "            if not listed(os.stat(file.path)):\n"
      "                raise replaced from None\n",

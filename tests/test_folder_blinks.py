@@ -121,17 +121,79 @@ def test_a_folder_swapped_for_a_link_out_after_its_parent_was_listed_is_not_read
     (folder / "sub" / "plan.md").write_text("# Plan\n\nThe greenhouse launch is in the spring.\n")
     away.mkdir()
     (away / "diary.md").write_text(f"# Diary\n\n{SECRET}, written outside the notes folder.\n")
-    real_scandir = os.scandir
+    real_realpath = os.path.realpath
 
-    def scandir(path="."):                                # the swap, just before the walk goes in
+    def realpath(path, *args, **kwargs):           # the swap, just before the walk resolves it
         if os.fspath(path) == str(folder / "sub") and not os.path.islink(path):
             os.rename(path, tmp_path / "sub-was")
             os.symlink(away, path)
-        return real_scandir(path)
-    monkeypatch.setattr(os, "scandir", scandir)
+        return real_realpath(path, *args, **kwargs)
+    monkeypatch.setattr(os.path, "realpath", realpath)
     files, warnings = rag.scan_notes(folder)
     assert files == [] and any("symlink(s) to outside the notes folder (sub/)" in w
                                for w in warnings), (files, warnings)
+
+
+def test_a_folder_that_is_itself_only_while_the_walk_checks_it_shows_no_outside_file(
+        tmp_path, monkeypatch):
+    """`sub` is a link out but while os.path.islink or realpath looks at it: a walk by path
+    lists, and a read by path reads, the outside folder's file."""
+    folder, away, kept = tmp_path / "notes", tmp_path / "private", tmp_path / "sub-real"
+    for made in (folder, away, kept):
+        made.mkdir()
+    (kept / "plan.md").write_text("# Plan\n\nThe greenhouse launch is in the spring.\n")
+    (away / "diary.md").write_text(f"# Diary\n\n{SECRET}, written outside the notes folder.\n")
+    (sub := folder / "sub").symlink_to(away)
+
+    def while_looking(check):
+        def look(*args, **kwargs):
+            sub.unlink()
+            kept.rename(sub)
+            try:
+                return check(*args, **kwargs)
+            finally:
+                sub.rename(kept)
+                sub.symlink_to(away)
+        return look
+    for check in ("islink", "realpath"):
+        monkeypatch.setattr(os.path, check, while_looking(getattr(os.path, check)))
+    files, warnings = rag.scan_notes(folder)
+    assert [f.rel for f in files if "diary" in f.rel] == [], (files, warnings)
+    for file in files:
+        with contextlib.suppress(ValueError):
+            assert SECRET not in rag.read_note(file)[0][0].text
+    assert any("sub" in w for w in warnings), warnings         # said, not passed over silently
+
+
+def test_a_folder_out_whenever_a_path_through_it_is_used_lends_no_note_its_outside_twin(
+        tmp_path, monkeypatch):
+    """`sub` is a link out while an lstat or an open goes by a path through it: a scan by path
+    records, and a read by path reads, the outside plan.md as the note."""
+    folder, away, kept = tmp_path / "notes", tmp_path / "private", tmp_path / "sub-real"
+    for made in (folder / "sub", away):
+        made.mkdir(parents=True)
+    (folder / "sub" / "plan.md").write_text("# Plan\n\nThe greenhouse launch is in the spring.\n")
+    (away / "plan.md").write_text(f"# Plan\n\n{SECRET}, written outside the notes folder.\n")
+    inode, sub = os.stat(folder / "sub" / "plan.md").st_ino, folder / "sub"
+
+    def out_while(call):
+        def through(path, *args, **kwargs):
+            if not isinstance(path, str) or not path.startswith(f"{sub}/"):
+                return call(path, *args, **kwargs)
+            sub.rename(kept)
+            sub.symlink_to(away)
+            try:
+                return call(path, *args, **kwargs)
+            finally:
+                sub.unlink()
+                kept.rename(sub)
+        return through
+    for call in ("lstat", "open"):
+        monkeypatch.setattr(os, call, out_while(getattr(os, call)))
+    files, warnings = rag.scan_notes(folder)
+    assert [(f.rel, f.ino) for f in files] == [("sub/plan.md", inode)], (files, warnings)
+    with pytest.raises(ValueError, match="replaced since the folder was listed"):
+        rag.read_note(files[0])
 
 
 def test_a_link_to_a_fifo_inside_the_folder_is_named_by_the_scan_unopened(tmp_path):
@@ -567,13 +629,14 @@ def test_notes_in_a_folder_that_cannot_be_reached_for_now_are_kept_as_they_were(
     held = len(built.files)
     if readers == "older":                                # its notes to be read again, but these cannot be
         rag.save_index(dataclasses.replace(built, reader=rag.READER_VERSION - 1), rag.cache_path(settings))
-    real_scandir, real_stat, real_open = os.scandir, os.stat, os.open
+    real_scandir, real_stat, real_open, gone = os.scandir, os.stat, os.open, os.stat(sub)
 
     def refused(path):                                    # as a folder without r and x does
-        return PermissionError(13, "Permission denied", os.fspath(path))
+        return PermissionError(13, "Permission denied", str(path))
 
-    def scandir(path="."):
-        if os.fspath(path).rstrip("/") == str(sub):
+    def scandir(path="."):                                # by path, or open (a walk by descriptor)
+        if os.path.samestat(os.fstat(path), gone) if isinstance(path, int) else \
+                os.fspath(path).rstrip("/") == str(sub):
             raise refused(path)
         return real_scandir(path)
 
