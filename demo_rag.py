@@ -1592,10 +1592,9 @@ def lexicon_texts(index: Index) -> Iterator[str]:
 # and file name they meet and read UTF-8 text only.
 
 
-# Characters a terminal obeys instead of showing: C0 controls but tab and line feed (ESC
-# starts the sequences that move the cursor, set the title or the clipboard, clear the
-# screen; CR overwrites a line), DEL, the C1 controls (0x9b is ESC [ on some terminals),
-# and the bidirectional overrides that reorder what is shown ("Trojan source").
+# Characters a terminal obeys instead of showing: C0 controls but tab and line feed (ESC starts
+# sequences that move the cursor, set the title or clipboard; CR overwrites a line), DEL, the C1
+# controls (0x9b is ESC [ on some terminals), bidirectional overrides ("Trojan source").
 CONTROL_ESCAPES = {c: f"\\u{c:04x}" for c in [*range(0x20), *range(0x7f, 0xa0),
                                               *range(0x202a, 0x202f), *range(0x2066, 0x206a)]
                    if chr(c) not in "\t\n"}
@@ -1631,8 +1630,7 @@ BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "
 # The legacy encodings notes come in, each with the company its characters keep: an accented
 # Latin letter among plain ones ("Müller"), a Chinese character beside Chinese characters.
 LEGACY_ENCODINGS = {"GB18030": ("gb18030", re.compile("[\u2e80-\uffff]")),
-                    # Latin-1 plus Word's “quotes”
-                    "Windows-1252": ("cp1252", re.compile("[A-Za-z]"))}
+                    "Windows-1252": ("cp1252", re.compile("[A-Za-z]"))}   # Latin-1, “quotes”
 
 
 def script_evidence(text: str, kin: re.Pattern, sample: int = 20_000) -> float:
@@ -1684,10 +1682,8 @@ def decode_note(data: bytes) -> tuple[str, str | None]:
 class Section(NamedTuple):
     """A piece of a note's text, as its reader returns it, and where it sits in the file."""
     text: str
-    # a PDF's page, an e-book's chapter or a notebook's cell, from 1 (NoteType.place names it)
-    page: int | None = None
-    # the file's line where `text` starts, front matter counted; None for text extracted
-    line: int | None = None
+    page: int | None = None               # a PDF's page, a chapter, a notebook's cell: from 1
+    line: int | None = None               # the file's line `text` starts on; None: extracted
     meta: NoteMeta | None = None          # on a Markdown note's first: what it says of itself
 
 
@@ -1724,10 +1720,9 @@ def read_text(path: Path, data: bytes | None = None,
     return [Section(body, line=1 + text.count("\n") - body.count("\n"), meta=meta)], warning
 
 
-# A line is a running header or footer when it starts or ends this share of the pages (not
-# every page: chapter openers lack it), and of no fewer pages: there it could be text.
-PDF_EDGE_SHARE = 0.6
-PDF_EDGE_MIN_PAGES = 3
+# A line is a running header or footer when it starts or ends this share of the pages (not every
+# page: chapter openers lack it), and of PDF_EDGE_MIN_PAGES at least (else it could be text).
+PDF_EDGE_SHARE, PDF_EDGE_MIN_PAGES = 0.6, 3
 
 
 def clean_pdf_pages(pages: list[str]) -> list[str]:
@@ -1755,8 +1750,7 @@ def clean_pdf_pages(pages: list[str]) -> list[str]:
 def read_pdf(path: Path, data: bytes | None = None,
              max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
     """A PDF's text page by page (pypdf), cleaned, stopping past `max_mb` (its streams unzip)."""
-    import io
-    import logging
+    import io, logging
     import pypdf  # optional: only PDFs need it
     logging.getLogger("pypdf").setLevel(logging.ERROR)   # we report a bad PDF in one line ourselves
     try:
@@ -1803,8 +1797,7 @@ class NoteType(NamedTuple):
 # a line; each lambda looks its reader up when called, so the table can sit above the readers.
 NOTE_TYPES = {**{suffix: NoteType(lambda *a: read_text(*a), lines=True)
                  for suffix in NOTE_SUFFIXES},
-              # optional: pip install pypdf
-              ".pdf": NoteType(lambda *a: read_pdf(*a), "pypdf"),
+              ".pdf": NoteType(lambda *a: read_pdf(*a), "pypdf"),   # pip install pypdf
               ".docx": NoteType(lambda *a: read_docx(*a), place=""),
               ".odt": NoteType(lambda *a: read_odt(*a), place=""),
               ".epub": NoteType(lambda *a: read_epub(*a), place="chapter "),
@@ -1858,6 +1851,7 @@ def templates_folders(notes_dir: Path) -> dict[str, tuple[str, str]]:
 SYSTEM_TREES = ("/proc", "/sys", "/dev")
 FOLDER = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | NOT_A_LINK   # as itself, not a link
 BY_DESCRIPTOR = {os.open, os.stat} <= os.supports_dir_fd and os.scandir in os.supports_fd
+FOLDER_DEPTH = 100      # deeper folders are skipped, said: each is opened from / a name at a time
 
 
 @contextlib.contextmanager
@@ -1884,19 +1878,25 @@ def walk_folders(folder: str, said: list[str]) -> Iterator[tuple[str, list, list
         yield from ((f, dirs, names, os.path.realpath(f), None) for f, dirs, names in os.walk(
             folder, True, lambda e: said.append(f"cannot read {e.filename}: {e.strerror}"), True))
         return
-    with contextlib.ExitStack() as held:
-        try:
-            with in_folder(real := os.path.realpath(folder)) as (at, name):
-                held.callback(os.close, fd := os.open(name, FOLDER, dir_fd=at))
-            with os.scandir(fd) as found:
-                entries = [(e.name, os.path.isdir(os.path.join(folder, e.name)) if e.is_symlink()
-                            else e.is_dir()) for e in found]    # a link loop: no folder, no error
-        except OSError as e:
-            return said.append(f"cannot read {folder}: {e.strerror}")
-        dirs = [name for name, is_dir in entries if is_dir]
-        yield folder, dirs, [name for name, is_dir in entries if not is_dir], real, fd
-    for d in dirs:
-        yield from walk_folders(os.path.join(folder, d), said)
+    to_walk = [(folder, 0)]               # a stack, not recursion: Python's would run out
+    while to_walk:
+        folder, depth = to_walk.pop()
+        if depth > FOLDER_DEPTH:
+            said.append(f"skipped {folder}/: more than {FOLDER_DEPTH} folders deep")
+            continue
+        with contextlib.ExitStack() as held:
+            try:
+                with in_folder(real := os.path.realpath(folder)) as (at, name):
+                    held.callback(os.close, fd := os.open(name, FOLDER, dir_fd=at))
+                with os.scandir(fd) as found:   # a link loop: no folder, no error
+                    entries = [(e.name, os.path.isdir(os.path.join(folder, e.name))
+                                if e.is_symlink() else e.is_dir()) for e in found]
+            except OSError as e:
+                said.append(f"cannot read {folder}: {e.strerror}")
+                continue
+            dirs = [name for name, is_dir in entries if is_dir]
+            yield folder, dirs, [name for name, is_dir in entries if not is_dir], real, fd
+        to_walk += [(os.path.join(folder, d), depth + 1) for d in reversed(dirs)]
 
 
 class NoteScan:

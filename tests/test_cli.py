@@ -308,7 +308,7 @@ def test_help_exits_0_and_lists_the_flags(cli):
 def test_top_k_flag_sets_how_many_sources(cli, server, notes):
     out = cli("What is asyncio?", "--notes", notes, "--top-k", 2)
     assert out.returncode == 0, out.stderr
-    listed = re.findall(r"^  \[(\d+)\] ", out.stdout, re.MULTILINE)
+    listed = re.findall(r"^  \[(\d+)\] ", out.stdout.split("\nAnswer:")[0], re.MULTILINE)
     assert listed == ["1", "2"]
     (chat,) = server.of("/api/chat")
     assert re.findall(r"^\[(\d+)\] ", chat["messages"][1]["content"], re.MULTILINE) == ["1", "2"]
@@ -386,7 +386,7 @@ def test_only_the_sources_close_to_the_best_are_sent_and_shown(cli, server, note
     assert 1 <= len(sources) < rag.TOP_K and len(headers) == len(sources), (sources, headers)
     assert sources[0]["source"] == "python-asyncio.md"
     out = cli("How do I cancel an asyncio task?", "--notes", notes)
-    assert out.stdout.count("\n  [") == len(sources)
+    assert out.stdout.split("\nAnswer:")[0].count("\n  [") == len(sources)
 
 
 def test_a_long_prompt_gets_a_context_window_that_holds_it(cli, server, tmp_path):

@@ -50,6 +50,23 @@ def test_a_fifo_or_device_named_like_a_note_is_skipped_not_waited_on(cli, tmp_pa
     assert "(zero.md): links to / or to a system folder are never followed" in out.stderr
 
 
+def test_folders_nested_deeper_than_python_can_recurse_are_skipped_and_said(cli, tmp_path):
+    folder = folder_with(tmp_path)
+    levels = [os.open(folder, os.O_RDONLY)]   # made a level at a time: os.makedirs recurses too
+    try:
+        for _ in range(1_100):
+            os.mkdir("d", dir_fd=levels[-1])
+            levels.append(os.open("d", os.O_RDONLY, dir_fd=levels[-1]))
+        out = cli("kite wind", "--notes", folder, "--retrieve-only", timeout=120)
+        assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr[-2000:]
+        assert f"more than {rag.FOLDER_DEPTH} folders deep" in out.stderr and "[1] kites.md" in out.stdout
+    finally:                              # taken down a level at a time: pytest's rmtree recurses
+        for parent in reversed(levels[:-1]):
+            os.close(levels.pop())
+            os.rmdir("d", dir_fd=parent)
+        os.close(levels.pop())
+
+
 # ---- file names that are not UTF-8 ----------------------------------------------
 
 def test_a_file_name_that_is_not_utf8_is_indexed_cited_and_printed(cli, tmp_path):
