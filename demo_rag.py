@@ -10360,7 +10360,7 @@ class HeldIndex:
         """Every folder under the notes folder but hidden ones, with folder_stat() (a note added,
         removed or renamed changes it); None when one holds a link to a folder, which it hides."""
         found = {}
-        for folder, dirs, _ in os.walk(self.settings.notes_dir):
+        for folder, dirs, *_ in walk_folders(str(self.settings.notes_dir), []):
             if any(os.path.islink(os.path.join(folder, d)) for d in dirs):
                 return None
             dirs[:] = [d for d in dirs if not d.startswith(".")]

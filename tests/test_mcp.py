@@ -812,3 +812,22 @@ def test_the_official_sdk_client_lists_and_calls_every_tool(server, notes, tmp_p
                     await c.send_ping()
     anyio.run(session)
     assert progress and progress[-1][0] == progress[-1][1]     # the first call built the index: progress came
+
+
+def test_a_folder_nested_deeper_than_python_can_recurse_leaves_every_call_answered(mcp, notes):
+    levels = [os.open(notes, os.O_RDONLY)]    # made and taken down a level at a time: both recurse
+    try:
+        for _ in range(1_100):
+            os.mkdir("d", dir_fd=levels[-1])
+            levels.append(os.open("d", os.O_RDONLY, dir_fd=levels[-1]))
+        m = mcp("--fresh-seconds", 0)     # each call looks at the folders first
+        m.initialize()
+        for _ in range(2):
+            r = m.call("search_notes", query="What is BM25?")
+            assert r.get("isError") is not True and r["structuredContent"]["sources"], r
+        assert m.close()[0] == 0
+    finally:
+        for parent in reversed(levels[:-1]):
+            os.close(levels.pop())
+            os.rmdir("d", dir_fd=parent)
+        os.close(levels.pop())
