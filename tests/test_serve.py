@@ -78,6 +78,14 @@ class Page:
         return code, out
 
 
+def endless(ended: threading.Event):
+    """A chat model's answer that goes on, a word every 20 ms, until `ended` is set."""
+    for n in itertools.count():
+        if ended.wait(0.02):
+            return
+        yield f"then {n} "
+
+
 @pytest.fixture(scope="module")
 def fake():
     with FakeOllama() as f:
@@ -238,13 +246,7 @@ def test_a_question_the_notes_cannot_answer_gives_the_closest_sources_and_joins_
 
 def test_stop_closes_the_chat_model_s_stream_on_the_server(page, fake):
     ended = threading.Event()
-
-    def endless():                        # a word every 20 ms until the test ends
-        for n in itertools.count():
-            if ended.wait(0.02):
-                return
-            yield f"then {n} "
-    fake.answer = endless()
+    fake.answer = endless(ended)
     try:
         c = http.client.HTTPConnection("127.0.0.1", page.port, timeout=30)
         c.request("POST", "/ask", json.dumps({"question": "What is BM25?"}),
@@ -268,13 +270,7 @@ def test_stop_closes_the_chat_model_s_stream_on_the_server(page, fake):
 
 def test_a_page_that_goes_away_mid_answer_closes_the_chat_model_s_stream(page, fake):
     ended = threading.Event()
-
-    def endless():
-        for n in itertools.count():
-            if ended.wait(0.02):
-                return
-            yield f"then {n} "
-    fake.answer = endless()
+    fake.answer = endless(ended)
     try:
         with socket.create_connection(("127.0.0.1", page.port)) as s:
             body = json.dumps({"question": "What is BM25?"}).encode()
