@@ -5920,6 +5920,9 @@ class IndexOpening:
             donors = copies               # notes that went missing may be back
         index, report = update_index(s, self.client, old, self.files, self.progress,
                                      self.writer, self.build, donors)
+        if old is None and cached is not None and cached.files.keys() - index.files.keys():
+            # a rebuild losing notes counts them, as update_index counts an update's
+            index = replace(index, whole=max(cached.whole, len(cached.files)))
         if cached is not None and not loss and copy.written() == listed:   # no checkpoint since
             loss = copy.keep(cached, index.files, s.notes_dir)   # unreadable
         report.warnings[:0] = self.warnings + ([loss] if loss else [])

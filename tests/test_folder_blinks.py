@@ -447,6 +447,20 @@ def test_notes_deleted_a_few_at_a_time_keep_no_copy_once_an_update_loses_none(cl
     assert len(cache_files(cli.cache)) == 1               # an update that lost none: meant
 
 
+def test_a_rebuild_between_steps_of_a_loss_keeps_the_count_and_the_copy_of_the_whole(cli, notes):
+    from conftest import read_cache
+    assert cli("--notes", notes, "--retrieve-only", "coffee ratio").returncode == 0
+    for p in sorted(p for p in notes.iterdir() if p.suffix in (".md", ".txt"))[:3]:
+        p.unlink()                                        # 3 of 10: a first step, perhaps
+    assert cli("--notes", notes, "--retrieve-only", "coffee ratio").returncode == 0
+    for p in sorted(p for p in notes.iterdir() if p.suffix in (".md", ".txt"))[:1]:
+        p.unlink()                                        # a second step, under a rebuild
+    assert cli("--notes", notes, "--retrieve-only", "--rebuild", "coffee ratio").returncode == 0
+    assert len(cache_files(cli.cache)) == 2               # the copy of the whole is still kept
+    [cache] = [c for c in cache_files(cli.cache) if "kept" not in c.name]
+    assert read_cache(cache)[0]["whole"] == 10
+
+
 def test_a_cache_from_before_the_notes_were_counted_whole_loads_and_embeds_nothing(
         cli, server, notes):
     from conftest import read_cache, write_cache
