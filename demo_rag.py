@@ -8742,7 +8742,7 @@ def explain_search(r: Retrieval, index: Index, settings: Settings) -> None:
         say(f"{settings.embed_model} turned the question into {len(qvec)} numbers of total "
             f"length 1: [{', '.join(f'{x:+.3f}' for x in qvec[:4])}, …]")
     else:
-        say(f"Ollama unavailable ({r.keywords_only_because}); keywords (BM25) only")
+        say(keywords_only(r.keywords_only_because))
     templates = embed_templates(settings)
     say(f"embedding prompts ({templates.source}): query {templates.query or 'none'!r}, "
         f"document {templates.document or 'none'!r}"

@@ -175,6 +175,10 @@ def test_embedding_model_not_pulled_falls_back_to_bm25(cli, notes):
     assert "ollama pull nomic-embed-text" in out.stderr
     assert "Top sources (keywords only):" in out.stdout and "[1] python-asyncio.md" in out.stdout
     assert not list(cli.cache.glob("*.pkl"))          # nor one without a vector: nothing to reuse
+    out = cli("--explain", "What is asyncio?", "--notes", notes, "--embed-model", "nomic-embed-text",
+              "--retrieve-only")                     # step 4 says why as the warning says it
+    assert "model 'nomic-embed-text' is not pulled: run `ollama pull nomic-embed-text`; searching " \
+           "by keywords (BM25) only" in " ".join(out.stdout.split()), out.stdout
 
 
 @pytest.mark.parametrize("json_", [False, True], ids=["text", "json"])
