@@ -8375,16 +8375,23 @@ def hyperlink(template: str, path: str, line: int | None) -> str:
                            wslprefix=f"wsl$/{quote(wsl, safe='')}" if wsl else "")
 
 
+def note_link(template: str, notes_dir: str, rel: str, line: int | None) -> str | None:
+    """hyperlink() to the note `rel` names under notes_dir (note_path), or None if it is gone."""
+    path = note_path(notes_dir, rel)
+    return None if path is None else hyperlink(template, os.path.abspath(path), line)
+
+
 def print_citation(chunk: PlacedChunk, passage: Passage, notes_dir: str = "") -> None:
     """A source's citation (passage_citation), with no line break after it; its place
     ("bike.md:14") a link (OSC 8, --hyperlink-format's) to that line of its file under `notes_dir`
     on the command line's stdout (EscapedControls) on a terminal, unless a "dumb" one."""
     place, citation = passage_place(chunk, passage), passage_citation(chunk, passage)
     out = sys.stdout
-    path = (note_path(notes_dir, chunk.source) if isinstance(out, EscapedControls)
-            and out.link_format and out.isatty() and os.environ.get("TERM") != "dumb" else None)
-    if path is not None:
-        out.write_link(place, hyperlink(out.link_format, os.path.abspath(path), passage.line))
+    link = (note_link(out.link_format, notes_dir, chunk.source, passage.line)
+            if isinstance(out, EscapedControls) and out.link_format and out.isatty()
+            and os.environ.get("TERM") != "dumb" else None)
+    if link is not None:
+        out.write_link(place, link)
         citation = citation[len(place):]
     print(citation, end="")
 
@@ -11226,8 +11233,9 @@ class PageServer(http.server.ThreadingHTTPServer):
         one is set that a page can follow (a browser opens no file:// link from a page)."""
         if self.link_format in (HYPERLINK_FORMATS["default"], ""):
             return sources
-        return [{**s, "editor": hyperlink(self.link_format, os.path.join(
-            self.held.settings.notes_dir, s["path"]), s.get("line"))} for s in sources]
+        notes_dir = str(self.held.settings.notes_dir)
+        return [{**s, "editor": note_link(self.link_format, notes_dir, s["path"], s.get("line"))}
+                for s in sources]
 
     def notes(self) -> Notes:             # the notes as they are now, for a tool
         h = self.held

@@ -206,6 +206,18 @@ def test_each_source_offers_the_editor_link_of_the_format_the_user_set(page, fak
         assert source["editor"] == f"vscode://file{where}:{source['line']}:1"
 
 
+def test_an_editor_link_names_the_note_s_absolute_path_when_the_folder_was_given_relative(
+        tmp_path, monkeypatch):
+    from types import SimpleNamespace
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "tea.md").write_text("# Tea\n")
+    monkeypatch.chdir(tmp_path)           # --notes notes, as the README's demo-data/ is given
+    server = SimpleNamespace(link_format=rag.HYPERLINK_FORMATS["vscode"],
+                             held=SimpleNamespace(settings=SimpleNamespace(notes_dir="notes")))
+    linked = rag.PageServer.linked(server, [{"path": "tea.md", "line": 3}])
+    assert linked[0]["editor"] == f"vscode://file{tmp_path}/notes/tea.md:3:1"
+
+
 def test_a_follow_up_is_searched_as_the_chat_mode_rewrites_it_with_the_tab_s_turns(page, fake):
     first = page.ask("What is BM25?")[-1]["result"]
     turns = [{"question": "What is BM25?", "answer": first["answer"], "query": "What is BM25?"}]
