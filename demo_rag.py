@@ -4514,11 +4514,15 @@ def index_from_dict(d: dict, vectors: np.ndarray) -> Index:
 
 
 def cache_path(settings: Settings) -> Path:
-    """One cache file per notes folder, embedding model, chunking and cache format: two folders
-    never clash, going back to a model or --chunk-size tried before costs no embedding, and
-    two versions of demo_rag sharing a cache folder each keep their own file."""
+    """One cache file per notes folder, embedding model, chunking, document template (one not
+    the model's own: --doc-instruction) and cache format: two folders never clash, going back
+    to a model, --chunk-size or template tried before costs no embedding, and two versions of
+    demo_rag sharing a cache folder each keep their own file."""
     real = os.path.realpath(settings.notes_dir)
     key = f"{real}\0{settings.embed_model}\0{settings.chunk_size}/{settings.chunk_overlap}"
+    if (template := embed_templates(settings).document) != \
+            embed_templates(replace(settings, doc_instruction=None)).document:
+        key += f"\0{template}"
     digest = hashlib.md5(key.encode("utf-8", "surrogateescape")).hexdigest()[:10]
     # subtle: names are cut short, as a file name may hold only 255 bytes (a CJK character is 3)
     name = re.sub(r"[^\w.-]+", "_", Path(real).name)[:40] or "notes"

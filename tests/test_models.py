@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import ollama
 import pytest
 
 from conftest import run_cli
@@ -32,14 +33,33 @@ def test_documents_and_queries_get_the_model_s_prefixes(fake, notes, tmp_path):
     assert "'search_query: {query}'" in out.stdout and "nomic-embed-text-v1.5" in out.stdout
 
 
-def test_changing_the_document_template_re_embeds_with_the_reason(fake, notes, tmp_path):
+def test_another_document_template_gets_a_cache_of_its_own_and_going_back_embeds_nothing(
+        fake, notes, tmp_path):
     args = ("What is BM25?", "--notes", notes, "--cache", tmp_path / "c", "--embed-model", NOMIC, "--retrieve-only")
     assert run_cli(*args, host=fake.url).returncode == 0
     out = run_cli(*args, "--doc-instruction", "", host=fake.url)
     assert out.returncode == 0, out.stderr
-    assert "rebuilding index: document template changed ('search_document: {text}' -> 'none')" in out.stderr
     assert "(12 chunks embedded)" in out.stderr
     assert not any(t.startswith("search_document") for t in fake.embedded_texts()[-13:-1])
+    assert len(list((tmp_path / "c").glob("*.v*.pkl"))) == 2         # the model's own is kept
+    before = len(fake.embedded_texts())
+    back = run_cli(*args, host=fake.url)                             # the model's template again
+    assert back.returncode == 0, back.stderr
+    assert fake.embedded_texts()[before:] == ["search_query: What is BM25?"]
+    assert "rebuilding" not in back.stderr
+
+
+def test_a_changed_default_document_template_re_embeds_with_the_reason(notes, tmp_path, monkeypatch):
+    """A version whose table gives the model another template rebuilds the cache, saying why."""
+    import demo_rag as rag
+    with FakeOllama(models=("qwen3:0.6b", NOMIC)) as fake:
+        s = rag.Settings(notes_dir=notes, cache_dir=tmp_path / "c", embed_model=NOMIC)
+        client = ollama.Client(host=fake.url)
+        rag.open_index(s, client)
+        monkeypatch.setattr(rag, "EMBED_PROMPTS", [(r"nomic", "q: {query}", "d: {text}", "")])
+        index, report = rag.open_index(s, client)
+    assert report.reason == "document template changed ('search_document: {text}' -> 'd: {text}')"
+    assert index.doc_template == "d: {text}" and report.embedded == len(index.chunks)
 
 
 def test_an_unknown_model_gets_no_prefix_and_explain_says_so(fake, notes, tmp_path):
