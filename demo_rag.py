@@ -5806,13 +5806,16 @@ class KeptCopy:
             os.link(self.cache, kept)     # the writer replaces the cache's name, not its bytes
         except FileExistsError:           # a run at the same time kept it (--mcp and the CLI)
             return f"{said}: {kept.name}, kept by another run just now, stays as it is"
-        except OSError:
-            import shutil                 # a disk without hard links: a copy, then
+        except OSError:                   # a disk without hard links: a whole copy, or none
+            import shutil
+            part = self.cache.with_name(self.cache.name + ".kept.tmp")   # save_index clears it
             try:
-                shutil.copyfile(self.cache, kept)
+                shutil.copyfile(self.cache, part)
+                os.replace(part, kept)
             except OSError as e:
-                kept.unlink(missing_ok=True)
                 return f"{said}, and no copy of the cache could be kept ({e.strerror or e})"
+            finally:
+                part.unlink(missing_ok=True)
         self.made = kept
         return (f"{said}: the cache before is kept as {kept.name}, and its vectors serve them if "
                 "they come back (delete it if they are gone for good)")

@@ -489,6 +489,33 @@ def test_two_runs_keeping_a_copy_at_once_never_delete_or_overwrite_it(server, no
     assert rag.load_index(copy)[0].files.keys() == old.files.keys() and second.made is None
 
 
+def test_a_copy_kept_on_a_disk_without_hard_links_is_whole_or_none_when_interrupted(
+        server, notes, tmp_path, monkeypatch):
+    settings = rag.Settings(notes_dir=notes, cache_dir=tmp_path / "cache")
+    rag.open_index(settings)
+    path = rag.cache_path(settings)
+    old, _ = rag.load_index(path)
+    here = set(list(old.files)[:3])                       # 7 of 10 notes gone
+
+    def no_links(src, dst):                               # as FAT and exFAT refuse one
+        raise PermissionError(1, "Operation not permitted")
+
+    def half_then_ctrl_c(src, dst):                       # Ctrl-C halfway through the copy
+        with open(src, "rb") as f, open(dst, "wb") as out:
+            out.write(f.read(os.path.getsize(src) // 2))
+        raise KeyboardInterrupt
+    monkeypatch.setattr(os, "link", no_links)
+    monkeypatch.setattr(shutil, "copyfile", half_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        rag.KeptCopy(path).keep(old, here, notes)
+    assert cache_files(path.parent) == [path] and not list(path.parent.glob("*.tmp"))
+    monkeypatch.undo()
+    monkeypatch.setattr(os, "link", no_links)
+    copy = rag.KeptCopy(path)
+    assert "is kept as" in copy.keep(old, here, notes)
+    assert rag.load_index(copy.made)[0].files.keys() == old.files.keys()
+
+
 def test_a_few_notes_gone_keep_no_copy(cli, notes):
     assert cli("--notes", notes, "--retrieve-only", "coffee ratio").returncode == 0
     (notes / "sourdough.md").unlink()
