@@ -4152,9 +4152,10 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
         report.reason = str(e)
         progress(f"rebuilding index: {report.reason}")
         if writer:                        # ...and kept on disk until outnumbered, as --rebuild does
-            writer.rebuilding(resumable=False)
+            writer.rebuilding(again="the next run")
         vectors, has_vector = fill_vectors(settings, client, None, chunks, np.full(len(chunks), -1),
-                                           report, progress, checkpoint)
+                                           report, progress, checkpoint,
+                                           writer.resumed(settings, build) if writer else [])
     for rel, count in Counter(chunks[i].source for i in report.refused if has_vector[i]).items():
         report.warn(rel, draft.records[rel].digest, f"{settings.embed_model} returns no number "
                     f"for {count} of its chunks (a fault of the model): they are found by their "
@@ -4765,7 +4766,8 @@ class CacheWriter:
     def __init__(self, path: Path, seconds: float, on_disk: int = 0):
         self.path, self.seconds, self.floor = path, seconds, 0
         self.on_disk = self.kept = on_disk   # vectors in the cache file now; this build's saved
-        self.aside: Path | None = None
+        self.aside: Path | None = None    # where a rebuild's vectors wait (rebuilding)
+        self.again = ""
         # the index being built, offered at each checkpoint: saved when an interrupt stops it
         self.building: Callable[[], Index] | None = None
         self.unsaved = False
@@ -4798,7 +4800,7 @@ class CacheWriter:
         n, kept = len(index.chunks), self.kept
         if kept < self.floor:             # the cache as it was; the rebuild's own wait aside
             said = (f"the cache is kept as it was, and {kept:,} of the rebuild's {n:,} vectors "
-                    "beside it: --rebuild again goes on from them" if kept else
+                    f"beside it: {self.again} goes on from them" if kept else
                     f"the cache is kept as it was; the rebuild kept none of its {n:,} vectors")
         elif kept < n:
             said = (f"kept {kept:,} of {n:,} vectors; run again to continue"
@@ -4814,12 +4816,19 @@ class CacheWriter:
         return cache.with_name(
             cache.name.replace(f".v{CACHE_FORMAT}.pkl", f".{kind}.v{CACHE_FORMAT}.pkl"))
 
-    def rebuilding(self, resumable: bool) -> None:
-        """Embed all again keeping the cache's vectors until outnumbered; a `resumable` build
-        (--rebuild) saves its own aside meanwhile, for the next --rebuild to take (donors)."""
-        self.floor, self.kept = self.on_disk, 0   # kept: the rebuild's own
-        if resumable:
+    def rebuilding(self, again: str) -> None:
+        """Embed all again keeping the cache's vectors until outnumbered, saving the rebuild's own
+        aside meanwhile for the run that goes on from them (`again`; "": none, nothing aside)."""
+        self.floor, self.kept, self.again = self.on_disk, 0, again   # kept: the rebuild's own
+        if again:
             self.aside = self.beside(self.path, "rebuild")
+
+    def resumed(self, settings: Settings, build: str) -> list[Path]:
+        """The vectors an interrupted rebuild saved aside, as donors, if they are of this model,
+        document template and build."""
+        h = read_header(self.aside) if self.aside else None
+        return [self.aside] if h and (h["embed_model"], h["doc_template"], h["model_digest"]) == \
+            (settings.embed_model, embed_templates(settings).document, build) else []
 
     @staticmethod
     @contextlib.contextmanager
@@ -5883,7 +5892,7 @@ class IndexOpening:
         on_disk = int(old.has_vector.sum()) if self.cached is not None else 0
         self.writer = CacheWriter(self.path, s.checkpoint_seconds, on_disk)
         if rebuild:                       # a build not known: what it embeds would not be taken
-            self.writer.rebuilding(resumable=bool(self.build))
+            self.writer.rebuilding(again="--rebuild again" if self.build else "")
         self.old, self.reason = (None, rebuild) if rebuild else (old, reason)
         self.donor = donor
 
@@ -5921,8 +5930,7 @@ class IndexOpening:
         listed = copy.written()
         donors = vector_donors(s, path, self.build) if old is None else []
         if self.rebuild:                  # what an interrupted --rebuild of this build embedded
-            donors = [p for p in donors if p == self.writer.aside and self.build
-                      and read_header(p)["model_digest"] == self.build]
+            donors = self.writer.resumed(s, self.build)
         if old is not None and (copies := copy.paths()):
             donors = copies               # notes that went missing may be back
         index, report = update_index(s, self.client, old, self.files, self.progress,

@@ -138,7 +138,7 @@ def test_a_rebuild_interrupted_past_the_vectors_the_cache_had_is_continued_by_a_
     assert texts_the_next_run_embeds(vault) == CHUNKS - 6 * PER_REQUEST
 
 
-def test_an_interrupted_size_change_rebuild_says_the_cache_is_as_it_was(vault):
+def test_an_interrupted_size_change_rebuild_keeps_the_cache_and_the_next_run_goes_on(vault):
     with FakeOllama(dim=256) as server:
         assert run_cli(*args_for(vault), host=server.url).returncode == 0
     note = vault / "note-042.md"
@@ -150,9 +150,31 @@ def test_an_interrupted_size_change_rebuild_says_the_cache_is_as_it_was(vault):
         _, err = p.communicate(timeout=30)
         server.release()
     assert p.returncode == 130 and "vector size changed (256 -> 128)" in err, err
-    assert "the cache is kept as it was; the rebuild kept none of its 300 vectors" in err
-    index, _ = rag.load_index(next((vault.parent / "cache").glob("*.pkl")))
+    assert ("the cache is kept as it was, and 32 of the rebuild's 300 vectors beside it: "
+            "the next run goes on from them") in err
+    [cache] = [p for p in (vault.parent / "cache").iterdir() if ".rebuild." not in p.name]
+    index, _ = rag.load_index(cache)
     assert index.vectors.shape == (300, 256) and index.complete
+    with FakeOllama(dim=128) as server:                     # the edit's text, then the rest
+        out = run_cli(*args_for(vault), host=server.url)
+        assert out.returncode == 0 and chunk_texts_sent(server) == 1 + CHUNKS - PER_REQUEST, out.stderr
+    [cache] = (vault.parent / "cache").iterdir()            # the rebuild's aside is gone
+    index, _ = rag.load_index(cache)
+    assert index.vectors.shape == (300, 128) and index.complete
+
+
+def test_a_size_change_rebuild_interrupted_before_its_first_batch_says_it_kept_none(vault):
+    with FakeOllama(dim=256) as server:
+        assert run_cli(*args_for(vault), host=server.url).returncode == 0
+    (vault / "note-042.md").write_text("part 1 now explains kites")
+    with FakeOllama(dim=128, hold_at=2) as server:          # the edit, then the rebuild's 1st
+        p = start(vault, server.url, "--checkpoint-seconds", 1000)
+        server.wait_for_embeds(2)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=30)
+        server.release()
+    assert p.returncode == 130 and "Traceback" not in err, err
+    assert "the cache is kept as it was; the rebuild kept none of its 298 vectors" in err, err
 
 
 def test_an_interrupted_rebuild_keeps_the_cache_and_the_next_rebuild_resumes_it(vault):
