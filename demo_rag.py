@@ -5980,6 +5980,32 @@ class IndexOpening:
             self.copy.drop(index)
 
 
+@contextlib.contextmanager
+def building_alone(cache: Path, progress: Callable[[str], None]) -> Iterator[bool]:
+    """Hold the lock beside the cache file (`<cache>.lock`) while the block brings the index up
+    to date, first waiting, said, while another run holds it: two runs building at once embed
+    the same notes twice, and the last to save drops what the other embedded. Yields whether it
+    waited. Without flock (Windows) or a folder to write, runs build side by side."""
+    try:
+        import fcntl
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(f"{cache}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except (ImportError, OSError):
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress("another demo_rag run is updating this index: waiting for it (Ctrl-C stops)")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield True
+        else:
+            yield False
+    finally:
+        os.close(fd)                      # and the lock with it, as when a run is killed
+
+
 def open_index(settings: Settings, client: ollama.Client | None = None, rebuild: str = "",
                progress: Callable[[str | EmbedProgress], None] = lambda s: None,
                held: Index | None = None) -> tuple[Index, IndexReport]:
@@ -5996,11 +6022,17 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     if (unchanged := opening.unchanged()) is not None:
         return unchanged
     try:
-        index, report = opening.update()
-        if report.kept:                   # the notes are all gone: the cache stays as it was
-            return index, report
-        index = opening.calibrate(index)
-        opening.save(index, report)
+        with building_alone(opening.path, progress) as waited:
+            if waited:                    # the other run's index may be all this one needs
+                opening.find()
+                opening.load(held)
+                if (unchanged := opening.unchanged()) is not None:
+                    return unchanged
+            index, report = opening.update()
+            if report.kept:               # the notes are all gone: the cache stays as it was
+                return index, report
+            index = opening.calibrate(index)
+            opening.save(index, report)
     except KeyboardInterrupt:             # Ctrl-C or SIGTERM: what was embedded is saved, and said
         raise opening.writer.stopped(progress) from None
     return index, report

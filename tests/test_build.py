@@ -213,6 +213,21 @@ def test_a_rebuild_of_a_build_not_known_keeps_nothing_aside_and_says_so(vault):
     assert [p.name for p in (vault.parent / "cache").glob("*.rebuild.*")] == []
 
 
+def test_a_run_started_while_another_builds_the_index_waits_for_it_and_embeds_nothing(vault):
+    with FakeOllama(hold_at=5) as server:
+        first = start(vault, server.url, "--checkpoint-seconds", 1000)
+        server.wait_for_embeds(5)
+        second = start(vault, server.url)
+        read_until(second.stderr, "another demo_rag run is updating this index: waiting for it")
+        assert len(server.of("/api/embed")) == 5          # the second asks nothing meanwhile
+        server.release()
+        outs = [p.communicate(timeout=60) for p in (first, second)]
+    assert [p.returncode for p in (first, second)] == [0, 0], outs
+    assert chunk_texts_sent(server) == CHUNKS                # each chunk once, by the first
+    assert "Top sources:" in outs[1][0] and "indexed 100 notes" not in outs[1][1]   # the first's index
+    assert texts_the_next_run_embeds(vault) == 0
+
+
 def test_a_killed_build_loses_only_what_came_after_the_last_checkpoint(vault):
     with FakeOllama(hold_at=5) as server:
         p = start(vault, server.url, "--checkpoint-seconds", 0)     # a checkpoint after every batch
