@@ -5982,28 +5982,38 @@ class IndexOpening:
 
 @contextlib.contextmanager
 def building_alone(cache: Path, progress: Callable[[str], None]) -> Iterator[bool]:
-    """Hold the lock beside the cache file (`<cache>.lock`) while the block brings the index up
-    to date, first waiting, said, while another run holds it: two runs building at once embed
-    the same notes twice, and the last to save drops what the other embedded. Yields whether it
-    waited. Without flock (Windows) or a folder to write, runs build side by side."""
+    """Hold a lock file beside the cache while the block brings the index up to date, first
+    waiting, said, while another run holds it: two runs building at once embed the same notes
+    twice, and the last to save drops what the other embedded. Yields whether it waited.
+    Without flock (Windows) or a folder to write, runs build side by side."""
+    lock, held, waited = f"{cache}.lock", False, False
     try:
         import fcntl
         cache.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(f"{cache}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     except (ImportError, OSError):
         yield False
         return
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            progress("another demo_rag run is updating this index: waiting for it (Ctrl-C stops)")
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield True
-        else:
-            yield False
+        while not held:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                progress("another demo_rag run is updating this index: waiting for it "
+                         "(Ctrl-C stops)")
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                waited = True
+            with contextlib.suppress(FileNotFoundError):
+                held = os.path.samestat(os.fstat(fd), os.stat(lock))
+            if not held:                  # its holder deleted the file locked: the one named now
+                os.close(fd)
+                fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        yield waited
     finally:
-        os.close(fd)                      # and the lock with it, as when a run is killed
+        if held:                          # deleted while held, so no run locks a file unnamed
+            with contextlib.suppress(OSError):
+                os.unlink(lock)
+        os.close(fd)
 
 
 def open_index(settings: Settings, client: ollama.Client | None = None, rebuild: str = "",

@@ -224,8 +224,28 @@ def test_a_run_started_while_another_builds_the_index_waits_for_it_and_embeds_no
         outs = [p.communicate(timeout=60) for p in (first, second)]
     assert [p.returncode for p in (first, second)] == [0, 0], outs
     assert chunk_texts_sent(server) == CHUNKS                # each chunk once, by the first
-    assert "Top sources:" in outs[1][0] and "indexed 100 notes" not in outs[1][1]   # the first's index
+    assert "Top sources:" in outs[1][0] and "100 unchanged (0 chunks embedded)" in outs[1][1]
     assert texts_the_next_run_embeds(vault) == 0
+    assert not list((vault.parent / "cache").glob("*.lock"))    # each run deletes it
+
+
+def test_a_run_that_waited_locks_the_file_named_now_not_the_one_its_holder_deleted(tmp_path):
+    import fcntl
+    cache, said, inside = tmp_path / "c.pkl", threading.Event(), threading.Event()
+
+    def second() -> None:
+        with rag.building_alone(cache, lambda line: said.set()):
+            inside.set()
+            time.sleep(0.5)
+    with rag.building_alone(cache, print):
+        waiting = threading.Thread(target=second)
+        waiting.start()
+        assert said.wait(10)
+    assert inside.wait(10)                                 # the second holds it now...
+    with open(f"{cache}.lock", "a") as third:              # ...so a third cannot take it
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(third.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    waiting.join()
 
 
 def test_a_killed_build_loses_only_what_came_after_the_last_checkpoint(vault):
