@@ -5896,9 +5896,12 @@ class IndexOpening:
         self.old, self.reason = (None, rebuild) if rebuild else (old, reason)
         self.donor = donor
 
-    def unchanged(self) -> tuple[Index, IndexReport] | None:
-        """The loaded index as it is, when the notes are as it recorded them and every chunk has
-        a vector: no note is read. None when it needs an update."""
+    def unchanged(self, held: Index | None) -> tuple[Index, IndexReport] | None:
+        """The notes found and the index loaded (find, load), and that index as it is when the
+        notes are as it recorded them and every chunk has a vector: no note is read. None when
+        it needs an update."""
+        self.find()
+        self.load(held)
         old, s, writer = self.old, self.settings, self.writer
         if not (old is not None and old.fingerprint == self.now and old.complete):
             return None
@@ -6027,17 +6030,13 @@ def open_index(settings: Settings, client: ollama.Client | None = None, rebuild:
     long-lived caller (--mcp) passes the index it `held`. FileNotFoundError: no notes folder."""
     check_notes_dir(settings.notes_dir)
     opening = IndexOpening(settings, client or ollama_client(), rebuild, progress)
-    opening.find()
-    opening.load(held)
-    if (unchanged := opening.unchanged()) is not None:
+    if (unchanged := opening.unchanged(held)) is not None:
         return unchanged
     try:
         with building_alone(opening.path, progress) as waited:
-            if waited:                    # the other run's index may be all this one needs
-                opening.find()
-                opening.load(held)
-                if (unchanged := opening.unchanged()) is not None:
-                    return unchanged
+            # after waiting for another run: what it saved may be all this one needs
+            if waited and (unchanged := opening.unchanged(held)) is not None:
+                return unchanged
             index, report = opening.update()
             if report.kept:               # the notes are all gone: the cache stays as it was
                 return index, report

@@ -57,7 +57,7 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      "            pass",
      ["tests/test_build.py", "-k", "waits_for_it"]),
     ("cache: a run that waited for another's build does not look at what it saved",
-     "            if waited:                    # the other run's index may be all this one needs",
+     "            if waited and (unchanged := opening.unchanged(held)) is not None:",
      "            if False:",
      ["tests/test_build.py", "-k", "waits_for_it"]),
     ("cache: a run that waited holds a lock on the file its holder deleted",

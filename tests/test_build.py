@@ -255,10 +255,13 @@ def test_a_killed_build_loses_only_what_came_after_the_last_checkpoint(vault):
         p.kill()
         p.communicate(timeout=30)
         server.release()
-    (cache,) = (vault.parent / "cache").iterdir()                 # no temp file left behind
+    # no temp file left behind; the lock, which the kernel released, is the next run's to delete
+    cache, lock = sorted((vault.parent / "cache").iterdir())
+    assert lock.name == cache.name + ".lock"
     index, reason = rag.load_index(cache)
     assert reason == "" and int(index.has_vector.sum()) == 4 * PER_REQUEST
     assert texts_the_next_run_embeds(vault) == CHUNKS - 4 * PER_REQUEST
+    assert list((vault.parent / "cache").iterdir()) == [cache]
 
 
 def test_ollama_failing_mid_build_keeps_the_batches_that_arrived(vault):
