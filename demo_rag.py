@@ -8803,13 +8803,15 @@ def explain_prompt(plan: Outcome, settings: Settings, num_ctx: int) -> None:
     say(f"{why_not.get(plan.status, plan.why)}: the chat model is not called")
 
 
-def explain_check(check: CitationCheck) -> None:
-    """--explain's step 8: each sentence of the answer, its verdict, why, and its line's place."""
+def explain_check(check: CitationCheck, hits: list[Hit]) -> None:
+    """--explain's step 8: each sentence of an answer, its verdict, why, and its line's citation."""
     from textwrap import shorten
     print("\nSTEP 8 · CHECK: each sentence against the line of its sources that holds it best")
     for n, s in enumerate(check.sentences, 1):
+        chunk = hits[s.source - 1].chunk if s.at else None
+        place = passage_citation(chunk, locate_passage(chunk, on_line=s.at)) if chunk else s.place
         say(f"{n} {s.verdict}" + (f" ({s.why})" if s.why else "")
-            + (f" at {s.place}" if s.place else "") + f": {shorten(s.text, 70, placeholder=' …')}")
+            + (f" at {place}" if place else "") + f": {shorten(s.text, 70, placeholder=' …')}")
     say(check.summary())
 
 
@@ -8830,7 +8832,7 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
     if outcome.status in (ANSWERED, FAILED) and outcome.text is not None:
         print_outcome(outcome)            # step 7 said why the chat model was not called
     if outcome.check:
-        explain_check(outcome.check)
+        explain_check(outcome.check, outcome.retrieval.hits)
     err(*(f"warning: {w}" for w in outcome.warnings))
     return OUTCOME_EXITS.get(outcome.status, EXIT_OK)
 

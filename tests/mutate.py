@@ -1894,6 +1894,10 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '                self.wfile.write(json.dumps(message).encode() + b"\\n")\n'
      '                self.wfile.flush()\n',
      ["tests/test_serve.py", "-k", "goes_away"]),
+    ("--explain's check places a sentence's line without the headings in force there",
+     "        place = passage_citation(chunk, locate_passage(chunk, on_line=s.at)) if chunk else s.place",
+     "        place = s.place",
+     ["tests/test_walkthrough.py", "-k", "check_cites_each"]),
 
 ]
 
