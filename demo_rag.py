@@ -1847,23 +1847,23 @@ def templates_folders(notes_dir: Path) -> dict[str, tuple[str, str]]:
     return found
 
 
-# Where a followed link never leads: the kernel's trees (endless files, blocking devices).
-SYSTEM_TREES = ("/proc", "/sys", "/dev")
+SYSTEM_TREES = ("/proc", "/sys", "/dev")   # no followed link leads here: endless files, devices
 FOLDER = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | NOT_A_LINK   # as itself, not a link
 BY_DESCRIPTOR = {os.open, os.stat} <= os.supports_dir_fd and os.scandir in os.supports_fd
-FOLDER_DEPTH = 100      # deeper folders are skipped, said: each is opened from / a name at a time
+FOLDER_DEPTH = 100      # deeper folders are skipped, said: the walk recurses, one open per level
 
 
 @contextlib.contextmanager
-def in_folder(real: str) -> Iterator[tuple[int | None, str]]:
-    """(dir_fd, name) to open the real path `real` by: its folder opened from / one name at a
-    time, none through a link (a folder swapped for one fails: OSError). Windows: (None, real)."""
+def in_folder(real: str, near: tuple[str, int] | None = None) -> Iterator[tuple[int | None, str]]:
+    """(dir_fd, name) to open the real path `real` by: its folder opened a name at a time, none
+    through a link (OSError), from `near` (an open folder's real path, fd) if in it, else from /."""
     if not BY_DESCRIPTOR:
         yield None, real
         return
-    fd = os.open("/", FOLDER)
+    top = near[0] if near and real.startswith(near[0] + "/") else ""
+    fd = os.dup(near[1]) if top else os.open("/", FOLDER)   # a copy: `near` stays its holder's
     try:
-        for name in real.split("/")[1:-1]:
+        for name in real[len(top):].split("/")[1:-1]:
             fd, parent = os.open(name, FOLDER, dir_fd=fd), fd
             os.close(parent)
         yield fd, os.path.basename(real) or "."     # "/" itself
@@ -1871,32 +1871,32 @@ def in_folder(real: str) -> Iterator[tuple[int | None, str]]:
         os.close(fd)
 
 
-def walk_folders(folder: str, said: list[str]) -> Iterator[tuple[str, list, list, str, int]]:
+def walk_folders(folder: str, said: list[str], parent: tuple[str, int] | None = None,
+                 depth: int = 0) -> Iterator[tuple[str, list, list, str, int]]:
     """os.walk(folder, followlinks=True), each folder with its real path and, open, the folder
-    there (in_folder): what is listed is where the path led, whatever was swapped for a link."""
+    there (in_folder from `parent`'s): what it lists is where the path led, whatever was swapped."""
     if not BY_DESCRIPTOR:                 # Windows: no dir_fd (nor a folder's open), so by path
         yield from ((f, dirs, names, os.path.realpath(f), None) for f, dirs, names in os.walk(
             folder, True, lambda e: said.append(f"cannot read {e.filename}: {e.strerror}"), True))
         return
-    to_walk = [(folder, 0)]               # a stack, not recursion: Python's would run out
-    while to_walk:
-        folder, depth = to_walk.pop()
-        if depth > FOLDER_DEPTH:
-            said.append(f"skipped {folder}/: more than {FOLDER_DEPTH} folders deep")
-            continue
-        with contextlib.ExitStack() as held:
-            try:
-                with in_folder(real := os.path.realpath(folder)) as (at, name):
-                    held.callback(os.close, fd := os.open(name, FOLDER, dir_fd=at))
-                with os.scandir(fd) as found:   # a link loop: no folder, no error
-                    entries = [(e.name, os.path.isdir(os.path.join(folder, e.name))
-                                if e.is_symlink() else e.is_dir()) for e in found]
-            except OSError as e:
-                said.append(f"cannot read {folder}: {e.strerror}")
-                continue
-            dirs = [name for name, is_dir in entries if is_dir]
-            yield folder, dirs, [name for name, is_dir in entries if not is_dir], real, fd
-        to_walk += [(os.path.join(folder, d), depth + 1) for d in reversed(dirs)]
+    if depth > FOLDER_DEPTH:
+        said.append(f"skipped {folder}/: more than {FOLDER_DEPTH} folders deep")
+        return
+    with contextlib.ExitStack() as held:
+        try:                              # not a link: its real path is its parent's and its name
+            real = os.path.realpath(folder) if not parent or os.path.islink(folder) else \
+                os.path.join(parent[0], os.path.basename(folder))
+            fd, _ = held.enter_context(in_folder(os.path.join(real, "."), parent))  # itself: real/.
+            with os.scandir(fd) as found:   # a link loop: no folder, no error
+                entries = [(e.name, os.path.isdir(os.path.join(folder, e.name))
+                            if e.is_symlink() else e.is_dir()) for e in found]
+        except OSError as e:
+            said.append(f"cannot read {folder}: {e.strerror}")
+            return
+        dirs = [name for name, is_dir in entries if is_dir]
+        yield folder, dirs, [name for name, is_dir in entries if not is_dir], real, fd
+        for d in dirs:                    # each opened in this one, open until they are done
+            yield from walk_folders(os.path.join(folder, d), said, (real, fd), depth + 1)
 
 
 class NoteScan:
@@ -8859,13 +8859,15 @@ def explain_prompt(plan: Outcome, settings: Settings, num_ctx: int) -> None:
     say(f"{why_not.get(plan.status, plan.why)}: the chat model is not called")
 
 
-def explain_check(check: CitationCheck) -> None:
-    """--explain's step 8: each sentence of the answer, its verdict, why, and its line's place."""
+def explain_check(check: CitationCheck, hits: list[Hit]) -> None:
+    """--explain's step 8: each sentence of an answer, its verdict, why, and its line's citation."""
     from textwrap import shorten
     print("\nSTEP 8 · CHECK: each sentence against the line of its sources that holds it best")
     for n, s in enumerate(check.sentences, 1):
+        chunk = hits[s.source - 1].chunk if s.at else None
+        place = passage_citation(chunk, locate_passage(chunk, on_line=s.at)) if chunk else s.place
         say(f"{n} {s.verdict}" + (f" ({s.why})" if s.why else "")
-            + (f" at {s.place}" if s.place else "") + f": {shorten(s.text, 70, placeholder=' …')}")
+            + (f" at {place}" if place else "") + f": {shorten(s.text, 70, placeholder=' …')}")
     say(check.summary())
 
 
@@ -8886,7 +8888,7 @@ def run_explain(args, settings: Settings, client: ollama.Client) -> int:
     if outcome.status in (ANSWERED, FAILED) and outcome.text is not None:
         print_outcome(outcome)            # step 7 said why the chat model was not called
     if outcome.check:
-        explain_check(outcome.check)
+        explain_check(outcome.check, outcome.retrieval.hits)
     err(*(f"warning: {w}" for w in outcome.warnings))
     return OUTCOME_EXITS.get(outcome.status, EXIT_OK)
 

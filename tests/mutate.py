@@ -1895,9 +1895,9 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      "        moved = [(h, p) for h, p, old in zip(r.hits, r.passages, was) if p != old]",
      "        moved = []",
      ["tests/test_lines.py", "-k", "meaning_alone"]),
-    ("folders of any depth are walked (each opened from /, so depth squared opens, and Python's stack)",
-     "        if depth > FOLDER_DEPTH:",
-     "        if False:",
+    ("folders of any depth are walked (the walk recurses, holding a folder open a level)",
+     "    if depth > FOLDER_DEPTH:",
+     "    if False:",
      ["tests/test_odd_inputs.py", "-k", "deeper_than"]),
     ("--mcp's look for changed folders walks by os.walk (it recurses: a deep folder breaks every call)",
      "        for folder, dirs, *_ in walk_folders(str(self.settings.notes_dir), []):",
@@ -1922,6 +1922,14 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '                self.wfile.write(json.dumps(message).encode() + b"\\n")\n'
      '                self.wfile.flush()\n',
      ["tests/test_serve.py", "-k", "goes_away"]),
+    ("the walk opens each folder from / a name at a time (depth squared opens), not in the one above it",
+     '    top = near[0] if near and real.startswith(near[0] + "/") else ""',
+     '    top = ""',
+     ["tests/test_odd_inputs.py", "-k", "holds_one_a_level"]),
+    ("--explain's check places a sentence's line without the headings in force there",
+     "        place = passage_citation(chunk, locate_passage(chunk, on_line=s.at)) if chunk else s.place",
+     "        place = s.place",
+     ["tests/test_walkthrough.py", "-k", "check_cites_each"]),
 
 ]
 

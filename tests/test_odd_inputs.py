@@ -11,6 +11,7 @@ import socket
 import subprocess
 import threading
 import unicodedata
+from pathlib import Path
 
 import pytest
 
@@ -65,6 +66,28 @@ def test_folders_nested_deeper_than_python_can_recurse_are_skipped_and_said(cli,
             os.close(levels.pop())
             os.rmdir("d", dir_fd=parent)
         os.close(levels.pop())
+
+
+def test_the_walk_opens_each_folder_once_in_the_one_above_it_and_holds_one_a_level(tmp_path, monkeypatch):
+    # Each folder opened from / a name at a time, a chain 40 deep costs about 40 * 40 / 2 opens.
+    folder = folder_with(tmp_path)
+    (deep := folder.joinpath(*["d"] * 40)).mkdir(parents=True)
+    (deep / "deep.md").write_text(NOTE)
+    for i in range(100):                  # siblings: what is held open stays one a level, not one each
+        (folder / f"s{i:03d}").mkdir()
+    opened, held, real_open = [], [], os.open
+
+    def counted(path, *args, **kw):
+        opened.append(path)
+        return real_open(path, *args, **kw)
+    monkeypatch.setattr(os, "open", counted)
+    fds = "/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd"     # Linux, macOS
+    before = len(os.listdir(fds))
+    for _ in rag.walk_folders(str(folder), said := []):
+        held.append(len(os.listdir(fds)) - before)
+    top = len(Path(os.path.realpath(folder)).parts)   # "/" and each name down to the notes folder
+    assert not said and len(held) == 1 + 100 + 40 and len(opened) == top + 100 + 40, (said, opened)
+    assert max(held) <= 40 + 1, held
 
 
 # ---- file names that are not UTF-8 ----------------------------------------------

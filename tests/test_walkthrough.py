@@ -124,6 +124,18 @@ def test_explain_says_why_every_source_goes_when_it_does(cli, notes, tmp_path):
     assert "stands at least" not in said
 
 
+def test_explain_s_check_cites_each_sentence_s_line_under_its_headings(cli, server, tmp_path):
+    # Step 8 names a sentence's line as every other printer names a source: path:line › headings.
+    notes = tmp_path / "kettle"
+    notes.mkdir()
+    (notes / "kettle.md").write_text("# Kettle\n\n## Storage\n\nKeep it dry in the cupboard.\n\n"
+                                     "## Descaling\n\nDescale it monthly with vinegar.\n", encoding="utf-8")
+    server.answer = "Descale the kettle monthly with vinegar [1]."
+    out = cli("--explain", "How do I descale the kettle?", "--notes", notes, "--min-score", 0)
+    step = " ".join(out.stdout.split("STEP 8 · CHECK")[1].split())
+    assert out.returncode == 0 and "1 supported at kettle.md:9 › # Kettle › ## Descaling: Descale" in step, out.stdout
+
+
 def test_importing_the_module_leaves_a_notebook_s_garbage_collector_as_it_was():
     # The command line freezes what its imports built (gc.freeze); an import must not.
     code = "import gc, demo_rag; print(gc.isenabled(), gc.get_freeze_count())"
