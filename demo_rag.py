@@ -4742,6 +4742,33 @@ def tidy_caches(cache_dir: Path, path: Path, donor: Path | None) -> list[str]:
             "for good"]
 
 
+def open_locked(path: str | Path, flags: int,
+                waiting: Callable[[], None] = lambda: None) -> tuple[int, bool]:
+    """`path` opened (made if need be, never through a link) and locked for this run alone till
+    closed, and whether it waited for another run's lock first (`waiting` is called then). A
+    file moved or deleted while this run waited is no longer the one named: that one is opened
+    and locked instead. Where there are no locks (Windows, some network shares): just opened."""
+    fd, waited = -1, False
+    for _ in range(3):                    # moved again while this run waited: it looks once more
+        if fd >= 0:
+            os.close(fd)
+        fd = os.open(path, flags | os.O_CREAT | os.O_CLOEXEC | NOT_A_LINK, 0o600)
+        try:
+            import fcntl
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                waiting()
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                waited = True
+        except (ImportError, OSError):
+            return fd, waited
+        with contextlib.suppress(FileNotFoundError):      # gone: the next open makes one
+            if os.path.samestat(os.stat(path), os.fstat(fd)):
+                return fd, waited
+    return fd, waited                     # a file system whose inode numbers differ so: as it is
+
+
 @contextlib.contextmanager
 def signals_to(handler: Callable) -> Iterator[None]:
     """Ctrl-C and SIGTERM call `handler` while the block runs. Off the main thread (a notebook's
@@ -5987,35 +6014,20 @@ class IndexOpening:
 def building_alone(cache: Path, progress: Callable[[str], None]) -> Iterator[bool]:
     """Hold a lock file beside the cache while the block brings the index up to date, first
     waiting, said, while another run holds it: two runs building at once embed the same notes
-    twice, and the last to save drops what the other embedded. Yields whether it waited.
-    Without flock (Windows) or a folder to write, runs build side by side."""
-    lock, held, waited = f"{cache}.lock", False, False
+    twice, and the last to save drops what the other embedded. Yields whether it waited."""
+    lock = f"{cache}.lock"
     try:
-        import fcntl
         cache.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    except (ImportError, OSError):
+        fd, waited = open_locked(lock, os.O_RDWR, lambda: progress(
+            "another demo_rag run is updating this index: waiting for it (Ctrl-C stops)"))
+    except OSError:                       # a cache folder not to write: nothing to share
         yield False
         return
     try:
-        while not held:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                progress("another demo_rag run is updating this index: waiting for it "
-                         "(Ctrl-C stops)")
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                waited = True
-            with contextlib.suppress(FileNotFoundError):
-                held = os.path.samestat(os.fstat(fd), os.stat(lock))
-            if not held:                  # its holder deleted the file locked: the one named now
-                os.close(fd)
-                fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         yield waited
     finally:
-        if held:                          # deleted while held, so no run locks a file unnamed
-            with contextlib.suppress(OSError):
-                os.unlink(lock)
+        with contextlib.suppress(OSError):
+            os.unlink(lock)               # while locked, so that no run locks a file unnamed
         os.close(fd)
 
 
@@ -7954,28 +7966,10 @@ def append_gap(path: Path, entry: dict) -> None:
     goes before or after it, never inside), on a line of its own if a killed run left the last
     one without its newline; or raise OSError, the log left as it was. subtle: another run's long
     line is written a page at a time, no newline yet: one run at a time looks and writes."""
-
-    def locked() -> int:
-        """The log, opened to append and locked (POSIX only) till closed: a run that waited while
-        another moved the full log to GAP_LOG_OLD opens the new one instead of adding to the old."""
-        fd = -1
-        for _ in range(3):                # moved again while this run waited: it looks once more
-            if fd >= 0:
-                os.close(fd)
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | NOT_A_LINK, 0o600)
-            try:
-                import fcntl
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            except (ImportError, OSError):    # no locks here (Windows, some network shares)
-                return fd
-            with contextlib.suppress(FileNotFoundError):      # moved: the next open makes one
-                if os.stat(path).st_ino == os.fstat(fd).st_ino:
-                    return fd
-        return fd                         # a file system whose inode numbers differ so: as it is
-
     # backslashreplace: a lone surrogate (a file name that is not UTF-8) becomes JSON's own \udcxx
     line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace")
-    fd = locked()
+    # a run that waited while another moved the full log to GAP_LOG_OLD writes to the new one
+    fd, _ = open_locked(path, os.O_RDWR | os.O_APPEND)
     try:
         size = os.fstat(fd).st_size
         if size:
