@@ -3322,10 +3322,9 @@ def document_text(chunk: Chunk, settings: Settings) -> str:
 
 
 def embed_batches(client: ollama.Client, model: str, texts: Iterable[str]) -> Iterator[np.ndarray]:
-    """Part I's embed_texts, batch by batch as each arrives, so that a build can save what came
-    (CacheWriter), and Ollama's failures raised as an OllamaError that says what to do. A batch
-    holds at most EMBED_BATCH texts and EMBED_BATCH_CHARS characters: a folder of long chunks
-    makes no huge request."""
+    """Part I's embed_texts, a batch at a time so that a build saves what came (CacheWriter), each
+    of at most EMBED_BATCH texts and EMBED_BATCH_CHARS characters (long chunks make no huge
+    request); Ollama's failures raised as an OllamaError that says what to do."""
     batch: list[str] = []
     try:
         for text in itertools.chain(texts, [None]):       # None: the end, send what is left
@@ -3350,9 +3349,8 @@ def embed_checked(client: ollama.Client, model: str, texts: Iterable[str]) -> np
         raise explain_ollama_error(e, model) from None
 
 
-# How Ollama refuses a batch in which one text's vector is not a number: the whole request
-# fails (server/routes.go: EmbedHandler's normalize(); before it, encoding the reply failed
-# with "json: unsupported value: NaN"). Some models do it for a few texts, every time.
+# How Ollama refuses a batch in which one text's vector is not a number (older versions: in
+# encoding the reply): the whole request fails. Some models do it for a few texts, every time.
 NOT_A_NUMBER = re.compile(r"NaN or Inf values|unsupported value: NaN")
 
 
@@ -3393,12 +3391,11 @@ def embed_query(client: ollama.Client, question: str, settings: Settings) -> np.
     return embed_checked(client, settings.embed_model, [query_text(question, settings)])[0]
 
 
-# A text's tokens, estimated for any tokenizer by its script (bench/token-estimate.md holds it
-# against four real ones): 4 tokens to 5 CJK characters, one to 2 other characters beyond ASCII
-# (Cyrillic, Greek, an accent), one to 4 ASCII characters, a run of spaces counting as one.
-# Where a bound is needed it is this estimate times a factor: an embedder may read TOKENS_AT_MOST
-# times it (English prose of a default chunk is not flagged, code is), and a chat model reads at
-# least TOKENS_AT_LEAST times a prompt's (qwen3's tokenizer read 0.86 or more of any prompt there).
+# A text's tokens, estimated for any tokenizer by its script (bench/token-estimate.md checks it):
+# 4 tokens to 5 CJK characters, one to 2 other characters beyond ASCII (Cyrillic, Greek, an
+# accent), one to 4 ASCII characters, a run of spaces as one. A bound is the estimate times a
+# factor: an embedder may read TOKENS_AT_MOST times it (code is flagged, English prose is not),
+# a chat model at least TOKENS_AT_LEAST times it.
 TOKENS_AT_MOST = 1.3
 TOKENS_AT_LEAST = 0.7
 
@@ -3417,11 +3414,10 @@ def estimate_tokens(text: str) -> int:
 
 def embed_context_warning(client: ollama.Client, settings: Settings,
                           texts: Iterable[str]) -> str | None:
-    """A warning when texts about to be embedded may be longer than the embedder reads
-    (Ollama would silently embed only their start), with the chunk size that would fit. Where
-    Ollama cuts comes from /api/show: the model's trained context ("<arch>.context_length") or
-    a smaller num_ctx its Modelfile sets, unless it is no context size (0, -5, "8192", True,
-    10**30): no advice beats nonsense."""
+    """A warning when texts to embed may be longer than the embedder reads (Ollama would silently
+    embed only their start), with the chunk size that would fit. Where Ollama cuts: /api/show's
+    trained context ("<arch>.context_length") or a smaller num_ctx its Modelfile sets; a value
+    that is no context size (0, -5, "8192", True, 10**30) is ignored: no advice beats nonsense."""
     try:
         info = client.show(settings.embed_model)
     except OLLAMA_FAILURES:
@@ -3463,10 +3459,9 @@ def listed_name(name: str) -> str:
 
 
 def model_digest(client: ollama.Client, model: str) -> str | None:
-    """Which build of `model` Ollama runs: the digest /api/tags lists for it, a hash of its
-    manifest (manifest/manifest.go), which names every layer, so a re-pulled tag with new
-    weights or another machine's build under the same name has another. "" when Ollama does
-    not say (no /api/tags, or no digest for that name); None when it cannot be asked."""
+    """Which build of `model` Ollama runs: /api/tags' digest, a hash of the manifest naming every
+    layer, so a re-pulled tag or another machine's build under that name has another; "" when
+    Ollama does not say (no /api/tags, or no digest for that name), None when it cannot be asked."""
     try:
         listed = client.list().models
     except (ConnectionError, httpx.TransportError):
@@ -3588,11 +3583,9 @@ def sort_by_term(terms: np.ndarray, counts_in: np.ndarray, rows: np.ndarray, siz
     counts = np.empty(len(terms), dtype=np.float32)
     row_end = np.cumsum(sizes)             # posting i is of rows[searchsorted(row_end, i)]
     for a in range(0, len(terms), LEXICON_BLOCK):
-        # this block's postings by term
-        at = a + np.argsort(terms[a:a + LEXICON_BLOCK], kind="stable")
+        at = a + np.argsort(terms[a:a + LEXICON_BLOCK], kind="stable")    # by term
         t = terms[at]
-        # where each term's run starts
-        first = np.flatnonzero(np.concatenate([[True], t[1:] != t[:-1]]))
+        first = np.flatnonzero(np.concatenate([[True], t[1:] != t[:-1]]))   # where runs start
         run = np.diff(np.append(first, len(t)))
         slot = free[t] + np.arange(len(t)) - np.repeat(first, run)
         free[t[first]] += run
@@ -5326,14 +5319,13 @@ FUSION_NOTES = {"evidence": "z-scores weighted by each ranker's evidence on this
 def fuse(dense: np.ndarray | None, lexical: np.ndarray, words_found: float,
          method: str = FUSION_METHOD,
          off_topic: tuple[float, float] | None = None) -> tuple[np.ndarray, dict[str, float]]:
-    """Fuse two rankers' scores into one (weighted_z_scores); returns the fused scores and each
-    ranker's share. Each counts by the evidence it found on this question, the two halves of
-    confidence(): BM25 by `words_found` (coverage() of its best chunk), dense by meaning_found()
-    of its best cosine (meaning_weight() of it, given `off_topic`: the probes' typical and
-    highest). Raised to EVIDENCE_POWER, so the ranker with clearly more evidence leads and the
-    other only breaks its near-ties: a question worded like the note is ranked by its words, a
-    paraphrase by its meaning, and an embedder that is noise on these notes cannot drag good
-    keyword hits down. `method` (--fusion) picks an alternative (fuse_other()).
+    """Fuse two rankers' scores (weighted_z_scores): the fused scores and each ranker's share,
+    by its evidence on this question, the two halves of confidence(): BM25 by `words_found`
+    (coverage() of its best chunk), dense by meaning_found() of its best cosine (meaning_weight()
+    of it, given `off_topic`: the probes' typical and highest). Raised to EVIDENCE_POWER, the
+    ranker with clearly more evidence leads and the other only breaks its near-ties: a question
+    worded like the note ranks by its words, a paraphrase by its meaning, and an embedder that is
+    noise here cannot drag good keyword hits down. `method` (--fusion): fuse_other()'s instead.
 
     Worked example: BM25's best chunk holds 90% of the question's words, the best
     cosine moved 0.4 of the way from the typical chunk's to 1.0: the words count
@@ -7787,8 +7779,7 @@ class Outcome:
     failed          the question's vector does not fit the index's, or the chat model failed
                     (`why`; `text` is what came)
     retrieval only  asked for the sources alone (--retrieve-only)
-    interrupted     Ctrl-C or SIGTERM came while the chat model answered (`text` is what came),
-                    carried by AnswerInterrupted
+    interrupted     Ctrl-C or SIGTERM mid-answer (`text` is what came), in AnswerInterrupted
     """
     question: str
     query: str                            # the standalone rewrite that was searched, "" if none
@@ -7819,10 +7810,9 @@ class AnswerInterrupted(KeyboardInterrupt):
 def decide(r: Retrieval, retrieve_only: bool = False) -> tuple[str, str]:
     """The one rule for whether the chat model is called: (ANSWERING, "") or (status, why not).
 
-    Sources below the floor are declined. Sources found by keywords alone (the question could
-    not be embedded) are shown but not answered from: the ranking lacks its meaning half, and the
-    chat model is most often just as unreachable. No source by keywords alone is declined too:
-    nothing matched is no failure, and the reason says why meaning was not searched.
+    Sources found by keywords alone (the question could not be embedded) are shown but not
+    answered from: the ranking lacks its meaning half, and the chat model is most often just as
+    unreachable. No source by keywords alone is declined, as nothing matched is no failure.
     """
     keywords = r.keywords_only_because
     if r.reembed_because:
@@ -8245,12 +8235,10 @@ def start_daemon(target: Callable, *args, name: str) -> threading.Thread:
 
 
 class ProgressLine:
-    """open_index's progress on a stream (stderr), as a callable: on a terminal one line
-    rewritten in place at most 10 times a second, else (a pipe, a log, CI) a line every `every`
-    seconds, so that a long build's log stays readable; finish() ends with a summary line.
-    While a batch is embedded, a ticker thread keeps the line moving: every second on a
-    terminal, every `every` seconds off one. Plain messages (str) are printed as they come,
-    unless quiet."""
+    """open_index's progress on a stream (stderr), as a callable: on a terminal one line rewritten
+    in place at most 10 times a second, else (a pipe, a log, CI) a line every `every` seconds, so
+    that a long build's log stays readable, a ticker thread moving it while a batch embeds; then
+    finish()'s summary line. Plain messages (str) are printed as they come, unless quiet."""
 
     def __init__(self, stream, every: float = PROGRESS_SECONDS, quiet: bool = False):
         self.stream, self.quiet = stream, quiet
@@ -8322,8 +8310,7 @@ def no_match(index: Index, settings: Settings, named: Callable[[Filters], str] =
 def check_usable(index: Index, settings: Settings, source: str = "--source",
                  report: IndexReport | None = None, named: Callable[[Filters], str] = str) -> None:
     """Raise UsageError unless the index holds notes and some pass the filters (the `source`
-    pattern, tags, dates; said as `named` writes them); the `report` of the index's opening says
-    why a cache was kept."""
+    pattern, tags, dates; said as `named` writes them); `report` says why a cache was kept."""
     if not index.chunks:
         raise UsageError(f"no usable notes in {settings.notes_dir} (looked for "
                          f"{', '.join(NOTE_TYPES)}, at least {MIN_NOTE_CHARS} characters, or "
@@ -8338,19 +8325,17 @@ def check_usable(index: Index, settings: Settings, source: str = "--source",
 
 
 def keywords_only(why: str) -> str:
-    """The warning for a search by keywords alone, `why` first: a model not pulled is said
-    with its `ollama pull` line, where the eye lands."""
+    """The warning for a search by keywords alone: `why` (an `ollama pull` line) first."""
     return f"{why}; searching by keywords (BM25) only"
 
 
 def open_notes(settings: Settings, client: ollama.Client | None = None, quiet: bool = False,
                rebuild: str = "", every: float = PROGRESS_SECONDS
                ) -> tuple[Index, IndexReport, float]:
-    """The index as every mode opens it, and the seconds it took: open_index, its embedding
-    progress on stderr even when quiet (a long build needs it: ProgressLine, a line every
-    `every` seconds in a log), then unless quiet the index's summary and warnings; then checked
-    (check_usable). Raises UsageError. In a notebook: `index, report, _ = open_notes(Settings())`,
-    the command line's cache."""
+    """The index as every mode opens it, and the seconds it took: open_index with its progress on
+    stderr even when quiet (a long build needs it: ProgressLine), then unless quiet its summary and
+    warnings; checked (check_usable: UsageError). In a notebook, the command line's cache:
+    `index, report, _ = open_notes(Settings())`."""
     t0 = time.perf_counter()
     line = ProgressLine(sys.stderr, every, quiet)
     try:
