@@ -3357,9 +3357,8 @@ NOT_A_NUMBER = re.compile(r"NaN or Inf values|unsupported value: NaN")
 def embed_refusing(client: ollama.Client, model: str,
                    texts: Iterable[str]) -> Iterator[np.ndarray | None]:
     """embed_batches(), but a batch Ollama refuses because a vector is not a number is sent
-    again one text at a time, and each text it still refuses comes back as None: one such
-    text must not cost the vectors of all the others. A model that refuses the first three
-    texts alone, before any vector came back, embeds nothing: its error is raised."""
+    again a text at a time, each text still refused coming back as None, so that one does not
+    cost the others their vectors. Its first three texts refused, before any vector: raised."""
     texts, any_vector = iter(texts), False
     while True:
         drawn: list[str] = []             # the texts this pass took, in order
@@ -5530,10 +5529,9 @@ FLOOR_PROBES = {
            "加拿大有多少人口？", "冬天怎样省电费？", "蜂蜜为什么不会变质？", "奶酪是怎么做出来的？",
            "国际象棋的王车易位有什么规则？", "被蜜蜂蜇了怎么处理？", "怎样让纸飞机飞得更远？", "电动牙刷的刷头多久换一次？"],
 }
-# calibrate()'s rule: a language needs MIN_CALIBRATION_PROBES probes its notes do not cover.
 FLOOR_MARGIN = 0.05                       # the floor: the probes' median confidence plus this
 MIN_CALIBRATION_CHUNKS = 20               # fewer chunks say too little about an off-topic question
-MIN_CALIBRATION_PROBES = 8
+MIN_CALIBRATION_PROBES = 8                # a language needs this many probes its notes lack
 OFF_TOPIC_COVERAGE = 0.5                  # more of a probe's words in one chunk: not off-topic
 # The most of 24 probes is about what 1 off-topic question in 25 exceeds: the cosine counts in
 # full only a quarter of their spread above it.
@@ -7675,9 +7673,8 @@ class Turn:
 
 @dataclass(frozen=True)
 class Conversation:
-    """The conversation so far (--chat, or answer() given one): recent turns word for word,
-    older ones folded into a summary, and num_ctx, the whole prompt's budget, history
-    included, which its requests share (it only grows: see prompt_within)."""
+    """The conversation so far (--chat, or answer() given one): recent turns word for word, older
+    ones in a summary, and num_ctx, its requests' whole prompt budget (it only grows)."""
     turns: tuple[Turn, ...] = ()
     summary: str = ""
     num_ctx: int = NUM_CTX
@@ -7749,9 +7746,8 @@ language. Reply with the query only."""
         return bool(self.FOLLOW_UP.search(q)) or words <= 2   # too short to stand: "and threads?"
 
     def rewrite(self, client: ollama.Client, question: str, settings: Settings) -> str:
-        """A follow-up question as the chat model rewrites it to stand alone (chat_once); ""
-        if it stands alone already, or the chat model could not be asked (then the question
-        is searched as typed, and search() falls back to keywords and says why)."""
+        """A follow-up question as the chat model rewrites it to stand alone (chat_once); "" if
+        it stands alone, or the chat model could not be asked (then searched as typed)."""
         if not self.needs_rewrite(question):
             return ""
         recent = "\n".join(
@@ -7832,11 +7828,10 @@ def decide(r: Retrieval, retrieve_only: bool = False) -> tuple[str, str]:
 
 def prompt_within(question: str, r: Retrieval, conv: Conversation,
                   answer_tokens: int = ANSWER_TOKENS) -> tuple[list[dict], int]:
-    """The prompt (rules, the sources r.hits, the conversation so far, the question) and its
-    num_ctx, which keeps room for an answer of `answer_tokens`. Each source is cited by the
-    line and section of the passage the search matched in it (r.passages). Sources are never
-    cut: if they overflow the conversation's context, it grows a rung (NUM_CTX_LADDER) and the
-    history gets what is left, oldest turns dropped first."""
+    """The prompt (rules, the sources r.hits cited by their passages' lines and sections, the
+    conversation so far, the question) and its num_ctx, with room for `answer_tokens` of answer.
+    Sources are never cut: if they overflow the conversation's context, it grows a rung
+    (NUM_CTX_LADDER) and the history gets what is left, oldest turns dropped first."""
     where = {h.rank: p for h, p in zip(r.hits, r.passages)}
 
     def cite(h: Hit) -> str:
@@ -8066,8 +8061,7 @@ class EscapedControls:
     """A text stream (stdout, stderr) that shows control characters as \\u001b and the like
     instead of passing them on, so that what a note, a file name, the chat model or a server
     says cannot move the cursor, retitle or clear the terminal, or write to its clipboard; the
-    characters its encoding lacks (Chinese on cp1252) too (.escaped says so). The escapes are
-    JSON's own, so that --json output stays valid; failing() says what a failed write raises."""
+    characters its encoding lacks too (.escaped says so), as JSON's escapes: --json stays valid."""
     ESCAPES = "demo_rag.json_escapes"     # the name json_escapes is registered under
     link_format = HYPERLINK_FORMATS["default"]    # print_citation's; run_mode sets the run's
 
@@ -11504,11 +11498,10 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 
 def command_line_streams() -> tuple:
-    """Set stdout and stderr up for the command line, unless they are already; return the ones
-    before. A closed file descriptor 0, 1 or 2 (`<&-`) gets /dev/null, or the first file the run
-    opens would take its number (the cache file, written to as "stderr"); stdout and stderr, then
-    None, get a stream on it (stdin stays None, for --chat to say so), which shows control
-    characters instead of obeying them; stderr drops what it cannot write: nowhere is left."""
+    """Set stdout and stderr up for the command line, as EscapedControls (stderr's quiet: nowhere
+    is left), unless they are already; return the ones before. A closed descriptor 0, 1 or 2
+    (`<&-`) gets /dev/null, else the first file the run opens (the cache) would take its number;
+    stdout and stderr, None then, get a stream on it (stdin stays None, for --chat to say so)."""
     before = sys.stdout, sys.stderr
     if isinstance(sys.stdout, EscapedControls):
         return before
@@ -11598,10 +11591,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def exit_now(code: int) -> None:
-    """End the process with `code`, skipping the interpreter's teardown: everything is written,
-    and freeing numpy, pydantic and the index object by object takes longer than the search.
-    The buffered output is flushed; a reader gone away (`| head`) or a full disk (main() said it)
-    is no error."""
+    """End the process with `code`, skipping the interpreter's teardown (freeing numpy, pydantic
+    and the index object by object takes longer than the search), once the output is flushed: a
+    reader gone away (`| head`) or a full disk (main() said it) is no error."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError, OutputError):
             stream.flush()
