@@ -5603,10 +5603,9 @@ def remembered_probes(before: Index, index: Index) -> dict[str, np.ndarray]:
 def calibrate(index: Index, client: ollama.Client, settings: Settings,
               known: dict[str, np.ndarray] | None = None) -> dict | None:
     """Score FLOOR_PROBES (in the notes' languages) against the index and set a floor per
-    language: the median probe's confidence plus FLOOR_MARGIN, at least MIN_SCORE. A probe
-    whose words the notes hold (OFF_TOPIC_COVERAGE) is left out: the notes may be about cheese.
-    One embedding request for the probes not `known` (text -> vector), kept with the floors so
-    that the next calibration embeds none; None when Ollama cannot answer it.
+    language: the median probe's confidence plus FLOOR_MARGIN, at least MIN_SCORE, a probe whose
+    words the notes hold (OFF_TOPIC_COVERAGE) left out: the notes may be about cheese. One
+    embedding request for the probes not `known`, kept with the floors for the next; or None.
 
     >>> index = Index([Chunk("a.md", "", "x")], np.zeros((1, 2), np.float32), np.ones(1, bool),
     ...               lexicon_from_texts(["x"]), {}, "", "m", (1500, 80))
@@ -8292,8 +8291,7 @@ class ProgressLine:
 
 
 def no_match(index: Index, settings: Settings, named: Callable[[Filters], str] = str) -> str:
-    """What to say when no note of the index passes the settings' filters, `named` as the caller
-    takes them (str: the command line's flags); "" when some does."""
+    """What to say when no note passes the settings' filters (`named` writes them), else ""."""
     if filter_mask(index, filters := filters_in_force(settings)).any():
         return ""
     return (f"no note matches {named(filters)} (of {len(index.files)} notes; a note's tags are "
@@ -8433,8 +8431,7 @@ def print_citation(chunk: PlacedChunk, passage: Passage, notes_dir: str = "") ->
 
 
 def print_hits(r: Retrieval, notes_dir: str = "") -> None:
-    """A search's sources, each cited by its passage (print_citation) over what its note says of
-    itself (card_line) and a one-line preview of the passage."""
+    """A search's sources, each cited by its passage (print_citation) over card_line and preview."""
     if r.keywords_only_because and r.hits:   # the sources' kind, and why, where eyes land
         print(f"Not searched by meaning: {r.keywords_only_because}")
     print("Top sources" + (" (keywords only):" if r.lexical_only else ":")
@@ -10916,9 +10913,8 @@ MCP = Mode(
 # A server on loopback serves one page and answers it with --mcp's tools (ask_tool, read_tool)
 # on a held index and the gap log as --gaps reads it, in JSON: nothing is searched or checked
 # here; a note shows as text, never as HTML. Others are kept out as Jupyter and Ollama keep
-# them: the printed URL's token (then a cookie), a Host header naming this server (DNS rebinding
-# renames another site, not its Host), a POST from this page (Origin) to start or stop, and a
-# Content-Security-Policy that runs the page's own script and no other.
+# them (PageHandler.refusal, page_policy): the URL's token (then a cookie), a Host header naming
+# this server (DNS rebinding renames another site, not its Host), Origin on a POST, and a CSP.
 
 
 SERVE_PORT = 8765                         # --serve's port when not told; --port 0: any free one
@@ -11077,9 +11073,8 @@ $("gaps").onclick = async () => {
 
 
 def page_policy(page: str) -> str:
-    """The Content-Security-Policy for `page`: its own inline script and style, known by their
-    hashes, and this server, and nothing else: no other script, not from a note's text, not
-    from anywhere on the network; no form posts, no frames."""
+    """The Content-Security-Policy for `page`: its own inline script and style (by their hashes)
+    and this server, nothing else: no other script (a note's, the network's), no posts or frames."""
 
     def own(tag: str) -> str:
         text = re.search(f"<{tag}>(.*?)</{tag}>", page, re.DOTALL).group(1)
@@ -11089,8 +11084,7 @@ def page_policy(page: str) -> str:
 
 
 class PageHandler(http.server.BaseHTTPRequestHandler):
-    """One request to the page's server: refused (403) unless it passes every rule
-    (refusal), then answered by its route with JSON, the page, or an answer's stream."""
+    """A request to the page's server: 403 unless it passes refusal(), else its route's answer."""
     timeout = SERVE_IDLE_SECONDS          # a client that sends nothing is let go
     server_version = "demo_rag"
 
@@ -11384,8 +11378,7 @@ def or_list(words: Iterable[str]) -> str:
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse's parser, but with --json on the command line a usage error is also one JSON
-    object on stdout, like every other error that ends a --json run."""
+    """argparse's, but with --json a usage error is one JSON object on stdout, as any error is."""
     json_requested = False
 
     def error(self, message: str):
@@ -11396,8 +11389,7 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def all_options() -> dict[str, dict]:
-    """Every flag's declaration (option()'s metadata), by the dest it parses into: the
-    Settings', each mode's, then those no mode owns."""
+    """Every flag's option() metadata by dest: the Settings', each mode's, then RUN_OPTIONS."""
     declared = {**{f.name: f for f in fields(Settings)},
                 **{dest: f for mode in MODES for dest, f in mode.options.items()}, **RUN_OPTIONS}
     return {dest: dict(f.metadata, default=f.default) for dest, f in declared.items()}
