@@ -2987,12 +2987,11 @@ def read_epub(path: Path, data: bytes | None = None,
 
 def read_notebook(path: Path, data: bytes | None = None,
                   max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
-    """Read a Jupyter notebook (.ipynb) as its cells, a section each (cited "cell 12"): a
-    Markdown cell as Jupyter shows it (shown_spans; its headings head the cells after it), a
-    code cell's source fenced (a "# comment" is no heading), a raw cell's as text. Left out:
-    outputs (the next run rewrites them, and their logs would outnumber the author's words) and
-    metadata. nbformat 4 and 3; a value of another type than Jupyter writes is passed over. Its
-    text outgrows its JSON by the fences alone (a language's name is short): no bound of its own."""
+    """Read a Jupyter notebook (.ipynb) as its cells, a section each (cited "cell 12"): a Markdown
+    cell as Jupyter shows it (shown_spans; its headings head the cells after it), a code cell's
+    source fenced (a "# comment" is no heading), a raw cell's as text. Left out: outputs (the next
+    run rewrites them; their logs would outnumber the author's words), metadata. nbformat 4 and 3,
+    a value of a type Jupyter does not write passed over; no bound: fences barely outgrow JSON."""
     def listed(value) -> list:
         return value if isinstance(value, list) else []
 
@@ -5265,10 +5264,9 @@ def standout(scores: np.ndarray) -> float:
 
 def fuse_other(parts: dict[str, np.ndarray], method: str) -> tuple[np.ndarray, dict[str, float]]:
     """The alternatives to the default fusion. "zscore" weights each ranker by its standout()
-    alone: a ranker no better than noise gets 0; when neither stands out, both count equally.
-    "dense" or "bm25" alone falls back to the other ranker when it is missing (no vectors).
-    "rrf" is Part I's reciprocal_rank_fusion() of the two rankings, BM25's holding only the
-    chunks with a question word (as in search_notes).
+    alone: one no better than noise gets 0 (neither standing out, both count). "dense" or "bm25"
+    alone falls back to the other when it is missing (no vectors). "rrf" is Part I's
+    reciprocal_rank_fusion() of the two rankings, BM25's holding only chunks with a question word.
 
     >>> fused, _ = fuse_other({"dense": np.array([0.9, 0.7, 0.5, 0.1]),
     ...                        "bm25": np.array([0.0, 3.0, 2.0, 0.0])}, "rrf")
@@ -6098,11 +6096,10 @@ def ollama_chat(client: ollama.Client, model: str, messages: list[dict], options
 
 
 def chat_context(settings: Settings, timeout: float | None = None, strict: bool = False) -> int:
-    """The context size this run's chat requests start from, and the chat model loading meanwhile:
-    the size Ollama has it loaded with if NUM_CTX or more (/api/ps: asking for less would load it
-    again), else NUM_CTX; a request of no messages loads it in the background, waited for by
-    nothing (a failure is the answer's to say). /api/ps waits OLLAMA_CONNECT_TIMEOUT at most, not
-    --timeout. `strict`: a chat model Ollama lacks (/api/show) ends the run before any source."""
+    """The context size this run's chat requests start from, the chat model loading meanwhile: the
+    size Ollama has it loaded with if NUM_CTX or more (/api/ps: asking for less would reload it),
+    else NUM_CTX, loaded by a request of no messages nobody waits for (its failure is the answer's
+    to say). `strict`: a chat model Ollama lacks (/api/show) ends the run before any source."""
     model = settings.chat_model
     names = {model, model if ":" in model else model + ":latest"}
     wait = min(timeout or OLLAMA_CONNECT_TIMEOUT, OLLAMA_CONNECT_TIMEOUT)
@@ -7794,8 +7791,7 @@ class Outcome:
 
 
 class AnswerInterrupted(KeyboardInterrupt):
-    """Ctrl-C (or SIGTERM, on the command line) while the chat model was answering: .outcome is
-    the question's Outcome, status INTERRUPTED, with the answer as far as it had come."""
+    """Ctrl-C (or the command line's SIGTERM) mid-answer: .outcome, INTERRUPTED, has what came."""
 
     def __init__(self, outcome: Outcome):
         super().__init__(outcome.why)
@@ -8094,9 +8090,8 @@ class EscapedControls:
         return len(text)
 
     def write_link(self, text: str, uri: str) -> None:
-        """Write `text` as a terminal's hyperlink (OSC 8) to `uri`: the one control sequence this
-        stream lets through, for a URI of printable ASCII alone (hyperlink's), so that no name
-        can end the sequence early or smuggle one of its own in."""
+        """Write `text` as a terminal's hyperlink (OSC 8) to `uri`, the one control sequence let
+        through, for a URI of printable ASCII alone (hyperlink's): no name can end or forge one."""
         assert re.fullmatch(r"[!-~]+", uri), "a link's URI is percent-encoded"
         with self.failing():
             self.raw.write(f"\x1b]8;;{uri}\x1b\\")
@@ -11223,8 +11218,7 @@ class PageHandler(http.server.BaseHTTPRequestHandler):
 
 
 class PageServer(http.server.ThreadingHTTPServer):
-    """The page's server: this run's notes (a HeldIndex) and the rules a request must pass,
-    a thread a connection, SERVE_CONNECTIONS of them at most."""
+    """The page's server: its HeldIndex, a request's rules, at most SERVE_CONNECTIONS threads."""
     daemon_threads = True                 # Ctrl-C stops it with a question still answering
 
     def __init__(self, host: str, port: int, held: HeldIndex, num_ctx: int, link_format: str):
@@ -11544,9 +11538,8 @@ def run_mode(argv: list[str] | None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit code. Everything it prints shows control
-    characters instead of obeying them (EscapedControls): notes come from strangers. A
-    stdout that was closed, or that cannot be written, is said in one line (exit code 1)."""
+    """Run the command line; returns the exit code. Its output shows control characters instead
+    of obeying them (EscapedControls: notes come from strangers); a stdout that fails: exit 1."""
     streams = command_line_streams()
     try:
         if sys.__stdout__ is None:        # closed as the run began: Python gives None
