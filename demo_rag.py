@@ -2283,9 +2283,8 @@ def html_attribute(attributes: str, name: str) -> str:
 
 
 def html_tokens(page: str) -> Iterator[tuple[str, str, str, int]]:
-    """A page's tags and text, as (kind, tag name, text, offset), comments and declarations (a
-    DTD's entities too: none is expanded) left out. Linear in the page's length: a tag never
-    closed ends the page, as in a browser, instead of being looked for again at every "<".
+    """A page's tags and text as (kind, tag name, text, offset), without comments or declarations
+    (a DTD's entities: none expands). Linear: a tag never closed ends the page, as in a browser.
 
     >>> list(html_tokens("<!DOCTYPE x [<!ENTITY y 'z'>]><p class='a>b'>Hi<!-- x --><br/>"))
     [('start', 'p', " class='a>b'", 30), ('text', '', 'Hi', 45), ('start', 'br', '/', 57)]
@@ -3305,8 +3304,6 @@ def fill_template(template: str, slot: str, text: str) -> str:
     >>> fill_template("query: ", "{query}", "tea"), fill_template("", "{query}", "tea")
     ('query: tea', 'tea')
     """
-    if not template:
-        return text
     return template.replace(slot, text) if slot in template else template + text
 
 
@@ -5067,7 +5064,6 @@ def changed_warning(rel: str) -> str:
 #
 #     score   every chunk by meaning and by words, fused          -> Scores
 #     select  the best CANDIDATE_DEPTH of them, best first         -> the ranked Hits
-#             (a step that reorders candidates, a reranker, goes here)
 #     judge   the first --top-k: do they answer?                  -> confidence, floor
 #     trim    of those, the sources close to the best: the prompt's -> hits
 #
@@ -9197,8 +9193,7 @@ EVAL = Mode(
 EVAL_QUESTIONS = 40                       # per generated set: enough to tell variants apart
 # Passages asked about: not chunks, whose size the set will judge; shorter ones ask trivia.
 EVAL_PASSAGE_CHARS = (100, 300)
-# A question with more than this share of its words in its passage copies rather than asks.
-EVAL_MAX_COPIED = 0.75
+EVAL_MAX_COPIED = 0.75                    # more of a question's words in its passage: copied
 EVAL_UNANSWERABLE_SHARE = 1 / 8           # of the questions have no answer: they set the floor
 EVAL_REPLY_TOKENS = 200                   # one question and a short answer, in JSON
 TUNE_TOP_KS = (3, 5, 8)                   # --top-k values tried: the smallest finding most wins
@@ -9611,8 +9606,7 @@ TUNE = Mode(
 # --gaps: the gap log grouped by topic, and which of its questions today's notes answer.
 
 
-# Two questions are one topic past this share of the way from unrelated ones' cosine to 1.
-GAP_GROUP_SHARE = 0.4
+GAP_GROUP_SHARE = 0.4                     # of the way to 1 from unrelated questions' cosine
 VIA_MCP = "mcp"                           # an entry's "via": asked by an agent (--mcp's ask_notes)
 
 
