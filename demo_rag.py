@@ -3264,8 +3264,7 @@ def read_rst(path: Path, data: bytes | None = None,
 
 # §embedding -----------------------------------------------------------------
 # Embedding: replaces Part I's embed_texts calls with batches saved as they come, bounded in
-# characters too, the prompts each embedder was trained with, and Ollama's failures in words
-# a user can act on.
+# characters too, the prompts each embedder was trained with, Ollama's failures as what to do.
 
 
 class Templates(NamedTuple):
@@ -3276,8 +3275,7 @@ class Templates(NamedTuple):
 
 
 def embed_templates(settings: Settings) -> Templates:
-    """The query and document templates for the embedding model: EMBED_PROMPTS' first
-    matching row, overridden by --query-instruction / --doc-instruction.
+    """The embedder's templates: EMBED_PROMPTS' first match, unless --query-/--doc-instruction.
 
     >>> embed_templates(Settings(embed_model="hf.co/nomic-ai/nomic-embed-text-v1.5-GGUF"))[:2]
     ('search_query: {query}', 'search_document: {text}')
@@ -3443,8 +3441,7 @@ def embed_context_warning(client: ollama.Client, settings: Settings,
 
 
 def listed_name(name: str) -> str:
-    """A model's name as /api/tags lists it: Ollama drops its own registry and namespace and
-    adds the default tag.
+    """A model's name as /api/tags lists it: no registry or namespace of Ollama's, a tag always.
 
     >>> listed_name("library/Qwen3-Embedding"), listed_name("hf.co/me/e5:Q8_0")
     ('qwen3-embedding:latest', 'hf.co/me/e5:q8_0')
@@ -7760,8 +7757,7 @@ language. Reply with the query only."""
 class Outcome:
     """What one question came to, as one value. Its `status`:
 
-    answered        the chat model answered from the sources: `text`, `cut_short` (why it
-                    was stopped, if it was: a length limit, a loop), `check` (its citations)
+    answered        from the sources: `text`, `cut_short` (why it stopped early), `check`
     declined        no source to answer from (`why`: decide()): NOT_FOUND, no chat model
     keywords only   searched by keywords alone (`why`): the sources, no chat model
     failed          the question's vector does not fit the index's, or the chat model failed
@@ -10862,8 +10858,7 @@ def run_mcp(args, settings: Settings, client: ollama.Client) -> int:
     """--mcp: serve the notes to an MCP client on stdin and stdout until stdin ends (exit 0).
     For the session file descriptor 1 is stderr's, and the messages go to a copy of stdout's,
     so nothing else can reach the client, not a warning, nor a library's stray print."""
-    if not settings.notes_dir.is_dir():   # the client's configuration is wrong: say it first
-        raise FileNotFoundError(f"notes folder not found: {settings.notes_dir}")
+    check_notes_dir(settings.notes_dir)   # the client's configuration is wrong: say it first
     sys.stdout.flush()
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
