@@ -9750,8 +9750,7 @@ def gap_threshold(probes: np.ndarray, languages: list[str]) -> float:
 
 def gap_vectors(client: ollama.Client, index: Index, times: list[list[dict]],
                 settings: Settings) -> tuple[np.ndarray, float]:
-    """Each question's vector (as logged, else embedded now) and the cosine from which two
-    questions are one topic (gap_threshold()), in one batch of embedding requests."""
+    """Each question's vector (as logged, else embedded now, in one batch) and gap_threshold()."""
     dim = index.vectors.shape[1]
     vectors = [next((v for e in reversed(es) if (v := gap_vector(e, settings, dim)) is not None),
                     None) for es in times]
