@@ -7642,10 +7642,9 @@ def judged(check: CitationCheck, sources: Sequence, settings: Settings
 
 
 # §one-question --------------------------------------------------------------
-# One question, one outcome: replaces Part I's answer_question. answer() searches, applies the
-# one rule for calling the chat model (decide()), fits the prompt to its budget, streams the
-# answer, and returns all of it as an Outcome that every front end only prints. In a
-# conversation, a follow-up is rewritten to stand alone before it is searched.
+# One question, one outcome: replaces Part I's answer_question. answer() rewrites a follow-up to
+# stand alone, searches, applies the one rule for calling the chat model (decide()), fits the
+# prompt to its budget, streams the answer, and returns it all as an Outcome front ends only print.
 
 
 ANSWERED, DECLINED, KEYWORDS_ONLY, FAILED, RETRIEVAL_ONLY, INTERRUPTED = (
