@@ -8402,9 +8402,8 @@ def note_link(template: str, notes_dir: str, rel: str, line: int | None) -> str 
 
 
 def print_citation(chunk: PlacedChunk, passage: Passage, notes_dir: str = "") -> None:
-    """A source's citation (passage_citation), with no line break after it; its place
-    ("bike.md:14") a link (OSC 8, --hyperlink-format's) to that line of its file under `notes_dir`
-    on the command line's stdout (EscapedControls) on a terminal, unless a "dumb" one."""
+    """A source's citation (passage_citation), no line break after it; its place ("bike.md:14") a
+    link (OSC 8, --hyperlink-format's) to that line under `notes_dir` on a terminal not "dumb"."""
     place, citation = passage_place(chunk, passage), passage_citation(chunk, passage)
     out = sys.stdout
     link = (note_link(out.link_format, notes_dir, chunk.source, passage.line)
