@@ -2283,9 +2283,8 @@ def html_attribute(attributes: str, name: str) -> str:
 
 
 def html_tokens(page: str) -> Iterator[tuple[str, str, str, int]]:
-    """A page's tags and text, as (kind, tag name, text, offset), comments and declarations (a
-    DTD's entities too: none is expanded) left out. Linear in the page's length: a tag never
-    closed ends the page, as in a browser, instead of being looked for again at every "<".
+    """A page's tags and text as (kind, tag name, text, offset), without comments or declarations
+    (a DTD's entities: none expands). Linear: a tag never closed ends the page, as in a browser.
 
     >>> list(html_tokens("<!DOCTYPE x [<!ENTITY y 'z'>]><p class='a>b'>Hi<!-- x --><br/>"))
     [('start', 'p', " class='a>b'", 30), ('text', '', 'Hi', 45), ('start', 'br', '/', 57)]
@@ -2987,12 +2986,11 @@ def read_epub(path: Path, data: bytes | None = None,
 
 def read_notebook(path: Path, data: bytes | None = None,
                   max_mb: float = MAX_NOTE_MB) -> tuple[list[Section], str | None]:
-    """Read a Jupyter notebook (.ipynb) as its cells, a section each (cited "cell 12"): a
-    Markdown cell as Jupyter shows it (shown_spans; its headings head the cells after it), a
-    code cell's source fenced (a "# comment" is no heading), a raw cell's as text. Left out:
-    outputs (the next run rewrites them, and their logs would outnumber the author's words) and
-    metadata. nbformat 4 and 3; a value of another type than Jupyter writes is passed over. Its
-    text outgrows its JSON by the fences alone (a language's name is short): no bound of its own."""
+    """Read a Jupyter notebook (.ipynb) as its cells, a section each (cited "cell 12"): a Markdown
+    cell as Jupyter shows it (shown_spans; its headings head the cells after it), a code cell's
+    source fenced (a "# comment" is no heading), a raw cell's as text. Left out: outputs (the next
+    run rewrites them; their logs would outnumber the author's words), metadata. nbformat 4 and 3,
+    a value of a type Jupyter does not write passed over; no bound: fences barely outgrow JSON."""
     def listed(value) -> list:
         return value if isinstance(value, list) else []
 
@@ -3266,8 +3264,7 @@ def read_rst(path: Path, data: bytes | None = None,
 
 # §embedding -----------------------------------------------------------------
 # Embedding: replaces Part I's embed_texts calls with batches saved as they come, bounded in
-# characters too, the prompts each embedder was trained with, and Ollama's failures in words
-# a user can act on.
+# characters too, the prompts each embedder was trained with, Ollama's failures as what to do.
 
 
 class Templates(NamedTuple):
@@ -3278,8 +3275,7 @@ class Templates(NamedTuple):
 
 
 def embed_templates(settings: Settings) -> Templates:
-    """The query and document templates for the embedding model: EMBED_PROMPTS' first
-    matching row, overridden by --query-instruction / --doc-instruction.
+    """The embedder's templates: EMBED_PROMPTS' first match, unless --query-/--doc-instruction.
 
     >>> embed_templates(Settings(embed_model="hf.co/nomic-ai/nomic-embed-text-v1.5-GGUF"))[:2]
     ('search_query: {query}', 'search_document: {text}')
@@ -3306,8 +3302,6 @@ def fill_template(template: str, slot: str, text: str) -> str:
     >>> fill_template("query: ", "{query}", "tea"), fill_template("", "{query}", "tea")
     ('query: tea', 'tea')
     """
-    if not template:
-        return text
     return template.replace(slot, text) if slot in template else template + text
 
 
@@ -3322,10 +3316,9 @@ def document_text(chunk: Chunk, settings: Settings) -> str:
 
 
 def embed_batches(client: ollama.Client, model: str, texts: Iterable[str]) -> Iterator[np.ndarray]:
-    """Part I's embed_texts, batch by batch as each arrives, so that a build can save what came
-    (CacheWriter), and Ollama's failures raised as an OllamaError that says what to do. A batch
-    holds at most EMBED_BATCH texts and EMBED_BATCH_CHARS characters: a folder of long chunks
-    makes no huge request."""
+    """Part I's embed_texts, a batch at a time so that a build saves what came (CacheWriter), each
+    of at most EMBED_BATCH texts and EMBED_BATCH_CHARS characters (long chunks make no huge
+    request); Ollama's failures raised as an OllamaError that says what to do."""
     batch: list[str] = []
     try:
         for text in itertools.chain(texts, [None]):       # None: the end, send what is left
@@ -3350,18 +3343,16 @@ def embed_checked(client: ollama.Client, model: str, texts: Iterable[str]) -> np
         raise explain_ollama_error(e, model) from None
 
 
-# How Ollama refuses a batch in which one text's vector is not a number: the whole request
-# fails (server/routes.go: EmbedHandler's normalize(); before it, encoding the reply failed
-# with "json: unsupported value: NaN"). Some models do it for a few texts, every time.
+# How Ollama refuses a batch in which one text's vector is not a number (older versions: in
+# encoding the reply): the whole request fails. Some models do it for a few texts, every time.
 NOT_A_NUMBER = re.compile(r"NaN or Inf values|unsupported value: NaN")
 
 
 def embed_refusing(client: ollama.Client, model: str,
                    texts: Iterable[str]) -> Iterator[np.ndarray | None]:
     """embed_batches(), but a batch Ollama refuses because a vector is not a number is sent
-    again one text at a time, and each text it still refuses comes back as None: one such
-    text must not cost the vectors of all the others. A model that refuses the first three
-    texts alone, before any vector came back, embeds nothing: its error is raised."""
+    again a text at a time, each text still refused coming back as None, so that one does not
+    cost the others their vectors. Its first three texts refused, before any vector: raised."""
     texts, any_vector = iter(texts), False
     while True:
         drawn: list[str] = []             # the texts this pass took, in order
@@ -3393,12 +3384,11 @@ def embed_query(client: ollama.Client, question: str, settings: Settings) -> np.
     return embed_checked(client, settings.embed_model, [query_text(question, settings)])[0]
 
 
-# A text's tokens, estimated for any tokenizer by its script (bench/token-estimate.md holds it
-# against four real ones): 4 tokens to 5 CJK characters, one to 2 other characters beyond ASCII
-# (Cyrillic, Greek, an accent), one to 4 ASCII characters, a run of spaces counting as one.
-# Where a bound is needed it is this estimate times a factor: an embedder may read TOKENS_AT_MOST
-# times it (English prose of a default chunk is not flagged, code is), and a chat model reads at
-# least TOKENS_AT_LEAST times a prompt's (qwen3's tokenizer read 0.86 or more of any prompt there).
+# A text's tokens, estimated for any tokenizer by its script (bench/token-estimate.md checks it):
+# 4 tokens to 5 CJK characters, one to 2 other characters beyond ASCII (Cyrillic, Greek, an
+# accent), one to 4 ASCII characters, a run of spaces as one. A bound is the estimate times a
+# factor: an embedder may read TOKENS_AT_MOST times it (code is flagged, English prose is not),
+# a chat model at least TOKENS_AT_LEAST times it.
 TOKENS_AT_MOST = 1.3
 TOKENS_AT_LEAST = 0.7
 
@@ -3417,11 +3407,10 @@ def estimate_tokens(text: str) -> int:
 
 def embed_context_warning(client: ollama.Client, settings: Settings,
                           texts: Iterable[str]) -> str | None:
-    """A warning when texts about to be embedded may be longer than the embedder reads
-    (Ollama would silently embed only their start), with the chunk size that would fit. Where
-    Ollama cuts comes from /api/show: the model's trained context ("<arch>.context_length") or
-    a smaller num_ctx its Modelfile sets, unless it is no context size (0, -5, "8192", True,
-    10**30): no advice beats nonsense."""
+    """A warning when texts to embed may be longer than the embedder reads (Ollama would silently
+    embed only their start), with the chunk size that would fit. Where Ollama cuts: /api/show's
+    trained context ("<arch>.context_length") or a smaller num_ctx its Modelfile sets; a value
+    that is no context size (0, -5, "8192", True, 10**30) is ignored: no advice beats nonsense."""
     try:
         info = client.show(settings.embed_model)
     except OLLAMA_FAILURES:
@@ -3452,8 +3441,7 @@ def embed_context_warning(client: ollama.Client, settings: Settings,
 
 
 def listed_name(name: str) -> str:
-    """A model's name as /api/tags lists it: Ollama drops its own registry and namespace and
-    adds the default tag.
+    """A model's name as /api/tags lists it: no registry or namespace of Ollama's, a tag always.
 
     >>> listed_name("library/Qwen3-Embedding"), listed_name("hf.co/me/e5:Q8_0")
     ('qwen3-embedding:latest', 'hf.co/me/e5:q8_0')
@@ -3463,10 +3451,9 @@ def listed_name(name: str) -> str:
 
 
 def model_digest(client: ollama.Client, model: str) -> str | None:
-    """Which build of `model` Ollama runs: the digest /api/tags lists for it, a hash of its
-    manifest (manifest/manifest.go), which names every layer, so a re-pulled tag with new
-    weights or another machine's build under the same name has another. "" when Ollama does
-    not say (no /api/tags, or no digest for that name); None when it cannot be asked."""
+    """Which build of `model` Ollama runs: /api/tags' digest, a hash of the manifest naming every
+    layer, so a re-pulled tag or another machine's build under that name has another; "" when
+    Ollama does not say (no /api/tags, or no digest for that name), None when it cannot be asked."""
     try:
         listed = client.list().models
     except (ConnectionError, httpx.TransportError):
@@ -3588,11 +3575,9 @@ def sort_by_term(terms: np.ndarray, counts_in: np.ndarray, rows: np.ndarray, siz
     counts = np.empty(len(terms), dtype=np.float32)
     row_end = np.cumsum(sizes)             # posting i is of rows[searchsorted(row_end, i)]
     for a in range(0, len(terms), LEXICON_BLOCK):
-        # this block's postings by term
-        at = a + np.argsort(terms[a:a + LEXICON_BLOCK], kind="stable")
+        at = a + np.argsort(terms[a:a + LEXICON_BLOCK], kind="stable")    # by term
         t = terms[at]
-        # where each term's run starts
-        first = np.flatnonzero(np.concatenate([[True], t[1:] != t[:-1]]))
+        first = np.flatnonzero(np.concatenate([[True], t[1:] != t[:-1]]))   # where runs start
         run = np.diff(np.append(first, len(t)))
         slot = free[t] + np.arange(len(t)) - np.repeat(first, run)
         free[t[first]] += run
@@ -5103,7 +5088,6 @@ def changed_warning(rel: str) -> str:
 #
 #     score   every chunk by meaning and by words, fused          -> Scores
 #     select  the best CANDIDATE_DEPTH of them, best first         -> the ranked Hits
-#             (a step that reorders candidates, a reranker, goes here)
 #     judge   the first --top-k: do they answer?                  -> confidence, floor
 #     trim    of those, the sources close to the best: the prompt's -> hits
 #
@@ -5300,10 +5284,9 @@ def standout(scores: np.ndarray) -> float:
 
 def fuse_other(parts: dict[str, np.ndarray], method: str) -> tuple[np.ndarray, dict[str, float]]:
     """The alternatives to the default fusion. "zscore" weights each ranker by its standout()
-    alone: a ranker no better than noise gets 0; when neither stands out, both count equally.
-    "dense" or "bm25" alone falls back to the other ranker when it is missing (no vectors).
-    "rrf" is Part I's reciprocal_rank_fusion() of the two rankings, BM25's holding only the
-    chunks with a question word (as in search_notes).
+    alone: one no better than noise gets 0 (neither standing out, both count). "dense" or "bm25"
+    alone falls back to the other when it is missing (no vectors). "rrf" is Part I's
+    reciprocal_rank_fusion() of the two rankings, BM25's holding only chunks with a question word.
 
     >>> fused, _ = fuse_other({"dense": np.array([0.9, 0.7, 0.5, 0.1]),
     ...                        "bm25": np.array([0.0, 3.0, 2.0, 0.0])}, "rrf")
@@ -5353,14 +5336,13 @@ FUSION_NOTES = {"evidence": "z-scores weighted by each ranker's evidence on this
 def fuse(dense: np.ndarray | None, lexical: np.ndarray, words_found: float,
          method: str = FUSION_METHOD,
          off_topic: tuple[float, float] | None = None) -> tuple[np.ndarray, dict[str, float]]:
-    """Fuse two rankers' scores into one (weighted_z_scores); returns the fused scores and each
-    ranker's share. Each counts by the evidence it found on this question, the two halves of
-    confidence(): BM25 by `words_found` (coverage() of its best chunk), dense by meaning_found()
-    of its best cosine (meaning_weight() of it, given `off_topic`: the probes' typical and
-    highest). Raised to EVIDENCE_POWER, so the ranker with clearly more evidence leads and the
-    other only breaks its near-ties: a question worded like the note is ranked by its words, a
-    paraphrase by its meaning, and an embedder that is noise on these notes cannot drag good
-    keyword hits down. `method` (--fusion) picks an alternative (fuse_other()).
+    """Fuse two rankers' scores (weighted_z_scores): the fused scores and each ranker's share,
+    by its evidence on this question, the two halves of confidence(): BM25 by `words_found`
+    (coverage() of its best chunk), dense by meaning_found() of its best cosine (meaning_weight()
+    of it, given `off_topic`: the probes' typical and highest). Raised to EVIDENCE_POWER, the
+    ranker with clearly more evidence leads and the other only breaks its near-ties: a question
+    worded like the note ranks by its words, a paraphrase by its meaning, and an embedder that is
+    noise here cannot drag good keyword hits down. `method` (--fusion): fuse_other()'s instead.
 
     Worked example: BM25's best chunk holds 90% of the question's words, the best
     cosine moved 0.4 of the way from the typical chunk's to 1.0: the words count
@@ -5565,10 +5547,9 @@ FLOOR_PROBES = {
            "加拿大有多少人口？", "冬天怎样省电费？", "蜂蜜为什么不会变质？", "奶酪是怎么做出来的？",
            "国际象棋的王车易位有什么规则？", "被蜜蜂蜇了怎么处理？", "怎样让纸飞机飞得更远？", "电动牙刷的刷头多久换一次？"],
 }
-# calibrate()'s rule: a language needs MIN_CALIBRATION_PROBES probes its notes do not cover.
 FLOOR_MARGIN = 0.05                       # the floor: the probes' median confidence plus this
 MIN_CALIBRATION_CHUNKS = 20               # fewer chunks say too little about an off-topic question
-MIN_CALIBRATION_PROBES = 8
+MIN_CALIBRATION_PROBES = 8                # a language needs this many probes its notes lack
 OFF_TOPIC_COVERAGE = 0.5                  # more of a probe's words in one chunk: not off-topic
 # The most of 24 probes is about what 1 off-topic question in 25 exceeds: the cosine counts in
 # full only a quarter of their spread above it.
@@ -5640,10 +5621,9 @@ def remembered_probes(before: Index, index: Index) -> dict[str, np.ndarray]:
 def calibrate(index: Index, client: ollama.Client, settings: Settings,
               known: dict[str, np.ndarray] | None = None) -> dict | None:
     """Score FLOOR_PROBES (in the notes' languages) against the index and set a floor per
-    language: the median probe's confidence plus FLOOR_MARGIN, at least MIN_SCORE. A probe
-    whose words the notes hold (OFF_TOPIC_COVERAGE) is left out: the notes may be about cheese.
-    One embedding request for the probes not `known` (text -> vector), kept with the floors so
-    that the next calibration embeds none; None when Ollama cannot answer it.
+    language: the median probe's confidence plus FLOOR_MARGIN, at least MIN_SCORE, a probe whose
+    words the notes hold (OFF_TOPIC_COVERAGE) left out: the notes may be about cheese. One
+    embedding request for the probes not `known`, kept with the floors for the next; or None.
 
     >>> index = Index([Chunk("a.md", "", "x")], np.zeros((1, 2), np.float32), np.ones(1, bool),
     ...               lexicon_from_texts(["x"]), {}, "", "m", (1500, 80))
@@ -6120,11 +6100,10 @@ def ollama_chat(client: ollama.Client, model: str, messages: list[dict], options
 
 
 def chat_context(settings: Settings, timeout: float | None = None, strict: bool = False) -> int:
-    """The context size this run's chat requests start from, and the chat model loading meanwhile:
-    the size Ollama has it loaded with if NUM_CTX or more (/api/ps: asking for less would load it
-    again), else NUM_CTX; a request of no messages loads it in the background, waited for by
-    nothing (a failure is the answer's to say). /api/ps waits OLLAMA_CONNECT_TIMEOUT at most, not
-    --timeout. `strict`: a chat model Ollama lacks (/api/show) ends the run before any source."""
+    """The context size this run's chat requests start from, the chat model loading meanwhile: the
+    size Ollama has it loaded with if NUM_CTX or more (/api/ps: asking for less would reload it),
+    else NUM_CTX, loaded by a request of no messages nobody waits for (its failure is the answer's
+    to say). `strict`: a chat model Ollama lacks (/api/show) ends the run before any source."""
     model = settings.chat_model
     names = {model, model if ":" in model else model + ":latest"}
     wait = min(timeout or OLLAMA_CONNECT_TIMEOUT, OLLAMA_CONNECT_TIMEOUT)
@@ -7674,10 +7653,9 @@ def judged(check: CitationCheck, sources: Sequence, settings: Settings
 
 
 # §one-question --------------------------------------------------------------
-# One question, one outcome: replaces Part I's answer_question. answer() searches, applies the
-# one rule for calling the chat model (decide()), fits the prompt to its budget, streams the
-# answer, and returns all of it as an Outcome that every front end only prints. In a
-# conversation, a follow-up is rewritten to stand alone before it is searched.
+# One question, one outcome: replaces Part I's answer_question. answer() rewrites a follow-up to
+# stand alone, searches, applies the one rule for calling the chat model (decide()), fits the
+# prompt to its budget, streams the answer, and returns it all as an Outcome front ends only print.
 
 
 ANSWERED, DECLINED, KEYWORDS_ONLY, FAILED, RETRIEVAL_ONLY, INTERRUPTED = (
@@ -7694,9 +7672,8 @@ class Turn:
 
 @dataclass(frozen=True)
 class Conversation:
-    """The conversation so far (--chat, or answer() given one): recent turns word for word,
-    older ones folded into a summary, and num_ctx, the whole prompt's budget, history
-    included, which its requests share (it only grows: see prompt_within)."""
+    """The conversation so far (--chat, or answer() given one): recent turns word for word, older
+    ones in a summary, and num_ctx, its requests' whole prompt budget (it only grows)."""
     turns: tuple[Turn, ...] = ()
     summary: str = ""
     num_ctx: int = NUM_CTX
@@ -7768,9 +7745,8 @@ language. Reply with the query only."""
         return bool(self.FOLLOW_UP.search(q)) or words <= 2   # too short to stand: "and threads?"
 
     def rewrite(self, client: ollama.Client, question: str, settings: Settings) -> str:
-        """A follow-up question as the chat model rewrites it to stand alone (chat_once); ""
-        if it stands alone already, or the chat model could not be asked (then the question
-        is searched as typed, and search() falls back to keywords and says why)."""
+        """A follow-up question as the chat model rewrites it to stand alone (chat_once); "" if
+        it stands alone, or the chat model could not be asked (then searched as typed)."""
         if not self.needs_rewrite(question):
             return ""
         recent = "\n".join(
@@ -7791,15 +7767,13 @@ language. Reply with the query only."""
 class Outcome:
     """What one question came to, as one value. Its `status`:
 
-    answered        the chat model answered from the sources: `text`, `cut_short` (why it
-                    was stopped, if it was: a length limit, a loop), `check` (its citations)
+    answered        from the sources: `text`, `cut_short` (why it stopped early), `check`
     declined        no source to answer from (`why`: decide()): NOT_FOUND, no chat model
     keywords only   searched by keywords alone (`why`): the sources, no chat model
     failed          the question's vector does not fit the index's, or the chat model failed
                     (`why`; `text` is what came)
     retrieval only  asked for the sources alone (--retrieve-only)
-    interrupted     Ctrl-C or SIGTERM came while the chat model answered (`text` is what came),
-                    carried by AnswerInterrupted
+    interrupted     Ctrl-C or SIGTERM mid-answer (`text` is what came), in AnswerInterrupted
     """
     question: str
     query: str                            # the standalone rewrite that was searched, "" if none
@@ -7819,8 +7793,7 @@ class Outcome:
 
 
 class AnswerInterrupted(KeyboardInterrupt):
-    """Ctrl-C (or SIGTERM, on the command line) while the chat model was answering: .outcome is
-    the question's Outcome, status INTERRUPTED, with the answer as far as it had come."""
+    """Ctrl-C (or the command line's SIGTERM) mid-answer: .outcome, INTERRUPTED, has what came."""
 
     def __init__(self, outcome: Outcome):
         super().__init__(outcome.why)
@@ -7830,10 +7803,9 @@ class AnswerInterrupted(KeyboardInterrupt):
 def decide(r: Retrieval, retrieve_only: bool = False) -> tuple[str, str]:
     """The one rule for whether the chat model is called: (ANSWERING, "") or (status, why not).
 
-    Sources below the floor are declined. Sources found by keywords alone (the question could
-    not be embedded) are shown but not answered from: the ranking lacks its meaning half, and the
-    chat model is most often just as unreachable. No source by keywords alone is declined too:
-    nothing matched is no failure, and the reason says why meaning was not searched.
+    Sources found by keywords alone (the question could not be embedded) are shown but not
+    answered from: the ranking lacks its meaning half, and the chat model is most often just as
+    unreachable. No source by keywords alone is declined, as nothing matched is no failure.
     """
     keywords = r.keywords_only_because
     if r.reembed_because:
@@ -7853,11 +7825,10 @@ def decide(r: Retrieval, retrieve_only: bool = False) -> tuple[str, str]:
 
 def prompt_within(question: str, r: Retrieval, conv: Conversation,
                   answer_tokens: int = ANSWER_TOKENS) -> tuple[list[dict], int]:
-    """The prompt (rules, the sources r.hits, the conversation so far, the question) and its
-    num_ctx, which keeps room for an answer of `answer_tokens`. Each source is cited by the
-    line and section of the passage the search matched in it (r.passages). Sources are never
-    cut: if they overflow the conversation's context, it grows a rung (NUM_CTX_LADDER) and the
-    history gets what is left, oldest turns dropped first."""
+    """The prompt (rules, the sources r.hits cited by their passages' lines and sections, the
+    conversation so far, the question) and its num_ctx, with room for `answer_tokens` of answer.
+    Sources are never cut: if they overflow the conversation's context, it grows a rung
+    (NUM_CTX_LADDER) and the history gets what is left, oldest turns dropped first."""
     where = {h.rank: p for h, p in zip(r.hits, r.passages)}
 
     def cite(h: Hit) -> str:
@@ -8069,8 +8040,7 @@ class EscapedControls:
     """A text stream (stdout, stderr) that shows control characters as \\u001b and the like
     instead of passing them on, so that what a note, a file name, the chat model or a server
     says cannot move the cursor, retitle or clear the terminal, or write to its clipboard; the
-    characters its encoding lacks (Chinese on cp1252) too (.escaped says so). The escapes are
-    JSON's own, so that --json output stays valid; failing() says what a failed write raises."""
+    characters its encoding lacks too (.escaped says so), as JSON's escapes: --json stays valid."""
     ESCAPES = "demo_rag.json_escapes"     # the name json_escapes is registered under
     link_format = HYPERLINK_FORMATS["default"]    # print_citation's; run_mode sets the run's
 
@@ -8104,9 +8074,8 @@ class EscapedControls:
         return len(text)
 
     def write_link(self, text: str, uri: str) -> None:
-        """Write `text` as a terminal's hyperlink (OSC 8) to `uri`: the one control sequence this
-        stream lets through, for a URI of printable ASCII alone (hyperlink's), so that no name
-        can end the sequence early or smuggle one of its own in."""
+        """Write `text` as a terminal's hyperlink (OSC 8) to `uri`, the one control sequence let
+        through, for a URI of printable ASCII alone (hyperlink's): no name can end or forge one."""
         assert re.fullmatch(r"[!-~]+", uri), "a link's URI is percent-encoded"
         with self.failing():
             self.raw.write(f"\x1b]8;;{uri}\x1b\\")
@@ -8238,12 +8207,10 @@ def start_daemon(target: Callable, *args, name: str) -> threading.Thread:
 
 
 class ProgressLine:
-    """open_index's progress on a stream (stderr), as a callable: on a terminal one line
-    rewritten in place at most 10 times a second, else (a pipe, a log, CI) a line every `every`
-    seconds, so that a long build's log stays readable; finish() ends with a summary line.
-    While a batch is embedded, a ticker thread keeps the line moving: every second on a
-    terminal, every `every` seconds off one. Plain messages (str) are printed as they come,
-    unless quiet."""
+    """open_index's progress on a stream (stderr), as a callable: on a terminal one line rewritten
+    in place at most 10 times a second, else (a pipe, a log, CI) a line every `every` seconds, so
+    that a long build's log stays readable, a ticker thread moving it while a batch embeds; then
+    finish()'s summary line. Plain messages (str) are printed as they come, unless quiet."""
 
     def __init__(self, stream, every: float = PROGRESS_SECONDS, quiet: bool = False):
         self.stream, self.quiet = stream, quiet
@@ -8303,8 +8270,7 @@ class ProgressLine:
 
 
 def no_match(index: Index, settings: Settings, named: Callable[[Filters], str] = str) -> str:
-    """What to say when no note of the index passes the settings' filters, `named` as the caller
-    takes them (str: the command line's flags); "" when some does."""
+    """What to say when no note passes the settings' filters (`named` writes them), else ""."""
     if filter_mask(index, filters := filters_in_force(settings)).any():
         return ""
     return (f"no note matches {named(filters)} (of {len(index.files)} notes; a note's tags are "
@@ -8315,8 +8281,7 @@ def no_match(index: Index, settings: Settings, named: Callable[[Filters], str] =
 def check_usable(index: Index, settings: Settings, source: str = "--source",
                  report: IndexReport | None = None, named: Callable[[Filters], str] = str) -> None:
     """Raise UsageError unless the index holds notes and some pass the filters (the `source`
-    pattern, tags, dates; said as `named` writes them); the `report` of the index's opening says
-    why a cache was kept."""
+    pattern, tags, dates; said as `named` writes them); `report` says why a cache was kept."""
     if not index.chunks:
         raise UsageError(f"no usable notes in {settings.notes_dir} (looked for "
                          f"{', '.join(NOTE_TYPES)}, at least {MIN_NOTE_CHARS} characters, or "
@@ -8331,19 +8296,17 @@ def check_usable(index: Index, settings: Settings, source: str = "--source",
 
 
 def keywords_only(why: str) -> str:
-    """The warning for a search by keywords alone, `why` first: a model not pulled is said
-    with its `ollama pull` line, where the eye lands."""
+    """The warning for a search by keywords alone: `why` (an `ollama pull` line) first."""
     return f"{why}; searching by keywords (BM25) only"
 
 
 def open_notes(settings: Settings, client: ollama.Client | None = None, quiet: bool = False,
                rebuild: str = "", every: float = PROGRESS_SECONDS
                ) -> tuple[Index, IndexReport, float]:
-    """The index as every mode opens it, and the seconds it took: open_index, its embedding
-    progress on stderr even when quiet (a long build needs it: ProgressLine, a line every
-    `every` seconds in a log), then unless quiet the index's summary and warnings; then checked
-    (check_usable). Raises UsageError. In a notebook: `index, report, _ = open_notes(Settings())`,
-    the command line's cache."""
+    """The index as every mode opens it, and the seconds it took: open_index with its progress on
+    stderr even when quiet (a long build needs it: ProgressLine), then unless quiet its summary and
+    warnings; checked (check_usable: UsageError). In a notebook, the command line's cache:
+    `index, report, _ = open_notes(Settings())`."""
     t0 = time.perf_counter()
     line = ProgressLine(sys.stderr, every, quiet)
     try:
@@ -8432,9 +8395,8 @@ def note_link(template: str, notes_dir: str, rel: str, line: int | None) -> str 
 
 
 def print_citation(chunk: PlacedChunk, passage: Passage, notes_dir: str = "") -> None:
-    """A source's citation (passage_citation), with no line break after it; its place
-    ("bike.md:14") a link (OSC 8, --hyperlink-format's) to that line of its file under `notes_dir`
-    on the command line's stdout (EscapedControls) on a terminal, unless a "dumb" one."""
+    """A source's citation (passage_citation), no line break after it; its place ("bike.md:14") a
+    link (OSC 8, --hyperlink-format's) to that line under `notes_dir` on a terminal not "dumb"."""
     place, citation = passage_place(chunk, passage), passage_citation(chunk, passage)
     out = sys.stdout
     link = (note_link(out.link_format, notes_dir, chunk.source, passage.line)
@@ -8447,8 +8409,7 @@ def print_citation(chunk: PlacedChunk, passage: Passage, notes_dir: str = "") ->
 
 
 def print_hits(r: Retrieval, notes_dir: str = "") -> None:
-    """A search's sources, each cited by its passage (print_citation) over what its note says of
-    itself (card_line) and a one-line preview of the passage."""
+    """A search's sources, each cited by its passage (print_citation) over card_line and preview."""
     if r.keywords_only_because and r.hits:   # the sources' kind, and why, where eyes land
         print(f"Not searched by meaning: {r.keywords_only_because}")
     print("Top sources" + (" (keywords only):" if r.lexical_only else ":")
@@ -9221,8 +9182,7 @@ EVAL = Mode(
 EVAL_QUESTIONS = 40                       # per generated set: enough to tell variants apart
 # Passages asked about: not chunks, whose size the set will judge; shorter ones ask trivia.
 EVAL_PASSAGE_CHARS = (100, 300)
-# A question with more than this share of its words in its passage copies rather than asks.
-EVAL_MAX_COPIED = 0.75
+EVAL_MAX_COPIED = 0.75                    # more of a question's words in its passage: copied
 EVAL_UNANSWERABLE_SHARE = 1 / 8           # of the questions have no answer: they set the floor
 EVAL_REPLY_TOKENS = 200                   # one question and a short answer, in JSON
 TUNE_TOP_KS = (3, 5, 8)                   # --top-k values tried: the smallest finding most wins
@@ -9635,8 +9595,7 @@ TUNE = Mode(
 # --gaps: the gap log grouped by topic, and which of its questions today's notes answer.
 
 
-# Two questions are one topic past this share of the way from unrelated ones' cosine to 1.
-GAP_GROUP_SHARE = 0.4
+GAP_GROUP_SHARE = 0.4                     # of the way to 1 from unrelated questions' cosine
 VIA_MCP = "mcp"                           # an entry's "via": asked by an agent (--mcp's ask_notes)
 
 
@@ -9784,8 +9743,7 @@ def gap_threshold(probes: np.ndarray, languages: list[str]) -> float:
 
 def gap_vectors(client: ollama.Client, index: Index, times: list[list[dict]],
                 settings: Settings) -> tuple[np.ndarray, float]:
-    """Each question's vector (as logged, else embedded now) and the cosine from which two
-    questions are one topic (gap_threshold()), in one batch of embedding requests."""
+    """Each question's vector (as logged, else embedded now, in one batch) and gap_threshold()."""
     dim = index.vectors.shape[1]
     vectors = [next((v for e in reversed(es) if (v := gap_vector(e, settings, dim)) is not None),
                     None) for es in times]
@@ -10892,8 +10850,7 @@ def run_mcp(args, settings: Settings, client: ollama.Client) -> int:
     """--mcp: serve the notes to an MCP client on stdin and stdout until stdin ends (exit 0).
     For the session file descriptor 1 is stderr's, and the messages go to a copy of stdout's,
     so nothing else can reach the client, not a warning, nor a library's stray print."""
-    if not settings.notes_dir.is_dir():   # the client's configuration is wrong: say it first
-        raise FileNotFoundError(f"notes folder not found: {settings.notes_dir}")
+    check_notes_dir(settings.notes_dir)   # the client's configuration is wrong: say it first
     sys.stdout.flush()
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
@@ -10932,9 +10889,8 @@ MCP = Mode(
 # A server on loopback serves one page and answers it with --mcp's tools (ask_tool, read_tool)
 # on a held index and the gap log as --gaps reads it, in JSON: nothing is searched or checked
 # here; a note shows as text, never as HTML. Others are kept out as Jupyter and Ollama keep
-# them: the printed URL's token (then a cookie), a Host header naming this server (DNS rebinding
-# renames another site, not its Host), a POST from this page (Origin) to start or stop, and a
-# Content-Security-Policy that runs the page's own script and no other.
+# them (PageHandler.refusal, page_policy): the URL's token (then a cookie), a Host header naming
+# this server (DNS rebinding renames another site, not its Host), Origin on a POST, and a CSP.
 
 
 SERVE_PORT = 8765                         # --serve's port when not told; --port 0: any free one
@@ -11093,9 +11049,8 @@ $("gaps").onclick = async () => {
 
 
 def page_policy(page: str) -> str:
-    """The Content-Security-Policy for `page`: its own inline script and style, known by their
-    hashes, and this server, and nothing else: no other script, not from a note's text, not
-    from anywhere on the network; no form posts, no frames."""
+    """The Content-Security-Policy for `page`: its own inline script and style (by their hashes)
+    and this server, nothing else: no other script (a note's, the network's), no posts or frames."""
 
     def own(tag: str) -> str:
         text = re.search(f"<{tag}>(.*?)</{tag}>", page, re.DOTALL).group(1)
@@ -11105,8 +11060,7 @@ def page_policy(page: str) -> str:
 
 
 class PageHandler(http.server.BaseHTTPRequestHandler):
-    """One request to the page's server: refused (403) unless it passes every rule
-    (refusal), then answered by its route with JSON, the page, or an answer's stream."""
+    """A request to the page's server: 403 unless it passes refusal(), else its route's answer."""
     timeout = SERVE_IDLE_SECONDS          # a client that sends nothing is let go
     server_version = "demo_rag"
 
@@ -11245,8 +11199,7 @@ class PageHandler(http.server.BaseHTTPRequestHandler):
 
 
 class PageServer(http.server.ThreadingHTTPServer):
-    """The page's server: this run's notes (a HeldIndex) and the rules a request must pass,
-    a thread a connection, SERVE_CONNECTIONS of them at most."""
+    """The page's server: its HeldIndex, a request's rules, at most SERVE_CONNECTIONS threads."""
     daemon_threads = True                 # Ctrl-C stops it with a question still answering
 
     def __init__(self, host: str, port: int, held: HeldIndex, num_ctx: int, link_format: str):
@@ -11400,8 +11353,7 @@ def or_list(words: Iterable[str]) -> str:
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse's parser, but with --json on the command line a usage error is also one JSON
-    object on stdout, like every other error that ends a --json run."""
+    """argparse's, but with --json a usage error is one JSON object on stdout, as any error is."""
     json_requested = False
 
     def error(self, message: str):
@@ -11412,8 +11364,7 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def all_options() -> dict[str, dict]:
-    """Every flag's declaration (option()'s metadata), by the dest it parses into: the
-    Settings', each mode's, then those no mode owns."""
+    """Every flag's option() metadata by dest: the Settings', each mode's, then RUN_OPTIONS."""
     declared = {**{f.name: f for f in fields(Settings)},
                 **{dest: f for mode in MODES for dest, f in mode.options.items()}, **RUN_OPTIONS}
     return {dest: dict(f.metadata, default=f.default) for dest, f in declared.items()}
@@ -11514,11 +11465,10 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 
 def command_line_streams() -> tuple:
-    """Set stdout and stderr up for the command line, unless they are already; return the ones
-    before. A closed file descriptor 0, 1 or 2 (`<&-`) gets /dev/null, or the first file the run
-    opens would take its number (the cache file, written to as "stderr"); stdout and stderr, then
-    None, get a stream on it (stdin stays None, for --chat to say so), which shows control
-    characters instead of obeying them; stderr drops what it cannot write: nowhere is left."""
+    """Set stdout and stderr up for the command line, as EscapedControls (stderr's quiet: nowhere
+    is left), unless they are already; return the ones before. A closed descriptor 0, 1 or 2
+    (`<&-`) gets /dev/null, else the first file the run opens (the cache) would take its number;
+    stdout and stderr, None then, get a stream on it (stdin stays None, for --chat to say so)."""
     before = sys.stdout, sys.stderr
     if isinstance(sys.stdout, EscapedControls):
         return before
@@ -11569,9 +11519,8 @@ def run_mode(argv: list[str] | None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit code. Everything it prints shows control
-    characters instead of obeying them (EscapedControls): notes come from strangers. A
-    stdout that was closed, or that cannot be written, is said in one line (exit code 1)."""
+    """Run the command line; returns the exit code. Its output shows control characters instead
+    of obeying them (EscapedControls: notes come from strangers); a stdout that fails: exit 1."""
     streams = command_line_streams()
     try:
         if sys.__stdout__ is None:        # closed as the run began: Python gives None
@@ -11608,10 +11557,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def exit_now(code: int) -> None:
-    """End the process with `code`, skipping the interpreter's teardown: everything is written,
-    and freeing numpy, pydantic and the index object by object takes longer than the search.
-    The buffered output is flushed; a reader gone away (`| head`) or a full disk (main() said it)
-    is no error."""
+    """End the process with `code`, skipping the interpreter's teardown (freeing numpy, pydantic
+    and the index object by object takes longer than the search), once the output is flushed: a
+    reader gone away (`| head`) or a full disk (main() said it) is no error."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError, OutputError):
             stream.flush()
