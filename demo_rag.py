@@ -6331,8 +6331,7 @@ def chat_once(client: ollama.Client, settings: Settings, messages: list[dict], n
 
 
 # §reading-claim -------------------------------------------------------------
-# Reading a claim: the numbers a text states as people write them, with their units, its dates,
-# codes and names, which the citation check compares between an answer and its sources.
+# Reading a claim: the numbers a text states as people write them, units, dates, codes, names.
 
 # [1], [1, 2], [1-3], [source 2], 【1】, ［１］ after NFKC; at most 30 digits (int() has a limit).
 CITATION = re.compile(r"[\[【]\s*(?:sources?\s*)?"
@@ -6340,10 +6339,9 @@ CITATION = re.compile(r"[\[【]\s*(?:sources?\s*)?"
 INLINE_CODE = re.compile(r"(?<!`)(`+)(?!`)([^\n]+?)(?<!`)\1(?!`)")
 # A power is no digit: NFKC would make 10² the number 102.
 SUPERSCRIPTS = str.maketrans({c: f"^{d}" for d, c in enumerate("⁰¹²³⁴⁵⁶⁷⁸⁹")})
-# A number as people write it: a space groups thousands (1 500; NFKC makes a thin one a space),
-# a comma or point marks decimals (93,5) or, before three digits, may group thousands (1,500:
-# read_numbers() says how); a colon joins a ratio's or a time's parts. A minus sign ("minus",
-# 零下) makes it negative; a dash after a digit or letter does not: 3-5, 2026-03-05, COVID-19.
+# A number as people write it: a space groups thousands (1 500, thin ones too after NFKC), a
+# comma or point marks decimals (93,5) or thousands (1,500: read_numbers() says which), a colon
+# a ratio's or time's parts; a sign, "minus" or 零下 negate it, not a dash after a digit or letter.
 NUMBER = re.compile(r"(?P<minus>(?<![0-9A-Za-z\u00c0-\u024f.,:/\-−–])[-−–]|\bminus |零下)?"
                     r"(?P<digits>\d{1,3}(?: \d{3}(?!\d))+(?:[.,]\d+)?|\d+(?:[.,:/]\d+)*)",
                     re.IGNORECASE)
@@ -6366,10 +6364,9 @@ MONTH_OF = {name: n for n, names in enumerate([
     "december dezember décembre diciembre dicembre dezembro декабря декабрь grudnia grudzień "
     "dec dez déc dic"], 1) for name in names.split()}
 MONTH = "|".join(sorted(MONTH_OF, key=len, reverse=True))
-# A date as people write it, read as one value (2026-03-05, --03-05 without a year) so that
-# its day and month cannot swap: form i's groups are y<i>, m<i>, d<i>; a<5>, b<5> 3/5/2026's,
-# day first in Europe, month first in the US. A month named beside a day may have a dot
-# ("9. Mai"), "de" ("4 de junio de 2026") or an ordinal ("5th").
+# A date as people write it, read as one value (2026-03-05; --03-05 without a year) so its day
+# and month cannot swap: form i's groups are y<i>, m<i>, d<i>, 3/5/2026's a<5>, b<5> (day or
+# month first). A named month's day may take a dot, "de" or an ordinal ("9. Mai", "4 de", "5th").
 DATE = re.compile(
     r"(?<![\d.])(?P<y1>\d{4})[-/.](?P<m1>\d{1,2})[-/.](?P<d1>\d{1,2})(?![\d.]\d|\d)"
     r"|(?<!\d)(?:(?P<y2>\d{4}) ?[年년] ?)?(?P<m2>\d{1,2}) ?[月월] ?(?P<d2>\d{1,2}) ?[日号일]"
@@ -6867,15 +6864,12 @@ def names_in(text: str, sources: str = "") -> set[str]:
 
 
 # §placing -------------------------------------------------------------------
-# Placing a sentence: an answer is cut into sentences, each read as a Claim (what it cites, its
-# words weighed by idf, its numbers, codes, names), its sources into Lines (a sentence under its
-# headings), and best_line() finds the line holding the claim best: the check reads it there.
+# Placing a sentence: an answer cut into Claims, its sources into Lines; best_line() pairs them.
 
 RANGE_MAX = 20                            # [1-3] cites 1, 2 and 3; a longer one, its two ends
 PREFIX = 5                                # letters of a word that find its inflections
-# best_line() may add COVER_MORE lines of a source, each holding COVER_GAIN more of the claim.
-COVER_MORE = 2
-COVER_GAIN = 0.15
+COVER_MORE = 2                            # lines of a source best_line() may add...
+COVER_GAIN = 0.15                         # ...each holding this much more of the claim
 
 LINE_MARK = re.compile(r"^\s*(?:[-*+•>]|\d+[.)]|#{1,6})\s+(?:\[[ xX]\]\s+)?")   # list, quote...
 # A sentence ends at CJK punctuation or Latin before a space, a citation or the end: not in 1.5
@@ -7118,10 +7112,9 @@ def read_claim(sentence: str, weight: Callable[[str], float], decimal: str | Non
 
 def best_line(claim: Claim, lines_of: list[list[Line]],
               candidates: Iterable[int]) -> tuple[int, int, float, list[Line]] | None:
-    """Where the candidate sources hold the claim best: (source, line's index, the share its
-    lines hold, those lines): the best line, its paragraph's sentences beside it, and up to
-    COVER_MORE lines each adding COVER_GAIN of its plain words (no numbers, names: those would
-    bring another fact's), as a note may say in two lines what an answer says in one."""
+    """Where the candidate sources hold the claim best: (source, line's index, share held, lines):
+    its best line, its paragraph's beside it, and up to COVER_MORE lines each adding COVER_GAIN
+    of its plain words (no numbers or names: another fact's), as a note may take two lines."""
     words = set(claim.words) | {t[0] for t in claim.words if CJK_CHAR.match(t)}
     starts = {word_start(t) for t in claim.words if len(t) >= PREFIX}
     best, score = None, -1.0
@@ -7152,20 +7145,18 @@ def best_line(claim: Claim, lines_of: list[list[Line]],
 
 
 # §citation-check ------------------------------------------------------------
-# The citation check: does each sentence of an answer say what the notes say? No model call:
-# each is read against its best line as a careful reader reads. It checks words, not meaning:
-# a reworded sentence may fail, a false one pass, and a judge model (judged()) may reread.
+# The citation check: does each sentence of an answer say what the notes say? No model call: it
+# reads words, not meaning (a reworded sentence may fail, a false one pass); judged() rereads.
 
 SUPPORTED, UNSUPPORTED, WRONG, JUDGED, SKIPPED = (
     "supported", "unsupported", "wrong", "judged", "skipped")
-# The share of a sentence's idf weight that the lines around its best one must hold.
-SUPPORT_MIN = 0.5
+SUPPORT_MIN = 0.5                         # of a sentence's idf weight, its lines must hold...
+WORDS_MIN = 0.15                          # ...and of its words' alone: a number is no claim
 CLAIM_MIN_TERMS = 2                       # fewer informative terms and no number: no claim
 # Another line's number is the sentence's if that line holds HOLDER_SHARE of its part's words.
 HOLDER_SHARE = 0.4
 CLAUSE_SHARE = 0.5                        # a negation: compared in the part holding this share
-# A judge's call may take JUDGE_SECONDS (a 7B model on a CPU, loading first) to say Yes or No.
-JUDGE_SECONDS = 120
+JUDGE_SECONDS = 120                       # a 7B judge on a CPU, loading first, to say Yes or No
 JUDGE_TOKENS = 2
 
 def words_of(*groups: str) -> re.Pattern:
@@ -7473,7 +7464,8 @@ def check_sentence(claim: Claim, sources: Sequence, lines_of: list[list[Line]],
                    support_min: float) -> SentenceCheck:
     """A claim's verdict: WRONG if a [n] it cites names no source or it says what its line does
     not (flaw()); UNSUPPORTED if no line of its sources (all, if it cites none) holds support_min
-    of its words; SKIPPED if nothing to check; else SUPPORTED. Another script: numbers alone."""
+    of its weight and WORDS_MIN of the words their script can hold (none: its numbers alone);
+    SKIPPED if it states nothing, or bare numbers its sources hold; else SUPPORTED."""
     every = range(len(lines_of))
     valid = [c for c in claim.cited if 0 < c <= len(lines_of)]
     if len(valid) < len(claim.cited):
@@ -7483,6 +7475,7 @@ def check_sentence(claim: Claim, sources: Sequence, lines_of: list[list[Line]],
     candidates = [c - 1 for c in valid] or every
     script = question_language(INLINE_CODE.sub(" ", claim.said))   # code may fill a CJK source
     texts = [" ".join(x.text for x in lines_of[c]) for c in candidates]
+    bare = not claim.words and not claim.codes
     if claim.declines or all(t and (not CJK_CHAR.search(t) if script == "zh"
                                     else question_language(t) == "zh") for t in texts):
         claim = claim._replace(words={}, names=set())
@@ -7491,12 +7484,20 @@ def check_sentence(claim: Claim, sources: Sequence, lines_of: list[list[Line]],
         return SentenceCheck.of(claim, SKIPPED)       # a question (an echoed one) states nothing
     at = best_line(claim, lines_of, candidates)
     pool, named = [x for c in candidates for x in lines_of[c]], "".join(f"[{c}]" for c in valid)
-    if at is None or at[2] < support_min and not numbers_carry(claim, at[3]):
+    cjk = any(map(CJK_CHAR.search, texts))
+    held = {t: w for t, w in claim.words.items() if cjk or not CJK_CHAR.match(t)}
+
+    def holds(place: tuple[int, int, float, list[Line]]) -> bool:
+        return place[2] >= support_min and (not (held or bare) or share(
+            claim._replace(numbers=[], words=held), place[3]) >= WORDS_MIN)
+    if at is None or not holds(at) and not numbers_carry(claim, at[3]):
         there = best_line(claim, lines_of, every) if valid else None
-        if there and there[2] >= support_min and there[0] + 1 not in valid:
+        if there and holds(there) and there[0] + 1 not in valid:
             why = f"it is in [{there[0] + 1}], not {named}"
             return SentenceCheck.of(claim, UNSUPPORTED, why, sources, there, lines_of)
         why = number_flaw(claim, pool[0], pool, []) if pool else ""
+        if pool and bare and not why:     # its numbers are there, and nothing says what they count
+            return SentenceCheck.of(claim, SKIPPED)
         why = why or (f"not in {named}" if valid else "not in the sources")
         return SentenceCheck.of(claim, UNSUPPORTED, why, sources, at, lines_of)
     s, i, _, around = at
@@ -7584,10 +7585,9 @@ class CitationCheck:
 def check_citations(answer: str, sources: Sequence, lexicon: Lexicon | None = None,
                     support_min: float = SUPPORT_MIN) -> CitationCheck:
     """Check each sentence of an answer against the sources it was given ([1] is sources[0]):
-    texts, or chunks (hits' .chunk), whose file and line each sentence is placed at. Each is
-    read (read_claim()) and judged (check_sentence()), its words weighed by idf over the notes
-    given `lexicon` ("coffee" in a coffee folder says little), else over the sources' lines.
-    In a notebook: `check_citations(text, [h.chunk for h in hits], index.lexicon)`.
+    texts, or chunks (hits' .chunk) that place it at a file's line. Each is read (read_claim())
+    and judged (check_sentence()), its words weighed by idf over `lexicon`'s notes, else the
+    sources'. In a notebook: `check_citations(text, [h.chunk for h in hits], index.lexicon)`.
 
     >>> c = check_citations("Use 18 g of coffee [1]. Use 20 g [1]. Brew at 93 °C [3]. Brew it "
     ...     "between 90 and 96 °C.",

@@ -275,3 +275,52 @@ def test_an_answer_s_numeric_date_is_read_as_its_sources_write_theirs(note, answ
 def test_a_question_in_an_answer_states_nothing_and_is_skipped(answer, note):
     # a small model often echoes the question: it is no claim the notes could fail to hold
     assert verdicts(answer, note) == [("skipped", ""), OK]
+
+
+# ---- a number alone holds no claim ------------------------------------------------------------
+
+SLEEP = "Wait a second.\ntime.sleep(5)\nThen go on."
+NOT_HELD = ("unsupported", "not in [1]")
+# (a sentence, the note it cites, its verdict): a line holding its number but not its words
+# holds no claim, in any language; a number with nothing else to read is none to check, unless
+# no line holds it; a line holding its words and its number holds it.
+NUMBER_ALONE = [
+    ("Fact 5 from the notes [1].", SLEEP, NOT_HELD),
+    ("Version 0.5 [1].", "Install it: pip install foo==0.5", NOT_HELD),
+    ("It needs 5 GB [1].", "The disk holds 5 GB of photos.", NOT_HELD),
+    ("Backup on 5 March 2026 [1].", "Invoice of 2026-03-05: paid.", NOT_HELD),
+    ("Fait 5 des notes [1].", "Attendre un peu.\ntime.sleep(5)\nPuis continuer.", NOT_HELD),
+    ("Der Wert ist 5 [1].", "Kurz warten.\ntime.sleep(5)\nDann weiter.", NOT_HELD),
+    ("版本是 0.5 [1]。", "安装：pip install foo==0.5", NOT_HELD),
+    ("5 [1].", SLEEP, ("skipped", "")),
+    ("It is 5 GB [1].", "The disk holds 5 GB of photos.", ("skipped", "")),
+    ("7 [1].", SLEEP, ("unsupported", "7 is in none of its lines")),
+    ("The release 0.5 fixed the crash [1].", "Release 0.5 fixed the crash on start.", OK),
+    ("Add 3 cups of flour [1].", "Step 3: add 3 cups of flour.", OK),
+    ("Use 18 g of coffee [1].", "Coffee: 18 g per 300 g of water.", OK),
+    ("Der Server braucht 5 GB Speicher [1].", "Der Server braucht 5 GB Speicher.", OK),
+    ("服务器需要 5 GB 内存 [1]。", "服务器需要 5 GB 内存。", OK),
+]
+
+
+@pytest.mark.parametrize("answer, note, verdict", NUMBER_ALONE)
+def test_a_line_holding_a_sentence_s_number_but_not_its_words_does_not_hold_it(answer, note, verdict):
+    assert verdicts(answer, note) == [verdict]
+
+
+def test_a_number_beside_only_words_every_note_holds_is_not_held():
+    # "bike" is in every note: by the notes' idf it says nothing, and "weighs" is not in the line
+    sources = ["Bike bags hold 5 kg at most.", "Oil the bike chain every 300 km."]
+    notes = rag.lexicon_from_texts(sources + [f"bike note {i}" for i in range(20)])
+    checked = rag.check_citations("The bike weighs 5 kg [1]. Bike bags hold 5 kg [1].", sources, notes)
+    assert [(s.verdict, s.why) for s in checked.sentences] == [NOT_HELD, OK]
+
+
+def test_the_command_line_holds_no_sentence_by_its_number_alone(cli, server, tmp_path):
+    answer = "Pump road tyres to 80 psi [1]. The fact is 80 [1].\n\n80 psi [1]."
+    out = ask(cli, server, tmp_path, "en", answer)
+    assert out.returncode == 0, out.stderr
+    check = json.loads(out.stdout)["citations"]
+    assert [(s["verdict"], s["why"]) for s in check["sentences"]] == [
+        ("supported", None), ("unsupported", "not in [1]"), ("skipped", None)]
+    assert check["summary"].startswith("checked: 1 of 2 sentences supported")
