@@ -1567,10 +1567,15 @@ def note_card(rel: str, meta: NoteMeta, mtime_ns: int | None) -> NoteMeta:
                          dated_by="modified")
 
 
+# Of a note's names, tags and description, this many characters are counted in each of its
+# chunks: 60,000 tags would otherwise be counted again in every chunk of their note.
+NOTE_WORDS_MAX = 1000
+
+
 def note_words(rel: str, meta: NoteMeta) -> str:
     """A note's names, tags and description, counted in each chunk: a note is found by its names."""
     return " ".join([meta.title or PurePosixPath(rel).stem, *meta.aliases,
-                     *(t.replace("/", " ") for t in meta.tags), meta.description])
+                     *(t.replace("/", " ") for t in meta.tags), meta.description])[:NOTE_WORDS_MAX]
 
 
 def lexicon_text(chunk: Chunk, words: str) -> str:

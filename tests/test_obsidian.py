@@ -499,3 +499,16 @@ def test_markdown_s_links_show_their_words_and_html_is_left_out_as_obsidian_show
     assert "`<b>` and `[x](y)` are code." in text and not re.search(r"[A-Z]+WORD|https?:", text), text
     out = cli("Must I keep the receipt for a zeppelin claim?", "--notes", vault, "--retrieve-only", "--json")
     assert json.loads(out.stdout)["sources"][0]["line"] == 7          # the file's line of "keep the receipt"
+
+
+def test_a_note_of_many_tags_counts_them_once_not_in_every_chunk(server, tmp_path):
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    tags = " ".join(f"#t{i}" for i in range(6000))
+    (vault / "tagged.md").write_text(f"# Tagged\n\nThe kiln fires at dawn. {tags}\n")
+    s = rag.Settings(notes_dir=vault, cache_dir=tmp_path / "cache")
+    index, _ = rag.open_index(s)
+    assert len(index.chunks) > 20
+    counted = [len(t) - len(c.text) - 1 for t, c in zip(rag.lexicon_texts(index), index.chunks)]
+    assert max(counted) <= rag.NOTE_WORDS_MAX                 # not 6,000 tags in each chunk
+    assert rag.search(rag.ollama_client(), index, "kiln fires", s).hits[0].chunk.source == "tagged.md"
