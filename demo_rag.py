@@ -3713,8 +3713,7 @@ class Index:
     # rel -> what the note says of itself; a NoteTable when loaded; a note not in it says nothing
     notes: Mapping[str, NoteMeta] = field(default_factory=dict)
     reader: int = READER_VERSION          # the readers' version its notes were read by
-    # the notes held before the folder began to lose some, while it does (KeptCopy); 0: these
-    whole: int = 0
+    whole: int = 0                        # whole_count(): 0 while no note is missing
 
     @property
     def complete(self) -> bool:
@@ -4079,6 +4078,13 @@ def note_digest(f: NoteFile, known: FileRecord | None, skip: Skip | None, settin
     return hashlib.md5(data).hexdigest(), data
 
 
+def whole_count(old: Index | None, now: Collection[str]) -> int:
+    """How many notes the folder held before it began to lose some (KeptCopy), while `now` (its
+    notes' names) lacks some of `old`'s or is fewer; else 0: none is missing."""
+    held = max(old.whole, len(old.files)) if old else 0
+    return held if old and (old.files.keys() - now or len(now) < held) else 0
+
+
 def update_index(settings: Settings, client: ollama.Client, old: Index | None,
                  files: list[NoteFile],
                  progress: Callable[[str | EmbedProgress], None] = lambda s: None,
@@ -4120,7 +4126,7 @@ def update_index(settings: Settings, client: ollama.Client, old: Index | None,
             draft.add(f, digest, sections, settings)
         report.count(f.rel, rec, digest)
     report.deleted = len(set(old_files) - {f.rel for f in files})
-    whole = max(old.whole, len(old_files)) if old_files.keys() - draft.records.keys() else 0
+    whole = whole_count(old, draft.records.keys())
     report.say_notes()
     report.warnings += skip_warnings(report.skipped)
     chunks, lexicon, stamp = draft.chunks, draft.lexicon(old), fingerprint(files)
@@ -5843,8 +5849,8 @@ class KeptCopy:
 
     def drop(self, index: Index) -> None:
         """Delete each copy once every note it held is back in `index`, wherever (by the digest
-        of its bytes), with its vectors; and the cache before a loss in steps once an update
-        loses none (whole): those notes went for good."""
+        of its bytes), with its vectors; and the cache before a loss in steps once the folder
+        holds as many notes again (whole), back or new."""
         if not index.whole:
             self.before.unlink(missing_ok=True)
         here = {record.digest for record in index.files.values()}
@@ -5950,9 +5956,8 @@ class IndexOpening:
             donors = copies               # notes that went missing may be back
         index, report = update_index(s, self.client, old, self.files, self.progress,
                                      self.writer, self.build, donors)
-        if old is None and cached is not None and cached.files.keys() - index.files.keys():
-            # a rebuild losing notes counts them, as update_index counts an update's
-            index = replace(index, whole=max(cached.whole, len(cached.files)))
+        if old is None and cached is not None:   # a rebuild counts a loss as an update does
+            index = replace(index, whole=whole_count(cached, index.files.keys()))
         if cached is not None and not loss and copy.written() == listed:   # no checkpoint since
             loss = copy.keep(cached, index.files, s.notes_dir)   # unreadable
         report.warnings[:0] = self.warnings + ([loss] if loss else [])

@@ -436,15 +436,36 @@ def test_a_folder_that_loses_notes_in_steps_keeps_a_copy_once_half_of_them_are_g
     assert len(cache_files(cli.cache)) == 1
 
 
-def test_notes_deleted_a_few_at_a_time_keep_no_copy_once_an_update_loses_none(cli, notes):
+def test_notes_deleted_a_few_at_a_time_keep_the_copy_till_the_folder_holds_as_many_again(
+        cli, notes):
     assert cli("--notes", notes, "--retrieve-only", "coffee ratio").returncode == 0
     for p in sorted(p for p in notes.iterdir() if p.suffix in (".md", ".txt"))[:3]:
         p.unlink()                                        # 3 of 10: meant, or a first step
     assert cli("--notes", notes, "--retrieve-only", "coffee ratio").returncode == 0
     assert len(cache_files(cli.cache)) == 2               # the cache before, in case
-    (notes / "new.md").write_text("# New\n\nA new note about the repair of a bicycle wheel.\n")
-    assert cli("--notes", notes, "--retrieve-only", "coffee ratio").returncode == 0
-    assert len(cache_files(cli.cache)) == 1               # an update that lost none: meant
+    for n in range(3):
+        (notes / f"new{n}.md").write_text(f"# New {n}\n\nA new note about bicycle wheel {n}.\n")
+        assert cli("--notes", notes, "--retrieve-only", "coffee ratio").returncode == 0
+        assert len(cache_files(cli.cache)) == (2 if n < 2 else 1)   # 10 notes again: meant
+
+
+def test_an_edit_between_steps_of_a_loss_keeps_the_copy_of_the_whole(cli, server, tmp_path):
+    notes, away = tmp_path / "steps", tmp_path / "away"
+    notes.mkdir(), away.mkdir()
+    for i in range(40):
+        (notes / f"n{i:02}.md").write_text(f"# Note {i}\n\nNote {i} tells of kite {i}.\n")
+    assert cli("--notes", notes, "--retrieve-only", "kite").returncode == 0
+    for step in range(2):
+        for p in sorted(notes.iterdir())[:15]:            # 15 of 40 away, then 15 more
+            shutil.move(p, away / p.name)
+        assert cli("--notes", notes, "--retrieve-only", "kite").returncode == 0
+        (notes / "n39.md").write_text(f"# Note 39\n\nNote 39, edited {step}.\n")
+        assert cli("--notes", notes, "--retrieve-only", "kite").returncode == 0
+    for p in away.iterdir():
+        shutil.move(p, notes / p.name)
+    embedded = len(server.embedded_texts())
+    assert cli("--notes", notes, "--retrieve-only", "kite").returncode == 0
+    assert [t for t in server.embedded_texts()[embedded:] if "Query:" not in t] == []
 
 
 def test_a_rebuild_between_steps_of_a_loss_keeps_the_count_and_the_copy_of_the_whole(cli, notes):
