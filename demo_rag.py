@@ -11281,10 +11281,10 @@ def run_serve(args, settings: Settings, client: ollama.Client) -> int:
                          "(another --port, or --port 0 for any free one)") from None
     print(f"Your notes ({len(held.index.files)}) are served at this URL, the token in it "
           f"letting you in (Ctrl-C stops it):\n    {server.url}", flush=True)
-    if args.open:
-        import webbrowser
-        start_daemon(webbrowser.open, server.url, name="open the browser")
     try:
+        if args.open:
+            import webbrowser
+            start_daemon(webbrowser.open, server.url, name="open the browser")
         server.serve_forever(poll_interval=0.25)
     except KeyboardInterrupt:
         err("stopped; the index is saved")
