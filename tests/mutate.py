@@ -1496,7 +1496,7 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      "            text = source",
      ["tests/test_readers_zip.py", "-k", "notebook or ipynb"]),
     ("zip readers: headings not carried from one section to the next (a notebook's cells)",
-     "        above = under_headings(above, heading_path(heading_outline(s.text), len(s.text)))",
+     "        above = under_headings(above, heading_paths(heading_outline(s.text), [len(s.text)])[0])",
      '        above = ""',
      ["tests/test_readers_zip.py", "-k", "notebook or ipynb"]),
     ("zip readers: every numbered place cited as a page",

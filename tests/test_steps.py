@@ -78,9 +78,8 @@ def test_heading_paths_follow_the_outline():
     text = "# Guide\nintro\n## Install\npip\n### Linux\napt\n## Use\nrun it\n"
     outline = rag.heading_outline(text)
     assert [(lv, t) for _, lv, t in outline] == [(1, "Guide"), (2, "Install"), (3, "Linux"), (2, "Use")]
-    assert rag.heading_path(outline, text.index("apt")) == "# Guide › ## Install › ### Linux"
-    assert rag.heading_path(outline, text.index("run it")) == "# Guide › ## Use"
-    assert rag.heading_path(outline, 0) == "# Guide"
+    assert rag.heading_paths(outline, [text.index("apt"), text.index("run it"), 0]) == [
+        "# Guide › ## Install › ### Linux", "# Guide › ## Use", "# Guide"]
 
 
 @pytest.mark.parametrize("text, titles", [
