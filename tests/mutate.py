@@ -1495,6 +1495,31 @@ MUTATIONS: list[tuple[str, str, str, list[str]]] = [
      '            text = fenced(source, language if kind == "code" else "")',
      "            text = source",
      ["tests/test_readers_zip.py", "-k", "notebook or ipynb"]),
+    ("heads: a Markdown heading of any length heads every chunk after it (1 MB in each)",
+     "            if len(m.group(2)) <= HEADING_MAX_CHARS]",
+     "            if len(m.group(2)) <= 10**9]",
+     ["tests/test_steps.py", "-k", "heading_over_the_bound"]),
+    ("heads: an Org headline of any length is a heading, 1 MB in every chunk after it",
+     '             and len(m.group(2)) <= HEADING_MAX_CHARS}          # a longer "headline" is text',
+     "             and True}",
+     ["tests/test_readers_text.py", "-k", "headline_over_the_heading_bound"]),
+    ("heads: each heading is tested against every code block (quadratic)",
+     "    plain = FENCE.sub(lambda m: \" \" * len(m.group()), text)    # code blanked, offsets kept\n"
+     "    return [(m.start(), len(m.group(1)), m.group(2)) for m in HEADING.finditer(plain)\n"
+     "            if len(m.group(2))",
+     "    fenced = [m.span() for m in FENCE.finditer(text)]\n"
+     "    return [(m.start(), len(m.group(1)), m.group(2)) for m in HEADING.finditer(text)\n"
+     "            if not any(a <= m.start() < b for a, b in fenced) and len(m.group(2))",
+     ["tests/test_steps.py", "-k", "outline_costs or heading_in_code"]),
+    ("heads: a note's chunks each walk its whole outline for their heading trail",
+     "    paths = heading_paths(outline, [at + LEADING_HEADINGS.match(body).end() for at, body in pieces])",
+     "    paths = [heading_paths(outline, [at + LEADING_HEADINGS.match(body).end()])[0]\n"
+     "             for at, body in pieces]",
+     ["tests/test_steps.py", "-k", "trails_cost"]),
+    ("heads: the trails' walk starts from the outline's top again for each offset",
+     "    for offset in sorted(set(offsets)):\n",
+     "    for offset in sorted(set(offsets)):\n        stack, k = [], 0\n",
+     ["tests/test_steps.py", "-k", "trails_cost"]),
     ("zip readers: headings not carried from one section to the next (a notebook's cells)",
      "        above = under_headings(above, heading_paths(heading_outline(s.text), [len(s.text)])[0])",
      '        above = ""',
