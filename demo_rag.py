@@ -2156,11 +2156,9 @@ def under_headings(above: str, own: str) -> str:
     >>> under_headings("# A › ## B", "## C"), under_headings("# A", ""), under_headings("", "# C")
     ('# A › ## C', '# A', '# C')
     """
-    if not own:
-        return above
     level = len(own) - len(own.lstrip("#"))
     kept = [h for h in re.split(r" › (?=#)", above) if h and len(h) - len(h.lstrip("#")) < level]
-    return " › ".join(kept + [own])
+    return " › ".join(kept + [own]) if own else above
 
 
 class PlacedChunk(NamedTuple):
@@ -2183,8 +2181,9 @@ def chunk_sections(rel: str, sections: list[Section], splitter) -> list[PlacedCh
     left open (a notebook's Markdown cell heads the code after it), placed at its page and line."""
     chunks, above = [], ""
     for s in sections:
+        ends = [m.start() for m in re.finditer("\n", s.text)]   # each line's end, to bisect
         chunks += [PlacedChunk(rel, under_headings(above, heading), body, s.page,
-                               None if s.line is None else s.line + s.text.count("\n", 0, start))
+                               None if s.line is None else s.line + bisect.bisect_left(ends, start))
                    for start, body, heading in cut_note(s.text, splitter)]
         above = under_headings(above, heading_paths(heading_outline(s.text), [len(s.text)])[0])
     return chunks
