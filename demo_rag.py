@@ -33,7 +33,7 @@ A question's trip, as Part I makes it (every function of Part I, in the order it
     │  ├─ load_cache                                 unchanged: reuse the vectors on disk
     │  ├─ make_splitter, strip_front_matter,         changed: read each note, cut it into chunks
     │  │  chunk_note (cut_note: heading_outline,     that know their headings,
-    │  │  heading_path)
+    │  │  heading_paths)
     │  ├─ embed_texts (normalize), save_cache        turn each into a vector of length 1, on disk
     │  └─ tokenize (singular)                        either way: count each chunk's words
     ├─ search_notes(index, question)                 the chunks most likely to hold the answer
@@ -150,6 +150,7 @@ CHAT_MODEL = "qwen3:0.6b"                 # writes the answer; small enough for 
 NOTE_SUFFIXES = (".md", ".markdown", ".txt")
 CHUNK_SIZE = 1500                         # characters per chunk, at most, headings aside (step 3)
 CHUNK_OVERLAP = 80                        # at most this much of a chunk's end starts the next too
+HEADING_MAX_CHARS = 200                   # a longer "heading" (an <h2> never closed) is text
 EMBED_BATCH = 32                          # texts per request to Ollama's /api/embed
 TOP_K = 5                                 # sources put in the prompt
 RRF_K = 60                                # step 5's fusion adds 1/(RRF_K + rank); its authors' 60
@@ -258,8 +259,8 @@ def cut_note(text: str, splitter) -> list[tuple[int, str, str]]:
         if LEADING_HEADINGS.fullmatch(heads + "\n") and 0 < len(heads) <= splitter._chunk_size / 2:
             start, body = pieces.pop()[0], text[at:max(start, at + len(heads))] + body
         pieces.append((start, body))
-    return [(start, body, heading_path(outline, start + LEADING_HEADINGS.match(body).end()))
-            for start, body in pieces]
+    paths = heading_paths(outline, [at + LEADING_HEADINGS.match(body).end() for at, body in pieces])
+    return [(start, body, path) for (start, body), path in zip(pieces, paths)]
 
 
 def chunk_note(rel: str, text: str, splitter) -> list[Chunk]:
@@ -268,28 +269,30 @@ def chunk_note(rel: str, text: str, splitter) -> list[Chunk]:
 
 
 def heading_outline(text: str) -> list[tuple[int, int, str]]:
-    """List (offset, level, title) of the Markdown headings, ignoring code blocks.
+    """List (offset, level, title) of the Markdown headings, ignoring code blocks and "headings"
+    over HEADING_MAX_CHARS (text, such as a line pasted after a "# ").
 
     >>> heading_outline("# A\\ntext\\n## B\\n```\\n# not a heading\\n```")
     [(0, 1, 'A'), (9, 2, 'B')]
     """
-    fenced = [m.span() for m in FENCE.finditer(text)]
-    return [(m.start(), len(m.group(1)), m.group(2)) for m in HEADING.finditer(text)
-            if not any(a <= m.start() < b for a, b in fenced)]
+    plain = FENCE.sub(lambda m: " " * len(m.group()), text)    # code blanked, offsets kept
+    return [(m.start(), len(m.group(1)), m.group(2)) for m in HEADING.finditer(plain)
+            if len(m.group(2)) <= HEADING_MAX_CHARS]
 
 
-def heading_path(outline: list[tuple[int, int, str]], offset: int) -> str:
-    """The headings in force at `offset`, e.g. '# A › ## B'.
+def heading_paths(outline: list[tuple[int, int, str]], offsets: list[int]) -> list[str]:
+    """The headings in force at each offset, e.g. '# A › ## B', in one walk down the outline.
 
-    >>> heading_path([(0, 1, 'A'), (9, 2, 'B'), (20, 2, 'C')], 15)
-    '# A › ## B'
+    >>> heading_paths([(0, 1, 'A'), (9, 2, 'B'), (20, 2, 'C')], [15, 25, 0])
+    ['# A › ## B', '# A › ## C', '# A']
     """
-    stack: list[tuple[int, str]] = []
-    for start, level, title in outline:
-        if start > offset:
-            break
-        stack = [(lv, t) for lv, t in stack if lv < level] + [(level, title)]
-    return " › ".join("#" * lv + " " + t for lv, t in stack)
+    paths, stack, k = {}, [], 0
+    for offset in sorted(set(offsets)):
+        while k < len(outline) and outline[k][0] <= offset:
+            level, title = outline[k][1:]
+            stack, k = [(lv, t) for lv, t in stack if lv < level] + [(level, title)], k + 1
+        paths[offset] = " › ".join("#" * lv + " " + t for lv, t in stack)
+    return [paths[offset] for offset in offsets]
 
 # ----------------------------------------------------------------------------
 # 4 · Embed & cache: a vector for every chunk, computed once and kept on disk.
@@ -2158,11 +2161,9 @@ def under_headings(above: str, own: str) -> str:
     >>> under_headings("# A › ## B", "## C"), under_headings("# A", ""), under_headings("", "# C")
     ('# A › ## C', '# A', '# C')
     """
-    if not own:
-        return above
     level = len(own) - len(own.lstrip("#"))
     kept = [h for h in re.split(r" › (?=#)", above) if h and len(h) - len(h.lstrip("#")) < level]
-    return " › ".join(kept + [own])
+    return " › ".join(kept + [own]) if own else above
 
 
 class PlacedChunk(NamedTuple):
@@ -2185,10 +2186,11 @@ def chunk_sections(rel: str, sections: list[Section], splitter) -> list[PlacedCh
     left open (a notebook's Markdown cell heads the code after it), placed at its page and line."""
     chunks, above = [], ""
     for s in sections:
+        ends = [m.start() for m in re.finditer("\n", s.text)]   # each line's end, to bisect
         chunks += [PlacedChunk(rel, under_headings(above, heading), body, s.page,
-                               None if s.line is None else s.line + s.text.count("\n", 0, start))
+                               None if s.line is None else s.line + bisect.bisect_left(ends, start))
                    for start, body, heading in cut_note(s.text, splitter)]
-        above = under_headings(above, heading_path(heading_outline(s.text), len(s.text)))
+        above = under_headings(above, heading_paths(heading_outline(s.text), [len(s.text)])[0])
     return chunks
 
 
@@ -2255,7 +2257,6 @@ class Html:
     HEADINGS = frozenset(f"h{n}" for n in range(1, 7))
     SIBLINGS = frozenset({"p", "li", "dt", "dd", "tr", "td", "th", "option"})   # end at the next
     MAX_DEPTH = 512                       # elements open at once; browsers nest no deeper either
-    HEADING_MAX_CHARS = 200               # a longer "heading" (an <h2> never closed) is text
     TAG = re.compile(r"<(?:!--|[!?]|(/?)([A-Za-z][^\s/>]*))")
     TAG_END = re.compile(r"""=[ \t\n\f]*(["'])|>""")
     CHARSET = re.compile(rb"""<meta\b[^>]*?charset\s*=\s*["']?\s*([\w.:-]+)""", re.IGNORECASE)
@@ -2516,7 +2517,7 @@ def line_markdown(page: PageLines, count: int) -> list[str]:
         if first is not None and all(alone.get(n) == block for n in range(first, last + 1)
                                      if n in alone):
             title = " ".join(out[n - 1] for n in range(first, last + 1)).strip()
-            if len(title) <= Html.HEADING_MAX_CHARS:
+            if len(title) <= HEADING_MAX_CHARS:
                 headings.append((level, first, last, title))
     # A first heading that repeats the page's <title> is the title (pandoc's title block).
     titled = bool(headings) and headings[0][3] == page.title
@@ -2540,7 +2541,7 @@ def block_markdown(page: PageLines, toc: Sequence[tuple[str, int, str]] = ()) ->
             parts.append(("\n" * (n - line) if pre else " " * (n != line or b != block)) + piece)
             line, block = n, b
         text = "".join(parts) if pre else " ".join("".join(parts).split())
-        level = page.headings.get(key, [0])[0] if len(text) <= Html.HEADING_MAX_CHARS else 0
+        level = page.headings.get(key, [0])[0] if len(text) <= HEADING_MAX_CHARS else 0
         if text.strip():
             paragraphs.append([first, -1 if pre else level, text])
     if not page.headings:
@@ -3100,7 +3101,9 @@ def read_org(path: Path, data: bytes | None = None,
         elif (m := Org.KEYWORD.fullmatch(line)) and m.group(1).lower() in Org.TODO_KEYS:
             # "TODO(t)": a keyword and its key (a pattern tried from every "(" would be quadratic)
             keywords |= {w.partition("(")[0] for w in m.group(2).split() if w != "|"} - {""}
-    headlines = [i for i, line in enumerate(lines) if Org.HEADLINE.fullmatch(line)]
+    heads = {i: m for i, line in enumerate(lines) if (m := Org.HEADLINE.fullmatch(line))
+             and len(m.group(2)) <= HEADING_MAX_CHARS}          # a longer "headline" is text
+    headlines = list(heads)
 
     def closes(kind: str, i: int) -> int | None:   # the line that closes what opens on line i
         after = ends.get(kind, [])
@@ -3110,7 +3113,7 @@ def read_org(path: Path, data: bytes | None = None,
     drawn: set[int] = set()               # the :END: lines of the drawers whose text is read
     while i < len(lines):
         line = lines[i]
-        if m := Org.HEADLINE.fullmatch(line):
+        if m := heads.get(i):
             title, more = Org.headline(m.group(2), keywords)
             out[i], tags = heading_line(len(m.group(1)) + 1, title), tags + more
         elif (m := Org.BLOCK.fullmatch(line)) and (end := closes(m.group(2).lower(), i)):
@@ -4924,7 +4927,8 @@ def headings_at(chunk: Chunk, offset: int) -> str:
     lead = LEADING_HEADINGS.match(chunk.text).end()
     held = [(-1, len(h) - len(h.lstrip("#")), h.lstrip("#").strip())       # "## B" -> (-1, 2, "B")
             for h in re.split(r" › (?=#)", chunk.heading) if h]
-    return heading_path(held + [h for h in heading_outline(chunk.text) if h[0] >= lead], offset)
+    outline = held + [h for h in heading_outline(chunk.text) if h[0] >= lead]
+    return heading_paths(outline, [offset])[0]
 
 
 def best_match(line: str, terms: Iterable[tuple[str, float]], span: int = 60) -> int | None:

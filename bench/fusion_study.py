@@ -71,7 +71,7 @@ def chunks_heading_first(rel, sections, size=d.CHUNK_SIZE, overlap=d.CHUNK_OVERL
                         for x in splitter.create_documents([piece])]
             for s, t in docs:
                 offset = s + d.LEADING_HEADINGS.match(t).end()
-                out.append(d.Chunk(rel, d.heading_path(outline, offset), t.strip(), page))
+                out.append(d.Chunk(rel, d.heading_paths(outline, [offset])[0], t.strip(), page))
     return out
 
 

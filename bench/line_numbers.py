@@ -58,7 +58,7 @@ def every_chunk(folder: Path, chunk_size: int) -> dict:
                                    and (not terms or terms[0][0] in lines[p.line - 1].lower())
                                    and starts_on(lines[p.start_line - 1], c.text)
                                    and c.text.split("\n")[-1].strip() in lines[p.end_line - 1])
-                wrong_section += p.heading != rag.heading_path(outline, line_starts[p.line - section.line])
+                wrong_section += p.heading != rag.heading_paths(outline, [line_starts[p.line - section.line]])[0]
     return {"chunks": chunks, "passages": n, "wrong_line": wrong_line, "wrong_section": wrong_section}
 
 

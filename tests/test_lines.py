@@ -260,7 +260,7 @@ def test_every_chunk_s_line_holds_its_passage_s_first_words(cli, folder, chunk_s
                   and c.text.split("\n")[-1].strip() in lines[p.end_line - 1])
             if not ok:
                 wrong.append((c.source, p, terms, lines[p.line - 1][:40]))
-            at, end = (rag.heading_path(outline, line_starts[n - section.line]) for n in (p.line, p.end_line))
+            at, end = rag.heading_paths(outline, [line_starts[n - section.line] for n in (p.line, p.end_line)])
             # found by no word: the passage is the whole chunk, from its line's section to its last line's
             if p.heading != (at if terms or end == at else rag.heading_span(at, end)):
                 sections.append((c.source, p.line, p.heading))
@@ -458,7 +458,7 @@ def cut_as_format_11(text, splitter):
     for doc in splitter.create_documents([text]):
         start = max(doc.metadata.get("start_index", 0), 0)
         offset = start + rag.LEADING_HEADINGS.match(doc.page_content).end()
-        pieces.append((start, doc.page_content, rag.heading_path(outline, offset)))
+        pieces.append((start, doc.page_content, rag.heading_paths(outline, [offset])[0]))
     return pieces
 
 

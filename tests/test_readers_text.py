@@ -449,6 +449,14 @@ def test_org_drawers_and_blocks_never_closed_are_text_as_in_org():
     assert lines[:6] == ["## A", ":PROPERTIES:", "kept words", "## B", "", "also kept"], lines
 
 
+def test_an_org_headline_over_the_heading_bound_is_text():
+    long, bound = "coffee " * 40, "t" * rag.HEADING_MAX_CHARS          # 280 characters, and 200
+    text = f"* {bound}\n* {long}:tea:\nbody\n"
+    (section,), _ = rag.read_org(Path("o.org"), text.encode())
+    assert section.text.split("\n")[:2] == [f"## {bound}", f"* {long}:tea:"]
+    assert section.meta.tags == ()                                     # a line of text has no tags
+
+
 # ---- hostile files: one warning each, the run goes on, and it ends soon ------------------------
 
 HOSTILE = {

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -78,9 +79,8 @@ def test_heading_paths_follow_the_outline():
     text = "# Guide\nintro\n## Install\npip\n### Linux\napt\n## Use\nrun it\n"
     outline = rag.heading_outline(text)
     assert [(lv, t) for _, lv, t in outline] == [(1, "Guide"), (2, "Install"), (3, "Linux"), (2, "Use")]
-    assert rag.heading_path(outline, text.index("apt")) == "# Guide › ## Install › ### Linux"
-    assert rag.heading_path(outline, text.index("run it")) == "# Guide › ## Use"
-    assert rag.heading_path(outline, 0) == "# Guide"
+    assert rag.heading_paths(outline, [text.index("apt"), text.index("run it"), 0]) == [
+        "# Guide › ## Install › ### Linux", "# Guide › ## Use", "# Guide"]
 
 
 @pytest.mark.parametrize("text, titles", [
@@ -91,6 +91,47 @@ def test_heading_paths_follow_the_outline():
 ])
 def test_a_heading_in_code_is_none(text, titles):
     assert [t for _, _, t in rag.heading_outline(text)] == titles
+
+
+def lines_run(fn, *args):
+    """fn(*args), and how many lines of demo_rag.py it ran: a cost no machine's load changes."""
+    count = [0]
+
+    def trace(frame, event, arg):
+        if frame.f_code.co_filename != rag.__file__:
+            return None
+        count[0] += event == "line"
+        return trace
+    before = sys.gettrace()
+    sys.settrace(trace)
+    try:
+        return fn(*args), count[0]
+    finally:
+        sys.settrace(before)
+
+
+def test_a_heading_over_the_bound_is_text_and_heads_no_chunk():
+    bound = "t" * rag.HEADING_MAX_CHARS
+    assert [t for _, _, t in rag.heading_outline(f"# {bound}\n# {bound}t\n")] == [bound]
+    chunks = rag.chunk_note("n.md", "# " + "coffee " * 3000 + "\nbody\n", rag.make_splitter())
+    assert {c.heading for c in chunks} == {""} and "coffee coffee" in chunks[0].text
+    assert max(len(c.embed_text) for c in chunks) <= rag.CHUNK_SIZE
+
+
+def test_an_outline_costs_a_few_lines_a_heading_however_many_code_blocks():
+    n = 500                                                  # each heading after its code block
+    outline, lines = lines_run(rag.heading_outline, "```\n# x\n```\n# h\n" * n)
+    assert [t for _, _, t in outline] == ["h"] * n
+    assert lines < 10 * n, lines                             # not a look at every block a heading
+
+
+def test_heading_trails_cost_a_few_lines_a_heading_however_many_chunks():
+    n = 1000                                                 # sections of two headings each
+    text = "".join(f"# h{i}\n## s{i}\nwords\n" for i in range(n))
+    chunks, lines = lines_run(rag.chunk_note, "n.md", text, rag.make_splitter(100, 0))
+    assert len(chunks) > 200 and chunks[0].heading == "# h0 › ## s0"
+    assert all(re.fullmatch(r"# h(\d+) › ## s\1", c.heading) for c in chunks)
+    assert lines < 15 * 2 * n, lines                         # not a walk of the outline a chunk
 
 
 def test_chunks_split_at_headings_and_know_their_heading():
