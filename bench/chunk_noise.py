@@ -16,11 +16,11 @@ sizes rank its gold chunk higher in one version than in the other.
     ... --sizes 900,1000,1100 --embedders minilm --runs /tmp/chunk-noise   # fewer, kept
     ... --report --runs /tmp/chunk-noise                                   # tables only
 
-Run it with the stand-in's Python, ../venv-standin (it runs demo_rag.py and the stand-in with its own). Each
-run's JSON is kept in --runs and not run again while its file is there, so a sweep that stops
-resumes. Runs are serial: a run embeds the whole corpus (at 1,000 characters on two shared
-cores, about 2 to 3 minutes with MiniLM, 9 with e5). Numbers are the stand-in's embedders', not
-qwen3-embedding's.
+Run it with the stand-in's Python, ../venv-standin (it runs demo_rag.py and the stand-in with
+its own). Each run's JSON is kept in --runs and not run again while its file is there, so a
+sweep that stops resumes. Runs are serial: a run embeds the whole corpus (at 1,000 characters
+on two shared cores, about 2 to 3 minutes with MiniLM, 9 with e5). Numbers are the stand-in's
+embedders', not qwen3-embedding's.
 """
 import argparse
 import json
