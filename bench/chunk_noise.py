@@ -111,23 +111,27 @@ def report_embedder(runs: Path, emb: str, sizes: list[int]) -> None:
     if not sizes:
         return
     print(f"\n| {emb}, --chunk-size | before MRR | after MRR | after - before | before hit@1 "
-          "| after hit@1 | chunks before / after |\n|--:|--:|--:|--:|--:|--:|--:|")
+          "| after hit@1 | dense MRR before / after | BM25 MRR before / after "
+          "| chunks before / after |\n|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     diffs = []
     for s in sizes:
         b, a = got["before", s], got["after", s]
         diffs.append(a["mrr"] - b["mrr"])
         cut = f"{chunks(path_of(runs, 'before', emb, 'paraphrase', s))} / " \
               f"{chunks(path_of(runs, 'after', emb, 'paraphrase', s))}"
+        alone = " | ".join(f"{b['by_ranker'][r]['mrr']:.4f} / {a['by_ranker'][r]['mrr']:.4f}"
+                           for r in ("dense", "bm25"))
         print(f"| {s} | {b['mrr']:.4f} | {a['mrr']:.4f} | {diffs[-1]:+.4f} | {b['hit@1']:.2f} "
-              f"| {a['hit@1']:.2f} | {cut} |")
+              f"| {a['hit@1']:.2f} | {alone} | {cut} |")
     for name, f in (("mean", statistics.mean), ("median", statistics.median)):
         mb, ma = (f([got[v, s]["mrr"] for s in sizes]) for v in ("before", "after"))
         hb, ha = (f([got[v, s]["hit@1"] for s in sizes]) for v in ("before", "after"))
-        print(f"| **{name}** | {mb:.4f} | {ma:.4f} | {f(diffs):+.4f} | {hb:.2f} | {ha:.2f} | |")
+        print(f"| **{name}** | {mb:.4f} | {ma:.4f} | {f(diffs):+.4f} | {hb:.2f} | {ha:.2f} "
+              "| | | |")
     spread = {v: [got[v, s]["mrr"] for s in sizes] for v in ("before", "after")}
     print("| **lowest - highest** | " + " | ".join(
         f"{min(m):.4f} - {max(m):.4f}" for m in spread.values())
-        + f" | {min(diffs):+.4f} - {max(diffs):+.4f} | | | |")
+        + f" | {min(diffs):+.4f} - {max(diffs):+.4f} | | | | | |")
     up, down = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
     print(f"\nsizes where after is higher: {up}, lower: {down}, equal: {len(diffs) - up - down} "
           f"(sign test p = {sign_p(up, down):.2f})")
