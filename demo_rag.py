@@ -1206,6 +1206,8 @@ class Yaml:
     # An anchor (&base) or a tag (!!str) before a value names or types it: no part of it.
     PROPERTIES = re.compile(r"\A(?:[&!][^\s,\[\]{}]+(?:[ \t]+|\Z))+")
     ALIAS = re.compile(r"\*[^\s,\[\]{}]+")
+    # Flow collections nested deeper are read as null: each level scans its text once more.
+    DEPTH = 8
 
     @staticmethod
     def unescape(text: str) -> str:
@@ -1242,10 +1244,11 @@ class Yaml:
         return [item.strip() for item in [*items, inner[start:]] if item.strip()]
 
     @staticmethod
-    def value(text: str) -> str | list[str] | dict:
+    def value(text: str, depth: int = 0) -> str | list[str] | dict:
         """One YAML value: quotes taken off (escapes read), an inline [list] as a list of texts,
-        an inline {mapping} (or set) as a dict, a trailing # comment dropped; null and an alias
-        (*base, not followed) as "". An anchor (&base) or a tag (!!str) before it is taken off.
+        an inline {mapping} (or set) as a dict, a trailing # comment dropped; null, an alias
+        (*base, not followed) and a collection `depth` > Yaml.DEPTH deep as "". An anchor
+        (&base) or a tag (!!str) before it is taken off.
 
         >>> [Yaml.value(v) for v in ("'it''s'", "[a, 'b, c', \\"d\\"]", "2026 # year", "~")]
         ["it's", ['a', 'b, c', 'd'], '2026', '']
@@ -1256,8 +1259,10 @@ class Yaml:
         if m := Yaml.QUOTED.match(text):
             return (Yaml.unescape(m.group(1)) if m.group(1) is not None
                     else m.group(2).replace("''", "'"))
+        if text[:1] + text[-1:] in ("[]", "{}") and depth > Yaml.DEPTH:
+            return ""
         if text.startswith("[") and text.endswith("]"):
-            values = map(Yaml.value, Yaml.items(text[1:-1]))
+            values = (Yaml.value(item, depth + 1) for item in Yaml.items(text[1:-1]))
             return [v for v in values if isinstance(v, str) and v]
         if text.startswith("{") and text.endswith("}"):
             pairs = {}
@@ -1265,9 +1270,10 @@ class Yaml:
                 quoted = Yaml.QUOTED.match(item)
                 at = quoted.end() if quoted else 0
                 key, sep, value = item[at:].partition(": ")
-                key = Yaml.value(item[:at] + (key[:-1] if not sep and key.endswith(":") else key))
+                key = item[:at] + (key[:-1] if not sep and key.endswith(":") else key)
+                key = Yaml.value(key, depth + 1)
                 if isinstance(key, str) and key:
-                    pairs[key] = Yaml.value(value)
+                    pairs[key] = Yaml.value(value, depth + 1)
             return pairs
         text = re.sub(r"(?:^|[ \t])#.*", "", text).strip()
         return "" if text in ("~", "null", "Null", "NULL") or Yaml.ALIAS.fullmatch(text) else text
@@ -1298,29 +1304,35 @@ def parse_front_matter(block: str) -> dict[str, str | list[str] | dict] | None:
     """
     fields_: dict[str, str | list[str] | dict] = {}
     key, block_lines, nested = None, None, False
+    blocks: dict[str, list[str] | None] = {}      # a | or > block's lines, joined once at the end
     path: list[tuple[int, str]] = []      # the nested keys (their indents) above the line read
+    # Paths spell out at most the block's size: keys each nested in the last would spell its square.
+    room = len(block)
     for line in block.split("\n"):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         if m := Yaml.KEY.fullmatch(line):
             key, value, nested, path = Yaml.key(m), (m.group(2) or "").strip(), False, []
-            block_lines = [] if Yaml.BLOCK_SCALAR.fullmatch(value) else None
+            block_lines = blocks[key] = [] if Yaml.BLOCK_SCALAR.fullmatch(value) else None
             fields_[key] = "" if block_lines is not None else Yaml.value(value)
         elif key is None:
             return None
         elif block_lines is not None and line[:1] in " \t":
             block_lines.append(line.strip())
-            fields_[key] = " ".join(block_lines)
-        elif (item := Yaml.ITEM.fullmatch(line)) and not nested \
+        elif (item := Yaml.ITEM.fullmatch(line)) and not nested and not block_lines \
                 and (fields_[key] == "" or isinstance(fields_[key], list)):
             value = Yaml.value(item.group(1) or "")
-            fields_[key] = [*(fields_[key] or []), *([value] if isinstance(value, str) else value)]
+            items = fields_[key] = fields_[key] or []
+            items += [value] if isinstance(value, str) else value
         elif line[:1] in " \t" and (leaf := Yaml.KEY.fullmatch(line.lstrip(" \t"))) \
                 and (fields_[key] == "" or isinstance(fields_[key], dict)):
             indent = len(line) - len(line.lstrip(" \t"))
             path = [(i, k) for i, k in path if i < indent] + [(indent, Yaml.key(leaf))]
             value = Yaml.value(leaf.group(2) or "")
-            if value and not Yaml.BLOCK_SCALAR.fullmatch(str(value)):   # a mapping's key has none
+            # A mapping's key has no value; a path past the room left is passed over.
+            if value and not Yaml.BLOCK_SCALAR.fullmatch(str(value)) \
+                    and (size := sum(len(k) + 1 for _, k in path)) <= room:
+                room -= size
                 leaves = fields_[key] = fields_[key] or {}
                 leaves[".".join(k for _, k in path)] = value
             nested = True
@@ -1328,6 +1340,7 @@ def parse_front_matter(block: str) -> dict[str, str | list[str] | dict] | None:
             nested = True                 # a scalar: passed over
         else:
             return None
+    fields_.update((k, " ".join(lines)) for k, lines in blocks.items() if lines)
     return fields_ if any(Yaml.NAME_KEY.fullmatch(k) for k in fields_) else None
 
 
@@ -1486,7 +1499,8 @@ def flat_text(value) -> str:
     ('a, b', 'work: +44 1, home: 2, 3, x')
     """
     if isinstance(value, dict):
-        return ", ".join(f"{k}: {flat_text(v)}" if flat_text(v) else k for k, v in value.items())
+        pairs = ((k, flat_text(v)) for k, v in value.items())
+        return ", ".join(f"{k}: {text}" if text else k for k, text in pairs)
     if isinstance(value, list):
         return ", ".join(filter(None, map(flat_text, value)))
     return " ".join(value.split()) if isinstance(value, str) else ""
