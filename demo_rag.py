@@ -1206,8 +1206,7 @@ class Yaml:
     # An anchor (&base) or a tag (!!str) before a value names or types it: no part of it.
     PROPERTIES = re.compile(r"\A(?:[&!][^\s,\[\]{}]+(?:[ \t]+|\Z))+")
     ALIAS = re.compile(r"\*[^\s,\[\]{}]+")
-    # Flow collections nested deeper are read as null: each level scans its text once more.
-    DEPTH = 8
+    DEPTH = 8               # a flow collection nested deeper is null: each level scans it again
 
     @staticmethod
     def unescape(text: str) -> str:
@@ -1246,9 +1245,8 @@ class Yaml:
     @staticmethod
     def value(text: str, depth: int = 0) -> str | list[str] | dict:
         """One YAML value: quotes taken off (escapes read), an inline [list] as a list of texts,
-        an inline {mapping} (or set) as a dict, a trailing # comment dropped; null, an alias
-        (*base, not followed) and a collection `depth` > Yaml.DEPTH deep as "". An anchor
-        (&base) or a tag (!!str) before it is taken off.
+        an inline {mapping} (or set) as a dict, a # comment dropped; null, an alias (*base, not
+        followed) and a collection over Yaml.DEPTH deep as "". An anchor or a tag goes (&b, !!str).
 
         >>> [Yaml.value(v) for v in ("'it''s'", "[a, 'b, c', \\"d\\"]", "2026 # year", "~")]
         ["it's", ['a', 'b, c', 'd'], '2026', '']
@@ -1270,8 +1268,7 @@ class Yaml:
                 quoted = Yaml.QUOTED.match(item)
                 at = quoted.end() if quoted else 0
                 key, sep, value = item[at:].partition(": ")
-                key = item[:at] + (key[:-1] if not sep and key.endswith(":") else key)
-                key = Yaml.value(key, depth + 1)
+                key = Yaml.value(item[:at] + (key if sep else key.removesuffix(":")), depth + 1)
                 if isinstance(key, str) and key:
                     pairs[key] = Yaml.value(value, depth + 1)
             return pairs
@@ -1306,8 +1303,7 @@ def parse_front_matter(block: str) -> dict[str, str | list[str] | dict] | None:
     key, block_lines, nested = None, None, False
     blocks: dict[str, list[str] | None] = {}      # a | or > block's lines, joined once at the end
     path: list[tuple[int, str]] = []      # the nested keys (their indents) above the line read
-    # Paths spell out at most the block's size: keys each nested in the last would spell its square.
-    room = len(block)
+    room = len(block)     # what leaves' paths may spell: keys nested each in the last, its square
     for line in block.split("\n"):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
@@ -1507,10 +1503,9 @@ def flat_text(value) -> str:
 
 
 def front_matter_text(block: str, fields_: dict) -> str:
-    """The front matter `block` as the note's text shows it: each property (a key NoteMeta has
-    no field for, READ_KEYS: Obsidian users keep facts there) as "key: value" on its key's line,
-    the value on one line, its markup cleaned; every other line blank, so that the text's lines
-    are the file's. A key holding ": " (quoted) shows ":", as "key: value" is cut at the first.
+    """The front matter `block` as the note's text shows it: each property (no READ_KEYS key:
+    Obsidian users keep facts there) as "key: value" on its key's line, on one line, its markup
+    cleaned; other lines blank (the text's lines are the file's). A key's ": " shows ":".
 
     >>> front_matter_text("---\\ntags: [a]\\nPhone: 1\\nwork:\\n  k: v\\nx:\\n---\\n",
     ...                   {"tags": ["a"], "phone": "1", "work": {"k": "v"}, "x": ""})
@@ -1529,11 +1524,10 @@ def front_matter_text(block: str, fields_: dict) -> str:
 
 
 def read_markdown(text: str) -> tuple[str, NoteMeta, str | None]:
-    """A Markdown note's text with Obsidian's markup as a reader sees it (clean_markup), what
-    the note says of itself, and a warning or None. Of its front matter (a block at the very
-    top, between "---" lines, of YAML keys), the text keeps the properties only, each on its
-    line (front_matter_text); title, aliases, tags, dates and description go to the NoteMeta.
-    A block that starts with a key but does not parse stays text, with a warning.
+    """A Markdown note's text as a reader sees it (clean_markup), what it says of itself, and a
+    warning or None. Of its front matter (YAML keys between "---" lines at the very top), the
+    text keeps the properties, each on its line (front_matter_text), the rest goes to NoteMeta;
+    a block that starts with a key but does not parse stays text, with a warning.
 
     >>> note = "---\\naliases: [Hotkeys]\\ntags: work\\n---\\nSee [[Keys|the keys]] #todo"
     >>> body, meta, _ = read_markdown(note)
