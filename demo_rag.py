@@ -1209,6 +1209,7 @@ class Yaml:
     # An anchor (&base) or a tag (!!str) before a value names or types it: no part of it.
     PROPERTIES = re.compile(r"\A(?:[&!][^\s,\[\]{}]+(?:[ \t]+|\Z))+")
     ALIAS = re.compile(r"\*[^\s,\[\]{}]+")
+    DEPTH = 8               # a flow collection nested deeper is null: each level scans it again
 
     @staticmethod
     def unescape(text: str) -> str:
@@ -1245,10 +1246,10 @@ class Yaml:
         return [item.strip() for item in [*items, inner[start:]] if item.strip()]
 
     @staticmethod
-    def value(text: str) -> str | list[str] | dict:
+    def value(text: str, depth: int = 0) -> str | list[str] | dict:
         """One YAML value: quotes taken off (escapes read), an inline [list] as a list of texts,
-        an inline {mapping} (or set) as a dict, a trailing # comment dropped; null and an alias
-        (*base, not followed) as "". An anchor (&base) or a tag (!!str) before it is taken off.
+        an inline {mapping} (or set) as a dict, a # comment dropped; null, an alias (*base, not
+        followed) and a collection over Yaml.DEPTH deep as "". An anchor or a tag goes (&b, !!str).
 
         >>> [Yaml.value(v) for v in ("'it''s'", "[a, 'b, c', \\"d\\"]", "2026 # year", "~")]
         ["it's", ['a', 'b, c', 'd'], '2026', '']
@@ -1259,8 +1260,10 @@ class Yaml:
         if m := Yaml.QUOTED.match(text):
             return (Yaml.unescape(m.group(1)) if m.group(1) is not None
                     else m.group(2).replace("''", "'"))
+        if text[:1] + text[-1:] in ("[]", "{}") and depth > Yaml.DEPTH:
+            return ""
         if text.startswith("[") and text.endswith("]"):
-            values = map(Yaml.value, Yaml.items(text[1:-1]))
+            values = (Yaml.value(item, depth + 1) for item in Yaml.items(text[1:-1]))
             return [v for v in values if isinstance(v, str) and v]
         if text.startswith("{") and text.endswith("}"):
             pairs = {}
@@ -1268,9 +1271,9 @@ class Yaml:
                 quoted = Yaml.QUOTED.match(item)
                 at = quoted.end() if quoted else 0
                 key, sep, value = item[at:].partition(": ")
-                key = Yaml.value(item[:at] + (key[:-1] if not sep and key.endswith(":") else key))
+                key = Yaml.value(item[:at] + (key if sep else key.removesuffix(":")), depth + 1)
                 if isinstance(key, str) and key:
-                    pairs[key] = Yaml.value(value)
+                    pairs[key] = Yaml.value(value, depth + 1)
             return pairs
         text = re.sub(r"(?:^|[ \t])#.*", "", text).strip()
         return "" if text in ("~", "null", "Null", "NULL") or Yaml.ALIAS.fullmatch(text) else text
@@ -1301,29 +1304,34 @@ def parse_front_matter(block: str) -> dict[str, str | list[str] | dict] | None:
     """
     fields_: dict[str, str | list[str] | dict] = {}
     key, block_lines, nested = None, None, False
+    blocks: dict[str, list[str] | None] = {}      # a | or > block's lines, joined once at the end
     path: list[tuple[int, str]] = []      # the nested keys (their indents) above the line read
+    room = len(block)     # what leaves' paths may spell: keys nested each in the last, its square
     for line in block.split("\n"):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         if m := Yaml.KEY.fullmatch(line):
             key, value, nested, path = Yaml.key(m), (m.group(2) or "").strip(), False, []
-            block_lines = [] if Yaml.BLOCK_SCALAR.fullmatch(value) else None
+            block_lines = blocks[key] = [] if Yaml.BLOCK_SCALAR.fullmatch(value) else None
             fields_[key] = "" if block_lines is not None else Yaml.value(value)
         elif key is None:
             return None
         elif block_lines is not None and line[:1] in " \t":
             block_lines.append(line.strip())
-            fields_[key] = " ".join(block_lines)
-        elif (item := Yaml.ITEM.fullmatch(line)) and not nested \
+        elif (item := Yaml.ITEM.fullmatch(line)) and not nested and not block_lines \
                 and (fields_[key] == "" or isinstance(fields_[key], list)):
             value = Yaml.value(item.group(1) or "")
-            fields_[key] = [*(fields_[key] or []), *([value] if isinstance(value, str) else value)]
+            items = fields_[key] = fields_[key] or []
+            items += [value] if isinstance(value, str) else value
         elif line[:1] in " \t" and (leaf := Yaml.KEY.fullmatch(line.lstrip(" \t"))) \
                 and (fields_[key] == "" or isinstance(fields_[key], dict)):
             indent = len(line) - len(line.lstrip(" \t"))
             path = [(i, k) for i, k in path if i < indent] + [(indent, Yaml.key(leaf))]
             value = Yaml.value(leaf.group(2) or "")
-            if value and not Yaml.BLOCK_SCALAR.fullmatch(str(value)):   # a mapping's key has none
+            # A mapping's key has no value; a path past the room left is passed over.
+            if value and not Yaml.BLOCK_SCALAR.fullmatch(str(value)) \
+                    and (size := sum(len(k) + 1 for _, k in path)) <= room:
+                room -= size
                 leaves = fields_[key] = fields_[key] or {}
                 leaves[".".join(k for _, k in path)] = value
             nested = True
@@ -1331,6 +1339,7 @@ def parse_front_matter(block: str) -> dict[str, str | list[str] | dict] | None:
             nested = True                 # a scalar: passed over
         else:
             return None
+    fields_.update((k, " ".join(lines)) for k, lines in blocks.items() if lines)
     return fields_ if any(Yaml.NAME_KEY.fullmatch(k) for k in fields_) else None
 
 
@@ -1489,17 +1498,17 @@ def flat_text(value) -> str:
     ('a, b', 'work: +44 1, home: 2, 3, x')
     """
     if isinstance(value, dict):
-        return ", ".join(f"{k}: {flat_text(v)}" if flat_text(v) else k for k, v in value.items())
+        pairs = ((k, flat_text(v)) for k, v in value.items())
+        return ", ".join(f"{k}: {text}" if text else k for k, text in pairs)
     if isinstance(value, list):
         return ", ".join(filter(None, map(flat_text, value)))
     return " ".join(value.split()) if isinstance(value, str) else ""
 
 
 def front_matter_text(block: str, fields_: dict) -> str:
-    """The front matter `block` as the note's text shows it: each property (a key NoteMeta has
-    no field for, READ_KEYS: Obsidian users keep facts there) as "key: value" on its key's line,
-    the value on one line, its markup cleaned; every other line blank, so that the text's lines
-    are the file's. A key holding ": " (quoted) shows ":", as "key: value" is cut at the first.
+    """The front matter `block` as the note's text shows it: each property (no READ_KEYS key:
+    Obsidian users keep facts there) as "key: value" on its key's line, on one line, its markup
+    cleaned; other lines blank (the text's lines are the file's). A key's ": " shows ":".
 
     >>> front_matter_text("---\\ntags: [a]\\nPhone: 1\\nwork:\\n  k: v\\nx:\\n---\\n",
     ...                   {"tags": ["a"], "phone": "1", "work": {"k": "v"}, "x": ""})
@@ -1518,11 +1527,10 @@ def front_matter_text(block: str, fields_: dict) -> str:
 
 
 def read_markdown(text: str) -> tuple[str, NoteMeta, str | None]:
-    """A Markdown note's text with Obsidian's markup as a reader sees it (clean_markup), what
-    the note says of itself, and a warning or None. Of its front matter (a block at the very
-    top, between "---" lines, of YAML keys), the text keeps the properties only, each on its
-    line (front_matter_text); title, aliases, tags, dates and description go to the NoteMeta.
-    A block that starts with a key but does not parse stays text, with a warning.
+    """A Markdown note's text as a reader sees it (clean_markup), what it says of itself, and a
+    warning or None. Of its front matter (YAML keys between "---" lines at the very top), the
+    text keeps the properties, each on its line (front_matter_text), the rest goes to NoteMeta;
+    a block that starts with a key but does not parse stays text, with a warning.
 
     >>> note = "---\\naliases: [Hotkeys]\\ntags: work\\n---\\nSee [[Keys|the keys]] #todo"
     >>> body, meta, _ = read_markdown(note)

@@ -396,6 +396,38 @@ def test_front_matter_rules_take_linear_time_on_hostile_notes(text):
     assert time.perf_counter() - t0 < 5                 # a backtracking regex takes hours here
 
 
+DEEP_KEYS = "m:\n" + "".join(" " * i + f"{i}" + "k" * 2_000 + ": v\n" for i in range(1, 150))
+WIDE_KEYS = "m:\n  " + "k" * 5_000 + ":\n" + "".join(f"    {i}: v\n" for i in range(20_000))
+
+
+@pytest.mark.parametrize("front, field, want", [
+    (DEEP_KEYS, "properties", None),                 # each leaf under up to 149 keys of 2,000: 22 MB
+    (WIDE_KEYS, "properties", None),                 # 20,000 leaves under one long key: 100 MB
+    ("description: |\n" + "  a line\n" * 60_000, "description", " ".join(["a line"] * 60_000)),
+    ("tags:\n" + "".join(f"  - t{i}\n" for i in range(120_000)), "tags", tuple(f"t{i}" for i in range(120_000))),
+    ("tags: " + "[" * 6_000 + "]" * 6_000, "tags", ()),           # recursion: the note was skipped
+    ("x: " + "{a: " * 5_000 + "b" + "}" * 5_000 + "\ntags: [t]", "tags", ("t",)),
+], ids=["deep keys", "wide keys", "block", "items", "deep list", "deep mapping"])
+def test_hostile_front_matter_is_read_in_linear_time_and_its_body_kept(front, field, want):
+    import time
+    t0 = time.perf_counter()
+    body, meta, warning = rag.read_markdown(f"---\n{front}\n---\nThe zeppelin hangar opens at nine.")
+    read = want is None or getattr(meta, field) == want    # not in the assert: pytest would diff them
+    assert body.endswith("The zeppelin hangar opens at nine.") and "---" not in body and warning is None
+    assert len(body) < 2 * len(front) and read
+    assert time.perf_counter() - t0 < 5       # a leaf's path, a block or a list copied per line: minutes
+
+
+def test_a_deeply_nested_property_flattens_in_linear_time():
+    import time
+    value = "x"
+    for _ in range(25):
+        value = {"a": value}
+    t0 = time.perf_counter()
+    assert rag.flat_text(value) == "a: " * 25 + "x"
+    assert time.perf_counter() - t0 < 5                 # each level flattened twice: 2**25 calls
+
+
 def test_a_fact_kept_in_a_property_answers_the_question(cli, server, tmp_path):
     # Obsidian users keep facts in properties: the supplier's phone is nowhere in its text.
     vault = tmp_path / "vault"
