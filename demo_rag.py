@@ -4759,7 +4759,7 @@ def open_locked(path: str | Path, flags: int,
     for _ in range(3):                    # moved again while this run waited: it looks once more
         if fd >= 0:
             os.close(fd)
-        fd = os.open(path, flags | os.O_CREAT | os.O_CLOEXEC | NOT_A_LINK, 0o600)
+        fd = os.open(path, flags | os.O_CREAT | NOT_A_LINK, 0o600)   # not inherited (PEP 446)
         try:
             import fcntl
             try:
@@ -5961,9 +5961,9 @@ class IndexOpening:
             self.progress(f"rebuilding index: {self.reason}")
         loss = copy.keep(cached, {f.rel for f in self.files}, s.notes_dir) if cached else ""
         listed = copy.written()
-        donors = vector_donors(s, path, self.build) if old is None else []
-        if self.rebuild:                  # what an interrupted --rebuild of this build embedded
-            donors = self.writer.resumed(s, self.build)
+        # a --rebuild takes only what an interrupted one of this build embedded
+        donors = self.writer.resumed(s, self.build) if self.rebuild else \
+            vector_donors(s, path, self.build) if old is None else []
         if old is not None and (copies := copy.paths()):
             donors = copies               # notes that went missing may be back
         index, report = update_index(s, self.client, old, self.files, self.progress,
