@@ -49,6 +49,19 @@ def chunk_texts_sent(server) -> int:
     return sum("Query:" not in t for t in server.embedded_texts())
 
 
+def stopped_at(vault, request: int, *flags, sig=signal.SIGINT, **server) -> tuple[int, str]:
+    """A CLI run over `vault`, sent `sig` while the stand-in holds its `request`-th embed
+    request (checkpoints far apart, so only the save on the interrupt keeps what arrived): its
+    exit code and stderr."""
+    with FakeOllama(hold_at=request, **server) as s:
+        p = start(vault, s.url, "--checkpoint-seconds", 1000, *flags)
+        s.wait_for_embeds(request)
+        p.send_signal(sig)
+        _, err = p.communicate(timeout=30)
+        s.release()
+    return p.returncode, err
+
+
 def texts_the_next_run_embeds(vault) -> int:
     with FakeOllama() as server:
         out = run_cli(*args_for(vault), host=server.url)
@@ -60,14 +73,8 @@ def texts_the_next_run_embeds(vault) -> int:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_an_interrupted_build_keeps_what_arrived_and_the_next_run_embeds_the_rest(vault, sig):
-    with FakeOllama(hold_at=5) as server:
-        # checkpoints far apart: only the save on the interrupt itself can keep the 128 vectors
-        p = start(vault, server.url, "--checkpoint-seconds", 1000)
-        server.wait_for_embeds(5)
-        p.send_signal(sig)
-        _, err = p.communicate(timeout=30)
-        server.release()
-    assert p.returncode == 130, err
+    code, err = stopped_at(vault, 5, sig=sig)
+    assert code == 130, err
     assert "kept 128 of 300 vectors; run again to continue" in err and "Traceback" not in err
     assert texts_the_next_run_embeds(vault) == CHUNKS - 4 * PER_REQUEST
     assert texts_the_next_run_embeds(vault) == 0
@@ -121,19 +128,9 @@ def test_an_interrupt_after_the_index_is_saved_leaves_it_as_saved(vault, server,
 
 
 def test_a_rebuild_interrupted_past_the_vectors_the_cache_had_is_continued_by_a_run(vault):
-    with FakeOllama(hold_at=5) as server:                   # a first build stopped at 128
-        p = start(vault, server.url, "--checkpoint-seconds", 1000)
-        server.wait_for_embeds(5)
-        p.send_signal(signal.SIGINT)
-        p.communicate(timeout=30)
-        server.release()
-    with FakeOllama(hold_at=7) as server:                   # then a --rebuild stopped at 192
-        p = start(vault, server.url, "--rebuild", "--checkpoint-seconds", 1000)
-        server.wait_for_embeds(7)
-        p.send_signal(signal.SIGTERM)
-        _, err = p.communicate(timeout=30)
-        server.release()
-    assert p.returncode == 130 and "Traceback" not in err, err
+    stopped_at(vault, 5)                                   # a first build stopped at 128
+    code, err = stopped_at(vault, 7, "--rebuild", sig=signal.SIGTERM)   # a --rebuild at 192
+    assert code == 130 and "Traceback" not in err, err
     assert "kept 192 of 300 vectors; run again to continue (--rebuild starts over)" in err
     assert texts_the_next_run_embeds(vault) == CHUNKS - 6 * PER_REQUEST
 
@@ -143,13 +140,8 @@ def test_an_interrupted_size_change_rebuild_keeps_the_cache_and_the_next_run_goe
         assert run_cli(*args_for(vault), host=server.url).returncode == 0
     note = vault / "note-042.md"
     note.write_text(note.read_text().replace("part 1 explains", "part 1 now explains"))
-    with FakeOllama(dim=128, hold_at=3) as server:          # the edit, then the rebuild's 2nd
-        p = start(vault, server.url, "--checkpoint-seconds", 1000)
-        server.wait_for_embeds(3)
-        p.send_signal(signal.SIGINT)
-        _, err = p.communicate(timeout=30)
-        server.release()
-    assert p.returncode == 130 and "vector size changed (256 -> 128)" in err, err
+    code, err = stopped_at(vault, 3, dim=128)              # the edit, then the rebuild's 2nd
+    assert code == 130 and "vector size changed (256 -> 128)" in err, err
     assert ("the cache is kept as it was, and 32 of the rebuild's 300 vectors beside it: "
             "the next run goes on from them") in err
     [cache] = [p for p in (vault.parent / "cache").iterdir() if ".rebuild." not in p.name]
@@ -167,26 +159,16 @@ def test_a_size_change_rebuild_interrupted_before_its_first_batch_says_it_kept_n
     with FakeOllama(dim=256) as server:
         assert run_cli(*args_for(vault), host=server.url).returncode == 0
     (vault / "note-042.md").write_text("part 1 now explains kites")
-    with FakeOllama(dim=128, hold_at=2) as server:          # the edit, then the rebuild's 1st
-        p = start(vault, server.url, "--checkpoint-seconds", 1000)
-        server.wait_for_embeds(2)
-        p.send_signal(signal.SIGINT)
-        _, err = p.communicate(timeout=30)
-        server.release()
-    assert p.returncode == 130 and "Traceback" not in err, err
+    code, err = stopped_at(vault, 2, dim=128)              # the edit, then the rebuild's 1st
+    assert code == 130 and "Traceback" not in err, err
     assert "the cache is kept as it was; the rebuild kept none of its 298 vectors" in err, err
 
 
 def test_an_interrupted_rebuild_keeps_the_cache_and_the_next_rebuild_resumes_it(vault):
     with FakeOllama() as server:
         assert run_cli(*args_for(vault), host=server.url).returncode == 0
-    with FakeOllama(hold_at=5) as server:
-        p = start(vault, server.url, "--rebuild", "--checkpoint-seconds", 1000)
-        server.wait_for_embeds(5)
-        p.send_signal(signal.SIGINT)
-        _, err = p.communicate(timeout=30)
-        server.release()
-    assert p.returncode == 130 and "Traceback" not in err, err
+    code, err = stopped_at(vault, 5, "--rebuild")
+    assert code == 130 and "Traceback" not in err, err
     assert ("the cache is kept as it was, and 128 of the rebuild's 300 vectors beside it: "
             "--rebuild again goes on from them") in err
     assert texts_the_next_run_embeds(vault) == 0            # the cache before serves meanwhile
